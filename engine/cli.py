@@ -1,0 +1,234 @@
+"""`lf-engine`: train, evaluate, chat, export and serve from one YAML config (LLaMA-Factory keys).
+
+User errors (a bad key, a missing file, a dataset that does not fit the stage) print one clear message and exit
+with status 2, without a Python traceback; set LF_DEBUG=1 or pass --debug to see tracebacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from engine import __version__
+from engine.errors import AbortRequested, UserError
+
+EXIT_USER_ERROR = 2
+EXIT_ABORTED = 130
+
+logger = logging.getLogger("engine")
+
+
+def _setup_logging(debug: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+        stream=sys.stderr,
+    )
+    for noisy in ("httpx", "urllib3", "datasets", "filelock", "matplotlib", "PIL"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("WANDB_DISABLED", "true")
+    try:
+        import transformers
+
+        transformers.logging.set_verbosity_warning()
+    except ImportError:
+        pass
+
+
+def _config_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", help="YAML config file with LLaMA-Factory keys")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="override config keys, e.g. learning_rate=1e-4")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lf-engine",
+        description="Fine-tune, evaluate, chat with and export language models from one YAML config.",
+        epilog="Examples:\n  lf-engine train examples/sft_lora_demo.yaml\n"
+        "  lf-engine chat examples/chat_demo.yaml --query 'Who are you?'\n  lf-engine export examples/export_demo.yaml",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"lf-engine {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show Python tracebacks for every error")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("train", help="train as the config says (stages pt, sft, rm, dpo, kto)",
+                       description="Train a model. Outputs (adapter or model, checkpoints, events.jsonl, run.json, "
+                       "loss.png) go to output_dir.")
+    _config_arg(p)
+
+    p = sub.add_parser("eval", help="evaluate (loss, perplexity) or predict (BLEU/ROUGE) without training",
+                       description="Evaluate: do_eval gives eval loss and perplexity; do_predict with "
+                       "predict_with_generate writes generated_predictions.jsonl and BLEU/ROUGE scores.")
+    _config_arg(p)
+
+    p = sub.add_parser("chat", help="chat in the terminal, or answer one --query and exit",
+                       description="Load the model (and adapters) and chat, streaming the reply. With --query the "
+                       "reply alone is printed on stdout.")
+    _config_arg(p)
+    p.add_argument("--query", help="answer this one message, print the reply and exit")
+    p.add_argument("--system", help="system prompt")
+
+    p = sub.add_parser("export", help="merge adapters into a standalone model in export_dir",
+                       description="Merge LoRA adapters into the base model and save it (sharded by export_size) "
+                       "with the tokenizer and the template as its chat template; then reload it to verify.")
+    _config_arg(p)
+
+    p = sub.add_parser("api", help="serve an OpenAI-compatible chat API",
+                       description="Serve POST /v1/chat/completions (streaming or not), GET /v1/models, GET /health.")
+    _config_arg(p)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000, help="0 picks a free port (written to run.json)")
+    p.add_argument("--run-dir", help="run folder for run.json/events.jsonl (default: the config's folder if it "
+                   "holds run.json)")
+
+    p = sub.add_parser("check", help="validate a config and its files without running anything heavy",
+                       description="Report every problem in a config (keys, values, paths, datasets, memory).")
+    _config_arg(p)
+    p.add_argument("--for", dest="purpose", default="train", choices=["train", "eval", "export", "chat", "api"])
+
+    sub.add_parser("env", help="show versions, devices and memory", description="Print the environment report.")
+
+    p = sub.add_parser("demo", help="build the built-in demo model (offline, deterministic)",
+                       description="Build the tiny demo model used by `model_name_or_path: demo`.")
+    p.add_argument("--target", help="folder to build into (default: the cache used by `demo`)")
+    return parser
+
+
+def _load(args: argparse.Namespace, purpose: str):
+    from engine.config import ConfigError, load_config
+    from engine.preflight import check
+
+    cfg = load_config(args.config, args.overrides)
+    for note in cfg.notes:
+        logger.info(note)
+    problems = check(cfg, purpose)
+    if problems:
+        raise ConfigError(problems)
+    return cfg
+
+
+def _run_dir_of(args: argparse.Namespace) -> Path | None:
+    if getattr(args, "run_dir", None):
+        return Path(args.run_dir)
+    parent = Path(args.config).resolve().parent
+    return parent if (parent / "run.json").is_file() else None
+
+
+def cmd_train(args: argparse.Namespace, kind: str = "train") -> int:
+    from engine.lifecycle import JobContext
+    from engine.train.workflow import run_eval, run_train
+
+    cfg = _load(args, "train" if kind == "train" else "eval")
+    if kind == "eval" and cfg.train.do_predict:
+        kind = "predict"
+    with JobContext(cfg.train.output_dir, kind, cfg.to_yaml(minimal=False)) as ctx:
+        metrics = (run_train if kind == "train" else run_eval)(cfg, ctx)
+    if ctx.status == "aborted":
+        logger.warning("Stopped on request; a checkpoint was saved in %s.", cfg.train.output_dir)
+        return EXIT_ABORTED
+    shown = {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
+    if shown:
+        logger.info("Results: %s", ", ".join(f"{k}={v:.4g}" for k, v in shown.items()))
+    logger.info("Done. Outputs in %s", cfg.train.output_dir)
+    return 0
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    from engine.infer.cli_chat import interactive_chat, single_query
+
+    cfg = _load(args, "chat")
+    if args.query is not None:
+        reply = single_query(cfg, args.query, system=args.system)
+        print(reply)
+        return 0
+    interactive_chat(cfg, system=args.system)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from engine.export import run_export
+    from engine.lifecycle import JobContext
+
+    cfg = _load(args, "export")
+    run_dir = _run_dir_of(args)
+    if run_dir is None:
+        result = run_export(cfg)
+    else:
+        with JobContext(run_dir, "export") as ctx:
+            result = run_export(cfg, run_dir=str(run_dir))
+            ctx.metrics.update({k: v for k, v in result.items() if isinstance(v, (int, float, str, bool))})
+    logger.info("Exported to %s", result.get("export_dir", cfg.export.export_dir))
+    return 0
+
+
+def cmd_api(args: argparse.Namespace) -> int:
+    from engine.infer.server import serve
+
+    cfg = _load(args, "api")
+    run_dir = _run_dir_of(args)
+    serve(cfg, args.host, args.port, run_dir=str(run_dir) if run_dir else None)
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    cfg = _load(args, args.purpose)
+    print(f"OK: {args.config} is valid for `{args.purpose}` (stage {cfg.finetuning.stage}, "
+          f"{cfg.finetuning.finetuning_type}, model {cfg.model.model_name_or_path}).")
+    return 0
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    from engine.devices import environment_report, format_environment_report
+
+    print(format_environment_report(environment_report()))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from engine.demo import build_demo_model, ensure_demo_model
+
+    path = build_demo_model(Path(args.target)) if args.target else ensure_demo_model()
+    print(path)
+    return 0
+
+
+COMMANDS = {
+    "train": cmd_train,
+    "eval": lambda a: cmd_train(a, kind="eval"),
+    "chat": cmd_chat,
+    "export": cmd_export,
+    "api": cmd_api,
+    "check": cmd_check,
+    "env": cmd_env,
+    "demo": cmd_demo,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return EXIT_USER_ERROR
+    debug = args.debug or os.environ.get("LF_DEBUG", "") not in ("", "0")
+    _setup_logging(debug)
+    try:
+        return COMMANDS[args.command](args)
+    except UserError as err:
+        if debug:
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except (AbortRequested, KeyboardInterrupt):
+        print("stopped.", file=sys.stderr)
+        return EXIT_ABORTED
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,324 @@
+"""Turn a flat YAML mapping (plus ``key=value`` overrides) into a validated :class:`RunConfig`.
+
+Every problem is collected and reported together in one :class:`ConfigError`, before anything heavy loads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+import yaml
+
+from engine.errors import UserError
+from engine.config.schema import (
+    SECTIONS,
+    DataArgs,
+    ExportArgs,
+    FinetuningArgs,
+    GenerationArgs,
+    ModelArgs,
+    TrainArgs,
+)
+
+# Keys LLaMA-Factory configs commonly carry that we accept and ignore (with a note) rather than reject.
+IGNORED_KEYS = {
+    "ddp_find_unused_parameters", "include_num_input_tokens_seen", "disable_tqdm", "run_name", "hub_model_id",
+    "push_to_hub", "logging_dir", "logging_first_step", "log_level", "print_param_status", "use_badam",
+    "use_galore", "use_apollo", "use_adam_mini", "use_llama_pro", "moe_aux_loss_coef", "infer_backend_kwargs",
+    "vllm_maxlen", "vllm_gpu_util", "vllm_enforce_eager", "vllm_max_lora_rank", "shift_attn", "rope_scaling",
+    "mixture_of_depths", "upcast_layernorm", "upcast_lmhead_output", "disable_gradient_checkpointing",
+    "disable_shuffling", "compute_accuracy", "flash_attn_kwargs", "image_resolution", "video_resolution",
+    "dataloader_pin_memory", "dataloader_persistent_workers", "buffer_size", "ray_run_name", "use_ray",
+}
+
+
+class ConfigError(UserError, ValueError):
+    """A user error in a config: carries every problem found, each naming the fix."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__(self.format())
+
+    def format(self) -> str:
+        head = f"{len(self.problems)} problem(s) in the config:" if len(self.problems) > 1 else "Problem in the config:"
+        return head + "\n" + "\n".join(f"  - {p}" for p in self.problems)
+
+
+@dataclass
+class RunConfig:
+    """The complete configuration of one job."""
+
+    model: ModelArgs = field(default_factory=ModelArgs)
+    data: DataArgs = field(default_factory=DataArgs)
+    finetuning: FinetuningArgs = field(default_factory=FinetuningArgs)
+    train: TrainArgs = field(default_factory=TrainArgs)
+    generation: GenerationArgs = field(default_factory=GenerationArgs)
+    export: ExportArgs = field(default_factory=ExportArgs)
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Other Hugging Face ``TrainingArguments`` keys, passed through unchanged."""
+    notes: list[str] = field(default_factory=list)
+    """Non-fatal remarks made while loading (ignored keys, defaults filled in)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The flat mapping (LLaMA-Factory style); only values that differ from the defaults plus key ones."""
+        out: dict[str, Any] = {}
+        for name in SECTIONS:
+            section = getattr(self, name)
+            for f in dataclasses.fields(section):
+                out[f.name] = getattr(section, f.name)
+        out.update(self.extra)
+        return out
+
+    def to_yaml(self, minimal: bool = True) -> str:
+        flat = self.to_dict()
+        if minimal:
+            defaults = RunConfig().to_dict()
+            always = {"model_name_or_path", "stage", "finetuning_type", "output_dir", "template", "dataset"}
+            flat = {k: v for k, v in flat.items() if k in always or k not in defaults or defaults[k] != v}
+            flat = {k: v for k, v in flat.items() if v is not None or k in always}
+        return yaml.safe_dump(flat, sort_keys=False, allow_unicode=True)
+
+
+def all_keys() -> dict[str, tuple[str, dataclasses.Field]]:
+    """Every known flat key, mapped to (section name, dataclass field)."""
+    keys: dict[str, tuple[str, dataclasses.Field]] = {}
+    for section, cls in SECTIONS.items():
+        for f in dataclasses.fields(cls):
+            keys[f.name] = (section, f)
+    return keys
+
+
+def _resolved_hints(cls: type) -> dict[str, Any]:
+    import engine.config.schema as schema_module
+
+    return typing.get_type_hints(cls, vars(schema_module))
+
+
+_HINTS: dict[str, dict[str, Any]] = {}
+
+
+def field_type(section: str, name: str) -> Any:
+    """The resolved type annotation of a field."""
+    if section not in _HINTS:
+        _HINTS[section] = _resolved_hints(SECTIONS[section])
+    return _HINTS[section][name]
+
+
+def literal_choices(tp: Any) -> list[Any] | None:
+    """The allowed values of a ``Literal`` (possibly inside ``Optional``), else None."""
+    if get_origin(tp) is Literal:
+        return list(get_args(tp))
+    if get_origin(tp) in (typing.Union, types.UnionType):
+        for arg in get_args(tp):
+            choices = literal_choices(arg)
+            if choices is not None:
+                return choices + ([None] if type(None) in get_args(tp) else [])
+    return None
+
+
+def _base_type(tp: Any) -> tuple[type | None, bool]:
+    """(plain type, optional?) for ``int``, ``float | None`` and so on."""
+    if get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        optional = len(args) != len(get_args(tp))
+        return (args[0] if len(args) == 1 and isinstance(args[0], type) else None), optional
+    return (tp if isinstance(tp, type) else None), False
+
+
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+
+def coerce_value(key: str, value: Any, tp: Any) -> Any:
+    """Convert a YAML or command-line value to the field's type; raise ValueError with a clear message."""
+    choices = literal_choices(tp)
+    if choices is not None:
+        if isinstance(value, str) and value.strip().lower() in ("null", "none", "") and None in choices:
+            return None
+        for choice in choices:
+            if value == choice or (isinstance(value, str) and choice is not None and value == str(choice)):
+                return choice
+        shown = ", ".join(repr(c) if c is not None else "null" for c in choices)
+        hint = difflib.get_close_matches(str(value), [str(c) for c in choices if c is not None], n=1)
+        extra = f" Did you mean {hint[0]!r}?" if hint else ""
+        raise ValueError(f"`{key}: {value!r}` is not a valid choice; use one of {shown}.{extra}")
+    base, optional = _base_type(tp)
+    if value is None or (optional and isinstance(value, str) and value.strip().lower() in ("null", "none")):
+        if optional:
+            return None
+        raise ValueError(f"`{key}` cannot be empty; give a {base.__name__ if base else 'value'}.")
+    if base is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, (int, str)) and str(value).strip().lower() in _TRUE | _FALSE:
+            return str(value).strip().lower() in _TRUE
+        raise ValueError(f"`{key}: {value!r}` must be true or false.")
+    if base is int:
+        if isinstance(value, bool):
+            raise ValueError(f"`{key}: {value!r}` must be a whole number.")
+        if isinstance(value, int):
+            return value
+        try:
+            as_float = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"`{key}: {value!r}` must be a whole number.") from None
+        if not as_float.is_integer():
+            raise ValueError(f"`{key}: {value!r}` must be a whole number, not a fraction.")
+        return int(as_float)
+    if base is float:
+        if isinstance(value, bool):
+            raise ValueError(f"`{key}: {value!r}` must be a number.")
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"`{key}: {value!r}` must be a number (e.g. 1.0e-4).") from None
+    if base is str:
+        if isinstance(value, (list, tuple)):
+            return ",".join(str(v) for v in value)
+        if isinstance(value, (dict,)):
+            raise ValueError(f"`{key}` must be text, not a mapping.")
+        return str(value)
+    return value
+
+
+def _hf_training_keys() -> set[str]:
+    from transformers import TrainingArguments
+
+    return {f.name for f in dataclasses.fields(TrainingArguments)}
+
+
+def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) -> RunConfig:
+    """Validate a flat mapping and build the typed config. Raises ConfigError listing every problem."""
+    if mapping is None:
+        mapping = {}
+    if not isinstance(mapping, dict):
+        raise ConfigError([f"The config must be a mapping of `key: value` lines, not a {type(mapping).__name__}."])
+    known = all_keys()
+    problems: list[str] = []
+    notes: list[str] = []
+    values: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
+    extra: dict[str, Any] = {}
+    unknown: list[str] = []
+    for key, value in mapping.items():
+        key = str(key)
+        if key == "attn_implementation" and value is not None:
+            key, value = "flash_attn", {"flash_attention_2": "flash_attention_2"}.get(value, value)
+        if key in known:
+            section, f = known[key]
+            try:
+                values[section][key] = coerce_value(key, value, field_type(section, key))
+            except ValueError as err:
+                problems.append(str(err))
+                continue
+            meta = f.metadata
+            v = values[section][key]
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                if "min" in meta and v < meta["min"]:
+                    problems.append(f"`{key}: {v}` is below the minimum {meta['min']}.")
+                if "max" in meta and v > meta["max"]:
+                    problems.append(f"`{key}: {v}` is above the maximum {meta['max']}.")
+        elif key in IGNORED_KEYS:
+            notes.append(f"`{key}` is accepted for compatibility and has no effect here.")
+        else:
+            unknown.append(key)
+    if unknown:
+        hf_keys = _hf_training_keys() if allow_hf_passthrough else set()
+        vocabulary = sorted(set(known) | hf_keys)
+        for key in unknown:
+            if key in hf_keys:
+                extra[key] = mapping[key]
+                continue
+            close = difflib.get_close_matches(key, vocabulary, n=1, cutoff=0.6)
+            fix = f" Did you mean `{close[0]}`?" if close else " Remove it or check the spelling."
+            problems.append(f"Unknown key `{key}`.{fix}")
+    cfg = RunConfig(
+        **{name: SECTIONS[name](**values[name]) for name in SECTIONS},
+        extra=extra,
+        notes=notes,
+    )
+    problems.extend(_cross_checks(cfg))
+    if problems:
+        raise ConfigError(problems)
+    return cfg
+
+
+def _cross_checks(cfg: RunConfig) -> list[str]:
+    problems = []
+    ft, tr = cfg.finetuning, cfg.train
+    if tr.bf16 and tr.fp16:
+        problems.append("`bf16` and `fp16` are both true; choose one.")
+    if ft.lora_alpha is None:
+        ft.lora_alpha = ft.lora_rank * 2
+    if ft.pref_loss in ("orpo", "simpo") and ft.stage != "dpo":
+        problems.append(f"`pref_loss: {ft.pref_loss}` applies to `stage: dpo` only (this config has `stage: {ft.stage}`).")
+    if cfg.model.use_unsloth:
+        problems.append("`use_unsloth: true` is not supported by this engine; remove it (sdpa attention is used).")
+    if cfg.data.neat_packing and cfg.data.packing is None:
+        cfg.data.packing = True
+    if tr.eval_strategy != "no" and not (cfg.data.eval_dataset or cfg.data.val_size):
+        problems.append(f"`eval_strategy: {tr.eval_strategy}` needs evaluation data: set `eval_dataset` or `val_size`.")
+    if tr.save_strategy == "best" and tr.eval_strategy == "no":
+        problems.append("`save_strategy: best` needs `eval_strategy` steps or epoch.")
+    if ft.finetuning_type != "lora" and cfg.model.quantization_bit:
+        problems.append("`quantization_bit` works with `finetuning_type: lora` only (QLoRA).")
+    if ft.finetuning_type == "lora" and ft.use_dora and ft.pissa_init:
+        problems.append("`use_dora` and `pissa_init` cannot be combined; choose one.")
+    return problems
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``key=value`` strings (values parsed as YAML scalars) into a mapping."""
+    out: dict[str, Any] = {}
+    bad = []
+    for item in items:
+        if "=" not in item:
+            bad.append(f"Override `{item}` must look like `key=value`.")
+            continue
+        key, raw = item.split("=", 1)
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError:
+            value = raw
+        if isinstance(value, str):  # YAML 1.1 reads `1e-3` as text; numbers are meant
+            try:
+                value = float(value) if any(c in value for c in ".eE") else int(value)
+            except ValueError:
+                pass
+        out[key.strip().lstrip("-")] = value
+    if bad:
+        raise ConfigError(bad)
+    return out
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML (or JSON) config file into a mapping, with a clear error for a missing or broken file."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError([f"Config file `{path}` does not exist; check the path."])
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError([f"`{path}` is not valid YAML{where}: {getattr(err, 'problem', err)}."]) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError([f"`{path}` must hold `key: value` lines at the top level."])
+    return data
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | dict[str, Any] | None = None) -> RunConfig:
+    """Read a YAML file, apply overrides, validate and return the typed config."""
+    mapping: dict[str, Any] = read_yaml(path) if path else {}
+    if isinstance(overrides, dict):
+        mapping.update(overrides)
+    elif overrides:
+        mapping.update(parse_overrides(overrides))
+    return build_config(mapping)

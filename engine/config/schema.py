@@ -1,0 +1,208 @@
+"""Typed configuration, one dataclass per concern.
+
+Field names follow LLaMA-Factory's flat YAML convention so that its users' configs load unchanged.
+Every field carries a ``help`` text and, for numbers, optional ``min``/``max`` bounds in its metadata; the
+board builds its widgets from these (a ``Literal`` becomes a dropdown, a bounded number a slider).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+def opt(default: Any, help: str, *, min: float | None = None, max: float | None = None, step: float | None = None,
+        advanced: bool = False) -> Any:
+    """A dataclass field with documentation and optional bounds."""
+    meta: dict[str, Any] = {"help": help, "advanced": advanced}
+    if min is not None:
+        meta["min"] = min
+    if max is not None:
+        meta["max"] = max
+    if step is not None:
+        meta["step"] = step
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda d=default: type(d)(d), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+Stage = Literal["pt", "sft", "rm", "dpo", "kto"]
+FinetuningType = Literal["lora", "full", "freeze"]
+PrefLoss = Literal["sigmoid", "hinge", "ipo", "orpo", "simpo"]
+Scheduler = Literal[
+    "linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
+    "inverse_sqrt", "reduce_lr_on_plateau", "cosine_with_min_lr", "warmup_stable_decay",
+]
+Strategy = Literal["no", "steps", "epoch"]
+SaveStrategy = Literal["no", "steps", "epoch", "best"]
+Attention = Literal["auto", "eager", "sdpa", "flash_attention_2", "flash_attention_3"]
+InferDtype = Literal["auto", "float32", "float16", "bfloat16"]
+
+
+@dataclass
+class ModelArgs:
+    """Which model to load and how."""
+
+    model_name_or_path: str = opt("", "Local folder or hub id of the base model (or `demo` for the built-in demo).")
+    adapter_name_or_path: str | None = opt(None, "Adapter folder(s) to load on top of the model, comma separated.")
+    template: str | None = opt(None, "Prompt template; empty uses the tokenizer's own chat template.")
+    trust_remote_code: bool = opt(False, "Allow code shipped with the model to run.", advanced=True)
+    cache_dir: str | None = opt(None, "Where downloaded models are cached.", advanced=True)
+    model_revision: str = opt("main", "Model revision (branch, tag or commit).", advanced=True)
+    flash_attn: Attention = opt("auto", "Attention implementation; auto picks sdpa where it is safe.", advanced=True)
+    attn_implementation: str | None = opt(None, "Alias of flash_attn accepted for Hugging Face configs.", advanced=True)
+    infer_dtype: InferDtype = opt("auto", "Data type for inference and export.")
+    infer_backend: Literal["huggingface", "vllm", "sglang"] = opt("huggingface", "Inference engine for chat.")
+    enable_liger_kernel: bool = opt(False, "Use Liger fused kernels (extra `liger`).", advanced=True)
+    use_unsloth: bool = opt(False, "Use Unsloth kernels (not supported; refused with a message).", advanced=True)
+    quantization_bit: Literal[None, 4, 8] = opt(None, "Load the base model quantized (QLoRA; extra `bitsandbytes`).",
+                                                advanced=True)
+    low_cpu_mem_usage: bool = opt(True, "Load weights lazily to save memory.", advanced=True)
+    resize_vocab: bool = opt(False, "Resize the embeddings to the tokenizer's vocabulary.", advanced=True)
+    use_fast_tokenizer: bool = opt(True, "Use the fast (Rust) tokenizer.", advanced=True)
+    split_special_tokens: bool = opt(False, "Tokenize special tokens as plain text.", advanced=True)
+
+
+@dataclass
+class DataArgs:
+    """Which data to train and evaluate on, and how to tokenize it."""
+
+    dataset: str | None = opt(None, "Dataset name(s) from dataset_info.json or file paths, comma separated.")
+    eval_dataset: str | None = opt(None, "Evaluation dataset name(s), comma separated.")
+    dataset_dir: str = opt("data", "Folder holding dataset_info.json and the data files.")
+    cutoff_len: int = opt(2048, "Maximum tokens per example after tokenization.", min=8, max=1_048_576, step=8)
+    max_samples: int | None = opt(None, "Use at most this many rows of each dataset.", min=1)
+    val_size: float = opt(0.0, "Fraction (<1) or count (>=1) of rows held out for evaluation.", min=0.0)
+    train_on_prompt: bool = opt(False, "Also compute the loss on prompt tokens.")
+    mask_history: bool = opt(False, "Train only on the last assistant turn.")
+    packing: bool | None = opt(None, "Pack several examples into one sequence without cross attention.")
+    neat_packing: bool = opt(False, "Alias of packing without cross-sample attention.", advanced=True)
+    streaming: bool = opt(False, "Stream the dataset instead of loading it.", advanced=True)
+    mix_strategy: Literal["concat", "interleave_under", "interleave_over"] = opt(
+        "concat", "How several datasets are mixed.", advanced=True)
+    interleave_probs: str | None = opt(None, "Sampling probabilities for interleaving.", advanced=True)
+    preprocessing_num_workers: int | None = opt(None, "Processes for tokenization.", min=1, advanced=True)
+    overwrite_cache: bool = opt(False, "Ignore cached tokenized data.", advanced=True)
+    tokenized_path: str | None = opt(None, "Save or load tokenized data here.", advanced=True)
+    default_system: str | None = opt(None, "System prompt used when a row has none.", advanced=True)
+    enable_thinking: bool = opt(True, "For reasoning templates: keep the thinking part.", advanced=True)
+    tool_format: str | None = opt(None, "Tool-call format; empty uses the template's own.", advanced=True)
+    image_max_pixels: int = opt(768 * 768, "Largest image size in pixels.", advanced=True)
+    image_min_pixels: int = opt(32 * 32, "Smallest image size in pixels.", advanced=True)
+    video_fps: float = opt(2.0, "Frames sampled per second of video.", advanced=True)
+    video_maxlen: int = opt(128, "Most frames sampled from a video.", advanced=True)
+
+
+@dataclass
+class FinetuningArgs:
+    """Training stage and the method: LoRA, freeze or full, plus preference settings."""
+
+    stage: Stage = opt("sft", "Training stage: pre-training, supervised, reward model, DPO or KTO.")
+    finetuning_type: FinetuningType = opt("lora", "Which weights are trained.")
+    lora_rank: int = opt(8, "LoRA rank.", min=1, max=1024)
+    lora_alpha: int | None = opt(None, "LoRA scaling alpha; empty means 2 x rank.", min=1, max=4096)
+    lora_dropout: float = opt(0.0, "Dropout on the LoRA path.", min=0.0, max=0.9, step=0.01)
+    lora_target: str = opt("all", "Modules that get LoRA: `all` (every linear layer of the blocks) or names.")
+    additional_target: str | None = opt(None, "Extra modules trained fully beside LoRA (e.g. embed_tokens).",
+                                        advanced=True)
+    use_rslora: bool = opt(False, "Rank-stabilised LoRA scaling.")
+    use_dora: bool = opt(False, "Weight-decomposed LoRA (DoRA).")
+    pissa_init: bool = opt(False, "PiSSA initialisation of LoRA.", advanced=True)
+    create_new_adapter: bool = opt(False, "Start a new adapter on top of a loaded one.", advanced=True)
+    freeze_trainable_layers: int = opt(2, "Freeze: train this many last layers (negative: first layers).",
+                                       min=-1024, max=1024)
+    freeze_trainable_modules: str = opt("all", "Freeze: module names trained inside those layers.")
+    freeze_extra_modules: str | None = opt(None, "Freeze: extra modules trained besides the layers.", advanced=True)
+    freeze_vision_tower: bool = opt(True, "Keep the vision tower frozen (multimodal models).", advanced=True)
+    freeze_multi_modal_projector: bool = opt(True, "Keep the projectors frozen (multimodal models).", advanced=True)
+    freeze_language_model: bool = opt(False, "Keep the language model frozen.", advanced=True)
+    pref_beta: float = opt(0.1, "Beta of the preference loss.", min=0.0, max=10.0, step=0.01)
+    pref_ftx: float = opt(0.0, "Weight of the SFT loss added to the preference loss.", min=0.0, max=10.0)
+    pref_loss: PrefLoss = opt("sigmoid", "Preference loss: sigmoid (DPO), hinge, ipo, orpo or simpo.")
+    dpo_label_smoothing: float = opt(0.0, "Label smoothing for the DPO loss.", min=0.0, max=0.5, advanced=True)
+    kto_chosen_weight: float = opt(1.0, "KTO weight of desirable examples.", min=0.0, advanced=True)
+    kto_rejected_weight: float = opt(1.0, "KTO weight of undesirable examples.", min=0.0, advanced=True)
+    simpo_gamma: float = opt(0.5, "SimPO target reward margin.", min=0.0, advanced=True)
+    ref_model: str | None = opt(None, "Reference model for DPO/KTO; empty uses the frozen base.", advanced=True)
+    plot_loss: bool = opt(True, "Draw loss.png when training ends.")
+    use_muon: bool = opt(False, "Muon optimizer for 2-D weight matrices (AdamW for the rest).", advanced=True)
+
+
+@dataclass
+class TrainArgs:
+    """The usual Hugging Face training arguments (a typed subset; others pass through)."""
+
+    output_dir: str = opt("saves/run", "Where checkpoints, adapters and logs go.")
+    overwrite_output_dir: bool = opt(False, "Allow writing into a non-empty output_dir.")
+    do_train: bool = opt(True, "Train.")
+    do_eval: bool = opt(False, "Evaluate: eval loss and perplexity.")
+    do_predict: bool = opt(False, "Predict on the eval dataset and score it.")
+    per_device_train_batch_size: int = opt(1, "Batch size per device.", min=1, max=4096)
+    per_device_eval_batch_size: int = opt(1, "Evaluation batch size per device.", min=1, max=4096)
+    gradient_accumulation_steps: int = opt(8, "Batches accumulated before an optimizer step.", min=1, max=4096)
+    learning_rate: float = opt(5e-5, "Peak learning rate.", min=0.0, max=1.0)
+    num_train_epochs: float = opt(3.0, "Epochs over the training data.", min=0.0, max=10_000.0)
+    max_steps: int = opt(-1, "Stop after this many optimizer steps (-1: use epochs).", min=-1)
+    lr_scheduler_type: Scheduler = opt("cosine", "Learning-rate schedule.")
+    warmup_ratio: float = opt(0.0, "Fraction of steps spent warming up.", min=0.0, max=1.0, step=0.01)
+    warmup_steps: int = opt(0, "Warm-up steps (overrides warmup_ratio when > 0).", min=0)
+    weight_decay: float = opt(0.0, "Weight decay.", min=0.0, max=10.0)
+    max_grad_norm: float = opt(1.0, "Gradient clipping norm.", min=0.0, max=1000.0)
+    optim: str = opt("adamw_torch", "Optimizer name as Hugging Face knows it.", advanced=True)
+    logging_steps: int = opt(5, "Log every this many steps.", min=1, max=100_000)
+    save_steps: int = opt(100, "Save a checkpoint every this many steps.", min=1, max=1_000_000)
+    save_strategy: SaveStrategy = opt("steps", "When checkpoints are saved.")
+    save_total_limit: int | None = opt(None, "Keep at most this many checkpoints.", min=1, advanced=True)
+    eval_strategy: Strategy = opt("no", "When to evaluate during training.")
+    eval_steps: int | None = opt(None, "Evaluate every this many steps.", min=1)
+    resume_from_checkpoint: str | None = opt(None, "Checkpoint folder to resume from (or `true` for the last).")
+    seed: int = opt(42, "Random seed.", min=0)
+    bf16: bool = opt(False, "Train in bfloat16 mixed precision.")
+    fp16: bool = opt(False, "Train in float16 mixed precision.")
+    pure_bf16: bool = opt(False, "Keep the weights themselves in bfloat16.", advanced=True)
+    gradient_checkpointing: bool = opt(False, "Recompute activations to save memory (slower).")
+    group_by_length: bool = opt(True, "Batch examples of similar length together (less padding).", advanced=True)
+    report_to: str = opt("none", "Experiment trackers: none, tensorboard, wandb, ...", advanced=True)
+    dataloader_num_workers: int = opt(0, "Data loading worker processes.", min=0, advanced=True)
+    ddp_timeout: int = opt(180000000, "Distributed timeout in seconds.", advanced=True)
+    deepspeed: str | None = opt(None, "DeepSpeed config file (extra `deepspeed`).", advanced=True)
+    fsdp: str | None = opt(None, "FSDP options, e.g. `full_shard auto_wrap`.", advanced=True)
+    fsdp_config: str | None = opt(None, "FSDP config file.", advanced=True)
+    predict_with_generate: bool = opt(False, "Generate text when predicting (for BLEU/ROUGE).")
+
+
+@dataclass
+class GenerationArgs:
+    """Sampling settings for chat and prediction."""
+
+    do_sample: bool = opt(True, "Sample instead of greedy decoding.")
+    temperature: float = opt(0.95, "Sampling temperature.", min=0.01, max=2.0, step=0.01)
+    top_p: float = opt(0.7, "Nucleus sampling probability mass.", min=0.01, max=1.0, step=0.01)
+    top_k: int = opt(50, "Sample among the k most likely tokens.", min=0, max=1000)
+    num_beams: int = opt(1, "Beam search width.", min=1, max=16, advanced=True)
+    max_new_tokens: int = opt(512, "Most tokens generated per reply.", min=1, max=131072)
+    repetition_penalty: float = opt(1.0, "Penalty for repeated tokens.", min=1.0, max=2.0, step=0.01)
+    length_penalty: float = opt(1.0, "Beam search length penalty.", advanced=True)
+    skip_special_tokens: bool = opt(True, "Hide special tokens in the output.", advanced=True)
+
+
+@dataclass
+class ExportArgs:
+    """Merging adapters into a standalone model."""
+
+    export_dir: str | None = opt(None, "Where the merged model is written.")
+    export_size: int = opt(5, "Largest shard size in GB.", min=1, max=100)
+    export_device: Literal["cpu", "auto"] = opt("cpu", "Device used to merge.")
+    export_legacy_format: bool = opt(False, "Write .bin instead of safetensors.")
+    export_quantization_bit: int | None = opt(None, "Quantize the export (not supported here).", advanced=True)
+    export_hub_model_id: str | None = opt(None, "Push the export to this hub repo.", advanced=True)
+
+
+SECTIONS: dict[str, type] = {
+    "model": ModelArgs,
+    "data": DataArgs,
+    "finetuning": FinetuningArgs,
+    "train": TrainArgs,
+    "generation": GenerationArgs,
+    "export": ExportArgs,
+}

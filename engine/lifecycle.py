@@ -1,0 +1,89 @@
+"""The life of one job in its run folder: status in run.json, the final event, SIGTERM handling.
+
+Every engine command that owns a run folder (train, eval, export, chat server) runs inside :class:`JobContext`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from engine.errors import AbortRequested, UserError
+from engine.runs import EventWriter, RunFolder, package_versions
+
+logger = logging.getLogger(__name__)
+
+
+class JobContext:
+    """Marks a run folder running, records the outcome, and turns SIGTERM into a graceful stop.
+
+    While ``in_loop`` is true (inside the training loop) SIGTERM only sets ``abort_requested``; the training
+    callback then saves a checkpoint and stops. Outside the loop it raises :class:`AbortRequested` at once.
+    """
+
+    def __init__(self, run_dir: str | Path, kind: str, config_yaml: str | None = None):
+        self.folder = RunFolder(Path(run_dir))
+        self.kind = kind
+        self.config_yaml = config_yaml
+        self.events = EventWriter(self.folder.events_path)
+        self.abort_requested = False
+        self.in_loop = False
+        self.status = "running"
+        self.error: str | None = None
+        self.metrics: dict[str, Any] = {}
+        self._old_handlers: dict[int, Any] = {}
+
+    # -- signals -------------------------------------------------------------------------------------------
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        logger.warning("Received signal %s: stopping (a checkpoint is saved when training).", signum)
+        self.abort_requested = True
+        if not self.in_loop:
+            raise AbortRequested()
+
+    def __enter__(self) -> JobContext:
+        self.folder.path.mkdir(parents=True, exist_ok=True)
+        if self.config_yaml is not None:
+            self.folder.config_path.write_text(self.config_yaml, encoding="utf-8")
+        info = self.folder.info()
+        self.folder.update(
+            id=info.get("id", self.folder.id), kind=info.get("kind", self.kind), status="running",
+            pid=os.getpid(), pgid=os.getpgid(0), started_at=time.time(), finished_at=None, exit_code=None,
+            error=None, created_at=info.get("created_at", time.time()),
+            command=info.get("command") or [sys.executable, "-m", "engine", *sys.argv[1:]],
+            versions=package_versions(),
+        )
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self._old_handlers[sig] = signal.signal(sig, self._on_signal)
+            except ValueError:  # not in the main thread (tests)
+                pass
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        for sig, handler in self._old_handlers.items():
+            signal.signal(sig, handler)
+        if exc_type is None:
+            self.status = "aborted" if self.abort_requested else self.status
+        elif issubclass(exc_type, (AbortRequested, KeyboardInterrupt)):
+            self.status = "aborted"
+            self.error = "stopped by request"
+        elif issubclass(exc_type, UserError):
+            self.status = "failed"
+            self.error = str(exc)
+        else:
+            self.status = "failed"
+            self.error = f"{exc_type.__name__}: {exc}"
+            tail = "".join(traceback.format_exception(exc_type, exc, tb)[-3:])
+            self.metrics.setdefault("traceback_tail", tail[-2000:])
+        exit_code = {"completed": 0, "running": 0, "aborted": 130, "failed": 1}.get(self.status, 1)
+        if self.status == "running":
+            self.status = "completed"
+        self.events.write({"event": "end", "status": self.status, "error": self.error, "metrics": self.metrics})
+        self.folder.update(status=self.status, finished_at=time.time(), exit_code=exit_code, error=self.error)
+        return False  # let the CLI decide how to report the exception

@@ -1,0 +1,253 @@
+"""The run-folder contract shared by the engine (writer) and the board (reader).
+
+A run folder holds ``config.yaml`` (the resolved config), ``run.json`` (status and process facts),
+``events.jsonl`` (one JSON object per line as the job goes) and ``stdout.log`` (the process's own output),
+beside the job's outputs. Readers follow files incrementally by byte offset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+STATUSES = ("queued", "running", "completed", "failed", "aborted")
+FINAL_STATUSES = ("completed", "failed", "aborted")
+KINDS = ("train", "eval", "predict", "export", "chat")
+
+CONFIG_FILE = "config.yaml"
+RUN_FILE = "run.json"
+EVENTS_FILE = "events.jsonl"
+LOG_FILE = "stdout.log"
+
+
+def new_run_id(kind: str = "train") -> str:
+    """A sortable, unique run id such as ``20261202-141503-train-3fa2``."""
+    return f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-{kind}-{secrets.token_hex(2)}"
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of the packages that decide a run's behaviour."""
+    out = {}
+    for name in ("lf-board", "torch", "transformers", "peft", "trl", "accelerate", "datasets"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def pid_alive(pid: int | None) -> bool:
+    """Whether a process with this pid exists (zombies count as dead)."""
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+@dataclass
+class RunFolder:
+    """One job's folder."""
+
+    path: Path
+
+    def __post_init__(self) -> None:
+        self.path = Path(self.path)
+
+    @property
+    def id(self) -> str:
+        return self.path.name
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / CONFIG_FILE
+
+    @property
+    def run_path(self) -> Path:
+        return self.path / RUN_FILE
+
+    @property
+    def events_path(self) -> Path:
+        return self.path / EVENTS_FILE
+
+    @property
+    def log_path(self) -> Path:
+        return self.path / LOG_FILE
+
+    def exists(self) -> bool:
+        return self.run_path.is_file()
+
+    def info(self) -> dict[str, Any]:
+        return read_json(self.run_path)
+
+    def update(self, **fields: Any) -> dict[str, Any]:
+        """Merge fields into run.json (atomic replace)."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        data = self.info()
+        data.update(fields)
+        write_json_atomic(self.run_path, data)
+        return data
+
+    def create(self, kind: str, config_yaml: str, command: list[str] | None = None, **fields: Any) -> dict[str, Any]:
+        """Write a fresh config.yaml and run.json with status ``queued``."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(config_yaml, encoding="utf-8")
+        return self.update(
+            id=self.id, kind=kind, status="queued", created_at=time.time(), command=command or [],
+            versions=package_versions(), **fields,
+        )
+
+    def events(self) -> list[dict[str, Any]]:
+        return EventReader(self.events_path).read_new()
+
+    def status(self) -> str:
+        return self.info().get("status", "unknown")
+
+    def log_tail(self, max_bytes: int = 16_384) -> str:
+        return tail_text(self.log_path, max_bytes)
+
+
+def tail_text(path: Path, max_bytes: int = 16_384) -> str:
+    """The last ``max_bytes`` of a text file (starting at a line boundary)."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            fh.seek(max(0, size - max_bytes))
+            data = fh.read()
+    except OSError:
+        return ""
+    text = data.decode("utf-8", errors="replace")
+    if size > max_bytes and "\n" in text:
+        text = text.split("\n", 1)[1]
+    return text
+
+
+class EventWriter:
+    """Appends one JSON object per line to events.jsonl and flushes each line."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, event: dict[str, Any]) -> None:
+        event = {"time": round(time.time(), 3), **event}
+        line = json.dumps(event, ensure_ascii=False, default=_json_default) + "\n"
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+
+
+def _json_default(obj: Any) -> Any:
+    try:
+        return float(obj)
+    except (TypeError, ValueError):
+        return str(obj)
+
+
+@dataclass
+class EventReader:
+    """Reads events.jsonl incrementally: remembers the byte offset and keeps a partial last line for later."""
+
+    path: Path
+    offset: int = 0
+    _partial: bytes = field(default=b"", repr=False)
+
+    def __post_init__(self) -> None:
+        self.path = Path(self.path)
+
+    def read_new(self) -> list[dict[str, Any]]:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read()
+        except OSError:
+            return []
+        self.offset += len(chunk)
+        data = self._partial + chunk
+        lines = data.split(b"\n")
+        self._partial = lines.pop()
+        out = []
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return out
+
+
+@dataclass
+class TextFollower:
+    """Reads a growing text file incrementally (for the log view)."""
+
+    path: Path
+    offset: int = 0
+
+    def read_new(self, max_bytes: int = 1 << 20) -> str:
+        try:
+            with open(self.path, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if size < self.offset:
+                    self.offset = 0
+                if size - self.offset > max_bytes:
+                    self.offset = size - max_bytes
+                fh.seek(self.offset)
+                chunk = fh.read()
+        except OSError:
+            return ""
+        self.offset += len(chunk)
+        return chunk.decode("utf-8", errors="replace")
+
+
+def signal_run(info: dict[str, Any], sig: int = signal.SIGTERM) -> bool:
+    """Send a signal to a run's process group (or process). True if something was signalled."""
+    pgid, pid = info.get("pgid"), info.get("pid")
+    try:
+        if pgid:
+            os.killpg(int(pgid), sig)
+            return True
+        if pid:
+            os.kill(int(pid), sig)
+            return True
+    except (ProcessLookupError, PermissionError):
+        return False
+    return False
+
+
+def list_runs(root: str | Path) -> list[RunFolder]:
+    """Every run folder directly under ``root``, newest first."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    runs = [RunFolder(p) for p in root.iterdir() if p.is_dir() and (p / RUN_FILE).is_file()]
+    return sorted(runs, key=lambda r: r.info().get("created_at", 0), reverse=True)

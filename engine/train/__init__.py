@@ -1,0 +1,1 @@
+"""Training recipes, one per stage, dispatched from ``engine.train.workflow.STAGES``."""

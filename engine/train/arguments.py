@@ -1,0 +1,74 @@
+"""Map our typed config onto Hugging Face / TRL training-argument classes."""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from engine.config import RunConfig
+from engine.errors import UserError
+
+
+def training_kwargs(cfg: RunConfig, *, has_eval: bool) -> dict[str, Any]:
+    """Keyword arguments shared by ``transformers.TrainingArguments`` and TRL's configs."""
+    tr = cfg.train
+    if tr.deepspeed and importlib.util.find_spec("deepspeed") is None:
+        raise UserError("`deepspeed` is set but DeepSpeed is not installed: `pip install 'lf-board[deepspeed]'`.")
+    eval_strategy = tr.eval_strategy if has_eval else "no"
+    kwargs: dict[str, Any] = {
+        "output_dir": tr.output_dir,
+        "do_train": tr.do_train,
+        "do_eval": tr.do_eval,
+        "do_predict": tr.do_predict,
+        "per_device_train_batch_size": tr.per_device_train_batch_size,
+        "per_device_eval_batch_size": tr.per_device_eval_batch_size,
+        "gradient_accumulation_steps": tr.gradient_accumulation_steps,
+        "learning_rate": tr.learning_rate,
+        "num_train_epochs": tr.num_train_epochs,
+        "max_steps": tr.max_steps,
+        "lr_scheduler_type": tr.lr_scheduler_type,
+        "warmup_steps": tr.warmup_steps if tr.warmup_steps > 0 else tr.warmup_ratio,
+        "weight_decay": tr.weight_decay,
+        "max_grad_norm": tr.max_grad_norm,
+        "optim": tr.optim,
+        "logging_steps": tr.logging_steps,
+        "save_strategy": tr.save_strategy,
+        "save_steps": tr.save_steps,
+        "save_total_limit": tr.save_total_limit,
+        "eval_strategy": eval_strategy,
+        "eval_steps": tr.eval_steps if eval_strategy == "steps" else None,
+        "seed": tr.seed,
+        "bf16": tr.bf16 and not tr.pure_bf16,
+        "fp16": tr.fp16,
+        "gradient_checkpointing": tr.gradient_checkpointing,
+        "report_to": [] if tr.report_to in ("none", "", None) else tr.report_to.split(","),
+        "dataloader_num_workers": tr.dataloader_num_workers,
+        "ddp_timeout": tr.ddp_timeout,
+        "deepspeed": tr.deepspeed,
+        "remove_unused_columns": False,
+        "include_num_input_tokens_seen": "non_padding",
+        "disable_tqdm": True,
+        "logging_first_step": True,
+        "save_only_model": False,
+    }
+    if tr.gradient_checkpointing:
+        kwargs["gradient_checkpointing_kwargs"] = {"use_reentrant": False}
+    if tr.fsdp:
+        kwargs["fsdp"] = tr.fsdp
+        if tr.fsdp_config:
+            kwargs["fsdp_config"] = tr.fsdp_config
+    if tr.save_strategy == "best":
+        kwargs["load_best_model_at_end"] = True
+        kwargs["metric_for_best_model"] = "eval_loss"
+    kwargs.update(cfg.extra)
+    return kwargs
+
+
+def build_args(cls: type, cfg: RunConfig, *, has_eval: bool, **specific: Any) -> Any:
+    """Instantiate ``cls`` (TrainingArguments or a TRL config) from the config plus stage-specific values."""
+    kwargs = training_kwargs(cfg, has_eval=has_eval)
+    kwargs.update(specific)
+    try:
+        return cls(**kwargs)
+    except (ValueError, TypeError) as err:
+        raise UserError(f"The training arguments were refused: {err}") from None

@@ -1,0 +1,107 @@
+"""Trainer callbacks: live events for the board, and a graceful stop on SIGTERM."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from transformers import TrainerCallback
+
+from engine import devices
+from engine.lifecycle import JobContext
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if hasattr(value, "item"):
+        return _clean(value.item())
+    return value
+
+
+class EventsCallback(TrainerCallback):
+    """Appends start/log/eval/checkpoint events to the run's events.jsonl.
+
+    tokens/s counts real (non-pad) tokens, from the trainer's ``num_input_tokens_seen`` (non_padding mode),
+    measured from the first logged step on so that start-up cost does not distort it.
+    """
+
+    def __init__(self, ctx: JobContext, extra_start: dict[str, Any] | None = None):
+        self.ctx = ctx
+        self.extra_start = extra_start or {}
+        self.t0 = time.time()
+        self.first_step_time: float | None = None
+        self.first_step_tokens = 0
+        self.first_step = 0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.t0 = time.time()
+        self.ctx.events.write({
+            "event": "start", "total_steps": state.max_steps, "epochs": args.num_train_epochs,
+            "device": str(devices.current_device()), **self.extra_start,
+        })
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.first_step_time is None and state.global_step >= 1:
+            self.first_step_time = time.time()
+            self.first_step_tokens = int(getattr(state, "num_input_tokens_seen", 0) or 0)
+            self.first_step = state.global_step
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        logs = dict(logs or {})
+        now = time.time()
+        elapsed = now - self.t0
+        step, total = state.global_step, state.max_steps
+        if any(k.startswith("eval_") for k in logs):
+            event = {"event": "eval", "step": step, "total_steps": total, "epoch": _clean(state.epoch)}
+            for key, value in logs.items():
+                event[key] = _clean(value)
+            if isinstance(event.get("eval_loss"), float):
+                event["perplexity"] = math.exp(min(event["eval_loss"], 50.0))
+            self.ctx.events.write(event)
+            return
+        if "loss" not in logs and "train_loss" not in logs:
+            return
+        tokens = int(getattr(state, "num_input_tokens_seen", 0) or 0)
+        tps = None
+        if self.first_step_time is not None and now > self.first_step_time and step > self.first_step:
+            tps = (tokens - self.first_step_tokens) / (now - self.first_step_time)
+        eta = elapsed / step * (total - step) if step and total else None
+        event = {
+            "event": "log", "step": step, "total_steps": total,
+            "loss": _clean(logs.get("loss", logs.get("train_loss"))),
+            "lr": _clean(logs.get("learning_rate")), "grad_norm": _clean(logs.get("grad_norm")),
+            "epoch": _clean(state.epoch), "tokens_per_s": round(tps, 1) if tps else None,
+            "tokens_seen": tokens, "elapsed": round(elapsed, 2), "eta": round(eta, 1) if eta is not None else None,
+            "memory_gb": round(devices.peak_memory() / 2**30, 3),
+        }
+        for key, value in logs.items():
+            if key not in ("loss", "learning_rate", "grad_norm", "epoch") and isinstance(value, (int, float)):
+                event.setdefault(key, _clean(value))
+        self.ctx.events.write(event)
+
+    def on_save(self, args, state, control, **kwargs):
+        self.ctx.events.write({
+            "event": "checkpoint", "step": state.global_step,
+            "path": f"{args.output_dir}/checkpoint-{state.global_step}",
+        })
+
+
+class AbortCallback(TrainerCallback):
+    """When SIGTERM arrived, save a checkpoint at the end of the current step and stop training."""
+
+    def __init__(self, ctx: JobContext):
+        self.ctx = ctx
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.ctx.in_loop = True
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.ctx.abort_requested:
+            control.should_save = True
+            control.should_training_stop = True
+        return control
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.ctx.in_loop = False

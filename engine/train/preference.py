@@ -1,0 +1,118 @@
+"""Reward modelling, DPO (sigmoid/hinge/ipo, plus ORPO and SimPO) and KTO, on TRL's trainers.
+
+Our data layer tokenizes with the chosen template and hands TRL pre-tokenized columns, so every stage sees
+exactly the same prompt format as SFT and chat.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.config import RunConfig
+from engine.errors import UserError
+from engine.train.arguments import build_args
+
+
+def _common(cfg: RunConfig) -> dict[str, Any]:
+    return {"max_length": cfg.data.cutoff_len}
+
+
+def build_rm_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Any:
+    from trl import RewardConfig, RewardTrainer
+
+    args = build_args(RewardConfig, cfg, has_eval=bundle.eval is not None, **_common(cfg))
+    return RewardTrainer(
+        model=model, args=args, train_dataset=bundle.train, eval_dataset=bundle.eval,
+        processing_class=tokenizer, callbacks=callbacks,
+    )
+
+
+def build_dpo_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Any:
+    ft = cfg.finetuning
+    if ft.pref_loss in ("orpo", "simpo"):
+        return _build_odds_ratio_family(cfg, model, tokenizer, bundle, callbacks)
+    from trl import DPOConfig, DPOTrainer
+
+    loss_type, weights = [ft.pref_loss], None
+    if ft.pref_ftx > 0:
+        loss_type, weights = [ft.pref_loss, "sft"], [1.0, ft.pref_ftx]
+    args = build_args(
+        DPOConfig, cfg, has_eval=bundle.eval is not None, beta=ft.pref_beta, loss_type=loss_type,
+        loss_weights=weights, label_smoothing=ft.dpo_label_smoothing, **_common(cfg),
+    )
+    ref_model = _load_ref_model(cfg, model)
+    return DPOTrainer(
+        model=model, ref_model=ref_model, args=args, train_dataset=bundle.train, eval_dataset=bundle.eval,
+        processing_class=tokenizer, callbacks=callbacks,
+    )
+
+
+def _build_odds_ratio_family(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Any:
+    """ORPO and SimPO have no reference model; TRL keeps them in ``trl.experimental`` and tokenizes text itself."""
+    ft = cfg.finetuning
+    train = _as_text(bundle.train, tokenizer)
+    evaluation = _as_text(bundle.eval, tokenizer) if bundle.eval is not None else None
+    common = {"beta": ft.pref_beta, "max_length": cfg.data.cutoff_len}
+    if ft.pref_loss == "orpo":
+        from trl.experimental.orpo import ORPOConfig, ORPOTrainer
+
+        args = build_args(ORPOConfig, cfg, has_eval=evaluation is not None, **common)
+        trainer_cls = ORPOTrainer
+    else:
+        from trl.experimental.cpo import CPOConfig, CPOTrainer
+
+        args = build_args(
+            CPOConfig, cfg, has_eval=evaluation is not None, loss_type="simpo", cpo_alpha=ft.pref_ftx,
+            simpo_gamma=ft.simpo_gamma, **common,
+        )
+        trainer_cls = CPOTrainer
+    return trainer_cls(
+        model=model, args=args, train_dataset=train, eval_dataset=evaluation, processing_class=tokenizer,
+        callbacks=callbacks,
+    )
+
+
+def _as_text(dataset: Any, tokenizer: Any) -> Any:
+    """Pre-tokenized preference rows back to prompt/chosen/rejected text for TRL's text-only trainers."""
+
+    def decode(row: dict) -> dict:
+        return {
+            "prompt": tokenizer.decode(row["prompt_ids"], skip_special_tokens=False),
+            "chosen": tokenizer.decode(row["chosen_ids"], skip_special_tokens=False),
+            "rejected": tokenizer.decode(row["rejected_ids"], skip_special_tokens=False),
+        }
+
+    return dataset.map(decode, remove_columns=dataset.column_names)
+
+
+def build_kto_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Any:
+    from trl import KTOConfig, KTOTrainer
+
+    ft = cfg.finetuning
+    labels = bundle.train["label"]
+    if all(labels) or not any(labels):
+        raise UserError(
+            "KTO needs both desirable (kto_tag true) and undesirable (kto_tag false) rows in the training data; "
+            f"this data has only {'desirable' if all(labels) else 'undesirable'} ones."
+        )
+    args = build_args(
+        KTOConfig, cfg, has_eval=bundle.eval is not None, beta=ft.pref_beta,
+        desirable_weight=ft.kto_chosen_weight, undesirable_weight=ft.kto_rejected_weight, **_common(cfg),
+    )
+    ref_model = _load_ref_model(cfg, model)
+    return KTOTrainer(
+        model=model, ref_model=ref_model, args=args, train_dataset=bundle.train, eval_dataset=bundle.eval,
+        processing_class=tokenizer, callbacks=callbacks,
+    )
+
+
+def _load_ref_model(cfg: RunConfig, model: Any) -> Any:
+    """An explicit reference model when configured; otherwise TRL uses the base (adapters disabled) or a copy."""
+    if not cfg.finetuning.ref_model:
+        return None
+    from dataclasses import replace
+
+    from engine.models import load_model
+
+    ref_args = replace(cfg.model, model_name_or_path=cfg.finetuning.ref_model, adapter_name_or_path=None)
+    return load_model(ref_args, cfg.finetuning, is_trainable=False)

@@ -1,0 +1,17 @@
+"""Project-wide test settings: offline, no trackers, a private cache for the demo model."""
+
+import os
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("WANDB_DISABLED", "true")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+# The demo model is built once per test session into a private folder (never the user's cache).
+os.environ.setdefault("LF_BOARD_HOME", str(Path(tempfile.gettempdir()) / f"lfboard-test-home-{os.getuid()}"))
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"

@@ -1,0 +1,113 @@
+"""The typed config: LLaMA-Factory keys, coercion, every problem reported together, nearest-key hints."""
+
+import pytest
+import yaml
+
+from engine.config import ConfigError, build_config, load_config, parse_overrides
+from engine.config.loader import all_keys
+
+
+def test_llamafactory_style_config_loads_unchanged(tmp_path):
+    text = """
+model_name_or_path: Qwen/Qwen3-0.6B
+trust_remote_code: true
+stage: sft
+do_train: true
+finetuning_type: lora
+lora_rank: 8
+lora_target: all
+dataset: identity,alpaca_en_demo
+template: qwen3_nothink
+cutoff_len: 2048
+max_samples: 1000
+overwrite_cache: true
+preprocessing_num_workers: 16
+dataloader_num_workers: 4
+output_dir: saves/qwen3-0.6b/lora/sft
+logging_steps: 10
+save_steps: 500
+plot_loss: true
+overwrite_output_dir: true
+save_only_model: false
+report_to: none
+per_device_train_batch_size: 1
+gradient_accumulation_steps: 8
+learning_rate: 1.0e-4
+num_train_epochs: 3.0
+lr_scheduler_type: cosine
+warmup_ratio: 0.1
+bf16: true
+ddp_timeout: 180000000
+resume_from_checkpoint: null
+"""
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    cfg = load_config(path)
+    assert cfg.model.model_name_or_path == "Qwen/Qwen3-0.6B"
+    assert cfg.model.trust_remote_code is True
+    assert cfg.finetuning.lora_alpha == 16  # filled from the rank
+    assert cfg.train.learning_rate == pytest.approx(1e-4)
+    assert cfg.train.warmup_ratio == pytest.approx(0.1)
+    assert cfg.extra == {"save_only_model": False}  # a Hugging Face key passed through
+    assert cfg.data.preprocessing_num_workers == 16
+
+
+def test_every_problem_is_reported_at_once_with_hints():
+    with pytest.raises(ConfigError) as info:
+        build_config({"lerning_rate": 1e-4, "stage": "sftt", "lora_rank": "eight", "cutoff_len": 2})
+    problems = info.value.problems
+    assert len(problems) == 4
+    text = "\n".join(problems)
+    assert "Did you mean `learning_rate`" in text
+    assert "'pt', 'sft', 'rm', 'dpo', 'kto'" in text and "Did you mean 'sft'" in text
+    assert "`lora_rank: 'eight'` must be a whole number" in text
+    assert "`cutoff_len: 2` is below the minimum 8" in text
+
+
+def test_strings_from_yaml_and_cli_are_coerced():
+    cfg = build_config({"learning_rate": "1e-4", "bf16": "true", "num_train_epochs": "2", "max_samples": "null"})
+    assert cfg.train.learning_rate == pytest.approx(1e-4)
+    assert cfg.train.bf16 is True
+    assert cfg.train.num_train_epochs == 2.0
+    assert cfg.data.max_samples is None
+    with pytest.raises(ConfigError, match="whole number, not a fraction"):
+        build_config({"lora_rank": 2.5})
+
+
+def test_cross_field_checks():
+    with pytest.raises(ConfigError, match="choose one"):
+        build_config({"bf16": True, "fp16": True})
+    with pytest.raises(ConfigError, match="applies to `stage: dpo` only"):
+        build_config({"pref_loss": "orpo", "stage": "kto"})
+    with pytest.raises(ConfigError, match="needs evaluation data"):
+        build_config({"eval_strategy": "steps"})
+
+
+def test_overrides_parse_yaml_scalars():
+    assert parse_overrides(["learning_rate=1e-3", "bf16=true", "dataset=a,b", "max_samples=10"]) == {
+        "learning_rate": 1e-3, "bf16": True, "dataset": "a,b", "max_samples": 10,
+    }
+    with pytest.raises(ConfigError, match="key=value"):
+        parse_overrides(["oops"])
+
+
+def test_yaml_round_trip_keeps_values(tmp_path):
+    cfg = build_config({"model_name_or_path": "demo", "lora_rank": 4, "dataset": "x", "dataloader_drop_last": True})
+    again = build_config(yaml.safe_load(cfg.to_yaml(minimal=False)))
+    assert again.to_dict() == cfg.to_dict()
+    minimal = yaml.safe_load(cfg.to_yaml())
+    assert minimal["lora_rank"] == 4 and "learning_rate" not in minimal
+
+
+def test_broken_yaml_names_the_line(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("stage: sft\n  lora_rank: [8\n")
+    with pytest.raises(ConfigError, match="bad.yaml` is not valid YAML at line"):
+        load_config(p)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_every_field_is_documented():
+    for key, (_, f) in all_keys().items():
+        assert f.metadata.get("help"), f"{key} has no help text"

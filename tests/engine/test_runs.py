@@ -1,0 +1,59 @@
+"""The run-folder contract: atomic run.json, incremental readers, process-group signalling."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from engine.runs import EventReader, EventWriter, RunFolder, TextFollower, list_runs, pid_alive, signal_run
+
+
+def test_create_update_and_list(tmp_path):
+    run = RunFolder(tmp_path / "r1")
+    info = run.create("train", "stage: sft\n", command=["python", "-m", "engine", "train"])
+    assert info["status"] == "queued" and info["kind"] == "train" and "torch" in info["versions"]
+    run.update(status="running", pid=123)
+    assert run.info()["status"] == "running" and run.info()["pid"] == 123
+    assert run.config_path.read_text() == "stage: sft\n"
+    time.sleep(0.01)
+    RunFolder(tmp_path / "r2").create("export", "")
+    assert [r.id for r in list_runs(tmp_path)] == ["r2", "r1"]
+
+
+def test_event_reader_is_incremental_and_waits_for_whole_lines(tmp_path):
+    path = tmp_path / "events.jsonl"
+    writer, reader = EventWriter(path), EventReader(path)
+    assert reader.read_new() == []
+    writer.write({"event": "log", "step": 1})
+    writer.write({"event": "log", "step": 2})
+    assert [e["step"] for e in reader.read_new()] == [1, 2]
+    with open(path, "a") as fh:
+        fh.write(json.dumps({"event": "log", "step": 3})[:10])
+    assert reader.read_new() == []  # partial line kept for later
+    with open(path, "a") as fh:
+        fh.write(json.dumps({"event": "log", "step": 3})[10:] + "\n")
+    assert [e["step"] for e in reader.read_new()] == [3]
+
+
+def test_text_follower(tmp_path):
+    path = tmp_path / "stdout.log"
+    follower = TextFollower(path)
+    path.write_text("a\n")
+    assert follower.read_new() == "a\n"
+    with open(path, "a") as fh:
+        fh.write("b\n")
+    assert follower.read_new() == "b\n"
+
+
+def test_signal_reaches_the_process_group():
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        assert pid_alive(proc.pid)
+        assert signal_run({"pgid": os.getpgid(proc.pid)}, signal.SIGTERM)
+        proc.wait(timeout=10)
+        assert proc.returncode == -signal.SIGTERM
+        assert not pid_alive(proc.pid)
+    finally:
+        proc.kill()

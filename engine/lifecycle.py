@@ -46,7 +46,20 @@ class JobContext:
         if not self.in_loop:
             raise AbortRequested()
 
+    @property
+    def is_main_process(self) -> bool:
+        """Only global rank 0 writes run.json and events under torchrun / accelerate."""
+        return os.environ.get("RANK", "0") == "0"
+
     def __enter__(self) -> JobContext:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self._old_handlers[sig] = signal.signal(sig, self._on_signal)
+            except ValueError:  # not in the main thread (tests)
+                pass
+        if not self.is_main_process:
+            self.events = _NullWriter()
+            return self
         self.folder.path.mkdir(parents=True, exist_ok=True)
         if self.config_yaml is not None:
             self.folder.config_path.write_text(self.config_yaml, encoding="utf-8")
@@ -58,16 +71,13 @@ class JobContext:
             command=info.get("command") or [sys.executable, "-m", "engine", *sys.argv[1:]],
             versions=package_versions(),
         )
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            try:
-                self._old_handlers[sig] = signal.signal(sig, self._on_signal)
-            except ValueError:  # not in the main thread (tests)
-                pass
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         for sig, handler in self._old_handlers.items():
             signal.signal(sig, handler)
+        if not self.is_main_process:
+            return False
         if exc_type is None:
             self.status = "aborted" if self.abort_requested else self.status
         elif issubclass(exc_type, (AbortRequested, KeyboardInterrupt)):
@@ -87,3 +97,10 @@ class JobContext:
         self.events.write({"event": "end", "status": self.status, "error": self.error, "metrics": self.metrics})
         self.folder.update(status=self.status, finished_at=time.time(), exit_code=exit_code, error=self.error)
         return False  # let the CLI decide how to report the exception
+
+
+class _NullWriter:
+    """Event sink of the non-main ranks."""
+
+    def write(self, event: dict[str, Any]) -> None:
+        return None

@@ -139,6 +139,8 @@ def coerce_value(key: str, value: Any, tp: Any) -> Any:
     """Convert a YAML or command-line value to the field's type; raise ValueError with a clear message."""
     choices = literal_choices(tp)
     if choices is not None:
+        if value is False and "no" in choices:  # YAML 1.1 reads a bare `no` as false
+            return "no"
         if isinstance(value, str) and value.strip().lower() in ("null", "none", "") and None in choices:
             return None
         for choice in choices:

@@ -6,9 +6,10 @@ Turns the config's :class:`~engine.config.GenerationArgs` (plus per-request over
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from engine.config import GenerationArgs
+from engine.config import GenerationArgs, RunConfig
 
 # Per-request settings a caller may override, mapped to the type each must have.
 OVERRIDABLE = {
@@ -22,6 +23,31 @@ OVERRIDABLE = {
     "length_penalty": float,
 }
 _SAMPLING_ONLY = ("temperature", "top_p", "top_k")
+
+logger = logging.getLogger(__name__)
+
+
+def template_for(cfg: RunConfig, tokenizer: Any) -> Any:
+    """The prompt template a config asks for, with its run options, after fixing the tokenizer's EOS/PAD.
+
+    Args:
+        cfg: The run config (``template``, ``enable_thinking``, ``default_system``, ``tool_format``).
+        tokenizer: The model's tokenizer; ``fix_tokenizer`` may set its EOS and PAD tokens.
+
+    Returns:
+        The template (``engine.templates.Template``).
+    """
+    from engine.templates import get_template
+
+    template = get_template(
+        cfg.model.template, tokenizer, enable_thinking=cfg.data.enable_thinking,
+        default_system=cfg.data.default_system, tool_format=cfg.data.tool_format,
+    )
+    added = template.fix_tokenizer(tokenizer)
+    if added:
+        logger.warning("The template added %d token(s) to the tokenizer; the model's embeddings must cover them.",
+                       added)
+    return template
 
 
 def stop_token_ids(template: Any, tokenizer: Any) -> list[int]:

@@ -9,6 +9,19 @@ from engine.config import RunConfig
 from engine.errors import UserError
 
 
+def _checkpointing_key() -> str:
+    """transformers 5.x renamed gradient_checkpointing to activation_checkpointing."""
+    import dataclasses
+
+    from transformers import TrainingArguments
+
+    names = {f.name for f in dataclasses.fields(TrainingArguments)}
+    return "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
+
+
+_CHECKPOINTING = _checkpointing_key()
+
+
 def training_kwargs(cfg: RunConfig, *, has_eval: bool) -> dict[str, Any]:
     """Keyword arguments shared by ``transformers.TrainingArguments`` and TRL's configs."""
     tr = cfg.train
@@ -40,7 +53,6 @@ def training_kwargs(cfg: RunConfig, *, has_eval: bool) -> dict[str, Any]:
         "seed": tr.seed,
         "bf16": tr.bf16 and not tr.pure_bf16,
         "fp16": tr.fp16,
-        "gradient_checkpointing": tr.gradient_checkpointing,
         "report_to": [] if tr.report_to in ("none", "", None) else tr.report_to.split(","),
         "dataloader_num_workers": tr.dataloader_num_workers,
         "ddp_timeout": tr.ddp_timeout,
@@ -52,7 +64,8 @@ def training_kwargs(cfg: RunConfig, *, has_eval: bool) -> dict[str, Any]:
         "save_only_model": False,
     }
     if tr.gradient_checkpointing:
-        kwargs["gradient_checkpointing_kwargs"] = {"use_reentrant": False}
+        kwargs[_CHECKPOINTING] = True
+        kwargs[f"{_CHECKPOINTING}_kwargs"] = {"use_reentrant": False}
     if tr.fsdp:
         kwargs["fsdp"] = tr.fsdp
         if tr.fsdp_config:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from typing import Any
@@ -10,6 +11,8 @@ from transformers import TrainerCallback
 
 from engine import devices
 from engine.lifecycle import JobContext
+
+logger = logging.getLogger(__name__)
 
 
 def _clean(value: Any) -> Any:
@@ -61,7 +64,10 @@ class EventsCallback(TrainerCallback):
                 event["perplexity"] = math.exp(min(event["eval_loss"], 50.0))
             self.ctx.events.write(event)
             return
-        if "loss" not in logs and "train_loss" not in logs:
+        if "train_loss" in logs:  # the closing summary: it goes into the end event's metrics
+            self.ctx.metrics.update({k: _clean(v) for k, v in logs.items() if isinstance(v, (int, float))})
+            return
+        if "loss" not in logs:
             return
         tokens = int(getattr(state, "num_input_tokens_seen", 0) or 0)
         tps = None
@@ -70,7 +76,7 @@ class EventsCallback(TrainerCallback):
         eta = elapsed / step * (total - step) if step and total else None
         event = {
             "event": "log", "step": step, "total_steps": total,
-            "loss": _clean(logs.get("loss", logs.get("train_loss"))),
+            "loss": _clean(logs.get("loss")),
             "lr": _clean(logs.get("learning_rate")), "grad_norm": _clean(logs.get("grad_norm")),
             "epoch": _clean(state.epoch), "tokens_per_s": round(tps, 1) if tps else None,
             "tokens_seen": tokens, "elapsed": round(elapsed, 2), "eta": round(eta, 1) if eta is not None else None,
@@ -80,6 +86,10 @@ class EventsCallback(TrainerCallback):
             if key not in ("loss", "learning_rate", "grad_norm", "epoch") and isinstance(value, (int, float)):
                 event.setdefault(key, _clean(value))
         self.ctx.events.write(event)
+        logger.info(
+            "step %d/%d  loss %.4f  lr %.3g  %s tokens/s  eta %ss", step, total, event["loss"] or float("nan"),
+            event["lr"] or 0.0, event["tokens_per_s"] or "-", event["eta"] if event["eta"] is not None else "-",
+        )
 
     def on_save(self, args, state, control, **kwargs):
         self.ctx.events.write({

@@ -13,6 +13,35 @@ from engine.errors import UserError
 from engine.train.arguments import build_args
 
 
+DPO_COLUMNS = ("prompt_ids", "chosen_ids", "rejected_ids")
+KTO_COLUMNS = ("prompt_ids", "completion_ids", "label")
+
+
+def _rotate_completions(batch: dict) -> dict:
+    """KTO's KL estimate pairs each prompt with another row's completion: shift completions by one in a batch."""
+    completions = batch["completion_ids"]
+    batch["KL_completion_ids"] = completions[-1:] + completions[:-1]
+    return batch
+
+
+def _pretokenized(columns: tuple[str, ...]) -> type:
+    """TRL's DPO/KTO trainer that takes our template-tokenized rows as they are instead of re-tokenizing text."""
+    from trl import DPOTrainer, KTOTrainer
+
+    base = KTOTrainer if "completion_ids" in columns else DPOTrainer
+
+    class PretokenizedTrainer(base):
+        def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
+            if not set(columns) <= set(dataset.column_names):
+                return super()._prepare_dataset(dataset, processing_class, args, dataset_name)
+            if base is KTOTrainer and self.calculate_KL:
+                dataset = dataset.map(_rotate_completions, batched=True, batch_size=args.per_device_train_batch_size)
+            return dataset
+
+    PretokenizedTrainer.__name__ = f"Pretokenized{base.__name__}"
+    return PretokenizedTrainer
+
+
 def _common(cfg: RunConfig) -> dict[str, Any]:
     return {"max_length": cfg.data.cutoff_len}
 
@@ -31,7 +60,7 @@ def build_dpo_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
     ft = cfg.finetuning
     if ft.pref_loss in ("orpo", "simpo"):
         return _build_odds_ratio_family(cfg, model, tokenizer, bundle, callbacks)
-    from trl import DPOConfig, DPOTrainer
+    from trl import DPOConfig
 
     loss_type, weights = [ft.pref_loss], None
     if ft.pref_ftx > 0:
@@ -41,7 +70,7 @@ def build_dpo_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
         loss_weights=weights, label_smoothing=ft.dpo_label_smoothing, **_common(cfg),
     )
     ref_model = _load_ref_model(cfg, model)
-    return DPOTrainer(
+    return _pretokenized(DPO_COLUMNS)(
         model=model, ref_model=ref_model, args=args, train_dataset=bundle.train, eval_dataset=bundle.eval,
         processing_class=tokenizer, callbacks=callbacks,
     )
@@ -86,7 +115,7 @@ def _as_text(dataset: Any, tokenizer: Any) -> Any:
 
 
 def build_kto_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Any:
-    from trl import KTOConfig, KTOTrainer
+    from trl import KTOConfig
 
     ft = cfg.finetuning
     labels = bundle.train["label"]
@@ -100,7 +129,7 @@ def build_kto_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
         desirable_weight=ft.kto_chosen_weight, undesirable_weight=ft.kto_rejected_weight, **_common(cfg),
     )
     ref_model = _load_ref_model(cfg, model)
-    return KTOTrainer(
+    return _pretokenized(KTO_COLUMNS)(
         model=model, ref_model=ref_model, args=args, train_dataset=bundle.train, eval_dataset=bundle.eval,
         processing_class=tokenizer, callbacks=callbacks,
     )

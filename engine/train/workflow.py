@@ -69,7 +69,9 @@ def load_components(cfg: RunConfig, *, trainable: bool) -> tuple[Any, Any, Any]:
 
     tokenizer = load_tokenizer(cfg.model)
     template = get_template(cfg.model.template, tokenizer)
-    template.fix_tokenizer(tokenizer)
+    if template.fix_tokenizer(tokenizer) and not cfg.model.resize_vocab:
+        logger.warning("The template added special tokens to the tokenizer; the embeddings are resized to match.")
+        cfg.model.resize_vocab = True
     model = load_model(
         cfg.model, cfg.finetuning, tokenizer, is_trainable=trainable, train_args=cfg.train,
         **({"task": "reward"} if cfg.finetuning.stage == "rm" else {}),
@@ -80,7 +82,7 @@ def load_components(cfg: RunConfig, *, trainable: bool) -> tuple[Any, Any, Any]:
 def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     """Train (and optionally evaluate and predict) as the config says; returns all metrics."""
     import torch
-    from transformers import set_seed
+    from transformers import PrinterCallback, set_seed
 
     from engine.data import get_dataset
     from engine.models import count_parameters
@@ -101,6 +103,7 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
              "data": stats, "stage": cfg.finetuning.stage}
     callbacks = [EventsCallback(ctx, extra), AbortCallback(ctx)]
     trainer = STAGES[cfg.finetuning.stage](cfg, model, tokenizer, bundle, callbacks)
+    trainer.remove_callback(PrinterCallback)  # our EventsCallback logs one concise line per step instead
     metrics: dict[str, Any] = {}
     out = Path(cfg.train.output_dir)
     if cfg.train.do_train:

@@ -1,0 +1,1 @@
+"""LF Board's browser workbench (gradio). Start it with ``lf-board`` or ``python -m app``."""

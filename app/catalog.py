@@ -1,0 +1,178 @@
+"""What the board offers in its pickers, asked of the engine lazily (inside handlers, never at import time).
+
+Each lookup degrades to a clear note when the engine part it needs is missing, so that the page still opens.
+The device report imports torch, so it runs in a short subprocess and the board process stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from app.jobs import child_env
+
+logger = logging.getLogger(__name__)
+
+DEMO_MODEL = "demo"
+
+
+class EngineMissing(RuntimeError):
+    """An engine module the board needs is not importable; the message names it and the fix."""
+
+
+def _engine_attr(modules: tuple[str, ...], name: str) -> Any:
+    errors = []
+    for module in modules:
+        try:
+            return getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError) as err:
+            errors.append(f"{module}.{name}: {err}")
+    raise EngineMissing(
+        f"The engine function `{modules[0]}.{name}` is not available ({'; '.join(errors)}). "
+        "Reinstall LF Board (`pip install -e .`) or update the source checkout."
+    )
+
+
+def models() -> tuple[list[tuple[str, str]], str | None]:
+    """(choices as (display, hub id or `demo`), note) for the model picker; the demo always comes first."""
+    try:
+        found = _engine_attr(("engine.models.registry", "engine.models"), "list_models")()
+        note = None
+    except EngineMissing as err:
+        found, note = {}, str(err)
+    choices = [(display, value) for display, value in found.items()]
+    if not any(value == DEMO_MODEL for _, value in choices):
+        choices.insert(0, ("LF-Demo", DEMO_MODEL))
+    else:
+        choices.sort(key=lambda c: c[1] != DEMO_MODEL)
+    return choices, note
+
+
+def default_template(model: str | None) -> str | None:
+    """The template the engine's registry assigns to a model (None when unknown or unavailable)."""
+    if not model:
+        return None
+    try:
+        return _engine_attr(("engine.models.registry", "engine.models"), "default_template")(model)
+    except EngineMissing:
+        return "chatml" if model == DEMO_MODEL else None
+    except Exception as err:  # a broken local config.json must not break the page
+        logger.warning("No default template for %s: %s", model, err)
+        return None
+
+
+def templates() -> tuple[list[str], str | None]:
+    """(template names, note)."""
+    try:
+        return list(_engine_attr(("engine.templates", "engine.templates.registry"), "list_templates")()), None
+    except EngineMissing as err:
+        return [], str(err)
+
+
+def _read_dataset_info(dataset_dir: Path) -> dict[str, Any]:
+    path = dataset_dir / "dataset_info.json"
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path} is not valid JSON ({err}); fix or remove it.") from None
+    return data if isinstance(data, dict) else {}
+
+
+def datasets(dataset_dir: str | Path | None) -> tuple[dict[str, dict[str, Any]], str | None]:
+    """(name -> info, note) for the datasets of a folder with a dataset_info.json."""
+    if not dataset_dir:
+        return {}, None
+    folder = Path(dataset_dir).expanduser()
+    if not folder.is_dir():
+        return {}, f"The dataset folder {folder} does not exist; pick another one or upload a file."
+    try:
+        lister = _engine_attr(("engine.data.registry", "engine.data"), "list_datasets")
+    except EngineMissing as err:
+        try:
+            return _read_dataset_info(folder), str(err)
+        except ValueError as bad:
+            return {}, str(bad)
+    try:
+        found = lister(str(folder))
+    except Exception as err:
+        return {}, f"Cannot list the datasets of {folder}: {err}"
+    if isinstance(found, dict):
+        return {str(k): (v if isinstance(v, dict) else {"info": v}) for k, v in found.items()}, None
+    return {str(name): {} for name in found}, None
+
+
+def dataset_kind(info: dict[str, Any]) -> str:
+    """A short description of a dataset's detected kind for the picker."""
+    for key in ("kind", "detected_kind", "stage", "formatting"):
+        if info.get(key):
+            return str(info[key])
+    if info.get("ranking"):
+        return "preference"
+    return ""
+
+
+def register_dataset(dataset_dir: Path, name: str, file_name: str) -> dict[str, Any]:
+    """Register an uploaded file in ``dataset_dir/dataset_info.json`` through the engine."""
+    register = _engine_attr(("engine.data.registry", "engine.data"), "register_dataset")
+    result = register(str(dataset_dir), name, file_name)
+    return result if isinstance(result, dict) else {}
+
+
+def preflight(cfg: Any, command: str) -> list[str]:
+    """The engine's checks before a job starts (files, data, memory); [] when the checker is unavailable."""
+    try:
+        check = _engine_attr(("engine.preflight",), "check")
+    except EngineMissing as err:
+        logger.warning("%s", err)
+        return []
+    return list(check(cfg, command))
+
+
+class EnvironmentReport:
+    """The devices and memory, from ``engine.devices.environment_report()`` run once in a subprocess."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._report: dict[str, Any] | None = None
+        self._error: str | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Begin collecting in the background (called once the page is served)."""
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._collect, name="lfboard-env", daemon=True)
+                self._thread.start()
+
+    def _collect(self) -> None:
+        code = "import json; from engine.devices import environment_report; print(json.dumps(environment_report()))"
+        try:
+            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180,
+                                 env=child_env(), stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            self._error = str(err)
+            return
+        if out.returncode != 0:
+            self._error = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["unknown error"]
+            self._error = self._error[0]
+            return
+        try:
+            self._report = json.loads(out.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError) as err:
+            self._error = f"unreadable report: {err}"
+
+    def get(self) -> tuple[dict[str, Any] | None, str | None]:
+        """(report or None while collecting, error or None)."""
+        self.start()
+        return self._report, self._error
+
+
+ENVIRONMENT = EnvironmentReport()

@@ -1,0 +1,121 @@
+"""A small client for the engine's OpenAI-compatible chat server (``lf-engine api``), with streaming.
+
+The board never loads a model itself: the Chat tab starts a server subprocess through the job manager and
+talks to it over HTTP on the loopback interface.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+CONNECT_TIMEOUT = 10.0
+READ_TIMEOUT = 600.0
+
+
+class ChatError(RuntimeError):
+    """The server refused or failed a request; the message is the server's explanation."""
+
+
+def parse_tools(text: str | None) -> list[dict[str, Any]] | None:
+    """Tools typed in the page as JSON (a list of OpenAI tool or function objects); None when empty."""
+    if not text or not text.strip():
+        return None
+    try:
+        tools = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ChatError(f"The tools are not valid JSON (line {err.lineno}, column {err.colno}): {err.msg}.") from None
+    if isinstance(tools, dict):
+        tools = [tools]
+    if not isinstance(tools, list):
+        raise ChatError("The tools must be a JSON list of tool definitions.")
+    out = []
+    for tool in tools:
+        if not isinstance(tool, dict):
+            raise ChatError("Each tool must be a JSON object with a name, description and parameters.")
+        out.append(tool if tool.get("type") == "function" else {"type": "function", "function": tool})
+    return out
+
+
+def stream_chat(base_url: str, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
+                stop: threading.Event | None = None, **sampling: Any) -> Iterator[dict[str, Any]]:
+    """Yield the deltas of a streamed reply: ``{"content": text}`` or ``{"tool_calls": [...]}``.
+
+    Closing the generator (or setting ``stop``) closes the connection, which stops the server's generation.
+    """
+    body: dict[str, Any] = {"model": "default", "messages": messages, "stream": True}
+    body.update({k: v for k, v in sampling.items() if v is not None})
+    if tools:
+        body["tools"] = tools
+    timeout = httpx.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT)
+    try:
+        with httpx.stream("POST", f"{base_url}/chat/completions", json=body, timeout=timeout) as response:
+            if response.status_code != 200:
+                response.read()
+                raise ChatError(_error_text(response))
+            for line in response.iter_lines():
+                if stop is not None and stop.is_set():
+                    return
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    return
+                chunk = json.loads(data)
+                if "error" in chunk:
+                    raise ChatError(str(chunk["error"].get("message", chunk["error"])))
+                for choice in chunk.get("choices") or []:
+                    delta = choice.get("delta") or {}
+                    if delta.get("content"):
+                        yield {"content": delta["content"]}
+                    if delta.get("tool_calls"):
+                        yield {"tool_calls": delta["tool_calls"]}
+    except httpx.HTTPError as err:
+        raise ChatError(f"The chat server at {base_url} did not answer: {err}") from None
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        data = response.json()
+        return str(data.get("error", {}).get("message") or data)
+    except ValueError:
+        return f"HTTP {response.status_code}: {response.text[:500]}"
+
+
+def merge_streams(streams: dict[str, Iterator[dict[str, Any]]], stop: threading.Event) -> Iterator[tuple[str, Any]]:
+    """Run several streams at once; yield (name, delta) as they come, (name, None) when one ends.
+
+    A failing stream yields (name, ChatError). Setting ``stop`` ends every stream early.
+    """
+    inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
+
+    def pump(name: str, stream: Iterator[dict[str, Any]]) -> None:
+        try:
+            for delta in stream:
+                inbox.put((name, delta))
+                if stop.is_set():
+                    break
+        except ChatError as err:
+            inbox.put((name, err))
+        except Exception as err:  # report, never hang the page
+            inbox.put((name, ChatError(str(err))))
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+            inbox.put((name, None))
+
+    threads = [threading.Thread(target=pump, args=item, daemon=True) for item in streams.items()]
+    for thread in threads:
+        thread.start()
+    remaining = len(threads)
+    while remaining:
+        name, item = inbox.get()
+        if item is None:
+            remaining -= 1
+        yield name, item

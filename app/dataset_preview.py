@@ -1,0 +1,124 @@
+"""Runs the dataset preview worker and turns its result into HTML rows and a token-length histogram."""
+
+from __future__ import annotations
+
+import html
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from app.forms import yaml_text
+from app.jobs import REPO_ROOT, child_env
+
+PREVIEW_TIMEOUT = 600
+
+
+class PreviewError(RuntimeError):
+    """The preview could not be made; the message says why."""
+
+
+def run_preview(mapping: dict[str, Any], scratch_dir: Path, n: int = 5) -> dict[str, Any]:
+    """Write the config to ``scratch_dir``, run the worker, and return its result (PreviewError on failure)."""
+    scratch_dir.mkdir(parents=True, exist_ok=True)
+    stem = scratch_dir / f"preview-{uuid.uuid4().hex[:8]}"
+    config, out, log = stem.with_suffix(".yaml"), stem.with_suffix(".json"), stem.with_suffix(".log")
+    config.write_text(yaml_text(mapping), encoding="utf-8")
+    try:
+        with open(log, "wb") as fh:
+            proc = subprocess.run([sys.executable, "-m", "app.preview_worker", str(config), str(out), str(n)],
+                                  stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(REPO_ROOT),
+                                  env=child_env(), timeout=PREVIEW_TIMEOUT, check=False)
+        result = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else None
+        if result is None or proc.returncode not in (0, 2):
+            lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-12:]
+            raise PreviewError("\n".join(lines) or f"the preview worker exited with code {proc.returncode}")
+        if "error" in result:
+            raise PreviewError(str(result["error"]))
+        return result
+    except subprocess.TimeoutExpired:
+        raise PreviewError(f"the preview took longer than {PREVIEW_TIMEOUT} s") from None
+    finally:
+        for path in (config, out, log):
+            path.unlink(missing_ok=True)
+
+
+def _spans(row: Any) -> list[tuple[str, bool]]:
+    if isinstance(row, dict):
+        row = row.get("spans") or row.get("segments") or []
+    spans = []
+    for item in row or []:
+        if isinstance(item, dict):
+            spans.append((str(item.get("text", "")), bool(item.get("trained", item.get("train", False)))))
+        elif isinstance(item, (list, tuple)) and len(item) >= 2:
+            spans.append((str(item[0]), bool(item[1])))
+    return spans
+
+
+def rows_of(result: dict[str, Any]) -> list[list[tuple[str, bool]]]:
+    """The preview rows as lists of (text, trained) spans."""
+    rows = result.get("rows") or result.get("examples") or []
+    return [_spans(row) for row in rows]
+
+
+def _extras(row: Any) -> tuple[list[tuple[str, bool]], Any]:
+    """(rejected spans of a preference row, KTO tag) when present."""
+    if not isinstance(row, dict):
+        return [], None
+    return _spans(row.get("rejected_spans") or []), row.get("kto_tag")
+
+
+def lengths_of(result: dict[str, Any]) -> list[int]:
+    for key in ("lengths", "token_lengths", "lens"):
+        if isinstance(result.get(key), list):
+            return [int(x) for x in result[key] if isinstance(x, (int, float))]
+    return []
+
+
+def over_cutoff(result: dict[str, Any]) -> int | None:
+    for key in ("over_cutoff", "truncated", "num_truncated", "count_over_cutoff"):
+        if isinstance(result.get(key), (int, float)):
+            return int(result[key])
+    return None
+
+
+def _spans_html(spans: list[tuple[str, bool]]) -> str:
+    return "".join(f'<span class="{"lf-trained" if trained else "lf-masked"}">{html.escape(text)}</span>'
+                   for text, trained in spans)
+
+
+def render_rows(result: dict[str, Any], labels: dict[str, str]) -> str:
+    """HTML: each row's text with the trained tokens highlighted and the masked ones dimmed.
+
+    ``labels`` holds the translated words ``trained``, ``masked``, ``chosen``, ``rejected``, ``kto_tag``.
+    """
+    parts = [f'<div class="lf-legend"><span class="lf-trained">{html.escape(labels["trained"])}</span> '
+             f'<span class="lf-masked">{html.escape(labels["masked"])}</span></div>']
+    raw_rows = result.get("rows") or result.get("examples") or []
+    for index, spans in enumerate(rows_of(result), 1):
+        rejected, kto_tag = _extras(raw_rows[index - 1])
+        head = f"#{index}"
+        if kto_tag is not None:
+            head += f" · {html.escape(labels['kto_tag'])}: {'✓' if kto_tag else '✗'}"
+        if rejected:
+            body = (f'<div class="lf-row-num">{html.escape(labels["chosen"])}</div><pre>{_spans_html(spans)}</pre>'
+                    f'<div class="lf-row-num">{html.escape(labels["rejected"])}</div><pre>{_spans_html(rejected)}</pre>')
+        else:
+            body = f"<pre>{_spans_html(spans)}</pre>"
+        parts.append(f'<div class="lf-row"><div class="lf-row-num">{head}</div>{body}</div>')
+    return "\n".join(parts)
+
+
+def histogram(lengths: list[int], bins: int = 20) -> list[tuple[int, int]]:
+    """(bin start, rows) pairs for a bar chart of token lengths."""
+    if not lengths:
+        return []
+    lo, hi = min(lengths), max(lengths)
+    width = max(1, -(-(hi - lo + 1) // bins))
+    counts: dict[int, int] = {}
+    for length in lengths:
+        start = lo + (length - lo) // width * width
+        counts[start] = counts.get(start, 0) + 1
+    return sorted(counts.items())

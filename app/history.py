@@ -1,0 +1,102 @@
+"""Run summaries for the History tab and the checkpoint picker (pure logic over run folders)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from app.monitor import final_loss
+from engine.runs import EventReader, RunFolder, list_runs
+
+ADAPTER_FILES = ("adapter_config.json", "config.json")
+
+
+def _holds_weights(path: Path) -> bool:
+    return any((path / name).is_file() for name in ADAPTER_FILES)
+
+
+def checkpoints(runs_dir: Path) -> list[tuple[str, str]]:
+    """(label, path) of every trained output and checkpoint in the workspace, newest run first.
+
+    A run's own folder counts once training saved its final adapter or model there; its ``checkpoint-N``
+    folders appear as soon as they are written.
+    """
+    out: list[tuple[str, str]] = []
+    for folder in list_runs(runs_dir):
+        info = folder.info()
+        if info.get("kind") != "train":
+            continue
+        if _holds_weights(folder.path) and info.get("status") == "completed":
+            out.append((folder.id, str(folder.path)))
+        found = []
+        for sub in folder.path.glob("checkpoint-*"):
+            if sub.is_dir() and _holds_weights(sub):
+                try:
+                    found.append((int(sub.name.split("-")[-1]), sub))
+                except ValueError:
+                    continue
+        for step, sub in sorted(found, reverse=True):
+            out.append((f"{folder.id} / checkpoint-{step}", str(sub)))
+    return out
+
+
+def read_config(folder: RunFolder) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(folder.config_path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def duration(info: dict[str, Any]) -> float | None:
+    start = info.get("started_at")
+    if not isinstance(start, (int, float)):
+        return None
+    end = info.get("finished_at")
+    return (end if isinstance(end, (int, float)) else time.time()) - start
+
+
+def format_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    seconds = int(max(0, seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def summaries(runs: list[dict[str, Any]], runs_dir: Path) -> list[dict[str, Any]]:
+    """One row per run: id, kind, status, stage, model, dataset, started, duration, final loss, queue position."""
+    rows = []
+    for info in runs:
+        folder = RunFolder(runs_dir / info["id"])
+        cfg = read_config(folder)
+        loss = final_loss(folder.path) if info.get("kind") == "train" else None
+        started = info.get("started_at") or info.get("created_at")
+        rows.append({
+            "id": info["id"],
+            "kind": info.get("kind", ""),
+            "status": info.get("status", ""),
+            "queue": info.get("queue_position"),
+            "stage": cfg.get("stage", "") if info.get("kind") == "train" else "",
+            "model": cfg.get("model_name_or_path", ""),
+            "dataset": cfg.get("dataset") or cfg.get("eval_dataset") or "",
+            "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(started)) if started else "",
+            "duration": format_seconds(duration(info)),
+            "final_loss": round(loss, 4) if loss is not None else None,
+        })
+    return rows
+
+
+def loss_points(folder: Path) -> list[tuple[int, float]]:
+    """(step, loss) of a run's training log."""
+    points = []
+    for event in EventReader(Path(folder) / "events.jsonl").read_new():
+        if event.get("event") == "log" and "train_loss" not in event:
+            step, loss = event.get("step"), event.get("loss")
+            if isinstance(step, int) and isinstance(loss, (int, float)):
+                points.append((step, float(loss)))
+    return points

@@ -1,0 +1,106 @@
+"""User-visible strings: ``locales/<lang>.json``, served to the page through gradio's I18n.
+
+Static text (labels, help, buttons, headings) is passed to components as ``L("key")``: gradio sends the key
+to the page and the browser shows it in the page's language. Text that handlers compose at run time
+(status lines, tables, errors) is translated on the server with ``t(lang, "key", **params)``, where ``lang``
+is the language the page reports (see ``app.topbar``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from gradio.i18n import I18n, I18nData
+
+logger = logging.getLogger(__name__)
+
+LOCALES_DIR = Path(__file__).resolve().parent.parent / "locales"
+LANGUAGES: dict[str, str] = {"en": "English", "zh": "中文"}
+"""Languages the board ships, code -> name shown in the language picker."""
+DEFAULT_LANG = "en"
+# The browser-side locale code used for each language (gradio's own strings exist for ``zh-CN``).
+BROWSER_LOCALES = {"en": "en", "zh": "zh-CN"}
+
+
+@functools.cache
+def load_locale(lang: str) -> dict[str, str]:
+    """The strings of one language (empty when the file is missing or broken, with a log line)."""
+    path = LOCALES_DIR / f"{lang}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        logger.error("Cannot read the locale file %s (%s); its strings fall back to English.", path, err)
+        return {}
+    return {str(k): str(v) for k, v in data.items()}
+
+
+def normalize_lang(code: str | None) -> str:
+    """Map a browser or user language code (``zh-CN``, ``en-US``, ``auto``...) to a shipped language."""
+    code = (code or "").strip().lower().replace("_", "-")
+    for lang in LANGUAGES:
+        if code == lang or code.startswith(lang + "-"):
+            return lang
+    return DEFAULT_LANG
+
+
+def L(key: str) -> I18nData:
+    """A static, translatable string for a component's label, info, value or placeholder."""
+    return I18nData(key)
+
+
+def t(lang: str | None, key: str, **params: Any) -> str:
+    """The text of ``key`` in ``lang`` (English when missing there), with ``{name}`` parameters filled in."""
+    text = load_locale(normalize_lang(lang)).get(key) or load_locale(DEFAULT_LANG).get(key)
+    if text is None:
+        logger.warning("Missing locale key %r", key)
+        text = key
+    if params:
+        try:
+            return text.format(**params)
+        except (KeyError, IndexError, ValueError):
+            return text + " " + ", ".join(f"{k}={v}" for k, v in params.items())
+    return text
+
+
+def has_key(key: str) -> bool:
+    return key in load_locale(DEFAULT_LANG)
+
+
+def build_i18n() -> I18n:
+    """The gradio I18n object with every shipped language (also under the browser's regional codes)."""
+    translations: dict[str, dict[str, str]] = {}
+    for lang in LANGUAGES:
+        strings = load_locale(lang)
+        translations[lang] = strings
+        regional = BROWSER_LOCALES[lang]
+        if regional != lang:
+            translations[regional] = strings
+    return I18n(**translations)
+
+
+# Runs in the page: switch gradio's display language to the chosen one and report the language in effect
+# (``auto`` follows the browser). The page's own i18n module is located among the loaded scripts; if it cannot
+# be found the page keeps the browser's language (gradio's footer Settings can still switch it).
+SET_LOCALE_JS = """
+async (choice) => {
+  const codes = __CODES__;
+  let lang = choice;
+  if (!lang || lang === "auto") {
+    const nav = (navigator.language || "en").toLowerCase();
+    lang = Object.keys(codes).find((c) => nav === c || nav.startsWith(c + "-")) || "__DEFAULT__";
+  }
+  try {
+    const url = performance.getEntriesByType("resource").map((e) => e.name)
+      .find((n) => /\\/assets\\/core-[^/]*\\.js$/.test(n));
+    if (url) {
+      const mod = await import(url);
+      if (mod.changeLocale) { mod.changeLocale(codes[lang] || lang); }
+    }
+  } catch (err) { console.warn("LF Board: cannot switch the language", err); }
+  return [lang, choice];
+}
+""".replace("__CODES__", json.dumps(BROWSER_LOCALES)).replace("__DEFAULT__", DEFAULT_LANG)

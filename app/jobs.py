@@ -1,0 +1,410 @@
+"""The board's one job manager: every job is a ``python -m engine ...`` subprocess with its own run folder.
+
+- Submitting writes ``config.yaml`` and ``run.json`` (status ``queued``) under ``<workspace>/runs/<id>/``.
+- Batch jobs (train, eval, predict, export) wait in a FIFO queue for the devices and run one at a time; chat
+  servers start at once (they are interactive and are unloaded by the user).
+- A child's stdout and stderr go straight to ``stdout.log`` (never a pipe the board must drain), and it runs in
+  its own session, so it keeps going when the browser closes or the board stops.
+- A background thread reaps finished processes, escalates aborts (SIGTERM to the process group, SIGKILL after
+  a grace period) and starts the next queued job.
+- On start the manager rediscovers runs from the workspace: live processes are re-attached, dead ``running``
+  ones are marked failed with their last log lines, ``queued`` ones are queued again in order.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from app.monitor import ERROR_LINES, RunMonitor
+from engine.runs import FINAL_STATUSES, KINDS, RunFolder, list_runs, new_run_id, pid_alive, signal_run, tail_text
+
+logger = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BATCH_KINDS = ("train", "eval", "predict", "export")
+# engine sub-command per run kind
+COMMANDS = {"train": "train", "eval": "eval", "predict": "eval", "export": "export", "chat": "api"}
+
+
+class JobError(ValueError):
+    """A request the manager cannot carry out (unknown run, wrong state); the message names the fix."""
+
+
+def process_start_time(pid: int) -> float | None:
+    """When a process started (to tell a re-used pid from the run's own process)."""
+    try:
+        import psutil
+
+        return psutil.Process(pid).create_time()
+    except Exception:
+        return None
+
+
+def child_env() -> dict[str, str]:
+    """The environment of an engine subprocess: the repo root importable, output unbuffered."""
+    env = dict(os.environ)
+    paths = [str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@dataclass
+class _Live:
+    """A process the manager watches: its own child (``proc``) or a re-attached one (pid only)."""
+
+    run_id: str
+    pid: int
+    kind: str = "train"
+    proc: subprocess.Popen | None = None
+    started: float | None = None
+    abort_deadline: float | None = None
+    killed: bool = False
+
+
+class JobManager:
+    """Queue, start, watch, abort and rediscover runs under ``<workspace>/runs``.
+
+    Args:
+        runs_dir: where run folders are created.
+        engine_command: the command prefix for jobs (default ``[sys.executable, "-m", "engine"]``); tests use a
+            fake engine script.
+        kill_grace: seconds between SIGTERM and SIGKILL on abort.
+        poll_interval: seconds between checks of the background thread.
+        max_parallel: batch jobs running at once.
+    """
+
+    def __init__(self, runs_dir: str | Path, engine_command: list[str] | None = None, *, kill_grace: float = 20.0,
+                 poll_interval: float = 0.5, max_parallel: int = 1, cwd: str | Path | None = None):
+        self.runs_dir = Path(runs_dir).resolve()
+        self.engine_command = list(engine_command or [sys.executable, "-m", "engine"])
+        self.kill_grace = kill_grace
+        self.poll_interval = poll_interval
+        self.max_parallel = max_parallel
+        self.cwd = str(cwd or Path.cwd())
+        self._lock = threading.RLock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._queue: list[str] = []
+        self._live: dict[str, _Live] = {}
+        self._monitors: dict[str, RunMonitor] = {}
+        self._thread: threading.Thread | None = None
+
+    # -- life cycle ---------------------------------------------------------------------------------------
+    def start(self) -> JobManager:
+        """Rediscover runs and start the background thread (idempotent)."""
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            if self._thread is not None:
+                return self
+            self.rediscover()
+            self._thread = threading.Thread(target=self._loop, name="lfboard-jobs", daemon=True)
+            self._thread.start()
+        return self
+
+    def shutdown(self) -> None:
+        """Stop the background thread; running jobs keep going and are re-attached next time."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def rediscover(self) -> dict[str, list[str]]:
+        """Scan the runs folder: re-attach live processes, fail dead ones, re-queue queued ones."""
+        found: dict[str, list[str]] = {"attached": [], "failed": [], "queued": []}
+        queued = []
+        with self._lock:
+            for folder in list_runs(self.runs_dir):
+                info = folder.info()
+                status, run_id = info.get("status"), folder.id
+                if status == "running" and run_id not in self._live:
+                    pid = info.get("pid")
+                    same = pid and pid_alive(int(pid))
+                    if same and info.get("pid_started") and process_start_time(int(pid)):
+                        same = abs(process_start_time(int(pid)) - float(info["pid_started"])) < 2.0
+                    if same:
+                        self._live[run_id] = _Live(run_id, int(pid), kind=info.get("kind", "train"),
+                                                   started=info.get("started_at"))
+                        found["attached"].append(run_id)
+                    else:
+                        self._finish(folder, None, reason="lost")
+                        found["failed"].append(run_id)
+                elif status == "queued" and run_id not in self._queue:
+                    queued.append((info.get("created_at", 0), run_id))
+            for _, run_id in sorted(queued):
+                self._queue.append(run_id)
+                found["queued"].append(run_id)
+        if any(found.values()):
+            logger.info("Rediscovered runs: %s", {k: len(v) for k, v in found.items()})
+        self._wake.set()
+        return found
+
+    # -- requests -----------------------------------------------------------------------------------------
+    def folder(self, run_id: str) -> RunFolder:
+        """The run folder of ``run_id`` (JobError when it does not exist)."""
+        if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith("."):
+            raise JobError(f"`{run_id}` is not a run id; pick one from the run list.")
+        folder = RunFolder(self.runs_dir / run_id)
+        if not folder.exists():
+            raise JobError(f"There is no run `{run_id}` in {self.runs_dir}; pick one from the run list.")
+        return folder
+
+    def new_run_id(self, kind: str = "train") -> str:
+        run_id = new_run_id(kind)
+        while (self.runs_dir / run_id).exists():
+            run_id = new_run_id(kind)
+        return run_id
+
+    def submit(self, kind: str, config: dict[str, Any], *, run_id: str | None = None, args: list[str] | None = None,
+               meta: dict[str, Any] | None = None) -> str:
+        """Create a run folder for ``config`` (its ``output_dir`` becomes the folder) and queue or start it.
+
+        Args:
+            kind: train, eval, predict, export or chat.
+            config: the flat config mapping (already validated by the caller).
+            run_id: a pre-chosen id (for a previewed config); a fresh one when None or taken.
+            args: extra command-line arguments after the config path (chat: host and port).
+            meta: extra fields for run.json (for example a display name).
+
+        Returns:
+            The run id.
+        """
+        if kind not in KINDS:
+            raise JobError(f"Unknown job kind `{kind}`; use one of {', '.join(KINDS)}.")
+        if not run_id or (self.runs_dir / run_id).exists() or "/" in run_id:
+            run_id = self.new_run_id(kind)
+        folder = RunFolder(self.runs_dir / run_id)
+        mapping = dict(config)
+        mapping["output_dir"] = str(folder.path)
+        command = self.command_for(kind, folder.config_path, args)
+        folder.create(kind, yaml.safe_dump(mapping, sort_keys=False, allow_unicode=True), command=command,
+                      args=list(args or []), **(meta or {}))
+        with self._lock:
+            if kind in BATCH_KINDS:
+                self._queue.append(run_id)
+            else:
+                self._launch(folder)
+        self._wake.set()
+        logger.info("Submitted %s run %s", kind, run_id)
+        return run_id
+
+    def command_for(self, kind: str, config_path: Path, args: list[str] | None = None) -> list[str]:
+        """The exact command line of a job."""
+        return [*self.engine_command, COMMANDS[kind], str(config_path), *(args or [])]
+
+    def abort(self, run_id: str) -> str:
+        """Cancel a queued run or stop a running one (SIGTERM now, SIGKILL after the grace period).
+
+        Returns:
+            ``cancelled`` (was queued), ``stopping`` (signal sent) or ``finished`` (nothing to do).
+        """
+        folder = self.folder(run_id)
+        with self._lock:
+            if run_id in self._queue:
+                self._queue.remove(run_id)
+                folder.update(status="aborted", finished_at=time.time(), error="cancelled before it started")
+                return "cancelled"
+            live = self._live.get(run_id)
+            info = folder.info()
+            if live is None and info.get("status") == "running" and pid_alive(info.get("pid")):
+                live = self._live[run_id] = _Live(run_id, int(info["pid"]), kind=info.get("kind", "train"),
+                                                  started=info.get("started_at"))
+            if live is None:
+                if info.get("status") in ("queued", "running"):
+                    self._finish(folder, None, reason="lost")
+                return "finished"
+            if live.abort_deadline is None:
+                live.abort_deadline = time.time() + self.kill_grace
+                folder.update(abort_requested_at=time.time())
+                if not signal_run(folder.info() | {"pgid": folder.info().get("pgid") or live.pid}, signal.SIGTERM):
+                    logger.warning("Run %s: SIGTERM could not be delivered", run_id)
+        self._wake.set()
+        return "stopping"
+
+    def delete(self, run_id: str) -> None:
+        """Remove a finished run's folder (a queued or running one must be aborted first)."""
+        folder = self.folder(run_id)
+        with self._lock:
+            if run_id in self._queue or run_id in self._live:
+                raise JobError(f"Run `{run_id}` is still {folder.status()}; abort it before deleting it.")
+            if folder.path.resolve().parent != self.runs_dir:
+                raise JobError(f"`{folder.path}` is not inside the workspace's runs folder; it is left alone.")
+            self._monitors.pop(run_id, None)
+            shutil.rmtree(folder.path)
+
+    # -- queries ------------------------------------------------------------------------------------------
+    def queue(self) -> list[str]:
+        with self._lock:
+            return list(self._queue)
+
+    def queue_position(self, run_id: str) -> int | None:
+        """1 for the next run to start, None when not queued."""
+        with self._lock:
+            return self._queue.index(run_id) + 1 if run_id in self._queue else None
+
+    def running(self) -> list[str]:
+        with self._lock:
+            return list(self._live)
+
+    def monitor(self, run_id: str) -> RunMonitor:
+        """The shared, refreshed monitor of a run."""
+        with self._lock:
+            mon = self._monitors.get(run_id)
+            if mon is None:
+                mon = self._monitors[run_id] = RunMonitor(self.folder(run_id))
+        return mon.refresh()
+
+    def status(self, run_id: str) -> dict[str, Any]:
+        """A JSON-ready summary: id, kind, status, step, total, loss, eta, queue position, error, paths."""
+        mon = self.monitor(run_id)
+        info = mon.info
+        prog = mon.progress()
+        return {
+            "id": run_id,
+            "kind": info.get("kind"),
+            "status": info.get("status"),
+            "step": prog["step"],
+            "total": prog["total"],
+            "loss": prog["loss"],
+            "eval_loss": prog["eval_loss"],
+            "lr": prog["lr"],
+            "tokens_per_s": prog["tokens_per_s"],
+            "eta": prog["eta"],
+            "elapsed": prog["elapsed"],
+            "queue_position": self.queue_position(run_id),
+            "exit_code": info.get("exit_code"),
+            "error": mon.error_lines() or None,
+            "output_dir": str(mon.folder.path),
+            "port": info.get("port"),
+            "ready": info.get("ready"),
+        }
+
+    def list(self) -> list[dict[str, Any]]:
+        """Every run's run.json, newest first, with its queue position."""
+        out = []
+        for folder in list_runs(self.runs_dir):
+            info = folder.info()
+            info.setdefault("id", folder.id)
+            info["queue_position"] = self.queue_position(folder.id)
+            out.append(info)
+        return out
+
+    def wait(self, run_id: str, timeout: float = 60.0, statuses: tuple[str, ...] = FINAL_STATUSES) -> str:
+        """Block until the run reaches one of ``statuses`` (or the timeout passes); returns the status."""
+        deadline = time.time() + timeout
+        status = self.folder(run_id).status()
+        while status not in statuses and time.time() < deadline:
+            time.sleep(0.1)
+            status = self.folder(run_id).status()
+        return status
+
+    # -- the background thread ----------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception:  # keep the manager alive whatever one run does
+                logger.exception("Job manager tick failed")
+            self._wake.wait(self.poll_interval)
+            self._wake.clear()
+
+    def tick(self) -> None:
+        """One round: reap, escalate aborts, start queued jobs."""
+        with self._lock:
+            for run_id, live in list(self._live.items()):
+                folder = RunFolder(self.runs_dir / run_id)
+                code = live.proc.poll() if live.proc is not None else None
+                alive = code is None and (live.proc is not None or pid_alive(live.pid))
+                if alive:
+                    if live.abort_deadline is not None and time.time() > live.abort_deadline and not live.killed:
+                        logger.warning("Run %s ignored SIGTERM for %.0fs: sending SIGKILL", run_id, self.kill_grace)
+                        signal_run({"pgid": folder.info().get("pgid") or live.pid}, signal.SIGKILL)
+                        live.killed = True
+                    continue
+                del self._live[run_id]
+                self._finish(folder, code, reason="aborted" if live.abort_deadline else None)
+            running_batch = sum(1 for live in self._live.values() if live.kind in BATCH_KINDS)
+            while self._queue and running_batch < self.max_parallel:
+                run_id = self._queue.pop(0)
+                folder = RunFolder(self.runs_dir / run_id)
+                if folder.status() != "queued":
+                    continue
+                self._launch(folder)
+                running_batch += 1
+
+    def _launch(self, folder: RunFolder) -> None:
+        info = folder.info()
+        kind = info.get("kind", "train")
+        command = self.command_for(kind, folder.config_path, info.get("args"))
+        folder.update(status="running", started_at=time.time(), command=command, finished_at=None, exit_code=None)
+        try:
+            with open(folder.log_path, "ab") as log:
+                proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        cwd=self.cwd, env=child_env(), start_new_session=True)
+        except OSError as err:
+            folder.update(status="failed", finished_at=time.time(), exit_code=None,
+                          error=f"Could not start `{' '.join(command)}`: {err}")
+            return
+        folder.update(pid=proc.pid, pgid=proc.pid, pid_started=process_start_time(proc.pid))
+        self._live[folder.id] = _Live(folder.id, proc.pid, kind=kind, proc=proc, started=time.time())
+        logger.info("Started run %s (pid %d): %s", folder.id, proc.pid, " ".join(command))
+
+    def _finish(self, folder: RunFolder, exit_code: int | None, reason: str | None) -> None:
+        """Record the outcome of a process that has ended, unless the engine already did."""
+        info = folder.info()
+        fields: dict[str, Any] = {}
+        if info.get("status") in FINAL_STATUSES:
+            if info.get("exit_code") is None and exit_code is not None:
+                fields["exit_code"] = exit_code
+            if not info.get("finished_at"):
+                fields["finished_at"] = time.time()
+        else:
+            end = _end_event(folder)
+            tail = tail_text(folder.log_path, 8192).strip().splitlines()[-ERROR_LINES:]
+            if end and end.get("status") in FINAL_STATUSES:
+                status, error = end["status"], end.get("error")
+            elif reason == "aborted":
+                status, error = "aborted", "stopped by request"
+            elif exit_code == 0:
+                status, error = "completed", None
+            elif reason == "lost":
+                status = "failed"
+                error = "The process ended while the board was not watching and left no result."
+                if tail:
+                    error += " Last lines of its log:\n" + "\n".join(tail)
+            else:
+                status = "failed"
+                error = f"The process exited with code {exit_code}."
+                if tail:
+                    error += " Last lines of its log:\n" + "\n".join(tail)
+            fields = {"status": status, "error": error, "exit_code": exit_code, "finished_at": time.time()}
+        if fields:
+            folder.update(**fields)
+        logger.info("Run %s ended: %s", folder.id, folder.status())
+
+
+def _end_event(folder: RunFolder) -> dict[str, Any] | None:
+    tail = tail_text(folder.events_path, 65536)
+    for line in reversed(tail.splitlines()):
+        if '"end"' in line:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if event.get("event") == "end":
+                return event
+    return None

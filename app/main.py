@@ -1,0 +1,129 @@
+"""``lf-board``: start the browser workbench.
+
+Serves on the loopback interface by default. Serving on another address, or through a public share link,
+needs ``--auth USER:PASS``; ``--allow-insecure`` overrides that refusal, with a loud warning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import socket
+import sys
+from pathlib import Path
+
+from app.workspace import WORKSPACE_ENV, default_workspace
+
+EXIT_REFUSED = 2
+AUTH_ENV = "LF_BOARD_AUTH"
+
+logger = logging.getLogger("app")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lf-board",
+        description="LF Board: fine-tune, evaluate, chat with and export language models from the browser.",
+        epilog="Runs keep going when the browser or the board closes; they are found again on the next start.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default: 127.0.0.1, this machine "
+                        "only); any other address needs --auth")
+    parser.add_argument("--port", type=int, default=7860, help="port (default: 7860)")
+    parser.add_argument("--workspace", default=None,
+                        help=f"folder for runs, saved configs, uploaded datasets and exports (default: "
+                        f"${WORKSPACE_ENV} or ./lfboard-workspace)")
+    parser.add_argument("--lang", default="auto", choices=["auto", "en", "zh"],
+                        help="page language (default: auto = the browser's language)")
+    parser.add_argument("--auth", default=None, metavar="USER:PASS",
+                        help=f"require this login (or set ${AUTH_ENV}); needed for non-loopback hosts and --share")
+    parser.add_argument("--share", action="store_true", help="also open a public gradio share link (needs --auth)")
+    parser.add_argument("--allow-insecure", action="store_true",
+                        help="serve on a non-loopback address or share without a password (not recommended)")
+    parser.add_argument("--debug", action="store_true", help="verbose logging")
+    return parser
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only reaches this machine (names are resolved; every address must be loopback)."""
+    host = host.strip().strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(info[4][0]).is_loopback for info in infos)
+
+
+def parse_auth(text: str | None) -> tuple[str, str] | None:
+    """``USER:PASS`` -> (user, password); raises ValueError with the fix."""
+    if not text:
+        return None
+    user, sep, password = text.partition(":")
+    if not sep or not user or not password:
+        raise ValueError("--auth must look like USER:PASS (both parts non-empty), e.g. --auth alice:s3cret")
+    return user, password
+
+
+def security_problem(host: str, share: bool, auth: tuple[str, str] | None) -> str | None:
+    """Why starting as asked would expose the board without a password (None when it is safe)."""
+    if auth is not None:
+        return None
+    if share:
+        return ("--share makes the board reachable by anyone with the link, and it runs code and reads files on this "
+                "machine. Add --auth USER:PASS (or set LF_BOARD_AUTH), or drop --share.")
+    if not is_loopback(host):
+        return (f"--host {host} makes the board reachable from other machines, and it runs code and reads files on "
+                "this machine. Add --auth USER:PASS (or set LF_BOARD_AUTH), or serve on 127.0.0.1 and use an SSH "
+                "tunnel (ssh -L 7860:127.0.0.1:7860 server).")
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    try:
+        auth = parse_auth(args.auth or os.environ.get(AUTH_ENV))
+    except ValueError as err:
+        print(f"lf-board: {err}", file=sys.stderr)
+        return EXIT_REFUSED
+    problem = security_problem(args.host, args.share, auth)
+    if problem and not args.allow_insecure:
+        print(f"lf-board refuses to start: {problem}\n(--allow-insecure overrides this.)", file=sys.stderr)
+        return EXIT_REFUSED
+    if problem:
+        banner = "!" * 100
+        print(f"{banner}\nWARNING: serving WITHOUT a password (--allow-insecure). {problem}\n{banner}", file=sys.stderr)
+
+    from app.context import Board
+    from app.jobs import JobManager
+    from app.ui import build_ui, launch_options
+    from app.workspace import Workspace
+
+    workspace = Workspace(Path(args.workspace).expanduser() if args.workspace else default_workspace()).ensure()
+    jobs = JobManager(workspace.runs_dir).start()
+    board = Board(workspace=workspace, jobs=jobs, default_lang=args.lang)
+    demo = build_ui(board)
+    print(f"LF Board: workspace {workspace.root}", flush=True)
+    try:
+        demo.queue(default_concurrency_limit=4).launch(
+            server_name=args.host, server_port=args.port, share=args.share, auth=auth, show_error=True,
+            allowed_paths=[str(workspace.root)], **launch_options(board),
+        )
+    finally:
+        jobs.shutdown()
+        live = jobs.running()
+        if live:
+            print(f"LF Board stopped; {len(live)} run(s) keep going and will be re-attached on the next start.")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

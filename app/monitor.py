@@ -1,0 +1,194 @@
+"""Follows one run folder incrementally: events.jsonl and stdout.log are read from the last byte offset only.
+
+The job manager keeps one :class:`RunMonitor` per run, so that every page polling the same run shares the
+readers instead of re-parsing the files on each tick.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.runs import FINAL_STATUSES, EventReader, RunFolder, TextFollower
+
+LOG_LINES_KEPT = 400
+ERROR_LINES = 25
+
+
+@dataclass
+class RunMonitor:
+    """Accumulates what a run has reported so far."""
+
+    folder: RunFolder
+    start: dict[str, Any] | None = None
+    last_log: dict[str, Any] | None = None
+    last_eval: dict[str, Any] | None = None
+    end: dict[str, Any] | None = None
+    last_progress: dict[str, Any] | None = None
+    loss: list[tuple[int, float]] = field(default_factory=list)
+    eval_loss: list[tuple[int, float]] = field(default_factory=list)
+    lr: list[tuple[int, float]] = field(default_factory=list)
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    version: int = 0
+    """Grows whenever something new was read; pages skip redrawing when it has not changed."""
+
+    def __post_init__(self) -> None:
+        self._events = EventReader(self.folder.events_path)
+        self._log = TextFollower(self.folder.log_path)
+        self._lines: deque[str] = deque(maxlen=LOG_LINES_KEPT)
+        self._partial = ""
+        self._lock = threading.Lock()
+        self._info: dict[str, Any] = {}
+        self._info_mtime = -1.0
+
+    # -- reading ------------------------------------------------------------------------------------------
+    def refresh(self) -> RunMonitor:
+        """Read what was appended since the last call (cheap when nothing changed)."""
+        with self._lock:
+            changed = self._read_info()
+            for event in self._events.read_new():
+                self._apply(event)
+                changed = True
+            text = self._log.read_new()
+            if text:
+                changed = True
+                text = self._partial + text.replace("\r\n", "\n")
+                parts = text.split("\n")
+                self._partial = parts.pop()
+                for line in parts:
+                    # progress bars rewrite their line with \r: keep the last state only
+                    self._lines.append(line.rsplit("\r", 1)[-1])
+            if changed:
+                self.version += 1
+        return self
+
+    def _read_info(self) -> bool:
+        try:
+            mtime = self.folder.run_path.stat().st_mtime
+        except OSError:
+            return False
+        if mtime == self._info_mtime:
+            return False
+        self._info_mtime = mtime
+        self._info = self.folder.info()
+        return True
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        step = event.get("step")
+        if kind == "start":
+            self.start = event
+        elif kind == "log":
+            # the trainer's closing summary (train_loss over the whole run) is not a point of the curve
+            if "train_loss" in event:
+                return
+            self.last_log = event
+            if isinstance(step, int):
+                if isinstance(event.get("loss"), (int, float)):
+                    self.loss.append((step, float(event["loss"])))
+                if isinstance(event.get("lr"), (int, float)):
+                    self.lr.append((step, float(event["lr"])))
+        elif kind == "eval":
+            self.last_eval = event
+            if isinstance(step, int) and isinstance(event.get("eval_loss"), (int, float)):
+                self.eval_loss.append((step, float(event["eval_loss"])))
+        elif kind == "checkpoint":
+            self.checkpoints.append(event)
+        elif kind == "progress":
+            self.last_progress = event
+        elif kind == "end":
+            self.end = event
+
+    # -- views --------------------------------------------------------------------------------------------
+    @property
+    def info(self) -> dict[str, Any]:
+        return self._info
+
+    @property
+    def status(self) -> str:
+        return str(self._info.get("status", "unknown"))
+
+    def log_text(self, lines: int = 200) -> str:
+        with self._lock:
+            kept = list(self._lines)[-lines:]
+            if self._partial:
+                kept.append(self._partial.rsplit("\r", 1)[-1])
+        return "\n".join(kept)
+
+    def error_lines(self) -> str:
+        """Why a failed run failed: the engine's error, its traceback tail, and the last lines of its log."""
+        if self.status not in ("failed",):
+            return ""
+        parts = []
+        error = self._info.get("error") or (self.end or {}).get("error")
+        if error:
+            parts.append(str(error).strip())
+        log_tail = self.log_text(ERROR_LINES).strip()
+        traceback_tail = ((self.end or {}).get("metrics") or {}).get("traceback_tail")
+        detail = log_tail or (str(traceback_tail).strip() if traceback_tail else "")
+        if detail and all(detail not in p for p in parts):
+            parts.append(detail)
+        return "\n\n".join(parts)
+
+    def progress(self) -> dict[str, Any]:
+        """Step, total, fraction, loss, learning rate, tokens/s, elapsed and ETA as far as known."""
+        info = self._info
+        last = self.last_log or {}
+        step = last.get("step")
+        total = last.get("total_steps") or (self.start or {}).get("total_steps")
+        if self.last_eval and (step is None or (self.last_eval.get("step") or 0) > step):
+            step = self.last_eval.get("step")
+        fraction = None
+        if isinstance(step, (int, float)) and isinstance(total, (int, float)) and total > 0:
+            fraction = min(1.0, step / total)
+        elif self.last_progress and isinstance(self.last_progress.get("fraction"), (int, float)):
+            fraction = float(self.last_progress["fraction"])
+        status = self.status
+        if status == "completed":
+            fraction = 1.0
+        started = info.get("started_at")
+        finished = info.get("finished_at")
+        elapsed = None
+        if isinstance(started, (int, float)):
+            elapsed = (finished if isinstance(finished, (int, float)) else time.time()) - started
+        eta = last.get("eta") if status == "running" else None
+        if eta is None and status == "running" and fraction and elapsed and self.last_progress and fraction < 1:
+            eta = elapsed / fraction * (1 - fraction)
+        return {
+            "status": status,
+            "step": step,
+            "total": total,
+            "fraction": fraction,
+            "loss": last.get("loss"),
+            "lr": last.get("lr"),
+            "epoch": last.get("epoch"),
+            "tokens_per_s": last.get("tokens_per_s"),
+            "memory_gb": last.get("memory_gb"),
+            "eval_loss": (self.last_eval or {}).get("eval_loss"),
+            "perplexity": (self.last_eval or {}).get("perplexity"),
+            "stage": (self.last_progress or {}).get("stage"),
+            "elapsed": elapsed,
+            "eta": eta,
+            "checkpoints": len(self.checkpoints),
+            "final": status in FINAL_STATUSES,
+            "error": info.get("error") or (self.end or {}).get("error"),
+            "metrics": (self.end or {}).get("metrics") or {},
+        }
+
+    def curves(self) -> dict[str, list[tuple[int, float]]]:
+        with self._lock:
+            return {"loss": list(self.loss), "eval_loss": list(self.eval_loss), "lr": list(self.lr)}
+
+
+def final_loss(folder: Path) -> float | None:
+    """The last logged training loss of a finished run, read once (for the history table)."""
+    reader = EventReader(Path(folder) / "events.jsonl")
+    loss = None
+    for event in reader.read_new():
+        if event.get("event") == "log" and "train_loss" not in event and isinstance(event.get("loss"), (int, float)):
+            loss = float(event["loss"])
+    return loss

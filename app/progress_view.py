@@ -1,0 +1,131 @@
+"""How a run's progress is shown: the status card, the charts' data, the log and the error lines.
+
+Shared by the Train, Evaluate and Export tabs; every string is translated on the server for the page's language.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import pandas as pd
+
+from app.context import Board
+from app.history import format_seconds
+from app.i18n import t
+from app.jobs import JobError
+
+STATUS_CLASSES = {"queued": "lf-queued", "running": "lf-running", "completed": "lf-completed",
+                  "failed": "lf-failed", "aborted": "lf-aborted"}
+
+
+def _num(value: Any, digits: int = 4) -> str:
+    if not isinstance(value, (int, float)):
+        return "–"
+    if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e5):
+        return f"{value:.2e}"
+    return f"{value:.{digits}g}"
+
+
+def status_card(board: Board, run_id: str, lang: str) -> str:
+    """HTML: run id, status badge, progress bar and the figures of the latest step."""
+    mon = board.jobs.monitor(run_id)
+    prog = mon.progress()
+    status = prog["status"]
+    badge = f'<span class="lf-badge {STATUS_CLASSES.get(status, "")}">{html.escape(t(lang, "status_" + status))}</span>'
+    head = f'<div class="lf-status-head">{badge} <code>{html.escape(run_id)}</code></div>'
+    position = board.jobs.queue_position(run_id)
+    lines = []
+    if status == "queued":
+        lines.append(t(lang, "progress_queued", position=position or "?"))
+    fraction = prog["fraction"]
+    bar = ""
+    if fraction is not None:
+        pct = round(fraction * 100, 1)
+        bar = (f'<div class="lf-progress"><div class="lf-progress-fill" style="width:{pct}%"></div>'
+               f'<span>{pct}%</span></div>')
+    facts = []
+    if prog["step"] is not None:
+        facts.append(t(lang, "progress_step", step=prog["step"], total=prog["total"] or "?"))
+    if prog["epoch"] is not None:
+        facts.append(t(lang, "progress_epoch", epoch=_num(prog["epoch"], 3)))
+    if prog["loss"] is not None:
+        facts.append(t(lang, "progress_loss", loss=_num(prog["loss"])))
+    if prog["eval_loss"] is not None:
+        facts.append(t(lang, "progress_eval_loss", loss=_num(prog["eval_loss"])))
+    if prog["lr"] is not None:
+        facts.append(t(lang, "progress_lr", lr=_num(prog["lr"], 3)))
+    if prog["tokens_per_s"]:
+        facts.append(t(lang, "progress_tps", tps=f"{prog['tokens_per_s']:.0f}"))
+    if prog["memory_gb"]:
+        facts.append(t(lang, "progress_memory", gb=_num(prog["memory_gb"], 3)))
+    if prog["stage"]:
+        facts.append(t(lang, "progress_stage", stage=prog["stage"]))
+    if prog["elapsed"] is not None:
+        facts.append(t(lang, "progress_elapsed", time=format_seconds(prog["elapsed"])))
+    if prog["eta"] is not None and status == "running":
+        facts.append(t(lang, "progress_eta", time=format_seconds(prog["eta"])))
+    if prog["checkpoints"]:
+        facts.append(t(lang, "progress_checkpoints", n=prog["checkpoints"]))
+    if status == "running" and prog["step"] is None and fraction is None:
+        lines.append(t(lang, "progress_starting"))
+    if status == "aborted":
+        lines.append(t(lang, "progress_aborted"))
+    body = "".join(f"<div>{html.escape(line)}</div>" for line in lines)
+    facts_html = f'<div class="lf-facts">{" · ".join(html.escape(f) for f in facts)}</div>' if facts else ""
+    return f'<div class="lf-status">{head}{bar}{facts_html}{body}</div>'
+
+
+def empty_card(lang: str) -> str:
+    return f'<div class="lf-status lf-empty">{html.escape(t(lang, "progress_none"))}</div>'
+
+
+def loss_frame(board: Board, run_id: str | None, lang: str) -> pd.DataFrame:
+    """step / loss / series rows for the loss chart (training loss and eval loss)."""
+    rows: list[dict[str, Any]] = []
+    if run_id:
+        curves = board.jobs.monitor(run_id).curves()
+        train, evaluation = t(lang, "series_train"), t(lang, "series_eval")
+        rows += [{"step": s, "loss": v, "series": train} for s, v in curves["loss"]]
+        rows += [{"step": s, "loss": v, "series": evaluation} for s, v in curves["eval_loss"]]
+    return pd.DataFrame(rows, columns=["step", "loss", "series"])
+
+
+def lr_frame(board: Board, run_id: str | None) -> pd.DataFrame:
+    rows = []
+    if run_id:
+        rows = [{"step": s, "lr": v} for s, v in board.jobs.monitor(run_id).curves()["lr"]]
+    return pd.DataFrame(rows, columns=["step", "lr"])
+
+
+def watch(board: Board, run_id: str | None, seen: Any, lang: str) -> dict[str, Any] | None:
+    """What changed in a watched run since ``seen`` (None when nothing did).
+
+    Returns a dict with ``card``, ``log``, ``error``, ``final`` and ``seen`` (the new marker to keep).
+    """
+    if not run_id:
+        marker = ["", 0, lang]
+        if seen == marker:
+            return None
+        return {"card": empty_card(lang), "log": "", "error": "", "final": True, "seen": marker, "exists": False}
+    try:
+        mon = board.jobs.monitor(run_id)
+    except JobError:
+        marker = [run_id, -1, lang]
+        if seen == marker:
+            return None
+        return {"card": empty_card(lang), "log": "", "error": t(lang, "run_missing", run=run_id), "final": True,
+                "seen": marker, "exists": False}
+    marker = [run_id, mon.version, lang]
+    live = mon.status in ("queued", "running")
+    if seen == marker and not live:
+        return None
+    return {
+        "card": status_card(board, run_id, lang),
+        "log": mon.log_text(),
+        "error": mon.error_lines(),
+        "final": not live,
+        "seen": marker,
+        "exists": True,
+        "changed": seen != marker,
+    }

@@ -1,0 +1,255 @@
+"""The Chat tab: talks to ``lf-engine api`` server subprocesses (never loads a model in the board process).
+
+Load starts one server for the model with the picked adapter, and optionally a second one for the base model,
+so that both answer the same prompt side by side. Replies stream; Stop closes the connection (the server stops
+generating); Unload ends the servers and frees their memory.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import gradio as gr
+
+from app import forms
+from app.chat_client import ChatError, merge_streams, parse_tools, stream_chat
+from app.context import Board
+from app.i18n import L, t
+from app.jobs import JobError
+from app.topbar import TopBar, top_values
+from app.widgets import collect, make_widget
+
+CHAT_KEYS = ["temperature", "top_p", "top_k", "max_new_tokens", "repetition_penalty"]
+LOAD_TIMEOUT = 900.0
+SIDES = ("main", "base")
+
+
+@dataclass
+class ChatTab:
+    compare: gr.Checkbox
+    load_btn: gr.Button
+    unload_btn: gr.Button
+    status: gr.Markdown
+    system: gr.Textbox
+    tools: gr.Code
+    chatbot: gr.Chatbot
+    chatbot_base: gr.Chatbot
+    message: gr.Textbox
+    as_tool: gr.Checkbox
+    send_btn: gr.Button
+    stop_btn: gr.Button
+    clear_btn: gr.Button
+    servers: gr.BrowserState
+    convo: gr.State
+    convo_base: gr.State
+    keys: list[str] = field(default_factory=list)
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+def build(board: Board) -> ChatTab:
+    fields: dict[str, Any] = {}
+    with gr.Row(equal_height=True):
+        compare = gr.Checkbox(label=L("chat_compare"), info=L("chat_compare_info"), value=False, scale=2)
+        load_btn = gr.Button(L("chat_load"), variant="primary", scale=1)
+        unload_btn = gr.Button(L("chat_unload"), variant="stop", scale=1)
+    status = gr.Markdown(L("chat_not_loaded"))
+    with gr.Row():
+        with gr.Column(scale=3):
+            with gr.Row():
+                chatbot = gr.Chatbot(label=L("chat_finetuned"), height=460, buttons=["copy"], scale=1)
+                chatbot_base = gr.Chatbot(label=L("chat_base"), height=460, visible=False, buttons=["copy"], scale=1)
+            message = gr.Textbox(label=L("chat_message"), placeholder=L("chat_placeholder"), lines=2)
+            with gr.Row():
+                as_tool = gr.Checkbox(label=L("chat_as_tool"), value=False, scale=2)
+                send_btn = gr.Button(L("chat_send"), variant="primary", scale=1)
+                stop_btn = gr.Button(L("chat_stop"), scale=1)
+                clear_btn = gr.Button(L("chat_clear"), scale=1)
+        with gr.Column(scale=1):
+            system = gr.Textbox(label=L("chat_system"), lines=3)
+            for key in CHAT_KEYS:
+                fields[key] = make_widget(key)
+            with gr.Accordion(L("chat_tools"), open=False):
+                tools = gr.Code(language="json", label=L("chat_tools_label"), lines=8)
+    return ChatTab(compare=compare, load_btn=load_btn, unload_btn=unload_btn, status=status, system=system,
+                   tools=tools, chatbot=chatbot, chatbot_base=chatbot_base, message=message, as_tool=as_tool,
+                   send_btn=send_btn, stop_btn=stop_btn, clear_btn=clear_btn,
+                   servers=gr.BrowserState({}, storage_key="lfboard-chat-servers"), convo=gr.State([]),
+                   convo_base=gr.State([]), keys=list(fields), fields=fields)
+
+
+def live_servers(board: Board, servers: dict[str, str] | None) -> dict[str, dict[str, Any]]:
+    """side -> status of the chat servers that are still running."""
+    out = {}
+    for side, run_id in (servers or {}).items():
+        try:
+            status = board.jobs.status(run_id)
+        except JobError:
+            continue
+        if status["status"] in ("queued", "running"):
+            out[side] = status
+    return out
+
+
+def unload(board: Board, servers: dict[str, str] | None) -> list[str]:
+    """Stop every chat server of this page; returns the run ids signalled."""
+    stopped = []
+    for run_id in (servers or {}).values():
+        try:
+            if board.jobs.abort(run_id) == "stopping":
+                stopped.append(run_id)
+        except JobError:
+            continue
+    return stopped
+
+
+def start_servers(board: Board, top: forms.TopValues, sampling: dict[str, Any], compare: bool
+                  ) -> tuple[dict[str, str], list[str]]:
+    """Validate and start the server(s); returns ({side: run id}, problems)."""
+    plans = {"main": forms.chat_mapping(top, sampling, with_adapter=True)}
+    if compare:
+        plans["base"] = forms.chat_mapping(top, sampling, with_adapter=False)
+    servers, problems = {}, []
+    for side, mapping in plans.items():
+        checked = forms.validate(mapping, "api")
+        if not checked.ok:
+            problems += checked.problems
+            continue
+        run_id = board.jobs.new_run_id("chat")
+        resolved = forms.resolved_mapping(checked.config, board.jobs.runs_dir / run_id)
+        servers[side] = board.jobs.submit("chat", resolved, run_id=run_id, args=["--host", "127.0.0.1", "--port", "0"],
+                                          meta={"side": side})
+    return servers, problems
+
+
+def openai_messages(convo: list[dict[str, Any]], system: str) -> list[dict[str, Any]]:
+    return ([{"role": "system", "content": system}] if system and system.strip() else []) + list(convo)
+
+
+def to_chatbot(convo: list[dict[str, Any]], lang: str) -> list[dict[str, Any]]:
+    """The conversation (OpenAI messages) as the chatbot shows it."""
+    shown = []
+    for msg in convo:
+        if msg["role"] == "tool":
+            shown.append({"role": "user", "content": msg["content"], "metadata": {"title": t(lang, "chat_tool_result")}})
+        elif msg.get("tool_calls"):
+            calls = [f"{c['function']['name']}({c['function']['arguments']})" for c in msg["tool_calls"]]
+            if msg.get("content"):
+                shown.append({"role": "assistant", "content": msg["content"]})
+            shown.append({"role": "assistant", "content": "\n".join(calls),
+                          "metadata": {"title": t(lang, "chat_tool_call")}})
+        else:
+            shown.append({"role": msg["role"], "content": msg.get("content") or ""})
+    return shown
+
+
+def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
+    private = {"api_visibility": "private"}
+
+    def on_load(model, ft, checkpoint, template, compare, servers, lang, *values):
+        unload(board, servers)
+        top_vals = top_values(model, ft, checkpoint, template)
+        if compare and not top_vals.checkpoint:
+            yield t(lang, "chat_compare_needs_checkpoint"), {}, gr.update(visible=False)
+            return
+        started, problems = start_servers(board, top_vals, collect(tab.keys, list(values)), compare)
+        if problems:
+            unload(board, started)
+            yield t(lang, "train_problems") + "\n" + "\n".join(f"- {p}" for p in problems), {}, gr.skip()
+            return
+        yield t(lang, "chat_loading", elapsed=0), started, gr.update(visible=compare)
+        begin = time.time()
+        while time.time() - begin < LOAD_TIMEOUT:
+            states = {side: board.jobs.status(run_id) for side, run_id in started.items()}
+            failed = [s for s in states.values() if s["status"] in ("failed", "aborted", "completed")]
+            if failed:
+                unload(board, started)
+                yield t(lang, "chat_load_failed", error=failed[0]["error"] or failed[0]["status"]), {}, gr.skip()
+                return
+            if all(s.get("ready") and s.get("port") for s in states.values()):
+                ports = ", ".join(f"{side}: {s['port']}" for side, s in states.items())
+                yield t(lang, "chat_ready", model=top_vals.model, adapter=top_vals.checkpoint or "—",
+                        ports=ports), started, gr.skip()
+                return
+            time.sleep(1.0)
+            yield t(lang, "chat_loading", elapsed=int(time.time() - begin)), started, gr.skip()
+        unload(board, started)
+        yield t(lang, "chat_load_timeout", seconds=int(LOAD_TIMEOUT)), {}, gr.skip()
+
+    tab.load_btn.click(on_load, [*top.values(), tab.compare, tab.servers, top.lang, *tab.fields.values()],
+                       [tab.status, tab.servers, tab.chatbot_base], concurrency_limit=None, **private)
+
+    def on_unload(servers, lang):
+        stopped = unload(board, servers)
+        return t(lang, "chat_unloaded", n=len(stopped)), {}
+
+    tab.unload_btn.click(on_unload, [tab.servers, top.lang], [tab.status, tab.servers], **private)
+
+    def on_send(text, as_tool, convo, convo_base, system, tools_text, servers, lang, *values):
+        if not text or not text.strip():
+            yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return
+        live = live_servers(board, servers)
+        if "main" not in live or not live["main"].get("ready"):
+            yield (gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), t(lang, "chat_not_ready"))
+            return
+        try:
+            tools = parse_tools(tools_text)
+        except ChatError as err:
+            yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), str(err)
+            return
+        sampling = collect(tab.keys, list(values))
+        request = {"temperature": sampling.get("temperature"), "top_p": sampling.get("top_p"),
+                   "top_k": sampling.get("top_k"), "max_tokens": sampling.get("max_new_tokens"),
+                   "repetition_penalty": sampling.get("repetition_penalty")}
+        user = {"role": "tool" if as_tool else "user", "content": text}
+        convos = {"main": [*convo, user], "base": [*convo_base, user]}
+        sides = [s for s in SIDES if s in live and live[s].get("ready")]
+        replies = {s: {"role": "assistant", "content": ""} for s in sides}
+        stop = threading.Event()
+        streams = {s: stream_chat(f"http://127.0.0.1:{live[s]['port']}/v1", openai_messages(convos[s], system),
+                                  tools=tools, stop=stop, **request) for s in sides}
+
+        def frame(note: str | None = None):
+            full = {s: convos[s] + ([replies[s]] if s in replies else []) for s in SIDES}
+            return ("", to_chatbot(full["main"], lang), to_chatbot(full["base"], lang), full["main"], full["base"],
+                    note if note is not None else gr.skip())
+
+        yield frame()
+        errors = []
+        try:
+            for side, delta in merge_streams(streams, stop):
+                if isinstance(delta, ChatError):
+                    errors.append(str(delta))
+                elif isinstance(delta, dict) and "content" in delta:
+                    replies[side]["content"] += delta["content"]
+                elif isinstance(delta, dict) and "tool_calls" in delta:
+                    replies[side].setdefault("tool_calls", []).extend(
+                        {k: v for k, v in call.items() if k != "index"} for call in delta["tool_calls"])
+                yield frame()
+        finally:
+            stop.set()
+        yield frame(t(lang, "chat_error", error=errors[0]) if errors else "")
+
+    send_io = {"inputs": [tab.message, tab.as_tool, tab.convo, tab.convo_base, tab.system, tab.tools, tab.servers,
+                          top.lang, *tab.fields.values()],
+               "outputs": [tab.message, tab.chatbot, tab.chatbot_base, tab.convo, tab.convo_base, tab.status],
+               "concurrency_limit": None, **private}
+    send_click = tab.send_btn.click(on_send, **send_io)
+    send_submit = tab.message.submit(on_send, **send_io)
+    tab.stop_btn.click(None, None, None, cancels=[send_click, send_submit], **private)
+    tab.clear_btn.click(lambda: ([], [], [], []), None, [tab.chatbot, tab.chatbot_base, tab.convo, tab.convo_base],
+                        **private)
+
+    def on_page_load(servers, lang):
+        live = live_servers(board, servers)
+        if not live:
+            return gr.skip(), {}, gr.update(visible=False)
+        ports = ", ".join(f"{side}: {s.get('port')}" for side, s in live.items())
+        return (t(lang, "chat_reattached", ports=ports), {s: v["id"] for s, v in live.items()},
+                gr.update(visible="base" in live))
+
+    demo.load(on_page_load, [tab.servers, top.lang], [tab.status, tab.servers, tab.chatbot_base], **private)
+

@@ -1,0 +1,170 @@
+"""The Evaluate tab: eval (loss, perplexity) or predict (generation, BLEU/ROUGE) runs on a chosen dataset."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from app import forms, progress_view
+from app.context import Board
+from app.i18n import L, t
+from app.tabs.train import abort_run, dataset_choices
+from app.topbar import TopBar, top_values
+from app.widgets import collect, make_widget
+
+EVAL_KEYS = ["cutoff_len", "max_samples", "per_device_eval_batch_size"]
+MAX_PREDICTIONS = 2000
+RESULT_FILES = ("all_results.json", "predict_results.json", "eval_results.json")
+
+
+@dataclass
+class EvaluateTab:
+    mode: gr.Radio
+    dataset_dir: gr.Dropdown
+    dataset: gr.Dropdown
+    start_btn: gr.Button
+    abort_btn: gr.Button
+    message: gr.Markdown
+    status: gr.HTML
+    error: gr.Textbox
+    log: gr.Textbox
+    metrics: gr.Dataframe
+    predictions: gr.Dataframe
+    watched: gr.BrowserState
+    seen: gr.State
+    timer: gr.Timer
+    keys: list[str] = field(default_factory=list)
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+def build(board: Board) -> EvaluateTab:
+    start = board.workspace.startup_settings()
+    dataset_dir = str(start.get("dataset_dir") or board.workspace.default_dataset_dir())
+    choices, _ = dataset_choices(dataset_dir)
+    fields: dict[str, Any] = {}
+    with gr.Row():
+        mode = gr.Radio(choices=[(L("eval_mode_eval"), "eval"), (L("eval_mode_predict"), "predict")], value="predict",
+                        label=L("eval_mode"), info=L("eval_mode_info"), scale=2)
+        dataset_dir_w = gr.Dropdown(choices=board.workspace.dataset_dirs(), value=dataset_dir, allow_custom_value=True,
+                                    label=L("train_dataset_dir"), info=L("train_dataset_dir_info"), scale=2)
+        dataset = gr.Dropdown(choices=choices, value=forms.split_names(start.get("dataset"))[:1], multiselect=True,
+                              label=L("eval_dataset"), info=L("eval_dataset_info"), scale=3)
+    with gr.Row():
+        for key in EVAL_KEYS:
+            fields[key] = make_widget(key, {"max_samples": 50, "cutoff_len": start.get("cutoff_len")}.get(key))
+    with gr.Accordion(L("eval_generation"), open=True):
+        with gr.Row():
+            for key in forms.GENERATION_KEYS:
+                fields[key] = make_widget(key, {"do_sample": False, "max_new_tokens": 64}.get(key))
+    with gr.Row():
+        start_btn = gr.Button(L("eval_start"), variant="primary")
+        abort_btn = gr.Button(L("train_abort"), variant="stop")
+    message = gr.Markdown()
+    status = gr.HTML(progress_view.empty_card(board.default_lang), js_on_load=None)
+    error = gr.Textbox(label=L("train_error"), lines=8, visible=False, elem_classes=["lf-error"])
+    metrics = gr.Dataframe(headers=["metric", "value"], label=L("eval_metrics"), interactive=False)
+    predictions = gr.Dataframe(headers=["prompt", "label", "predict"], label=L("eval_predictions"), interactive=False,
+                               wrap=True, max_height=520, show_search="search", column_widths=["40%", "30%", "30%"])
+    log = gr.Textbox(label=L("train_log"), lines=8, max_lines=8, autoscroll=True, interactive=False)
+    return EvaluateTab(mode=mode, dataset_dir=dataset_dir_w, dataset=dataset, start_btn=start_btn,
+                       abort_btn=abort_btn, message=message, status=status, error=error, log=log, metrics=metrics,
+                       predictions=predictions, watched=gr.BrowserState("", storage_key="lfboard-eval-run"),
+                       seen=gr.State(None), timer=gr.Timer(1.5), keys=list(fields), fields=fields)
+
+
+def start_eval(board: Board, values: list[Any], keys: list[str], lang: str) -> tuple[str, str | None]:
+    """Validate and submit an eval or predict run; (message, run id or None)."""
+    model, ft, checkpoint, template, mode, dataset_dir, datasets, *rest = values
+    mapping = forms.eval_mapping(top_values(model, ft, checkpoint, template), mode, dataset_dir, datasets,
+                                 collect(keys, rest))
+    if not mapping.get("eval_dataset"):
+        return t(lang, "eval_no_dataset"), None
+    checked = forms.validate(mapping, "eval")
+    if not checked.ok:
+        return t(lang, "train_problems") + "\n" + "\n".join(f"- {p}" for p in checked.problems), None
+    kind = "predict" if mode == "predict" else "eval"
+    run_id = board.jobs.new_run_id(kind)
+    run_id = board.jobs.submit(kind, forms.resolved_mapping(checked.config, board.jobs.runs_dir / run_id),
+                               run_id=run_id)
+    position = board.jobs.queue_position(run_id)
+    if position and board.jobs.running():
+        return t(lang, "train_queued", run=run_id, position=position), run_id
+    return t(lang, "train_started", run=run_id), run_id
+
+
+def read_metrics(folder: Path, end_metrics: dict[str, Any]) -> list[list[Any]]:
+    """[metric, value] rows from the result files LLaMA-Factory names (or the final event)."""
+    found: dict[str, Any] = {}
+    for name in RESULT_FILES:
+        path = folder / name
+        if path.is_file():
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError):
+                continue
+            if isinstance(data, dict):
+                found.update(data)
+    if not found:
+        found = dict(end_metrics)
+    return [[k, round(v, 4) if isinstance(v, float) else v] for k, v in found.items()
+            if isinstance(v, (int, float, str)) and k != "traceback_tail"]
+
+
+def read_predictions(folder: Path, limit: int = MAX_PREDICTIONS) -> list[list[str]]:
+    """[prompt, label, predict] rows of generated_predictions.jsonl."""
+    path = folder / "generated_predictions.jsonl"
+    rows: list[list[str]] = []
+    if not path.is_file():
+        return rows
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if len(rows) >= limit:
+                break
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            rows.append([str(row.get("prompt", "")), str(row.get("label", "")), str(row.get("predict", ""))])
+    return rows
+
+
+def wire(tab: EvaluateTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
+    private = {"api_visibility": "private"}
+
+    def on_dataset_dir(dataset_dir: str, selected: list[str]):
+        choices, _ = dataset_choices(dataset_dir)
+        names = {value for _, value in choices}
+        return gr.update(choices=choices, value=[s for s in selected or [] if s in names])
+
+    tab.dataset_dir.change(on_dataset_dir, [tab.dataset_dir, tab.dataset], tab.dataset, **private)
+
+    def on_start(*values):
+        *values, lang = values
+        message, run_id = start_eval(board, list(values), tab.keys, lang)
+        return message, run_id if run_id else gr.skip()
+
+    inputs = [*top.values(), tab.mode, tab.dataset_dir, tab.dataset, *tab.fields.values(), top.lang]
+    tab.start_btn.click(on_start, inputs, [tab.message, tab.watched], **private)
+    tab.abort_btn.click(lambda run_id, lang: abort_run(board, run_id, lang), [tab.watched, top.lang], tab.message,
+                        **private)
+
+    def on_tick(run_id: str, seen: Any, lang: str):
+        view = progress_view.watch(board, run_id, seen, lang)
+        if view is None:
+            return (gr.skip(),) * 6
+        changed = view.get("changed", True)
+        metrics = predictions = gr.skip()
+        if changed and view["exists"] and view["final"]:
+            mon = board.jobs.monitor(run_id)
+            metrics = read_metrics(mon.folder.path, (mon.end or {}).get("metrics") or {})
+            predictions = read_predictions(mon.folder.path)
+        return (view["card"], view["log"] if changed else gr.skip(),
+                gr.update(value=view["error"], visible=bool(view["error"])), metrics, predictions, view["seen"])
+
+    tab.timer.tick(on_tick, [tab.watched, tab.seen, top.lang],
+                   [tab.status, tab.log, tab.error, tab.metrics, tab.predictions, tab.seen], show_progress="hidden",
+                   concurrency_limit=None, **private)

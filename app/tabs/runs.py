@@ -1,0 +1,182 @@
+"""The History tab: every run with status, stage, model, dataset, duration and final loss; overlay loss curves,
+compare configs, watch, abort and (after confirmation) delete runs of this workspace."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+import pandas as pd
+
+from app import forms, history
+from app.context import Board
+from app.i18n import L, t
+from app.jobs import JobError
+from engine.runs import RunFolder
+
+COLUMNS = ["id", "kind", "status", "queue", "stage", "model", "dataset", "started", "duration", "final_loss"]
+
+
+@dataclass
+class RunsTab:
+    table: gr.Dataframe
+    selected: gr.Dropdown
+    refresh_btn: gr.Button
+    compare_btn: gr.Button
+    watch_btn: gr.Button
+    abort_btn: gr.Button
+    delete_btn: gr.Button
+    confirm_box: gr.Group
+    confirm_text: gr.Markdown
+    confirm_btn: gr.Button
+    cancel_btn: gr.Button
+    message: gr.Markdown
+    overlay: gr.LinePlot
+    diff: gr.Dataframe
+    known: gr.State
+    to_delete: gr.State
+    timer: gr.Timer
+
+
+def build(board: Board) -> RunsTab:
+    with gr.Row():
+        refresh_btn = gr.Button(L("top_refresh"), size="sm", scale=0, min_width=100)
+    table = gr.Dataframe(headers=COLUMNS, label=L("runs_table"), interactive=False, wrap=True, max_height=420,
+                         show_search="search", elem_id="lf-runs-table")
+    with gr.Row(equal_height=True):
+        selected = gr.Dropdown(choices=[], multiselect=True, label=L("runs_selected"), info=L("runs_selected_info"),
+                               scale=4, elem_id="lf-runs-selected")
+        compare_btn = gr.Button(L("runs_compare"), variant="primary", scale=1)
+        watch_btn = gr.Button(L("runs_watch"), scale=1)
+        abort_btn = gr.Button(L("runs_abort"), scale=1)
+        delete_btn = gr.Button(L("runs_delete"), variant="stop", scale=1)
+    with gr.Group(visible=False) as confirm_box:
+        confirm_text = gr.Markdown()
+        with gr.Row():
+            confirm_btn = gr.Button(L("runs_confirm_delete"), variant="stop")
+            cancel_btn = gr.Button(L("runs_cancel"))
+    message = gr.Markdown()
+    overlay = gr.LinePlot(pd.DataFrame({"step": [], "loss": [], "run": []}), x="step", y="loss", color="run",
+                          label=L("runs_overlay"), height=340)
+    diff = gr.Dataframe(label=L("runs_diff"), interactive=False, wrap=True)
+    return RunsTab(table=table, selected=selected, refresh_btn=refresh_btn, compare_btn=compare_btn,
+                   watch_btn=watch_btn, abort_btn=abort_btn, delete_btn=delete_btn, confirm_box=confirm_box,
+                   confirm_text=confirm_text, confirm_btn=confirm_btn, cancel_btn=cancel_btn, message=message,
+                   overlay=overlay, diff=diff, known=gr.State(None), to_delete=gr.State([]),
+                   timer=gr.Timer(4.0))
+
+
+def table_frame(board: Board, lang: str) -> tuple[pd.DataFrame, list[str]]:
+    """The runs table (translated headers and statuses) and the run ids for the picker."""
+    rows = history.summaries(board.jobs.list(), board.jobs.runs_dir)
+    for row in rows:
+        row["status"] = t(lang, "status_" + row["status"]) if row["status"] else ""
+        row["queue"] = row["queue"] or ""
+        row["final_loss"] = "" if row["final_loss"] is None else row["final_loss"]
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    frame.columns = [t(lang, f"col_{c}") for c in COLUMNS]
+    return frame, [row["id"] for row in rows]
+
+
+def overlay_frame(board: Board, run_ids: list[str]) -> pd.DataFrame:
+    rows = []
+    for run_id in run_ids:
+        for step, loss in history.loss_points(board.jobs.runs_dir / run_id):
+            rows.append({"step": step, "loss": loss, "run": run_id})
+    return pd.DataFrame(rows, columns=["step", "loss", "run"])
+
+
+def diff_frame(board: Board, run_ids: list[str], lang: str) -> pd.DataFrame:
+    configs = {run_id: history.read_config(RunFolder(board.jobs.runs_dir / run_id)) for run_id in run_ids}
+    rows = forms.config_diff(configs)
+    return pd.DataFrame(rows, columns=[t(lang, "col_key"), *run_ids])
+
+
+def delete_runs(board: Board, run_ids: list[str], lang: str) -> str:
+    done, problems = [], []
+    for run_id in run_ids:
+        try:
+            board.jobs.delete(run_id)
+            done.append(run_id)
+        except JobError as err:
+            problems.append(str(err))
+    lines = [t(lang, "runs_deleted", n=len(done))] + problems
+    return "\n\n".join(lines)
+
+
+def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: dict[str, Any],
+         lang: gr.State) -> None:
+    """``watchers`` maps a run kind to the (tab id, watched-run state) that shows it."""
+    private = {"api_visibility": "private"}
+
+    def on_refresh(known, selected, lang_code, force=False):
+        frame, ids = table_frame(board, lang_code)
+        snapshot = [frame.to_dict("split")["data"], lang_code]
+        if snapshot == known and not force:
+            return gr.skip(), gr.skip(), known
+        keep = [s for s in selected or [] if s in ids]
+        return frame, gr.update(choices=ids, value=keep), snapshot
+
+    tab.timer.tick(on_refresh, [tab.known, tab.selected, lang], [tab.table, tab.selected, tab.known],
+                   show_progress="hidden", concurrency_limit=None, **private)
+    tab.refresh_btn.click(lambda k, s, lc: on_refresh(k, s, lc, True), [tab.known, tab.selected, lang],
+                          [tab.table, tab.selected, tab.known], **private)
+    demo.load(lambda k, s, lc: on_refresh(k, s, lc, True), [tab.known, tab.selected, lang],
+              [tab.table, tab.selected, tab.known], **private)
+
+    def on_compare(selected, lang_code):
+        if not selected:
+            return t(lang_code, "runs_pick_some"), gr.skip(), gr.skip()
+        return "", overlay_frame(board, selected), diff_frame(board, selected, lang_code)
+
+    tab.compare_btn.click(on_compare, [tab.selected, lang], [tab.message, tab.overlay, tab.diff], **private)
+
+    kinds = list(watchers)
+    states = [watchers[k][1] for k in kinds]
+
+    def on_watch(selected, lang_code):
+        skip = [gr.skip() for _ in states]
+        if not selected or len(selected) != 1:
+            return [t(lang_code, "runs_pick_one"), gr.skip(), *skip]
+        run_id = selected[0]
+        kind = RunFolder(board.jobs.runs_dir / run_id).info().get("kind", "")
+        if kind not in watchers:
+            return [t(lang_code, "runs_cannot_watch", kind=kind), gr.skip(), *skip]
+        values = [run_id if k == kind else gr.skip() for k in kinds]
+        return ["", gr.Tabs(selected=watchers[kind][0]), *values]
+
+    tab.watch_btn.click(on_watch, [tab.selected, lang], [tab.message, tabs, *states], **private)
+
+    def on_abort(selected, lang_code):
+        if not selected:
+            return t(lang_code, "runs_pick_some")
+        lines = []
+        for run_id in selected:
+            try:
+                lines.append(t(lang_code, f"abort_{board.jobs.abort(run_id)}", run=run_id))
+            except JobError as err:
+                lines.append(str(err))
+        return "\n\n".join(lines)
+
+    tab.abort_btn.click(on_abort, [tab.selected, lang], tab.message, **private)
+
+    def on_delete(selected, lang_code):
+        if not selected:
+            return t(lang_code, "runs_pick_some"), gr.skip(), gr.skip(), []
+        text = t(lang_code, "runs_confirm_text", n=len(selected), runs=", ".join(selected),
+                 folder=board.jobs.runs_dir)
+        return "", text, gr.update(visible=True), list(selected)
+
+    tab.delete_btn.click(on_delete, [tab.selected, lang],
+                         [tab.message, tab.confirm_text, tab.confirm_box, tab.to_delete], **private)
+
+    def on_confirm(to_delete, known, lang_code):
+        message = delete_runs(board, to_delete or [], lang_code)
+        frame, ids, snapshot = on_refresh(known, [], lang_code, True)
+        return message, gr.update(visible=False), frame, ids, snapshot, []
+
+    tab.confirm_btn.click(on_confirm, [tab.to_delete, tab.known, lang],
+                          [tab.message, tab.confirm_box, tab.table, tab.selected, tab.known, tab.to_delete],
+                          **private)
+    tab.cancel_btn.click(lambda: (gr.update(visible=False), []), None, [tab.confirm_box, tab.to_delete], **private)

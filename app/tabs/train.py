@@ -1,0 +1,382 @@
+"""The Train tab: data, method and hyperparameters as typed widgets, the exact command, Start/Abort, live progress."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+import pandas as pd
+
+from app import catalog, dataset_preview, forms, progress_view
+from app.context import Board
+from app.i18n import L, t
+from app.jobs import JobError
+from app.topbar import TopBar, top_values
+from app.widgets import advanced_keys, collect, fill, make_widget
+from app.workspace import LAST_CONFIG, valid_name
+
+PER_ROW = 4
+ADVANCED_SECTIONS = ("model", "data", "finetuning", "train")
+
+
+@dataclass
+class TrainTab:
+    """The Train tab's components."""
+
+    stage: gr.Dropdown
+    dataset_dir: gr.Dropdown
+    dataset: gr.Dropdown
+    eval_dataset: gr.Dropdown
+    dataset_note: gr.Markdown
+    upload_file: gr.File
+    upload_name: gr.Textbox
+    upload_btn: gr.Button
+    preview_btn: gr.Button
+    preview_summary: gr.Markdown
+    preview_rows: gr.HTML
+    preview_hist: gr.BarPlot
+    lora_box: gr.Accordion
+    freeze_box: gr.Accordion
+    pref_box: gr.Accordion
+    config_name: gr.Textbox
+    save_btn: gr.Button
+    saved_configs: gr.Dropdown
+    load_btn: gr.Button
+    load_file: gr.File
+    command_view: gr.Code
+    yaml_view: gr.Code
+    start_btn: gr.Button
+    abort_btn: gr.Button
+    message: gr.Markdown
+    status: gr.HTML
+    loss_plot: gr.LinePlot
+    lr_plot: gr.LinePlot
+    error: gr.Textbox
+    log: gr.Textbox
+    watched: gr.BrowserState
+    pending: gr.State
+    seen: gr.State
+    timer: gr.Timer
+    keys: list[str] = field(default_factory=list)
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    def form(self, top: TopBar) -> list[Any]:
+        """Every input that makes up the config, in the order ``mapping_of`` expects."""
+        return [*top.values(), self.stage, self.dataset_dir, self.dataset, self.eval_dataset,
+                *self.fields.values()]
+
+
+def _grid(keys: list[str], values: dict[str, Any], out: dict[str, Any]) -> None:
+    for start in range(0, len(keys), PER_ROW):
+        with gr.Row():
+            for key in keys[start:start + PER_ROW]:
+                out[key] = make_widget(key, values.get(key))
+
+
+def dataset_choices(dataset_dir: str | None) -> tuple[list[tuple[str, str]], str | None]:
+    found, note = catalog.datasets(dataset_dir)
+    choices = []
+    for name, info in found.items():
+        kind = catalog.dataset_kind(info)
+        choices.append((f"{name} · {kind}" if kind else name, name))
+    return choices, note
+
+
+def build(board: Board) -> TrainTab:
+    start = board.workspace.startup_settings()
+    dataset_dir = str(start.get("dataset_dir") or board.workspace.default_dataset_dir())
+    choices, _ = dataset_choices(dataset_dir)
+    fields: dict[str, Any] = {}
+    with gr.Row():
+        stage = make_widget("stage", start.get("stage"), scale=1)
+        dataset_dir_w = gr.Dropdown(choices=board.workspace.dataset_dirs(), value=dataset_dir, allow_custom_value=True,
+                                    label=L("train_dataset_dir"), info=L("train_dataset_dir_info"), scale=2)
+        dataset = gr.Dropdown(choices=choices, value=forms.split_names(start.get("dataset")), multiselect=True,
+                              label=L("train_dataset"), info=L("train_dataset_info"), scale=3, elem_id="lf-dataset")
+        eval_dataset = gr.Dropdown(choices=choices, value=forms.split_names(start.get("eval_dataset")),
+                                   multiselect=True, label=L("train_eval_dataset"), info=L("train_eval_dataset_info"),
+                                   scale=2)
+    dataset_note = gr.Markdown(visible=False)
+    with gr.Accordion(L("train_data_tools"), open=False):
+        with gr.Row(equal_height=True):
+            upload_file = gr.File(label=L("train_upload"), file_types=[".json", ".jsonl", ".csv", ".parquet", ".txt"],
+                                  scale=2, height=110)
+            upload_name = gr.Textbox(label=L("train_upload_name"), info=L("train_upload_name_info"), scale=2)
+            upload_btn = gr.Button(L("train_upload_btn"), scale=1)
+        preview_btn = gr.Button(L("train_preview_btn"), size="sm")
+        preview_summary = gr.Markdown()
+        with gr.Row():
+            preview_rows = gr.HTML(elem_classes=["lf-preview"], js_on_load=None)
+            preview_hist = gr.BarPlot(pd.DataFrame({"tokens": [], "rows": []}), x="tokens", y="rows",
+                                      label=L("train_length_hist"), height=260)
+    with gr.Accordion(L("train_hyper"), open=True):
+        _grid(forms.DATA_KEYS + forms.TRAIN_KEYS, start, fields)
+    ft = start.get("finetuning_type", "lora")
+    with gr.Accordion(L("train_lora"), open=True, visible=ft == "lora") as lora_box:
+        _grid(forms.LORA_KEYS, start, fields)
+    with gr.Accordion(L("train_freeze"), open=True, visible=ft == "freeze") as freeze_box:
+        _grid(forms.FREEZE_KEYS, start, fields)
+    with gr.Accordion(L("train_pref"), open=True,
+                      visible=start.get("stage") in forms.PREFERENCE_STAGES) as pref_box:
+        _grid(forms.PREF_KEYS, start, fields)
+    with gr.Accordion(L("train_advanced"), open=False):
+        shown = set(fields) | forms.MANAGED_KEYS | {"stage", "finetuning_type"}
+        _grid(advanced_keys(ADVANCED_SECTIONS, exclude=shown), start, fields)
+    with gr.Accordion(L("train_config_io"), open=False):
+        with gr.Row(equal_height=True):
+            config_name = gr.Textbox(label=L("train_config_name"), info=L("train_config_name_info"), scale=2)
+            save_btn = gr.Button(L("train_save_btn"), scale=1)
+            saved_configs = gr.Dropdown(choices=board.workspace.list_configs(), label=L("train_saved_configs"),
+                                        scale=2)
+            load_btn = gr.Button(L("train_load_btn"), scale=1)
+            load_file = gr.File(label=L("train_load_file"), file_types=[".yaml", ".yml"], scale=2, height=110)
+    with gr.Accordion(L("train_command"), open=False):
+        command_view = gr.Code(language="shell", label=L("train_command_label"), lines=1, interactive=False,
+                               buttons=["copy"])
+        yaml_view = gr.Code(language="yaml", label=L("train_yaml_label"), lines=12, interactive=False,
+                            buttons=["copy", "download"])
+    with gr.Row():
+        start_btn = gr.Button(L("train_start"), variant="primary", elem_id="lf-train-start")
+        abort_btn = gr.Button(L("train_abort"), variant="stop", elem_id="lf-train-abort")
+    message = gr.Markdown(elem_id="lf-train-message")
+    status = gr.HTML(progress_view.empty_card(board.default_lang), elem_id="lf-train-status", js_on_load=None)
+    with gr.Row():
+        loss_plot = gr.LinePlot(progress_view.loss_frame(board, None, "en"), x="step", y="loss", color="series",
+                                label=L("train_loss_chart"), height=300, elem_id="lf-loss-plot")
+        lr_plot = gr.LinePlot(progress_view.lr_frame(board, None), x="step", y="lr", label=L("train_lr_chart"),
+                              height=300, elem_id="lf-lr-plot")
+    error = gr.Textbox(label=L("train_error"), lines=8, max_lines=30, visible=False, elem_id="lf-train-error",
+                       elem_classes=["lf-error"])
+    log = gr.Textbox(label=L("train_log"), lines=12, max_lines=12, autoscroll=True, interactive=False,
+                     elem_id="lf-train-log")
+    keys = list(fields)
+    return TrainTab(
+        stage=stage, dataset_dir=dataset_dir_w, dataset=dataset, eval_dataset=eval_dataset, dataset_note=dataset_note,
+        upload_file=upload_file, upload_name=upload_name, upload_btn=upload_btn, preview_btn=preview_btn,
+        preview_summary=preview_summary, preview_rows=preview_rows, preview_hist=preview_hist, lora_box=lora_box,
+        freeze_box=freeze_box, pref_box=pref_box, config_name=config_name, save_btn=save_btn,
+        saved_configs=saved_configs, load_btn=load_btn, load_file=load_file, command_view=command_view,
+        yaml_view=yaml_view, start_btn=start_btn, abort_btn=abort_btn, message=message, status=status,
+        loss_plot=loss_plot, lr_plot=lr_plot, error=error, log=log,
+        watched=gr.BrowserState("", storage_key="lfboard-train-run"), pending=gr.State(""), seen=gr.State(None),
+        timer=gr.Timer(1.0), keys=keys, fields=fields,
+    )
+
+
+# -- pure handlers (tested without a browser) ------------------------------------------------------------------
+def mapping_of(tab_keys: list[str], values: list[Any]) -> dict[str, Any]:
+    """The flat config mapping from the form's values (top bar, stage, data, fields)."""
+    model, ft, checkpoint, template, stage, dataset_dir, dataset, eval_dataset, *rest = values
+    top = top_values(model, ft, checkpoint, template)
+    return forms.train_mapping(top, stage, dataset_dir, dataset, eval_dataset, collect(tab_keys, rest))
+
+
+def preview_command(board: Board, mapping: dict[str, Any], pending: str, lang: str) -> tuple[str, str, str]:
+    """(command, YAML, pending run id): exactly what Start will write and run."""
+    pending = pending or board.jobs.new_run_id("train")
+    output_dir = board.jobs.runs_dir / pending
+    checked = forms.validate(mapping, "train")
+    if checked.config is None:
+        problems = "\n".join(f"# - {p}" for p in checked.problems)
+        return "", f"# {t(lang, 'train_invalid')}\n{problems}\n", pending
+    resolved = forms.resolved_mapping(checked.config, output_dir)
+    return forms.command_text("train", output_dir / "config.yaml"), forms.yaml_text(resolved), pending
+
+
+def start_run(board: Board, mapping: dict[str, Any], pending: str, lang: str) -> tuple[str, str | None]:
+    """Validate and submit; returns (message, run id or None)."""
+    checked = forms.validate(mapping, "train")
+    if not checked.ok:
+        return t(lang, "train_problems") + "\n" + "\n".join(f"- {p}" for p in checked.problems), None
+    output_dir = board.jobs.runs_dir / (pending or "x")
+    resolved = forms.resolved_mapping(checked.config, output_dir)
+    run_id = board.jobs.submit("train", resolved, run_id=pending or None)
+    board.workspace.save_config(LAST_CONFIG, {k: v for k, v in resolved.items() if k != "output_dir"})
+    position = board.jobs.queue_position(run_id)
+    if position and board.jobs.running():
+        return t(lang, "train_queued", run=run_id, position=position), run_id
+    return t(lang, "train_started", run=run_id), run_id
+
+
+def abort_run(board: Board, run_id: str, lang: str) -> str:
+    if not run_id:
+        return t(lang, "train_nothing_to_abort")
+    try:
+        outcome = board.jobs.abort(run_id)
+    except JobError as err:
+        return str(err)
+    return t(lang, f"abort_{outcome}", run=run_id)
+
+
+def form_values(tab: TrainTab, mapping: dict[str, Any], board: Board) -> list[Any]:
+    """Widget values for the whole form (top bar included) from a config mapping."""
+    dataset_dir = str(mapping.get("dataset_dir") or board.workspace.default_dataset_dir())
+    choices, _ = dataset_choices(dataset_dir)
+    checkpoint = mapping.get("adapter_name_or_path") or ""
+    return [
+        mapping.get("model_name_or_path") or "demo",
+        mapping.get("finetuning_type") or "lora",
+        checkpoint if isinstance(checkpoint, str) else "",
+        mapping.get("template") or "",
+        mapping.get("stage") or "sft",
+        gr.update(value=dataset_dir, choices=list(dict.fromkeys([*board.workspace.dataset_dirs(), dataset_dir]))),
+        gr.update(value=forms.split_names(mapping.get("dataset")), choices=choices),
+        gr.update(value=forms.split_names(mapping.get("eval_dataset")), choices=choices),
+        *fill(tab.keys, mapping),
+    ]
+
+
+def upload_dataset(board: Board, file: str | None, name: str, lang: str) -> tuple[str, str | None]:
+    """Copy an uploaded file into the workspace's dataset folder and register it; (message, name or None)."""
+    if not file:
+        return t(lang, "upload_no_file"), None
+    source = Path(file)
+    name = (name or source.stem).strip()
+    if not valid_name(name):
+        return t(lang, "upload_bad_name", name=name), None
+    folder = board.workspace.datasets_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{name}{source.suffix.lower()}"
+    shutil.copyfile(source, target)
+    try:
+        info = catalog.register_dataset(folder, name, target.name)
+    except Exception as err:
+        target.unlink(missing_ok=True)
+        return t(lang, "upload_failed", error=err), None
+    kind = catalog.dataset_kind(info)
+    return t(lang, "upload_done", name=name, kind=kind or "?", folder=folder), name
+
+
+def preview_data(board: Board, mapping: dict[str, Any], lang: str) -> tuple[str, str, pd.DataFrame]:
+    """(summary markdown, rows HTML, histogram frame) for the chosen datasets."""
+    empty = pd.DataFrame({"tokens": [], "rows": []})
+    if not mapping.get("dataset"):
+        return t(lang, "preview_no_dataset"), "", empty
+    try:
+        result = dataset_preview.run_preview(mapping, board.workspace.root / ".scratch")
+    except dataset_preview.PreviewError as err:
+        return t(lang, "preview_failed", error=err), "", empty
+    lengths = dataset_preview.lengths_of(result)
+    over = dataset_preview.over_cutoff(result)
+    summary = t(lang, "preview_summary", rows=len(lengths), cutoff=mapping.get("cutoff_len") or "?",
+                over="?" if over is None else over)
+    if lengths:
+        summary += " " + t(lang, "preview_lengths", min=min(lengths), max=max(lengths),
+                           mean=round(sum(lengths) / len(lengths), 1))
+    labels = {name: t(lang, f"preview_{name}") for name in ("trained", "masked", "chosen", "rejected", "kto_tag")}
+    rows = dataset_preview.render_rows(result, labels)
+    hist = pd.DataFrame(dataset_preview.histogram(lengths), columns=["tokens", "rows"])
+    return summary, rows, hist
+
+
+# -- events ---------------------------------------------------------------------------------------------------
+def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
+    form = tab.form(top)
+    private = {"api_visibility": "private"}
+
+    def on_dataset_dir(dataset_dir: str, selected: list[str], selected_eval: list[str], lang: str):
+        choices, note = dataset_choices(dataset_dir)
+        names = {value for _, value in choices}
+        keep = [s for s in selected or [] if s in names]
+        keep_eval = [s for s in selected_eval or [] if s in names]
+        return (gr.update(choices=choices, value=keep), gr.update(choices=choices, value=keep_eval),
+                gr.update(value=note or "", visible=bool(note)))
+
+    tab.dataset_dir.change(on_dataset_dir, [tab.dataset_dir, tab.dataset, tab.eval_dataset, top.lang],
+                           [tab.dataset, tab.eval_dataset, tab.dataset_note], **private)
+
+    def on_upload(file, name, lang):
+        message, registered = upload_dataset(board, file, name, lang)
+        if registered is None:
+            return message, gr.skip(), gr.skip()
+        folder = str(board.workspace.datasets_dir)
+        choices, _ = dataset_choices(folder)
+        return (message, gr.update(value=folder, choices=board.workspace.dataset_dirs()),
+                gr.update(choices=choices, value=[registered]))
+
+    tab.upload_btn.click(on_upload, [tab.upload_file, tab.upload_name, top.lang],
+                         [tab.dataset_note, tab.dataset_dir, tab.dataset], **private).then(
+        lambda: gr.update(visible=True), None, tab.dataset_note, **private)
+
+    def on_preview(*values):
+        *values, lang = values
+        return preview_data(board, mapping_of(tab.keys, list(values)), lang)
+
+    tab.preview_btn.click(on_preview, [*form, top.lang], [tab.preview_summary, tab.preview_rows, tab.preview_hist],
+                          **private)
+
+    def on_form(*values):
+        *values, pending, lang = values
+        return preview_command(board, mapping_of(tab.keys, list(values)), pending, lang)
+
+    form_io = {"inputs": [*form, tab.pending, top.lang], "outputs": [tab.command_view, tab.yaml_view, tab.pending],
+               "show_progress": "hidden", **private}
+    gr.on([c.change for c in form], on_form, trigger_mode="always_last", **form_io)
+
+    top.finetuning_type.change(lambda ft: (gr.update(visible=ft == "lora"), gr.update(visible=ft == "freeze")),
+                               top.finetuning_type, [tab.lora_box, tab.freeze_box], **private)
+    tab.stage.change(lambda s: gr.update(visible=s in forms.PREFERENCE_STAGES), tab.stage, tab.pref_box, **private)
+
+    def on_start(*values):
+        *values, pending, lang = values
+        message, run_id = start_run(board, mapping_of(tab.keys, list(values)), pending, lang)
+        if run_id is None:
+            return message, gr.skip(), gr.skip()
+        return message, run_id, board.jobs.new_run_id("train")
+
+    tab.start_btn.click(on_start, [*form, tab.pending, top.lang], [tab.message, tab.watched, tab.pending],
+                        **private).then(on_form, **form_io)
+    tab.abort_btn.click(lambda run_id, lang: abort_run(board, run_id, lang), [tab.watched, top.lang], tab.message,
+                        **private)
+
+    def on_tick(run_id: str, seen: Any, lang: str):
+        view = progress_view.watch(board, run_id, seen, lang)
+        if view is None:
+            return (gr.skip(),) * 6
+        changed = view.get("changed", True)
+        plots = (progress_view.loss_frame(board, run_id if view["exists"] else None, lang),
+                 progress_view.lr_frame(board, run_id if view["exists"] else None)) if changed else (gr.skip(),) * 2
+        return (view["card"], view["log"] if changed else gr.skip(), *plots,
+                gr.update(value=view["error"], visible=bool(view["error"])), view["seen"])
+
+    tab.timer.tick(on_tick, [tab.watched, tab.seen, top.lang],
+                   [tab.status, tab.log, tab.loss_plot, tab.lr_plot, tab.error, tab.seen], show_progress="hidden",
+                   concurrency_limit=None, **private)
+
+    def on_save(name, *values):
+        *values, lang = values
+        if not valid_name(name or ""):
+            return t(lang, "config_bad_name", name=name or ""), gr.skip()
+        mapping = {k: v for k, v in mapping_of(tab.keys, list(values)).items() if v is not None}
+        path = board.workspace.save_config(name, mapping)
+        return t(lang, "config_saved", path=path), gr.update(choices=board.workspace.list_configs(), value=name)
+
+    tab.save_btn.click(on_save, [tab.config_name, *form, top.lang], [tab.message, tab.saved_configs], **private)
+
+    def on_load_saved(name, lang):
+        if not name:
+            return [t(lang, "config_pick"), *(gr.skip() for _ in form)]
+        return [t(lang, "config_loaded", name=name), *form_values(tab, board.workspace.read_config(name), board)]
+
+    tab.load_btn.click(on_load_saved, [tab.saved_configs, top.lang], [tab.message, *form], **private)
+
+    def on_load_file(file, lang):
+        from engine.config import ConfigError, read_yaml
+
+        if not file:
+            return [gr.skip() for _ in range(len(form) + 1)]
+        try:
+            mapping = read_yaml(file)
+        except ConfigError as err:
+            return [str(err), *(gr.skip() for _ in form)]
+        return [t(lang, "config_loaded", name=Path(file).name), *form_values(tab, mapping, board)]
+
+    tab.load_file.upload(on_load_file, [tab.load_file, top.lang], [tab.message, *form], **private)
+
+    def on_page_load():
+        return form_values(tab, board.workspace.startup_settings(), board)
+
+    demo.load(on_page_load, None, form, **private)

@@ -1,0 +1,151 @@
+"""The top bar: language, model, fine-tuning type, checkpoint, template, and the devices found."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+
+from app import catalog
+from app.context import Board
+from app.forms import TopValues
+from app.history import checkpoints
+from app.i18n import LANGUAGES, SET_LOCALE_JS, L, t
+from app.widgets import make_widget
+from app.workspace import REPO_ROOT
+
+LOGO = REPO_ROOT / "assets" / "logo.svg"
+
+
+@dataclass
+class TopBar:
+    """The top bar's components; ``values()`` are the inputs every tab reads."""
+
+    lang_choice: gr.Dropdown
+    lang: gr.Textbox
+    saved_lang: gr.BrowserState
+    model: gr.Dropdown
+    finetuning_type: gr.Dropdown
+    checkpoint: gr.Dropdown
+    template: gr.Dropdown
+    refresh: gr.Button
+    devices: gr.Markdown
+    note: gr.Markdown
+    known_checkpoints: gr.State
+    timer: gr.Timer
+
+    def values(self) -> list[gr.components.Component]:
+        return [self.model, self.finetuning_type, self.checkpoint, self.template]
+
+
+def top_values(model: Any, finetuning_type: Any, checkpoint: Any, template: Any) -> TopValues:
+    return TopValues.of(model, finetuning_type, checkpoint, template)
+
+
+def logo_html() -> str:
+    svg = LOGO.read_text(encoding="utf-8") if LOGO.is_file() else ""
+    return f'<div class="lf-brand">{svg}<span class="lf-title">LF Board</span></div>'
+
+
+def checkpoint_choices(board: Board) -> list[tuple[Any, str]]:
+    return [(L("top_no_checkpoint"), ""), *checkpoints(board.workspace.runs_dir)]
+
+
+def template_choices() -> list[tuple[Any, str]]:
+    names, _ = catalog.templates()
+    return [(L("top_tokenizer_template"), ""), *((n, n) for n in names)]
+
+
+def build(board: Board) -> TopBar:
+    # the full model list is filled in when a page loads: the engine's registry may import torch
+    models = [("LF-Demo", catalog.DEMO_MODEL)]
+    with gr.Row(elem_classes=["lf-topbar"], equal_height=True):
+        gr.HTML(logo_html(), elem_id="lf-brand", js_on_load=None)
+        lang_choice = gr.Dropdown(
+            choices=[(L("lang_auto"), "auto"), *((name, code) for code, name in LANGUAGES.items())],
+            value=board.default_lang, label=L("top_language"), scale=0, min_width=150, elem_id="lf-lang",
+        )
+    with gr.Row(equal_height=True):
+        model = gr.Dropdown(choices=models, value="demo", label=L("top_model"), info=L("top_model_info"),
+                            allow_custom_value=True, filterable=True, scale=3, elem_id="lf-model")
+        finetuning_type = make_widget("finetuning_type", scale=1)
+        checkpoint = gr.Dropdown(choices=checkpoint_choices(board), value="", label=L("top_checkpoint"),
+                                 info=L("top_checkpoint_info"), allow_custom_value=True, scale=3,
+                                 elem_id="lf-checkpoint")
+        template = gr.Dropdown(choices=template_choices(), value="chatml", label=L("top_template"),
+                               info=L("top_template_info"), allow_custom_value=True, scale=2, elem_id="lf-template")
+        refresh = gr.Button(L("top_refresh"), scale=0, min_width=90, size="sm")
+    with gr.Row():
+        devices = gr.Markdown(L("top_devices_loading"), elem_classes=["lf-devices"])
+        note = gr.Markdown(visible=False)
+    return TopBar(
+        lang_choice=lang_choice, lang=gr.Textbox("en", visible=False, elem_id="lf-lang-code"),
+        saved_lang=gr.BrowserState(None, storage_key="lfboard-lang"),
+        model=model, finetuning_type=finetuning_type, checkpoint=checkpoint, template=template, refresh=refresh,
+        devices=devices, note=note, known_checkpoints=gr.State([]), timer=gr.Timer(4.0),
+    )
+
+
+def render_devices(report: dict[str, Any] | None, error: str | None, lang: str) -> str:
+    """One line per device (or the CPU), with memory."""
+    if error:
+        return t(lang, "top_devices_error", error=error)
+    if report is None:
+        return t(lang, "top_devices_loading_text")
+    parts = []
+    for dev in report.get("devices") or []:
+        memory = ""
+        if "memory_total_gib" in dev:
+            memory = " · " + t(lang, "top_memory", total=dev["memory_total_gib"], free=dev.get("memory_free_gib", "?"))
+        parts.append(f"**{dev.get('type', '')}:{dev.get('index', 0)}** {dev.get('name', '')}{memory}")
+    cpu = report.get("cpu") or {}
+    parts.append(t(lang, "top_cpu", cores=cpu.get("cores", "?"), total=cpu.get("memory_total_gib", "?"),
+                   free=cpu.get("memory_free_gib", "?")))
+    torch_version = report.get("torch")
+    if torch_version:
+        parts.append(f"torch {torch_version}")
+    return t(lang, "top_devices") + " " + " · ".join(parts)
+
+
+def refresh_choices(board: Board, known: list[Any], lang: str) -> tuple[Any, Any, Any]:
+    """New checkpoint choices when they changed (skip otherwise), plus the devices line."""
+    choices = checkpoints(board.workspace.runs_dir)
+    flat = [list(c) for c in choices]
+    update = gr.skip() if flat == known else gr.update(choices=checkpoint_choices(board))
+    report, error = catalog.ENVIRONMENT.get()
+    return update, flat, render_devices(report, error, lang)
+
+
+def wire(bar: TopBar, board: Board, demo: gr.Blocks) -> None:
+    """Events of the top bar (after the whole layout exists)."""
+
+    # Runs in the page only: switches gradio's display language and stores the language in effect in the hidden
+    # `lang` textbox, which every handler reads to translate what it composes.
+    lang_io = {"inputs": [bar.lang_choice], "outputs": [bar.lang, bar.saved_lang], "js": SET_LOCALE_JS,
+               "api_visibility": "private", "show_progress": "hidden"}
+    bar.lang_choice.input(None, **lang_io)
+
+    def on_model(model: str, template: str) -> Any:
+        found = catalog.default_template(model)
+        return found if found is not None else template
+
+    bar.model.input(on_model, inputs=[bar.model, bar.template], outputs=[bar.template], api_visibility="private")
+
+    def on_refresh(known: list[Any], lang: str) -> tuple[Any, Any, Any]:
+        return refresh_choices(board, known, lang)
+
+    gr.on([bar.refresh.click, bar.timer.tick], on_refresh, inputs=[bar.known_checkpoints, bar.lang],
+          outputs=[bar.checkpoint, bar.known_checkpoints, bar.devices], api_visibility="private",
+          show_progress="hidden", concurrency_limit=None)
+
+    def on_load(saved: str | None) -> Any:
+        catalog.ENVIRONMENT.start()
+        models, note = catalog.models()
+        _, template_note = catalog.templates()
+        notes = [n for n in (note, template_note) if n]
+        choice = saved if saved in ("auto", *LANGUAGES) else board.default_lang
+        return choice, gr.update(value="\n\n".join(notes), visible=bool(notes)), gr.update(choices=models)
+
+    demo.load(on_load, inputs=[bar.saved_lang], outputs=[bar.lang_choice, bar.note, bar.model],
+              api_visibility="private").then(None, **lang_io)

@@ -1,0 +1,66 @@
+"""Builds the board's page: the top bar over the Train, Evaluate, Chat, Export and History tabs.
+
+Each tab module builds its components and returns them in a small dataclass; events are wired after the whole
+layout exists. The automation API endpoints are declared here too.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from app import api, topbar
+from app.context import Board
+from app.i18n import L
+from app.tabs import chat, evaluate, export, runs, train
+from app.workspace import REPO_ROOT
+
+CSS_PATH = REPO_ROOT / "assets" / "style.css"
+FAVICON = REPO_ROOT / "assets" / "logo.svg"
+
+
+def build_ui(board: Board) -> gr.Blocks:
+    """The whole page (not launched)."""
+    with gr.Blocks(title="LF Board", fill_width=True) as demo:
+        top = topbar.build(board)
+        with gr.Tabs(elem_id="lf-tabs") as tabs:
+            with gr.Tab(L("tab_train"), id="train", elem_id="lf-tab-train") as tab_train:
+                train_tab = train.build(board)
+            with gr.Tab(L("tab_evaluate"), id="evaluate", elem_id="lf-tab-evaluate") as tab_evaluate:
+                eval_tab = evaluate.build(board)
+            with gr.Tab(L("tab_chat"), id="chat", elem_id="lf-tab-chat") as tab_chat:
+                chat_tab = chat.build(board)
+            with gr.Tab(L("tab_export"), id="export", elem_id="lf-tab-export") as tab_export:
+                export_tab = export.build(board)
+            with gr.Tab(L("tab_history"), id="history", elem_id="lf-tab-history") as tab_history:
+                runs_tab = runs.build(board)
+        topbar.wire(top, board, demo)
+        # gradio redraws the tab buttons only when their label changes: send the labels again after a switch
+        tab_items = [tab_train, tab_evaluate, tab_chat, tab_export, tab_history]
+        top.lang.change(lambda: [gr.Tab(label=item.label) for item in tab_items], None, tab_items,
+                        api_visibility="private", show_progress="hidden")
+        train.wire(train_tab, top, board, demo)
+        evaluate.wire(eval_tab, top, board, demo)
+        chat.wire(chat_tab, top, board, demo)
+        export.wire(export_tab, top, board, demo)
+        watchers = {
+            "train": ("train", train_tab.watched),
+            "eval": ("evaluate", eval_tab.watched),
+            "predict": ("evaluate", eval_tab.watched),
+            "export": ("export", export_tab.watched),
+        }
+        runs.wire(runs_tab, board, demo, tabs, watchers, top.lang)
+        api.register(board)
+    return demo
+
+
+def launch_options(board: Board) -> dict:
+    """Keyword arguments for ``Blocks.launch`` shared by the CLI and tests: translations, style, icon."""
+    from app.i18n import build_i18n
+
+    return {
+        "i18n": build_i18n(),
+        "css_paths": [CSS_PATH] if CSS_PATH.is_file() else None,
+        "favicon_path": str(FAVICON) if FAVICON.is_file() else None,
+        "theme": gr.themes.Soft(primary_hue="indigo", secondary_hue="sky"),
+        "footer_links": ["api", "settings"],
+    }

@@ -1,0 +1,160 @@
+"""Widgets built from the engine's config types, and the conversions between widget values and config values.
+
+A ``Literal`` becomes a dropdown, a ``bool`` a checkbox, a number bounded on both sides a slider (or a number
+box with minimum and maximum when the range is too wide for a slider), text a textbox. Labels and help come
+from the locale files (``f_<key>`` and ``h_<key>``); the YAML key is shown beside the help.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any, get_args, get_origin
+
+import gradio as gr
+
+from app.i18n import L
+from engine.config import all_keys, field_type, literal_choices
+
+AUTO = "auto"
+NONE = "none"
+SLIDER_MAX_SPAN = 1024
+
+
+def key_field(key: str) -> tuple[str, dataclasses.Field]:
+    """(section, field) of a config key."""
+    return all_keys()[key]
+
+
+def _plain(tp: Any) -> tuple[Any, bool]:
+    """(inner type, optional?)."""
+    if get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        return (args[0] if len(args) == 1 else tp), len(args) != len(get_args(tp))
+    return tp, False
+
+
+def default_value(key: str) -> Any:
+    """The dataclass default of a config key."""
+    _, f = key_field(key)
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        return f.default_factory()  # type: ignore[misc]
+    return None
+
+
+def widget_kind(key: str) -> str:
+    """dropdown, checkbox, tristate, slider, number or text."""
+    section, f = key_field(key)
+    tp = field_type(section, key)
+    if literal_choices(tp) is not None:
+        return "dropdown"
+    inner, optional = _plain(tp)
+    if inner is bool:
+        return "tristate" if optional else "checkbox"
+    if inner in (int, float):
+        lo, hi = f.metadata.get("min"), f.metadata.get("max")
+        if lo is not None and hi is not None and not optional:
+            if inner is float and f.metadata.get("step") is not None:
+                return "slider"
+            if inner is int and hi - lo <= SLIDER_MAX_SPAN:
+                return "slider"
+        return "number"
+    return "text"
+
+
+def choices_of(key: str) -> list[str]:
+    section, _ = key_field(key)
+    return [NONE if c is None else str(c) for c in literal_choices(field_type(section, key)) or []]
+
+
+def to_widget(key: str, value: Any) -> Any:
+    """A config value as the widget shows it."""
+    kind = widget_kind(key)
+    if kind == "dropdown":
+        return NONE if value is None else str(value)
+    if kind == "tristate":
+        return AUTO if value is None else ("true" if value else "false")
+    if kind == "checkbox":
+        return bool(value)
+    if kind == "text":
+        if value is None:
+            return ""
+        if isinstance(value, (list, tuple)):
+            return ",".join(str(v) for v in value)
+        return str(value)
+    return value
+
+
+def from_widget(key: str, value: Any) -> Any:
+    """A widget's value as the config wants it (validation happens in ``engine.config.build_config``)."""
+    kind = widget_kind(key)
+    section, _ = key_field(key)
+    _, optional = _plain(field_type(section, key))
+    if kind == "dropdown":
+        return None if value in (NONE, None) else value
+    if kind == "tristate":
+        return None if value in (AUTO, None, "") else value == "true"
+    if kind == "text":
+        text = "" if value is None else str(value).strip()
+        return None if (optional and text == "") else text
+    if kind == "number":
+        if value is None or value == "":
+            return None if optional else default_value(key)
+        inner, _ = _plain(field_type(section, key))
+        return int(value) if inner is int else float(value)
+    if kind == "slider":
+        inner, _ = _plain(field_type(section, key))
+        return int(round(value)) if inner is int else float(value)
+    return bool(value)
+
+
+def label(key: str) -> Any:
+    return L(f"f_{key}")
+
+
+def info(key: str) -> Any:
+    return L(f"h_{key}") + f" · {key}"
+
+
+def make_widget(key: str, value: Any = None, **kwargs: Any) -> gr.components.Component:
+    """The gradio component for a config key, showing ``value`` (the field default when None is given)."""
+    _, f = key_field(key)
+    kind = widget_kind(key)
+    shown = to_widget(key, default_value(key) if value is None else value)
+    common: dict[str, Any] = {"label": label(key), "info": info(key), "elem_id": f"cfg-{key}", **kwargs}
+    meta = f.metadata
+    if kind == "dropdown":
+        return gr.Dropdown(choices=choices_of(key), value=shown, **common)
+    if kind == "tristate":
+        return gr.Dropdown(choices=[AUTO, "true", "false"], value=shown, **common)
+    if kind == "checkbox":
+        return gr.Checkbox(value=shown, **common)
+    section, _ = key_field(key)
+    inner, _ = _plain(field_type(section, key))
+    if kind == "slider":
+        step = meta.get("step") or (1 if inner is int else 0.01)
+        return gr.Slider(minimum=meta["min"], maximum=meta["max"], step=step, value=shown, **common)
+    if kind == "number":
+        step = meta.get("step") or (1 if inner is int else 1e-6)
+        return gr.Number(value=shown, minimum=meta.get("min"), maximum=meta.get("max"), step=step,
+                         precision=0 if inner is int else None, **common)
+    return gr.Textbox(value=shown, **common)
+
+
+def collect(keys: list[str], values: list[Any] | tuple[Any, ...]) -> dict[str, Any]:
+    """Widget values (in ``keys`` order) to a flat config mapping."""
+    return {key: from_widget(key, value) for key, value in zip(keys, values)}
+
+
+def fill(keys: list[str], mapping: dict[str, Any]) -> list[Any]:
+    """Widget values for ``keys`` from a config mapping (field defaults for keys it lacks)."""
+    return [to_widget(key, mapping[key] if key in mapping else default_value(key)) for key in keys]
+
+
+def advanced_keys(sections: tuple[str, ...], exclude: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """The keys marked ``advanced`` in the given config sections."""
+    return [key for key, (section, f) in all_keys().items()
+            if section in sections and f.metadata.get("advanced") and key not in exclude]

@@ -1,0 +1,147 @@
+"""The board's workspace folder: runs, saved configs, uploaded datasets and exports.
+
+Nothing is written outside it except the output paths the user names (such as an export folder).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_WORKSPACE = "lfboard-workspace"
+WORKSPACE_ENV = "LF_BOARD_WORKSPACE"
+LAST_CONFIG = "last-used"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,79}$")
+
+# What a newcomer gets on a fresh workspace: the demo model on the demo data, done in a minute or two on a CPU.
+DEMO_SETTINGS: dict[str, Any] = {
+    "model_name_or_path": "demo",
+    "template": "chatml",
+    "stage": "sft",
+    "finetuning_type": "lora",
+    "dataset": "demo_identity,demo_alpaca",
+    "cutoff_len": 256,
+    "per_device_train_batch_size": 8,
+    "gradient_accumulation_steps": 1,
+    "learning_rate": 2e-3,
+    "num_train_epochs": 3.0,
+    "logging_steps": 1,
+    "save_steps": 50,
+    "lora_rank": 16,
+    "lora_alpha": 32,
+    "warmup_ratio": 0.05,
+}
+
+
+def default_workspace() -> Path:
+    """``$LF_BOARD_WORKSPACE`` or ``./lfboard-workspace``."""
+    return Path(os.environ.get(WORKSPACE_ENV) or DEFAULT_WORKSPACE).expanduser().resolve()
+
+
+def demo_dataset_dir() -> Path | None:
+    """The demo datasets (``$LF_DEMO_DATA_DIR`` or the project's ``examples/data``), when present."""
+    override = os.environ.get("LF_DEMO_DATA_DIR")
+    path = Path(override).expanduser() if override else REPO_ROOT / "examples" / "data"
+    return path if (path / "dataset_info.json").is_file() else None
+
+
+def valid_name(name: str) -> bool:
+    """Whether ``name`` is usable as a file name for a saved config or an uploaded dataset."""
+    return bool(_NAME.match(name or "")) and ".." not in name
+
+
+@dataclass
+class Workspace:
+    """One workspace folder and its layout."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        self.root = Path(self.root).expanduser().resolve()
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.root / "runs"
+
+    @property
+    def configs_dir(self) -> Path:
+        return self.root / "configs"
+
+    @property
+    def datasets_dir(self) -> Path:
+        return self.root / "datasets"
+
+    @property
+    def exports_dir(self) -> Path:
+        return self.root / "exports"
+
+    def ensure(self) -> Workspace:
+        """Create the folders (idempotent)."""
+        for path in (self.runs_dir, self.configs_dir, self.datasets_dir, self.exports_dir):
+            path.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def contains(self, path: str | Path) -> bool:
+        """Whether ``path`` lies inside the workspace."""
+        try:
+            Path(path).resolve().relative_to(self.root)
+        except ValueError:
+            return False
+        return True
+
+    def is_fresh(self) -> bool:
+        """True before the first run or saved config."""
+        has_runs = self.runs_dir.is_dir() and any(self.runs_dir.iterdir())
+        return not has_runs and not self.list_configs()
+
+    def default_dataset_dir(self) -> Path:
+        """The demo data when available, else the workspace's own dataset folder."""
+        return demo_dataset_dir() or self.datasets_dir
+
+    def dataset_dirs(self) -> list[str]:
+        """Dataset folders offered in the pickers: the demo data and the uploads folder."""
+        dirs = [str(d) for d in (demo_dataset_dir(), self.datasets_dir) if d is not None]
+        return list(dict.fromkeys(dirs))
+
+    # -- saved configs ----------------------------------------------------------------------------------
+    def config_path(self, name: str) -> Path:
+        if not valid_name(name):
+            raise ValueError(name)
+        return self.configs_dir / f"{name}.yaml"
+
+    def list_configs(self) -> list[str]:
+        if not self.configs_dir.is_dir():
+            return []
+        return sorted(p.stem for p in self.configs_dir.glob("*.yaml"))
+
+    def save_config(self, name: str, mapping: dict[str, Any]) -> Path:
+        """Write a flat config mapping as YAML under ``configs/NAME.yaml``."""
+        path = self.config_path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(mapping, sort_keys=False, allow_unicode=True), encoding="utf-8")
+        return path
+
+    def read_config(self, name: str) -> dict[str, Any]:
+        """A saved config's mapping ({} when missing)."""
+        path = self.config_path(name)
+        if not path.is_file():
+            return {}
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+
+    def startup_settings(self) -> dict[str, Any]:
+        """The form values a page opens with: the last started config, else the demo settings."""
+        last = self.read_config(LAST_CONFIG) if (self.configs_dir / f"{LAST_CONFIG}.yaml").is_file() else {}
+        if last:
+            return last
+        settings = dict(DEMO_SETTINGS)
+        settings["dataset_dir"] = str(self.default_dataset_dir())
+        if demo_dataset_dir() is None:
+            settings["dataset"] = None
+        return settings

@@ -1,0 +1,174 @@
+"""Datasets: the dataset_info.json registry, file readers, format converters, tokenization, collation, preview.
+
+``get_dataset(cfg, tokenizer, template)`` is the entry point for training; ``load_eval_prompts`` for prediction.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.data.collator import PaddingCollator, build_collator
+from engine.data.converters import CONVERTERS, convert_rows
+from engine.data.errors import DatasetError
+from engine.data.loader import load_examples, split_eval
+from engine.data.preview import preview_dataset
+from engine.data.readers import READERS, read_rows
+from engine.data.registry import DatasetSpec, list_datasets, load_dataset_info, register_dataset, resolve_dataset
+from engine.data.tokenize import TokenizeOptions, tokenize_examples
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class DatasetBundle:
+    """Tokenized training and evaluation sets and their statistics.
+
+    Attributes:
+        train: The training set (None when no ``dataset`` is set).
+        eval: The evaluation set from ``eval_dataset`` or ``val_size`` (None when neither is set).
+        stats: ``{"train": {...}, "eval": {...}}``: rows, kept, truncated, dropped, total and trainable tokens.
+    """
+
+    train: Any = None
+    eval: Any = None
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def configured_template(cfg: Any, template: Any) -> Any:
+    """``template`` with the data options of ``cfg`` (enable_thinking, default_system, tool_format) applied."""
+    data = cfg.data
+    return template.with_options(enable_thinking=data.enable_thinking, default_system=data.default_system,
+                                 tool_format=data.tool_format)
+
+
+def _to_dataset(columns: dict[str, list]) -> Any:
+    from datasets import Dataset
+
+    return Dataset.from_dict(columns)
+
+
+def _tokenized(examples: list[dict], stage: str, tokenizer: Any, template: Any, opts: TokenizeOptions,
+               split: str) -> tuple[Any, dict[str, int]]:
+    columns, stats = tokenize_examples(examples, stage, tokenizer, template, opts)
+    if not stats["kept"]:
+        raise DatasetError(
+            f"All {stats['rows']} {split} examples were dropped: after cutting to cutoff_len={opts.cutoff_len} "
+            "none kept a trained token. Raise cutoff_len or check the data."
+        )
+    logger.info("%s data: %d rows -> %d sequences (%d truncated, %d dropped), %d tokens of which %d trained.",
+                split.capitalize(), stats["rows"], stats["kept"], stats["truncated"], stats["dropped"],
+                stats["total_tokens"], stats["trainable_tokens"])
+    return _to_dataset(columns), stats
+
+
+def get_dataset(cfg: Any, tokenizer: Any, template: Any) -> DatasetBundle:
+    """Load, convert, split and tokenize the datasets of a run config.
+
+    Uses ``cfg.finetuning.stage``, ``cfg.data`` (dataset, eval_dataset, dataset_dir, cutoff_len, max_samples,
+    val_size, train_on_prompt, mask_history, packing/neat_packing, default_system, enable_thinking, tool_format,
+    mix_strategy, interleave_probs, tokenized_path, overwrite_cache) and ``cfg.train.seed``.
+
+    Raises:
+        DatasetError: for any dataset problem, naming the dataset and the fix.
+    """
+    data, stage, seed = cfg.data, cfg.finetuning.stage, cfg.train.seed
+    cached = Path(data.tokenized_path).expanduser() if data.tokenized_path else None
+    if cached is not None and cached.exists() and not data.overwrite_cache:
+        return _load_tokenized(cached)
+    template = configured_template(cfg, template)
+    packing = bool(data.packing or data.neat_packing) and stage in ("pt", "sft")
+    opts = TokenizeOptions(cutoff_len=data.cutoff_len, train_on_prompt=data.train_on_prompt,
+                           mask_history=data.mask_history, packing=packing)
+    train_examples = load_examples(data, data.dataset, stage, seed) if data.dataset else []
+    eval_examples = load_examples(data, data.eval_dataset, stage, seed) if data.eval_dataset else []
+    if data.val_size and train_examples:
+        if eval_examples:
+            logger.info("eval_dataset is set, so val_size=%s is ignored.", data.val_size)
+        else:
+            train_examples, eval_examples = split_eval(train_examples, data.val_size, seed)
+    bundle = DatasetBundle()
+    if train_examples:
+        bundle.train, bundle.stats["train"] = _tokenized(train_examples, stage, tokenizer, template, opts, "train")
+    if eval_examples:
+        eval_opts = TokenizeOptions(opts.cutoff_len, opts.train_on_prompt, opts.mask_history, False)
+        bundle.eval, bundle.stats["eval"] = _tokenized(eval_examples, stage, tokenizer, template, eval_opts, "eval")
+    if cached is not None:
+        _save_tokenized(bundle, cached)
+    return bundle
+
+
+def _save_tokenized(bundle: DatasetBundle, path: Path) -> None:
+    import json
+
+    from datasets import DatasetDict
+
+    splits = {name: ds for name, ds in (("train", bundle.train), ("eval", bundle.eval)) if ds is not None}
+    DatasetDict(splits).save_to_disk(str(path))
+    (path / "lf_stats.json").write_text(json.dumps(bundle.stats), encoding="utf-8")
+    logger.info("Tokenized data saved to %s.", path)
+
+
+def _load_tokenized(path: Path) -> DatasetBundle:
+    import json
+
+    from datasets import load_from_disk
+
+    try:
+        loaded = load_from_disk(str(path))
+    except Exception as err:  # datasets raises FileNotFoundError or ValueError for foreign folders
+        raise DatasetError(f"tokenized_path {path} holds no saved dataset ({err}); delete it or set "
+                           "overwrite_cache: true.") from err
+    stats_file = path / "lf_stats.json"
+    stats = json.loads(stats_file.read_text(encoding="utf-8")) if stats_file.exists() else {}
+    logger.info("Tokenized data loaded from %s.", path)
+    return DatasetBundle(train=loaded.get("train"), eval=loaded.get("eval"), stats=stats)
+
+
+def load_eval_prompts(cfg: Any, tokenizer: Any, template: Any) -> list[dict[str, Any]]:
+    """Prompts and reference answers for prediction.
+
+    Rows come from ``eval_dataset``; without it, from the ``val_size`` split of ``dataset`` (same seed as
+    training), or else from ``dataset`` itself. Each row: ``prompt_ids`` (the conversation before the last reply,
+    with the generation prompt, cut to its last ``cutoff_len`` tokens), ``prompt`` (its text), ``label`` (the
+    reference reply; tool calls written in the template's tool format), ``messages``, ``system`` and ``tools``.
+
+    Raises:
+        DatasetError: when no dataset is configured, or for any dataset problem.
+    """
+    data, seed = cfg.data, cfg.train.seed
+    template = configured_template(cfg, template)
+    if data.eval_dataset:
+        examples = load_examples(data, data.eval_dataset, "sft", seed)
+    elif data.dataset:
+        examples = load_examples(data, data.dataset, "sft", seed)
+        if data.val_size:
+            examples = split_eval(examples, data.val_size, seed)[1]
+        else:
+            logger.info("No eval_dataset or val_size: predicting on the training dataset %s.", data.dataset)
+    else:
+        raise DatasetError("Prediction needs data: set `eval_dataset` (or `dataset` with `val_size`).")
+    rows = []
+    for example in examples:
+        prompt_messages, reply = example["messages"][:-1], example["messages"][-1]
+        prompt_ids = template.encode_prompt(tokenizer, prompt_messages, example.get("system"), example.get("tools"))
+        prompt_ids = prompt_ids[-data.cutoff_len:]
+        rows.append({
+            "prompt_ids": prompt_ids,
+            "prompt": tokenizer.decode(prompt_ids, skip_special_tokens=False),
+            "label": template.reply_text(reply),
+            "messages": prompt_messages,
+            "system": example.get("system", ""),
+            "tools": example.get("tools", ""),
+        })
+    return rows
+
+
+__all__ = [
+    "CONVERTERS", "READERS", "DatasetBundle", "DatasetError", "DatasetSpec", "PaddingCollator", "TokenizeOptions",
+    "build_collator", "configured_template", "convert_rows", "get_dataset", "list_datasets", "load_dataset_info",
+    "load_eval_prompts", "load_examples", "preview_dataset", "read_rows", "register_dataset", "resolve_dataset",
+    "split_eval", "tokenize_examples",
+]

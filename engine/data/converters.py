@@ -1,0 +1,439 @@
+"""Convert rows of any supported layout into the canonical example of docs/CONTRACTS.md.
+
+One explicit dict maps a formatting to its converter:
+
+- ``alpaca``: instruction/input/output columns, optional history pairs, system, tools, preference
+  ``chosen``/``rejected`` (strings, message objects, or a two-item ``output`` list) and ``kto_tag``;
+- ``sharegpt``: a list of turns with ``from``/``value`` tags (human, gpt, observation, function_call, system) or
+  the tags set in dataset_info.json; a system column or a leading system turn; tools; chosen/rejected turns;
+- ``openai``: ``messages`` with ``role``/``content`` (``tool`` results, ``tool_calls``, and content given as a list
+  of typed parts: text, reasoning, tool_call, image/video/audio);
+- ``text``: plain text for pre-training (a ``text`` column, or a .txt file).
+
+A row that cannot be used raises RowError; ``convert_rows`` skips such rows and reports them in one warning.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine.data.errors import DatasetError
+from engine.data.registry import DatasetSpec
+from engine.templates.tool_base import normalize_calls, normalize_tools
+
+logger = logging.getLogger(__name__)
+
+ALPACA_COLUMNS = {"prompt": "instruction", "query": "input", "response": "output", "history": "history",
+                  "system": "system", "tools": "tools", "images": "images", "videos": "videos", "audios": "audios",
+                  "chosen": "chosen", "rejected": "rejected", "kto_tag": "kto_tag"}
+SHAREGPT_COLUMNS = {"messages": "conversations", "system": "system", "tools": "tools", "images": "images",
+                    "videos": "videos", "audios": "audios", "chosen": "chosen", "rejected": "rejected",
+                    "kto_tag": "kto_tag"}
+SHAREGPT_TAGS = {"role_tag": "from", "content_tag": "value", "user_tag": "human", "assistant_tag": "gpt",
+                 "observation_tag": "observation", "function_tag": "function_call", "system_tag": "system"}
+OPENAI_TAGS = {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant",
+               "observation_tag": "tool", "function_tag": "function_call", "system_tag": "system"}
+# Role names understood in every turn list besides the configured tags.
+EXTRA_ROLES = {"user": "user", "human": "user", "assistant": "assistant", "gpt": "assistant", "model": "assistant",
+               "tool": "observation", "observation": "observation", "ipython": "observation",
+               "function_call": "function", "system": "system"}
+MEDIA = {"images": "<image>", "videos": "<video>", "audios": "<audio>"}
+_PART_MEDIA = {"image": "images", "image_url": "images", "video": "videos", "video_url": "videos", "audio": "audios",
+               "input_audio": "audios"}
+
+
+class RowError(ValueError):
+    """A row that cannot be converted; the message says why."""
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+def _text(value: Any, what: str) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str):
+        raise RowError(f"{what} is a {type(value).__name__}, not text")
+    return value
+
+
+def _bool(value: Any, what: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
+        return value.strip().lower() in ("true", "1", "yes")
+    raise RowError(f"{what} must be true or false, got {value!r}")
+
+
+def _media(row: dict[str, Any], column: str | None, spec: DatasetSpec, kind: str) -> list[str]:
+    """Absolute paths of the row's media files of one kind (relative paths are relative to dataset_dir)."""
+    value = row.get(column) if column else None
+    if value is None or value == "":
+        return []
+    items = value if isinstance(value, list) else [value]
+    paths = []
+    for item in items:
+        if isinstance(item, dict):
+            item = item.get("path") or item.get("url")
+        if not isinstance(item, str) or not item:
+            raise RowError(f"{kind} must be file paths (embedded bytes are not supported; save the files)")
+        if "://" in item:
+            raise RowError(f"{kind} entry {item!r} is a URL; download the file and use its path")
+        path = Path(item).expanduser()
+        path = path if path.is_absolute() else spec.dataset_dir / path
+        if not path.exists():
+            raise RowError(f"{kind[:-1]} file not found: {path}")
+        paths.append(str(path))
+    return paths
+
+
+def _tools(row: dict[str, Any], column: str | None) -> str:
+    value = row.get(column) if column else None
+    if value in (None, "", []):
+        return ""
+    try:
+        tools = normalize_tools(value)
+    except ValueError as err:
+        raise RowError(str(err)) from None
+    if not tools:
+        return ""
+    return value if isinstance(value, str) else json.dumps(tools, ensure_ascii=False)
+
+
+def _calls_json(value: Any) -> str:
+    try:
+        return json.dumps(normalize_calls(value), ensure_ascii=False)
+    except ValueError as err:
+        raise RowError(str(err)) from None
+
+
+# ------------------------------------------------------------------------------------------------- turns
+def _parts(content: Any) -> tuple[str, str | None, list[Any], dict[str, list[Any]]]:
+    """Text, thinking, tool calls and media items from a message content (a string or a list of typed parts)."""
+    if content is None or isinstance(content, str):
+        return content or "", None, [], {}
+    if not isinstance(content, list):
+        raise RowError(f"message content is a {type(content).__name__}, not text or a list of parts")
+    texts: list[str] = []
+    thinking: list[str] = []
+    calls: list[Any] = []
+    media: dict[str, list[Any]] = {}
+    for part in content:
+        if isinstance(part, str):
+            texts.append(part)
+            continue
+        if not isinstance(part, dict):
+            raise RowError("a content part is not an object")
+        kind = part.get("type", "text")
+        value = part.get("value", part.get(kind, part.get("text")))
+        if kind == "text":
+            texts.append(_text(value, "a text part"))
+        elif kind in ("reasoning", "thinking"):
+            thinking.append(_text(value, "a reasoning part"))
+        elif kind in ("tool_call", "function_call"):
+            calls.append(value)
+        elif kind in _PART_MEDIA:
+            column = _PART_MEDIA[kind]
+            texts.append(MEDIA[column])
+            if isinstance(value, dict):
+                value = value.get("url") or value.get("path")
+            if value:
+                media.setdefault(column, []).append(value)
+        else:
+            raise RowError(f"unknown content part type {kind!r}")
+    return "".join(texts), ("\n".join(thinking) if thinking else None), calls, media
+
+
+def _convert_turn(turn: Any, tags: dict[str, str], role_map: dict[str, str], media: dict[str, list[Any]]) -> dict:
+    if not isinstance(turn, dict):
+        raise RowError("a turn is not an object")
+    raw_role = turn.get(tags["role_tag"], turn.get("role", turn.get("from")))
+    role = role_map.get(raw_role) or EXTRA_ROLES.get(raw_role)
+    if role is None:
+        raise RowError(f"unknown role {raw_role!r}")
+    content = turn.get(tags["content_tag"], turn.get("content", turn.get("value")))
+    text, thinking, calls, found = _parts(content)
+    for column, items in found.items():
+        media.setdefault(column, []).extend(items)
+    if turn.get("tool_calls"):
+        calls.extend(turn["tool_calls"])
+    for key in ("reasoning_content", "thinking"):
+        if turn.get(key):
+            thinking = _text(turn[key], "reasoning")
+    if role == "function" or (role == "assistant" and calls):
+        message = {"role": "function", "content": _calls_json(calls if calls else text)}
+        if calls and text.strip():
+            message["text"] = text
+    else:
+        if not text.strip():
+            raise RowError(f"an empty {role} turn")
+        message = {"role": role, "content": text}
+    if thinking is not None and role in ("assistant", "function"):
+        message["thinking"] = thinking
+    return message
+
+
+def _check_order(messages: list[dict[str, Any]]) -> None:
+    """Prompt turns (user/observation) and replies (assistant/function) must alternate, starting with a prompt."""
+    if not messages:
+        raise RowError("no messages")
+    for index, message in enumerate(messages):
+        prompt_turn = message["role"] in ("user", "observation")
+        if prompt_turn != (index % 2 == 0):
+            raise RowError(f"wrong role order: {message['role']} at turn {index}")
+    if messages[0]["role"] != "user":
+        raise RowError("the conversation must start with a user turn")
+    for before, after in zip(messages, messages[1:]):
+        if after["role"] == "observation" and before["role"] != "function":
+            raise RowError("a tool result follows a turn that called no tool")
+
+
+def _turns(row: dict[str, Any], spec: DatasetSpec, default_tags: dict[str, str]) -> dict[str, Any]:
+    columns = {**SHAREGPT_COLUMNS, **spec.columns}
+    tags = {**default_tags, **spec.tags}
+    role_map = {tags["user_tag"]: "user", tags["assistant_tag"]: "assistant", tags["observation_tag"]: "observation",
+                tags["function_tag"]: "function", tags["system_tag"]: "system"}
+    turns = row.get(columns["messages"])
+    if not isinstance(turns, list) or not turns:
+        raise RowError(f"column {columns['messages']!r} is missing or not a list of turns")
+    media: dict[str, list[Any]] = {}
+    messages = [_convert_turn(turn, tags, role_map, media) for turn in turns]
+    system = _text(row.get(columns["system"]), "the system column") if columns.get("system") else ""
+    if messages[0]["role"] == "system":
+        system = system or messages[0]["content"]
+        messages = messages[1:]
+    merged: list[dict[str, Any]] = []
+    for message in messages:
+        if message["role"] == "system":
+            raise RowError("a system turn appears after the start")
+        if merged and message["role"] == "observation" and merged[-1]["role"] == "observation":
+            merged[-1] = {"role": "observation", "content": merged[-1]["content"] + "\n" + message["content"]}
+        else:
+            merged.append(message)
+    example = _base(row, spec, columns, system, merged)
+    for column, items in media.items():
+        if items and not example[column]:
+            example[column] = _media({column: items}, column, spec, column)
+    if spec.ranking:
+        example["chosen"] = _convert_turn(row.get(columns["chosen"]), tags, role_map, {})
+        example["rejected"] = _convert_turn(row.get(columns["rejected"]), tags, role_map, {})
+    return example
+
+
+def _base(row: dict[str, Any], spec: DatasetSpec, columns: dict[str, str], system: str,
+          messages: list[dict[str, Any]]) -> dict[str, Any]:
+    example: dict[str, Any] = {
+        "messages": messages,
+        "system": system,
+        "tools": _tools(row, columns.get("tools")),
+    }
+    for kind in MEDIA:
+        example[kind] = _media(row, columns.get(kind), spec, kind)
+    if "kto_tag" in spec.columns:
+        if row.get(columns["kto_tag"]) is None:
+            raise RowError(f"column {columns['kto_tag']!r} (kto_tag) is missing")
+        example["kto_tag"] = _bool(row[columns["kto_tag"]], "kto_tag")
+    return example
+
+
+# ----------------------------------------------------------------------------------------------- formats
+def _reply(value: Any) -> dict[str, Any]:
+    """An alpaca preference answer: a string, a message object, or a list ending with one."""
+    if isinstance(value, list) and value:
+        value = value[-1]
+    if isinstance(value, dict):
+        return _convert_turn(value, OPENAI_TAGS, {}, {})
+    text = _text(value, "a preference answer")
+    if not text.strip():
+        raise RowError("a preference answer is empty")
+    return {"role": "assistant", "content": text}
+
+
+def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
+    """An alpaca row (instruction, input, output, history, system, ...) as a canonical example."""
+    columns = {**ALPACA_COLUMNS, **spec.columns}
+    messages: list[dict[str, Any]] = []
+    history = row.get(columns["history"]) or []
+    if not isinstance(history, list):
+        raise RowError("history is not a list of [prompt, response] pairs")
+    for pair in history:
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise RowError("history is not a list of [prompt, response] pairs")
+        query, answer = (_text(item, "a history turn") for item in pair)
+        if not query.strip() or not answer.strip():
+            raise RowError("a history turn is empty")
+        messages += [{"role": "user", "content": query}, {"role": "assistant", "content": answer}]
+    parts = [_text(row.get(columns[key]), f"column {columns[key]!r}") for key in ("prompt", "query")]
+    prompt = "\n".join(part for part in parts if part)
+    if not prompt.strip():
+        raise RowError(f"the prompt column {columns['prompt']!r} is missing or empty")
+    messages.append({"role": "user", "content": prompt})
+    system = _text(row.get(columns["system"]), "the system column")
+    response = row.get(columns["response"])
+    if spec.ranking:
+        chosen, rejected = row.get(columns["chosen"]), row.get(columns["rejected"])
+        if (chosen is None or rejected is None) and isinstance(response, list) and len(response) == 2:
+            chosen, rejected = response
+        if chosen is None or rejected is None:
+            raise RowError("chosen or rejected is missing")
+        example = _base(row, spec, columns, system, messages)
+        example["chosen"], example["rejected"] = _reply(chosen), _reply(rejected)
+        return example
+    if isinstance(response, list):
+        response = response[0] if response else None
+    answer = _text(response, f"column {columns['response']!r}")
+    if answer.strip():
+        messages.append({"role": "assistant", "content": answer})
+    return _base(row, spec, columns, system, messages)
+
+
+def convert_sharegpt(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
+    """A sharegpt row (turns with from/value or the entry's tags) as a canonical example."""
+    return _turns(row, spec, SHAREGPT_TAGS)
+
+
+def convert_openai(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
+    """An OpenAI-style row (``messages`` with role/content) as a canonical example."""
+    if "messages" not in spec.columns:
+        spec = DatasetSpec(**{**spec.__dict__, "columns": {**spec.columns, "messages": "messages"}})
+    return _turns(row, spec, OPENAI_TAGS)
+
+
+def convert_text(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
+    """A pre-training row: the ``text`` column (or the column mapped to ``prompt``)."""
+    column = spec.columns.get("prompt", "text")
+    text = _text(row.get(column), f"column {column!r}")
+    if not text.strip():
+        raise RowError(f"column {column!r} is missing or empty")
+    return {"messages": [], "system": "", "tools": "", "images": [], "videos": [], "audios": [], "text": text}
+
+
+CONVERTERS: dict[str, Callable[[dict[str, Any], DatasetSpec], dict[str, Any]]] = {
+    "alpaca": convert_alpaca,
+    "sharegpt": convert_sharegpt,
+    "openai": convert_openai,
+    "text": convert_text,
+}
+
+
+# ----------------------------------------------------------------------------------------------- detection
+def detect_format(spec: DatasetSpec, rows: list[dict[str, Any]]) -> DatasetSpec:
+    """Resolve ``formatting: auto`` (plain files) from the first row's columns; other specs are returned as-is.
+
+    Also switches a sharegpt entry without tags whose turns use role/content to the OpenAI layout.
+
+    Raises:
+        DatasetError: when the layout cannot be recognised.
+    """
+    first = rows[0] if rows else {}
+    if spec.formatting == "sharegpt" and not spec.tags:
+        turns = first.get(spec.columns.get("messages", "conversations"))
+        if isinstance(turns, list) and turns and isinstance(turns[0], dict) and "from" not in turns[0] \
+                and "role" in turns[0]:
+            return DatasetSpec(**{**spec.__dict__, "formatting": "openai",
+                                  "columns": {"messages": "conversations", **spec.columns}})
+    if spec.formatting != "auto":
+        return spec
+    keys = set(first)
+    columns: dict[str, str] = {}
+    for key in ("system", "tools", "images", "videos", "audios"):
+        if key in keys:
+            columns[key] = key
+    ranking = "chosen" in keys and "rejected" in keys
+    if ranking:
+        columns.update(chosen="chosen", rejected="rejected")
+    for tag in ("kto_tag", "label"):
+        if tag in keys and isinstance(first[tag], bool):
+            columns["kto_tag"] = tag
+    turns_key = next((k for k in ("messages", "conversations") if isinstance(first.get(k), list)), None)
+    if turns_key:
+        columns["messages"] = turns_key
+        turns = first[turns_key]
+        uses_from = bool(turns) and isinstance(turns[0], dict) and "from" in turns[0]
+        formatting = "sharegpt" if uses_from else "openai"
+    elif keys & {"instruction", "prompt", "question"}:
+        formatting = "alpaca"
+        columns["prompt"] = next(k for k in ("instruction", "prompt", "question") if k in keys)
+        for key in ("input", "history"):
+            if key in keys:
+                columns["query" if key == "input" else key] = key
+        response = next((k for k in ("output", "response", "answer", "completion") if k in keys), None)
+        if response:
+            columns["response"] = response
+    elif "text" in keys:
+        formatting = "text"
+    else:
+        raise DatasetError(
+            f"Cannot tell the layout of {spec.path} (columns: {', '.join(sorted(keys)) or 'none'}). Register it in "
+            "dataset_info.json with `formatting` and `columns`, or use instruction/input/output, messages, or text."
+        )
+    return DatasetSpec(**{**spec.__dict__, "formatting": formatting, "ranking": ranking, "columns": columns})
+
+
+# ------------------------------------------------------------------------------------------------ driver
+def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
+    """Check (and shape) a converted example for ``stage``; raises RowError when it does not fit."""
+    messages = example["messages"]
+    if stage == "pt":
+        text = example.get("text")
+        if text is None:
+            contents = [m.get("content", "") for m in messages]
+            if example.get("chosen"):
+                contents.append(example["chosen"]["content"])
+            text = "\n".join(c for c in contents if c)
+        if not text.strip():
+            raise RowError("no text")
+        return {**example, "text": text}
+    if "text" in example and not messages:
+        raise RowError("plain text has no prompt and response")
+    if stage in ("rm", "dpo"):
+        if "chosen" not in example:
+            raise RowError("no chosen/rejected answers")
+        _check_order(messages + [example["chosen"]])
+        _check_order(messages + [example["rejected"]])
+        return example
+    if stage == "sft" and "chosen" in example:
+        messages = messages + [example["chosen"]]
+        example = {key: value for key, value in example.items() if key not in ("chosen", "rejected")}
+        example["messages"] = messages
+    _check_order(messages)
+    if messages[-1]["role"] not in ("assistant", "function"):
+        raise RowError("the conversation does not end with an assistant reply")
+    if stage == "kto" and "kto_tag" not in example:
+        raise RowError("no kto_tag")
+    return example
+
+
+def convert_rows(rows: list[dict[str, Any]], spec: DatasetSpec, stage: str) -> list[dict[str, Any]]:
+    """Canonical examples for ``stage``; unusable rows are skipped with one warning that counts them.
+
+    Raises:
+        DatasetError: when no row is usable.
+    """
+    spec = detect_format(spec, rows)
+    converter = CONVERTERS[spec.formatting]
+    examples: list[dict[str, Any]] = []
+    skipped: list[tuple[int, str]] = []
+    for index, row in enumerate(rows):
+        try:
+            examples.append(finalize(converter(row, spec), stage))
+        except RowError as err:
+            skipped.append((index, str(err)))
+    if skipped:
+        shown = ", ".join(f"{index} ({reason})" for index, reason in skipped[:5])
+        more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
+        logger.warning("Dataset %s: skipped %d of %d rows that cannot be used for stage %s: rows %s%s.",
+                       spec.name, len(skipped), len(rows), stage, shown, more)
+    if not examples:
+        reason = skipped[0][1] if skipped else "the file has no rows"
+        raise DatasetError(
+            f"Dataset {spec.name!r} has no usable rows for stage {stage} ({len(rows)} rows read; first problem: "
+            f"{reason}). Check its `formatting`, `columns` and `tags` in dataset_info.json."
+        )
+    return examples

@@ -1,0 +1,89 @@
+"""A dataset preview for the board: rows rendered with trained/masked spans, and token-length statistics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.data.loader import load_examples
+
+_LENGTH_SAMPLE = 2000
+
+
+def _sft_spans(template: Any, example: dict, tokenizer: Any, train_on_prompt: bool,
+               mask_history: bool) -> list[tuple[str, bool]]:
+    segments = template.segments(example["messages"], example.get("system"), example.get("tools"), False, tokenizer)
+    last = max((i for i, (_, is_reply) in enumerate(segments) if is_reply), default=-1)
+    spans = []
+    for index, (text, is_reply) in enumerate(segments):
+        trained = (is_reply and (not mask_history or index == last)) or (train_on_prompt and not is_reply)
+        spans.append((text, trained))
+    return spans
+
+
+def _reply_spans(template: Any, example: dict, reply: dict, tokenizer: Any) -> list[tuple[str, bool]]:
+    segments = template.segments(example["messages"] + [reply], example.get("system"), example.get("tools"), False,
+                                 tokenizer)
+    last = max(i for i, (_, is_reply) in enumerate(segments) if is_reply)
+    prompt = "".join(text for text, _ in segments[:last])
+    return [(prompt, False), (segments[last][0], True)]
+
+
+def example_spans(example: dict, stage: str, template: Any, tokenizer: Any = None, train_on_prompt: bool = False,
+                  mask_history: bool = False) -> dict[str, Any]:
+    """One example as text spans ``(text, trained)``; preference rows add ``rejected_spans``."""
+    if stage == "pt":
+        return {"spans": [(example["text"], True)]}
+    if stage in ("rm", "dpo"):
+        return {"spans": _reply_spans(template, example, example["chosen"], tokenizer),
+                "rejected_spans": _reply_spans(template, example, example["rejected"], tokenizer)}
+    row: dict[str, Any] = {"spans": _sft_spans(template, example, tokenizer, train_on_prompt, mask_history)}
+    if stage == "kto":
+        row["kto_tag"] = bool(example["kto_tag"])
+    return row
+
+
+def example_length(example: dict, stage: str, template: Any, tokenizer: Any) -> int:
+    """Token count of one example before truncation (the longer answer for preference rows)."""
+    if stage == "pt":
+        return len(tokenizer.encode(example["text"], add_special_tokens=False)) + 1
+    if stage in ("rm", "dpo"):
+        return max(
+            sum(len(p) + len(r) for p, r in template.encode_multiturn(
+                tokenizer, example["messages"] + [reply], example.get("system"), example.get("tools")))
+            for reply in (example["chosen"], example["rejected"])
+        )
+    pairs = template.encode_multiturn(tokenizer, example["messages"], example.get("system"), example.get("tools"))
+    return sum(len(p) + len(r) for p, r in pairs)
+
+
+def preview_dataset(data_args: Any, stage: str, tokenizer: Any, template: Any, n: int = 5) -> dict[str, Any]:
+    """What the board shows for a dataset choice.
+
+    Returns:
+        ``rows``: the first ``n`` examples as ``{"spans": [(text, trained), ...]}`` (plus ``rejected_spans`` for
+        preference data and ``kto_tag`` for kto); ``lengths``: token lengths of up to 2000 examples (for a
+        histogram); ``over_cutoff``: how many of those exceed ``cutoff_len``; ``num_examples``; ``cutoff_len``;
+        ``sampled``: whether lengths cover only a sample.
+
+    Raises:
+        DatasetError: for any dataset problem (as ``load_examples``).
+    """
+    template = template.with_options(enable_thinking=getattr(data_args, "enable_thinking", None),
+                                     default_system=getattr(data_args, "default_system", None),
+                                     tool_format=getattr(data_args, "tool_format", None))
+    examples = load_examples(data_args, data_args.dataset, stage)
+    train_on_prompt = bool(getattr(data_args, "train_on_prompt", False))
+    mask_history = bool(getattr(data_args, "mask_history", False))
+    rows = [example_spans(example, stage, template, tokenizer, train_on_prompt, mask_history)
+            for example in examples[:n]]
+    sample = examples[:_LENGTH_SAMPLE]
+    lengths = [example_length(example, stage, template, tokenizer) for example in sample]
+    cutoff = int(data_args.cutoff_len)
+    return {
+        "rows": rows,
+        "lengths": lengths,
+        "over_cutoff": sum(length > cutoff for length in lengths),
+        "num_examples": len(examples),
+        "cutoff_len": cutoff,
+        "sampled": len(sample) < len(examples),
+    }

@@ -1,0 +1,280 @@
+"""The dataset registry: ``dataset_info.json`` in ``dataset_dir`` (LLaMA-Factory's format).
+
+Each entry names a local file (``file_name``, relative to ``dataset_dir``) and how to read it: ``formatting``
+(``alpaca``, the default, or ``sharegpt``), ``ranking`` (preference pairs), ``columns`` (which column holds the
+prompt, query, response, history, messages, system, tools, images, videos, audios, chosen, rejected, kto_tag) and
+``tags`` (sharegpt role names). Hub entries (``hf_hub_url`` and friends) are refused: there is no network, so the
+data must be downloaded and referenced by ``file_name``. A dataset name that is not registered but is an existing
+file or folder is accepted as a plain file whose format is detected from its rows.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.data.errors import DatasetError
+
+INFO_FILE = "dataset_info.json"
+HUB_KEYS = ("hf_hub_url", "ms_hub_url", "om_hub_url", "script_url", "cloud_file_name")
+COLUMN_KEYS = ("prompt", "query", "response", "history", "messages", "system", "tools", "images", "videos", "audios",
+               "chosen", "rejected", "kto_tag")
+TAG_KEYS = ("role_tag", "content_tag", "user_tag", "assistant_tag", "observation_tag", "function_tag", "system_tag")
+FORMATTINGS = ("alpaca", "sharegpt", "openai", "text", "auto")
+
+
+@dataclass
+class DatasetSpec:
+    """How to read one dataset.
+
+    Attributes:
+        name: The name used in the config (registry key or path).
+        path: Absolute path of the file or folder.
+        formatting: alpaca, sharegpt, openai, text, or auto (detected from the rows).
+        ranking: Preference data (chosen/rejected).
+        columns: Canonical column name -> the file's column name (only what the entry sets).
+        tags: Sharegpt tag settings (only what the entry sets).
+        dataset_dir: The folder relative paths (file_name, media files) are resolved against.
+        num_samples: Rows to take from this dataset (dataset_info's ``num_samples``), or None.
+    """
+
+    name: str
+    path: Path
+    formatting: str = "alpaca"
+    ranking: bool = False
+    columns: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    dataset_dir: Path = field(default_factory=Path.cwd)
+    num_samples: int | None = None
+
+
+def info_path(dataset_dir: str | os.PathLike) -> Path:
+    """Where dataset_info.json lives for ``dataset_dir`` (relative folders are relative to the current one)."""
+    return Path(dataset_dir).expanduser().absolute() / INFO_FILE
+
+
+def load_dataset_info(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    """The parsed dataset_info.json of ``dataset_dir``.
+
+    Raises:
+        DatasetError: when the file is missing or not a JSON object of entries (with line and column).
+    """
+    path = info_path(dataset_dir)
+    if not path.is_file():
+        raise DatasetError(
+            f"No {INFO_FILE} in {path.parent}. Set `dataset_dir` to the folder that holds it, or give the dataset "
+            "as a path to a data file."
+        )
+    try:
+        info = json.loads(path.read_text(encoding="utf-8-sig"))
+    except json.JSONDecodeError as err:
+        raise DatasetError(f"{path} is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}.") from None
+    if not isinstance(info, dict) or not all(isinstance(v, dict) for v in info.values()):
+        raise DatasetError(f"{path} must be a JSON object mapping dataset names to entries.")
+    return info
+
+
+def _entry_spec(name: str, entry: dict[str, Any], dataset_dir: Path) -> DatasetSpec:
+    if not entry.get("file_name"):
+        hub = next((key for key in HUB_KEYS if entry.get(key)), None)
+        if hub:
+            raise DatasetError(
+                f"Dataset {name!r} is a hub dataset ({hub}: {entry[hub]}), but there is no network here: download "
+                f"it into {dataset_dir}, then set `file_name` for {name!r} in {INFO_FILE}."
+            )
+        raise DatasetError(f"Dataset {name!r} in {INFO_FILE} has no `file_name`; add the data file's name.")
+    formatting = str(entry.get("formatting", "alpaca")).lower()
+    if formatting not in FORMATTINGS:
+        raise DatasetError(f"Dataset {name!r}: unknown formatting {formatting!r}; use alpaca or sharegpt.")
+    columns = entry.get("columns") or {}
+    tags = entry.get("tags") or {}
+    unknown = [key for key in columns if key not in COLUMN_KEYS] + [key for key in tags if key not in TAG_KEYS]
+    if unknown:
+        raise DatasetError(f"Dataset {name!r}: unknown columns/tags keys {', '.join(unknown)} in {INFO_FILE}; valid "
+                           f"ones: {', '.join(COLUMN_KEYS + TAG_KEYS)}.")
+    path = Path(entry["file_name"]).expanduser()
+    path = path if path.is_absolute() else dataset_dir / path
+    if not path.exists():
+        raise DatasetError(
+            f"Dataset {name!r}: file not found: {path}. Put the file there or fix `file_name` in {INFO_FILE}."
+        )
+    return DatasetSpec(name=name, path=path, formatting=formatting, ranking=bool(entry.get("ranking", False)),
+                       columns=dict(columns), tags=dict(tags), dataset_dir=dataset_dir,
+                       num_samples=entry.get("num_samples"))
+
+
+def resolve_dataset(name: str, dataset_dir: str | os.PathLike) -> DatasetSpec:
+    """The DatasetSpec for a registered name or a file/folder path.
+
+    Raises:
+        DatasetError: for an unknown name (with the nearest registered names), a hub entry or a missing file.
+    """
+    name = name.strip()
+    folder = Path(dataset_dir).expanduser().absolute()
+    has_info = info_path(folder).is_file()
+    info = load_dataset_info(folder) if has_info else {}
+    if name in info:
+        return _entry_spec(name, info[name], folder)
+    for candidate in (Path(name).expanduser(), folder / name):
+        if candidate.exists():
+            return DatasetSpec(name=name, path=candidate.absolute(), formatting="auto",
+                               dataset_dir=candidate.absolute().parent if candidate.is_file() else candidate.absolute())
+    if not has_info:
+        raise DatasetError(
+            f"Dataset {name!r} is neither a file nor registered: there is no {INFO_FILE} in {folder}. Set "
+            "`dataset_dir` to the folder holding dataset_info.json, or give a path to a data file."
+        )
+    near = difflib.get_close_matches(name, list(info), n=3, cutoff=0.5)
+    hint = f" Did you mean {' or '.join(repr(n) for n in near)}?" if near else ""
+    local = [key for key, entry in info.items() if entry.get("file_name")]
+    raise DatasetError(
+        f"Unknown dataset {name!r} in {info_path(folder)}.{hint} Datasets with local files: "
+        f"{', '.join(local) or '(none)'}."
+    )
+
+
+def detect_kind(entry: dict[str, Any]) -> str:
+    """What a registry entry is for: ``preference`` (rm/dpo), ``kto``, ``pt`` (plain text) or ``sft``."""
+    columns = entry.get("columns") or {}
+    if entry.get("ranking"):
+        return "preference"
+    if "kto_tag" in columns:
+        return "kto"
+    file_name = str(entry.get("file_name") or "")
+    if file_name.endswith(".txt"):
+        return "pt"
+    if str(entry.get("formatting", "alpaca")) == "alpaca" and columns and set(columns) <= {"prompt", "system"}:
+        return "pt"
+    return "sft"
+
+
+def list_datasets(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    """Registered datasets for the board's dropdown: name -> entry details plus ``kind`` and ``available``.
+
+    ``available`` is true when the entry's local file exists; hub-only entries are listed with ``hub: true``.
+    Returns an empty dict when there is no dataset_info.json.
+    """
+    folder = Path(dataset_dir).expanduser().absolute()
+    if not info_path(folder).is_file():
+        return {}
+    out = {}
+    for name, entry in load_dataset_info(folder).items():
+        file_name = entry.get("file_name")
+        out[name] = {
+            "file_name": file_name,
+            "formatting": entry.get("formatting", "alpaca"),
+            "ranking": bool(entry.get("ranking", False)),
+            "columns": dict(entry.get("columns") or {}),
+            "kind": detect_kind(entry),
+            "hub": not file_name and any(entry.get(key) for key in HUB_KEYS),
+            "available": bool(file_name) and (folder / file_name).exists(),
+        }
+    return out
+
+
+def register_dataset(dataset_dir: str | os.PathLike, name: str, file_name: str, formatting: str | None = None,
+                     columns: dict[str, str] | None = None, tags: dict[str, str] | None = None, ranking: bool = False,
+                     overwrite: bool = False) -> dict[str, Any]:
+    """Add (or with ``overwrite`` replace) an entry in dataset_info.json; the file is rewritten atomically.
+
+    Args:
+        dataset_dir: Folder of dataset_info.json (created with the file when missing).
+        name: The new dataset name.
+        file_name: The data file, relative to ``dataset_dir`` (it must exist).
+        formatting: alpaca or sharegpt; None detects the layout from the file's first row and fills
+            ``formatting``, ``ranking``, ``columns`` and ``tags`` accordingly.
+        columns: Column mapping (keys among COLUMN_KEYS).
+        tags: Sharegpt tags (keys among TAG_KEYS).
+        ranking: Preference data.
+        overwrite: Replace an existing entry of the same name.
+
+    Returns:
+        The entry written.
+
+    Raises:
+        DatasetError: for an empty or taken name, a missing file or invalid settings.
+    """
+    folder = Path(dataset_dir).expanduser().absolute()
+    name = name.strip()
+    if not name or "," in name:
+        raise DatasetError("A dataset name must be non-empty and contain no comma.")
+    info = load_dataset_info(folder) if info_path(folder).is_file() else {}
+    if name in info and not overwrite:
+        raise DatasetError(f"Dataset {name!r} already exists in {info_path(folder)}; pick another name.")
+    if formatting is None:
+        formatting, detected_ranking, detected_columns, detected_tags = _detect_entry(folder / file_name)
+        ranking = ranking or detected_ranking
+        columns = {**detected_columns, **(columns or {})}
+        tags = {**detected_tags, **(tags or {})}
+    entry: dict[str, Any] = {"file_name": file_name}
+    if formatting != "alpaca":
+        entry["formatting"] = formatting
+    if ranking:
+        entry["ranking"] = True
+    if columns:
+        entry["columns"] = dict(columns)
+    if tags:
+        entry["tags"] = dict(tags)
+    _entry_spec(name, entry, folder)  # validates formatting, keys and the file's presence
+    info[name] = entry
+    folder.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(prefix=".dataset_info.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump(info, out, ensure_ascii=False, indent=2)
+            out.write("\n")
+        os.replace(temp, info_path(folder))
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    return entry
+
+
+def _detect_entry(path: Path) -> tuple[str, bool, dict[str, str], dict[str, str]]:
+    """Formatting, ranking, columns and tags (dataset_info.json style) detected from a data file."""
+    from engine.data.converters import ALPACA_COLUMNS, OPENAI_TAGS, detect_format
+    from engine.data.readers import read_rows
+
+    if not path.exists():
+        raise DatasetError(f"Data file not found: {path}; put the file in the dataset folder first.")
+    rows = read_rows(path)
+    spec = detect_format(DatasetSpec(name=path.name, path=path, formatting="auto"), rows[:1])
+    columns = dict(spec.columns)
+    if spec.formatting == "openai":
+        tags = {key: OPENAI_TAGS[key] for key in ("role_tag", "content_tag", "user_tag", "assistant_tag",
+                                                   "observation_tag", "system_tag")}
+        return "sharegpt", spec.ranking, columns, tags
+    if spec.formatting == "text":
+        return "alpaca", False, {"prompt": "text"}, {}
+    if spec.formatting == "alpaca":
+        columns = {key: value for key, value in columns.items() if key == "kto_tag" or ALPACA_COLUMNS[key] != value}
+    return spec.formatting, spec.ranking, columns, {}
+
+
+def check_datasets(dataset_dir: str | os.PathLike, names: str, stage: str, key: str = "dataset") -> list[str]:
+    """Problems with the datasets of a config, as messages (an empty list when all can serve ``stage``).
+
+    Each dataset is resolved, its file read, its layout detected and checked against the stage; rows are not
+    converted (that happens when the job starts).
+    """
+    from engine.data.converters import detect_format
+    from engine.data.loader import check_stage, split_names
+    from engine.data.readers import read_rows
+
+    problems = []
+    for name in split_names(names):
+        try:
+            spec = resolve_dataset(name, dataset_dir)
+            rows = read_rows(spec.path)
+            if not rows:
+                raise DatasetError(f"Dataset {name!r} ({spec.path}) is empty; add rows to it.")
+            spec = detect_format(spec, rows)
+            check_stage(spec, stage, rows[0])
+        except DatasetError as err:
+            problems.append(f"`{key}`: {err}")
+    return problems

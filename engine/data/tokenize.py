@@ -1,0 +1,265 @@
+"""Canonical examples -> tokenized columns per stage (docs/CONTRACTS.md), with loss masking, truncation and packing.
+
+- ``sft``: ``input_ids``, ``labels`` (-100 on prompts unless ``train_on_prompt``; with ``mask_history`` only the
+  last reply is trained), ``attention_mask``.
+- ``pt``: each text + EOS (BOS first when the tokenizer has one), concatenated and cut into ``cutoff_len`` blocks.
+- ``rm``: ``chosen_ids``/``rejected_ids`` (prompt + answer); ``dpo``: ``prompt_ids``, ``chosen_ids``,
+  ``rejected_ids`` (answers only); ``kto``: ``prompt_ids``, ``completion_ids``, ``label``.
+
+Truncation keeps the tail of a prompt and the head of its reply: a side needing at most half of ``cutoff_len``
+stays whole and the other gets the rest, otherwise the budget is shared in proportion to their lengths. A
+multi-turn conversation keeps whole turns from the start (from the end with ``mask_history``) and cuts the first
+turn that does not fit. An example left without any trained token is dropped and counted.
+
+Packing (``packing: true``, stages pt and sft) places whole examples greedily (first fit, longest first) into
+sequences of at most ``cutoff_len`` tokens and adds ``position_ids`` that restart at 0 for every example. With
+those position ids the collator keeps attention inside each example (see ``engine.data.collator``), so packed
+examples never attend to each other; the first label of every packed example is masked so no loss crosses a
+boundary. A pt document longer than ``cutoff_len`` is split into pieces first.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+IGNORE = -100
+_MIN_TAIL_TURN = 32
+
+
+@dataclass
+class TokenizeOptions:
+    """Tokenization settings taken from the data config."""
+
+    cutoff_len: int = 2048
+    train_on_prompt: bool = False
+    mask_history: bool = False
+    packing: bool = False
+
+
+def new_stats(rows: int) -> dict[str, int]:
+    """Counters every stage reports."""
+    return {"rows": rows, "kept": 0, "truncated": 0, "dropped": 0, "total_tokens": 0, "trainable_tokens": 0}
+
+
+def fit_pair(prompt_len: int, response_len: int, budget: int) -> tuple[int, int]:
+    """How many prompt and response tokens to keep within ``budget``.
+
+    A side that needs at most half the budget is kept whole and the other side gets the rest; when both are
+    longer, the budget is shared in proportion to their lengths.
+    """
+    if prompt_len + response_len <= budget:
+        return prompt_len, response_len
+    if budget <= 0:
+        return 0, 0
+    if prompt_len * 2 <= budget:
+        return prompt_len, budget - prompt_len
+    if response_len * 2 <= budget:
+        return budget - response_len, response_len
+    response_keep = math.ceil(budget * response_len / (prompt_len + response_len))
+    return budget - response_keep, response_keep
+
+
+def _tail(ids: list[int], keep: int) -> list[int]:
+    return ids[len(ids) - keep:] if keep > 0 else []
+
+
+# ------------------------------------------------------------------------------------------------------ sft
+def sft_row(pairs: list[tuple[list[int], list[int]]], opts: TokenizeOptions) -> tuple[list[int], list[int], bool]:
+    """One supervised row from (prompt, response) pairs: input ids, labels and whether it was truncated."""
+    count = len(pairs)
+    order = list(range(count - 1, -1, -1)) if opts.mask_history else list(range(count))
+    budget = opts.cutoff_len
+    kept: dict[int, tuple[list[int], list[int]]] = {}
+    truncated = False
+    for position, index in enumerate(order):
+        prompt, response = pairs[index]
+        if len(prompt) + len(response) <= budget:
+            kept[index] = (prompt, response)
+            budget -= len(prompt) + len(response)
+            continue
+        truncated = True
+        if position == 0 or (not opts.mask_history and budget >= min(_MIN_TAIL_TURN, opts.cutoff_len // 4)):
+            prompt_keep, response_keep = fit_pair(len(prompt), len(response), budget)
+            if response_keep > 0:
+                kept[index] = (_tail(prompt, prompt_keep), response[:response_keep])
+        break
+    input_ids: list[int] = []
+    labels: list[int] = []
+    for index in sorted(kept):
+        prompt, response = kept[index]
+        trained = not opts.mask_history or index == count - 1
+        input_ids += prompt + response
+        labels += (prompt if opts.train_on_prompt else [IGNORE] * len(prompt))
+        labels += response if trained else [IGNORE] * len(response)
+    return input_ids, labels, truncated
+
+
+def tokenize_sft(examples: list[dict], tokenizer: Any, template: Any, opts: TokenizeOptions,
+                 ) -> tuple[dict[str, list], dict[str, int]]:
+    """Supervised rows (packed when ``opts.packing``)."""
+    stats = new_stats(len(examples))
+    rows: list[tuple[list[int], list[int]]] = []
+    for example in examples:
+        pairs = template.encode_multiturn(tokenizer, example["messages"], example.get("system"), example.get("tools"))
+        input_ids, labels, truncated = sft_row(pairs, opts)
+        stats["truncated"] += truncated
+        if not any(label != IGNORE for label in labels):
+            stats["dropped"] += 1
+            continue
+        rows.append((input_ids, labels))
+    return _finish_rows(rows, opts, stats)
+
+
+def _finish_rows(rows: list[tuple[list[int], list[int]]], opts: TokenizeOptions,
+                 stats: dict[str, int]) -> tuple[dict[str, list], dict[str, int]]:
+    for input_ids, labels in rows:
+        stats["total_tokens"] += len(input_ids)
+        stats["trainable_tokens"] += sum(label != IGNORE for label in labels)
+    if opts.packing:
+        columns = pack_rows(rows, opts.cutoff_len)
+        stats["packed_sequences"] = len(columns["input_ids"])
+        stats["trainable_tokens"] = sum(sum(x != IGNORE for x in labels) for labels in columns["labels"])
+    else:
+        columns = {"input_ids": [r[0] for r in rows], "labels": [r[1] for r in rows],
+                   "attention_mask": [[1] * len(r[0]) for r in rows]}
+    stats["kept"] = len(columns["input_ids"])
+    return columns, stats
+
+
+def pack_rows(rows: list[tuple[list[int], list[int]]], cutoff_len: int) -> dict[str, list]:
+    """Greedy first-fit packing (longest first) into sequences of at most ``cutoff_len`` tokens.
+
+    Returns columns ``input_ids``, ``labels``, ``attention_mask`` and ``position_ids`` (restarting at 0 per
+    example); the first label of each example is masked.
+    """
+    order = sorted(range(len(rows)), key=lambda i: -len(rows[i][0]))
+    bins: list[list[int]] = []
+    space: list[int] = []
+    for index in order:
+        length = len(rows[index][0])
+        for slot, free in enumerate(space):
+            if free >= length:
+                bins[slot].append(index)
+                space[slot] -= length
+                break
+        else:
+            bins.append([index])
+            space.append(cutoff_len - length)
+    columns: dict[str, list] = {"input_ids": [], "labels": [], "attention_mask": [], "position_ids": []}
+    for members in bins:
+        input_ids: list[int] = []
+        labels: list[int] = []
+        positions: list[int] = []
+        for index in members:
+            ids, lab = rows[index]
+            input_ids += ids
+            labels += [IGNORE] + lab[1:]
+            positions += list(range(len(ids)))
+        columns["input_ids"].append(input_ids)
+        columns["labels"].append(labels)
+        columns["attention_mask"].append([1] * len(input_ids))
+        columns["position_ids"].append(positions)
+    return columns
+
+
+# ------------------------------------------------------------------------------------------------------- pt
+def tokenize_pt(examples: list[dict], tokenizer: Any, template: Any, opts: TokenizeOptions,
+                ) -> tuple[dict[str, list], dict[str, int]]:
+    """Pre-training blocks: text + EOS; concatenated and chunked, or packed per document with ``opts.packing``."""
+    stats = new_stats(len(examples))
+    bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None and tokenizer.bos_token_id != \
+        tokenizer.eos_token_id else []
+    eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+    documents = [bos + tokenizer.encode(example["text"], add_special_tokens=False) + eos for example in examples]
+    size = opts.cutoff_len
+    if opts.packing:
+        pieces = [doc[start:start + size] for doc in documents for start in range(0, len(doc), size)]
+        stats["truncated"] = sum(len(doc) > size for doc in documents)
+        return _finish_rows([(piece, list(piece)) for piece in pieces if len(piece) > 1], opts, stats)
+    stream = [token for doc in documents for token in doc]
+    blocks = [stream[start:start + size] for start in range(0, len(stream), size)]
+    blocks = [block for block in blocks if len(block) > 1]
+    return _finish_rows([(block, list(block)) for block in blocks], opts, stats)
+
+
+# ----------------------------------------------------------------------------------------------- preference
+def prompt_and_reply(tokenizer: Any, template: Any, example: dict, reply: dict) -> tuple[list[int], list[int]]:
+    """Prompt ids (all turns before the reply, with the generation prompt) and the reply's ids."""
+    pairs = template.encode_multiturn(tokenizer, example["messages"] + [reply], example.get("system"),
+                                      example.get("tools"))
+    prompt = [token for prompt_ids, response_ids in pairs[:-1] for token in prompt_ids + response_ids]
+    return prompt + pairs[-1][0], pairs[-1][1]
+
+
+def tokenize_preference(examples: list[dict], tokenizer: Any, template: Any, opts: TokenizeOptions, stage: str,
+                        ) -> tuple[dict[str, list], dict[str, int]]:
+    """Preference rows: rm (full sequences) or dpo (prompt and answers apart)."""
+    stats = new_stats(len(examples))
+    columns: dict[str, list] = ({"chosen_ids": [], "rejected_ids": []} if stage == "rm"
+                                else {"prompt_ids": [], "chosen_ids": [], "rejected_ids": []})
+    for example in examples:
+        prompt, chosen = prompt_and_reply(tokenizer, template, example, example["chosen"])
+        rejected = prompt_and_reply(tokenizer, template, example, example["rejected"])[1]
+        longest = max(len(chosen), len(rejected))
+        prompt_keep, reply_keep = fit_pair(len(prompt), longest, opts.cutoff_len)
+        if prompt_keep < len(prompt) or reply_keep < longest:
+            stats["truncated"] += 1
+        prompt, chosen, rejected = _tail(prompt, prompt_keep), chosen[:reply_keep], rejected[:reply_keep]
+        if not chosen or not rejected:
+            stats["dropped"] += 1
+            continue
+        if stage == "rm":
+            columns["chosen_ids"].append(prompt + chosen)
+            columns["rejected_ids"].append(prompt + rejected)
+        else:
+            columns["prompt_ids"].append(prompt)
+            columns["chosen_ids"].append(chosen)
+            columns["rejected_ids"].append(rejected)
+        stats["total_tokens"] += 2 * len(prompt) + len(chosen) + len(rejected)
+        stats["trainable_tokens"] += len(chosen) + len(rejected)
+        stats["kept"] += 1
+    return columns, stats
+
+
+def tokenize_kto(examples: list[dict], tokenizer: Any, template: Any, opts: TokenizeOptions,
+                 ) -> tuple[dict[str, list], dict[str, int]]:
+    """KTO rows: prompt, completion and the desirable/undesirable label."""
+    stats = new_stats(len(examples))
+    columns: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "label": []}
+    for example in examples:
+        prompt, completion = prompt_and_reply(tokenizer, template, {**example, "messages": example["messages"][:-1]},
+                                              example["messages"][-1])
+        prompt_keep, reply_keep = fit_pair(len(prompt), len(completion), opts.cutoff_len)
+        if prompt_keep < len(prompt) or reply_keep < len(completion):
+            stats["truncated"] += 1
+        prompt, completion = _tail(prompt, prompt_keep), completion[:reply_keep]
+        if not completion:
+            stats["dropped"] += 1
+            continue
+        columns["prompt_ids"].append(prompt)
+        columns["completion_ids"].append(completion)
+        columns["label"].append(bool(example["kto_tag"]))
+        stats["total_tokens"] += len(prompt) + len(completion)
+        stats["trainable_tokens"] += len(completion)
+        stats["kept"] += 1
+    return columns, stats
+
+
+TOKENIZERS: dict[str, Callable[..., tuple[dict[str, list], dict[str, int]]]] = {
+    "pt": tokenize_pt,
+    "sft": tokenize_sft,
+    "rm": lambda ex, tok, tpl, opts: tokenize_preference(ex, tok, tpl, opts, "rm"),
+    "dpo": lambda ex, tok, tpl, opts: tokenize_preference(ex, tok, tpl, opts, "dpo"),
+    "kto": tokenize_kto,
+}
+
+
+def tokenize_examples(examples: list[dict], stage: str, tokenizer: Any, template: Any,
+                      opts: TokenizeOptions) -> tuple[dict[str, list], dict[str, int]]:
+    """Tokenized columns for ``stage`` and the stats (rows, kept, truncated, dropped, total/trainable tokens)."""
+    if opts.packing and stage not in ("pt", "sft"):
+        opts = TokenizeOptions(opts.cutoff_len, opts.train_on_prompt, opts.mask_history, False)
+    return TOKENIZERS[stage](examples, tokenizer, template, opts)

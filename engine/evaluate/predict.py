@@ -1,0 +1,130 @@
+"""Batch prediction: generate a reply for every evaluation prompt and score it against the label.
+
+Writes ``generated_predictions.jsonl`` (one ``{"prompt", "predict", "label"}`` object per line, in the input
+order) and ``predict_results.json`` (BLEU-4, ROUGE-1/2/L and timing) into the output folder.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from engine.config import RunConfig
+from engine.evaluate.metrics import compute_generation_metrics
+from engine.infer.generation import generation_kwargs, stop_token_ids
+from engine.runs import EventWriter, write_json_atomic
+
+logger = logging.getLogger(__name__)
+
+PREDICTIONS_FILE = "generated_predictions.jsonl"
+RESULTS_FILE = "predict_results.json"
+
+
+def _row_fields(row: dict[str, Any], index: int) -> tuple[list[int], str, str]:
+    ids = row.get("prompt_ids", row.get("input_ids"))
+    if not ids:
+        raise ValueError(f"Prediction row {index} has no prompt_ids; the evaluation data produced an empty prompt.")
+    return [int(i) for i in ids], str(row.get("prompt", "")), str(row.get("label", ""))
+
+
+def _cut_at_stop(ids: list[int], stop_ids: set[int], pad_id: int | None) -> list[int]:
+    for position, token in enumerate(ids):
+        if token in stop_ids:
+            return ids[:position]
+    while ids and pad_id is not None and ids[-1] == pad_id:
+        ids = ids[:-1]
+    return ids
+
+
+def _left_pad(batch: list[list[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(ids) for ids in batch)
+    input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(batch), width), dtype=torch.long)
+    for row, ids in enumerate(batch):
+        input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
+        mask[row, width - len(ids):] = 1
+    return input_ids.to(device), mask.to(device)
+
+
+def _device_of(model: Any) -> torch.device:
+    try:
+        return next(model.parameters()).device
+    except (StopIteration, AttributeError):
+        return torch.device("cpu")
+
+
+def run_predict(cfg: RunConfig, model: Any, tokenizer: Any, template: Any, rows: list[dict[str, Any]],
+                out_dir: str | Path, event_writer: EventWriter | None = None) -> dict[str, Any]:
+    """Generate for every row in left-padded batches, write the predictions and return the metrics.
+
+    Prompts are batched by length (``per_device_eval_batch_size`` at a time) to keep padding small; the output
+    keeps the input order. Decoding follows the ``generation`` section (greedy when ``do_sample`` is false).
+
+    Args:
+        cfg: The run config (``generation`` settings, ``per_device_eval_batch_size``, ``seed``).
+        model: The model to generate with (on its device).
+        tokenizer: Its tokenizer.
+        template: The prompt template (its stop words end each reply).
+        rows: Prediction rows: ``prompt_ids`` (the encoded prompt with the generation prompt), ``prompt``
+            (its text) and ``label`` (the expected reply).
+        out_dir: Where the two files are written.
+        event_writer: Receives ``{"event": "progress", "stage": "predict", "fraction"}`` after each batch.
+
+    Returns:
+        ``predict_bleu-4``, ``predict_rouge-1``, ``predict_rouge-2``, ``predict_rouge-l`` (percentages),
+        ``predict_runtime`` (seconds), ``predict_samples_per_second`` and ``predict_steps_per_second``.
+    """
+    from transformers import set_seed
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    fields = [_row_fields(row, index) for index, row in enumerate(rows)]
+    stop_ids = stop_token_ids(template, tokenizer)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (stop_ids[0] if stop_ids else 0)
+    kwargs = generation_kwargs(cfg.generation, stop_ids, pad_id)
+    batch_size = max(1, cfg.train.per_device_eval_batch_size)
+    device = _device_of(model)
+    order = sorted(range(len(fields)), key=lambda i: len(fields[i][0]), reverse=True)
+    batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+    predictions: list[str] = [""] * len(fields)
+    was_training = getattr(model, "training", False)
+    model.eval()
+    set_seed(cfg.train.seed)
+    started = time.perf_counter()
+    logger.info("Predicting %d examples in %d batches of up to %d.", len(fields), len(batches), batch_size)
+    try:
+        for done, batch in enumerate(batches, start=1):
+            input_ids, attention_mask = _left_pad([fields[i][0] for i in batch], pad_id, device)
+            with torch.inference_mode():
+                output = model.generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+            new_tokens = output[:, input_ids.shape[1]:].tolist()
+            for index, ids in zip(batch, new_tokens):
+                ids = _cut_at_stop(ids, set(stop_ids), pad_id)
+                text = tokenizer.decode(ids, skip_special_tokens=cfg.generation.skip_special_tokens)
+                predictions[index] = text.strip()
+            if event_writer is not None:
+                event_writer.write({"event": "progress", "stage": "predict", "fraction": round(done / len(batches), 4),
+                                    "done": min(done * batch_size, len(fields)), "total": len(fields)})
+    finally:
+        if was_training:
+            model.train()
+    runtime = time.perf_counter() - started
+
+    with open(out / PREDICTIONS_FILE, "w", encoding="utf-8") as fh:
+        for (_, prompt, label), predict in zip(fields, predictions):
+            fh.write(json.dumps({"prompt": prompt, "predict": predict, "label": label}, ensure_ascii=False) + "\n")
+    metrics: dict[str, Any] = compute_generation_metrics(predictions, [label for _, _, label in fields])
+    metrics.update({
+        "predict_runtime": round(runtime, 4),
+        "predict_samples_per_second": round(len(fields) / runtime, 3) if runtime > 0 else 0.0,
+        "predict_steps_per_second": round(len(batches) / runtime, 3) if runtime > 0 else 0.0,
+    })
+    write_json_atomic(out / RESULTS_FILE, metrics)
+    scores = ", ".join(f"{name}={value}" for name, value in metrics.items() if "bleu" in name or "rouge" in name)
+    logger.info("Predictions written to %s: %s", out / PREDICTIONS_FILE, scores)
+    return metrics

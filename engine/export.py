@@ -1,0 +1,346 @@
+"""Export: merge LoRA adapters into the base model and save a standalone Hugging Face model folder.
+
+The folder holds safetensors shards (at most ``export_size`` GB each), config.json, generation_config.json (whose
+EOS ids include the template's stop words), the tokenizer with the template written as its Jinja chat template
+(so ``transformers`` + ``apply_chat_template`` reproduce the training format), ``export_config.yaml`` (the
+resolved config) and ``export_info.json`` (versions, files, dtype and the verification result). After saving,
+the folder is reloaded with ``AutoModelForCausalLM`` and its logits are compared with the merged model's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from engine.config import ConfigError, RunConfig
+from engine.runs import CONFIG_FILE, EVENTS_FILE, LOG_FILE, RUN_FILE, EventWriter, package_versions, write_json_atomic
+
+logger = logging.getLogger(__name__)
+
+BYTES_PER_GB = 10**9
+"""Unit of ``export_size`` (Hugging Face's "GB" is 10**9 bytes)."""
+
+INFO_FILE = "export_info.json"
+CONFIG_NAME = "export_config.yaml"
+RUN_FOLDER_FILES = {CONFIG_FILE, RUN_FILE, EVENTS_FILE, LOG_FILE}
+"""Run-folder files left alone when the run folder and the export folder are the same."""
+
+VERIFY_PROMPT = [{"role": "user", "content": "Hello! Who are you?"}]
+VERIFY_CONVERSATION = [
+    {"role": "user", "content": "Hello! Who are you?"},
+    {"role": "assistant", "content": "I am an assistant."},
+    {"role": "user", "content": "What can you do?"},
+]
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+_TOLERANCE = {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 5e-2}
+
+
+def _adapters(cfg: RunConfig) -> list[str]:
+    return [a.strip() for a in (cfg.model.adapter_name_or_path or "").split(",") if a.strip()]
+
+
+def previous_export_files(export_dir: Path) -> list[Path] | None:
+    """The files of an earlier export in ``export_dir`` (its info file lists them), or None if it holds none."""
+    info_path = export_dir / INFO_FILE
+    if not info_path.is_file():
+        return None
+    try:
+        info = json.loads(info_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    names = {str(name) for name in info.get("files", [])} | {INFO_FILE, CONFIG_NAME}
+    return [export_dir / name for name in sorted(names) if "/" not in name and name not in RUN_FOLDER_FILES]
+
+
+def check_export(cfg: RunConfig) -> list[str]:
+    """Every problem that stops an export, each naming the fix (empty when all is well).
+
+    Args:
+        cfg: The run config.
+
+    Returns:
+        The problems found.
+    """
+    ex = cfg.export
+    problems = []
+    if not ex.export_dir:
+        problems.append("`export_dir` is not set: name the folder the merged model should be written to.")
+    if ex.export_quantization_bit:
+        problems.append(
+            f"`export_quantization_bit: {ex.export_quantization_bit}` is not supported: quantized export needs a "
+            "quantization backend this engine does not ship; remove the key (export in float16/bfloat16 with "
+            "`infer_dtype`) and quantize the exported folder with a dedicated tool."
+        )
+    if ex.export_legacy_format:
+        problems.append(
+            "`export_legacy_format: true` asks for .bin weights, but transformers 5 writes safetensors only; "
+            "remove the key (every current loader reads safetensors)."
+        )
+    if ex.export_hub_model_id:
+        problems.append("`export_hub_model_id` is not supported (no uploads from the engine); remove it and "
+                        "upload the exported folder with `huggingface-cli upload`.")
+    if not cfg.model.model_name_or_path:
+        problems.append("`model_name_or_path` is empty: name the base model the adapters were trained on.")
+    for adapter in _adapters(cfg):
+        path = Path(adapter).expanduser()
+        if not path.is_dir():
+            problems.append(f"`adapter_name_or_path: {adapter}` does not exist; give the folder of a trained adapter "
+                            "(the output_dir of a LoRA run).")
+        elif not (path / "adapter_config.json").is_file():
+            problems.append(f"`adapter_name_or_path: {adapter}` has no adapter_config.json; is it a LoRA adapter "
+                            "folder (or a checkpoint folder inside one)?")
+    if ex.export_dir:
+        problems += _check_export_dir(Path(ex.export_dir).expanduser(), cfg)
+    return problems
+
+
+def _check_export_dir(export_dir: Path, cfg: RunConfig) -> list[str]:
+    if export_dir.exists() and not export_dir.is_dir():
+        return [f"`export_dir: {export_dir}` is a file; give a folder."]
+    if not export_dir.is_dir():
+        return []
+    base = Path(cfg.model.model_name_or_path).expanduser()
+    sources = [base, *(Path(a).expanduser() for a in _adapters(cfg))]
+    for source in sources:
+        if source.exists() and source.resolve() == export_dir.resolve():
+            return [f"`export_dir: {export_dir}` is also the model or adapter being exported; choose a new folder."]
+    present = {p.name for p in export_dir.iterdir()} - RUN_FOLDER_FILES
+    if not present:
+        return []
+    previous = previous_export_files(export_dir)
+    if previous is None:
+        shown = ", ".join(sorted(present)[:5]) + (" ..." if len(present) > 5 else "")
+        return [f"`export_dir: {export_dir}` is not empty ({shown}) and holds no earlier export; choose an empty "
+                "or new folder (an earlier export is replaced, other files are never deleted)."]
+    extra = present - {p.name for p in previous}
+    if extra:
+        shown = ", ".join(sorted(extra)[:5])
+        return [f"`export_dir: {export_dir}` holds an earlier export plus other files ({shown}); move those away "
+                "or choose another folder."]
+    return []
+
+
+def _stored_dtype(model_path: str) -> torch.dtype | None:
+    from engine.models import resolve_model_path
+
+    try:
+        model_path = resolve_model_path(model_path)
+    except ValueError:
+        return None  # reported when the model is loaded
+    config_file = Path(model_path).expanduser() / "config.json"
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    name = config.get("dtype") or config.get("torch_dtype") or (config.get("text_config") or {}).get("dtype")
+    return _DTYPES.get(str(name)) if name else None
+
+
+def resolve_dtypes(cfg: RunConfig, device: torch.device) -> tuple[torch.dtype, torch.dtype]:
+    """(dtype to merge in, dtype to save in) for the export.
+
+    ``infer_dtype: auto`` keeps the base model's stored dtype (float32 when unknown). The merge runs in the
+    saved dtype, except float16 on the CPU, which merges in float32 and is cast afterwards.
+    """
+    requested = cfg.model.infer_dtype
+    target = _DTYPES[requested] if requested != "auto" else (_stored_dtype(cfg.model.model_name_or_path) or torch.float32)
+    if target == torch.float16 and device.type == "cpu":
+        return torch.float32, target
+    return target, target
+
+
+def _export_device(cfg: RunConfig) -> torch.device:
+    if cfg.export.export_device == "cpu":
+        return torch.device("cpu")
+    from engine.devices import current_device
+
+    return current_device()
+
+
+def _load_merged(cfg: RunConfig, tokenizer: Any, device: torch.device, dtype: torch.dtype) -> Any:
+    """The base model with every adapter merged in, on ``device`` in ``dtype``, ready to save."""
+    from engine.models import load_model
+
+    model_args = dataclasses.replace(cfg.model, infer_dtype=str(dtype).split(".")[-1])
+    model = load_model(model_args, cfg.finetuning, tokenizer, is_trainable=False)
+    if hasattr(model, "merge_and_unload"):
+        model = model.merge_and_unload()
+    if getattr(model, "peft_config", None):
+        raise RuntimeError("Adapters are still attached after merging; the export would not be standalone.")
+    return model.to(device=device, dtype=dtype).eval()
+
+
+def _set_generation_eos(model: Any, stop_ids: list[int], pad_id: int | None) -> None:
+    """Make plain ``generate`` on the exported model stop at the template's stop words too."""
+    config = getattr(model, "generation_config", None)
+    if config is None or not stop_ids:
+        return
+    config.eos_token_id = stop_ids[0] if len(stop_ids) == 1 else list(stop_ids)
+    if pad_id is not None:
+        config.pad_token_id = pad_id
+    try:
+        config.validate(strict=True)
+    except (ValueError, TypeError):
+        # Sampling values stored without do_sample make saving fail; keep them and switch sampling on.
+        config.do_sample = True
+
+
+@torch.inference_mode()
+def _logits(model: Any, ids: list[int], device: torch.device) -> torch.Tensor:
+    input_ids = torch.tensor([ids], dtype=torch.long, device=device)
+    return model(input_ids=input_ids).logits.float().cpu()
+
+
+def _folder_files(export_dir: Path) -> list[str]:
+    return sorted(p.name for p in export_dir.iterdir() if p.is_file() and p.name not in RUN_FOLDER_FILES)
+
+
+def _clear_previous(export_dir: Path) -> None:
+    for path in previous_export_files(export_dir) or []:
+        if path.is_file():
+            path.unlink()
+        elif path.is_dir():
+            shutil.rmtree(path)
+
+
+def _reload_class(model: Any) -> Any:
+    from transformers import AutoModelForCausalLM
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    if getattr(model.config, "model_type", None) in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return AutoModelForCausalLM
+    return type(model)  # composite (vision-language) models reload with their own class
+
+
+def run_export(cfg: RunConfig, run_dir: str | None = None) -> dict[str, Any]:
+    """Merge the adapters into the base model, save it to ``export_dir`` and verify the saved folder.
+
+    Progress goes to ``run_dir/events.jsonl`` as ``{"event": "progress", "stage", "fraction"}`` lines; the last
+    one (stage ``done``) carries the result. The ``end`` event is written by the job's lifecycle
+    (``engine.lifecycle.JobContext``).
+
+    Args:
+        cfg: The run config: model + adapters, template, ``infer_dtype`` and the export section.
+        run_dir: The run folder for events, or None.
+
+    Returns:
+        ``{"export_dir", "size_bytes", "files", "dtype", "verified", "max_logit_diff", "chat_template_matches",
+        "seconds"}``.
+
+    Raises:
+        ConfigError: For problems the user must fix (listed together).
+        RuntimeError: When the saved folder does not reproduce the merged model's logits.
+    """
+    from engine.infer.generation import stop_token_ids, template_for
+
+    started = time.perf_counter()
+    writer = EventWriter(Path(run_dir) / EVENTS_FILE) if run_dir else None
+
+    def progress(stage: str, fraction: float, **extra: Any) -> None:
+        logger.info("Export: %s (%d%%)", stage, round(fraction * 100))
+        if writer is not None:
+            writer.write({"event": "progress", "stage": stage, "fraction": round(fraction, 3), **extra})
+
+    problems = check_export(cfg)
+    if problems:
+        raise ConfigError(problems)
+    export_dir = Path(cfg.export.export_dir).expanduser()
+    device = _export_device(cfg)
+    merge_dtype, save_dtype = resolve_dtypes(cfg, device)
+
+    progress("load", 0.0)
+    from engine.models import load_tokenizer
+
+    tokenizer = load_tokenizer(cfg.model)
+    template = template_for(cfg, tokenizer)
+    stop_ids = stop_token_ids(template, tokenizer)
+    model = _load_merged(cfg, tokenizer, device, merge_dtype)
+    progress("merge", 0.4)
+    if save_dtype != merge_dtype:
+        model = model.to(dtype=save_dtype)
+    verify_ids = template.encode_prompt(tokenizer, VERIFY_PROMPT)
+    reference = _logits(model, verify_ids, device)
+
+    export_dir.mkdir(parents=True, exist_ok=True)
+    _clear_previous(export_dir)
+    _set_generation_eos(model, stop_ids, tokenizer.pad_token_id)
+    model.save_pretrained(export_dir, max_shard_size=cfg.export.export_size * BYTES_PER_GB)
+    reload_class = _reload_class(model)
+    del model
+    from engine.devices import empty_cache
+
+    empty_cache()
+    progress("save", 0.6)
+
+    chat_template = template.to_jinja()
+    if chat_template:
+        tokenizer.chat_template = chat_template
+    tokenizer.save_pretrained(export_dir)
+    (export_dir / CONFIG_NAME).write_text(cfg.to_yaml(minimal=False), encoding="utf-8")
+    progress("tokenizer", 0.7)
+
+    exported = reload_class.from_pretrained(export_dir, dtype=save_dtype).to(device).eval()
+    diff = (reference - _logits(exported, verify_ids, device)).abs().max().item()
+    del exported
+    empty_cache()
+    tolerance = _TOLERANCE.get(save_dtype, 1e-4) * max(1.0, reference.abs().max().item())
+    if not diff <= tolerance:
+        raise RuntimeError(
+            f"The exported model's logits differ from the merged model's by {diff:.3g} (tolerance {tolerance:.3g}); "
+            f"the folder {export_dir} is not a faithful export."
+        )
+    template_ok = _chat_template_matches(export_dir, template, tokenizer) if chat_template else False
+    progress("verify", 0.9)
+
+    files = _folder_files(export_dir)
+    info = {
+        "base_model": cfg.model.model_name_or_path,
+        "adapters": _adapters(cfg),
+        "template": cfg.model.template,
+        "dtype": str(save_dtype).split(".")[-1],
+        "device": str(device),
+        "max_logit_diff": diff,
+        "chat_template_matches": template_ok,
+        "created_at": time.time(),
+        "versions": package_versions(),
+        "files": sorted({*files, INFO_FILE}),
+    }
+    write_json_atomic(export_dir / INFO_FILE, info)
+    files = _folder_files(export_dir)
+    result = {
+        "export_dir": str(export_dir),
+        "size_bytes": sum((export_dir / name).stat().st_size for name in files),
+        "files": files,
+        "dtype": info["dtype"],
+        "verified": True,
+        "max_logit_diff": diff,
+        "chat_template_matches": template_ok,
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+    progress("done", 1.0, **result)
+    return result
+
+
+def _chat_template_matches(export_dir: Path, template: Any, tokenizer: Any) -> bool:
+    """Whether ``apply_chat_template`` on the exported tokenizer equals the template's own rendering."""
+    from transformers import AutoTokenizer
+
+    exported = AutoTokenizer.from_pretrained(export_dir)
+    try:
+        rendered = exported.apply_chat_template(VERIFY_CONVERSATION, tokenize=False, add_generation_prompt=True)
+    except Exception as err:  # a broken Jinja template: report, do not fail the export
+        logger.warning("The exported chat template does not render: %s", err)
+        return False
+    expected = template.render(VERIFY_CONVERSATION, add_generation_prompt=True, tokenizer=tokenizer)
+    if rendered != expected:
+        logger.warning("The exported chat template renders differently from the template %r:\n%r\n%r",
+                       template.name, rendered, expected)
+        return False
+    return True

@@ -1,0 +1,492 @@
+"""An OpenAI-compatible chat server built on the standard library's ``http.server``.
+
+Endpoints: ``GET /health``, ``GET /v1/models`` and ``POST /v1/chat/completions`` (streaming with server-sent
+events, or one JSON answer). One generation runs at a time; a client that goes away stops its generation.
+:func:`serve` runs the server for ``lf-engine api`` and records its address in the run folder's run.json.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from engine.config import RunConfig
+from engine.infer.chat import ChatModel, Reply
+from engine.runs import RunFolder, package_versions
+
+logger = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 16 * 1024 * 1024
+CHAT_PATH = "/v1/chat/completions"
+
+
+class RequestError(ValueError):
+    """A bad request: answered with a 4xx status and the message."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+def _text_of(content: Any, index: int) -> str:
+    """The text of an OpenAI message content (a string or a list of parts)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "text":
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise RequestError(f"messages[{index}]: content part of type {kind!r} is not supported; send text.")
+            texts.append(str(part.get("text", "")))
+        return "".join(texts)
+    raise RequestError(f"messages[{index}].content must be a string or a list of text parts.")
+
+
+def _tool_call_message(calls: Any, index: int) -> str:
+    if not isinstance(calls, list) or not calls:
+        raise RequestError(f"messages[{index}].tool_calls must be a non-empty list.")
+    out = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not function.get("name"):
+            raise RequestError(f"messages[{index}].tool_calls entries need a `function` with a `name`.")
+        arguments = function.get("arguments") or "{}"
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except json.JSONDecodeError:
+                raise RequestError(f"messages[{index}]: tool call arguments must be JSON text.") from None
+        out.append({"name": function["name"], "arguments": arguments})
+    return json.dumps(out, ensure_ascii=False)
+
+
+def convert_messages(raw: Any) -> tuple[list[dict[str, str]], str | None]:
+    """Map OpenAI chat messages to the engine's conversation and system prompt.
+
+    ``system`` (and ``developer``) messages at the start become the system prompt, ``user`` stays ``user``, an
+    ``assistant`` message with ``tool_calls`` becomes a ``function`` turn, other assistant messages ``assistant``,
+    and ``tool`` messages ``observation`` turns. Consecutive user messages, and consecutive tool results, are
+    joined into one turn.
+
+    Args:
+        raw: The request's ``messages``.
+
+    Returns:
+        (messages, system prompt or None).
+
+    Raises:
+        RequestError: When the messages are malformed or out of order.
+    """
+    if not isinstance(raw, list) or not raw:
+        raise RequestError("`messages` must be a non-empty list.")
+    system_parts: list[str] = []
+    messages: list[dict[str, str]] = []
+    for index, message in enumerate(raw):
+        if not isinstance(message, dict):
+            raise RequestError(f"messages[{index}] must be an object with `role` and `content`.")
+        role = message.get("role")
+        if role in ("system", "developer"):
+            if messages:
+                raise RequestError(f"messages[{index}]: a system message must come before the conversation.")
+            system_parts.append(_text_of(message.get("content"), index))
+            continue
+        if role == "user":
+            ours, content = "user", _text_of(message.get("content"), index)
+        elif role == "assistant" and message.get("tool_calls"):
+            ours, content = "function", _tool_call_message(message["tool_calls"], index)
+        elif role == "assistant":
+            ours, content = "assistant", _text_of(message.get("content"), index)
+        elif role in ("tool", "function"):
+            ours, content = "observation", _text_of(message.get("content"), index)
+        else:
+            raise RequestError(f"messages[{index}] has role {role!r}; use system, user, assistant or tool.")
+        if messages and messages[-1]["role"] == ours and ours in ("user", "observation"):
+            messages[-1]["content"] += "\n" + content
+            continue
+        expected_prompt = len(messages) % 2 == 0
+        if expected_prompt != (ours in ("user", "observation")):
+            wanted = "user or tool" if expected_prompt else "assistant"
+            raise RequestError(f"messages[{index}] ({role}) is out of order: a {wanted} message was expected here.")
+        messages.append({"role": ours, "content": content})
+    if not messages:
+        raise RequestError("`messages` holds only system messages; add a user message.")
+    if messages[-1]["role"] not in ("user", "observation"):
+        raise RequestError("The last message must be a user or tool message: the model replies to it.")
+    return messages, ("\n".join(system_parts) if system_parts else None)
+
+
+def convert_tools(raw: Any) -> list[dict[str, Any]] | None:
+    """OpenAI ``tools`` (``[{"type": "function", "function": {...}}]``) to a list of function declarations."""
+    if raw is None or raw == []:
+        return None
+    if not isinstance(raw, list):
+        raise RequestError("`tools` must be a list.")
+    out = []
+    for index, tool in enumerate(raw):
+        if not isinstance(tool, dict) or tool.get("type", "function") != "function":
+            raise RequestError(f"tools[{index}] must be an object with type `function`.")
+        function = tool.get("function", tool)
+        if not isinstance(function, dict) or not function.get("name"):
+            raise RequestError(f"tools[{index}].function needs a `name`.")
+        out.append(function)
+    return out
+
+
+def generation_overrides(body: dict[str, Any]) -> dict[str, Any]:
+    """Sampling settings of a request as ChatModel overrides (validated there)."""
+    overrides: dict[str, Any] = {}
+    if body.get("temperature") is not None:
+        temperature = body["temperature"]
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
+            raise RequestError("`temperature` must be a number between 0 and 2.")
+        overrides["temperature"] = float(temperature)
+        overrides["do_sample"] = temperature > 0
+    for ours, theirs in (("top_p", "top_p"), ("top_k", "top_k"), ("repetition_penalty", "repetition_penalty")):
+        if body.get(theirs) is not None:
+            overrides[ours] = body[theirs]
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    if max_tokens is not None:
+        overrides["max_new_tokens"] = max_tokens
+    return overrides
+
+
+def _stop_strings(raw: Any) -> list[str]:
+    if raw is None:
+        return []
+    if isinstance(raw, str):
+        return [raw]
+    if isinstance(raw, list) and all(isinstance(s, str) for s in raw):
+        return raw
+    raise RequestError("`stop` must be a string or a list of strings.")
+
+
+def openai_tool_calls(reply: Reply) -> list[dict[str, Any]]:
+    """The reply's tool calls in OpenAI's shape (arguments as JSON text)."""
+    return [
+        {
+            "id": f"call_{uuid.uuid4().hex[:24]}",
+            "type": "function",
+            "function": {"name": call["name"], "arguments": json.dumps(call["arguments"], ensure_ascii=False)},
+        }
+        for call in reply.tool_calls
+    ]
+
+
+def _finish(reason: str) -> str:
+    return "stop" if reason == "cancelled" else reason
+
+
+class ChatServer(ThreadingHTTPServer):
+    """The HTTP server; holds the chat model and the lock that keeps generations one at a time."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], chat_model: ChatModel, model_name: str | None = None):
+        super().__init__(address, ChatHandler)
+        self.chat_model = chat_model
+        self.model_name = model_name or getattr(chat_model, "model_name", "model")
+        self.generation_lock = threading.Lock()
+        self.started = int(time.time())
+
+
+class ChatHandler(BaseHTTPRequestHandler):
+    """Handles one HTTP request."""
+
+    server: ChatServer
+    protocol_version = "HTTP/1.1"
+    server_version = "lf-engine"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.info("%s - %s", self.address_string(), format % args)
+
+    # -- plumbing ------------------------------------------------------------------------------------------
+    def _send_json(self, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_error(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
+        self._send_json(status, {"error": {"message": message, "type": kind, "code": status}})
+
+    def _read_body(self) -> dict[str, Any]:
+        try:
+            length = int(self.headers.get("Content-Length", "0"))
+        except ValueError:
+            raise RequestError("The Content-Length header must be a number.") from None
+        if length <= 0:
+            raise RequestError("The request has no body; send a JSON object.")
+        if length > MAX_BODY_BYTES:
+            self.close_connection = True
+            raise RequestError(f"The request body is larger than {MAX_BODY_BYTES} bytes.", status=413)
+        raw = self.rfile.read(length)
+        try:
+            body = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise RequestError(f"The request body is not valid JSON: {err}.") from None
+        if not isinstance(body, dict):
+            raise RequestError("The request body must be a JSON object.")
+        return body
+
+    # -- routes --------------------------------------------------------------------------------------------
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path == "/health":
+            self._send_json(200, {"status": "ok", "model": self.server.model_name})
+        elif path == "/v1/models":
+            self._send_json(200, {"object": "list", "data": [{
+                "id": self.server.model_name, "object": "model", "created": self.server.started,
+                "owned_by": "lf-board",
+            }]})
+        else:
+            self._send_error(404, f"No route GET {path}; use /health, /v1/models or POST {CHAT_PATH}.")
+
+    def do_POST(self) -> None:
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path != CHAT_PATH:
+            self._send_error(404, f"No route POST {path}; use POST {CHAT_PATH}.")
+            return
+        try:
+            body = self._read_body()
+            request = self._parse_chat(body)
+        except RequestError as err:
+            self._send_error(err.status, str(err))
+            return
+        with self.server.generation_lock:
+            try:
+                generation = self.server.chat_model.start(
+                    request["messages"], request["system"], request["tools"], stop=request["stop"],
+                    **request["overrides"],
+                )
+            except ValueError as err:
+                self._send_error(400, str(err))
+                return
+            except Exception as err:
+                logger.exception("Generation failed to start")
+                self._send_error(500, f"Generation failed: {err}", kind="server_error")
+                return
+            watcher = _DisconnectWatcher(self.connection, generation.cancel)
+            try:
+                if request["stream"]:
+                    self._stream(generation, request)
+                else:
+                    self._complete(generation, request)
+            finally:
+                watcher.stop()
+                generation.close()
+
+    def _parse_chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        if body.get("n", 1) != 1:
+            raise RequestError("Only `n: 1` is supported.")
+        messages, system = convert_messages(body.get("messages"))
+        tools = None if body.get("tool_choice") == "none" else convert_tools(body.get("tools"))
+        stream_options = body.get("stream_options") or {}
+        return {
+            "messages": messages,
+            "system": system,
+            "tools": tools,
+            "stop": _stop_strings(body.get("stop")),
+            "overrides": generation_overrides(body),
+            "stream": bool(body.get("stream", False)),
+            "include_usage": bool(isinstance(stream_options, dict) and stream_options.get("include_usage")),
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "created": int(time.time()),
+        }
+
+    def _complete(self, generation: Any, request: dict[str, Any]) -> None:
+        try:
+            generation.wait()
+            reply = self.server.chat_model.finish(generation)
+        except Exception as err:
+            logger.exception("Generation failed")
+            self._send_error(500, f"Generation failed: {err}", kind="server_error")
+            return
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+        if reply.thinking:
+            message["reasoning_content"] = reply.thinking
+        if reply.tool_calls:
+            message["tool_calls"] = openai_tool_calls(reply)
+        self._send_json(200, {
+            "id": request["id"],
+            "object": "chat.completion",
+            "created": request["created"],
+            "model": self.server.model_name,
+            "choices": [{"index": 0, "message": message, "finish_reason": _finish(reply.finish_reason)}],
+            "usage": _usage(reply.prompt_tokens, reply.completion_tokens),
+        })
+
+    def _stream(self, generation: Any, request: dict[str, Any]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        try:
+            for chunk in self._chunks(generation, request):
+                self.wfile.write(b"data: " + json.dumps(chunk, ensure_ascii=False).encode("utf-8") + b"\n\n")
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+            logger.info("Client went away; generation stopped.")
+            generation.close()
+
+    def _chunks(self, generation: Any, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+            return {
+                "id": request["id"], "object": "chat.completion.chunk", "created": request["created"],
+                "model": self.server.model_name,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+
+        yield chunk({"role": "assistant", "content": ""})
+        try:
+            if request["tools"]:
+                # Tool calls are only known once the reply is complete: parse it, then send it in one piece.
+                generation.wait()
+                reply = self.server.chat_model.finish(generation)
+                if reply.text:
+                    yield chunk({"content": reply.text})
+                if reply.tool_calls:
+                    calls = [{"index": i, **call} for i, call in enumerate(openai_tool_calls(reply))]
+                    yield chunk({"tool_calls": calls})
+                finish, usage = _finish(reply.finish_reason), _usage(reply.prompt_tokens, reply.completion_tokens)
+            else:
+                for piece in generation:
+                    yield chunk({"content": piece})
+                finish = _finish(generation.finish_reason)
+                usage = _usage(generation.prompt_tokens, generation.completion_tokens)
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+            raise
+        except Exception as err:
+            logger.exception("Generation failed")
+            yield {"error": {"message": f"Generation failed: {err}", "type": "server_error", "code": 500}}
+            return
+        yield chunk({}, finish)
+        if request["include_usage"]:
+            yield {**chunk({}), "choices": [], "usage": usage}
+
+
+def _usage(prompt: int, completion: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+class _DisconnectWatcher:
+    """Watches a client socket while a reply is generated and calls ``on_disconnect`` if the client closes it."""
+
+    def __init__(self, connection: socket.socket, on_disconnect: Any, interval: float = 0.25):
+        self._connection = connection
+        self._on_disconnect = on_disconnect
+        self._interval = interval
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="lf-disconnect-watch", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._done.wait(self._interval):
+            try:
+                readable, _, _ = select.select([self._connection], [], [], 0)
+                if not readable:
+                    continue
+                if self._connection.recv(1, socket.MSG_PEEK) == b"":
+                    self._on_disconnect()
+                return  # closed, or the client sent more data (a pipelined request): stop watching
+            except (OSError, ValueError):
+                self._on_disconnect()
+                return
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+
+def make_server(chat_model: ChatModel, host: str = "127.0.0.1", port: int = 8000) -> ChatServer:
+    """Bind a :class:`ChatServer` (port 0 picks a free port; read it from ``server.server_address``)."""
+    try:
+        return ChatServer((host, port), chat_model)
+    except OSError as err:
+        from engine.errors import UserError
+
+        raise UserError(f"Cannot listen on {host}:{port} ({err.strerror or err}); choose another --port "
+                        "(0 picks a free one).") from None
+
+
+def serve(cfg: RunConfig, host: str = "127.0.0.1", port: int = 8000, run_dir: str | None = None, *,
+          stop_event: threading.Event | None = None, chat_model: ChatModel | None = None) -> None:
+    """Load the chat model and serve the OpenAI-compatible API until SIGTERM/SIGINT (or ``stop_event``).
+
+    With ``run_dir``, run.json records kind ``chat``, status, pid, host, the real port and ``ready`` (true once
+    the model is loaded and the port is open); status becomes ``completed`` on a normal stop, ``failed`` when
+    loading fails.
+
+    Args:
+        cfg: The run config (model, adapters, template, generation settings).
+        host: The address to listen on.
+        port: The port; 0 picks a free one.
+        run_dir: The run folder, or None.
+        stop_event: Setting this event stops the server (used by tests and embedding code).
+        chat_model: An already loaded model to serve instead of loading one from ``cfg``.
+    """
+    folder = RunFolder(run_dir) if run_dir else None
+    if folder is not None:
+        folder.update(
+            id=folder.info().get("id", folder.id), kind="chat", status="running", pid=os.getpid(),
+            pgid=os.getpgid(0), started_at=time.time(), finished_at=None, exit_code=None, error=None,
+            host=host, port=port, ready=False, versions=package_versions(),
+        )
+    owns_model = chat_model is None
+    try:
+        chat_model = chat_model or ChatModel(cfg)
+        server = make_server(chat_model, host, port)
+    except BaseException as err:
+        if folder is not None:
+            folder.update(status="failed", ready=False, finished_at=time.time(), exit_code=1,
+                          error=f"{type(err).__name__}: {err}")
+        raise
+    real_port = int(server.server_address[1])
+    stop = stop_event or threading.Event()
+    old_handlers = {}
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            old_handlers[sig] = signal.signal(sig, lambda signum, frame: stop.set())
+        except ValueError:  # not in the main thread
+            pass
+    stopper = threading.Thread(target=lambda: (stop.wait(), server.shutdown()), name="lf-server-stop", daemon=True)
+    stopper.start()
+    if folder is not None:
+        folder.update(port=real_port, ready=True, url=f"http://{host}:{real_port}/v1")
+    logger.info("Serving %s at http://%s:%d/v1 (POST %s).", server.model_name, host, real_port, CHAT_PATH)
+    outcome: dict[str, Any] = {"status": "completed", "exit_code": 0, "error": None}
+    try:
+        server.serve_forever(poll_interval=0.2)
+    except BaseException as err:
+        outcome = {"status": "failed", "exit_code": 1, "error": f"{type(err).__name__}: {err}"}
+        raise
+    finally:
+        stop.set()
+        stopper.join()
+        server.server_close()
+        for sig, handler in old_handlers.items():
+            signal.signal(sig, handler)
+        if owns_model:
+            chat_model.unload()
+        if folder is not None:
+            folder.update(ready=False, finished_at=time.time(), **outcome)
+        logger.info("Server stopped.")

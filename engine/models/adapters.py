@@ -1,0 +1,319 @@
+"""Which parameters train: LoRA (PEFT), freeze (the last or first N layers) and full fine-tuning.
+
+Module keys (projectors, encoder towers, LoRA conflicts) come from :mod:`engine.models.registry`; a key
+matches a module when it equals a run of whole dotted components of the module's name, so
+``visual.merger`` matches ``model.visual.merger`` but not ``model.prevvisual.merger``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from engine.models.registry import ModelFamily
+
+logger = logging.getLogger(__name__)
+
+HEAD_KEYS = ("lm_head", "score", "classifier", "v_head", "output_layer")
+"""Output heads never given LoRA by ``lora_target: all``."""
+
+
+def key_matches(name: str, key: str) -> bool:
+    """Whether ``key`` is a run of whole dotted components inside the module or parameter ``name``."""
+    return f".{key}." in f".{name}."
+
+
+def _matches_any(name: str, keys: Iterable[str]) -> bool:
+    return any(key_matches(name, key) for key in keys)
+
+
+def split_names(value: str | None) -> list[str]:
+    """``"a, b,c"`` → ``["a", "b", "c"]`` (empty entries dropped)."""
+    return [part.strip() for part in (value or "").split(",") if part.strip()]
+
+
+def _is_linear(module: nn.Module) -> bool:
+    if isinstance(module, nn.Linear):  # bitsandbytes' Linear4bit / Linear8bitLt subclass it
+        return True
+    return type(module).__name__ == "Conv1D"  # GPT-2 style transformers.pytorch_utils.Conv1D
+
+
+def _embedding_names(model: nn.Module) -> set[str]:
+    targets = []
+    for getter in ("get_input_embeddings", "get_output_embeddings"):
+        fn = getattr(model, getter, None)
+        try:
+            module = fn() if fn else None
+        except (NotImplementedError, AttributeError):
+            module = None
+        if module is not None:
+            targets.append(module)
+    return {name for name, module in model.named_modules() if any(module is t for t in targets)}
+
+
+def present_projectors(model: nn.Module, composite: ModelFamily | None) -> list[str]:
+    """Full names of the composite model's projector modules; a missing one is skipped with a warning."""
+    if composite is None:
+        return []
+    names = [name for name, _ in model.named_modules()]
+    found: list[str] = []
+    for key in composite.projector_keys:
+        hits = [n for n in names if n == key or n.endswith("." + key)]
+        if not hits:
+            logger.warning("%s model has no `%s` module; that projector is skipped.", composite.name, key)
+        found.extend(hits)
+    return found
+
+
+def _excluded_keys(composite: ModelFamily | None, finetuning_args: Any) -> list[str]:
+    if composite is None:
+        return []
+    keys = list(composite.projector_keys) + list(composite.lora_conflict_keys)
+    if getattr(finetuning_args, "freeze_vision_tower", True):
+        keys += list(composite.vision_keys)
+    if getattr(finetuning_args, "freeze_language_model", False):
+        keys += [k for k in composite.language_keys if k != "lm_head"]
+    return keys
+
+
+def find_all_linear_modules(model: nn.Module, composite: ModelFamily | None = None,
+                            finetuning_args: Any = None) -> list[str]:
+    """The LoRA targets of ``lora_target: all``: every linear layer of the transformer blocks.
+
+    Excluded: the output head and embeddings, every projector of a composite model, its encoder towers
+    when ``freeze_vision_tower``, and its LoRA conflict modules.
+
+    Returns:
+        Short module names (``q_proj``, ...) when they select exactly those layers, otherwise full names.
+    """
+    excluded = _excluded_keys(composite, finetuning_args) + list(HEAD_KEYS)
+    embeddings = _embedding_names(model)
+    allowed, others = set(), set()
+    for name, module in model.named_modules():
+        if not _is_linear(module):
+            continue
+        if name in embeddings or _matches_any(name, excluded):
+            others.add(name)
+        else:
+            allowed.add(name)
+    if not allowed:
+        raise ValueError("`lora_target: all` found no linear layers in this model; name the modules in "
+                         "`lora_target` (for example `q_proj,v_proj`).")
+    short = {name.split(".")[-1] for name in allowed}
+    if any(name.split(".")[-1] in short for name in others):
+        return sorted(allowed)  # a short name would also catch an excluded layer: use full names
+    return sorted(short)
+
+
+def _check_module_names(model: nn.Module, names: list[str], what: str) -> None:
+    all_names = [n for n, _ in model.named_modules() if n]
+    missing = [key for key in names if not any(n == key or key_matches(n, key) for n in all_names)]
+    if missing:
+        leaf = sorted({n.split(".")[-1] for n, m in model.named_modules() if n and _is_linear(m)})
+        raise ValueError(f"`{what}` names modules this model does not have: {', '.join(missing)}. Linear layers "
+                         f"here: {', '.join(leaf) or 'none'}; or use `all`.")
+
+
+def lora_config(model: nn.Module, finetuning_args: Any, composite: ModelFamily | None = None,
+                resize_vocab: bool = False):
+    """A PEFT ``LoraConfig`` built from the finetuning arguments."""
+    from peft import LoraConfig, TaskType
+
+    target = finetuning_args.lora_target.strip()
+    if target.lower() in ("all", "all-linear", ""):
+        targets = find_all_linear_modules(model, composite, finetuning_args)
+    else:
+        targets = split_names(target)
+        _check_module_names(model, targets, "lora_target")
+    to_save = split_names(finetuning_args.additional_target)
+    if to_save:
+        _check_module_names(model, to_save, "additional_target")
+    if resize_vocab:
+        to_save += sorted({name.split(".")[-1] for name in _embedding_names(model)} - set(to_save))
+    if composite is not None and not finetuning_args.freeze_multi_modal_projector:
+        to_save += [p for p in present_projectors(model, composite) if p not in to_save]
+    is_reward = type(model).__name__.endswith("ForSequenceClassification")
+    if is_reward:
+        to_save += [key for key in HEAD_KEYS if hasattr(model, key) and key not in to_save]
+    alpha = finetuning_args.lora_alpha or finetuning_args.lora_rank * 2
+    return LoraConfig(
+        task_type=TaskType.SEQ_CLS if is_reward else TaskType.CAUSAL_LM,
+        r=finetuning_args.lora_rank,
+        lora_alpha=alpha,
+        lora_dropout=finetuning_args.lora_dropout,
+        target_modules=targets,
+        use_rslora=finetuning_args.use_rslora,
+        use_dora=finetuning_args.use_dora,
+        init_lora_weights="pissa_niter_16" if getattr(finetuning_args, "pissa_init", False) else True,
+        modules_to_save=to_save or None,
+    )
+
+
+def _check_adapter(path: str) -> None:
+    folder = Path(path).expanduser()
+    if not (folder / "adapter_config.json").is_file():
+        where = "does not exist" if not folder.exists() else "has no adapter_config.json"
+        raise ValueError(f"Adapter `{path}` {where}; set `adapter_name_or_path` to a folder saved by a LoRA run "
+                         "(its output_dir or a checkpoint inside it).")
+
+
+def setup_lora(model: nn.Module, model_args: Any, finetuning_args: Any, composite: ModelFamily | None = None, *,
+               is_trainable: bool, merge_adapters: bool = True, quantized: bool = False) -> nn.Module:
+    """Load the adapters of ``adapter_name_or_path`` and, for training, add or resume a LoRA adapter.
+
+    Training: every adapter but the last is merged and the last one resumes training (all are merged and a
+    new adapter starts when ``create_new_adapter``). Inference: all are merged, or the last one is kept
+    separate when ``merge_adapters`` is False (always on a quantized model, which cannot be merged into).
+    """
+    from peft import PeftModel, get_peft_model
+
+    adapters = split_names(model_args.adapter_name_or_path)
+    for path in adapters:
+        _check_adapter(path)
+    if is_trainable and not finetuning_args.create_new_adapter:
+        to_merge, resume = adapters[:-1], (adapters[-1] if adapters else None)
+    elif not is_trainable and adapters and (not merge_adapters or quantized):
+        to_merge, resume = adapters[:-1], adapters[-1]
+    else:
+        to_merge, resume = adapters, None
+    if to_merge and quantized:
+        raise ValueError("Adapters cannot be merged into a quantized model: give one adapter in "
+                         "`adapter_name_or_path`, or merge them first with `lf-engine export`.")
+    for path in to_merge:
+        model = PeftModel.from_pretrained(model, path).merge_and_unload()
+        logger.info("Merged adapter %s.", path)
+    if resume is not None:
+        model = PeftModel.from_pretrained(model, resume, is_trainable=is_trainable)
+        logger.info("Loaded adapter %s%s.", resume, " (training continues)" if is_trainable else "")
+    elif is_trainable:
+        config = lora_config(model, finetuning_args, composite, resize_vocab=bool(model_args.resize_vocab))
+        model = get_peft_model(model, config)
+        logger.info("LoRA rank %d on %s.", config.r, ", ".join(sorted(config.target_modules)))
+    return model
+
+
+def _decoder_layers(model: nn.Module, composite: ModelFamily | None) -> tuple[str, int]:
+    """(name of the language model's layer list, number of layers)."""
+    config = getattr(model, "config", None)
+    text_config = getattr(config, "text_config", None) or config
+    expected = getattr(text_config, "num_hidden_layers", None) or getattr(config, "num_hidden_layers", None)
+    skip = list(composite.vision_keys + composite.projector_keys) if composite else []
+    lists = [(name, len(m)) for name, m in model.named_modules()
+             if isinstance(m, nn.ModuleList) and len(m) > 0 and not _matches_any(name, skip)]
+    if not lists:
+        raise ValueError("Freeze tuning could not find the model's layer list; use `finetuning_type: lora` or `full`.")
+    exact = [item for item in lists if item[1] == expected]
+    return exact[0] if exact else max(lists, key=lambda item: item[1])
+
+
+def setup_freeze(model: nn.Module, finetuning_args: Any, composite: ModelFamily | None = None) -> list[str]:
+    """Train only some layers: the last ``freeze_trainable_layers`` (the first N when negative).
+
+    Inside those layers ``freeze_trainable_modules`` (``all`` or names such as ``mlp,self_attn``) train;
+    ``freeze_extra_modules`` adds modules outside the layers; composite models add every projector unless
+    ``freeze_multi_modal_projector``, and the encoder towers unless ``freeze_vision_tower``.
+
+    Returns:
+        The names of the trainable parameters.
+    """
+    prefix, num_layers = _decoder_layers(model, composite)
+    n = finetuning_args.freeze_trainable_layers
+    if n == 0 or abs(n) > num_layers:
+        raise ValueError(f"`freeze_trainable_layers: {n}` must be between -{num_layers} and {num_layers} "
+                         f"(not 0) for this model with {num_layers} layers.")
+    layer_ids = range(num_layers - n, num_layers) if n > 0 else range(-n)
+    layer_prefixes = tuple(f"{prefix}.{i}." for i in layer_ids)
+    in_layers = [name for name, _ in model.named_parameters() if name.startswith(f"{prefix}.")]
+    modules = split_names(finetuning_args.freeze_trainable_modules)
+    if not modules or [m.lower() for m in modules] == ["all"]:
+        modules = []
+    else:
+        available = {part for name in in_layers for part in name[len(prefix) + 1:].split(".")[1:-1]}
+        unknown = [m for m in modules if m not in available]
+        if unknown:
+            raise ValueError(f"`freeze_trainable_modules` names modules not in the layers: {', '.join(unknown)}. "
+                             f"Available: {', '.join(sorted(available))}, or `all`.")
+    extra = split_names(finetuning_args.freeze_extra_modules)
+    if extra:
+        _check_module_names(model, extra, "freeze_extra_modules")
+    extra_keys = list(extra)
+    frozen_keys: list[str] = []
+    if composite is not None:
+        if not finetuning_args.freeze_multi_modal_projector:
+            extra_keys += present_projectors(model, composite)
+        if finetuning_args.freeze_vision_tower:
+            frozen_keys += list(composite.vision_keys)
+        else:
+            extra_keys += list(composite.vision_keys)
+    skip_layers = composite is not None and finetuning_args.freeze_language_model
+    trainable = []
+    for name, param in model.named_parameters():
+        in_chosen_layer = not skip_layers and name.startswith(layer_prefixes) and (
+            not modules or _matches_any(name[len(prefix) + 1:], modules))
+        train = (in_chosen_layer or _matches_any(name, extra_keys)) and not _matches_any(name, frozen_keys)
+        param.requires_grad_(train)
+        if train:
+            trainable.append(name)
+    if not trainable:
+        raise ValueError("Freeze tuning left no parameter trainable; check `freeze_trainable_layers` and "
+                         "`freeze_trainable_modules`.")
+    logger.info("Freeze tuning: layers %s of %s trainable.", list(layer_ids), prefix)
+    return trainable
+
+
+def setup_full(model: nn.Module, finetuning_args: Any, composite: ModelFamily | None = None) -> None:
+    """Train every parameter, except the encoder towers / projectors / language model when asked to freeze them."""
+    frozen: list[str] = []
+    if composite is not None:
+        if finetuning_args.freeze_vision_tower:
+            frozen += list(composite.vision_keys)
+        if finetuning_args.freeze_multi_modal_projector:
+            frozen += present_projectors(model, composite)
+        if finetuning_args.freeze_language_model:
+            frozen += [k for k in composite.language_keys if k != "lm_head"]
+    for name, param in model.named_parameters():
+        param.requires_grad_(not _matches_any(name, frozen))
+
+
+def upcast_trainable_params(model: nn.Module) -> int:
+    """Cast trainable half-precision parameters to float32 (stable optimizer updates); returns how many."""
+    count = 0
+    for param in model.parameters():
+        if param.requires_grad and param.dtype in (torch.float16, torch.bfloat16):
+            param.data = param.data.float()
+            count += 1
+    return count
+
+
+def add_projector_cast_hooks(model: nn.Module, composite: ModelFamily | None, dtype: torch.dtype) -> list[Any]:
+    """Cast every projector's output to the compute dtype (quantized composite models); returns the hooks."""
+    names = set(present_projectors(model, composite))
+
+    def cast(module: nn.Module, args: Any, output: Any) -> Any:
+        if isinstance(output, torch.Tensor):
+            return output.to(dtype) if output.is_floating_point() else output
+        if isinstance(output, (tuple, list)):
+            return type(output)(o.to(dtype) if isinstance(o, torch.Tensor) and o.is_floating_point() else o
+                                for o in output)
+        return output
+
+    return [module.register_forward_hook(cast) for name, module in model.named_modules() if name in names]
+
+
+def count_parameters(model: nn.Module) -> tuple[int, int]:
+    """(trainable, total) parameter counts; 4-bit packed weights count as their unpacked size."""
+    trainable = total = 0
+    for param in model.parameters():
+        num = param.ds_numel if hasattr(param, "ds_numel") else param.numel()
+        if type(param).__name__ == "Params4bit":
+            storage = getattr(param, "quant_storage", torch.uint8)
+            num *= 2 * (storage.itemsize if hasattr(storage, "itemsize") else 1)
+        total += num
+        if param.requires_grad:
+            trainable += num
+    return trainable, total

@@ -1,0 +1,313 @@
+"""Load a tokenizer and a model for training, chat, evaluation or export.
+
+:func:`load_model` picks the dtype and attention through :mod:`engine.devices`, loads the weights
+(quantized with bitsandbytes when asked), applies device kernels, then sets up what trains (LoRA, freeze
+or full; :mod:`engine.models.adapters`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from engine import devices
+from engine.models import adapters
+from engine.models.adapters import count_parameters
+from engine.models.registry import DEMO_MODEL_NAME, DEMO_MODEL_PATH, ModelFamily, composite_info
+
+__all__ = ["count_parameters", "load_model", "load_processor", "load_tokenizer", "looks_like_hub_id", "resolve_model_path"]
+
+logger = logging.getLogger(__name__)
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+_OFFLINE_VALUES = {"1", "true", "yes", "on"}
+_SKIP_DOWNLOAD = ["*.pth", "*.pt", "*.h5", "*.msgpack", "*.onnx", "*.ot", "*.gguf", "original/*"]
+
+# Composite checkpoints whose trainable part is one sub-model (the "thinker" of the omni models).
+_THINKER_MODEL_TYPES = {"qwen2_5_omni", "qwen3_omni_moe"}
+
+
+def looks_like_hub_id(name: str) -> bool:
+    """``org/name`` without a leading ``.``, ``/`` or ``~`` (so ``./org/name`` is a path)."""
+    return bool(_HUB_ID.match(name)) and not name.startswith((".", "/", "~")) and ".." not in name
+
+
+def _hub_offline() -> bool:
+    return any(os.environ.get(v, "").strip().lower() in _OFFLINE_VALUES for v in ("HF_HUB_OFFLINE",
+                                                                                   "TRANSFORMERS_OFFLINE"))
+
+
+def resolve_model_path(name_or_path: str, cache_dir: str | None = None, revision: str = "main") -> str:
+    """Turn ``model_name_or_path`` into a local folder.
+
+    ``demo`` (or ``LF-Demo``) is the built-in demo model, built on first use. An existing folder is used as
+    is. A hub id (``org/name``) is taken from the local Hugging Face cache, or downloaded when the network
+    is allowed.
+
+    Raises:
+        ValueError: The path does not exist, is a file, or the hub model is not available offline.
+    """
+    text = str(name_or_path or "").strip()
+    if not text:
+        raise ValueError("`model_name_or_path` is empty; set it to a model folder, a hub id, or `demo`.")
+    if text.lower() in (DEMO_MODEL_PATH, DEMO_MODEL_NAME.lower()):
+        from engine.demo import ensure_demo_model
+
+        return str(ensure_demo_model())
+    path = Path(text).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ValueError(f"Model folder `{text}` has no config.json; point `model_name_or_path` at the folder "
+                             "that holds config.json and the weights.")
+        return str(path)
+    if path.exists():
+        raise ValueError(f"`model_name_or_path: {text}` is a file; give the folder that contains it.")
+    if not looks_like_hub_id(text):
+        raise ValueError(f"Model path `{text}` does not exist; check the path, or give a hub id such as "
+                         "`Qwen/Qwen3-0.6B`, or `demo` for the built-in demo model.")
+    return _from_hub(text, cache_dir, revision)
+
+
+def _from_hub(repo_id: str, cache_dir: str | None, revision: str) -> str:
+    from huggingface_hub import snapshot_download
+
+    fix = (f"not found locally and no network: download it with `hf download {repo_id} --local-dir "
+           f"<folder>` on a machine with access and set model_name_or_path to the folder.")
+    try:
+        return snapshot_download(repo_id, revision=revision, cache_dir=cache_dir, local_files_only=True,
+                                 ignore_patterns=_SKIP_DOWNLOAD)
+    except Exception as err:  # not cached (LocalEntryNotFoundError) or a partial snapshot
+        logger.debug("%s is not in the local cache: %s", repo_id, err)
+    if _hub_offline():
+        raise ValueError(f"Model `{repo_id}` {fix} (HF_HUB_OFFLINE is set)")
+    try:
+        return snapshot_download(repo_id, revision=revision, cache_dir=cache_dir, ignore_patterns=_SKIP_DOWNLOAD)
+    except Exception as err:
+        kind = type(err).__name__
+        if kind in ("GatedRepoError", "RepositoryNotFoundError", "RevisionNotFoundError"):
+            raise ValueError(f"Model `{repo_id}` (revision {revision}) cannot be downloaded ({kind}): check the "
+                             "name, or log in with `hf auth login` for gated models.") from None
+        raise ValueError(f"Model `{repo_id}` {fix} ({kind})") from None
+
+
+def load_tokenizer(model_args: Any, *, padding_side: str = "right"):
+    """The model's tokenizer, padded on the right (training) unless asked otherwise; pad set from eos/unk."""
+    from transformers import AutoTokenizer
+
+    path = resolve_model_path(model_args.model_name_or_path, model_args.cache_dir, model_args.model_revision)
+    kwargs: dict[str, Any] = {"trust_remote_code": model_args.trust_remote_code, "padding_side": padding_side}
+    if model_args.split_special_tokens:
+        kwargs["split_special_tokens"] = True
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, use_fast=model_args.use_fast_tokenizer, **kwargs)
+    except ValueError as err:
+        if "trust_remote_code" in str(err) and not model_args.trust_remote_code:
+            raise ValueError(f"The tokenizer of `{model_args.model_name_or_path}` ships its own code; set "
+                             "`trust_remote_code: true` if you trust it.") from None
+        raise
+    tokenizer.padding_side = padding_side
+    if tokenizer.pad_token is None:
+        fallback = tokenizer.eos_token or tokenizer.unk_token
+        if fallback is None:
+            raise ValueError(f"The tokenizer of `{model_args.model_name_or_path}` has no pad, eos or unk token; "
+                             "set one in its tokenizer_config.json.")
+        tokenizer.pad_token = fallback
+        logger.info("Pad token set to %s.", fallback)
+    return tokenizer
+
+
+def load_processor(model_args: Any):
+    """The multimodal processor of a composite model, or None for a text-only model."""
+    from transformers import AutoProcessor
+
+    path = resolve_model_path(model_args.model_name_or_path, model_args.cache_dir, model_args.model_revision)
+    try:
+        processor = AutoProcessor.from_pretrained(path, trust_remote_code=model_args.trust_remote_code)
+    except (OSError, ValueError, TypeError, KeyError) as err:
+        logger.debug("No processor for %s: %s", path, err)
+        return None
+    return processor if hasattr(processor, "tokenizer") else None
+
+
+def _requested_dtype(model_args: Any, train_args: Any, is_trainable: bool) -> str:
+    if is_trainable and train_args is not None:
+        if getattr(train_args, "pure_bf16", False):
+            return "pure_bf16"
+        if getattr(train_args, "bf16", False):
+            return "bfloat16"
+        if getattr(train_args, "fp16", False):
+            return "float16"
+        return "auto"
+    return getattr(model_args, "infer_dtype", "auto") or "auto"
+
+
+def _quantization_config(bits: int, dtype: torch.dtype):
+    acc = devices.get_accelerator()
+    if acc.type not in ("cuda", "xpu", "npu"):
+        raise ValueError(f"`quantization_bit: {bits}` (bitsandbytes) needs a GPU; {acc.label} cannot run it. "
+                         "Remove `quantization_bit` to train in full precision.")
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise ValueError(f"`quantization_bit: {bits}` needs the `bitsandbytes` package; install the extra "
+                         "`pip install lf-board[bitsandbytes]` or remove `quantization_bit`.")
+    from transformers import BitsAndBytesConfig
+
+    if bits == 8:
+        return BitsAndBytesConfig(load_in_8bit=True)
+    if bits == 4:
+        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=dtype, bnb_4bit_use_double_quant=True,
+                                  bnb_4bit_quant_type="nf4", bnb_4bit_quant_storage=dtype)
+    raise ValueError(f"`quantization_bit: {bits}` is not supported; use 4 or 8.")
+
+
+def _model_class(config: Any, reward: bool):
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoModelForSequenceClassification
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+        MODEL_FOR_TEXT_TO_WAVEFORM_MAPPING_NAMES,
+    )
+
+    model_type = getattr(config, "model_type", "")
+    if reward:
+        return AutoModelForSequenceClassification
+    if model_type in _THINKER_MODEL_TYPES and model_type in MODEL_FOR_TEXT_TO_WAVEFORM_MAPPING_NAMES:
+        return getattr(transformers, MODEL_FOR_TEXT_TO_WAVEFORM_MAPPING_NAMES[model_type])
+    if model_type in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES and getattr(config, "vision_config", None):
+        return AutoModelForImageTextToText
+    if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES or "AutoModelForCausalLM" in (
+            getattr(config, "auto_map", None) or {}):
+        return AutoModelForCausalLM
+    if model_type in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES:
+        return AutoModelForImageTextToText
+    raise ValueError(f"Model type `{model_type}` is not a text-generation model that transformers can load; "
+                     "choose a causal language model or a vision-language model.")
+
+
+def _apply_kernels(model: Any, model_args: Any) -> None:
+    if model_args.use_unsloth:
+        devices.check_kernel_booster("unsloth")  # always raises with the reason
+    if model_args.enable_liger_kernel and devices.check_kernel_booster("liger"):
+        try:
+            from liger_kernel.transformers import _apply_liger_kernel_to_instance
+        except ImportError as err:
+            raise ValueError(f"Liger kernels could not be imported ({err}); update `liger-kernel` or set "
+                             "`enable_liger_kernel: false`.") from None
+        _apply_liger_kernel_to_instance(model=model)
+        logger.info("Liger kernels applied.")
+    if devices.get_accelerator().type == "supa":
+        from engine.models.kernels import apply_fused_rms_norm
+
+        apply_fused_rms_norm(model, device_type="supa")
+
+
+def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, is_trainable: bool,
+               train_args: Any = None, merge_adapters: bool = True, task: str | None = None):
+    """Load the model and prepare it for training or inference.
+
+    Args:
+        model_args: :class:`engine.config.ModelArgs`.
+        finetuning_args: :class:`engine.config.FinetuningArgs` (method, LoRA and freeze settings).
+        tokenizer: The tokenizer, to resize embeddings (``resize_vocab``) and set the pad id.
+        is_trainable: Set up trainable parameters (LoRA, freeze or full) for training; otherwise the model is
+            frozen, in eval mode and moved to the current device.
+        train_args: :class:`engine.config.TrainArgs` (precision and gradient checkpointing), for training.
+        merge_adapters: For inference, merge every adapter (False keeps the last one as a PEFT adapter).
+        task: ``"causal_lm"`` or ``"reward"`` (a sequence-classification model with one output); by default
+            ``reward`` when training with ``stage: rm``.
+
+    Returns:
+        The model (a ``PeftModel`` when a LoRA adapter is trained or kept); for the reward task a sequence
+        classification model with one output.
+    """
+    from transformers import AutoConfig
+
+    path = resolve_model_path(model_args.model_name_or_path, model_args.cache_dir, model_args.model_revision)
+    config = AutoConfig.from_pretrained(path, trust_remote_code=model_args.trust_remote_code)
+    requested = _requested_dtype(model_args, train_args, is_trainable)
+    dtype = devices.choose_dtype(requested, for_training=is_trainable)
+    attention = devices.pick_attention(model_args.attn_implementation or model_args.flash_attn)
+    if task not in (None, "causal_lm", "reward"):
+        raise ValueError(f"Unknown task `{task}`; use `causal_lm` or `reward`.")
+    reward = task == "reward" or (task is None and is_trainable and finetuning_args.stage == "rm")
+    kwargs: dict[str, Any] = {"config": config, "dtype": dtype, "attn_implementation": attention,
+                              "trust_remote_code": model_args.trust_remote_code}
+    quantized = bool(model_args.quantization_bit)
+    if quantized:
+        kwargs["quantization_config"] = _quantization_config(model_args.quantization_bit, dtype)
+        kwargs["device_map"] = {"": devices.current_device()}
+    if reward:
+        kwargs["num_labels"] = 1
+    model = _model_class(config, reward).from_pretrained(path, **kwargs)
+    if getattr(config, "model_type", "") in _THINKER_MODEL_TYPES and hasattr(model, "thinker"):
+        model = model.thinker
+    if tokenizer is not None:
+        _align_with_tokenizer(model, tokenizer, model_args.resize_vocab)
+    _apply_kernels(model, model_args)
+    composite = composite_info(model)
+    if composite is not None and quantized:
+        adapters.add_projector_cast_hooks(model, composite, dtype)
+    model = _setup_training(model, model_args, finetuning_args, composite, is_trainable=is_trainable,
+                            train_args=train_args, quantized=quantized, merge_adapters=merge_adapters)
+    if is_trainable:
+        if requested != "pure_bf16":
+            adapters.upcast_trainable_params(model)
+        model.train()
+    else:
+        model.requires_grad_(False)
+        model.eval()
+        if not quantized:
+            model.to(devices.current_device())
+    trainable, total = count_parameters(model)
+    logger.info("Loaded %s (%s, %s attention): %s trainable of %s parameters (%.4f%%).", path,
+                str(dtype).removeprefix("torch."), attention, f"{trainable:,}", f"{total:,}",
+                100 * trainable / max(total, 1))
+    return model
+
+
+def _align_with_tokenizer(model: Any, tokenizer: Any, resize_vocab: bool) -> None:
+    if resize_vocab:
+        current = model.get_input_embeddings().weight.shape[0]
+        if len(tokenizer) > current:
+            model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of=64)
+            logger.info("Resized embeddings from %d to %d tokens.", current, len(tokenizer))
+    if getattr(model.config, "pad_token_id", None) is None and tokenizer.pad_token_id is not None:
+        model.config.pad_token_id = tokenizer.pad_token_id
+    generation = getattr(model, "generation_config", None)
+    if generation is not None and generation.pad_token_id is None and tokenizer.pad_token_id is not None:
+        generation.pad_token_id = tokenizer.pad_token_id
+
+
+def _setup_training(model: Any, model_args: Any, finetuning_args: Any, composite: ModelFamily | None, *,
+                    is_trainable: bool, train_args: Any, quantized: bool, merge_adapters: bool) -> Any:
+    method = finetuning_args.finetuning_type
+    if model_args.adapter_name_or_path and method != "lora":
+        raise ValueError(f"`adapter_name_or_path` needs `finetuning_type: lora` (this config has `{method}`); "
+                         "a freeze or full run saves a whole model: set model_name_or_path to it instead.")
+    if quantized and method != "lora":
+        raise ValueError("`quantization_bit` works with `finetuning_type: lora` only (QLoRA).")
+    if is_trainable:
+        gradient_checkpointing = bool(getattr(train_args, "gradient_checkpointing", False))
+        if quantized:
+            from peft import prepare_model_for_kbit_training
+
+            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=gradient_checkpointing)
+        elif gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if getattr(model, "config", None) is not None:
+            model.config.use_cache = False
+        if method == "full":
+            adapters.setup_full(model, finetuning_args, composite)
+        elif method == "freeze":
+            adapters.setup_freeze(model, finetuning_args, composite)
+    if method == "lora":
+        model = adapters.setup_lora(model, model_args, finetuning_args, composite, is_trainable=is_trainable,
+                                    merge_adapters=merge_adapters, quantized=quantized)
+    return model
+

@@ -1,0 +1,336 @@
+"""Known model families: the board's model dropdown, default templates and composite-model keys.
+
+One explicit dict, :data:`FAMILIES`, maps a family name to its :class:`ModelFamily`. A family lists its
+models (display name → hub id), the prompt template they use, the ``model_type`` values of their
+``config.json`` and, for composite (vision/audio-language) models, the module keys the loader needs:
+projectors, encoder towers, the language model, and modules that must never get LoRA.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+DEMO_MODEL_NAME = "LF-Demo"
+DEMO_MODEL_PATH = "demo"
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    """One family of models sharing a template and an architecture.
+
+    Attributes:
+        name: Family name shown in the board.
+        template: Prompt template name (the data room's template registry).
+        models: Display name → hub id (or ``demo`` for the built-in demo).
+        multimodal: Whether the family takes images, video or audio.
+        model_types: ``config.json`` ``model_type`` values that identify the family unambiguously.
+        projector_keys: Modules bridging encoders to the language model (composite models).
+        vision_keys: Encoder towers (vision and audio) frozen by ``freeze_vision_tower``.
+        language_keys: The language model inside a composite model.
+        lora_conflict_keys: Modules that must never receive LoRA.
+    """
+
+    name: str
+    template: str
+    models: dict[str, str]
+    multimodal: bool = False
+    model_types: tuple[str, ...] = ()
+    projector_keys: tuple[str, ...] = ()
+    vision_keys: tuple[str, ...] = ()
+    language_keys: tuple[str, ...] = ()
+    lora_conflict_keys: tuple[str, ...] = field(default=())
+
+    @property
+    def hub_ids(self) -> list[str]:
+        """Every known hub id of the family."""
+        return list(self.models.values())
+
+    @property
+    def is_composite(self) -> bool:
+        """True when the model has projectors joining encoders to a language model."""
+        return bool(self.projector_keys)
+
+
+def _qwen(sizes: list[str], prefix: str, org: str = "Qwen") -> dict[str, str]:
+    return {f"{prefix}-{size}": f"{org}/{prefix}-{size}" for size in sizes}
+
+
+_QWEN_VL_KEYS = {
+    "projector_keys": ("visual.merger",),
+    "vision_keys": ("visual.patch_embed", "visual.blocks"),
+    "language_keys": ("language_model", "lm_head"),
+}
+
+FAMILIES: dict[str, ModelFamily] = {
+    "LF-Demo": ModelFamily(
+        name="LF-Demo",
+        template="chatml",
+        models={DEMO_MODEL_NAME: DEMO_MODEL_PATH},
+    ),
+    "Qwen3": ModelFamily(
+        name="Qwen3",
+        template="qwen3",
+        models={
+            **_qwen(["0.6B", "1.7B", "4B", "8B", "14B", "32B", "30B-A3B"], "Qwen3"),
+            **_qwen(["0.6B-Base", "1.7B-Base", "4B-Base", "8B-Base", "14B-Base"], "Qwen3"),
+            "Qwen3-4B-Instruct-2507": "Qwen/Qwen3-4B-Instruct-2507",
+            "Qwen3-4B-Thinking-2507": "Qwen/Qwen3-4B-Thinking-2507",
+            "Qwen3-30B-A3B-Instruct-2507": "Qwen/Qwen3-30B-A3B-Instruct-2507",
+        },
+        model_types=("qwen3", "qwen3_moe"),
+    ),
+    "Qwen2.5": ModelFamily(
+        name="Qwen2.5",
+        template="qwen",
+        models={
+            **_qwen(["0.5B-Instruct", "1.5B-Instruct", "3B-Instruct", "7B-Instruct", "14B-Instruct",
+                     "32B-Instruct", "72B-Instruct"], "Qwen2.5"),
+            **_qwen(["0.5B", "1.5B", "3B", "7B"], "Qwen2.5"),
+            **_qwen(["1.5B-Instruct", "7B-Instruct"], "Qwen2.5-Coder"),
+            **_qwen(["1.5B-Instruct", "7B-Instruct"], "Qwen2.5-Math"),
+        },
+        model_types=("qwen2", "qwen2_moe"),
+    ),
+    "Llama 3": ModelFamily(
+        name="Llama 3",
+        template="llama3",
+        models={
+            "Llama-3-8B-Instruct": "meta-llama/Meta-Llama-3-8B-Instruct",
+            "Llama-3-70B-Instruct": "meta-llama/Meta-Llama-3-70B-Instruct",
+            "Llama-3.1-8B": "meta-llama/Llama-3.1-8B",
+            "Llama-3.1-8B-Instruct": "meta-llama/Llama-3.1-8B-Instruct",
+            "Llama-3.1-70B-Instruct": "meta-llama/Llama-3.1-70B-Instruct",
+            "Llama-3.2-1B": "meta-llama/Llama-3.2-1B",
+            "Llama-3.2-1B-Instruct": "meta-llama/Llama-3.2-1B-Instruct",
+            "Llama-3.2-3B-Instruct": "meta-llama/Llama-3.2-3B-Instruct",
+        },
+        # `llama` is shared with Llama 2 and countless fine-tunes, so a config alone does not identify it.
+    ),
+    "Gemma 3": ModelFamily(
+        name="Gemma 3",
+        template="gemma3",
+        models={
+            "Gemma-3-1B-Instruct": "google/gemma-3-1b-it",
+            "Gemma-3-4B-Instruct": "google/gemma-3-4b-it",
+            "Gemma-3-12B-Instruct": "google/gemma-3-12b-it",
+            "Gemma-3-27B-Instruct": "google/gemma-3-27b-it",
+        },
+        multimodal=True,
+        model_types=("gemma3", "gemma3_text"),
+        projector_keys=("multi_modal_projector",),
+        vision_keys=("vision_tower",),
+        language_keys=("language_model", "lm_head"),
+    ),
+    "Gemma 4": ModelFamily(
+        name="Gemma 4",
+        template="gemma4",
+        models={
+            "Gemma-4-26B-A4B-Thinking": "google/gemma-4-26B-A4B-it",
+            "Gemma-4-31B-Thinking": "google/gemma-4-31B-it",
+        },
+        multimodal=True,
+        model_types=("gemma4", "gemma4_text"),
+        projector_keys=("model.embed_vision", "model.embed_audio"),
+        vision_keys=("vision_tower", "audio_tower"),
+        language_keys=("language_model", "lm_head"),
+        lora_conflict_keys=("per_layer_projection_norm",),
+    ),
+    "Gemma 4 E": ModelFamily(
+        name="Gemma 4 E",
+        template="gemma4n",
+        models={
+            "Gemma-4-E2B-Thinking": "google/gemma-4-E2B-it",
+            "Gemma-4-E4B-Thinking": "google/gemma-4-E4B-it",
+        },
+        multimodal=True,
+        # Same `gemma4` model type as above; a config with an audio encoder selects this family.
+        projector_keys=("model.embed_vision", "model.embed_audio"),
+        vision_keys=("vision_tower", "audio_tower"),
+        language_keys=("language_model", "lm_head"),
+        lora_conflict_keys=("per_layer_projection_norm",),
+    ),
+    "GLM-4": ModelFamily(
+        name="GLM-4",
+        template="glm4",
+        models={
+            "GLM-4-9B-Chat-0414": "zai-org/GLM-4-9B-0414",
+            "GLM-4-32B-Chat-0414": "zai-org/GLM-4-32B-0414",
+            "GLM-Z1-9B-0414": "zai-org/GLM-Z1-9B-0414",
+        },
+        model_types=("glm4", "glm"),
+    ),
+    "GLM-4V": ModelFamily(
+        name="GLM-4V",
+        template="glm4v",
+        models={"GLM-4.1V-9B-Thinking": "zai-org/GLM-4.1V-9B-Thinking"},
+        multimodal=True,
+        model_types=("glm4v", "glm4v_moe"),
+        **_QWEN_VL_KEYS,
+    ),
+    "Mistral": ModelFamily(
+        name="Mistral",
+        template="mistral",
+        models={
+            "Mistral-7B-Instruct-v0.3": "mistralai/Mistral-7B-Instruct-v0.3",
+            "Mistral-Nemo-Instruct-2407": "mistralai/Mistral-Nemo-Instruct-2407",
+            "Mistral-Small-24B-Instruct-2501": "mistralai/Mistral-Small-24B-Instruct-2501",
+        },
+        model_types=("mistral",),
+    ),
+    "Phi-4": ModelFamily(
+        name="Phi-4",
+        template="phi4",
+        models={"Phi-4-14B-Instruct": "microsoft/phi-4", "Phi-4-Mini-Instruct": "microsoft/Phi-4-mini-instruct"},
+        # `phi3` is the architecture of Phi-3 as well, whose template differs.
+    ),
+    "DeepSeek-V3/R1": ModelFamily(
+        name="DeepSeek-V3/R1",
+        template="deepseek3",
+        models={
+            "DeepSeek-V3-671B-Chat": "deepseek-ai/DeepSeek-V3",
+            "DeepSeek-V3-671B-0324-Chat": "deepseek-ai/DeepSeek-V3-0324",
+            "DeepSeek-R1-671B": "deepseek-ai/DeepSeek-R1",
+            "DeepSeek-R1-0528-671B": "deepseek-ai/DeepSeek-R1-0528",
+        },
+        model_types=("deepseek_v3",),
+    ),
+    "Qwen2-VL": ModelFamily(
+        name="Qwen2-VL",
+        template="qwen2_vl",
+        models={
+            **_qwen(["2B-Instruct", "7B-Instruct", "72B-Instruct"], "Qwen2-VL"),
+            **_qwen(["3B-Instruct", "7B-Instruct", "32B-Instruct", "72B-Instruct"], "Qwen2.5-VL"),
+        },
+        multimodal=True,
+        model_types=("qwen2_vl", "qwen2_5_vl"),
+        **_QWEN_VL_KEYS,
+    ),
+    "Qwen3-VL": ModelFamily(
+        name="Qwen3-VL",
+        template="qwen3_vl",
+        models={
+            **_qwen(["2B-Instruct", "4B-Instruct", "8B-Instruct", "32B-Instruct", "30B-A3B-Instruct"], "Qwen3-VL"),
+            **_qwen(["4B-Thinking", "8B-Thinking"], "Qwen3-VL"),
+        },
+        multimodal=True,
+        model_types=("qwen3_vl", "qwen3_vl_moe"),
+        **_QWEN_VL_KEYS,
+    ),
+    "Qwen3.5": ModelFamily(
+        name="Qwen3.5",
+        template="qwen3_5",
+        models=_qwen(["0.8B", "2B", "4B", "9B", "27B", "35B-A3B"], "Qwen3.5"),
+        multimodal=True,
+        model_types=("qwen3_5", "qwen3_5_moe"),
+        projector_keys=("model.visual.merger",),
+        vision_keys=("visual.patch_embed", "visual.blocks"),
+        language_keys=("language_model", "lm_head"),
+    ),
+    "Qwen2.5-Omni": ModelFamily(
+        name="Qwen2.5-Omni",
+        template="qwen2_omni",
+        models=_qwen(["3B", "7B"], "Qwen2.5-Omni"),
+        multimodal=True,
+        model_types=("qwen2_5_omni", "qwen2_5_omni_thinker"),
+        projector_keys=("visual.merger", "audio_tower.proj"),
+        vision_keys=("visual.patch_embed", "visual.blocks", "audio_tower"),
+        language_keys=("language_model", "lm_head"),
+    ),
+    "Qwen3-Omni": ModelFamily(
+        name="Qwen3-Omni",
+        template="qwen3_omni",
+        models=_qwen(["30B-A3B-Instruct", "30B-A3B-Thinking"], "Qwen3-Omni"),
+        multimodal=True,
+        model_types=("qwen3_omni_moe", "qwen3_omni_moe_thinker"),
+        projector_keys=("visual.merger", "audio_tower.proj"),
+        vision_keys=("visual.patch_embed", "visual.blocks", "audio_tower"),
+        language_keys=("language_model", "lm_head"),
+    ),
+    "MiniCPM-V": ModelFamily(
+        name="MiniCPM-V",
+        template="minicpm_v",
+        models={"MiniCPM-V-2.6": "openbmb/MiniCPM-V-2_6", "MiniCPM-o-2.6": "openbmb/MiniCPM-o-2_6"},
+        multimodal=True,
+        model_types=("minicpmv", "minicpmo"),
+        projector_keys=("resampler",),
+        vision_keys=("vpm", "apm", "audio_avg_pooler", "audio_projection_layer", "tts"),
+        language_keys=("llm",),
+    ),
+}
+
+_BY_MODEL_TYPE: dict[str, ModelFamily] = {t: fam for fam in FAMILIES.values() for t in fam.model_types}
+
+
+def list_models() -> dict[str, str]:
+    """Every known model for the board's dropdown: display name → hub id (``demo`` for the demo)."""
+    return {display: hub for family in FAMILIES.values() for display, hub in family.models.items()}
+
+
+def read_local_config(path: str | Path) -> dict[str, Any] | None:
+    """The ``config.json`` of a local model folder, or None when there is none."""
+    config_file = Path(path).expanduser() / "config.json"
+    if not config_file.is_file():
+        return None
+    try:
+        data = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        logger.warning("Cannot read %s: %s", config_file, err)
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def family_of_config(config: dict[str, Any] | Any) -> ModelFamily | None:
+    """The family identified by a config (a ``config.json`` mapping or a transformers config)."""
+    if config is None:
+        return None
+    get = config.get if isinstance(config, dict) else lambda key, default=None: getattr(config, key, default)
+    if get("lf_board_demo", False):
+        return FAMILIES["LF-Demo"]
+    model_type = get("model_type", None)
+    if model_type == "gemma4" and get("audio_config", None):
+        return FAMILIES["Gemma 4 E"]
+    return _BY_MODEL_TYPE.get(str(model_type)) if model_type else None
+
+
+def family_of(name_or_path: str | None) -> ModelFamily | None:
+    """The family of a display name, hub id, ``demo``, or local folder (by its ``config.json``)."""
+    if not name_or_path:
+        return None
+    text = str(name_or_path).strip()
+    lowered = text.lower().rstrip("/")
+    for family in FAMILIES.values():
+        for display, hub in family.models.items():
+            if lowered in (display.lower(), hub.lower()):
+                return family
+    # A local copy of a hub model keeps the repo's folder name: ".../Qwen3-4B" or "models--Qwen--Qwen3-4B".
+    tail = lowered.split("/")[-1].removeprefix("models--").split("--")[-1]
+    for family in FAMILIES.values():
+        for display, hub in family.models.items():
+            if tail and tail in (display.lower(), hub.lower().split("/")[-1]):
+                return family
+    return family_of_config(read_local_config(text))
+
+
+def default_template(name_or_path: str | None) -> str | None:
+    """The template a model should use, or None when unknown (then the tokenizer's own template is used)."""
+    family = family_of(name_or_path)
+    return family.template if family else None
+
+
+def composite_info(model: Any) -> ModelFamily | None:
+    """The composite-model keys of a model (module, transformers config, or ``model_type`` string), or None."""
+    if isinstance(model, str):
+        model_type, family = model, _BY_MODEL_TYPE.get(model)
+    else:
+        config = getattr(model, "config", model)
+        model_type = config.get("model_type") if isinstance(config, dict) else getattr(config, "model_type", None)
+        family = family_of_config(config)
+    if str(model_type).endswith("_text"):  # the text-only variant of a multimodal family (e.g. gemma3_text)
+        return None
+    return family if family is not None and family.is_composite else None

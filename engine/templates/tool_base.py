@@ -1,0 +1,112 @@
+"""The interface shared by every tool format, and the normalisation of tool declarations and calls."""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from typing import Any
+
+
+class ToolFormat(ABC):
+    """A tool format: subclasses implement ``declare``, ``write_calls`` and ``extract``.
+
+    The public operations accept tools and calls in any accepted shape (JSON text, one dict or a list, OpenAI's
+    ``{"type": "function", "function": {...}}`` wrapper) and normalise them first.
+    """
+
+    name = ""
+
+    def format_tools(self, tools: Any) -> str:
+        """The text declaring ``tools`` (placed in the system prompt); "" when there are none."""
+        declared = normalize_tools(tools)
+        return self.declare(declared) if declared else ""
+
+    def format_calls(self, calls: Any) -> str:
+        """The text of an assistant turn making ``calls``."""
+        return self.write_calls(normalize_calls(calls))
+
+    def parse_calls(self, text: str) -> list[dict[str, Any]] | None:
+        """The calls (``{"name", "arguments": dict}``) written in ``text``, or None when it holds none."""
+        return self.extract(text)[1] or None
+
+    @abstractmethod
+    def declare(self, tools: list[dict[str, Any]]) -> str:
+        """Declarations of normalised tools."""
+
+    @abstractmethod
+    def write_calls(self, calls: list[dict[str, Any]]) -> str:
+        """Text of normalised calls."""
+
+    @abstractmethod
+    def extract(self, text: str) -> tuple[str, list[dict[str, Any]]]:
+        """The plain content of ``text`` and its calls; ``(text, [])`` when it holds no well-formed call."""
+
+
+def normalize_tools(tools: Any) -> list[dict[str, Any]]:
+    """Bare function declarations from JSON text, one dict or a list (OpenAI's wrapper removed).
+
+    Raises:
+        ValueError: when the text is not JSON or an entry has no name.
+    """
+    if tools is None or tools == "" or tools == []:
+        return []
+    if isinstance(tools, str):
+        try:
+            tools = json.loads(tools)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"the tools column is not valid JSON ({err.msg} at column {err.colno})") from err
+    if isinstance(tools, dict):
+        tools = [tools]
+    if not isinstance(tools, list):
+        raise ValueError("tools must be a JSON list of function declarations")
+    out = []
+    for tool in tools:
+        if isinstance(tool, dict) and isinstance(tool.get("function"), dict):
+            tool = tool["function"]
+        if not isinstance(tool, dict) or not tool.get("name"):
+            raise ValueError(f"a tool declaration has no name: {json.dumps(tool, ensure_ascii=False)[:120]}")
+        out.append(tool)
+    return out
+
+
+def normalize_calls(calls: Any) -> list[dict[str, Any]]:
+    """Tool calls as ``[{"name", "arguments": dict}]`` from JSON text, one call or a list.
+
+    Accepts OpenAI's ``{"type": "function", "function": {"name", "arguments": "<json>"}}`` entries and
+    ``parameters`` as a synonym of ``arguments``.
+
+    Raises:
+        ValueError: when the calls cannot be read.
+    """
+    if isinstance(calls, str):
+        try:
+            calls = json.loads(calls)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"a tool call is not valid JSON ({err.msg} at column {err.colno})") from err
+    if isinstance(calls, dict):
+        calls = [calls]
+    if not isinstance(calls, list) or not calls:
+        raise ValueError("a tool-call turn must hold a call object or a non-empty list of them")
+    out = []
+    for call in calls:
+        if isinstance(call, str):
+            try:
+                call = json.loads(call)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"a tool call is not valid JSON ({err.msg} at column {err.colno})") from err
+        if isinstance(call, dict) and isinstance(call.get("function"), dict):
+            call = call["function"]
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str) or not call["name"]:
+            raise ValueError("a tool call has no name")
+        arguments = call.get("arguments", call.get("parameters", {}))
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError as err:
+                raise ValueError(f"the arguments of tool call {call['name']!r} are not valid JSON") from err
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            raise ValueError(f"the arguments of tool call {call['name']!r} are not a JSON object")
+        out.append({"name": call["name"], "arguments": arguments})
+    return out

@@ -1,0 +1,78 @@
+"""A stand-in for ``python -m engine`` in job-manager tests: follows the run-folder contract in milliseconds.
+
+Usage: ``python fake_engine.py COMMAND CONFIG.yaml [args]``. Keys in the config steer it:
+``fake_steps`` (default 5), ``fake_sleep`` (seconds per step, default 0.01), ``fake_fail`` (exit 1 with a
+traceback-like message after the steps), ``fake_ignore_term`` (ignore SIGTERM: tests SIGKILL escalation),
+``fake_silent_exit`` (exit 3 without writing a final status).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+
+def main() -> int:
+    command, config_path = sys.argv[1], Path(sys.argv[2])
+    cfg = yaml.safe_load(config_path.read_text()) or {}
+    run_dir = Path(cfg["output_dir"])
+    run_file = run_dir / "run.json"
+    events = run_dir / "events.jsonl"
+
+    def update(**fields):
+        data = json.loads(run_file.read_text()) if run_file.exists() else {}
+        data.update(fields)
+        tmp = run_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, run_file)
+
+    def emit(**event):
+        with open(events, "a") as fh:
+            fh.write(json.dumps({"time": time.time(), **event}) + "\n")
+
+    stop = {"now": False}
+    if cfg.get("fake_ignore_term"):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    else:
+        signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+
+    update(status="running", pid=os.getpid(), pgid=os.getpgid(0))
+    print(f"fake engine: {command} {config_path} {' '.join(sys.argv[3:])}", flush=True)
+    if command == "api":
+        update(host="127.0.0.1", port=12345, ready=True)
+    steps = int(cfg.get("fake_steps", 5))
+    emit(event="start", total_steps=steps, num_examples=steps * 2)
+    for step in range(1, steps + 1):
+        if stop["now"]:
+            emit(event="checkpoint", step=step - 1, path=str(run_dir / f"checkpoint-{step - 1}"))
+            emit(event="end", status="aborted", error="stopped by request", metrics={})
+            update(status="aborted", exit_code=130, finished_at=time.time(), error="stopped by request")
+            print("stopped.", flush=True)
+            return 130
+        time.sleep(float(cfg.get("fake_sleep", 0.01)))
+        loss = 2.0 / step
+        emit(event="log", step=step, total_steps=steps, loss=loss, lr=0.001 * (1 - step / (steps + 1)),
+             tokens_per_s=1000.0, elapsed=step * 0.01, eta=(steps - step) * 0.01)
+        print(f"step {step}/{steps} loss={loss:.3f}", flush=True)
+    if cfg.get("fake_silent_exit"):
+        print("something went badly wrong", flush=True)
+        return 3
+    if cfg.get("fake_fail"):
+        print("Traceback (most recent call last):\nValueError: the fake engine was told to fail", flush=True)
+        emit(event="end", status="failed", error="ValueError: the fake engine was told to fail", metrics={})
+        update(status="failed", exit_code=1, finished_at=time.time(), error="ValueError: the fake engine was told to fail")
+        return 1
+    emit(event="eval", step=steps, eval_loss=0.5, perplexity=1.65)
+    emit(event="end", status="completed", error=None, metrics={"train_loss": 1.0})
+    update(status="completed", exit_code=0, finished_at=time.time(), error=None)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

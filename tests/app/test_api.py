@@ -1,0 +1,68 @@
+"""The automation handlers behind /submit_run, /list_runs, /run_status and /abort_run (fake engine)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gradio as gr
+import pytest
+import yaml
+
+from app.api import Automation
+
+DEMO_DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
+pytestmark = pytest.mark.skipif(not (DEMO_DATA / "dataset_info.json").is_file(), reason="examples/data is missing")
+
+CONFIG = f"""
+model_name_or_path: demo
+template: chatml
+stage: sft
+finetuning_type: lora
+dataset: demo_identity
+dataset_dir: {DEMO_DATA}
+cutoff_len: 128
+output_dir: /somewhere/else
+"""
+
+
+def test_submit_status_list_abort(board):
+    auto = Automation(board)
+    run_id = auto.submit_run(CONFIG)
+    cfg = yaml.safe_load((board.jobs.runs_dir / run_id / "config.yaml").read_text())
+    assert cfg["output_dir"] == str(board.jobs.runs_dir / run_id)  # the run folder, whatever the YAML said
+    assert board.jobs.wait(run_id, 30) == "completed"
+    status = auto.run_status(run_id)
+    assert status["status"] == "completed" and status["step"] == 5 and status["total"] == 5
+    assert status["loss"] == pytest.approx(0.4)
+    assert [r["id"] for r in auto.list_runs()] == [run_id]
+    assert auto.abort_run(run_id) == {"id": run_id, "result": "finished", "status": "completed"}
+
+
+def test_abort_a_queued_run(board):
+    busy = board.jobs.submit("train", {"fake_steps": 400, "fake_sleep": 0.05})
+    board.jobs.wait(busy, 10, ("running",))
+    auto = Automation(board)
+    run_id = auto.submit_run(CONFIG)
+    assert auto.run_status(run_id)["queue_position"] == 1
+    assert auto.abort_run(run_id) == {"id": run_id, "result": "cancelled", "status": "aborted"}
+    assert auto.abort_run(busy)["result"] == "stopping"
+    assert board.jobs.wait(busy, 10) == "aborted"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("model_name_or_path: demo\n  bad: [", "not valid YAML"),
+    ("- a\n- b\n", "key: value"),
+    ("model_name_or_path: demo\nlearning_rat: 0.1\ndataset: demo_identity\n", "Did you mean `learning_rate`"),
+])
+def test_bad_configs_are_refused_with_the_reason(board, text, message):
+    with pytest.raises(gr.Error, match=message):
+        Automation(board).submit_run(text)
+    assert board.jobs.list() == []
+
+
+def test_unknown_runs_and_kinds(board):
+    auto = Automation(board)
+    with pytest.raises(gr.Error, match="no run"):
+        auto.run_status("20200101-000000-train-0000")
+    with pytest.raises(gr.Error, match="Unknown run kind"):
+        auto.submit_run(CONFIG, kind="dance")

@@ -1,0 +1,240 @@
+"""Handler tests: form values in, config, YAML and commands out (no browser; jobs run a fake engine)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gradio as gr
+import pytest
+import yaml
+
+from app import forms, widgets
+from app.tabs import chat, evaluate, export, runs, train
+from app.workspace import LAST_CONFIG
+
+DEMO_DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
+
+pytestmark = pytest.mark.skipif(not (DEMO_DATA / "dataset_info.json").is_file(), reason="examples/data is missing")
+
+TRAIN_KEYS = ["cutoff_len", "learning_rate", "num_train_epochs", "per_device_train_batch_size", "lora_rank",
+              "lora_alpha", "packing", "pref_beta", "freeze_trainable_layers", "quantization_bit"]
+
+
+def train_values(**over):
+    """Form values in the order train.mapping_of expects (top bar, stage, data, then TRAIN_KEYS)."""
+    base = {"model": "demo", "ft": "lora", "checkpoint": "", "template": "chatml", "stage": "sft",
+            "dataset_dir": str(DEMO_DATA), "dataset": ["demo_identity", "demo_alpaca"], "eval_dataset": [],
+            "cutoff_len": 256, "learning_rate": 2e-3, "num_train_epochs": 1, "per_device_train_batch_size": 8.0,
+            "lora_rank": 16, "lora_alpha": None, "packing": "auto", "pref_beta": 0.2, "freeze_trainable_layers": 2,
+            "quantization_bit": "none"}
+    base.update(over)
+    head = [base[k] for k in ("model", "ft", "checkpoint", "template", "stage", "dataset_dir", "dataset",
+                              "eval_dataset")]
+    return head + [base[k] for k in TRAIN_KEYS]
+
+
+def test_widget_kinds_follow_the_config_types():
+    assert widgets.widget_kind("stage") == "dropdown"
+    assert widgets.widget_kind("quantization_bit") == "dropdown"
+    assert widgets.choices_of("quantization_bit") == ["none", "4", "8"]
+    assert widgets.widget_kind("bf16") == "checkbox"
+    assert widgets.widget_kind("packing") == "tristate"
+    assert widgets.widget_kind("lora_rank") == "slider"
+    assert widgets.widget_kind("lora_dropout") == "slider"
+    assert widgets.widget_kind("learning_rate") == "number"
+    assert widgets.widget_kind("lora_target") == "text"
+
+
+def test_numeric_widgets_are_bounded_never_free_text():
+    from engine.config import all_keys
+
+    with gr.Blocks():
+        for key, (_, f) in all_keys().items():
+            kind = widgets.widget_kind(key)
+            comp = widgets.make_widget(key)
+            if kind == "slider":
+                assert isinstance(comp, gr.Slider)
+                assert (comp.minimum, comp.maximum) == (f.metadata["min"], f.metadata["max"])
+            elif kind == "number":
+                assert isinstance(comp, gr.Number), key
+                assert comp.minimum == f.metadata.get("min") and comp.maximum == f.metadata.get("max")
+            elif kind == "text":
+                default = widgets.default_value(key)
+                assert not isinstance(default, (int, float)) or isinstance(default, bool), key
+
+
+def test_widget_value_round_trip():
+    assert widgets.from_widget("quantization_bit", "none") is None
+    assert widgets.to_widget("quantization_bit", 4) == "4"
+    assert widgets.from_widget("packing", "auto") is None and widgets.from_widget("packing", "true") is True
+    assert widgets.from_widget("lora_alpha", None) is None
+    assert widgets.from_widget("per_device_train_batch_size", 8.0) == 8
+    assert widgets.from_widget("adapter_name_or_path", "  ") is None
+    assert widgets.from_widget("lora_target", " all ") == "all"
+    assert widgets.fill(["lora_rank", "bf16"], {"lora_rank": 32}) == [32, False]
+
+
+def test_train_form_to_mapping():
+    mapping = train.mapping_of(TRAIN_KEYS, train_values())
+    assert mapping["model_name_or_path"] == "demo" and mapping["template"] == "chatml"
+    assert mapping["dataset"] == "demo_identity,demo_alpaca" and mapping["eval_dataset"] is None
+    assert mapping["per_device_train_batch_size"] == 8 and isinstance(mapping["per_device_train_batch_size"], int)
+    assert mapping["packing"] is None and mapping["quantization_bit"] is None
+    assert "pref_beta" not in mapping  # preference settings only for dpo/kto
+    assert "freeze_trainable_layers" not in mapping  # freeze settings only for freeze
+    freeze = train.mapping_of(TRAIN_KEYS, train_values(ft="freeze", stage="dpo"))
+    assert "lora_rank" not in freeze and freeze["freeze_trainable_layers"] == 2 and freeze["pref_beta"] == 0.2
+
+
+def test_relative_dataset_dir_becomes_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(DEMO_DATA.parent)
+    mapping = train.mapping_of(TRAIN_KEYS, train_values(dataset_dir="data"))
+    assert mapping["dataset_dir"] == str(DEMO_DATA)
+
+
+def test_checkpoint_picker_resolves_adapter_or_full_model(tmp_path):
+    adapter = tmp_path / "a"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    full = tmp_path / "f"
+    full.mkdir()
+    (full / "config.json").write_text("{}")
+    top = forms.TopValues.of("demo", "lora", str(adapter), "chatml")
+    assert forms.model_mapping(top)["adapter_name_or_path"] == str(adapter)
+    top = forms.TopValues.of("demo", "full", str(full), "")
+    mapping = forms.model_mapping(top)
+    assert mapping["model_name_or_path"] == str(full) and mapping["adapter_name_or_path"] is None
+    assert mapping["template"] is None
+    assert forms.model_mapping(top, with_adapter=False)["model_name_or_path"] == "demo"
+
+
+def test_preview_shows_the_exact_yaml_and_command(board):
+    mapping = train.mapping_of(TRAIN_KEYS, train_values())
+    command, text, pending = train.preview_command(board, mapping, "", "en")
+    run_dir = board.jobs.runs_dir / pending
+    assert command == f"lf-engine train {run_dir / 'config.yaml'}"
+    cfg = yaml.safe_load(text)
+    assert cfg["output_dir"] == str(run_dir) and cfg["learning_rate"] == 2e-3 and cfg["lora_rank"] == 16
+    # Start writes exactly the previewed file into the previewed folder
+    message, run_id = train.start_run(board, mapping, pending, "en")
+    assert run_id == pending and run_id in message
+    assert (run_dir / "config.yaml").read_text() == text
+    assert board.jobs.wait(run_id, 30) == "completed"
+    assert yaml.safe_load((board.workspace.configs_dir / f"{LAST_CONFIG}.yaml").read_text())["lora_rank"] == 16
+    assert board.workspace.startup_settings()["dataset"] == "demo_identity,demo_alpaca"
+
+
+def test_invalid_form_lists_every_problem(board):
+    mapping = train.mapping_of(TRAIN_KEYS, train_values(cutoff_len=4, learning_rate=5.0))
+    message, run_id = train.start_run(board, mapping, "", "en")
+    assert run_id is None
+    assert "cutoff_len: 4" in message and "learning_rate: 5.0" in message
+    missing = train.mapping_of(TRAIN_KEYS, train_values(dataset=["no_such_set"]))
+    message, run_id = train.start_run(board, missing, "", "en")
+    assert run_id is None and "no_such_set" in message  # the engine's pre-flight check
+    _, text, _ = train.preview_command(board, mapping, "", "zh")
+    assert text.startswith("# 该配置暂时无法运行") and "cutoff_len" in text
+    assert board.jobs.list() == []
+
+
+def test_fresh_workspace_preselects_the_demo(workspace):
+    settings = workspace.startup_settings()
+    assert settings["model_name_or_path"] == "demo"
+    assert settings["dataset"] == "demo_identity,demo_alpaca"
+    assert Path(settings["dataset_dir"]) == DEMO_DATA
+    assert workspace.is_fresh()
+
+
+def test_queued_message_and_abort(board):
+    mapping = train.mapping_of(TRAIN_KEYS, train_values())
+    first = board.jobs.submit("train", {"fake_steps": 400, "fake_sleep": 0.05})
+    board.jobs.wait(first, 10, ("running",))
+    message, run_id = train.start_run(board, mapping, "", "en")
+    assert "queued (position 1)" in message
+    assert train.abort_run(board, run_id, "en").startswith(f"Run `{run_id}` was cancelled")
+    assert "Stopping run" in train.abort_run(board, first, "en")
+    assert board.jobs.wait(first, 10) == "aborted"
+    assert train.abort_run(board, "", "zh") == "这里没有可中止的运行。"
+
+
+def test_evaluate_predict_mapping_and_results(board):
+    values = ["demo", "lora", "", "chatml", "predict", str(DEMO_DATA), ["demo_identity"], 256, 20, 4, 64, 0.5, 0.7,
+              50, 1.0, False]
+    keys = ["cutoff_len", "max_samples", "per_device_eval_batch_size", *forms.GENERATION_KEYS]
+    message, run_id = evaluate.start_eval(board, values, keys, "en")
+    assert run_id and run_id.split("-")[2] == "predict", message
+    cfg = yaml.safe_load((board.jobs.runs_dir / run_id / "config.yaml").read_text())
+    assert cfg["do_predict"] and cfg["predict_with_generate"] and cfg["eval_dataset"] == "demo_identity"
+    assert cfg["do_train"] is False and cfg["max_new_tokens"] == 64
+    assert board.jobs.wait(run_id, 30) == "completed"
+    folder = board.jobs.runs_dir / run_id
+    (folder / "generated_predictions.jsonl").write_text(json.dumps({"prompt": "p", "label": "l", "predict": "x"}) + "\n")
+    (folder / "predict_results.json").write_text(json.dumps({"predict_bleu-4": 12.5, "predict_rouge-l": 30.0}))
+    assert evaluate.read_predictions(folder) == [["p", "l", "x"]]
+    assert ["predict_bleu-4", 12.5] in evaluate.read_metrics(folder, {})
+    no_data = values[:6] + [[]] + values[7:]
+    assert evaluate.start_eval(board, no_data, keys, "en")[1] is None
+
+
+def test_export_needs_a_checkpoint_and_writes_inside_the_workspace(board, tmp_path):
+    keys = list(forms.EXPORT_KEYS)
+    message, run_id = export.start_export(board, ["demo", "lora", "", "chatml", "", 1, "cpu", "auto", False], keys, "en")
+    assert run_id is None and "adapter or checkpoint" in message
+    adapter = tmp_path / "ckpt"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    (adapter / "adapter_model.safetensors").write_bytes(b"0")
+    message, run_id = export.start_export(board, ["demo", "lora", str(adapter), "chatml", "", 1, "cpu", "auto", False],
+                                          keys, "en")
+    assert run_id, message
+    cfg = yaml.safe_load((board.jobs.runs_dir / run_id / "config.yaml").read_text())
+    assert board.workspace.contains(cfg["export_dir"]) and cfg["adapter_name_or_path"] == str(adapter)
+    assert board.jobs.folder(run_id).info()["command"][-2] == "export"
+
+
+def test_chat_servers_start_and_unload(board):
+    top = forms.TopValues.of("demo", "lora", "", "chatml")
+    servers, problems = chat.start_servers(board, top, {"temperature": 0.5}, compare=False)
+    assert problems == [] and set(servers) == {"main"}
+    info = board.jobs.folder(servers["main"]).info()
+    assert info["kind"] == "chat" and info["command"][-4:] == ["--host", "127.0.0.1", "--port", "0"]
+    deadline = __import__("time").time() + 10
+    while not chat.live_servers(board, servers).get("main", {}).get("ready"):
+        assert __import__("time").time() < deadline
+    assert chat.unload(board, servers) == [servers["main"]]
+    convo = [{"role": "user", "content": "hi"},
+             {"role": "assistant", "content": None,
+              "tool_calls": [{"function": {"name": "add", "arguments": "{\"a\": 1}"}}]},
+             {"role": "tool", "content": "2"}]
+    shown = chat.to_chatbot(convo, "en")
+    assert shown[1]["metadata"]["title"] == "Tool call" and "add(" in shown[1]["content"]
+    assert shown[2]["metadata"]["title"] == "Tool result"
+    assert chat.openai_messages(convo, "be brief")[0] == {"role": "system", "content": "be brief"}
+
+
+def test_upload_registers_into_the_workspace(board, tmp_path):
+    data = tmp_path / "mine.json"
+    data.write_text(json.dumps([{"instruction": "hi", "input": "", "output": "hello"}]))
+    message, name = train.upload_dataset(board, str(data), "my_set", "en")
+    assert name == "my_set", message
+    info = json.loads((board.workspace.datasets_dir / "dataset_info.json").read_text())
+    assert info["my_set"]["file_name"] == "my_set.json"
+    choices, _ = train.dataset_choices(str(board.workspace.datasets_dir))
+    assert ("my_set · sft", "my_set") in choices
+    assert train.upload_dataset(board, str(data), "../bad", "en")[1] is None
+
+
+def test_history_diff_overlay_and_delete(board):
+    a = board.jobs.submit("train", {"fake_steps": 3, "learning_rate": 0.1, "stage": "sft"})
+    b = board.jobs.submit("train", {"fake_steps": 4, "learning_rate": 0.2, "stage": "sft"})
+    assert board.jobs.wait(b, 30) == "completed" and board.jobs.wait(a, 30) == "completed"
+    frame, ids = runs.table_frame(board, "en")
+    assert set(ids) == {a, b} and list(frame.columns)[0] == "run" and "completed" in set(frame["status"])
+    overlay = runs.overlay_frame(board, [a, b])
+    assert len(overlay) == 7 and set(overlay["run"]) == {a, b}
+    diff = runs.diff_frame(board, [a, b], "en")
+    keys = list(diff.iloc[:, 0])
+    assert "learning_rate" in keys and "stage" not in keys and "output_dir" not in keys
+    assert runs.delete_runs(board, [a], "en").startswith("Deleted 1")
+    assert not (board.jobs.runs_dir / a).exists()

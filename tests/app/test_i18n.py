@@ -1,0 +1,125 @@
+"""Every locale has every key, and every key the board uses exists (static labels and server-side messages)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import string
+from pathlib import Path
+
+from app.i18n import LANGUAGES, LOCALES_DIR, build_i18n, normalize_lang, t
+
+APP_DIR = Path(__file__).resolve().parents[2] / "app"
+
+
+def locale(lang: str) -> dict[str, str]:
+    return json.loads((LOCALES_DIR / f"{lang}.json").read_text(encoding="utf-8"))
+
+
+def placeholders(text: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(text) if name}
+
+
+def test_every_language_has_every_key_with_the_same_placeholders():
+    en = locale("en")
+    for lang in LANGUAGES:
+        strings = locale(lang)
+        assert set(strings) == set(en), f"{lang}: missing {set(en) - set(strings)}, extra {set(strings) - set(en)}"
+        for key, text in strings.items():
+            assert text.strip(), f"{lang}:{key} is empty"
+            assert placeholders(text) == placeholders(en[key]), f"{lang}:{key} placeholders differ from English"
+
+
+def test_chinese_is_really_translated():
+    en, zh = locale("en"), locale("zh")
+    same = [k for k in en if en[k] == zh[k] and re.search(r"[a-z]{4,}", en[k]) and not k.startswith("f_")]
+    assert len(same) <= 5, f"untranslated: {same}"
+    assert re.search(r"[\u4e00-\u9fff]", zh["tab_train"])
+
+
+def _key_sites() -> tuple[set[str], set[str]]:
+    """(literal keys, prefixes of keys composed at run time) from every L(...) and t(lang, ...) call in app/."""
+    literal, prefixes = set(), set()
+    for path in APP_DIR.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+                continue
+            if node.func.id == "L" and node.args:
+                arg = node.args[0]
+            elif node.func.id == "t" and len(node.args) >= 2:
+                arg = node.args[1]
+            else:
+                continue
+            options = [arg.body, arg.orelse] if isinstance(arg, ast.IfExp) else [arg]
+            for option in options:
+                if isinstance(option, ast.Constant):
+                    literal.add(option.value)
+                elif isinstance(option, ast.JoinedStr) and isinstance(option.values[0], ast.Constant):
+                    prefixes.add(option.values[0].value)
+                elif isinstance(option, ast.BinOp) and isinstance(option.left, ast.Constant):
+                    prefixes.add(option.left.value)
+                else:
+                    raise AssertionError(f"{path.name}:{node.lineno}: a locale key the test cannot follow")
+    return literal, prefixes
+
+
+def test_every_key_used_in_the_app_exists():
+    en = locale("en")
+    literal, prefixes = _key_sites()
+    assert len(literal) > 150
+    missing = sorted(k for k in literal if k not in en)
+    assert not missing, f"keys used in app/ but missing from locales/en.json: {missing}"
+    # keys composed at run time: each prefix with every suffix the code can produce
+    from app.tabs.runs import COLUMNS
+    from engine.config import all_keys
+    from engine.runs import STATUSES
+
+    families = {
+        "status_": [*STATUSES, "unknown"],
+        "abort_": ["cancelled", "stopping", "finished"],
+        "col_": COLUMNS,
+        "preview_": ["trained", "masked", "chosen", "rejected", "kto_tag"],
+        "f_": list(all_keys()),
+        "h_": list(all_keys()),
+    }
+    assert prefixes <= set(families), f"new run-time key families: {prefixes - set(families)}"
+    missing = [p + s for p in prefixes for s in families[p] if p + s not in en]
+    assert not missing, f"missing run-time keys: {missing}"
+
+
+def test_the_page_shows_no_raw_keys(tmp_path):
+    """Build the page and check that every translatable label, info and value names an existing key."""
+    import gradio as gr
+
+    from app.context import Board
+    from app.jobs import JobManager
+    from app.ui import build_ui
+    from app.workspace import Workspace
+
+    ws = Workspace(tmp_path / "ws").ensure()
+    demo = build_ui(Board(ws, JobManager(ws.runs_dir)))
+    en = locale("en")
+    marker = re.compile(r'__i18n__(\{[^}]*\})')
+    seen = 0
+    for block in demo.blocks.values():
+        for attr in ("label", "info", "placeholder", "value"):
+            value = getattr(block, attr, None)
+            text = str(value) if value is not None else ""
+            for found in marker.findall(text):
+                key = json.loads(found)["key"]
+                assert key in en, f"{type(block).__name__}.{attr} uses the missing key {key!r}"
+                seen += 1
+        if isinstance(block, gr.Dropdown):
+            for label, _ in block.choices:
+                for found in marker.findall(str(label)):
+                    assert json.loads(found)["key"] in en
+    assert seen > 200
+
+
+def test_server_side_translation():
+    assert normalize_lang("zh-CN") == "zh" and normalize_lang("en-GB") == "en" and normalize_lang("fr") == "en"
+    assert t("zh", "train_started", run="x") == "运行 `x` 已开始。"
+    assert t("de", "train_started", run="x") == "Run `x` started."
+    i18n = build_i18n()
+    assert i18n.translations_dict["zh-CN"]["tab_train"] == "训练"

@@ -1,0 +1,195 @@
+"""The job manager with a fake engine: queue order, logs to a file, abort, SIGKILL escalation, rediscovery."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from app.jobs import JobError, JobManager
+from engine.runs import RunFolder
+
+FAKE = Path(__file__).with_name("fake_engine.py")
+
+
+@pytest.fixture()
+def manager(tmp_path):
+    jm = JobManager(tmp_path / "runs", [sys.executable, str(FAKE)], kill_grace=1.0, poll_interval=0.05)
+    jm.start()
+    yield jm
+    jm.shutdown()
+    for run_id in jm.running():
+        try:
+            os.killpg(RunFolder(jm.runs_dir / run_id).info()["pgid"], signal.SIGKILL)
+        except (KeyError, ProcessLookupError, TypeError):
+            pass
+
+
+def test_run_completes_with_folder_contract(manager):
+    run_id = manager.submit("train", {"fake_steps": 3, "model_name_or_path": "demo"})
+    assert manager.wait(run_id, 30) == "completed"
+    folder = RunFolder(manager.runs_dir / run_id)
+    info = folder.info()
+    assert info["kind"] == "train" and info["exit_code"] == 0 and info["pid"] > 0
+    assert info["command"][-2:] == ["train", str(folder.config_path)]
+    cfg = folder.config_path.read_text()
+    assert f"output_dir: {folder.path}" in cfg and "model_name_or_path: demo" in cfg
+    assert "step 3/3" in folder.log_path.read_text()  # the child's stdout went straight to the file
+    status = manager.status(run_id)
+    assert status["status"] == "completed" and status["step"] == 3 and status["total"] == 3
+    assert status["loss"] == pytest.approx(2.0 / 3)
+    mon = manager.monitor(run_id)
+    assert [s for s, _ in mon.curves()["loss"]] == [1, 2, 3]
+    assert mon.curves()["eval_loss"] == [(3, 0.5)]
+
+
+def test_queue_runs_in_order_one_at_a_time(manager):
+    first = manager.submit("train", {"fake_steps": 20, "fake_sleep": 0.05})
+    second = manager.submit("eval", {"fake_steps": 1})
+    third = manager.submit("export", {"fake_steps": 1})
+    assert manager.wait(first, 10, ("running",)) == "running"
+    assert RunFolder(manager.runs_dir / second).status() == "queued"
+    assert manager.queue_position(second) == 1 and manager.queue_position(third) == 2
+    assert manager.abort(third) == "cancelled"
+    assert RunFolder(manager.runs_dir / third).status() == "aborted"
+    assert manager.wait(first, 30) == "completed"
+    assert manager.wait(second, 30) == "completed"
+    assert RunFolder(manager.runs_dir / second).info()["started_at"] >= RunFolder(
+        manager.runs_dir / first).info()["finished_at"] - 0.5
+    assert RunFolder(manager.runs_dir / second).info()["command"][-2:] == ["eval", str(manager.runs_dir / second / "config.yaml")]
+
+
+def test_chat_servers_skip_the_queue(manager):
+    busy = manager.submit("train", {"fake_steps": 40, "fake_sleep": 0.05})
+    assert manager.wait(busy, 10, ("running",)) == "running"
+    chat = manager.submit("chat", {"fake_steps": 40, "fake_sleep": 0.05}, args=["--host", "127.0.0.1", "--port", "0"])
+    assert manager.wait(chat, 10, ("running",)) == "running"
+    info = RunFolder(manager.runs_dir / chat).info()
+    assert info["command"][-6:] == ["api", str(manager.runs_dir / chat / "config.yaml"), "--host", "127.0.0.1",
+                                    "--port", "0"]
+    assert manager.abort(chat) == "stopping"
+    assert manager.abort(busy) == "stopping"
+    assert manager.wait(chat, 10) == "aborted"
+    assert manager.wait(busy, 10) == "aborted"
+
+
+def test_abort_sends_sigterm_and_engine_reports_aborted(manager):
+    run_id = manager.submit("train", {"fake_steps": 200, "fake_sleep": 0.02})
+    mon = None
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        mon = manager.monitor(run_id)
+        if mon.loss:
+            break
+        time.sleep(0.05)
+    assert mon is not None and mon.loss
+    assert manager.abort(run_id) == "stopping"
+    assert manager.wait(run_id, 10) == "aborted"
+    assert manager.monitor(run_id).checkpoints  # the engine saved on SIGTERM
+    assert manager.abort(run_id) == "finished"
+
+
+def test_abort_escalates_to_sigkill(manager):
+    run_id = manager.submit("train", {"fake_steps": 500, "fake_sleep": 0.02, "fake_ignore_term": True})
+    assert manager.wait(run_id, 10, ("running",)) == "running"
+    time.sleep(0.3)
+    manager.abort(run_id)
+    assert manager.wait(run_id, 10) == "aborted"
+    info = RunFolder(manager.runs_dir / run_id).info()
+    assert info["exit_code"] == -signal.SIGKILL
+
+
+def test_failure_keeps_the_error_lines(manager):
+    failed = manager.submit("train", {"fake_steps": 1, "fake_fail": True})
+    silent = manager.submit("train", {"fake_steps": 1, "fake_silent_exit": True})
+    assert manager.wait(failed, 20) == "failed"
+    assert manager.wait(silent, 20) == "failed"
+    assert "told to fail" in manager.status(failed)["error"]
+    err = manager.status(silent)["error"]
+    assert "exited with code 3" in err and "something went badly wrong" in err
+
+
+def test_unknown_and_bad_ids(manager):
+    with pytest.raises(JobError, match="no run"):
+        manager.status("nope")
+    with pytest.raises(JobError, match="not a run id"):
+        manager.abort("../etc")
+    with pytest.raises(JobError, match="Unknown job kind"):
+        manager.submit("dance", {})
+
+
+def test_delete_refuses_live_runs(manager):
+    run_id = manager.submit("train", {"fake_steps": 100, "fake_sleep": 0.05})
+    manager.wait(run_id, 10, ("running",))
+    with pytest.raises(JobError, match="abort it"):
+        manager.delete(run_id)
+    manager.abort(run_id)
+    manager.wait(run_id, 10)
+    manager.delete(run_id)
+    assert not (manager.runs_dir / run_id).exists()
+
+
+def test_rediscovery_after_restart(tmp_path):
+    runs = tmp_path / "runs"
+    cmd = [sys.executable, str(FAKE)]
+    first = JobManager(runs, cmd, poll_interval=0.05).start()
+    live = first.submit("train", {"fake_steps": 60, "fake_sleep": 0.05})
+    waiting = first.submit("train", {"fake_steps": 1})
+    assert first.wait(live, 10, ("running",)) == "running"
+    first.shutdown()  # the board dies; the child keeps running in its own session
+
+    # a run that claims to be running but whose process is gone
+    dead = RunFolder(runs / "20200101-000000-train-dead")
+    dead.create("train", "output_dir: x\n")
+    dead.update(status="running", pid=2**22 + 7, pgid=2**22 + 7, started_at=time.time() - 5)
+    dead.log_path.write_text("loading...\nRuntimeError: out of memory\n")
+
+    second = JobManager(runs, cmd, poll_interval=0.05)
+    found = second.rediscover()
+    assert live in found["attached"] and waiting in found["queued"] and dead.id in found["failed"]
+    info = dead.info()
+    assert info["status"] == "failed" and "out of memory" in info["error"]
+    second.start()
+    try:
+        assert second.queue() == [waiting]
+        assert second.wait(live, 30) == "completed"
+        assert second.wait(waiting, 30) == "completed"
+    finally:
+        second.shutdown()
+
+
+def test_child_gets_repo_on_pythonpath(tmp_path):
+    script = tmp_path / "probe.py"
+    script.write_text(
+        "import json, os, sys, yaml\n"
+        "cfg = yaml.safe_load(open(sys.argv[2]))\n"
+        "import engine.runs\n"
+        "open(os.path.join(cfg['output_dir'], 'probe.json'), 'w').write(json.dumps(os.environ['PYTHONPATH']))\n"
+    )
+    jm = JobManager(tmp_path / "runs", [sys.executable, str(script)], poll_interval=0.05, cwd=tmp_path).start()
+    try:
+        run_id = jm.submit("train", {})
+        assert jm.wait(run_id, 20) == "completed"  # exit code 0 without a final status counts as completed
+        path = json.loads((jm.runs_dir / run_id / "probe.json").read_text())
+        assert str(Path(__file__).resolve().parents[2]) in path.split(os.pathsep)
+    finally:
+        jm.shutdown()
+
+
+def test_board_process_does_not_hold_log_pipes(manager):
+    run_id = manager.submit("train", {"fake_steps": 50, "fake_sleep": 0.02})
+    manager.wait(run_id, 10, ("running",))
+    deadline = time.time() + 5
+    while "pid" not in RunFolder(manager.runs_dir / run_id).info() and time.time() < deadline:
+        time.sleep(0.02)
+    pid = RunFolder(manager.runs_dir / run_id).info()["pid"]
+    out = subprocess.run(["ls", "-l", f"/proc/{pid}/fd/1"], capture_output=True, text=True).stdout
+    assert "stdout.log" in out
+    manager.abort(run_id)
+    manager.wait(run_id, 10)

@@ -1,0 +1,62 @@
+"""`lf-board` start-up: refuses to expose itself without a password, and imports no torch before serving."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.main import is_loopback, main, parse_auth, security_problem
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_loopback_detection():
+    assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1") and is_loopback("127.0.0.5")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.10") and not is_loopback("::")
+
+
+def test_auth_parsing():
+    assert parse_auth("alice:s3:cret") == ("alice", "s3:cret")
+    assert parse_auth(None) is None
+    with pytest.raises(ValueError, match="USER:PASS"):
+        parse_auth("alice")
+
+
+def test_exposure_needs_a_password():
+    assert security_problem("127.0.0.1", False, None) is None
+    assert "--auth" in security_problem("0.0.0.0", False, None)
+    assert "--share" in security_problem("127.0.0.1", True, None)
+    assert security_problem("0.0.0.0", True, ("a", "b")) is None
+
+
+@pytest.mark.parametrize("argv", [["--host", "0.0.0.0"], ["--share"], ["--auth", "nopassword"]])
+def test_refuses_to_start(argv, capsys, tmp_path):
+    assert main([*argv, "--workspace", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "lf-board" in err and ("--auth" in err or "USER:PASS" in err)
+    assert not (tmp_path / "runs").exists()  # refused before touching the workspace
+
+
+def test_building_the_page_imports_no_torch(tmp_path):
+    code = (
+        "import sys\n"
+        "from app.context import Board\nfrom app.jobs import JobManager\nfrom app.ui import build_ui, launch_options\n"
+        "from app.workspace import Workspace\n"
+        f"ws = Workspace({str(tmp_path)!r}).ensure()\n"
+        "board = Board(ws, JobManager(ws.runs_dir))\nbuild_ui(board)\nlaunch_options(board)\n"
+        "heavy = [m for m in ('torch', 'transformers', 'peft', 'trl', 'datasets') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "HEAVY []" in out.stdout
+
+
+def test_help_mentions_every_option():
+    out = subprocess.run([sys.executable, "-m", "app", "--help"], capture_output=True, text=True, cwd=REPO_ROOT,
+                         timeout=60)
+    for option in ("--host", "--port", "--workspace", "--lang", "--auth", "--share", "--allow-insecure"):
+        assert option in out.stdout

@@ -1,0 +1,69 @@
+"""A live board in a subprocess (fresh workspace, free port), for the gradio_client and browser tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT = 120
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture()
+def live_board(tmp_path):
+    """Start ``python -m app`` on a free port with a temp workspace; yields (url, workspace path)."""
+    if not (REPO_ROOT / "examples" / "data" / "dataset_info.json").is_file():
+        pytest.skip("examples/data is missing")
+    port = free_port()
+    workspace = tmp_path / "workspace"
+    log = open(tmp_path / "board.log", "wb")
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), GRADIO_ANALYTICS_ENABLED="False")
+    proc = subprocess.Popen([sys.executable, "-m", "app", "--port", str(port), "--workspace", str(workspace)],
+                            cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.time() + START_TIMEOUT
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.time() > deadline:
+            log.close()
+            proc.kill()
+            pytest.fail("the board did not start:\n" + (tmp_path / "board.log").read_text(errors="replace")[-3000:])
+        time.sleep(0.5)
+    try:
+        yield url, workspace
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+        # runs started by the board live in their own sessions: stop any that are still going
+        for run_json in (workspace / "runs").glob("*/run.json"):
+            import json
+
+            info = json.loads(run_json.read_text())
+            if info.get("status") == "running" and info.get("pgid"):
+                try:
+                    os.killpg(int(info["pgid"]), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass

@@ -1,0 +1,345 @@
+"""Dataset registry, readers, converters and loading: every format, every error path, and the shared demo data."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from engine.data import (
+    DatasetError,
+    list_datasets,
+    load_examples,
+    read_rows,
+    register_dataset,
+    resolve_dataset,
+    split_eval,
+)
+from engine.data.loader import mix_examples
+from engine.data.registry import check_datasets
+from engine.errors import UserError
+from engine.templates import get_template
+
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
+def args(dataset_dir, **kw):
+    return SimpleNamespace(dataset_dir=str(dataset_dir), max_samples=kw.pop("max_samples", None),
+                           mix_strategy=kw.pop("mix_strategy", "concat"), interleave_probs=kw.pop("probs", None))
+
+
+@pytest.fixture
+def data_dir(tmp_path, fixture_data_dir):
+    """A writable copy of tests/fixtures/data."""
+    target = tmp_path / "data"
+    shutil.copytree(fixture_data_dir, target)
+    return target
+
+
+# --------------------------------------------------------------------------------------------- converters
+def test_alpaca(fixture_data_dir):
+    examples = load_examples(args(fixture_data_dir), "alpaca_small", "sft")
+    assert len(examples) == 4
+    assert examples[0]["messages"] == [{"role": "user", "content": "Say hello."},
+                                       {"role": "assistant", "content": "Hello!"}]
+    assert examples[1]["messages"][0]["content"] == "Add the numbers.\n2 and 3"
+    assert examples[1]["system"] == "You are a calculator."
+    assert [m["role"] for m in examples[2]["messages"]] == ["user", "assistant", "user", "assistant"]
+    assert examples[2]["messages"][0]["content"] == "Are you there?"
+    assert all(e["tools"] == "" and e["images"] == [] for e in examples)
+
+
+def test_sharegpt_with_tools_and_system_turn(fixture_data_dir, caplog):
+    with caplog.at_level(logging.WARNING):
+        examples = load_examples(args(fixture_data_dir), "sharegpt_small", "sft")
+    assert len(examples) == 2
+    first = examples[0]
+    assert first["system"] == "You are a weather bot."
+    assert [m["role"] for m in first["messages"]] == ["user", "function", "observation", "assistant"]
+    assert json.loads(first["messages"][1]["content"]) == [{"name": "get_weather", "arguments": {"city": "Paris"}}]
+    assert json.loads(first["tools"])[0]["name"] == "get_weather"
+    assert examples[1]["system"] == "Be kind."
+    assert "skipped 2 of 4 rows" in caplog.text and "rows 2 (" in caplog.text and "3 (" in caplog.text
+
+
+def test_openai_layout_with_tool_calls_parts_and_media(fixture_data_dir):
+    examples = load_examples(args(fixture_data_dir), "openai_small", "sft")
+    assert len(examples) == 3
+    tool_row = examples[0]
+    assert tool_row["system"] == "Use tools when needed."
+    assert [m["role"] for m in tool_row["messages"]] == ["user", "function", "observation", "assistant"]
+    assert json.loads(tool_row["messages"][1]["content"]) == [{"name": "get_weather", "arguments": {"city": "Rome"}}]
+    assert json.loads(tool_row["tools"])[0]["name"] == "get_weather"
+    assert examples[1]["messages"][1] == {"role": "assistant", "content": "4", "thinking": "Two plus two is four."}
+    assert examples[2]["messages"][0]["content"] == "<image>What is this?"
+    assert examples[2]["images"] == [str(fixture_data_dir / "media" / "dot.png")]
+
+
+def test_plain_file_paths_are_detected(fixture_data_dir):
+    """Unregistered files are accepted by path, their layout detected from the rows."""
+    path = str(fixture_data_dir / "openai_small.jsonl")
+    assert len(load_examples(args(fixture_data_dir), path, "sft")) == 3
+    assert load_examples(args("/nonexistent"), str(fixture_data_dir / "kto_small.json"), "kto")[1]["kto_tag"] is False
+    texts = load_examples(args(fixture_data_dir), "text_small.txt", "pt")
+    assert [e["text"] for e in texts] == ["The first document is short.",
+                                          "The second document talks about cats and dogs.",
+                                          "A third line of plain text."]
+    assert len(load_examples(args(fixture_data_dir), "qa_small.csv", "sft")) == 2
+
+
+def test_preference_and_kto(fixture_data_dir):
+    pairs = load_examples(args(fixture_data_dir), "dpo_small", "dpo")
+    assert pairs[0]["chosen"] == {"role": "assistant", "content": "Blue."}
+    assert pairs[0]["rejected"] == {"role": "assistant", "content": "Dog."}
+    assert [m["role"] for m in pairs[1]["messages"]] == ["user", "assistant", "user"]
+    alpaca_pairs = load_examples(args(fixture_data_dir), "dpo_alpaca", "rm")
+    assert [(e["chosen"]["content"], e["rejected"]["content"]) for e in alpaca_pairs] == [("Apple.", "Chair."),
+                                                                                         ("Yes.", "No.")]
+    sft_from_pairs = load_examples(args(fixture_data_dir), "dpo_small", "sft")
+    assert sft_from_pairs[0]["messages"][-1] == {"role": "assistant", "content": "Blue."}
+    assert "chosen" not in sft_from_pairs[0]
+    kto = load_examples(args(fixture_data_dir), "kto_small", "kto")
+    assert [e["kto_tag"] for e in kto] == [True, False]
+
+
+def test_media_paths_resolved_and_missing_files_skipped(fixture_data_dir, caplog):
+    with caplog.at_level(logging.WARNING):
+        examples = load_examples(args(fixture_data_dir), "mm_small", "sft")
+    assert len(examples) == 1 and Path(examples[0]["images"][0]).is_file()
+    assert "image file not found" in caplog.text and "missing.png" in caplog.text
+
+
+def test_pt_from_any_layout(fixture_data_dir):
+    assert [e["text"] for e in load_examples(args(fixture_data_dir), "pt_small", "pt")][0] == \
+        "Pretraining text number one."
+    joined = load_examples(args(fixture_data_dir), "alpaca_small", "pt")[0]["text"]
+    assert joined == "Say hello.\nHello!"
+
+
+# ---------------------------------------------------------------------------------------------- errors
+def test_malformed_rows_are_counted(fixture_data_dir, caplog):
+    with caplog.at_level(logging.WARNING):
+        examples = load_examples(args(fixture_data_dir), "alpaca_malformed", "sft")
+    assert [e["messages"][0]["content"] for e in examples] == ["Good row.", "Another good row."]
+    assert "skipped 3 of 5 rows" in caplog.text
+    assert "rows 1 (" in caplog.text and "2 (" in caplog.text and "3 (" in caplog.text
+
+
+def test_unknown_name_suggests(fixture_data_dir):
+    with pytest.raises(DatasetError, match="Did you mean 'alpaca_small'") as info:
+        load_examples(args(fixture_data_dir), "alpaca_smal", "sft")
+    assert "sharegpt_small" in str(info.value) and "hub_only" not in str(info.value)
+    assert isinstance(info.value, UserError)
+
+
+def test_missing_info_file(tmp_path):
+    with pytest.raises(DatasetError, match="no dataset_info.json"):
+        load_examples(args(tmp_path), "anything", "sft")
+    with pytest.raises(DatasetError, match="No dataset given"):
+        load_examples(args(tmp_path), " , ", "sft")
+
+
+def test_hub_entry_refused(fixture_data_dir):
+    with pytest.raises(DatasetError, match="no network here: download it .* set `file_name`"):
+        load_examples(args(fixture_data_dir), "hub_only", "sft")
+
+
+def test_missing_file_names_path(fixture_data_dir):
+    with pytest.raises(DatasetError, match="not_there.json"):
+        load_examples(args(fixture_data_dir), "missing_file", "sft")
+
+
+def test_bad_json_reports_line_and_column(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('[\n {"instruction": "a", "output": "b"},\n {"instruction": "c" "output": "d"}\n]\n')
+    with pytest.raises(DatasetError, match=r"bad.json is not valid JSON: Expecting ',' delimiter at line 3, column 22"):
+        read_rows(bad)
+    lines = tmp_path / "bad.jsonl"
+    lines.write_text('{"text": "ok"}\n\n{"text": broken}\n')
+    with pytest.raises(DatasetError, match="bad.jsonl is not valid JSON: .* at line 3, column 10"):
+        read_rows(lines)
+    (tmp_path / "dataset_info.json").write_text('{\n  "a": {"file_name": "x.json",}\n}')
+    with pytest.raises(DatasetError, match="dataset_info.json is not valid JSON: .* line 2"):
+        load_examples(args(tmp_path), "a", "sft")
+
+
+def test_empty_and_unusable_datasets(tmp_path):
+    (tmp_path / "empty.json").write_text("[]")
+    with pytest.raises(DatasetError, match="is empty"):
+        load_examples(args(tmp_path), str(tmp_path / "empty.json"), "sft")
+    (tmp_path / "bad_rows.json").write_text(json.dumps([{"instruction": "q", "output": ""}] * 3))
+    with pytest.raises(DatasetError, match="no usable rows for stage sft .*3 rows read"):
+        load_examples(args(tmp_path), str(tmp_path / "bad_rows.json"), "sft")
+    (tmp_path / "odd.json").write_text(json.dumps([{"foo": 1}]))
+    with pytest.raises(DatasetError, match="Cannot tell the layout"):
+        load_examples(args(tmp_path), str(tmp_path / "odd.json"), "sft")
+
+
+@pytest.mark.parametrize(("name", "stage", "message"), [
+    ("alpaca_small", "dpo", "Stage dpo needs preference pairs, but dataset 'alpaca_small'"),
+    ("sharegpt_small", "rm", "Stage rm needs preference pairs"),
+    ("alpaca_small", "kto", "has no kto_tag column"),
+    ("text_small", "sft", "'text_small' is plain text for pre-training"),
+    ("pt_small", "kto", "no kto_tag"),
+])
+def test_stage_mismatch(fixture_data_dir, name, stage, message):
+    with pytest.raises(DatasetError, match=message):
+        load_examples(args(fixture_data_dir), name, stage)
+    assert check_datasets(fixture_data_dir, name, stage)[0].startswith("`dataset`: ")
+
+
+def test_check_datasets_ok(fixture_data_dir):
+    assert check_datasets(fixture_data_dir, "alpaca_small, sharegpt_small", "sft") == []
+    problems = check_datasets(fixture_data_dir, "alpaca_small,nope", "sft", key="eval_dataset")
+    assert len(problems) == 1 and problems[0].startswith("`eval_dataset`: Unknown dataset 'nope'")
+
+
+# --------------------------------------------------------------------------------------------- readers
+def test_readers(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist([{"instruction": "q", "output": "a"}]), tmp_path / "d.parquet")
+    assert read_rows(tmp_path / "d.parquet") == [{"instruction": "q", "output": "a"}]
+    (tmp_path / "lines.json").write_text('{"text": "a"}\n{"text": "b"}\n')
+    assert read_rows(tmp_path / "lines.json") == [{"text": "a"}, {"text": "b"}]
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text('{"text": "one"}\n')
+    (folder / "b.jsonl").write_text('{"text": "two"}\n')
+    assert read_rows(folder) == [{"text": "one"}, {"text": "two"}]
+    assert [e["text"] for e in load_examples(args(tmp_path), "parts", "pt")] == ["one", "two"]
+    (folder / "c.csv").write_text("text\nthree\n")
+    with pytest.raises(DatasetError, match="mixes file types"):
+        read_rows(folder)
+    (tmp_path / "x.xml").write_text("<a/>")
+    with pytest.raises(DatasetError, match="Unsupported data file type '.xml'"):
+        read_rows(tmp_path / "x.xml")
+    (tmp_path / "obj.json").write_text('{"a": 1, "b": 2}')
+    with pytest.raises(DatasetError, match="expected a list"):
+        read_rows(tmp_path / "obj.json")
+    (tmp_path / "scalars.json").write_text("[1, 2]")
+    with pytest.raises(DatasetError, match="row 0 is a int"):
+        read_rows(tmp_path / "scalars.json")
+
+
+# -------------------------------------------------------------------------------------------- registry
+def test_list_datasets_kinds(fixture_data_dir):
+    listed = list_datasets(fixture_data_dir)
+    kinds = {name: info["kind"] for name, info in listed.items()}
+    assert kinds["alpaca_small"] == "sft" and kinds["dpo_small"] == "preference" and kinds["kto_small"] == "kto"
+    assert kinds["text_small"] == "pt" and kinds["pt_small"] == "pt"
+    assert listed["hub_only"]["hub"] and not listed["hub_only"]["available"]
+    assert not listed["missing_file"]["available"] and listed["alpaca_small"]["available"]
+    assert list_datasets(fixture_data_dir / "media") == {}
+
+
+def test_register_dataset(data_dir):
+    (data_dir / "upload.jsonl").write_text(json.dumps({"messages": [
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}) + "\n")
+    entry = register_dataset(data_dir, "upload", "upload.jsonl")
+    assert entry["formatting"] == "sharegpt" and entry["tags"]["role_tag"] == "role"
+    info = json.loads((data_dir / "dataset_info.json").read_text())
+    assert info["upload"] == entry and "alpaca_small" in info
+    assert load_examples(args(data_dir), "upload", "sft")[0]["messages"][1]["content"] == "yo"
+    assert not list(data_dir.glob(".dataset_info.*"))
+    register_dataset(data_dir, "texts", "text_small.txt")
+    assert list_datasets(data_dir)["texts"]["kind"] == "pt"
+    with pytest.raises(DatasetError, match="already exists"):
+        register_dataset(data_dir, "upload", "upload.jsonl")
+    register_dataset(data_dir, "upload", "alpaca_small.json", formatting="alpaca", overwrite=True)
+    assert resolve_dataset("upload", data_dir).formatting == "alpaca"
+    with pytest.raises(DatasetError, match="not found"):
+        register_dataset(data_dir, "ghost", "ghost.json", formatting="alpaca")
+    with pytest.raises(DatasetError, match="no comma"):
+        register_dataset(data_dir, "a,b", "alpaca_small.json")
+    fresh = data_dir / "fresh"
+    fresh.mkdir()
+    shutil.copy(data_dir / "alpaca_small.json", fresh / "a.json")
+    register_dataset(fresh, "a", "a.json")
+    assert json.loads((fresh / "dataset_info.json").read_text()) == {"a": {"file_name": "a.json"}}
+
+
+# ------------------------------------------------------------------------------------------ mixing / split
+def test_max_samples_and_mixing(fixture_data_dir):
+    both = load_examples(args(fixture_data_dir, max_samples=2), "alpaca_small,sharegpt_small", "sft")
+    assert [e["_dataset"] for e in both] == ["alpaca_small"] * 2 + ["sharegpt_small"] * 2
+    groups = [[{"i": i} for i in range(3)], [{"j": j} for j in range(10)]]
+    under = mix_examples(groups, "interleave_under", seed=1)
+    assert sum("i" in e for e in under) == 3 and len(under) < 13
+    over = mix_examples(groups, "interleave_over", seed=1)
+    assert sum("j" in e for e in over) >= 10
+    assert mix_examples(groups, "interleave_under", seed=1) == under
+    with pytest.raises(DatasetError, match="mix_strategy"):
+        mix_examples(groups, "zip")
+
+
+def test_split_eval():
+    examples = [{"i": i} for i in range(10)]
+    train, held = split_eval(examples, 0.2, seed=3)
+    assert len(train) == 8 and len(held) == 2 and split_eval(examples, 0.2, seed=3) == (train, held)
+    assert {e["i"] for e in train} | {e["i"] for e in held} == set(range(10))
+    assert len(split_eval(examples, 3)[1]) == 3
+    assert split_eval(examples, 0) == (examples, [])
+    with pytest.raises(DatasetError, match="leaves no training examples"):
+        split_eval(examples, 10)
+
+
+# ------------------------------------------------------------------------------------------- shared data
+SHARED_EXPECTED = {
+    "alpaca_en_demo": ("sft", 999), "alpaca_zh_demo": ("sft", 1000), "identity": ("sft", 91),
+    "glaive_toolcall_en_demo": ("sft", 300), "dpo_en_demo": ("dpo", 300), "kto_en_demo": ("kto", 300),
+    "c4_demo": ("pt", 300), "wiki_demo": ("pt", 30), "mllm_demo": ("sft", 6), "mllm_audio_demo": ("sft", 3),
+    "mllm_video_demo": ("sft", 3), "mllm_video_audio_demo": ("sft", 3),
+}
+needs_shared = pytest.mark.skipif(not (SHARED_DATA / "dataset_info.json").is_file(),
+                                  reason="../shared/data is not present")
+
+
+@needs_shared
+@pytest.mark.parametrize("name", sorted(SHARED_EXPECTED))
+def test_shared_dataset_loads_whole(name, caplog):
+    stage, count = SHARED_EXPECTED[name]
+    with caplog.at_level(logging.WARNING):
+        examples = load_examples(args(SHARED_DATA), name, stage)
+    assert len(examples) == count and "skipped" not in caplog.text
+    assert list_datasets(SHARED_DATA)[name]["kind"] == {"sft": "sft", "dpo": "preference", "kto": "kto",
+                                                         "pt": "pt"}[stage]
+
+
+@needs_shared
+def test_shared_details():
+    identity = load_examples(args(SHARED_DATA), "identity", "sft")
+    assert "{{name}}" in identity[0]["messages"][1]["content"] and "{{author}}" in identity[0]["messages"][1]["content"]
+    glaive = load_examples(args(SHARED_DATA), "glaive_toolcall_en_demo", "sft")
+    calls = [m for e in glaive for m in e["messages"] if m["role"] == "function"]
+    assert len(calls) == 211 and all(json.loads(m["content"])[0]["name"] for m in calls)
+    rendered = get_template("qwen").render(glaive[0]["messages"], tools=glaive[0]["tools"])
+    assert '<tool_call>\n{"name": "search_recipes"' in rendered and "<tool_response>" in rendered
+    mllm = load_examples(args(SHARED_DATA), "mllm_demo", "sft")
+    assert all(Path(p).is_absolute() and Path(p).is_file() for e in mllm for p in e["images"])
+    video_audio = load_examples(args(SHARED_DATA), "mllm_video_audio_demo", "sft")[0]
+    assert video_audio["videos"][0].endswith("4.mp4") and video_audio["audios"][0].endswith("4.mp3")
+    with pytest.raises(DatasetError, match="no network"):
+        load_examples(args(SHARED_DATA), "alpaca_en", "sft")
+    with pytest.raises(DatasetError, match="glaive_toolcall_zh_demo.json"):
+        load_examples(args(SHARED_DATA), "glaive_toolcall_zh_demo", "sft")
+
+
+@needs_shared
+def test_shared_reasoning_tool_use(caplog):
+    with caplog.at_level(logging.WARNING):
+        examples = load_examples(args(SHARED_DATA), str(SHARED_DATA / "reason_tool_use_demo_50.jsonl"), "sft")
+    assert len(examples) == 50 and "skipped" not in caplog.text
+    assert all(e["system"] for e in examples)
+    assert sum(bool(e["tools"]) for e in examples) == 48  # two rows declare an empty tool list
+    replies = [m for e in examples for m in e["messages"] if m["role"] in ("assistant", "function")]
+    assert all(m.get("thinking") for m in replies)
+    multi = [m for m in replies if m["role"] == "function" and len(json.loads(m["content"])) == 3]
+    assert len(multi) == 3
+    rendered = get_template("qwen3").render(examples[0]["messages"], examples[0]["system"], examples[0]["tools"])
+    assert rendered.count("<think>\n") == 1

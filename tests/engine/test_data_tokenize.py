@@ -1,0 +1,344 @@
+"""Tokenization per stage (masks, truncation, packing), collation, get_dataset, eval prompts and the preview."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.config import build_config
+from engine.data import (
+    DatasetError,
+    PaddingCollator,
+    TokenizeOptions,
+    build_collator,
+    get_dataset,
+    load_eval_prompts,
+    preview_dataset,
+    tokenize_examples,
+)
+from engine.data.collator import block_causal_mask
+from engine.data.tokenize import IGNORE, fit_pair, pack_rows, sft_row
+from engine.templates import get_template
+
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
+def config(data_dir, **overrides):
+    base = {"model_name_or_path": "unused", "dataset_dir": str(data_dir), "template": "qwen", "cutoff_len": 1024}
+    return build_config({**base, **overrides})
+
+
+def trained_text(tokenizer, input_ids, labels):
+    """The trained tokens of a row, decoded run by run."""
+    runs, current = [], []
+    for token, label in zip(input_ids, labels):
+        if label != IGNORE:
+            current.append(token)
+        elif current:
+            runs.append(tokenizer.decode(current))
+            current = []
+    if current:
+        runs.append(tokenizer.decode(current))
+    return runs
+
+
+# ------------------------------------------------------------------------------------------------------ sft
+def test_sft_masks(fixture_data_dir, chat_tokenizer):
+    cfg = config(fixture_data_dir, dataset="alpaca_small")
+    bundle = get_dataset(cfg, chat_tokenizer, get_template("qwen"))
+    train = bundle.train
+    assert train.column_names == ["input_ids", "labels", "attention_mask"] and len(train) == 4
+    row = train[0]
+    assert trained_text(chat_tokenizer, row["input_ids"], row["labels"]) == ["Hello!<|im_end|>\n"]
+    assert chat_tokenizer.decode(row["input_ids"]).startswith("<|im_start|>system\nYou are Qwen")
+    history = train[2]
+    assert trained_text(chat_tokenizer, history["input_ids"], history["labels"]) == ["Yes.<|im_end|>\n",
+                                                                                   "Still here.<|im_end|>\n"]
+    stats = bundle.stats["train"]
+    assert stats["rows"] == 4 and stats["kept"] == 4 and stats["dropped"] == 0 and stats["truncated"] == 0
+    assert stats["trainable_tokens"] == sum(sum(x != IGNORE for x in r) for r in train["labels"])
+    assert bundle.eval is None
+
+
+def test_train_on_prompt_and_mask_history(fixture_data_dir, chat_tokenizer):
+    on_prompt = get_dataset(config(fixture_data_dir, dataset="alpaca_small", train_on_prompt=True), chat_tokenizer,
+                            get_template("qwen")).train[0]
+    assert on_prompt["labels"] == on_prompt["input_ids"]
+    last_only = get_dataset(config(fixture_data_dir, dataset="alpaca_small", mask_history=True), chat_tokenizer,
+                            get_template("qwen")).train[2]
+    assert trained_text(chat_tokenizer, last_only["input_ids"], last_only["labels"]) == ["Still here.<|im_end|>\n"]
+
+
+def test_template_options_from_config(fixture_data_dir, chat_tokenizer):
+    cfg = config(fixture_data_dir, dataset="openai_small", template="qwen3", enable_thinking=False,
+                 default_system="Sys.")
+    row = get_dataset(cfg, chat_tokenizer, get_template("qwen3")).train[1]
+    text = chat_tokenizer.decode(row["input_ids"])
+    assert text.startswith("<|im_start|>system\nSys.<|im_end|>") and "Two plus two" not in text
+    assert trained_text(chat_tokenizer, row["input_ids"], row["labels"]) == ["4<|im_end|>\n"]
+    thinking = get_dataset(config(fixture_data_dir, dataset="openai_small", template="qwen3"), chat_tokenizer,
+                           get_template("qwen3")).train[1]
+    assert trained_text(chat_tokenizer, thinking["input_ids"], thinking["labels"]) == [
+        "<think>\nTwo plus two is four.\n</think>\n\n4<|im_end|>\n"]
+
+
+def test_tokenizer_chat_template_fallback(fixture_data_dir, tokenizer_factory):
+    tokenizer = tokenizer_factory(chat_template=get_template("chatml").to_jinja())
+    template = get_template(None, tokenizer)
+    bundle = get_dataset(config(fixture_data_dir, dataset="alpaca_small", template=None), tokenizer, template)
+    row = bundle.train[2]
+    assert trained_text(tokenizer, row["input_ids"], row["labels"]) == ["Yes.<|im_end|>\n", "Still here.<|im_end|>\n"]
+
+
+def test_fit_pair():
+    assert fit_pair(10, 10, 30) == (10, 10)
+    assert fit_pair(10, 30, 20) == (10, 10)
+    assert fit_pair(60, 20, 40) == (20, 20)
+    assert fit_pair(60, 40, 50) == (30, 20)
+    assert fit_pair(100, 1, 10) == (9, 1)
+    assert fit_pair(5, 5, 0) == (0, 0)
+
+
+def test_sft_truncation_single_and_multi_turn():
+    prompt, response = list(range(100, 160)), list(range(200, 230))
+    ids, labels, truncated = sft_row([(prompt, response)], TokenizeOptions(cutoff_len=40))
+    assert truncated and len(ids) == 40
+    assert ids[:26] == prompt[-26:] and ids[26:] == response[:14]
+    assert labels == [IGNORE] * 26 + response[:14]
+    ids, _, _ = sft_row([(prompt, response[:20])], TokenizeOptions(cutoff_len=40))
+    assert ids == prompt[-20:] + response[:20], "a reply needing half the budget or less stays whole"
+    pairs = [(list(range(10)), list(range(10, 20))), (list(range(20, 30)), list(range(30, 40)))]
+    ids, labels, truncated = sft_row(pairs, TokenizeOptions(cutoff_len=30))
+    assert truncated and ids == list(range(20)) + list(range(25, 30)) + list(range(30, 35))
+    ids, _, _ = sft_row(pairs, TokenizeOptions(cutoff_len=24))
+    assert ids == list(range(20)), "a later turn with too little room is dropped, not shredded"
+    ids, labels, truncated = sft_row(pairs, TokenizeOptions(cutoff_len=30, mask_history=True))
+    assert ids == list(range(20, 40)) and labels == [IGNORE] * 10 + list(range(30, 40)) and truncated
+    ids, labels, _ = sft_row(pairs, TokenizeOptions(cutoff_len=100, mask_history=True))
+    assert ids == list(range(40)) and labels == [IGNORE] * 30 + list(range(30, 40))
+
+
+class _EmptyReplyTemplate:
+    """A template stand-in whose reply has no tokens (nothing to train)."""
+
+    def encode_multiturn(self, tokenizer, messages, system=None, tools=None):
+        return [([1, 2, 3], [])] if messages[0]["content"] == "empty" else [([1, 2], [3, 4])]
+
+
+def test_rows_without_trained_tokens_are_dropped():
+    examples = [{"messages": [{"role": "user", "content": c}]} for c in ("empty", "ok", "empty")]
+    columns, stats = tokenize_examples(examples, "sft", None, _EmptyReplyTemplate(), TokenizeOptions(cutoff_len=16))
+    assert columns["input_ids"] == [[1, 2, 3, 4]] and stats["dropped"] == 2 and stats["kept"] == 1
+
+
+def test_cutoff_truncates_real_rows(fixture_data_dir, chat_tokenizer):
+    bundle = get_dataset(config(fixture_data_dir, dataset="sharegpt_small", cutoff_len=16), chat_tokenizer,
+                         get_template("qwen"))
+    assert all(len(ids) <= 16 for ids in bundle.train["input_ids"])
+    assert bundle.stats["train"]["truncated"] == 2
+    assert all(any(x != IGNORE for x in labels) for labels in bundle.train["labels"])
+
+
+# ------------------------------------------------------------------------------------------------- packing
+def test_pack_rows():
+    rows = [([1] * 5, [1] * 5), ([2] * 3, [2] * 3), ([3] * 4, [3] * 4), ([4] * 8, [4] * 8)]
+    packed = pack_rows(rows, 9)
+    assert [len(ids) for ids in packed["input_ids"]] == [8, 9, 3]
+    assert packed["position_ids"][1] == [0, 1, 2, 3, 4, 0, 1, 2, 3]
+    assert packed["labels"][1] == [IGNORE, 1, 1, 1, 1, IGNORE, 3, 3, 3]
+    assert sorted(t for ids in packed["input_ids"] for t in ids) == sorted(t for ids, _ in rows for t in ids)
+
+
+def test_sft_packing(fixture_data_dir, chat_tokenizer):
+    plain = get_dataset(config(fixture_data_dir, dataset="alpaca_small,sharegpt_small", cutoff_len=128), chat_tokenizer,
+                        get_template("qwen"))
+    packed = get_dataset(config(fixture_data_dir, dataset="alpaca_small,sharegpt_small", packing=True, cutoff_len=128),
+                         chat_tokenizer, get_template("qwen"))
+    assert "position_ids" in packed.train.column_names and len(packed.train) < len(plain.train)
+    assert all(len(ids) <= 128 for ids in packed.train["input_ids"])
+    assert sum(map(len, packed.train["input_ids"])) == sum(map(len, plain.train["input_ids"]))
+    assert packed.stats["train"]["packed_sequences"] == len(packed.train)
+
+
+def test_pt_chunks_and_packing(fixture_data_dir, chat_tokenizer):
+    tok = chat_tokenizer
+    chunked = get_dataset(config(fixture_data_dir, dataset="pt_small,text_small", stage="pt", cutoff_len=16), tok,
+                          get_template("qwen")).train
+    lengths = [len(ids) for ids in chunked["input_ids"]]
+    assert all(n == 16 for n in lengths[:-1]) and 1 < lengths[-1] <= 16
+    stream = [t for ids in chunked["input_ids"] for t in ids]
+    assert stream[0] == tok.bos_token_id and stream.count(tok.eos_token_id) == 5
+    assert chunked["labels"] == chunked["input_ids"]
+    assert tok.decode(stream).startswith("<s>Pretraining text number one.</s><s>Pretraining")
+    packed = get_dataset(config(fixture_data_dir, dataset="pt_small,text_small", stage="pt", cutoff_len=16,
+                                packing=True), tok, get_template("qwen")).train
+    assert all(len(ids) <= 16 for ids in packed["input_ids"])
+    for positions, labels in zip(packed["position_ids"], packed["labels"]):
+        assert positions[0] == 0 and labels[0] == IGNORE
+        starts = [i for i, p in enumerate(positions) if p == 0]
+        assert all(labels[i] == IGNORE for i in starts)
+
+
+# ---------------------------------------------------------------------------------------------- preference
+def test_dpo_rm_kto_columns(fixture_data_dir, chat_tokenizer):
+    tok, template = chat_tokenizer, get_template("chatml")
+    dpo = get_dataset(config(fixture_data_dir, dataset="dpo_small", stage="dpo", template="chatml"), tok, template)
+    assert dpo.train.column_names == ["prompt_ids", "chosen_ids", "rejected_ids"]
+    row = dpo.train[1]
+    messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"},
+                {"role": "user", "content": "2+2?"}]
+    assert row["prompt_ids"] == template.encode_prompt(tok, messages)
+    assert tok.decode(row["chosen_ids"]) == "4<|im_end|>\n" and tok.decode(row["rejected_ids"]) == "5<|im_end|>\n"
+    rm = get_dataset(config(fixture_data_dir, dataset="dpo_small", stage="rm", template="chatml"), tok, template)
+    assert rm.train.column_names == ["chosen_ids", "rejected_ids"]
+    assert rm.train[1]["chosen_ids"] == row["prompt_ids"] + row["chosen_ids"]
+    kto = get_dataset(config(fixture_data_dir, dataset="kto_small", stage="kto", template="chatml"), tok, template)
+    assert kto.train.column_names == ["prompt_ids", "completion_ids", "label"]
+    assert kto.train["label"] == [True, False] and tok.decode(kto.train[1]["completion_ids"]) == "Lisbon.<|im_end|>\n"
+    short = get_dataset(config(fixture_data_dir, dataset="dpo_small", stage="dpo", template="chatml", cutoff_len=8),
+                        tok, template)
+    assert all(len(p) + max(len(c), len(r)) <= 8 for p, c, r in zip(
+        short.train["prompt_ids"], short.train["chosen_ids"], short.train["rejected_ids"]))
+    assert short.stats["train"]["truncated"] == 2
+
+
+# ------------------------------------------------------------------------------------------------ collator
+def test_collator_pads_to_multiple_of_eight(tokenizer_factory):
+    tokenizer = tokenizer_factory()
+    features = [{"input_ids": [5, 6, 7], "labels": [IGNORE, 6, 7], "attention_mask": [1, 1, 1]},
+                {"input_ids": [8] * 10, "labels": [8] * 10, "attention_mask": [1] * 10}]
+    batch = build_collator(tokenizer)(features)
+    pad = tokenizer.pad_token_id
+    assert batch["input_ids"].shape == (2, 16)
+    assert batch["input_ids"][0].tolist() == [5, 6, 7] + [pad] * 13
+    assert batch["labels"][0].tolist() == [IGNORE, 6, 7] + [IGNORE] * 13
+    assert batch["attention_mask"][0].tolist() == [1, 1, 1] + [0] * 13
+    tokenizer.padding_side = "left"
+    left = build_collator(tokenizer)(features)
+    assert left["input_ids"][0].tolist() == [pad] * 13 + [5, 6, 7]
+    assert left["attention_mask"][0].tolist() == [0] * 13 + [1, 1, 1]
+
+
+def test_packed_batch_layouts(tokenizer_factory):
+    tokenizer = tokenizer_factory()
+    feature = {"input_ids": [5, 6, 7, 8, 9], "labels": [IGNORE, 6, 7, IGNORE, 9], "attention_mask": [1] * 5,
+               "position_ids": [0, 1, 2, 0, 1]}
+    batch = PaddingCollator(tokenizer)([feature])
+    assert "attention_mask" not in batch and batch["use_cache"] is False
+    assert batch["position_ids"][0].tolist() == [0, 1, 2, 0, 1, 0, 1, 2]
+    mask = PaddingCollator(tokenizer, packed_attention="4d")([feature])["attention_mask"]
+    assert mask.shape == (1, 1, 8, 8) and mask.dtype.is_floating_point is False
+    assert mask[0, 0, 4].tolist() == [False, False, False, True, True, False, False, False]
+    assert mask[0, 0, 2].tolist() == [True, True, True, False, False, False, False, False]
+    assert mask[0, 0, 6].tolist() == [False] * 6 + [True, False]
+    with pytest.raises(ValueError):
+        PaddingCollator(tokenizer, packed_attention="magic")
+
+
+@pytest.mark.parametrize(("attention", "packed_attention", "side"), [
+    ("sdpa", "position_ids", "right"), ("eager", "position_ids", "left"), ("sdpa", "4d", "left"),
+])
+def test_packed_rows_match_separate_rows(tokenizer_factory, attention, packed_attention, side):
+    """A tiny llama gives the same logits for packed examples as for each example alone."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    model_config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    model_config._attn_implementation = attention
+    model = LlamaForCausalLM(model_config).train()
+    examples = [list(range(5, 10)), list(range(10, 13)), list(range(20, 24)), list(range(30, 39))]
+    packed = pack_rows([(ids, ids) for ids in examples], 9)
+    features = [{key: packed[key][i] for key in packed} for i in range(len(packed["input_ids"]))]
+    tokenizer = tokenizer_factory()
+    tokenizer.padding_side = side
+    batch = PaddingCollator(tokenizer, packed_attention=packed_attention)(features)
+    batch.pop("labels")
+    with torch.no_grad():
+        logits = model(**batch).logits
+        width = batch["input_ids"].shape[1]
+        for row, feature in enumerate(features):
+            offset = width - len(feature["input_ids"]) if side == "left" else 0
+            starts = [i for i, p in enumerate(feature["position_ids"]) if p == 0] + [len(feature["input_ids"])]
+            for start, end in zip(starts, starts[1:]):
+                alone = model(input_ids=torch.tensor([feature["input_ids"][start:end]])).logits[0]
+                assert torch.allclose(logits[row, offset + start:offset + end], alone, atol=1e-5)
+
+
+def test_block_causal_mask_without_padding():
+    import torch
+
+    mask = block_causal_mask(torch.tensor([[0, 1, 0, 1, 2]]), torch.ones(1, 5, dtype=torch.bool))
+    assert mask[0, 0].int().tolist() == [[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [0, 0, 1, 0, 0], [0, 0, 1, 1, 0],
+                                         [0, 0, 1, 1, 1]]
+
+
+# --------------------------------------------------------------------------------------- bundle / prompts
+def test_val_size_eval_dataset_and_cache(fixture_data_dir, chat_tokenizer, tmp_path):
+    template = get_template("qwen")
+    split = get_dataset(config(fixture_data_dir, dataset="alpaca_small", val_size=0.25), chat_tokenizer, template)
+    assert len(split.train) == 3 and len(split.eval) == 1 and split.stats["eval"]["rows"] == 1
+    named = get_dataset(config(fixture_data_dir, dataset="alpaca_small", eval_dataset="sharegpt_small", val_size=0.5,
+                               packing=True), chat_tokenizer, template)
+    assert len(named.eval) == 2 and "position_ids" not in named.eval.column_names
+    cache = tmp_path / "tokenized"
+    first = get_dataset(config(fixture_data_dir, dataset="alpaca_small", tokenized_path=str(cache)), chat_tokenizer,
+                        template)
+    again = get_dataset(config(fixture_data_dir, dataset="nonexistent", tokenized_path=str(cache)), chat_tokenizer,
+                        template)
+    assert again.train["input_ids"] == first.train["input_ids"] and again.stats == first.stats
+    with pytest.raises(DatasetError, match="Unknown dataset 'nonexistent'"):
+        get_dataset(config(fixture_data_dir, dataset="nonexistent", tokenized_path=str(cache), overwrite_cache=True),
+                    chat_tokenizer, template)
+
+
+def test_load_eval_prompts(fixture_data_dir, chat_tokenizer):
+    template = get_template("qwen")
+    cfg = config(fixture_data_dir, dataset="alpaca_small", eval_dataset="sharegpt_small")
+    rows = load_eval_prompts(cfg, chat_tokenizer, template)
+    assert len(rows) == 2
+    first = rows[0]
+    assert first["label"] == "It is 21 degrees in Paris."
+    assert first["prompt_ids"] == template.encode_prompt(chat_tokenizer, first["messages"], first["system"],
+                                                         first["tools"])
+    assert first["prompt"].endswith("</tool_response><|im_end|>\n<|im_start|>assistant\n")
+    split = load_eval_prompts(config(fixture_data_dir, dataset="alpaca_small", val_size=1), chat_tokenizer, template)
+    assert len(split) == 1
+    with pytest.raises(DatasetError, match="set `eval_dataset`"):
+        load_eval_prompts(config(fixture_data_dir), chat_tokenizer, template)
+
+
+def test_preview(fixture_data_dir, chat_tokenizer):
+    template = get_template("qwen")
+    cfg = config(fixture_data_dir, dataset="alpaca_small", cutoff_len=40)
+    preview = preview_dataset(cfg.data, "sft", chat_tokenizer, template, n=2)
+    assert len(preview["rows"]) == 2 and preview["num_examples"] == 4 and len(preview["lengths"]) == 4
+    spans = preview["rows"][0]["spans"]
+    assert [text for text, trained in spans if trained] == ["Hello!<|im_end|>\n"]
+    assert "".join(text for text, _ in spans) == template.render(
+        [{"role": "user", "content": "Say hello."}, {"role": "assistant", "content": "Hello!"}])
+    assert preview["over_cutoff"] == sum(n > 40 for n in preview["lengths"]) and preview["over_cutoff"] > 0
+    dpo = preview_dataset(config(fixture_data_dir, dataset="dpo_small").data, "dpo", chat_tokenizer, template)
+    assert dpo["rows"][0]["spans"][1] == ("Blue.<|im_end|>\n", True)
+    assert dpo["rows"][0]["rejected_spans"][1] == ("Dog.<|im_end|>\n", True)
+    pt = preview_dataset(config(fixture_data_dir, dataset="text_small").data, "pt", chat_tokenizer, template, n=1)
+    assert pt["rows"] == [{"spans": [("The first document is short.", True)]}]
+    kto = preview_dataset(config(fixture_data_dir, dataset="kto_small").data, "kto", chat_tokenizer, template)
+    assert [row["kto_tag"] for row in kto["rows"]] == [True, False]
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "dataset_info.json").is_file(), reason="../shared/data is not present")
+@pytest.mark.parametrize(("dataset", "stage", "template"), [
+    ("glaive_toolcall_en_demo", "sft", "gemma4"), ("identity,alpaca_zh_demo", "sft", "llama3"),
+    ("dpo_en_demo", "dpo", "qwen3"), ("kto_en_demo", "kto", "glm4"), ("c4_demo,wiki_demo", "pt", "qwen"),
+    ("mllm_demo", "sft", "gemma3"),
+])
+def test_shared_data_tokenizes(chat_tokenizer, dataset, stage, template):
+    cfg = config(SHARED_DATA, dataset=dataset, stage=stage, template=template, max_samples=40, cutoff_len=256)
+    bundle = get_dataset(cfg, chat_tokenizer, get_template(template))
+    stats = bundle.stats["train"]
+    assert stats["kept"] > 0 and stats["trainable_tokens"] > 0
+    first_column = bundle.train.column_names[0]
+    assert all(len(ids) <= 256 for ids in bundle.train[first_column])

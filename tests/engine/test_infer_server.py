@@ -1,0 +1,297 @@
+"""The OpenAI-compatible server: a real round trip over HTTP against a tiny model, SSE framing, errors."""
+
+import http.client
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine.config import build_config
+from engine.infer.chat import ChatModel, Reply
+from engine.infer.server import RequestError, convert_messages, convert_tools, generation_overrides
+from engine.runs import RunFolder
+
+
+def build_tiny_model(folder):
+    """A 2-layer Llama (hidden 32) with a byte-level BPE tokenizer trained on the spot; saved to ``folder``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=["<pad>", "</s>", "<|im_start|>", "<|im_end|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    core.train_from_iterator(["Hello, how are you? The cat sat on the mat.", "你好，世界。"] * 4, trainer)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="</s>", pad_token="<pad>",
+                                        additional_special_tokens=["<|im_start|>", "<|im_end|>"])
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """`serve` running in a thread on a free port; yields (base url, run folder)."""
+    from engine.infer.server import serve
+
+    model_dir = build_tiny_model(tmp_path_factory.mktemp("tiny-server-model"))
+    run_dir = tmp_path_factory.mktemp("chat-run")
+    cfg = build_config({"model_name_or_path": str(model_dir), "template": "chatml", "do_sample": False,
+                        "max_new_tokens": 6})
+    stop = threading.Event()
+    errors = []
+
+    def target():
+        try:
+            serve(cfg, "127.0.0.1", 0, run_dir=str(run_dir), stop_event=stop)
+        except BaseException as err:  # reported by the fixture below
+            errors.append(err)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    folder = RunFolder(run_dir)
+    deadline = time.time() + 60
+    while not folder.info().get("ready") and time.time() < deadline and not errors:
+        time.sleep(0.05)
+    assert not errors, errors
+    info = folder.info()
+    assert info["ready"] is True
+    yield f"http://127.0.0.1:{info['port']}", folder
+    stop.set()
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    assert not errors, errors
+
+
+def post(base, body, raw=None):
+    data = raw if raw is not None else json.dumps(body).encode("utf-8")
+    request = urllib.request.Request(f"{base}/v1/chat/completions", data=data,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, response.headers.get("Content-Type"), response.read().decode("utf-8")
+    except urllib.error.HTTPError as err:
+        return err.code, err.headers.get("Content-Type"), err.read().decode("utf-8")
+
+
+def sse_events(text):
+    assert text.endswith("\n\n")
+    blocks = text[:-2].split("\n\n")
+    assert all(block.startswith("data: ") and "\n" not in block for block in blocks)
+    return [block[len("data: "):] for block in blocks]
+
+
+HELLO = {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}]}
+
+
+def test_run_json_records_the_server(server):
+    base, folder = server
+    info = folder.info()
+    assert (info["kind"], info["status"], info["host"]) == ("chat", "running", "127.0.0.1")
+    assert info["port"] > 0 and base.endswith(str(info["port"])) and info["pid"] > 0
+
+
+def test_health_and_models(server):
+    base, _ = server
+    with urllib.request.urlopen(f"{base}/health", timeout=10) as response:
+        assert json.loads(response.read())["status"] == "ok"
+    with urllib.request.urlopen(f"{base}/v1/models", timeout=10) as response:
+        models = json.loads(response.read())
+    assert models["object"] == "list" and models["data"][0]["object"] == "model"
+
+
+def test_non_streaming_completion(server):
+    base, _ = server
+    status, kind, text = post(base, {**HELLO, "max_tokens": 4})
+    assert status == 200 and kind.startswith("application/json")
+    body = json.loads(text)
+    assert body["object"] == "chat.completion" and body["id"].startswith("chatcmpl-")
+    choice = body["choices"][0]
+    assert choice["message"]["role"] == "assistant" and isinstance(choice["message"]["content"], str)
+    assert choice["finish_reason"] == "length"
+    usage = body["usage"]
+    assert usage["completion_tokens"] == 4
+    assert usage["total_tokens"] == usage["prompt_tokens"] + 4
+
+
+def test_streaming_completion_uses_sse_and_done(server):
+    base, _ = server
+    status, kind, text = post(base, {**HELLO, "stream": True, "stream_options": {"include_usage": True}})
+    assert status == 200 and kind.startswith("text/event-stream")
+    events = sse_events(text)
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert len({c["id"] for c in chunks}) == 1
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert chunks[-2]["choices"][0]["finish_reason"] == "length"
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 6
+    streamed = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks[:-1])
+    # Greedy decoding: the streamed text is the non-streamed answer.
+    _, _, whole = post(base, HELLO)
+    assert json.loads(whole)["choices"][0]["message"]["content"] == streamed.strip()
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (None, "not valid JSON"),
+        ({"messages": []}, "non-empty list"),
+        ({"messages": [{"role": "assistant", "content": "hi"}]}, "out of order"),
+        ({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}, "last message"),
+        ({"messages": [{"role": "wizard", "content": "a"}]}, "role 'wizard'"),
+        ({"messages": [{"role": "user", "content": "a"}], "temperature": 9}, "temperature"),
+        ({"messages": [{"role": "user", "content": "a"}], "max_tokens": 0}, "max_new_tokens"),
+        ({"messages": [{"role": "user", "content": "a"}], "n": 2}, "n: 1"),
+        ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, "image_url"),
+    ],
+)
+def test_bad_requests_get_400_with_a_message(server, body, message):
+    base, _ = server
+    status, kind, text = post(base, body, raw=b"{not json" if body is None else None)
+    assert status == 400 and kind.startswith("application/json")
+    assert message in json.loads(text)["error"]["message"]
+
+
+def test_unknown_route_is_404(server):
+    base, _ = server
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(f"{base}/v2/nothing", timeout=10)
+    assert info.value.code == 404
+    assert "/v1/models" in json.loads(info.value.read())["error"]["message"]
+
+
+def test_tool_calls_come_back_in_openai_shape(server, monkeypatch):
+    base, _ = server
+    call = {"name": "get_weather", "arguments": {"city": "Paris"}}
+    monkeypatch.setattr(ChatModel, "finish", lambda self, generation: Reply(
+        text="", tool_calls=[call], prompt_tokens=generation.prompt_tokens,
+        completion_tokens=generation.completion_tokens, finish_reason="tool_calls"))
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
+                                               "parameters": {"type": "object",
+                                                              "properties": {"city": {"type": "string"}}}}}]
+    body = {"messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": tools}
+    status, _, text = post(base, body)
+    assert status == 200
+    choice = json.loads(text)["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    (sent,) = choice["message"]["tool_calls"]
+    assert sent["type"] == "function" and sent["id"].startswith("call_")
+    assert sent["function"]["name"] == "get_weather" and json.loads(sent["function"]["arguments"]) == call["arguments"]
+
+    status, _, text = post(base, {**body, "stream": True})
+    chunks = [json.loads(e) for e in sse_events(text)[:-1]]
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    (streamed,) = [d["tool_calls"] for d in deltas if "tool_calls" in d]
+    assert streamed[0]["index"] == 0 and streamed[0]["function"]["name"] == "get_weather"
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_client_disconnect_stops_generation(server, monkeypatch):
+    base, _ = server
+    started = []
+    original = ChatModel.start
+
+    def recording_start(self, *args, **kwargs):
+        generation = original(self, *args, **kwargs)
+        started.append(generation)
+        return generation
+
+    monkeypatch.setattr(ChatModel, "start", recording_start)
+    host, port = base.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    body = json.dumps({"messages": [{"role": "user", "content": "Hello"}], "stream": True, "max_tokens": 5000})
+    connection.request("POST", "/v1/chat/completions", body=body, headers={"Content-Type": "application/json"})
+    response = connection.getresponse()
+    assert response.status == 200
+    assert response.readline().startswith(b"data: ")
+    response.close()
+    connection.close()
+    deadline = time.time() + 30
+    while not (started and not started[0]._thread.is_alive()) and time.time() < deadline:
+        time.sleep(0.05)
+    generation = started[0]
+    assert not generation._thread.is_alive()
+    assert generation.completion_tokens < 5000
+    # The server is free again for the next request.
+    assert post(base, HELLO)[0] == 200
+
+
+def test_sigterm_stops_the_server_and_marks_the_run_completed(tmp_path):
+    model_dir = build_tiny_model(tmp_path / "model")
+    run_dir = tmp_path / "run"
+    script = (
+        "from engine.config import build_config\n"
+        "from engine.infer.server import serve\n"
+        f"cfg = build_config({{'model_name_or_path': {str(model_dir)!r}, 'template': 'chatml'}})\n"
+        f"serve(cfg, '127.0.0.1', 0, run_dir={str(run_dir)!r})\n"
+    )
+    repo_root = Path(__file__).resolve().parents[2]
+    process = subprocess.Popen([sys.executable, "-c", script], cwd=repo_root, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+    try:
+        folder = RunFolder(run_dir)
+        deadline = time.time() + 120
+        while not folder.info().get("ready") and time.time() < deadline and process.poll() is None:
+            time.sleep(0.1)
+        info = folder.info()
+        assert info.get("ready") is True, process.stderr.read().decode() if process.poll() is not None else info
+        assert info["pid"] == process.pid and info["status"] == "running"
+        with urllib.request.urlopen(f"http://127.0.0.1:{info['port']}/health", timeout=10) as response:
+            assert response.status == 200
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    info = folder.info()
+    assert (info["status"], info["ready"], info["exit_code"]) == ("completed", False, 0)
+    assert info["finished_at"] >= info["started_at"]
+
+
+# -- request conversion ---------------------------------------------------------------------------------------------
+
+
+def test_convert_messages_maps_openai_roles():
+    messages, system = convert_messages([
+        {"role": "system", "content": "Be kind."},
+        {"role": "user", "content": [{"type": "text", "text": "Weather "}, {"type": "text", "text": "in Paris?"}]},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+        {"role": "tool", "tool_call_id": "call_2", "content": "20C"},
+    ])
+    assert system == "Be kind."
+    assert [m["role"] for m in messages] == ["user", "function", "observation"]
+    assert messages[0]["content"] == "Weather in Paris?"
+    assert json.loads(messages[1]["content"]) == [{"name": "get_weather", "arguments": {"city": "Paris"}}]
+    assert messages[2]["content"] == "sunny\n20C"
+    with pytest.raises(RequestError, match="system message must come before"):
+        convert_messages([{"role": "user", "content": "a"}, {"role": "system", "content": "b"}])
+    with pytest.raises(RequestError, match="only system messages"):
+        convert_messages([{"role": "system", "content": "b"}])
+
+
+def test_convert_tools_and_overrides():
+    assert convert_tools(None) is None
+    assert convert_tools([{"type": "function", "function": {"name": "f"}}]) == [{"name": "f"}]
+    with pytest.raises(RequestError, match="needs a `name`"):
+        convert_tools([{"type": "function", "function": {}}])
+    assert generation_overrides({"temperature": 0, "max_tokens": 5, "top_p": 0.5}) == {
+        "temperature": 0.0, "do_sample": False, "max_new_tokens": 5, "top_p": 0.5}
+    assert generation_overrides({"max_completion_tokens": 3, "max_tokens": 9}) == {"max_new_tokens": 3}

@@ -1,0 +1,155 @@
+"""BLEU/ROUGE metrics on known strings, perplexity, and batch prediction on a tiny model."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from engine.config import build_config
+from engine.evaluate.metrics import (
+    compute_generation_metrics,
+    perplexity,
+    rouge_l,
+    rouge_n,
+    sentence_bleu,
+    tokenize,
+)
+
+METRIC_KEYS = {"predict_bleu-4", "predict_rouge-1", "predict_rouge-2", "predict_rouge-l"}
+
+
+def test_tokenize_splits_cjk_by_character_and_other_text_by_word():
+    assert tokenize("Hello, world! 你好世界。") == ["Hello", ",", "world", "!", "你", "好", "世", "界", "。"]
+    assert tokenize("café 123 こんにちは") == ["café", "123", "こ", "ん", "に", "ち", "は"]
+    assert tokenize("   ") == []
+
+
+def test_identical_texts_score_100():
+    scores = compute_generation_metrics(["the cat sat on the mat"], ["the cat sat on the mat"])
+    assert set(scores) == METRIC_KEYS
+    assert all(value == 100.0 for value in scores.values())
+    # Shorter than four tokens still scores 100 (effective order).
+    assert compute_generation_metrics(["yes"], ["yes"])["predict_bleu-4"] == 100.0
+
+
+def test_disjoint_texts_score_zero():
+    scores = compute_generation_metrics(["a b c d e"], ["v w x y z"])
+    assert scores == {key: 0.0 for key in METRIC_KEYS}
+
+
+def test_hand_computed_case():
+    hyp = tokenize("the cat is on the mat")
+    ref = tokenize("the cat sat on the mat")
+    # Clipped n-gram precisions: 5/6, 3/5, 1/4 and no 4-gram match -> 1 / (2 * 3); equal lengths -> no penalty.
+    expected_bleu = (5 / 6 * 3 / 5 * 1 / 4 * 1 / 6) ** 0.25
+    assert sentence_bleu(hyp, ref) == pytest.approx(expected_bleu)
+    assert rouge_n(hyp, ref, 1) == pytest.approx(5 / 6)
+    assert rouge_n(hyp, ref, 2) == pytest.approx(3 / 5)
+    assert rouge_l(hyp, ref) == pytest.approx(5 / 6)  # LCS: the cat on the mat
+    scores = compute_generation_metrics(["the cat is on the mat"], ["the cat sat on the mat"])
+    assert scores["predict_bleu-4"] == pytest.approx(100 * expected_bleu, abs=1e-4)
+    assert scores["predict_rouge-1"] == pytest.approx(83.3333, abs=1e-4)
+
+
+def test_brevity_penalty_applies_to_short_hypotheses():
+    hyp, ref = tokenize("the cat sat"), tokenize("the cat sat on the mat")
+    # All n-grams of the hypothesis match; the penalty is exp(1 - 6/3).
+    assert sentence_bleu(hyp, ref) == pytest.approx(math.exp(1 - 2))
+
+
+def test_chinese_scores_by_character():
+    scores = compute_generation_metrics(["我爱北京天安门"], ["我爱北京"])
+    # ROUGE-1: 4 matching characters; precision 4/7, recall 4/4.
+    assert scores["predict_rouge-1"] == pytest.approx(100 * 2 * (4 / 7) / (4 / 7 + 1), abs=1e-4)
+    assert scores["predict_rouge-2"] == pytest.approx(100 * 2 * (3 / 6) / (3 / 6 + 1), abs=1e-4)
+    assert 0 < scores["predict_bleu-4"] < 100
+
+
+def test_scores_average_over_examples_and_empty_texts_score_zero():
+    scores = compute_generation_metrics(["same words here", ""], ["same words here", "anything"])
+    assert scores["predict_rouge-1"] == 50.0
+    assert compute_generation_metrics([], []) == {key: 0.0 for key in METRIC_KEYS}
+    with pytest.raises(ValueError, match="2 predictions but 1 labels"):
+        compute_generation_metrics(["a", "b"], ["a"])
+
+
+def test_perplexity():
+    assert perplexity(0.0) == 1.0
+    assert perplexity(math.log(7.5)) == pytest.approx(7.5)
+    assert perplexity(1e6) == math.inf
+    assert perplexity(float("nan")) == math.inf
+
+
+# -- prediction on a tiny model ---------------------------------------------------------------------------------
+
+
+def _tiny_model_and_tokenizer():
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=["<pad>", "</s>", "<|im_start|>", "<|im_end|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    core.train_from_iterator(["Hello, how are you? The cat sat on the mat.", "你好，世界。"] * 4, trainer)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="</s>", pad_token="<pad>",
+                                        additional_special_tokens=["<|im_start|>", "<|im_end|>"])
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    return LlamaForCausalLM(config).eval(), tokenizer
+
+
+def test_run_predict_writes_predictions_and_scores(tmp_path):
+    from engine.evaluate.predict import run_predict
+    from engine.infer.generation import template_for
+    from engine.runs import EventReader, EventWriter
+
+    model, tokenizer = _tiny_model_and_tokenizer()
+    cfg = build_config({"model_name_or_path": "tiny", "template": "chatml", "do_sample": False,
+                        "max_new_tokens": 6, "per_device_eval_batch_size": 2})
+    template = template_for(cfg, tokenizer)
+    pairs = [("Hello", "Hi there"), ("How are you today?", "fine"), ("你好", "你好世界"), ("cat", "The cat sat.")]
+    rows = [{"prompt_ids": template.encode_prompt(tokenizer, [{"role": "user", "content": q}]),
+             "prompt": q, "label": a} for q, a in pairs]
+    events = EventWriter(tmp_path / "events.jsonl")
+    metrics = run_predict(cfg, model, tokenizer, template, rows, tmp_path / "out", event_writer=events)
+
+    lines = (tmp_path / "out" / "generated_predictions.jsonl").read_text(encoding="utf-8").splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [set(r) for r in records] == [{"prompt", "predict", "label"}] * 4
+    assert [(r["prompt"], r["label"]) for r in records] == pairs  # input order kept despite length batching
+    assert all(r["predict"] for r in records)
+    saved = json.loads((tmp_path / "out" / "predict_results.json").read_text(encoding="utf-8"))
+    assert saved == metrics
+    assert METRIC_KEYS | {"predict_runtime", "predict_samples_per_second", "predict_steps_per_second"} <= set(saved)
+    progress = [e for e in EventReader(tmp_path / "events.jsonl").read_new() if e["event"] == "progress"]
+    assert [e["fraction"] for e in progress] == [0.5, 1.0]
+    assert all(e["stage"] == "predict" for e in progress)
+
+    # Left-padded batches give the same greedy output as one prompt at a time.
+    single = build_config({"model_name_or_path": "tiny", "template": "chatml", "do_sample": False,
+                           "max_new_tokens": 6, "per_device_eval_batch_size": 1})
+    run_predict(single, model, tokenizer, template, rows, tmp_path / "single")
+    assert (tmp_path / "single" / "generated_predictions.jsonl").read_text(encoding="utf-8") == "\n".join(lines) + "\n"
+
+
+def test_run_predict_scores_against_labels(tmp_path):
+    from engine.evaluate.predict import run_predict
+    from engine.infer.generation import template_for
+
+    model, tokenizer = _tiny_model_and_tokenizer()
+    cfg = build_config({"model_name_or_path": "tiny", "template": "chatml", "do_sample": False, "max_new_tokens": 5})
+    template = template_for(cfg, tokenizer)
+    rows = [{"prompt_ids": template.encode_prompt(tokenizer, [{"role": "user", "content": "Hello"}]),
+             "prompt": "Hello", "label": ""}]
+    run_predict(cfg, model, tokenizer, template, rows, tmp_path)
+    predicted = json.loads((tmp_path / "generated_predictions.jsonl").read_text(encoding="utf-8"))["predict"]
+    # Scoring the model against its own output as the label gives 100.
+    rows[0]["label"] = predicted
+    metrics = run_predict(cfg, model, tokenizer, template, rows, tmp_path)
+    assert metrics["predict_rouge-l"] == 100.0
+    assert metrics["predict_bleu-4"] == 100.0

@@ -1,0 +1,149 @@
+"""Tool formats: declarations, call round trips (format then parse), Gemma 4's value notation, plain text."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine.templates import (
+    TOOL_FORMATS,
+    format_calls,
+    format_tools,
+    get_tool_format,
+    normalize_calls,
+    normalize_tools,
+    parse_calls,
+)
+from engine.templates.gemma4_tools import GemmaSyntaxError, from_gemma_value, to_gemma_value
+
+NESTED_CALLS = [
+    {"name": "plan_trip", "arguments": {
+        "city": "Paris, \"la ville\" {lumière}", "days": 3, "budget": 1250.5, "flexible": True, "pets": False,
+        "notes": None, "stops": ["Louvre", "Orsay", {"name": "Café", "open": [8, 22]}],
+        "traveller": {"name": "Zoé", "age": 31, "prefs": {"window": True, "meal": None}}, "empty": {}, "none": [],
+    }},
+    {"name": "ping", "arguments": {}},
+]
+WEATHER = {"name": "get_weather", "description": "Weather of a city",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "City"}},
+                          "required": ["city"]}}
+
+
+@pytest.mark.parametrize("name", sorted(TOOL_FORMATS))
+def test_round_trip(name):
+    text = format_calls(name, NESTED_CALLS)
+    assert parse_calls(name, text) == NESTED_CALLS
+    content, calls = get_tool_format(name).extract(text)
+    assert calls == NESTED_CALLS and content == ""
+
+
+@pytest.mark.parametrize("name", sorted(TOOL_FORMATS))
+def test_formatter_objects_accept_json_text(name):
+    formatter = TOOL_FORMATS[name]
+    assert formatter.format_tools(json.dumps([WEATHER])) == formatter.format_tools([WEATHER])
+    text = formatter.format_calls(json.dumps(NESTED_CALLS[0]))
+    assert formatter.parse_calls(text) == NESTED_CALLS[:1]
+    assert formatter.parse_calls("no calls here") is None
+
+
+@pytest.mark.parametrize("name", sorted(TOOL_FORMATS))
+def test_single_call_round_trip(name):
+    call = [{"name": "get_weather", "arguments": {"city": "Paris"}}]
+    assert parse_calls(name, format_calls(name, call)) == call
+
+
+@pytest.mark.parametrize("name", sorted(TOOL_FORMATS))
+@pytest.mark.parametrize("text", [
+    "Just a plain answer.",
+    "Here is some JSON: {\"a\": 1}",
+    "Name\nnot json at all",
+    "call:f{a:1} without markers",
+    "",
+])
+def test_plain_text_is_left_alone(name, text):
+    assert parse_calls(name, text) is None
+    assert get_tool_format(name).extract(text) == (text, [])
+
+
+@pytest.mark.parametrize("name", sorted(TOOL_FORMATS))
+def test_format_tools_mentions_every_tool(name):
+    text = format_tools(name, [WEATHER, {"type": "function", "function": {"name": "ping", "description": "Ping"}}])
+    assert "get_weather" in text and "ping" in text
+    assert format_tools(name, "") == ""
+
+
+def test_prose_before_calls_is_kept():
+    assert get_tool_format("qwen").extract(
+        'Let me look.\n<tool_call>\n{"name": "f", "arguments": {"x": [1, 2]}}\n</tool_call>'
+    ) == ("Let me look.", [{"name": "f", "arguments": {"x": [1, 2]}}])
+    assert get_tool_format("default").extract('I will search.\nAction: search\nAction Input: {"q": "cats"}') == (
+        "I will search.", [{"name": "search", "arguments": {"q": "cats"}}])
+    assert get_tool_format("gemma4").extract("Sure.<|tool_call>call:f{a:1}<tool_call|>") == (
+        "Sure.", [{"name": "f", "arguments": {"a": 1}}])
+
+
+def test_default_format_exact():
+    assert format_calls("default", [{"name": "f", "arguments": {"a": 1}}]) == 'Action: f\nAction Input: {"a": 1}'
+    assert parse_calls("default", "Action: f\nAction Input: ```json\n{\"a\": 1}\n```") == [
+        {"name": "f", "arguments": {"a": 1}}]
+
+
+def test_llama3_and_glm4_exact():
+    call = [{"name": "f", "arguments": {"a": "é"}}]
+    assert format_calls("llama3", call) == '{"name": "f", "parameters": {"a": "é"}}'
+    assert format_calls("glm4", call) == 'f\n{"a": "é"}'
+    assert parse_calls("llama3", '{"name": "f", "arguments": {"a": 2}}') == [{"name": "f", "arguments": {"a": 2}}]
+
+
+# ------------------------------------------------------------------------------------------------ gemma 4
+def test_gemma4_declaration_exact():
+    assert format_tools("gemma4", [WEATHER]) == (
+        'declaration:get_weather{description:<|"|>Weather of a city<|"|>,parameters:{properties:{city:'
+        '{description:<|"|>City<|"|>,type:<|"|>STRING<|"|>}},required:[<|"|>city<|"|>],type:<|"|>OBJECT<|"|>}}'
+    )
+    two = format_tools("gemma4", [WEATHER, {"name": "ping", "description": "Ping", "response": {"type": "string"}}])
+    assert two.split("\n")[1] == 'declaration:ping{description:<|"|>Ping<|"|>,response:{type:<|"|>STRING<|"|>}}'
+
+
+def test_gemma4_call_exact_sorted_keys():
+    text = format_calls("gemma4", [{"name": "f", "arguments": {"z": None, "b": [True, 1.5, "x"], "a": {"y": 1,
+                                                                                                        "c": False}}}])
+    assert text == '<|tool_call>call:f{a:{c:false,y:1},b:[true,1.5,<|"|>x<|"|>],z:null}<tool_call|>'
+
+
+def test_gemma4_parse_hand_written():
+    text = ('<|tool_call>call:tools.shell-exec{cmd:<|"|>echo {a, b}: [c]<|"|>, env:{HOME:<|"|>/root<|"|>},'
+            'limit:-2, ratio:1e3, dry_run:true, json:"quoted"}<tool_call|>')
+    assert parse_calls("gemma4", text) == [{"name": "tools.shell-exec", "arguments": {
+        "cmd": "echo {a, b}: [c]", "env": {"HOME": "/root"}, "limit": -2, "ratio": 1000.0, "dry_run": True,
+        "json": "quoted"}}]
+
+
+@pytest.mark.parametrize("text", [
+    "<|tool_call>call:f{a:<|\"|>unterminated}<tool_call|>",
+    "<|tool_call>f{a:1}<tool_call|>",
+    "<|tool_call>call:f{a:1}",
+    "<|tool_call>call:f{a 1}<tool_call|>",
+])
+def test_gemma4_malformed_calls_are_not_calls(text):
+    assert parse_calls("gemma4", text) is None
+
+
+def test_gemma4_value_codec():
+    value = {"s": "a,b:c", "n": [1, -2.5, None, False], "o": {"k": "v"}}
+    assert from_gemma_value(to_gemma_value(value)) == value
+    with pytest.raises(GemmaSyntaxError):
+        from_gemma_value("{a:1} trailing")
+
+
+def test_normalizers():
+    assert normalize_tools('[{"type": "function", "function": {"name": "a"}}]') == [{"name": "a"}]
+    assert normalize_calls('{"name": "a", "arguments": "{\\"x\\": 1}"}') == [{"name": "a", "arguments": {"x": 1}}]
+    assert normalize_calls(['{"name": "a", "parameters": {"x": 1}}']) == [{"name": "a", "arguments": {"x": 1}}]
+    with pytest.raises(ValueError, match="no name"):
+        normalize_tools([{"description": "nameless"}])
+    with pytest.raises(ValueError, match="not valid JSON"):
+        normalize_calls("{oops")
+    with pytest.raises(ValueError, match="unknown|Unknown"):
+        get_tool_format("nope")

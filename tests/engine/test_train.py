@@ -1,0 +1,143 @@
+"""Training end to end on the built-in demo model: every stage and method, the run folder, abort, resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+FAST = ["max_steps=2", "logging_steps=1", "save_strategy=no", "plot_loss=true", "max_samples=16",
+        f"dataset_dir={EXAMPLES / 'data'}"]
+
+
+def events(folder: Path) -> list[dict]:
+    return [json.loads(x) for x in (folder / "events.jsonl").read_text().splitlines() if x.strip()]
+
+
+def train(example: str, out: Path, *extra: str) -> int:
+    return main(["train", str(EXAMPLES / example), f"output_dir={out}", *FAST, *extra])
+
+
+@pytest.fixture(autouse=True)
+def _in_repo(monkeypatch):
+    monkeypatch.chdir(REPO)
+
+
+def test_sft_lora_writes_a_standard_adapter_and_the_run_folder(tmp_path):
+    out = tmp_path / "sft"
+    assert train("sft_lora_demo.yaml", out, "max_steps=4") == 0
+    assert (out / "adapter_config.json").is_file() and (out / "adapter_model.safetensors").is_file()
+    assert (out / "loss.png").stat().st_size > 1000
+    assert (out / "lf_config.yaml").is_file() and (out / "lf_versions.json").is_file()
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "completed" and run["exit_code"] == 0 and run["kind"] == "train"
+    evs = events(out)
+    assert evs[0]["event"] == "start" and evs[0]["total_steps"] == 4 and evs[0]["trainable_params"] > 0
+    logs = [e for e in evs if e["event"] == "log"]
+    assert [e["step"] for e in logs] == [1, 2, 3, 4]
+    assert all(e["loss"] > 0 and e["total_steps"] == 4 for e in logs)
+    assert logs[-1]["tokens_per_s"] > 0 and logs[-1]["eta"] == 0
+    assert evs[-1]["event"] == "end" and evs[-1]["status"] == "completed"
+    # The resolved config reproduces the run.
+    from engine.config import load_config
+
+    assert load_config(out / "config.yaml").finetuning.lora_rank == 16
+    # Plain PEFT loads the adapter.
+    from peft import PeftConfig
+
+    assert PeftConfig.from_pretrained(out).r == 16
+
+
+@pytest.mark.parametrize("example", ["sft_full_demo.yaml", "sft_freeze_demo.yaml", "pt_lora_demo.yaml",
+                                     "sft_tools_demo.yaml"])
+def test_other_methods_and_stages_train(tmp_path, example):
+    out = tmp_path / "run"
+    assert train(example, out) == 0
+    assert json.loads((out / "run.json").read_text())["status"] == "completed"
+    assert any(e["event"] == "log" and e["loss"] > 0 for e in events(out))
+    assert (out / "config.json").is_file() or (out / "adapter_config.json").is_file()
+
+
+@pytest.mark.parametrize("example", ["rm_lora_demo.yaml", "dpo_lora_demo.yaml", "kto_lora_demo.yaml",
+                                     "orpo_lora_demo.yaml", "simpo_lora_demo.yaml"])
+def test_preference_stages_train(tmp_path, example):
+    out = tmp_path / "run"
+    assert train(example, out) == 0
+    logs = [e for e in events(out) if e["event"] == "log"]
+    assert logs and all(e["loss"] is not None for e in logs)
+    assert (out / "adapter_config.json").is_file()
+
+
+def test_user_errors_exit_2_without_traceback(tmp_path, capsys):
+    code = main(["train", str(EXAMPLES / "sft_lora_demo.yaml"), "lerning_rate=1", "dataset=nope",
+                 f"output_dir={tmp_path}"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "Did you mean `learning_rate`" in err and "Traceback" not in err
+
+
+def test_dataset_problems_are_found_before_loading(tmp_path, capsys):
+    code = main(["train", str(EXAMPLES / "sft_lora_demo.yaml"), "dataset=demo_idnetity", f"output_dir={tmp_path}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "demo_identity" in err and "Traceback" not in err
+    code = main(["train", str(EXAMPLES / "dpo_lora_demo.yaml"), "dataset=demo_alpaca", f"output_dir={tmp_path}"])
+    assert code == 2 and "demo_alpaca" in capsys.readouterr().err
+
+
+def test_eval_and_predict_write_metrics(tmp_path):
+    adapter = tmp_path / "sft"
+    assert train("sft_lora_demo.yaml", adapter) == 0
+    out = tmp_path / "pred"
+    code = main(["eval", str(EXAMPLES / "predict_demo.yaml"), f"adapter_name_or_path={adapter}", f"output_dir={out}",
+                 "max_samples=4", "max_new_tokens=8", f"dataset_dir={EXAMPLES / 'data'}"])
+    assert code == 0
+    results = json.loads((out / "all_results.json").read_text())
+    assert "eval_loss" in results and "perplexity" in results
+    assert {"predict_bleu-4", "predict_rouge-1", "predict_rouge-2", "predict_rouge-l"} <= set(results) or \
+        {"predict_bleu-4", "predict_rouge-l"} <= set(json.loads((out / "predict_results.json").read_text()))
+    rows = [json.loads(x) for x in (out / "generated_predictions.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 and {"prompt", "predict", "label"} <= set(rows[0])
+    assert json.loads((out / "run.json").read_text())["kind"] == "predict"
+
+
+def test_resume_from_checkpoint_continues(tmp_path):
+    out = tmp_path / "run"
+    assert train("sft_lora_demo.yaml", out, "save_strategy=steps", "save_steps=2") == 0
+    assert (out / "checkpoint-2" / "lf_config.yaml").is_file()
+    assert train("sft_lora_demo.yaml", out, "max_steps=3", "save_strategy=steps", "save_steps=2",
+                 "resume_from_checkpoint=true") == 0
+    logs = [e for e in events(out) if e["event"] == "log"]
+    assert logs[-1]["step"] == 3
+
+
+def test_sigterm_saves_a_checkpoint_and_ends_aborted(tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "engine", "train", str(EXAMPLES / "sft_lora_demo.yaml"), f"output_dir={out}",
+           "max_steps=500", "logging_steps=1", "save_strategy=no", f"dataset_dir={EXAMPLES / 'data'}"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        deadline = time.time() + 180
+        while time.time() < deadline:
+            if (out / "events.jsonl").is_file() and any(e["event"] == "log" for e in events(out)):
+                break
+            assert proc.poll() is None, proc.stderr.read().decode()
+            time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=120) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "aborted"
+    assert list(out.glob("checkpoint-*")), "no checkpoint saved on SIGTERM"
+    assert events(out)[-1] == {**events(out)[-1], "event": "end", "status": "aborted"}

@@ -220,6 +220,8 @@ class JobManager:
                 return "cancelled"
             live = self._live.get(run_id)
             info = folder.info()
+            if info.get("status") in FINAL_STATUSES:
+                return "finished"  # the engine has reported its outcome; the process is only exiting
             if live is None and info.get("status") == "running" and pid_alive(info.get("pid")):
                 live = self._live[run_id] = _Live(run_id, int(info["pid"]), kind=info.get("kind", "train"),
                                                   started=info.get("started_at"))

@@ -80,6 +80,11 @@ def empty_card(lang: str) -> str:
     return f'<div class="lf-status lf-empty">{html.escape(t(lang, "progress_none"))}</div>'
 
 
+def typed_frame(rows: list[dict[str, Any]], dtypes: dict[str, str]) -> pd.DataFrame:
+    """A frame with fixed column types, so that an empty chart already has a numeric (not a category) axis."""
+    return pd.DataFrame(rows, columns=list(dtypes)).astype(dtypes)
+
+
 def loss_frame(board: Board, run_id: str | None, lang: str) -> pd.DataFrame:
     """step / loss / series rows for the loss chart (training loss and eval loss)."""
     rows: list[dict[str, Any]] = []
@@ -88,14 +93,14 @@ def loss_frame(board: Board, run_id: str | None, lang: str) -> pd.DataFrame:
         train, evaluation = t(lang, "series_train"), t(lang, "series_eval")
         rows += [{"step": s, "loss": v, "series": train} for s, v in curves["loss"]]
         rows += [{"step": s, "loss": v, "series": evaluation} for s, v in curves["eval_loss"]]
-    return pd.DataFrame(rows, columns=["step", "loss", "series"])
+    return typed_frame(rows, {"step": "int64", "loss": "float64", "series": "str"})
 
 
 def lr_frame(board: Board, run_id: str | None) -> pd.DataFrame:
     rows = []
     if run_id:
         rows = [{"step": s, "lr": v} for s, v in board.jobs.monitor(run_id).curves()["lr"]]
-    return pd.DataFrame(rows, columns=["step", "lr"])
+    return typed_frame(rows, {"step": "int64", "lr": "float64"})
 
 
 def watch(board: Board, run_id: str | None, seen: Any, lang: str) -> dict[str, Any] | None:

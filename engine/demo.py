@@ -26,7 +26,7 @@ import torch
 
 logger = logging.getLogger(__name__)
 
-DEMO_VERSION = "1"
+DEMO_VERSION = "2"
 """Bump to rebuild every cached demo model (the stamp also covers the data and library versions)."""
 
 STAMP_FILE = "lf_demo.json"
@@ -157,7 +157,7 @@ def _strings(value: Any) -> list[str]:
 # Building
 
 
-def train_tokenizer(corpus: list[str], vocab_size: int = SPEC.vocab_size):
+def train_tokenizer(corpus: list[str], spec: DemoSpec | None = None):
     """A byte-level BPE tokenizer (``transformers`` fast tokenizer) with the ChatML special tokens."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -165,8 +165,9 @@ def train_tokenizer(corpus: list[str], vocab_size: int = SPEC.vocab_size):
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
+    spec = spec or SPEC
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
+        vocab_size=spec.vocab_size,
         min_frequency=2,
         special_tokens=SPECIAL_TOKENS,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
@@ -179,7 +180,7 @@ def train_tokenizer(corpus: list[str], vocab_size: int = SPEC.vocab_size):
         pad_token=ENDOFTEXT,
         unk_token=None,
         bos_token=None,
-        model_max_length=SPEC.max_positions,
+        model_max_length=spec.max_positions,
         padding_side="right",
         clean_up_tokenization_spaces=False,
     )
@@ -277,7 +278,7 @@ def _stamp(data_dir: Path, spec: DemoSpec) -> dict[str, Any]:
     }
 
 
-def build_demo_model(target_dir: str | Path, data_dir: str | Path | None = None, spec: DemoSpec = SPEC) -> Path:
+def build_demo_model(target_dir: str | Path, data_dir: str | Path | None = None, spec: DemoSpec | None = None) -> Path:
     """Build the demo model into ``target_dir`` (created; existing files are overwritten).
 
     The result depends only on the demo data, ``spec`` and the library versions: two builds on one machine
@@ -289,10 +290,11 @@ def build_demo_model(target_dir: str | Path, data_dir: str | Path | None = None,
     from transformers import GenerationConfig
 
     start = time.perf_counter()
+    spec = spec or SPEC
     target = Path(target_dir).expanduser()
     folder = Path(data_dir).expanduser() if data_dir else demo_data_dir()
     corpus, documents = load_demo_texts(folder)
-    tokenizer = train_tokenizer(corpus, spec.vocab_size)
+    tokenizer = train_tokenizer(corpus, spec)
     with torch.random.fork_rng(devices=[]):
         model = _make_model(tokenizer, spec)
         loss = _warm_up(model, tokenizer, documents, spec)
@@ -318,32 +320,39 @@ def _stamp_matches(folder: Path, expected: dict[str, Any]) -> bool:
     return current == expected and (folder / "model.safetensors").is_file() and (folder / "tokenizer.json").is_file()
 
 
-def ensure_demo_model(home: str | Path | None = None) -> Path:
+def ensure_demo_model(folder: str | Path | None = None) -> Path:
     """The cached demo model, built on first use or when its stamp is out of date.
 
     Args:
-        home: The cache folder (default :func:`demo_home`).
+        folder: Where the model lives (default :func:`demo_home`); a ``.lock`` file beside it serialises builds.
 
     Returns:
         The model folder.
+
+    Raises:
+        FileNotFoundError: No cached copy and the demo datasets are missing.
     """
     from filelock import FileLock
 
-    target = Path(home).expanduser() if home else demo_home()
-    folder = demo_data_dir()
-    expected = _stamp(folder, SPEC) if folder.is_dir() else None
+    target = Path(folder).expanduser() if folder else demo_home()
+    data_dir = demo_data_dir()
+    have_data = all((data_dir / name).is_file() for name in DATA_FILES)
+    expected = _stamp(data_dir, SPEC) if have_data else None
     if expected is not None and _stamp_matches(target, expected):
         return target
     if expected is None and (target / STAMP_FILE).is_file():
-        return target  # installed without the data: keep whatever copy exists
+        return target  # installed without the demo data: keep the copy there is
     target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(target) + ".lock", timeout=600):
+    with FileLock(str(target) + ".lock", timeout=900):
         if expected is not None and _stamp_matches(target, expected):
-            return target  # another process built it while we waited
+            return target  # another process built it while this one waited
         staging = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         shutil.rmtree(staging, ignore_errors=True)
-        build_demo_model(staging, folder)
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
+        try:
+            build_demo_model(staging, data_dir, SPEC)
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(staging, target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return target

@@ -13,6 +13,7 @@ from app import forms, history
 from app.context import Board
 from app.i18n import L, t
 from app.jobs import JobError
+from app.progress_view import typed_frame
 from engine.runs import RunFolder
 
 COLUMNS = ["id", "kind", "status", "queue", "stage", "model", "dataset", "started", "duration", "final_loss"]
@@ -57,7 +58,7 @@ def build(board: Board) -> RunsTab:
             confirm_btn = gr.Button(L("runs_confirm_delete"), variant="stop")
             cancel_btn = gr.Button(L("runs_cancel"))
     message = gr.Markdown()
-    overlay = gr.LinePlot(pd.DataFrame({"step": [], "loss": [], "run": []}), x="step", y="loss", color="run",
+    overlay = gr.LinePlot(typed_frame([], {"step": "int64", "loss": "float64", "run": "str"}), x="step", y="loss", color="run",
                           label=L("runs_overlay"), height=340)
     diff = gr.Dataframe(label=L("runs_diff"), interactive=False, wrap=True)
     return RunsTab(table=table, selected=selected, refresh_btn=refresh_btn, compare_btn=compare_btn,
@@ -84,7 +85,7 @@ def overlay_frame(board: Board, run_ids: list[str]) -> pd.DataFrame:
     for run_id in run_ids:
         for step, loss in history.loss_points(board.jobs.runs_dir / run_id):
             rows.append({"step": step, "loss": loss, "run": run_id})
-    return pd.DataFrame(rows, columns=["step", "loss", "run"])
+    return typed_frame(rows, {"step": "int64", "loss": "float64", "run": "str"})
 
 
 def diff_frame(board: Board, run_ids: list[str], lang: str) -> pd.DataFrame:

@@ -20,6 +20,7 @@ from app.workspace import LAST_CONFIG, valid_name
 
 PER_ROW = 4
 ADVANCED_SECTIONS = ("model", "data", "finetuning", "train")
+HIST_TYPES = {"tokens": "int64", "rows": "int64"}
 
 
 @dataclass
@@ -110,7 +111,7 @@ def build(board: Board) -> TrainTab:
         preview_summary = gr.Markdown()
         with gr.Row():
             preview_rows = gr.HTML(elem_classes=["lf-preview"], js_on_load=None)
-            preview_hist = gr.BarPlot(pd.DataFrame({"tokens": [], "rows": []}), x="tokens", y="rows",
+            preview_hist = gr.BarPlot(progress_view.typed_frame([], HIST_TYPES), x="tokens", y="rows",
                                       label=L("train_length_hist"), height=260)
     with gr.Accordion(L("train_hyper"), open=True):
         _grid(forms.DATA_KEYS + forms.TRAIN_KEYS, start, fields)
@@ -252,7 +253,7 @@ def upload_dataset(board: Board, file: str | None, name: str, lang: str) -> tupl
 
 def preview_data(board: Board, mapping: dict[str, Any], lang: str) -> tuple[str, str, pd.DataFrame]:
     """(summary markdown, rows HTML, histogram frame) for the chosen datasets."""
-    empty = pd.DataFrame({"tokens": [], "rows": []})
+    empty = progress_view.typed_frame([], HIST_TYPES)
     if not mapping.get("dataset"):
         return t(lang, "preview_no_dataset"), "", empty
     try:
@@ -268,7 +269,8 @@ def preview_data(board: Board, mapping: dict[str, Any], lang: str) -> tuple[str,
                            mean=round(sum(lengths) / len(lengths), 1))
     labels = {name: t(lang, f"preview_{name}") for name in ("trained", "masked", "chosen", "rejected", "kto_tag")}
     rows = dataset_preview.render_rows(result, labels)
-    hist = pd.DataFrame(dataset_preview.histogram(lengths), columns=["tokens", "rows"])
+    hist = progress_view.typed_frame([{"tokens": a, "rows": n} for a, n in dataset_preview.histogram(lengths)],
+                                     HIST_TYPES)
     return summary, rows, hist
 
 

@@ -15,7 +15,6 @@ from typing import Any, Literal, get_args, get_origin
 
 import yaml
 
-from engine.errors import UserError
 from engine.config.schema import (
     SECTIONS,
     DataArgs,
@@ -25,6 +24,7 @@ from engine.config.schema import (
     ModelArgs,
     TrainArgs,
 )
+from engine.errors import UserError
 
 # Keys LLaMA-Factory configs commonly carry that we accept and ignore (with a note) rather than reject.
 IGNORED_KEYS = {

@@ -50,15 +50,21 @@ def sudnn_rms_norm_op() -> Callable | None:
         return None
 
 
+def _compute_dtype(tensor: torch.Tensor) -> torch.dtype:
+    """float32 for half types (and float32), float64 kept as is."""
+    return torch.promote_types(tensor.dtype, torch.float32)
+
+
 def rms_norm_reference(hidden: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """The eager RMSNorm ``x * rsqrt(mean(x^2) + eps) * weight``, computed in float32 then cast back."""
-    x = hidden.float()
+    """The eager RMSNorm ``x * rsqrt(mean(x^2) + eps) * weight``, computed in float32 (or float64) then cast back."""
+    dtype = _compute_dtype(hidden)
+    x = hidden.to(dtype)
     normed = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
-    return (normed * weight.float()).to(hidden.dtype)
+    return (normed * weight.to(dtype)).to(hidden.dtype)
 
 
 class FusedRMSNormFunction(torch.autograd.Function):
-    """Fused forward through ``torch.ops.sudnn.rms_norm_func``; analytic RMSNorm backward in float32."""
+    """Fused forward through ``torch.ops.sudnn.rms_norm_func``; analytic RMSNorm backward in float32 (or float64)."""
 
     @staticmethod
     def forward(ctx, hidden: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -74,11 +80,12 @@ class FusedRMSNormFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output: torch.Tensor):
         hidden, weight = ctx.saved_tensors
-        x = hidden.float()
-        grad = grad_output.float()
+        dtype = _compute_dtype(hidden)
+        x = hidden.to(dtype)
+        grad = grad_output.to(dtype)
         rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + ctx.eps)
         x_hat = x * rstd
-        grad_x_hat = grad * weight.float()
+        grad_x_hat = grad * weight.to(dtype)
         # d/dx of x * rstd(x): rstd * (g - x_hat * mean(g * x_hat)) for g = dL/dx_hat.
         grad_hidden = rstd * (grad_x_hat - x_hat * (grad_x_hat * x_hat).mean(-1, keepdim=True))
         grad_weight = (grad * x_hat).reshape(-1, x.shape[-1]).sum(0)

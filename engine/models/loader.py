@@ -243,7 +243,7 @@ def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, 
         kwargs["quantization_config"] = _quantization_config(model_args.quantization_bit, dtype)
         kwargs["device_map"] = {"": devices.current_device()}
     if reward:
-        kwargs["num_labels"] = 1
+        config.num_labels = 1
     model = _model_class(config, reward).from_pretrained(path, **kwargs)
     if getattr(config, "model_type", "") in _THINKER_MODEL_TYPES and hasattr(model, "thinker"):
         model = model.thinker
@@ -256,7 +256,11 @@ def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, 
     model = _setup_training(model, model_args, finetuning_args, composite, is_trainable=is_trainable,
                             train_args=train_args, quantized=quantized, merge_adapters=merge_adapters)
     if is_trainable:
-        if requested != "pure_bf16":
+        if requested == "pure_bf16":  # PEFT creates adapters in float32; pure bf16 keeps everything in bf16
+            for param in model.parameters():
+                if param.requires_grad and param.dtype == torch.float32:
+                    param.data = param.data.to(torch.bfloat16)
+        else:
             adapters.upcast_trainable_params(model)
         model.train()
     else:
@@ -284,6 +288,14 @@ def _align_with_tokenizer(model: Any, tokenizer: Any, resize_vocab: bool) -> Non
         generation.pad_token_id = tokenizer.pad_token_id
 
 
+def _enable_checkpointing(model: Any) -> None:
+    """Recompute activations in the backward pass (non-reentrant, so frozen inputs need no grad hooks)."""
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x name
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
 def _setup_training(model: Any, model_args: Any, finetuning_args: Any, composite: ModelFamily | None, *,
                     is_trainable: bool, train_args: Any, quantized: bool, merge_adapters: bool) -> Any:
     method = finetuning_args.finetuning_type
@@ -299,7 +311,7 @@ def _setup_training(model: Any, model_args: Any, finetuning_args: Any, composite
 
             model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=gradient_checkpointing)
         elif gradient_checkpointing:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            _enable_checkpointing(model)
         if getattr(model, "config", None) is not None:
             model.config.use_cache = False
         if method == "full":

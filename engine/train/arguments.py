@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from typing import Any
 
 from engine.config import RunConfig
@@ -66,6 +67,12 @@ def training_kwargs(cfg: RunConfig, *, has_eval: bool) -> dict[str, Any]:
     if tr.gradient_checkpointing:
         kwargs[_CHECKPOINTING] = True
         kwargs[f"{_CHECKPOINTING}_kwargs"] = {"use_reentrant": False}
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        from engine import devices
+
+        if devices.get_accelerator().type == "cpu":  # torchrun on CPUs: DDP/FSDP over gloo
+            kwargs["use_cpu"] = True
+            kwargs.setdefault("ddp_backend", "gloo")
     if tr.fsdp:
         kwargs["fsdp"] = tr.fsdp
         if tr.fsdp_config:

@@ -42,7 +42,7 @@ class EventsCallback(TrainerCallback):
         self.t0 = time.time()
         self.ctx.events.write({
             "event": "start", "total_steps": state.max_steps, "epochs": args.num_train_epochs,
-            "device": str(devices.current_device()), **self.extra_start,
+            "device": str(devices.current_device()), "world_size": args.world_size, **self.extra_start,
         })
 
     def on_step_end(self, args, state, control, **kwargs):
@@ -52,6 +52,8 @@ class EventsCallback(TrainerCallback):
             self.first_step = state.global_step
 
     def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero:
+            return
         logs = dict(logs or {})
         now = time.time()
         elapsed = now - self.t0

@@ -12,7 +12,6 @@ from engine.config import RunConfig
 from engine.errors import UserError
 from engine.train.arguments import build_args
 
-
 DPO_COLUMNS = ("prompt_ids", "chosen_ids", "rejected_ids")
 KTO_COLUMNS = ("prompt_ids", "completion_ids", "label")
 

@@ -23,8 +23,9 @@ def fake_sudnn(monkeypatch):
     def rms_norm_func(hidden, weight, bias, eps, flag_a, flag_b):
         assert (flag_a, flag_b) == (False, False)
         calls.append(hidden.device.type)
-        x = hidden.float()
-        out = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight.float() + bias.float()
+        dtype = torch.promote_types(hidden.dtype, torch.float32)
+        x = hidden.to(dtype)
+        out = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight.to(dtype) + bias.to(dtype)
         return out.to(hidden.dtype)
 
     monkeypatch.setattr(torch.ops, "sudnn", types.SimpleNamespace(rms_norm_func=rms_norm_func), raising=False)

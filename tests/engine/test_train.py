@@ -141,3 +141,18 @@ def test_sigterm_saves_a_checkpoint_and_ends_aborted(tmp_path):
     assert run["status"] == "aborted"
     assert list(out.glob("checkpoint-*")), "no checkpoint saved on SIGTERM"
     assert events(out)[-1] == {**events(out)[-1], "event": "end", "status": "aborted"}
+
+
+def test_torchrun_two_processes_share_the_work(tmp_path):
+    """Scale-out goes through torchrun (DDP over gloo on CPUs); only rank 0 writes the run folder."""
+    out = tmp_path / "ddp"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "engine", "train",
+           str(EXAMPLES / "sft_lora_demo.yaml"), f"output_dir={out}", "max_steps=2", "logging_steps=1",
+           "save_strategy=no", f"dataset_dir={EXAMPLES / 'data'}"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    evs = events(out)
+    assert evs[0]["world_size"] == 2
+    assert [e["step"] for e in evs if e["event"] == "log"] == [1, 2]
+    assert evs[-1]["status"] == "completed" and (out / "adapter_model.safetensors").is_file()

@@ -52,7 +52,7 @@ def read_config(folder: RunFolder) -> dict[str, Any]:
 
 
 def duration(info: dict[str, Any]) -> float | None:
-    start = info.get("started_at")
+    start = info.get("launched_at") or info.get("started_at")  # the engine resets started_at once it is up
     if not isinstance(start, (int, float)):
         return None
     end = info.get("finished_at")

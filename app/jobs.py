@@ -352,7 +352,9 @@ class JobManager:
         info = folder.info()
         kind = info.get("kind", "train")
         command = self.command_for(kind, folder.config_path, info.get("args"))
-        folder.update(status="running", started_at=time.time(), command=command, finished_at=None, exit_code=None)
+        now = time.time()
+        folder.update(status="running", started_at=now, launched_at=now, command=command, finished_at=None,
+                      exit_code=None)
         try:
             with open(folder.log_path, "ab") as log:
                 proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

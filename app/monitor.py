@@ -150,7 +150,7 @@ class RunMonitor:
         status = self.status
         if status == "completed":
             fraction = 1.0
-        started = info.get("started_at")
+        started = info.get("launched_at") or info.get("started_at")
         finished = info.get("finished_at")
         elapsed = None
         if isinstance(started, (int, float)):

@@ -6,6 +6,7 @@ Shared by the Train, Evaluate and Export tabs; every string is translated on the
 from __future__ import annotations
 
 import html
+import math
 from typing import Any
 
 import pandas as pd
@@ -85,28 +86,36 @@ def typed_frame(rows: list[dict[str, Any]], dtypes: dict[str, str]) -> pd.DataFr
     return pd.DataFrame(rows, columns=list(dtypes)).astype(dtypes)
 
 
-def loss_frame(board: Board, run_id: str | None, lang: str) -> pd.DataFrame:
-    """step / loss / series rows for the loss chart (training loss and eval loss)."""
+def loss_frame(board: Board, run_id: str | None, lang: str) -> pd.DataFrame | None:
+    """step / loss / series rows for the loss chart (training loss and eval loss); None before the first point.
+
+    gradio fixes a chart's colours on the first data it draws, so both series are always present (a series with
+    no point yet gets one empty row) and a chart is cleared (None) before it shows another run or language.
+    """
+    if not run_id:
+        return None
+    curves = board.jobs.monitor(run_id).curves()
+    if not curves["loss"] and not curves["eval_loss"]:
+        return None
     rows: list[dict[str, Any]] = []
-    if run_id:
-        curves = board.jobs.monitor(run_id).curves()
-        train, evaluation = t(lang, "series_train"), t(lang, "series_eval")
-        rows += [{"step": s, "loss": v, "series": train} for s, v in curves["loss"]]
-        rows += [{"step": s, "loss": v, "series": evaluation} for s, v in curves["eval_loss"]]
+    first = min(s for s, _ in curves["loss"] + curves["eval_loss"])
+    for series, points in ((t(lang, "series_train"), curves["loss"]), (t(lang, "series_eval"), curves["eval_loss"])):
+        rows += [{"step": s, "loss": v, "series": series} for s, v in points] or [
+            {"step": first, "loss": math.nan, "series": series}]
     return typed_frame(rows, {"step": "int64", "loss": "float64", "series": "str"})
 
 
-def lr_frame(board: Board, run_id: str | None) -> pd.DataFrame:
-    rows = []
-    if run_id:
-        rows = [{"step": s, "lr": v} for s, v in board.jobs.monitor(run_id).curves()["lr"]]
-    return typed_frame(rows, {"step": "int64", "lr": "float64"})
+def lr_frame(board: Board, run_id: str | None) -> pd.DataFrame | None:
+    """step / lr rows for the learning-rate chart; None before the first point."""
+    rows = [{"step": s, "lr": v} for s, v in board.jobs.monitor(run_id).curves()["lr"]] if run_id else []
+    return typed_frame(rows, {"step": "int64", "lr": "float64"}) if rows else None
 
 
 def watch(board: Board, run_id: str | None, seen: Any, lang: str) -> dict[str, Any] | None:
     """What changed in a watched run since ``seen`` (None when nothing did).
 
-    Returns a dict with ``card``, ``log``, ``error``, ``final`` and ``seen`` (the new marker to keep).
+    Returns a dict with ``card``, ``log``, ``error``, ``final``, ``seen`` (the new marker to keep), ``changed``
+    and ``reset`` (the charts must be cleared first: another run or language than last time).
     """
     if not run_id:
         marker = ["", 0, lang]
@@ -125,6 +134,9 @@ def watch(board: Board, run_id: str | None, seen: Any, lang: str) -> dict[str, A
     live = mon.status in ("queued", "running")
     if seen == marker and not live:
         return None
+    reset = not seen or seen[0] != run_id or seen[2] != lang
+    if reset:
+        marker = [run_id, -1, lang]  # draw the charts on the next tick, after they were cleared
     return {
         "card": status_card(board, run_id, lang),
         "log": mon.log_text(),
@@ -133,4 +145,5 @@ def watch(board: Board, run_id: str | None, seen: Any, lang: str) -> dict[str, A
         "seen": marker,
         "exists": True,
         "changed": seen != marker,
+        "reset": reset,
     }

@@ -64,9 +64,9 @@ def build(board: Board) -> TopBar:
         gr.HTML(logo_html(), elem_id="lf-brand", js_on_load=None)
         lang_choice = gr.Dropdown(
             choices=[(L("lang_auto"), "auto"), *((name, code) for code, name in LANGUAGES.items())],
-            value=board.default_lang, label=L("top_language"), scale=0, min_width=150, elem_id="lf-lang",
+            value=board.default_lang, label=L("top_language"), scale=0, min_width=200, elem_id="lf-lang",
         )
-    with gr.Row(equal_height=True):
+    with gr.Row():
         model = gr.Dropdown(choices=models, value="demo", label=L("top_model"), info=L("top_model_info"),
                             allow_custom_value=True, filterable=True, scale=3, elem_id="lf-model")
         finetuning_type = make_widget("finetuning_type", scale=1)
@@ -75,7 +75,7 @@ def build(board: Board) -> TopBar:
                                  elem_id="lf-checkpoint")
         template = gr.Dropdown(choices=template_choices(), value="chatml", label=L("top_template"),
                                info=L("top_template_info"), allow_custom_value=True, scale=2, elem_id="lf-template")
-        refresh = gr.Button(L("top_refresh"), scale=0, min_width=90, size="sm")
+        refresh = gr.Button(L("top_refresh"), scale=0, min_width=90, size="sm", elem_classes=["lf-refresh"])
     with gr.Row():
         devices = gr.Markdown(L("top_devices_loading"), elem_classes=["lf-devices"])
         note = gr.Markdown(visible=False)

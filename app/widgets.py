@@ -77,6 +77,8 @@ def to_widget(key: str, value: Any) -> Any:
         return NONE if value is None else str(value)
     if kind == "tristate":
         return AUTO if value is None else ("true" if value else "false")
+    if kind == "number" and value is None:
+        return 0  # an optional number that is not set
     if kind == "checkbox":
         return bool(value)
     if kind == "text":
@@ -103,6 +105,8 @@ def from_widget(key: str, value: Any) -> Any:
     if kind == "number":
         if value is None or value == "":
             return None if optional else default_value(key)
+        if optional and value == 0:
+            return None  # optional numbers show "not set" as 0 (see make_widget)
         inner, _ = _plain(field_type(section, key))
         return int(value) if inner is int else float(value)
     if kind == "slider":
@@ -139,7 +143,10 @@ def make_widget(key: str, value: Any = None, **kwargs: Any) -> gr.components.Com
         return gr.Slider(minimum=meta["min"], maximum=meta["max"], step=step, value=shown, **common)
     if kind == "number":
         step = meta.get("step") or (1 if inner is int else 1e-6)
-        return gr.Number(value=shown, minimum=meta.get("min"), maximum=meta.get("max"), step=step,
+        _, optional = _plain(field_type(section, key))
+        # an optional number (max_samples, eval_steps...) is "not set" at 0, so its box starts at 0
+        low = min(0, meta["min"]) if optional and meta.get("min") is not None else meta.get("min")
+        return gr.Number(value=shown, minimum=low, maximum=meta.get("max"), step=step,
                          precision=0 if inner is int else None, **common)
     return gr.Textbox(value=shown, **common)
 

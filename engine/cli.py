@@ -10,6 +10,7 @@ import argparse
 import logging
 import os
 import sys
+import warnings
 from pathlib import Path
 
 from engine import __version__
@@ -31,11 +32,15 @@ def _setup_logging(debug: bool) -> None:
     for noisy in ("httpx", "urllib3", "datasets", "filelock", "matplotlib", "PIL"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # Library deprecation chatter says nothing the user can act on; keep the log readable.
+    warnings.filterwarnings("ignore", message=r".*deprecated and will be removed in v6.*", category=FutureWarning)
+    warnings.filterwarnings("ignore", message=r".*'pin_memory' argument is set as true.*", category=UserWarning)
     os.environ.setdefault("WANDB_DISABLED", "true")
     try:
         import transformers
 
         transformers.logging.set_verbosity_warning()
+        transformers.utils.logging.disable_progress_bar()
     except ImportError:
         pass
 

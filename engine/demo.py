@@ -32,7 +32,6 @@ DEMO_VERSION = "2"
 STAMP_FILE = "lf_demo.json"
 ENDOFTEXT, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 SPECIAL_TOKENS = [ENDOFTEXT, IM_START, IM_END]
-DEMO_SYSTEM_PROMPT = ""
 
 CHATML_TEMPLATE = (
     "{%- for message in messages -%}"
@@ -221,7 +220,7 @@ def _warm_up(model, tokenizer, documents: list[str], spec: DemoSpec) -> float:
     stream: list[int] = []
     for doc in documents:
         stream.extend(tokenizer(doc, add_special_tokens=False)["input_ids"] + [eot])
-    block = spec.warmup_block
+    block = min(spec.warmup_block, len(stream))
     blocks = torch.tensor(stream[: len(stream) // block * block], dtype=torch.long).view(-1, block)
     generator = torch.Generator().manual_seed(spec.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=spec.warmup_lr, weight_decay=0.0)

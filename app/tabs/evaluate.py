@@ -62,7 +62,7 @@ def build(board: Board) -> EvaluateTab:
                 fields[key] = make_widget(key, {"do_sample": False, "max_new_tokens": 64}.get(key))
     with gr.Row():
         start_btn = gr.Button(L("eval_start"), variant="primary")
-        abort_btn = gr.Button(L("train_abort"), variant="stop")
+        abort_btn = gr.Button(L("job_abort"), variant="stop")
     message = gr.Markdown()
     status = gr.HTML(progress_view.empty_card(board.default_lang), js_on_load=None)
     error = gr.Textbox(label=L("train_error"), lines=8, visible=False, elem_classes=["lf-error"])

@@ -47,7 +47,7 @@ def build(board: Board) -> ExportTab:
             fields[key] = make_widget(key, {"export_size": 1}.get(key))
     with gr.Row():
         start_btn = gr.Button(L("export_start"), variant="primary")
-        abort_btn = gr.Button(L("train_abort"), variant="stop")
+        abort_btn = gr.Button(L("job_abort"), variant="stop")
     message = gr.Markdown()
     status = gr.HTML(progress_view.empty_card(board.default_lang), js_on_load=None)
     result = gr.HTML(js_on_load=None)

@@ -58,9 +58,9 @@ def build(board: Board) -> RunsTab:
             confirm_btn = gr.Button(L("runs_confirm_delete"), variant="stop")
             cancel_btn = gr.Button(L("runs_cancel"))
     message = gr.Markdown()
-    overlay = gr.LinePlot(typed_frame([], {"step": "int64", "loss": "float64", "run": "str"}), x="step", y="loss", color="run",
-                          label=L("runs_overlay"), height=340)
-    diff = gr.Dataframe(label=L("runs_diff"), interactive=False, wrap=True)
+    overlay = gr.LinePlot(None, x="step", y="loss", color="run", color_title=" ", label=L("runs_overlay"), height=340,
+                          elem_classes=["lf-plot"])
+    diff = gr.Dataframe(label=L("runs_diff"), interactive=False, wrap=True, visible=False)
     return RunsTab(table=table, selected=selected, refresh_btn=refresh_btn, compare_btn=compare_btn,
                    watch_btn=watch_btn, abort_btn=abort_btn, delete_btn=delete_btn, confirm_box=confirm_box,
                    confirm_text=confirm_text, confirm_btn=confirm_btn, cancel_btn=cancel_btn, message=message,
@@ -128,8 +128,12 @@ def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: d
 
     def on_compare(selected, lang_code):
         if not selected:
-            return t(lang_code, "runs_pick_some"), gr.skip(), gr.skip()
-        return "", overlay_frame(board, selected), diff_frame(board, selected, lang_code)
+            yield t(lang_code, "runs_pick_some"), gr.skip(), gr.skip()
+            return
+        # clear the chart first: gradio keeps the colours of the runs it drew first
+        yield "", None, gr.skip()
+        frame = overlay_frame(board, selected)
+        yield "", (frame if len(frame) else None), gr.update(value=diff_frame(board, selected, lang_code), visible=True)
 
     tab.compare_btn.click(on_compare, [tab.selected, lang], [tab.message, tab.overlay, tab.diff], **private)
 

@@ -145,10 +145,10 @@ def build(board: Board) -> TrainTab:
     message = gr.Markdown(elem_id="lf-train-message")
     status = gr.HTML(progress_view.empty_card(board.default_lang), elem_id="lf-train-status", js_on_load=None)
     with gr.Row():
-        loss_plot = gr.LinePlot(progress_view.loss_frame(board, None, "en"), x="step", y="loss", color="series",
-                                label=L("train_loss_chart"), height=300, elem_id="lf-loss-plot")
-        lr_plot = gr.LinePlot(progress_view.lr_frame(board, None), x="step", y="lr", label=L("train_lr_chart"),
-                              height=300, elem_id="lf-lr-plot")
+        loss_plot = gr.LinePlot(None, x="step", y="loss", color="series", color_title=" ", label=L("train_loss_chart"),
+                                height=300, elem_id="lf-loss-plot", elem_classes=["lf-plot"])
+        lr_plot = gr.LinePlot(None, x="step", y="lr", label=L("train_lr_chart"),
+                              height=300, elem_id="lf-lr-plot", elem_classes=["lf-plot"])
     error = gr.Textbox(label=L("train_error"), lines=8, max_lines=30, visible=False, elem_id="lf-train-error",
                        elem_classes=["lf-error"])
     log = gr.Textbox(label=L("train_log"), lines=12, max_lines=12, autoscroll=True, interactive=False,
@@ -339,8 +339,12 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         if view is None:
             return (gr.skip(),) * 6
         changed = view.get("changed", True)
-        plots = (progress_view.loss_frame(board, run_id if view["exists"] else None, lang),
-                 progress_view.lr_frame(board, run_id if view["exists"] else None)) if changed else (gr.skip(),) * 2
+        if view.get("reset", True) or not view["exists"]:
+            plots = (None, None)
+        elif changed:
+            plots = (progress_view.loss_frame(board, run_id, lang), progress_view.lr_frame(board, run_id))
+        else:
+            plots = (gr.skip(), gr.skip())
         return (view["card"], view["log"] if changed else gr.skip(), *plots,
                 gr.update(value=view["error"], visible=bool(view["error"])), view["seen"])
 

@@ -280,6 +280,7 @@ def _align_with_tokenizer(model: Any, tokenizer: Any, resize_vocab: bool) -> Non
         current = model.get_input_embeddings().weight.shape[0]
         if len(tokenizer) > current:
             model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of=64)
+            model._lf_new_token_ids = list(range(current, len(tokenizer)))
             logger.info("Resized embeddings from %d to %d tokens.", current, len(tokenizer))
     if getattr(model.config, "pad_token_id", None) is None and tokenizer.pad_token_id is not None:
         model.config.pad_token_id = tokenizer.pad_token_id

@@ -10,6 +10,12 @@ from engine.config import RunConfig
 from engine.errors import UserError
 
 
+def _has_accelerator() -> bool:
+    from engine import devices
+
+    return devices.get_accelerator().type != "cpu"
+
+
 def _checkpointing_key() -> str:
     """transformers 5.x renamed gradient_checkpointing to activation_checkpointing."""
     import dataclasses
@@ -63,6 +69,7 @@ def training_kwargs(cfg: RunConfig, *, has_eval: bool) -> dict[str, Any]:
         "disable_tqdm": True,
         "logging_first_step": True,
         "save_only_model": False,
+        "dataloader_pin_memory": _has_accelerator(),
     }
     if tr.gradient_checkpointing:
         kwargs[_CHECKPOINTING] = True

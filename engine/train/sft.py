@@ -4,10 +4,53 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+import torch.nn.functional as F
 from transformers import Trainer, TrainingArguments
 
 from engine.config import RunConfig
 from engine.train.arguments import build_args
+
+
+def split_causal_lm(model: Any) -> tuple[Any, Any] | None:
+    """(decoder backbone, output head) of a plain ``*ForCausalLM`` (PEFT-wrapped or not), else None."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    prefix = getattr(base, "base_model_prefix", None)
+    backbone = getattr(base, prefix, None) if prefix else None
+    head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
+    if backbone is None or head is None or not type(base).__name__.endswith("ForCausalLM"):
+        return None
+    if getattr(base.config, "final_logit_softcapping", None) or getattr(base.config, "logit_scale", None):
+        return None  # heads with extra logit transforms keep the model's own loss path
+    return backbone, head
+
+
+class LabelPositionsTrainer(Trainer):
+    """Applies the output head only where a label is trained.
+
+    SFT masks the prompt, so the vocabulary projection and softmax of every prompt position is wasted work and
+    memory. The loss equals the model's own (sum of token cross-entropies over ``num_items_in_batch``, or the
+    mean), so gradient accumulation is scaled exactly once, as transformers does.
+    """
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        parts = split_causal_lm(model) if self.args.world_size == 1 and not self.is_deepspeed_enabled else None
+        if return_outputs or parts is None or "labels" not in inputs or not self.model_accepts_loss_kwargs:
+            return super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                        num_items_in_batch=num_items_in_batch)
+        backbone, head = parts
+        inputs = dict(inputs)
+        labels = inputs.pop("labels")
+        hidden = backbone(**inputs, use_cache=False).last_hidden_state
+        targets = labels[:, 1:]
+        keep = targets != -100
+        logits = head(hidden[:, :-1][keep]).float()
+        loss = F.cross_entropy(logits, targets[keep], reduction="sum")
+        if num_items_in_batch is None:
+            return loss / keep.sum().clamp(min=1)
+        if torch.is_tensor(num_items_in_batch):
+            num_items_in_batch = num_items_in_batch.to(loss.device)
+        return loss / num_items_in_batch
 
 
 def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Trainer:
@@ -19,7 +62,7 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
     if cfg.train.group_by_length and not cfg.data.packing:
         specific["train_sampling_strategy"] = "group_by_length"
     args = build_args(TrainingArguments, cfg, has_eval=has_eval, **specific)
-    return Trainer(
+    return LabelPositionsTrainer(
         model=model,
         args=args,
         train_dataset=bundle.train,

@@ -58,7 +58,10 @@ def test_numeric_widgets_are_bounded_never_free_text():
                 assert (comp.minimum, comp.maximum) == (f.metadata["min"], f.metadata["max"])
             elif kind == "number":
                 assert isinstance(comp, gr.Number), key
-                assert comp.minimum == f.metadata.get("min") and comp.maximum == f.metadata.get("max")
+                optional = widgets.default_value(key) is None
+                low = f.metadata.get("min")
+                assert comp.minimum == (min(0, low) if optional and low is not None else low), key
+                assert comp.maximum == f.metadata.get("max")
             elif kind == "text":
                 default = widgets.default_value(key)
                 assert not isinstance(default, (int, float)) or isinstance(default, bool), key
@@ -69,6 +72,8 @@ def test_widget_value_round_trip():
     assert widgets.to_widget("quantization_bit", 4) == "4"
     assert widgets.from_widget("packing", "auto") is None and widgets.from_widget("packing", "true") is True
     assert widgets.from_widget("lora_alpha", None) is None
+    assert widgets.from_widget("max_samples", 0) is None and widgets.to_widget("max_samples", None) == 0
+    assert widgets.from_widget("max_samples", 100.0) == 100
     assert widgets.from_widget("per_device_train_batch_size", 8.0) == 8
     assert widgets.from_widget("adapter_name_or_path", "  ") is None
     assert widgets.from_widget("lora_target", " all ") == "all"

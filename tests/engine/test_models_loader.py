@@ -206,7 +206,6 @@ def test_clear_errors(tiny_llama, tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="has no config.json"):
         resolve_model_path(str(tmp_path))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     with pytest.raises(ValueError, match="not found locally and no network: download it with .*set model_name_or_path"):
         resolve_model_path("some-org/some-model")
     assert resolve_model_path(tiny_llama) == tiny_llama

@@ -50,13 +50,25 @@ class Automation:
         jobs = self.board.jobs
         run_id = jobs.new_run_id(kind)
         args = ["--host", "127.0.0.1", "--port", "0"] if kind == "chat" else None
-        return jobs.submit(kind, forms.resolved_mapping(checked.config, jobs.runs_dir / run_id), run_id=run_id,
-                           args=args)
+        return jobs.submit(
+            kind, forms.resolved_mapping(checked.config, jobs.runs_dir / run_id), run_id=run_id, args=args
+        )
 
     def list_runs(self) -> list[dict[str, Any]]:
         """Every run of the workspace, newest first."""
-        keep = ("id", "kind", "status", "queue_position", "created_at", "started_at", "finished_at", "exit_code",
-                "error", "port", "ready")
+        keep = (
+            "id",
+            "kind",
+            "status",
+            "queue_position",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "exit_code",
+            "error",
+            "port",
+            "ready",
+        )
         return [{k: info.get(k) for k in keep} for info in self.board.jobs.list()]
 
     def run_status(self, run_id: str) -> dict[str, Any]:

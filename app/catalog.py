@@ -155,8 +155,14 @@ class EnvironmentReport:
     def _collect(self) -> None:
         code = "import json; from engine.devices import environment_report; print(json.dumps(environment_report()))"
         try:
-            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180,
-                                 env=child_env(), stdin=subprocess.DEVNULL)
+            out = subprocess.run(
+                [sys.executable, "-c", code],
+                capture_output=True,
+                text=True,
+                timeout=180,
+                env=child_env(),
+                stdin=subprocess.DEVNULL,
+            )
         except (OSError, subprocess.TimeoutExpired) as err:
             self._error = str(err)
             return

@@ -42,8 +42,14 @@ def parse_tools(text: str | None) -> list[dict[str, Any]] | None:
     return out
 
 
-def stream_chat(base_url: str, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
-                stop: threading.Event | None = None, **sampling: Any) -> Iterator[dict[str, Any]]:
+def stream_chat(
+    base_url: str,
+    messages: list[dict[str, Any]],
+    *,
+    tools: list[dict[str, Any]] | None = None,
+    stop: threading.Event | None = None,
+    **sampling: Any,
+) -> Iterator[dict[str, Any]]:
     """Yield the deltas of a streamed reply: ``{"content": text}`` or ``{"tool_calls": [...]}``.
 
     Closing the generator (or setting ``stop``) closes the connection, which stops the server's generation.

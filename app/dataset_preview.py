@@ -28,9 +28,16 @@ def run_preview(mapping: dict[str, Any], scratch_dir: Path, n: int = 5) -> dict[
     config.write_text(yaml_text(mapping), encoding="utf-8")
     try:
         with open(log, "wb") as fh:
-            proc = subprocess.run([sys.executable, "-m", "app.preview_worker", str(config), str(out), str(n)],
-                                  stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(REPO_ROOT),
-                                  env=child_env(), timeout=PREVIEW_TIMEOUT, check=False)
+            proc = subprocess.run(
+                [sys.executable, "-m", "app.preview_worker", str(config), str(out), str(n)],
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=str(REPO_ROOT),
+                env=child_env(),
+                timeout=PREVIEW_TIMEOUT,
+                check=False,
+            )
         result = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else None
         if result is None or proc.returncode not in (0, 2):
             lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-12:]
@@ -85,8 +92,10 @@ def over_cutoff(result: dict[str, Any]) -> int | None:
 
 
 def _spans_html(spans: list[tuple[str, bool]]) -> str:
-    return "".join(f'<span class="{"lf-trained" if trained else "lf-masked"}">{html.escape(text)}</span>'
-                   for text, trained in spans)
+    return "".join(
+        f'<span class="{"lf-trained" if trained else "lf-masked"}">{html.escape(text)}</span>'
+        for text, trained in spans
+    )
 
 
 def render_rows(result: dict[str, Any], labels: dict[str, str]) -> str:
@@ -94,8 +103,10 @@ def render_rows(result: dict[str, Any], labels: dict[str, str]) -> str:
 
     ``labels`` holds the translated words ``trained``, ``masked``, ``chosen``, ``rejected``, ``kto_tag``.
     """
-    parts = [f'<div class="lf-legend"><span class="lf-trained">{html.escape(labels["trained"])}</span> '
-             f'<span class="lf-masked">{html.escape(labels["masked"])}</span></div>']
+    parts = [
+        f'<div class="lf-legend"><span class="lf-trained">{html.escape(labels["trained"])}</span> '
+        f'<span class="lf-masked">{html.escape(labels["masked"])}</span></div>'
+    ]
     raw_rows = result.get("rows") or result.get("examples") or []
     for index, spans in enumerate(rows_of(result), 1):
         rejected, kto_tag = _extras(raw_rows[index - 1])
@@ -103,8 +114,10 @@ def render_rows(result: dict[str, Any], labels: dict[str, str]) -> str:
         if kto_tag is not None:
             head += f" · {html.escape(labels['kto_tag'])}: {'✓' if kto_tag else '✗'}"
         if rejected:
-            body = (f'<div class="lf-row-num">{html.escape(labels["chosen"])}</div><pre>{_spans_html(spans)}</pre>'
-                    f'<div class="lf-row-num">{html.escape(labels["rejected"])}</div><pre>{_spans_html(rejected)}</pre>')
+            body = (
+                f'<div class="lf-row-num">{html.escape(labels["chosen"])}</div><pre>{_spans_html(spans)}</pre>'
+                f'<div class="lf-row-num">{html.escape(labels["rejected"])}</div><pre>{_spans_html(rejected)}</pre>'
+            )
         else:
             body = f"<pre>{_spans_html(spans)}</pre>"
         parts.append(f'<div class="lf-row"><div class="lf-row-num">{head}</div>{body}</div>')

@@ -18,10 +18,28 @@ from app import catalog
 STAGE_KEYS = ["stage"]
 DATA_KEYS = ["cutoff_len", "max_samples", "val_size", "packing", "train_on_prompt", "mask_history"]
 TRAIN_KEYS = [
-    "learning_rate", "num_train_epochs", "max_steps", "per_device_train_batch_size", "gradient_accumulation_steps",
-    "lr_scheduler_type", "warmup_ratio", "warmup_steps", "weight_decay", "max_grad_norm", "logging_steps",
-    "save_steps", "save_strategy", "eval_strategy", "eval_steps", "per_device_eval_batch_size", "seed", "bf16",
-    "fp16", "gradient_checkpointing", "resume_from_checkpoint", "plot_loss",
+    "learning_rate",
+    "num_train_epochs",
+    "max_steps",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "lr_scheduler_type",
+    "warmup_ratio",
+    "warmup_steps",
+    "weight_decay",
+    "max_grad_norm",
+    "logging_steps",
+    "save_steps",
+    "save_strategy",
+    "eval_strategy",
+    "eval_steps",
+    "per_device_eval_batch_size",
+    "seed",
+    "bf16",
+    "fp16",
+    "gradient_checkpointing",
+    "resume_from_checkpoint",
+    "plot_loss",
 ]
 LORA_KEYS = ["lora_rank", "lora_alpha", "lora_dropout", "lora_target", "use_rslora", "use_dora"]
 FREEZE_KEYS = ["freeze_trainable_layers", "freeze_trainable_modules"]
@@ -30,9 +48,21 @@ GENERATION_KEYS = ["max_new_tokens", "temperature", "top_p", "top_k", "repetitio
 EXPORT_KEYS = ["export_size", "export_device", "infer_dtype", "export_legacy_format"]
 # keys the tabs set themselves (never shown as free widgets)
 MANAGED_KEYS = {
-    "model_name_or_path", "adapter_name_or_path", "template", "finetuning_type", "dataset", "eval_dataset",
-    "dataset_dir", "output_dir", "overwrite_output_dir", "do_train", "do_eval", "do_predict",
-    "predict_with_generate", "export_dir", "attn_implementation",
+    "model_name_or_path",
+    "adapter_name_or_path",
+    "template",
+    "finetuning_type",
+    "dataset",
+    "eval_dataset",
+    "dataset_dir",
+    "output_dir",
+    "overwrite_output_dir",
+    "do_train",
+    "do_eval",
+    "do_predict",
+    "predict_with_generate",
+    "export_dir",
+    "attn_implementation",
 }
 PREFERENCE_STAGES = ("dpo", "kto")
 
@@ -100,8 +130,14 @@ def absolute_paths(mapping: dict[str, Any], cwd: Path | None = None) -> dict[str
     """Make path-valued keys absolute when they exist relative to ``cwd``, so a run folder's config is portable."""
     cwd = cwd or Path.cwd()
     out = dict(mapping)
-    for key in ("dataset_dir", "model_name_or_path", "adapter_name_or_path", "resume_from_checkpoint", "export_dir",
-                "deepspeed"):
+    for key in (
+        "dataset_dir",
+        "model_name_or_path",
+        "adapter_name_or_path",
+        "resume_from_checkpoint",
+        "export_dir",
+        "deepspeed",
+    ):
         value = out.get(key)
         if not isinstance(value, str) or not value or value in ("demo", "true", "false") or key not in out:
             continue
@@ -160,17 +196,20 @@ def command_text(command: str, config_path: str | Path) -> str:
     return f"lf-engine {command} {config_path}"
 
 
-def train_mapping(top: TopValues, stage: Any, dataset_dir: Any, datasets: Any, eval_datasets: Any,
-                  fields: dict[str, Any]) -> dict[str, Any]:
+def train_mapping(
+    top: TopValues, stage: Any, dataset_dir: Any, datasets: Any, eval_datasets: Any, fields: dict[str, Any]
+) -> dict[str, Any]:
     """The Train tab's mapping: top bar + stage + data + the hyperparameter fields (already config values)."""
     mapping = model_mapping(top)
-    mapping.update({
-        "stage": stage or "sft",
-        "do_train": True,
-        "dataset_dir": str(dataset_dir or ""),
-        "dataset": join_names(datasets),
-        "eval_dataset": join_names(eval_datasets),
-    })
+    mapping.update(
+        {
+            "stage": stage or "sft",
+            "do_train": True,
+            "dataset_dir": str(dataset_dir or ""),
+            "dataset": join_names(datasets),
+            "eval_dataset": join_names(eval_datasets),
+        }
+    )
     mapping.update(fields)
     if mapping["finetuning_type"] != "lora":
         for key in LORA_KEYS:
@@ -187,15 +226,17 @@ def train_mapping(top: TopValues, stage: Any, dataset_dir: Any, datasets: Any, e
 def eval_mapping(top: TopValues, mode: str, dataset_dir: Any, datasets: Any, fields: dict[str, Any]) -> dict[str, Any]:
     """The Evaluate tab's mapping: ``eval`` gives loss and perplexity, ``predict`` generates and scores."""
     mapping = model_mapping(top)
-    mapping.update({
-        "stage": "sft",
-        "do_train": False,
-        "do_eval": mode == "eval",
-        "do_predict": mode == "predict",
-        "predict_with_generate": mode == "predict",
-        "dataset_dir": str(dataset_dir or ""),
-        "eval_dataset": join_names(datasets),
-    })
+    mapping.update(
+        {
+            "stage": "sft",
+            "do_train": False,
+            "do_eval": mode == "eval",
+            "do_predict": mode == "predict",
+            "predict_with_generate": mode == "predict",
+            "dataset_dir": str(dataset_dir or ""),
+            "eval_dataset": join_names(datasets),
+        }
+    )
     mapping.update(fields)
     return absolute_paths(mapping)
 

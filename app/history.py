@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +44,25 @@ def checkpoints(runs_dir: Path) -> list[tuple[str, str]]:
     return out
 
 
+_CONFIGS: dict[Path, tuple[float, dict[str, Any]]] = {}
+
+
 def read_config(folder: RunFolder) -> dict[str, Any]:
+    """A run's config.yaml (parsed once per version of the file)."""
+    try:
+        mtime = folder.config_path.stat().st_mtime
+    except OSError:
+        return {}
+    cached = _CONFIGS.get(folder.config_path)
+    if cached and cached[0] == mtime:
+        return cached[1]
     try:
         data = yaml.safe_load(folder.config_path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        data = None
+    data = data if isinstance(data, dict) else {}
+    _CONFIGS[folder.config_path] = (mtime, data)
+    return data
 
 
 def duration(info: dict[str, Any]) -> float | None:
@@ -68,26 +82,36 @@ def format_seconds(seconds: float | None) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
-def summaries(runs: list[dict[str, Any]], runs_dir: Path) -> list[dict[str, Any]]:
-    """One row per run: id, kind, status, stage, model, dataset, started, duration, final loss, queue position."""
+def summaries(
+    runs: list[dict[str, Any]], runs_dir: Path, last_loss: Callable[[str], float | None] | None = None
+) -> list[dict[str, Any]]:
+    """One row per run: id, kind, status, stage, model, dataset, started, duration, final loss, queue position.
+
+    ``last_loss(run_id)`` gives a run's latest training loss (the job manager's incremental monitors); without it
+    the events file is read.
+    """
     rows = []
     for info in runs:
         folder = RunFolder(runs_dir / info["id"])
         cfg = read_config(folder)
-        loss = final_loss(folder.path) if info.get("kind") == "train" else None
+        loss = None
+        if info.get("kind") == "train":
+            loss = last_loss(info["id"]) if last_loss else final_loss(folder.path)
         started = info.get("started_at") or info.get("created_at")
-        rows.append({
-            "id": info["id"],
-            "kind": info.get("kind", ""),
-            "status": info.get("status", ""),
-            "queue": info.get("queue_position"),
-            "stage": cfg.get("stage", "") if info.get("kind") == "train" else "",
-            "model": cfg.get("model_name_or_path", ""),
-            "dataset": cfg.get("dataset") or cfg.get("eval_dataset") or "",
-            "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(started)) if started else "",
-            "duration": format_seconds(duration(info)),
-            "final_loss": round(loss, 4) if loss is not None else None,
-        })
+        rows.append(
+            {
+                "id": info["id"],
+                "kind": info.get("kind", ""),
+                "status": info.get("status", ""),
+                "queue": info.get("queue_position"),
+                "stage": cfg.get("stage", "") if info.get("kind") == "train" else "",
+                "model": cfg.get("model_name_or_path", ""),
+                "dataset": cfg.get("dataset") or cfg.get("eval_dataset") or "",
+                "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(started)) if started else "",
+                "duration": format_seconds(duration(info)),
+                "final_loss": round(loss, 4) if loss is not None else None,
+            }
+        )
     return rows
 
 

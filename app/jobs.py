@@ -87,8 +87,16 @@ class JobManager:
         max_parallel: batch jobs running at once.
     """
 
-    def __init__(self, runs_dir: str | Path, engine_command: list[str] | None = None, *, kill_grace: float = 20.0,
-                 poll_interval: float = 0.5, max_parallel: int = 1, cwd: str | Path | None = None):
+    def __init__(
+        self,
+        runs_dir: str | Path,
+        engine_command: list[str] | None = None,
+        *,
+        kill_grace: float = 20.0,
+        poll_interval: float = 0.5,
+        max_parallel: int = 1,
+        cwd: str | Path | None = None,
+    ):
         self.runs_dir = Path(runs_dir).resolve()
         self.engine_command = list(engine_command or [sys.executable, "-m", "engine"])
         self.kill_grace = kill_grace
@@ -137,8 +145,9 @@ class JobManager:
                     if same and info.get("pid_started") and process_start_time(int(pid)):
                         same = abs(process_start_time(int(pid)) - float(info["pid_started"])) < 2.0
                     if same:
-                        self._live[run_id] = _Live(run_id, int(pid), kind=info.get("kind", "train"),
-                                                   started=info.get("started_at"))
+                        self._live[run_id] = _Live(
+                            run_id, int(pid), kind=info.get("kind", "train"), started=info.get("started_at")
+                        )
                         found["attached"].append(run_id)
                     else:
                         self._finish(folder, None, reason="lost")
@@ -169,8 +178,15 @@ class JobManager:
             run_id = new_run_id(kind)
         return run_id
 
-    def submit(self, kind: str, config: dict[str, Any], *, run_id: str | None = None, args: list[str] | None = None,
-               meta: dict[str, Any] | None = None) -> str:
+    def submit(
+        self,
+        kind: str,
+        config: dict[str, Any],
+        *,
+        run_id: str | None = None,
+        args: list[str] | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> str:
         """Create a run folder for ``config`` (its ``output_dir`` becomes the folder) and queue or start it.
 
         Args:
@@ -191,8 +207,13 @@ class JobManager:
         mapping = dict(config)
         mapping["output_dir"] = str(folder.path)
         command = self.command_for(kind, folder.config_path, args)
-        folder.create(kind, yaml.safe_dump(mapping, sort_keys=False, allow_unicode=True), command=command,
-                      args=list(args or []), **(meta or {}))
+        folder.create(
+            kind,
+            yaml.safe_dump(mapping, sort_keys=False, allow_unicode=True),
+            command=command,
+            args=list(args or []),
+            **(meta or {}),
+        )
         with self._lock:
             if kind in BATCH_KINDS:
                 self._queue.append(run_id)
@@ -223,10 +244,14 @@ class JobManager:
             if info.get("status") in FINAL_STATUSES:
                 return "finished"  # the engine has reported its outcome; the process is only exiting
             if live is None and info.get("status") == "running" and pid_alive(info.get("pid")):
-                live = self._live[run_id] = _Live(run_id, int(info["pid"]), kind=info.get("kind", "train"),
-                                                  started=info.get("started_at"))
+                live = self._live[run_id] = _Live(
+                    run_id, int(info["pid"]), kind=info.get("kind", "train"), started=info.get("started_at")
+                )
             if live is None:
-                if info.get("status") in ("queued", "running"):
+                if info.get("status") == "queued":  # queued by a board that is gone
+                    folder.update(status="aborted", finished_at=time.time(), error="cancelled before it started")
+                    return "cancelled"
+                if info.get("status") == "running":
                     self._finish(folder, None, reason="lost")
                 return "finished"
             if live.abort_deadline is None:
@@ -353,15 +378,27 @@ class JobManager:
         kind = info.get("kind", "train")
         command = self.command_for(kind, folder.config_path, info.get("args"))
         now = time.time()
-        folder.update(status="running", started_at=now, launched_at=now, command=command, finished_at=None,
-                      exit_code=None)
+        folder.update(
+            status="running", started_at=now, launched_at=now, command=command, finished_at=None, exit_code=None
+        )
         try:
             with open(folder.log_path, "ab") as log:
-                proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        cwd=self.cwd, env=child_env(), start_new_session=True)
+                proc = subprocess.Popen(
+                    command,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    cwd=self.cwd,
+                    env=child_env(),
+                    start_new_session=True,
+                )
         except OSError as err:
-            folder.update(status="failed", finished_at=time.time(), exit_code=None,
-                          error=f"Could not start `{' '.join(command)}`: {err}")
+            folder.update(
+                status="failed",
+                finished_at=time.time(),
+                exit_code=None,
+                error=f"Could not start `{' '.join(command)}`: {err}",
+            )
             return
         folder.update(pid=proc.pid, pgid=proc.pid, pid_started=process_start_time(proc.pid))
         self._live[folder.id] = _Live(folder.id, proc.pid, kind=kind, proc=proc, started=time.time())

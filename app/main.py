@@ -28,19 +28,36 @@ def build_parser() -> argparse.ArgumentParser:
         description="LF Board: fine-tune, evaluate, chat with and export language models from the browser.",
         epilog="Runs keep going when the browser or the board closes; they are found again on the next start.",
     )
-    parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default: 127.0.0.1, this machine "
-                        "only); any other address needs --auth")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to serve on (default: 127.0.0.1, this machine only); any other address needs --auth",
+    )
     parser.add_argument("--port", type=int, default=7860, help="port (default: 7860)")
-    parser.add_argument("--workspace", default=None,
-                        help=f"folder for runs, saved configs, uploaded datasets and exports (default: "
-                        f"${WORKSPACE_ENV} or ./lfboard-workspace)")
-    parser.add_argument("--lang", default="auto", choices=["auto", "en", "zh"],
-                        help="page language (default: auto = the browser's language)")
-    parser.add_argument("--auth", default=None, metavar="USER:PASS",
-                        help=f"require this login (or set ${AUTH_ENV}); needed for non-loopback hosts and --share")
+    parser.add_argument(
+        "--workspace",
+        default=None,
+        help=f"folder for runs, saved configs, uploaded datasets and exports (default: "
+        f"${WORKSPACE_ENV} or ./lfboard-workspace)",
+    )
+    parser.add_argument(
+        "--lang",
+        default="auto",
+        choices=["auto", "en", "zh"],
+        help="page language (default: auto = the browser's language)",
+    )
+    parser.add_argument(
+        "--auth",
+        default=None,
+        metavar="USER:PASS",
+        help=f"require this login (or set ${AUTH_ENV}); needed for non-loopback hosts and --share",
+    )
     parser.add_argument("--share", action="store_true", help="also open a public gradio share link (needs --auth)")
-    parser.add_argument("--allow-insecure", action="store_true",
-                        help="serve on a non-loopback address or share without a password (not recommended)")
+    parser.add_argument(
+        "--allow-insecure",
+        action="store_true",
+        help="serve on a non-loopback address or share without a password (not recommended)",
+    )
     parser.add_argument("--debug", action="store_true", help="verbose logging")
     return parser
 
@@ -76,19 +93,27 @@ def security_problem(host: str, share: bool, auth: tuple[str, str] | None) -> st
     if auth is not None:
         return None
     if share:
-        return ("--share makes the board reachable by anyone with the link, and it runs code and reads files on this "
-                "machine. Add --auth USER:PASS (or set LF_BOARD_AUTH), or drop --share.")
+        return (
+            "--share makes the board reachable by anyone with the link, and it runs code and reads files on this "
+            "machine. Add --auth USER:PASS (or set LF_BOARD_AUTH), or drop --share."
+        )
     if not is_loopback(host):
-        return (f"--host {host} makes the board reachable from other machines, and it runs code and reads files on "
-                "this machine. Add --auth USER:PASS (or set LF_BOARD_AUTH), or serve on 127.0.0.1 and use an SSH "
-                "tunnel (ssh -L 7860:127.0.0.1:7860 server).")
+        return (
+            f"--host {host} makes the board reachable from other machines, and it runs code and reads files on "
+            "this machine. Add --auth USER:PASS (or set LF_BOARD_AUTH), or serve on 127.0.0.1 and use an SSH "
+            "tunnel (ssh -L 7860:127.0.0.1:7860 server)."
+        )
     return None
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # gradio's own health checks
     try:
         auth = parse_auth(args.auth or os.environ.get(AUTH_ENV))
     except ValueError as err:
@@ -100,25 +125,37 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_REFUSED
     if problem:
         banner = "!" * 100
-        print(f"{banner}\nWARNING: serving WITHOUT a password (--allow-insecure). {problem}\n{banner}", file=sys.stderr)
+        print(
+            f"{banner}\nWARNING: serving WITHOUT a password (--allow-insecure). {problem}\n{banner}", file=sys.stderr
+        )
 
     from app.context import Board
     from app.jobs import JobManager
     from app.ui import build_ui, launch_options
-    from app.workspace import Workspace
+    from app.workspace import Workspace, WorkspaceBusy
 
     workspace = Workspace(Path(args.workspace).expanduser() if args.workspace else default_workspace()).ensure()
+    try:
+        lock = workspace.lock()
+    except WorkspaceBusy as err:
+        print(f"lf-board refuses to start: {err}", file=sys.stderr)
+        return EXIT_REFUSED
     jobs = JobManager(workspace.runs_dir).start()
     board = Board(workspace=workspace, jobs=jobs, default_lang=args.lang)
     demo = build_ui(board)
     print(f"LF Board: workspace {workspace.root}", flush=True)
     try:
         demo.queue(default_concurrency_limit=4).launch(
-            server_name=args.host, server_port=args.port, share=args.share, auth=auth, show_error=True,
-            allowed_paths=[str(workspace.root)], **launch_options(board),
+            server_name=args.host,
+            server_port=args.port,
+            share=args.share,
+            auth=auth,
+            show_error=True,
+            **launch_options(board),
         )
     finally:
         jobs.shutdown()
+        lock.close()
         live = jobs.running()
         if live:
             print(f"LF Board stopped; {len(live)} run(s) keep going and will be re-attached on the next start.")

@@ -29,8 +29,9 @@ def load_tokenizer(cfg: Any) -> Any:
         from engine.demo import ensure_demo_model
 
         path = str(ensure_demo_model())
-    return AutoTokenizer.from_pretrained(path, trust_remote_code=cfg.model.trust_remote_code,
-                                         use_fast=cfg.model.use_fast_tokenizer)
+    return AutoTokenizer.from_pretrained(
+        path, trust_remote_code=cfg.model.trust_remote_code, use_fast=cfg.model.use_fast_tokenizer
+    )
 
 
 def run(config_path: str, n: int) -> dict[str, Any]:
@@ -40,8 +41,13 @@ def run(config_path: str, n: int) -> dict[str, Any]:
 
     cfg = load_config(config_path)
     tokenizer = load_tokenizer(cfg)
-    template = get_template(cfg.model.template, tokenizer, enable_thinking=cfg.data.enable_thinking,
-                            default_system=cfg.data.default_system, tool_format=cfg.data.tool_format)
+    template = get_template(
+        cfg.model.template,
+        tokenizer,
+        enable_thinking=cfg.data.enable_thinking,
+        default_system=cfg.data.default_system,
+        tool_format=cfg.data.tool_format,
+    )
     return preview_dataset(cfg.data, cfg.finetuning.stage, tokenizer, template, n=n)
 
 

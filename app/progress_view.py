@@ -16,8 +16,13 @@ from app.history import format_seconds
 from app.i18n import t
 from app.jobs import JobError
 
-STATUS_CLASSES = {"queued": "lf-queued", "running": "lf-running", "completed": "lf-completed",
-                  "failed": "lf-failed", "aborted": "lf-aborted"}
+STATUS_CLASSES = {
+    "queued": "lf-queued",
+    "running": "lf-running",
+    "completed": "lf-completed",
+    "failed": "lf-failed",
+    "aborted": "lf-aborted",
+}
 
 
 def _num(value: Any, digits: int = 4) -> str:
@@ -33,7 +38,9 @@ def status_card(board: Board, run_id: str, lang: str) -> str:
     mon = board.jobs.monitor(run_id)
     prog = mon.progress()
     status = prog["status"]
-    badge = f'<span class="lf-badge {STATUS_CLASSES.get(status, "")}">{html.escape(t(lang, "status_" + status))}</span>'
+    badge = (
+        f'<span class="lf-badge {STATUS_CLASSES.get(status, "")}">{html.escape(t(lang, "status_" + status))}</span>'
+    )
     head = f'<div class="lf-status-head">{badge} <code>{html.escape(run_id)}</code></div>'
     position = board.jobs.queue_position(run_id)
     lines = []
@@ -43,8 +50,10 @@ def status_card(board: Board, run_id: str, lang: str) -> str:
     bar = ""
     if fraction is not None:
         pct = round(fraction * 100, 1)
-        bar = (f'<div class="lf-progress"><div class="lf-progress-fill" style="width:{pct}%"></div>'
-               f'<span>{pct}%</span></div>')
+        bar = (
+            f'<div class="lf-progress"><div class="lf-progress-fill" style="width:{pct}%"></div>'
+            f"<span>{pct}%</span></div>"
+        )
     facts = []
     if prog["step"] is not None:
         facts.append(t(lang, "progress_step", step=prog["step"], total=prog["total"] or "?"))
@@ -101,7 +110,8 @@ def loss_frame(board: Board, run_id: str | None, lang: str) -> pd.DataFrame | No
     first = min(s for s, _ in curves["loss"] + curves["eval_loss"])
     for series, points in ((t(lang, "series_train"), curves["loss"]), (t(lang, "series_eval"), curves["eval_loss"])):
         rows += [{"step": s, "loss": v, "series": series} for s, v in points] or [
-            {"step": first, "loss": math.nan, "series": series}]
+            {"step": first, "loss": math.nan, "series": series}
+        ]
     return typed_frame(rows, {"step": "int64", "loss": "float64", "series": "str"})
 
 
@@ -128,8 +138,14 @@ def watch(board: Board, run_id: str | None, seen: Any, lang: str) -> dict[str, A
         marker = [run_id, -1, lang]
         if seen == marker:
             return None
-        return {"card": empty_card(lang), "log": "", "error": t(lang, "run_missing", run=run_id), "final": True,
-                "seen": marker, "exists": False}
+        return {
+            "card": empty_card(lang),
+            "log": "",
+            "error": t(lang, "run_missing", run=run_id),
+            "final": True,
+            "seen": marker,
+            "exists": False,
+        }
     marker = [run_id, mon.version, lang]
     live = mon.status in ("queued", "running")
     if seen == marker and not live:

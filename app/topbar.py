@@ -64,26 +64,59 @@ def build(board: Board) -> TopBar:
         gr.HTML(logo_html(), elem_id="lf-brand", js_on_load=None)
         lang_choice = gr.Dropdown(
             choices=[(L("lang_auto"), "auto"), *((name, code) for code, name in LANGUAGES.items())],
-            value=board.default_lang, label=L("top_language"), scale=0, min_width=200, elem_id="lf-lang",
+            value=board.default_lang,
+            label=L("top_language"),
+            scale=0,
+            min_width=200,
+            elem_id="lf-lang",
         )
     with gr.Row():
-        model = gr.Dropdown(choices=models, value="demo", label=L("top_model"), info=L("top_model_info"),
-                            allow_custom_value=True, filterable=True, scale=3, elem_id="lf-model")
+        model = gr.Dropdown(
+            choices=models,
+            value="demo",
+            label=L("top_model"),
+            info=L("top_model_info"),
+            allow_custom_value=True,
+            filterable=True,
+            scale=3,
+            elem_id="lf-model",
+        )
         finetuning_type = make_widget("finetuning_type", scale=1)
-        checkpoint = gr.Dropdown(choices=checkpoint_choices(board), value="", label=L("top_checkpoint"),
-                                 info=L("top_checkpoint_info"), allow_custom_value=True, scale=3,
-                                 elem_id="lf-checkpoint")
-        template = gr.Dropdown(choices=template_choices(), value="chatml", label=L("top_template"),
-                               info=L("top_template_info"), allow_custom_value=True, scale=2, elem_id="lf-template")
+        checkpoint = gr.Dropdown(
+            choices=checkpoint_choices(board),
+            value="",
+            label=L("top_checkpoint"),
+            info=L("top_checkpoint_info"),
+            allow_custom_value=True,
+            scale=3,
+            elem_id="lf-checkpoint",
+        )
+        template = gr.Dropdown(
+            choices=template_choices(),
+            value="chatml",
+            label=L("top_template"),
+            info=L("top_template_info"),
+            allow_custom_value=True,
+            scale=2,
+            elem_id="lf-template",
+        )
         refresh = gr.Button(L("top_refresh"), scale=0, min_width=90, size="sm", elem_classes=["lf-refresh"])
     with gr.Row():
         devices = gr.Markdown(L("top_devices_loading"), elem_classes=["lf-devices"])
         note = gr.Markdown(visible=False)
     return TopBar(
-        lang_choice=lang_choice, lang=gr.Textbox("en", visible=False, elem_id="lf-lang-code"),
-        saved_lang=gr.BrowserState(None, storage_key="lfboard-lang"),
-        model=model, finetuning_type=finetuning_type, checkpoint=checkpoint, template=template, refresh=refresh,
-        devices=devices, note=note, known_checkpoints=gr.State([]), timer=gr.Timer(4.0),
+        lang_choice=lang_choice,
+        lang=gr.Textbox("en", visible=False, elem_id="lf-lang-code"),
+        saved_lang=gr.BrowserState(None, storage_key="lfboard-lang", secret=board.workspace.secret()),
+        model=model,
+        finetuning_type=finetuning_type,
+        checkpoint=checkpoint,
+        template=template,
+        refresh=refresh,
+        devices=devices,
+        note=note,
+        known_checkpoints=gr.State([]),
+        timer=gr.Timer(4.0),
     )
 
 
@@ -97,11 +130,19 @@ def render_devices(report: dict[str, Any] | None, error: str | None, lang: str) 
     for dev in report.get("devices") or []:
         memory = ""
         if "memory_total_gib" in dev:
-            memory = " · " + t(lang, "top_memory", total=dev["memory_total_gib"], free=dev.get("memory_free_gib", "?"))
+            free = dev.get("memory_free_gib", "?")
+            memory = " · " + t(lang, "top_memory", total=dev["memory_total_gib"], free=free)
         parts.append(f"**{dev.get('type', '')}:{dev.get('index', 0)}** {dev.get('name', '')}{memory}")
     cpu = report.get("cpu") or {}
-    parts.append(t(lang, "top_cpu", cores=cpu.get("cores", "?"), total=cpu.get("memory_total_gib", "?"),
-                   free=cpu.get("memory_free_gib", "?")))
+    parts.append(
+        t(
+            lang,
+            "top_cpu",
+            cores=cpu.get("cores", "?"),
+            total=cpu.get("memory_total_gib", "?"),
+            free=cpu.get("memory_free_gib", "?"),
+        )
+    )
     torch_version = report.get("torch")
     if torch_version:
         parts.append(f"torch {torch_version}")
@@ -122,8 +163,13 @@ def wire(bar: TopBar, board: Board, demo: gr.Blocks) -> None:
 
     # Runs in the page only: switches gradio's display language and stores the language in effect in the hidden
     # `lang` textbox, which every handler reads to translate what it composes.
-    lang_io = {"inputs": [bar.lang_choice], "outputs": [bar.lang, bar.saved_lang], "js": SET_LOCALE_JS,
-               "api_visibility": "private", "show_progress": "hidden"}
+    lang_io = {
+        "inputs": [bar.lang_choice],
+        "outputs": [bar.lang, bar.saved_lang],
+        "js": SET_LOCALE_JS,
+        "api_visibility": "private",
+        "show_progress": "hidden",
+    }
     bar.lang_choice.input(None, **lang_io)
 
     def on_model(model: str, template: str) -> Any:
@@ -135,9 +181,15 @@ def wire(bar: TopBar, board: Board, demo: gr.Blocks) -> None:
     def on_refresh(known: list[Any], lang: str) -> tuple[Any, Any, Any]:
         return refresh_choices(board, known, lang)
 
-    gr.on([bar.refresh.click, bar.timer.tick], on_refresh, inputs=[bar.known_checkpoints, bar.lang],
-          outputs=[bar.checkpoint, bar.known_checkpoints, bar.devices], api_visibility="private",
-          show_progress="hidden", concurrency_limit=None)
+    gr.on(
+        [bar.refresh.click, bar.timer.tick],
+        on_refresh,
+        inputs=[bar.known_checkpoints, bar.lang],
+        outputs=[bar.checkpoint, bar.known_checkpoints, bar.devices],
+        api_visibility="private",
+        show_progress="hidden",
+        concurrency_limit=None,
+    )
 
     def on_load(saved: str | None) -> Any:
         catalog.ENVIRONMENT.start()
@@ -147,5 +199,6 @@ def wire(bar: TopBar, board: Board, demo: gr.Blocks) -> None:
         choice = saved if saved in ("auto", *LANGUAGES) else board.default_lang
         return choice, gr.update(value="\n\n".join(notes), visible=bool(notes)), gr.update(choices=models)
 
-    demo.load(on_load, inputs=[bar.saved_lang], outputs=[bar.lang_choice, bar.note, bar.model],
-              api_visibility="private").then(None, **lang_io)
+    demo.load(
+        on_load, inputs=[bar.saved_lang], outputs=[bar.lang_choice, bar.note, bar.model], api_visibility="private"
+    ).then(None, **lang_io)

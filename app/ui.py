@@ -36,8 +36,13 @@ def build_ui(board: Board) -> gr.Blocks:
         topbar.wire(top, board, demo)
         # gradio redraws the tab buttons only when their label changes: send the labels again after a switch
         tab_items = [tab_train, tab_evaluate, tab_chat, tab_export, tab_history]
-        top.lang.change(lambda: [gr.Tab(label=item.label) for item in tab_items], None, tab_items,
-                        api_visibility="private", show_progress="hidden")
+        top.lang.change(
+            lambda: [gr.Tab(label=item.label) for item in tab_items],
+            None,
+            tab_items,
+            api_visibility="private",
+            show_progress="hidden",
+        )
         train.wire(train_tab, top, board, demo)
         evaluate.wire(eval_tab, top, board, demo)
         chat.wire(chat_tab, top, board, demo)

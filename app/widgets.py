@@ -146,8 +146,14 @@ def make_widget(key: str, value: Any = None, **kwargs: Any) -> gr.components.Com
         _, optional = _plain(field_type(section, key))
         # an optional number (max_samples, eval_steps...) is "not set" at 0, so its box starts at 0
         low = min(0, meta["min"]) if optional and meta.get("min") is not None else meta.get("min")
-        return gr.Number(value=shown, minimum=low, maximum=meta.get("max"), step=step,
-                         precision=0 if inner is int else None, **common)
+        return gr.Number(
+            value=shown,
+            minimum=low,
+            maximum=meta.get("max"),
+            step=step,
+            precision=0 if inner is int else None,
+            **common,
+        )
     return gr.Textbox(value=shown, **common)
 
 
@@ -163,5 +169,8 @@ def fill(keys: list[str], mapping: dict[str, Any]) -> list[Any]:
 
 def advanced_keys(sections: tuple[str, ...], exclude: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """The keys marked ``advanced`` in the given config sections."""
-    return [key for key, (section, f) in all_keys().items()
-            if section in sections and f.metadata.get("advanced") and key not in exclude]
+    return [
+        key
+        for key, (section, f) in all_keys().items()
+        if section in sections and f.metadata.get("advanced") and key not in exclude
+    ]

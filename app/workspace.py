@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,10 @@ def demo_dataset_dir() -> Path | None:
 def valid_name(name: str) -> bool:
     """Whether ``name`` is usable as a file name for a saved config or an uploaded dataset."""
     return bool(_NAME.match(name or "")) and ".." not in name
+
+
+class WorkspaceBusy(RuntimeError):
+    """Another board process holds the workspace."""
 
 
 @dataclass
@@ -108,6 +113,50 @@ class Workspace:
         """Dataset folders offered in the pickers: the demo data and the uploads folder."""
         dirs = [str(d) for d in (demo_dataset_dir(), self.datasets_dir) if d is not None]
         return list(dict.fromkeys(dirs))
+
+    def secret(self) -> str:
+        """A random key kept in the workspace, so that what pages store in the browser survives a board restart."""
+        path = self.root / ".browser-secret"
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+            if len(text) >= 16:
+                return text
+        except OSError:
+            pass
+        self.root.mkdir(parents=True, exist_ok=True)
+        text = secrets.token_urlsafe(24)
+        path.write_text(text, encoding="utf-8")
+        path.chmod(0o600)
+        return text
+
+    def lock(self) -> Any:
+        """Hold the workspace for this board process (one board per workspace, so a queued run starts once).
+
+        Returns:
+            The open lock file; keep it for the life of the process.
+
+        Raises:
+            WorkspaceBusy: when another running board holds it.
+        """
+        import fcntl
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        handle = open(self.root / ".board.lock", "a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            owner = handle.read().strip() or "?"
+            handle.close()
+            raise WorkspaceBusy(
+                f"Another lf-board (pid {owner}) is using the workspace {self.root}. Stop it, or start this one "
+                "with another --workspace."
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        return handle
 
     # -- saved configs ----------------------------------------------------------------------------------
     def config_path(self, name: str) -> Path:

@@ -109,7 +109,12 @@ def _load(args: argparse.Namespace, purpose: str):
     from engine.config import ConfigError, load_config
     from engine.preflight import check
 
-    cfg = load_config(args.config, args.overrides)
+    try:
+        cfg = load_config(args.config, args.overrides)
+    except ConfigError as err:
+        if err.partial is None:
+            raise
+        raise ConfigError(err.problems + check(err.partial, purpose)) from None  # every problem, in one message
     for note in cfg.notes:
         logger.info(note)
     problems = check(cfg, purpose)

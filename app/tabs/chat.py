@@ -73,11 +73,26 @@ def build(board: Board) -> ChatTab:
                 fields[key] = make_widget(key)
             with gr.Accordion(L("chat_tools"), open=False):
                 tools = gr.Code(language="json", label=L("chat_tools_label"), lines=8)
-    return ChatTab(compare=compare, load_btn=load_btn, unload_btn=unload_btn, status=status, system=system,
-                   tools=tools, chatbot=chatbot, chatbot_base=chatbot_base, message=message, as_tool=as_tool,
-                   send_btn=send_btn, stop_btn=stop_btn, clear_btn=clear_btn,
-                   servers=gr.BrowserState({}, storage_key="lfboard-chat-servers"), convo=gr.State([]),
-                   convo_base=gr.State([]), keys=list(fields), fields=fields)
+    return ChatTab(
+        compare=compare,
+        load_btn=load_btn,
+        unload_btn=unload_btn,
+        status=status,
+        system=system,
+        tools=tools,
+        chatbot=chatbot,
+        chatbot_base=chatbot_base,
+        message=message,
+        as_tool=as_tool,
+        send_btn=send_btn,
+        stop_btn=stop_btn,
+        clear_btn=clear_btn,
+        servers=gr.BrowserState({}, storage_key="lfboard-chat-servers", secret=board.workspace.secret()),
+        convo=gr.State([]),
+        convo_base=gr.State([]),
+        keys=list(fields),
+        fields=fields,
+    )
 
 
 def live_servers(board: Board, servers: dict[str, str] | None) -> dict[str, dict[str, Any]]:
@@ -105,8 +120,9 @@ def unload(board: Board, servers: dict[str, str] | None) -> list[str]:
     return stopped
 
 
-def start_servers(board: Board, top: forms.TopValues, sampling: dict[str, Any], compare: bool
-                  ) -> tuple[dict[str, str], list[str]]:
+def start_servers(
+    board: Board, top: forms.TopValues, sampling: dict[str, Any], compare: bool
+) -> tuple[dict[str, str], list[str]]:
     """Validate and start the server(s); returns ({side: run id}, problems)."""
     plans = {"main": forms.chat_mapping(top, sampling, with_adapter=True)}
     if compare:
@@ -119,8 +135,9 @@ def start_servers(board: Board, top: forms.TopValues, sampling: dict[str, Any], 
             continue
         run_id = board.jobs.new_run_id("chat")
         resolved = forms.resolved_mapping(checked.config, board.jobs.runs_dir / run_id)
-        servers[side] = board.jobs.submit("chat", resolved, run_id=run_id, args=["--host", "127.0.0.1", "--port", "0"],
-                                          meta={"side": side})
+        servers[side] = board.jobs.submit(
+            "chat", resolved, run_id=run_id, args=["--host", "127.0.0.1", "--port", "0"], meta={"side": side}
+        )
     return servers, problems
 
 
@@ -133,13 +150,16 @@ def to_chatbot(convo: list[dict[str, Any]], lang: str) -> list[dict[str, Any]]:
     shown = []
     for msg in convo:
         if msg["role"] == "tool":
-            shown.append({"role": "user", "content": msg["content"], "metadata": {"title": t(lang, "chat_tool_result")}})
+            shown.append(
+                {"role": "user", "content": msg["content"], "metadata": {"title": t(lang, "chat_tool_result")}}
+            )
         elif msg.get("tool_calls"):
             calls = [f"{c['function']['name']}({c['function']['arguments']})" for c in msg["tool_calls"]]
             if msg.get("content"):
                 shown.append({"role": "assistant", "content": msg["content"]})
-            shown.append({"role": "assistant", "content": "\n".join(calls),
-                          "metadata": {"title": t(lang, "chat_tool_call")}})
+            shown.append(
+                {"role": "assistant", "content": "\n".join(calls), "metadata": {"title": t(lang, "chat_tool_call")}}
+            )
         else:
             shown.append({"role": msg["role"], "content": msg.get("content") or ""})
     return shown
@@ -170,16 +190,24 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
                 return
             if all(s.get("ready") and s.get("port") for s in states.values()):
                 ports = ", ".join(f"{side}: {s['port']}" for side, s in states.items())
-                yield t(lang, "chat_ready", model=top_vals.model, adapter=top_vals.checkpoint or "—",
-                        ports=ports), started, gr.skip()
+                yield (
+                    t(lang, "chat_ready", model=top_vals.model, adapter=top_vals.checkpoint or "—", ports=ports),
+                    started,
+                    gr.skip(),
+                )
                 return
             time.sleep(1.0)
             yield t(lang, "chat_loading", elapsed=int(time.time() - begin)), started, gr.skip()
         unload(board, started)
         yield t(lang, "chat_load_timeout", seconds=int(LOAD_TIMEOUT)), {}, gr.skip()
 
-    tab.load_btn.click(on_load, [*top.values(), tab.compare, tab.servers, top.lang, *tab.fields.values()],
-                       [tab.status, tab.servers, tab.chatbot_base], concurrency_limit=None, **private)
+    tab.load_btn.click(
+        on_load,
+        [*top.values(), tab.compare, tab.servers, top.lang, *tab.fields.values()],
+        [tab.status, tab.servers, tab.chatbot_base],
+        concurrency_limit=None,
+        **private,
+    )
 
     def on_unload(servers, lang):
         stopped = unload(board, servers)
@@ -201,21 +229,39 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), str(err)
             return
         sampling = collect(tab.keys, list(values))
-        request = {"temperature": sampling.get("temperature"), "top_p": sampling.get("top_p"),
-                   "top_k": sampling.get("top_k"), "max_tokens": sampling.get("max_new_tokens"),
-                   "repetition_penalty": sampling.get("repetition_penalty")}
+        request = {
+            "temperature": sampling.get("temperature"),
+            "top_p": sampling.get("top_p"),
+            "top_k": sampling.get("top_k"),
+            "max_tokens": sampling.get("max_new_tokens"),
+            "repetition_penalty": sampling.get("repetition_penalty"),
+        }
         user = {"role": "tool" if as_tool else "user", "content": text}
         convos = {"main": [*convo, user], "base": [*convo_base, user]}
         sides = [s for s in SIDES if s in live and live[s].get("ready")]
         replies = {s: {"role": "assistant", "content": ""} for s in sides}
         stop = threading.Event()
-        streams = {s: stream_chat(f"http://127.0.0.1:{live[s]['port']}/v1", openai_messages(convos[s], system),
-                                  tools=tools, stop=stop, **request) for s in sides}
+        streams = {
+            s: stream_chat(
+                f"http://127.0.0.1:{live[s]['port']}/v1",
+                openai_messages(convos[s], system),
+                tools=tools,
+                stop=stop,
+                **request,
+            )
+            for s in sides
+        }
 
         def frame(note: str | None = None):
             full = {s: convos[s] + ([replies[s]] if s in replies else []) for s in SIDES}
-            return ("", to_chatbot(full["main"], lang), to_chatbot(full["base"], lang), full["main"], full["base"],
-                    note if note is not None else gr.skip())
+            return (
+                "",
+                to_chatbot(full["main"], lang),
+                to_chatbot(full["base"], lang),
+                full["main"],
+                full["base"],
+                note if note is not None else gr.skip(),
+            )
 
         yield frame()
         errors = []
@@ -227,29 +273,45 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
                     replies[side]["content"] += delta["content"]
                 elif isinstance(delta, dict) and "tool_calls" in delta:
                     replies[side].setdefault("tool_calls", []).extend(
-                        {k: v for k, v in call.items() if k != "index"} for call in delta["tool_calls"])
+                        {k: v for k, v in call.items() if k != "index"} for call in delta["tool_calls"]
+                    )
                 yield frame()
         finally:
             stop.set()
-        yield frame(t(lang, "chat_error", error=errors[0]) if errors else "")
+        yield frame(t(lang, "chat_error", error=errors[0]) if errors else None)
 
-    send_io = {"inputs": [tab.message, tab.as_tool, tab.convo, tab.convo_base, tab.system, tab.tools, tab.servers,
-                          top.lang, *tab.fields.values()],
-               "outputs": [tab.message, tab.chatbot, tab.chatbot_base, tab.convo, tab.convo_base, tab.status],
-               "concurrency_limit": None, **private}
+    send_io = {
+        "inputs": [
+            tab.message,
+            tab.as_tool,
+            tab.convo,
+            tab.convo_base,
+            tab.system,
+            tab.tools,
+            tab.servers,
+            top.lang,
+            *tab.fields.values(),
+        ],
+        "outputs": [tab.message, tab.chatbot, tab.chatbot_base, tab.convo, tab.convo_base, tab.status],
+        "concurrency_limit": None,
+        **private,
+    }
     send_click = tab.send_btn.click(on_send, **send_io)
     send_submit = tab.message.submit(on_send, **send_io)
     tab.stop_btn.click(None, None, None, cancels=[send_click, send_submit], **private)
-    tab.clear_btn.click(lambda: ([], [], [], []), None, [tab.chatbot, tab.chatbot_base, tab.convo, tab.convo_base],
-                        **private)
+    tab.clear_btn.click(
+        lambda: ([], [], [], []), None, [tab.chatbot, tab.chatbot_base, tab.convo, tab.convo_base], **private
+    )
 
     def on_page_load(servers, lang):
         live = live_servers(board, servers)
         if not live:
             return gr.skip(), {}, gr.update(visible=False)
         ports = ", ".join(f"{side}: {s.get('port')}" for side, s in live.items())
-        return (t(lang, "chat_reattached", ports=ports), {s: v["id"] for s, v in live.items()},
-                gr.update(visible="base" in live))
+        return (
+            t(lang, "chat_reattached", ports=ports),
+            {s: v["id"] for s, v in live.items()},
+            gr.update(visible="base" in live),
+        )
 
     demo.load(on_page_load, [tab.servers, top.lang], [tab.status, tab.servers, tab.chatbot_base], **private)
-

@@ -47,12 +47,29 @@ def build(board: Board) -> EvaluateTab:
     choices, _ = dataset_choices(dataset_dir)
     fields: dict[str, Any] = {}
     with gr.Row():
-        mode = gr.Radio(choices=[(L("eval_mode_eval"), "eval"), (L("eval_mode_predict"), "predict")], value="predict",
-                        label=L("eval_mode"), info=L("eval_mode_info"), scale=2)
-        dataset_dir_w = gr.Dropdown(choices=board.workspace.dataset_dirs(), value=dataset_dir, allow_custom_value=True,
-                                    label=L("train_dataset_dir"), info=L("train_dataset_dir_info"), scale=2)
-        dataset = gr.Dropdown(choices=choices, value=forms.split_names(start.get("dataset"))[:1], multiselect=True,
-                              label=L("eval_dataset"), info=L("eval_dataset_info"), scale=3)
+        mode = gr.Radio(
+            choices=[(L("eval_mode_eval"), "eval"), (L("eval_mode_predict"), "predict")],
+            value="predict",
+            label=L("eval_mode"),
+            info=L("eval_mode_info"),
+            scale=2,
+        )
+        dataset_dir_w = gr.Dropdown(
+            choices=board.workspace.dataset_dirs(),
+            value=dataset_dir,
+            allow_custom_value=True,
+            label=L("train_dataset_dir"),
+            info=L("train_dataset_dir_info"),
+            scale=2,
+        )
+        dataset = gr.Dropdown(
+            choices=choices,
+            value=forms.split_names(start.get("dataset"))[:1],
+            multiselect=True,
+            label=L("eval_dataset"),
+            info=L("eval_dataset_info"),
+            scale=3,
+        )
     with gr.Row():
         for key in EVAL_KEYS:
             fields[key] = make_widget(key, {"max_samples": 50, "cutoff_len": start.get("cutoff_len")}.get(key))
@@ -67,20 +84,42 @@ def build(board: Board) -> EvaluateTab:
     status = gr.HTML(progress_view.empty_card(board.default_lang), js_on_load=None)
     error = gr.Textbox(label=L("train_error"), lines=8, visible=False, elem_classes=["lf-error"])
     metrics = gr.Dataframe(headers=["metric", "value"], label=L("eval_metrics"), interactive=False)
-    predictions = gr.Dataframe(headers=["prompt", "label", "predict"], label=L("eval_predictions"), interactive=False,
-                               wrap=True, max_height=520, show_search="search", column_widths=["40%", "30%", "30%"])
+    predictions = gr.Dataframe(
+        headers=["prompt", "label", "predict"],
+        label=L("eval_predictions"),
+        interactive=False,
+        wrap=True,
+        max_height=520,
+        show_search="search",
+        column_widths=["40%", "30%", "30%"],
+    )
     log = gr.Textbox(label=L("train_log"), lines=8, max_lines=8, autoscroll=True, interactive=False)
-    return EvaluateTab(mode=mode, dataset_dir=dataset_dir_w, dataset=dataset, start_btn=start_btn,
-                       abort_btn=abort_btn, message=message, status=status, error=error, log=log, metrics=metrics,
-                       predictions=predictions, watched=gr.BrowserState("", storage_key="lfboard-eval-run"),
-                       seen=gr.State(None), timer=gr.Timer(1.5), keys=list(fields), fields=fields)
+    return EvaluateTab(
+        mode=mode,
+        dataset_dir=dataset_dir_w,
+        dataset=dataset,
+        start_btn=start_btn,
+        abort_btn=abort_btn,
+        message=message,
+        status=status,
+        error=error,
+        log=log,
+        metrics=metrics,
+        predictions=predictions,
+        watched=gr.BrowserState("", storage_key="lfboard-eval-run", secret=board.workspace.secret()),
+        seen=gr.State(None),
+        timer=gr.Timer(1.5),
+        keys=list(fields),
+        fields=fields,
+    )
 
 
 def start_eval(board: Board, values: list[Any], keys: list[str], lang: str) -> tuple[str, str | None]:
     """Validate and submit an eval or predict run; (message, run id or None)."""
     model, ft, checkpoint, template, mode, dataset_dir, datasets, *rest = values
-    mapping = forms.eval_mapping(top_values(model, ft, checkpoint, template), mode, dataset_dir, datasets,
-                                 collect(keys, rest))
+    mapping = forms.eval_mapping(
+        top_values(model, ft, checkpoint, template), mode, dataset_dir, datasets, collect(keys, rest)
+    )
     if not mapping.get("eval_dataset"):
         return t(lang, "eval_no_dataset"), None
     checked = forms.validate(mapping, "eval")
@@ -88,8 +127,9 @@ def start_eval(board: Board, values: list[Any], keys: list[str], lang: str) -> t
         return t(lang, "train_problems") + "\n" + "\n".join(f"- {p}" for p in checked.problems), None
     kind = "predict" if mode == "predict" else "eval"
     run_id = board.jobs.new_run_id(kind)
-    run_id = board.jobs.submit(kind, forms.resolved_mapping(checked.config, board.jobs.runs_dir / run_id),
-                               run_id=run_id)
+    run_id = board.jobs.submit(
+        kind, forms.resolved_mapping(checked.config, board.jobs.runs_dir / run_id), run_id=run_id
+    )
     position = board.jobs.queue_position(run_id)
     if position and board.jobs.running():
         return t(lang, "train_queued", run=run_id, position=position), run_id
@@ -110,8 +150,11 @@ def read_metrics(folder: Path, end_metrics: dict[str, Any]) -> list[list[Any]]:
                 found.update(data)
     if not found:
         found = dict(end_metrics)
-    return [[k, round(v, 4) if isinstance(v, float) else v] for k, v in found.items()
-            if isinstance(v, (int, float, str)) and k != "traceback_tail"]
+    return [
+        [k, round(v, 4) if isinstance(v, float) else v]
+        for k, v in found.items()
+        if isinstance(v, (int, float, str)) and k != "traceback_tail"
+    ]
 
 
 def read_predictions(folder: Path, limit: int = MAX_PREDICTIONS) -> list[list[str]]:
@@ -149,8 +192,9 @@ def wire(tab: EvaluateTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
 
     inputs = [*top.values(), tab.mode, tab.dataset_dir, tab.dataset, *tab.fields.values(), top.lang]
     tab.start_btn.click(on_start, inputs, [tab.message, tab.watched], **private)
-    tab.abort_btn.click(lambda run_id, lang: abort_run(board, run_id, lang), [tab.watched, top.lang], tab.message,
-                        **private)
+    tab.abort_btn.click(
+        lambda run_id, lang: abort_run(board, run_id, lang), [tab.watched, top.lang], tab.message, **private
+    )
 
     def on_tick(run_id: str, seen: Any, lang: str):
         view = progress_view.watch(board, run_id, seen, lang)
@@ -162,9 +206,20 @@ def wire(tab: EvaluateTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             mon = board.jobs.monitor(run_id)
             metrics = read_metrics(mon.folder.path, (mon.end or {}).get("metrics") or {})
             predictions = read_predictions(mon.folder.path)
-        return (view["card"], view["log"] if changed else gr.skip(),
-                gr.update(value=view["error"], visible=bool(view["error"])), metrics, predictions, view["seen"])
+        return (
+            view["card"],
+            view["log"] if changed else gr.skip(),
+            gr.update(value=view["error"], visible=bool(view["error"])),
+            metrics,
+            predictions,
+            view["seen"],
+        )
 
-    tab.timer.tick(on_tick, [tab.watched, tab.seen, top.lang],
-                   [tab.status, tab.log, tab.error, tab.metrics, tab.predictions, tab.seen], show_progress="hidden",
-                   concurrency_limit=None, **private)
+    tab.timer.tick(
+        on_tick,
+        [tab.watched, tab.seen, top.lang],
+        [tab.status, tab.log, tab.error, tab.metrics, tab.predictions, tab.seen],
+        show_progress="hidden",
+        concurrency_limit=None,
+        **private,
+    )

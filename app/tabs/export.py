@@ -41,7 +41,9 @@ class ExportTab:
 
 def build(board: Board) -> ExportTab:
     fields: dict[str, Any] = {}
-    export_dir = gr.Textbox(label=L("export_dir"), info=L("export_dir_info"), placeholder=str(board.workspace.exports_dir))
+    export_dir = gr.Textbox(
+        label=L("export_dir"), info=L("export_dir_info"), placeholder=str(board.workspace.exports_dir)
+    )
     with gr.Row():
         for key in forms.EXPORT_KEYS:
             fields[key] = make_widget(key, {"export_size": 1}.get(key))
@@ -53,9 +55,21 @@ def build(board: Board) -> ExportTab:
     result = gr.HTML(js_on_load=None)
     error = gr.Textbox(label=L("train_error"), lines=8, visible=False, elem_classes=["lf-error"])
     log = gr.Textbox(label=L("train_log"), lines=8, max_lines=8, autoscroll=True, interactive=False)
-    return ExportTab(export_dir=export_dir, start_btn=start_btn, abort_btn=abort_btn, message=message, status=status,
-                     result=result, error=error, log=log, watched=gr.BrowserState("", storage_key="lfboard-export-run"),
-                     seen=gr.State(None), timer=gr.Timer(1.5), keys=list(fields), fields=fields)
+    return ExportTab(
+        export_dir=export_dir,
+        start_btn=start_btn,
+        abort_btn=abort_btn,
+        message=message,
+        status=status,
+        result=result,
+        error=error,
+        log=log,
+        watched=gr.BrowserState("", storage_key="lfboard-export-run", secret=board.workspace.secret()),
+        seen=gr.State(None),
+        timer=gr.Timer(1.5),
+        keys=list(fields),
+        fields=fields,
+    )
 
 
 def default_export_dir(board: Board, top: forms.TopValues) -> Path:
@@ -78,8 +92,12 @@ def start_export(board: Board, values: list[Any], keys: list[str], lang: str) ->
     if not checked.ok:
         return t(lang, "train_problems") + "\n" + "\n".join(f"- {p}" for p in checked.problems), None
     run_id = board.jobs.new_run_id("export")
-    run_id = board.jobs.submit("export", forms.resolved_mapping(checked.config, board.jobs.runs_dir / run_id),
-                               run_id=run_id, meta={"export_dir": mapping["export_dir"]})
+    run_id = board.jobs.submit(
+        "export",
+        forms.resolved_mapping(checked.config, board.jobs.runs_dir / run_id),
+        run_id=run_id,
+        meta={"export_dir": mapping["export_dir"]},
+    )
     position = board.jobs.queue_position(run_id)
     if position and board.jobs.running():
         return t(lang, "train_queued", run=run_id, position=position), run_id
@@ -107,8 +125,10 @@ def result_card(board: Board, run_id: str, lang: str) -> str:
     metrics.update({k: v for k, v in (mon.last_progress or {}).items() if k not in ("event", "time", "stage")})
     target = Path(str(metrics.get("export_dir") or mon.info.get("export_dir") or ""))
     size = metrics.get("size_bytes") or folder_size(target)
-    rows = [(t(lang, "export_where"), f"<code>{html.escape(str(target))}</code>"),
-            (t(lang, "export_size_label"), html.escape(human_size(float(size))))]
+    rows = [
+        (t(lang, "export_where"), f"<code>{html.escape(str(target))}</code>"),
+        (t(lang, "export_size_label"), html.escape(human_size(float(size)))),
+    ]
     if "dtype" in metrics:
         rows.append((t(lang, "export_dtype"), html.escape(str(metrics["dtype"]))))
     if "verified" in metrics:
@@ -116,12 +136,21 @@ def result_card(board: Board, run_id: str, lang: str) -> str:
         detail = ""
         if isinstance(metrics.get("max_logit_diff"), (int, float)):
             detail = " " + t(lang, "export_logit_diff", diff=f"{metrics['max_logit_diff']:.2e}")
-        rows.append((t(lang, "export_verified"),
-                     html.escape(t(lang, "export_verified_yes" if ok else "export_verified_no") + detail)))
+        rows.append(
+            (
+                t(lang, "export_verified"),
+                html.escape(t(lang, "export_verified_yes" if ok else "export_verified_no") + detail),
+            )
+        )
     if "chat_template_matches" in metrics:
-        rows.append((t(lang, "export_template"),
-                     html.escape(t(lang, "export_verified_yes" if metrics["chat_template_matches"] else
-                                   "export_verified_no"))))
+        rows.append(
+            (
+                t(lang, "export_template"),
+                html.escape(
+                    t(lang, "export_verified_yes" if metrics["chat_template_matches"] else "export_verified_no")
+                ),
+            )
+        )
     body = "".join(f"<tr><th>{html.escape(k)}</th><td>{v}</td></tr>" for k, v in rows)
     return f'<table class="lf-result">{body}</table>'
 
@@ -134,10 +163,15 @@ def wire(tab: ExportTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         message, run_id = start_export(board, list(values), tab.keys, lang)
         return message, run_id if run_id else gr.skip()
 
-    tab.start_btn.click(on_start, [*top.values(), tab.export_dir, *tab.fields.values(), top.lang],
-                        [tab.message, tab.watched], **private)
-    tab.abort_btn.click(lambda run_id, lang: abort_run(board, run_id, lang), [tab.watched, top.lang], tab.message,
-                        **private)
+    tab.start_btn.click(
+        on_start,
+        [*top.values(), tab.export_dir, *tab.fields.values(), top.lang],
+        [tab.message, tab.watched],
+        **private,
+    )
+    tab.abort_btn.click(
+        lambda run_id, lang: abort_run(board, run_id, lang), [tab.watched, top.lang], tab.message, **private
+    )
 
     def on_tick(run_id: str, seen: Any, lang: str):
         view = progress_view.watch(board, run_id, seen, lang)
@@ -145,8 +179,19 @@ def wire(tab: ExportTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             return (gr.skip(),) * 5
         changed = view.get("changed", True)
         result = result_card(board, run_id, lang) if (changed and view["exists"]) else gr.skip()
-        return (view["card"], view["log"] if changed else gr.skip(), result,
-                gr.update(value=view["error"], visible=bool(view["error"])), view["seen"])
+        return (
+            view["card"],
+            view["log"] if changed else gr.skip(),
+            result,
+            gr.update(value=view["error"], visible=bool(view["error"])),
+            view["seen"],
+        )
 
-    tab.timer.tick(on_tick, [tab.watched, tab.seen, top.lang], [tab.status, tab.log, tab.result, tab.error, tab.seen],
-                   show_progress="hidden", concurrency_limit=None, **private)
+    tab.timer.tick(
+        on_tick,
+        [tab.watched, tab.seen, top.lang],
+        [tab.status, tab.log, tab.result, tab.error, tab.seen],
+        show_progress="hidden",
+        concurrency_limit=None,
+        **private,
+    )

@@ -43,11 +43,24 @@ class RunsTab:
 def build(board: Board) -> RunsTab:
     with gr.Row():
         refresh_btn = gr.Button(L("top_refresh"), size="sm", scale=0, min_width=100)
-    table = gr.Dataframe(headers=COLUMNS, label=L("runs_table"), interactive=False, wrap=True, max_height=420,
-                         show_search="search", elem_id="lf-runs-table")
+    table = gr.Dataframe(
+        headers=COLUMNS,
+        label=L("runs_table"),
+        interactive=False,
+        wrap=True,
+        max_height=420,
+        show_search="search",
+        elem_id="lf-runs-table",
+    )
     with gr.Row(equal_height=True):
-        selected = gr.Dropdown(choices=[], multiselect=True, label=L("runs_selected"), info=L("runs_selected_info"),
-                               scale=4, elem_id="lf-runs-selected")
+        selected = gr.Dropdown(
+            choices=[],
+            multiselect=True,
+            label=L("runs_selected"),
+            info=L("runs_selected_info"),
+            scale=4,
+            elem_id="lf-runs-selected",
+        )
         compare_btn = gr.Button(L("runs_compare"), variant="primary", scale=1)
         watch_btn = gr.Button(L("runs_watch"), scale=1)
         abort_btn = gr.Button(L("runs_abort"), scale=1)
@@ -58,19 +71,49 @@ def build(board: Board) -> RunsTab:
             confirm_btn = gr.Button(L("runs_confirm_delete"), variant="stop")
             cancel_btn = gr.Button(L("runs_cancel"))
     message = gr.Markdown()
-    overlay = gr.LinePlot(None, x="step", y="loss", color="run", color_title=" ", label=L("runs_overlay"), height=340,
-                          elem_classes=["lf-plot"])
+    overlay = gr.LinePlot(
+        None,
+        x="step",
+        y="loss",
+        color="run",
+        color_title=" ",
+        label=L("runs_overlay"),
+        height=340,
+        elem_classes=["lf-plot"],
+    )
     diff = gr.Dataframe(label=L("runs_diff"), interactive=False, wrap=True, visible=False)
-    return RunsTab(table=table, selected=selected, refresh_btn=refresh_btn, compare_btn=compare_btn,
-                   watch_btn=watch_btn, abort_btn=abort_btn, delete_btn=delete_btn, confirm_box=confirm_box,
-                   confirm_text=confirm_text, confirm_btn=confirm_btn, cancel_btn=cancel_btn, message=message,
-                   overlay=overlay, diff=diff, known=gr.State(None), to_delete=gr.State([]),
-                   timer=gr.Timer(4.0))
+    return RunsTab(
+        table=table,
+        selected=selected,
+        refresh_btn=refresh_btn,
+        compare_btn=compare_btn,
+        watch_btn=watch_btn,
+        abort_btn=abort_btn,
+        delete_btn=delete_btn,
+        confirm_box=confirm_box,
+        confirm_text=confirm_text,
+        confirm_btn=confirm_btn,
+        cancel_btn=cancel_btn,
+        message=message,
+        overlay=overlay,
+        diff=diff,
+        known=gr.State(None),
+        to_delete=gr.State([]),
+        timer=gr.Timer(4.0),
+    )
 
 
 def table_frame(board: Board, lang: str) -> tuple[pd.DataFrame, list[str]]:
     """The runs table (translated headers and statuses) and the run ids for the picker."""
-    rows = history.summaries(board.jobs.list(), board.jobs.runs_dir)
+
+    def last_loss(run_id: str) -> float | None:
+        try:
+            points = board.jobs.monitor(run_id).curves()["loss"]
+        except JobError:
+            return None
+        return points[-1][1] if points else None
+
+    rows = history.summaries(board.jobs.list(), board.jobs.runs_dir, last_loss)
     for row in rows:
         row["status"] = t(lang, "status_" + row["status"]) if row["status"] else ""
         row["queue"] = row["queue"] or ""
@@ -106,8 +149,7 @@ def delete_runs(board: Board, run_ids: list[str], lang: str) -> str:
     return "\n\n".join(lines)
 
 
-def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: dict[str, Any],
-         lang: gr.State) -> None:
+def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: dict[str, Any], lang: gr.State) -> None:
     """``watchers`` maps a run kind to the (tab id, watched-run state) that shows it."""
     private = {"api_visibility": "private"}
 
@@ -119,12 +161,26 @@ def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: d
         keep = [s for s in selected or [] if s in ids]
         return frame, gr.update(choices=ids, value=keep), snapshot
 
-    tab.timer.tick(on_refresh, [tab.known, tab.selected, lang], [tab.table, tab.selected, tab.known],
-                   show_progress="hidden", concurrency_limit=None, **private)
-    tab.refresh_btn.click(lambda k, s, lc: on_refresh(k, s, lc, True), [tab.known, tab.selected, lang],
-                          [tab.table, tab.selected, tab.known], **private)
-    demo.load(lambda k, s, lc: on_refresh(k, s, lc, True), [tab.known, tab.selected, lang],
-              [tab.table, tab.selected, tab.known], **private)
+    tab.timer.tick(
+        on_refresh,
+        [tab.known, tab.selected, lang],
+        [tab.table, tab.selected, tab.known],
+        show_progress="hidden",
+        concurrency_limit=None,
+        **private,
+    )
+    tab.refresh_btn.click(
+        lambda k, s, lc: on_refresh(k, s, lc, True),
+        [tab.known, tab.selected, lang],
+        [tab.table, tab.selected, tab.known],
+        **private,
+    )
+    demo.load(
+        lambda k, s, lc: on_refresh(k, s, lc, True),
+        [tab.known, tab.selected, lang],
+        [tab.table, tab.selected, tab.known],
+        **private,
+    )
 
     def on_compare(selected, lang_code):
         if not selected:
@@ -133,7 +189,11 @@ def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: d
         # clear the chart first: gradio keeps the colours of the runs it drew first
         yield "", None, gr.skip()
         frame = overlay_frame(board, selected)
-        yield "", (frame if len(frame) else None), gr.update(value=diff_frame(board, selected, lang_code), visible=True)
+        yield (
+            "",
+            (frame if len(frame) else None),
+            gr.update(value=diff_frame(board, selected, lang_code), visible=True),
+        )
 
     tab.compare_btn.click(on_compare, [tab.selected, lang], [tab.message, tab.overlay, tab.diff], **private)
 
@@ -169,19 +229,22 @@ def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: d
     def on_delete(selected, lang_code):
         if not selected:
             return t(lang_code, "runs_pick_some"), gr.skip(), gr.skip(), []
-        text = t(lang_code, "runs_confirm_text", n=len(selected), runs=", ".join(selected),
-                 folder=board.jobs.runs_dir)
+        text = t(lang_code, "runs_confirm_text", n=len(selected), runs=", ".join(selected), folder=board.jobs.runs_dir)
         return "", text, gr.update(visible=True), list(selected)
 
-    tab.delete_btn.click(on_delete, [tab.selected, lang],
-                         [tab.message, tab.confirm_text, tab.confirm_box, tab.to_delete], **private)
+    tab.delete_btn.click(
+        on_delete, [tab.selected, lang], [tab.message, tab.confirm_text, tab.confirm_box, tab.to_delete], **private
+    )
 
     def on_confirm(to_delete, known, lang_code):
         message = delete_runs(board, to_delete or [], lang_code)
         frame, ids, snapshot = on_refresh(known, [], lang_code, True)
         return message, gr.update(visible=False), frame, ids, snapshot, []
 
-    tab.confirm_btn.click(on_confirm, [tab.to_delete, tab.known, lang],
-                          [tab.message, tab.confirm_box, tab.table, tab.selected, tab.known, tab.to_delete],
-                          **private)
+    tab.confirm_btn.click(
+        on_confirm,
+        [tab.to_delete, tab.known, lang],
+        [tab.message, tab.confirm_box, tab.table, tab.selected, tab.known, tab.to_delete],
+        **private,
+    )
     tab.cancel_btn.click(lambda: (gr.update(visible=False), []), None, [tab.confirm_box, tab.to_delete], **private)

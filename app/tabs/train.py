@@ -66,14 +66,13 @@ class TrainTab:
 
     def form(self, top: TopBar) -> list[Any]:
         """Every input that makes up the config, in the order ``mapping_of`` expects."""
-        return [*top.values(), self.stage, self.dataset_dir, self.dataset, self.eval_dataset,
-                *self.fields.values()]
+        return [*top.values(), self.stage, self.dataset_dir, self.dataset, self.eval_dataset, *self.fields.values()]
 
 
 def _grid(keys: list[str], values: dict[str, Any], out: dict[str, Any]) -> None:
     for start in range(0, len(keys), PER_ROW):
         with gr.Row():
-            for key in keys[start:start + PER_ROW]:
+            for key in keys[start : start + PER_ROW]:
                 out[key] = make_widget(key, values.get(key))
 
 
@@ -93,26 +92,53 @@ def build(board: Board) -> TrainTab:
     fields: dict[str, Any] = {}
     with gr.Row():
         stage = make_widget("stage", start.get("stage"), scale=1)
-        dataset_dir_w = gr.Dropdown(choices=board.workspace.dataset_dirs(), value=dataset_dir, allow_custom_value=True,
-                                    label=L("train_dataset_dir"), info=L("train_dataset_dir_info"), scale=2)
-        dataset = gr.Dropdown(choices=choices, value=forms.split_names(start.get("dataset")), multiselect=True,
-                              label=L("train_dataset"), info=L("train_dataset_info"), scale=3, elem_id="lf-dataset")
-        eval_dataset = gr.Dropdown(choices=choices, value=forms.split_names(start.get("eval_dataset")),
-                                   multiselect=True, label=L("train_eval_dataset"), info=L("train_eval_dataset_info"),
-                                   scale=2)
+        dataset_dir_w = gr.Dropdown(
+            choices=board.workspace.dataset_dirs(),
+            value=dataset_dir,
+            allow_custom_value=True,
+            label=L("train_dataset_dir"),
+            info=L("train_dataset_dir_info"),
+            scale=2,
+        )
+        dataset = gr.Dropdown(
+            choices=choices,
+            value=forms.split_names(start.get("dataset")),
+            multiselect=True,
+            label=L("train_dataset"),
+            info=L("train_dataset_info"),
+            scale=3,
+            elem_id="lf-dataset",
+        )
+        eval_dataset = gr.Dropdown(
+            choices=choices,
+            value=forms.split_names(start.get("eval_dataset")),
+            multiselect=True,
+            label=L("train_eval_dataset"),
+            info=L("train_eval_dataset_info"),
+            scale=2,
+        )
     dataset_note = gr.Markdown(visible=False)
     with gr.Accordion(L("train_data_tools"), open=False):
         with gr.Row(equal_height=True):
-            upload_file = gr.File(label=L("train_upload"), file_types=[".json", ".jsonl", ".csv", ".parquet", ".txt"],
-                                  scale=2, height=110)
+            upload_file = gr.File(
+                label=L("train_upload"),
+                file_types=[".json", ".jsonl", ".csv", ".parquet", ".txt"],
+                scale=2,
+                height=110,
+            )
             upload_name = gr.Textbox(label=L("train_upload_name"), info=L("train_upload_name_info"), scale=2)
             upload_btn = gr.Button(L("train_upload_btn"), scale=1)
         preview_btn = gr.Button(L("train_preview_btn"), size="sm")
         preview_summary = gr.Markdown()
         with gr.Row():
             preview_rows = gr.HTML(elem_classes=["lf-preview"], js_on_load=None)
-            preview_hist = gr.BarPlot(progress_view.typed_frame([], HIST_TYPES), x="tokens", y="rows",
-                                      label=L("train_length_hist"), height=260)
+            preview_hist = gr.BarPlot(
+                progress_view.typed_frame([], HIST_TYPES),
+                x="tokens",
+                y="rows",
+                label=L("train_length_hist"),
+                height=260,
+            )
     with gr.Accordion(L("train_hyper"), open=True):
         _grid(forms.DATA_KEYS + forms.TRAIN_KEYS, start, fields)
     ft = start.get("finetuning_type", "lora")
@@ -120,8 +146,7 @@ def build(board: Board) -> TrainTab:
         _grid(forms.LORA_KEYS, start, fields)
     with gr.Accordion(L("train_freeze"), open=True, visible=ft == "freeze") as freeze_box:
         _grid(forms.FREEZE_KEYS, start, fields)
-    with gr.Accordion(L("train_pref"), open=True,
-                      visible=start.get("stage") in forms.PREFERENCE_STAGES) as pref_box:
+    with gr.Accordion(L("train_pref"), open=True, visible=start.get("stage") in forms.PREFERENCE_STAGES) as pref_box:
         _grid(forms.PREF_KEYS, start, fields)
     with gr.Accordion(L("train_advanced"), open=False):
         shown = set(fields) | forms.MANAGED_KEYS | {"stage", "finetuning_type"}
@@ -130,40 +155,93 @@ def build(board: Board) -> TrainTab:
         with gr.Row(equal_height=True):
             config_name = gr.Textbox(label=L("train_config_name"), info=L("train_config_name_info"), scale=2)
             save_btn = gr.Button(L("train_save_btn"), scale=1)
-            saved_configs = gr.Dropdown(choices=board.workspace.list_configs(), label=L("train_saved_configs"),
-                                        scale=2)
+            saved_configs = gr.Dropdown(
+                choices=board.workspace.list_configs(), label=L("train_saved_configs"), scale=2
+            )
             load_btn = gr.Button(L("train_load_btn"), scale=1)
             load_file = gr.File(label=L("train_load_file"), file_types=[".yaml", ".yml"], scale=2, height=110)
     with gr.Accordion(L("train_command"), open=False):
-        command_view = gr.Code(language="shell", label=L("train_command_label"), lines=1, interactive=False,
-                               buttons=["copy"])
-        yaml_view = gr.Code(language="yaml", label=L("train_yaml_label"), lines=12, interactive=False,
-                            buttons=["copy", "download"])
+        command_view = gr.Code(
+            language="shell", label=L("train_command_label"), lines=1, interactive=False, buttons=["copy"]
+        )
+        yaml_view = gr.Code(
+            language="yaml", label=L("train_yaml_label"), lines=12, interactive=False, buttons=["copy", "download"]
+        )
     with gr.Row():
         start_btn = gr.Button(L("train_start"), variant="primary", elem_id="lf-train-start")
         abort_btn = gr.Button(L("train_abort"), variant="stop", elem_id="lf-train-abort")
     message = gr.Markdown(elem_id="lf-train-message")
     status = gr.HTML(progress_view.empty_card(board.default_lang), elem_id="lf-train-status", js_on_load=None)
     with gr.Row():
-        loss_plot = gr.LinePlot(None, x="step", y="loss", color="series", color_title=" ", label=L("train_loss_chart"),
-                                height=300, elem_id="lf-loss-plot", elem_classes=["lf-plot"])
-        lr_plot = gr.LinePlot(None, x="step", y="lr", label=L("train_lr_chart"),
-                              height=300, elem_id="lf-lr-plot", elem_classes=["lf-plot"])
-    error = gr.Textbox(label=L("train_error"), lines=8, max_lines=30, visible=False, elem_id="lf-train-error",
-                       elem_classes=["lf-error"])
-    log = gr.Textbox(label=L("train_log"), lines=12, max_lines=12, autoscroll=True, interactive=False,
-                     elem_id="lf-train-log")
+        loss_plot = gr.LinePlot(
+            None,
+            x="step",
+            y="loss",
+            color="series",
+            color_title=" ",
+            label=L("train_loss_chart"),
+            height=300,
+            elem_id="lf-loss-plot",
+            elem_classes=["lf-plot"],
+        )
+        lr_plot = gr.LinePlot(
+            None,
+            x="step",
+            y="lr",
+            label=L("train_lr_chart"),
+            height=300,
+            elem_id="lf-lr-plot",
+            elem_classes=["lf-plot"],
+        )
+    error = gr.Textbox(
+        label=L("train_error"),
+        lines=8,
+        max_lines=30,
+        visible=False,
+        elem_id="lf-train-error",
+        elem_classes=["lf-error"],
+    )
+    log = gr.Textbox(
+        label=L("train_log"), lines=12, max_lines=12, autoscroll=True, interactive=False, elem_id="lf-train-log"
+    )
     keys = list(fields)
     return TrainTab(
-        stage=stage, dataset_dir=dataset_dir_w, dataset=dataset, eval_dataset=eval_dataset, dataset_note=dataset_note,
-        upload_file=upload_file, upload_name=upload_name, upload_btn=upload_btn, preview_btn=preview_btn,
-        preview_summary=preview_summary, preview_rows=preview_rows, preview_hist=preview_hist, lora_box=lora_box,
-        freeze_box=freeze_box, pref_box=pref_box, config_name=config_name, save_btn=save_btn,
-        saved_configs=saved_configs, load_btn=load_btn, load_file=load_file, command_view=command_view,
-        yaml_view=yaml_view, start_btn=start_btn, abort_btn=abort_btn, message=message, status=status,
-        loss_plot=loss_plot, lr_plot=lr_plot, error=error, log=log,
-        watched=gr.BrowserState("", storage_key="lfboard-train-run"), pending=gr.State(""), seen=gr.State(None),
-        timer=gr.Timer(1.0), keys=keys, fields=fields,
+        stage=stage,
+        dataset_dir=dataset_dir_w,
+        dataset=dataset,
+        eval_dataset=eval_dataset,
+        dataset_note=dataset_note,
+        upload_file=upload_file,
+        upload_name=upload_name,
+        upload_btn=upload_btn,
+        preview_btn=preview_btn,
+        preview_summary=preview_summary,
+        preview_rows=preview_rows,
+        preview_hist=preview_hist,
+        lora_box=lora_box,
+        freeze_box=freeze_box,
+        pref_box=pref_box,
+        config_name=config_name,
+        save_btn=save_btn,
+        saved_configs=saved_configs,
+        load_btn=load_btn,
+        load_file=load_file,
+        command_view=command_view,
+        yaml_view=yaml_view,
+        start_btn=start_btn,
+        abort_btn=abort_btn,
+        message=message,
+        status=status,
+        loss_plot=loss_plot,
+        lr_plot=lr_plot,
+        error=error,
+        log=log,
+        watched=gr.BrowserState("", storage_key="lfboard-train-run", secret=board.workspace.secret()),
+        pending=gr.State(""),
+        seen=gr.State(None),
+        timer=gr.Timer(1.0),
+        keys=keys,
+        fields=fields,
     )
 
 
@@ -262,15 +340,22 @@ def preview_data(board: Board, mapping: dict[str, Any], lang: str) -> tuple[str,
         return t(lang, "preview_failed", error=err), "", empty
     lengths = dataset_preview.lengths_of(result)
     over = dataset_preview.over_cutoff(result)
-    summary = t(lang, "preview_summary", rows=len(lengths), cutoff=mapping.get("cutoff_len") or "?",
-                over="?" if over is None else over)
+    summary = t(
+        lang,
+        "preview_summary",
+        rows=len(lengths),
+        cutoff=mapping.get("cutoff_len") or "?",
+        over="?" if over is None else over,
+    )
     if lengths:
-        summary += " " + t(lang, "preview_lengths", min=min(lengths), max=max(lengths),
-                           mean=round(sum(lengths) / len(lengths), 1))
+        summary += " " + t(
+            lang, "preview_lengths", min=min(lengths), max=max(lengths), mean=round(sum(lengths) / len(lengths), 1)
+        )
     labels = {name: t(lang, f"preview_{name}") for name in ("trained", "masked", "chosen", "rejected", "kto_tag")}
     rows = dataset_preview.render_rows(result, labels)
-    hist = progress_view.typed_frame([{"tokens": a, "rows": n} for a, n in dataset_preview.histogram(lengths)],
-                                     HIST_TYPES)
+    hist = progress_view.typed_frame(
+        [{"tokens": a, "rows": n} for a, n in dataset_preview.histogram(lengths)], HIST_TYPES
+    )
     return summary, rows, hist
 
 
@@ -284,11 +369,18 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         names = {value for _, value in choices}
         keep = [s for s in selected or [] if s in names]
         keep_eval = [s for s in selected_eval or [] if s in names]
-        return (gr.update(choices=choices, value=keep), gr.update(choices=choices, value=keep_eval),
-                gr.update(value=note or "", visible=bool(note)))
+        return (
+            gr.update(choices=choices, value=keep),
+            gr.update(choices=choices, value=keep_eval),
+            gr.update(value=note or "", visible=bool(note)),
+        )
 
-    tab.dataset_dir.change(on_dataset_dir, [tab.dataset_dir, tab.dataset, tab.eval_dataset, top.lang],
-                           [tab.dataset, tab.eval_dataset, tab.dataset_note], **private)
+    tab.dataset_dir.change(
+        on_dataset_dir,
+        [tab.dataset_dir, tab.dataset, tab.eval_dataset, top.lang],
+        [tab.dataset, tab.eval_dataset, tab.dataset_note],
+        **private,
+    )
 
     def on_upload(file, name, lang):
         message, registered = upload_dataset(board, file, name, lang)
@@ -296,30 +388,45 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             return message, gr.skip(), gr.skip()
         folder = str(board.workspace.datasets_dir)
         choices, _ = dataset_choices(folder)
-        return (message, gr.update(value=folder, choices=board.workspace.dataset_dirs()),
-                gr.update(choices=choices, value=[registered]))
+        return (
+            message,
+            gr.update(value=folder, choices=board.workspace.dataset_dirs()),
+            gr.update(choices=choices, value=[registered]),
+        )
 
-    tab.upload_btn.click(on_upload, [tab.upload_file, tab.upload_name, top.lang],
-                         [tab.dataset_note, tab.dataset_dir, tab.dataset], **private).then(
-        lambda: gr.update(visible=True), None, tab.dataset_note, **private)
+    tab.upload_btn.click(
+        on_upload,
+        [tab.upload_file, tab.upload_name, top.lang],
+        [tab.dataset_note, tab.dataset_dir, tab.dataset],
+        **private,
+    ).then(lambda: gr.update(visible=True), None, tab.dataset_note, **private)
 
     def on_preview(*values):
         *values, lang = values
         return preview_data(board, mapping_of(tab.keys, list(values)), lang)
 
-    tab.preview_btn.click(on_preview, [*form, top.lang], [tab.preview_summary, tab.preview_rows, tab.preview_hist],
-                          **private)
+    tab.preview_btn.click(
+        on_preview, [*form, top.lang], [tab.preview_summary, tab.preview_rows, tab.preview_hist], **private
+    )
 
     def on_form(*values):
         *values, pending, lang = values
         return preview_command(board, mapping_of(tab.keys, list(values)), pending, lang)
 
-    form_io = {"inputs": [*form, tab.pending, top.lang], "outputs": [tab.command_view, tab.yaml_view, tab.pending],
-               "show_progress": "hidden", **private}
+    form_io = {
+        "inputs": [*form, tab.pending, top.lang],
+        "outputs": [tab.command_view, tab.yaml_view, tab.pending],
+        "show_progress": "hidden",
+        **private,
+    }
     gr.on([c.change for c in form], on_form, trigger_mode="always_last", **form_io)
 
-    top.finetuning_type.change(lambda ft: (gr.update(visible=ft == "lora"), gr.update(visible=ft == "freeze")),
-                               top.finetuning_type, [tab.lora_box, tab.freeze_box], **private)
+    top.finetuning_type.change(
+        lambda ft: (gr.update(visible=ft == "lora"), gr.update(visible=ft == "freeze")),
+        top.finetuning_type,
+        [tab.lora_box, tab.freeze_box],
+        **private,
+    )
     tab.stage.change(lambda s: gr.update(visible=s in forms.PREFERENCE_STAGES), tab.stage, tab.pref_box, **private)
 
     def on_start(*values):
@@ -329,10 +436,12 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             return message, gr.skip(), gr.skip()
         return message, run_id, board.jobs.new_run_id("train")
 
-    tab.start_btn.click(on_start, [*form, tab.pending, top.lang], [tab.message, tab.watched, tab.pending],
-                        **private).then(on_form, **form_io)
-    tab.abort_btn.click(lambda run_id, lang: abort_run(board, run_id, lang), [tab.watched, top.lang], tab.message,
-                        **private)
+    tab.start_btn.click(
+        on_start, [*form, tab.pending, top.lang], [tab.message, tab.watched, tab.pending], **private
+    ).then(on_form, **form_io)
+    tab.abort_btn.click(
+        lambda run_id, lang: abort_run(board, run_id, lang), [tab.watched, top.lang], tab.message, **private
+    )
 
     def on_tick(run_id: str, seen: Any, lang: str):
         view = progress_view.watch(board, run_id, seen, lang)
@@ -345,12 +454,22 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             plots = (progress_view.loss_frame(board, run_id, lang), progress_view.lr_frame(board, run_id))
         else:
             plots = (gr.skip(), gr.skip())
-        return (view["card"], view["log"] if changed else gr.skip(), *plots,
-                gr.update(value=view["error"], visible=bool(view["error"])), view["seen"])
+        return (
+            view["card"],
+            view["log"] if changed else gr.skip(),
+            *plots,
+            gr.update(value=view["error"], visible=bool(view["error"])),
+            view["seen"],
+        )
 
-    tab.timer.tick(on_tick, [tab.watched, tab.seen, top.lang],
-                   [tab.status, tab.log, tab.loss_plot, tab.lr_plot, tab.error, tab.seen], show_progress="hidden",
-                   concurrency_limit=None, **private)
+    tab.timer.tick(
+        on_tick,
+        [tab.watched, tab.seen, top.lang],
+        [tab.status, tab.log, tab.loss_plot, tab.lr_plot, tab.error, tab.seen],
+        show_progress="hidden",
+        concurrency_limit=None,
+        **private,
+    )
 
     def on_save(name, *values):
         *values, lang = values

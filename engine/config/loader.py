@@ -41,8 +41,10 @@ IGNORED_KEYS = {
 class ConfigError(UserError, ValueError):
     """A user error in a config: carries every problem found, each naming the fix."""
 
-    def __init__(self, problems: list[str]):
+    def __init__(self, problems: list[str], partial: RunConfig | None = None):
         self.problems = list(problems)
+        self.partial = partial
+        """The config built from the keys that were valid, so later checks can still report their problems."""
         super().__init__(self.format())
 
     def format(self) -> str:
@@ -246,7 +248,7 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
     )
     problems.extend(_cross_checks(cfg))
     if problems:
-        raise ConfigError(problems)
+        raise ConfigError(problems, partial=cfg)
     return cfg
 
 

@@ -57,8 +57,16 @@ def main() -> int:
             return 130
         time.sleep(float(cfg.get("fake_sleep", 0.01)))
         loss = 2.0 / step
-        emit(event="log", step=step, total_steps=steps, loss=loss, lr=0.001 * (1 - step / (steps + 1)),
-             tokens_per_s=1000.0, elapsed=step * 0.01, eta=(steps - step) * 0.01)
+        emit(
+            event="log",
+            step=step,
+            total_steps=steps,
+            loss=loss,
+            lr=0.001 * (1 - step / (steps + 1)),
+            tokens_per_s=1000.0,
+            elapsed=step * 0.01,
+            eta=(steps - step) * 0.01,
+        )
         print(f"step {step}/{steps} loss={loss:.3f}", flush=True)
     if cfg.get("fake_silent_exit"):
         print("something went badly wrong", flush=True)
@@ -66,7 +74,9 @@ def main() -> int:
     if cfg.get("fake_fail"):
         print("Traceback (most recent call last):\nValueError: the fake engine was told to fail", flush=True)
         emit(event="end", status="failed", error="ValueError: the fake engine was told to fail", metrics={})
-        update(status="failed", exit_code=1, finished_at=time.time(), error="ValueError: the fake engine was told to fail")
+        update(
+            status="failed", exit_code=1, finished_at=time.time(), error="ValueError: the fake engine was told to fail"
+        )
         return 1
     emit(event="eval", step=steps, eval_loss=0.5, perplexity=1.65)
     emit(event="end", status="completed", error=None, metrics={"train_loss": 1.0})

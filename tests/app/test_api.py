@@ -49,11 +49,14 @@ def test_abort_a_queued_run(board):
     assert board.jobs.wait(busy, 10) == "aborted"
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("model_name_or_path: demo\n  bad: [", "not valid YAML"),
-    ("- a\n- b\n", "key: value"),
-    ("model_name_or_path: demo\nlearning_rat: 0.1\ndataset: demo_identity\n", "Did you mean `learning_rate`"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("model_name_or_path: demo\n  bad: [", "not valid YAML"),
+        ("- a\n- b\n", "key: value"),
+        ("model_name_or_path: demo\nlearning_rat: 0.1\ndataset: demo_identity\n", "Did you mean `learning_rate`"),
+    ],
+)
 def test_bad_configs_are_refused_with_the_reason(board, text, message):
     with pytest.raises(gr.Error, match=message):
         Automation(board).submit_run(text)

@@ -17,20 +17,46 @@ DEMO_DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
 
 pytestmark = pytest.mark.skipif(not (DEMO_DATA / "dataset_info.json").is_file(), reason="examples/data is missing")
 
-TRAIN_KEYS = ["cutoff_len", "learning_rate", "num_train_epochs", "per_device_train_batch_size", "lora_rank",
-              "lora_alpha", "packing", "pref_beta", "freeze_trainable_layers", "quantization_bit"]
+TRAIN_KEYS = [
+    "cutoff_len",
+    "learning_rate",
+    "num_train_epochs",
+    "per_device_train_batch_size",
+    "lora_rank",
+    "lora_alpha",
+    "packing",
+    "pref_beta",
+    "freeze_trainable_layers",
+    "quantization_bit",
+]
 
 
 def train_values(**over):
     """Form values in the order train.mapping_of expects (top bar, stage, data, then TRAIN_KEYS)."""
-    base = {"model": "demo", "ft": "lora", "checkpoint": "", "template": "chatml", "stage": "sft",
-            "dataset_dir": str(DEMO_DATA), "dataset": ["demo_identity", "demo_alpaca"], "eval_dataset": [],
-            "cutoff_len": 256, "learning_rate": 2e-3, "num_train_epochs": 1, "per_device_train_batch_size": 8.0,
-            "lora_rank": 16, "lora_alpha": None, "packing": "auto", "pref_beta": 0.2, "freeze_trainable_layers": 2,
-            "quantization_bit": "none"}
+    base = {
+        "model": "demo",
+        "ft": "lora",
+        "checkpoint": "",
+        "template": "chatml",
+        "stage": "sft",
+        "dataset_dir": str(DEMO_DATA),
+        "dataset": ["demo_identity", "demo_alpaca"],
+        "eval_dataset": [],
+        "cutoff_len": 256,
+        "learning_rate": 2e-3,
+        "num_train_epochs": 1,
+        "per_device_train_batch_size": 8.0,
+        "lora_rank": 16,
+        "lora_alpha": None,
+        "packing": "auto",
+        "pref_beta": 0.2,
+        "freeze_trainable_layers": 2,
+        "quantization_bit": "none",
+    }
     base.update(over)
-    head = [base[k] for k in ("model", "ft", "checkpoint", "template", "stage", "dataset_dir", "dataset",
-                              "eval_dataset")]
+    head = [
+        base[k] for k in ("model", "ft", "checkpoint", "template", "stage", "dataset_dir", "dataset", "eval_dataset")
+    ]
     return head + [base[k] for k in TRAIN_KEYS]
 
 
@@ -164,8 +190,24 @@ def test_queued_message_and_abort(board):
 
 
 def test_evaluate_predict_mapping_and_results(board):
-    values = ["demo", "lora", "", "chatml", "predict", str(DEMO_DATA), ["demo_identity"], 256, 20, 4, 64, 0.5, 0.7,
-              50, 1.0, False]
+    values = [
+        "demo",
+        "lora",
+        "",
+        "chatml",
+        "predict",
+        str(DEMO_DATA),
+        ["demo_identity"],
+        256,
+        20,
+        4,
+        64,
+        0.5,
+        0.7,
+        50,
+        1.0,
+        False,
+    ]
     keys = ["cutoff_len", "max_samples", "per_device_eval_batch_size", *forms.GENERATION_KEYS]
     message, run_id = evaluate.start_eval(board, values, keys, "en")
     assert run_id and run_id.split("-")[2] == "predict", message
@@ -174,7 +216,9 @@ def test_evaluate_predict_mapping_and_results(board):
     assert cfg["do_train"] is False and cfg["max_new_tokens"] == 64
     assert board.jobs.wait(run_id, 30) == "completed"
     folder = board.jobs.runs_dir / run_id
-    (folder / "generated_predictions.jsonl").write_text(json.dumps({"prompt": "p", "label": "l", "predict": "x"}) + "\n")
+    (folder / "generated_predictions.jsonl").write_text(
+        json.dumps({"prompt": "p", "label": "l", "predict": "x"}) + "\n"
+    )
     (folder / "predict_results.json").write_text(json.dumps({"predict_bleu-4": 12.5, "predict_rouge-l": 30.0}))
     assert evaluate.read_predictions(folder) == [["p", "l", "x"]]
     assert ["predict_bleu-4", 12.5] in evaluate.read_metrics(folder, {})
@@ -184,14 +228,17 @@ def test_evaluate_predict_mapping_and_results(board):
 
 def test_export_needs_a_checkpoint_and_writes_inside_the_workspace(board, tmp_path):
     keys = list(forms.EXPORT_KEYS)
-    message, run_id = export.start_export(board, ["demo", "lora", "", "chatml", "", 1, "cpu", "auto", False], keys, "en")
+    message, run_id = export.start_export(
+        board, ["demo", "lora", "", "chatml", "", 1, "cpu", "auto", False], keys, "en"
+    )
     assert run_id is None and "adapter or checkpoint" in message
     adapter = tmp_path / "ckpt"
     adapter.mkdir()
     (adapter / "adapter_config.json").write_text("{}")
     (adapter / "adapter_model.safetensors").write_bytes(b"0")
-    message, run_id = export.start_export(board, ["demo", "lora", str(adapter), "chatml", "", 1, "cpu", "auto", False],
-                                          keys, "en")
+    message, run_id = export.start_export(
+        board, ["demo", "lora", str(adapter), "chatml", "", 1, "cpu", "auto", False], keys, "en"
+    )
     assert run_id, message
     cfg = yaml.safe_load((board.jobs.runs_dir / run_id / "config.yaml").read_text())
     assert board.workspace.contains(cfg["export_dir"]) and cfg["adapter_name_or_path"] == str(adapter)
@@ -208,10 +255,11 @@ def test_chat_servers_start_and_unload(board):
     while not chat.live_servers(board, servers).get("main", {}).get("ready"):
         assert __import__("time").time() < deadline
     assert chat.unload(board, servers) == [servers["main"]]
-    convo = [{"role": "user", "content": "hi"},
-             {"role": "assistant", "content": None,
-              "tool_calls": [{"function": {"name": "add", "arguments": "{\"a\": 1}"}}]},
-             {"role": "tool", "content": "2"}]
+    convo = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "add", "arguments": '{"a": 1}'}}]},
+        {"role": "tool", "content": "2"},
+    ]
     shown = chat.to_chatbot(convo, "en")
     assert shown[1]["metadata"]["title"] == "Tool call" and "add(" in shown[1]["content"]
     assert shown[2]["metadata"]["title"] == "Tool result"

@@ -100,7 +100,7 @@ def test_the_page_shows_no_raw_keys(tmp_path):
     ws = Workspace(tmp_path / "ws").ensure()
     demo = build_ui(Board(ws, JobManager(ws.runs_dir)))
     en = locale("en")
-    marker = re.compile(r'__i18n__(\{[^}]*\})')
+    marker = re.compile(r"__i18n__(\{[^}]*\})")
     seen = 0
     for block in demo.blocks.values():
         for attr in ("label", "info", "placeholder", "value"):

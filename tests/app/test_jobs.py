@@ -60,9 +60,14 @@ def test_queue_runs_in_order_one_at_a_time(manager):
     assert RunFolder(manager.runs_dir / third).status() == "aborted"
     assert manager.wait(first, 30) == "completed"
     assert manager.wait(second, 30) == "completed"
-    assert RunFolder(manager.runs_dir / second).info()["started_at"] >= RunFolder(
-        manager.runs_dir / first).info()["finished_at"] - 0.5
-    assert RunFolder(manager.runs_dir / second).info()["command"][-2:] == ["eval", str(manager.runs_dir / second / "config.yaml")]
+    assert (
+        RunFolder(manager.runs_dir / second).info()["started_at"]
+        >= RunFolder(manager.runs_dir / first).info()["finished_at"] - 0.5
+    )
+    assert RunFolder(manager.runs_dir / second).info()["command"][-2:] == [
+        "eval",
+        str(manager.runs_dir / second / "config.yaml"),
+    ]
 
 
 def test_chat_servers_skip_the_queue(manager):
@@ -71,8 +76,14 @@ def test_chat_servers_skip_the_queue(manager):
     chat = manager.submit("chat", {"fake_steps": 40, "fake_sleep": 0.05}, args=["--host", "127.0.0.1", "--port", "0"])
     assert manager.wait(chat, 10, ("running",)) == "running"
     info = RunFolder(manager.runs_dir / chat).info()
-    assert info["command"][-6:] == ["api", str(manager.runs_dir / chat / "config.yaml"), "--host", "127.0.0.1",
-                                    "--port", "0"]
+    assert info["command"][-6:] == [
+        "api",
+        str(manager.runs_dir / chat / "config.yaml"),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+    ]
     assert manager.abort(chat) == "stopping"
     assert manager.abort(busy) == "stopping"
     assert manager.wait(chat, 10) == "aborted"

@@ -56,7 +56,43 @@ def test_building_the_page_imports_no_torch(tmp_path):
 
 
 def test_help_mentions_every_option():
-    out = subprocess.run([sys.executable, "-m", "app", "--help"], capture_output=True, text=True, cwd=REPO_ROOT,
-                         timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "app", "--help"], capture_output=True, text=True, cwd=REPO_ROOT, timeout=60
+    )
     for option in ("--host", "--port", "--workspace", "--lang", "--auth", "--share", "--allow-insecure"):
         assert option in out.stdout
+
+
+def test_one_board_per_workspace(tmp_path, capsys):
+    from app.workspace import Workspace, WorkspaceBusy
+
+    ws = Workspace(tmp_path / "ws")
+    held = ws.lock()
+    try:
+        code = (
+            "from app.workspace import Workspace, WorkspaceBusy\n"
+            f"ws = Workspace({str(ws.root)!r})\n"
+            "try:\n    ws.lock()\nexcept WorkspaceBusy as err:\n    print('BUSY', err)\n"
+        )
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
+        assert "BUSY" in out.stdout and "--workspace" in out.stdout
+        assert main(["--workspace", str(ws.root)]) == 2
+        assert "Another lf-board" in capsys.readouterr().err
+    finally:
+        held.close()
+    ws.lock().close()  # free again once the first board is gone
+    with pytest.raises(WorkspaceBusy):
+        other = Workspace(ws.root)
+        first = other.lock()
+        try:
+            subprocess.run(
+                [sys.executable, "-c", f"from app.workspace import Workspace; Workspace({str(ws.root)!r}).lock()"],
+                cwd=REPO_ROOT,
+                check=True,
+                capture_output=True,
+                timeout=60,
+            )
+        except subprocess.CalledProcessError as err:
+            raise WorkspaceBusy(err.stderr.decode()) from None
+        finally:
+            first.close()

@@ -32,8 +32,14 @@ def live_board(tmp_path):
     workspace = tmp_path / "workspace"
     log = open(tmp_path / "board.log", "wb")
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), GRADIO_ANALYTICS_ENABLED="False")
-    proc = subprocess.Popen([sys.executable, "-m", "app", "--port", str(port), "--workspace", str(workspace)],
-                            cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app", "--port", str(port), "--workspace", str(workspace)],
+        cwd=REPO_ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}/"
     deadline = time.time() + START_TIMEOUT
     while True:

@@ -15,8 +15,15 @@ import pytest
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 CHROMIUM = shutil.which("chromium")
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 RUN_TIMEOUT = 300
 
 
@@ -70,12 +77,18 @@ def test_start_demo_run_watch_loss_and_switch_language(live_board):
             status = page.locator("#lf-train-status").inner_text()
             assert "step" in status and "loss" in status
             if shot:
-                wait_for(lambda: loss_points(page) >= 20 or "completed" in page.locator("#lf-train-status").inner_text(),
-                         RUN_TIMEOUT, "a longer curve")
+                wait_for(
+                    lambda: loss_points(page) >= 20 or "completed" in page.locator("#lf-train-status").inner_text(),
+                    RUN_TIMEOUT,
+                    "a longer curve",
+                )
                 page.screenshot(path=shot, full_page=True)
 
-            wait_for(lambda: "completed" in page.locator("#lf-train-status").inner_text(), RUN_TIMEOUT,
-                     "the run to complete")
+            wait_for(
+                lambda: "completed" in page.locator("#lf-train-status").inner_text(),
+                RUN_TIMEOUT,
+                "the run to complete",
+            )
             run_id = next((workspace / "runs").iterdir()).name
             points = loss_points(page)
             assert points >= 10

@@ -1,0 +1,44 @@
+"""What the progress views show: status card, chart data (with gradio's colour quirk handled), redraw rules."""
+
+from __future__ import annotations
+
+import math
+
+from app import progress_view
+
+
+def test_status_card_and_charts_of_a_finished_run(board):
+    run_id = board.jobs.submit("train", {"fake_steps": 4})
+    assert board.jobs.wait(run_id, 30) == "completed"
+    card = progress_view.status_card(board, run_id, "en")
+    assert "completed" in card and "step 4/4" in card and "100.0%" in card and "lf-completed" in card
+    assert "已完成" in progress_view.status_card(board, run_id, "zh")
+    loss = progress_view.loss_frame(board, run_id, "en")
+    assert list(loss["series"].unique()) == ["training loss", "eval loss"]
+    assert list(loss["step"]) == [1, 2, 3, 4, 4] and str(loss["step"].dtype) == "int64"
+    lr = progress_view.lr_frame(board, run_id)
+    assert len(lr) == 4 and lr["lr"].is_monotonic_decreasing
+
+
+def test_missing_eval_series_is_padded_so_colours_stay_stable(board):
+    run_id = board.jobs.submit("train", {"fake_steps": 3, "fake_fail": True})
+    assert board.jobs.wait(run_id, 30) == "failed"
+    loss = progress_view.loss_frame(board, run_id, "en")
+    evals = loss[loss["series"] == "eval loss"]
+    assert len(evals) == 1 and math.isnan(evals["loss"].iloc[0]) and evals["step"].iloc[0] == 1
+    assert progress_view.loss_frame(board, None, "en") is None and progress_view.lr_frame(board, None) is None
+
+
+def test_watch_redraw_rules(board):
+    assert progress_view.watch(board, "", None, "en")["card"].count("No run yet") == 1
+    assert progress_view.watch(board, "", ["", 0, "en"], "en") is None  # nothing new: skip the update
+    run_id = board.jobs.submit("train", {"fake_steps": 2})
+    board.jobs.wait(run_id, 30)
+    first = progress_view.watch(board, run_id, None, "en")
+    assert first["reset"] and first["seen"][1] == -1  # another run: clear the charts, draw them next tick
+    second = progress_view.watch(board, run_id, first["seen"], "en")
+    assert not second["reset"] and second["changed"] and second["final"]
+    assert progress_view.watch(board, run_id, second["seen"], "en") is None
+    assert progress_view.watch(board, run_id, second["seen"], "zh")["reset"]  # new language, new series names
+    gone = progress_view.watch(board, "20200101-000000-train-dead", None, "en")
+    assert "no longer exists" in gone["error"]

@@ -15,7 +15,6 @@ import yaml
 
 from app import catalog
 
-STAGE_KEYS = ["stage"]
 DATA_KEYS = ["cutoff_len", "max_samples", "val_size", "packing", "train_on_prompt", "mask_history"]
 TRAIN_KEYS = [
     "learning_rate",

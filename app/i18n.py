@@ -66,10 +66,6 @@ def t(lang: str | None, key: str, **params: Any) -> str:
     return text
 
 
-def has_key(key: str) -> bool:
-    return key in load_locale(DEFAULT_LANG)
-
-
 def build_i18n() -> I18n:
     """The gradio I18n object with every shipped language (also under the browser's regional codes)."""
     translations: dict[str, dict[str, str]] = {}

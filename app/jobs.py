@@ -284,8 +284,14 @@ class JobManager:
             return self._queue.index(run_id) + 1 if run_id in self._queue else None
 
     def running(self) -> list[str]:
+        """Ids of the live processes (batch jobs and chat servers)."""
         with self._lock:
             return list(self._live)
+
+    def busy(self) -> bool:
+        """Whether the devices are taken by batch jobs (a new batch job will wait in the queue)."""
+        with self._lock:
+            return sum(1 for live in self._live.values() if live.kind in BATCH_KINDS) >= self.max_parallel
 
     def monitor(self, run_id: str) -> RunMonitor:
         """The shared, refreshed monitor of a run."""

@@ -36,6 +36,8 @@ def _setup_logging(debug: bool) -> None:
     warnings.filterwarnings("ignore", message=r".*deprecated and will be removed in v6.*", category=FutureWarning)
     warnings.filterwarnings("ignore", message=r".*'pin_memory' argument is set as true.*", category=UserWarning)
     os.environ.setdefault("WANDB_DISABLED", "true")
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")  # no \r progress bars in stdout.log
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     try:
         import transformers
 
@@ -222,7 +224,14 @@ COMMANDS = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    stray = [item for item in unknown if item.startswith("-") or "=" not in item]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if unknown:  # key=value overrides written after an option (`check CONFIG --for export key=value`)
+        if not hasattr(args, "overrides"):
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        args.overrides = list(args.overrides) + unknown
     if not args.command:
         parser.print_help()
         return EXIT_USER_ERROR

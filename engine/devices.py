@@ -29,6 +29,8 @@ from typing import Any
 
 import torch
 
+from engine.errors import ModelError
+
 logger = logging.getLogger(__name__)
 
 PREFERENCE_ORDER = ("xpu", "npu", "supa", "mps", "cuda")
@@ -291,18 +293,18 @@ def choose_dtype(requested: str | torch.dtype = "auto", for_training: bool = Fal
             return torch.bfloat16 if is_bf16_supported() else torch.float16
         if name == "pure_bf16":
             if not is_bf16_supported():
-                raise ValueError(
+                raise ModelError(
                     f"`pure_bf16` needs bfloat16, which {where} does not support; use `fp16: true` "
                     "(mixed precision) or train in float32 instead."
                 )
             return torch.bfloat16
         if name not in _DTYPE_NAMES:
-            raise ValueError(f"Unknown dtype `{requested}`; use auto, float32, float16 or bfloat16.")
+            raise ModelError(f"Unknown dtype `{requested}`; use auto, float32, float16 or bfloat16.")
         dtype = _DTYPE_NAMES[name]
     if dtype == torch.bfloat16 and not is_bf16_supported():
-        raise ValueError(f"bfloat16 {purpose} is not supported on {where}; use float16 (fp16) or float32.")
+        raise ModelError(f"bfloat16 {purpose} is not supported on {where}; use float16 (fp16) or float32.")
     if dtype == torch.float16 and not is_fp16_supported():
-        raise ValueError(f"float16 {purpose} is not supported on {where}; use bfloat16 (bf16) or float32.")
+        raise ModelError(f"float16 {purpose} is not supported on {where}; use bfloat16 (bf16) or float32.")
     return dtype
 
 
@@ -415,7 +417,7 @@ def pick_attention(requested: str | None = "auto") -> str:
     """
     key = str(requested or "auto").strip().lower()
     if key not in _ATTENTION_ALIASES:
-        raise ValueError(f"Unknown attention `{requested}`; use auto, sdpa, eager, flash_attention_2 or "
+        raise ModelError(f"Unknown attention `{requested}`; use auto, sdpa, eager, flash_attention_2 or "
                          "flash_attention_3.")
     choice = _ATTENTION_ALIASES[key]
     acc = get_accelerator()
@@ -424,19 +426,19 @@ def pick_attention(requested: str | None = "auto") -> str:
     if not choice.startswith("flash_attention"):
         return choice
     if acc.type == "supa":
-        raise ValueError(f"`{choice}` is not available on Biren SUPA (no FlashAttention build exists there); "
+        raise ModelError(f"`{choice}` is not available on Biren SUPA (no FlashAttention build exists there); "
                          "use `flash_attn: sdpa` or `auto`.")
     if acc.type not in _FLASH_ATTENTION_DEVICES:
-        raise ValueError(f"`{choice}` needs an NVIDIA GPU (or an Ascend NPU), not {acc.label}; use "
+        raise ModelError(f"`{choice}` needs an NVIDIA GPU (or an Ascend NPU), not {acc.label}; use "
                          "`flash_attn: sdpa` or `auto`.")
     if acc.type == "cuda":
         package = "flash_attn" if choice == "flash_attention_2" else "flash_attn_interface"
         if importlib.util.find_spec(package) is None:
             pip_name = "flash-attn" if choice == "flash_attention_2" else "flash-attn-3 (flash_attn_interface)"
-            raise ValueError(f"`{choice}` needs the `{package}` package, which is not installed; install "
+            raise ModelError(f"`{choice}` needs the `{package}` package, which is not installed; install "
                              f"{pip_name} or use `flash_attn: sdpa`.")
     elif choice == "flash_attention_3":
-        raise ValueError("`flash_attention_3` is not available on Ascend NPUs; use `flash_attention_2` or `sdpa`.")
+        raise ModelError("`flash_attention_3` is not available on Ascend NPUs; use `flash_attention_2` or `sdpa`.")
     return choice
 
 
@@ -456,17 +458,17 @@ def check_kernel_booster(name: str) -> bool:
     acc = get_accelerator()
     if key == "unsloth":
         if acc.type == "supa":
-            raise ValueError("Unsloth cannot run on Biren SUPA; remove `use_unsloth` (the fused SUPA operators "
+            raise ModelError("Unsloth cannot run on Biren SUPA; remove `use_unsloth` (the fused SUPA operators "
                              "are used automatically).")
-        raise ValueError("Unsloth is not supported by this engine; remove `use_unsloth` (LoRA with sdpa attention "
+        raise ModelError("Unsloth is not supported by this engine; remove `use_unsloth` (LoRA with sdpa attention "
                          "is used instead).")
     if key not in ("liger", "liger_kernel"):
-        raise ValueError(f"Unknown kernel booster `{name}`; expected `liger` or `unsloth`.")
+        raise ModelError(f"Unknown kernel booster `{name}`; expected `liger` or `unsloth`.")
     if acc.type not in ("cuda", "xpu"):
         logger.info("Liger kernels need a CUDA or XPU device (Triton); skipped on %s.", acc.label)
         return False
     if importlib.util.find_spec("liger_kernel") is None:
-        raise ValueError("`enable_liger_kernel: true` needs the `liger-kernel` package; install the extra "
+        raise ModelError("`enable_liger_kernel: true` needs the `liger-kernel` package; install the extra "
                          "`pip install lf-board[liger]` or set it to false.")
     return True
 

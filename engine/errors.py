@@ -5,5 +5,12 @@ class UserError(Exception):
     """A problem in the user's input (config, data, paths, resources), with a message naming the fix."""
 
 
+class ModelError(UserError, ValueError):
+    """A model, tokenizer, adapter, precision, attention or device setting that cannot work as given.
+
+    A ValueError too, so callers that guard model loading with ``except ValueError`` keep working.
+    """
+
+
 class AbortRequested(BaseException):
     """Raised when a job is asked to stop (SIGTERM) outside the training loop."""

@@ -24,27 +24,101 @@ def check(cfg: RunConfig, command: str = "train") -> list[str]:
     problems: list[str] = []
     problems += _check_model(cfg)
     problems += _check_template(cfg)
+    problems += _check_device(cfg, command)
     if command in ("train", "eval"):
         problems += _check_data(cfg, command)
         problems += _check_output(cfg, command)
         problems += _check_precision(cfg)
-        if command == "train":
-            problems += _check_memory(cfg)
+    if command == "train":
+        problems += _check_deepspeed(cfg)
+        if cfg.finetuning.stage == "kto" and cfg.train.do_train and cfg.train.per_device_train_batch_size < 2:
+            from engine.train.preference import KTO_BATCH_PROBLEM
+
+            problems.append(KTO_BATCH_PROBLEM)
     if command == "export":
-        if not cfg.export.export_dir:
-            problems.append("`export_dir` is not set: name the folder the merged model should go to.")
-        if cfg.export.export_quantization_bit:
-            problems.append("`export_quantization_bit` is not supported; remove it (export in float16/bfloat16).")
+        from engine.export import check_export
+
+        named = {_subject(p) for p in problems}
+        problems += [p for p in check_export(cfg) if _subject(p) not in named]
+    problems += _check_memory(cfg, command)
     return problems
+
+
+def _subject(problem: str) -> str:
+    """The `key: value` a problem is about (its first back-quoted part), to merge two checkers' lists."""
+    parts = problem.split("`")
+    return parts[1] if len(parts) > 2 else problem
 
 
 def model_dir(cfg: RunConfig) -> Path | None:
     """The local folder of the base model, if it is one (the demo counts once built)."""
     name = cfg.model.model_name_or_path
-    if name == "demo":
+    if _is_demo(name):
         return None
     p = Path(name).expanduser()
     return p if p.is_dir() else None
+
+
+def _is_demo(name: str) -> bool:
+    from engine.models.registry import DEMO_MODEL_NAME, DEMO_MODEL_PATH
+
+    return name.strip().lower() in (DEMO_MODEL_PATH, DEMO_MODEL_NAME.lower())
+
+
+WEIGHT_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "*.bin", "*.bin.index.json", "*.pt", "*.pth")
+TOKENIZER_PATTERNS = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "vocab.json", "vocab.txt",
+                      "*.tiktoken", "spiece.model")
+
+
+def _has_any(folder: Path, patterns: tuple[str, ...]) -> bool:
+    return any(next(folder.glob(pattern), None) is not None for pattern in patterns)
+
+
+def _check_model_folder(name: str, folder: Path) -> list[str]:
+    """A local model folder must hold a readable config.json, weights and a tokenizer."""
+    config = folder / "config.json"
+    if not config.is_file():
+        return [f"`model_name_or_path: {name}` has no config.json; is it a Hugging Face model folder?"]
+    try:
+        json.loads(config.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        return [f"{config} is not valid JSON ({err.msg} at line {err.lineno}, column {err.colno}); copy it again "
+                "from the original model."]
+    except (OSError, UnicodeDecodeError) as err:
+        return [f"{config} cannot be read ({err}); check the file."]
+    problems = []
+    if not _has_any(folder, WEIGHT_PATTERNS):
+        problems.append(f"`model_name_or_path: {name}` holds config.json but no weights (model.safetensors, its "
+                        "shards, or pytorch_model.bin); copy the weight files into the folder.")
+    if not _has_any(folder, TOKENIZER_PATTERNS):
+        problems.append(f"`model_name_or_path: {name}` has no tokenizer files (tokenizer.json, or tokenizer.model "
+                        "/ vocab.json with tokenizer_config.json); copy them from the original model.")
+    return problems
+
+
+def _hub_offline() -> bool:
+    import os
+
+    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def _check_hub_model(cfg: RunConfig) -> list[str]:
+    """A hub id must be in the local cache when downloads are switched off."""
+    name = cfg.model.model_name_or_path
+    if not _hub_offline():
+        return []  # the loader downloads it, or explains why it cannot
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return []
+    cached = try_to_load_from_cache(name, "config.json", cache_dir=cfg.model.cache_dir,
+                                    revision=cfg.model.model_revision or None)
+    if isinstance(cached, str):
+        return []
+    return [f"`model_name_or_path: {name}` is a hub id that is not in the local cache, and downloads are off "
+            f"(HF_HUB_OFFLINE). Download it where there is network (`hf download {name} --local-dir DIR`), copy "
+            "DIR here and set `model_name_or_path` to it."]
 
 
 def _check_model(cfg: RunConfig) -> list[str]:
@@ -52,20 +126,46 @@ def _check_model(cfg: RunConfig) -> list[str]:
     name = cfg.model.model_name_or_path
     if not name:
         return ["`model_name_or_path` is empty: give a local model folder, a hub id, or `demo`."]
-    if name != "demo":
+    if not _is_demo(name):
         p = Path(name).expanduser()
         if p.exists() and not p.is_dir():
             problems.append(f"`model_name_or_path: {name}` is a file; give the model's folder.")
-        elif p.is_dir() and not (p / "config.json").is_file():
-            problems.append(f"`model_name_or_path: {name}` has no config.json; is it a Hugging Face model folder?")
-        elif not p.exists() and not HUB_ID.match(name):
+        elif p.is_dir():
+            problems += _check_model_folder(name, p)
+        elif not HUB_ID.match(name) or name.startswith((".", "/", "~")):
             problems.append(f"`model_name_or_path: {name}` does not exist; check the path (or use `demo`).")
+        else:
+            problems += _check_hub_model(cfg)
     for adapter in filter(None, (cfg.model.adapter_name_or_path or "").split(",")):
         a = Path(adapter.strip()).expanduser()
         if not a.is_dir():
             problems.append(f"`adapter_name_or_path: {adapter}` does not exist; give an adapter folder.")
         elif not (a / "adapter_config.json").is_file():
             problems.append(f"`adapter_name_or_path: {adapter}` has no adapter_config.json; is it a LoRA adapter?")
+    return problems
+
+
+def _check_device(cfg: RunConfig, command: str) -> list[str]:
+    """Attention, quantization and (for inference) the dtype must be possible on this device."""
+    from engine import devices
+    from engine.errors import UserError
+
+    problems = []
+    attempts = [lambda: devices.pick_attention(cfg.model.attn_implementation or cfg.model.flash_attn)]
+    if cfg.model.quantization_bit:
+        from engine.models.loader import check_quantization
+
+        attempts.append(lambda: check_quantization(cfg.model.quantization_bit))
+    for attempt in attempts:
+        try:
+            attempt()
+        except UserError as err:
+            problems.append(str(err))
+    if command in ("chat", "api", "export") and (cfg.model.infer_dtype or "auto") != "auto":
+        try:
+            devices.choose_dtype(cfg.model.infer_dtype)
+        except UserError as err:
+            problems.append(f"`infer_dtype: {cfg.model.infer_dtype}`: {err}")
     return problems
 
 
@@ -152,38 +252,109 @@ def estimate_params(folder: Path) -> tuple[int, int] | None:
     return None
 
 
-def _check_memory(cfg: RunConfig) -> list[str]:
-    folder = model_dir(cfg)
-    if folder is None:
+def _check_deepspeed(cfg: RunConfig) -> list[str]:
+    value = cfg.train.deepspeed
+    if not value:
         return []
-    est = estimate_params(folder)
-    if est is None:
-        return []
-    params, width = est
+    import importlib.util
+
+    problems = []
+    if importlib.util.find_spec("deepspeed") is None:
+        problems.append("`deepspeed` is set but DeepSpeed is not installed: `pip install 'lf-board[deepspeed]'` "
+                        "(it needs a GPU), or remove `deepspeed`.")
+    if isinstance(value, str) and not value.lstrip().startswith("{") and not Path(value).expanduser().is_file():
+        problems.append(f"`deepspeed: {value}` does not exist; give a DeepSpeed JSON config such as "
+                        "examples/deepspeed/ds_z3_offload.json.")
+    return problems
+
+
+def _memory_budget(cfg: RunConfig, command: str) -> tuple[int, int, str]:
+    """(free, total) bytes where the model will sit, and a phrase naming that place."""
     from engine import devices
 
+    acc = devices.get_accelerator()
+    on_cpu = acc.type == "cpu" or (command == "export" and cfg.export.export_device == "cpu")
+    if on_cpu:
+        import psutil
+
+        vm = psutil.virtual_memory()
+        return int(vm.available), int(vm.total), "this machine has"
     free, total = devices.memory_info()
-    if not total:
-        return []
-    method = cfg.finetuning.finetuning_type
-    train_width = 2 if (cfg.train.bf16 or cfg.train.fp16 or cfg.train.pure_bf16) else 4
+    return free, total, f"the {acc.label} device has"
+
+
+def _memory_need(cfg: RunConfig, command: str, params: int, stored_width: int) -> tuple[float, int]:
+    """(bytes a job needs, bytes per weight): the weights, plus gradients and Adam moments for what trains, plus
+    a floor for activations and the runtime. A rough estimate, meant to catch what cannot possibly fit."""
+    from engine import devices
+
+    on_accelerator = devices.get_accelerator().type != "cpu"
+    if command == "train":
+        half = cfg.train.bf16 or cfg.train.fp16 or cfg.train.pure_bf16
+        width = 2 if (half and on_accelerator) or cfg.train.pure_bf16 else 4
+    else:
+        requested = (cfg.model.infer_dtype or "auto").lower()
+        width = 4 if requested in ("float32", "fp32") or (requested == "auto" and not on_accelerator) else 2
+        if command == "export" and requested == "auto":
+            width = stored_width  # export keeps the stored dtype
     if cfg.model.quantization_bit:
         weights = params * cfg.model.quantization_bit / 8
     else:
-        weights = params * (train_width if devices.get_accelerator().type != "cpu" else 4)
-    if method == "full":
+        weights = params * width
+    method = cfg.finetuning.finetuning_type
+    if command == "export":
+        need = weights * 2.2  # the merged model, and the saved one reloaded to verify it
+    elif command != "train":
+        need = weights * 1.1
+    elif method == "full":
         need = weights + params * (4 + 8)  # gradients + Adam moments in fp32
     elif method == "freeze":
         need = weights + params * 0.25 * 12
     else:
         need = weights * 1.1
-    need += 0.5 * 2**30  # activations and runtime, a floor
+    return need + 0.5 * 2**30, width
+
+
+def _memory_fixes(cfg: RunConfig, command: str, width: int) -> list[str]:
+    from engine import devices
+
+    acc = devices.get_accelerator()
+    fixes = []
+    if command == "train" and cfg.finetuning.finetuning_type != "lora":
+        fixes.append("`finetuning_type: lora`")
+    if acc.type in ("cuda", "xpu", "npu") and not cfg.model.quantization_bit:
+        fixes.append("`quantization_bit: 4`")
+    if command != "train" and width == 4 and devices.is_bf16_supported():
+        fixes.append("`infer_dtype: bfloat16`")
+    fixes.append("a smaller model")
+    if command == "train" and acc.type in ("cuda", "npu") and not cfg.train.deepspeed:
+        fixes.append("DeepSpeed ZeRO-3 with offload (`deepspeed: examples/deepspeed/ds_z3_offload.json`)")
+    if acc.type == "cpu":
+        fixes.append("a machine with more memory or a GPU")
+    return fixes
+
+
+def _check_memory(cfg: RunConfig, command: str) -> list[str]:
+    """Refuse a model that cannot fit where it will run; warn when it may not fit in what is free now."""
+    if command not in ("train", "chat", "api", "export", "eval"):
+        return []
+    folder = model_dir(cfg)
+    est = estimate_params(folder) if folder is not None else None
+    if est is None:
+        return []
+    params, stored_width = est
+    free, total, where = _memory_budget(cfg, command)
+    if not total:
+        return []
+    need, width = _memory_need(cfg, command, params, stored_width)
     gib = 2**30
+    doing = {"train": f"{cfg.finetuning.finetuning_type} training", "export": "export"}.get(command, "inference")
     if need > total:
+        fixes = _memory_fixes(cfg, command, width)
+        options = ", ".join(fixes[:-1]) + f" or {fixes[-1]}" if len(fixes) > 1 else fixes[0]
         return [
-            f"The model ({params / 1e9:.2f} B parameters) needs about {need / gib:.1f} GiB for {method} training but the "
-            f"device has {total / gib:.1f} GiB in all. Use `finetuning_type: lora`, `quantization_bit: 4`, a smaller "
-            "model, or DeepSpeed ZeRO-3 with offload (`deepspeed: examples/deepspeed/ds_z3_offload.json`)."
+            f"The model ({params / 1e9:.2f} B parameters) needs about {need / gib:.1f} GiB for {doing}, but {where} "
+            f"{total / gib:.1f} GiB in all. Use {options}."
         ]
     if need > free:
         logger.warning("The model may not fit: about %.1f GiB needed, %.1f GiB free now.", need / gib, free / gib)

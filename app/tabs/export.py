@@ -99,7 +99,7 @@ def start_export(board: Board, values: list[Any], keys: list[str], lang: str) ->
         meta={"export_dir": mapping["export_dir"]},
     )
     position = board.jobs.queue_position(run_id)
-    if position and board.jobs.running():
+    if position and board.jobs.busy():
         return t(lang, "train_queued", run=run_id, position=position), run_id
     return t(lang, "export_started", run=run_id, path=mapping["export_dir"]), run_id
 

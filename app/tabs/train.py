@@ -275,7 +275,7 @@ def start_run(board: Board, mapping: dict[str, Any], pending: str, lang: str) ->
     run_id = board.jobs.submit("train", resolved, run_id=pending or None)
     board.workspace.save_config(LAST_CONFIG, {k: v for k, v in resolved.items() if k != "output_dir"})
     position = board.jobs.queue_position(run_id)
-    if position and board.jobs.running():
+    if position and board.jobs.busy():
         return t(lang, "train_queued", run=run_id, position=position), run_id
     return t(lang, "train_started", run=run_id), run_id
 

@@ -224,9 +224,9 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
             v = values[section][key]
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 if "min" in meta and v < meta["min"]:
-                    problems.append(f"`{key}: {v}` is below the minimum {meta['min']}.")
+                    problems.append(f"`{key}: {v}` is below the minimum {meta['min']}; raise it.")
                 if "max" in meta and v > meta["max"]:
-                    problems.append(f"`{key}: {v}` is above the maximum {meta['max']}.")
+                    problems.append(f"`{key}: {v}` is above the maximum {meta['max']}; lower it.")
         elif key in IGNORED_KEYS:
             notes.append(f"`{key}` is accepted for compatibility and has no effect here.")
         else:

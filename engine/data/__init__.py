@@ -61,6 +61,10 @@ def _tokenized(examples: list[dict], stage: str, tokenizer: Any, template: Any, 
     logger.info("%s data: %d rows -> %d sequences (%d truncated, %d dropped), %d tokens of which %d trained.",
                 split.capitalize(), stats["rows"], stats["kept"], stats["truncated"], stats["dropped"],
                 stats["total_tokens"], stats["trainable_tokens"])
+    if stats["truncated"] and stats["truncated"] * 2 >= stats["rows"]:
+        logger.warning("%d of %d %s rows were cut to cutoff_len=%d, so part of their text is not trained on; raise "
+                       "cutoff_len to keep whole examples.", stats["truncated"], stats["rows"], split,
+                       opts.cutoff_len)
     return _to_dataset(columns), stats
 
 

@@ -124,6 +124,12 @@ def resolve_dataset(name: str, dataset_dir: str | os.PathLike) -> DatasetSpec:
         if candidate.exists():
             return DatasetSpec(name=name, path=candidate.absolute(), formatting="auto",
                                dataset_dir=candidate.absolute().parent if candidate.is_file() else candidate.absolute())
+    if not folder.is_dir():
+        raise DatasetError(
+            f"`dataset_dir: {dataset_dir}` does not exist{'' if str(folder) == str(dataset_dir) else f' ({folder})'}. "
+            f"Set it to the folder holding {INFO_FILE} and the data files, or give each dataset as a path to a "
+            "data file."
+        )
     if not has_info:
         raise DatasetError(
             f"Dataset {name!r} is neither a file nor registered: there is no {INFO_FILE} in {folder}. Set "
@@ -276,5 +282,7 @@ def check_datasets(dataset_dir: str | os.PathLike, names: str, stage: str, key: 
             spec = detect_format(spec, rows)
             check_stage(spec, stage, rows[0])
         except DatasetError as err:
-            problems.append(f"`{key}`: {err}")
+            message = f"`{key}`: {err}" if not str(err).startswith("`dataset_dir") else str(err)
+            if message not in problems:
+                problems.append(message)
     return problems

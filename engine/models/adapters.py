@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from engine.errors import ModelError
 from engine.models.registry import ModelFamily
 
 logger = logging.getLogger(__name__)
@@ -102,7 +103,7 @@ def find_all_linear_modules(model: nn.Module, composite: ModelFamily | None = No
         else:
             allowed.add(name)
     if not allowed:
-        raise ValueError("`lora_target: all` found no linear layers in this model; name the modules in "
+        raise ModelError("`lora_target: all` found no linear layers in this model; name the modules in "
                          "`lora_target` (for example `q_proj,v_proj`).")
     short = {name.split(".")[-1] for name in allowed}
     if any(name.split(".")[-1] in short for name in others):
@@ -115,7 +116,7 @@ def _check_module_names(model: nn.Module, names: list[str], what: str) -> None:
     missing = [key for key in names if not any(n == key or key_matches(n, key) for n in all_names)]
     if missing:
         leaf = sorted({n.split(".")[-1] for n, m in model.named_modules() if n and _is_linear(m)})
-        raise ValueError(f"`{what}` names modules this model does not have: {', '.join(missing)}. Linear layers "
+        raise ModelError(f"`{what}` names modules this model does not have: {', '.join(missing)}. Linear layers "
                          f"here: {', '.join(leaf) or 'none'}; or use `all`.")
 
 
@@ -165,8 +166,38 @@ def _check_adapter(path: str) -> None:
     folder = Path(path).expanduser()
     if not (folder / "adapter_config.json").is_file():
         where = "does not exist" if not folder.exists() else "has no adapter_config.json"
-        raise ValueError(f"Adapter `{path}` {where}; set `adapter_name_or_path` to a folder saved by a LoRA run "
+        raise ModelError(f"Adapter `{path}` {where}; set `adapter_name_or_path` to a folder saved by a LoRA run "
                          "(its output_dir or a checkpoint inside it).")
+
+
+def _adapter_base(path: str) -> str:
+    """The base model an adapter was trained on, as its adapter_config.json records it ("" if unknown)."""
+    import json
+
+    try:
+        config = json.loads((Path(path).expanduser() / "adapter_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    return str(config.get("base_model_name_or_path") or "") if isinstance(config, dict) else ""
+
+
+def _load_adapter(model: nn.Module, path: str, *, is_trainable: bool) -> nn.Module:
+    """``PeftModel.from_pretrained``, with an adapter made for another model reported as a user error."""
+    from peft import PeftModel
+
+    try:
+        return PeftModel.from_pretrained(model, path, is_trainable=is_trainable)
+    except RuntimeError as err:
+        if "size mismatch" not in str(err):
+            raise
+        first = next((line.strip() for line in str(err).splitlines() if "size mismatch" in line), "")
+        base = _adapter_base(path)
+        made_for = f" It was trained on `{base}`." if base else ""
+        raise ModelError(
+            f"Adapter `{path}` does not fit this model: its weight shapes differ ({first.rstrip('.')}).{made_for} "
+            "Set `model_name_or_path` to the base model the adapter was trained on, or remove "
+            "`adapter_name_or_path`."
+        ) from None
 
 
 def setup_lora(model: nn.Module, model_args: Any, finetuning_args: Any, composite: ModelFamily | None = None, *,
@@ -177,7 +208,7 @@ def setup_lora(model: nn.Module, model_args: Any, finetuning_args: Any, composit
     new adapter starts when ``create_new_adapter``). Inference: all are merged, or the last one is kept
     separate when ``merge_adapters`` is False (always on a quantized model, which cannot be merged into).
     """
-    from peft import PeftModel, get_peft_model
+    from peft import get_peft_model
 
     adapters = split_names(model_args.adapter_name_or_path)
     for path in adapters:
@@ -189,13 +220,13 @@ def setup_lora(model: nn.Module, model_args: Any, finetuning_args: Any, composit
     else:
         to_merge, resume = adapters, None
     if to_merge and quantized:
-        raise ValueError("Adapters cannot be merged into a quantized model: give one adapter in "
+        raise ModelError("Adapters cannot be merged into a quantized model: give one adapter in "
                          "`adapter_name_or_path`, or merge them first with `lf-engine export`.")
     for path in to_merge:
-        model = PeftModel.from_pretrained(model, path).merge_and_unload()
+        model = _load_adapter(model, path, is_trainable=False).merge_and_unload()
         logger.info("Merged adapter %s.", path)
     if resume is not None:
-        model = PeftModel.from_pretrained(model, resume, is_trainable=is_trainable)
+        model = _load_adapter(model, resume, is_trainable=is_trainable)
         logger.info("Loaded adapter %s%s.", resume, " (training continues)" if is_trainable else "")
     elif is_trainable:
         config = lora_config(model, finetuning_args, composite, resize_vocab=bool(model_args.resize_vocab))
@@ -213,7 +244,7 @@ def _decoder_layers(model: nn.Module, composite: ModelFamily | None) -> tuple[st
     lists = [(name, len(m)) for name, m in model.named_modules()
              if isinstance(m, nn.ModuleList) and len(m) > 0 and not _matches_any(name, skip)]
     if not lists:
-        raise ValueError("Freeze tuning could not find the model's layer list; use `finetuning_type: lora` or `full`.")
+        raise ModelError("Freeze tuning could not find the model's layer list; use `finetuning_type: lora` or `full`.")
     exact = [item for item in lists if item[1] == expected]
     return exact[0] if exact else max(lists, key=lambda item: item[1])
 
@@ -231,7 +262,7 @@ def setup_freeze(model: nn.Module, finetuning_args: Any, composite: ModelFamily 
     prefix, num_layers = _decoder_layers(model, composite)
     n = finetuning_args.freeze_trainable_layers
     if n == 0 or abs(n) > num_layers:
-        raise ValueError(f"`freeze_trainable_layers: {n}` must be between -{num_layers} and {num_layers} "
+        raise ModelError(f"`freeze_trainable_layers: {n}` must be between -{num_layers} and {num_layers} "
                          f"(not 0) for this model with {num_layers} layers.")
     layer_ids = range(num_layers - n, num_layers) if n > 0 else range(-n)
     layer_prefixes = tuple(f"{prefix}.{i}." for i in layer_ids)
@@ -243,7 +274,7 @@ def setup_freeze(model: nn.Module, finetuning_args: Any, composite: ModelFamily 
         available = {part for name in in_layers for part in name[len(prefix) + 1:].split(".")[1:-1]}
         unknown = [m for m in modules if m not in available]
         if unknown:
-            raise ValueError(f"`freeze_trainable_modules` names modules not in the layers: {', '.join(unknown)}. "
+            raise ModelError(f"`freeze_trainable_modules` names modules not in the layers: {', '.join(unknown)}. "
                              f"Available: {', '.join(sorted(available))}, or `all`.")
     extra = split_names(finetuning_args.freeze_extra_modules)
     if extra:
@@ -267,7 +298,7 @@ def setup_freeze(model: nn.Module, finetuning_args: Any, composite: ModelFamily 
         if train:
             trainable.append(name)
     if not trainable:
-        raise ValueError("Freeze tuning left no parameter trainable; check `freeze_trainable_layers` and "
+        raise ModelError("Freeze tuning left no parameter trainable; check `freeze_trainable_layers` and "
                          "`freeze_trainable_modules`.")
     logger.info("Freeze tuning: layers %s of %s trainable.", list(layer_ids), prefix)
     return trainable

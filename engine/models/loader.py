@@ -17,11 +17,15 @@ from typing import Any
 import torch
 
 from engine import devices
+from engine.errors import ModelError
 from engine.models import adapters
 from engine.models.adapters import count_parameters
 from engine.models.registry import DEMO_MODEL_NAME, DEMO_MODEL_PATH, ModelFamily, composite_info
 
-__all__ = ["count_parameters", "load_model", "load_processor", "load_tokenizer", "looks_like_hub_id", "resolve_model_path"]
+__all__ = [
+    "check_quantization", "count_parameters", "load_model", "load_processor", "load_tokenizer", "looks_like_hub_id",
+    "resolve_model_path",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -51,11 +55,11 @@ def resolve_model_path(name_or_path: str, cache_dir: str | None = None, revision
     is allowed.
 
     Raises:
-        ValueError: The path does not exist, is a file, or the hub model is not available offline.
+        ModelError: The path does not exist, is a file, or the hub model is not available offline.
     """
     text = str(name_or_path or "").strip()
     if not text:
-        raise ValueError("`model_name_or_path` is empty; set it to a model folder, a hub id, or `demo`.")
+        raise ModelError("`model_name_or_path` is empty; set it to a model folder, a hub id, or `demo`.")
     if text.lower() in (DEMO_MODEL_PATH, DEMO_MODEL_NAME.lower()):
         from engine.demo import ensure_demo_model
 
@@ -63,13 +67,13 @@ def resolve_model_path(name_or_path: str, cache_dir: str | None = None, revision
     path = Path(text).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
-            raise ValueError(f"Model folder `{text}` has no config.json; point `model_name_or_path` at the folder "
+            raise ModelError(f"Model folder `{text}` has no config.json; point `model_name_or_path` at the folder "
                              "that holds config.json and the weights.")
         return str(path)
     if path.exists():
-        raise ValueError(f"`model_name_or_path: {text}` is a file; give the folder that contains it.")
+        raise ModelError(f"`model_name_or_path: {text}` is a file; give the folder that contains it.")
     if not looks_like_hub_id(text):
-        raise ValueError(f"Model path `{text}` does not exist; check the path, or give a hub id such as "
+        raise ModelError(f"Model path `{text}` does not exist; check the path, or give a hub id such as "
                          "`Qwen/Qwen3-0.6B`, or `demo` for the built-in demo model.")
     return _from_hub(text, cache_dir, revision)
 
@@ -85,15 +89,21 @@ def _from_hub(repo_id: str, cache_dir: str | None, revision: str) -> str:
     except Exception as err:  # not cached (LocalEntryNotFoundError) or a partial snapshot
         logger.debug("%s is not in the local cache: %s", repo_id, err)
     if _hub_offline():
-        raise ValueError(f"Model `{repo_id}` {fix} (HF_HUB_OFFLINE is set)")
+        raise ModelError(f"Model `{repo_id}` {fix} (HF_HUB_OFFLINE is set)")
     try:
         return snapshot_download(repo_id, revision=revision, cache_dir=cache_dir, ignore_patterns=_SKIP_DOWNLOAD)
     except Exception as err:
         kind = type(err).__name__
         if kind in ("GatedRepoError", "RepositoryNotFoundError", "RevisionNotFoundError"):
-            raise ValueError(f"Model `{repo_id}` (revision {revision}) cannot be downloaded ({kind}): check the "
+            raise ModelError(f"Model `{repo_id}` (revision {revision}) cannot be downloaded ({kind}): check the "
                              "name, or log in with `hf auth login` for gated models.") from None
-        raise ValueError(f"Model `{repo_id}` {fix} ({kind})") from None
+        raise ModelError(f"Model `{repo_id}` {fix} ({kind})") from None
+
+
+def _first_line(err: BaseException) -> str:
+    """The first line of a library error's message, ending with a full stop."""
+    text = str(err).strip().splitlines()[0].strip() if str(err).strip() else type(err).__name__
+    return text if text.endswith((".", "!", "?")) else text + "."
 
 
 def load_tokenizer(model_args: Any, *, padding_side: str = "right"):
@@ -106,16 +116,18 @@ def load_tokenizer(model_args: Any, *, padding_side: str = "right"):
         kwargs["split_special_tokens"] = True
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, use_fast=model_args.use_fast_tokenizer, **kwargs)
-    except ValueError as err:
+    except (OSError, ValueError) as err:
         if "trust_remote_code" in str(err) and not model_args.trust_remote_code:
-            raise ValueError(f"The tokenizer of `{model_args.model_name_or_path}` ships its own code; set "
+            raise ModelError(f"The tokenizer of `{model_args.model_name_or_path}` ships its own code; set "
                              "`trust_remote_code: true` if you trust it.") from None
-        raise
+        raise ModelError(f"The tokenizer of `{model_args.model_name_or_path}` cannot be loaded from {path}: "
+                         f"{_first_line(err)} The folder needs the tokenizer files saved with the model "
+                         "(tokenizer.json, or tokenizer.model / vocab.json with tokenizer_config.json).") from None
     tokenizer.padding_side = padding_side
     if tokenizer.pad_token is None:
         fallback = tokenizer.eos_token or tokenizer.unk_token
         if fallback is None:
-            raise ValueError(f"The tokenizer of `{model_args.model_name_or_path}` has no pad, eos or unk token; "
+            raise ModelError(f"The tokenizer of `{model_args.model_name_or_path}` has no pad, eos or unk token; "
                              "set one in its tokenizer_config.json.")
         tokenizer.pad_token = fallback
         logger.info("Pad token set to %s.", fallback)
@@ -147,14 +159,23 @@ def _requested_dtype(model_args: Any, train_args: Any, is_trainable: bool) -> st
     return getattr(model_args, "infer_dtype", "auto") or "auto"
 
 
-def _quantization_config(bits: int, dtype: torch.dtype):
+def check_quantization(bits: int) -> None:
+    """Refuse ``quantization_bit`` where bitsandbytes cannot run (no GPU, or the package is missing).
+
+    Raises:
+        ModelError: naming the reason and the fix.
+    """
     acc = devices.get_accelerator()
     if acc.type not in ("cuda", "xpu", "npu"):
-        raise ValueError(f"`quantization_bit: {bits}` (bitsandbytes) needs a GPU; {acc.label} cannot run it. "
+        raise ModelError(f"`quantization_bit: {bits}` (bitsandbytes) needs a GPU; {acc.label} cannot run it. "
                          "Remove `quantization_bit` to train in full precision.")
     if importlib.util.find_spec("bitsandbytes") is None:
-        raise ValueError(f"`quantization_bit: {bits}` needs the `bitsandbytes` package; install the extra "
+        raise ModelError(f"`quantization_bit: {bits}` needs the `bitsandbytes` package; install the extra "
                          "`pip install lf-board[bitsandbytes]` or remove `quantization_bit`.")
+
+
+def _quantization_config(bits: int, dtype: torch.dtype):
+    check_quantization(bits)
     from transformers import BitsAndBytesConfig
 
     if bits == 8:
@@ -162,7 +183,7 @@ def _quantization_config(bits: int, dtype: torch.dtype):
     if bits == 4:
         return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=dtype, bnb_4bit_use_double_quant=True,
                                   bnb_4bit_quant_type="nf4", bnb_4bit_quant_storage=dtype)
-    raise ValueError(f"`quantization_bit: {bits}` is not supported; use 4 or 8.")
+    raise ModelError(f"`quantization_bit: {bits}` is not supported; use 4 or 8.")
 
 
 def _model_class(config: Any, reward: bool):
@@ -186,7 +207,7 @@ def _model_class(config: Any, reward: bool):
         return AutoModelForCausalLM
     if model_type in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES:
         return AutoModelForImageTextToText
-    raise ValueError(f"Model type `{model_type}` is not a text-generation model that transformers can load; "
+    raise ModelError(f"Model type `{model_type}` is not a text-generation model that transformers can load; "
                      "choose a causal language model or a vision-language model.")
 
 
@@ -197,7 +218,7 @@ def _apply_kernels(model: Any, model_args: Any) -> None:
         try:
             from liger_kernel.transformers import _apply_liger_kernel_to_instance
         except ImportError as err:
-            raise ValueError(f"Liger kernels could not be imported ({err}); update `liger-kernel` or set "
+            raise ModelError(f"Liger kernels could not be imported ({err}); update `liger-kernel` or set "
                              "`enable_liger_kernel: false`.") from None
         _apply_liger_kernel_to_instance(model=model)
         logger.info("Liger kernels applied.")
@@ -229,7 +250,15 @@ def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, 
     from transformers import AutoConfig
 
     path = resolve_model_path(model_args.model_name_or_path, model_args.cache_dir, model_args.model_revision)
-    config = AutoConfig.from_pretrained(path, trust_remote_code=model_args.trust_remote_code)
+    try:
+        config = AutoConfig.from_pretrained(path, trust_remote_code=model_args.trust_remote_code)
+    except (OSError, ValueError) as err:
+        if "trust_remote_code" in str(err) and not model_args.trust_remote_code:
+            raise ModelError(f"`{model_args.model_name_or_path}` ships its own model code; set "
+                             "`trust_remote_code: true` if you trust it.") from None
+        raise ModelError(f"The config.json of `{model_args.model_name_or_path}` cannot be read: {_first_line(err)} "
+                         "Check that the folder holds a complete Hugging Face model (or update transformers for "
+                         "a newer architecture).") from None
     requested = _requested_dtype(model_args, train_args, is_trainable)
     dtype = devices.choose_dtype(requested, for_training=is_trainable)
     attention = devices.pick_attention(model_args.attn_implementation or model_args.flash_attn)
@@ -244,7 +273,12 @@ def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, 
         kwargs["device_map"] = {"": devices.current_device()}
     if reward:
         config.num_labels = 1
-    model = _model_class(config, reward).from_pretrained(path, **kwargs)
+    try:
+        model = _model_class(config, reward).from_pretrained(path, **kwargs)
+    except OSError as err:  # no weight files, or damaged ones
+        raise ModelError(f"The weights of `{model_args.model_name_or_path}` cannot be loaded: {_first_line(err)} "
+                         "The folder needs model.safetensors (or its shards with model.safetensors.index.json) "
+                         "beside config.json.") from None
     if getattr(config, "model_type", "") in _THINKER_MODEL_TYPES and hasattr(model, "thinker"):
         model = model.thinker
     if tokenizer is not None:
@@ -301,10 +335,10 @@ def _setup_training(model: Any, model_args: Any, finetuning_args: Any, composite
                     is_trainable: bool, train_args: Any, quantized: bool, merge_adapters: bool) -> Any:
     method = finetuning_args.finetuning_type
     if model_args.adapter_name_or_path and method != "lora":
-        raise ValueError(f"`adapter_name_or_path` needs `finetuning_type: lora` (this config has `{method}`); "
+        raise ModelError(f"`adapter_name_or_path` needs `finetuning_type: lora` (this config has `{method}`); "
                          "a freeze or full run saves a whole model: set model_name_or_path to it instead.")
     if quantized and method != "lora":
-        raise ValueError("`quantization_bit` works with `finetuning_type: lora` only (QLoRA).")
+        raise ModelError("`quantization_bit` works with `finetuning_type: lora` only (QLoRA).")
     if is_trainable:
         gradient_checkpointing = bool(getattr(train_args, "gradient_checkpointing", False))
         if quantized:

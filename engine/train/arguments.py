@@ -74,11 +74,9 @@ def training_kwargs(cfg: RunConfig, *, has_eval: bool) -> dict[str, Any]:
     if tr.gradient_checkpointing:
         kwargs[_CHECKPOINTING] = True
         kwargs[f"{_CHECKPOINTING}_kwargs"] = {"use_reentrant": False}
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        from engine import devices
-
-        if devices.get_accelerator().type == "cpu":  # torchrun on CPUs: DDP/FSDP over gloo
-            kwargs["use_cpu"] = True
+    if not _has_accelerator():
+        kwargs["use_cpu"] = True  # transformers refuses bf16 mixed precision on the CPU without it
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # torchrun on CPUs: DDP/FSDP over gloo
             kwargs.setdefault("ddp_backend", "gloo")
     if tr.fsdp:
         kwargs["fsdp"] = tr.fsdp

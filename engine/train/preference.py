@@ -12,6 +12,8 @@ from engine.config import RunConfig
 from engine.errors import UserError
 from engine.train.arguments import build_args
 
+KTO_BATCH_PROBLEM = ("`stage: kto` needs `per_device_train_batch_size` of at least 2: KTO estimates its KL term from "
+                     "the other completions in a batch. Raise it (use gradient_accumulation_steps for the rest).")
 DPO_COLUMNS = ("prompt_ids", "chosen_ids", "rejected_ids")
 KTO_COLUMNS = ("prompt_ids", "completion_ids", "label")
 
@@ -45,12 +47,18 @@ def _common(cfg: RunConfig) -> dict[str, Any]:
     return {"max_length": cfg.data.cutoff_len}
 
 
+def _train_set(bundle: Any) -> Any:
+    """The training set; for evaluation alone (no training data) the evaluation set, since TRL's trainers need one
+    to be built (it is never trained on: ``lf-engine eval`` only calls ``evaluate``)."""
+    return bundle.train if bundle.train is not None else bundle.eval
+
+
 def build_rm_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Any:
     from trl import RewardConfig, RewardTrainer
 
     args = build_args(RewardConfig, cfg, has_eval=bundle.eval is not None, **_common(cfg))
     return RewardTrainer(
-        model=model, args=args, train_dataset=bundle.train, eval_dataset=bundle.eval,
+        model=model, args=args, train_dataset=_train_set(bundle), eval_dataset=bundle.eval,
         processing_class=tokenizer, callbacks=callbacks,
     )
 
@@ -70,7 +78,7 @@ def build_dpo_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
     )
     ref_model = _load_ref_model(cfg, model)
     return _pretokenized(DPO_COLUMNS)(
-        model=model, ref_model=ref_model, args=args, train_dataset=bundle.train, eval_dataset=bundle.eval,
+        model=model, ref_model=ref_model, args=args, train_dataset=_train_set(bundle), eval_dataset=bundle.eval,
         processing_class=tokenizer, callbacks=callbacks,
     )
 
@@ -78,7 +86,7 @@ def build_dpo_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
 def _build_odds_ratio_family(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Any:
     """ORPO and SimPO have no reference model; TRL keeps them in ``trl.experimental`` and tokenizes text itself."""
     ft = cfg.finetuning
-    train = _as_text(bundle.train, tokenizer)
+    train = _as_text(_train_set(bundle), tokenizer)
     evaluation = _as_text(bundle.eval, tokenizer) if bundle.eval is not None else None
     common = {"beta": ft.pref_beta, "max_length": cfg.data.cutoff_len}
     if ft.pref_loss == "orpo":
@@ -117,19 +125,24 @@ def build_kto_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
     from trl import KTOConfig
 
     ft = cfg.finetuning
-    labels = bundle.train["label"]
+    labels = _train_set(bundle)["label"]
     if all(labels) or not any(labels):
         raise UserError(
             "KTO needs both desirable (kto_tag true) and undesirable (kto_tag false) rows in the training data; "
             f"this data has only {'desirable' if all(labels) else 'undesirable'} ones."
         )
+    specific: dict[str, Any] = {}
+    if cfg.train.per_device_train_batch_size < 2:
+        if cfg.train.do_train:
+            raise UserError(KTO_BATCH_PROBLEM)
+        specific["per_device_train_batch_size"] = 2  # TRL checks it even when only evaluating
     args = build_args(
         KTOConfig, cfg, has_eval=bundle.eval is not None, beta=ft.pref_beta,
-        desirable_weight=ft.kto_chosen_weight, undesirable_weight=ft.kto_rejected_weight, **_common(cfg),
+        desirable_weight=ft.kto_chosen_weight, undesirable_weight=ft.kto_rejected_weight, **_common(cfg), **specific,
     )
     ref_model = _load_ref_model(cfg, model)
     return _pretokenized(KTO_COLUMNS)(
-        model=model, ref_model=ref_model, args=args, train_dataset=bundle.train, eval_dataset=bundle.eval,
+        model=model, ref_model=ref_model, args=args, train_dataset=_train_set(bundle), eval_dataset=bundle.eval,
         processing_class=tokenizer, callbacks=callbacks,
     )
 

@@ -41,7 +41,7 @@ class LabelPositionsTrainer(Trainer):
         backbone, head = parts
         inputs = dict(inputs)
         labels = inputs.pop("labels")
-        hidden = backbone(**inputs, use_cache=False).last_hidden_state
+        hidden = backbone(**{**inputs, "use_cache": False}).last_hidden_state  # packed batches carry it too
         targets = labels[:, 1:]
         keep = targets != -100
         logits = head(hidden[:, :-1][keep]).float()

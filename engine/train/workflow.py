@@ -46,13 +46,26 @@ def resolve_resume(cfg: RunConfig) -> str | bool | None:
         return None
     out = Path(cfg.train.output_dir)
     if str(value).lower() in ("true", "yes", "last"):
-        checkpoints = sorted(out.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]) if p.name.split("-")[-1].isdigit() else -1)
+        checkpoints = _checkpoints(out)
         if not checkpoints:
-            raise UserError(f"`resume_from_checkpoint: true` but `{out}` holds no checkpoint-* folder yet.")
+            raise UserError(f"`resume_from_checkpoint: true` but `{out}` holds no checkpoint-* folder yet; remove "
+                            "`resume_from_checkpoint` to start a new run, or set `output_dir` to the run to continue.")
         return str(checkpoints[-1])
-    if not Path(value).is_dir():
+    folder = Path(value).expanduser()
+    if not folder.is_dir():
         raise UserError(f"`resume_from_checkpoint: {value}` does not exist; give a checkpoint folder or `true`.")
-    return str(value)
+    if not (folder / "trainer_state.json").is_file():
+        inside = _checkpoints(folder)
+        hint = f" Did you mean `{inside[-1]}`?" if inside else ""
+        raise UserError(f"`resume_from_checkpoint: {value}` is not a checkpoint (it has no trainer_state.json); give "
+                        f"a checkpoint-N folder saved by a run, or `true` for the latest one in output_dir.{hint}")
+    return str(folder)
+
+
+def _checkpoints(folder: Path) -> list[Path]:
+    """The checkpoint-N folders inside ``folder``, oldest first."""
+    found = [p for p in folder.glob("checkpoint-*") if p.is_dir() and p.name.split("-")[-1].isdigit()]
+    return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
 
 
 def save_provenance(cfg: RunConfig, folder: Path) -> None:

@@ -24,7 +24,14 @@ from typing import Any
 
 import torch
 
+from engine.errors import UserError
+
 logger = logging.getLogger(__name__)
+
+
+class DemoDataMissing(UserError, FileNotFoundError):
+    """The demo datasets the demo model is built from are not where they should be."""
+
 
 DEMO_VERSION = "2"
 """Bump to rebuild every cached demo model (the stamp also covers the data and library versions)."""
@@ -121,12 +128,12 @@ def load_demo_texts(data_dir: Path | None = None) -> tuple[list[str], list[str]]
         ChatML-formatted alpaca and multi-turn conversations, without the identity data).
 
     Raises:
-        FileNotFoundError: When the demo data folder or one of its files is missing.
+        DemoDataMissing: When the demo data folder or one of its files is missing.
     """
     folder = data_dir or demo_data_dir()
     missing = [name for name in DATA_FILES if not (folder / name).is_file()]
     if missing:
-        raise FileNotFoundError(
+        raise DemoDataMissing(
             f"The demo datasets are missing from {folder} ({', '.join(missing)}); run from a full LF Board "
             "checkout or set LF_DEMO_DATA_DIR to its examples/data folder."
         )
@@ -329,7 +336,7 @@ def ensure_demo_model(folder: str | Path | None = None) -> Path:
         The model folder.
 
     Raises:
-        FileNotFoundError: No cached copy and the demo datasets are missing.
+        DemoDataMissing: No cached copy and the demo datasets are missing.
     """
     from filelock import FileLock
 

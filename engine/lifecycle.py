@@ -92,6 +92,8 @@ class JobContext:
             tail = "".join(traceback.format_exception(exc_type, exc, tb)[-3:])
             self.metrics.setdefault("traceback_tail", tail[-2000:])
         exit_code = {"completed": 0, "running": 0, "aborted": 130, "failed": 1}.get(self.status, 1)
+        if exc_type is not None and issubclass(exc_type, UserError):
+            exit_code = 2  # what the CLI exits with for a user error
         if self.status == "running":
             self.status = "completed"
         self.events.write({"event": "end", "status": self.status, "error": self.error, "metrics": self.metrics})

@@ -31,6 +31,8 @@ def check(cfg: RunConfig, command: str = "train") -> list[str]:
         problems += _check_precision(cfg)
     if command == "train":
         problems += _check_deepspeed(cfg)
+        problems += _check_schedule(cfg)
+        problems += _check_trackers(cfg)
         if cfg.finetuning.stage == "kto" and cfg.train.do_train and cfg.train.per_device_train_batch_size < 2:
             from engine.train.preference import KTO_BATCH_PROBLEM
 
@@ -170,6 +172,18 @@ def _check_device(cfg: RunConfig, command: str) -> list[str]:
 
 
 def _check_template(cfg: RunConfig) -> list[str]:
+    problems = []
+    tool_format = cfg.data.tool_format
+    if tool_format:
+        from engine.templates import TOOL_FORMATS
+
+        if tool_format not in TOOL_FORMATS:
+            problems.append(f"Unknown `tool_format: {tool_format}`; use one of {', '.join(TOOL_FORMATS)}, or leave it "
+                            "empty for the template's own format.")
+    return problems + _check_template_name(cfg)
+
+
+def _check_template_name(cfg: RunConfig) -> list[str]:
     if not cfg.model.template:
         return []
     try:
@@ -250,6 +264,41 @@ def estimate_params(folder: Path) -> tuple[int, int] | None:
                 width = {"F32": 4, "F16": 2, "BF16": 2, "F64": 8, "I8": 1, "U8": 1}.get(meta.get("dtype"), 4)
         return count, width
     return None
+
+
+# report_to name -> the module it needs (tensorboardX also serves tensorboard)
+TRACKERS = {
+    "tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow", "comet_ml": "comet_ml", "clearml": "clearml",
+    "neptune": "neptune", "swanlab": "swanlab", "trackio": "trackio", "dvclive": "dvclive",
+    "codecarbon": "codecarbon", "azure_ml": "azureml", "dagshub": "dagshub", "flyte": "flytekit",
+}
+
+
+def _check_trackers(cfg: RunConfig) -> list[str]:
+    """Every tracker in ``report_to`` must be known and installed (transformers fails mid-start otherwise)."""
+    import importlib.util
+
+    names = [n.strip() for n in str(cfg.train.report_to or "none").split(",") if n.strip()]
+    problems = []
+    for name in names:
+        if name in ("none", "all"):
+            continue
+        module = TRACKERS.get(name)
+        if module is None:
+            problems.append(f"`report_to: {name}` is not a known tracker; use none or one of: {', '.join(TRACKERS)}.")
+        elif importlib.util.find_spec(module) is None and not (
+                name == "tensorboard" and importlib.util.find_spec("tensorboardX") is not None):
+            problems.append(f"`report_to: {name}` needs the `{module}` package, which is not installed: "
+                            f"`pip install {module}`, or set `report_to: none`.")
+    return problems
+
+
+def _check_schedule(cfg: RunConfig) -> list[str]:
+    tr = cfg.train
+    if tr.do_train and tr.max_steps <= 0 and tr.num_train_epochs <= 0:
+        return ["`num_train_epochs: 0` with no `max_steps` trains nothing; set `num_train_epochs` (e.g. 3) or "
+                "`max_steps`."]
+    return []
 
 
 def _check_deepspeed(cfg: RunConfig) -> list[str]:

@@ -143,11 +143,12 @@ def test_sigterm_saves_a_checkpoint_and_ends_aborted(tmp_path):
     assert events(out)[-1] == {**events(out)[-1], "event": "end", "status": "aborted"}
 
 
-def test_torchrun_two_processes_share_the_work(tmp_path):
-    """Scale-out goes through torchrun (DDP over gloo on CPUs); only rank 0 writes the run folder."""
+@pytest.mark.parametrize("example", ["sft_lora_demo.yaml", "sft_full_fsdp2_demo.yaml"])
+def test_torchrun_two_processes_share_the_work(tmp_path, example):
+    """Scale-out goes through torchrun (DDP, or FSDP2 sharding, over gloo on CPUs); rank 0 writes the run folder."""
     out = tmp_path / "ddp"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "engine", "train",
-           str(EXAMPLES / "sft_lora_demo.yaml"), f"output_dir={out}", "max_steps=2", "logging_steps=1",
+           str(EXAMPLES / example), f"output_dir={out}", "max_steps=2", "logging_steps=1",
            "save_strategy=no", f"dataset_dir={EXAMPLES / 'data'}"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
@@ -155,4 +156,5 @@ def test_torchrun_two_processes_share_the_work(tmp_path):
     evs = events(out)
     assert evs[0]["world_size"] == 2
     assert [e["step"] for e in evs if e["event"] == "log"] == [1, 2]
-    assert evs[-1]["status"] == "completed" and (out / "adapter_model.safetensors").is_file()
+    assert evs[-1]["status"] == "completed"
+    assert (out / "adapter_model.safetensors").is_file() or (out / "model.safetensors").is_file()

@@ -1,0 +1,359 @@
+"""User mistakes through the real CLI (`engine.cli.main`): one clear message naming the problem and the fix, exit
+status 2, no Python traceback. Models are tiny Llamas (2 layers, hidden 32) built here; nothing is downloaded."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine.cli import EXIT_USER_ERROR, main
+from engine.errors import ModelError, UserError
+
+REPO = Path(__file__).resolve().parents[2]
+GOOD_ROWS = [{"instruction": f"Question {i}?", "input": "", "output": f"Answer number {i}."} for i in range(12)]
+
+
+def _write_json(path: Path, data) -> None:
+    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+
+
+def _tiny_model(folder: Path, tokenizer, hidden: int) -> Path:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=256, tie_word_embeddings=True,
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _fake_70b(folder: Path) -> Path:
+    """config.json, tokenizer and a safetensors header (no tensor data) describing a 70B Llama."""
+    folder.mkdir()
+    _write_json(folder / "config.json", {"model_type": "llama", "architectures": ["LlamaForCausalLM"],
+                                         "hidden_size": 8192, "num_hidden_layers": 80, "vocab_size": 128256})
+    header, offset = {}, 0
+
+    def tensor(name: str, *shape: int) -> None:
+        nonlocal offset
+        size = 2 * int(torch.tensor(shape).prod())
+        header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [offset, offset + size]}
+        offset += size
+
+    tensor("model.embed_tokens.weight", 128256, 8192)
+    tensor("lm_head.weight", 128256, 8192)
+    for i in range(80):
+        for proj, rows in (("q_proj", 8192), ("k_proj", 1024), ("v_proj", 1024), ("o_proj", 8192)):
+            tensor(f"model.layers.{i}.self_attn.{proj}.weight", rows, 8192)
+        tensor(f"model.layers.{i}.mlp.gate_proj.weight", 28672, 8192)
+        tensor(f"model.layers.{i}.mlp.up_proj.weight", 28672, 8192)
+        tensor(f"model.layers.{i}.mlp.down_proj.weight", 8192, 28672)
+    raw = json.dumps(header).encode()
+    (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw)
+    (folder / "tokenizer.json").write_text("{}", encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory, tokenizer_factory):
+    """A workspace: tiny models, an adapter, datasets (good and broken) and a base config."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    root = tmp_path_factory.mktemp("user-errors")
+    tokenizer = tokenizer_factory()  # knows the ChatML markers, has no chat template of its own
+    model = _tiny_model(root / "model", tokenizer, 32)
+    _tiny_model(root / "model48", tokenizer, 48)
+    lora = get_peft_model(AutoModelForCausalLM.from_pretrained(model), LoraConfig(r=4, target_modules=["q_proj"]))
+    lora.save_pretrained(root / "adapter32")
+    _fake_70b(root / "big70")
+
+    data = root / "data"
+    data.mkdir()
+    _write_json(data / "good.json", GOOD_ROWS)
+    some_bad = [dict(row) for row in GOOD_ROWS[:10]]
+    some_bad[2] = {"instruction": ["a list"], "output": "x"}
+    some_bad[5] = {"instruction": "no answer", "output": None}
+    some_bad[7] = {"unrelated": "columns"}
+    _write_json(data / "some_bad.json", some_bad)
+    _write_json(data / "all_bad.json", [{"instruction": ["x"], "output": "y"}, {"instruction": {"a": 1}, "output": "z"}])
+    (data / "broken.json").write_text('[\n {"instruction": "a", "output": "b"},\n {"instruction": "c" "output": "d"}\n]\n',
+                                      encoding="utf-8")
+    _write_json(data / "pairs.json", [{"instruction": f"Pick {i}", "output": [f"good {i}", f"bad {i}"]}
+                                      for i in range(8)])
+    _write_json(data / "dataset_info.json", {
+        "good": {"file_name": "good.json"},
+        "some_bad": {"file_name": "some_bad.json"},
+        "all_bad": {"file_name": "all_bad.json"},
+        "broken": {"file_name": "broken.json"},
+        "pairs": {"file_name": "pairs.json", "ranking": True},
+    })
+    (root / "empty").mkdir()
+    config = root / "sft.yaml"
+    config.write_text(
+        f"model_name_or_path: {model}\ntemplate: chatml\nstage: sft\ndo_train: true\nfinetuning_type: lora\n"
+        f"lora_target: all\ndataset: good\ndataset_dir: {data}\ncutoff_len: 64\nmax_steps: 1\n"
+        "per_device_train_batch_size: 2\nsave_strategy: 'no'\nreport_to: none\nplot_loss: false\n"
+        f"output_dir: {root / 'out'}\noverwrite_output_dir: true\n", encoding="utf-8")
+    return root
+
+
+def cli(capsys, *argv: str) -> tuple[int, str]:
+    """Run the CLI in-process; return (exit code, stderr). Fails on a traceback."""
+    code = main(list(argv))
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return code, err
+
+
+def user_error(capsys, *argv: str, words: tuple[str, ...]) -> str:
+    code, err = cli(capsys, *argv)
+    assert code == EXIT_USER_ERROR, err
+    message = err[err.index("error: "):]
+    for word in words:
+        assert word in message, f"{word!r} not in {message!r}"
+    return message
+
+
+def train(ws: Path, capsys, *overrides: str, words: tuple[str, ...]) -> str:
+    return user_error(capsys, "train", str(ws / "sft.yaml"), *overrides, words=words)
+
+
+# ------------------------------------------------------------------------------------------------ config keys
+def test_typo_in_a_key_names_the_nearest_one(ws, capsys):
+    train(ws, capsys, "lora_rnak=8", words=("Unknown key `lora_rnak`", "Did you mean `lora_rank`?"))
+
+
+def test_bad_choice_lists_the_valid_ones(ws, capsys):
+    train(ws, capsys, "finetuning_type=lorra", words=("`finetuning_type: 'lorra'` is not a valid choice", "'full'",
+                                                      "Did you mean 'lora'?"))
+
+
+def test_text_where_a_number_goes(ws, capsys):
+    train(ws, capsys, "learning_rate=fast", words=("`learning_rate: 'fast'` must be a number",))
+
+
+def test_every_config_problem_is_reported_at_once(ws, capsys):
+    message = train(ws, capsys, "lora_rnak=8", "learning_rate=fast", "dataset=nope",
+                    words=("3 problem(s)", "lora_rank", "must be a number", "Unknown dataset 'nope'"))
+    assert message.count("\n  - ") == 3
+
+
+def test_cutoff_len_below_the_minimum(ws, capsys):
+    train(ws, capsys, "cutoff_len=4", words=("`cutoff_len: 4` is below the minimum 8; raise it",))
+
+
+def test_overrides_after_an_option_are_applied(ws, capsys):
+    user_error(capsys, "check", str(ws / "sft.yaml"), "--for", "train", "lora_rnak=8", words=("lora_rank",))
+    code, _ = cli(capsys, "check", str(ws / "sft.yaml"), "--for", "train", "lora_rank=4")
+    assert code == 0
+
+
+# ------------------------------------------------------------------------------------------------------ model
+def test_missing_model_folder(ws, capsys):
+    train(ws, capsys, f"model_name_or_path={ws / 'nowhere'}", words=("does not exist", "check the path"))
+
+
+def test_folder_without_config_json(ws, capsys):
+    train(ws, capsys, f"model_name_or_path={ws / 'empty'}", words=("has no config.json",))
+
+
+@pytest.mark.parametrize("damage, words", [
+    ("weights", ("holds config.json but no weights", "model.safetensors")),
+    ("tokenizer", ("has no tokenizer files", "tokenizer.json")),
+    ("config", ("config.json is not valid JSON", "line 1")),
+])
+def test_incomplete_model_folder(ws, capsys, tmp_path, damage, words):
+    import shutil
+
+    folder = Path(shutil.copytree(ws / "model", tmp_path / "model"))
+    if damage == "weights":
+        (folder / "model.safetensors").unlink()
+    elif damage == "tokenizer":
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            (folder / name).unlink()
+    else:
+        (folder / "config.json").write_text('{"model_type": "llama",', encoding="utf-8")
+    train(ws, capsys, f"model_name_or_path={folder}", words=words)
+
+
+def test_hub_id_without_network(ws, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for command in ("train", "chat"):
+        user_error(capsys, command, str(ws / "sft.yaml"), "model_name_or_path=no-such-org/no-such-model",
+                   words=("not in the local cache", "hf download no-such-org/no-such-model", "model_name_or_path"))
+
+
+def test_the_loader_reports_a_hub_model_it_cannot_get_as_a_user_error(monkeypatch):
+    from engine.models import resolve_model_path
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelError, match="not found locally and no network") as info:
+        resolve_model_path("no-such-org/no-such-model")
+    assert isinstance(info.value, UserError) and isinstance(info.value, ValueError)
+
+
+def test_model_far_too_large_for_the_memory(ws, capsys):
+    for command, words in (("train", ("70.55 B parameters", "for lora training", "GiB in all", "a smaller model")),
+                           ("chat", ("70.55 B parameters", "for inference", "GiB in all"))):
+        user_error(capsys, command, str(ws / "sft.yaml"), f"model_name_or_path={ws / 'big70'}", words=words)
+    message = train(ws, capsys, f"model_name_or_path={ws / 'big70'}", "finetuning_type=full",
+                    words=("for full training", "`finetuning_type: lora`"))
+    assert message.count("70.55 B") == 1
+
+
+# ---------------------------------------------------------------------------------------------------- adapters
+def test_missing_adapter_folder(ws, capsys):
+    train(ws, capsys, f"adapter_name_or_path={ws / 'no-adapter'}", words=("`adapter_name_or_path:", "does not exist"))
+    train(ws, capsys, f"adapter_name_or_path={ws / 'empty'}", words=("has no adapter_config.json",))
+
+
+def test_adapter_of_another_base_model(ws, capsys):
+    message = user_error(capsys, "chat", str(ws / "sft.yaml"), f"model_name_or_path={ws / 'model48'}",
+                         f"adapter_name_or_path={ws / 'adapter32'}", "--query", "hi",
+                         words=("does not fit this model", "shape", "It was trained on", "model_name_or_path"))
+    assert str(ws / "model") in message
+
+
+# ------------------------------------------------------------------------------------------------------- data
+def test_missing_dataset_dir_is_named_once(ws, capsys):
+    message = train(ws, capsys, "dataset=good,pairs", f"dataset_dir={ws / 'no-data'}",
+                    words=("`dataset_dir:", "does not exist", "dataset_info.json"))
+    assert message.count("does not exist") == 1
+
+
+def test_dataset_dir_without_dataset_info(ws, capsys):
+    train(ws, capsys, f"dataset_dir={ws / 'empty'}", words=("no dataset_info.json", "`dataset_dir`"))
+
+
+def test_unknown_dataset_name(ws, capsys):
+    train(ws, capsys, "dataset=godo", words=("Unknown dataset 'godo'", "Did you mean 'good'"))
+
+
+def test_dataset_file_that_is_not_json_names_file_and_line(ws, capsys):
+    train(ws, capsys, "dataset=broken", words=("broken.json is not valid JSON", "line 3, column 22"))
+
+
+def test_some_malformed_rows_are_skipped_with_a_count(ws, capsys, caplog, tmp_path):
+    caplog.set_level(logging.WARNING, logger="engine")
+    code, err = cli(capsys, "train", str(ws / "sft.yaml"), "dataset=some_bad", f"output_dir={tmp_path / 'out'}")
+    assert code == 0, err
+    warning = next(r.getMessage() for r in caplog.records if "skipped" in r.getMessage())
+    assert "skipped 3 of 10 rows" in warning and "rows 2 (" in warning and "5 (" in warning and "7 (" in warning
+    assert json.loads((tmp_path / "out" / "run.json").read_text())["status"] == "completed"
+
+
+def test_every_row_malformed(ws, capsys, tmp_path):
+    train(ws, capsys, "dataset=all_bad", f"output_dir={tmp_path / 'out'}",
+          words=("has no usable rows", "2 rows read", "is a list, not text"))
+    run = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert run["status"] == "failed" and run["exit_code"] == EXIT_USER_ERROR and "no usable rows" in run["error"]
+
+
+def test_stage_that_does_not_fit_the_dataset(ws, capsys):
+    train(ws, capsys, "stage=dpo", words=("Stage dpo needs preference pairs", "'good'", "ranking: true"))
+    train(ws, capsys, "stage=kto", words=("Stage kto needs", "kto_tag", "dataset_info.json"))
+
+
+def test_small_cutoff_len_warns_that_rows_are_cut(ws, capsys, caplog, tmp_path):
+    caplog.set_level(logging.WARNING, logger="engine")
+    code, err = cli(capsys, "train", str(ws / "sft.yaml"), "cutoff_len=8", f"output_dir={tmp_path / 'out'}")
+    assert code == 0, err
+    assert any("were cut to cutoff_len=8" in r.getMessage() and "raise cutoff_len" in r.getMessage()
+               for r in caplog.records)
+
+
+# ------------------------------------------------------------------------------------------------ output, resume
+def test_resume_from_a_checkpoint_that_is_not_there(ws, capsys, tmp_path):
+    train(ws, capsys, f"resume_from_checkpoint={ws / 'nowhere'}", words=("does not exist", "`true`"))
+    train(ws, capsys, f"resume_from_checkpoint={ws / 'empty'}", words=("is not a checkpoint", "trainer_state.json"))
+    train(ws, capsys, f"output_dir={tmp_path / 'fresh'}", "resume_from_checkpoint=true",
+          words=("holds no checkpoint-* folder", "remove `resume_from_checkpoint`"))
+
+
+def test_output_dir_that_holds_a_trained_run(ws, capsys, tmp_path):
+    out = tmp_path / "old"
+    out.mkdir()
+    (out / "adapter_config.json").write_text("{}", encoding="utf-8")
+    train(ws, capsys, f"output_dir={out}", "overwrite_output_dir=false",
+          words=("already holds a trained run", "new output_dir", "overwrite_output_dir: true"))
+
+
+def test_export_without_export_dir(ws, capsys):
+    user_error(capsys, "export", str(ws / "sft.yaml"), words=("`export_dir` is not set",))
+
+
+# --------------------------------------------------------------------------------------------------- templates
+def test_unknown_template(ws, capsys):
+    train(ws, capsys, "template=chatmll", words=("Unknown template `chatmll`", "Did you mean `chatml`?"))
+    train(ws, capsys, "tool_format=bogus", words=("Unknown `tool_format: bogus`", "qwen"))
+
+
+def test_template_unset_with_a_tokenizer_without_chat_template(ws, capsys):
+    user_error(capsys, "chat", str(ws / "sft.yaml"), "template=", "--query", "hi",
+               words=("no chat template", "Set `template`", "chatml"))
+
+
+# ----------------------------------------------------------------------------------------------------- devices
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU's answers")
+def test_precision_on_the_cpu(ws, capsys, tmp_path):
+    train(ws, capsys, "fp16=true", words=("`fp16: true` does not work on the CPU", "bf16"))
+    code, err = cli(capsys, "train", str(ws / "sft.yaml"), "bf16=true", f"output_dir={tmp_path / 'bf16'}")
+    assert code == 0, err  # bfloat16 mixed precision runs on the CPU
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU's answers")
+def test_gpu_only_features_on_the_cpu(ws, capsys):
+    train(ws, capsys, "flash_attn=flash_attention_2", words=("needs an NVIDIA GPU", "sdpa"))
+    train(ws, capsys, "quantization_bit=4", words=("needs a GPU", "Remove `quantization_bit`"))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("deepspeed") is not None, reason="DeepSpeed is installed")
+def test_deepspeed_not_installed(ws, capsys):
+    train(ws, capsys, f"deepspeed={REPO / 'examples/deepspeed/ds_z3_offload.json'}",
+          words=("DeepSpeed is not installed", "lf-board[deepspeed]"))
+    train(ws, capsys, f"deepspeed={ws / 'none.json'}", words=("none.json` does not exist",))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("wandb") is not None, reason="wandb is installed")
+def test_tracker_that_is_not_installed(ws, capsys):
+    train(ws, capsys, "report_to=wandb", words=("needs the `wandb` package", "report_to: none"))
+    train(ws, capsys, "report_to=foo", words=("not a known tracker",))
+
+
+def test_kto_with_a_batch_of_one(ws, capsys, tmp_path):
+    train(ws, capsys, "stage=kto", "per_device_train_batch_size=1",
+          words=("`stage: kto` needs `per_device_train_batch_size` of at least 2",))
+
+
+def test_zero_epochs_trains_nothing(ws, capsys):
+    train(ws, capsys, "max_steps=-1", "num_train_epochs=0", words=("trains nothing", "num_train_epochs"))
+
+
+# ------------------------------------------------------------------------------------------- evaluation alone
+def test_eval_of_a_preference_stage_needs_no_training_data(ws, capsys, tmp_path):
+    code, err = cli(capsys, "eval", str(ws / "sft.yaml"), "stage=dpo", "dataset=", "eval_dataset=pairs",
+                    f"output_dir={tmp_path / 'eval'}")
+    assert code == 0, err
+    results = json.loads((tmp_path / "eval" / "all_results.json").read_text())
+    assert results["eval_loss"] > 0
+
+
+# ---------------------------------------------------------------------------------------------- a real process
+def test_a_real_process_prints_one_line_and_exits_2(ws):
+    proc = subprocess.run([sys.executable, "-m", "engine", "check", str(ws / "sft.yaml"), "lora_rnak=8"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == EXIT_USER_ERROR
+    assert "Traceback" not in proc.stderr
+    assert "error: Problem in the config:\n  - Unknown key `lora_rnak`. Did you mean `lora_rank`?" in proc.stderr

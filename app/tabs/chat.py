@@ -61,7 +61,7 @@ def build(board: Board) -> ChatTab:
             with gr.Row():
                 chatbot = gr.Chatbot(label=L("chat_finetuned"), height=460, buttons=["copy"], scale=1)
                 chatbot_base = gr.Chatbot(label=L("chat_base"), height=460, visible=False, buttons=["copy"], scale=1)
-            message = gr.Textbox(label=L("chat_message"), placeholder=L("chat_placeholder"), lines=2)
+            message = gr.Textbox(label=L("chat_message"), placeholder=L("chat_placeholder"), lines=1, max_lines=8)
             with gr.Row():
                 as_tool = gr.Checkbox(label=L("chat_as_tool"), value=False, scale=2)
                 send_btn = gr.Button(L("chat_send"), variant="primary", scale=1)

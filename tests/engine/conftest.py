@@ -67,3 +67,19 @@ def fixture_data_dir() -> Path:
 def tokenizer_factory():
     """``make_tokenizer(markers=None, chat_template=None)`` for tests that need a custom tokenizer."""
     return make_tokenizer
+
+
+@pytest.fixture
+def library_logs_to_caplog():
+    """Send transformers' log records to the root logger (pytest's handlers) instead of its own stderr handler.
+
+    That handler keeps the ``sys.stderr`` of the test that first configured it; once that test's capture is closed,
+    later warnings print "--- Logging error ---" with a traceback into the current test's captured stderr.
+    """
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_default_handler()
+    hf_logging.enable_propagation()
+    yield
+    hf_logging.disable_propagation()
+    hf_logging.enable_default_handler()

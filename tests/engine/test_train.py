@@ -66,6 +66,15 @@ def test_other_methods_and_stages_train(tmp_path, example):
     assert (out / "config.json").is_file() or (out / "adapter_config.json").is_file()
 
 
+@pytest.mark.parametrize("stage", ["sft", "pt"])
+def test_packed_batches_train(tmp_path, stage):
+    out = tmp_path / "run"
+    extra = ["dataset=demo_pt", "stage=pt"] if stage == "pt" else []
+    assert train("sft_lora_demo.yaml", out, "packing=true", *extra) == 0
+    logs = [e for e in events(out) if e["event"] == "log"]
+    assert [e["step"] for e in logs] == [1, 2] and all(e["loss"] > 0 for e in logs)
+
+
 @pytest.mark.parametrize("example", ["rm_lora_demo.yaml", "dpo_lora_demo.yaml", "kto_lora_demo.yaml",
                                      "orpo_lora_demo.yaml", "simpo_lora_demo.yaml"])
 def test_preference_stages_train(tmp_path, example):

@@ -18,6 +18,7 @@ from engine.cli import EXIT_USER_ERROR, main
 from engine.errors import ModelError, UserError
 
 REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.usefixtures("library_logs_to_caplog")
 GOOD_ROWS = [{"instruction": f"Question {i}?", "input": "", "output": f"Answer number {i}."} for i in range(12)]
 
 

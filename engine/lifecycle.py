@@ -31,7 +31,11 @@ class JobContext:
         self.folder = RunFolder(Path(run_dir))
         self.kind = kind
         self.config_yaml = config_yaml
-        self.events = EventWriter(self.folder.events_path)
+        try:
+            self.events = EventWriter(self.folder.events_path)
+        except OSError as err:
+            raise UserError(f"The run folder `{run_dir}` cannot be created ({err.strerror or err}); set "
+                            "`output_dir` to a folder you can write to.") from None
         self.abort_requested = False
         self.in_loop = False
         self.status = "running"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from pathlib import Path
 
@@ -99,8 +100,6 @@ def _check_model_folder(name: str, folder: Path) -> list[str]:
 
 
 def _hub_offline() -> bool:
-    import os
-
     return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
                for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
@@ -144,7 +143,18 @@ def _check_model(cfg: RunConfig) -> list[str]:
             problems.append(f"`adapter_name_or_path: {adapter}` does not exist; give an adapter folder.")
         elif not (a / "adapter_config.json").is_file():
             problems.append(f"`adapter_name_or_path: {adapter}` has no adapter_config.json; is it a LoRA adapter?")
+        else:
+            _warn_template_change(cfg, adapter.strip())
     return problems
+
+
+def _warn_template_change(cfg: RunConfig, adapter: str) -> None:
+    from engine.models.adapters import trained_template
+
+    trained = trained_template(adapter)
+    if trained and trained != (cfg.model.template or None):
+        logger.warning("Adapter %s was trained with `template: %s` but this config uses `template: %s`; the model "
+                       "expects the format it was trained on.", adapter, trained, cfg.model.template or "(empty)")
 
 
 def _check_device(cfg: RunConfig, command: str) -> list[str]:
@@ -221,6 +231,15 @@ def _check_output(cfg: RunConfig, command: str) -> list[str]:
     from engine.train.workflow import check_output_dir, resolve_resume
 
     problems = []
+    out = Path(cfg.train.output_dir).expanduser()
+    if out.exists() and not out.is_dir():
+        return [f"`output_dir: {cfg.train.output_dir}` is a file; give a folder for the run's outputs."]
+    existing = next((p for p in (out, *out.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        return [f"`output_dir: {cfg.train.output_dir}` is inside the file {existing}; give a folder path."]
+    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        return [f"`output_dir: {cfg.train.output_dir}` cannot be created or written ({existing} is not writable); "
+                "choose a folder you can write to."]
     if command == "train":
         try:
             check_output_dir(cfg)

@@ -303,6 +303,8 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 def read_yaml(path: str | Path) -> dict[str, Any]:
     """Read a YAML (or JSON) config file into a mapping, with a clear error for a missing or broken file."""
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError([f"Config file `{path}` is a folder; give the YAML file inside it."])
     if not p.is_file():
         raise ConfigError([f"Config file `{path}` does not exist; check the path."])
     try:

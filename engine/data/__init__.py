@@ -93,6 +93,7 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any) -> DatasetBundle:
             logger.info("eval_dataset is set, so val_size=%s is ignored.", data.val_size)
         else:
             train_examples, eval_examples = split_eval(train_examples, data.val_size, seed)
+    _warn_about_media(train_examples + eval_examples)
     bundle = DatasetBundle()
     if train_examples:
         bundle.train, bundle.stats["train"] = _tokenized(train_examples, stage, tokenizer, template, opts, "train")
@@ -102,6 +103,16 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any) -> DatasetBundle:
     if cached is not None:
         _save_tokenized(bundle, cached)
     return bundle
+
+
+def _warn_about_media(examples: list[dict]) -> None:
+    """Say so when rows carry images, videos or audio: training here is on text only."""
+    with_media = [ex for ex in examples if any(ex.get(kind) for kind in ("images", "videos", "audios"))]
+    if with_media:
+        names = sorted({str(ex.get("_dataset", "?")) for ex in with_media})
+        logger.warning("%d of %d rows (%s) have images, videos or audio; training here is on text only, so the "
+                       "media files are not given to the model and their placeholders stay in the text.",
+                       len(with_media), len(examples), ", ".join(names))
 
 
 def _save_tokenized(bundle: DatasetBundle, path: Path) -> None:

@@ -45,8 +45,8 @@ def template_for(cfg: RunConfig, tokenizer: Any) -> Any:
     )
     added = template.fix_tokenizer(tokenizer)
     if added:
-        logger.warning("The template added %d token(s) to the tokenizer; the model's embeddings must cover them.",
-                       added)
+        logger.info("The template added %d token(s) to the tokenizer; the model's embeddings are resized to match.",
+                    added)
     return template
 
 

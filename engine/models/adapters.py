@@ -170,21 +170,53 @@ def _check_adapter(path: str) -> None:
                          "(its output_dir or a checkpoint inside it).")
 
 
-def _adapter_base(path: str) -> str:
-    """The base model an adapter was trained on, as its adapter_config.json records it ("" if unknown)."""
+def _adapter_config(path: str) -> dict[str, Any]:
+    """The adapter's adapter_config.json ({} when unreadable)."""
     import json
 
     try:
         config = json.loads((Path(path).expanduser() / "adapter_config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return ""
-    return str(config.get("base_model_name_or_path") or "") if isinstance(config, dict) else ""
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def _adapter_base(path: str) -> str:
+    """The base model an adapter was trained on, as its adapter_config.json records it ("" if unknown)."""
+    return str(_adapter_config(path).get("base_model_name_or_path") or "")
+
+
+def trained_template(path: str) -> str | None:
+    """The ``template`` an adapter (or model) folder was trained with, from the lf_config.yaml saved beside it."""
+    import yaml
+
+    try:
+        saved = yaml.safe_load((Path(path).expanduser() / "lf_config.yaml").read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    return saved.get("template") if isinstance(saved, dict) else None
+
+
+def _check_token_rows(model: nn.Module, path: str) -> None:
+    """Refuse an adapter that trained embedding rows for tokens this tokenizer does not have (another template)."""
+    indices = _adapter_config(path).get("trainable_token_indices")
+    if isinstance(indices, dict):
+        indices = [i for values in indices.values() for i in values]
+    rows = model.get_input_embeddings().weight.shape[0] if hasattr(model, "get_input_embeddings") else None
+    if not indices or rows is None or max(indices) < rows:
+        return
+    template = trained_template(path)
+    use = f"`template: {template}`, the one it was trained with" if template else "the template it was trained with"
+    raise ModelError(f"Adapter `{path}` trained embedding rows for tokens its template added (ids up to "
+                     f"{max(indices)}), but with the chosen template the model has only {rows} token rows: the "
+                     f"template differs from training. Use {use}.")
 
 
 def _load_adapter(model: nn.Module, path: str, *, is_trainable: bool) -> nn.Module:
     """``PeftModel.from_pretrained``, with an adapter made for another model reported as a user error."""
     from peft import PeftModel
 
+    _check_token_rows(model, path)
     try:
         return PeftModel.from_pretrained(model, path, is_trainable=is_trainable)
     except RuntimeError as err:

@@ -282,7 +282,7 @@ def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, 
     if getattr(config, "model_type", "") in _THINKER_MODEL_TYPES and hasattr(model, "thinker"):
         model = model.thinker
     if tokenizer is not None:
-        _align_with_tokenizer(model, tokenizer, model_args.resize_vocab)
+        _align_with_tokenizer(model, tokenizer)
     _apply_kernels(model, model_args)
     composite = composite_info(model)
     if composite is not None and quantized:
@@ -309,13 +309,17 @@ def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, 
     return model
 
 
-def _align_with_tokenizer(model: Any, tokenizer: Any, resize_vocab: bool) -> None:
-    if resize_vocab:
-        current = model.get_input_embeddings().weight.shape[0]
-        if len(tokenizer) > current:
-            model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of=64)
-            model._lf_new_token_ids = list(range(current, len(tokenizer)))
-            logger.info("Resized embeddings from %d to %d tokens.", current, len(tokenizer))
+def _align_with_tokenizer(model: Any, tokenizer: Any) -> None:
+    """Give every token of the tokenizer an embedding row, and the model the tokenizer's pad id.
+
+    Tokens a template added (stop words, turn markers) need rows whether or not ``resize_vocab`` is set: an
+    adapter trained with them holds those rows, and at inference the chat template writes them.
+    """
+    current = model.get_input_embeddings().weight.shape[0]
+    if len(tokenizer) > current:
+        model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of=64)
+        model._lf_new_token_ids = list(range(current, len(tokenizer)))
+        logger.info("Resized embeddings from %d to %d tokens.", current, len(tokenizer))
     if getattr(model.config, "pad_token_id", None) is None and tokenizer.pad_token_id is not None:
         model.config.pad_token_id = tokenizer.pad_token_id
     generation = getattr(model, "generation_config", None)

@@ -7,6 +7,7 @@ Skipped when ../shared/data is absent (a fresh clone has no ../shared).
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,13 @@ def test_pretraining_text(tmp_path, capsys, dataset):
     events = _train(tmp_path, capsys, "pt_lora_demo.yaml", f"dataset={dataset}", "template=chatml", "max_samples=4")
     start = next(e for e in events if e["event"] == "start")
     assert start["num_examples"] >= 4  # long documents give several blocks of cutoff_len tokens
+
+
+def test_images_are_named_as_not_used_by_a_text_model(tmp_path, capsys, caplog):
+    caplog.set_level(logging.WARNING, logger="engine")
+    _train(tmp_path, capsys, "sft_lora_demo.yaml", "dataset=mllm_demo", "template=chatml", "max_samples=4")
+    assert any("have images, videos or audio" in r.getMessage() and "mllm_demo" in r.getMessage()
+               for r in caplog.records)
 
 
 # ------------------------------------------------------------------------------------ what the model is trained on

@@ -76,6 +76,7 @@ def ws(tmp_path_factory, tokenizer_factory):
     tokenizer = tokenizer_factory()  # knows the ChatML markers, has no chat template of its own
     model = _tiny_model(root / "model", tokenizer, 32)
     _tiny_model(root / "model48", tokenizer, 48)
+    _tiny_model(root / "plain", tokenizer_factory(markers=[]), 32)  # no template markers: templates add tokens
     lora = get_peft_model(AutoModelForCausalLM.from_pretrained(model), LoraConfig(r=4, target_modules=["q_proj"]))
     lora.save_pretrained(root / "adapter32")
     _fake_70b(root / "big70")
@@ -227,6 +228,25 @@ def test_adapter_of_another_base_model(ws, capsys):
     assert str(ws / "model") in message
 
 
+def test_adapter_whose_template_added_tokens(ws, capsys, tmp_path):
+    """Training with a template whose markers the tokenizer lacks adds tokens; chat and export must resize the same
+    way, and a different template is refused with the one the adapter was trained with."""
+    adapter = tmp_path / "adapter"
+    code, err = cli(capsys, "train", str(ws / "sft.yaml"), f"model_name_or_path={ws / 'plain'}",
+                    f"output_dir={adapter}")
+    assert code == 0, err
+    assert json.loads((adapter / "adapter_config.json").read_text())["trainable_token_indices"]
+    base = ["--query", "hi", f"model_name_or_path={ws / 'plain'}", f"adapter_name_or_path={adapter}",
+            "max_new_tokens=4"]
+    code, err = cli(capsys, "chat", str(ws / "sft.yaml"), *base)
+    assert code == 0, err
+    code, err = cli(capsys, "export", str(ws / "sft.yaml"), f"model_name_or_path={ws / 'plain'}",
+                    f"adapter_name_or_path={adapter}", f"export_dir={tmp_path / 'merged'}")
+    assert code == 0, err
+    user_error(capsys, "chat", str(ws / "sft.yaml"), *base, "template=default",
+               words=("differs from training", "Use `template: chatml`"))
+
+
 # ------------------------------------------------------------------------------------------------------- data
 def test_missing_dataset_dir_is_named_once(ws, capsys):
     message = train(ws, capsys, "dataset=good,pairs", f"dataset_dir={ws / 'no-data'}",
@@ -289,6 +309,27 @@ def test_output_dir_that_holds_a_trained_run(ws, capsys, tmp_path):
     (out / "adapter_config.json").write_text("{}", encoding="utf-8")
     train(ws, capsys, f"output_dir={out}", "overwrite_output_dir=false",
           words=("already holds a trained run", "new output_dir", "overwrite_output_dir: true"))
+
+
+def test_output_dir_that_cannot_be_a_folder(ws, capsys, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x", encoding="utf-8")
+    train(ws, capsys, f"output_dir={blocker}", words=("is a file", "give a folder"))
+    train(ws, capsys, f"output_dir={blocker / 'run'}", words=("is inside the file",))
+
+
+def test_run_folder_that_cannot_be_created(tmp_path):
+    from engine.lifecycle import JobContext
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x", encoding="utf-8")
+    with pytest.raises(UserError, match="cannot be created .*set `output_dir` to a folder you can write to"):
+        JobContext(blocker / "run", "train")
+
+
+def test_config_file_that_is_a_folder(ws, capsys):
+    user_error(capsys, "train", str(ws), words=("is a folder", "YAML file"))
+    user_error(capsys, "train", str(ws / "missing.yaml"), words=("missing.yaml` does not exist",))
 
 
 def test_export_without_export_dir(ws, capsys):

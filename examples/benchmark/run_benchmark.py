@@ -109,6 +109,7 @@ def main() -> int:
         ("real (non-pad) tokens/s after step 1", f"{tokens_after_first / max(seconds_after_first, 1e-9):.0f}"),
         ("wall seconds, whole command", f"{wall:.1f}"),
         ("seconds to the first logged step", f"{first['time'] - t0:.1f}"),
+        ("seconds to step 30", f"{next((e['time'] - t0 for e in logs if e['step'] >= 30), float('nan')):.1f}"),
         ("peak RSS of the job", f"{peak_kib / 2**20:.2f} GiB"),
         ("trainable / total parameters", f"{start.get('trainable_params', 0):,} / {start.get('total_params', 0):,}"),
         ("final loss", f"{last.get('loss')}"),

@@ -4,6 +4,7 @@ import io
 import threading
 
 import pytest
+import tinymodels
 import torch
 
 from engine.config import build_config
@@ -14,29 +15,9 @@ STOP_WORD = "<|im_end|>"
 
 
 def build_tiny_model(folder):
-    """A 2-layer Llama (hidden 32) with a byte-level BPE tokenizer trained on the spot; saved to ``folder``.
-
-    The ChatML stop word ``<|im_end|>`` is token 0, so a model whose logits are all equal stops at once.
-    """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    core = Tokenizer(models.BPE())
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    core.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=[STOP_WORD, "<pad>", "</s>", "<|im_start|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    core.train_from_iterator(["Hello, how are you? The cat sat on the mat.", "你好，世界。", "user assistant"] * 4,
-                             trainer)
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="</s>", pad_token="<pad>",
-                                        additional_special_tokens=["<|im_start|>", STOP_WORD])
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-    LlamaForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    """The ChatML stop word ``<|im_end|>`` is token 0, so a model whose logits are all equal stops at once."""
+    return tinymodels.build_tiny_model(folder, specials=(STOP_WORD, "<pad>", "</s>", "<|im_start|>"),
+                                       extra_text=("user assistant",), max_positions=512)
 
 
 @pytest.fixture(scope="module")

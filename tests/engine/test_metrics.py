@@ -4,7 +4,7 @@ import json
 import math
 
 import pytest
-import torch
+from tinymodels import tiny_model_and_tokenizer
 
 from engine.config import build_config
 from engine.evaluate.metrics import (
@@ -84,31 +84,12 @@ def test_perplexity():
 # -- prediction on a tiny model ---------------------------------------------------------------------------------
 
 
-def _tiny_model_and_tokenizer():
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    core = Tokenizer(models.BPE())
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    core.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=["<pad>", "</s>", "<|im_start|>", "<|im_end|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    core.train_from_iterator(["Hello, how are you? The cat sat on the mat.", "你好，世界。"] * 4, trainer)
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="</s>", pad_token="<pad>",
-                                        additional_special_tokens=["<|im_start|>", "<|im_end|>"])
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-    return LlamaForCausalLM(config).eval(), tokenizer
-
-
 def test_run_predict_writes_predictions_and_scores(tmp_path):
     from engine.evaluate.predict import run_predict
     from engine.infer.generation import template_for
     from engine.runs import EventReader, EventWriter
 
-    model, tokenizer = _tiny_model_and_tokenizer()
+    model, tokenizer = tiny_model_and_tokenizer()
     cfg = build_config({"model_name_or_path": "tiny", "template": "chatml", "do_sample": False,
                         "max_new_tokens": 6, "per_device_eval_batch_size": 2})
     template = template_for(cfg, tokenizer)
@@ -141,7 +122,7 @@ def test_run_predict_scores_against_labels(tmp_path):
     from engine.evaluate.predict import run_predict
     from engine.infer.generation import template_for
 
-    model, tokenizer = _tiny_model_and_tokenizer()
+    model, tokenizer = tiny_model_and_tokenizer()
     cfg = build_config({"model_name_or_path": "tiny", "template": "chatml", "do_sample": False, "max_new_tokens": 5})
     template = template_for(cfg, tokenizer)
     rows = [{"prompt_ids": template.encode_prompt(tokenizer, [{"role": "user", "content": "Hello"}]),

@@ -1,4 +1,4 @@
-"""Convert rows of any supported layout into the canonical example of docs/CONTRACTS.md.
+"""Convert rows of any supported layout into the canonical example of engine/CONTRACTS.md.
 
 One explicit dict maps a formatting to its converter:
 

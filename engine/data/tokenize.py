@@ -1,4 +1,4 @@
-"""Canonical examples -> tokenized columns per stage (docs/CONTRACTS.md), with loss masking, truncation and packing.
+"""Canonical examples -> tokenized columns per stage (engine/CONTRACTS.md), with loss masking, truncation and packing.
 
 - ``sft``: ``input_ids``, ``labels`` (-100 on prompts unless ``train_on_prompt``; with ``mask_history`` only the
   last reply is trained), ``attention_mask``.

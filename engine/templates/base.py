@@ -6,7 +6,7 @@ rendered as a list of segments, each marked as prompt or response; the response 
 tool-call turns, which are the only ones trained by default. Rendering, training ids, generation prompts and the
 exported Jinja chat template all come from the same segments, so they cannot drift apart.
 
-Messages use the canonical roles of docs/CONTRACTS.md: ``user``, ``assistant``, ``function`` (an assistant turn
+Messages use the canonical roles of engine/CONTRACTS.md: ``user``, ``assistant``, ``function`` (an assistant turn
 that calls tools; its content is a JSON list of ``{"name", "arguments"}``) and ``observation`` (a tool result).
 A leading ``system`` message, OpenAI's ``tool`` role and ``tool_calls`` field are accepted too. An assistant or
 function message may carry its reasoning in a ``thinking`` (or ``reasoning_content``) field.

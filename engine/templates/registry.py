@@ -12,6 +12,8 @@ _CHATML_SYSTEM = "<|im_start|>system\n{content}<|im_end|>\n"
 _CHATML_USER = "<|im_start|>user\n{content}<|im_end|>\n"
 _CHATML_GEN = "<|im_start|>assistant\n"
 _CHATML_REPLY = "{content}<|im_end|>\n"
+_CHATML_TURNS = {"system": _CHATML_SYSTEM, "user": _CHATML_USER, "gen_prompt": _CHATML_GEN, "assistant": _CHATML_REPLY}
+_CHATML_STOP = {"stop_words": ("<|im_end|>",), "replace_eos": True}
 _QWEN_TOOL_RESULT = "<|im_start|>user\n<tool_response>\n{content}\n</tool_response><|im_end|>\n"
 _QWEN_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 
@@ -60,37 +62,25 @@ TEMPLATES: dict[str, Template] = {
     ),
     "chatml": Template(
         name="chatml",
-        system=_CHATML_SYSTEM,
-        user=_CHATML_USER,
-        gen_prompt=_CHATML_GEN,
-        assistant=_CHATML_REPLY,
+        **_CHATML_TURNS,
         observation="<|im_start|>tool\n{content}<|im_end|>\n",
-        stop_words=("<|im_end|>",),
-        replace_eos=True,
+        **_CHATML_STOP,
         description="Generic ChatML (<|im_start|>role ... <|im_end|>).",
     ),
     "qwen": Template(
         name="qwen",
-        system=_CHATML_SYSTEM,
-        user=_CHATML_USER,
-        gen_prompt=_CHATML_GEN,
-        assistant=_CHATML_REPLY,
+        **_CHATML_TURNS,
         observation=_QWEN_TOOL_RESULT,
         default_system=_QWEN_SYSTEM,
-        stop_words=("<|im_end|>",),
-        replace_eos=True,
+        **_CHATML_STOP,
         tool_format="qwen",
         description="Qwen 2 / 2.5 instruct models.",
     ),
     "qwen3": Template(
         name="qwen3",
-        system=_CHATML_SYSTEM,
-        user=_CHATML_USER,
-        gen_prompt=_CHATML_GEN,
-        assistant=_CHATML_REPLY,
+        **_CHATML_TURNS,
         observation=_QWEN_TOOL_RESULT,
-        stop_words=("<|im_end|>",),
-        replace_eos=True,
+        **_CHATML_STOP,
         reasoning=True,
         thought_words=("<think>\n", "\n</think>\n\n"),
         empty_thought=True,
@@ -99,13 +89,9 @@ TEMPLATES: dict[str, Template] = {
     ),
     "qwen3_nothink": Template(
         name="qwen3_nothink",
-        system=_CHATML_SYSTEM,
-        user=_CHATML_USER,
-        gen_prompt=_CHATML_GEN,
-        assistant=_CHATML_REPLY,
+        **_CHATML_TURNS,
         observation=_QWEN_TOOL_RESULT,
-        stop_words=("<|im_end|>",),
-        replace_eos=True,
+        **_CHATML_STOP,
         tool_format="qwen",
         description="Qwen3 instruct models that never think (e.g. Qwen3-2507-Instruct).",
     ),
@@ -173,8 +159,7 @@ TEMPLATES: dict[str, Template] = {
         gen_prompt="<|im_start|>assistant<|im_sep|>",
         assistant="{content}<|im_end|>",
         observation="<|im_start|>tool<|im_sep|>{content}<|im_end|>",
-        stop_words=("<|im_end|>",),
-        replace_eos=True,
+        **_CHATML_STOP,
         description="Microsoft Phi-4 (<|im_start|>role<|im_sep|> ... <|im_end|>).",
     ),
     "deepseek3": Template(

@@ -271,6 +271,10 @@ def _cross_checks(cfg: RunConfig) -> list[str]:
         problems.append("`save_strategy: best` needs `eval_strategy` steps or epoch.")
     if ft.finetuning_type != "lora" and cfg.model.quantization_bit:
         problems.append("`quantization_bit` works with `finetuning_type: lora` only (QLoRA).")
+    if ft.use_muon and ft.stage not in ("pt", "sft"):
+        problems.append(f"`use_muon: true` works with stages pt and sft (this config has `stage: {ft.stage}`).")
+    if cfg.data.streaming:
+        problems.append("`streaming: true` is not supported; remove it (datasets are loaded, then tokenized once).")
     if ft.finetuning_type == "lora" and ft.use_dora and ft.pissa_init:
         problems.append("`use_dora` and `pissa_init` cannot be combined; choose one.")
     return problems

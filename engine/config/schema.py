@@ -52,7 +52,7 @@ class ModelArgs:
     flash_attn: Attention = opt("auto", "Attention implementation; auto picks sdpa where it is safe.", advanced=True)
     attn_implementation: str | None = opt(None, "Alias of flash_attn accepted for Hugging Face configs.", advanced=True)
     infer_dtype: InferDtype = opt("auto", "Data type for inference and export.")
-    infer_backend: Literal["huggingface", "vllm", "sglang"] = opt("huggingface", "Inference engine for chat.")
+    infer_backend: Literal["huggingface"] = opt("huggingface", "Inference engine for chat (transformers).")
     enable_liger_kernel: bool = opt(False, "Use Liger fused kernels (extra `liger`).", advanced=True)
     use_unsloth: bool = opt(False, "Use Unsloth kernels (not supported; refused with a message).", advanced=True)
     quantization_bit: Literal[None, 4, 8] = opt(None, "Load the base model quantized (QLoRA; extra `bitsandbytes`).",

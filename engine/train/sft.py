@@ -25,7 +25,21 @@ def split_causal_lm(model: Any) -> tuple[Any, Any] | None:
     return backbone, head
 
 
-class LabelPositionsTrainer(Trainer):
+class MuonMixin:
+    """With ``use_muon``, the optimizer is Muon for block matrices plus AdamW for the rest."""
+
+    use_muon = False
+
+    def create_optimizer(self, model=None):
+        if self.use_muon and self.optimizer is None:
+            from engine.train.optimizers import build_muon_optimizer
+
+            self.optimizer = build_muon_optimizer(model or self.model, self.args)
+            return self.optimizer
+        return super().create_optimizer(model)
+
+
+class LabelPositionsTrainer(MuonMixin, Trainer):
     """Applies the output head only where a label is trained.
 
     SFT masks the prompt, so the vocabulary projection and softmax of every prompt position is wasted work and
@@ -62,7 +76,7 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
     if cfg.train.group_by_length and not cfg.data.packing:
         specific["train_sampling_strategy"] = "group_by_length"
     args = build_args(TrainingArguments, cfg, has_eval=has_eval, **specific)
-    return LabelPositionsTrainer(
+    trainer = LabelPositionsTrainer(
         model=model,
         args=args,
         train_dataset=bundle.train,
@@ -71,3 +85,5 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
         processing_class=tokenizer,
         callbacks=callbacks,
     )
+    trainer.use_muon = cfg.finetuning.use_muon
+    return trainer

@@ -167,3 +167,10 @@ def test_torchrun_two_processes_share_the_work(tmp_path, example):
     assert [e["step"] for e in evs if e["event"] == "log"] == [1, 2]
     assert evs[-1]["status"] == "completed"
     assert (out / "adapter_model.safetensors").is_file() or (out / "model.safetensors").is_file()
+
+
+def test_muon_trains_full_finetuning(tmp_path):
+    out = tmp_path / "muon"
+    assert train("sft_full_demo.yaml", out, "use_muon=true", "learning_rate=0.02", "max_steps=3") == 0
+    logs = [e for e in events(out) if e["event"] == "log"]
+    assert logs[-1]["loss"] < logs[0]["loss"]

@@ -52,15 +52,14 @@ def build(board: Board) -> RunsTab:
         show_search="search",
         elem_id="lf-runs-table",
     )
-    with gr.Row(equal_height=True):
-        selected = gr.Dropdown(
-            choices=[],
-            multiselect=True,
-            label=L("runs_selected"),
-            info=L("runs_selected_info"),
-            scale=4,
-            elem_id="lf-runs-selected",
-        )
+    selected = gr.Dropdown(
+        choices=[],
+        multiselect=True,
+        label=L("runs_selected"),
+        info=L("runs_selected_info"),
+        elem_id="lf-runs-selected",
+    )
+    with gr.Row():
         compare_btn = gr.Button(L("runs_compare"), variant="primary", scale=1)
         watch_btn = gr.Button(L("runs_watch"), scale=1)
         abort_btn = gr.Button(L("runs_abort"), scale=1)

@@ -26,20 +26,13 @@ def parse_tools(text: str | None) -> list[dict[str, Any]] | None:
     """Tools typed in the page as JSON (a list of OpenAI tool or function objects); None when empty."""
     if not text or not text.strip():
         return None
+    from engine.templates.tool_base import normalize_tools  # light: no torch, shared with the data layer
+
     try:
-        tools = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ChatError(f"The tools are not valid JSON (line {err.lineno}, column {err.colno}): {err.msg}.") from None
-    if isinstance(tools, dict):
-        tools = [tools]
-    if not isinstance(tools, list):
-        raise ChatError("The tools must be a JSON list of tool definitions.")
-    out = []
-    for tool in tools:
-        if not isinstance(tool, dict):
-            raise ChatError("Each tool must be a JSON object with a name, description and parameters.")
-        out.append(tool if tool.get("type") == "function" else {"type": "function", "function": tool})
-    return out
+        declarations = normalize_tools(text)
+    except ValueError as err:
+        raise ChatError(f"The tools are not usable: {err}. Give a JSON list of tool definitions.") from None
+    return [{"type": "function", "function": tool} for tool in declarations]
 
 
 def stream_chat(

@@ -54,7 +54,7 @@ def normalize_tools(tools: Any) -> list[dict[str, Any]]:
         try:
             tools = json.loads(tools)
         except json.JSONDecodeError as err:
-            raise ValueError(f"the tools column is not valid JSON ({err.msg} at column {err.colno})") from err
+            raise ValueError(f"the tools are not valid JSON ({err.msg} at column {err.colno})") from err
     if isinstance(tools, dict):
         tools = [tools]
     if not isinstance(tools, list):

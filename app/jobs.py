@@ -29,7 +29,20 @@ from typing import Any
 import yaml
 
 from app.monitor import ERROR_LINES, RunMonitor
-from engine.runs import FINAL_STATUSES, KINDS, RunFolder, list_runs, new_run_id, pid_alive, signal_run, tail_text
+from engine.config.limits import shorten, surrogate_at
+from engine.diskfull import disk_full_message, is_disk_full, nearly_full
+from engine.runs import (
+    FINAL_STATUSES,
+    KINDS,
+    RunFolder,
+    list_runs,
+    new_run_id,
+    pid_alive,
+    process_start_time,
+    same_process,
+    signal_run,
+    tail_text,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -43,14 +56,7 @@ class JobError(ValueError):
     """A request the manager cannot carry out (unknown run, wrong state); the message names the fix."""
 
 
-def process_start_time(pid: int) -> float | None:
-    """When a process started (to tell a re-used pid from the run's own process)."""
-    try:
-        import psutil
-
-        return psutil.Process(pid).create_time()
-    except Exception:
-        return None
+MAX_RUN_ID_CHARS = 128
 
 
 def child_env() -> dict[str, str]:
@@ -73,6 +79,15 @@ class _Live:
     started: float | None = None
     abort_deadline: float | None = None
     killed: bool = False
+    verified: bool = True
+    """Whether the pid is known to be the run's own (a child of ours, or a matching ``pid_started``)."""
+    ended: bool = False
+    """The process is gone but its outcome is not written yet (a failed write is retried each tick)."""
+    exit_code: int | None = None
+    reason: str | None = None
+    pending: dict[str, Any] | None = None
+    """run.json fields still to write (a write failed); retried each tick."""
+    write_failed: bool = False
 
 
 class JobManager:
@@ -141,16 +156,22 @@ class JobManager:
                 status, run_id = info.get("status"), folder.id
                 if status == "running" and run_id not in self._live:
                     pid = info.get("pid")
-                    same = pid and pid_alive(int(pid))
-                    if same and info.get("pid_started") and process_start_time(int(pid)):
-                        same = abs(process_start_time(int(pid)) - float(info["pid_started"])) < 2.0
-                    if same:
+                    kind = info.get("kind", "train")
+                    if same_process(info):
+                        self._live[run_id] = _Live(run_id, int(pid), kind=kind, started=info.get("started_at"))
+                        found["attached"].append(run_id)
+                    elif pid and not info.get("pid_started") and pid_alive(int(pid)):
+                        # written without the process start time: watched until the pid ends, never signalled
                         self._live[run_id] = _Live(
-                            run_id, int(pid), kind=info.get("kind", "train"), started=info.get("started_at")
+                            run_id, int(pid), kind=kind, started=info.get("started_at"), verified=False
                         )
                         found["attached"].append(run_id)
+                        logger.warning(
+                            "Run %s has no pid_started in run.json: pid %s is watched but never signalled", run_id, pid
+                        )
                     else:
-                        self._finish(folder, None, reason="lost")
+                        if not self._finish(folder, None, reason="lost"):  # retried by the tick
+                            self._live[run_id] = _Live(run_id, int(pid or 0), kind=kind, ended=True, reason="lost")
                         found["failed"].append(run_id)
                 elif status == "queued" and run_id not in self._queue:
                     queued.append((info.get("created_at", 0), run_id))
@@ -165,8 +186,13 @@ class JobManager:
     # -- requests -----------------------------------------------------------------------------------------
     def folder(self, run_id: str) -> RunFolder:
         """The run folder of ``run_id`` (JobError when it does not exist)."""
-        if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith("."):
-            raise JobError(f"`{run_id}` is not a run id; pick one from the run list.")
+        if not isinstance(run_id, str) or len(run_id) > MAX_RUN_ID_CHARS:
+            raise JobError(
+                f"`{shorten(run_id, 40)}` is not a run id (run ids are at most {MAX_RUN_ID_CHARS} characters); pick "
+                "one from the run list."
+            )
+        if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith(".") or surrogate_at(run_id) is not None:
+            raise JobError(f"`{shorten(run_id, 40)}` is not a run id; pick one from the run list.")
         folder = RunFolder(self.runs_dir / run_id)
         if not folder.exists():
             raise JobError(f"There is no run `{run_id}` in {self.runs_dir}; pick one from the run list.")
@@ -207,18 +233,26 @@ class JobManager:
         mapping = dict(config)
         mapping["output_dir"] = str(folder.path)
         command = self.command_for(kind, folder.config_path, args)
-        folder.create(
-            kind,
-            yaml.safe_dump(mapping, sort_keys=False, allow_unicode=True),
-            command=command,
-            args=list(args or []),
-            **(meta or {}),
-        )
+        try:
+            folder.create(
+                kind,
+                yaml.safe_dump(mapping, sort_keys=False, allow_unicode=True),
+                command=command,
+                args=list(args or []),
+                **(meta or {}),
+            )
+        except OSError as err:
+            shutil.rmtree(folder.path, ignore_errors=True)
+            if is_disk_full(err, self.runs_dir):
+                raise JobError(disk_full_message(self.runs_dir)) from None
+            raise JobError(f"The run folder {folder.path} could not be written: {err.strerror or err}.") from None
         with self._lock:
             if kind in BATCH_KINDS:
                 self._queue.append(run_id)
-            else:
-                self._launch(folder)
+            elif not self._launch(folder):
+                shutil.rmtree(folder.path, ignore_errors=True)
+                raise JobError(disk_full_message(self.runs_dir) if nearly_full(self.runs_dir) else
+                               f"{folder.run_path} could not be written; check the workspace folder.")
         self._wake.set()
         logger.info("Submitted %s run %s", kind, run_id)
         return run_id
@@ -236,28 +270,38 @@ class JobManager:
         folder = self.folder(run_id)
         with self._lock:
             if run_id in self._queue:
-                self._queue.remove(run_id)
-                folder.update(status="aborted", finished_at=time.time(), error="cancelled before it started")
+                self._write(folder, status="aborted", finished_at=time.time(), error="cancelled before it started")
+                self._queue.remove(run_id)  # only once the cancellation is on disk
                 return "cancelled"
             live = self._live.get(run_id)
             info = folder.info()
             if info.get("status") in FINAL_STATUSES:
                 return "finished"  # the engine has reported its outcome; the process is only exiting
-            if live is None and info.get("status") == "running" and pid_alive(info.get("pid")):
+            if live is None and info.get("status") == "running" and same_process(info):
                 live = self._live[run_id] = _Live(
                     run_id, int(info["pid"]), kind=info.get("kind", "train"), started=info.get("started_at")
                 )
             if live is None:
                 if info.get("status") == "queued":  # queued by a board that is gone
-                    folder.update(status="aborted", finished_at=time.time(), error="cancelled before it started")
+                    self._write(folder, status="aborted", finished_at=time.time(), error="cancelled before it started")
                     return "cancelled"
-                if info.get("status") == "running":
+                if info.get("status") == "running" and not (info.get("pid") and pid_alive(int(info["pid"]))):
                     self._finish(folder, None, reason="lost")
+                elif info.get("status") == "running":
+                    raise JobError(_unverified(run_id, info.get("pid")))
                 return "finished"
+            if live.ended:
+                return "finished"
+            if not live.verified:
+                raise JobError(_unverified(run_id, live.pid))
             if live.abort_deadline is None:
                 live.abort_deadline = time.time() + self.kill_grace
-                folder.update(abort_requested_at=time.time())
-                if not signal_run(folder.info() | {"pgid": folder.info().get("pgid") or live.pid}, signal.SIGTERM):
+                try:
+                    folder.update(abort_requested_at=time.time())
+                except OSError:
+                    pass  # the signal matters more than the note
+                target = folder.info() | {"pid": live.pid, "pgid": folder.info().get("pgid") or live.pid}
+                if not signal_run(target, signal.SIGTERM, verified=live.proc is not None):
                     logger.warning("Run %s: SIGTERM could not be delivered", run_id)
         self._wake.set()
         return "stopping"
@@ -291,7 +335,7 @@ class JobManager:
     def busy(self) -> bool:
         """Whether the devices are taken by batch jobs (a new batch job will wait in the queue)."""
         with self._lock:
-            return sum(1 for live in self._live.values() if live.kind in BATCH_KINDS) >= self.max_parallel
+            return sum(1 for live in self._live.values() if live.kind in BATCH_KINDS and not live.ended) >= self.max_parallel
 
     def monitor(self, run_id: str) -> RunMonitor:
         """The shared, refreshed monitor of a run."""
@@ -356,37 +400,80 @@ class JobManager:
             self._wake.clear()
 
     def tick(self) -> None:
-        """One round: reap, escalate aborts, start queued jobs."""
+        """One round: reap, escalate aborts, start queued jobs, retry writes that failed.
+
+        In-memory state changes only after run.json says so: a run leaves the live set once its outcome is
+        written, and leaves the queue once it is marked running. A failed write (a full disk) is retried on the
+        next tick, so no state change is lost and the board recovers by itself when space comes back.
+        """
         with self._lock:
             for run_id, live in list(self._live.items()):
                 folder = RunFolder(self.runs_dir / run_id)
-                code = live.proc.poll() if live.proc is not None else None
-                alive = code is None and (live.proc is not None or pid_alive(live.pid))
-                if alive:
-                    if live.abort_deadline is not None and time.time() > live.abort_deadline and not live.killed:
-                        logger.warning("Run %s ignored SIGTERM for %.0fs: sending SIGKILL", run_id, self.kill_grace)
-                        signal_run({"pgid": folder.info().get("pgid") or live.pid}, signal.SIGKILL)
-                        live.killed = True
-                    continue
-                del self._live[run_id]
-                self._finish(folder, code, reason="aborted" if live.abort_deadline else None)
-            running_batch = sum(1 for live in self._live.values() if live.kind in BATCH_KINDS)
+                if live.pending and self._try_write(folder, live, live.pending):
+                    live.pending = None
+                if not live.ended:
+                    code = live.proc.poll() if live.proc is not None else None
+                    alive = code is None and (live.proc is not None or pid_alive(live.pid))
+                    if alive:
+                        if live.abort_deadline is not None and time.time() > live.abort_deadline and not live.killed:
+                            logger.warning(
+                                "Run %s ignored SIGTERM for %.0fs: sending SIGKILL", run_id, self.kill_grace
+                            )
+                            target = folder.info() | {"pid": live.pid, "pgid": folder.info().get("pgid") or live.pid}
+                            signal_run(target, signal.SIGKILL, verified=live.proc is not None)
+                            live.killed = True
+                        continue
+                    live.ended, live.exit_code = True, code
+                    live.reason = "aborted" if live.abort_deadline else None
+                if self._finish(folder, live.exit_code, reason=live.reason, live=live):
+                    del self._live[run_id]
+            running_batch = sum(1 for live in self._live.values() if live.kind in BATCH_KINDS and not live.ended)
             while self._queue and running_batch < self.max_parallel:
-                run_id = self._queue.pop(0)
+                run_id = self._queue[0]
                 folder = RunFolder(self.runs_dir / run_id)
                 if folder.status() != "queued":
+                    self._queue.pop(0)
                     continue
-                self._launch(folder)
+                if not self._launch(folder):
+                    break  # run.json could not be written: the run stays first in the queue for the next tick
+                self._queue.pop(0)
                 running_batch += 1
 
-    def _launch(self, folder: RunFolder) -> None:
+    def _write(self, folder: RunFolder, **fields: Any) -> None:
+        """Write run.json fields for a request; a failure becomes a JobError that names the cause."""
+        try:
+            folder.update(**fields)
+        except OSError as err:
+            if is_disk_full(err, folder.path):
+                raise JobError(disk_full_message(folder.path)) from None
+            raise JobError(f"{folder.run_path} could not be written: {err.strerror or err}.") from None
+
+    def _try_write(self, folder: RunFolder, live: _Live | None, fields: dict[str, Any]) -> bool:
+        """Merge ``fields`` into run.json; False (logged once per run, as one line) when the write fails."""
+        try:
+            folder.update(**fields)
+        except OSError as err:
+            if live is None or not live.write_failed:
+                why = disk_full_message(folder.path) if is_disk_full(err, folder.path) else str(err)
+                logger.warning("Run %s: could not write run.json (%s); retrying", folder.id, why)
+            if live is not None:
+                live.write_failed = True
+            return False
+        if live is not None and live.write_failed:
+            logger.info("Run %s: run.json written again", folder.id)
+            live.write_failed = False
+        return True
+
+    def _launch(self, folder: RunFolder) -> bool:
+        """Mark a run running and start its process; False when run.json could not be written (nothing started)."""
         info = folder.info()
         kind = info.get("kind", "train")
         command = self.command_for(kind, folder.config_path, info.get("args"))
         now = time.time()
-        folder.update(
-            status="running", started_at=now, launched_at=now, command=command, finished_at=None, exit_code=None
-        )
+        fields = dict(status="running", started_at=now, launched_at=now, command=command, finished_at=None,
+                      exit_code=None)
+        if not self._try_write(folder, None, fields):
+            return False
         try:
             with open(folder.log_path, "ab") as log:
                 proc = subprocess.Popen(
@@ -399,21 +486,31 @@ class JobManager:
                     start_new_session=True,
                 )
         except OSError as err:
-            folder.update(
-                status="failed",
-                finished_at=time.time(),
-                exit_code=None,
-                error=f"Could not start `{' '.join(command)}`: {err}",
-            )
-            return
-        folder.update(pid=proc.pid, pgid=proc.pid, pid_started=process_start_time(proc.pid))
-        self._live[folder.id] = _Live(folder.id, proc.pid, kind=kind, proc=proc, started=time.time())
+            error = f"Could not start `{' '.join(command)}`: {err}"
+            if is_disk_full(err, folder.path):
+                error = disk_full_message(folder.path)
+            failed = _Live(folder.id, 0, kind=kind, ended=True)
+            failed.pending = dict(status="failed", finished_at=time.time(), exit_code=None, error=error)
+            self._live[folder.id] = failed  # the tick writes the outcome (and retries it)
+            return True
+        live = _Live(folder.id, proc.pid, kind=kind, proc=proc, started=time.time())
+        live.pending = dict(pid=proc.pid, pgid=proc.pid, pid_started=process_start_time(proc.pid))
+        if self._try_write(folder, live, live.pending):
+            live.pending = None
+        self._live[folder.id] = live
         logger.info("Started run %s (pid %d): %s", folder.id, proc.pid, " ".join(command))
+        return True
 
-    def _finish(self, folder: RunFolder, exit_code: int | None, reason: str | None) -> None:
-        """Record the outcome of a process that has ended, unless the engine already did."""
+    def _finish(self, folder: RunFolder, exit_code: int | None, reason: str | None, live: _Live | None = None) -> bool:
+        """Record the outcome of a process that has ended, unless the engine already did.
+
+        Returns:
+            Whether run.json now holds the outcome (False: the write failed; call again on the next tick).
+        """
         info = folder.info()
         fields: dict[str, Any] = {}
+        if live is not None and live.pending:
+            return False  # earlier fields are still unwritten
         if info.get("status") in FINAL_STATUSES:
             if info.get("exit_code") is None and exit_code is not None:
                 fields["exit_code"] = exit_code
@@ -428,6 +525,8 @@ class JobManager:
                 status, error = "aborted", "stopped by request"
             elif exit_code == 0:
                 status, error = "completed", None
+            elif any("no space left on device" in line.lower() for line in tail) or nearly_full(folder.path):
+                status, error = "failed", disk_full_message(folder.path)
             elif reason == "lost":
                 status = "failed"
                 error = "The process ended while the board was not watching and left no result."
@@ -439,9 +538,18 @@ class JobManager:
                 if tail:
                     error += " Last lines of its log:\n" + "\n".join(tail)
             fields = {"status": status, "error": error, "exit_code": exit_code, "finished_at": time.time()}
-        if fields:
-            folder.update(**fields)
+        if fields and not self._try_write(folder, live, fields):
+            return False
         logger.info("Run %s ended: %s", folder.id, folder.status())
+        return True
+
+
+def _unverified(run_id: str, pid: Any) -> str:
+    return (
+        f"Run `{run_id}` was started without a recorded process start time (`pid_started` in run.json), so pid {pid} "
+        "may belong to another program by now; it is not signalled. If that process is the run, stop it yourself "
+        f"(`kill -TERM -- -{pid}`)."
+    )
 
 
 def _end_event(folder: RunFolder) -> dict[str, Any] | None:

@@ -192,6 +192,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     cfg = _load(args, args.purpose)
     print(f"OK: {args.config} is valid for `{args.purpose}` (stage {cfg.finetuning.stage}, "
           f"{cfg.finetuning.finetuning_type}, model {cfg.model.model_name_or_path}).")
+    if args.purpose == "train":
+        from engine.train.workflow import describe_resume
+
+        resume = describe_resume(cfg)
+        if resume:
+            print(resume)
     return 0
 
 

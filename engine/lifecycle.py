@@ -14,8 +14,10 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from engine.checkpoints import remove_torn
+from engine.diskfull import DiskFullError, disk_full_message, is_disk_full
 from engine.errors import AbortRequested, UserError
-from engine.runs import EventWriter, RunFolder, package_versions
+from engine.runs import EventWriter, RunFolder, package_versions, process_start_time
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +72,7 @@ class JobContext:
         info = self.folder.info()
         self.folder.update(
             id=info.get("id", self.folder.id), kind=info.get("kind", self.kind), status="running",
-            pid=os.getpid(), pgid=os.getpgid(0), started_at=time.time(), finished_at=None, exit_code=None,
+            pid=os.getpid(), pgid=os.getpgid(0), pid_started=process_start_time(os.getpid()), started_at=time.time(), finished_at=None, exit_code=None,
             error=None, created_at=info.get("created_at", time.time()),
             command=info.get("command") or [sys.executable, "-m", "engine", *sys.argv[1:]],
             versions=package_versions(),
@@ -82,7 +84,11 @@ class JobContext:
             signal.signal(sig, handler)
         if not self.is_main_process:
             return False
-        if exc_type is None:
+        disk_full = exc_type is not None and is_disk_full(exc, self.folder.path)
+        if disk_full:
+            self.status = "failed"
+            self.error = self._disk_full_error()
+        elif exc_type is None:
             self.status = "aborted" if self.abort_requested else self.status
         elif issubclass(exc_type, (AbortRequested, KeyboardInterrupt)):
             self.status = "aborted"
@@ -96,13 +102,26 @@ class JobContext:
             tail = "".join(traceback.format_exception(exc_type, exc, tb)[-3:])
             self.metrics.setdefault("traceback_tail", tail[-2000:])
         exit_code = {"completed": 0, "running": 0, "aborted": 130, "failed": 1}.get(self.status, 1)
-        if exc_type is not None and issubclass(exc_type, UserError):
+        if exc_type is not None and (disk_full or issubclass(exc_type, UserError)):
             exit_code = 2  # what the CLI exits with for a user error
         if self.status == "running":
             self.status = "completed"
-        self.events.write({"event": "end", "status": self.status, "error": self.error, "metrics": self.metrics})
-        self.folder.update(status=self.status, finished_at=time.time(), exit_code=exit_code, error=self.error)
+        try:
+            self.events.write({"event": "end", "status": self.status, "error": self.error, "metrics": self.metrics})
+            self.folder.update(status=self.status, finished_at=time.time(), exit_code=exit_code, error=self.error)
+        except OSError as err:  # the board records the outcome from the exit code and the log
+            logger.error("Could not record the outcome in %s: %s", self.folder.run_path, err)
+        if disk_full and not isinstance(exc, DiskFullError):
+            raise DiskFullError(self.error) from exc  # the CLI prints it without a traceback
         return False  # let the CLI decide how to report the exception
+
+    def _disk_full_error(self) -> str:
+        """The disk-full message; torn checkpoints (useless for resuming) are removed to make room for it."""
+        removed = remove_torn(self.folder.path)
+        message = disk_full_message(self.folder.path)
+        if removed:
+            message += f" The incomplete {', '.join(removed)} was removed."
+        return message
 
 
 class _NullWriter:

@@ -11,6 +11,7 @@ import json
 import os
 import secrets
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -45,9 +46,22 @@ def package_versions() -> dict[str, str]:
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
-    os.replace(tmp, path)
+    """Write ``data`` to a temp file beside ``path``, then rename it over ``path``.
+
+    Either the old or the new content is there afterwards, never half of one. When the write fails (a full disk)
+    the temp file is removed and the error raised: callers change their in-memory state only after success.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
+    try:
+        tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -229,9 +243,52 @@ class TextFollower:
         return chunk.decode("utf-8", errors="replace")
 
 
-def signal_run(info: dict[str, Any], sig: int = signal.SIGTERM) -> bool:
-    """Send a signal to a run's process group (or process). True if something was signalled."""
+def process_start_time(pid: int | None) -> float | None:
+    """When process ``pid`` started (seconds since the epoch), to tell a re-used pid from a run's own process."""
+    if not pid:
+        return None
+    try:
+        import psutil
+
+        return psutil.Process(int(pid)).create_time()
+    except ImportError:
+        pass
+    except Exception:
+        return None
+    try:  # Linux without psutil: field 22 of /proc/PID/stat counts clock ticks since boot
+        stat = Path(f"/proc/{int(pid)}/stat").read_text().rsplit(")", 1)[1].split()
+        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+        return boot + int(stat[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+START_TIME_TOLERANCE = 2.0
+
+
+def same_process(info: dict[str, Any]) -> bool:
+    """Whether the process recorded in run.json is still the run's own: its pid is alive and started when
+    ``pid_started`` says. A run without ``pid_started`` can never be confirmed (its pid may belong to anything)."""
+    pid, started = info.get("pid"), info.get("pid_started")
+    if not pid or not started or not pid_alive(int(pid)):
+        return False
+    now = process_start_time(int(pid))
+    try:
+        return now is not None and abs(now - float(started)) < START_TIME_TOLERANCE
+    except (TypeError, ValueError):
+        return False
+
+
+def signal_run(info: dict[str, Any], sig: int = signal.SIGTERM, *, verified: bool = False) -> bool:
+    """Send a signal to a run's process group (or process). True if something was signalled.
+
+    Only a process confirmed by :func:`same_process` is signalled, unless the caller holds the process itself
+    (``verified``: its own child, not yet reaped, so its pid cannot have been re-used).
+    """
     pgid, pid = info.get("pgid"), info.get("pid")
+    if not verified and not same_process(info):
+        return False
     try:
         if pgid:
             os.killpg(int(pgid), sig)

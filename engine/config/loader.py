@@ -15,6 +15,16 @@ from typing import Any, Literal, get_args, get_origin
 
 import yaml
 
+from engine.config.limits import (
+    format_problems,
+    key_problem,
+    non_finite,
+    non_finite_problem,
+    shorten,
+    shown,
+    size_problems,
+    text_problem,
+)
 from engine.config.schema import (
     SECTIONS,
     DataArgs,
@@ -49,7 +59,7 @@ class ConfigError(UserError, ValueError):
 
     def format(self) -> str:
         head = f"{len(self.problems)} problem(s) in the config:" if len(self.problems) > 1 else "Problem in the config:"
-        return head + "\n" + "\n".join(f"  - {p}" for p in self.problems)
+        return format_problems(head, self.problems)
 
 
 @dataclass
@@ -148,10 +158,10 @@ def coerce_value(key: str, value: Any, tp: Any) -> Any:
         for choice in choices:
             if value == choice or (isinstance(value, str) and choice is not None and value == str(choice)):
                 return choice
-        shown = ", ".join(repr(c) if c is not None else "null" for c in choices)
-        hint = difflib.get_close_matches(str(value), [str(c) for c in choices if c is not None], n=1)
+        listed = ", ".join(repr(c) if c is not None else "null" for c in choices)
+        hint = difflib.get_close_matches(str(value)[:100], [str(c) for c in choices if c is not None], n=1)
         extra = f" Did you mean {hint[0]!r}?" if hint else ""
-        raise ValueError(f"`{key}: {value!r}` is not a valid choice; use one of {shown}.{extra}")
+        raise ValueError(f"`{key}: {shown(value)}` is not a valid choice; use one of {listed}.{extra}")
     base, optional = _base_type(tp)
     if value is None or (optional and isinstance(value, str) and value.strip().lower() in ("null", "none")):
         if optional:
@@ -162,32 +172,43 @@ def coerce_value(key: str, value: Any, tp: Any) -> Any:
             return value
         if isinstance(value, (int, str)) and str(value).strip().lower() in _TRUE | _FALSE:
             return str(value).strip().lower() in _TRUE
-        raise ValueError(f"`{key}: {value!r}` must be true or false.")
+        raise ValueError(f"`{key}: {shown(value)}` must be true or false.")
     if base is int:
         if isinstance(value, bool):
-            raise ValueError(f"`{key}: {value!r}` must be a whole number.")
+            raise ValueError(f"`{key}: {shown(value)}` must be a whole number.")
         if isinstance(value, int):
             return value
         try:
             as_float = float(value)
         except (TypeError, ValueError):
-            raise ValueError(f"`{key}: {value!r}` must be a whole number.") from None
+            raise ValueError(f"`{key}: {shown(value)}` must be a whole number.") from None
+        if non_finite(as_float):
+            raise ValueError(non_finite_problem(key, as_float))
         if not as_float.is_integer():
-            raise ValueError(f"`{key}: {value!r}` must be a whole number, not a fraction.")
+            raise ValueError(f"`{key}: {shown(value)}` must be a whole number, not a fraction.")
         return int(as_float)
     if base is float:
         if isinstance(value, bool):
-            raise ValueError(f"`{key}: {value!r}` must be a number.")
+            raise ValueError(f"`{key}: {shown(value)}` must be a number.")
         try:
-            return float(value)
+            number = float(value)
         except (TypeError, ValueError):
-            raise ValueError(f"`{key}: {value!r}` must be a number (e.g. 1.0e-4).") from None
+            raise ValueError(f"`{key}: {shown(value)}` must be a number (e.g. 1.0e-4).") from None
+        if non_finite(number):
+            raise ValueError(non_finite_problem(key, number))
+        return number
     if base is str:
         if isinstance(value, (list, tuple)):
-            return ",".join(str(v) for v in value)
+            value = ",".join(str(v) for v in value)
         if isinstance(value, (dict,)):
             raise ValueError(f"`{key}` must be text, not a mapping.")
-        return str(value)
+        if non_finite(value):  # `.nan` where a path or name is expected
+            raise ValueError(non_finite_problem(key, value))
+        text = str(value)
+        problem = text_problem(key, text)
+        if problem:
+            raise ValueError(problem)
+        return text
     return value
 
 
@@ -203,14 +224,19 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
         mapping = {}
     if not isinstance(mapping, dict):
         raise ConfigError([f"The config must be a mapping of `key: value` lines, not a {type(mapping).__name__}."])
+    problems: list[str] = size_problems(mapping)
+    if problems:
+        raise ConfigError(problems)
     known = all_keys()
-    problems: list[str] = []
     notes: list[str] = []
     values: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
     extra: dict[str, Any] = {}
     unknown: list[str] = []
     for key, value in mapping.items():
         key = str(key)
+        if key_problem(key):
+            problems.append(key_problem(key))
+            continue
         if key == "attn_implementation" and value is not None:
             key, value = "flash_attn", {"flash_attention_2": "flash_attention_2"}.get(value, value)
         if key in known:
@@ -236,11 +262,14 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
         vocabulary = sorted(set(known) | hf_keys)
         for key in unknown:
             if key in hf_keys:
-                extra[key] = mapping[key]
+                if non_finite(mapping[key]):
+                    problems.append(non_finite_problem(key, mapping[key]))
+                else:
+                    extra[key] = mapping[key]
                 continue
             close = difflib.get_close_matches(key, vocabulary, n=1, cutoff=0.6)
             fix = f" Did you mean `{close[0]}`?" if close else " Remove it or check the spelling."
-            problems.append(f"Unknown key `{key}`.{fix}")
+            problems.append(f"Unknown key `{shorten(key, 80)}`.{fix}")
     cfg = RunConfig(
         **{name: SECTIONS[name](**values[name]) for name in SECTIONS},
         extra=extra,

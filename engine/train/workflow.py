@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from engine.checkpoints import checkpoint_problem, describe_torn, latest_complete, step_of
 from engine.config import RunConfig
 from engine.errors import UserError
 from engine.lifecycle import JobContext
@@ -41,31 +42,53 @@ def check_output_dir(cfg: RunConfig) -> None:
 
 
 def resolve_resume(cfg: RunConfig) -> str | bool | None:
+    """The checkpoint to resume from: the latest *complete* one for ``true`` (torn ones are named and skipped)."""
     value = cfg.train.resume_from_checkpoint
     if value is None or str(value).lower() in ("false", "no", ""):
         return None
     out = Path(cfg.train.output_dir)
     if str(value).lower() in ("true", "yes", "last"):
-        checkpoints = _checkpoints(out)
-        if not checkpoints:
+        latest, skipped = latest_complete(out)
+        if latest is None and skipped:
+            raise UserError(f"`resume_from_checkpoint: true` but no checkpoint in `{out}` is complete "
+                            f"({describe_torn(skipped)}); remove `resume_from_checkpoint` to start over, or delete "
+                            "the incomplete folders.")
+        if latest is None:
             raise UserError(f"`resume_from_checkpoint: true` but `{out}` holds no checkpoint-* folder yet; remove "
                             "`resume_from_checkpoint` to start a new run, or set `output_dir` to the run to continue.")
-        return str(checkpoints[-1])
+        if skipped:
+            logger.warning("Skipping the incomplete %s; resuming from %s.", describe_torn(skipped), latest.name)
+        return str(latest)
     folder = Path(value).expanduser()
     if not folder.is_dir():
         raise UserError(f"`resume_from_checkpoint: {value}` does not exist; give a checkpoint folder or `true`.")
-    if not (folder / "trainer_state.json").is_file():
-        inside = _checkpoints(folder)
-        hint = f" Did you mean `{inside[-1]}`?" if inside else ""
+    if not (folder / "trainer_state.json").is_file() and step_of(folder) is None:
+        inside, _ = latest_complete(folder)
+        hint = f" Did you mean `{inside}`?" if inside else ""
         raise UserError(f"`resume_from_checkpoint: {value}` is not a checkpoint (it has no trainer_state.json); give "
                         f"a checkpoint-N folder saved by a run, or `true` for the latest one in output_dir.{hint}")
+    problem = checkpoint_problem(folder)
+    if problem:
+        latest, _ = latest_complete(folder.parent)
+        hint = f" The latest complete one is `{latest}`." if latest else ""
+        raise UserError(f"`resume_from_checkpoint: {value}` is incomplete ({problem}); it cannot be resumed from.{hint}")
     return str(folder)
 
 
-def _checkpoints(folder: Path) -> list[Path]:
-    """The checkpoint-N folders inside ``folder``, oldest first."""
-    found = [p for p in folder.glob("checkpoint-*") if p.is_dir() and p.name.split("-")[-1].isdigit()]
-    return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
+def describe_resume(cfg: RunConfig) -> str | None:
+    """One line for `lf-engine check`: which checkpoint a resume starts from and which torn ones it skips."""
+    try:
+        resume = resolve_resume(cfg) if cfg.train.do_train else None
+    except UserError:
+        return None  # reported as a problem by the pre-flight check
+    if not resume:
+        return None
+    line = f"Resumes from {resume}"
+    if str(cfg.train.resume_from_checkpoint).lower() in ("true", "yes", "last"):
+        _, skipped = latest_complete(cfg.train.output_dir)
+        if skipped:
+            line += f", skipping the incomplete {describe_torn(skipped)}"
+    return line + "."
 
 
 def save_provenance(cfg: RunConfig, folder: Path) -> None:

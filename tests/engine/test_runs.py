@@ -7,7 +7,16 @@ import subprocess
 import sys
 import time
 
-from engine.runs import EventReader, EventWriter, RunFolder, TextFollower, list_runs, pid_alive, signal_run
+from engine.runs import (
+    EventReader,
+    EventWriter,
+    RunFolder,
+    TextFollower,
+    list_runs,
+    pid_alive,
+    process_start_time,
+    signal_run,
+)
 
 
 def test_create_update_and_list(tmp_path):
@@ -51,7 +60,11 @@ def test_signal_reaches_the_process_group():
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
     try:
         assert pid_alive(proc.pid)
-        assert signal_run({"pgid": os.getpgid(proc.pid)}, signal.SIGTERM)
+        info = {"pid": proc.pid, "pgid": os.getpgid(proc.pid)}
+        assert not signal_run(info, signal.SIGTERM)  # no pid_started: never signalled
+        assert not signal_run(info | {"pid_started": process_start_time(proc.pid) - 3600}, signal.SIGTERM)  # re-used
+        assert proc.poll() is None
+        assert signal_run(info | {"pid_started": process_start_time(proc.pid)}, signal.SIGTERM)
         proc.wait(timeout=10)
         assert proc.returncode == -signal.SIGTERM
         assert not pid_alive(proc.pid)

@@ -1,0 +1,166 @@
+"""Find a run's checkpoints and tell complete ones from torn ones.
+
+A process killed (or a disk that fills up) while the Trainer saves leaves a ``checkpoint-N`` folder with only part
+of its files: often just README.md, or weights cut off in the middle. The Trainer writes ``trainer_state.json``
+last, so a checkpoint counts as complete when that file parses, its weights are there and whole (a safetensors
+file as long as its header says, a torch zip with its closing directory), and so are the optimizer and scheduler
+states it has. Reading headers only: no tensor is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import struct
+import zipfile
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "checkpoint-"
+STATE_FILE = "trainer_state.json"
+WEIGHT_FILES = (
+    "adapter_model.safetensors", "adapter_model.bin", "model.safetensors", "model.safetensors.index.json",
+    "pytorch_model.bin", "pytorch_model.bin.index.json",
+)
+TORCH_STATE_FILES = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state.pth")
+
+
+def step_of(path: Path) -> int | None:
+    """N of a ``checkpoint-N`` folder (None for anything else)."""
+    tail = path.name[len(PREFIX):] if path.name.startswith(PREFIX) else ""
+    return int(tail) if tail.isdigit() else None
+
+
+def list_checkpoints(folder: str | Path) -> list[Path]:
+    """The checkpoint-N folders directly inside ``folder``, oldest first (complete or not)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    found = [p for p in folder.iterdir() if p.is_dir() and step_of(p) is not None]
+    return sorted(found, key=step_of)
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                return f"{path.name} is empty or cut off"
+            (length,) = struct.unpack("<Q", head)
+            if length > size - 8:
+                return f"{path.name} is cut off"
+            header = json.loads(fh.read(length))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return f"{path.name} is cut off or unreadable"
+    ends = [info["data_offsets"][1] for key, info in header.items() if key != "__metadata__" and "data_offsets" in info]
+    if size < 8 + length + max(ends, default=0):
+        return f"{path.name} is cut off ({size:,} of {8 + length + max(ends):,} bytes)"
+    return None
+
+
+def _torch_file_problem(path: Path) -> str | None:
+    try:
+        if path.stat().st_size == 0 or not zipfile.is_zipfile(path):
+            return f"{path.name} is cut off"
+    except OSError:
+        return f"{path.name} is unreadable"
+    return None
+
+
+def _file_problem(path: Path) -> str | None:
+    if path.suffix == ".safetensors":
+        return _safetensors_problem(path)
+    if path.suffix in (".bin", ".pt", ".pth"):
+        return _torch_file_problem(path)
+    return None
+
+
+def _weights_problem(folder: Path) -> str | None:
+    present = [folder / name for name in WEIGHT_FILES if (folder / name).is_file()]
+    if not present:
+        if any(p.is_dir() for p in folder.glob("global_step*")):  # DeepSpeed keeps the weights there
+            return None
+        return "no model or adapter weights"
+    for path in present:
+        if path.name.endswith(".index.json"):
+            try:
+                shards = set(json.loads(path.read_text(encoding="utf-8"))["weight_map"].values())
+            except (OSError, ValueError, KeyError, AttributeError):
+                return f"{path.name} is cut off"
+            for shard in sorted(shards):
+                if not (folder / shard).is_file():
+                    return f"the weight shard {shard} is missing"
+                problem = _file_problem(folder / shard)
+                if problem:
+                    return problem
+        else:
+            problem = _file_problem(path)
+            if problem:
+                return problem
+    return None
+
+
+def checkpoint_problem(folder: str | Path) -> str | None:
+    """Why ``folder`` is not a complete checkpoint (None when it is one)."""
+    folder = Path(folder)
+    state = folder / STATE_FILE
+    if not state.is_file():
+        names = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+        held = f"it holds only {', '.join(names)}" if 0 < len(names) <= 3 else ("it is empty" if not names else
+                                                                                 f"{len(names)} files")
+        return f"no {STATE_FILE} ({held}): the save was cut off"
+    try:
+        json.loads(state.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return f"{STATE_FILE} is cut off"
+    problem = _weights_problem(folder)
+    if problem:
+        return problem
+    for name in TORCH_STATE_FILES:
+        if (folder / name).is_file():
+            problem = _torch_file_problem(folder / name)
+            if problem:
+                return problem
+    return None
+
+
+def torn_checkpoints(folder: str | Path) -> list[tuple[Path, str]]:
+    """(checkpoint, what is wrong) for every incomplete checkpoint-N in ``folder``, oldest first."""
+    out = []
+    for path in list_checkpoints(folder):
+        problem = checkpoint_problem(path)
+        if problem:
+            out.append((path, problem))
+    return out
+
+
+def latest_complete(folder: str | Path) -> tuple[Path | None, list[tuple[Path, str]]]:
+    """The newest complete checkpoint in ``folder`` and the torn ones newer than it (skipped, newest first)."""
+    skipped = []
+    for path in reversed(list_checkpoints(folder)):
+        problem = checkpoint_problem(path)
+        if problem is None:
+            return path, skipped
+        skipped.append((path, problem))
+    return None, skipped
+
+
+def describe_torn(torn: list[tuple[Path, str]]) -> str:
+    return "; ".join(f"{path.name}: {problem}" for path, problem in torn)
+
+
+def remove_torn(folder: str | Path) -> list[str]:
+    """Delete the incomplete checkpoints in ``folder`` (they cannot be resumed from); returns their names."""
+    removed = []
+    for path, problem in torn_checkpoints(folder):
+        try:
+            shutil.rmtree(path)
+        except OSError as err:
+            logger.warning("Could not remove the incomplete %s: %s", path, err)
+            continue
+        logger.warning("Removed the incomplete %s (%s).", path.name, problem)
+        removed.append(path.name)
+    return removed

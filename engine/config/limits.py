@@ -1,0 +1,108 @@
+"""Size limits on config input, and short forms of values for messages.
+
+A config is a few dozen keys of short values. Caps keep a hostile or broken input (a megabyte model name, a hundred
+thousand unknown keys, a NaN learning rate) from turning into a raw OS error, a minute of work or a megabyte of
+error message: each is refused at once with a message that names the problem and the fix.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+MAX_KEYS = 1000
+"""Most keys one config may hold (LLaMA-Factory configs hold tens; all Hugging Face training keys are ~150)."""
+MAX_KEY_CHARS = 200
+MAX_PATH_CHARS = 4096
+"""PATH_MAX on Linux: longer paths cannot be opened anyway."""
+MAX_NAME_CHARS = 255
+"""NAME_MAX on Linux: the longest single folder or file name."""
+MAX_TEXT_CHARS = 100_000
+"""Longest text value (a system prompt, a list of dataset names)."""
+MAX_PROBLEMS_SHOWN = 30
+MAX_MESSAGE_CHARS = 8000
+
+# keys whose values are file-system paths or hub ids (comma separated lists for some)
+PATH_KEYS = frozenset({
+    "model_name_or_path", "adapter_name_or_path", "cache_dir", "dataset_dir", "tokenized_path", "output_dir",
+    "export_dir", "deepspeed", "fsdp_config", "resume_from_checkpoint", "ref_model", "dataset", "eval_dataset",
+})
+
+
+def shorten(text: Any, limit: int = 60) -> str:
+    """``text`` cut to ``limit`` characters with a note of the full length (lone surrogates made visible)."""
+    text = str(text)
+    if len(text) > limit:
+        text = f"{text[:limit]}… ({len(text):,} characters)"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """A value as a message shows it: its repr, shortened."""
+    return shorten(repr(value), limit)
+
+
+def non_finite(value: Any) -> bool:
+    """Whether ``value`` is a float NaN or infinity (which fail every ``<``/``>`` bound check silently)."""
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+def non_finite_problem(key: str, value: float) -> str:
+    return (f"`{key}: {value}` is not a finite number (NaN and infinities are refused: they slip past every bound "
+            "and break training); give a real number.")
+
+
+def text_problem(key: str, value: str) -> str | None:
+    """Why a text value is too long or not valid Unicode (None when it is fine)."""
+    bad = surrogate_at(value)
+    if bad is not None:
+        return (f"`{key}` holds an invalid character (a lone surrogate, U+{ord(value[bad]):04X}, at position "
+                f"{bad + 1}); save the config as UTF-8 text and check the value.")
+    if key in PATH_KEYS:
+        if len(value) > MAX_PATH_CHARS:
+            return (f"`{key}` is {len(value):,} characters long (`{shorten(value, 40)}`); a path or hub id has at most "
+                    f"{MAX_PATH_CHARS} characters. Check the value.")
+        for item in value.split(","):
+            longest = max(item.replace("\\", "/").split("/"), key=len)
+            if len(longest) > MAX_NAME_CHARS:
+                return (f"`{key}` holds a name of {len(longest):,} characters (`{shorten(longest, 40)}`); a folder or "
+                        f"file name has at most {MAX_NAME_CHARS}. Check the value.")
+        return None
+    if len(value) > MAX_TEXT_CHARS:
+        return (f"`{key}` is {len(value):,} characters long (`{shorten(value, 40)}`); at most {MAX_TEXT_CHARS:,} are "
+                "accepted. Put long text in a file instead.")
+    return None
+
+
+def surrogate_at(text: str) -> int | None:
+    """The index of the first lone UTF-16 surrogate in ``text`` (text that cannot be written as UTF-8), or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return err.start
+    return None
+
+
+def size_problems(mapping: dict[Any, Any]) -> list[str]:
+    """Problems with the config's size as a whole, checked before any key is looked at."""
+    if len(mapping) > MAX_KEYS:
+        return [f"The config has {len(mapping):,} keys; at most {MAX_KEYS:,} are accepted (a LLaMA-Factory config "
+                "holds a few dozen). Is this the right file?"]
+    return []
+
+
+def key_problem(key: str) -> str | None:
+    if len(key) > MAX_KEY_CHARS:
+        return f"A key of {len(key):,} characters (`{shorten(key, 40)}`) is not a config key; remove it."
+    return None
+
+
+def format_problems(head: str, problems: list[str]) -> str:
+    """Problems as one message: at most MAX_PROBLEMS_SHOWN lines, MAX_MESSAGE_CHARS in all."""
+    lines = [f"  - {p}" for p in problems[:MAX_PROBLEMS_SHOWN]]
+    if len(problems) > MAX_PROBLEMS_SHOWN:
+        lines.append(f"  - … and {len(problems) - MAX_PROBLEMS_SHOWN:,} more problem(s) of the same kinds.")
+    text = head + "\n" + "\n".join(lines)
+    if len(text) > MAX_MESSAGE_CHARS:
+        text = text[:MAX_MESSAGE_CHARS] + "\n  … (message cut)"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")

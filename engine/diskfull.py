@@ -1,0 +1,75 @@
+"""Tell a full disk apart from other failures, and say so in words a user can act on.
+
+A full disk surfaces in many disguises: ``OSError`` with ENOSPC or EDQUOT, torch's ``PytorchStreamWriter failed
+writing file`` / ``unexpected pos 64 vs 0`` / ``basic_ios::clear`` when a checkpoint's zip cannot be written,
+safetensors' ``IoError(Os { code: 28, kind: StorageFull })``. Each is mapped to one message:
+``No space left on device: <path>, free N MB``.
+"""
+
+from __future__ import annotations
+
+import errno
+import shutil
+from pathlib import Path
+
+from engine.errors import UserError
+
+# texts of write failures that, on a full disk, are all the libraries say
+_EXPLICIT = ("no space left on device", "storagefull", "disk quota exceeded", "errno 28", "code: 28")
+_WRITE_FAILED = ("unexpected pos", "basic_ios::clear", "file write failed", "pytorchstreamwriter failed")
+NEARLY_FULL_MB = 10
+
+
+class DiskFullError(UserError, OSError):
+    """The disk holding a run's folder filled up; the message names the folder and the free space."""
+
+
+def free_mb(path: str | Path) -> int | None:
+    """Free space, in MB, on the file system holding ``path`` (or its nearest existing parent)."""
+    p = Path(path)
+    for candidate in (p, *p.parents):
+        try:
+            return int(shutil.disk_usage(candidate).free // 2**20)
+        except OSError:
+            continue
+    return None
+
+
+def disk_full_message(path: str | Path) -> str:
+    free = free_mb(path)
+    shown = "unknown" if free is None else f"{free:,}"
+    return (f"No space left on device: {path}, free {shown} MB. Free some space (delete old runs or checkpoints, "
+            "or set `save_total_limit`), then resume the run.")
+
+
+def _chain(exc: BaseException | None):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def is_disk_full(exc: BaseException | None, path: str | Path | None = None) -> bool:
+    """Whether ``exc`` (or an exception it came from) is a full disk.
+
+    A bare write failure of torch (which never says why) counts when the disk at ``path`` is (nearly) full.
+    """
+    for err in _chain(exc):
+        if isinstance(err, DiskFullError):
+            return True
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        text = str(err).lower()
+        if any(mark in text for mark in _EXPLICIT):
+            return True
+        if path is not None and any(mark in text for mark in _WRITE_FAILED):
+            free = free_mb(path)
+            if free is not None and free < NEARLY_FULL_MB:
+                return True
+    return False
+
+
+def nearly_full(path: str | Path) -> bool:
+    free = free_mb(path)
+    return free is not None and free < NEARLY_FULL_MB

@@ -30,7 +30,7 @@ import yaml
 
 from app.monitor import ERROR_LINES, RunMonitor
 from engine.config.limits import shorten, surrogate_at
-from engine.diskfull import disk_full_message, is_disk_full, nearly_full
+from engine.diskfull import disk_full_message, free_mb, is_disk_full, nearly_full
 from engine.runs import (
     FINAL_STATUSES,
     KINDS,
@@ -87,7 +87,6 @@ class _Live:
     reason: str | None = None
     pending: dict[str, Any] | None = None
     """run.json fields still to write (a write failed); retried each tick."""
-    write_failed: bool = False
 
 
 class JobManager:
@@ -125,6 +124,7 @@ class JobManager:
         self._live: dict[str, _Live] = {}
         self._monitors: dict[str, RunMonitor] = {}
         self._thread: threading.Thread | None = None
+        self._write_failed: set[str] = set()
 
     # -- life cycle ---------------------------------------------------------------------------------------
     def start(self) -> JobManager:
@@ -449,19 +449,19 @@ class JobManager:
             raise JobError(f"{folder.run_path} could not be written: {err.strerror or err}.") from None
 
     def _try_write(self, folder: RunFolder, live: _Live | None, fields: dict[str, Any]) -> bool:
-        """Merge ``fields`` into run.json; False (logged once per run, as one line) when the write fails."""
+        """Merge ``fields`` into run.json; False when the write fails (logged as one line per run, not per tick)."""
         try:
             folder.update(**fields)
         except OSError as err:
-            if live is None or not live.write_failed:
-                why = disk_full_message(folder.path) if is_disk_full(err, folder.path) else str(err)
-                logger.warning("Run %s: could not write run.json (%s); retrying", folder.id, why)
-            if live is not None:
-                live.write_failed = True
+            if folder.id not in self._write_failed:
+                self._write_failed.add(folder.id)
+                free = free_mb(folder.path)
+                logger.warning("Run %s: could not write run.json (%s; %s MB free); retrying on each tick", folder.id,
+                               err.strerror or err, "?" if free is None else f"{free:,}")
             return False
-        if live is not None and live.write_failed:
+        if folder.id in self._write_failed:
+            self._write_failed.discard(folder.id)
             logger.info("Run %s: run.json written again", folder.id)
-            live.write_failed = False
         return True
 
     def _launch(self, folder: RunFolder) -> bool:

@@ -3,7 +3,9 @@
 Usage: ``python fake_engine.py COMMAND CONFIG.yaml [args]``. Keys in the config steer it:
 ``fake_steps`` (default 5), ``fake_sleep`` (seconds per step, default 0.01), ``fake_fail`` (exit 1 with a
 traceback-like message after the steps), ``fake_ignore_term`` (ignore SIGTERM: tests SIGKILL escalation),
-``fake_silent_exit`` (exit 3 without writing a final status).
+``fake_silent_exit`` (exit 3 without writing a final status), ``fake_disk_full`` (print an ENOSPC error and exit 1
+without a final status, as an engine whose disk filled up), ``fake_no_status`` (exit 0 without a final status or
+end event, as an engine that could not write them).
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ def main() -> int:
     else:
         signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
 
-    update(status="running", pid=os.getpid(), pgid=os.getpgid(0))
+    import psutil
+
+    update(status="running", pid=os.getpid(), pgid=os.getpgid(0), pid_started=psutil.Process().create_time())
     print(f"fake engine: {command} {config_path} {' '.join(sys.argv[3:])}", flush=True)
     if command == "api":
         update(host="127.0.0.1", port=12345, ready=True)
@@ -68,6 +72,11 @@ def main() -> int:
             eta=(steps - step) * 0.01,
         )
         print(f"step {step}/{steps} loss={loss:.3f}", flush=True)
+    if cfg.get("fake_disk_full"):
+        print("OSError: [Errno 28] No space left on device: 'checkpoint-5/optimizer.pt'", flush=True)
+        return 1
+    if cfg.get("fake_no_status"):
+        return 0
     if cfg.get("fake_silent_exit"):
         print("something went badly wrong", flush=True)
         return 3

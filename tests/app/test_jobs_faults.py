@@ -1,0 +1,185 @@
+"""Faults the job manager must survive: run.json writes that fail (a full disk), a disk that fills up under a run,
+processes without a recorded start time, run ids that are not run ids."""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from app.jobs import JobError, JobManager
+from engine.runs import RunFolder
+
+FAKE = Path(__file__).with_name("fake_engine.py")
+
+
+class FullDisk:
+    """Makes every run.json write fail with ENOSPC while ``on`` (as a full file system does), leaving no temp file."""
+
+    def __init__(self, monkeypatch):
+        self.on = False
+        self.failures = 0
+        real = RunFolder.update
+
+        def update(folder, **fields):
+            if self.on:
+                self.failures += 1
+                raise OSError(errno.ENOSPC, "No space left on device", str(folder.run_path))
+            return real(folder, **fields)
+
+        monkeypatch.setattr(RunFolder, "update", update)
+
+
+@pytest.fixture()
+def manager(tmp_path):
+    jm = JobManager(tmp_path / "runs", [sys.executable, str(FAKE)], kill_grace=1.0, poll_interval=0.05)
+    yield jm
+    jm.shutdown()
+    for run_id in jm.running():
+        try:
+            os.killpg(RunFolder(jm.runs_dir / run_id).info()["pgid"], signal.SIGKILL)
+        except (KeyError, ProcessLookupError, TypeError):
+            pass
+
+
+def _tick_until(jm: JobManager, check, timeout: float = 20.0) -> None:
+    deadline = time.time() + timeout
+    while not check():
+        assert time.time() < deadline, "timed out"
+        jm.tick()
+        time.sleep(0.05)
+
+
+def test_failed_writes_lose_no_state_change_and_are_retried(manager, monkeypatch, caplog):
+    disk = FullDisk(monkeypatch)
+    first = manager.submit("train", {"fake_steps": 2, "fake_no_status": True})
+    second = manager.submit("train", {"fake_steps": 1})
+    manager.tick()
+    assert manager.running() == [first] and manager.queue() == [second]
+    # the disk fills up: the first run ends, but its outcome cannot be recorded yet; the queued run cannot start
+    disk.on = True
+    live = manager._live[first]
+    live.proc.wait(20)
+    with caplog.at_level(logging.WARNING, logger="app.jobs"):
+        for _ in range(5):
+            manager.tick()
+    assert disk.failures >= 5
+    assert manager.running() == [first]  # still watched: its end is not lost
+    assert manager.queue() == [second]  # not dropped
+    assert RunFolder(manager.runs_dir / second).status() == "queued"
+    retries = [r.getMessage() for r in caplog.records if "could not write run.json" in r.getMessage()]
+    assert len(retries) == 2 and all("No space left on device" in m for m in retries)  # one line per run, not tick
+    assert not any(r.exc_info for r in caplog.records)
+    # space comes back: the board recovers by itself on the next ticks
+    disk.on = False
+    _tick_until(manager, lambda: not manager.running() and not manager.queue())
+    assert RunFolder(manager.runs_dir / first).info()["exit_code"] == 0
+    assert RunFolder(manager.runs_dir / first).status() == "completed"
+    assert RunFolder(manager.runs_dir / second).status() == "completed"
+    assert manager.queue() == [] and manager.running() == []
+    assert not list(manager.runs_dir.rglob("*.tmp"))
+
+
+def test_a_run_killed_by_a_full_disk_ends_failed_with_the_free_space(manager):
+    manager.start()
+    run_id = manager.submit("train", {"fake_steps": 1, "fake_disk_full": True})
+    assert manager.wait(run_id, 30) == "failed"
+    error = RunFolder(manager.runs_dir / run_id).info()["error"]
+    assert error.startswith(f"No space left on device: {manager.runs_dir / run_id}, free ")
+    assert " MB" in error
+
+
+def test_a_failed_cancel_keeps_the_run_queued(manager, monkeypatch):
+    disk = FullDisk(monkeypatch)
+    busy = manager.submit("train", {"fake_steps": 400, "fake_sleep": 0.05})
+    waiting = manager.submit("train", {"fake_steps": 1})
+    manager.tick()
+    disk.on = True
+    with pytest.raises(JobError, match="No space left on device"):
+        manager.abort(waiting)
+    assert manager.queue() == [waiting]
+    disk.on = False
+    assert manager.abort(waiting) == "cancelled" and manager.queue() == []
+    assert manager.abort(busy) == "stopping"
+    _tick_until(manager, lambda: RunFolder(manager.runs_dir / busy).status() == "aborted")
+
+
+def test_a_run_without_pid_started_is_watched_but_never_signalled(tmp_path):
+    runs = tmp_path / "runs"
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        folder = RunFolder(runs / "20200101-000000-train-cli0")
+        folder.create("train", "output_dir: x\n")
+        folder.update(status="running", pid=sleeper.pid, pgid=sleeper.pid, started_at=time.time())  # no pid_started
+        jm = JobManager(runs, [sys.executable, str(FAKE)], poll_interval=0.05)
+        assert folder.id in jm.rediscover()["attached"]
+        with pytest.raises(JobError, match="pid_started"):
+            jm.abort(folder.id)
+        time.sleep(0.3)
+        assert sleeper.poll() is None  # the unrelated process was left alone
+        sleeper.kill()
+        sleeper.wait()
+        _tick_until(jm, lambda: folder.status() == "failed")
+    finally:
+        sleeper.kill()
+
+
+def test_a_reused_pid_is_not_attached(tmp_path):
+    runs = tmp_path / "runs"
+    folder = RunFolder(runs / "20200101-000000-train-old0")
+    folder.create("train", "output_dir: x\n")
+    # pid 1 is alive, but it started long before this run said its process did
+    folder.update(status="running", pid=1, pgid=1, pid_started=time.time() - 5, started_at=time.time() - 5)
+    jm = JobManager(runs, [sys.executable, str(FAKE)], poll_interval=0.05)
+    assert folder.id in jm.rediscover()["failed"]
+    assert folder.status() == "failed"
+
+
+def test_engine_writes_pid_started_that_matches_its_process(manager):
+    import psutil
+
+    manager.start()
+    run_id = manager.submit("train", {"fake_steps": 200, "fake_sleep": 0.05})
+    folder = RunFolder(manager.runs_dir / run_id)
+    deadline = time.time() + 20
+    while not folder.info().get("pid_started") and time.time() < deadline:
+        time.sleep(0.05)
+    info = folder.info()
+    assert abs(info["pid_started"] - psutil.Process(info["pid"]).create_time()) < 0.1
+    assert manager.abort(run_id) == "stopping"
+    assert manager.wait(run_id, 20) == "aborted"
+
+
+@pytest.mark.parametrize("run_id", ["x" * 100_000, "a/b", "..", "\ud800bad", ""])
+def test_bad_run_ids_give_a_short_clear_error(manager, run_id):
+    with pytest.raises(JobError) as err:
+        manager.folder(run_id)
+    message = str(err.value)
+    assert "run id" in message and len(message) < 300
+    message.encode("utf-8")  # a lone surrogate is not echoed raw
+
+
+def test_atomic_write_cleans_its_temp_file_on_a_full_disk(tmp_path, monkeypatch):
+    folder = RunFolder(tmp_path / "run")
+    folder.create("train", "output_dir: x\n")
+    before = folder.run_path.read_text()
+    real = Path.write_text
+
+    def half_write(self, text, *args, **kwargs):
+        real(self, text[: len(text) // 2], *args, **kwargs)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", half_write)
+    with pytest.raises(OSError):
+        folder.update(status="running")
+    monkeypatch.undo()
+    assert folder.run_path.read_text() == before and json.loads(before)["status"] == "queued"
+    assert sorted(p.name for p in folder.path.iterdir()) == ["config.yaml", "run.json"]

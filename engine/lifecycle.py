@@ -120,7 +120,7 @@ class JobContext:
         removed = remove_torn(self.folder.path)
         message = disk_full_message(self.folder.path)
         if removed:
-            message += f" The incomplete {', '.join(removed)} was removed."
+            message += f" Removed the incomplete {', '.join(removed)} (it could not be resumed from)."
         return message
 
 

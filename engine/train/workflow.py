@@ -41,6 +41,9 @@ def check_output_dir(cfg: RunConfig) -> None:
         )
 
 
+_NOTED: set[str] = set()
+
+
 def resolve_resume(cfg: RunConfig) -> str | bool | None:
     """The checkpoint to resume from: the latest *complete* one for ``true`` (torn ones are named and skipped)."""
     value = cfg.train.resume_from_checkpoint
@@ -56,8 +59,10 @@ def resolve_resume(cfg: RunConfig) -> str | bool | None:
         if latest is None:
             raise UserError(f"`resume_from_checkpoint: true` but `{out}` holds no checkpoint-* folder yet; remove "
                             "`resume_from_checkpoint` to start a new run, or set `output_dir` to the run to continue.")
-        if skipped:
-            logger.warning("Skipping the incomplete %s; resuming from %s.", describe_torn(skipped), latest.name)
+        note = f"Skipping the incomplete {describe_torn(skipped)}; resuming from {latest.name}."
+        if skipped and note not in _NOTED:
+            _NOTED.add(note)  # the pre-flight check and the run itself both resolve it: say it once
+            logger.warning(note)
         return str(latest)
     folder = Path(value).expanduser()
     if not folder.is_dir():

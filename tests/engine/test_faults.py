@@ -1,0 +1,259 @@
+"""Faults the engine must survive with a clear message: NaN and oversized config input, torn checkpoints, a full disk,
+and the process start time in every run.json."""
+
+from __future__ import annotations
+
+import errno
+import json
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import save_file
+
+from engine import diskfull
+from engine.checkpoints import checkpoint_problem, latest_complete, remove_torn
+from engine.cli import main
+from engine.config import ConfigError, build_config
+from engine.diskfull import DiskFullError, is_disk_full
+from engine.lifecycle import JobContext
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+# -- numbers -----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("learning_rate: .nan", "learning_rate"),
+        ("num_train_epochs: .nan", "num_train_epochs"),
+        ("max_grad_norm: .nan", "max_grad_norm"),
+        ("learning_rate: .inf", "learning_rate"),
+        ("max_grad_norm: -.inf", "max_grad_norm"),
+        ("video_fps: .nan", "video_fps"),  # no bounds at all
+        ("length_penalty: .inf", "length_penalty"),
+        ("max_steps: .inf", "max_steps"),  # an int field
+        ("save_steps: .nan", "save_steps"),
+        ("adam_beta1: .nan", "adam_beta1"),  # a Hugging Face key passed through
+        ("learning_rate: nan", "learning_rate"),  # as text
+    ],
+)
+def test_nan_and_infinities_are_refused(text, key):
+    with pytest.raises(ConfigError) as err:
+        build_config(yaml.safe_load(text))
+    assert len(err.value.problems) == 1
+    assert f"`{key}:" in err.value.problems[0] and "not a finite number" in err.value.problems[0]
+
+
+def test_nan_override_on_the_command_line_exits_2(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    code = main(["check", str(REPO / "examples" / "sft_lora_demo.yaml"), "learning_rate=.nan",
+                 f"output_dir={tmp_path / 'o'}"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "`learning_rate: nan` is not a finite number" in err and "Traceback" not in err
+
+
+# -- sizes ---------------------------------------------------------------------------------------------------------
+def test_a_megabyte_model_name_is_refused_briefly():
+    with pytest.raises(ConfigError) as err:
+        build_config({"model_name_or_path": "m" * 1_000_000})
+    message = str(err.value)
+    assert "1,000,000 characters" in message and "at most 4096" in message and len(message) < 400
+
+
+def test_a_too_long_folder_name_is_refused_before_any_file_access():
+    with pytest.raises(ConfigError, match="at most 255"):
+        build_config({"model_name_or_path": "org/" + "n" * 300})
+
+
+def test_many_unknown_keys_answer_fast_and_short():
+    start = time.time()
+    with pytest.raises(ConfigError) as err:
+        build_config({f"key{i}": 1 for i in range(120_000)})
+    assert time.time() - start < 5
+    assert "120,000 keys" in str(err.value) and len(str(err.value)) < 400
+    with pytest.raises(ConfigError) as err:
+        build_config({f"unknown_key_{i}": 1 for i in range(500)})
+    assert len(err.value.problems) == 500 and len(str(err.value)) < 8100
+    assert "and 470 more problem(s)" in str(err.value)
+
+
+def test_a_lone_surrogate_is_named_not_crashed_on():
+    with pytest.raises(ConfigError) as err:
+        build_config({"dataset": "ok\ud800"})
+    message = str(err.value)
+    message.encode("utf-8")  # the message itself can be sent and printed
+    assert "U+D800" in message and "position 3" in message
+    with pytest.raises(ConfigError) as err:
+        build_config({"k\udfff" * 300: 1})
+    str(err.value).encode("utf-8")
+
+
+# -- torn checkpoints ----------------------------------------------------------------------------------------------
+def make_checkpoint(folder: Path, step: int, *, torn: str | None = None) -> Path:
+    """A small checkpoint as the Trainer writes one; ``torn`` cuts it the way a killed save does."""
+    ckpt = folder / f"checkpoint-{step}"
+    ckpt.mkdir(parents=True)
+    (ckpt / "README.md").write_text("# adapter\n")
+    if torn == "readme_only":
+        return ckpt
+    (ckpt / "adapter_config.json").write_text("{}")
+    save_file({"w": torch.zeros(64, 64)}, str(ckpt / "adapter_model.safetensors"))
+    torch.save({"state": torch.zeros(256)}, ckpt / "optimizer.pt")
+    if torn == "weights":
+        data = (ckpt / "adapter_model.safetensors").read_bytes()
+        (ckpt / "adapter_model.safetensors").write_bytes(data[: len(data) // 2])
+    if torn == "optimizer":
+        data = (ckpt / "optimizer.pt").read_bytes()
+        (ckpt / "optimizer.pt").write_bytes(data[:64])
+    if torn == "no_state":
+        return ckpt
+    (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    return ckpt
+
+
+@pytest.mark.parametrize(
+    ("torn", "says"),
+    [
+        ("readme_only", "it holds only README.md"),
+        ("no_state", "no trainer_state.json"),
+        ("weights", "adapter_model.safetensors is cut off"),
+        ("optimizer", "optimizer.pt is cut off"),
+    ],
+)
+def test_torn_checkpoints_are_told_apart(tmp_path, torn, says):
+    good = make_checkpoint(tmp_path, 4)
+    bad = make_checkpoint(tmp_path, 8, torn=torn)
+    assert checkpoint_problem(good) is None
+    assert says in checkpoint_problem(bad)
+    latest, skipped = latest_complete(tmp_path)
+    assert latest == good and [p.name for p, _ in skipped] == ["checkpoint-8"]
+
+
+def _check(out: Path, *extra: str) -> int:
+    return main(["check", str(REPO / "examples" / "sft_lora_demo.yaml"), f"output_dir={out}",
+                 f"dataset_dir={REPO / 'examples' / 'data'}", *extra])
+
+
+def test_check_names_the_checkpoint_a_resume_uses_and_the_torn_one_it_skips(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    make_checkpoint(tmp_path, 6)
+    make_checkpoint(tmp_path, 8, torn="readme_only")
+    assert _check(tmp_path, "resume_from_checkpoint=true") == 0
+    out = capsys.readouterr().out
+    assert f"Resumes from {tmp_path / 'checkpoint-6'}, skipping the incomplete checkpoint-8" in out
+    assert "it holds only README.md" in out
+    # pointing at the torn one by name is refused, with the one to use instead
+    assert _check(tmp_path, f"resume_from_checkpoint={tmp_path / 'checkpoint-8'}") == 2
+    err = capsys.readouterr().err
+    assert "checkpoint-8` is incomplete" in err and f"latest complete one is `{tmp_path / 'checkpoint-6'}`" in err
+
+
+def test_check_fails_when_every_checkpoint_is_torn(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    make_checkpoint(tmp_path, 8, torn="readme_only")
+    assert _check(tmp_path, "resume_from_checkpoint=true") == 2
+    err = capsys.readouterr().err
+    assert "no checkpoint in" in err and "checkpoint-8: no trainer_state.json" in err and "Traceback" not in err
+
+
+def test_resume_skips_a_torn_checkpoint_and_trains_on(tmp_path, monkeypatch, caplog):
+    monkeypatch.chdir(REPO)
+    out = tmp_path / "run"
+    fast = ["max_steps=4", "logging_steps=1", "save_strategy=steps", "save_steps=2", "max_samples=16",
+            f"dataset_dir={REPO / 'examples' / 'data'}", f"output_dir={out}"]
+    assert main(["train", str(REPO / "examples" / "sft_lora_demo.yaml"), *fast]) == 0
+    # SIGKILL during the save of checkpoint-4 leaves only its README.md
+    for item in (out / "checkpoint-4").iterdir():
+        if item.name != "README.md":
+            item.unlink() if item.is_file() else None
+    assert checkpoint_problem(out / "checkpoint-4")
+    fast[0] = "max_steps=6"
+    assert main(["train", str(REPO / "examples" / "sft_lora_demo.yaml"), *fast, "resume_from_checkpoint=true",
+                 "overwrite_output_dir=true"]) == 0
+    assert "Skipping the incomplete checkpoint-4" in caplog.text and "resuming from checkpoint-2" in caplog.text
+    steps = [json.loads(line)["step"] for line in (out / "events.jsonl").read_text().splitlines()
+             if json.loads(line)["event"] == "log"]
+    assert steps[-2:] == [5, 6] and 3 in steps[4:]  # the second run started after step 2
+
+
+# -- a full disk ---------------------------------------------------------------------------------------------------
+def test_disk_full_is_recognised_in_its_disguises(tmp_path, monkeypatch):
+    assert is_disk_full(OSError(errno.ENOSPC, "No space left on device"))
+    assert is_disk_full(RuntimeError("Error while serializing: IoError(Os { code: 28, kind: StorageFull })"))
+    torch_error = RuntimeError("[enforce fail at inline_container.cc:664] . unexpected pos 64 vs 0")
+    monkeypatch.setattr(diskfull, "free_mb", lambda path: 500)
+    assert not is_disk_full(torch_error, tmp_path)  # space is left: some other write failure
+    monkeypatch.setattr(diskfull, "free_mb", lambda path: 3)
+    assert is_disk_full(torch_error, tmp_path)
+    wrapped = RuntimeError("basic_ios::clear: iostream error")
+    wrapped.__cause__ = None
+    assert is_disk_full(wrapped, tmp_path)
+    assert not is_disk_full(ValueError("bad value"), tmp_path)
+
+
+def test_job_context_records_a_full_disk_and_cleans_up(tmp_path):
+    make_checkpoint(tmp_path, 2)
+    make_checkpoint(tmp_path, 4, torn="weights")
+    with pytest.raises(DiskFullError) as err:
+        with JobContext(tmp_path, "train"):
+            raise RuntimeError("[enforce fail at inline_container.cc:664] . unexpected pos 64 vs 0") from OSError(
+                errno.ENOSPC, "No space left on device")
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["status"] == "failed" and run["exit_code"] == 2
+    assert run["error"].startswith(f"No space left on device: {tmp_path}, free ") and " MB" in run["error"]
+    assert "Removed the incomplete checkpoint-4" in run["error"] and str(err.value) == run["error"]
+    assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-2"]
+    end = json.loads((tmp_path / "events.jsonl").read_text().splitlines()[-1])
+    assert end["status"] == "failed" and end["error"] == run["error"]
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_job_context_survives_when_it_cannot_write_the_outcome(tmp_path, monkeypatch):
+    from engine.runs import RunFolder
+
+    ctx = JobContext(tmp_path, "train")
+    with pytest.raises(DiskFullError):
+        with ctx:
+            def no_space(self, **fields):
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+            monkeypatch.setattr(RunFolder, "update", no_space)
+            raise OSError(errno.ENOSPC, "No space left on device")
+    assert ctx.status == "failed" and ctx.error.startswith("No space left on device")
+
+
+def test_training_on_a_full_disk_fails_with_the_free_space(tmp_path, monkeypatch, capsys):
+    """The optimizer save fails as torch fails on a full disk; the CLI says so in one line and exits 2."""
+    from transformers import Trainer
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(diskfull, "free_mb", lambda path: 3)
+
+    def full(self, output_dir):
+        Path(output_dir, "optimizer.pt").write_bytes(b"PK\x03\x04 cut")
+        raise RuntimeError("[enforce fail at inline_container.cc:664] . unexpected pos 64 vs 0")
+
+    monkeypatch.setattr(Trainer, "_save_optimizer_and_scheduler", full)
+    out = tmp_path / "run"
+    code = main(["train", str(REPO / "examples" / "sft_lora_demo.yaml"), "max_steps=2", "save_strategy=steps",
+                 "save_steps=1", "max_samples=8", f"dataset_dir={REPO / 'examples' / 'data'}", f"output_dir={out}"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"error: No space left on device: {out}, free 3 MB" in err and "Traceback" not in err
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "failed" and run["error"].startswith("No space left on device")
+    assert not (out / "checkpoint-1").exists()  # the torn checkpoint was removed
+    import psutil
+
+    assert abs(run["pid_started"] - psutil.Process().create_time()) < 0.1  # the CLI records the process start time
+
+
+def test_remove_torn_keeps_complete_checkpoints(tmp_path):
+    make_checkpoint(tmp_path, 1)
+    make_checkpoint(tmp_path, 2, torn="no_state")
+    assert remove_torn(tmp_path) == ["checkpoint-2"]
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint-1"]

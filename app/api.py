@@ -4,13 +4,17 @@
 - ``/list_runs`` () -> list of runs (run.json fields plus queue position)
 - ``/run_status`` (run id) -> {"id", "kind", "status", "step", "total", "loss", "eval_loss", "eta", ...}
 - ``/abort_run`` (run id) -> {"id", "result": "cancelled" | "stopping" | "finished", "status"}
+- ``/resume_run`` (run id) -> the id of a new run that continues a failed or aborted training run from its latest
+  complete checkpoint (``/submit_run`` also takes ``resume_from_checkpoint: <run id>``)
 
 Status values: queued, running, completed, failed, aborted. Errors come back as gradio errors whose message
-names the problem and the fix.
+names the problem and the fix; each rejected call is logged as one line (no traceback), and inputs are capped in
+size (config text, keys, run ids), so no input can cost minutes or echo back megabytes.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import gradio as gr
@@ -19,6 +23,31 @@ import yaml
 from app import forms
 from app.context import Board
 from app.jobs import JobError
+from app.resume import resolve_resume_value, resume_mapping
+from engine.config.limits import format_problems, shorten, surrogate_at
+
+logger = logging.getLogger(__name__)
+
+MAX_CONFIG_CHARS = 1_000_000
+MAX_CONFIG_LINES = 10_000
+MAX_MESSAGE_CHARS = 8000
+
+
+def reject(route: str, message: str) -> gr.Error:
+    """The error a rejected call answers with: valid UTF-8, capped, logged as one line without a traceback."""
+    message = shorten(message, MAX_MESSAGE_CHARS)
+    logger.warning("/%s rejected: %s", route, shorten(message.splitlines()[0] if message else "", 300))
+    return gr.Error(message, print_exception=False)
+
+
+def _text_problem(what: str, text: str) -> str | None:
+    bad = surrogate_at(text)
+    if bad is not None:
+        line = text.count("\n", 0, bad) + 1
+        column = bad - (text.rfind("\n", 0, bad) + 1) + 1
+        return (f"{what} holds an invalid character (a lone surrogate, U+{ord(text[bad]):04X}) at line {line}, column "
+                f"{column}; send UTF-8 text.")
+    return None
 
 VALIDATE_FOR = {"train": "train", "eval": "eval", "predict": "eval", "export": "export", "chat": "api"}
 
@@ -31,28 +60,72 @@ class Automation:
 
     def submit_run(self, config_yaml: str, kind: str = "train") -> str:
         """Validate a config (LLaMA-Factory YAML) and queue it as a ``kind`` run; returns the run id."""
-        kind = (kind or "train").strip()
+        kind = str(kind or "train").strip()
         if kind not in VALIDATE_FOR:
-            raise gr.Error(f"Unknown run kind `{kind}`; use one of {', '.join(VALIDATE_FOR)}.")
+            raise reject("submit_run", f"Unknown run kind `{shorten(kind, 40)}`; use one of {', '.join(VALIDATE_FOR)}.")
+        config_yaml = config_yaml if isinstance(config_yaml, str) else ""
+        if len(config_yaml) > MAX_CONFIG_CHARS:
+            raise reject(
+                "submit_run",
+                f"The config is {len(config_yaml):,} characters long; at most {MAX_CONFIG_CHARS:,} are accepted (a "
+                "LLaMA-Factory config is a few dozen lines).",
+            )
+        lines = config_yaml.count("\n") + 1
+        if lines > MAX_CONFIG_LINES:
+            raise reject(
+                "submit_run",
+                f"The config has {lines:,} lines; at most {MAX_CONFIG_LINES:,} are accepted (a LLaMA-Factory config is "
+                "a few dozen lines). Is this the right file?",
+            )
+        problem = _text_problem("The config", config_yaml)
+        if problem:
+            raise reject("submit_run", problem)
         try:
-            mapping = yaml.safe_load(config_yaml or "")
+            mapping = yaml.safe_load(config_yaml)
         except yaml.YAMLError as err:
             mark = getattr(err, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark else ""
-            raise gr.Error(f"The config is not valid YAML{where}: {getattr(err, 'problem', err)}.") from None
+            what = shorten(getattr(err, "problem", None) or err, 200)
+            raise reject("submit_run", f"The config is not valid YAML{where}: {what}.") from None
         if not isinstance(mapping, dict):
-            raise gr.Error("The config must be YAML `key: value` lines (LLaMA-Factory keys).")
+            raise reject("submit_run", "The config must be YAML `key: value` lines (LLaMA-Factory keys).")
         if kind == "eval" and mapping.get("do_predict"):
             kind = "predict"
+        meta = {}
+        if "resume_from_checkpoint" in mapping:
+            try:
+                resumed = resolve_resume_value(self.board.jobs, mapping["resume_from_checkpoint"])
+            except JobError as err:
+                raise reject("submit_run", str(err)) from None
+            if resumed:
+                meta = {"resumed_from": str(mapping["resume_from_checkpoint"]).strip(), "resumed_checkpoint": resumed}
+                mapping["resume_from_checkpoint"] = resumed
+        return self._queue(kind, mapping, meta, "submit_run")
+
+    def _queue(self, kind: str, mapping: dict[str, Any], meta: dict[str, Any], route: str) -> str:
         checked = forms.validate(forms.absolute_paths(mapping), VALIDATE_FOR[kind])
         if not checked.ok:
-            raise gr.Error("The config cannot run:\n" + "\n".join(f"- {p}" for p in checked.problems))
+            raise reject(route, format_problems("The config cannot run:", checked.problems))
         jobs = self.board.jobs
         run_id = jobs.new_run_id(kind)
         args = ["--host", "127.0.0.1", "--port", "0"] if kind == "chat" else None
-        return jobs.submit(
-            kind, forms.resolved_mapping(checked.config, jobs.runs_dir / run_id), run_id=run_id, args=args
-        )
+        try:
+            return jobs.submit(
+                kind, forms.resolved_mapping(checked.config, jobs.runs_dir / run_id), run_id=run_id, args=args,
+                meta=meta or None,
+            )
+        except JobError as err:
+            raise reject(route, str(err)) from None
+
+    def resume_run(self, run_id: str) -> str:
+        """Queue a new run that continues a failed or aborted training run from its latest complete checkpoint."""
+        run_id = str(run_id or "").strip()
+        try:
+            mapping, checkpoint = resume_mapping(self.board.jobs, run_id)
+        except JobError as err:
+            raise reject("resume_run", str(err)) from None
+        return self._queue("train", mapping, {"resumed_from": run_id, "resumed_checkpoint": str(checkpoint)},
+                           "resume_run")
 
     def list_runs(self) -> list[dict[str, Any]]:
         """Every run of the workspace, newest first."""
@@ -74,18 +147,18 @@ class Automation:
     def run_status(self, run_id: str) -> dict[str, Any]:
         """Status, step, total, loss and more of one run."""
         try:
-            return self.board.jobs.status((run_id or "").strip())
+            return self.board.jobs.status(str(run_id or "").strip())
         except JobError as err:
-            raise gr.Error(str(err)) from None
+            raise reject("run_status", str(err)) from None
 
     def abort_run(self, run_id: str) -> dict[str, Any]:
         """Cancel a queued run or stop a running one (it saves a checkpoint and ends as aborted)."""
-        run_id = (run_id or "").strip()
+        run_id = str(run_id or "").strip()
         try:
             result = self.board.jobs.abort(run_id)
             status = self.board.jobs.folder(run_id).status()
         except JobError as err:
-            raise gr.Error(str(err)) from None
+            raise reject("abort_run", str(err)) from None
         return {"id": run_id, "result": result, "status": status}
 
 
@@ -112,5 +185,10 @@ def register(board: Board) -> Automation:
     gr.api(submit_run, api_name="submit_run", concurrency_limit=None)
     gr.api(list_runs, api_name="list_runs", concurrency_limit=None)
     gr.api(run_status, api_name="run_status", concurrency_limit=None)
+    def resume_run(run_id: str) -> str:
+        """Continue a failed or aborted training run from its latest complete checkpoint; returns the new run id."""
+        return auto.resume_run(run_id)
+
     gr.api(abort_run, api_name="abort_run", concurrency_limit=None)
+    gr.api(resume_run, api_name="resume_run", concurrency_limit=None)
     return auto

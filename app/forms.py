@@ -143,11 +143,19 @@ def absolute_paths(mapping: dict[str, Any], cwd: Path | None = None) -> dict[str
         parts = []
         for item in value.split(",") if key == "adapter_name_or_path" else [value]:
             p = Path(item.strip()).expanduser()
-            if not p.is_absolute() and ((cwd / p).exists() or key in ("dataset_dir", "export_dir")):
+            if not p.is_absolute() and (_exists(cwd / p) or key in ("dataset_dir", "export_dir")):
                 p = (cwd / p).resolve()
             parts.append(str(p) if p.is_absolute() else item.strip())
         out[key] = ",".join(parts)
     return out
+
+
+def _exists(path: Path) -> bool:
+    """Path.exists that answers False for a name the OS refuses (too long): validation then says what is wrong."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
 
 
 @dataclass

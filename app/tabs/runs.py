@@ -1,5 +1,6 @@
 """The History tab: every run with status, stage, model, dataset, duration and final loss; overlay loss curves,
-compare configs, watch, abort and (after confirmation) delete runs of this workspace."""
+compare configs, watch, abort, resume (a failed or aborted training run, from its latest complete checkpoint) and
+(after confirmation) delete runs of this workspace."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ class RunsTab:
     compare_btn: gr.Button
     watch_btn: gr.Button
     abort_btn: gr.Button
+    resume_btn: gr.Button
     delete_btn: gr.Button
     confirm_box: gr.Group
     confirm_text: gr.Markdown
@@ -63,6 +65,7 @@ def build(board: Board) -> RunsTab:
         compare_btn = gr.Button(L("runs_compare"), variant="primary", scale=1)
         watch_btn = gr.Button(L("runs_watch"), scale=1)
         abort_btn = gr.Button(L("runs_abort"), scale=1)
+        resume_btn = gr.Button(L("runs_resume"), scale=1, elem_id="lf-runs-resume")
         delete_btn = gr.Button(L("runs_delete"), variant="stop", scale=1)
     with gr.Group(visible=False) as confirm_box:
         confirm_text = gr.Markdown()
@@ -88,6 +91,7 @@ def build(board: Board) -> RunsTab:
         compare_btn=compare_btn,
         watch_btn=watch_btn,
         abort_btn=abort_btn,
+        resume_btn=resume_btn,
         delete_btn=delete_btn,
         confirm_box=confirm_box,
         confirm_text=confirm_text,
@@ -146,6 +150,24 @@ def delete_runs(board: Board, run_ids: list[str], lang: str) -> str:
             problems.append(str(err))
     lines = [t(lang, "runs_deleted", n=len(done))] + problems
     return "\n\n".join(lines)
+
+
+def resume_runs(board: Board, run_ids: list[str], lang: str) -> tuple[str, list[str]]:
+    """Resume each failed or aborted training run; the message (one line per run) and the new run ids."""
+    from app.api import Automation
+
+    auto = Automation(board)
+    lines, new_ids = [], []
+    for run_id in run_ids:
+        try:
+            new_id = auto.resume_run(run_id)
+        except gr.Error as err:
+            lines.append(str(getattr(err, "message", err)))
+            continue
+        checkpoint = RunFolder(board.jobs.runs_dir / new_id).info().get("resumed_checkpoint", "")
+        lines.append(t(lang, "runs_resumed", run=run_id, new=new_id, checkpoint=checkpoint))
+        new_ids.append(new_id)
+    return "\n\n".join(lines), new_ids
 
 
 def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: dict[str, Any], lang: gr.State) -> None:
@@ -224,6 +246,20 @@ def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: d
         return "\n\n".join(lines)
 
     tab.abort_btn.click(on_abort, [tab.selected, lang], tab.message, **private)
+
+    def on_resume(selected, known, lang_code):
+        if not selected:
+            return t(lang_code, "runs_pick_some"), gr.skip(), gr.skip(), gr.skip()
+        message, new_ids = resume_runs(board, list(selected), lang_code)
+        if not new_ids:
+            return message, gr.skip(), gr.skip(), gr.skip()
+        frame, ids = table_frame(board, lang_code)
+        snapshot = [frame.to_dict("split")["data"], lang_code]
+        return message, frame, gr.update(choices=ids, value=new_ids), snapshot
+
+    tab.resume_btn.click(
+        on_resume, [tab.selected, tab.known, lang], [tab.message, tab.table, tab.selected, tab.known], **private
+    )
 
     def on_delete(selected, lang_code):
         if not selected:

@@ -13,8 +13,8 @@ from typing import Any
 MAX_KEYS = 1000
 """Most keys one config may hold (LLaMA-Factory configs hold tens; all Hugging Face training keys are ~150)."""
 MAX_KEY_CHARS = 200
-MAX_PATH_CHARS = 4096
-"""PATH_MAX on Linux: longer paths cannot be opened anyway."""
+MAX_PATH_CHARS = 4000
+"""Just under PATH_MAX (4096 on Linux): longer paths cannot be opened anyway."""
 MAX_NAME_CHARS = 255
 """NAME_MAX on Linux: the longest single folder or file name."""
 MAX_TEXT_CHARS = 100_000

@@ -22,7 +22,7 @@ from typing import Any
 
 from engine.config import RunConfig
 from engine.infer.chat import ChatModel, Reply
-from engine.runs import RunFolder, package_versions
+from engine.runs import RunFolder, package_versions, process_start_time
 
 logger = logging.getLogger(__name__)
 
@@ -448,7 +448,7 @@ def serve(cfg: RunConfig, host: str = "127.0.0.1", port: int = 8000, run_dir: st
     if folder is not None:
         folder.update(
             id=folder.info().get("id", folder.id), kind="chat", status="running", pid=os.getpid(),
-            pgid=os.getpgid(0), started_at=time.time(), finished_at=None, exit_code=None, error=None,
+            pgid=os.getpgid(0), pid_started=process_start_time(os.getpid()), started_at=time.time(), finished_at=None, exit_code=None, error=None,
             host=host, port=port, ready=False, versions=package_versions(),
         )
     owns_model = chat_model is None

@@ -1,0 +1,133 @@
+"""A live board: abort a real training run after its first checkpoint, resume it with the History tab's Resume
+button in a real browser, and watch the new run finish from that checkpoint; bad API input gets clear errors and
+one log line each.
+
+Set LF_BOARD_RESUME_SCREENSHOT=path to keep a screenshot of the History tab after Resume.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import urllib.request
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+CHROMIUM = shutil.which("chromium")
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TIMEOUT = 300
+CONFIG = """
+model_name_or_path: demo
+template: chatml
+stage: sft
+finetuning_type: lora
+lora_rank: 8
+dataset: demo_identity
+dataset_dir: examples/data
+cutoff_len: 128
+max_steps: 10
+per_device_train_batch_size: 2
+gradient_accumulation_steps: 1
+learning_rate: 2.0e-3
+logging_steps: 1
+save_steps: 2
+"""
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def http_call(url: str, route: str, data: list) -> str:
+    """Call a route over plain HTTP (JSON escapes let a lone surrogate through, as a script's client may send)."""
+    body = json.dumps({"data": data}).encode("ascii")
+    request = urllib.request.Request(f"{url}gradio_api/call/{route}", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        event_id = json.loads(response.read())["event_id"]
+    with urllib.request.urlopen(f"{url}gradio_api/call/{route}/{event_id}", timeout=60) as response:
+        return response.read().decode("utf-8")
+
+
+def rejection(client, *args, api_name: str) -> str:
+    with pytest.raises(Exception) as err:
+        client.predict(*args, api_name=api_name)
+    return str(err.value)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_abort_then_resume_from_history_and_bad_input(live_board, tmp_path):
+    from gradio_client import Client
+    from playwright.sync_api import sync_playwright
+
+    url, workspace = live_board
+    runs = workspace / "runs"
+    client = Client(url, verbose=False)
+
+    # bad input: clear, short errors (never a bare CancelledError), one log line each
+    assert "at most 128 characters" in rejection(client, "r" * 100_000, api_name="/run_status")
+    assert "not a finite number" in rejection(client, CONFIG + "max_grad_norm: .nan\n", "train",
+                                              api_name="/submit_run")
+    assert "U+D800" in http_call(url, "submit_run", [CONFIG + "default_system: a\ud800b\n", "train"])
+    assert "new folder" in rejection(client, CONFIG + "resume_from_checkpoint: true\n", "train",
+                                     api_name="/submit_run")
+
+    old = client.predict(CONFIG, "train", api_name="/submit_run")
+    wait_for(lambda: (runs / old / "checkpoint-2" / "trainer_state.json").is_file(), TIMEOUT, "the first checkpoint")
+    assert client.predict(old, api_name="/abort_run")["result"] == "stopping"
+    wait_for(lambda: client.predict(old, api_name="/run_status")["status"] == "aborted", TIMEOUT, "the abort")
+    stopped_at = max(int(p.name.split("-")[1]) for p in (runs / old).glob("checkpoint-*"))
+    assert stopped_at < 10
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        try:
+            page = browser.new_context(locale="en-US", viewport={"width": 1400, "height": 1000}).new_page()
+            page.goto(url)
+            page.wait_for_selector(".gradio-container", timeout=60_000)
+            page.locator("#lf-tabs button[role=tab]", has_text="History").click()
+            page.wait_for_selector("#lf-runs-resume", timeout=30_000)
+            page.locator("#lf-runs-selected input").click()
+            page.get_by_role("option", name=old).click()
+            page.locator("#lf-runs-resume").click()
+            found = page.get_by_text("continues as run").first
+            found.wait_for(timeout=60_000)
+            message = found.inner_text()
+            assert old in message
+            new = next(r for r in client.predict(api_name="/list_runs") if r["id"] != old)["id"]
+            assert f"checkpoint-{stopped_at}" in message and new in message
+            shot = os.environ.get("LF_BOARD_RESUME_SCREENSHOT") or str(tmp_path / "resume.png")
+            page.screenshot(path=shot, full_page=True)
+        finally:
+            browser.close()
+
+    info = json.loads((runs / new / "run.json").read_text())
+    assert info["resumed_from"] == old and info["resumed_checkpoint"].endswith(f"checkpoint-{stopped_at}")
+    wait_for(lambda: client.predict(new, api_name="/run_status")["status"] in ("completed", "failed"), TIMEOUT,
+             "the resumed run")
+    status = client.predict(new, api_name="/run_status")
+    assert status["status"] == "completed", status.get("error")
+    assert status["step"] == status["total"] == 10
+    steps = [json.loads(line).get("step") for line in (runs / new / "events.jsonl").read_text().splitlines()
+             if '"log"' in line]
+    assert steps[0] == stopped_at + 1  # it went on from the checkpoint, not from step 1
+
+    log = (tmp_path / "board.log").read_text(errors="replace")
+    assert log.count("rejected:") == 4 and "Traceback" not in log

@@ -244,14 +244,14 @@ class JobManager:
         except OSError as err:
             shutil.rmtree(folder.path, ignore_errors=True)
             if is_disk_full(err, self.runs_dir):
-                raise JobError(disk_full_message(self.runs_dir)) from None
+                raise JobError(disk_full_message(self.runs_dir, then="try again")) from None
             raise JobError(f"The run folder {folder.path} could not be written: {err.strerror or err}.") from None
         with self._lock:
             if kind in BATCH_KINDS:
                 self._queue.append(run_id)
             elif not self._launch(folder):
                 shutil.rmtree(folder.path, ignore_errors=True)
-                raise JobError(disk_full_message(self.runs_dir) if nearly_full(self.runs_dir) else
+                raise JobError(disk_full_message(self.runs_dir, then="try again") if nearly_full(self.runs_dir) else
                                f"{folder.run_path} could not be written; check the workspace folder.")
         self._wake.set()
         logger.info("Submitted %s run %s", kind, run_id)
@@ -445,7 +445,7 @@ class JobManager:
             folder.update(**fields)
         except OSError as err:
             if is_disk_full(err, folder.path):
-                raise JobError(disk_full_message(folder.path)) from None
+                raise JobError(disk_full_message(folder.path, then="try again")) from None
             raise JobError(f"{folder.run_path} could not be written: {err.strerror or err}.") from None
 
     def _try_write(self, folder: RunFolder, live: _Live | None, fields: dict[str, Any]) -> bool:

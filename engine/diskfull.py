@@ -35,11 +35,11 @@ def free_mb(path: str | Path) -> int | None:
     return None
 
 
-def disk_full_message(path: str | Path) -> str:
+def disk_full_message(path: str | Path, then: str = "resume the run") -> str:
     free = free_mb(path)
     shown = "unknown" if free is None else f"{free:,}"
     return (f"No space left on device: {path}, free {shown} MB. Free some space (delete old runs or checkpoints, "
-            "or set `save_total_limit`), then resume the run.")
+            f"or set `save_total_limit`), then {then}.")
 
 
 def _chain(exc: BaseException | None):

@@ -17,6 +17,7 @@ import gradio as gr
 from app import forms, progress_view
 from app.context import Board
 from app.i18n import L, t
+from app.jobs import JobError
 from app.tabs.train import abort_run
 from app.topbar import TopBar, top_values
 from app.widgets import collect, make_widget
@@ -92,12 +93,15 @@ def start_export(board: Board, values: list[Any], keys: list[str], lang: str) ->
     if not checked.ok:
         return t(lang, "train_problems") + "\n" + "\n".join(f"- {p}" for p in checked.problems), None
     run_id = board.jobs.new_run_id("export")
-    run_id = board.jobs.submit(
-        "export",
-        forms.resolved_mapping(checked.config, board.jobs.runs_dir / run_id),
-        run_id=run_id,
-        meta={"export_dir": mapping["export_dir"]},
-    )
+    try:
+        run_id = board.jobs.submit(
+            "export",
+            forms.resolved_mapping(checked.config, board.jobs.runs_dir / run_id),
+            run_id=run_id,
+            meta={"export_dir": mapping["export_dir"]},
+        )
+    except JobError as err:  # the run folder could not be written (a full disk)
+        return str(err), None
     position = board.jobs.queue_position(run_id)
     if position and board.jobs.busy():
         return t(lang, "train_queued", run=run_id, position=position), run_id

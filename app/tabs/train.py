@@ -272,7 +272,10 @@ def start_run(board: Board, mapping: dict[str, Any], pending: str, lang: str) ->
         return t(lang, "train_problems") + "\n" + "\n".join(f"- {p}" for p in checked.problems), None
     output_dir = board.jobs.runs_dir / (pending or "x")
     resolved = forms.resolved_mapping(checked.config, output_dir)
-    run_id = board.jobs.submit("train", resolved, run_id=pending or None)
+    try:
+        run_id = board.jobs.submit("train", resolved, run_id=pending or None)
+    except JobError as err:  # the run folder could not be written (a full disk)
+        return str(err), None
     board.workspace.save_config(LAST_CONFIG, {k: v for k, v in resolved.items() if k != "output_dir"})
     position = board.jobs.queue_position(run_id)
     if position and board.jobs.busy():

@@ -183,3 +183,32 @@ def test_atomic_write_cleans_its_temp_file_on_a_full_disk(tmp_path, monkeypatch)
     monkeypatch.undo()
     assert folder.run_path.read_text() == before and json.loads(before)["status"] == "queued"
     assert sorted(p.name for p in folder.path.iterdir()) == ["config.yaml", "run.json"]
+
+
+def test_submitting_on_a_full_disk_says_so_and_leaves_nothing(manager, monkeypatch):
+    real = RunFolder.create
+
+    def full(folder, *args, **kwargs):
+        folder.path.mkdir(parents=True, exist_ok=True)
+        (folder.path / "config.yaml").write_text("out")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(RunFolder, "create", full)
+    with pytest.raises(JobError, match=r"No space left on device: .*runs, free [\d,]+ MB.*then try again"):
+        manager.submit("train", {"fake_steps": 1})
+    assert list(manager.runs_dir.iterdir()) == [] and manager.queue() == []
+    monkeypatch.setattr(RunFolder, "create", real)
+    assert manager.submit("train", {"fake_steps": 1})
+
+
+def test_the_train_tab_shows_a_full_disk_instead_of_crashing(board, monkeypatch):
+    from app.tabs.train import start_run
+
+    def full(*args, **kwargs):
+        raise JobError("No space left on device: /ws/runs, free 0 MB. Free some space.")
+
+    monkeypatch.setattr(board.jobs, "submit", full)
+    mapping = {"model_name_or_path": "demo", "template": "chatml", "dataset": "demo_identity",
+               "dataset_dir": str(Path(__file__).resolve().parents[2] / "examples" / "data")}
+    message, run_id = start_run(board, mapping, "", "en")
+    assert run_id is None and message.startswith("No space left on device")

@@ -285,10 +285,11 @@ class JobManager:
                 if info.get("status") == "queued":  # queued by a board that is gone
                     self._write(folder, status="aborted", finished_at=time.time(), error="cancelled before it started")
                     return "cancelled"
-                if info.get("status") == "running" and not (info.get("pid") and pid_alive(int(info["pid"]))):
-                    self._finish(folder, None, reason="lost")
-                elif info.get("status") == "running":
-                    raise JobError(_unverified(run_id, info.get("pid")))
+                if info.get("status") == "running":
+                    if info.get("pid_started") or not (info.get("pid") and pid_alive(int(info["pid"]))):
+                        self._finish(folder, None, reason="lost")  # its process is gone (a re-used pid is not it)
+                    else:
+                        raise JobError(_unverified(run_id, info.get("pid")))
                 return "finished"
             if live.ended:
                 return "finished"

@@ -212,3 +212,27 @@ def test_the_train_tab_shows_a_full_disk_instead_of_crashing(board, monkeypatch)
                "dataset_dir": str(Path(__file__).resolve().parents[2] / "examples" / "data")}
     message, run_id = start_run(board, mapping, "", "en")
     assert run_id is None and message.startswith("No space left on device")
+
+
+def test_a_reattached_run_is_aborted_and_a_reused_pid_is_not(tmp_path):
+    runs = tmp_path / "runs"
+    first = JobManager(runs, [sys.executable, str(FAKE)], poll_interval=0.05, kill_grace=2.0).start()
+    run_id = first.submit("train", {"fake_steps": 400, "fake_sleep": 0.05})
+    assert first.wait(run_id, 20, ("running",)) == "running"
+    deadline = time.time() + 20
+    while not RunFolder(runs / run_id).info().get("pid_started") and time.time() < deadline:
+        time.sleep(0.05)
+    first.shutdown()
+    second = JobManager(runs, [sys.executable, str(FAKE)], poll_interval=0.05, kill_grace=2.0)
+    assert run_id in second.rediscover()["attached"]
+    second.start()
+    try:
+        assert second.abort(run_id) == "stopping"
+        assert second.wait(run_id, 20) == "aborted"
+    finally:
+        second.shutdown()
+    # a run whose recorded process is gone and whose pid now belongs to another process (pid 1)
+    stale = RunFolder(runs / "20200101-000000-train-old1")
+    stale.create("train", "output_dir: x\n")
+    stale.update(status="running", pid=1, pgid=1, pid_started=time.time() - 5)
+    assert second.abort(stale.id) == "finished" and stale.status() == "failed"

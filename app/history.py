@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from app.monitor import final_loss
+from engine.checkpoints import weights_problem
 from engine.runs import EventReader, RunFolder, list_runs
 
 ADAPTER_FILES = ("adapter_config.json", "config.json")
@@ -34,7 +35,7 @@ def checkpoints(runs_dir: Path) -> list[tuple[str, str]]:
             out.append((folder.id, str(folder.path)))
         found = []
         for sub in folder.path.glob("checkpoint-*"):
-            if sub.is_dir() and _holds_weights(sub):
+            if sub.is_dir() and _holds_weights(sub) and weights_problem(sub) is None:  # torn saves are left out
                 try:
                     found.append((int(sub.name.split("-")[-1]), sub))
                 except ValueError:

@@ -78,7 +78,8 @@ def _file_problem(path: Path) -> str | None:
     return None
 
 
-def _weights_problem(folder: Path) -> str | None:
+def weights_problem(folder: Path) -> str | None:
+    """Why the model or adapter weights in ``folder`` are missing or cut off (None when they are whole)."""
     present = [folder / name for name in WEIGHT_FILES if (folder / name).is_file()]
     if not present:
         if any(p.is_dir() for p in folder.glob("global_step*")):  # DeepSpeed keeps the weights there
@@ -116,7 +117,7 @@ def checkpoint_problem(folder: str | Path) -> str | None:
         json.loads(state.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return f"{STATE_FILE} is cut off"
-    problem = _weights_problem(folder)
+    problem = weights_problem(folder)
     if problem:
         return problem
     for name in TORCH_STATE_FILES:

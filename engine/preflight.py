@@ -12,6 +12,7 @@ import os
 import re
 from pathlib import Path
 
+from engine.checkpoints import weights_problem
 from engine.config import RunConfig
 
 logger = logging.getLogger(__name__)
@@ -143,6 +144,9 @@ def _check_model(cfg: RunConfig) -> list[str]:
             problems.append(f"`adapter_name_or_path: {adapter}` does not exist; give an adapter folder.")
         elif not (a / "adapter_config.json").is_file():
             problems.append(f"`adapter_name_or_path: {adapter}` has no adapter_config.json; is it a LoRA adapter?")
+        elif weights_problem(a):
+            problems.append(f"`adapter_name_or_path: {adapter}` cannot be loaded: {weights_problem(a)} (a save that was "
+                            "cut off); pick an earlier checkpoint.")
         else:
             _warn_template_change(cfg, adapter.strip())
     return problems

@@ -257,3 +257,18 @@ def test_remove_torn_keeps_complete_checkpoints(tmp_path):
     make_checkpoint(tmp_path, 2, torn="no_state")
     assert remove_torn(tmp_path) == ["checkpoint-2"]
     assert [p.name for p in tmp_path.iterdir()] == ["checkpoint-1"]
+
+
+def test_a_torn_adapter_is_refused_by_check_and_hidden_from_the_picker(tmp_path, capsys, monkeypatch):
+    from app.history import checkpoints
+    from engine.runs import RunFolder
+
+    monkeypatch.chdir(REPO)
+    run = RunFolder(tmp_path / "runs" / "20260101-000000-train-aaaa")
+    run.create("train", "output_dir: x\n")
+    make_checkpoint(run.path, 2)
+    torn = make_checkpoint(run.path, 4, torn="weights")
+    assert [label for label, _ in checkpoints(tmp_path / "runs")] == [f"{run.id} / checkpoint-2"]
+    assert _check(tmp_path / "o", f"adapter_name_or_path={torn}", "--for", "chat") == 2
+    err = capsys.readouterr().err
+    assert "adapter_model.safetensors is cut off" in err and "pick an earlier checkpoint" in err

@@ -235,7 +235,10 @@ def test_export_needs_a_checkpoint_and_writes_inside_the_workspace(board, tmp_pa
     adapter = tmp_path / "ckpt"
     adapter.mkdir()
     (adapter / "adapter_config.json").write_text("{}")
-    (adapter / "adapter_model.safetensors").write_bytes(b"0")
+    import torch
+    from safetensors.torch import save_file
+
+    save_file({"w": torch.zeros(2, 2)}, str(adapter / "adapter_model.safetensors"))  # whole: torn ones are refused
     message, run_id = export.start_export(
         board, ["demo", "lora", str(adapter), "chatml", "", 1, "cpu", "auto", False], keys, "en"
     )

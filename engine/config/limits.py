@@ -47,6 +47,18 @@ def non_finite(value: Any) -> bool:
     return isinstance(value, float) and not math.isfinite(value)
 
 
+def non_finite_inside(value: Any) -> float | None:
+    """The first NaN or infinity in a value, looking inside lists and mappings (None when there is none)."""
+    if non_finite(value):
+        return value
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+    for item in items:
+        found = non_finite_inside(item)
+        if found is not None:
+            return found
+    return None
+
+
 def non_finite_problem(key: str, value: float) -> str:
     return (f"`{key}: {value}` is not a finite number (NaN and infinities are refused: they slip past every bound "
             "and break training); give a real number.")

@@ -19,6 +19,7 @@ from engine.config.limits import (
     format_problems,
     key_problem,
     non_finite,
+    non_finite_inside,
     non_finite_problem,
     shorten,
     shown,
@@ -262,8 +263,8 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
         vocabulary = sorted(set(known) | hf_keys)
         for key in unknown:
             if key in hf_keys:
-                if non_finite(mapping[key]):
-                    problems.append(non_finite_problem(key, mapping[key]))
+                if non_finite_inside(mapping[key]) is not None:
+                    problems.append(non_finite_problem(key, non_finite_inside(mapping[key])))
                 else:
                     extra[key] = mapping[key]
                 continue

@@ -38,6 +38,7 @@ REPO = Path(__file__).resolve().parents[2]
         ("save_steps: .nan", "save_steps"),
         ("adam_beta1: .nan", "adam_beta1"),  # a Hugging Face key passed through
         ("learning_rate: nan", "learning_rate"),  # as text
+        ("lr_scheduler_kwargs: {min_lr: .nan}", "lr_scheduler_kwargs"),  # inside a passed-through mapping
     ],
 )
 def test_nan_and_infinities_are_refused(text, key):

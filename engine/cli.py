@@ -93,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000, help="0 picks a free port (written to run.json)")
     p.add_argument("--run-dir", help="run folder for run.json/events.jsonl (default: the config's folder if it "
                    "holds run.json)")
+    p.add_argument("--api-key", help="require `Authorization: Bearer KEY` on every route but /health (default: "
+                   "$LF_ENGINE_API_KEY or $API_KEY; prefer the variable, a command line is visible to other users)")
 
     p = sub.add_parser("check", help="validate a config and its files without running anything heavy",
                        description="Report every problem in a config (keys, values, paths, datasets, memory).")
@@ -184,7 +186,7 @@ def cmd_api(args: argparse.Namespace) -> int:
 
     cfg = _load(args, "api")
     run_dir = _run_dir_of(args)
-    serve(cfg, args.host, args.port, run_dir=str(run_dir) if run_dir else None)
+    serve(cfg, args.host, args.port, run_dir=str(run_dir) if run_dir else None, api_key=args.api_key or None)
     return 0
 
 

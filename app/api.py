@@ -50,8 +50,13 @@ class Automation:
         jobs = self.board.jobs
         run_id = jobs.new_run_id(kind)
         args = ["--host", "127.0.0.1", "--port", "0"] if kind == "chat" else None
+        env = dict(checked.config.secrets)  # secrets reach the process through its environment only
+        if kind == "chat":
+            from app.chat_workers import worker_env
+
+            env.update(worker_env(self.board, run_id))
         return jobs.submit(
-            kind, forms.resolved_mapping(checked.config, jobs.runs_dir / run_id), run_id=run_id, args=args
+            kind, forms.resolved_mapping(checked.config, jobs.runs_dir / run_id), run_id=run_id, args=args, env=env
         )
 
     def list_runs(self) -> list[dict[str, Any]]:
@@ -79,7 +84,7 @@ class Automation:
             raise gr.Error(str(err)) from None
 
     def abort_run(self, run_id: str) -> dict[str, Any]:
-        """Cancel a queued run or stop a running one (it saves a checkpoint and ends as aborted)."""
+        """Cancel a queued run or stop a running one (training saves a checkpoint; every kind ends as aborted)."""
         run_id = (run_id or "").strip()
         try:
             result = self.board.jobs.abort(run_id)

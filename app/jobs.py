@@ -110,6 +110,7 @@ class JobManager:
         self._live: dict[str, _Live] = {}
         self._monitors: dict[str, RunMonitor] = {}
         self._thread: threading.Thread | None = None
+        self._env: dict[str, dict[str, str]] = {}  # run id -> extra environment (secrets), until it starts
 
     # -- life cycle ---------------------------------------------------------------------------------------
     def start(self) -> JobManager:
@@ -186,6 +187,7 @@ class JobManager:
         run_id: str | None = None,
         args: list[str] | None = None,
         meta: dict[str, Any] | None = None,
+        env: dict[str, str] | None = None,
     ) -> str:
         """Create a run folder for ``config`` (its ``output_dir`` becomes the folder) and queue or start it.
 
@@ -195,6 +197,8 @@ class JobManager:
             run_id: a pre-chosen id (for a previewed config); a fresh one when None or taken.
             args: extra command-line arguments after the config path (chat: host and port).
             meta: extra fields for run.json (for example a display name).
+            env: extra environment variables for the process (secrets, a chat worker's key): kept in memory only,
+                never written to the run folder.
 
         Returns:
             The run id.
@@ -215,6 +219,8 @@ class JobManager:
             **(meta or {}),
         )
         with self._lock:
+            if env:
+                self._env[run_id] = dict(env)
             if kind in BATCH_KINDS:
                 self._queue.append(run_id)
             else:
@@ -395,7 +401,7 @@ class JobManager:
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
                     cwd=self.cwd,
-                    env=child_env(),
+                    env={**child_env(), **self._env.pop(folder.id, {})},
                     start_new_session=True,
                 )
         except OSError as err:

@@ -29,6 +29,9 @@ def _setup_logging(debug: bool) -> None:
         datefmt="%H:%M:%S",
         stream=sys.stderr,
     )
+    from engine.credentials import install_log_redaction
+
+    install_log_redaction()
     for noisy in ("httpx", "urllib3", "datasets", "filelock", "matplotlib", "PIL"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -119,6 +122,9 @@ def _load(args: argparse.Namespace, purpose: str):
         if err.partial is None:
             raise
         raise ConfigError(err.problems + check(err.partial, purpose)) from None  # every problem, in one message
+    from engine.credentials import export_secrets
+
+    export_secrets(cfg.secrets)  # the hub libraries read them from the environment
     for note in cfg.notes:
         logger.info(note)
     problems = check(cfg, purpose)

@@ -66,6 +66,8 @@ class RunConfig:
     """Other Hugging Face ``TrainingArguments`` keys, passed through unchanged."""
     notes: list[str] = field(default_factory=list)
     """Non-fatal remarks made while loading (ignored keys, defaults filled in)."""
+    secrets: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    """Secrets taken out of the mapping ({environment variable: value}); never serialized."""
 
     def to_dict(self) -> dict[str, Any]:
         """The flat mapping (LLaMA-Factory style); only values that differ from the defaults plus key ones."""
@@ -203,9 +205,11 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
         mapping = {}
     if not isinstance(mapping, dict):
         raise ConfigError([f"The config must be a mapping of `key: value` lines, not a {type(mapping).__name__}."])
+    from engine.credentials import take_secrets
+
+    mapping, secrets, notes = take_secrets(mapping)  # never part of the config, so never written with it
     known = all_keys()
     problems: list[str] = []
-    notes: list[str] = []
     values: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
     extra: dict[str, Any] = {}
     unknown: list[str] = []
@@ -245,6 +249,7 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
         **{name: SECTIONS[name](**values[name]) for name in SECTIONS},
         extra=extra,
         notes=notes,
+        secrets=secrets,
     )
     problems.extend(_cross_checks(cfg))
     if problems:

@@ -23,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from engine.config import RunConfig
+from engine.credentials import API_KEY_ENV, LF_API_KEY_ENV, api_key_from_env  # noqa: F401 (re-exported)
 from engine.infer.chat import ChatModel, Reply
 from engine.runs import RunFolder, package_versions
 
@@ -30,18 +31,8 @@ logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
 CHAT_PATH = "/v1/chat/completions"
-API_KEY_ENV = "LF_ENGINE_API_KEY"
-"""The bearer token the server requires (the board passes a per-worker one through the environment)."""
-LF_API_KEY_ENV = "API_KEY"
-"""LLaMA-Factory's name for the same setting (``API_KEY``), honoured when ``LF_ENGINE_API_KEY`` is unset."""
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "localhost.localdomain", "ip6-localhost"})
 WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
-
-
-def api_key_from_env(environ: dict[str, str] | None = None) -> str | None:
-    """The API key from ``LF_ENGINE_API_KEY`` (or LLaMA-Factory's ``API_KEY``); None when neither is set."""
-    environ = os.environ if environ is None else environ
-    return (environ.get(API_KEY_ENV) or environ.get(LF_API_KEY_ENV) or "").strip() or None
 
 
 def _host_name(value: str) -> str:

@@ -44,9 +44,13 @@ class Automation:
             raise gr.Error("The config must be YAML `key: value` lines (LLaMA-Factory keys).")
         if kind == "eval" and mapping.get("do_predict"):
             kind = "predict"
-        checked = forms.validate(forms.absolute_paths(mapping), VALIDATE_FOR[kind])
-        if not checked.ok:
-            raise gr.Error("The config cannot run:\n" + "\n".join(f"- {p}" for p in checked.problems))
+        mapping = forms.absolute_paths(mapping)
+        checked = forms.validate(mapping, VALIDATE_FOR[kind])
+        from app.security import path_problems
+
+        problems = checked.problems + path_problems(mapping, self.board.allowed_roots)
+        if problems:
+            raise gr.Error("The config cannot run:\n" + "\n".join(f"- {p}" for p in problems))
         jobs = self.board.jobs
         run_id = jobs.new_run_id(kind)
         args = ["--host", "127.0.0.1", "--port", "0"] if kind == "chat" else None

@@ -313,6 +313,11 @@ def upload_dataset(board: Board, file: str | None, name: str, lang: str) -> tupl
     if not file:
         return t(lang, "upload_no_file"), None
     source = Path(file)
+    from app.security import upload_problem
+
+    too_large = upload_problem(source, board.max_upload_mb)
+    if too_large:
+        return t(lang, "upload_failed", error=too_large), None
     name = (name or source.stem).strip()
     if not valid_name(name):
         return t(lang, "upload_bad_name", name=name), None

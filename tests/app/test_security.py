@@ -83,7 +83,7 @@ def test_api_paths_must_stay_under_the_allowed_roots(board, tmp_path, monkeypatc
         auto.submit_run(base + f"tokenized_path: {outside / 'tok'}\n")
     with pytest.raises(gr.Error, match="--allowed-root"):
         auto.submit_run(base.replace("dataset: demo_identity\n", "") + "adapter_name_or_path: x\n"
-                        f"export_dir: /etc/lf-export\n", "export")
+                        "export_dir: /etc/lf-export\n", "export")
     with pytest.raises(gr.Error, match="must be an absolute path"):
         auto.submit_run(base + "tokenized_path: relative/tok\n")
     assert auto.submit_run(base + f"tokenized_path: {board.workspace.root / 'tok'}\n")

@@ -51,7 +51,7 @@ def _setup_logging(debug: bool) -> None:
 
 
 def _config_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", help="YAML config file with LLaMA-Factory keys")
+    p.add_argument("config", help="YAML config file with LLaMA-Factory keys (- reads it from standard input)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="override config keys, e.g. learning_rate=1e-4")
 
 
@@ -136,6 +136,8 @@ def _load(args: argparse.Namespace, purpose: str):
 def _run_dir_of(args: argparse.Namespace) -> Path | None:
     if getattr(args, "run_dir", None):
         return Path(args.run_dir)
+    if args.config == "-":  # read from stdin: no folder to infer
+        return None
     parent = Path(args.config).resolve().parent
     return parent if (parent / "run.json").is_file() else None
 

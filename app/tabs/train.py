@@ -162,7 +162,8 @@ def build(board: Board) -> TrainTab:
             load_file = gr.File(label=L("train_load_file"), file_types=[".yaml", ".yml"], scale=2, height=110)
     with gr.Accordion(L("train_command"), open=False):
         command_view = gr.Code(
-            language="shell", label=L("train_command_label"), lines=1, interactive=False, buttons=["copy"]
+            language="shell", label=L("train_command_label"), lines=4, max_lines=40, interactive=False,
+            buttons=["copy"], elem_id="lf-train-command",
         )
         yaml_view = gr.Code(
             language="yaml", label=L("train_yaml_label"), lines=12, interactive=False, buttons=["copy", "download"]
@@ -262,7 +263,17 @@ def preview_command(board: Board, mapping: dict[str, Any], pending: str, lang: s
         problems = "\n".join(f"# - {p}" for p in checked.problems)
         return "", f"# {t(lang, 'train_invalid')}\n{problems}\n", pending
     resolved = forms.resolved_mapping(checked.config, output_dir)
-    return forms.command_text("train", output_dir / "config.yaml"), forms.yaml_text(resolved), pending
+    text = forms.yaml_text(resolved)
+    return pasteable_command("train", text), text, pending
+
+
+def pasteable_command(command: str, yaml_text: str) -> str:
+    """A shell command that runs ``yaml_text`` as pasted: the config goes in on standard input (a here-document),
+    so it works before the run folder exists (the run then appears in this workspace's History)."""
+    marker = "LF_CONFIG"
+    while marker in yaml_text:
+        marker += "_"
+    return f"lf-engine {command} - <<'{marker}'\n{yaml_text.rstrip()}\n{marker}"
 
 
 def start_run(board: Board, mapping: dict[str, Any], pending: str, lang: str) -> tuple[str, str | None]:

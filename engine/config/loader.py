@@ -310,14 +310,23 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a YAML (or JSON) config file into a mapping, with a clear error for a missing or broken file."""
-    p = Path(path)
-    if p.is_dir():
-        raise ConfigError([f"Config file `{path}` is a folder; give the YAML file inside it."])
-    if not p.is_file():
-        raise ConfigError([f"Config file `{path}` does not exist; check the path."])
+    """Read a YAML (or JSON) config file into a mapping, with a clear error for a missing or broken file.
+
+    ``-`` reads the config from standard input (``lf-engine train - <<'EOF' ... EOF``).
+    """
+    if str(path) == "-":
+        import sys
+
+        text = sys.stdin.read()
+    else:
+        p = Path(path)
+        if p.is_dir():
+            raise ConfigError([f"Config file `{path}` is a folder; give the YAML file inside it."])
+        if not p.is_file():
+            raise ConfigError([f"Config file `{path}` does not exist; check the path."])
+        text = p.read_text(encoding="utf-8")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = yaml.safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -284,6 +284,9 @@ def run_export(cfg: RunConfig, run_dir: str | None = None) -> dict[str, Any]:
         tokenizer.chat_template = chat_template
     tokenizer.save_pretrained(export_dir)
     (export_dir / CONFIG_NAME).write_text(cfg.to_yaml(minimal=False), encoding="utf-8")
+    from engine.fileperms import match_umask
+
+    match_umask(export_dir)
     progress("tokenizer", 0.7)
 
     exported = reload_class.from_pretrained(export_dir, dtype=save_dtype).to(device).eval()

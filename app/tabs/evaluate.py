@@ -12,6 +12,7 @@ import gradio as gr
 from app import forms, progress_view
 from app.context import Board
 from app.i18n import L, t
+from app.scrolling import follow_end
 from app.tabs.train import abort_run, dataset_choices
 from app.topbar import TopBar, top_values
 from app.widgets import collect, make_widget
@@ -93,7 +94,8 @@ def build(board: Board) -> EvaluateTab:
         show_search="search",
         column_widths=["40%", "30%", "30%"],
     )
-    log = gr.Textbox(label=L("train_log"), lines=8, max_lines=8, autoscroll=True, interactive=False)
+    log = gr.Textbox(label=L("train_log"), lines=8, max_lines=8, autoscroll=True, interactive=False,
+                     elem_id="lf-eval-log", elem_classes=["lf-log"])
     return EvaluateTab(
         mode=mode,
         dataset_dir=dataset_dir_w,
@@ -176,6 +178,7 @@ def read_predictions(folder: Path, limit: int = MAX_PREDICTIONS) -> list[list[st
 
 
 def wire(tab: EvaluateTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
+    follow_end(tab.log)
     private = {"api_visibility": "private"}
 
     def on_dataset_dir(dataset_dir: str, selected: list[str]):

@@ -14,6 +14,7 @@ from app import catalog, dataset_preview, forms, progress_view
 from app.context import Board
 from app.i18n import L, t
 from app.jobs import JobError
+from app.scrolling import follow_end
 from app.topbar import TopBar, top_values
 from app.widgets import advanced_keys, collect, fill, make_widget
 from app.workspace import LAST_CONFIG, valid_name
@@ -203,7 +204,8 @@ def build(board: Board) -> TrainTab:
         elem_classes=["lf-error"],
     )
     log = gr.Textbox(
-        label=L("train_log"), lines=12, max_lines=12, autoscroll=True, interactive=False, elem_id="lf-train-log"
+        label=L("train_log"), lines=12, max_lines=12, autoscroll=True, interactive=False, elem_id="lf-train-log",
+        elem_classes=["lf-log"],
     )
     keys = list(fields)
     return TrainTab(
@@ -377,6 +379,7 @@ def preview_data(board: Board, mapping: dict[str, Any], lang: str) -> tuple[str,
 
 # -- events ---------------------------------------------------------------------------------------------------
 def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
+    follow_end(tab.log)
     form = tab.form(top)
     private = {"api_visibility": "private"}
 
@@ -410,16 +413,19 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             gr.update(choices=choices, value=[registered]),
         )
 
+    def on_preview(*values):
+        *values, lang = values
+        return preview_data(board, mapping_of(tab.keys, list(values)), lang)
+
     tab.upload_btn.click(
         on_upload,
         [tab.upload_file, tab.upload_name, top.lang],
         [tab.dataset_note, tab.dataset_dir, tab.dataset],
         **private,
-    ).then(lambda: gr.update(visible=True), None, tab.dataset_note, **private)
-
-    def on_preview(*values):
-        *values, lang = values
-        return preview_data(board, mapping_of(tab.keys, list(values)), lang)
+    ).then(lambda: gr.update(visible=True), None, tab.dataset_note, **private).then(
+        # the preview follows the new selection (the registered dataset) without another click
+        on_preview, [*form, top.lang], [tab.preview_summary, tab.preview_rows, tab.preview_hist], **private
+    )
 
     tab.preview_btn.click(
         on_preview, [*form, top.lang], [tab.preview_summary, tab.preview_rows, tab.preview_hist], **private

@@ -94,6 +94,9 @@ class EventsCallback(TrainerCallback):
         )
 
     def on_save(self, args, state, control, **kwargs):
+        from engine.fileperms import match_umask
+
+        match_umask(f"{args.output_dir}/checkpoint-{state.global_step}")
         self.ctx.events.write({
             "event": "checkpoint", "step": state.global_step,
             "path": f"{args.output_dir}/checkpoint-{state.global_step}",

@@ -128,6 +128,9 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
         for ckpt in out.glob("checkpoint-*"):
             if not (ckpt / "lf_config.yaml").exists():
                 save_provenance(cfg, ckpt)
+        from engine.fileperms import match_umask
+
+        match_umask(out)  # weights 0644 like the rest of the run folder
         metrics.update(result.metrics)
         trainer.save_metrics("train", result.metrics)
         if ctx.abort_requested:

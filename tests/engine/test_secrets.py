@@ -41,7 +41,7 @@ def test_log_records_are_redacted(monkeypatch):
     assert redact(f"a {SECRET} b") == "a *** b"
 
 
-def test_a_training_run_never_writes_the_token(tmp_path):
+def test_a_training_run_never_writes_the_token_and_writes_weights_0644(tmp_path):
     out = tmp_path / "run"
     config = tmp_path / "cfg.yaml"
     config.write_text((EXAMPLES / "sft_lora_demo.yaml").read_text() + f"\nhub_token: {SECRET}\n", encoding="utf-8")
@@ -62,6 +62,26 @@ def test_a_training_run_never_writes_the_token(tmp_path):
     assert any("checkpoint-" in str(p) for p in files)
     for path in files:
         assert SECRET.encode() not in path.read_bytes(), path
+    # weights are written with the same mode as the configs and logs beside them (0644 under umask 022)
+    from engine.fileperms import default_file_mode
+
+    weights = [p for p in files if p.suffix == ".safetensors"]
+    assert any("checkpoint-" in str(p) for p in weights) and (out / "adapter_model.safetensors") in weights
+    for path in weights:
+        assert path.stat().st_mode & 0o777 == default_file_mode(), (path, oct(path.stat().st_mode))
+    assert (out / "config.yaml").stat().st_mode & 0o777 == default_file_mode()
+
+
+def test_match_umask_widens_private_weights_only(tmp_path):
+    from engine.fileperms import default_file_mode, match_umask
+
+    weight, secret = tmp_path / "sub" / "model.safetensors", tmp_path / "notes.txt"
+    weight.parent.mkdir()
+    for path in (weight, secret):
+        path.write_bytes(b"x")
+        path.chmod(0o600)
+    assert match_umask(tmp_path) == 1
+    assert weight.stat().st_mode & 0o777 == default_file_mode() and secret.stat().st_mode & 0o777 == 0o600
 
 
 @pytest.mark.parametrize("key", ["hub_token", "hf_hub_token"])

@@ -185,7 +185,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         with JobContext(run_dir, "export") as ctx:
             result = run_export(cfg, run_dir=str(run_dir))
             ctx.metrics.update({k: v for k, v in result.items() if isinstance(v, (int, float, str, bool))})
-    logger.info("Exported to %s", result.get("export_dir", cfg.export.export_dir))
+    from engine.export import summary_lines
+
+    for line in summary_lines(result):
+        print(line, flush=True)
     return 0
 
 

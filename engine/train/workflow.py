@@ -137,6 +137,10 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
             return metrics
     if cfg.train.do_eval and bundle.eval is not None:
         eval_metrics = trainer.evaluate()
+        if not cfg.train.do_train:
+            from engine.train.callbacks import without_training_fields
+
+            eval_metrics = without_training_fields(eval_metrics)
         if "eval_loss" in eval_metrics:
             eval_metrics["perplexity"] = float(torch.exp(torch.tensor(min(eval_metrics["eval_loss"], 50.0))))
         trainer.save_metrics("eval", eval_metrics)

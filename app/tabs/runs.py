@@ -14,6 +14,7 @@ from app.context import Board
 from app.i18n import L, t
 from app.jobs import JobError
 from app.progress_view import typed_frame
+from app.tabs.train import abort_message
 from engine.runs import RunFolder
 
 COLUMNS = ["id", "kind", "status", "queue", "stage", "model", "dataset", "started", "duration", "final_loss"]
@@ -222,7 +223,7 @@ def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: d
         lines = []
         for run_id in selected:
             try:
-                lines.append(t(lang_code, f"abort_{board.jobs.abort(run_id)}", run=run_id))
+                lines.append(abort_message(board, run_id, board.jobs.abort(run_id), lang_code))
             except JobError as err:
                 lines.append(str(err))
         return "\n\n".join(lines)

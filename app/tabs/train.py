@@ -306,6 +306,18 @@ def abort_run(board: Board, run_id: str, lang: str) -> str:
         outcome = board.jobs.abort(run_id)
     except JobError as err:
         return str(err)
+    return abort_message(board, run_id, outcome, lang)
+
+
+def abort_message(board: Board, run_id: str, outcome: str, lang: str) -> str:
+    """What an abort does, truthfully: only training saves a checkpoint on the way out."""
+    if outcome == "stopping":
+        try:
+            kind = board.jobs.folder(run_id).info().get("kind")
+        except JobError:
+            kind = None
+        if kind != "train":
+            return t(lang, "abort_stopping_job", run=run_id)
     return t(lang, f"abort_{outcome}", run=run_id)
 
 

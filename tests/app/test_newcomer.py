@@ -105,3 +105,19 @@ def test_eval_only_metrics_drop_training_counters():
 
     metrics = {"eval_loss": 1.0, "epoch": 0, "num_input_tokens_seen": 0, "eval_model_preparation_time": 0.01}
     assert without_training_fields(metrics) == {"eval_loss": 1.0}
+
+
+def test_aborting_a_job_that_is_not_training_says_what_happens(board):
+    from app.tabs import train
+
+    run_id = board.jobs.submit("chat", {"model_name_or_path": "demo", "fake_steps": 4000, "fake_sleep": 0.05},
+                               args=["--port", "0"])
+    import time
+
+    deadline = time.time() + 15
+    while board.jobs.folder(run_id).status() != "running":
+        assert time.time() < deadline
+        time.sleep(0.05)
+    message = train.abort_run(board, run_id, "en")
+    assert "checkpoint" in message and "nothing to save" in message and "it saves a checkpoint" not in message
+    assert board.jobs.wait(run_id, 15) == "aborted"

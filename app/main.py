@@ -128,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         datefmt="%H:%M:%S",
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)  # gradio's own health checks
+    from engine.credentials import install_log_redaction
+
+    install_log_redaction()  # the --auth password and tokens never reach the board's log
     try:
         auth = parse_auth(args.auth or os.environ.get(AUTH_ENV))
         from app.security import max_upload_mb

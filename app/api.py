@@ -103,16 +103,25 @@ class Automation:
         return self._queue(kind, mapping, meta, "submit_run")
 
     def _queue(self, kind: str, mapping: dict[str, Any], meta: dict[str, Any], route: str) -> str:
-        checked = forms.validate(forms.absolute_paths(mapping), VALIDATE_FOR[kind])
-        if not checked.ok:
-            raise reject(route, format_problems("The config cannot run:", checked.problems))
+        from app.security import path_problems
+
+        mapping = forms.absolute_paths(mapping)
+        checked = forms.validate(mapping, VALIDATE_FOR[kind])
+        problems = checked.problems + path_problems(mapping, self.board.allowed_roots)
+        if problems:
+            raise reject(route, format_problems("The config cannot run:", problems))
         jobs = self.board.jobs
         run_id = jobs.new_run_id(kind)
         args = ["--host", "127.0.0.1", "--port", "0"] if kind == "chat" else None
+        env = dict(checked.config.secrets)  # secrets reach the process through its environment only
+        if kind == "chat":
+            from app.chat_workers import worker_env
+
+            env.update(worker_env(self.board, run_id))
         try:
             return jobs.submit(
                 kind, forms.resolved_mapping(checked.config, jobs.runs_dir / run_id), run_id=run_id, args=args,
-                meta=meta or None,
+                meta=meta or None, env=env,
             )
         except JobError as err:
             raise reject(route, str(err)) from None
@@ -152,7 +161,7 @@ class Automation:
             raise reject("run_status", str(err)) from None
 
     def abort_run(self, run_id: str) -> dict[str, Any]:
-        """Cancel a queued run or stop a running one (it saves a checkpoint and ends as aborted)."""
+        """Cancel a queued run or stop a running one (training saves a checkpoint; every kind ends as aborted)."""
         run_id = str(run_id or "").strip()
         try:
             result = self.board.jobs.abort(run_id)

@@ -41,11 +41,13 @@ def stream_chat(
     *,
     tools: list[dict[str, Any]] | None = None,
     stop: threading.Event | None = None,
+    api_key: str | None = None,
     **sampling: Any,
 ) -> Iterator[dict[str, Any]]:
     """Yield the deltas of a streamed reply: ``{"content": text}`` or ``{"tool_calls": [...]}``.
 
     Closing the generator (or setting ``stop``) closes the connection, which stops the server's generation.
+    ``api_key`` is sent as ``Authorization: Bearer`` (the board's chat workers require their key).
     """
     body: dict[str, Any] = {"model": "default", "messages": messages, "stream": True}
     body.update({k: v for k, v in sampling.items() if v is not None})
@@ -53,7 +55,10 @@ def stream_chat(
         body["tools"] = tools
     timeout = httpx.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT)
     try:
-        with httpx.stream("POST", f"{base_url}/chat/completions", json=body, timeout=timeout) as response:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        with httpx.stream(
+            "POST", f"{base_url}/chat/completions", json=body, headers=headers, timeout=timeout
+        ) as response:
             if response.status_code != 200:
                 response.read()
                 raise ChatError(_error_text(response))

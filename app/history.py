@@ -83,6 +83,12 @@ def format_seconds(seconds: float | None) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
+def shown_in_history(info: dict[str, Any]) -> bool:
+    """Whether a run gets a row in History (and its picker): every job except chat servers that have ended (each
+    Load of the Chat tab starts one; they hold no results). A running chat server is listed, so it can be seen."""
+    return info.get("kind") != "chat" or info.get("status") in ("queued", "running")
+
+
 def summaries(
     runs: list[dict[str, Any]], runs_dir: Path, last_loss: Callable[[str], float | None] | None = None
 ) -> list[dict[str, Any]]:

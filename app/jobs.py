@@ -125,6 +125,7 @@ class JobManager:
         self._monitors: dict[str, RunMonitor] = {}
         self._thread: threading.Thread | None = None
         self._write_failed: set[str] = set()
+        self._env: dict[str, dict[str, str]] = {}  # run id -> extra environment (secrets), until it starts
 
     # -- life cycle ---------------------------------------------------------------------------------------
     def start(self) -> JobManager:
@@ -212,6 +213,7 @@ class JobManager:
         run_id: str | None = None,
         args: list[str] | None = None,
         meta: dict[str, Any] | None = None,
+        env: dict[str, str] | None = None,
     ) -> str:
         """Create a run folder for ``config`` (its ``output_dir`` becomes the folder) and queue or start it.
 
@@ -221,6 +223,8 @@ class JobManager:
             run_id: a pre-chosen id (for a previewed config); a fresh one when None or taken.
             args: extra command-line arguments after the config path (chat: host and port).
             meta: extra fields for run.json (for example a display name).
+            env: extra environment variables for the process (secrets, a chat worker's key): kept in memory only,
+                never written to the run folder.
 
         Returns:
             The run id.
@@ -247,9 +251,12 @@ class JobManager:
                 raise JobError(disk_full_message(self.runs_dir, then="try again")) from None
             raise JobError(f"The run folder {folder.path} could not be written: {err.strerror or err}.") from None
         with self._lock:
+            if env:
+                self._env[run_id] = dict(env)
             if kind in BATCH_KINDS:
                 self._queue.append(run_id)
             elif not self._launch(folder):
+                self._env.pop(run_id, None)
                 shutil.rmtree(folder.path, ignore_errors=True)
                 raise JobError(disk_full_message(self.runs_dir, then="try again") if nearly_full(self.runs_dir) else
                                f"{folder.run_path} could not be written; check the workspace folder.")
@@ -483,7 +490,7 @@ class JobManager:
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
                     cwd=self.cwd,
-                    env=child_env(),
+                    env={**child_env(), **self._env.pop(folder.id, {})},
                     start_new_session=True,
                 )
         except OSError as err:

@@ -58,6 +58,20 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="serve on a non-loopback address or share without a password (not recommended)",
     )
+    parser.add_argument(
+        "--max-upload-mb",
+        type=int,
+        default=None,
+        help="largest file a page may upload, in MB (default: $LF_BOARD_MAX_UPLOAD_MB or 512)",
+    )
+    parser.add_argument(
+        "--allowed-root",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a folder (besides the workspace) that configs submitted through the API may write tokenized_path or "
+        "export_dir to; repeat for several (default: $LF_BOARD_ALLOWED_ROOTS, separated by ':')",
+    )
     parser.add_argument("--debug", action="store_true", help="verbose logging")
     return parser
 
@@ -114,8 +128,14 @@ def main(argv: list[str] | None = None) -> int:
         datefmt="%H:%M:%S",
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)  # gradio's own health checks
+    from engine.credentials import install_log_redaction
+
+    install_log_redaction()  # the --auth password and tokens never reach the board's log
     try:
         auth = parse_auth(args.auth or os.environ.get(AUTH_ENV))
+        from app.security import max_upload_mb
+
+        upload_mb = max_upload_mb(args.max_upload_mb)
     except ValueError as err:
         print(f"lf-board: {err}", file=sys.stderr)
         return EXIT_REFUSED
@@ -141,15 +161,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lf-board refuses to start: {err}", file=sys.stderr)
         return EXIT_REFUSED
     jobs = JobManager(workspace.runs_dir).start()
-    board = Board(workspace=workspace, jobs=jobs, default_lang=args.lang)
+    board = Board(
+        workspace=workspace, jobs=jobs, default_lang=args.lang, max_upload_mb=upload_mb, extra_roots=args.allowed_root
+    )
     demo = build_ui(board)
     print(f"LF Board: workspace {workspace.root}", flush=True)
+    login = None
+    if auth is not None:
+        from app.security import LoginGuard
+
+        login = LoginGuard(*auth)
     try:
         demo.queue(default_concurrency_limit=4).launch(
             server_name=args.host,
             server_port=args.port,
             share=args.share,
-            auth=auth,
+            auth=login,
+            auth_message=login.message if login else None,
             show_error=True,
             **launch_options(board),
         )

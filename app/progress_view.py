@@ -25,6 +25,10 @@ STATUS_CLASSES = {
 }
 
 
+STAGES = ("load", "merge", "save", "tokenizer", "verify", "done", "eval", "predict")
+"""Stages of ``progress`` events (export, evaluation, prediction) with a ``stage_<name>`` locale key."""
+
+
 def _num(value: Any, digits: int = 4) -> str:
     if not isinstance(value, (int, float)):
         return "–"
@@ -55,7 +59,7 @@ def status_card(board: Board, run_id: str, lang: str) -> str:
             f"<span>{pct}%</span></div>"
         )
     facts = []
-    if prog["step"] is not None:
+    if prog["step"] is not None and (prog["step"] or prog["total"]):  # eval-only runs have no training steps
         facts.append(t(lang, "progress_step", step=prog["step"], total=prog["total"] or "?"))
     if prog["epoch"] is not None:
         facts.append(t(lang, "progress_epoch", epoch=_num(prog["epoch"], 3)))
@@ -70,7 +74,13 @@ def status_card(board: Board, run_id: str, lang: str) -> str:
     if prog["memory_gb"]:
         facts.append(t(lang, "progress_memory", gb=_num(prog["memory_gb"], 3)))
     if prog["stage"]:
-        facts.append(t(lang, "progress_stage", stage=prog["stage"]))
+        stage = str(prog["stage"])
+        if stage in STAGES:
+            stage = t(lang, "stage_" + stage)
+        facts.append(t(lang, "progress_stage", stage=stage))
+        done, total = (mon.last_progress or {}).get("done"), (mon.last_progress or {}).get("total")
+        if isinstance(done, int) and isinstance(total, int) and total:
+            facts.append(t(lang, "progress_done", done=done, total=total))
     if prog["elapsed"] is not None:
         facts.append(t(lang, "progress_elapsed", time=format_seconds(prog["elapsed"])))
     if prog["eta"] is not None and status == "running":
@@ -146,13 +156,15 @@ def watch(board: Board, run_id: str | None, seen: Any, lang: str) -> dict[str, A
             "seen": marker,
             "exists": False,
         }
-    marker = [run_id, mon.version, lang]
+    # the status is part of the marker: the engine writes its last event before run.json says "completed", so a
+    # tick may see the final version while the run is still "running"; the next one must still see a change
+    marker = [run_id, mon.version, lang, mon.status]
     live = mon.status in ("queued", "running")
     if seen == marker and not live:
         return None
     reset = not seen or seen[0] != run_id or seen[2] != lang
     if reset:
-        marker = [run_id, -1, lang]  # draw the charts on the next tick, after they were cleared
+        marker = [run_id, -1, lang, mon.status]  # draw the charts on the next tick, after they were cleared
     return {
         "card": status_card(board, run_id, lang),
         "log": mon.log_text(),

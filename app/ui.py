@@ -60,7 +60,10 @@ def build_ui(board: Board) -> gr.Blocks:
 
 def launch_options(board: Board) -> dict:
     """Keyword arguments for ``Blocks.launch`` shared by the CLI and tests: translations, style, icon."""
+    from starlette.middleware import Middleware
+
     from app.i18n import build_i18n
+    from app.security import ClientAddressMiddleware
 
     return {
         "i18n": build_i18n(),
@@ -68,4 +71,6 @@ def launch_options(board: Board) -> dict:
         "favicon_path": str(FAVICON) if FAVICON.is_file() else None,
         "theme": gr.themes.Soft(primary_hue="indigo", secondary_hue="sky"),
         "footer_links": ["api", "settings"],
+        "max_file_size": f"{board.max_upload_mb}mb",
+        "app_kwargs": {"middleware": [Middleware(ClientAddressMiddleware)]},  # the login backoff sees the client
     }

@@ -29,6 +29,9 @@ def _setup_logging(debug: bool) -> None:
         datefmt="%H:%M:%S",
         stream=sys.stderr,
     )
+    from engine.credentials import install_log_redaction
+
+    install_log_redaction()
     for noisy in ("httpx", "urllib3", "datasets", "filelock", "matplotlib", "PIL"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -48,7 +51,7 @@ def _setup_logging(debug: bool) -> None:
 
 
 def _config_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", help="YAML config file with LLaMA-Factory keys")
+    p.add_argument("config", help="YAML config file with LLaMA-Factory keys (- reads it from standard input)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="override config keys, e.g. learning_rate=1e-4")
 
 
@@ -93,6 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000, help="0 picks a free port (written to run.json)")
     p.add_argument("--run-dir", help="run folder for run.json/events.jsonl (default: the config's folder if it "
                    "holds run.json)")
+    p.add_argument("--api-key", help="require `Authorization: Bearer KEY` on every route but /health (default: "
+                   "$LF_ENGINE_API_KEY or $API_KEY; prefer the variable, a command line is visible to other users)")
 
     p = sub.add_parser("check", help="validate a config and its files without running anything heavy",
                        description="Report every problem in a config (keys, values, paths, datasets, memory).")
@@ -117,6 +122,9 @@ def _load(args: argparse.Namespace, purpose: str):
         if err.partial is None:
             raise
         raise ConfigError(err.problems + check(err.partial, purpose)) from None  # every problem, in one message
+    from engine.credentials import export_secrets
+
+    export_secrets(cfg.secrets)  # the hub libraries read them from the environment
     for note in cfg.notes:
         logger.info(note)
     problems = check(cfg, purpose)
@@ -128,6 +136,8 @@ def _load(args: argparse.Namespace, purpose: str):
 def _run_dir_of(args: argparse.Namespace) -> Path | None:
     if getattr(args, "run_dir", None):
         return Path(args.run_dir)
+    if args.config == "-":  # read from stdin: no folder to infer
+        return None
     parent = Path(args.config).resolve().parent
     return parent if (parent / "run.json").is_file() else None
 
@@ -175,7 +185,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         with JobContext(run_dir, "export") as ctx:
             result = run_export(cfg, run_dir=str(run_dir))
             ctx.metrics.update({k: v for k, v in result.items() if isinstance(v, (int, float, str, bool))})
-    logger.info("Exported to %s", result.get("export_dir", cfg.export.export_dir))
+    from engine.export import summary_lines
+
+    for line in summary_lines(result):
+        print(line, flush=True)
     return 0
 
 
@@ -184,7 +197,7 @@ def cmd_api(args: argparse.Namespace) -> int:
 
     cfg = _load(args, "api")
     run_dir = _run_dir_of(args)
-    serve(cfg, args.host, args.port, run_dir=str(run_dir) if run_dir else None)
+    serve(cfg, args.host, args.port, run_dir=str(run_dir) if run_dir else None, api_key=args.api_key or None)
     return 0
 
 

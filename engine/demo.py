@@ -312,6 +312,9 @@ def build_demo_model(target_dir: str | Path, data_dir: str | Path | None = None,
     target.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(target)
     _save_tokenizer(tokenizer, target)
+    from engine.fileperms import match_umask
+
+    match_umask(target)
     stamp = _stamp(folder, spec)
     (target / STAMP_FILE).write_text(json.dumps(stamp, indent=2) + "\n", encoding="utf-8")
     logger.info("Built the demo model in %s (%.1f s, warm-up loss %.3f).", target, time.perf_counter() - start, loss)

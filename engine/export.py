@@ -284,6 +284,9 @@ def run_export(cfg: RunConfig, run_dir: str | None = None) -> dict[str, Any]:
         tokenizer.chat_template = chat_template
     tokenizer.save_pretrained(export_dir)
     (export_dir / CONFIG_NAME).write_text(cfg.to_yaml(minimal=False), encoding="utf-8")
+    from engine.fileperms import match_umask
+
+    match_umask(export_dir)
     progress("tokenizer", 0.7)
 
     exported = reload_class.from_pretrained(export_dir, dtype=save_dtype).to(device).eval()
@@ -344,3 +347,25 @@ def _chat_template_matches(export_dir: Path, template: Any, tokenizer: Any) -> b
                        template.name, rendered, expected)
         return False
     return True
+
+
+def human_size(n: float) -> str:
+    """``n`` bytes as B, KB, MB, GB or TB."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024:
+            return f"{int(n)} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TB"
+
+
+def summary_lines(result: dict[str, Any]) -> list[str]:
+    """What ``lf-engine export`` prints when it is done: where, how big, and the reload check (as the board shows)."""
+    files = result.get("files") or []
+    lines = [f"Exported to {result.get('export_dir')}: {human_size(float(result.get('size_bytes') or 0))} in "
+             f"{len(files)} files, {result.get('dtype', '?')}."]
+    check = "passed" if result.get("verified") else "FAILED"
+    diff = result.get("max_logit_diff")
+    detail = f" (max logit difference {diff:.2e})" if isinstance(diff, (int, float)) else ""
+    lines.append(f"Reload check: {check}{detail}; chat template matches: "
+                 f"{'yes' if result.get('chat_template_matches') else 'no'}; took {result.get('seconds', 0):.1f} s.")
+    return lines

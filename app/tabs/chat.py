@@ -14,7 +14,7 @@ from typing import Any
 
 import gradio as gr
 
-from app import forms
+from app import chat_workers, forms
 from app.chat_client import ChatError, merge_streams, parse_tools, stream_chat
 from app.context import Board
 from app.i18n import L, t
@@ -109,15 +109,9 @@ def live_servers(board: Board, servers: dict[str, str] | None) -> dict[str, dict
 
 
 def unload(board: Board, servers: dict[str, str] | None) -> list[str]:
-    """Stop every chat server of this page; returns the run ids signalled."""
-    stopped = []
-    for run_id in (servers or {}).values():
-        try:
-            if board.jobs.abort(run_id) == "stopping":
-                stopped.append(run_id)
-        except JobError:
-            continue
-    return stopped
+    """Stop this page's chat servers and any other live one of the workspace (say, left by an earlier board or
+    another tab): Unload always frees the memory. Returns the run ids signalled."""
+    return chat_workers.stop_all(board, servers)
 
 
 def start_servers(
@@ -136,7 +130,8 @@ def start_servers(
         run_id = board.jobs.new_run_id("chat")
         resolved = forms.resolved_mapping(checked.config, board.jobs.runs_dir / run_id)
         servers[side] = board.jobs.submit(
-            "chat", resolved, run_id=run_id, args=["--host", "127.0.0.1", "--port", "0"], meta={"side": side}
+            "chat", resolved, run_id=run_id, args=["--host", "127.0.0.1", "--port", "0"], meta={"side": side},
+            env=chat_workers.worker_env(board, run_id),
         )
     return servers, problems
 
@@ -241,16 +236,11 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         sides = [s for s in SIDES if s in live and live[s].get("ready")]
         replies = {s: {"role": "assistant", "content": ""} for s in sides}
         stop = threading.Event()
-        streams = {
-            s: stream_chat(
-                f"http://127.0.0.1:{live[s]['port']}/v1",
-                openai_messages(convos[s], system),
-                tools=tools,
-                stop=stop,
-                **request,
-            )
-            for s in sides
-        }
+        streams = {}
+        for s in sides:
+            url, key = chat_workers.client_of(board, live[s])
+            streams[s] = stream_chat(url, openai_messages(convos[s], system), tools=tools, stop=stop, api_key=key,
+                                     **request)
 
         def frame(note: str | None = None):
             full = {s: convos[s] + ([replies[s]] if s in replies else []) for s in SIDES}
@@ -305,6 +295,8 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
 
     def on_page_load(servers, lang):
         live = live_servers(board, servers)
+        if not live:  # a new browser, or the page of an earlier board: adopt the workers still running
+            live = live_servers(board, chat_workers.adopt(board))
         if not live:
             return gr.skip(), {}, gr.update(visible=False)
         ports = ", ".join(f"{side}: {s.get('port')}" for side, s in live.items())

@@ -8,17 +8,21 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+import pandas as pd
 
 from app import forms, progress_view
 from app.context import Board
 from app.i18n import L, t
 from app.jobs import JobError
+from app.scrolling import follow_end
 from app.tabs.train import abort_run, dataset_choices
 from app.topbar import TopBar, top_values
 from app.widgets import collect, make_widget
 
 EVAL_KEYS = ["cutoff_len", "max_samples", "per_device_eval_batch_size"]
 MAX_PREDICTIONS = 2000
+METRIC_COLUMNS = ("metric", "value")
+PREDICTION_COLUMNS = ("prompt", "label", "predict")
 RESULT_FILES = ("all_results.json", "predict_results.json", "eval_results.json")
 
 
@@ -84,9 +88,13 @@ def build(board: Board) -> EvaluateTab:
     message = gr.Markdown()
     status = gr.HTML(progress_view.empty_card(board.default_lang), js_on_load=None)
     error = gr.Textbox(label=L("train_error"), lines=8, visible=False, elem_classes=["lf-error"])
-    metrics = gr.Dataframe(headers=["metric", "value"], label=L("eval_metrics"), interactive=False)
+    metrics = gr.Dataframe(
+        headers=list(METRIC_COLUMNS), label=L("eval_metrics"), interactive=False,
+        elem_id="lf-eval-metrics",
+    )
     predictions = gr.Dataframe(
-        headers=["prompt", "label", "predict"],
+        headers=list(PREDICTION_COLUMNS),
+        elem_id="lf-eval-predictions",
         label=L("eval_predictions"),
         interactive=False,
         wrap=True,
@@ -94,7 +102,8 @@ def build(board: Board) -> EvaluateTab:
         show_search="search",
         column_widths=["40%", "30%", "30%"],
     )
-    log = gr.Textbox(label=L("train_log"), lines=8, max_lines=8, autoscroll=True, interactive=False)
+    log = gr.Textbox(label=L("train_log"), lines=8, max_lines=8, autoscroll=True, interactive=False,
+                     elem_id="lf-eval-log", elem_classes=["lf-log"])
     return EvaluateTab(
         mode=mode,
         dataset_dir=dataset_dir_w,
@@ -161,6 +170,11 @@ def read_metrics(folder: Path, end_metrics: dict[str, Any]) -> list[list[Any]]:
     ]
 
 
+def frame(rows: list[list[Any]], columns: tuple[str, ...], lang: str) -> pd.DataFrame:
+    """A table with the page's language in its headers."""
+    return pd.DataFrame(rows, columns=[t(lang, f"col_{c}") for c in columns])
+
+
 def read_predictions(folder: Path, limit: int = MAX_PREDICTIONS) -> list[list[str]]:
     """[prompt, label, predict] rows of generated_predictions.jsonl."""
     path = folder / "generated_predictions.jsonl"
@@ -180,6 +194,7 @@ def read_predictions(folder: Path, limit: int = MAX_PREDICTIONS) -> list[list[st
 
 
 def wire(tab: EvaluateTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
+    follow_end(tab.log)
     private = {"api_visibility": "private"}
 
     def on_dataset_dir(dataset_dir: str, selected: list[str]):
@@ -208,8 +223,10 @@ def wire(tab: EvaluateTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         metrics = predictions = gr.skip()
         if changed and view["exists"] and view["final"]:
             mon = board.jobs.monitor(run_id)
-            metrics = read_metrics(mon.folder.path, (mon.end or {}).get("metrics") or {})
-            predictions = read_predictions(mon.folder.path)
+            metrics = frame(read_metrics(mon.folder.path, (mon.end or {}).get("metrics") or {}), METRIC_COLUMNS, lang)
+            predictions = frame(read_predictions(mon.folder.path), PREDICTION_COLUMNS, lang)
+        elif view.get("reset", True):  # another run or language: empty tables with translated headers
+            metrics, predictions = frame([], METRIC_COLUMNS, lang), frame([], PREDICTION_COLUMNS, lang)
         return (
             view["card"],
             view["log"] if changed else gr.skip(),

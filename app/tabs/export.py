@@ -18,6 +18,7 @@ from app import forms, progress_view
 from app.context import Board
 from app.i18n import L, t
 from app.jobs import JobError
+from app.scrolling import follow_end
 from app.tabs.train import abort_run
 from app.topbar import TopBar, top_values
 from app.widgets import collect, make_widget
@@ -55,7 +56,8 @@ def build(board: Board) -> ExportTab:
     status = gr.HTML(progress_view.empty_card(board.default_lang), js_on_load=None)
     result = gr.HTML(js_on_load=None)
     error = gr.Textbox(label=L("train_error"), lines=8, visible=False, elem_classes=["lf-error"])
-    log = gr.Textbox(label=L("train_log"), lines=8, max_lines=8, autoscroll=True, interactive=False)
+    log = gr.Textbox(label=L("train_log"), lines=8, max_lines=8, autoscroll=True, interactive=False,
+                     elem_id="lf-export-log", elem_classes=["lf-log"])
     return ExportTab(
         export_dir=export_dir,
         start_btn=start_btn,
@@ -160,6 +162,7 @@ def result_card(board: Board, run_id: str, lang: str) -> str:
 
 
 def wire(tab: ExportTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
+    follow_end(tab.log)
     private = {"api_visibility": "private"}
 
     def on_start(*values):

@@ -15,6 +15,7 @@ from app.context import Board
 from app.i18n import L, t
 from app.jobs import JobError
 from app.progress_view import typed_frame
+from app.tabs.train import abort_message
 from engine.runs import RunFolder
 
 COLUMNS = ["id", "kind", "status", "queue", "stage", "model", "dataset", "started", "duration", "final_loss"]
@@ -77,6 +78,8 @@ def build(board: Board) -> RunsTab:
         None,
         x="step",
         y="loss",
+        x_title=L("axis_step"),
+        y_title=L("axis_loss"),
         color="run",
         color_title=" ",
         label=L("runs_overlay"),
@@ -116,7 +119,8 @@ def table_frame(board: Board, lang: str) -> tuple[pd.DataFrame, list[str]]:
             return None
         return points[-1][1] if points else None
 
-    rows = history.summaries(board.jobs.list(), board.jobs.runs_dir, last_loss)
+    runs = [info for info in board.jobs.list() if history.shown_in_history(info)]
+    rows = history.summaries(runs, board.jobs.runs_dir, last_loss)
     for row in rows:
         row["status"] = t(lang, "status_" + row["status"]) if row["status"] else ""
         row["queue"] = row["queue"] or ""
@@ -196,7 +200,8 @@ def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: d
         [tab.table, tab.selected, tab.known],
         **private,
     )
-    demo.load(
+    gr.on(  # on load, and at once when the page's language is known or changes (headers, statuses)
+        [demo.load, lang.change],
         lambda k, s, lc: on_refresh(k, s, lc, True),
         [tab.known, tab.selected, lang],
         [tab.table, tab.selected, tab.known],
@@ -240,7 +245,7 @@ def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: d
         lines = []
         for run_id in selected:
             try:
-                lines.append(t(lang_code, f"abort_{board.jobs.abort(run_id)}", run=run_id))
+                lines.append(abort_message(board, run_id, board.jobs.abort(run_id), lang_code))
             except JobError as err:
                 lines.append(str(err))
         return "\n\n".join(lines)

@@ -14,6 +14,7 @@ from app import catalog, dataset_preview, forms, progress_view
 from app.context import Board
 from app.i18n import L, t
 from app.jobs import JobError
+from app.scrolling import follow_end
 from app.topbar import TopBar, top_values
 from app.widgets import advanced_keys, collect, fill, make_widget
 from app.workspace import LAST_CONFIG, valid_name
@@ -136,6 +137,8 @@ def build(board: Board) -> TrainTab:
                 progress_view.typed_frame([], HIST_TYPES),
                 x="tokens",
                 y="rows",
+                x_title=L("axis_tokens"),
+                y_title=L("axis_rows"),
                 label=L("train_length_hist"),
                 height=260,
             )
@@ -162,7 +165,8 @@ def build(board: Board) -> TrainTab:
             load_file = gr.File(label=L("train_load_file"), file_types=[".yaml", ".yml"], scale=2, height=110)
     with gr.Accordion(L("train_command"), open=False):
         command_view = gr.Code(
-            language="shell", label=L("train_command_label"), lines=1, interactive=False, buttons=["copy"]
+            language="shell", label=L("train_command_label"), lines=4, max_lines=40, interactive=False,
+            buttons=["copy"], elem_id="lf-train-command",
         )
         yaml_view = gr.Code(
             language="yaml", label=L("train_yaml_label"), lines=12, interactive=False, buttons=["copy", "download"]
@@ -177,6 +181,8 @@ def build(board: Board) -> TrainTab:
             None,
             x="step",
             y="loss",
+            x_title=L("axis_step"),
+            y_title=L("axis_loss"),
             color="series",
             color_title=" ",
             label=L("train_loss_chart"),
@@ -188,6 +194,8 @@ def build(board: Board) -> TrainTab:
             None,
             x="step",
             y="lr",
+            x_title=L("axis_step"),
+            y_title=L("axis_lr"),
             label=L("train_lr_chart"),
             height=300,
             elem_id="lf-lr-plot",
@@ -202,7 +210,8 @@ def build(board: Board) -> TrainTab:
         elem_classes=["lf-error"],
     )
     log = gr.Textbox(
-        label=L("train_log"), lines=12, max_lines=12, autoscroll=True, interactive=False, elem_id="lf-train-log"
+        label=L("train_log"), lines=12, max_lines=12, autoscroll=True, interactive=False, elem_id="lf-train-log",
+        elem_classes=["lf-log"],
     )
     keys = list(fields)
     return TrainTab(
@@ -262,7 +271,17 @@ def preview_command(board: Board, mapping: dict[str, Any], pending: str, lang: s
         problems = "\n".join(f"# - {p}" for p in checked.problems)
         return "", f"# {t(lang, 'train_invalid')}\n{problems}\n", pending
     resolved = forms.resolved_mapping(checked.config, output_dir)
-    return forms.command_text("train", output_dir / "config.yaml"), forms.yaml_text(resolved), pending
+    text = forms.yaml_text(resolved)
+    return pasteable_command("train", text), text, pending
+
+
+def pasteable_command(command: str, yaml_text: str) -> str:
+    """A shell command that runs ``yaml_text`` as pasted: the config goes in on standard input (a here-document),
+    so it works before the run folder exists (the run then appears in this workspace's History)."""
+    marker = "LF_CONFIG"
+    while marker in yaml_text:
+        marker += "_"
+    return f"lf-engine {command} - <<'{marker}'\n{yaml_text.rstrip()}\n{marker}"
 
 
 def start_run(board: Board, mapping: dict[str, Any], pending: str, lang: str) -> tuple[str, str | None]:
@@ -290,6 +309,18 @@ def abort_run(board: Board, run_id: str, lang: str) -> str:
         outcome = board.jobs.abort(run_id)
     except JobError as err:
         return str(err)
+    return abort_message(board, run_id, outcome, lang)
+
+
+def abort_message(board: Board, run_id: str, outcome: str, lang: str) -> str:
+    """What an abort does, truthfully: only training saves a checkpoint on the way out."""
+    if outcome == "stopping":
+        try:
+            kind = board.jobs.folder(run_id).info().get("kind")
+        except JobError:
+            kind = None
+        if kind != "train":
+            return t(lang, "abort_stopping_job", run=run_id)
     return t(lang, f"abort_{outcome}", run=run_id)
 
 
@@ -316,6 +347,11 @@ def upload_dataset(board: Board, file: str | None, name: str, lang: str) -> tupl
     if not file:
         return t(lang, "upload_no_file"), None
     source = Path(file)
+    from app.security import upload_problem
+
+    too_large = upload_problem(source, board.max_upload_mb)
+    if too_large:
+        return t(lang, "upload_failed", error=too_large), None
     name = (name or source.stem).strip()
     if not valid_name(name):
         return t(lang, "upload_bad_name", name=name), None
@@ -364,6 +400,7 @@ def preview_data(board: Board, mapping: dict[str, Any], lang: str) -> tuple[str,
 
 # -- events ---------------------------------------------------------------------------------------------------
 def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
+    follow_end(tab.log)
     form = tab.form(top)
     private = {"api_visibility": "private"}
 
@@ -397,16 +434,19 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             gr.update(choices=choices, value=[registered]),
         )
 
+    def on_preview(*values):
+        *values, lang = values
+        return preview_data(board, mapping_of(tab.keys, list(values)), lang)
+
     tab.upload_btn.click(
         on_upload,
         [tab.upload_file, tab.upload_name, top.lang],
         [tab.dataset_note, tab.dataset_dir, tab.dataset],
         **private,
-    ).then(lambda: gr.update(visible=True), None, tab.dataset_note, **private)
-
-    def on_preview(*values):
-        *values, lang = values
-        return preview_data(board, mapping_of(tab.keys, list(values)), lang)
+    ).then(lambda: gr.update(visible=True), None, tab.dataset_note, **private).then(
+        # the preview follows the new selection (the registered dataset) without another click
+        on_preview, [*form, top.lang], [tab.preview_summary, tab.preview_rows, tab.preview_hist], **private
+    )
 
     tab.preview_btn.click(
         on_preview, [*form, top.lang], [tab.preview_summary, tab.preview_rows, tab.preview_hist], **private

@@ -77,6 +77,8 @@ class RunConfig:
     """Other Hugging Face ``TrainingArguments`` keys, passed through unchanged."""
     notes: list[str] = field(default_factory=list)
     """Non-fatal remarks made while loading (ignored keys, defaults filled in)."""
+    secrets: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    """Secrets taken out of the mapping ({environment variable: value}); never serialized."""
 
     def to_dict(self) -> dict[str, Any]:
         """The flat mapping (LLaMA-Factory style); only values that differ from the defaults plus key ones."""
@@ -225,11 +227,13 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
         mapping = {}
     if not isinstance(mapping, dict):
         raise ConfigError([f"The config must be a mapping of `key: value` lines, not a {type(mapping).__name__}."])
+    from engine.credentials import take_secrets
+
+    mapping, secrets, notes = take_secrets(mapping)  # never part of the config, so never written with it
     problems: list[str] = size_problems(mapping)
     if problems:
         raise ConfigError(problems)
     known = all_keys()
-    notes: list[str] = []
     values: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
     extra: dict[str, Any] = {}
     unknown: list[str] = []
@@ -275,6 +279,7 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
         **{name: SECTIONS[name](**values[name]) for name in SECTIONS},
         extra=extra,
         notes=notes,
+        secrets=secrets,
     )
     problems.extend(_cross_checks(cfg))
     if problems:
@@ -335,14 +340,23 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a YAML (or JSON) config file into a mapping, with a clear error for a missing or broken file."""
-    p = Path(path)
-    if p.is_dir():
-        raise ConfigError([f"Config file `{path}` is a folder; give the YAML file inside it."])
-    if not p.is_file():
-        raise ConfigError([f"Config file `{path}` does not exist; check the path."])
+    """Read a YAML (or JSON) config file into a mapping, with a clear error for a missing or broken file.
+
+    ``-`` reads the config from standard input (``lf-engine train - <<'EOF' ... EOF``).
+    """
+    if str(path) == "-":
+        import sys
+
+        text = sys.stdin.read()
+    else:
+        p = Path(path)
+        if p.is_dir():
+            raise ConfigError([f"Config file `{path}` is a folder; give the YAML file inside it."])
+        if not p.is_file():
+            raise ConfigError([f"Config file `{path}` does not exist; check the path."])
+        text = p.read_text(encoding="utf-8")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = yaml.safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -98,6 +98,10 @@ class _EventStop(StoppingCriteria):
         return torch.full((input_ids.shape[0],), self.is_set(), dtype=torch.bool, device=input_ids.device)
 
 
+INCOMPLETE = "\ufffd"
+"""What a decoder shows for the first bytes of a character whose other bytes are not generated yet."""
+
+
 class _ReplyStreamer(TextIteratorStreamer):
     """A text streamer that keeps the generated ids and leaves stop tokens out of the text."""
 
@@ -115,6 +119,18 @@ class _ReplyStreamer(TextIteratorStreamer):
         kept = [i for i in ids if i not in self.stop_ids]
         if kept:
             super().put(torch.tensor(kept))
+
+    def on_finalized_text(self, text: str, stream_end: bool = False) -> None:
+        # A piece never ends inside a multi-byte character: the tokens so far may hold only its first bytes, which
+        # decode to U+FFFD. Hold such a tail back (``print_len`` rewinds, so the next decode prints it whole); at
+        # the end of the stream an incomplete character is dropped rather than shown broken.
+        held = len(text) - len(text.rstrip(INCOMPLETE))
+        if held and not stream_end and self.token_cache and self.print_len >= held:
+            self.print_len -= held
+            text = text[:-held]
+        elif held and stream_end:
+            text = text[:-held]
+        super().on_finalized_text(text, stream_end)
 
 
 class _StopStrings:
@@ -333,6 +349,9 @@ class ChatModel:
             self.cfg.generation, self.stop_ids, self.tokenizer.pad_token_id, overrides, allow_beams=False
         )
         stops = [stop] if isinstance(stop, str) else list(stop or [])
+        # The template's stop words end a reply also when the model spells one out of ordinary tokens (a small or
+        # barely trained model does): as token ids they would go unnoticed, and the next turn would leak in.
+        stops += [word for word in getattr(self.template, "stop_words", ()) if word and word not in stops]
         return Generation(self, prompt_ids, kwargs, stops, stop_event)
 
     def stream(self, messages: list[dict[str, str]], system: str | None = None, tools: Any = None, *,
@@ -359,6 +378,7 @@ class ChatModel:
         )
         cuts = [raw.find(s) for s in generation.stop_strings if s in raw]
         raw = raw[: min(cuts)] if cuts else raw
+        raw = raw.rstrip(INCOMPLETE)  # a reply cut inside a multi-byte character
         reply = reply_from_text(self.template, raw, self._special_tokens() if self.skip_special_tokens else ())
         reply.prompt_tokens = generation.prompt_tokens
         reply.completion_tokens = generation.completion_tokens

@@ -7,6 +7,8 @@ events, or one JSON answer). One generation runs at a time; a client that goes a
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import json
 import logging
 import os
@@ -21,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from engine.config import RunConfig
+from engine.credentials import API_KEY_ENV, LF_API_KEY_ENV, api_key_from_env  # noqa: F401 (re-exported)
 from engine.infer.chat import ChatModel, Reply
 from engine.runs import RunFolder, package_versions, process_start_time
 
@@ -28,6 +31,27 @@ logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
 CHAT_PATH = "/v1/chat/completions"
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "localhost.localdomain", "ip6-localhost"})
+WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
+
+
+def _host_name(value: str) -> str:
+    """The host part of a ``Host`` header or an origin's netloc, lower-cased, without port or brackets."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:].split("]", 1)[0]
+    if value.count(":") > 1:  # a bare IPv6 address
+        return value
+    return value.rsplit(":", 1)[0] if ":" in value else value
+
+
+def _is_loopback_name(name: str) -> bool:
+    if name in LOOPBACK_NAMES or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 class RequestError(ValueError):
@@ -195,12 +219,25 @@ class ChatServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], chat_model: ChatModel, model_name: str | None = None):
+    def __init__(self, address: tuple[str, int], chat_model: ChatModel, model_name: str | None = None, *,
+                 api_key: str | None = None):
         super().__init__(address, ChatHandler)
         self.chat_model = chat_model
         self.model_name = model_name or getattr(chat_model, "model_name", "model")
         self.generation_lock = threading.Lock()
         self.started = int(time.time())
+        self.api_key = api_key or None
+        self.bind_host = _host_name(str(address[0]))
+
+    def host_allowed(self, name: str) -> bool:
+        """Whether a request naming host ``name`` (Host header or Origin) may be served.
+
+        Loopback names always; the address the server was started with; any name when the server listens on
+        every interface *and* requires an API key (a page that rebinds a name to us cannot know the key).
+        """
+        if _is_loopback_name(name) or (name and name == self.bind_host):
+            return True
+        return self.bind_host in WILDCARD_HOSTS and self.api_key is not None
 
 
 class ChatHandler(BaseHTTPRequestHandler):
@@ -225,6 +262,49 @@ class ChatHandler(BaseHTTPRequestHandler):
     def _send_error(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
         self._send_json(status, {"error": {"message": message, "type": kind, "code": status}})
 
+    def _refused(self, need_auth: bool = True, need_json: bool = False) -> bool:
+        """Answer (and return True) when the request fails the Host, Origin, API-key or content-type checks."""
+        host = _host_name(self.headers.get("Host", ""))
+        if not self.server.host_allowed(host):
+            self.close_connection = True
+            self._send_error(403, f"Host `{host or '(none)'}` is not served here: use http://127.0.0.1:"
+                             f"{self.server.server_address[1]} (or the --host the server was started with).",
+                             kind="forbidden")
+            return True
+        origin = self.headers.get("Origin")
+        if origin is not None:
+            netloc = origin.split("://", 1)[-1].split("/", 1)[0]
+            if origin == "null" or not self.server.host_allowed(_host_name(netloc)):
+                self.close_connection = True
+                self._send_error(403, f"Requests from web pages at {origin} are refused: browsers of other sites "
+                                 "may not use this server.", kind="forbidden")
+                return True
+        if need_auth and self.server.api_key is not None:
+            header = self.headers.get("Authorization", "")
+            scheme, _, token = header.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(),
+                                                                      self.server.api_key.encode()):
+                self.close_connection = True
+                self.send_response(401)
+                data = json.dumps({"error": {
+                    "message": "A valid API key is required: send `Authorization: Bearer <key>` (the key given "
+                               f"with --api-key or ${API_KEY_ENV}).",
+                    "type": "invalid_api_key", "code": 401}}).encode("utf-8")
+                self.send_header("WWW-Authenticate", 'Bearer realm="lf-engine"')
+                self.send_header("Content-Type", "application/json; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return True
+        if need_json:
+            kind = self.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+            if kind != "application/json":
+                self.close_connection = True
+                self._send_error(415, f"The body must be JSON with `Content-Type: application/json` (got "
+                                 f"`{kind or 'none'}`).")
+                return True
+        return False
+
     def _read_body(self) -> dict[str, Any]:
         try:
             length = int(self.headers.get("Content-Length", "0"))
@@ -247,6 +327,8 @@ class ChatHandler(BaseHTTPRequestHandler):
     # -- routes --------------------------------------------------------------------------------------------
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
+        if self._refused(need_auth=path != "/health"):
+            return
         if path == "/health":
             self._send_json(200, {"status": "ok", "model": self.server.model_name})
         elif path == "/v1/models":
@@ -259,6 +341,8 @@ class ChatHandler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
+        if self._refused(need_json=True):
+            return
         if path != CHAT_PATH:
             self._send_error(404, f"No route POST {path}; use POST {CHAT_PATH}.")
             return
@@ -417,10 +501,14 @@ class _DisconnectWatcher:
         self._thread.join()
 
 
-def make_server(chat_model: ChatModel, host: str = "127.0.0.1", port: int = 8000) -> ChatServer:
-    """Bind a :class:`ChatServer` (port 0 picks a free port; read it from ``server.server_address``)."""
+def make_server(chat_model: ChatModel, host: str = "127.0.0.1", port: int = 8000, *,
+                api_key: str | None = None) -> ChatServer:
+    """Bind a :class:`ChatServer` (port 0 picks a free port; read it from ``server.server_address``).
+
+    With ``api_key`` every route but ``/health`` needs ``Authorization: Bearer <api_key>``.
+    """
     try:
-        return ChatServer((host, port), chat_model)
+        return ChatServer((host, port), chat_model, api_key=api_key)
     except OSError as err:
         from engine.errors import UserError
 
@@ -429,7 +517,8 @@ def make_server(chat_model: ChatModel, host: str = "127.0.0.1", port: int = 8000
 
 
 def serve(cfg: RunConfig, host: str = "127.0.0.1", port: int = 8000, run_dir: str | None = None, *,
-          stop_event: threading.Event | None = None, chat_model: ChatModel | None = None) -> None:
+          stop_event: threading.Event | None = None, chat_model: ChatModel | None = None,
+          api_key: str | None = None) -> None:
     """Load the chat model and serve the OpenAI-compatible API until SIGTERM/SIGINT (or ``stop_event``).
 
     With ``run_dir``, run.json records kind ``chat``, status, pid, host, the real port and ``ready`` (true once
@@ -443,7 +532,16 @@ def serve(cfg: RunConfig, host: str = "127.0.0.1", port: int = 8000, run_dir: st
         run_dir: The run folder, or None.
         stop_event: Setting this event stops the server (used by tests and embedding code).
         chat_model: An already loaded model to serve instead of loading one from ``cfg``.
+        api_key: The bearer token clients must send (None: ``$LF_ENGINE_API_KEY`` or ``$API_KEY``; unset: none).
+            It is never written to run.json or the log.
+
+    A stop by SIGTERM/SIGINT (the board's Unload, or Ctrl-C) is recorded as ``aborted``; a chat server holds no
+    training state, so nothing is saved.
     """
+    api_key = api_key or api_key_from_env()
+    if api_key is None and not _is_loopback_name(_host_name(host)):
+        logger.warning("Serving on %s without an API key: anyone who can reach this port can use the model. "
+                       "Set --api-key or $%s.", host, API_KEY_ENV)
     folder = RunFolder(run_dir) if run_dir else None
     if folder is not None:
         folder.update(
@@ -454,7 +552,7 @@ def serve(cfg: RunConfig, host: str = "127.0.0.1", port: int = 8000, run_dir: st
     owns_model = chat_model is None
     try:
         chat_model = chat_model or ChatModel(cfg)
-        server = make_server(chat_model, host, port)
+        server = make_server(chat_model, host, port, api_key=api_key)
     except BaseException as err:
         if folder is not None:
             folder.update(status="failed", ready=False, finished_at=time.time(), exit_code=1,
@@ -462,10 +560,16 @@ def serve(cfg: RunConfig, host: str = "127.0.0.1", port: int = 8000, run_dir: st
         raise
     real_port = int(server.server_address[1])
     stop = stop_event or threading.Event()
+    signalled: list[int] = []
+
+    def on_signal(signum: int, frame: Any) -> None:
+        signalled.append(signum)
+        stop.set()
+
     old_handlers = {}
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:
-            old_handlers[sig] = signal.signal(sig, lambda signum, frame: stop.set())
+            old_handlers[sig] = signal.signal(sig, on_signal)
         except ValueError:  # not in the main thread
             pass
     stopper = threading.Thread(target=lambda: (stop.wait(), server.shutdown()), name="lf-server-stop", daemon=True)
@@ -487,6 +591,9 @@ def serve(cfg: RunConfig, host: str = "127.0.0.1", port: int = 8000, run_dir: st
             signal.signal(sig, handler)
         if owns_model:
             chat_model.unload()
+        if signalled and outcome["status"] == "completed":
+            outcome = {"status": "aborted", "exit_code": 0, "error": "Unloaded on request: the chat server was "
+                       "stopped and its memory freed (a chat server holds no training state; nothing to save)."}
         if folder is not None:
             folder.update(ready=False, finished_at=time.time(), **outcome)
         logger.info("Server stopped.")

@@ -64,7 +64,8 @@ TEMPLATES: dict[str, Template] = {
         name="chatml",
         **_CHATML_TURNS,
         observation="<|im_start|>tool\n{content}<|im_end|>\n",
-        **_CHATML_STOP,
+        stop_words=("<|im_end|>", "<|im_start|>"),  # as LLaMA-Factory's chatml: a new turn also ends the reply
+        replace_eos=True,
         description="Generic ChatML (<|im_start|>role ... <|im_end|>).",
     ),
     "qwen": Template(

@@ -45,6 +45,24 @@ class EventsCallback(TrainerCallback):
             "device": str(devices.current_device()), "world_size": args.world_size, **self.extra_start,
         })
 
+    def on_prediction_step(self, args, state, control, eval_dataloader=None, **kwargs):
+        """Evaluation progress (``progress`` events, about one a second) when there is no training to show it."""
+        if not state.is_world_process_zero or state.max_steps > 0:
+            return
+        self._eval_batches = getattr(self, "_eval_batches", 0) + 1
+        try:
+            total = len(eval_dataloader) if eval_dataloader is not None else 0
+        except TypeError:
+            total = 0
+        now = time.time()
+        if total and (self._eval_batches >= total or now - getattr(self, "_eval_reported", 0.0) >= 1.0):
+            self._eval_reported = now
+            self.ctx.events.write({"event": "progress", "stage": "eval", "done": self._eval_batches, "total": total,
+                                   "fraction": round(min(1.0, self._eval_batches / total), 3)})
+
+    def on_evaluate(self, args, state, control, **kwargs):
+        self._eval_batches = 0
+
     def on_step_end(self, args, state, control, **kwargs):
         if self.first_step_time is None and state.global_step >= 1:
             self.first_step_time = time.time()
@@ -59,7 +77,11 @@ class EventsCallback(TrainerCallback):
         elapsed = now - self.t0
         step, total = state.global_step, state.max_steps
         if any(k.startswith("eval_") for k in logs):
-            event = {"event": "eval", "step": step, "total_steps": total, "epoch": _clean(state.epoch)}
+            if total <= 0:  # an eval-only run: no training steps, epochs or tokens to speak of
+                logs = without_training_fields(logs)
+                event = {"event": "eval"}
+            else:
+                event = {"event": "eval", "step": step, "total_steps": total, "epoch": _clean(state.epoch)}
             for key, value in logs.items():
                 event[key] = _clean(value)
             if isinstance(event.get("eval_loss"), float):
@@ -94,6 +116,9 @@ class EventsCallback(TrainerCallback):
         )
 
     def on_save(self, args, state, control, **kwargs):
+        from engine.fileperms import match_umask
+
+        match_umask(f"{args.output_dir}/checkpoint-{state.global_step}")
         self.ctx.events.write({
             "event": "checkpoint", "step": state.global_step,
             "path": f"{args.output_dir}/checkpoint-{state.global_step}",
@@ -117,3 +142,12 @@ class AbortCallback(TrainerCallback):
 
     def on_train_end(self, args, state, control, **kwargs):
         self.ctx.in_loop = False
+
+
+TRAINING_ONLY = ("epoch", "num_input_tokens_seen", "step", "total_steps")
+
+
+def without_training_fields(metrics: dict) -> dict:
+    """Metrics of an eval-only run without the training counters the Trainer adds (always 0 there) and its
+    model-preparation timing."""
+    return {k: v for k, v in metrics.items() if k not in TRAINING_ONLY and not k.endswith("_model_preparation_time")}

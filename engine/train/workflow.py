@@ -156,12 +156,19 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
         for ckpt in out.glob("checkpoint-*"):
             if not (ckpt / "lf_config.yaml").exists():
                 save_provenance(cfg, ckpt)
+        from engine.fileperms import match_umask
+
+        match_umask(out)  # weights 0644 like the rest of the run folder
         metrics.update(result.metrics)
         trainer.save_metrics("train", result.metrics)
         if ctx.abort_requested:
             return metrics
     if cfg.train.do_eval and bundle.eval is not None:
         eval_metrics = trainer.evaluate()
+        if not cfg.train.do_train:
+            from engine.train.callbacks import without_training_fields
+
+            eval_metrics = without_training_fields(eval_metrics)
         if "eval_loss" in eval_metrics:
             eval_metrics["perplexity"] = float(torch.exp(torch.tensor(min(eval_metrics["eval_loss"], 50.0))))
         trainer.save_metrics("eval", eval_metrics)

@@ -47,9 +47,16 @@ def main() -> int:
     import psutil
 
     update(status="running", pid=os.getpid(), pgid=os.getpgid(0), pid_started=psutil.Process().create_time())
+    if os.environ.get("HF_TOKEN"):  # test probe: a secret handed over by environment (recorded as a hash only)
+        import hashlib
+
+        update(hf_token_sha256=hashlib.sha256(os.environ["HF_TOKEN"].encode()).hexdigest())
     print(f"fake engine: {command} {config_path} {' '.join(sys.argv[3:])}", flush=True)
     if command == "api":
-        update(host="127.0.0.1", port=12345, ready=True)
+        import hashlib
+
+        key = os.environ.get("LF_ENGINE_API_KEY", "")  # recorded as a hash only, as a test probe
+        update(host="127.0.0.1", port=12345, ready=True, key_sha256=hashlib.sha256(key.encode()).hexdigest())
     steps = int(cfg.get("fake_steps", 5))
     emit(event="start", total_steps=steps, num_examples=steps * 2)
     for step in range(1, steps + 1):

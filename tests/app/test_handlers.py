@@ -144,7 +144,7 @@ def test_preview_shows_the_exact_yaml_and_command(board):
     mapping = train.mapping_of(TRAIN_KEYS, train_values())
     command, text, pending = train.preview_command(board, mapping, "", "en")
     run_dir = board.jobs.runs_dir / pending
-    assert command == f"lf-engine train {run_dir / 'config.yaml'}"
+    assert command == f"lf-engine train - <<'LF_CONFIG'\n{text.rstrip()}\nLF_CONFIG"  # works before the folder exists
     cfg = yaml.safe_load(text)
     assert cfg["output_dir"] == str(run_dir) and cfg["learning_rate"] == 2e-3 and cfg["lora_rank"] == 16
     # Start writes exactly the previewed file into the previewed folder

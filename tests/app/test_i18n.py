@@ -71,6 +71,8 @@ def test_every_key_used_in_the_app_exists():
     missing = sorted(k for k in literal if k not in en)
     assert not missing, f"keys used in app/ but missing from locales/en.json: {missing}"
     # keys composed at run time: each prefix with every suffix the code can produce
+    from app.progress_view import STAGES
+    from app.tabs.evaluate import METRIC_COLUMNS, PREDICTION_COLUMNS
     from app.tabs.runs import COLUMNS
     from engine.config import all_keys
     from engine.runs import STATUSES
@@ -78,7 +80,8 @@ def test_every_key_used_in_the_app_exists():
     families = {
         "status_": [*STATUSES, "unknown"],
         "abort_": ["cancelled", "stopping", "finished"],
-        "col_": COLUMNS,
+        "col_": [*COLUMNS, *METRIC_COLUMNS, *PREDICTION_COLUMNS],
+        "stage_": STAGES,
         "preview_": ["trained", "masked", "chosen", "rejected", "kto_tag"],
         "f_": list(all_keys()),
         "h_": list(all_keys()),

@@ -10,6 +10,7 @@ import pytest
 
 from app import forms
 from app.chat_client import ChatError, merge_streams, stream_chat
+from app.chat_workers import client_of
 from app.context import Board
 from app.jobs import JobManager
 from app.tabs import chat
@@ -44,15 +45,17 @@ def test_stream_compare_and_unload(tmp_path):
         servers["base"] = base["main"]
         live = wait_ready(board, servers)
         messages = chat.openai_messages([{"role": "user", "content": "Who are you?"}], "Answer briefly.")
-        pieces = list(
-            stream_chat(f"http://127.0.0.1:{live['main']['port']}/v1", messages, max_tokens=16, temperature=0.7)
-        )
+        url, key = client_of(board, live["main"])
+        with pytest.raises(ChatError, match="API key"):  # the worker requires its key
+            list(stream_chat(url, messages, max_tokens=4))
+        pieces = list(stream_chat(url, messages, max_tokens=16, temperature=0.7, api_key=key))
         assert pieces and all("content" in p for p in pieces)
         assert "".join(p["content"] for p in pieces).strip()
 
         stop = threading.Event()
         streams = {
-            side: stream_chat(f"http://127.0.0.1:{s['port']}/v1", messages, max_tokens=12, stop=stop)
+            side: stream_chat(*client_of(board, s)[:1], messages, max_tokens=12, stop=stop,
+                              api_key=client_of(board, s)[1])
             for side, s in live.items()
         }
         got = {"main": "", "base": ""}
@@ -66,10 +69,10 @@ def test_stream_compare_and_unload(tmp_path):
         assert ended == {"main", "base"} and got["main"] and got["base"]
 
         with pytest.raises(ChatError, match="temperature"):
-            list(stream_chat(f"http://127.0.0.1:{live['main']['port']}/v1", messages, temperature=9))
+            list(stream_chat(url, messages, temperature=9, api_key=key))
     finally:
         stopped = chat.unload(board, servers)
         for run_id in servers.values():
-            assert board.jobs.wait(run_id, 60) in ("completed", "aborted")
+            assert board.jobs.wait(run_id, 60) == "aborted"
         board.jobs.shutdown()
     assert set(stopped) == set(servers.values())

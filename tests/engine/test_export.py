@@ -161,3 +161,19 @@ def test_refuses_a_non_empty_folder_and_a_non_adapter_folder(tiny, tmp_path):
         run_export(export_cfg(tiny, tmp_path / "out", adapter_name_or_path=str(busy)))
     with pytest.raises(ConfigError, match="is also the model or adapter"):
         run_export(export_cfg(tiny, tiny[1]))
+
+
+def test_cli_export_prints_size_and_reload_check_and_writes_shared_weights(tiny, tmp_path, capsys):
+    from engine.cli import main
+    from engine.fileperms import default_file_mode
+
+    base_dir, adapter_dir, _ = tiny
+    config = tmp_path / "export.yaml"
+    config.write_text(f"model_name_or_path: {base_dir}\nadapter_name_or_path: {adapter_dir}\ntemplate: chatml\n"
+                      f"export_dir: {tmp_path / 'out'}\n", encoding="utf-8")
+    assert main(["export", str(config)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"Exported to {tmp_path / 'out'}: ") and " KB in " in out[0] and "files" in out[0]
+    assert out[1].startswith("Reload check: passed (max logit difference ") and "chat template matches: yes" in out[1]
+    weights = list((tmp_path / "out").glob("*.safetensors"))
+    assert weights and all(p.stat().st_mode & 0o777 == default_file_mode() for p in weights)

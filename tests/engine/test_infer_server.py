@@ -212,7 +212,7 @@ def test_client_disconnect_stops_generation(server, monkeypatch):
     assert post(base, HELLO)[0] == 200
 
 
-def test_sigterm_stops_the_server_and_marks_the_run_completed(tmp_path):
+def test_sigterm_stops_the_server_and_marks_the_run_aborted(tmp_path):
     model_dir = build_tiny_model(tmp_path / "model")
     run_dir = tmp_path / "run"
     script = (
@@ -241,7 +241,7 @@ def test_sigterm_stops_the_server_and_marks_the_run_completed(tmp_path):
             process.kill()
             process.wait()
     info = folder.info()
-    assert (info["status"], info["ready"], info["exit_code"]) == ("completed", False, 0)
+    assert (info["status"], info["ready"], info["exit_code"]) == ("aborted", False, 0)
     assert info["finished_at"] >= info["started_at"]
 
 

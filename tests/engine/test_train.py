@@ -115,6 +115,11 @@ def test_eval_and_predict_write_metrics(tmp_path):
     rows = [json.loads(x) for x in (out / "generated_predictions.jsonl").read_text().splitlines()]
     assert len(rows) == 4 and {"prompt", "predict", "label"} <= set(rows[0])
     assert json.loads((out / "run.json").read_text())["kind"] == "predict"
+    # an eval-only run reports no training counters (they would all be 0), and shows evaluation progress
+    assert not {"epoch", "num_input_tokens_seen", "eval_model_preparation_time"} & set(results)
+    evs = events(out)
+    assert all("step" not in e and "epoch" not in e for e in evs if e["event"] == "eval")
+    assert any(e["event"] == "progress" and e["stage"] == "eval" for e in evs)
 
 
 def test_resume_from_checkpoint_continues(tmp_path):

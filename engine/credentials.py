@@ -1,0 +1,106 @@
+"""Secrets (hub tokens, the chat server's API key) come from the environment and never reach a run folder or log.
+
+- A config may still carry LLaMA-Factory's ``hf_hub_token`` / ``ms_hub_token`` / ``om_hub_token`` or Hugging Face's
+  ``hub_token``: :func:`take_secrets` takes them out of the mapping before it is validated, so they are never part
+  of the typed config and therefore never written to config.yaml, lf_config.yaml, a checkpoint or
+  training_args.bin. The engine then uses them through the environment variable the hub library reads
+  (:func:`export_secrets`), and the note it prints names the variable to set instead.
+- :class:`RedactingFilter` masks every secret value (from the variables below) in log records.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, MutableMapping
+from typing import Any
+
+API_KEY_ENV = "LF_ENGINE_API_KEY"
+"""The bearer key the chat server (``lf-engine api``) requires; the board passes a per-worker one here."""
+LF_API_KEY_ENV = "API_KEY"
+"""LLaMA-Factory's name for the same setting, honoured when ``LF_ENGINE_API_KEY`` is unset."""
+
+SECRET_KEYS: dict[str, str] = {
+    "hf_hub_token": "HF_TOKEN",
+    "hub_token": "HF_TOKEN",
+    "ms_hub_token": "MODELSCOPE_API_TOKEN",
+    "om_hub_token": "MODELERS_API_TOKEN",
+}
+"""Config keys that hold a secret -> the environment variable to put it in instead."""
+
+SECRET_ENV_VARS = (API_KEY_ENV, LF_API_KEY_ENV, "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "MODELSCOPE_API_TOKEN",
+                   "MODELERS_API_TOKEN", "WANDB_API_KEY", "LF_BOARD_AUTH")
+MASK = "***"
+
+
+def api_key_from_env(environ: Mapping[str, str] | None = None) -> str | None:
+    """The API key from ``LF_ENGINE_API_KEY`` (or LLaMA-Factory's ``API_KEY``); None when neither is set."""
+    environ = os.environ if environ is None else environ
+    return (environ.get(API_KEY_ENV) or environ.get(LF_API_KEY_ENV) or "").strip() or None
+
+
+def take_secrets(mapping: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    """Split secret keys off a flat config mapping.
+
+    Returns:
+        (the mapping without them, {environment variable: value}, notes naming the variable to use instead).
+    """
+    clean: dict[str, Any] = {}
+    found: dict[str, str] = {}
+    notes: list[str] = []
+    for key, value in mapping.items():
+        env = SECRET_KEYS.get(str(key))
+        if env is None:
+            clean[key] = value
+            continue
+        if value not in (None, "", False):
+            found.setdefault(env, str(value))
+        notes.append(f"`{key}` is a secret: it is used for this run but never saved with it; set ${env} in the "
+                     "environment instead of writing it into a config.")
+    return clean, found, notes
+
+
+def export_secrets(found: Mapping[str, str], environ: MutableMapping[str, str] | None = None) -> None:
+    """Put secrets taken from a config into the environment (a variable the user set already wins)."""
+    environ = os.environ if environ is None else environ
+    for name, value in found.items():
+        environ.setdefault(name, value)
+
+
+def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The values of the secret variables now set (longest first; short ones are too common to mask)."""
+    environ = os.environ if environ is None else environ
+    values = {environ.get(name, "") for name in SECRET_ENV_VARS}
+    auth = environ.get("LF_BOARD_AUTH", "")
+    if ":" in auth:
+        values.add(auth.split(":", 1)[1])
+    return sorted((v for v in values if len(v) >= 6), key=len, reverse=True)
+
+
+def redact(text: str, values: list[str] | None = None) -> str:
+    """``text`` with every secret value replaced by ``***``."""
+    for value in secret_values() if values is None else values:
+        if value in text:
+            text = text.replace(value, MASK)
+    return text
+
+
+class RedactingFilter(logging.Filter):
+    """Masks secret values in log records (message and arguments are formatted first)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        values = secret_values()
+        if values:
+            message = record.getMessage()
+            cleaned = redact(message, values)
+            if cleaned != message:
+                record.msg, record.args = cleaned, None
+        return True
+
+
+def install_log_redaction(logger: logging.Logger | None = None) -> None:
+    """Add :class:`RedactingFilter` to every handler of ``logger`` (the root logger by default), once."""
+    logger = logger or logging.getLogger()
+    for handler in logger.handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())

@@ -1,0 +1,163 @@
+"""Failed-login backoff, the upload size limit, and the folders API configs may write to."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import gradio as gr
+import pytest
+from fastapi import HTTPException
+
+from app.api import Automation
+from app.security import ALLOWED_ROOTS_ENV, LoginGuard, allowed_roots, max_upload_mb, path_problems
+from app.tabs import train
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_logins_pause_after_repeated_failures_even_with_the_right_password():
+    clock = Clock()
+    guard = LoginGuard("alice", "s3cret", free_failures=5, base_delay=30, clock=clock)
+    assert guard("alice", "s3cret")
+    for _ in range(5):
+        assert not guard("alice", "wrong")
+    with pytest.raises(HTTPException) as refused:
+        guard("alice", "s3cret")
+    assert "Too many failed logins" in refused.value.detail and "wait 31 s" in refused.value.detail
+    clock.now += 31
+    assert not guard("alice", "wrong")  # one more failure: the pause doubles
+    clock.now += 31
+    with pytest.raises(HTTPException):
+        guard("alice", "s3cret")
+    clock.now += 30
+    assert guard("alice", "s3cret")  # the pause is over; success clears the count
+    assert not guard("alice", "wrong") and guard("alice", "s3cret")
+    assert "5 wrong passwords" in guard.message
+
+
+def test_guessing_many_user_names_from_one_address_pauses_that_address():
+    clock = Clock()
+    guard = LoginGuard("alice", "s3cret", free_failures=3, clock=clock)
+    for name in ("bob", "carol", "dave"):
+        assert not guard(name, "x")
+    with pytest.raises(HTTPException, match="Too many failed logins"):
+        guard("alice", "s3cret")  # same (unknown) client address
+
+
+def test_upload_limit(board, tmp_path):
+    big = tmp_path / "big.json"
+    with open(big, "wb") as fh:
+        fh.truncate(3 * 1024 * 1024)
+    board.max_upload_mb = 2
+    message, name = train.upload_dataset(board, str(big), "big", "en")
+    assert name is None and "upload limit of 2 MB" in message and "--max-upload-mb" in message
+    assert not (board.workspace.datasets_dir / "big.json").exists()
+    assert max_upload_mb(None) == 512 and max_upload_mb(7) == 7
+    with pytest.raises(ValueError, match="at least 1"):
+        max_upload_mb(0)
+
+
+def test_api_paths_must_stay_under_the_allowed_roots(board, tmp_path, monkeypatch):
+    monkeypatch.delenv(ALLOWED_ROOTS_ENV, raising=False)
+    auto = Automation(board)
+    data = REPO_ROOT / "examples" / "data"
+    base = f"model_name_or_path: demo\ntemplate: chatml\ndataset: demo_identity\ndataset_dir: {data}\n"
+    outside = tmp_path / "elsewhere"
+    with pytest.raises(gr.Error, match="outside the folders this board may write to"):
+        auto.submit_run(base + f"tokenized_path: {outside / 'tok'}\n")
+    with pytest.raises(gr.Error, match="--allowed-root"):
+        auto.submit_run(base.replace("dataset: demo_identity\n", "") + "adapter_name_or_path: x\n"
+                        "export_dir: /etc/lf-export\n", "export")
+    with pytest.raises(gr.Error, match="must be an absolute path"):
+        auto.submit_run(base + "tokenized_path: relative/tok\n")
+    assert auto.submit_run(base + f"tokenized_path: {board.workspace.root / 'tok'}\n")
+    board.extra_roots = [str(outside)]
+    assert auto.submit_run(base + f"tokenized_path: {outside / 'tok'}\n")
+    monkeypatch.setenv(ALLOWED_ROOTS_ENV, f"/srv/a{os.pathsep}/srv/b")
+    assert allowed_roots(Path("/w"), None) == [Path("/w"), Path("/srv/a"), Path("/srv/b")]
+    assert path_problems({"export_dir": "/srv/a/x/../y"}, allowed_roots(Path("/w"))) == []
+    assert path_problems({"export_dir": "/srv/a/../c"}, allowed_roots(Path("/w")))
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def post_login(url: str, user: str, password: str, opener=None) -> tuple[int, str]:
+    data = urllib.parse.urlencode({"username": user, "password": password}).encode()
+    try:
+        with (opener or urllib.request.build_opener()).open(urllib.request.Request(url + "login", data=data),
+                                                              timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+@pytest.mark.slow
+def test_live_board_rate_limits_logins_and_limits_uploads(tmp_path):
+    port = free_port()
+    log = open(tmp_path / "board.log", "wb")
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), GRADIO_ANALYTICS_ENABLED="False")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app", "--port", str(port), "--workspace", str(tmp_path / "ws"), "--auth",
+         "alice:s3cret", "--max-upload-mb", "1"],
+        cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=2).close()
+                break
+            except urllib.error.HTTPError:
+                break
+            except OSError:
+                assert proc.poll() is None and time.time() < deadline, (tmp_path / "board.log").read_text()[-3000:]
+                time.sleep(0.5)
+        import http.cookiejar
+
+        session = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+        assert post_login(url, "alice", "s3cret", session)[0] == 200
+        for _ in range(5):
+            assert post_login(url, "alice", "nope")[0] == 400
+        status, text = post_login(url, "alice", "s3cret")
+        assert status == 400 and "Too many failed logins" in text
+        # uploads above --max-upload-mb are refused by the server itself
+        boundary = "lfboardboundary"
+        body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"big.json\"\r\n"
+                "Content-Type: application/json\r\n\r\n").encode() + b"[" + b" " * (2 * 1024 * 1024) + b"]\r\n" + \
+            f"--{boundary}--\r\n".encode()
+        request = urllib.request.Request(url + "gradio_api/upload", data=body,
+                                         headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            session.open(request, timeout=30)  # logged in: only the size can refuse it
+        assert refused.value.code == 413, refused.value.read()[:300]
+        small = body.replace(b" " * (2 * 1024 * 1024), b" ")
+        with session.open(urllib.request.Request(url + "gradio_api/upload", data=small, headers={
+                "Content-Type": f"multipart/form-data; boundary={boundary}"}), timeout=30) as response:
+            assert response.status == 200
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=20)
+        log.close()

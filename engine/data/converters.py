@@ -101,8 +101,8 @@ def _tools(row: dict[str, Any], column: str | None) -> str:
         tools = normalize_tools(value)
     except ValueError as err:
         raise RowError(str(err)) from None
-    if not tools:
-        return ""
+    if not tools:  # an empty list written as text ("[]") still opens an empty system turn, as in LLaMA-Factory
+        return value if isinstance(value, str) and value.strip() else ""
     return value if isinstance(value, str) else json.dumps(tools, ensure_ascii=False)
 
 

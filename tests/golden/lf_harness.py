@@ -15,7 +15,7 @@ from pathlib import Path
 
 MIRROR = os.environ.get("LF_MIRROR", "/work/.mirror/hiyouga+LLaMA-Factory/repo")
 REF = os.environ.get("LF_REF", "v0.9.5")
-FILES = ["data/data_utils.py", "data/formatter.py", "data/tool_utils.py", "data/template.py", "data/converter.py",
+FILES = ["data/parser.py", "data/data_utils.py", "data/formatter.py", "data/tool_utils.py", "data/template.py", "data/converter.py",
          "data/processor/processor_utils.py", "data/processor/supervised.py", "data/processor/pairwise.py",
          "data/processor/feedback.py"]
 
@@ -49,7 +49,9 @@ def load_lf() -> types.ModuleType:
         (root / sub).mkdir(parents=True, exist_ok=True)
         (root / sub / "__init__.py").write_text("")
     (root / "extras/logging.py").write_text(_STUB_LOGGING)
-    (root / "extras/constants.py").write_text("IGNORE_INDEX = -100\n")
+    (root / "extras/constants.py").write_text("IGNORE_INDEX = -100\nDATA_CONFIG = 'dataset_info.json'\n")
+    (root / "extras/misc.py").write_text("def use_modelscope():\n    return False\n\n\n"
+                                         "def use_openmind():\n    return False\n")
     (root / "data/mm_plugin.py").write_text(_STUB_MM)
     for name in FILES:
         text = subprocess.run(["git", "-C", MIRROR, "show", f"{REF}:src/llamafactory/{name}"], check=True,

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import dataclasses
-
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -315,8 +315,9 @@ class Template:
                 )
         elements = self._elements(prepared, system, tools)
         replies = list(range(1, len(prepared), 2))
-        turns = replies[-1:] if (oneturn or discard_history) else replies
-        return self._with_thoughts(prepared, elements, turns)
+        if oneturn or discard_history:
+            replies = [index for index in replies[-1:] if index == len(prepared) - 1]
+        return self._with_thoughts(prepared, elements, replies)
 
     def segments(self, messages: list[dict[str, Any]], system: str | None = None, tools: Any = None,
                  add_generation_prompt: bool = False, tokenizer: Any = None) -> list[Segment]:
@@ -342,9 +343,16 @@ class Template:
         return "".join(text for text, _ in self.segments(messages, system, tools, add_generation_prompt, tokenizer))
 
     def render_oneturn(self, messages: list[dict[str, Any]], system: str | None = None, tools: Any = None,
-                       tokenizer: Any = None) -> str:
-        """The text of ``encode_oneturn`` (history thoughts removed unless ``preserve_thinking``)."""
-        elements = self.message_elements(messages, system, tools, oneturn=True)
+                       tokenizer: Any = None, add_generation_prompt: bool = False) -> str:
+        """The text of ``encode_oneturn`` (inference semantics: history thoughts removed unless
+        ``preserve_thinking``); a conversation ending with a user turn and ``add_generation_prompt`` is written as
+        ``encode_prompt`` writes it. This is what the exported Jinja chat template reproduces."""
+        canonical, _ = canonical_messages(messages, system)
+        if add_generation_prompt and canonical and canonical[-1]["role"] in ("user", "observation"):
+            elements = self.message_elements(messages + [{"role": "assistant", "content": ""}], system, tools,
+                                             oneturn=True)[:-1]
+        else:
+            elements = self.message_elements(messages, system, tools, oneturn=True)
         return "".join(element_text(items, tokenizer, self.bos_text, self.eos_text) for items in elements)
 
     # ----------------------------------------------------------------------------------------- encoding

@@ -127,6 +127,8 @@ class DefaultToolFormat(ToolFormat):
         calls = []
         for match in matches:
             raw = match.group(2).strip().strip('"').strip("`")
+            if raw.startswith("json"):  # a fenced ```json block
+                raw = raw[len("json"):]
             try:
                 arguments = json.loads(raw)
             except json.JSONDecodeError:
@@ -268,7 +270,7 @@ class Llama3ToolFormat(ToolFormat):
         if not values or text[end:].strip():
             return text, []
         values = [v for value in values for v in (value if isinstance(value, list) else [value])]
-        if not all(isinstance(v, dict) and "name" in v and "parameters" in v for v in values):
+        if not all(isinstance(v, dict) and "name" in v and ("parameters" in v or "arguments" in v) for v in values):
             return text, []
         try:
             calls = normalize_calls(values)

@@ -203,3 +203,14 @@ def test_gemma4_thoughts(name):
          f"{EMPTY}", "A<turn|>\n"],
         [f"<|turn>user\nb<turn|>\n<|turn>model\n{EMPTY}", "B<turn|>\n"],
     ], "thinking off: <|think|> stays, thoughts are removed, every prompt gets the empty thought"
+
+
+@pytest.mark.parametrize("name", sorted(__import__("engine.templates", fromlist=["TEMPLATES"]).TEMPLATES))
+def test_every_template_parses_its_own_calls_back(name):
+    template = get_template(name)
+    calls = [{"name": "get_weather", "arguments": {"city": "Paris", "days": [1, 2], "exact": True}}]
+    written = get_tool_format(template.tool_format).format_calls(calls)
+    if template.reasoning:
+        written = template.add_thought(written)
+    assert template.parse_reply(written + (template.stop_words[0] if template.stop_words else "")) == ("", calls)
+    assert template.parse_reply("Just text.") == ("Just text.", [])

@@ -213,7 +213,9 @@ def _turns(row: dict[str, Any], spec: DatasetSpec, default_tags: dict[str, str])
         if message["role"] == "system":
             raise RowError("a system turn appears after the start")
         if merged and message["role"] == "observation" and merged[-1]["role"] == "observation":
-            merged[-1] = {"role": "observation", "content": merged[-1]["content"] + "\n" + message["content"]}
+            # consecutive tool results become one turn (joined as LLaMA-Factory joins OpenAI-style tool messages)
+            joiner = "\n</tool_response>\n<tool_response>\n" if spec.formatting == "openai" else "\n"
+            merged[-1] = {"role": "observation", "content": merged[-1]["content"] + joiner + message["content"]}
         else:
             merged.append(message)
     example = _base(row, spec, columns, system, merged)

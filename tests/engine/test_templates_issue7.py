@@ -214,3 +214,22 @@ def test_every_template_parses_its_own_calls_back(name):
         written = template.add_thought(written)
     assert template.parse_reply(written + (template.stop_words[0] if template.stop_words else "")) == ("", calls)
     assert template.parse_reply("Just text.") == ("Just text.", [])
+
+
+def test_openai_rows_with_parallel_tool_results_are_joined_like_llamafactory(tmp_path):
+    from engine.data.converters import convert_rows
+    from engine.data.registry import DatasetSpec
+
+    row = {"messages": [
+        {"role": "user", "content": "Weather in Paris and Rome?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}},
+            {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Rome"}}}]},
+        {"role": "tool", "content": '{"temp": 21}'}, {"role": "tool", "content": '{"temp": 25}'},
+        {"role": "assistant", "content": "21 and 25 degrees."}]}
+    spec = DatasetSpec(name="t", path=tmp_path / "t.json", formatting="openai")
+    example = convert_rows([row], spec, "sft")[0]
+    assert [m["role"] for m in example["messages"]] == ["user", "function", "observation", "assistant"]
+    assert example["messages"][2]["content"] == '{"temp": 21}\n</tool_response>\n<tool_response>\n{"temp": 25}'
+    text = get_template("qwen").render(example["messages"])
+    assert '<tool_response>\n{"temp": 21}\n</tool_response>\n<tool_response>\n{"temp": 25}\n</tool_response>' in text

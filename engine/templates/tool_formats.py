@@ -80,6 +80,20 @@ QWEN_TOOL_PROMPT = (
     """<tool_call></tool_call> XML tags:\n<tool_call>\n{{"name": <function-name>, """
     """"arguments": <args-json-object>}}\n</tool_call>"""
 )
+QWEN35_TOOL_PROMPT = (
+    "\n\n# Tools\n\nYou have access to the following functions:\n\n<tools>{tool_text}"
+    "\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n"
+    "<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n"
+    "<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple lines\n"
+    "</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n"
+    "- Function calls MUST follow the specified format: "
+    "an inner <function=...></function> block must be nested within <tool_call></tool_call> XML tags\n"
+    "- Required parameters MUST be specified\n"
+    "- You may provide optional reasoning for your function call in natural language "
+    "BEFORE the function call, but NOT after\n"
+    "- If there is no function call available, answer the question like normal with your current knowledge "
+    "and do not tell the user about function calls\n</IMPORTANT>"
+)
 
 
 def today() -> str:
@@ -308,6 +322,42 @@ class MistralToolFormat(ToolFormat):
             return text, []
 
 
+class Qwen35ToolFormat(ToolFormat):
+    """Qwen 3.5: bare JSON schemas in ``<tools>``; a call is ``<function=NAME>`` with one ``<parameter=KEY>`` block per
+    argument inside ``<tool_call>``."""
+
+    name = "qwen3_5"
+    _CALL = re.compile(r"<tool_call>\s*<function=\s*([^\s<>]+)\s*(.*?)\s*</function>\s*</tool_call>", re.DOTALL)
+    _PARAM = re.compile(r"<parameter=(.*?)>(.*?)</parameter>", re.DOTALL)
+
+    def declare(self, tools: list[dict[str, Any]]) -> str:
+        return QWEN35_TOOL_PROMPT.format(tool_text="".join("\n" + _dumps(tool) for tool in tools))
+
+    def write_calls(self, calls: list[dict[str, Any]]) -> str:
+        texts = []
+        for call in calls:
+            text = f"<tool_call>\n<function={call['name']}>"
+            for key, value in call["arguments"].items():
+                text += f"\n<parameter={key}>\n{value if isinstance(value, str) else _dumps(value)}\n</parameter>"
+            texts.append(text + "\n</function>\n</tool_call>")
+        return "\n".join(texts)
+
+    def extract(self, text: str) -> tuple[str, list[dict[str, Any]]]:
+        matches = list(self._CALL.finditer(text))
+        if not matches:
+            return text, []
+        calls = []
+        for match in matches:
+            arguments: dict[str, Any] = {}
+            for key, raw in self._PARAM.findall(match.group(2).strip()):
+                try:
+                    arguments[key] = json.loads(raw.strip())
+                except json.JSONDecodeError:
+                    arguments[key] = raw.strip()
+            calls.append({"name": match.group(1).strip(), "arguments": arguments})
+        return text[:matches[0].start()].strip(), calls
+
+
 TOOL_FORMATS: dict[str, ToolFormat] = {
     "default": DefaultToolFormat(),
     "qwen": QwenToolFormat(),
@@ -315,6 +365,7 @@ TOOL_FORMATS: dict[str, ToolFormat] = {
     "llama3": Llama3ToolFormat(),
     "mistral": MistralToolFormat(),
     "glm4_moe": GLM4MoeToolFormat(),
+    "qwen3_5": Qwen35ToolFormat(),
     "gemma4": Gemma4ToolFormat(),
 }
 

@@ -76,7 +76,7 @@ def main() -> None:
                     }
                     entry["cases"].setdefault(key, {})[setup] = record
         out["templates"][name] = entry
-    for fmt_name in ("default", "qwen", "glm4", "llama3", "mistral", "gemma4", "glm4_moe"):
+    for fmt_name in ("default", "qwen", "glm4", "llama3", "mistral", "gemma4", "glm4_moe", "qwen3_5"):
         utils = tool_utils.TOOLS[fmt_name]
         calls = [tool_utils.FunctionCall(c["name"], json.dumps(c["arguments"], ensure_ascii=False)) for c in cases.CALL]
         written = utils.function_formatter(calls)

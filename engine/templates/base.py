@@ -186,13 +186,12 @@ class Template:
         return get_tool_format(self.tool_format).format_tools(declared) if declared else ""
 
     def reply_text(self, message: dict[str, Any], body: str | None = None) -> str:
-        """A reply's text (a function turn's calls written in the template's tool format)."""
-        message = dict(message)
-        if body is not None:
-            message["content"] = body
-        content = self._inline(message)
+        """A reply's text without its thinking (a function turn's calls written in the template's tool format)."""
+        if body is None:
+            body = self._message_thinking(message)[1]
         if message["role"] != "function":
-            return content
+            return body
+        content = self._inline({**message, "content": body, "thinking": None, "reasoning_content": None})
         return self._function_text(content, not self.system_in_user)
 
     def _function_text(self, content: str, with_words: bool) -> str:

@@ -17,11 +17,11 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
+from golden.tokenizers import load
 
 from engine.data.loader import load_dataset_examples
 from engine.data.tokenize import IGNORE, TokenizeOptions, tokenize_examples
 from engine.templates import get_template
-from tests.golden.tokenizers import load
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(os.environ.get("LF_DEMO_DATA") or REPO.parent / "shared" / "data")

@@ -5,11 +5,11 @@ ids produced by LLaMA-Factory itself)."""
 from __future__ import annotations
 
 import pytest
+from golden.tokenizers import load
 
 from engine.data.tokenize import IGNORE, TokenizeOptions, sft_row
 from engine.templates import get_template, get_tool_format
 from engine.templates import tool_formats as tool_formats_module
-from tests.golden.tokenizers import load
 
 WEATHER = {"name": "get_weather", "description": "Weather of a city", "parameters": {
     "type": "object", "properties": {"unit": {"type": "string", "enum": ["c", "f"], "description": "Unit",

@@ -18,11 +18,11 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
+from golden import cases
+from golden.tokenizers import SETUPS, load
 
 from engine.templates import TEMPLATES, get_template, get_tool_format
 from engine.templates import tool_formats as tool_formats_module
-from tests.golden import cases
-from tests.golden.tokenizers import SETUPS, load
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "lf_templates.json.gz"
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from golden.tokenizers import load
 
 from engine.templates import get_template
-from tests.golden.tokenizers import load
 
 try:
     import trl

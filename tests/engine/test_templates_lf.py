@@ -47,8 +47,10 @@ def _fixed_date(monkeypatch):
 
 
 def test_at_least_forty_templates_all_checked():
-    assert len(TEMPLATES) >= 40
-    assert set(TEMPLATES) == set(golden()["templates"])
+    checked = set(golden()["templates"])
+    assert len(checked) >= 40 and checked <= set(TEMPLATES)
+    text_only = {name for name, template in TEMPLATES.items() if not template.modalities}
+    assert text_only <= checked, f"text templates without golden ids: {sorted(text_only - checked)}"
 
 
 def check_template(name: str) -> list[str]:

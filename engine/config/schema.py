@@ -86,6 +86,10 @@ class DataArgs:
     tokenized_path: str | None = opt(None, "Save or load tokenized data here.", advanced=True)
     default_system: str | None = opt(None, "System prompt used when a row has none.", advanced=True)
     enable_thinking: bool = opt(True, "For reasoning templates: keep the thinking part.", advanced=True)
+    preserve_thinking: bool = opt(False, "For reasoning templates: keep history thoughts in single-turn encodings "
+                                  "and with mask_history.", advanced=True)
+    keep_prompt_end: bool = opt(False, "Cut long prompts from the start, keeping the turns nearest the reply "
+                                "(LLaMA-Factory keeps the start).", advanced=True)
     tool_format: str | None = opt(None, "Tool-call format; empty uses the template's own.", advanced=True)
     image_max_pixels: int = opt(768 * 768, "Largest image size in pixels.", advanced=True)
     image_min_pixels: int = opt(32 * 32, "Smallest image size in pixels.", advanced=True)

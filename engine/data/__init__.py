@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +42,8 @@ def configured_template(cfg: Any, template: Any) -> Any:
     """``template`` with the data options of ``cfg`` (enable_thinking, default_system, tool_format) applied."""
     data = cfg.data
     return template.with_options(enable_thinking=data.enable_thinking, default_system=data.default_system,
-                                 tool_format=data.tool_format)
+                                 tool_format=data.tool_format,
+                                 preserve_thinking=getattr(data, "preserve_thinking", None))
 
 
 def _to_dataset(columns: dict[str, list]) -> Any:
@@ -85,7 +87,8 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any) -> DatasetBundle:
     template = configured_template(cfg, template)
     packing = bool(data.packing or data.neat_packing) and stage in ("pt", "sft")
     opts = TokenizeOptions(cutoff_len=data.cutoff_len, train_on_prompt=data.train_on_prompt,
-                           mask_history=data.mask_history, packing=packing)
+                           mask_history=data.mask_history, packing=packing,
+                           keep_prompt_end=getattr(data, "keep_prompt_end", False))
     train_examples = load_examples(data, data.dataset, stage, seed) if data.dataset else []
     eval_examples = load_examples(data, data.eval_dataset, stage, seed) if data.eval_dataset else []
     if data.val_size and train_examples:
@@ -98,7 +101,7 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any) -> DatasetBundle:
     if train_examples:
         bundle.train, bundle.stats["train"] = _tokenized(train_examples, stage, tokenizer, template, opts, "train")
     if eval_examples:
-        eval_opts = TokenizeOptions(opts.cutoff_len, opts.train_on_prompt, opts.mask_history, False)
+        eval_opts = dataclasses.replace(opts, packing=False)
         bundle.eval, bundle.stats["eval"] = _tokenized(eval_examples, stage, tokenizer, template, eval_opts, "eval")
     if cached is not None:
         _save_tokenized(bundle, cached)

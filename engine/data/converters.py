@@ -101,8 +101,8 @@ def _tools(row: dict[str, Any], column: str | None) -> str:
         tools = normalize_tools(value)
     except ValueError as err:
         raise RowError(str(err)) from None
-    if not tools:
-        return ""
+    if not tools:  # an empty list written as text ("[]") still opens an empty system turn, as in LLaMA-Factory
+        return value if isinstance(value, str) and value.strip() else ""
     return value if isinstance(value, str) else json.dumps(tools, ensure_ascii=False)
 
 
@@ -213,7 +213,9 @@ def _turns(row: dict[str, Any], spec: DatasetSpec, default_tags: dict[str, str])
         if message["role"] == "system":
             raise RowError("a system turn appears after the start")
         if merged and message["role"] == "observation" and merged[-1]["role"] == "observation":
-            merged[-1] = {"role": "observation", "content": merged[-1]["content"] + "\n" + message["content"]}
+            # consecutive tool results become one turn (joined as LLaMA-Factory joins OpenAI-style tool messages)
+            joiner = "\n</tool_response>\n<tool_response>\n" if spec.formatting == "openai" else "\n"
+            merged[-1] = {"role": "observation", "content": merged[-1]["content"] + joiner + message["content"]}
         else:
             merged.append(message)
     example = _base(row, spec, columns, system, merged)

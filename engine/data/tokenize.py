@@ -6,10 +6,13 @@
 - ``rm``: ``chosen_ids``/``rejected_ids`` (prompt + answer); ``dpo``: ``prompt_ids``, ``chosen_ids``,
   ``rejected_ids`` (answers only); ``kto``: ``prompt_ids``, ``completion_ids``, ``label``.
 
-Truncation keeps the tail of a prompt and the head of its reply: a side needing at most half of ``cutoff_len``
-stays whole and the other gets the rest, otherwise the budget is shared in proportion to their lengths. A
-multi-turn conversation keeps whole turns from the start (from the end with ``mask_history``) and cuts the first
-turn that does not fit. An example left without any trained token is dropped and counted.
+Truncation is LLaMA-Factory's (``infer_seqlen``): turn by turn from the start (from the last turn with
+``mask_history``), each (prompt, reply) pair gets what is left of ``cutoff_len``: a reply shorter than half of it
+stays whole, else a prompt shorter than half stays whole, else both are cut in proportion to their lengths; the
+*start* of each side is kept. Templates with ``efficient_eos`` end the sequence with one EOS (counted in the budget)
+and label the first prompt token of every later turn with EOS. With ``keep_prompt_end`` a long prompt keeps its
+end instead (the turns nearest the reply), an option of ours that LLaMA-Factory does not have. An example left
+without any trained token is dropped and counted.
 
 Packing (``packing: true``, stages pt and sft) places whole examples greedily (first fit, longest first) into
 sequences of at most ``cutoff_len`` tokens and adds ``position_ids`` that restart at 0 for every example. With
@@ -20,6 +23,7 @@ boundary. A pt document longer than ``cutoff_len`` is split into pieces first.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +41,7 @@ class TokenizeOptions:
     train_on_prompt: bool = False
     mask_history: bool = False
     packing: bool = False
+    keep_prompt_end: bool = False
 
 
 def new_stats(rows: int) -> dict[str, int]:
@@ -66,9 +71,69 @@ def _tail(ids: list[int], keep: int) -> list[int]:
     return ids[len(ids) - keep:] if keep > 0 else []
 
 
+def infer_seqlen(source_len: int, target_len: int, cutoff_len: int) -> tuple[int, int]:
+    """LLaMA-Factory's split of ``cutoff_len`` between a prompt (source) and its reply (target)."""
+    if target_len * 2 < cutoff_len:
+        max_target_len = cutoff_len
+    elif source_len * 2 < cutoff_len:
+        max_target_len = cutoff_len - source_len
+    else:
+        max_target_len = int(cutoff_len * (target_len / (source_len + target_len)))
+    new_target_len = min(max_target_len, target_len)
+    new_source_len = min(max(cutoff_len - new_target_len, 0), source_len)
+    return new_source_len, new_target_len
+
+
+def _efficient_eos(template: Any) -> bool:
+    return bool(getattr(template, "uses_efficient_eos", False))
+
+
 # ------------------------------------------------------------------------------------------------------ sft
-def sft_row(pairs: list[tuple[list[int], list[int]]], opts: TokenizeOptions) -> tuple[list[int], list[int], bool]:
-    """One supervised row from (prompt, response) pairs: input ids, labels and whether it was truncated."""
+def sft_row(pairs: list[tuple[list[int], list[int]]], opts: TokenizeOptions, eos_id: int | None = None,
+            ) -> tuple[list[int], list[int], bool]:
+    """One supervised row from (prompt, response) pairs: input ids, labels and whether it was truncated.
+
+    ``eos_id`` is given for templates with ``efficient_eos`` (LLaMA-Factory's rule, see the module docstring).
+    """
+    if opts.keep_prompt_end:
+        return _sft_row_keep_end(pairs, opts)
+    efficient = eos_id is not None
+    order = pairs[::-1] if opts.mask_history else pairs
+    total = 1 if efficient else 0
+    input_ids: list[int] = []
+    labels: list[int] = []
+    truncated = False
+    for turn, (source, target) in enumerate(order):
+        if total >= opts.cutoff_len:
+            truncated = True
+            break
+        source_len, target_len = infer_seqlen(len(source), len(target), opts.cutoff_len - total)
+        truncated = truncated or source_len < len(source) or target_len < len(target)
+        source, target = source[:source_len], target[:target_len]
+        total += source_len + target_len
+        if opts.train_on_prompt:
+            source_label = list(source)
+        elif efficient and turn != 0 and source_len:
+            source_label = [eos_id] + [IGNORE] * (source_len - 1)
+        else:
+            source_label = [IGNORE] * source_len
+        target_label = [IGNORE] * target_len if opts.mask_history and turn != 0 else list(target)
+        if opts.mask_history:
+            input_ids = source + target + input_ids
+            labels = source_label + target_label + labels
+        else:
+            input_ids += source + target
+            labels += source_label + target_label
+    if efficient:
+        input_ids.append(eos_id)
+        labels.append(eos_id)
+    return input_ids, labels, truncated
+
+
+def _sft_row_keep_end(pairs: list[tuple[list[int], list[int]]], opts: TokenizeOptions,
+                      ) -> tuple[list[int], list[int], bool]:
+    """``keep_prompt_end``: whole turns from the start (from the end with ``mask_history``); the first turn that
+    does not fit keeps the tail of its prompt and the head of its reply (``fit_pair``)."""
     count = len(pairs)
     order = list(range(count - 1, -1, -1)) if opts.mask_history else list(range(count))
     budget = opts.cutoff_len
@@ -97,14 +162,30 @@ def sft_row(pairs: list[tuple[list[int], list[int]]], opts: TokenizeOptions) -> 
     return input_ids, labels, truncated
 
 
+def _check_options(template: Any, opts: TokenizeOptions) -> None:
+    if opts.train_on_prompt and _efficient_eos(template):
+        from engine.templates import TemplateError
+
+        raise TemplateError(f"Template {template.name!r} ends replies without EOS (efficient_eos), so "
+                            "`train_on_prompt` cannot be used with it: set train_on_prompt: false.")
+
+
+def _encode_pairs(tokenizer: Any, template: Any, example: dict, opts: TokenizeOptions,
+                  ) -> list[tuple[list[int], list[int]]]:
+    discard = opts.mask_history and not getattr(template, "preserve_thinking", False)
+    return template.encode_multiturn(tokenizer, example["messages"], example.get("system"), example.get("tools"),
+                                     discard_history=discard)
+
+
 def tokenize_sft(examples: list[dict], tokenizer: Any, template: Any, opts: TokenizeOptions,
                  ) -> tuple[dict[str, list], dict[str, int]]:
     """Supervised rows (packed when ``opts.packing``)."""
+    _check_options(template, opts)
     stats = new_stats(len(examples))
     rows: list[tuple[list[int], list[int]]] = []
+    eos_id = tokenizer.eos_token_id if _efficient_eos(template) else None
     for example in examples:
-        pairs = template.encode_multiturn(tokenizer, example["messages"], example.get("system"), example.get("tools"))
-        input_ids, labels, truncated = sft_row(pairs, opts)
+        input_ids, labels, truncated = sft_row(_encode_pairs(tokenizer, template, example, opts), opts, eos_id)
         stats["truncated"] += truncated
         if not any(label != IGNORE for label in labels):
             stats["dropped"] += 1
@@ -187,11 +268,23 @@ def tokenize_pt(examples: list[dict], tokenizer: Any, template: Any, opts: Token
 
 # ----------------------------------------------------------------------------------------------- preference
 def prompt_and_reply(tokenizer: Any, template: Any, example: dict, reply: dict) -> tuple[list[int], list[int]]:
-    """Prompt ids (all turns before the reply, with the generation prompt) and the reply's ids."""
-    pairs = template.encode_multiturn(tokenizer, example["messages"] + [reply], example.get("system"),
-                                      example.get("tools"))
-    prompt = [token for prompt_ids, response_ids in pairs[:-1] for token in prompt_ids + response_ids]
-    return prompt + pairs[-1][0], pairs[-1][1]
+    """Prompt ids (all turns before the reply) and the reply's ids, as LLaMA-Factory's ``encode_oneturn`` gives
+    them; an ``efficient_eos`` template's reply ends with EOS."""
+    prompt, response = template.encode_oneturn(tokenizer, example["messages"] + [reply], example.get("system"),
+                                               example.get("tools"))
+    if _efficient_eos(template):
+        response = response + [tokenizer.eos_token_id]
+    return prompt, response
+
+
+def _fit(prompt_len: int, reply_len: int, opts: TokenizeOptions) -> tuple[int, int]:
+    if opts.keep_prompt_end:
+        return fit_pair(prompt_len, reply_len, opts.cutoff_len)
+    return infer_seqlen(prompt_len, reply_len, opts.cutoff_len)
+
+
+def _cut_prompt(prompt: list[int], keep: int, opts: TokenizeOptions) -> list[int]:
+    return _tail(prompt, keep) if opts.keep_prompt_end else prompt[:keep]
 
 
 def tokenize_preference(examples: list[dict], tokenizer: Any, template: Any, opts: TokenizeOptions, stage: str,
@@ -204,10 +297,10 @@ def tokenize_preference(examples: list[dict], tokenizer: Any, template: Any, opt
         prompt, chosen = prompt_and_reply(tokenizer, template, example, example["chosen"])
         rejected = prompt_and_reply(tokenizer, template, example, example["rejected"])[1]
         longest = max(len(chosen), len(rejected))
-        prompt_keep, reply_keep = fit_pair(len(prompt), longest, opts.cutoff_len)
+        prompt_keep, reply_keep = _fit(len(prompt), longest, opts)
         if prompt_keep < len(prompt) or reply_keep < longest:
             stats["truncated"] += 1
-        prompt, chosen, rejected = _tail(prompt, prompt_keep), chosen[:reply_keep], rejected[:reply_keep]
+        prompt, chosen, rejected = _cut_prompt(prompt, prompt_keep, opts), chosen[:reply_keep], rejected[:reply_keep]
         if not chosen or not rejected:
             stats["dropped"] += 1
             continue
@@ -232,10 +325,10 @@ def tokenize_kto(examples: list[dict], tokenizer: Any, template: Any, opts: Toke
     for example in examples:
         prompt, completion = prompt_and_reply(tokenizer, template, {**example, "messages": example["messages"][:-1]},
                                               example["messages"][-1])
-        prompt_keep, reply_keep = fit_pair(len(prompt), len(completion), opts.cutoff_len)
+        prompt_keep, reply_keep = _fit(len(prompt), len(completion), opts)
         if prompt_keep < len(prompt) or reply_keep < len(completion):
             stats["truncated"] += 1
-        prompt, completion = _tail(prompt, prompt_keep), completion[:reply_keep]
+        prompt, completion = _cut_prompt(prompt, prompt_keep, opts), completion[:reply_keep]
         if not completion:
             stats["dropped"] += 1
             continue
@@ -261,5 +354,5 @@ def tokenize_examples(examples: list[dict], stage: str, tokenizer: Any, template
                       opts: TokenizeOptions) -> tuple[dict[str, list], dict[str, int]]:
     """Tokenized columns for ``stage`` and the stats (rows, kept, truncated, dropped, total/trainable tokens)."""
     if opts.packing and stage not in ("pt", "sft"):
-        opts = TokenizeOptions(opts.cutoff_len, opts.train_on_prompt, opts.mask_history, False)
+        opts = dataclasses.replace(opts, packing=False)
     return TOKENIZERS[stage](examples, tokenizer, template, opts)

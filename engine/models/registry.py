@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.models.families_text import TEXT_FAMILIES
+
 logger = logging.getLogger(__name__)
 
 DEMO_MODEL_NAME = "LF-Demo"
@@ -79,9 +81,7 @@ FAMILIES: dict[str, ModelFamily] = {
         models={
             **_qwen(["0.6B", "1.7B", "4B", "8B", "14B", "32B", "30B-A3B"], "Qwen3"),
             **_qwen(["0.6B-Base", "1.7B-Base", "4B-Base", "8B-Base", "14B-Base"], "Qwen3"),
-            "Qwen3-4B-Instruct-2507": "Qwen/Qwen3-4B-Instruct-2507",
             "Qwen3-4B-Thinking-2507": "Qwen/Qwen3-4B-Thinking-2507",
-            "Qwen3-30B-A3B-Instruct-2507": "Qwen/Qwen3-30B-A3B-Instruct-2507",
         },
         model_types=("qwen3", "qwen3_moe"),
     ),
@@ -189,14 +189,13 @@ FAMILIES: dict[str, ModelFamily] = {
         models={"Phi-4-14B-Instruct": "microsoft/phi-4", "Phi-4-Mini-Instruct": "microsoft/Phi-4-mini-instruct"},
         # `phi3` is the architecture of Phi-3 as well, whose template differs.
     ),
-    "DeepSeek-V3/R1": ModelFamily(
-        name="DeepSeek-V3/R1",
+    "DeepSeek-V3": ModelFamily(
+        name="DeepSeek-V3",
         template="deepseek3",
         models={
             "DeepSeek-V3-671B-Chat": "deepseek-ai/DeepSeek-V3",
             "DeepSeek-V3-671B-0324-Chat": "deepseek-ai/DeepSeek-V3-0324",
-            "DeepSeek-R1-671B": "deepseek-ai/DeepSeek-R1",
-            "DeepSeek-R1-0528-671B": "deepseek-ai/DeepSeek-R1-0528",
+            "DeepSeek-V3.1": "deepseek-ai/DeepSeek-V3.1",
         },
         model_types=("deepseek_v3",),
     ),
@@ -262,6 +261,8 @@ FAMILIES: dict[str, ModelFamily] = {
         vision_keys=("vpm", "apm", "audio_avg_pooler", "audio_projection_layer", "tts"),
         language_keys=("llm",),
     ),
+    **{name: ModelFamily(name=name, template=template, models=models, model_types=model_types)
+       for name, (template, models, model_types) in TEXT_FAMILIES.items()},
 }
 
 _BY_MODEL_TYPE: dict[str, ModelFamily] = {t: fam for fam in FAMILIES.values() for t in fam.model_types}

@@ -18,7 +18,8 @@ from engine.templates.tool_formats import TOOL_FORMATS, format_calls, format_too
 
 
 def get_template(name: str | None, tokenizer: Any = None, *, enable_thinking: bool | None = None,
-                 default_system: str | None = None, tool_format: str | None = None) -> Template:
+                 default_system: str | None = None, tool_format: str | None = None,
+                 preserve_thinking: bool | None = None) -> Template:
     """The template called ``name``; None or "" wraps ``tokenizer``'s own chat template.
 
     Args:
@@ -27,6 +28,7 @@ def get_template(name: str | None, tokenizer: Any = None, *, enable_thinking: bo
         enable_thinking: For reasoning templates: keep thinking (None keeps the template's default, True).
         default_system: Replaces the template's default system prompt when not None.
         tool_format: Replaces the template's tool format when given.
+        preserve_thinking: For reasoning templates: keep history thoughts in single-turn encodings.
 
     Raises:
         TemplateError: for an unknown name (with the nearest names) or a tokenizer without a chat template.
@@ -47,7 +49,7 @@ def get_template(name: str | None, tokenizer: Any = None, *, enable_thinking: bo
             )
         template = TEMPLATES[key]
     return template.with_options(enable_thinking=enable_thinking, default_system=default_system,
-                                 tool_format=tool_format)
+                                 tool_format=tool_format, preserve_thinking=preserve_thinking)
 
 
 __all__ = [

@@ -34,7 +34,7 @@ def to_gemma_value(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, (int, float)):
-        return json.dumps(value)
+        return str(value)
     if isinstance(value, dict):
         return "{" + ",".join(f"{key}:{to_gemma_value(value[key])}" for key in sorted(value, key=str)) + "}"
     if isinstance(value, (list, tuple)):
@@ -157,21 +157,42 @@ def from_gemma_value(text: str) -> Any:
     return value
 
 
-def _upper_types(schema: Any) -> Any:
-    """Copy a JSON schema with the values of every ``type`` key upper-cased."""
-    if isinstance(schema, dict):
-        out = {}
-        for key, value in schema.items():
-            if key == "type" and isinstance(value, str):
-                out[key] = value.upper()
-            elif key == "type" and isinstance(value, list):
-                out[key] = [v.upper() if isinstance(v, str) else v for v in value]
-            else:
-                out[key] = _upper_types(value)
-        return out
-    if isinstance(schema, list):
-        return [_upper_types(item) for item in schema]
-    return schema
+def _quoted(text: Any) -> str:
+    return f"{QUOTE}{text}{QUOTE}"
+
+
+def _declaration(tool: dict[str, Any]) -> str:
+    """One ``declaration:NAME{...}`` line: the description (always), then the parameters block with, per property,
+    only its description and upper-cased type in the tool's own order, then ``required`` and the type; then an
+    optional response block (its description, and its type when it is an object)."""
+    text = f"declaration:{tool['name']}{{description:{_quoted(tool.get('description', ''))}"
+    params = tool.get("parameters")
+    if params:
+        parts = []
+        if params.get("properties"):
+            props = []
+            for name, schema in params["properties"].items():
+                fields = []
+                if schema.get("description"):
+                    fields.append(f"description:{_quoted(schema['description'])}")
+                if schema.get("type"):
+                    fields.append(f"type:{_quoted(str(schema['type']).upper())}")
+                props.append(f"{name}:{{{','.join(fields)}}}")
+            parts.append(f"properties:{{{','.join(props)}}}")
+        if params.get("required"):
+            parts.append("required:[" + ",".join(_quoted(item) for item in params["required"]) + "]")
+        if params.get("type"):
+            parts.append(f"type:{_quoted(str(params['type']).upper())}")
+        text += f",parameters:{{{','.join(parts)}}}"
+    response = tool.get("response")
+    if response:
+        parts = []
+        if response.get("description"):
+            parts.append(f"description:{_quoted(response['description'])}")
+        if str(response.get("type", "")).upper() == "OBJECT":
+            parts.append(f"type:{_quoted('OBJECT')}")
+        text += f",response:{{{','.join(parts)}}}"
+    return text + "}"
 
 
 class Gemma4ToolFormat(ToolFormat):
@@ -180,11 +201,7 @@ class Gemma4ToolFormat(ToolFormat):
     name = "gemma4"
 
     def declare(self, tools: list[dict[str, Any]]) -> str:
-        lines = []
-        for tool in tools:
-            body = {key: tool[key] for key in ("description", "parameters", "response") if key in tool}
-            lines.append(f"declaration:{tool['name']}{to_gemma_value(_upper_types(body))}")
-        return "\n".join(lines)
+        return "\n".join(_declaration(tool) for tool in tools)
 
     def write_calls(self, calls: list[dict[str, Any]]) -> str:
         return "".join(

@@ -116,6 +116,41 @@ class TokenizerTemplate(Template):
         out.append((full[pos:], False))
         return [segment for segment in out if segment[0]]
 
+    def encode_multiturn(self, tokenizer: Any, messages: list[dict[str, Any]], system: str | None = None,
+                         tools: Any = None, discard_history: bool = False) -> list[tuple[list[int], list[int]]]:
+        """One (prompt_ids, response_ids) pair per assistant turn of the rendered chat template."""
+        tokenizer = tokenizer if tokenizer is not None else self.tokenizer
+        pairs: list[tuple[list[int], list[int]]] = []
+        pending: list[str] = []
+        for text, is_response in self.segments(messages, system, tools, False, tokenizer):
+            if not is_response:
+                pending.append(text)
+                continue
+            pairs.append((_encode(tokenizer, "".join(pending)), _encode(tokenizer, text)))
+            pending = []
+        return pairs
+
+    def encode_oneturn(self, tokenizer: Any, messages: list[dict[str, Any]], system: str | None = None,
+                       tools: Any = None) -> tuple[list[int], list[int]]:
+        """(prompt_ids, response_ids) for the last assistant turn, everything before it being the prompt."""
+        pairs = self.encode_multiturn(tokenizer, messages, system, tools)
+        prompt = [token for prompt_ids, response_ids in pairs[:-1] for token in prompt_ids + response_ids]
+        return prompt + pairs[-1][0], pairs[-1][1]
+
+    def encode_prompt(self, tokenizer: Any, messages: list[dict[str, Any]], system: str | None = None,
+                      tools: Any = None) -> list[int]:
+        """Token ids of the conversation with the chat template's generation prompt."""
+        tokenizer = tokenizer if tokenizer is not None else self.tokenizer
+        canonical, _ = canonical_messages(messages, system)
+        if not canonical or canonical[-1]["role"] not in ("user", "observation"):
+            raise TemplateError("A generation prompt must end with a user or tool-result message.")
+        return _encode(tokenizer, self.render(messages, system, tools, True, tokenizer))
+
+    def render_oneturn(self, messages: list[dict[str, Any]], system: str | None = None, tools: Any = None,
+                       tokenizer: Any = None) -> str:
+        """The chat template's rendering of the conversation."""
+        return self.render(messages, system, tools, False, tokenizer)
+
     def fix_tokenizer(self, tokenizer: Any) -> int:
         """Only sets a missing PAD token (the chat template decides the rest); returns 0."""
         if tokenizer.pad_token is None and tokenizer.eos_token is not None:
@@ -135,6 +170,10 @@ class TokenizerTemplate(Template):
     def to_jinja(self) -> str:
         """The tokenizer's own chat template."""
         return chat_template_of(self.tokenizer) or ""
+
+
+def _encode(tokenizer: Any, text: str) -> list[int]:
+    return list(tokenizer.encode(text, add_special_tokens=False)) if text else []
 
 
 def _locate(full: str, pos: int, prompt: str, upto: str, message: dict[str, Any]) -> tuple[int, int] | None:

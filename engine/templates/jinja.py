@@ -1,21 +1,23 @@
 """Write a Template as a Jinja chat template, for the tokenizer of an exported model.
 
-The generated template reproduces ``Template.render`` through ``tokenizer.apply_chat_template`` for conversations
-of system, user, assistant and tool-result (``tool``/``observation``) messages, including thinking (a
-``thinking``/``reasoning_content`` field or a thought block inside the content) and the ``enable_thinking``
-switch. Tool declarations and ``tool_calls`` are not written by the exported template: a conversation with them
-is rendered by the engine itself.
+The generated template reproduces ``Template.render_oneturn`` (inference semantics, as LLaMA-Factory's chat
+engine encodes a conversation) through ``tokenizer.apply_chat_template`` for conversations of system, user,
+assistant and tool-result (``tool``/``observation``) messages: every user and tool-result turn ends with the
+generation prompt, history thoughts are removed (unless ``preserve_thinking``), the last reply of a reasoning
+template gets the empty thought block when it has none, and ``add_generation_prompt`` adds that block after a
+final user turn while thinking is off. Thinking may come in a ``thinking``/``reasoning_content`` field or inside
+the content; ``enable_thinking`` switches it. Tool declarations and ``tool_calls`` are not written by the
+exported template: a conversation with them is rendered by the engine itself.
 """
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
+
+from engine.templates.slots import Special, parse_pattern
 
 if TYPE_CHECKING:
     from engine.templates.base import Template
-
-_PLACEHOLDER = re.compile(r"(\{content\}|\{bos\}|\{eos\})")
 
 
 def jinja_literal(text: str) -> str:
@@ -26,23 +28,40 @@ def jinja_literal(text: str) -> str:
 def _expr(pattern: str, content: str = "''") -> str:
     """A Jinja expression writing ``pattern`` with ``content`` (an expression) for ``{content}``."""
     parts = []
-    for piece in _PLACEHOLDER.split(pattern):
-        if piece == "{content}":
+    for piece in parse_pattern(pattern):
+        if isinstance(piece, Special):
+            if piece.kind == "token":
+                parts.append(jinja_literal(piece.token))
+            else:
+                parts.append(f"({piece.kind}_token or '')")
+            continue
+        before, found, after = piece.partition("{content}")
+        if before:
+            parts.append(jinja_literal(before))
+        if found:
             parts.append(content)
-        elif piece == "{bos}":
-            parts.append("(bos_token or '')")
-        elif piece == "{eos}":
-            parts.append("(eos_token or '')")
-        elif piece:
-            parts.append(jinja_literal(piece))
+        if after:
+            parts.append(jinja_literal(after))
     return " + ".join(parts) if parts else "''"
 
 
+def _strip_thought(t: Template) -> list[str]:
+    open_word, close_word = (jinja_literal(word) for word in t.thought_words)
+    return [
+        f"{{%- if {open_word} in content and {close_word} in content.split({open_word}, 1)[1] -%}}",
+        f"{{%- set content = (content.split({open_word}, 1)[0] + content.split({open_word}, 1)[1]"
+        f".split({close_word}, 1)[1]).lstrip('\\n') -%}}",
+        "{%- endif -%}",
+    ]
+
+
 def template_to_jinja(template: Template) -> str:
-    """The Jinja chat template equivalent to ``template.render``."""
+    """The Jinja chat template equivalent to ``template.render_oneturn``."""
     t = template
     open_word, close_word = t.thought_words
-    block = open_word + close_word
+    block = jinja_literal(open_word + close_word)
+    gen = t.gen_prompt
+    obs_gen = gen if t.observation_gen is None else t.observation_gen
     lines = [
         f"{{%- set default_system = {jinja_literal(t.default_system)} -%}}",
         f"{{%- set thinking = {'true' if t.enable_thinking else 'false'} if enable_thinking is not defined "
@@ -54,16 +73,12 @@ def template_to_jinja(template: Template) -> str:
         "{%- set system_message = default_system -%}",
         "{%- set loop_messages = messages -%}",
         "{%- endif -%}",
-        "{%- set ns = namespace(last_user=-1, merge=true) -%}",
-        "{%- for message in loop_messages -%}",
-        "{%- if message['role'] == 'user' -%}{%- set ns.last_user = loop.index0 -%}{%- endif -%}",
-        "{%- endfor -%}",
+        f"{{%- set signal = {jinja_literal(t.think_signal)} if thinking else '' -%}}",
+        "{%- set ns = namespace(merge=true) -%}",
+        f"{{{{- {_expr(t.prefix)} -}}}}" if t.prefix else "",
     ]
-    if t.prefix:
-        lines.append(f"{{{{- {_expr(t.prefix)} -}}}}")
     if not t.system_in_user:
         lines += [
-            f"{{%- set signal = {jinja_literal(t.think_signal)} if thinking else '' -%}}",
             "{%- if system_message or signal -%}",
             f"{{{{- {_expr(t.system, 'signal + system_message')} -}}}}",
             "{%- endif -%}",
@@ -75,57 +90,47 @@ def template_to_jinja(template: Template) -> str:
     ]
     if t.system_in_user:
         lines += [
-            "{%- if ns.merge and system_message -%}",
-            f"{{%- set content = {_expr(t.system, 'system_message')} + content -%}}",
+            "{%- if ns.merge and (system_message or signal) -%}",
+            f"{{%- set content = {_expr(t.system, 'signal + system_message')} + content -%}}",
             "{%- endif -%}",
-            "{%- set ns.merge = false -%}",
         ]
     lines += [
-        f"{{{{- {_expr(t.user, 'content')} -}}}}",
+        "{%- set ns.merge = false -%}",
+        f"{{{{- {_expr(t.user + gen, 'content')} -}}}}",
         "{%- elif message['role'] == 'tool' or message['role'] == 'observation' -%}",
-        f"{{{{- {_expr(t.observation or t.user, 'message[' + jinja_literal('content') + ']')} -}}}}",
+        "{%- set ns.merge = false -%}",
+        f"{{{{- {_expr((t.observation or t.user) + obs_gen, 'message[' + jinja_literal('content') + ']')} -}}}}",
         "{%- elif message['role'] == 'assistant' -%}",
         "{%- set content = message['content'] or '' -%}",
-        "{%- set reasoning = none -%}",
-        "{%- if message['thinking'] is defined and message['thinking'] is not none -%}",
-        "{%- set reasoning = message['thinking'] -%}",
-        "{%- elif message['reasoning_content'] is defined and message['reasoning_content'] is not none -%}",
-        "{%- set reasoning = message['reasoning_content'] -%}",
     ]
     if t.reasoning:
-        open_mark, close_mark = jinja_literal(open_word.strip()), jinja_literal(close_word.strip())
         lines += [
-            f"{{%- elif {close_mark} in content -%}}",
-            f"{{%- set reasoning = content.split({close_mark})[0].rstrip('\\n').split({open_mark})[-1].lstrip('\\n') -%}}",
-            f"{{%- set content = content.split({close_mark})[-1].lstrip('\\n') -%}}",
+            "{%- if message['thinking'] is defined and message['thinking'] is not none -%}",
+            f"{{%- set content = {jinja_literal(open_word)} + message['thinking'] + {jinja_literal(close_word)} "
+            "+ content -%}",
+            "{%- elif message['reasoning_content'] is defined and message['reasoning_content'] is not none -%}",
+            f"{{%- set content = {jinja_literal(open_word)} + message['reasoning_content'] + "
+            f"{jinja_literal(close_word)} + content -%}}",
+            "{%- endif -%}",
+            f"{{%- if (not loop.last and not {'true' if t.preserve_thinking else 'false'}) or not thinking -%}}",
+            *_strip_thought(t),
+            "{%- endif -%}",
         ]
+        if t.empty_thought:
+            marks = " or ".join(f"{jinja_literal(word.strip())} in content" for word in t.thought_words)
+            lines += [f"{{%- if loop.last and not ({marks}) -%}}{{{{- {block} -}}}}{{%- endif -%}}"]
     lines += [
-        "{%- endif -%}",
-        "{%- set current = loop.index0 > ns.last_user -%}",
-        "{%- if not (current and thinking) -%}{%- set reasoning = none -%}{%- endif -%}",
-        f"{{%- set prompt = {_expr(t.gen_prompt)} -%}}",
-        "{%- if reasoning is not none -%}",
-        f"{{%- set content = {jinja_literal(open_word)} + reasoning.strip('\\n') + {jinja_literal(close_word)} "
-        "+ content -%}",
-    ]
-    if t.reasoning and t.empty_thought:
-        lines += [
-            "{%- elif current and loop.last -%}",
-            f"{{%- if thinking -%}}{{%- set content = {jinja_literal(block)} + content -%}}"
-            f"{{%- else -%}}{{%- set prompt = prompt + {jinja_literal(block)} -%}}{{%- endif -%}}",
-        ]
-    lines += [
-        "{%- endif -%}",
-        "{{- prompt -}}",
         f"{{{{- {_expr(t.assistant, 'content')} -}}}}",
         "{%- else -%}",
         "{{- raise_exception('Unsupported message role ' + message['role'] + ': use system, user, assistant or tool.') -}}",
         "{%- endif -%}",
         "{%- endfor -%}",
-        "{%- if add_generation_prompt -%}",
-        f"{{{{- {_expr(t.gen_prompt)} -}}}}",
     ]
     if t.reasoning and t.empty_thought:
-        lines.append(f"{{%- if not thinking -%}}{{{{- {jinja_literal(block)} -}}}}{{%- endif -%}}")
-    lines.append("{%- endif -%}")
-    return "\n".join(lines)
+        lines += [
+            "{%- if add_generation_prompt and not thinking and loop_messages and "
+            "loop_messages[-1]['role'] != 'assistant' -%}",
+            f"{{{{- {block} -}}}}",
+            "{%- endif -%}",
+        ]
+    return "\n".join(line for line in lines if line)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 from typing import Any
 
 from engine.templates.gemma4_tools import Gemma4ToolFormat
@@ -42,102 +43,165 @@ def _raw_json_objects(text: str, start: int) -> tuple[list[Any], int]:
         values.append(value)
 
 
+DEFAULT_TOOL_PROMPT = (
+    "You have access to the following tools:\n{tool_text}"
+    "Use the following format if using a tool:\n"
+    "```\n"
+    "Action: tool name (one of [{tool_names}])\n"
+    "Action Input: the input to the tool, in a JSON format representing the kwargs "
+    """(e.g. ```{{"input": "hello world", "num_beams": 5}}```)\n"""
+    "```\n"
+)
+GLM4_TOOL_PROMPT = (
+    "你是一个名为 ChatGLM 的人工智能助手。你是基于智谱 AI 公司训练的语言模型 GLM-4 模型开发的，"
+    "你的任务是针对用户的问题和要求提供适当的答复和支持。\n\n# 可用工具{tool_text}"
+)
+GLM4_MOE_TOOL_PROMPT = (
+    "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>{tool_text}"
+    "\n</tools>\n\nFor each function call, output the function name and arguments within the following XML format:"
+    "\n<tool_call>{{function-name}}"
+    "\n<arg_key>{{arg-key-1}}</arg_key>"
+    "\n<arg_value>{{arg-value-1}}</arg_value>"
+    "\n<arg_key>{{arg-key-2}}</arg_key>"
+    "\n<arg_value>{{arg-value-2}}</arg_value>"
+    "\n...\n</tool_call>\n"
+)
+LLAMA3_TOOL_PROMPT = (
+    "Cutting Knowledge Date: December 2023\nToday Date: {date}\n\n"
+    "You have access to the following functions. To call a function, please respond with JSON for a function call. "
+    """Respond in the format {{"name": function name, "parameters": dictionary of argument name and its value}}. """
+    "Do not use variables.\n\n{tool_text}"
+)
+QWEN_TOOL_PROMPT = (
+    "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>{tool_text}"
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    """<tool_call></tool_call> XML tags:\n<tool_call>\n{{"name": <function-name>, """
+    """"arguments": <args-json-object>}}\n</tool_call>"""
+)
+QWEN35_TOOL_PROMPT = (
+    "\n\n# Tools\n\nYou have access to the following functions:\n\n<tools>{tool_text}"
+    "\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n"
+    "<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n"
+    "<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple lines\n"
+    "</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n"
+    "- Function calls MUST follow the specified format: "
+    "an inner <function=...></function> block must be nested within <tool_call></tool_call> XML tags\n"
+    "- Required parameters MUST be specified\n"
+    "- You may provide optional reasoning for your function call in natural language "
+    "BEFORE the function call, but NOT after\n"
+    "- If there is no function call available, answer the question like normal with your current knowledge "
+    "and do not tell the user about function calls\n</IMPORTANT>"
+)
+
+
+def today() -> str:
+    """Today's date as Llama 3's tool prompt writes it (``26 Jul 2024``); tests replace this function."""
+    return datetime.now().strftime("%d %b %Y")
+
+
+def _wrapped(tool: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "function", "function": tool}
+
+
 class DefaultToolFormat(ToolFormat):
-    """A readable JSON listing of the tools; calls as ``Action: NAME`` / ``Action Input: {json}`` lines."""
+    """LLaMA-Factory's default: a ``> Tool Name:`` listing; calls as ``Action: NAME`` / ``Action Input: {json}``."""
 
     name = "default"
-    _CALL = re.compile(r"Action:\s*(?P<name>[^\n]+?)\s*\nAction Input:\s*", re.DOTALL)
+    _CALL = re.compile(r"Action:\s*([a-zA-Z0-9_]+)\s*Action Input:\s*(.+?)(?=\s*Action:|\s*$)", re.DOTALL)
 
     def declare(self, tools: list[dict[str, Any]]) -> str:
+        tool_text = ""
+        for tool in tools:
+            parameters = tool.get("parameters") or {}
+            required = parameters.get("required") or []
+            arg_text = ""
+            for name, param in (parameters.get("properties") or {}).items():
+                enum = param.get("enum")
+                items = param.get("items")
+                arg_text += "  - {}({}{}): {}{}{}\n".format(
+                    f"{name} ", param.get("type", ""), ", required" if name in required else "",
+                    param.get("description", ""),
+                    ", should be one of [{}]".format(", ".join(str(v) for v in enum)) if enum else "",
+                    ", where each item should be {}".format(items.get("type", "")) if items else "",
+                )
+            tool_text += f"> Tool Name: {tool['name']}\nTool Description: {tool.get('description', '')}\n" \
+                         f"Tool Args:\n{arg_text}\n"
         names = ", ".join(tool["name"] for tool in tools)
-        return (
-            "You have access to the following tools:\n"
-            f"{_dumps(tools, indent=2)}\n\n"
-            "To use a tool, reply with one block per call in exactly this format:\n"
-            f"Action: the tool name (one of [{names}])\n"
-            "Action Input: the arguments as a JSON object"
-        )
+        return DEFAULT_TOOL_PROMPT.format(tool_text=tool_text, tool_names=names)
 
     def write_calls(self, calls: list[dict[str, Any]]) -> str:
         return "\n".join(f"Action: {call['name']}\nAction Input: {_dumps(call['arguments'])}" for call in calls)
 
     def extract(self, text: str) -> tuple[str, list[dict[str, Any]]]:
-        calls: list[dict[str, Any]] = []
-        first = None
-        pos = 0
-        decoder = json.JSONDecoder()
-        while True:
-            match = self._CALL.search(text, pos)
-            if not match:
-                break
-            body = match.end()
-            if text.startswith("```", body):
-                body = text.find("\n", body) + 1 if "\n" in text[body:] else body + 3
-            try:
-                arguments, end = decoder.raw_decode(text, body)
-            except json.JSONDecodeError:
-                break
-            if not isinstance(arguments, dict):
-                break
-            first = match.start() if first is None else first
-            calls.append({"name": match.group("name").strip(), "arguments": arguments})
-            pos = end
-        if not calls:
+        matches = list(self._CALL.finditer(text))
+        if not matches:
             return text, []
-        return text[:first].strip(), calls
+        calls = []
+        for match in matches:
+            raw = match.group(2).strip().strip('"').strip("`")
+            if raw.startswith("json"):  # a fenced ```json block
+                raw = raw[len("json"):]
+            try:
+                arguments = json.loads(raw)
+            except json.JSONDecodeError:
+                return text, []
+            if not isinstance(arguments, dict):
+                return text, []
+            calls.append({"name": match.group(1).strip(), "arguments": arguments})
+        return text[:matches[0].start()].strip(), calls
 
 
 class QwenToolFormat(ToolFormat):
     """Qwen 2.5 / 3: ``<tools>`` JSON lines in the system prompt; calls in ``<tool_call>`` JSON blocks."""
 
     name = "qwen"
-    _CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+    _CALL = re.compile(r"<tool_call>(.+?)</tool_call>(?=\s*<tool_call>|\s*$)", re.DOTALL)
 
     def declare(self, tools: list[dict[str, Any]]) -> str:
-        lines = "\n".join(_dumps({"type": "function", "function": tool}) for tool in tools)
-        return (
-            "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-            "You are provided with function signatures within <tools></tools> XML tags:\n"
-            f"<tools>\n{lines}\n</tools>\n\n"
-            "For each function call, return a json object with function name and arguments within "
-            "<tool_call></tool_call> XML tags:\n"
-            '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
-        )
+        return QWEN_TOOL_PROMPT.format(tool_text="".join("\n" + _dumps(_wrapped(tool)) for tool in tools))
 
     def write_calls(self, calls: list[dict[str, Any]]) -> str:
         return "\n".join(
-            f'<tool_call>\n{{"name": {_dumps(call["name"])}, "arguments": {_dumps(call["arguments"])}}}\n</tool_call>'
+            f'<tool_call>\n{_dumps({"name": call["name"], "arguments": call["arguments"]})}\n</tool_call>'
             for call in calls
         )
 
     def extract(self, text: str) -> tuple[str, list[dict[str, Any]]]:
+        matches = list(self._CALL.finditer(text))
+        if not matches:
+            return text, []
         calls = []
-        for match in self._CALL.finditer(text):
+        for match in matches:
             try:
-                calls.extend(normalize_calls(match.group(1)))
+                value = json.loads(match.group(1).strip())
+            except json.JSONDecodeError:
+                return text, []
+            if not isinstance(value, dict) or "name" not in value or "arguments" not in value:
+                return text, []
+            try:
+                calls.extend(normalize_calls(value))
             except ValueError:
                 return text, []
-        if not calls:
-            return text, []
-        return self._CALL.sub("", text).strip(), calls
+        return text[:matches[0].start()].strip(), calls
 
 
 class GLM4ToolFormat(ToolFormat):
-    """GLM-4: tools listed under ``# 可用工具`` in the system prompt; a call is ``NAME`` then a JSON line."""
+    """GLM-4: tools listed under ``# 可用工具`` in the system prompt; a call is ``NAME`` then its JSON arguments.
+
+    GLM-4 itself makes one call per turn; several calls are written one after the other (an extension).
+    """
 
     name = "glm4"
-    _NAME = re.compile(r"\s*([A-Za-z_][\w.\-]*)\n")
+    _NAME = re.compile(r"\s*([^\s{}\[\]\"]+)\n")
 
     def declare(self, tools: list[dict[str, Any]]) -> str:
-        parts = [
-            "你是一个名为 ChatGLM 的人工智能助手。你是基于智谱AI训练的语言模型 GLM-4 模型开发的，"
-            "你的任务是针对用户的问题和要求提供适当的答复和支持。\n\n# 可用工具"
-        ]
-        for tool in tools:
-            parts.append(
-                f"\n\n## {tool['name']}\n\n{_dumps(tool, indent=4)}\n在调用上述函数时，请使用 Json 格式表示调用的参数。"
-            )
-        return "".join(parts)
+        tool_text = "".join(
+            f"\n\n## {tool['name']}\n\n{_dumps(tool, indent=4)}\n在调用上述函数时，请使用 Json 格式表示调用的参数。"
+            for tool in tools
+        )
+        return GLM4_TOOL_PROMPT.format(tool_text=tool_text)
 
     def write_calls(self, calls: list[dict[str, Any]]) -> str:
         return "\n".join(f"{call['name']}\n{_dumps(call['arguments'])}" for call in calls)
@@ -163,34 +227,135 @@ class GLM4ToolFormat(ToolFormat):
         return ("", calls) if calls else (text, [])
 
 
+class GLM4MoeToolFormat(ToolFormat):
+    """GLM-4.5 / 4.6: ``<tools>`` JSON lines; a call is ``<tool_call>NAME`` then ``<arg_key>``/``<arg_value>`` pairs."""
+
+    name = "glm4_moe"
+    _CALL = re.compile(r"<tool_call>([^\n<]+)(.*?)(?=\n<tool_call>|</tool_call>|$)", re.DOTALL)
+    _ARG = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.DOTALL)
+
+    def declare(self, tools: list[dict[str, Any]]) -> str:
+        return GLM4_MOE_TOOL_PROMPT.format(tool_text="".join("\n" + _dumps(_wrapped(tool)) for tool in tools))
+
+    def write_calls(self, calls: list[dict[str, Any]]) -> str:
+        texts = []
+        for call in calls:
+            text = "\n<tool_call>" + call["name"]
+            for key, value in call["arguments"].items():
+                text += f"\n<arg_key>{key}</arg_key>\n<arg_value>{value if isinstance(value, str) else _dumps(value)}" \
+                        "</arg_value>"
+            texts.append(text)
+        return "\n".join(texts)
+
+    def extract(self, text: str) -> tuple[str, list[dict[str, Any]]]:
+        matches = list(self._CALL.finditer(text))
+        if not matches:
+            return text, []
+        calls = []
+        for match in matches:
+            arguments: dict[str, Any] = {}
+            for key, raw in self._ARG.findall(match.group(2)):
+                try:
+                    arguments[key] = json.loads(raw)
+                except json.JSONDecodeError:
+                    arguments[key] = raw
+            calls.append({"name": match.group(1).strip(), "arguments": arguments})
+        return text[:matches[0].start()].strip(), calls
+
+
 class Llama3ToolFormat(ToolFormat):
-    """Llama 3.1+: tool schemas as JSON in the system prompt; a call is ``{"name", "parameters"}`` JSON."""
+    """Llama 3.1+: a dated prompt with the tool schemas as JSON; a call is ``{"name", "parameters"}`` JSON."""
 
     name = "llama3"
 
     def declare(self, tools: list[dict[str, Any]]) -> str:
-        schemas = "\n\n".join(_dumps({"type": "function", "function": tool}, indent=4) for tool in tools)
-        return (
-            "You have access to the following functions. To call a function, please respond with JSON for a "
-            'function call. Respond in the format {"name": function name, "parameters": dictionary of argument '
-            "name and its value}. Do not use variables.\n\n" + schemas
-        )
+        tool_text = "".join(_dumps(_wrapped(tool), indent=4) + "\n\n" for tool in tools)
+        return LLAMA3_TOOL_PROMPT.format(date=today(), tool_text=tool_text)
 
     def write_calls(self, calls: list[dict[str, Any]]) -> str:
-        return "\n".join(_dumps({"name": call["name"], "parameters": call["arguments"]}) for call in calls)
+        objects = [{"name": call["name"], "parameters": call["arguments"]} for call in calls]
+        return _dumps(objects[0] if len(objects) == 1 else objects)
 
     def extract(self, text: str) -> tuple[str, list[dict[str, Any]]]:
-        start = text.find('{"name"')
+        start = min((i for i in (text.find('{"name"'), text.find('[{"name"')) if i >= 0), default=-1)
         if start < 0:
             return text, []
         values, end = _raw_json_objects(text, start)
         if not values or text[end:].strip():
             return text, []
+        values = [v for value in values for v in (value if isinstance(value, list) else [value])]
+        if not all(isinstance(v, dict) and "name" in v and ("parameters" in v or "arguments" in v) for v in values):
+            return text, []
         try:
-            calls = normalize_calls(values if len(values) > 1 else values[0])
+            calls = normalize_calls(values)
         except ValueError:
             return text, []
         return text[:start].strip(), calls
+
+
+class MistralToolFormat(ToolFormat):
+    """Mistral v0.3: ``[AVAILABLE_TOOLS] [...][/AVAILABLE_TOOLS]``; calls as a JSON list (after ``[TOOL_CALLS]``)."""
+
+    name = "mistral"
+
+    def declare(self, tools: list[dict[str, Any]]) -> str:
+        return "[AVAILABLE_TOOLS] " + _dumps([_wrapped(tool) for tool in tools]) + "[/AVAILABLE_TOOLS]"
+
+    def write_calls(self, calls: list[dict[str, Any]]) -> str:
+        return _dumps([{"name": call["name"], "arguments": call["arguments"]} for call in calls])
+
+    def extract(self, text: str) -> tuple[str, list[dict[str, Any]]]:
+        body = text.strip()
+        prose = ""
+        if "[TOOL_CALLS]" in body:
+            prose, body = (part.strip() for part in body.split("[TOOL_CALLS]", 1))
+        try:
+            value = json.loads(body)
+        except json.JSONDecodeError:
+            return text, []
+        values = value if isinstance(value, list) else [value]
+        if not values or not all(isinstance(v, dict) and "name" in v and "arguments" in v for v in values):
+            return text, []
+        try:
+            return prose, normalize_calls(values)
+        except ValueError:
+            return text, []
+
+
+class Qwen35ToolFormat(ToolFormat):
+    """Qwen 3.5: bare JSON schemas in ``<tools>``; a call is ``<function=NAME>`` with one ``<parameter=KEY>`` block per
+    argument inside ``<tool_call>``."""
+
+    name = "qwen3_5"
+    _CALL = re.compile(r"<tool_call>\s*<function=\s*([^\s<>]+)\s*(.*?)\s*</function>\s*</tool_call>", re.DOTALL)
+    _PARAM = re.compile(r"<parameter=(.*?)>(.*?)</parameter>", re.DOTALL)
+
+    def declare(self, tools: list[dict[str, Any]]) -> str:
+        return QWEN35_TOOL_PROMPT.format(tool_text="".join("\n" + _dumps(tool) for tool in tools))
+
+    def write_calls(self, calls: list[dict[str, Any]]) -> str:
+        texts = []
+        for call in calls:
+            text = f"<tool_call>\n<function={call['name']}>"
+            for key, value in call["arguments"].items():
+                text += f"\n<parameter={key}>\n{value if isinstance(value, str) else _dumps(value)}\n</parameter>"
+            texts.append(text + "\n</function>\n</tool_call>")
+        return "\n".join(texts)
+
+    def extract(self, text: str) -> tuple[str, list[dict[str, Any]]]:
+        matches = list(self._CALL.finditer(text))
+        if not matches:
+            return text, []
+        calls = []
+        for match in matches:
+            arguments: dict[str, Any] = {}
+            for key, raw in self._PARAM.findall(match.group(2).strip()):
+                try:
+                    arguments[key] = json.loads(raw.strip())
+                except json.JSONDecodeError:
+                    arguments[key] = raw.strip()
+            calls.append({"name": match.group(1).strip(), "arguments": arguments})
+        return text[:matches[0].start()].strip(), calls
 
 
 TOOL_FORMATS: dict[str, ToolFormat] = {
@@ -198,6 +363,9 @@ TOOL_FORMATS: dict[str, ToolFormat] = {
     "qwen": QwenToolFormat(),
     "glm4": GLM4ToolFormat(),
     "llama3": Llama3ToolFormat(),
+    "mistral": MistralToolFormat(),
+    "glm4_moe": GLM4MoeToolFormat(),
+    "qwen3_5": Qwen35ToolFormat(),
     "gemma4": Gemma4ToolFormat(),
 }
 

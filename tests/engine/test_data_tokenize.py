@@ -18,7 +18,7 @@ from engine.data import (
     tokenize_examples,
 )
 from engine.data.collator import block_causal_mask
-from engine.data.tokenize import IGNORE, fit_pair, pack_rows, sft_row
+from engine.data.tokenize import IGNORE, fit_pair, infer_seqlen, pack_rows, sft_row
 from engine.templates import get_template
 
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
@@ -100,29 +100,63 @@ def test_fit_pair():
     assert fit_pair(5, 5, 0) == (0, 0)
 
 
-def test_sft_truncation_single_and_multi_turn():
+def test_infer_seqlen_is_llamafactorys_rule():
+    assert infer_seqlen(60, 30, 40) == (27, 13), "both long: split in proportion, int() on the reply"
+    assert infer_seqlen(60, 19, 40) == (21, 19), "a reply under half the budget stays whole"
+    assert infer_seqlen(19, 60, 40) == (19, 21), "else a prompt under half stays whole"
+    assert infer_seqlen(10, 10, 30) == (10, 10)
+    assert infer_seqlen(10000, 1, 256) == (255, 1)
+    assert infer_seqlen(5, 5, 0) == (0, 0)
+
+
+def test_sft_truncation_keeps_the_start_like_llamafactory():
     prompt, response = list(range(100, 160)), list(range(200, 230))
     ids, labels, truncated = sft_row([(prompt, response)], TokenizeOptions(cutoff_len=40))
+    assert truncated and ids == prompt[:27] + response[:13] and labels == [IGNORE] * 27 + response[:13]
+    pairs = [(list(range(10)), list(range(10, 20))), (list(range(20, 30)), list(range(30, 40)))]
+    ids, labels, truncated = sft_row(pairs, TokenizeOptions(cutoff_len=30))
+    assert truncated and ids == list(range(25)) + list(range(30, 35))
+    assert labels == [IGNORE] * 10 + list(range(10, 20)) + [IGNORE] * 5 + list(range(30, 35))
+    ids, labels, truncated = sft_row(pairs, TokenizeOptions(cutoff_len=30, mask_history=True))
+    assert ids == list(range(5)) + list(range(10, 15)) + list(range(20, 40)) and truncated
+    assert labels == [IGNORE] * 20 + list(range(30, 40))
+    ids, labels, _ = sft_row(pairs, TokenizeOptions(cutoff_len=100, mask_history=True))
+    assert ids == list(range(40)) and labels == [IGNORE] * 30 + list(range(30, 40))
+
+
+def test_sft_efficient_eos_rows():
+    pairs = [([1, 2], [3, 4]), ([5, 6, 7], [8])]
+    ids, labels, truncated = sft_row(pairs, TokenizeOptions(cutoff_len=100), eos_id=99)
+    assert ids == [1, 2, 3, 4, 5, 6, 7, 8, 99] and not truncated
+    assert labels == [IGNORE, IGNORE, 3, 4, 99, IGNORE, IGNORE, 8, 99], "EOS labels the next prompt's first token"
+    ids, labels, _ = sft_row(pairs, TokenizeOptions(cutoff_len=5), eos_id=99)
+    assert ids == [1, 2, 3, 4, 99], "the final EOS is counted in the budget"
+
+
+def test_keep_prompt_end_truncation():
+    keep_end = {"keep_prompt_end": True}
+    prompt, response = list(range(100, 160)), list(range(200, 230))
+    ids, labels, truncated = sft_row([(prompt, response)], TokenizeOptions(cutoff_len=40, **keep_end))
     assert truncated and len(ids) == 40
     assert ids[:26] == prompt[-26:] and ids[26:] == response[:14]
     assert labels == [IGNORE] * 26 + response[:14]
-    ids, _, _ = sft_row([(prompt, response[:20])], TokenizeOptions(cutoff_len=40))
+    ids, _, _ = sft_row([(prompt, response[:20])], TokenizeOptions(cutoff_len=40, **keep_end))
     assert ids == prompt[-20:] + response[:20], "a reply needing half the budget or less stays whole"
     pairs = [(list(range(10)), list(range(10, 20))), (list(range(20, 30)), list(range(30, 40)))]
-    ids, labels, truncated = sft_row(pairs, TokenizeOptions(cutoff_len=30))
+    ids, labels, truncated = sft_row(pairs, TokenizeOptions(cutoff_len=30, **keep_end))
     assert truncated and ids == list(range(20)) + list(range(25, 30)) + list(range(30, 35))
-    ids, _, _ = sft_row(pairs, TokenizeOptions(cutoff_len=24))
+    ids, _, _ = sft_row(pairs, TokenizeOptions(cutoff_len=24, **keep_end))
     assert ids == list(range(20)), "a later turn with too little room is dropped, not shredded"
-    ids, labels, truncated = sft_row(pairs, TokenizeOptions(cutoff_len=30, mask_history=True))
+    ids, labels, truncated = sft_row(pairs, TokenizeOptions(cutoff_len=30, mask_history=True, **keep_end))
     assert ids == list(range(20, 40)) and labels == [IGNORE] * 10 + list(range(30, 40)) and truncated
-    ids, labels, _ = sft_row(pairs, TokenizeOptions(cutoff_len=100, mask_history=True))
-    assert ids == list(range(40)) and labels == [IGNORE] * 30 + list(range(30, 40))
 
 
 class _EmptyReplyTemplate:
     """A template stand-in whose reply has no tokens (nothing to train)."""
 
-    def encode_multiturn(self, tokenizer, messages, system=None, tools=None):
+    name = "stand-in"
+
+    def encode_multiturn(self, tokenizer, messages, system=None, tools=None, discard_history=False):
         return [([1, 2, 3], [])] if messages[0]["content"] == "empty" else [([1, 2], [3, 4])]
 
 

@@ -24,6 +24,14 @@ def test_one_explicit_dict_of_families():
             "chatml", "qwen2_vl", "qwen3_vl", "qwen3_5", "minicpm_v"} <= templates
 
 
+def test_every_family_template_is_registered_with_a_family():
+    from engine.templates import TEMPLATES
+
+    used = {f.template for f in FAMILIES.values()}
+    generic = {"default", "empty", "alpaca"}  # formats, not model families
+    assert set(TEMPLATES) - used == generic
+
+
 def test_list_models():
     models = list_models()
     assert models["LF-Demo"] == "demo"
@@ -50,7 +58,14 @@ def test_list_models():
     ("zai-org/GLM-4-9B-0414", "glm4"),
     ("mistralai/Mistral-7B-Instruct-v0.3", "mistral"),
     ("microsoft/phi-4", "phi4"),
-    ("deepseek-ai/DeepSeek-R1", "deepseek3"),
+    ("deepseek-ai/DeepSeek-R1", "deepseekr1"),
+    ("deepseek-ai/DeepSeek-V3", "deepseek3"),
+    ("Qwen/Qwen3-4B-Instruct-2507", "qwen3_nothink"),
+    ("google/gemma-2-9b-it", "gemma2"),
+    ("HuggingFaceTB/SmolLM2-1.7B-Instruct", "smollm2"),
+    ("openai/gpt-oss-20b", "gpt_oss"),
+    ("lmsys/vicuna-7b-v1.5", "vicuna"),
+    ("HuggingFaceH4/zephyr-7b-beta", "zephyr"),
     ("Qwen/Qwen2.5-VL-7B-Instruct", "qwen2_vl"),
     ("/models/hub/models--Qwen--Qwen3-4B", "qwen3"),
     ("/data/weights/Qwen3-4B/", "qwen3"),

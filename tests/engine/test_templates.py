@@ -13,112 +13,28 @@ CONVERSATION = [
     {"role": "assistant", "content": "Fine."},
 ]
 
-EXPECTED = {
-    "default": "System: Be brief.\nHuman: Hi\nAssistant: Hello!</s>\nHuman: How are you?\nAssistant: Fine.</s>\n",
-    "empty": "Be brief.HiHello!How are you?Fine.",
-    "chatml": (
-        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!"
-        "<|im_end|>\n<|im_start|>user\nHow are you?<|im_end|>\n<|im_start|>assistant\nFine.<|im_end|>\n"
-    ),
-    "qwen": (
-        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!"
-        "<|im_end|>\n<|im_start|>user\nHow are you?<|im_end|>\n<|im_start|>assistant\nFine.<|im_end|>\n"
-    ),
-    "qwen3": (
-        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!"
-        "<|im_end|>\n<|im_start|>user\nHow are you?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
-        "Fine.<|im_end|>\n"
-    ),
-    "qwen3_nothink": (
-        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!"
-        "<|im_end|>\n<|im_start|>user\nHow are you?<|im_end|>\n<|im_start|>assistant\nFine.<|im_end|>\n"
-    ),
-    "llama3": (
-        "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
-        "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
-        "Hello!<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHow are you?<|eot_id|>"
-        "<|start_header_id|>assistant<|end_header_id|>\n\nFine.<|eot_id|>"
-    ),
-    "mistral": "<s>[INST] Be brief.\n\nHi[/INST] Hello!</s>[INST] How are you?[/INST] Fine.</s>",
-    "gemma3": (
-        "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
-        "<start_of_turn>user\nHow are you?<end_of_turn>\n<start_of_turn>model\nFine.<end_of_turn>\n"
-    ),
-    "gemma4": (
-        "<bos><|turn>system\n<|think|>Be brief.<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\nHello!<turn|>\n"
-        "<|turn>user\nHow are you?<turn|>\n<|turn>model\nFine.<turn|>\n"
-    ),
-    "gemma4n": (
-        "<bos><|turn>system\n<|think|>Be brief.<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\nHello!<turn|>\n"
-        "<|turn>user\nHow are you?<turn|>\n<|turn>model\nFine.<turn|>\n"
-    ),
-    "glm4": "[gMASK]<sop><|system|>\nBe brief.<|user|>\nHi<|assistant|>\nHello!<|user|>\nHow are you?<|assistant|>\nFine.",
-    "phi4": (
-        "<|im_start|>system<|im_sep|>Be brief.<|im_end|><|im_start|>user<|im_sep|>Hi<|im_end|>"
-        "<|im_start|>assistant<|im_sep|>Hello!<|im_end|><|im_start|>user<|im_sep|>How are you?<|im_end|>"
-        "<|im_start|>assistant<|im_sep|>Fine.<|im_end|>"
-    ),
-    "deepseek3": (
-        "<｜begin▁of▁sentence｜>Be brief.<｜User｜>Hi<｜Assistant｜>Hello!<｜end▁of▁sentence｜><｜User｜>How are you?"
-        "<｜Assistant｜>Fine.<｜end▁of▁sentence｜>"
-    ),
-}
-
-# The trained text of each reply (what the model learns to write), per template.
+# The trained text of each reply of CONVERSATION for a few templates (LLaMA-Factory's strings; every template is
+# checked id by id against LLaMA-Factory in test_templates_lf.py).
 REPLIES = {
-    "default": (" Hello!</s>\n", " Fine.</s>\n"),
-    "empty": ("Hello!", "Fine."),
-    "chatml": ("Hello!<|im_end|>\n", "Fine.<|im_end|>\n"),
-    "qwen": ("Hello!<|im_end|>\n", "Fine.<|im_end|>\n"),
-    "qwen3": ("Hello!<|im_end|>\n", "<think>\n\n</think>\n\nFine.<|im_end|>\n"),
-    "qwen3_nothink": ("Hello!<|im_end|>\n", "Fine.<|im_end|>\n"),
     "llama3": ("Hello!<|eot_id|>", "Fine.<|eot_id|>"),
-    "mistral": (" Hello!</s>", " Fine.</s>"),
-    "gemma3": ("Hello!<end_of_turn>\n", "Fine.<end_of_turn>\n"),
-    "gemma4": ("Hello!<turn|>\n", "Fine.<turn|>\n"),
-    "gemma4n": ("Hello!<turn|>\n", "Fine.<turn|>\n"),
-    "glm4": ("\nHello!", "\nFine."),
-    "phi4": ("Hello!<|im_end|>", "Fine.<|im_end|>"),
-    "deepseek3": ("Hello!<｜end▁of▁sentence｜>", "Fine.<｜end▁of▁sentence｜>"),
+    "qwen3": ("<think>\n\n</think>\n\nHello!<|im_end|>\n", "<think>\n\n</think>\n\nFine.<|im_end|>\n"),
+    "default": ("Hello!</s>\n", "Fine.</s>\n"),
+    "empty": ("Hello!", "Fine."),
 }
 
 
-def test_every_template_has_expectations():
-    assert set(EXPECTED) == set(TEMPLATES) == set(REPLIES)
-    assert list_templates() == list(TEMPLATES)
+def test_registry_lists_every_template():
+    assert list_templates() == list(TEMPLATES) and len(TEMPLATES) >= 40
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_render_exact(name):
-    assert get_template(name).render(CONVERSATION, system="Be brief.") == EXPECTED[name]
-
-
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", sorted(REPLIES))
 def test_token_masks(name, chat_tokenizer):
     """Each pair's response ids decode to exactly the reply text; prompt + response ids rebuild the render."""
     template = get_template(name)
     pairs = template.encode_multiturn(chat_tokenizer, CONVERSATION, system="Be brief.")
-    assert len(pairs) == 2
-    eos = chat_tokenizer.eos_token_id
-    for (prompt, response), reply in zip(pairs, REPLIES[name]):
-        body = response[:-1] if template.append_eos else response
-        if template.append_eos:
-            assert response[-1] == eos
-        assert chat_tokenizer.decode(body) == reply
-        assert prompt, "every reply has a prompt before it"
-    rebuilt = "".join(chat_tokenizer.decode(p) + chat_tokenizer.decode(r[:-1] if template.append_eos else r)
-                      for p, r in pairs)
+    assert [chat_tokenizer.decode(r) for _, r in pairs] == list(REPLIES[name])
+    rebuilt = "".join(chat_tokenizer.decode(p) + chat_tokenizer.decode(r) for p, r in pairs)
     assert rebuilt == template.render(CONVERSATION, system="Be brief.", tokenizer=chat_tokenizer)
-
-
-def test_exact_ids_qwen(chat_tokenizer):
-    tok = chat_tokenizer
-    pairs = get_template("qwen").encode_multiturn(tok, CONVERSATION[:2])
-    expected_prompt = tok.encode(
-        "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
-        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)
-    assert pairs == [(expected_prompt, tok.encode("Hello!<|im_end|>\n", add_special_tokens=False))]
-    assert tok.convert_tokens_to_ids("<|im_end|>") in pairs[0][1]
 
 
 def test_generation_prompts(chat_tokenizer):
@@ -130,7 +46,7 @@ def test_generation_prompts(chat_tokenizer):
         "<|im_start|>assistant\n<think>\n\n</think>\n\n")
     assert get_template("gemma4").render(prompt, add_generation_prompt=True).endswith("<turn|>\n<|turn>model\n")
     assert get_template("gemma4", enable_thinking=False).render(prompt).startswith(
-        "<bos><|turn>system\nYou are a helpful assistant.<turn|>\n")
+        "<bos><|turn>system\n<|think|>You are a helpful assistant.<turn|>\n"), "<|think|> is part of the system slot"
     ids = get_template("chatml").encode_prompt(chat_tokenizer, prompt)
     assert chat_tokenizer.decode(ids).endswith("How are you?<|im_end|>\n<|im_start|>assistant\n")
     with pytest.raises(TemplateError, match="must end with a user"):
@@ -159,13 +75,17 @@ def test_qwen3_thinking_history_and_current():
         {"role": "assistant", "content": "A2", "thinking": "new thoughts"},
     ]
     assert template.render(conversation) == (
+        "<|im_start|>user\nq1<|im_end|>\n<|im_start|>assistant\n<think>\nold thoughts\n</think>\n\nA1<|im_end|>\n"
+        "<|im_start|>user\nq2<|im_end|>\n<|im_start|>assistant\n<think>\nnew thoughts\n</think>\n\nA2<|im_end|>\n"
+    ), "multi-turn training keeps history thoughts, as LLaMA-Factory does"
+    assert template.render_oneturn(conversation) == (
         "<|im_start|>user\nq1<|im_end|>\n<|im_start|>assistant\nA1<|im_end|>\n<|im_start|>user\nq2<|im_end|>\n"
         "<|im_start|>assistant\n<think>\nnew thoughts\n</think>\n\nA2<|im_end|>\n"
-    )
+    ), "single-turn encodings drop history thoughts"
     segments = get_template("qwen3", enable_thinking=False).segments(conversation)
     trained = [text for text, is_reply in segments if is_reply]
     assert trained == ["A1<|im_end|>\n", "A2<|im_end|>\n"]
-    assert segments[-2] == ("<|im_start|>assistant\n<think>\n\n</think>\n\n", False)
+    assert segments[-2] == ("<|im_start|>user\nq2<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n", False)
 
 
 def test_gemma4_thinking_and_split():
@@ -209,15 +129,6 @@ def test_qwen_tool_conversation():
     assert '<|im_start|>user\n<tool_response>\n{"temp": 21}\n</tool_response><|im_end|>\n' in rendered
 
 
-def test_gemma4_tool_conversation():
-    rendered = get_template("gemma4").render(TOOL_CONVERSATION, tools=TOOLS)
-    assert ("declaration:get_weather{description:<|\"|>Weather of a city<|\"|>,parameters:{properties:{city:"
-            "{description:<|\"|>City<|\"|>,type:<|\"|>STRING<|\"|>}},required:[<|\"|>city<|\"|>],"
-            "type:<|\"|>OBJECT<|\"|>}}") in rendered
-    assert "<|turn>model\n<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>}<tool_call|><turn|>\n" in rendered
-    assert '<|turn>tool\n{"temp": 21}<turn|>\n<|turn>model\n21 degrees.<turn|>\n' in rendered
-
-
 def test_glm4_and_llama3_tool_conversation():
     glm = get_template("glm4").render(TOOL_CONVERSATION, tools=TOOLS)
     assert "# 可用工具\n\n## get_weather\n\n{" in glm
@@ -243,7 +154,7 @@ def test_function_turn_with_prose_round_trips():
     template = get_template("qwen")
     message = {"role": "function", "content": '[{"name": "f", "arguments": {}}]', "text": "Checking."}
     reply = template.reply_text(message)
-    assert reply == 'Checking.\n<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>'
+    assert reply == 'Checking.<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>'
     assert template.parse_reply(reply) == ("Checking.", [{"name": "f", "arguments": {}}])
 
 
@@ -305,14 +216,14 @@ JINJA_CASES = [
 ]
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", sorted(TEMPLATES))
 def test_to_jinja_matches_render(name, tokenizer_factory):
     template = get_template(name)
     tokenizer = tokenizer_factory(chat_template=template.to_jinja())
     for messages, generation in JINJA_CASES:
         for thinking in (True, False):
             variant = get_template(name, enable_thinking=thinking)
-            expected = variant.render(messages, add_generation_prompt=generation, tokenizer=tokenizer)
+            expected = variant.render_oneturn(messages, add_generation_prompt=generation, tokenizer=tokenizer)
             rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation,
                                                      enable_thinking=thinking)
             assert rendered == expected, (name, messages, generation, thinking)
@@ -332,9 +243,9 @@ def test_tokenizer_template_fallback_masks(tokenizer_factory):
         {"role": "assistant", "content": "Fine.", "thinking": "be nice"},
     ]
     builtin = TEMPLATES["qwen3"]
-    assert fallback.encode_multiturn(tokenizer, conversation, system="S") == builtin.encode_multiturn(
-        tokenizer, conversation, system="S")
-    assert fallback.encode_prompt(tokenizer, conversation[:3]) == builtin.encode_prompt(tokenizer, conversation[:3])
+    assert fallback.render(conversation, system="S") == builtin.render_oneturn(conversation, system="S")
+    assert tokenizer.decode(fallback.encode_prompt(tokenizer, conversation[:3])) == tokenizer.decode(
+        builtin.encode_prompt(tokenizer, conversation[:3]))
     trained = [text for text, is_reply in fallback.segments(conversation) if is_reply]
     assert trained == ["Hello!<|im_end|>\n", "<think>\nbe nice\n</think>\n\nFine.<|im_end|>\n"]
 

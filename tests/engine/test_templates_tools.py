@@ -103,7 +103,7 @@ def test_gemma4_declaration_exact():
         '{description:<|"|>City<|"|>,type:<|"|>STRING<|"|>}},required:[<|"|>city<|"|>],type:<|"|>OBJECT<|"|>}}'
     )
     two = format_tools("gemma4", [WEATHER, {"name": "ping", "description": "Ping", "response": {"type": "string"}}])
-    assert two.split("\n")[1] == 'declaration:ping{description:<|"|>Ping<|"|>,response:{type:<|"|>STRING<|"|>}}'
+    assert two.split("\n")[1] == 'declaration:ping{description:<|"|>Ping<|"|>,response:{}}', "type only for OBJECT"
 
 
 def test_gemma4_call_exact_sorted_keys():

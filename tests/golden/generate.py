@@ -1,0 +1,97 @@
+"""Regenerate tests/golden/lf_templates.json.gz from LLaMA-Factory 0.9.5 itself (run from the repository root).
+
+    python -m tests.golden.generate
+
+Needs the LLaMA-Factory git mirror (``LF_MIRROR``); see ``lf_harness``. Tests only read the JSON it writes.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import gzip
+import hashlib
+import json
+
+from tests.golden import cases
+from tests.golden.lf_harness import load_lf
+from tests.golden.tokenizers import FAMILY_SPECIALS, SETUPS, load
+
+FIXED_DATE = dt.datetime(2024, 7, 26)
+
+
+def digest(ids: list) -> str:
+    return hashlib.sha1(json.dumps(ids).encode()).hexdigest()[:16]
+
+
+def tokenizer_state(tokenizer) -> dict:
+    return {"eos": tokenizer.eos_token, "pad": tokenizer.pad_token, "bos": tokenizer.bos_token,
+            "size": len(tokenizer), "specials": sorted(map(str, tokenizer.all_special_tokens))}
+
+
+def main() -> None:
+    load_lf()
+    from llamafactory.data import template as lf_template
+    from llamafactory.data import tool_utils
+
+    class _FixedDatetime(dt.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return FIXED_DATE
+
+    tool_utils.datetime = _FixedDatetime
+    out: dict = {"date": FIXED_DATE.strftime("%d %b %Y"), "templates": {}, "tools": {}}
+    for name in FAMILY_SPECIALS:
+        base = lf_template.TEMPLATES[name]
+        reasoning = isinstance(base, lf_template.ReasoningTemplate)
+        convs = cases.conversations(base.thought_words)
+        entry: dict = {"reasoning": reasoning, "cases": {}, "tokenizer": {}}
+        variants = [(True, False), (False, False), (True, True)] if reasoning else [(True, False)]
+        for setup in SETUPS:
+            for thinking, discard in variants:
+                tpl = copy.deepcopy(base)
+                tpl.enable_thinking = thinking
+                tokenizer = load(setup, name)
+                tpl.fix_special_tokens(tokenizer)
+                entry["tokenizer"][setup] = tokenizer_state(tokenizer)
+                for case, conv in convs.items():
+                    key = f"{case}|think={int(thinking)}|discard={int(discard)}"
+                    try:
+                        pairs = tpl.encode_multiturn(tokenizer, copy.deepcopy(conv["messages"]), conv["system"],
+                                                     conv["tools"], discard)
+                        prompt, response = tpl.encode_oneturn(tokenizer, copy.deepcopy(conv["messages"]),
+                                                              conv["system"], conv["tools"])
+                    except Exception as err:  # noqa: BLE001 - recorded: ours must fail too
+                        entry["cases"].setdefault(key, {})[setup] = {"error": type(err).__name__}
+                        continue
+                    def text(ids, tokenizer=tokenizer):
+                        return tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+                    record = {
+                        "pairs_text": [[text(p), text(r)] for p, r in pairs],
+                        "pairs_hash": digest([[p, r] for p, r in pairs]),
+                        "pairs_len": [[len(p), len(r)] for p, r in pairs],
+                        "oneturn_text": [text(prompt), text(response)],
+                        "oneturn_hash": digest([prompt, response]),
+                    }
+                    entry["cases"].setdefault(key, {})[setup] = record
+        out["templates"][name] = entry
+    for fmt_name in ("default", "qwen", "glm4", "llama3", "mistral", "gemma4", "glm4_moe", "qwen3_5"):
+        utils = tool_utils.TOOLS[fmt_name]
+        calls = [tool_utils.FunctionCall(c["name"], json.dumps(c["arguments"], ensure_ascii=False)) for c in cases.CALL]
+        written = utils.function_formatter(calls)
+        extracted = utils.tool_extractor(written)
+        out["tools"][fmt_name] = {
+            "declaration": utils.tool_formatter(copy.deepcopy(cases.TOOLS)),
+            "calls": written,
+            "extracted": [[c.name, json.loads(c.arguments)] for c in extracted] if isinstance(extracted, list) else None,
+        }
+    path = "tests/golden/lf_templates.json.gz"
+    data = json.dumps(out, ensure_ascii=False, sort_keys=True).encode("utf-8")
+    with open(path, "wb") as handle:
+        handle.write(gzip.compress(data, compresslevel=9, mtime=0))
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""Regenerate tests/golden/lf_demo_data.json.gz: LLaMA-Factory 0.9.5's SFT, DPO and KTO rows on its own demo data.
+
+    python -m tests.golden.generate_data [DATA_DIR]
+
+The first 50 rows of each demo file are converted and tokenized by LLaMA-Factory's converters and dataset
+processors (``lf_harness``) with the ``special`` test tokenizer, at cutoffs 256, 1024 and 8192. Per row the file
+keeps a digest of the input ids and of the labels (and their lengths), so tests/engine/test_lf_demo_data.py can
+check that our pipeline gives the same ids on the same files.
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import hashlib
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from tests.golden.lf_harness import load_lf
+from tests.golden.tokenizers import load
+
+ROWS = 50
+CUTOFFS = (256, 1024, 8192)
+SFT_SETS = ("alpaca_en_demo", "identity", "glaive_toolcall_en_demo")
+TEMPLATES = ("default", "qwen", "qwen3", "llama3", "glm4", "mistral", "gemma4", "alpaca")
+# (dataset, stage, template, options) combinations beyond the full grid
+EXTRA = [
+    ("glaive_toolcall_en_demo", "sft", "qwen3", {"enable_thinking": False}),
+    ("glaive_toolcall_en_demo", "sft", "qwen", {"mask_history": True}),
+    ("glaive_toolcall_en_demo", "sft", "glm4", {"mask_history": True}),
+    ("glaive_toolcall_en_demo", "sft", "qwen", {"train_on_prompt": True}),
+]
+
+
+def digest(ids: list[int]) -> str:
+    return hashlib.sha1(json.dumps(ids).encode()).hexdigest()[:16]
+
+
+def combos() -> list[tuple[str, str, str, int, dict]]:
+    out = []
+    for template in TEMPLATES:
+        for cutoff in CUTOFFS:
+            out += [(name, "sft", template, cutoff, {}) for name in SFT_SETS]
+            out.append(("dpo_en_demo", "dpo", template, cutoff, {}))
+            out.append(("kto_en_demo", "kto", template, cutoff, {}))
+    for name, stage, template, options in EXTRA:
+        out += [(name, stage, template, cutoff, options) for cutoff in CUTOFFS]
+    return out
+
+
+def key(name: str, stage: str, template: str, cutoff: int, options: dict) -> str:
+    extra = ",".join(f"{k}={v}" for k, v in sorted(options.items()))
+    return f"{name}|{stage}|{template}|{cutoff}|{extra}"
+
+
+def main(data_dir: str) -> None:
+    load_lf()
+    from llamafactory.data import template as lf_template
+    from llamafactory.data.converter import AlpacaDatasetConverter, SharegptDatasetConverter
+    from llamafactory.data.parser import DatasetAttr
+    from llamafactory.data.processor.feedback import FeedbackDatasetProcessor
+    from llamafactory.data.processor.pairwise import PairwiseDatasetProcessor
+    from llamafactory.data.processor.supervised import SupervisedDatasetProcessor
+
+    info = json.loads((Path(data_dir) / "dataset_info.json").read_text(encoding="utf-8"))
+    converted: dict[str, dict[str, list]] = {}
+    for name in (*SFT_SETS, "dpo_en_demo", "kto_en_demo"):
+        attr = DatasetAttr("file", name)
+        attr.join(info[name])
+        rows = json.loads((Path(data_dir) / info[name]["file_name"]).read_text(encoding="utf-8"))[:ROWS]
+        data_args = SimpleNamespace(media_dir=data_dir)
+        kind = AlpacaDatasetConverter if attr.formatting == "alpaca" else SharegptDatasetConverter
+        converter = kind(attr, data_args)
+        batch: dict[str, list] = {}
+        for row in rows:
+            for column, value in converter(row).items():
+                batch.setdefault(column, []).append(value)
+        converted[name] = batch
+    out: dict = {"rows": ROWS, "cases": {}}
+    for name, stage, template, cutoff, options in combos():
+        tokenizer = load("special")
+        tpl = copy.deepcopy(lf_template.TEMPLATES[template])
+        if "enable_thinking" in options:
+            tpl.enable_thinking = options["enable_thinking"]
+        tpl.fix_special_tokens(tokenizer)
+        data_args = SimpleNamespace(cutoff_len=cutoff, train_on_prompt=options.get("train_on_prompt", False),
+                                    mask_history=options.get("mask_history", False), neat_packing=False)
+        processor_class = {"sft": SupervisedDatasetProcessor, "dpo": PairwiseDatasetProcessor,
+                           "kto": FeedbackDatasetProcessor}[stage]
+        processor = processor_class(template=tpl, tokenizer=tokenizer, processor=None, data_args=data_args)
+        result = processor.preprocess_dataset(copy.deepcopy(converted[name]))
+        if stage == "dpo":
+            rows = [[digest(a), digest(b), digest(c), digest(d), len(a), len(c)] for a, b, c, d in zip(
+                result["chosen_input_ids"], result["chosen_labels"], result["rejected_input_ids"],
+                result["rejected_labels"])]
+        elif stage == "kto":
+            rows = [[digest(a), digest(b), len(a), bool(t)] for a, b, t in zip(result["input_ids"], result["labels"],
+                                                                              result["kto_tags"])]
+        else:
+            rows = [[digest(a), digest(b), len(a), sum(x != -100 for x in b)] for a, b in zip(result["input_ids"],
+                                                                                               result["labels"])]
+        out["cases"][key(name, stage, template, cutoff, options)] = rows
+    path = Path(__file__).resolve().parent / "lf_demo_data.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(out, sort_keys=True).encode("utf-8"), compresslevel=9, mtime=0))
+    print(f"wrote {path} ({len(out['cases'])} cases)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "../shared/data")

@@ -177,6 +177,16 @@ TEMPLATES: dict[str, Template] = {
 }
 
 
+def _register_vision() -> None:
+    from engine.templates.vision import VISION_TEMPLATES
+
+    for name, template in VISION_TEMPLATES.items():
+        TEMPLATES.setdefault(name, template)
+
+
+_register_vision()
+
+
 def list_templates() -> list[str]:
     """Names of the built-in templates, in registry order."""
     return list(TEMPLATES)

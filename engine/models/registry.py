@@ -67,6 +67,12 @@ _QWEN_VL_KEYS = {
     "language_keys": ("language_model", "lm_head"),
 }
 
+_QWEN3_VL_KEYS = {
+    "projector_keys": ("visual.merger", "visual.deepstack_merger_list"),
+    "vision_keys": ("visual.patch_embed", "visual.pos_embed", "visual.blocks"),
+    "language_keys": ("language_model", "lm_head"),
+}
+
 FAMILIES: dict[str, ModelFamily] = {
     "LF-Demo": ModelFamily(
         name="LF-Demo",
@@ -220,7 +226,7 @@ FAMILIES: dict[str, ModelFamily] = {
         },
         multimodal=True,
         model_types=("qwen3_vl", "qwen3_vl_moe"),
-        **_QWEN_VL_KEYS,
+        **_QWEN3_VL_KEYS,
     ),
     "Qwen3.5": ModelFamily(
         name="Qwen3.5",
@@ -250,6 +256,16 @@ FAMILIES: dict[str, ModelFamily] = {
         model_types=("qwen3_omni_moe", "qwen3_omni_moe_thinker"),
         projector_keys=("visual.merger", "audio_tower.proj"),
         vision_keys=("visual.patch_embed", "visual.blocks", "audio_tower"),
+        language_keys=("language_model", "lm_head"),
+    ),
+    "LLaVA": ModelFamily(
+        name="LLaVA",
+        template="llava",
+        models={"LLaVA-1.5-7B-Chat": "llava-hf/llava-1.5-7b-hf", "LLaVA-1.5-13B-Chat": "llava-hf/llava-1.5-13b-hf"},
+        multimodal=True,
+        model_types=("llava",),
+        projector_keys=("multi_modal_projector",),
+        vision_keys=("vision_tower",),
         language_keys=("language_model", "lm_head"),
     ),
     "MiniCPM-V": ModelFamily(

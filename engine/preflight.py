@@ -28,6 +28,9 @@ def check(cfg: RunConfig, command: str = "train") -> list[str]:
     problems += _check_device(cfg, command)
     if command in ("train", "eval"):
         problems += _check_data(cfg, command)
+        from engine.multimodal.checks import check_media
+
+        problems += check_media(cfg)
         problems += _check_output(cfg, command)
         problems += _check_precision(cfg)
     if command == "train":

@@ -100,3 +100,31 @@ def test_media_stage_and_packing_are_refused(models, tmp_path, capsys):
     config = _config(tmp_path, models["qwen2_vl"], "qwen2_vl", "colors", data, packing=True)
     assert main(["train", str(config)]) == 2
     assert "`packing` cannot mix rows that carry images" in capsys.readouterr().err
+
+
+def test_preflight_reports_every_media_problem_at_once(models, tmp_path, capsys):
+    data = _image_dataset(tmp_path / "data")
+    rows = json.loads((data / "colors.json").read_text())[:2]
+    rows.append({"messages": [{"role": "user", "content": "<image><image>Two?"},
+                              {"role": "assistant", "content": "One."}], "images": ["img/0.png"]})
+    rows.append({"messages": [{"role": "user", "content": "<image>Where?"}, {"role": "assistant", "content": "Gone."}],
+                 "images": ["img/missing.png"]})
+    rows.append({"messages": [{"role": "user", "content": "<image>Web?"}, {"role": "assistant", "content": "No."}],
+                 "images": ["https://example.com/a.png"]})
+    (data / "bad.png").write_bytes(b"not an image")
+    rows.append({"messages": [{"role": "user", "content": "<image>Bad?"}, {"role": "assistant", "content": "Bad."}],
+                 "images": ["bad.png"]})
+    rows.append({"messages": [{"role": "user", "content": "<audio>Hear?"}, {"role": "assistant", "content": "No."}],
+                 "audios": ["img/0.png"]})
+    (data / "colors.json").write_text(json.dumps(rows))
+    info = json.loads((data / "dataset_info.json").read_text())
+    info["colors"]["columns"]["audios"] = "audios"
+    (data / "dataset_info.json").write_text(json.dumps(info))
+    config = _config(tmp_path, models["qwen2_vl"], "qwen2_vl", "colors", data)
+    assert main(["check", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "Dataset `colors` row 2: 2 <image> placeholder(s) but 1 image file(s)" in err
+    assert "row 3: image file " in err and "missing.png is missing: fix the path" in err
+    assert "row 4: image https://example.com/a.png is a remote URL" in err
+    assert "row 5: image file " in err and "bad.png cannot be read" in err
+    assert "row 6: has audio input, which this model cannot take (it takes images, videos)" in err

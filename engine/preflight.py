@@ -68,7 +68,7 @@ def model_dir(cfg: RunConfig) -> Path | None:
 def _is_demo(name: str) -> bool:
     from engine.models.registry import DEMO_MODEL_NAME, DEMO_MODEL_PATH
 
-    return name.strip().lower() in (DEMO_MODEL_PATH, DEMO_MODEL_NAME.lower())
+    return name.strip().lower() in (DEMO_MODEL_PATH, DEMO_MODEL_NAME.lower(), "demo-vlm")
 
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "*.bin", "*.bin.index.json", "*.pt", "*.pth")

@@ -161,3 +161,47 @@ def video_ready(processor: Any) -> bool:
     """Whether the processor can take video (a real video processor, not the stand-in)."""
     video = getattr(processor, "video_processor", None)
     return video is not None and type(video).__name__ != "NoVideoProcessor"
+
+
+def fix_processor_config(folder: Any) -> None:
+    """Make a saved processor_config.json name the family's real video processor instead of the stand-in, so
+    transformers with torchvision loads the folder as it loads the original model."""
+    import json
+    from pathlib import Path
+
+    path = Path(folder) / "processor_config.json"
+    if not path.is_file():
+        return
+    config = json.loads(path.read_text(encoding="utf-8"))
+    video = config.get("video_processor")
+    if not isinstance(video, dict) or video.get("video_processor_type") != "NoVideoProcessor":
+        return
+    name = str(config.get("processor_class", ""))
+    image = config.get("image_processor") or {}
+    real = {"video_processor_type": name.replace("Processor", "VideoProcessor")}
+    real.update({k: image[k] for k in ("patch_size", "temporal_patch_size", "merge_size") if k in image})
+    config["video_processor"] = real
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def save_processor(processor: Any, folder: Any) -> None:
+    """``processor.save_pretrained(folder)`` (tokenizer and chat template included), loadable by transformers."""
+    processor.save_pretrained(folder)
+    fix_processor_config(folder)
+
+
+PROCESSOR_FILES = ("processor_config.json", "preprocessor_config.json", "video_preprocessor_config.json")
+
+
+def copy_processor_files(source: Any, target: Any) -> list[str]:
+    """Copy a model folder's processor files (not the tokenizer's) into ``target``; returns the names copied."""
+    import shutil
+    from pathlib import Path
+
+    copied = []
+    for name in PROCESSOR_FILES:
+        if (Path(source) / name).is_file():
+            shutil.copyfile(Path(source) / name, Path(target) / name)
+            copied.append(name)
+    fix_processor_config(target)
+    return copied

@@ -169,7 +169,9 @@ def build_tiny_vlm(family: str, seed: int = 0):
 
 def save_tiny_vlm(family: str, folder: str | Path) -> Path:
     """Save a tiny model of ``family`` with its processor (tokenizer included) to ``folder``."""
+    from engine.multimodal.processor import save_processor
+
     model, processor = build_tiny_vlm(family)
     model.save_pretrained(folder)
-    processor.save_pretrained(folder)
+    save_processor(processor, folder)
     return Path(folder)

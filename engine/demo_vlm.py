@@ -26,13 +26,13 @@ from engine.demo import DemoDataMissing, demo_data_dir, load_demo_texts
 logger = logging.getLogger(__name__)
 
 DEMO_VLM_PATH = "demo-vlm"
-DEMO_VLM_VERSION = "1"
+DEMO_VLM_VERSION = "3"
 STAMP_FILE = "lf_demo_vlm.json"
 DATA_FILE = "demo_vlm.json"
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
                   "<|image_pad|>", "<|video_pad|>"]
 SEED = 1234
-WARMUP_STEPS = 30
+WARMUP_STEPS = 100
 IMAGE_MIN_PIXELS, IMAGE_MAX_PIXELS = 56 * 56, 112 * 112
 
 
@@ -83,30 +83,40 @@ def _model(tokenizer):
     return Qwen2VLForConditionalGeneration(config)
 
 
-def _warm_up(model: Any, processor: Any, rows: list[dict[str, Any]], data_dir: Path) -> float:
-    """A few deterministic steps on the demo captions, the language model only (tower and merger stay random)."""
+def _warm_up(model: Any, processor: Any, rows: list[dict[str, Any]], data_dir: Path, documents: list[str]) -> float:
+    """A few deterministic steps of "pre-training": short captions of the demo images (``Describe the image.`` ->
+    ``red square.``, worded unlike the demo dataset's answers), so the merger and language model learn to look
+    at the picture, alternating with the demo text documents (ChatML conversations) so it keeps writing words and
+    closing turns; the vision tower stays as initialised. Fine-tuning then teaches the dataset's answers."""
     from engine.multimodal.collator import MediaCollator
     from engine.multimodal.dataset import MediaContext, tokenize_media_sft
     from engine.multimodal.plugins import PLUGINS
     from engine.multimodal.processor import MediaOptions
     from engine.templates import get_template
 
-    examples = [{"messages": row["messages"], "system": "", "tools": "",
-                 "images": [str(data_dir / path) for path in row["images"]]} for row in rows]
+    images = sorted({path for row in rows for path in row["images"]})
+    examples = [{"messages": [{"role": "user", "content": "<image>Describe the image."},
+                              {"role": "assistant", "content": Path(path).stem.replace("_", " ") + "."}],
+                 "system": "", "tools": "", "images": [str(data_dir / path)]} for path in images]
     context = MediaContext(PLUGINS["qwen2_vl"], processor, MediaOptions(image_max_pixels=IMAGE_MAX_PIXELS))
     from engine.data.tokenize import TokenizeOptions
 
     columns, _ = tokenize_media_sft(examples, processor.tokenizer, get_template("qwen2_vl"),
                                     TokenizeOptions(cutoff_len=512), context)
     features = [dict(zip(columns, values)) for values in zip(*columns.values())]
+    texts = []
+    for document in documents[:96]:
+        ids = processor.tokenizer(document, add_special_tokens=False)["input_ids"][:96]
+        texts.append({"input_ids": ids, "labels": list(ids), "mm_inputs": b"", "mm_token_type_ids": [0] * len(ids)})
     collate = MediaCollator(tokenizer=processor.tokenizer)
     for name, param in model.named_parameters():
-        param.requires_grad_(not name.startswith("model.visual"))
+        param.requires_grad_(not name.startswith(("model.visual.blocks", "model.visual.patch_embed")))
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=3e-3)
     model.train()
     loss = torch.tensor(0.0)
     for step in range(WARMUP_STEPS):
-        batch = collate([features[(step * 4 + i) % len(features)] for i in range(4)])
+        pool = features if step % 2 == 0 else texts
+        batch = collate([pool[(step // 2 * 4 + i) % len(pool)] for i in range(4)])
         loss = model(**batch).loss
         loss.backward()
         optimizer.step()
@@ -137,14 +147,14 @@ def build_demo_vlm(target_dir: str | Path, data_dir: str | Path | None = None) -
     started = time.perf_counter()
     folder = Path(data_dir).expanduser() if data_dir else demo_data_dir()
     rows = _rows(folder)
-    corpus, _ = load_demo_texts(folder)
+    corpus, documents = load_demo_texts(folder)
     corpus += [turn["content"] for row in rows for turn in row["messages"]]
     tokenizer = _tokenizer(corpus)
     image_processor = Qwen2VLImageProcessorPil(min_pixels=IMAGE_MIN_PIXELS, max_pixels=IMAGE_MAX_PIXELS)
     processor = build_processor(Qwen2VLProcessor, {"image_processor": image_processor, "tokenizer": tokenizer})
     with torch.random.fork_rng(devices=[]):
         model = _model(tokenizer)
-        loss = _warm_up(model, processor, rows, folder)
+        loss = _warm_up(model, processor, rows, folder, documents)
     stop = tokenizer.convert_tokens_to_ids("<|im_end|>")
     model.generation_config = GenerationConfig(eos_token_id=[stop], pad_token_id=tokenizer.pad_token_id,
                                                max_new_tokens=32)

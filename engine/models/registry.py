@@ -79,6 +79,13 @@ FAMILIES: dict[str, ModelFamily] = {
         template="chatml",
         models={DEMO_MODEL_NAME: DEMO_MODEL_PATH},
     ),
+    "LF-Demo-VLM": ModelFamily(
+        name="LF-Demo-VLM",
+        template="qwen2_vl",
+        models={"LF-Demo-VLM": "demo-vlm"},
+        multimodal=True,
+        # A tiny Qwen2-VL (engine.demo_vlm); its config.json says qwen2_vl, so composite keys come from Qwen2-VL.
+    ),
     "Qwen3": ModelFamily(
         name="Qwen3",
         template="qwen3",
@@ -331,6 +338,17 @@ def family_of(name_or_path: str | None) -> ModelFamily | None:
             if tail and tail in (display.lower(), hub.lower().split("/")[-1]):
                 return family
     return family_of_config(read_local_config(text))
+
+
+def model_media(name_or_path: str | None) -> tuple[str, ...]:
+    """The media a known model takes (``image``, ``video``, ``audio``), from its family's template; () for text."""
+    family = family_of(name_or_path)
+    if family is None or not family.multimodal:
+        return ()
+    from engine.templates import TEMPLATES
+
+    template = TEMPLATES.get(family.template)
+    return tuple(template.modalities) if template is not None else ()
 
 
 def default_template(name_or_path: str | None) -> str | None:

@@ -41,3 +41,23 @@ def test_every_family_template_exists():
     """The model list no longer points at templates that do not exist (lf-engine check failed for seven)."""
     missing = {family.name: family.template for family in FAMILIES.values() if family.template not in list_templates()}
     assert missing == {}
+
+
+def test_model_list_says_which_media_each_family_takes():
+    from engine.models.registry import default_template, model_media
+
+    assert model_media("Qwen/Qwen2-VL-7B-Instruct") == ("image", "video")
+    assert model_media("google/gemma-4-E2B-it") == ("image", "video", "audio")
+    assert model_media("google/gemma-3-4b-it") == ("image",)
+    assert model_media("demo-vlm") == ("image", "video") and default_template("demo-vlm") == "qwen2_vl"
+    assert model_media("demo") == () and model_media("Qwen/Qwen3-4B") == ()
+
+
+def test_board_picker_shows_media_badges():
+    from app import catalog
+
+    choices, note = catalog.models()
+    labels = dict((value, label) for label, value in choices)
+    assert note is None and choices[0][1] == "demo"
+    assert labels["Qwen/Qwen2-VL-2B-Instruct"] == "Qwen2-VL-2B-Instruct  [image, video]"
+    assert labels["demo-vlm"] == "LF-Demo-VLM  [image, video]" and labels["demo"] == "LF-Demo"

@@ -26,13 +26,13 @@ from engine.demo import DemoDataMissing, demo_data_dir, load_demo_texts
 logger = logging.getLogger(__name__)
 
 DEMO_VLM_PATH = "demo-vlm"
-DEMO_VLM_VERSION = "3"
+DEMO_VLM_VERSION = "4"
 STAMP_FILE = "lf_demo_vlm.json"
 DATA_FILE = "demo_vlm.json"
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
                   "<|image_pad|>", "<|video_pad|>"]
 SEED = 1234
-WARMUP_STEPS = 100
+WARMUP_STEPS = 48
 IMAGE_MIN_PIXELS, IMAGE_MAX_PIXELS = 56 * 56, 112 * 112
 
 
@@ -105,8 +105,8 @@ def _warm_up(model: Any, processor: Any, rows: list[dict[str, Any]], data_dir: P
                                     TokenizeOptions(cutoff_len=512), context)
     features = [dict(zip(columns, values)) for values in zip(*columns.values())]
     texts = []
-    for document in documents[:96]:
-        ids = processor.tokenizer(document, add_special_tokens=False)["input_ids"][:96]
+    for document in documents[:64]:
+        ids = processor.tokenizer(document, add_special_tokens=False)["input_ids"][:48]
         texts.append({"input_ids": ids, "labels": list(ids), "mm_inputs": b"", "mm_token_type_ids": [0] * len(ids)})
     collate = MediaCollator(tokenizer=processor.tokenizer)
     for name, param in model.named_parameters():

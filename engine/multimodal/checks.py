@@ -80,8 +80,10 @@ def model_media(cfg: Any) -> tuple[str, ...] | None:
     from engine.errors import UserError
     from engine.models.loader import resolve_model_path
     from engine.models.registry import read_local_config
-    from engine.multimodal.plugins import model_modalities, plugin_for
+    from engine.multimodal.plugins import PLUGINS, model_modalities, plugin_for
 
+    if str(cfg.model.model_name_or_path).strip().lower() == "demo-vlm":  # known without building it
+        return PLUGINS["qwen2_vl"].modalities
     try:
         path = resolve_model_path(cfg.model.model_name_or_path, cfg.model.cache_dir, cfg.model.model_revision)
     except UserError:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.multimodal.plugins import KIND_WORD, PLACEHOLDERS
+from engine.multimodal.processor import TORCHVISION_FIX, has_torchvision
 
 logger = logging.getLogger(__name__)
 
@@ -125,6 +126,10 @@ def check_media(cfg: Any) -> list[str]:
         for index, row in enumerate(rows):
             if isinstance(row, dict):
                 found += [f"Dataset `{name}` row {index}: {p}." for p in _row_problems(row, spec, probed, allowed)]
+        videos = sum(bool(_media_items(row, spec.columns.get("videos", "videos"))) for row in rows
+                     if isinstance(row, dict))
+        if videos and "videos" in allowed and not has_torchvision():
+            found.append(f"Dataset `{name}`: {videos} row(s) have video, and {TORCHVISION_FIX}.")
         if len(found) > MAX_LISTED:
             found = found[:MAX_LISTED] + [f"Dataset `{name}`: {len(found) - MAX_LISTED} more media problems."]
         problems += found

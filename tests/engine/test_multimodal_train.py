@@ -128,3 +128,15 @@ def test_preflight_reports_every_media_problem_at_once(models, tmp_path, capsys)
     assert "row 4: image https://example.com/a.png is a remote URL" in err
     assert "row 5: image file " in err and "bad.png cannot be read" in err
     assert "row 6: has audio input, which this model cannot take (it takes images, videos)" in err
+
+
+@pytest.mark.skipif(not (SHARED / "mllm_video_demo.json").is_file(), reason="shared data absent")
+def test_video_dataset_without_torchvision_is_refused_before_loading(models, tmp_path, capsys):
+    from engine.multimodal.processor import has_torchvision
+
+    config = _config(tmp_path, models["gemma4"], "gemma4", "mllm_video_demo", SHARED)
+    code = main(["check", str(config)])
+    if has_torchvision():
+        assert code == 0
+    else:
+        assert code == 2 and "row(s) have video, and video needs torchvision" in capsys.readouterr().err

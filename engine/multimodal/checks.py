@@ -77,17 +77,16 @@ def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tu
 
 
 def model_media(cfg: Any) -> tuple[str, ...] | None:
-    """The media kinds the config's model takes; None when unknown (a text-only or unreadable model folder)."""
-    from engine.errors import UserError
-    from engine.models.loader import resolve_model_path
+    """The media kinds the config's model takes; None when unknown here: a text-only model, or one that is not a
+    local folder (nothing is built or downloaded for a check; the data map still refuses bad rows by name)."""
     from engine.models.registry import read_local_config
     from engine.multimodal.plugins import PLUGINS, model_modalities, plugin_for
 
-    if str(cfg.model.model_name_or_path).strip().lower() == "demo-vlm":  # known without building it
+    name = str(cfg.model.model_name_or_path or "").strip()
+    if name.lower() == "demo-vlm":  # known without building it
         return PLUGINS["qwen2_vl"].modalities
-    try:
-        path = resolve_model_path(cfg.model.model_name_or_path, cfg.model.cache_dir, cfg.model.model_revision)
-    except UserError:
+    path = Path(name).expanduser()
+    if not name or not path.is_dir():
         return None
     config = read_local_config(path) or {}
     if not any(config.get(key) for key in ("vision_config", "audio_config")):

@@ -46,12 +46,25 @@ def models() -> tuple[list[tuple[str, str]], str | None]:
         note = None
     except EngineMissing as err:
         found, note = {}, str(err)
-    choices = [(display, value) for display, value in found.items()]
+    try:
+        media = _engine_attr(("engine.models.registry",), "model_media")
+    except EngineMissing:
+        media = None
+    choices = [(_with_media(display, value, media), value) for display, value in found.items()]
     if not any(value == DEMO_MODEL for _, value in choices):
         choices.insert(0, ("LF-Demo", DEMO_MODEL))
     else:
         choices.sort(key=lambda c: c[1] != DEMO_MODEL)
     return choices, note
+
+
+def _with_media(display: str, value: str, media: Any) -> str:
+    """``display`` with the media the model takes, e.g. ``Qwen2-VL-2B-Instruct  [image, video]``."""
+    try:
+        kinds = media(value) if media else ()
+    except Exception:  # a broken local config.json must not break the picker
+        kinds = ()
+    return f"{display}  [{', '.join(kinds)}]" if kinds else display
 
 
 def default_template(model: str | None) -> str | None:

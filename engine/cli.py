@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     _config_arg(p)
     p.add_argument("--query", help="answer this one message, print the reply and exit")
     p.add_argument("--system", help="system prompt")
+    for kind in ("image", "video", "audio"):
+        p.add_argument(f"--{kind}", action="append", default=[], metavar="PATH",
+                       help=f"{kind} file for --query (repeatable; vision-language models)")
 
     p = sub.add_parser("export", help="merge adapters into a standalone model in export_dir",
                        description="Merge LoRA adapters into the base model and save it (sharded by export_size) "
@@ -165,8 +168,13 @@ def cmd_chat(args: argparse.Namespace) -> int:
     from engine.infer.cli_chat import interactive_chat, single_query
 
     cfg = _load(args, "chat")
+    media = {"images": args.image, "videos": args.video, "audios": args.audio}
+    if any(media.values()) and args.query is None:
+        from engine.errors import UserError
+
+        raise UserError("--image, --video and --audio go with --query TEXT (one question about the files).")
     if args.query is not None:
-        reply = single_query(cfg, args.query, system=args.system)
+        reply = single_query(cfg, args.query, system=args.system, media=media if any(media.values()) else None)
         print(reply)
         return 0
     interactive_chat(cfg, system=args.system)

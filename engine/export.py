@@ -283,6 +283,11 @@ def run_export(cfg: RunConfig, run_dir: str | None = None) -> dict[str, Any]:
     if chat_template:
         tokenizer.chat_template = chat_template
     tokenizer.save_pretrained(export_dir)
+    from engine.models.loader import resolve_model_path
+    from engine.multimodal.processor import copy_processor_files
+
+    copy_processor_files(resolve_model_path(cfg.model.model_name_or_path, cfg.model.cache_dir,
+                                            cfg.model.model_revision), export_dir)  # vision-language models
     (export_dir / CONFIG_NAME).write_text(cfg.to_yaml(minimal=False), encoding="utf-8")
     from engine.fileperms import match_umask
 

@@ -29,6 +29,9 @@ def check(cfg: RunConfig, command: str = "train") -> list[str]:
     problems += _check_device(cfg, command)
     if command in ("train", "eval"):
         problems += _check_data(cfg, command)
+        from engine.multimodal.checks import check_media
+
+        problems += check_media(cfg)
         problems += _check_output(cfg, command)
         problems += _check_precision(cfg)
     if command == "train":
@@ -66,7 +69,7 @@ def model_dir(cfg: RunConfig) -> Path | None:
 def _is_demo(name: str) -> bool:
     from engine.models.registry import DEMO_MODEL_NAME, DEMO_MODEL_PATH
 
-    return name.strip().lower() in (DEMO_MODEL_PATH, DEMO_MODEL_NAME.lower())
+    return name.strip().lower() in (DEMO_MODEL_PATH, DEMO_MODEL_NAME.lower(), "demo-vlm")
 
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "*.bin", "*.bin.index.json", "*.pt", "*.pth")

@@ -95,6 +95,9 @@ class DataArgs:
     image_min_pixels: int = opt(32 * 32, "Smallest image size in pixels.", advanced=True)
     video_fps: float = opt(2.0, "Frames sampled per second of video.", advanced=True)
     video_maxlen: int = opt(128, "Most frames sampled from a video.", advanced=True)
+    video_max_pixels: int = opt(256 * 256, "Largest video frame size in pixels.", advanced=True)
+    video_min_pixels: int = opt(16 * 16, "Smallest video frame size in pixels.", advanced=True)
+    audio_sampling_rate: int = opt(16000, "Audio sampling rate when the processor names none.", advanced=True)
 
 
 @dataclass

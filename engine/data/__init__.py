@@ -36,6 +36,7 @@ class DatasetBundle:
     train: Any = None
     eval: Any = None
     stats: dict[str, Any] = field(default_factory=dict)
+    media: Any = None  # engine.multimodal.dataset.MediaContext when the rows carry media for a multimodal model
 
 
 def configured_template(cfg: Any, template: Any) -> Any:
@@ -53,8 +54,13 @@ def _to_dataset(columns: dict[str, list]) -> Any:
 
 
 def _tokenized(examples: list[dict], stage: str, tokenizer: Any, template: Any, opts: TokenizeOptions,
-               split: str) -> tuple[Any, dict[str, int]]:
-    columns, stats = tokenize_examples(examples, stage, tokenizer, template, opts)
+               split: str, media: Any = None) -> tuple[Any, dict[str, int]]:
+    if media is not None:
+        from engine.multimodal.dataset import tokenize_media_sft
+
+        columns, stats = tokenize_media_sft(examples, tokenizer, template, opts, media)
+    else:
+        columns, stats = tokenize_examples(examples, stage, tokenizer, template, opts)
     if not stats["kept"]:
         raise DatasetError(
             f"All {stats['rows']} {split} examples were dropped: after cutting to cutoff_len={opts.cutoff_len} "
@@ -70,12 +76,13 @@ def _tokenized(examples: list[dict], stage: str, tokenizer: Any, template: Any, 
     return _to_dataset(columns), stats
 
 
-def get_dataset(cfg: Any, tokenizer: Any, template: Any) -> DatasetBundle:
+def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> DatasetBundle:
     """Load, convert, split and tokenize the datasets of a run config.
 
     Uses ``cfg.finetuning.stage``, ``cfg.data`` (dataset, eval_dataset, dataset_dir, cutoff_len, max_samples,
     val_size, train_on_prompt, mask_history, packing/neat_packing, default_system, enable_thinking, tool_format,
-    mix_strategy, interleave_probs, tokenized_path, overwrite_cache) and ``cfg.train.seed``.
+    mix_strategy, interleave_probs, tokenized_path, overwrite_cache) and ``cfg.train.seed``. ``media`` (an
+    :class:`engine.multimodal.dataset.MediaContext`, for a multimodal model) makes rows with media train on them.
 
     Raises:
         DatasetError: for any dataset problem, naming the dataset and the fix.
@@ -83,7 +90,11 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any) -> DatasetBundle:
     data, stage, seed = cfg.data, cfg.finetuning.stage, cfg.train.seed
     cached = Path(data.tokenized_path).expanduser() if data.tokenized_path else None
     if cached is not None and cached.exists() and not data.overwrite_cache:
-        return _load_tokenized(cached)
+        loaded = _load_tokenized(cached)
+        split = loaded.train if loaded.train is not None else loaded.eval
+        if media is not None and split is not None and "mm_inputs" in split.column_names:
+            loaded.media = media
+        return loaded
     template = configured_template(cfg, template)
     packing = bool(data.packing or data.neat_packing) and stage in ("pt", "sft")
     opts = TokenizeOptions(cutoff_len=data.cutoff_len, train_on_prompt=data.train_on_prompt,
@@ -96,13 +107,22 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any) -> DatasetBundle:
             logger.info("eval_dataset is set, so val_size=%s is ignored.", data.val_size)
         else:
             train_examples, eval_examples = split_eval(train_examples, data.val_size, seed)
-    _warn_about_media(train_examples + eval_examples)
     bundle = DatasetBundle()
+    if media is not None and any(ex.get(k) for ex in train_examples + eval_examples for k in ("images", "videos",
+                                                                                               "audios")):
+        from engine.multimodal.dataset import check_stage
+
+        check_stage(stage, train_examples + eval_examples)
+        bundle.media = media
+    else:
+        _warn_about_media(train_examples + eval_examples)
     if train_examples:
-        bundle.train, bundle.stats["train"] = _tokenized(train_examples, stage, tokenizer, template, opts, "train")
+        bundle.train, bundle.stats["train"] = _tokenized(train_examples, stage, tokenizer, template, opts, "train",
+                                                         bundle.media)
     if eval_examples:
         eval_opts = dataclasses.replace(opts, packing=False)
-        bundle.eval, bundle.stats["eval"] = _tokenized(eval_examples, stage, tokenizer, template, eval_opts, "eval")
+        bundle.eval, bundle.stats["eval"] = _tokenized(eval_examples, stage, tokenizer, template, eval_opts, "eval",
+                                                       bundle.media)
     if cached is not None:
         _save_tokenized(bundle, cached)
     return bundle

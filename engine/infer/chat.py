@@ -297,6 +297,12 @@ class ChatModel:
         self.device = _model_device(model)
         self.stop_ids = stop_token_ids(self.template, tokenizer)
         self.skip_special_tokens = cfg.generation.skip_special_tokens
+        self.media = None  # engine.multimodal.dataset.MediaContext for a vision-language model
+        if getattr(model, "config", None) is not None and any(
+                getattr(model.config, key, None) for key in ("vision_config", "audio_config")):
+            from engine.multimodal import media_context
+
+            self.media = media_context(cfg, tokenizer)
         logger.info("Chat model ready on %s in %.1fs.", self.device, time.perf_counter() - started)
 
     def _load_model(self) -> Any:
@@ -324,7 +330,7 @@ class ChatModel:
 
     def start(self, messages: list[dict[str, str]], system: str | None = None, tools: Any = None, *,
               stop: str | list[str] | None = None, stop_event: threading.Event | None = None,
-              **overrides: Any) -> Generation:
+              media: dict[str, list[Any]] | None = None, **overrides: Any) -> Generation:
         """Start generating a reply in a background thread.
 
         Args:
@@ -333,6 +339,8 @@ class ChatModel:
             tools: Tool declarations (a JSON string or a list of dicts), or None.
             stop: Extra stop strings; the reply is cut before the first one.
             stop_event: An event that, once set, cancels the generation.
+            media: ``{"images": [...], "videos": [...], "audios": [...]}`` (paths or bytes) for a vision-language
+                model; missing ``<image>`` placeholders go in front of the last user message.
             **overrides: Per-call generation settings (temperature, top_p, top_k, max_new_tokens,
                 repetition_penalty, do_sample).
 
@@ -344,10 +352,17 @@ class ChatModel:
         """
         if self.model is None:
             raise RuntimeError("This chat model was unloaded; create a new ChatModel to chat again.")
-        prompt_ids = self.encode(messages, system, tools)
+        extra: dict[str, Any] = {}
+        if media and any(media.values()):
+            from engine.multimodal.chat import media_prompt
+
+            prompt_ids, extra = media_prompt(self, check_messages(messages), media, system, tools)
+        else:
+            prompt_ids = self.encode(messages, system, tools)
         kwargs = generation_kwargs(
             self.cfg.generation, self.stop_ids, self.tokenizer.pad_token_id, overrides, allow_beams=False
         )
+        kwargs.update(extra)
         stops = [stop] if isinstance(stop, str) else list(stop or [])
         # The template's stop words end a reply also when the model spells one out of ordinary tokens (a small or
         # barely trained model does): as token ids they would go unnoticed, and the next turn would leak in.

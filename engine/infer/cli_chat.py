@@ -23,7 +23,8 @@ def format_reply(reply: Reply) -> str:
     return "\n".join(parts)
 
 
-def single_query(cfg: RunConfig, query: str, system: str | None = None, *, chat_model: ChatModel | None = None) -> str:
+def single_query(cfg: RunConfig, query: str, system: str | None = None, *, chat_model: ChatModel | None = None,
+                 media: dict[str, list] | None = None) -> str:
     """Answer one message and return the reply (what ``lf-engine chat CONFIG --query TEXT`` prints).
 
     Args:
@@ -31,13 +32,14 @@ def single_query(cfg: RunConfig, query: str, system: str | None = None, *, chat_
         query: The user's message.
         system: A system prompt; None uses ``default_system`` or the template's own.
         chat_model: An already loaded model to use instead of loading one.
+        media: ``{"images": [paths], "videos": [...], "audios": [...]}`` for a vision-language model.
 
     Returns:
         The reply text; tool calls, if the model makes any, follow as JSON lines.
     """
     model = chat_model or ChatModel(cfg)
     try:
-        reply = model.chat([{"role": "user", "content": query}], system=system)
+        reply = model.chat([{"role": "user", "content": query}], system=system, **({"media": media} if media else {}))
     finally:
         if chat_model is None:
             model.unload()
@@ -54,6 +56,7 @@ def interactive_chat(cfg: RunConfig, system: str | None = None, *, chat_model: C
         cfg: The run config.
         system: A system prompt; None uses ``default_system`` or the template's own.
         chat_model: An already loaded model to use instead of loading one.
+        media: ``{"images": [paths], "videos": [...], "audios": [...]}`` for a vision-language model.
         read: The function that reads one line of user input (``input`` by default).
         out: Where the conversation is written (stdout by default).
     """

@@ -62,8 +62,9 @@ class RequestError(ValueError):
         self.status = status
 
 
-def _text_of(content: Any, index: int) -> str:
-    """The text of an OpenAI message content (a string or a list of parts)."""
+def _text_of(content: Any, index: int, media: dict[str, list] | None = None) -> str:
+    """The text of an OpenAI message content (a string or a list of parts); with ``media``, image_url (base64
+    data URL) and input_audio parts become placeholders and their bytes go into ``media``."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -71,6 +72,15 @@ def _text_of(content: Any, index: int) -> str:
     if isinstance(content, list):
         texts = []
         for part in content:
+            if media is not None and isinstance(part, dict) and part.get("type") != "text":
+                from engine.multimodal.chat import openai_part
+                from engine.multimodal.errors import MediaError
+
+                try:
+                    texts.append(openai_part(part, index, media))
+                except MediaError as err:
+                    raise RequestError(str(err)) from None
+                continue
             if not isinstance(part, dict) or part.get("type") != "text":
                 kind = part.get("type") if isinstance(part, dict) else type(part).__name__
                 raise RequestError(f"messages[{index}]: content part of type {kind!r} is not supported; send text.")
@@ -97,7 +107,7 @@ def _tool_call_message(calls: Any, index: int) -> str:
     return json.dumps(out, ensure_ascii=False)
 
 
-def convert_messages(raw: Any) -> tuple[list[dict[str, str]], str | None]:
+def convert_messages(raw: Any, media: dict[str, list] | None = None) -> tuple[list[dict[str, str]], str | None]:
     """Map OpenAI chat messages to the engine's conversation and system prompt.
 
     ``system`` (and ``developer``) messages at the start become the system prompt, ``user`` stays ``user``, an
@@ -128,7 +138,7 @@ def convert_messages(raw: Any) -> tuple[list[dict[str, str]], str | None]:
             system_parts.append(_text_of(message.get("content"), index))
             continue
         if role == "user":
-            ours, content = "user", _text_of(message.get("content"), index)
+            ours, content = "user", _text_of(message.get("content"), index, media)
         elif role == "assistant" and message.get("tool_calls"):
             ours, content = "function", _tool_call_message(message["tool_calls"], index)
         elif role == "assistant":
@@ -356,7 +366,7 @@ class ChatHandler(BaseHTTPRequestHandler):
             try:
                 generation = self.server.chat_model.start(
                     request["messages"], request["system"], request["tools"], stop=request["stop"],
-                    **request["overrides"],
+                    **({"media": request["media"]} if request["media"] else {}), **request["overrides"],
                 )
             except ValueError as err:
                 self._send_error(400, str(err))
@@ -378,11 +388,13 @@ class ChatHandler(BaseHTTPRequestHandler):
     def _parse_chat(self, body: dict[str, Any]) -> dict[str, Any]:
         if body.get("n", 1) != 1:
             raise RequestError("Only `n: 1` is supported.")
-        messages, system = convert_messages(body.get("messages"))
+        media: dict[str, list] = {}
+        messages, system = convert_messages(body.get("messages"), media)
         tools = None if body.get("tool_choice") == "none" else convert_tools(body.get("tools"))
         stream_options = body.get("stream_options") or {}
         return {
             "messages": messages,
+            "media": media,
             "system": system,
             "tools": tools,
             "stop": _stop_strings(body.get("stop")),

@@ -78,7 +78,7 @@ def _excluded_keys(composite: ModelFamily | None, finetuning_args: Any) -> list[
     if getattr(finetuning_args, "freeze_vision_tower", True):
         keys += list(composite.vision_keys)
     if getattr(finetuning_args, "freeze_language_model", False):
-        keys += [k for k in composite.language_keys if k != "lm_head"]
+        keys += list(composite.language_keys)  # lm_head too, as LLaMA-Factory does
     return keys
 
 
@@ -106,6 +106,8 @@ def find_all_linear_modules(model: nn.Module, composite: ModelFamily | None = No
         raise ModelError("`lora_target: all` found no linear layers in this model; name the modules in "
                          "`lora_target` (for example `q_proj,v_proj`).")
     short = {name.split(".")[-1] for name in allowed}
+    # Excluded modules of any type count: a vision tower may wrap its linears (Gemma 4's clippable q_proj).
+    others |= {name for name, _ in model.named_modules() if name and _matches_any(name, excluded)}
     if any(name.split(".")[-1] in short for name in others):
         return sorted(allowed)  # a short name would also catch an excluded layer: use full names
     return sorted(short)
@@ -143,7 +145,7 @@ def lora_config(model: nn.Module, finetuning_args: Any, composite: ModelFamily |
     elif resize_vocab:
         to_save += sorted({name.split(".")[-1] for name in _embedding_names(model)} - set(to_save))
     if composite is not None and not finetuning_args.freeze_multi_modal_projector:
-        to_save += [p for p in present_projectors(model, composite) if p not in to_save]
+        to_save += [p for p in _saveable(model, present_projectors(model, composite)) if p not in to_save]
     is_reward = type(model).__name__.endswith("ForSequenceClassification")
     if is_reward:
         to_save += [key for key in HEAD_KEYS if hasattr(model, key) and key not in to_save]
@@ -160,6 +162,19 @@ def lora_config(model: nn.Module, finetuning_args: Any, composite: ModelFamily |
         modules_to_save=to_save or None,
         trainable_token_indices=token_indices,
     )
+
+
+def _saveable(model: nn.Module, names: list[str]) -> list[str]:
+    """Module names PEFT can wrap as modules_to_save: a ModuleList (Qwen3-VL's deepstack mergers) by its items."""
+    modules = dict(model.named_modules())
+    out: list[str] = []
+    for name in names:
+        module = modules.get(name)
+        if isinstance(module, (nn.ModuleList, nn.ModuleDict)):
+            out += [f"{name}.{child}" for child, _ in module.named_children()]
+        else:
+            out.append(name)
+    return out
 
 
 def _check_adapter(path: str) -> None:
@@ -345,7 +360,7 @@ def setup_full(model: nn.Module, finetuning_args: Any, composite: ModelFamily | 
         if finetuning_args.freeze_multi_modal_projector:
             frozen += present_projectors(model, composite)
         if finetuning_args.freeze_language_model:
-            frozen += [k for k in composite.language_keys if k != "lm_head"]
+            frozen += list(composite.language_keys)  # lm_head too, as LLaMA-Factory does
     for name, param in model.named_parameters():
         param.requires_grad_(not _matches_any(name, frozen))
 

@@ -60,6 +60,10 @@ def resolve_model_path(name_or_path: str, cache_dir: str | None = None, revision
     text = str(name_or_path or "").strip()
     if not text:
         raise ModelError("`model_name_or_path` is empty; set it to a model folder, a hub id, or `demo`.")
+    if text.lower() == "demo-vlm":
+        from engine.demo_vlm import ensure_demo_vlm
+
+        return str(ensure_demo_vlm())
     if text.lower() in (DEMO_MODEL_PATH, DEMO_MODEL_NAME.lower()):
         from engine.demo import ensure_demo_model
 

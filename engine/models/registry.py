@@ -69,11 +69,24 @@ _QWEN_VL_KEYS = {
     "language_keys": ("language_model", "lm_head"),
 }
 
+_QWEN3_VL_KEYS = {
+    "projector_keys": ("visual.merger", "visual.deepstack_merger_list"),
+    "vision_keys": ("visual.patch_embed", "visual.pos_embed", "visual.blocks"),
+    "language_keys": ("language_model", "lm_head"),
+}
+
 FAMILIES: dict[str, ModelFamily] = {
     "LF-Demo": ModelFamily(
         name="LF-Demo",
         template="chatml",
         models={DEMO_MODEL_NAME: DEMO_MODEL_PATH},
+    ),
+    "LF-Demo-VLM": ModelFamily(
+        name="LF-Demo-VLM",
+        template="qwen2_vl",
+        models={"LF-Demo-VLM": "demo-vlm"},
+        multimodal=True,
+        # A tiny Qwen2-VL (engine.demo_vlm); its config.json says qwen2_vl, so composite keys come from Qwen2-VL.
     ),
     "Qwen3": ModelFamily(
         name="Qwen3",
@@ -219,7 +232,7 @@ FAMILIES: dict[str, ModelFamily] = {
         },
         multimodal=True,
         model_types=("qwen3_vl", "qwen3_vl_moe"),
-        **_QWEN_VL_KEYS,
+        **_QWEN3_VL_KEYS,
     ),
     "Qwen3.5": ModelFamily(
         name="Qwen3.5",
@@ -249,6 +262,16 @@ FAMILIES: dict[str, ModelFamily] = {
         model_types=("qwen3_omni_moe", "qwen3_omni_moe_thinker"),
         projector_keys=("visual.merger", "audio_tower.proj"),
         vision_keys=("visual.patch_embed", "visual.blocks", "audio_tower"),
+        language_keys=("language_model", "lm_head"),
+    ),
+    "LLaVA": ModelFamily(
+        name="LLaVA",
+        template="llava",
+        models={"LLaVA-1.5-7B-Chat": "llava-hf/llava-1.5-7b-hf", "LLaVA-1.5-13B-Chat": "llava-hf/llava-1.5-13b-hf"},
+        multimodal=True,
+        model_types=("llava",),
+        projector_keys=("multi_modal_projector",),
+        vision_keys=("vision_tower",),
         language_keys=("language_model", "lm_head"),
     ),
     "MiniCPM-V": ModelFamily(
@@ -316,6 +339,17 @@ def family_of(name_or_path: str | None) -> ModelFamily | None:
             if tail and tail in (display.lower(), hub.lower().split("/")[-1]):
                 return family
     return family_of_config(read_local_config(text))
+
+
+def model_media(name_or_path: str | None) -> tuple[str, ...]:
+    """The media a known model takes (``image``, ``video``, ``audio``), from its family's template; () for text."""
+    family = family_of(name_or_path)
+    if family is None or not family.multimodal:
+        return ()
+    from engine.templates import TEMPLATES
+
+    template = TEMPLATES.get(family.template)
+    return tuple(template.modalities) if template is not None else ()
 
 
 def default_template(name_or_path: str | None) -> str | None:

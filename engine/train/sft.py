@@ -67,6 +67,12 @@ class LabelPositionsTrainer(MuonMixin, Trainer):
         return loss / num_items_in_batch
 
 
+def _media_collator(tokenizer: Any, bundle: Any) -> Any:
+    from engine.multimodal.collator import MediaCollator
+
+    return MediaCollator(tokenizer=tokenizer, type_ids_key=bundle.media.plugin.type_ids_key)
+
+
 def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Trainer:
     """A Trainer for stage pt or sft; batches of similar length are grouped to cut padding."""
     from engine.data.collator import build_collator
@@ -81,7 +87,7 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
         args=args,
         train_dataset=bundle.train,
         eval_dataset=bundle.eval,
-        data_collator=build_collator(tokenizer, cfg),
+        data_collator=build_collator(tokenizer, cfg) if getattr(bundle, "media", None) is None else _media_collator(tokenizer, bundle),
         processing_class=tokenizer,
         callbacks=callbacks,
     )

@@ -134,7 +134,9 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     resume = resolve_resume(cfg) if cfg.train.do_train else None
     set_seed(cfg.train.seed)
     tokenizer, template, model = load_components(cfg, trainable=cfg.train.do_train)
-    bundle = get_dataset(cfg, tokenizer, template)
+    from engine.multimodal import media_context
+
+    bundle = get_dataset(cfg, tokenizer, template, media=media_context(cfg, tokenizer))
     if cfg.train.do_train and bundle.train is None:
         raise UserError("`do_train: true` but no training data: set `dataset`.")
     trainable, total = count_parameters(model)

@@ -1,0 +1,47 @@
+"""Multimodal fine-tuning: media readers, one plugin per model family, dataset mapping and batching.
+
+- :mod:`engine.multimodal.media`: images (Pillow), video and audio (PyAV), frame sampling and timestamps.
+- :mod:`engine.multimodal.plugins`: :data:`PLUGINS`, one plugin per family (the dispatch table).
+- :mod:`engine.multimodal.processor`: the model's processor, assembled without torchvision when needed.
+- :mod:`engine.multimodal.dataset`: rows with media -> tokenized columns plus processed media, once.
+- :mod:`engine.multimodal.collator`: batches of them.
+- :mod:`engine.multimodal.checks`: every media problem of a config's datasets, before anything heavy loads.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+def media_context(cfg: Any, tokenizer: Any) -> Any:
+    """The :class:`engine.multimodal.dataset.MediaContext` for a run's model, or None for a text-only model.
+
+    Raises:
+        MediaError: for a multimodal model family no plugin serves.
+    """
+    from engine.models.loader import resolve_model_path
+    from engine.models.registry import read_local_config
+    from engine.multimodal.dataset import MediaContext
+    from engine.multimodal.errors import MediaError
+    from engine.multimodal.plugins import PLUGINS, plugin_for
+    from engine.multimodal.processor import MediaOptions, load_media_processor
+
+    path = resolve_model_path(cfg.model.model_name_or_path, cfg.model.cache_dir, cfg.model.model_revision)
+    config = read_local_config(path) or {}
+    if not any(config.get(key) for key in ("vision_config", "audio_config")):
+        return None
+    plugin = plugin_for(config.get("model_type"), cfg.model.template)
+    if plugin is None:
+        raise MediaError(f"No media plugin serves model type `{config.get('model_type')}` yet (plugins: "
+                         f"{', '.join(PLUGINS)}); train it on text-only data, or use one of those families.")
+    processor = load_media_processor(cfg.model, tokenizer)
+    if processor is None:
+        raise MediaError(f"`{cfg.model.model_name_or_path}` is a vision-language model but its folder has no "
+                         "processor files (preprocessor_config.json); copy them from the base model.")
+    return MediaContext(plugin=plugin, processor=processor, options=MediaOptions.from_data_args(cfg.data))
+
+
+__all__ = ["media_context"]

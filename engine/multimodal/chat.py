@@ -1,0 +1,101 @@
+"""Chatting with media: placeholders, processed inputs for ``generate``, and media parts of OpenAI requests.
+
+``media`` is ``{"images": [...], "videos": [...], "audios": [...]}`` of file paths (the CLI's ``--image``) or
+bytes (decoded data URLs from the API). A conversation whose text has fewer placeholders than files gets the
+missing ones in front of its last user message, as LLaMA-Factory's chat does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.multimodal.errors import MediaError
+from engine.multimodal.plugins import PLACEHOLDERS
+
+KINDS = tuple(PLACEHOLDERS)
+
+
+def with_placeholders(messages: list[dict[str, Any]], media: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """Messages where every media file has its placeholder (missing ones prepended to the last user turn)."""
+    messages = [dict(m) for m in messages]
+    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    for kind in KINDS:
+        tag = PLACEHOLDERS[kind]
+        missing = len(media.get(kind) or []) - sum(str(m.get("content") or "").count(tag) for m in messages)
+        if missing > 0:
+            if not users:
+                raise MediaError("Media need a user message to go with.")
+            last = messages[users[-1]]
+            last["content"] = tag * missing + str(last.get("content") or "")
+    return messages
+
+
+def media_prompt(chat_model: Any, messages: list[dict[str, Any]], media: dict[str, list[Any]], system: Any,
+                 tools: Any) -> tuple[list[int], dict[str, Any]]:
+    """(prompt ids, extra ``generate`` inputs) for a conversation with media.
+
+    Raises:
+        MediaError: when the model takes no media (or not this kind), or a file cannot be read.
+    """
+    import torch
+
+    from engine.multimodal.collator import join_arrays
+
+    context = getattr(chat_model, "media", None)
+    if context is None:
+        raise MediaError(f"`{chat_model.cfg.model.model_name_or_path}` is a text-only model; it cannot take images, "
+                         "video or audio. Choose a vision-language model (e.g. `demo-vlm`).")
+    messages = with_placeholders(messages, media)
+    expanded, arrays = context.plugin.process(context.processor, messages, list(media.get("images") or []),
+                                              list(media.get("videos") or []), list(media.get("audios") or []),
+                                              context.options)
+    prompt_ids = chat_model.encode(expanded, system, tools)
+    extra: dict[str, Any] = {}
+    if arrays:
+        dtype = next(chat_model.model.parameters()).dtype
+        for key, value in join_arrays([arrays]).items():
+            value = value.to(chat_model.device)
+            extra[key] = value.to(dtype) if value.is_floating_point() else value
+    if context.plugin.type_ids_key:
+        ids = context.plugin.type_ids(context.processor, prompt_ids)
+        extra[context.plugin.type_ids_key] = torch.tensor([ids], dtype=torch.long, device=chat_model.device)
+    return prompt_ids, extra
+
+
+def openai_part(part: dict[str, Any], index: int, media: dict[str, list[Any]]) -> str:
+    """The placeholder for one media part of an OpenAI message (``image_url``, ``input_audio``), its bytes
+    added to ``media``. Only base64 data URLs are taken: a client never names a path this server reads, and
+    remote URLs are refused (downloads are off).
+
+    Raises:
+        MediaError: for a remote URL, a local path, or a damaged payload.
+    """
+    import base64
+    import binascii
+
+    from engine.multimodal.media import decode_data_url, is_remote
+
+    kind = part.get("type")
+    if kind in ("image_url", "video_url"):
+        value = part.get(kind)
+        url = value.get("url") if isinstance(value, dict) else value
+        if not isinstance(url, str) or not url:
+            raise MediaError(f"messages[{index}]: `{kind}` needs a `url`.")
+        if is_remote(url):
+            raise MediaError(f"messages[{index}]: remote URLs are not fetched (downloads are off); send the file as a "
+                             "base64 data URL (`data:image/png;base64,...`).")
+        media.setdefault("images" if kind == "image_url" else "videos", []).append(decode_data_url(url)[1])
+        return PLACEHOLDERS["images" if kind == "image_url" else "videos"]
+    if kind == "input_audio":
+        value = part.get("input_audio") or {}
+        data = value.get("data") if isinstance(value, dict) else None
+        if not isinstance(data, str) or not data:
+            raise MediaError(f"messages[{index}]: `input_audio` needs base64 `data`.")
+        try:
+            payload = base64.b64decode(data.split(",", 1)[1] if data.startswith("data:") else data, validate=True)
+        except (binascii.Error, ValueError):
+            raise MediaError(f"messages[{index}]: `input_audio.data` is not valid base64.") from None
+        media.setdefault("audios", []).append(payload)
+        return PLACEHOLDERS["audios"]
+    raise MediaError(f"messages[{index}]: content part of type {kind!r} is not supported; send text, image_url or "
+                     "input_audio.")

@@ -1,0 +1,135 @@
+"""Media checks of a config's datasets, run by ``engine.preflight`` before any model or data is loaded.
+
+Every problem is reported at once, each naming the dataset, the row and the fix:
+
+- the number of ``<image>`` / ``<video>`` / ``<audio>`` placeholders differs from the number of files;
+- a media file is missing or cannot be opened;
+- a remote URL (never downloaded here);
+- a modality the chosen model cannot take (e.g. video for Gemma 3, audio for a model without an audio encoder).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from engine.multimodal.plugins import KIND_WORD, PLACEHOLDERS
+from engine.multimodal.processor import TORCHVISION_FIX, has_torchvision
+
+logger = logging.getLogger(__name__)
+
+MAX_LISTED = 8
+"""Problems listed per dataset before the rest are counted."""
+MAX_PROBED = 2000
+"""Files opened per dataset to check they are readable (beyond that, only their existence is checked)."""
+TEXT_COLUMNS = ("messages", "prompt", "query", "response", "history", "chosen", "rejected", "system")
+
+
+def _media_items(row: dict[str, Any], column: str | None) -> list[Any]:
+    value = row.get(column) if column else None
+    if value in (None, "", []):
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def _item_path(item: Any) -> Any:
+    return (item.get("path") or item.get("url")) if isinstance(item, dict) else item
+
+
+def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tuple[str, ...] | None) -> list[str]:
+    from engine.multimodal.media import is_remote, probe
+
+    columns = {"messages": "conversations" if spec.formatting == "sharegpt" else "instruction", **spec.columns}
+    text = json.dumps([row.get(columns.get(key, key)) for key in TEXT_COLUMNS], ensure_ascii=False)
+    problems = []
+    for kind, tag in PLACEHOLDERS.items():
+        items = _media_items(row, spec.columns.get(kind, kind))
+        count = text.count(tag)
+        if count != len(items):
+            problems.append(f"{count} {tag} placeholder(s) but {len(items)} {KIND_WORD[kind]} file(s): put one {tag} "
+                            "in the text per file")
+        if items and allowed is not None and kind not in allowed:
+            problems.append(f"has {KIND_WORD[kind]} input, which this model cannot take (it takes "
+                            f"{', '.join(allowed) or 'text only'}): choose a model that does or drop that column")
+        for item in items:
+            path = _item_path(item)
+            if not isinstance(path, str) or not path:
+                problems.append(f"a {KIND_WORD[kind]} entry is not a file path: save the media as files")
+                continue
+            if is_remote(path):
+                problems.append(f"{KIND_WORD[kind]} {path} is a remote URL and downloads are off: save the file "
+                                "and give its path (relative to dataset_dir)")
+                continue
+            full = Path(path).expanduser()
+            full = full if full.is_absolute() else Path(spec.dataset_dir) / full
+            if probed[0] >= MAX_PROBED:
+                reason = None if full.is_file() else "is missing"
+            else:
+                probed[0] += 1
+                reason = probe(kind, str(full))
+            if reason:
+                problems.append(f"{KIND_WORD[kind]} file {full} {reason}" + (
+                    ": fix the path (relative paths are relative to dataset_dir)" if reason == "is missing" else
+                    ": replace the file"))
+    return problems
+
+
+def model_media(cfg: Any) -> tuple[str, ...] | None:
+    """The media kinds the config's model takes; None when unknown here: a text-only model, or one that is not a
+    local folder (nothing is built or downloaded for a check; the data map still refuses bad rows by name)."""
+    from engine.models.registry import read_local_config
+    from engine.multimodal.plugins import PLUGINS, model_modalities, plugin_for
+
+    name = str(cfg.model.model_name_or_path or "").strip()
+    if name.lower() == "demo-vlm":  # known without building it
+        return PLUGINS["qwen2_vl"].modalities
+    path = Path(name).expanduser()
+    if not name or not path.is_dir():
+        return None
+    config = read_local_config(path) or {}
+    if not any(config.get(key) for key in ("vision_config", "audio_config")):
+        return None
+    plugin = plugin_for(config.get("model_type"), cfg.model.template)
+    return model_modalities(plugin, config) if plugin else None
+
+
+def check_media(cfg: Any) -> list[str]:
+    """Every media problem of the config's datasets (empty when none; datasets that fail to load are skipped,
+    the dataset checks report those)."""
+    from engine.data.converters import detect_format
+    from engine.data.errors import DatasetError
+    from engine.data.loader import split_names
+    from engine.data.readers import read_rows
+    from engine.data.registry import resolve_dataset
+
+    names = [n for key in ("dataset", "eval_dataset") for n in split_names(getattr(cfg.data, key) or "")]
+    allowed = model_media(cfg)
+    if allowed is None:  # a text-only model trains on the text and ignores media (the data layer warns)
+        return []
+    problems: list[str] = []
+    for name in dict.fromkeys(names):
+        try:
+            spec = resolve_dataset(name, cfg.data.dataset_dir)
+            rows = read_rows(spec.path)
+            spec = detect_format(spec, rows) if rows else spec
+        except DatasetError:
+            continue
+        if not any(kind in spec.columns for kind in PLACEHOLDERS):
+            continue
+        if cfg.data.max_samples:
+            rows = rows[:cfg.data.max_samples]
+        found: list[str] = []
+        probed = [0]
+        for index, row in enumerate(rows):
+            if isinstance(row, dict):
+                found += [f"Dataset `{name}` row {index}: {p}." for p in _row_problems(row, spec, probed, allowed)]
+        videos = sum(bool(_media_items(row, spec.columns.get("videos", "videos"))) for row in rows
+                     if isinstance(row, dict))
+        if videos and "videos" in allowed and not has_torchvision():
+            found.append(f"Dataset `{name}`: {videos} row(s) have video, and {TORCHVISION_FIX}.")
+        if len(found) > MAX_LISTED:
+            found = found[:MAX_LISTED] + [f"Dataset `{name}`: {len(found) - MAX_LISTED} more media problems."]
+        problems += found
+    return problems

@@ -1,0 +1,104 @@
+"""Tokenizing rows with media: placeholders expanded, media processed once, soft tokens never trained.
+
+Each supervised row becomes ``input_ids``, ``labels``, ``attention_mask``, the model's token-type ids
+(``mm_token_type_ids``: 0 text, 1 image, 2 video, 3 audio) and ``mm_inputs``: the processed media (pixel values,
+grids, audio features) as one ``.npz`` blob. The blob is stored with the tokenized rows (and with them in
+``tokenized_path``), so media are decoded and processed once, never again per training step.
+
+A row cut by ``cutoff_len`` inside its media would leave soft tokens without features (or the reverse): such a
+row is dropped and counted, with a warning to raise ``cutoff_len``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from engine.data.tokenize import IGNORE, TokenizeOptions, new_stats, sft_row
+from engine.multimodal.errors import MediaError
+from engine.multimodal.plugins import MediaPlugin, pack_arrays, soft_token_ids
+from engine.multimodal.processor import MediaOptions
+
+logger = logging.getLogger(__name__)
+
+MEDIA_COLUMNS = ("images", "videos", "audios")
+MEDIA_STAGES = ("sft",)
+
+
+@dataclass
+class MediaContext:
+    """What the multimodal data path needs: the family's plugin, the processor and the media options."""
+
+    plugin: MediaPlugin
+    processor: Any
+    options: MediaOptions
+
+
+def has_media(example: dict[str, Any]) -> bool:
+    """Whether a converted row carries images, videos or audio."""
+    return any(example.get(kind) for kind in MEDIA_COLUMNS)
+
+
+def _where(example: dict[str, Any], index: int) -> str:
+    return f"dataset `{example.get('_dataset', '?')}` row {example.get('_row', index)}"
+
+
+def tokenize_media_sft(examples: list[dict], tokenizer: Any, template: Any, opts: TokenizeOptions,
+                       ctx: MediaContext) -> tuple[dict[str, list], dict[str, int]]:
+    """Supervised rows with media (rows without media pass through the same path, with no features).
+
+    Raises:
+        MediaError: naming the dataset, row and fix, for a row whose media cannot be used.
+    """
+    if opts.packing:
+        raise MediaError("`packing` cannot mix rows that carry images, videos or audio: each row's soft tokens "
+                         "must stay with its own media. Set `packing: false` (and `neat_packing: false`) for "
+                         "multimodal datasets.")
+    stats = new_stats(len(examples))
+    stats["media_dropped"] = 0
+    soft = soft_token_ids(ctx.processor)
+    columns: dict[str, list] = {"input_ids": [], "labels": [], "attention_mask": [], "mm_inputs": []}
+    if ctx.plugin.type_ids_key:
+        columns["mm_token_type_ids"] = []
+    for index, example in enumerate(examples):
+        try:
+            messages, arrays = ctx.plugin.process(ctx.processor, example["messages"], example.get("images") or [],
+                                                  example.get("videos") or [], example.get("audios") or [],
+                                                  ctx.options)
+        except MediaError as err:
+            raise MediaError(f"{_where(example, index)}: {err}") from None
+        pairs = template.encode_multiturn(tokenizer, messages, example.get("system"), example.get("tools"))
+        input_ids, labels, truncated = sft_row(pairs, opts)
+        stats["truncated"] += truncated
+        expected = sum(token in soft for prompt, response in pairs for token in prompt + response)
+        if truncated and sum(token in soft for token in input_ids) != expected:
+            stats["dropped"] += 1
+            stats["media_dropped"] += 1
+            continue
+        labels = [IGNORE if token in soft else label for token, label in zip(input_ids, labels)]
+        if not any(label != IGNORE for label in labels):
+            stats["dropped"] += 1
+            continue
+        columns["input_ids"].append(input_ids)
+        columns["labels"].append(labels)
+        columns["attention_mask"].append([1] * len(input_ids))
+        columns["mm_inputs"].append(pack_arrays(arrays))
+        if ctx.plugin.type_ids_key:
+            columns["mm_token_type_ids"].append(ctx.plugin.type_ids(ctx.processor, input_ids))
+        stats["total_tokens"] += len(input_ids)
+        stats["trainable_tokens"] += sum(label != IGNORE for label in labels)
+        stats["media_tokens"] = stats.get("media_tokens", 0) + sum(token in soft for token in input_ids)
+    if stats["media_dropped"]:
+        logger.warning("%d rows were dropped because cutoff_len=%d cut through their images, videos or audio; "
+                       "raise cutoff_len (or lower image_max_pixels / video_maxlen) to keep them.",
+                       stats["media_dropped"], opts.cutoff_len)
+    stats["kept"] = len(columns["input_ids"])
+    return columns, stats
+
+
+def check_stage(stage: str, examples: list[dict]) -> None:
+    """Refuse stages that cannot train on media yet, naming the fix."""
+    if stage not in MEDIA_STAGES and any(has_media(example) for example in examples):
+        raise MediaError(f"`stage: {stage}` does not train on images, videos or audio yet (only `sft` does); use "
+                         "`stage: sft`, or a dataset without media columns.")

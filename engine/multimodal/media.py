@@ -1,0 +1,223 @@
+"""Media readers: images with Pillow, video and audio with PyAV (``av``), and the frame-sampling rules.
+
+- Images are opened, converted to RGB and resized (aspect ratio kept) into ``[min_pixels, max_pixels]``.
+- Video frames are sampled at ``video_fps`` (at most ``video_maxlen`` frames, evenly spread over the stream, at
+  least one); the sampled indices are kept, and for Gemma 4 and Qwen3-VL rescaled to ``index / original_fps *
+  video_fps`` so the processor's timestamps match the frames used (its own re-sampling is switched off).
+- Audio is decoded, mixed to mono and resampled to the processor's sampling rate by PyAV's resampler.
+
+Remote media (``http://``, ``https://``) are never fetched: training and chat read local files or data URLs.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.multimodal.errors import MediaError
+
+REMOTE_PREFIXES = ("http://", "https://", "ftp://", "s3://", "gs://")
+
+
+def is_remote(item: Any) -> bool:
+    """Whether a media reference is a remote URL (never fetched here)."""
+    return isinstance(item, str) and item.strip().lower().startswith(REMOTE_PREFIXES)
+
+
+def decode_data_url(url: str) -> tuple[str, bytes]:
+    """(media type, bytes) of a ``data:<type>;base64,<payload>`` URL.
+
+    Raises:
+        MediaError: when the text is not a base64 data URL.
+    """
+    head, sep, payload = url.partition(",")
+    if not sep or not head.startswith("data:") or not head.endswith(";base64"):
+        raise MediaError("Media must be sent as a base64 data URL (`data:image/png;base64,...`); local paths and "
+                         "remote URLs are not read.")
+    try:
+        return head[5:-7], base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError) as err:
+        raise MediaError(f"The data URL's base64 payload is damaged ({err}); encode the file again.") from None
+
+
+def _open(source: Any) -> Any:
+    """A path or a file-like object for PIL/PyAV (bytes are wrapped)."""
+    if isinstance(source, (bytes, bytearray)):
+        return io.BytesIO(source)
+    if isinstance(source, str) and is_remote(source):
+        raise MediaError(f"{source} is a remote URL; downloads are off here. Save the file and give its path.")
+    return source
+
+
+def resize_into(image: Any, max_pixels: int, min_pixels: int) -> Any:
+    """``image`` as RGB, scaled (aspect kept) down to ``max_pixels`` or up to ``min_pixels``."""
+    width, height = image.size
+    if width * height > max_pixels:
+        factor = math.sqrt(max_pixels / (width * height))
+        image = image.resize((max(1, int(width * factor)), max(1, int(height * factor))))
+    width, height = image.size
+    if width * height < min_pixels:
+        factor = math.sqrt(min_pixels / (width * height))
+        image = image.resize((max(1, int(width * factor)), max(1, int(height * factor))))
+    return image if image.mode == "RGB" else image.convert("RGB")
+
+
+def load_image(source: Any, max_pixels: int = 768 * 768, min_pixels: int = 32 * 32) -> Any:
+    """An RGB PIL image from a path, bytes or PIL image, resized into the pixel bounds.
+
+    Raises:
+        MediaError: for a missing or unreadable file.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    if isinstance(source, Image.Image):
+        image = source
+    else:
+        try:
+            image = Image.open(_open(source))
+            image.load()
+        except FileNotFoundError:
+            raise MediaError(f"Image file not found: {source}") from None
+        except (UnidentifiedImageError, OSError) as err:
+            raise MediaError(f"Image {_name(source)} cannot be read ({err}); replace the file.") from None
+    return resize_into(image, max_pixels, min_pixels)
+
+
+def _name(source: Any) -> str:
+    return "(uploaded bytes)" if isinstance(source, (bytes, bytearray)) else str(source)
+
+
+def sample_indices(total_frames: int, duration: float | None, video_fps: float, video_maxlen: int) -> list[int]:
+    """Frame indices sampled at ``video_fps``: ``floor(duration * fps)`` frames (at least 1, at most
+    ``video_maxlen`` and the frame count), spread evenly from the first frame to the last."""
+    if total_frames <= 0:  # a stream without a frame count: the first video_maxlen frames
+        return list(range(video_maxlen))
+    import numpy as np
+
+    wanted = max(1, math.floor((duration or 0.0) * video_fps))
+    count = min(total_frames, video_maxlen, wanted)
+    return [int(i) for i in np.linspace(0, total_frames - 1, count).astype(np.int32)]
+
+
+@dataclass
+class VideoClip:
+    """Sampled frames of one video and where they came from."""
+
+    frames: list[Any]
+    indices: list[int]
+    original_fps: float
+    duration: float
+    total_frames: int
+    scaled_indices: list[float] = field(default_factory=list)
+
+    def metadata(self, video_fps: float) -> dict[str, Any]:
+        """The video metadata the processor gets, with the sampled (rescaled) indices and re-sampling off."""
+        return {"fps": video_fps, "duration": self.duration, "total_num_frames": len(self.frames),
+                "frames_indices": self.scaled_indices}
+
+
+def timestamps_mmss(scaled_indices: list[float], video_fps: float) -> list[str]:
+    """Gemma 4's ``MM:SS`` frame timestamps for rescaled indices at ``video_fps`` (what its processor writes)."""
+    return [f"{int(t // 60):02d}:{int(t % 60):02d}" for t in (index / video_fps for index in scaled_indices)]
+
+
+def read_video(source: Any, video_fps: float = 2.0, video_maxlen: int = 128, max_pixels: int = 256 * 256,
+               min_pixels: int = 16 * 16) -> VideoClip:
+    """Decode a video with PyAV and keep the frames sampled by :func:`sample_indices`.
+
+    Raises:
+        MediaError: for a missing file, a file without a video stream, or one PyAV cannot decode.
+    """
+    import av
+
+    try:
+        container = av.open(_open(source), "r")
+    except FileNotFoundError:
+        raise MediaError(f"Video file not found: {source}") from None
+    except (av.error.FFmpegError, OSError, ValueError) as err:
+        raise MediaError(f"Video {_name(source)} cannot be read ({err}); replace the file.") from None
+    with container:
+        stream = next((s for s in container.streams if s.type == "video"), None)
+        if stream is None:
+            raise MediaError(f"{_name(source)} has no video stream; give a video file.")
+        duration = float(stream.duration * stream.time_base) if stream.duration else (
+            float(container.duration) / 1e6 if container.duration else 0.0)
+        original_fps = float(stream.average_rate or 0) or 24.0
+        total = stream.frames or int(round(duration * original_fps))
+        wanted = sample_indices(total, duration, video_fps, video_maxlen)
+        chosen = set(wanted)
+        frames, indices = [], []
+        try:
+            for index, frame in enumerate(container.decode(stream)):
+                if index in chosen:
+                    frames.append(resize_into(frame.to_image(), max_pixels, min_pixels))
+                    indices.append(index)
+                if index >= wanted[-1]:
+                    break
+        except (av.error.FFmpegError, OSError) as err:
+            raise MediaError(f"Video {_name(source)} cannot be decoded ({err}); replace the file.") from None
+    if not frames:
+        raise MediaError(f"Video {_name(source)} has no decodable frame; replace the file.")
+    scaled = [index / original_fps * video_fps for index in indices]
+    return VideoClip(frames, indices, original_fps, duration or len(frames) / video_fps, total, scaled)
+
+
+def read_audio(source: Any, sampling_rate: int = 16000) -> Any:
+    """Mono float32 samples of an audio file (any format FFmpeg reads) at ``sampling_rate``.
+
+    Raises:
+        MediaError: for a missing file, a file without an audio stream, or one PyAV cannot decode.
+    """
+    import av
+    import numpy as np
+
+    try:
+        container = av.open(_open(source), "r")
+    except FileNotFoundError:
+        raise MediaError(f"Audio file not found: {source}") from None
+    except (av.error.FFmpegError, OSError, ValueError) as err:
+        raise MediaError(f"Audio {_name(source)} cannot be read ({err}); replace the file.") from None
+    with container:
+        stream = next((s for s in container.streams if s.type == "audio"), None)
+        if stream is None:
+            raise MediaError(f"{_name(source)} has no audio stream; give an audio file.")
+        resampler = av.AudioResampler(format="flt", layout="mono", rate=int(sampling_rate))
+        chunks = []
+        try:
+            for frame in container.decode(stream):
+                chunks += [out.to_ndarray().reshape(-1) for out in resampler.resample(frame)]
+            chunks += [out.to_ndarray().reshape(-1) for out in resampler.resample(None)]
+        except (av.error.FFmpegError, OSError) as err:
+            raise MediaError(f"Audio {_name(source)} cannot be decoded ({err}); replace the file.") from None
+    if not chunks:
+        raise MediaError(f"Audio {_name(source)} holds no samples; replace the file.")
+    return np.concatenate(chunks).astype(np.float32)
+
+
+def probe(kind: str, path: str) -> str | None:
+    """Why a local media file cannot be used (missing, unreadable), or None when it opens."""
+    if is_remote(path):
+        return "is a remote URL and downloads are off; save the file and give its path"
+    if not Path(path).is_file():
+        return "is missing"
+    try:
+        if kind == "images":
+            from PIL import Image
+
+            with Image.open(path) as image:
+                image.verify()
+        else:
+            import av
+
+            with av.open(path, "r") as container:
+                wanted = "video" if kind == "videos" else "audio"
+                if not any(s.type == wanted for s in container.streams):
+                    return f"has no {wanted} stream"
+    except Exception as err:  # PIL and PyAV raise many types for damaged files
+        return f"cannot be read ({type(err).__name__})"
+    return None

@@ -1,0 +1,237 @@
+"""One media plugin per model family, from one dispatch dict (:data:`PLUGINS`).
+
+A plugin turns a row's ``<image>``/``<video>``/``<audio>`` placeholders into the soft-token text the family's
+processor expects, and builds the processor inputs (pixel values, grids, audio features) once, at dataset-map
+time. The soft-token counts come from the processor's own ``replace_*_token`` rules on the processed media, so the
+expansion is exactly what transformers' processor writes; a plugin adds what LLaMA-Factory puts around them
+(Qwen's ``<|vision_start|>``/``<|vision_end|>``), its frame-sampling rule, and the name of the token-type column
+the model takes (``mm_token_type_ids``; Gemma 3 calls it ``token_type_ids``).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from engine.multimodal import media
+from engine.multimodal.errors import MediaError
+from engine.multimodal.processor import TORCHVISION_FIX, MediaOptions, video_ready
+
+logger = logging.getLogger(__name__)
+
+PLACEHOLDERS = {"images": "<image>", "videos": "<video>", "audios": "<audio>"}
+KIND_WORD = {"images": "image", "videos": "video", "audios": "audio"}
+
+
+@dataclass(frozen=True)
+class MediaPlugin:
+    """How one family's models take media.
+
+    Attributes:
+        name: Plugin name (LLaMA-Factory's ``mm_plugin`` name for the family).
+        modalities: Media kinds the family takes: ``images``, ``videos``, ``audios``.
+        model_types: ``config.json`` model types served by this plugin.
+        image_wrap: Text put before and after each image's soft tokens.
+        video_wrap: Text put before and after each video's soft tokens.
+        video_metadata: Pass the sampled frame indices in the video metadata (processor re-sampling off).
+        even_frames: Repeat the last frame so a video has an even frame count (a temporal patch of 2).
+        type_ids_key: The model's token-type input (None: the model takes none).
+        drop_keys: Processor outputs that only served to count tokens and must not reach the model.
+    """
+
+    name: str
+    modalities: tuple[str, ...]
+    model_types: tuple[str, ...]
+    image_wrap: tuple[str, str] = ("", "")
+    video_wrap: tuple[str, str] = ("", "")
+    video_metadata: bool = False
+    even_frames: bool = False
+    type_ids_key: str | None = "mm_token_type_ids"
+    drop_keys: tuple[str, ...] = ("num_soft_tokens_per_image", "num_soft_tokens_per_video", "video_metadata",
+                                  "num_crops")
+
+    # -------------------------------------------------------------------------------------------- checks
+    def unsupported(self, kinds: list[str]) -> list[str]:
+        """The media kinds among ``kinds`` this family cannot take."""
+        return [kind for kind in kinds if kind not in self.modalities]
+
+    # ---------------------------------------------------------------------------------------- processing
+    def process(self, processor: Any, messages: list[dict[str, Any]], images: list[Any], videos: list[Any],
+                audios: list[Any], opts: MediaOptions) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """(messages with expanded placeholders, model inputs as numpy arrays) for one row.
+
+        Raises:
+            MediaError: placeholder counts that differ from the media, a modality the family cannot take,
+                unreadable media, or video without torchvision.
+        """
+        given = {"images": images, "videos": videos, "audios": audios}
+        counts = {kind: sum(str(m.get("content") or "").count(tag) for m in messages) for kind, tag in PLACEHOLDERS.items()}
+        for kind, items in given.items():
+            if counts[kind] != len(items):
+                raise MediaError(f"{counts[kind]} {PLACEHOLDERS[kind]} placeholder(s) but {len(items)} "
+                                 f"{KIND_WORD[kind]} file(s); put one {PLACEHOLDERS[kind]} in the text per file.")
+        refused = self.unsupported([kind for kind, items in given.items() if items])
+        if refused:
+            raise MediaError(f"This model ({self.name}) takes {', '.join(self.modalities)}, not "
+                             f"{', '.join(refused)}; choose a model that does or drop those columns.")
+        features: dict[str, Any] = {}
+        replacements: dict[str, list[str]] = {kind: [] for kind in PLACEHOLDERS}
+        if images:
+            out = self._images(processor, images, opts)
+            replacements["images"] = [self.image_wrap[0] + processor.replace_image_token(out, i) + self.image_wrap[1]
+                                      for i in range(len(images))]
+            features.update(out)
+        if videos:
+            out = self._videos(processor, videos, opts)
+            replacements["videos"] = [self.video_wrap[0] + processor.replace_video_token(out, i) + self.video_wrap[1]
+                                      for i in range(len(videos))]
+            features.update(out)
+        if audios:
+            out = self._audios(processor, audios, opts)
+            replacements["audios"] = [processor.replace_audio_token(out, i) for i in range(len(audios))]
+            features.update(out)
+        return expand_placeholders(messages, replacements), self._arrays(features)
+
+    def _images(self, processor: Any, images: list[Any], opts: MediaOptions) -> dict[str, Any]:
+        loaded = [media.load_image(image, opts.image_max_pixels, opts.image_min_pixels) for image in images]
+        return dict(processor.image_processor(loaded, return_tensors="pt"))
+
+    def read_videos(self, videos: list[Any], opts: MediaOptions) -> list[media.VideoClip]:
+        """Decoded, sampled clips (an even frame count where the family needs one)."""
+        clips = [media.read_video(video, opts.video_fps, opts.video_maxlen, opts.video_max_pixels,
+                                  opts.video_min_pixels) for video in videos]
+        if self.even_frames:
+            for clip in clips:
+                if len(clip.frames) % 2:
+                    clip.frames.append(clip.frames[-1])
+                    clip.indices.append(clip.indices[-1])
+                    clip.scaled_indices.append(clip.scaled_indices[-1])
+        return clips
+
+    def _videos(self, processor: Any, videos: list[Any], opts: MediaOptions) -> dict[str, Any]:
+        if not video_ready(processor):
+            raise MediaError(f"This model's {TORCHVISION_FIX}.")
+        clips = self.read_videos(videos, opts)
+        kwargs: dict[str, Any] = {"return_tensors": "pt"}
+        if self.video_metadata:
+            kwargs.update(video_metadata=[clip.metadata(opts.video_fps) for clip in clips], do_sample_frames=False,
+                          return_metadata=True)
+        return dict(processor.video_processor(videos=[clip.frames for clip in clips], **kwargs))
+
+    def _audios(self, processor: Any, audios: list[Any], opts: MediaOptions) -> dict[str, Any]:
+        extractor = getattr(processor, "feature_extractor", None) or getattr(processor, "audio_processor", None)
+        if extractor is None:
+            raise MediaError(f"This model ({self.name}) has no audio feature extractor; it cannot take audio.")
+        rate = int(getattr(extractor, "sampling_rate", None) or opts.audio_sampling_rate)
+        waves = [media.read_audio(audio, rate) for audio in audios]
+        return dict(extractor(waves, sampling_rate=rate, return_tensors="pt"))
+
+    def _arrays(self, features: dict[str, Any]) -> dict[str, Any]:
+        import numpy as np
+        import torch
+
+        arrays = {}
+        for key, value in features.items():
+            if key in self.drop_keys or value is None:
+                continue
+            if isinstance(value, torch.Tensor):
+                value = value.float() if value.is_floating_point() else value
+                arrays[key] = value.numpy()
+            elif isinstance(value, np.ndarray):
+                arrays[key] = value
+        return arrays
+
+    def type_ids(self, processor: Any, input_ids: list[int]) -> list[int]:
+        """Per-token modality ids (0 text, 1 image, 2 video, 3 audio) as the processor defines them."""
+        return processor.create_mm_token_type_ids([input_ids])[0]
+
+
+def soft_token_ids(processor: Any) -> set[int]:
+    """Ids of the tokens that stand for media features (never trained on)."""
+    ids: set[int] = set()
+    for name in ("image_token_ids", "video_token_ids", "audio_token_ids"):
+        try:
+            values = getattr(processor, name, None) or []
+        except (AttributeError, TypeError):
+            values = []
+        ids.update(int(v) for v in values if v is not None)
+    for name in ("image_token_id", "video_token_id", "audio_token_id"):
+        value = getattr(processor, name, None)
+        if isinstance(value, int):
+            ids.add(value)
+    return ids
+
+
+def expand_placeholders(messages: list[dict[str, Any]], replacements: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """Messages with the n-th ``<image>`` (``<video>``, ``<audio>``) replaced by the n-th replacement text."""
+    iters = {PLACEHOLDERS[kind]: iter(values) for kind, values in replacements.items()}
+    out = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str) and any(tag in content for tag in iters):
+            pieces, rest = [], content
+            while True:
+                hits = [(rest.find(tag), tag) for tag in iters if tag in rest]
+                if not hits:
+                    break
+                position, tag = min(hits)
+                pieces += [rest[:position], next(iters[tag])]
+                rest = rest[position + len(tag):]
+            message = {**message, "content": "".join(pieces) + rest}
+        out.append(message)
+    return out
+
+
+def pack_arrays(arrays: dict[str, Any]) -> bytes:
+    """Model inputs as one ``.npz`` blob (no pickle), stored with the tokenized row."""
+    import numpy as np
+
+    if not arrays:
+        return b""
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def unpack_arrays(blob: bytes | None) -> dict[str, Any]:
+    """The arrays of :func:`pack_arrays`."""
+    import numpy as np
+
+    if not blob:
+        return {}
+    with np.load(io.BytesIO(blob), allow_pickle=False) as data:
+        return {key: data[key] for key in data.files}
+
+
+_QWEN_WRAP = ("<|vision_start|>", "<|vision_end|>")
+
+PLUGINS: dict[str, MediaPlugin] = {
+    "qwen2_vl": MediaPlugin("qwen2_vl", ("images", "videos"), ("qwen2_vl", "qwen2_5_vl"), image_wrap=_QWEN_WRAP,
+                            video_wrap=_QWEN_WRAP, video_metadata=True, even_frames=True),
+    "qwen3_vl": MediaPlugin("qwen3_vl", ("images", "videos"), ("qwen3_vl", "qwen3_vl_moe"), image_wrap=_QWEN_WRAP,
+                            video_metadata=True, even_frames=True),
+    "gemma3": MediaPlugin("gemma3", ("images",), ("gemma3",), type_ids_key="token_type_ids"),
+    "gemma4": MediaPlugin("gemma4", ("images", "videos", "audios"), ("gemma4",), video_metadata=True),
+    "llava": MediaPlugin("llava", ("images",), ("llava",), type_ids_key=None),
+}
+"""Plugin name -> plugin; the one dispatch table of the multimodal room."""
+
+
+def plugin_for(model_type: str | None, template: str | None = None) -> MediaPlugin | None:
+    """The plugin serving a model type (or, failing that, a template of the same name); None when none does."""
+    for plugin in PLUGINS.values():
+        if model_type and model_type in plugin.model_types:
+            return plugin
+    key = (template or "").removesuffix("n") if template in ("gemma4n",) else (template or "")
+    return PLUGINS.get(key)
+
+
+def model_modalities(plugin: MediaPlugin, config: dict[str, Any] | Any) -> tuple[str, ...]:
+    """The media a given model takes: its plugin's, less audio when the config has no audio encoder."""
+    get = config.get if isinstance(config, dict) else lambda key, default=None: getattr(config, key, default)
+    kinds = plugin.modalities
+    if "audios" in kinds and not get("audio_config", None):
+        kinds = tuple(kind for kind in kinds if kind != "audios")
+    return kinds

@@ -1,0 +1,207 @@
+"""Loading a model's multimodal processor, with or without torchvision.
+
+transformers 5 gives most families a PIL image processor (``*ImageProcessorPil``) that needs no torchvision, but
+its video processors do. ``AutoProcessor`` therefore fails for a vision-language folder on a torch build without
+torchvision. :func:`load_media_processor` then assembles the same processor class from its parts: the PIL image
+processor, the tokenizer, the audio feature extractor, and in place of the video processor a stand-in that
+refuses video with a message naming the install. Images and audio work either way.
+
+The data options (``image_max_pixels`` ...) ride on the processor as attributes (``lf_media``) so that readers
+and plugins take them from one place.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from engine.multimodal.errors import MediaError
+
+logger = logging.getLogger(__name__)
+
+TORCHVISION_FIX = ("video needs torchvision, which the CPU torch 2.13 build cannot import; install the pair "
+                   "`pip install torch==2.14.1 torchvision==0.29.1` (or the torchvision matching your torch), or "
+                   "train on images and audio only")
+
+
+def has_torchvision() -> bool:
+    """Whether torchvision is installed (transformers' video processors need it)."""
+    return importlib.util.find_spec("torchvision") is not None
+
+
+@dataclass
+class MediaOptions:
+    """The data keys that shape media, as LLaMA-Factory names them."""
+
+    image_max_pixels: int = 768 * 768
+    image_min_pixels: int = 32 * 32
+    video_max_pixels: int = 256 * 256
+    video_min_pixels: int = 16 * 16
+    video_fps: float = 2.0
+    video_maxlen: int = 128
+    audio_sampling_rate: int = 16000
+
+    @classmethod
+    def from_data_args(cls, data: Any) -> MediaOptions:
+        """Options from a :class:`engine.config.DataArgs` (missing keys keep their defaults)."""
+        defaults = cls()
+        return cls(**{name: getattr(data, name, getattr(defaults, name)) for name in defaults.__dict__})
+
+
+def _no_video_class():
+    from transformers.video_processing_utils import BaseVideoProcessor
+
+    class NoVideoProcessor(BaseVideoProcessor):
+        """Stands in for a video processor that needs torchvision; any video is refused with the fix."""
+
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            raise MediaError(f"This model's {TORCHVISION_FIX}.")
+
+        preprocess = __call__
+
+    return NoVideoProcessor
+
+
+def build_processor(processor_cls: type, parts: dict[str, Any]) -> Any:
+    """``processor_cls(**parts)``, with a stand-in video processor where the class wants one and none is given."""
+    params = inspect.signature(processor_cls.__init__).parameters
+    parts = dict(parts)
+    if "video_processor" in params and parts.get("video_processor") is None:
+        parts["video_processor"] = _no_video_class()()
+    if "feature_extractor" in params and parts.get("feature_extractor") is None:
+        raise MediaError(f"{processor_cls.__name__} needs an audio feature extractor, and none was found.")
+    from transformers.processing_utils import ProcessorMixin
+
+    original = ProcessorMixin.check_argument_for_proper_class
+
+    def check(self: Any, name: str, argument: Any) -> Any:
+        if name == "video_processor" and type(argument).__name__ == "NoVideoProcessor":
+            return type(argument)  # transformers cannot look up video classes without torchvision
+        return original(self, name, argument)
+
+    ProcessorMixin.check_argument_for_proper_class = check
+    try:
+        return processor_cls(**parts)
+    finally:
+        ProcessorMixin.check_argument_for_proper_class = original
+
+
+def _assemble(path: str, trust_remote_code: bool, tokenizer: Any) -> Any:
+    """The processor of ``path`` built part by part (for when AutoProcessor needs torchvision)."""
+    import json
+    from pathlib import Path
+
+    import transformers
+    from transformers import AutoFeatureExtractor, AutoImageProcessor
+
+    config_file = Path(path) / "processor_config.json"
+    name = None
+    extra: dict[str, Any] = {}
+    if config_file.is_file():
+        extra = json.loads(config_file.read_text(encoding="utf-8"))
+        name = extra.pop("processor_class", None)
+    if name is None:
+        for candidate in ("preprocessor_config.json", "tokenizer_config.json"):
+            file = Path(path) / candidate
+            if file.is_file():
+                name = json.loads(file.read_text(encoding="utf-8")).get("processor_class")
+                if name:
+                    break
+    processor_cls = getattr(transformers, str(name), None) if name else None
+    if processor_cls is None:
+        return None
+    parts: dict[str, Any] = {"tokenizer": tokenizer}
+    params = inspect.signature(processor_cls.__init__).parameters
+    if "image_processor" in params:
+        parts["image_processor"] = AutoImageProcessor.from_pretrained(path, trust_remote_code=trust_remote_code)
+    if "feature_extractor" in params:
+        parts["feature_extractor"] = AutoFeatureExtractor.from_pretrained(path, trust_remote_code=trust_remote_code)
+    parts.update({k: v for k, v in extra.items() if k in params and not isinstance(v, dict)})
+    processor = build_processor(processor_cls, parts)
+    logger.info("Built %s without torchvision: images%s work, video is refused.", processor_cls.__name__,
+                " and audio" if "feature_extractor" in parts else "")
+    return processor
+
+
+def load_media_processor(model_args: Any, tokenizer: Any = None) -> Any:
+    """The multimodal processor of the model in ``model_args``, or None for a text-only model.
+
+    The tokenizer given (with the template's fixes) replaces the processor's own, so both agree on token ids.
+    """
+    from transformers import AutoProcessor
+
+    from engine.models.loader import load_tokenizer, resolve_model_path
+
+    path = resolve_model_path(model_args.model_name_or_path, model_args.cache_dir, model_args.model_revision)
+    from engine.models.registry import read_local_config
+
+    config = read_local_config(path) or {}
+    if not any(key in config for key in ("vision_config", "audio_config")):
+        return None
+    tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model_args)
+    try:
+        processor = AutoProcessor.from_pretrained(path, trust_remote_code=model_args.trust_remote_code)
+    except ImportError as err:
+        if "torchvision" not in str(err).lower():
+            raise MediaError(f"The processor of `{model_args.model_name_or_path}` cannot be loaded: {err}") from None
+        processor = _assemble(path, model_args.trust_remote_code, tokenizer)
+    except (OSError, ValueError, TypeError, KeyError) as err:
+        logger.debug("AutoProcessor failed for %s (%s); assembling it.", path, err)
+        processor = _assemble(path, model_args.trust_remote_code, tokenizer)
+    if processor is None or not hasattr(processor, "tokenizer"):
+        return None
+    processor.tokenizer = tokenizer
+    return processor
+
+
+def video_ready(processor: Any) -> bool:
+    """Whether the processor can take video (a real video processor, not the stand-in)."""
+    video = getattr(processor, "video_processor", None)
+    return video is not None and type(video).__name__ != "NoVideoProcessor"
+
+
+def fix_processor_config(folder: Any) -> None:
+    """Make a saved processor_config.json name the family's real video processor instead of the stand-in, so
+    transformers with torchvision loads the folder as it loads the original model."""
+    import json
+    from pathlib import Path
+
+    path = Path(folder) / "processor_config.json"
+    if not path.is_file():
+        return
+    config = json.loads(path.read_text(encoding="utf-8"))
+    video = config.get("video_processor")
+    if not isinstance(video, dict) or video.get("video_processor_type") != "NoVideoProcessor":
+        return
+    name = str(config.get("processor_class", ""))
+    image = config.get("image_processor") or {}
+    real = {"video_processor_type": name.replace("Processor", "VideoProcessor")}
+    real.update({k: image[k] for k in ("patch_size", "temporal_patch_size", "merge_size") if k in image})
+    config["video_processor"] = real
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def save_processor(processor: Any, folder: Any) -> None:
+    """``processor.save_pretrained(folder)`` (tokenizer and chat template included), loadable by transformers."""
+    processor.save_pretrained(folder)
+    fix_processor_config(folder)
+
+
+PROCESSOR_FILES = ("processor_config.json", "preprocessor_config.json", "video_preprocessor_config.json")
+
+
+def copy_processor_files(source: Any, target: Any) -> list[str]:
+    """Copy a model folder's processor files (not the tokenizer's) into ``target``; returns the names copied."""
+    import shutil
+    from pathlib import Path
+
+    copied = []
+    for name in PROCESSOR_FILES:
+        if (Path(source) / name).is_file():
+            shutil.copyfile(Path(source) / name, Path(target) / name)
+            copied.append(name)
+    fix_processor_config(target)
+    return copied

@@ -1,0 +1,207 @@
+"""engine.multimodal: placeholder expansion exact against the real processors, media readers, collation."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tinyvlms import FAMILIES, build_tiny_vlm  # noqa: E402
+
+from engine.multimodal import media  # noqa: E402
+from engine.multimodal.collator import MediaCollator, join_arrays  # noqa: E402
+from engine.multimodal.errors import MediaError  # noqa: E402
+from engine.multimodal.plugins import (  # noqa: E402
+    PLUGINS,
+    expand_placeholders,
+    pack_arrays,
+    soft_token_ids,
+    unpack_arrays,
+)
+from engine.multimodal.processor import MediaOptions, has_torchvision  # noqa: E402
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
+if not SHARED.is_dir():
+    SHARED = Path("/work/shared/data")
+
+
+@pytest.fixture(scope="module")
+def vlms():
+    return {family: build_tiny_vlm(family) for family in FAMILIES}
+
+
+def _image(tmp_path: Path, name: str, size=(100, 60), color=(200, 30, 30)) -> str:
+    from PIL import Image
+
+    path = tmp_path / name
+    Image.new("RGB", size, color).save(path)
+    return str(path)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_image_expansion_equals_the_processor(vlms, tmp_path, family):
+    """Our expanded text tokenizes to exactly what transformers' processor makes of the same images."""
+    model, processor = vlms[family]
+    plugin = PLUGINS[family]
+    images = [_image(tmp_path, "a.png"), _image(tmp_path, "b.png", size=(40, 90))]
+    messages = [{"role": "user", "content": "<image>Who are they?"}, {"role": "assistant", "content": "Players."},
+                {"role": "user", "content": "And here<image>?"}]
+    opts = MediaOptions()
+    expanded, arrays = plugin.process(processor, messages, images, [], [], opts)
+    text = "".join(m["content"] for m in expanded)
+    ours = processor.tokenizer(text, add_special_tokens=False)["input_ids"]
+    wrap = plugin.image_wrap
+    raw = "".join(m["content"] for m in messages).replace("<image>", wrap[0] + processor.image_token + wrap[1])
+    loaded = [media.load_image(path, opts.image_max_pixels, opts.image_min_pixels) for path in images]
+    reference = processor(text=[raw], images=loaded, return_tensors="np", add_special_tokens=False)
+    assert ours == reference["input_ids"][0].tolist()
+    soft = sum(token in soft_token_ids(processor) for token in ours)
+    assert soft > 2  # the placeholders really were expanded
+    np.testing.assert_allclose(arrays["pixel_values"], reference["pixel_values"], rtol=1e-5, atol=1e-5)
+    if plugin.type_ids_key:
+        key = "token_type_ids" if family == "gemma3" else "mm_token_type_ids"
+        assert plugin.type_ids(processor, ours) == reference[key][0].tolist()
+
+
+def test_placeholder_and_modality_errors(vlms, tmp_path):
+    model, processor = vlms["gemma3"]
+    image = _image(tmp_path, "a.png")
+    with pytest.raises(MediaError, match=r"2 <image> placeholder\(s\) but 1 image"):
+        PLUGINS["gemma3"].process(processor, [{"role": "user", "content": "<image><image>"}], [image], [], [],
+                                  MediaOptions())
+    with pytest.raises(MediaError, match="takes images, not videos"):
+        PLUGINS["gemma3"].process(processor, [{"role": "user", "content": "<video>"}], [], ["x.mp4"], [],
+                                  MediaOptions())
+    with pytest.raises(MediaError, match="not found"):
+        PLUGINS["gemma3"].process(processor, [{"role": "user", "content": "<image>"}], [str(tmp_path / "no.png")],
+                                  [], [], MediaOptions())
+
+
+def test_expand_placeholders_in_order():
+    messages = [{"role": "user", "content": "<audio>a<image>b<image>"}, {"role": "user", "content": "<image>"}]
+    out = expand_placeholders(messages, {"images": ["I1", "I2", "I3"], "videos": [], "audios": ["A1"]})
+    assert [m["content"] for m in out] == ["A1aI1bI2", "I3"]
+
+
+def test_image_resize_bounds(tmp_path):
+    big = media.load_image(_image(tmp_path, "big.png", size=(400, 300)), max_pixels=100 * 100, min_pixels=10)
+    assert big.size[0] * big.size[1] <= 100 * 100 and abs(big.size[0] / big.size[1] - 4 / 3) < 0.05
+    small = media.load_image(_image(tmp_path, "s.png", size=(4, 4)), max_pixels=10_000, min_pixels=32 * 32)
+    assert small.size[0] * small.size[1] >= 31 * 31 and small.mode == "RGB"
+
+
+def test_sample_indices_follow_llamafactory():
+    # LLaMA-Factory: floor(duration * fps) frames, capped, spread by linspace(0, total - 1) and truncated.
+    assert media.sample_indices(total_frames=100, duration=4.0, video_fps=2.0, video_maxlen=128) == \
+        [int(x) for x in np.linspace(0, 99, 8).astype(np.int32)]
+    assert media.sample_indices(100, 4.0, 2.0, 3) == [0, 49, 99]
+    assert media.sample_indices(10, 0.2, 2.0, 128) == [0]
+
+
+def _write_video(path: Path, seconds: float = 3.0, fps: int = 10) -> str:
+    import av
+
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("mpeg4", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        for index in range(int(seconds * fps)):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), index * 8 % 255, dtype=np.uint8), format="rgb24")
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return str(path)
+
+
+def test_generated_video_frames_and_timestamps(tmp_path):
+    clip = media.read_video(_write_video(tmp_path / "v.mp4"), video_fps=2.0, video_maxlen=128)
+    assert clip.total_frames == 30 and math.isclose(clip.original_fps, 10.0)
+    assert clip.indices == [int(x) for x in np.linspace(0, 29, 6).astype(np.int32)]  # floor(3 s * 2 fps) = 6
+    assert clip.scaled_indices == [i / 10.0 * 2.0 for i in clip.indices]
+    # Gemma 4 writes MM:SS from index / fps; the scaled indices give the frames' real times
+    assert media.timestamps_mmss(clip.scaled_indices, 2.0) == ["00:00", "00:00", "00:01", "00:01", "00:02", "00:02"]
+    assert len(clip.frames) == 6 and clip.frames[0].size[0] * clip.frames[0].size[1] <= 256 * 256
+    even = PLUGINS["qwen2_vl"].read_videos([str(tmp_path / "v.mp4")], MediaOptions(video_maxlen=5))[0]
+    assert len(even.frames) == 6 and even.indices[-1] == even.indices[-2]  # padded to an even count
+
+
+@pytest.mark.skipif(not (SHARED / "mllm_demo_data" / "1.mp4").is_file(), reason="shared data absent")
+def test_shared_video_indices():
+    import av
+
+    path = SHARED / "mllm_demo_data" / "1.mp4"
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        total, duration = stream.frames, float(stream.duration * stream.time_base)
+    clip = media.read_video(str(path), 2.0, 128)
+    expected = np.linspace(0, total - 1, min(total, 128, max(1, math.floor(duration * 2.0)))).astype(np.int32)
+    assert clip.indices == [int(x) for x in expected]
+    assert media.timestamps_mmss(clip.scaled_indices, 2.0)[0] == "00:00"
+
+
+@pytest.mark.skipif(not (SHARED / "mllm_demo_data" / "1.mp3").is_file(), reason="shared data absent")
+def test_shared_audio_resampled():
+    wave = media.read_audio(str(SHARED / "mllm_demo_data" / "1.mp3"), 16000)
+    assert wave.dtype == np.float32 and wave.ndim == 1 and 3.5 * 16000 < len(wave) < 4.5 * 16000
+
+
+def test_gemma4_audio_expansion_equals_the_processor(tmp_path):
+    import av
+
+    model, processor = build_tiny_vlm("gemma4n")
+    path = tmp_path / "a.wav"
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("pcm_s16le", rate=22050, layout="mono")
+        samples = (np.sin(np.arange(22050) / 10) * 8000).astype(np.int16)[None]
+        frame = av.AudioFrame.from_ndarray(samples, format="s16", layout="mono")
+        frame.sample_rate = 22050
+        for packet in stream.encode(frame):
+            container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    expanded, arrays = PLUGINS["gemma4"].process(processor, [{"role": "user", "content": "<audio>Hi"}], [], [],
+                                                 [str(path)], MediaOptions())
+    wave = media.read_audio(str(path), 16000)
+    reference = processor(text=[processor.audio_token + "Hi"], audio=[wave], return_tensors="np",
+                          add_special_tokens=False)
+    ours = processor.tokenizer(expanded[0]["content"], add_special_tokens=False)["input_ids"]
+    assert ours == reference["input_ids"][0].tolist()
+    assert sum(t == processor.audio_token_id for t in ours) == 25  # 1 s of audio at 40 ms per soft token
+
+
+@pytest.mark.skipif(has_torchvision(), reason="checks the refusal without torchvision")
+def test_video_without_torchvision_is_refused_with_the_install(vlms, tmp_path):
+    model, processor = vlms["qwen2_vl"]
+    with pytest.raises(MediaError, match="torchvision==0.29.1"):
+        PLUGINS["qwen2_vl"].process(processor, [{"role": "user", "content": "<video>"}], [],
+                                    [_write_video(tmp_path / "v.mp4")], [], MediaOptions())
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_collator_pads_type_ids_on_the_tokenizer_side(vlms, side):
+    model, processor = vlms["gemma4"]
+    tokenizer = processor.tokenizer
+    tokenizer.padding_side = side
+    try:
+        rows = [{"input_ids": [5, 6, 7], "labels": [-100, 6, 7], "mm_token_type_ids": [0, 1, 0],
+                 "mm_inputs": pack_arrays({"pixel_values": np.ones((1, 4, 3), np.float32)})},
+                {"input_ids": [5], "labels": [5], "mm_token_type_ids": [1],
+                 "mm_inputs": pack_arrays({"pixel_values": np.zeros((2, 4, 3), np.float32)})}]
+        batch = MediaCollator(tokenizer=tokenizer, pad_to_multiple_of=None)(rows)
+    finally:
+        tokenizer.padding_side = "right"
+    expected = [[0, 1, 0], [1, 0, 0]] if side == "right" else [[0, 1, 0], [0, 0, 1]]
+    assert batch["mm_token_type_ids"].tolist() == expected
+    assert batch["pixel_values"].shape == (3, 4, 3) and batch["pixel_values"][0].sum() == 12
+
+
+def test_join_arrays_pads_ragged_audio():
+    out = join_arrays([{"input_features": np.ones((1, 5, 2), np.float32)},
+                       {"input_features": np.ones((1, 3, 2), np.float32)}])
+    assert out["input_features"].shape == (2, 5, 2) and out["input_features"][1, 3:].sum() == 0
+    blob = pack_arrays({"a": np.arange(3)})
+    assert unpack_arrays(blob)["a"].tolist() == [0, 1, 2] and unpack_arrays(b"") == {}

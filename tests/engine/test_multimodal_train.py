@@ -1,0 +1,142 @@
+"""Training tiny VLMs end to end through `lf-engine train`: media rows, masked soft tokens, falling loss."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tinyvlms import save_tiny_vlm  # noqa: E402
+
+from engine.cli import main  # noqa: E402
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
+if not SHARED.is_dir():
+    SHARED = Path("/work/shared/data")
+
+
+def _events(folder: Path) -> list[dict]:
+    return [json.loads(x) for x in (folder / "events.jsonl").read_text().splitlines() if x.strip()]
+
+
+def _losses(folder: Path) -> list[float]:
+    return [e["loss"] for e in _events(folder) if e["event"] == "log"]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("vlms")
+    return {family: save_tiny_vlm(family, root / family) for family in ("qwen2_vl", "gemma4")}
+
+
+def _image_dataset(folder: Path) -> Path:
+    from PIL import Image
+
+    (folder / "img").mkdir(parents=True)
+    rows = []
+    for index, (color, word) in enumerate([((220, 20, 20), "red"), ((20, 20, 220), "blue")]):
+        Image.new("RGB", (56, 56), color).save(folder / "img" / f"{index}.png")
+        rows.append({"messages": [{"role": "user", "content": "<image>What color is it?"},
+                                  {"role": "assistant", "content": f"It is {word}."}],
+                     "images": [f"img/{index}.png"]})
+    (folder / "colors.json").write_text(json.dumps(rows * 4))
+    info = {"colors": {"file_name": "colors.json", "formatting": "sharegpt",
+                       "columns": {"messages": "messages", "images": "images"},
+                       "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user",
+                                "assistant_tag": "assistant"}}}
+    (folder / "dataset_info.json").write_text(json.dumps(info))
+    return folder
+
+
+def _config(folder: Path, model: Path, template: str, dataset: str, dataset_dir: Path, **extra) -> Path:
+    import yaml
+
+    config = {"model_name_or_path": str(model), "template": template, "stage": "sft", "do_train": True,
+              "finetuning_type": "lora", "lora_target": "all", "freeze_vision_tower": True,
+              "freeze_multi_modal_projector": True, "dataset": dataset, "dataset_dir": str(dataset_dir),
+              "cutoff_len": 1024, "image_max_pixels": 112 * 112, "output_dir": str(folder / "out"),
+              "per_device_train_batch_size": 2, "gradient_accumulation_steps": 1, "learning_rate": 0.01,
+              "max_steps": 2, "logging_steps": 1, "save_strategy": "no", "plot_loss": False, "report_to": "none",
+              **extra}
+    path = folder / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_tiny_vlm_learns_from_images(models, tmp_path):
+    """Full fine-tuning of the language model on two coloured images: the loss falls."""
+    data = _image_dataset(tmp_path / "data")
+    config = _config(tmp_path, models["qwen2_vl"], "qwen2_vl", "colors", data, finetuning_type="full",
+                     learning_rate=0.003, max_steps=8, tokenized_path=str(tmp_path / "tok"))
+    assert main(["train", str(config)]) == 0
+    losses = _losses(tmp_path / "out")
+    assert len(losses) == 8 and losses[-1] < losses[0] - 0.3
+    # media were processed once and cached with the rows
+    from datasets import load_from_disk
+
+    cached = load_from_disk(str(tmp_path / "tok"))["train"]
+    assert {"mm_inputs", "mm_token_type_ids"} <= set(cached.column_names)
+    row = cached[0]
+    assert sum(row["mm_token_type_ids"]) > 0
+    image_positions = [i for i, t in enumerate(row["mm_token_type_ids"]) if t == 1]
+    assert all(row["labels"][i] == -100 for i in image_positions)  # soft tokens never carry loss
+
+
+@pytest.mark.parametrize(("family", "template"), [("qwen2_vl", "qwen2_vl"), ("gemma4", "gemma4")])
+@pytest.mark.skipif(not (SHARED / "mllm_demo.json").is_file(), reason="shared data absent")
+def test_two_steps_on_mllm_demo(models, tmp_path, family, template):
+    config = _config(tmp_path, models[family], template, "mllm_demo", SHARED)
+    assert main(["train", str(config)]) == 0
+    events = _events(tmp_path / "out")
+    assert events[0]["event"] == "start" and events[0]["num_examples"] == 6
+    assert len(_losses(tmp_path / "out")) == 2 and events[-1]["status"] == "completed"
+
+
+def test_media_stage_and_packing_are_refused(models, tmp_path, capsys):
+    data = _image_dataset(tmp_path / "data")
+    config = _config(tmp_path, models["qwen2_vl"], "qwen2_vl", "colors", data, packing=True)
+    assert main(["train", str(config)]) == 2
+    assert "`packing` cannot mix rows that carry images" in capsys.readouterr().err
+
+
+def test_preflight_reports_every_media_problem_at_once(models, tmp_path, capsys):
+    data = _image_dataset(tmp_path / "data")
+    rows = json.loads((data / "colors.json").read_text())[:2]
+    rows.append({"messages": [{"role": "user", "content": "<image><image>Two?"},
+                              {"role": "assistant", "content": "One."}], "images": ["img/0.png"]})
+    rows.append({"messages": [{"role": "user", "content": "<image>Where?"}, {"role": "assistant", "content": "Gone."}],
+                 "images": ["img/missing.png"]})
+    rows.append({"messages": [{"role": "user", "content": "<image>Web?"}, {"role": "assistant", "content": "No."}],
+                 "images": ["https://example.com/a.png"]})
+    (data / "bad.png").write_bytes(b"not an image")
+    rows.append({"messages": [{"role": "user", "content": "<image>Bad?"}, {"role": "assistant", "content": "Bad."}],
+                 "images": ["bad.png"]})
+    rows.append({"messages": [{"role": "user", "content": "<audio>Hear?"}, {"role": "assistant", "content": "No."}],
+                 "audios": ["img/0.png"]})
+    (data / "colors.json").write_text(json.dumps(rows))
+    info = json.loads((data / "dataset_info.json").read_text())
+    info["colors"]["columns"]["audios"] = "audios"
+    (data / "dataset_info.json").write_text(json.dumps(info))
+    config = _config(tmp_path, models["qwen2_vl"], "qwen2_vl", "colors", data)
+    assert main(["check", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "Dataset `colors` row 2: 2 <image> placeholder(s) but 1 image file(s)" in err
+    assert "row 3: image file " in err and "missing.png is missing: fix the path" in err
+    assert "row 4: image https://example.com/a.png is a remote URL" in err
+    assert "row 5: image file " in err and "bad.png cannot be read" in err
+    assert "row 6: has audio input, which this model cannot take (it takes images, videos)" in err
+
+
+@pytest.mark.skipif(not (SHARED / "mllm_video_demo.json").is_file(), reason="shared data absent")
+def test_video_dataset_without_torchvision_is_refused_before_loading(models, tmp_path, capsys):
+    from engine.multimodal.processor import has_torchvision
+
+    config = _config(tmp_path, models["gemma4"], "gemma4", "mllm_video_demo", SHARED)
+    code = main(["check", str(config)])
+    if has_torchvision():
+        assert code == 0
+    else:
+        assert code == 2 and "row(s) have video, and video needs torchvision" in capsys.readouterr().err

@@ -1,0 +1,177 @@
+"""Tiny random vision-language models of the real transformers classes, built from configs (no download).
+
+``build_tiny_vlm(family)`` returns ``(model, processor)`` for qwen2_vl, qwen3_vl, gemma3, gemma4 and llava: a
+byte-level BPE tokenizer carrying the family's special tokens, the family's PIL image processor (no torchvision
+needed), the real processor class, and a 1-2 layer model whose token ids match the tokenizer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+CORPUS = ("Hello, who are they? They are playing soccer on the field.", "What is in the picture? A red square.",
+          "Describe the video and the sound.")
+FAMILIES = ("qwen2_vl", "qwen3_vl", "gemma3", "gemma4", "llava")
+
+
+def _tokenizer(specials: list[str], *, eos: str, pad: str, bos: str | None = None, named: dict | None = None):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=360, special_tokens=specials,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    core.train_from_iterator(list(CORPUS) * 4, trainer)
+    kwargs = {"bos_token": bos} if bos else {}
+    return PreTrainedTokenizerFast(tokenizer_object=core, eos_token=eos, pad_token=pad, extra_special_tokens=named or {},
+                                   **kwargs)
+
+
+def _qwen_text(tokenizer, **extra):
+    return {"vocab_size": len(tokenizer) + 8, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 4096,
+            "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id, **extra}
+
+
+def _qwen(family: str):
+    from transformers import Qwen2VLImageProcessorPil
+
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
+                "<|image_pad|>", "<|video_pad|>"]
+    tokenizer = _tokenizer(specials, eos="<|im_end|>", pad="<|endoftext|>")
+    ids = {name: tokenizer.convert_tokens_to_ids(tok) for name, tok in (
+        ("image_token_id", "<|image_pad|>"), ("video_token_id", "<|video_pad|>"),
+        ("vision_start_token_id", "<|vision_start|>"), ("vision_end_token_id", "<|vision_end|>"))}
+    image_processor = Qwen2VLImageProcessorPil(min_pixels=28 * 28, max_pixels=56 * 56 * 4)
+    if family == "qwen2_vl":
+        from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration, Qwen2VLProcessor
+
+        config = Qwen2VLConfig(
+            text_config=_qwen_text(tokenizer, rope_parameters={"rope_type": "default", "mrope_section": [2, 1, 1],
+                                                               "rope_theta": 10000.0}),
+            vision_config={"depth": 1, "embed_dim": 32, "hidden_size": 32, "num_heads": 2, "mlp_ratio": 2,
+                           "in_channels": 3, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2},
+            **ids)
+        model_cls, processor_cls = Qwen2VLForConditionalGeneration, Qwen2VLProcessor
+    else:
+        from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration, Qwen3VLProcessor
+
+        image_processor = Qwen2VLImageProcessorPil(min_pixels=32 * 32, max_pixels=64 * 64 * 4, patch_size=16)
+        config = Qwen3VLConfig(
+            text_config=_qwen_text(tokenizer, head_dim=8, rope_parameters={
+                "rope_type": "default", "mrope_section": [2, 1, 1], "rope_theta": 10000.0, "mrope_interleaved": True}),
+            vision_config={"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "in_channels": 3,
+                           "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 32,
+                           "num_position_embeddings": 64, "deepstack_visual_indexes": [0]},
+            **ids)
+        model_cls, processor_cls = Qwen3VLForConditionalGeneration, Qwen3VLProcessor
+    return model_cls, config, processor_cls, {"image_processor": image_processor, "tokenizer": tokenizer}
+
+
+def _gemma3():
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3ImageProcessorPil, Gemma3Processor
+
+    named = {"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>", "image_token": "<image_soft_token>"}
+    specials = ["<pad>", "<eos>", "<bos>", "<start_of_turn>", "<end_of_turn>", *named.values()]
+    tokenizer = _tokenizer(specials, eos="<eos>", pad="<pad>", bos="<bos>", named=named)
+    config = Gemma3Config(
+        text_config={"vocab_size": len(tokenizer) + 8, "hidden_size": 32, "intermediate_size": 64,
+                     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
+                     "sliding_window": 64, "max_position_embeddings": 4096, "pad_token_id": tokenizer.pad_token_id,
+                     "eos_token_id": tokenizer.eos_token_id, "bos_token_id": tokenizer.bos_token_id},
+        vision_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+                       "image_size": 56, "patch_size": 14},
+        mm_tokens_per_image=4, boi_token_index=tokenizer.convert_tokens_to_ids("<start_of_image>"),
+        eoi_token_index=tokenizer.convert_tokens_to_ids("<end_of_image>"),
+        image_token_index=tokenizer.convert_tokens_to_ids("<image_soft_token>"))
+    image_processor = Gemma3ImageProcessorPil(size={"height": 56, "width": 56})
+    return Gemma3ForConditionalGeneration, config, Gemma3Processor, {
+        "image_processor": image_processor, "tokenizer": tokenizer, "image_seq_length": 4}
+
+
+def _gemma4(audio: bool = False):
+    from transformers import (
+        Gemma4AudioFeatureExtractor,
+        Gemma4Config,
+        Gemma4ForConditionalGeneration,
+        Gemma4ImageProcessorPil,
+        Gemma4Processor,
+    )
+
+    named = {"boi_token": "<|image>", "eoi_token": "<image|>", "image_token": "<|image|>", "boa_token": "<|audio>",
+             "eoa_token": "<audio|>", "audio_token": "<|audio|>"}
+    specials = ["<pad>", "<eos>", "<bos>", "<|turn>", "<turn|>", "<|video|>", *named.values()]
+    tokenizer = _tokenizer(specials, eos="<eos>", pad="<pad>", bos="<bos>", named=named)
+    tid = tokenizer.convert_tokens_to_ids
+    config = Gemma4Config(
+        text_config={"vocab_size": len(tokenizer) + 8, "hidden_size": 32, "intermediate_size": 64,
+                     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
+                     "global_head_dim": 8, "sliding_window": 64, "layer_types": ["sliding_attention", "full_attention"],
+                     "vocab_size_per_layer_input": len(tokenizer) + 8, "hidden_size_per_layer_input": 8,
+                     "max_position_embeddings": 4096, "pad_token_id": tokenizer.pad_token_id,
+                     "eos_token_id": tokenizer.eos_token_id, "bos_token_id": tokenizer.bos_token_id},
+        vision_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+                       "num_key_value_heads": 2, "head_dim": 16, "patch_size": 16, "pooling_kernel_size": 2,
+                       "position_embedding_size": 64},
+        audio_config=({"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                       "subsampling_conv_channels": [8, 4], "output_proj_dims": 32} if audio else None),
+        boi_token_id=tid("<|image>"), eoi_token_id=tid("<image|>"), image_token_id=tid("<|image|>"),
+        video_token_id=tid("<|video|>"), boa_token_id=tid("<|audio>"), eoa_token_index=tid("<audio|>"),
+        audio_token_id=tid("<|audio|>"))
+    parts = {"image_processor": Gemma4ImageProcessorPil(patch_size=16, max_soft_tokens=70, pooling_kernel_size=2),
+             "tokenizer": tokenizer, "feature_extractor": Gemma4AudioFeatureExtractor(), "image_seq_length": 70}
+    return Gemma4ForConditionalGeneration, config, Gemma4Processor, parts
+
+
+def _llava():
+    from transformers import CLIPImageProcessorPil, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
+
+    tokenizer = _tokenizer(["<pad>", "</s>", "<s>", "<image>"], eos="</s>", pad="<pad>", bos="<s>",
+                           named={"image_token": "<image>"})
+    config = LlavaConfig(
+        text_config={"model_type": "llama", "vocab_size": len(tokenizer) + 8, "hidden_size": 32,
+                     "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                     "num_key_value_heads": 2, "max_position_embeddings": 4096, "pad_token_id": tokenizer.pad_token_id,
+                     "eos_token_id": tokenizer.eos_token_id, "bos_token_id": tokenizer.bos_token_id},
+        vision_config={"model_type": "clip_vision_model", "hidden_size": 32, "intermediate_size": 64,
+                       "num_hidden_layers": 2, "num_attention_heads": 2, "image_size": 28, "patch_size": 14,
+                       "projection_dim": 32},
+        image_token_index=tokenizer.convert_tokens_to_ids("<image>"), vision_feature_layer=-1)
+    image_processor = CLIPImageProcessorPil(size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28})
+    return LlavaForConditionalGeneration, config, LlavaProcessor, {
+        "image_processor": image_processor, "tokenizer": tokenizer, "patch_size": 14,
+        "vision_feature_select_strategy": "default", "num_additional_image_tokens": 1}
+
+
+def build_tiny_vlm(family: str, seed: int = 0):
+    """(model in eval mode, processor) of one family, deterministic for a seed."""
+    from engine.multimodal.processor import build_processor
+
+    if family in ("qwen2_vl", "qwen3_vl"):
+        model_cls, config, processor_cls, parts = _qwen(family)
+    elif family == "gemma3":
+        model_cls, config, processor_cls, parts = _gemma3()
+    elif family in ("gemma4", "gemma4n"):
+        model_cls, config, processor_cls, parts = _gemma4(audio=family == "gemma4n")
+    elif family == "llava":
+        model_cls, config, processor_cls, parts = _llava()
+    else:
+        raise ValueError(family)
+    processor = build_processor(processor_cls, parts)
+    torch.manual_seed(seed)
+    model = model_cls(config).eval()
+    return model, processor
+
+
+def save_tiny_vlm(family: str, folder: str | Path) -> Path:
+    """Save a tiny model of ``family`` with its processor (tokenizer included) to ``folder``."""
+    from engine.multimodal.processor import save_processor
+
+    model, processor = build_tiny_vlm(family)
+    model.save_pretrained(folder)
+    save_processor(processor, folder)
+    return Path(folder)

@@ -229,7 +229,8 @@ def _apply_kernels(model: Any, model_args: Any) -> None:
 
 
 def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, is_trainable: bool,
-               train_args: Any = None, merge_adapters: bool = True, task: str | None = None):
+               train_args: Any = None, merge_adapters: bool = True, task: str | None = None,
+               methods: Any = None, max_length: int | None = None):
     """Load the model and prepare it for training or inference.
 
     Args:
@@ -242,6 +243,8 @@ def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, 
         merge_adapters: For inference, merge every adapter (False keeps the last one as a PEFT adapter).
         task: ``"causal_lm"`` or ``"reward"`` (a sequence-classification model with one output); by default
             ``reward`` when training with ``stage: rm``.
+        methods: :class:`engine.config.methods.MethodArgs` (RoPE scaling, PiSSA iterations, OFT settings).
+        max_length: The training length (``cutoff_len``) for RoPE scaling; None for inference.
 
     Returns:
         The model (a ``PeftModel`` when a LoRA adapter is trained or kept); for the reward task a sequence
@@ -259,6 +262,10 @@ def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, 
         raise ModelError(f"The config.json of `{model_args.model_name_or_path}` cannot be read: {_first_line(err)} "
                          "Check that the folder holds a complete Hugging Face model (or update transformers for "
                          "a newer architecture).") from None
+    if methods is not None and methods.rope_scaling:
+        from engine.models.rope import configure_rope
+
+        configure_rope(getattr(config, "text_config", None) or config, methods.rope_scaling, max_length)
     requested = _requested_dtype(model_args, train_args, is_trainable)
     dtype = devices.choose_dtype(requested, for_training=is_trainable)
     attention = devices.pick_attention(model_args.attn_implementation or model_args.flash_attn)
@@ -288,7 +295,8 @@ def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, 
     if composite is not None and quantized:
         adapters.add_projector_cast_hooks(model, composite, dtype)
     model = _setup_training(model, model_args, finetuning_args, composite, is_trainable=is_trainable,
-                            train_args=train_args, quantized=quantized, merge_adapters=merge_adapters)
+                            train_args=train_args, quantized=quantized, merge_adapters=merge_adapters,
+                            methods=methods)
     if is_trainable:
         if requested == "pure_bf16":  # PEFT creates adapters in float32; pure bf16 keeps everything in bf16
             for param in model.parameters():
@@ -336,13 +344,14 @@ def _enable_checkpointing(model: Any) -> None:
 
 
 def _setup_training(model: Any, model_args: Any, finetuning_args: Any, composite: ModelFamily | None, *,
-                    is_trainable: bool, train_args: Any, quantized: bool, merge_adapters: bool) -> Any:
+                    is_trainable: bool, train_args: Any, quantized: bool, merge_adapters: bool,
+                    methods: Any = None) -> Any:
     method = finetuning_args.finetuning_type
-    if model_args.adapter_name_or_path and method != "lora":
-        raise ModelError(f"`adapter_name_or_path` needs `finetuning_type: lora` (this config has `{method}`); "
+    if model_args.adapter_name_or_path and method not in ("lora", "oft"):
+        raise ModelError(f"`adapter_name_or_path` needs `finetuning_type: lora` or `oft` (this config has `{method}`); "
                          "a freeze or full run saves a whole model: set model_name_or_path to it instead.")
-    if quantized and method != "lora":
-        raise ModelError("`quantization_bit` works with `finetuning_type: lora` only (QLoRA).")
+    if quantized and method not in ("lora", "oft"):
+        raise ModelError("`quantization_bit` works with `finetuning_type: lora` (QLoRA) or `oft` only.")
     if is_trainable:
         gradient_checkpointing = bool(getattr(train_args, "gradient_checkpointing", False))
         if quantized:
@@ -359,6 +368,13 @@ def _setup_training(model: Any, model_args: Any, finetuning_args: Any, composite
             adapters.setup_freeze(model, finetuning_args, composite)
     if method == "lora":
         model = adapters.setup_lora(model, model_args, finetuning_args, composite, is_trainable=is_trainable,
-                                    merge_adapters=merge_adapters, quantized=quantized)
+                                    merge_adapters=merge_adapters, quantized=quantized,
+                                    pissa_iter=methods.pissa_iter if methods is not None else 16)
+    elif method == "oft":
+        from engine.config.methods import MethodArgs
+        from engine.models.peft_methods import setup_oft
+
+        model = setup_oft(model, model_args, finetuning_args, methods or MethodArgs(), composite,
+                          is_trainable=is_trainable, merge_adapters=merge_adapters, quantized=quantized)
     return model
 

@@ -1,0 +1,277 @@
+"""Method keys from LLaMA-Factory that change training: each test shows the effect, not only that the key parses."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine.cli import main
+from engine.config import ConfigError, build_config
+from tests.engine.tinymodels import build_tiny_model
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "data"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def run(tiny: Path, out: Path, *extra: str, command: str = "train") -> int:
+    args = [f"model_name_or_path={tiny}", "template=chatml", "dataset=alpaca_small", f"dataset_dir={FIXTURES}",
+            f"output_dir={out}", "max_steps=3", "logging_steps=1", "save_strategy=no", "plot_loss=false",
+            "per_device_train_batch_size=4", "gradient_accumulation_steps=1", "cutoff_len=64",
+            "learning_rate=0.01", "report_to=none", "overwrite_output_dir=true", "group_by_length=false"]
+    config = out.parent / f"{out.name}.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f"model_name_or_path: {tiny}\n")
+    return main([command, str(config), *args, *extra])
+
+
+def losses(out: Path) -> list[float]:
+    lines = (out / "events.jsonl").read_text().splitlines()
+    return [e["loss"] for e in map(json.loads, lines) if e["event"] == "log"]
+
+
+def needs(package: str):
+    return pytest.mark.skipif(importlib.util.find_spec(package) is None, reason=f"{package} is not installed")
+
+
+# -- config --------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("value", "expected"), [("auto", "auto"), ("disabled", "eager"), ("sdpa", "sdpa"),
+                                                 ("fa2", "flash_attention_2"), ("fa3", "flash_attention_3")])
+def test_llamafactory_flash_attn_values_are_accepted(value, expected):
+    assert build_config({"flash_attn": value}).model.flash_attn == expected
+
+
+def test_disabled_attention_loads_eager(tiny):
+    from engine.models import load_model, load_tokenizer
+
+    cfg = build_config({"model_name_or_path": str(tiny), "flash_attn": "disabled"})
+    model = load_model(cfg.model, cfg.finetuning, load_tokenizer(cfg.model), is_trainable=False)
+    assert model.config._attn_implementation == "eager"
+
+
+def test_predict_config_without_dataset_does_not_train():
+    cfg = build_config({"stage": "sft", "do_predict": True, "eval_dataset": "identity", "finetuning_type": "lora"})
+    assert cfg.train.do_train is False
+    assert build_config({"dataset": "x", "do_predict": True}).train.do_train is True
+    assert build_config({"do_predict": True, "eval_dataset": "x", "do_train": True}).train.do_train is True
+
+
+@pytest.mark.parametrize(("mapping", "message"), [
+    ({"use_galore": True}, "cannot be combined with `finetuning_type: lora`"),
+    ({"use_galore": True, "use_badam": True, "finetuning_type": "full"}, "cannot be combined; choose one"),
+    ({"loraplus_lr_ratio": 16, "finetuning_type": "full"}, "only valid for LoRA"),
+    ({"use_galore": True, "galore_layerwise": True, "finetuning_type": "full"}, "gradient_accumulation_steps: 1"),
+    ({"pissa_init": True, "pissa_convert": False}, "wrong weights"),
+    ({"finetuning_type": "oft", "use_dora": True}, "only valid for LoRA"),
+    ({"use_apollo": True, "apollo_scale_front": True, "finetuning_type": "full"}, "apollo_scale_front"),
+])
+def test_conflicting_method_keys_are_refused(mapping, message):
+    with pytest.raises(ConfigError) as err:
+        build_config(mapping)
+    assert message in str(err.value)
+
+
+def test_missing_optimizer_package_is_refused(monkeypatch):
+    import engine.config.method_checks as checks
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(checks.importlib.util, "find_spec", lambda name: None if name == "badam" else real(name))
+    with pytest.raises(ConfigError, match=r"needs the `badam` package.*lf-board\[methods\]"):
+        build_config({"use_badam": True, "finetuning_type": "full"})
+
+
+# -- optimizers ----------------------------------------------------------------------------------------------------
+def _optimizer_after_training(tiny: Path, tmp_path: Path, monkeypatch, *extra: str):
+    """Train and return (optimizer object, losses)."""
+    from transformers import Trainer
+
+    seen = {}
+    original = Trainer.create_optimizer
+
+    def spy(self, *args, **kwargs):  # the Trainer's own path (GaLore / APOLLO through transformers)
+        seen["opt"] = original(self, *args, **kwargs)
+        return seen["opt"]
+
+    monkeypatch.setattr(Trainer, "create_optimizer", spy)
+    import engine.train.methods as methods
+
+    own = methods._own_optimizer
+
+    def own_spy(trainer, builder, cfg):
+        def build(model, args, cfg_):
+            seen["opt"] = builder(model, args, cfg_)
+            return seen["opt"]
+        own(trainer, build, cfg)
+
+    monkeypatch.setattr(methods, "_own_optimizer", own_spy)
+    out = tmp_path / "run"
+    assert run(tiny, out, *extra) == 0
+    return seen["opt"], losses(out)
+
+
+@needs("galore_torch")
+def test_galore_trains_with_galore_adamw(tiny, tmp_path, monkeypatch):
+    opt, loss = _optimizer_after_training(tiny, tmp_path, monkeypatch, "finetuning_type=full", "use_galore=true",
+                                          "galore_rank=4", "galore_target=q_proj,v_proj")
+    inner = getattr(opt, "optimizer", opt)
+    from galore_torch import GaLoreAdamW
+
+    assert isinstance(inner, GaLoreAdamW)
+    projected = [g for g in inner.param_groups if "rank" in g]
+    assert projected and projected[0]["rank"] == 4 and len(projected[0]["params"]) == 4  # q,v x 2 layers
+    assert any("projector" in state for state in inner.state.values())
+    assert loss[-1] < loss[0]
+
+
+@needs("apollo_torch")
+def test_apollo_trains_with_apollo_adamw(tiny, tmp_path, monkeypatch):
+    opt, loss = _optimizer_after_training(tiny, tmp_path, monkeypatch, "finetuning_type=full", "use_apollo=true",
+                                          "apollo_rank=4", "apollo_scale=1")
+    inner = getattr(opt, "optimizer", opt)
+    from apollo_torch import APOLLOAdamW
+
+    assert isinstance(inner, APOLLOAdamW)
+    assert any(g.get("rank") == 4 and g.get("proj") == "random" for g in inner.param_groups)
+    assert loss[-1] < loss[0]
+
+
+@needs("badam")
+def test_badam_updates_one_block_at_a_time(tiny, tmp_path, monkeypatch):
+    opt, loss = _optimizer_after_training(tiny, tmp_path, monkeypatch, "finetuning_type=full", "use_badam=true",
+                                          "badam_switch_interval=1", "max_steps=4", "learning_rate=0.02")
+    from badam import BlockOptimizer
+
+    assert isinstance(opt, BlockOptimizer)
+    assert len(opt.block_prefix_list) >= 2  # one block per decoder layer, plus the rest
+    assert loss[-1] < loss[0]
+
+
+def test_loraplus_gives_b_matrices_the_higher_learning_rate(tiny, tmp_path, monkeypatch):
+    opt, loss = _optimizer_after_training(tiny, tmp_path, monkeypatch, "loraplus_lr_ratio=16",
+                                          "learning_rate=0.001", "lr_scheduler_type=constant")
+    lrs = sorted({g["lr"] for g in opt.param_groups if g["params"]})
+    assert lrs == [pytest.approx(0.001), pytest.approx(0.016)]
+    b_group = next(g for g in opt.param_groups if g["lr"] == pytest.approx(0.016) and g["params"])
+    assert all(p.ndim == 2 for p in b_group["params"])
+    assert loss[-1] < loss[0]
+
+
+# -- PiSSA ---------------------------------------------------------------------------------------------------------
+def _logits(model_dir: Path, adapter: Path | None = None) -> torch.Tensor:
+    from engine.models import load_model, load_tokenizer
+
+    mapping = {"model_name_or_path": str(model_dir), "template": "chatml"}
+    if adapter is not None:
+        mapping["adapter_name_or_path"] = str(adapter)
+    cfg = build_config(mapping)
+    tokenizer = load_tokenizer(cfg.model)
+    model = load_model(cfg.model, cfg.finetuning, tokenizer, is_trainable=False)
+    ids = torch.tensor([tokenizer("Hello, how are you? The cat sat on the mat.")["input_ids"]])
+    with torch.no_grad():
+        return model(input_ids=ids).logits
+
+
+def test_pissa_adapter_at_learning_rate_zero_reproduces_the_base_model(tiny, tmp_path):
+    out = tmp_path / "pissa"
+    assert run(tiny, out, "pissa_init=true", "learning_rate=0", "max_steps=1", "lora_rank=4") == 0
+    config = json.loads((out / "adapter_config.json").read_text())
+    assert config["init_lora_weights"] is True and config["r"] == 8  # converted: plain LoRA of rank 2r
+    diff = (_logits(tiny, out) - _logits(tiny)).abs().max().item()
+    assert diff < 1e-4
+
+
+# -- OFT -----------------------------------------------------------------------------------------------------------
+def test_oft_trains_saves_and_loads(tiny, tmp_path):
+    out = tmp_path / "oft"
+    assert run(tiny, out, "finetuning_type=oft", "oft_block_size=8", "learning_rate=0.05", "max_steps=4") == 0
+    config = json.loads((out / "adapter_config.json").read_text())
+    assert config["peft_type"] == "OFT" and config["oft_block_size"] == 8
+    loss = losses(out)
+    assert loss[-1] < loss[0]
+    assert (_logits(tiny, out) - _logits(tiny)).abs().max().item() > 1e-4  # the adapter changes the model
+
+
+def test_oft_block_size_must_divide_the_layers(tiny, tmp_path, capsys):
+    assert run(tiny, tmp_path / "bad", "finetuning_type=oft", "oft_block_size=7") == 2
+    assert "oft_block_size: 7" in capsys.readouterr().err
+
+
+# -- RoPE scaling --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("kind", "extra"), [
+    ("linear", {}), ("dynamic", {"original_max_position_embeddings": 256}),
+    ("yarn", {"original_max_position_embeddings": 256}),
+    ("llama3", {"original_max_position_embeddings": 256, "low_freq_factor": 1.0, "high_freq_factor": 4.0}),
+])
+def test_rope_factor_follows_cutoff_len(kind, extra):
+    from transformers import LlamaConfig
+
+    from engine.models.rope import configure_rope
+
+    config = LlamaConfig(max_position_embeddings=256)
+    configure_rope(config, kind, 600)  # ceil(600 / 256) = 3
+    assert config.max_position_embeddings == 768
+    assert config.rope_parameters == {"rope_theta": 10000.0, "rope_type": kind, "factor": 3.0, **extra}
+    fits = LlamaConfig(max_position_embeddings=256)
+    assert configure_rope(fits, kind, 200) is None and fits.max_position_embeddings == 256
+    inference = LlamaConfig(max_position_embeddings=256)
+    assert configure_rope(inference, kind, None)["factor"] == 2.0
+
+
+def test_rope_scaling_reaches_the_loaded_model(tiny):
+    from engine.models import load_model, load_tokenizer
+
+    def inv_freq(**extra):
+        cfg = build_config({"model_name_or_path": str(tiny), "finetuning_type": "full", **extra})
+        model = load_model(cfg.model, cfg.finetuning, load_tokenizer(cfg.model), is_trainable=True,
+                           train_args=cfg.train, methods=cfg.methods, max_length=1000)
+        return model.model.rotary_emb.inv_freq.clone(), model.config.max_position_embeddings
+
+    plain, length = inv_freq()
+    scaled, scaled_length = inv_freq(rope_scaling="linear")
+    assert length == 256 and scaled_length == 1024  # ceil(1000 / 256) = 4
+    assert torch.allclose(scaled, plain / 4)
+
+
+# -- NEFTune -------------------------------------------------------------------------------------------------------
+def test_neftune_noises_embeddings_in_training_only(tiny, tmp_path):
+    from transformers import TrainerCallback
+
+    import engine.train.workflow as workflow
+
+    seen = {}
+
+    class Probe(TrainerCallback):
+        def on_step_begin(self, args, state, control, model=None, **kwargs):
+            embed = model.get_input_embeddings()
+            ids = torch.tensor([[5, 6, 7]])
+            was = embed.training
+            embed.train()
+            seen["train_differs"] = not torch.equal(embed(ids), embed(ids))
+            embed.eval()
+            seen["eval_equal"] = torch.equal(embed(ids), embed(ids))
+            embed.train(was)
+
+    original = workflow.STAGES["sft"]
+
+    def with_probe(cfg, model, tokenizer, bundle, callbacks):
+        trainer = original(cfg, model, tokenizer, bundle, callbacks + [Probe()])
+        seen["trainer"] = trainer
+        return trainer
+
+    workflow.STAGES["sft"] = with_probe
+    try:
+        assert run(tiny, tmp_path / "neft", "neftune_noise_alpha=5", "max_steps=1") == 0
+    finally:
+        workflow.STAGES["sft"] = original
+    assert seen["train_differs"] and seen["eval_equal"]
+    embed = seen["trainer"].model.get_input_embeddings()
+    ids = torch.tensor([[5, 6, 7]])
+    embed.train()
+    assert torch.equal(embed(ids), embed(ids))  # the hook is gone after training

@@ -16,6 +16,32 @@ OPTIMIZER_PACKAGES = {
 }
 
 
+# report_to value -> (import names, any of which works; pip name)
+TRACKER_PACKAGES = {
+    "tensorboard": (("tensorboard", "tensorboardX"), "tensorboard"),
+    "wandb": (("wandb",), "wandb"),
+    "mlflow": (("mlflow",), "mlflow"),
+    "swanlab": (("swanlab",), "swanlab"),
+    "comet_ml": (("comet_ml",), "comet-ml"),
+    "clearml": (("clearml",), "clearml"),
+    "trackio": (("trackio",), "trackio"),
+}
+
+
+def tracker_problems(report_to: str | None) -> list[str]:
+    """A refusal for each tracker in ``report_to`` whose package is not installed."""
+    problems = []
+    for name in [t.strip() for t in str(report_to or "").split(",") if t.strip()]:
+        if name not in TRACKER_PACKAGES:
+            continue
+        modules, pip_name = TRACKER_PACKAGES[name]
+        if not any(importlib.util.find_spec(m) is not None for m in modules):
+            problems.append(f"`report_to: {name}` needs the `{pip_name}` package, which is not installed: "
+                            f"`pip install {pip_name}` (or `pip install 'lf-board[trackers]'`), or set "
+                            "`report_to: none`.")
+    return problems
+
+
 def missing_package(key: str) -> str | None:
     """The refusal for ``key`` (``use_galore``...) when its package cannot be imported here, else None."""
     module, pip_name = OPTIMIZER_PACKAGES[key]
@@ -79,6 +105,7 @@ def method_checks(cfg: Any) -> list[str]:
             if getattr(ft, key):
                 problems.append(f"`{key}` is only valid for LoRA training (this config has "
                                 f"`finetuning_type: {ft.finetuning_type}`).")
+    problems += tracker_problems(tr.report_to)
     if m.use_modelscope_hub and m.use_openmind_hub:
         problems.append("`use_modelscope_hub` and `use_openmind_hub` cannot both be true; choose one hub.")
     return problems

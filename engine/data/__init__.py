@@ -51,8 +51,10 @@ def _to_dataset(columns: dict[str, list]) -> Any:
 
 
 def _tokenized(examples: list[dict], stage: str, tokenizer: Any, template: Any, opts: TokenizeOptions,
-               split: str) -> tuple[Any, dict[str, int]]:
-    columns, stats = tokenize_examples(examples, stage, tokenizer, template, opts)
+               split: str, workers: int | None = None) -> tuple[Any, dict[str, int]]:
+    from engine.data.parallel import tokenize_parallel
+
+    columns, stats, _ = tokenize_parallel(examples, stage, tokenizer, template, opts, workers)
     if not stats["kept"]:
         raise DatasetError(
             f"All {stats['rows']} {split} examples were dropped: after cutting to cutoff_len={opts.cutoff_len} "
@@ -96,10 +98,12 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any) -> DatasetBundle:
     _warn_about_media(train_examples + eval_examples)
     bundle = DatasetBundle()
     if train_examples:
-        bundle.train, bundle.stats["train"] = _tokenized(train_examples, stage, tokenizer, template, opts, "train")
+        bundle.train, bundle.stats["train"] = _tokenized(train_examples, stage, tokenizer, template, opts, "train",
+                                                         data.preprocessing_num_workers)
     if eval_examples:
         eval_opts = TokenizeOptions(opts.cutoff_len, opts.train_on_prompt, opts.mask_history, False)
-        bundle.eval, bundle.stats["eval"] = _tokenized(eval_examples, stage, tokenizer, template, eval_opts, "eval")
+        bundle.eval, bundle.stats["eval"] = _tokenized(eval_examples, stage, tokenizer, template, eval_opts, "eval",
+                                                       data.preprocessing_num_workers)
     if cached is not None:
         _save_tokenized(bundle, cached)
     return bundle

@@ -275,3 +275,83 @@ def test_neftune_noises_embeddings_in_training_only(tiny, tmp_path):
     ids = torch.tensor([[5, 6, 7]])
     embed.train()
     assert torch.equal(embed(ids), embed(ids))  # the hook is gone after training
+
+
+# -- predict without `dataset` (LLaMA-Factory's nlg_eval/llama3_lora_predict.yaml, scaled down) ----------------------
+def test_llamafactory_predict_example_runs_without_dataset(tiny, tmp_path):
+    adapter = tmp_path / "sft"
+    assert run(tiny, adapter, "max_steps=1") == 0
+    out = tmp_path / "predict"
+    config = tmp_path / "predict.yaml"
+    config.write_text(f"""\
+model_name_or_path: {tiny}
+adapter_name_or_path: {adapter}
+trust_remote_code: true
+stage: sft
+do_predict: true
+finetuning_type: lora
+eval_dataset: alpaca_small,sharegpt_small
+dataset_dir: {FIXTURES}
+template: chatml
+cutoff_len: 64
+max_samples: 2
+overwrite_cache: true
+preprocessing_num_workers: 2
+dataloader_num_workers: 0
+output_dir: {out}
+overwrite_output_dir: true
+report_to: none
+per_device_eval_batch_size: 1
+predict_with_generate: true
+max_new_tokens: 4
+ddp_timeout: 180000000
+""")
+    assert main(["train", str(config)]) == 0
+    rows = (out / "generated_predictions.jsonl").read_text().splitlines()
+    assert len(rows) == 4
+    assert not (out / "adapter_model.safetensors").exists()  # nothing was trained
+
+
+# -- per-module profiler -------------------------------------------------------------------------------------------
+def test_profiler_writes_the_table_and_event(tiny, tmp_path):
+    out = tmp_path / "prof"
+    assert run(tiny, out, "profile_modules=*.layers.*.self_attn,*.layers.0.mlp", "profiler_warmup_steps=1",
+               "profiler_active_steps=2", "max_steps=4") == 0
+    report = json.loads((out / "profile.json").read_text())
+    assert report["steps"] == 2 and report["clock"] == "wall clock" and report["step_ms"] > 0
+    names = {r["module"] for r in report["modules"]}
+    assert names == {"model.layers.0.self_attn", "model.layers.1.self_attn", "model.layers.0.mlp"}
+    for row in report["modules"]:
+        assert row["calls"] == 1 and row["forward_ms"] > 0 and row["backward_ms"] > 0 and 0 < row["share"] < 1
+    assert "| model.layers.0.mlp |" in (out / "profile.md").read_text()
+    events = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
+    profile = [e for e in events if e["event"] == "profile"]
+    assert len(profile) == 1 and len(profile[0]["modules"]) == 3
+
+
+def test_profiler_ranks_the_slow_module_first(monkeypatch):
+    import time
+
+    from torch import nn
+    from transformers import TrainerControl, TrainerState
+
+    from engine.train.profiler import ModuleProfilerCallback
+
+    class Slow(nn.Module):
+        def forward(self, x):
+            time.sleep(0.03)
+            return x * 2
+
+    model = nn.Sequential(nn.Linear(4, 4), Slow(), nn.Linear(4, 1))
+    cb = ModuleProfilerCallback("0,1,2", warmup_steps=1, active_steps=2)
+    state, control = TrainerState(), TrainerControl()
+    cb.on_train_begin(None, state, control, model=model)
+    for step in range(4):
+        state.global_step = step
+        cb.on_step_begin(None, state, control)
+        model(torch.randn(2, 4, requires_grad=True)).sum().backward()
+        cb.on_step_end(None, state, control)
+    report = cb.report
+    assert report["steps"] == 2 and report["modules"][0]["module"] == "1"
+    assert report["modules"][0]["forward_ms"] >= 25 and report["modules"][0]["share"] > 0.5
+    assert not cb._handles  # hooks removed after the active steps

@@ -119,6 +119,9 @@ def _load(args: argparse.Namespace, purpose: str):
         raise ConfigError(err.problems + check(err.partial, purpose)) from None  # every problem, in one message
     for note in cfg.notes:
         logger.info(note)
+    from engine.data.hub import choose_hubs
+
+    choose_hubs(cfg.methods)  # before the dataset checks read hub entries
     problems = check(cfg, purpose)
     if problems:
         raise ConfigError(problems)

@@ -7,6 +7,7 @@ or full; :mod:`engine.models.adapters`).
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import logging
 import os
@@ -75,7 +76,26 @@ def resolve_model_path(name_or_path: str, cache_dir: str | None = None, revision
     if not looks_like_hub_id(text):
         raise ModelError(f"Model path `{text}` does not exist; check the path, or give a hub id such as "
                          "`Qwen/Qwen3-0.6B`, or `demo` for the built-in demo model.")
+    from engine.data.hub import use_modelscope, use_openmind
+
+    if use_modelscope() or use_openmind():
+        return _from_other_hub(text, cache_dir, revision, "modelscope" if use_modelscope() else "openmind")
     return _from_hub(text, cache_dir, revision)
+
+
+def _from_other_hub(repo_id: str, cache_dir: str | None, revision: str, hub: str) -> str:
+    """A model from ModelScope or Modelers/OpenMind (``use_modelscope_hub`` / ``use_openmind_hub``)."""
+    package, key = ("modelscope", "use_modelscope_hub") if hub == "modelscope" else ("openmind_hub", "use_openmind_hub")
+    if importlib.util.find_spec(package) is None:
+        raise ModelError(f"`{key}: true` needs the `{package.replace('_', '-')}` package to fetch `{repo_id}`: "
+                         f"`pip install {package.replace('_', '-')}`, or turn `{key}` off to use Hugging Face.")
+    module = importlib.import_module(package)
+    try:
+        return module.snapshot_download(repo_id, revision=None if revision == "main" else revision,
+                                        cache_dir=cache_dir)
+    except Exception as err:
+        raise ModelError(f"Model `{repo_id}` could not be fetched from {hub} ({type(err).__name__}: "
+                         f"{_first_line(err)}); check the name and the network, or give a local folder.") from None
 
 
 def _from_hub(repo_id: str, cache_dir: str | None, revision: str) -> str:

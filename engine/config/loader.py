@@ -15,7 +15,7 @@ from typing import Any, Literal, get_args, get_origin
 
 import yaml
 
-from engine.config.method_checks import method_checks
+from engine.config.method_checks import REFUSED_WHEN_SET, is_set, method_checks
 from engine.config.schema import (
     SECTIONS,
     DataArgs,
@@ -30,7 +30,7 @@ from engine.errors import UserError
 
 # Keys LLaMA-Factory configs commonly carry that we accept and ignore (with a note) rather than reject.
 IGNORED_KEYS = {
-    "ddp_find_unused_parameters", "include_num_input_tokens_seen", "disable_tqdm", "run_name", "hub_model_id",
+    "ddp_find_unused_parameters", "include_num_input_tokens_seen", "disable_tqdm", "hub_model_id",
     "push_to_hub", "logging_dir", "logging_first_step", "log_level", "print_param_status",
     "use_adam_mini", "use_llama_pro", "moe_aux_loss_coef", "infer_backend_kwargs",
     "vllm_maxlen", "vllm_gpu_util", "vllm_enforce_eager", "vllm_max_lora_rank", "shift_attn",
@@ -236,6 +236,8 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
                     problems.append(f"`{key}: {v}` is below the minimum {meta['min']}; raise it.")
                 if "max" in meta and v > meta["max"]:
                     problems.append(f"`{key}: {v}` is above the maximum {meta['max']}; lower it.")
+        elif key in REFUSED_WHEN_SET and is_set(value):
+            problems.append(f"`{key}: {value}`: {REFUSED_WHEN_SET[key]}")
         elif key in IGNORED_KEYS:
             notes.append(f"`{key}` is accepted for compatibility and has no effect here.")
         else:

@@ -42,6 +42,32 @@ def tracker_problems(report_to: str | None) -> list[str]:
     return problems
 
 
+# LLaMA-Factory keys this engine accepts only when off: set, each is refused with the reason (not silently ignored).
+REFUSED_WHEN_SET = {
+    "use_adam_mini": "Adam-mini is not available here; remove it (AdamW is used), or save memory with `use_galore`, "
+                     "`use_apollo` or `use_badam`.",
+    "use_llama_pro": "LLaMA Pro (block expansion) is not implemented here; remove it (`finetuning_type: freeze` "
+                     "trains chosen layers).",
+    "shift_attn": "LongLoRA's shift short attention is not implemented here; remove it (`rope_scaling` extends the "
+                  "context).",
+    "mixture_of_depths": "Mixture-of-depths conversion is not implemented here; remove it.",
+    "upcast_layernorm": "Up-casting frozen norm layers is not implemented here; remove it (trainable weights are "
+                        "already kept in float32).",
+    "upcast_lmhead_output": "Up-casting the output head's logits is not implemented here; remove it (the training "
+                            "loss is computed in float32).",
+    "compute_accuracy": "Token accuracy is not computed here; remove it (evaluation reports loss and perplexity, "
+                        "prediction BLEU and ROUGE).",
+    "push_to_hub": "Uploading to a hub is not done by this engine; remove it and upload output_dir yourself.",
+}
+
+
+def is_set(value: Any) -> bool:
+    """Whether a YAML value turns a switch on (true, a non-zero number, text other than false/none)."""
+    if isinstance(value, str):
+        return value.strip().lower() not in ("", "false", "no", "off", "0", "none", "null")
+    return bool(value)
+
+
 def missing_package(key: str) -> str | None:
     """The refusal for ``key`` (``use_galore``...) when its package cannot be imported here, else None."""
     module, pip_name = OPTIMIZER_PACKAGES[key]

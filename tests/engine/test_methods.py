@@ -78,6 +78,18 @@ def test_conflicting_method_keys_are_refused(mapping, message):
     assert message in str(err.value)
 
 
+@pytest.mark.parametrize("key", ["use_adam_mini", "use_llama_pro", "shift_attn", "mixture_of_depths",
+                                 "upcast_layernorm", "upcast_lmhead_output", "compute_accuracy", "push_to_hub"])
+def test_unimplemented_llamafactory_switches_are_refused_when_on(key):
+    with pytest.raises(ConfigError, match=rf"`{key}: .*not|`{key}: .*remove it"):
+        build_config({key: "convert" if key == "mixture_of_depths" else True})
+    assert f"`{key}` is accepted" in build_config({key: False}).notes[0]
+
+
+def test_run_name_reaches_the_trackers():
+    assert build_config({"run_name": "my-run"}).extra["run_name"] == "my-run"
+
+
 def test_missing_optimizer_package_is_refused(monkeypatch):
     import engine.config.method_checks as checks
 

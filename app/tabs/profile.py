@@ -11,7 +11,7 @@ import pandas as pd
 
 from app.context import Board
 from app.i18n import L, t
-from engine.train.profiler import read_profile
+from engine.train.profile_files import read_profile
 
 COLUMNS = ["module", "calls", "forward_ms", "backward_ms", "total_ms", "share"]
 

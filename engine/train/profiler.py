@@ -21,11 +21,10 @@ from typing import Any
 from transformers import TrainerCallback
 
 from engine import devices
+from engine.train.profile_files import PROFILE_JSON, PROFILE_TABLE, read_profile  # noqa: F401  (re-exported)
 
 logger = logging.getLogger(__name__)
 
-PROFILE_JSON = "profile.json"
-PROFILE_TABLE = "profile.md"
 _PEFT_PREFIX = "base_model.model."
 
 
@@ -179,12 +178,3 @@ class ModuleProfilerCallback(TrainerCallback):
         top = ", ".join(f"{r['module']} {r['total_ms']:.2f} ms ({100 * r['share']:.0f}%)" for r in rows[:3])
         logger.info("Module profile over %d step(s): %s", self.steps_timed, top or "no calls recorded")
         return self.report
-
-
-def read_profile(folder: str | Path) -> dict[str, Any] | None:
-    """The profile.json of a run folder (None when the run was not profiled or the file is unreadable)."""
-    try:
-        data = json.loads((Path(folder) / PROFILE_JSON).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and isinstance(data.get("modules"), list) else None

@@ -101,6 +101,9 @@ def method_checks(cfg: Any) -> list[str]:
     if m.use_apollo and m.apollo_scale_front:
         problems.append("`apollo_scale_front: true` is not available through transformers' APOLLO optimizer used "
                         "here; remove it (the scaling is applied after the norm-growth limiter).")
+    if m.use_badam and ft.finetuning_type == "freeze":
+        problems.append("`use_badam` chooses which layers train, block by block, so it needs `finetuning_type: full` "
+                        "(with `freeze` it would unfreeze the frozen layers).")
     if m.use_badam and m.badam_mode == "ratio" and m.badam_update_ratio <= 1e-6:
         problems.append("`badam_update_ratio` must be above 0 with `badam_mode: ratio`.")
     if m.loraplus_lr_ratio is not None:

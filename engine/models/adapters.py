@@ -218,6 +218,12 @@ def _load_adapter(model: nn.Module, path: str, *, is_trainable: bool) -> nn.Modu
     from peft import PeftModel
 
     _check_token_rows(model, path)
+    init = str(_adapter_config(path).get("init_lora_weights", ""))
+    if not is_trainable and init.startswith("pissa"):
+        raise ModelError(f"Adapter `{path}` is an unconverted PiSSA adapter (a checkpoint): its weights only fit the "
+                         "base model as PiSSA changed it during training, so loading it here would give wrong "
+                         "outputs. Use the run's output_dir (the final adapter is saved converted to LoRA), or "
+                         "resume training from this checkpoint.")
     try:
         return PeftModel.from_pretrained(model, path, is_trainable=is_trainable)
     except RuntimeError as err:

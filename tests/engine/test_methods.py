@@ -69,6 +69,8 @@ def test_predict_config_without_dataset_does_not_train():
     ({"loraplus_lr_ratio": 16, "finetuning_type": "full"}, "only valid for LoRA"),
     ({"use_galore": True, "galore_layerwise": True, "finetuning_type": "full"}, "gradient_accumulation_steps: 1"),
     ({"pissa_init": True, "pissa_convert": False}, "wrong weights"),
+    ({"use_badam": True, "finetuning_type": "freeze"}, "needs `finetuning_type: full`"),
+    ({"pissa_init": True, "stage": "kto"}, "cannot be used with `stage: kto`"),
     ({"finetuning_type": "oft", "use_dora": True}, "only valid for LoRA"),
     ({"use_apollo": True, "apollo_scale_front": True, "finetuning_type": "full"}, "apollo_scale_front"),
 ])
@@ -197,6 +199,18 @@ def test_pissa_adapter_at_learning_rate_zero_reproduces_the_base_model(tiny, tmp
     assert config["init_lora_weights"] is True and config["r"] == 8  # converted: plain LoRA of rank 2r
     diff = (_logits(tiny, out) - _logits(tiny)).abs().max().item()
     assert diff < 1e-4
+
+
+def test_unconverted_pissa_checkpoint_is_refused_for_inference(tmp_path):
+    from torch import nn
+
+    from engine.errors import ModelError
+    from engine.models.adapters import _load_adapter
+
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA",
+                                                              "init_lora_weights": "pissa_niter_16"}))
+    with pytest.raises(ModelError, match="unconverted PiSSA adapter"):
+        _load_adapter(nn.Linear(2, 2), str(tmp_path), is_trainable=False)
 
 
 # -- OFT -----------------------------------------------------------------------------------------------------------

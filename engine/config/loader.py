@@ -35,7 +35,7 @@ IGNORED_KEYS = {
     "use_adam_mini", "use_llama_pro", "moe_aux_loss_coef", "infer_backend_kwargs",
     "vllm_maxlen", "vllm_gpu_util", "vllm_enforce_eager", "vllm_max_lora_rank", "shift_attn",
     "mixture_of_depths", "upcast_layernorm", "upcast_lmhead_output", "disable_gradient_checkpointing",
-    "disable_shuffling", "compute_accuracy", "flash_attn_kwargs", "image_resolution", "video_resolution",
+    "compute_accuracy", "flash_attn_kwargs", "image_resolution", "video_resolution",
     "dataloader_pin_memory", "dataloader_persistent_workers", "buffer_size", "ray_run_name", "use_ray",
 }
 

@@ -83,6 +83,8 @@ class MethodArgs:
                                    advanced=True)
     use_openmind_hub: bool = opt(False, "Load hub models and datasets from Modelers/OpenMind (package "
                                         "`openmind_hub`).", advanced=True)
+    # Data order
+    disable_shuffling: bool = opt(False, "Feed the training examples in order instead of shuffled.", advanced=True)
     # Per-module profiler
     profile_modules: str | None = opt(None, "Profile these modules' forward/backward time: comma-separated name "
                                             "patterns with * wildcards (e.g. `*.layers.0.self_attn,*.mlp`).",

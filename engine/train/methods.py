@@ -105,10 +105,12 @@ def _own_optimizer(trainer: Any, builder: Any, cfg: Any) -> None:
 
 
 def configure_trainer(trainer: Any, cfg: Any) -> None:
-    """Apply LoRA+, GaLore, APOLLO or BAdam (as the config asks) to a built Trainer before training."""
+    """Apply LoRA+, GaLore, APOLLO or BAdam, and ``disable_shuffling``, to a built Trainer before training."""
     from transformers.training_args import OptimizerNames
 
     m = cfg.methods
+    if m.disable_shuffling:
+        trainer.args.train_sampling_strategy = "sequential"
     low_rank = low_rank_optimizer_args(cfg, trainer.model)
     if low_rank is not None:
         trainer.args.optim = OptimizerNames(low_rank["optim"])

@@ -381,3 +381,21 @@ def test_profiler_ranks_the_slow_module_first(monkeypatch):
     assert report["steps"] == 2 and report["modules"][0]["module"] == "1"
     assert report["modules"][0]["forward_ms"] >= 25 and report["modules"][0]["share"] > 0.5
     assert not cb._handles  # hooks removed after the active steps
+
+
+def test_disable_shuffling_feeds_the_data_in_order(tiny, tmp_path, monkeypatch):
+    from torch.utils.data import SequentialSampler
+    from transformers import Trainer
+
+    samplers = []
+    real = Trainer._get_train_sampler
+
+    def spy(self, *args, **kwargs):
+        samplers.append(real(self, *args, **kwargs))
+        return samplers[-1]
+
+    monkeypatch.setattr(Trainer, "_get_train_sampler", spy)
+    assert run(tiny, tmp_path / "ordered", "disable_shuffling=true", "max_steps=1") == 0
+    assert isinstance(samplers[0], SequentialSampler)
+    assert run(tiny, tmp_path / "shuffled", "max_steps=1") == 0
+    assert not isinstance(samplers[1], SequentialSampler)

@@ -11,7 +11,7 @@ import gradio as gr
 from app import api, topbar
 from app.context import Board
 from app.i18n import L
-from app.tabs import chat, evaluate, export, runs, train
+from app.tabs import chat, evaluate, export, profile, runs, train
 from app.workspace import REPO_ROOT
 
 CSS_PATH = REPO_ROOT / "assets" / "style.css"
@@ -33,6 +33,7 @@ def build_ui(board: Board) -> gr.Blocks:
                 export_tab = export.build(board)
             with gr.Tab(L("tab_history"), id="history", elem_id="lf-tab-history") as tab_history:
                 runs_tab = runs.build(board)
+                profile_panel = profile.build(board)
         topbar.wire(top, board, demo)
         # gradio redraws the tab buttons only when their label changes: send the labels again after a switch
         tab_items = [tab_train, tab_evaluate, tab_chat, tab_export, tab_history]
@@ -54,6 +55,7 @@ def build_ui(board: Board) -> gr.Blocks:
             "export": ("export", export_tab.watched),
         }
         runs.wire(runs_tab, board, demo, tabs, watchers, top.lang)
+        profile.wire(profile_panel, board, demo, top.lang)
         api.register(board)
     return demo
 

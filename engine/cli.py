@@ -130,6 +130,9 @@ def _load(args: argparse.Namespace, purpose: str):
     export_secrets(cfg.secrets)  # the hub libraries read them from the environment
     for note in cfg.notes:
         logger.info(note)
+    from engine.data.hub import choose_hubs
+
+    choose_hubs(cfg.methods)  # before the dataset checks read hub entries
     problems = check(cfg, purpose)
     if problems:
         raise ConfigError(problems)

@@ -169,7 +169,7 @@ def _load_merged(cfg: RunConfig, tokenizer: Any, device: torch.device, dtype: to
     from engine.models import load_model
 
     model_args = dataclasses.replace(cfg.model, infer_dtype=str(dtype).split(".")[-1])
-    model = load_model(model_args, cfg.finetuning, tokenizer, is_trainable=False)
+    model = load_model(model_args, cfg.finetuning, tokenizer, is_trainable=False, methods=cfg.methods)
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
     if getattr(model, "peft_config", None):

@@ -20,7 +20,7 @@ from app.widgets import advanced_keys, collect, fill, make_widget
 from app.workspace import LAST_CONFIG, valid_name
 
 PER_ROW = 4
-ADVANCED_SECTIONS = ("model", "data", "finetuning", "train")
+ADVANCED_SECTIONS = ("model", "data", "finetuning", "train", "methods")
 HIST_TYPES = {"tokens": "int64", "rows": "int64"}
 
 

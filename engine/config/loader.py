@@ -26,12 +26,14 @@ from engine.config.limits import (
     size_problems,
     text_problem,
 )
+from engine.config.method_checks import REFUSED_WHEN_SET, is_set, method_checks
 from engine.config.schema import (
     SECTIONS,
     DataArgs,
     ExportArgs,
     FinetuningArgs,
     GenerationArgs,
+    MethodArgs,
     ModelArgs,
     TrainArgs,
 )
@@ -39,14 +41,18 @@ from engine.errors import UserError
 
 # Keys LLaMA-Factory configs commonly carry that we accept and ignore (with a note) rather than reject.
 IGNORED_KEYS = {
-    "ddp_find_unused_parameters", "include_num_input_tokens_seen", "disable_tqdm", "run_name", "hub_model_id",
-    "push_to_hub", "logging_dir", "logging_first_step", "log_level", "print_param_status", "use_badam",
-    "use_galore", "use_apollo", "use_adam_mini", "use_llama_pro", "moe_aux_loss_coef", "infer_backend_kwargs",
-    "vllm_maxlen", "vllm_gpu_util", "vllm_enforce_eager", "vllm_max_lora_rank", "shift_attn", "rope_scaling",
+    "ddp_find_unused_parameters", "include_num_input_tokens_seen", "disable_tqdm", "hub_model_id",
+    "push_to_hub", "logging_dir", "logging_first_step", "log_level", "print_param_status",
+    "use_adam_mini", "use_llama_pro", "moe_aux_loss_coef", "infer_backend_kwargs",
+    "vllm_maxlen", "vllm_gpu_util", "vllm_enforce_eager", "vllm_max_lora_rank", "shift_attn",
     "mixture_of_depths", "upcast_layernorm", "upcast_lmhead_output", "disable_gradient_checkpointing",
-    "disable_shuffling", "compute_accuracy", "flash_attn_kwargs", "image_resolution", "video_resolution",
+    "compute_accuracy", "flash_attn_kwargs", "image_resolution", "video_resolution",
     "dataloader_pin_memory", "dataloader_persistent_workers", "buffer_size", "ray_run_name", "use_ray",
 }
+
+
+# LLaMA-Factory's `flash_attn` values (and transformers' `attn_implementation` names) -> ours.
+FLASH_ATTN_ALIASES = {"disabled": "eager", "fa2": "flash_attention_2", "fa3": "flash_attention_3"}
 
 
 class ConfigError(UserError, ValueError):
@@ -73,6 +79,7 @@ class RunConfig:
     train: TrainArgs = field(default_factory=TrainArgs)
     generation: GenerationArgs = field(default_factory=GenerationArgs)
     export: ExportArgs = field(default_factory=ExportArgs)
+    methods: MethodArgs = field(default_factory=MethodArgs)
     extra: dict[str, Any] = field(default_factory=dict)
     """Other Hugging Face ``TrainingArguments`` keys, passed through unchanged."""
     notes: list[str] = field(default_factory=list)
@@ -110,9 +117,11 @@ def all_keys() -> dict[str, tuple[str, dataclasses.Field]]:
 
 
 def _resolved_hints(cls: type) -> dict[str, Any]:
+    import sys
+
     import engine.config.schema as schema_module
 
-    return typing.get_type_hints(cls, vars(schema_module))
+    return typing.get_type_hints(cls, {**vars(schema_module), **vars(sys.modules[cls.__module__])})
 
 
 _HINTS: dict[str, dict[str, Any]] = {}
@@ -242,8 +251,8 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
         if key_problem(key):
             problems.append(key_problem(key))
             continue
-        if key == "attn_implementation" and value is not None:
-            key, value = "flash_attn", {"flash_attention_2": "flash_attention_2"}.get(value, value)
+        if key in ("attn_implementation", "flash_attn") and value is not None:
+            key, value = "flash_attn", FLASH_ATTN_ALIASES.get(str(value).strip().lower(), value)
         if key in known:
             section, f = known[key]
             try:
@@ -258,6 +267,8 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
                     problems.append(f"`{key}: {v}` is below the minimum {meta['min']}; raise it.")
                 if "max" in meta and v > meta["max"]:
                     problems.append(f"`{key}: {v}` is above the maximum {meta['max']}; lower it.")
+        elif key in REFUSED_WHEN_SET and is_set(value):
+            problems.append(f"`{key}: {value}`: {REFUSED_WHEN_SET[key]}")
         elif key in IGNORED_KEYS:
             notes.append(f"`{key}` is accepted for compatibility and has no effect here.")
         else:
@@ -281,7 +292,12 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
         notes=notes,
         secrets=secrets,
     )
+    if "do_train" not in mapping and not cfg.data.dataset and (cfg.train.do_predict or cfg.train.do_eval):
+        # LLaMA-Factory's (Hugging Face's) do_train defaults to false: its predict/eval configs have no `dataset`.
+        cfg.train.do_train = False
+        notes.append("No `dataset` and no `do_train`: this config evaluates/predicts only (do_train: false).")
     problems.extend(_cross_checks(cfg))
+    problems.extend(method_checks(cfg))
     if problems:
         raise ConfigError(problems, partial=cfg)
     return cfg
@@ -304,7 +320,7 @@ def _cross_checks(cfg: RunConfig) -> list[str]:
         problems.append(f"`eval_strategy: {tr.eval_strategy}` needs evaluation data: set `eval_dataset` or `val_size`.")
     if tr.save_strategy == "best" and tr.eval_strategy == "no":
         problems.append("`save_strategy: best` needs `eval_strategy` steps or epoch.")
-    if ft.finetuning_type != "lora" and cfg.model.quantization_bit:
+    if ft.finetuning_type not in ("lora", "oft") and cfg.model.quantization_bit:
         problems.append("`quantization_bit` works with `finetuning_type: lora` only (QLoRA).")
     if ft.use_muon and ft.stage not in ("pt", "sft"):
         problems.append(f"`use_muon: true` works with stages pt and sft (this config has `stage: {ft.stage}`).")

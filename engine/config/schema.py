@@ -27,7 +27,7 @@ def opt(default: Any, help: str, *, min: float | None = None, max: float | None 
 
 
 Stage = Literal["pt", "sft", "rm", "dpo", "kto"]
-FinetuningType = Literal["lora", "full", "freeze"]
+FinetuningType = Literal["lora", "oft", "full", "freeze"]
 PrefLoss = Literal["sigmoid", "hinge", "ipo", "orpo", "simpo"]
 Scheduler = Literal[
     "linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
@@ -205,6 +205,8 @@ class ExportArgs:
     export_hub_model_id: str | None = opt(None, "Push the export to this hub repo.", advanced=True)
 
 
+from engine.config.methods import MethodArgs  # noqa: E402  (after `opt`, which it uses)
+
 SECTIONS: dict[str, type] = {
     "model": ModelArgs,
     "data": DataArgs,
@@ -212,4 +214,5 @@ SECTIONS: dict[str, type] = {
     "train": TrainArgs,
     "generation": GenerationArgs,
     "export": ExportArgs,
+    "methods": MethodArgs,
 }

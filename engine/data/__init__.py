@@ -54,13 +54,15 @@ def _to_dataset(columns: dict[str, list]) -> Any:
 
 
 def _tokenized(examples: list[dict], stage: str, tokenizer: Any, template: Any, opts: TokenizeOptions,
-               split: str, media: Any = None) -> tuple[Any, dict[str, int]]:
+               split: str, media: Any = None, workers: int | None = None) -> tuple[Any, dict[str, int]]:
     if media is not None:
         from engine.multimodal.dataset import tokenize_media_sft
 
         columns, stats = tokenize_media_sft(examples, tokenizer, template, opts, media)
     else:
-        columns, stats = tokenize_examples(examples, stage, tokenizer, template, opts)
+        from engine.data.parallel import tokenize_parallel
+
+        columns, stats, _ = tokenize_parallel(examples, stage, tokenizer, template, opts, workers)
     if not stats["kept"]:
         raise DatasetError(
             f"All {stats['rows']} {split} examples were dropped: after cutting to cutoff_len={opts.cutoff_len} "
@@ -118,11 +120,11 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
         _warn_about_media(train_examples + eval_examples)
     if train_examples:
         bundle.train, bundle.stats["train"] = _tokenized(train_examples, stage, tokenizer, template, opts, "train",
-                                                         bundle.media)
+                                                         bundle.media, data.preprocessing_num_workers)
     if eval_examples:
         eval_opts = dataclasses.replace(opts, packing=False)
         bundle.eval, bundle.stats["eval"] = _tokenized(eval_examples, stage, tokenizer, template, eval_opts, "eval",
-                                                       bundle.media)
+                                                       bundle.media, data.preprocessing_num_workers)
     if cached is not None:
         _save_tokenized(bundle, cached)
     return bundle

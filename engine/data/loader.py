@@ -8,7 +8,7 @@ from typing import Any
 
 from engine.data.converters import convert_rows, detect_format
 from engine.data.errors import DatasetError
-from engine.data.readers import read_rows
+from engine.data.hub import spec_rows
 from engine.data.registry import DatasetSpec, resolve_dataset
 
 logger = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: 
         DatasetError: for any problem with the dataset, naming it and the fix.
     """
     spec = resolve_dataset(name, dataset_dir)
-    rows = read_rows(spec.path)
+    rows = spec_rows(spec)
     if not rows:
         raise DatasetError(f"Dataset {name!r} ({spec.path}) is empty; add rows to it.")
     limit = min(n for n in (max_samples, spec.num_samples) if n) if (max_samples or spec.num_samples) else None

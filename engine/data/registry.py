@@ -3,8 +3,8 @@
 Each entry names a local file (``file_name``, relative to ``dataset_dir``) and how to read it: ``formatting``
 (``alpaca``, the default, or ``sharegpt``), ``ranking`` (preference pairs), ``columns`` (which column holds the
 prompt, query, response, history, messages, system, tools, images, videos, audios, chosen, rejected, kto_tag) and
-``tags`` (sharegpt role names). Hub entries (``hf_hub_url`` and friends) are refused: there is no network, so the
-data must be downloaded and referenced by ``file_name``. A dataset name that is not registered but is an existing
+``tags`` (sharegpt role names). Hub entries (``hf_hub_url``, ``ms_hub_url``, ``om_hub_url``) load through
+:mod:`engine.data.hub` (from the local cache when offline). A dataset name that is not registered but is an existing
 file or folder is accepted as a plain file whose format is detected from its rows.
 """
 
@@ -51,6 +51,8 @@ class DatasetSpec:
     tags: dict[str, str] = field(default_factory=dict)
     dataset_dir: Path = field(default_factory=Path.cwd)
     num_samples: int | None = None
+    hub: dict[str, Any] | None = None
+    """For hub entries: ``kind`` (hf_hub, ms_hub, om_hub), ``repo``, ``subset``, ``split``, ``folder``, ``revision``."""
 
 
 def info_path(dataset_dir: str | os.PathLike) -> Path:
@@ -80,14 +82,21 @@ def load_dataset_info(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any
 
 
 def _entry_spec(name: str, entry: dict[str, Any], dataset_dir: Path) -> DatasetSpec:
+    hub = None
     if not entry.get("file_name"):
-        hub = next((key for key in HUB_KEYS if entry.get(key)), None)
-        if hub:
+        from engine.data.hub import hub_options, hub_source
+
+        source = hub_source(entry)
+        other = next((key for key in ("script_url", "cloud_file_name") if entry.get(key)), None)
+        if source is not None:
+            hub = {"kind": source[0], "repo": source[1], **hub_options(entry)}
+        elif other:
             raise DatasetError(
-                f"Dataset {name!r} is a hub dataset ({hub}: {entry[hub]}), but there is no network here: download "
-                f"it into {dataset_dir}, then set `file_name` for {name!r} in {INFO_FILE}."
+                f"Dataset {name!r} is loaded by `{other}: {entry[other]}`, which this engine does not run (dataset "
+                f"scripts and cloud files); download the data, then set `file_name` for {name!r} in {INFO_FILE}."
             )
-        raise DatasetError(f"Dataset {name!r} in {INFO_FILE} has no `file_name`; add the data file's name.")
+        else:
+            raise DatasetError(f"Dataset {name!r} in {INFO_FILE} has no `file_name`; add the data file's name.")
     formatting = str(entry.get("formatting", "alpaca")).lower()
     if formatting not in FORMATTINGS:
         raise DatasetError(f"Dataset {name!r}: unknown formatting {formatting!r}; use alpaca or sharegpt.")
@@ -97,6 +106,10 @@ def _entry_spec(name: str, entry: dict[str, Any], dataset_dir: Path) -> DatasetS
     if unknown:
         raise DatasetError(f"Dataset {name!r}: unknown columns/tags keys {', '.join(unknown)} in {INFO_FILE}; valid "
                            f"ones: {', '.join(COLUMN_KEYS + TAG_KEYS)}.")
+    if hub is not None:
+        return DatasetSpec(name=name, path=Path(hub["repo"]), formatting=formatting,
+                           ranking=bool(entry.get("ranking", False)), columns=dict(columns), tags=dict(tags),
+                           dataset_dir=dataset_dir, num_samples=entry.get("num_samples"), hub=hub)
     path = Path(entry["file_name"]).expanduser()
     path = path if path.is_absolute() else dataset_dir / path
     if not path.exists():
@@ -269,14 +282,14 @@ def check_datasets(dataset_dir: str | os.PathLike, names: str, stage: str, key: 
     converted (that happens when the job starts).
     """
     from engine.data.converters import detect_format
+    from engine.data.hub import spec_rows
     from engine.data.loader import check_stage, split_names
-    from engine.data.readers import read_rows
 
     problems = []
     for name in split_names(names):
         try:
             spec = resolve_dataset(name, dataset_dir)
-            rows = read_rows(spec.path)
+            rows = spec_rows(spec)
             if not rows:
                 raise DatasetError(f"Dataset {name!r} ({spec.path}) is empty; add rows to it.")
             spec = detect_format(spec, rows)

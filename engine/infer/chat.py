@@ -309,7 +309,8 @@ class ChatModel:
         from engine.devices import current_device
         from engine.models import load_model
 
-        model = load_model(self.cfg.model, self.cfg.finetuning, self.tokenizer, is_trainable=False)
+        model = load_model(self.cfg.model, self.cfg.finetuning, self.tokenizer, is_trainable=False,
+                           methods=getattr(self.cfg, "methods", None))
         if not getattr(model, "hf_device_map", None) and _model_device(model) != current_device():
             model = model.to(current_device())
         return model

@@ -123,8 +123,8 @@ def _check_module_names(model: nn.Module, names: list[str], what: str) -> None:
 
 
 def lora_config(model: nn.Module, finetuning_args: Any, composite: ModelFamily | None = None,
-                resize_vocab: bool = False):
-    """A PEFT ``LoraConfig`` built from the finetuning arguments."""
+                resize_vocab: bool = False, pissa_iter: int = 16):
+    """A PEFT ``LoraConfig`` built from the finetuning arguments (PiSSA with ``pissa_iter`` fast-SVD steps; -1 exact)."""
     from peft import LoraConfig, TaskType
 
     target = finetuning_args.lora_target.strip()
@@ -158,7 +158,8 @@ def lora_config(model: nn.Module, finetuning_args: Any, composite: ModelFamily |
         target_modules=targets,
         use_rslora=finetuning_args.use_rslora,
         use_dora=finetuning_args.use_dora,
-        init_lora_weights="pissa_niter_16" if getattr(finetuning_args, "pissa_init", False) else True,
+        init_lora_weights=(("pissa" if pissa_iter == -1 else f"pissa_niter_{pissa_iter}")
+                           if getattr(finetuning_args, "pissa_init", False) else True),
         modules_to_save=to_save or None,
         trainable_token_indices=token_indices,
     )
@@ -232,6 +233,12 @@ def _load_adapter(model: nn.Module, path: str, *, is_trainable: bool) -> nn.Modu
     from peft import PeftModel
 
     _check_token_rows(model, path)
+    init = str(_adapter_config(path).get("init_lora_weights", ""))
+    if not is_trainable and init.startswith("pissa"):
+        raise ModelError(f"Adapter `{path}` is an unconverted PiSSA adapter (a checkpoint): its weights only fit the "
+                         "base model as PiSSA changed it during training, so loading it here would give wrong "
+                         "outputs. Use the run's output_dir (the final adapter is saved converted to LoRA), or "
+                         "resume training from this checkpoint.")
     try:
         return PeftModel.from_pretrained(model, path, is_trainable=is_trainable)
     except RuntimeError as err:
@@ -248,12 +255,14 @@ def _load_adapter(model: nn.Module, path: str, *, is_trainable: bool) -> nn.Modu
 
 
 def setup_lora(model: nn.Module, model_args: Any, finetuning_args: Any, composite: ModelFamily | None = None, *,
-               is_trainable: bool, merge_adapters: bool = True, quantized: bool = False) -> nn.Module:
+               is_trainable: bool, merge_adapters: bool = True, quantized: bool = False,
+               new_adapter_config: Any = None, pissa_iter: int = 16) -> nn.Module:
     """Load the adapters of ``adapter_name_or_path`` and, for training, add or resume a LoRA adapter.
 
     Training: every adapter but the last is merged and the last one resumes training (all are merged and a
     new adapter starts when ``create_new_adapter``). Inference: all are merged, or the last one is kept
     separate when ``merge_adapters`` is False (always on a quantized model, which cannot be merged into).
+    ``new_adapter_config(model)`` builds the config of a new adapter of another PEFT method (OFT); LoRA by default.
     """
     from peft import get_peft_model
 
@@ -276,9 +285,13 @@ def setup_lora(model: nn.Module, model_args: Any, finetuning_args: Any, composit
         model = _load_adapter(model, resume, is_trainable=is_trainable)
         logger.info("Loaded adapter %s%s.", resume, " (training continues)" if is_trainable else "")
     elif is_trainable:
-        config = lora_config(model, finetuning_args, composite, resize_vocab=bool(model_args.resize_vocab))
+        if new_adapter_config is not None:
+            config = new_adapter_config(model)
+        else:
+            config = lora_config(model, finetuning_args, composite, resize_vocab=bool(model_args.resize_vocab),
+                                 pissa_iter=pissa_iter)
         model = get_peft_model(model, config)
-        logger.info("LoRA rank %d on %s.", config.r, ", ".join(sorted(config.target_modules)))
+        logger.info("%s rank %s on %s.", config.peft_type.value, config.r, ", ".join(sorted(config.target_modules)))
     return model
 
 

@@ -7,6 +7,7 @@ or full; :mod:`engine.models.adapters`).
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import logging
 import os
@@ -79,7 +80,26 @@ def resolve_model_path(name_or_path: str, cache_dir: str | None = None, revision
     if not looks_like_hub_id(text):
         raise ModelError(f"Model path `{text}` does not exist; check the path, or give a hub id such as "
                          "`Qwen/Qwen3-0.6B`, or `demo` for the built-in demo model.")
+    from engine.data.hub import use_modelscope, use_openmind
+
+    if use_modelscope() or use_openmind():
+        return _from_other_hub(text, cache_dir, revision, "modelscope" if use_modelscope() else "openmind")
     return _from_hub(text, cache_dir, revision)
+
+
+def _from_other_hub(repo_id: str, cache_dir: str | None, revision: str, hub: str) -> str:
+    """A model from ModelScope or Modelers/OpenMind (``use_modelscope_hub`` / ``use_openmind_hub``)."""
+    package, key = ("modelscope", "use_modelscope_hub") if hub == "modelscope" else ("openmind_hub", "use_openmind_hub")
+    if importlib.util.find_spec(package) is None:
+        raise ModelError(f"`{key}: true` needs the `{package.replace('_', '-')}` package to fetch `{repo_id}`: "
+                         f"`pip install {package.replace('_', '-')}`, or turn `{key}` off to use Hugging Face.")
+    module = importlib.import_module(package)
+    try:
+        return module.snapshot_download(repo_id, revision=None if revision == "main" else revision,
+                                        cache_dir=cache_dir)
+    except Exception as err:
+        raise ModelError(f"Model `{repo_id}` could not be fetched from {hub} ({type(err).__name__}: "
+                         f"{_first_line(err)}); check the name and the network, or give a local folder.") from None
 
 
 def _from_hub(repo_id: str, cache_dir: str | None, revision: str) -> str:
@@ -233,7 +253,8 @@ def _apply_kernels(model: Any, model_args: Any) -> None:
 
 
 def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, is_trainable: bool,
-               train_args: Any = None, merge_adapters: bool = True, task: str | None = None):
+               train_args: Any = None, merge_adapters: bool = True, task: str | None = None,
+               methods: Any = None, max_length: int | None = None):
     """Load the model and prepare it for training or inference.
 
     Args:
@@ -246,6 +267,8 @@ def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, 
         merge_adapters: For inference, merge every adapter (False keeps the last one as a PEFT adapter).
         task: ``"causal_lm"`` or ``"reward"`` (a sequence-classification model with one output); by default
             ``reward`` when training with ``stage: rm``.
+        methods: :class:`engine.config.methods.MethodArgs` (RoPE scaling, PiSSA iterations, OFT settings).
+        max_length: The training length (``cutoff_len``) for RoPE scaling; None for inference.
 
     Returns:
         The model (a ``PeftModel`` when a LoRA adapter is trained or kept); for the reward task a sequence
@@ -263,6 +286,10 @@ def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, 
         raise ModelError(f"The config.json of `{model_args.model_name_or_path}` cannot be read: {_first_line(err)} "
                          "Check that the folder holds a complete Hugging Face model (or update transformers for "
                          "a newer architecture).") from None
+    if methods is not None and methods.rope_scaling:
+        from engine.models.rope import configure_rope
+
+        configure_rope(getattr(config, "text_config", None) or config, methods.rope_scaling, max_length)
     requested = _requested_dtype(model_args, train_args, is_trainable)
     dtype = devices.choose_dtype(requested, for_training=is_trainable)
     attention = devices.pick_attention(model_args.attn_implementation or model_args.flash_attn)
@@ -292,7 +319,8 @@ def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, 
     if composite is not None and quantized:
         adapters.add_projector_cast_hooks(model, composite, dtype)
     model = _setup_training(model, model_args, finetuning_args, composite, is_trainable=is_trainable,
-                            train_args=train_args, quantized=quantized, merge_adapters=merge_adapters)
+                            train_args=train_args, quantized=quantized, merge_adapters=merge_adapters,
+                            methods=methods)
     if is_trainable:
         if requested == "pure_bf16":  # PEFT creates adapters in float32; pure bf16 keeps everything in bf16
             for param in model.parameters():
@@ -340,13 +368,14 @@ def _enable_checkpointing(model: Any) -> None:
 
 
 def _setup_training(model: Any, model_args: Any, finetuning_args: Any, composite: ModelFamily | None, *,
-                    is_trainable: bool, train_args: Any, quantized: bool, merge_adapters: bool) -> Any:
+                    is_trainable: bool, train_args: Any, quantized: bool, merge_adapters: bool,
+                    methods: Any = None) -> Any:
     method = finetuning_args.finetuning_type
-    if model_args.adapter_name_or_path and method != "lora":
-        raise ModelError(f"`adapter_name_or_path` needs `finetuning_type: lora` (this config has `{method}`); "
+    if model_args.adapter_name_or_path and method not in ("lora", "oft"):
+        raise ModelError(f"`adapter_name_or_path` needs `finetuning_type: lora` or `oft` (this config has `{method}`); "
                          "a freeze or full run saves a whole model: set model_name_or_path to it instead.")
-    if quantized and method != "lora":
-        raise ModelError("`quantization_bit` works with `finetuning_type: lora` only (QLoRA).")
+    if quantized and method not in ("lora", "oft"):
+        raise ModelError("`quantization_bit` works with `finetuning_type: lora` (QLoRA) or `oft` only.")
     if is_trainable:
         gradient_checkpointing = bool(getattr(train_args, "gradient_checkpointing", False))
         if quantized:
@@ -363,6 +392,13 @@ def _setup_training(model: Any, model_args: Any, finetuning_args: Any, composite
             adapters.setup_freeze(model, finetuning_args, composite)
     if method == "lora":
         model = adapters.setup_lora(model, model_args, finetuning_args, composite, is_trainable=is_trainable,
-                                    merge_adapters=merge_adapters, quantized=quantized)
+                                    merge_adapters=merge_adapters, quantized=quantized,
+                                    pissa_iter=methods.pissa_iter if methods is not None else 16)
+    elif method == "oft":
+        from engine.config.methods import MethodArgs
+        from engine.models.peft_methods import setup_oft
+
+        model = setup_oft(model, model_args, finetuning_args, methods or MethodArgs(), composite,
+                          is_trainable=is_trainable, merge_adapters=merge_adapters, quantized=quantized)
     return model
 

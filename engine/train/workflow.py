@@ -114,7 +114,8 @@ def load_components(cfg: RunConfig, *, trainable: bool) -> tuple[Any, Any, Any]:
         logger.warning("The template added special tokens to the tokenizer; the embeddings are resized to match.")
         cfg.model.resize_vocab = True
     model = load_model(
-        cfg.model, cfg.finetuning, tokenizer, is_trainable=trainable, train_args=cfg.train,
+        cfg.model, cfg.finetuning, tokenizer, is_trainable=trainable, train_args=cfg.train, methods=cfg.methods,
+        max_length=cfg.data.cutoff_len if trainable else None,
         **({"task": "reward"} if cfg.finetuning.stage == "rm" else {}),
     )
     return tokenizer, template, model
@@ -128,6 +129,7 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     from engine.data import get_dataset
     from engine.models import count_parameters
     from engine.train.callbacks import AbortCallback, EventsCallback
+    from engine.train.methods import configure_trainer, method_callbacks, save_pissa_converted
     from engine.train.plotting import plot_loss
 
     check_output_dir(cfg)
@@ -144,14 +146,16 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     stats = dict(getattr(bundle, "stats", {}) or {})
     extra = {"trainable_params": trainable, "total_params": total, "num_examples": len(bundle.train) if bundle.train is not None else 0,
              "data": stats, "stage": cfg.finetuning.stage}
-    callbacks = [EventsCallback(ctx, extra), AbortCallback(ctx)]
+    callbacks = [EventsCallback(ctx, extra), AbortCallback(ctx), *method_callbacks(cfg, ctx)]
     trainer = STAGES[cfg.finetuning.stage](cfg, model, tokenizer, bundle, callbacks)
+    configure_trainer(trainer, cfg)
     trainer.remove_callback(PrinterCallback)  # our EventsCallback logs one concise line per step instead
     metrics: dict[str, Any] = {}
     out = Path(cfg.train.output_dir)
     if cfg.train.do_train:
         result = trainer.train(resume_from_checkpoint=resume)
         trainer.save_model()
+        save_pissa_converted(trainer.model, out)
         tokenizer.save_pretrained(out)
         trainer.save_state()
         save_provenance(cfg, out)

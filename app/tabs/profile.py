@@ -1,0 +1,71 @@
+"""The History tab's "Profile" panel: the per-module timing table of a finished run (``profile_modules``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+import pandas as pd
+
+from app.context import Board
+from app.i18n import L, t
+from engine.train.profile_files import read_profile
+
+COLUMNS = ["module", "calls", "forward_ms", "backward_ms", "total_ms", "share"]
+
+
+@dataclass
+class ProfilePanel:
+    run: gr.Dropdown
+    refresh_btn: gr.Button
+    summary: gr.Markdown
+    table: gr.Dataframe
+
+
+def build(board: Board) -> ProfilePanel:
+    with gr.Accordion(L("profile_title"), open=False, elem_id="lf-profile"):
+        with gr.Row():
+            run = gr.Dropdown(choices=[], label=L("profile_run"), info=L("profile_run_info"), scale=4,
+                              elem_id="lf-profile-run")
+            refresh_btn = gr.Button(L("top_refresh"), size="sm", scale=0, min_width=100)
+        summary = gr.Markdown()
+        table = gr.Dataframe(headers=COLUMNS, interactive=False, wrap=True, max_height=420,
+                             elem_id="lf-profile-table")
+    return ProfilePanel(run=run, refresh_btn=refresh_btn, summary=summary, table=table)
+
+
+def profiled_runs(runs_dir: Path, runs: list[dict[str, Any]]) -> list[str]:
+    """Ids of the runs (newest first) whose folder holds a profile."""
+    return [r["id"] for r in runs if r.get("id") and read_profile(runs_dir / r["id"]) is not None]
+
+
+def profile_view(runs_dir: Path, run_id: str | None, lang: str | None) -> tuple[str, pd.DataFrame]:
+    """(summary line, table) of one run's profile; a hint and an empty table when there is none."""
+    empty = pd.DataFrame(columns=COLUMNS)
+    if not run_id:
+        return t(lang, "profile_empty"), empty
+    report = read_profile(runs_dir / run_id)
+    if report is None:
+        return t(lang, "profile_missing", run=run_id), empty
+    rows = [{**r, "share": f"{100 * float(r.get('share', 0)):.1f}%"} for r in report["modules"]]
+    summary = t(lang, "profile_summary", steps=report.get("steps", 0), device=report.get("device", "?"),
+                clock=report.get("clock", "?"), step_ms=report.get("step_ms", 0))
+    return summary, pd.DataFrame(rows, columns=COLUMNS)
+
+
+def wire(panel: ProfilePanel, board: Board, demo: gr.Blocks, lang: gr.State) -> None:
+    private = {"api_visibility": "private"}
+
+    def on_refresh(current, lang_code):
+        ids = profiled_runs(board.jobs.runs_dir, board.jobs.list())
+        value = current if current in ids else (ids[0] if ids else None)
+        summary, frame = profile_view(board.jobs.runs_dir, value, lang_code)
+        return gr.update(choices=ids, value=value), summary, frame
+
+    outputs = [panel.run, panel.summary, panel.table]
+    panel.refresh_btn.click(on_refresh, [panel.run, lang], outputs, **private)
+    demo.load(on_refresh, [panel.run, lang], outputs, **private)
+    panel.run.input(lambda r, lc: profile_view(board.jobs.runs_dir, r, lc), [panel.run, lang],
+                    [panel.summary, panel.table], **private)

@@ -1,0 +1,140 @@
+"""Cross-checks of the optional-method keys (:class:`engine.config.methods.MethodArgs`) against the rest of a config.
+
+Each problem names the conflict and the fix; the rules follow LLaMA-Factory's own argument checks where it has them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+# use_* key -> (import name, pip name) of the package that implements the optimizer
+OPTIMIZER_PACKAGES = {
+    "use_galore": ("galore_torch", "galore-torch"),
+    "use_apollo": ("apollo_torch", "apollo-torch"),
+    "use_badam": ("badam", "badam"),
+}
+
+
+# report_to value -> (import names, any of which works; pip name)
+TRACKER_PACKAGES = {
+    "tensorboard": (("tensorboard", "tensorboardX"), "tensorboard"),
+    "wandb": (("wandb",), "wandb"),
+    "mlflow": (("mlflow",), "mlflow"),
+    "swanlab": (("swanlab",), "swanlab"),
+    "comet_ml": (("comet_ml",), "comet-ml"),
+    "clearml": (("clearml",), "clearml"),
+    "trackio": (("trackio",), "trackio"),
+}
+
+
+def tracker_problems(report_to: str | None) -> list[str]:
+    """A refusal for each tracker in ``report_to`` whose package is not installed."""
+    problems = []
+    for name in [t.strip() for t in str(report_to or "").split(",") if t.strip()]:
+        if name not in TRACKER_PACKAGES:
+            continue
+        modules, pip_name = TRACKER_PACKAGES[name]
+        if not any(importlib.util.find_spec(m) is not None for m in modules):
+            problems.append(f"`report_to: {name}` needs the `{pip_name}` package, which is not installed: "
+                            f"`pip install {pip_name}` (or `pip install 'lf-board[trackers]'`), or set "
+                            "`report_to: none`.")
+    return problems
+
+
+# LLaMA-Factory keys this engine accepts only when off: set, each is refused with the reason (not silently ignored).
+REFUSED_WHEN_SET = {
+    "use_adam_mini": "Adam-mini is not available here; remove it (AdamW is used), or save memory with `use_galore`, "
+                     "`use_apollo` or `use_badam`.",
+    "use_llama_pro": "LLaMA Pro (block expansion) is not implemented here; remove it (`finetuning_type: freeze` "
+                     "trains chosen layers).",
+    "shift_attn": "LongLoRA's shift short attention is not implemented here; remove it (`rope_scaling` extends the "
+                  "context).",
+    "mixture_of_depths": "Mixture-of-depths conversion is not implemented here; remove it.",
+    "upcast_layernorm": "Up-casting frozen norm layers is not implemented here; remove it (trainable weights are "
+                        "already kept in float32).",
+    "upcast_lmhead_output": "Up-casting the output head's logits is not implemented here; remove it (the training "
+                            "loss is computed in float32).",
+    "compute_accuracy": "Token accuracy is not computed here; remove it (evaluation reports loss and perplexity, "
+                        "prediction BLEU and ROUGE).",
+    "push_to_hub": "Uploading to a hub is not done by this engine; remove it and upload output_dir yourself.",
+}
+
+
+def is_set(value: Any) -> bool:
+    """Whether a YAML value turns a switch on (true, a non-zero number, text other than false/none)."""
+    if isinstance(value, str):
+        return value.strip().lower() not in ("", "false", "no", "off", "0", "none", "null")
+    return bool(value)
+
+
+def missing_package(key: str) -> str | None:
+    """The refusal for ``key`` (``use_galore``...) when its package cannot be imported here, else None."""
+    module, pip_name = OPTIMIZER_PACKAGES[key]
+    if importlib.util.find_spec(module) is not None:
+        return None
+    return (f"`{key}: true` needs the `{pip_name}` package, which is not installed: `pip install "
+            f"'lf-board[methods]'` (or `pip install {pip_name}`), or remove `{key}`.")
+
+
+def method_checks(cfg: Any) -> list[str]:
+    """Problems with the method keys of a built config (empty when all is well)."""
+    m, ft, tr = cfg.methods, cfg.finetuning, cfg.train
+    problems: list[str] = []
+    lora = ft.finetuning_type == "lora"
+    optimizers = [key for key in OPTIMIZER_PACKAGES if getattr(m, key)]
+    if len(optimizers) > 1:
+        problems.append(f"{' and '.join(f'`{k}`' for k in optimizers)} cannot be combined; choose one optimizer.")
+    for key in optimizers:
+        if lora:
+            problems.append(f"`{key}: true` trains the weights themselves; it cannot be combined with "
+                            "`finetuning_type: lora` (use `full` or `freeze`).")
+        if ft.use_muon:
+            problems.append(f"`{key}` and `use_muon` cannot be combined; choose one optimizer.")
+        missing = missing_package(key)
+        if missing:
+            problems.append(missing)
+    for key in ("galore", "apollo"):
+        if getattr(m, f"use_{key}") and getattr(m, f"{key}_layerwise") and tr.gradient_accumulation_steps != 1:
+            problems.append(f"`{key}_layerwise: true` steps each layer during the backward pass, so it needs "
+                            f"`gradient_accumulation_steps: 1` (this config has {tr.gradient_accumulation_steps}).")
+    if m.use_apollo and m.apollo_scale_front:
+        problems.append("`apollo_scale_front: true` is not available through transformers' APOLLO optimizer used "
+                        "here; remove it (the scaling is applied after the norm-growth limiter).")
+    if m.use_badam and ft.finetuning_type == "freeze":
+        problems.append("`use_badam` chooses which layers train, block by block, so it needs `finetuning_type: full` "
+                        "(with `freeze` it would unfreeze the frozen layers).")
+    if m.use_badam and m.badam_mode == "ratio" and m.badam_update_ratio <= 1e-6:
+        problems.append("`badam_update_ratio` must be above 0 with `badam_mode: ratio`.")
+    if m.loraplus_lr_ratio is not None:
+        if not lora:
+            problems.append(f"`loraplus_lr_ratio` is only valid for LoRA training (this config has "
+                            f"`finetuning_type: {ft.finetuning_type}`).")
+        elif ft.use_muon:
+            problems.append("`loraplus_lr_ratio` and `use_muon` cannot be combined; choose one optimizer.")
+    if ft.pissa_init and lora:
+        if not m.pissa_convert:
+            problems.append("`pissa_convert: false` would save a PiSSA adapter that gives wrong weights on the "
+                            "original base model (chat, eval, export); remove it, adapters are saved converted.")
+        if ft.stage == "kto" or (ft.stage == "dpo" and ft.pref_loss not in ("orpo", "simpo") and not ft.ref_model):
+            problems.append(f"`pissa_init` cannot be used with `stage: {ft.stage}` here: PiSSA changes the base "
+                            "weights that serve as the reference model; remove `pissa_init` or use pref_loss "
+                            "orpo/simpo.")
+    if ft.finetuning_type == "oft":
+        for key in ("use_dora", "use_rslora", "pissa_init"):
+            if getattr(ft, key):
+                problems.append(f"`{key}` is only valid for LoRA training, not `finetuning_type: oft`.")
+        if m.oft_rank == 0 and m.oft_block_size == 0:
+            problems.append("OFT needs `oft_rank` or `oft_block_size` above 0.")
+        if m.oft_rank and m.oft_block_size:
+            problems.append("Set only one of `oft_rank` and `oft_block_size` (the other follows from the layer "
+                            "size); set the other to 0.")
+    elif ft.finetuning_type != "lora":
+        for key in ("use_dora", "use_rslora", "pissa_init"):
+            if getattr(ft, key):
+                problems.append(f"`{key}` is only valid for LoRA training (this config has "
+                                f"`finetuning_type: {ft.finetuning_type}`).")
+    problems += tracker_problems(tr.report_to)
+    if m.use_modelscope_hub and m.use_openmind_hub:
+        problems.append("`use_modelscope_hub` and `use_openmind_hub` cannot both be true; choose one hub.")
+    return problems

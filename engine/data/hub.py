@@ -1,0 +1,124 @@
+"""Hub-hosted entries of dataset_info.json: ``hf_hub_url`` (Hugging Face, through ``datasets``), ``ms_hub_url``
+(ModelScope) and ``om_hub_url`` (Modelers / OpenMind), with the entry's ``subset``, ``split`` (default ``train``),
+``folder`` and ``revision``.
+
+Which hub serves an entry follows LLaMA-Factory: ModelScope when the entry has ``ms_hub_url`` and ModelScope is
+chosen (``use_modelscope_hub`` / ``USE_MODELSCOPE_HUB=1``) or there is no ``hf_hub_url``; the same for OpenMind;
+else Hugging Face. Without a network the data comes from the local cache; when it is not there the error names
+the entry and how to get the data. ModelScope and OpenMind need their packages (refused clearly otherwise).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+from typing import Any
+
+from engine.data.errors import DatasetError
+
+logger = logging.getLogger(__name__)
+
+HUB_URL_KEYS = {"hf_hub": "hf_hub_url", "ms_hub": "ms_hub_url", "om_hub": "om_hub_url"}
+HUB_PACKAGES = {"ms_hub": ("modelscope", "modelscope", "use_modelscope_hub"),
+                "om_hub": ("openmind", "openmind", "use_openmind_hub")}
+_ON = {"1", "true", "yes", "on", "y"}
+
+
+def use_modelscope() -> bool:
+    return os.environ.get("USE_MODELSCOPE_HUB", "").strip().lower() in _ON
+
+
+def use_openmind() -> bool:
+    return os.environ.get("USE_OPENMIND_HUB", "").strip().lower() in _ON
+
+
+def choose_hubs(methods: Any) -> None:
+    """Make the config's ``use_modelscope_hub`` / ``use_openmind_hub`` choice visible to the loaders (env, as LF)."""
+    if getattr(methods, "use_modelscope_hub", False):
+        os.environ["USE_MODELSCOPE_HUB"] = "1"
+    if getattr(methods, "use_openmind_hub", False):
+        os.environ["USE_OPENMIND_HUB"] = "1"
+
+
+def hub_source(entry: dict[str, Any]) -> tuple[str, str] | None:
+    """(``hf_hub`` | ``ms_hub`` | ``om_hub``, repository) for a hub entry, else None."""
+    has = {kind: bool(entry.get(key)) for kind, key in HUB_URL_KEYS.items()}
+    if not any(has.values()):
+        return None
+    if has["ms_hub"] and (use_modelscope() or not has["hf_hub"]):
+        kind = "ms_hub"
+    elif has["om_hub"] and (use_openmind() or not has["hf_hub"]):
+        kind = "om_hub"
+    else:
+        kind = "hf_hub"
+    return kind, str(entry[HUB_URL_KEYS[kind]])
+
+
+def hub_options(entry: dict[str, Any]) -> dict[str, Any]:
+    """The entry's subset / split / folder / revision (LF's defaults: split ``train``)."""
+    return {"subset": entry.get("subset"), "split": entry.get("split") or "train", "folder": entry.get("folder"),
+            "revision": entry.get("revision")}
+
+
+def _describe(name: str, kind: str, repo: str) -> str:
+    return f"Dataset {name!r} ({HUB_URL_KEYS[kind]}: {repo})"
+
+
+def load_hub_rows(name: str, hub: dict[str, Any], cache_dir: str | None = None) -> list[dict[str, Any]]:
+    """Rows of a hub dataset as plain dicts.
+
+    Raises:
+        DatasetError: the hub's package is missing, or the data is neither cached nor downloadable; the message
+            names the entry.
+    """
+    kind, repo = hub["kind"], hub["repo"]
+    what = _describe(name, kind, repo)
+    if kind in HUB_PACKAGES:
+        module, pip_name, key = HUB_PACKAGES[kind]
+        if importlib.util.find_spec(module) is None:
+            raise DatasetError(f"{what} is served by {'ModelScope' if kind == 'ms_hub' else 'OpenMind'}, which needs "
+                               f"the `{pip_name}` package: `pip install {pip_name}`, or turn `{key}` off when the "
+                               "entry also has an `hf_hub_url`.")
+    try:
+        if kind == "ms_hub":
+            from modelscope import MsDataset
+
+            data = MsDataset.load(dataset_name=repo, subset_name=hub["subset"], data_dir=hub["folder"],
+                                  split=hub["split"], cache_dir=cache_dir, version=hub["revision"] or None)
+            data = data.to_hf_dataset() if hasattr(data, "to_hf_dataset") else data
+        elif kind == "om_hub":
+            from openmind import OmDataset
+
+            data = OmDataset.load_dataset(path=repo, name=hub["subset"], data_dir=hub["folder"], split=hub["split"],
+                                          cache_dir=cache_dir, revision=hub["revision"])
+        else:
+            import datasets
+
+            data = datasets.load_dataset(repo, name=hub["subset"], data_dir=hub["folder"], split=hub["split"],
+                                         revision=hub["revision"], cache_dir=cache_dir)
+    except DatasetError:
+        raise
+    except Exception as err:  # offline without a cache (ConnectionError), unknown repo, subset or split
+        offline = os.environ.get("HF_DATASETS_OFFLINE", "").lower() in _ON or os.environ.get(
+            "HF_HUB_OFFLINE", "").lower() in _ON
+        where = " and the hub cannot be reached (offline)" if offline or "offline" in str(err).lower() or \
+            "connect" in str(err).lower() else ""
+        first = str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
+        raise DatasetError(
+            f"{what} could not be loaded (subset {hub['subset'] or '-'}, split {hub['split']}): it is not in the "
+            f"local cache{where}. Download it on a machine with access (e.g. `hf download {repo} --repo-type "
+            f"dataset --local-dir <folder>`), then set `file_name` for {name!r} in dataset_info.json to that "
+            f"folder's data file. ({type(err).__name__}: {first})"
+        ) from None
+    rows = [dict(row) for row in data]
+    logger.info("Loaded %d rows of %s from the %s.", len(rows), name, kind.replace("_", " "))
+    return rows
+
+
+def spec_rows(spec: Any) -> list[dict[str, Any]]:
+    """The rows of a resolved dataset: from the hub for hub entries, else from its file or folder."""
+    from engine.data.readers import read_rows
+
+    hub = getattr(spec, "hub", None)
+    return load_hub_rows(spec.name, hub) if hub else read_rows(spec.path)

@@ -1,0 +1,68 @@
+"""Tokenize in several processes (``preprocessing_num_workers``), like the ``num_proc`` of a dataset map.
+
+The examples are cut into contiguous shards, one per worker; forked workers inherit the tokenizer and template
+(nothing large is pickled on the way in), and the shards' columns are joined in order with their stats summed,
+so the result equals the single-process one. Pre-training text (concatenated into blocks) and packing join
+rows across the whole set, so they are tokenized in one process.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+from typing import Any
+
+from engine.data.tokenize import TokenizeOptions, tokenize_examples
+
+logger = logging.getLogger(__name__)
+
+_JOB: dict[str, Any] = {}
+
+
+def _work(bounds: tuple[int, int]) -> tuple[dict[str, list], dict[str, int], int]:
+    start, end = bounds
+    job = _JOB
+    columns, stats = tokenize_examples(job["examples"][start:end], job["stage"], job["tokenizer"], job["template"],
+                                       job["opts"])
+    return columns, stats, os.getpid()
+
+
+def shard_bounds(total: int, workers: int) -> list[tuple[int, int]]:
+    """Contiguous ``(start, end)`` ranges splitting ``total`` items into at most ``workers`` near-equal shards."""
+    workers = max(1, min(workers, total))
+    size, extra = divmod(total, workers)
+    bounds, start = [], 0
+    for i in range(workers):
+        end = start + size + (1 if i < extra else 0)
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
+def tokenize_parallel(examples: list[dict], stage: str, tokenizer: Any, template: Any, opts: TokenizeOptions,
+                      workers: int | None) -> tuple[dict[str, list], dict[str, int], set[int]]:
+    """(columns, stats, worker process ids) for ``examples``, tokenized by up to ``workers`` processes."""
+    joined = stage == "pt" or (opts.packing and stage == "sft")
+    if not workers or workers <= 1 or len(examples) < 2 or joined or "fork" not in multiprocessing.get_all_start_methods():
+        if workers and workers > 1 and joined:
+            logger.info("Pre-training blocks and packing join rows across the whole dataset, so it is tokenized in "
+                        "one process.")
+        columns, stats = tokenize_examples(examples, stage, tokenizer, template, opts)
+        return columns, stats, {os.getpid()}
+    bounds = shard_bounds(len(examples), workers)
+    _JOB.update(examples=examples, stage=stage, tokenizer=tokenizer, template=template, opts=opts)
+    try:
+        with multiprocessing.get_context("fork").Pool(len(bounds)) as pool:
+            parts = pool.map(_work, bounds)
+    finally:
+        _JOB.clear()
+    columns: dict[str, list] = {}
+    stats: dict[str, int] = {}
+    for part_columns, part_stats, _ in parts:
+        for key, values in part_columns.items():
+            columns.setdefault(key, []).extend(values)
+        for key, value in part_stats.items():
+            stats[key] = stats.get(key, 0) + value
+    logger.info("Tokenized %d rows in %d processes.", len(examples), len(bounds))
+    return columns, stats, {pid for _, _, pid in parts}

@@ -1,0 +1,38 @@
+"""The History tab's Profile panel shows a finished run's per-module table."""
+
+from __future__ import annotations
+
+import json
+
+from app.tabs.profile import profile_view, profiled_runs
+
+
+def _profile(folder, modules):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "run.json").write_text(json.dumps({"id": folder.name, "kind": "train", "status": "completed"}))
+    report = {"steps": 3, "device": "CPU", "clock": "wall clock", "step_ms": 12.5, "modules": modules}
+    (folder / "profile.json").write_text(json.dumps(report))
+
+
+def test_only_profiled_runs_are_offered_and_shown(board):
+    runs_dir = board.jobs.runs_dir
+    _profile(runs_dir / "run-a", [{"module": "model.layers.0.mlp", "calls": 1, "forward_ms": 2.0,
+                                   "backward_ms": 3.0, "total_ms": 5.0, "share": 0.4}])
+    (runs_dir / "run-b").mkdir()
+    (runs_dir / "run-b" / "run.json").write_text(json.dumps({"id": "run-b", "kind": "train"}))
+    assert profiled_runs(runs_dir, board.jobs.list()) == ["run-a"]
+    summary, frame = profile_view(runs_dir, "run-a", "en")
+    assert "3 step(s)" in summary and "12.5 ms" in summary
+    assert frame.to_dict("records") == [{"module": "model.layers.0.mlp", "calls": 1, "forward_ms": 2.0,
+                                         "backward_ms": 3.0, "total_ms": 5.0, "share": "40.0%"}]
+    summary, frame = profile_view(runs_dir, "run-b", "zh")
+    assert "run-b" in summary and frame.empty
+    assert "profile_modules" in profile_view(runs_dir, None, "en")[0]
+
+
+def test_the_page_builds_with_the_panel(board):
+    from app.ui import build_ui
+
+    demo = build_ui(board)
+    ids = {getattr(block, "elem_id", None) for block in demo.blocks.values()}
+    assert {"lf-profile", "lf-profile-run", "lf-profile-table"} <= ids

@@ -1,0 +1,136 @@
+"""Hub-hosted dataset_info.json entries: hf_hub_url through `datasets`, ms_hub_url / om_hub_url when chosen."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from engine.data import DatasetError, load_examples
+from engine.data.hub import choose_hubs, hub_source
+from engine.data.registry import resolve_dataset
+
+ROWS = [{"instruction": "Say hi", "input": "", "output": "Hi!"}, {"instruction": "Add 2+2", "input": "",
+                                                                    "output": "4"}]
+
+
+class Args:
+    def __init__(self, folder):
+        self.dataset_dir = str(folder)
+        self.max_samples = None
+        self.mix_strategy = "concat"
+        self.interleave_probs = None
+
+
+@pytest.fixture
+def hub_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("USE_MODELSCOPE_HUB", "0")  # restored after the test (choose_hubs sets it)
+    monkeypatch.setenv("USE_OPENMIND_HUB", "0")
+    info = {
+        "alpaca_hub": {"hf_hub_url": "org/alpaca", "subset": "en", "split": "validation", "revision": "v1",
+                       "folder": "data"},
+        "both_hubs": {"hf_hub_url": "org/both", "ms_hub_url": "ms-org/both"},
+        "ms_only": {"ms_hub_url": "ms-org/only"},
+        "scripted": {"script_url": "my_script"},
+    }
+    (tmp_path / "dataset_info.json").write_text(json.dumps(info))
+    return tmp_path
+
+
+def test_hf_entry_loads_through_datasets_with_its_subset_split_and_revision(hub_dir, monkeypatch):
+    import datasets
+
+    calls = []
+
+    def fake_load_dataset(path, **kwargs):
+        calls.append((path, kwargs))
+        return datasets.Dataset.from_list(ROWS)
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    examples = load_examples(Args(hub_dir), "alpaca_hub", "sft")
+    assert calls == [("org/alpaca", {"name": "en", "data_dir": "data", "split": "validation", "revision": "v1",
+                                     "cache_dir": None})]
+    assert [e["messages"][-1]["content"] for e in examples] == ["Hi!", "4"]
+
+
+def test_uncached_entry_offline_names_the_entry(hub_dir, monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    with pytest.raises(DatasetError, match=r"'alpaca_hub' \(hf_hub_url: org/alpaca\).*not in the local cache"):
+        load_examples(Args(hub_dir), "alpaca_hub", "sft")
+
+
+def test_hub_choice_follows_llamafactory(hub_dir, monkeypatch):
+    assert hub_source({"hf_hub_url": "a", "ms_hub_url": "b"}) == ("hf_hub", "a")
+    assert hub_source({"ms_hub_url": "b"}) == ("ms_hub", "b")
+    assert hub_source({"file_name": "x.json"}) is None
+    choose_hubs(types.SimpleNamespace(use_modelscope_hub=True, use_openmind_hub=False))
+    assert hub_source({"hf_hub_url": "a", "ms_hub_url": "b"}) == ("ms_hub", "b")
+    assert hub_source({"hf_hub_url": "a", "om_hub_url": "c"}) == ("hf_hub", "a")
+    assert resolve_dataset("both_hubs", hub_dir).hub["kind"] == "ms_hub"
+
+
+def test_modelscope_entry_needs_its_package(hub_dir, monkeypatch):
+    import engine.data.hub as hub
+
+    real = hub.importlib.util.find_spec
+    monkeypatch.setattr(hub.importlib.util, "find_spec", lambda n: None if n == "modelscope" else real(n))
+    with pytest.raises(DatasetError, match=r"'ms_only' \(ms_hub_url: ms-org/only\).*pip install modelscope"):
+        load_examples(Args(hub_dir), "ms_only", "sft")
+
+
+def test_modelscope_entry_loads_with_the_package(hub_dir, monkeypatch):
+    import datasets
+
+    seen = {}
+
+    class MsDataset:
+        @staticmethod
+        def load(**kwargs):
+            seen.update(kwargs)
+            return datasets.Dataset.from_list(ROWS)
+
+    monkeypatch.setitem(sys.modules, "modelscope", types.SimpleNamespace(MsDataset=MsDataset,
+                                                                          __spec__=object()))
+    import engine.data.hub as hub
+
+    real = hub.importlib.util.find_spec
+    monkeypatch.setattr(hub.importlib.util, "find_spec", lambda n: object() if n == "modelscope" else real(n))
+    assert len(load_examples(Args(hub_dir), "ms_only", "sft")) == 2
+    assert seen["dataset_name"] == "ms-org/only" and seen["split"] == "train"
+
+
+def test_script_entries_are_refused_with_the_reason(hub_dir):
+    with pytest.raises(DatasetError, match="`script_url: my_script`, which this engine does not run"):
+        resolve_dataset("scripted", hub_dir)
+
+
+def test_shared_llamafactory_registry_resolves_every_hub_entry():
+    shared = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+    if not (shared / "dataset_info.json").is_file():
+        pytest.skip("../shared/data is absent")
+    info = json.loads((shared / "dataset_info.json").read_text())
+    hub_names = [n for n, e in info.items() if not e.get("file_name")]
+    assert len(hub_names) >= 80
+    assert all(resolve_dataset(n, shared).hub for n in hub_names)
+
+
+def test_modelscope_models_use_its_snapshot_or_are_refused(tmp_path, monkeypatch):
+    import importlib.util
+
+    from engine.errors import ModelError
+    from engine.models.loader import resolve_model_path
+
+    monkeypatch.setenv("USE_MODELSCOPE_HUB", "1")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "modelscope" else real(n, *a))
+    with pytest.raises(ModelError, match="`use_modelscope_hub: true` needs the `modelscope` package"):
+        resolve_model_path("Qwen/Qwen3-0.6B")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: object() if n == "modelscope" else real(n, *a))
+    fetched = []
+    fake = types.SimpleNamespace(snapshot_download=lambda repo, revision, cache_dir: fetched.append(repo) or
+                                 str(tmp_path))
+    monkeypatch.setitem(sys.modules, "modelscope", fake)
+    assert resolve_model_path("Qwen/Qwen3-0.6B") == str(tmp_path) and fetched == ["Qwen/Qwen3-0.6B"]

@@ -8,6 +8,7 @@ from typing import Any
 
 from engine.config import RunConfig
 from engine.errors import UserError
+from engine.train.parallel.fsdp import resolve_fsdp
 
 
 def _has_accelerator() -> bool:
@@ -78,10 +79,10 @@ def training_kwargs(cfg: RunConfig, *, has_eval: bool) -> dict[str, Any]:
         kwargs["use_cpu"] = True  # transformers refuses bf16 mixed precision on the CPU without it
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # torchrun on CPUs: DDP/FSDP over gloo
             kwargs.setdefault("ddp_backend", "gloo")
-    if tr.fsdp:
-        kwargs["fsdp"] = tr.fsdp
-        if tr.fsdp_config:
-            kwargs["fsdp_config"] = tr.fsdp_config
+    fsdp_config = resolve_fsdp(tr.fsdp, tr.fsdp_config)  # legacy words folded in: no deprecation warning
+    if fsdp_config is not None:
+        kwargs["fsdp"] = True
+        kwargs["fsdp_config"] = fsdp_config
     if tr.save_strategy == "best":
         kwargs["load_best_model_at_end"] = True
         kwargs["metric_for_best_model"] = "eval_loss"

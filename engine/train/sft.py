@@ -10,6 +10,7 @@ from transformers import Trainer, TrainingArguments
 
 from engine.config import RunConfig
 from engine.train.arguments import build_args
+from engine.train.parallel.fsdp import ShardingMixin
 
 
 def split_causal_lm(model: Any) -> tuple[Any, Any] | None:
@@ -39,7 +40,7 @@ class MuonMixin:
         return super().create_optimizer(model)
 
 
-class LabelPositionsTrainer(MuonMixin, Trainer):
+class LabelPositionsTrainer(ShardingMixin, MuonMixin, Trainer):
     """Applies the output head only where a label is trained.
 
     SFT masks the prompt, so the vocabulary projection and softmax of every prompt position is wasted work and

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,7 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     from engine.data import get_dataset
     from engine.models import count_parameters
     from engine.train.callbacks import AbortCallback, EventsCallback
+    from engine.train.parallel.recorder import ParallelRecorder
     from engine.train.plotting import plot_loss
 
     check_output_dir(cfg)
@@ -114,8 +116,10 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     stats = dict(getattr(bundle, "stats", {}) or {})
     extra = {"trainable_params": trainable, "total_params": total, "num_examples": len(bundle.train) if bundle.train is not None else 0,
              "data": stats, "stage": cfg.finetuning.stage}
-    callbacks = [EventsCallback(ctx, extra), AbortCallback(ctx)]
+    recorder = ParallelRecorder(ctx, extra, launcher=os.environ.get("LF_LAUNCHER"))
+    callbacks = [recorder, EventsCallback(ctx, extra), AbortCallback(ctx)]
     trainer = STAGES[cfg.finetuning.stage](cfg, model, tokenizer, bundle, callbacks)
+    recorder.trainer = trainer
     trainer.remove_callback(PrinterCallback)  # our EventsCallback logs one concise line per step instead
     metrics: dict[str, Any] = {}
     out = Path(cfg.train.output_dir)

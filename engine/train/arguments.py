@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 from typing import Any
 
 from engine.config import RunConfig
 from engine.errors import UserError
 from engine.train.parallel.fsdp import resolve_fsdp
+
+logger = logging.getLogger(__name__)
 
 
 def _has_accelerator() -> bool:
@@ -80,7 +83,9 @@ def training_kwargs(cfg: RunConfig, *, has_eval: bool) -> dict[str, Any]:
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # torchrun on CPUs: DDP/FSDP over gloo
             kwargs.setdefault("ddp_backend", "gloo")
     fsdp_config = resolve_fsdp(tr.fsdp, tr.fsdp_config)  # legacy words folded in: no deprecation warning
-    if fsdp_config is not None:
+    if fsdp_config is not None and int(os.environ.get("WORLD_SIZE", "1")) == 1:
+        logger.info("`fsdp` is set but this is a single process: training unsharded (launch with torchrun to shard).")
+    elif fsdp_config is not None:
         kwargs["fsdp"] = True
         kwargs["fsdp_config"] = fsdp_config
     if tr.save_strategy == "best":

@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from app.launch import build_command, stop_ranks
 from app.monitor import ERROR_LINES, RunMonitor
 from engine.runs import FINAL_STATUSES, KINDS, RunFolder, list_runs, new_run_id, pid_alive, signal_run, tail_text
 
@@ -206,7 +207,7 @@ class JobManager:
         folder = RunFolder(self.runs_dir / run_id)
         mapping = dict(config)
         mapping["output_dir"] = str(folder.path)
-        command = self.command_for(kind, folder.config_path, args)
+        command = self.command_for(kind, folder.config_path, args, (meta or {}).get("launch"))
         folder.create(
             kind,
             yaml.safe_dump(mapping, sort_keys=False, allow_unicode=True),
@@ -223,9 +224,10 @@ class JobManager:
         logger.info("Submitted %s run %s", kind, run_id)
         return run_id
 
-    def command_for(self, kind: str, config_path: Path, args: list[str] | None = None) -> list[str]:
-        """The exact command line of a job."""
-        return [*self.engine_command, COMMANDS[kind], str(config_path), *(args or [])]
+    def command_for(self, kind: str, config_path: Path, args: list[str] | None = None,
+                    launch: dict[str, Any] | None = None) -> list[str]:
+        """The exact command line of a job (torchrun for a multi-process ``launch``; see app.launch)."""
+        return build_command(self.engine_command, COMMANDS[kind], config_path, args, launch)
 
     def abort(self, run_id: str) -> str:
         """Cancel a queued run or stop a running one (SIGTERM now, SIGKILL after the grace period).
@@ -366,9 +368,11 @@ class JobManager:
                     if live.abort_deadline is not None and time.time() > live.abort_deadline and not live.killed:
                         logger.warning("Run %s ignored SIGTERM for %.0fs: sending SIGKILL", run_id, self.kill_grace)
                         signal_run({"pgid": folder.info().get("pgid") or live.pid}, signal.SIGKILL)
+                        stop_ranks(folder.path, signal.SIGKILL)  # torchrun's ranks live in their own sessions
                         live.killed = True
                     continue
                 del self._live[run_id]
+                stop_ranks(folder.path, signal.SIGKILL)  # no rank outlives its launcher
                 self._finish(folder, code, reason="aborted" if live.abort_deadline else None)
             running_batch = sum(1 for live in self._live.values() if live.kind in BATCH_KINDS)
             while self._queue and running_batch < self.max_parallel:
@@ -382,7 +386,7 @@ class JobManager:
     def _launch(self, folder: RunFolder) -> None:
         info = folder.info()
         kind = info.get("kind", "train")
-        command = self.command_for(kind, folder.config_path, info.get("args"))
+        command = self.command_for(kind, folder.config_path, info.get("args"), info.get("launch"))
         now = time.time()
         folder.update(
             status="running", started_at=now, launched_at=now, command=command, finished_at=None, exit_code=None

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from engine.config.parallel import ParallelArgs
+
 
 def opt(default: Any, help: str, *, min: float | None = None, max: float | None = None, step: float | None = None,
         advanced: bool = False) -> Any:
@@ -205,4 +207,5 @@ SECTIONS: dict[str, type] = {
     "train": TrainArgs,
     "generation": GenerationArgs,
     "export": ExportArgs,
+    "parallel": ParallelArgs,
 }

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 from typing import Any
 
 from engine.config import RunConfig
 from engine.errors import UserError
+from engine.train.parallel.deepspeed import validate as validate_deepspeed
 from engine.train.parallel.fsdp import resolve_fsdp
+from engine.train.parallel.nd import training_kwargs as nd_kwargs
 
 logger = logging.getLogger(__name__)
 
@@ -36,8 +37,8 @@ _CHECKPOINTING = _checkpointing_key()
 def training_kwargs(cfg: RunConfig, *, has_eval: bool) -> dict[str, Any]:
     """Keyword arguments shared by ``transformers.TrainingArguments`` and TRL's configs."""
     tr = cfg.train
-    if tr.deepspeed and importlib.util.find_spec("deepspeed") is None:
-        raise UserError("`deepspeed` is set but DeepSpeed is not installed: `pip install 'lf-board[deepspeed]'`.")
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    validate_deepspeed(cfg, world_size)  # offload keys, batch sizes, precision, installed: before the model loads
     eval_strategy = tr.eval_strategy if has_eval else "no"
     kwargs: dict[str, Any] = {
         "output_dir": tr.output_dir,
@@ -88,6 +89,7 @@ def training_kwargs(cfg: RunConfig, *, has_eval: bool) -> dict[str, Any]:
     elif fsdp_config is not None:
         kwargs["fsdp"] = True
         kwargs["fsdp_config"] = fsdp_config
+    kwargs.update(nd_kwargs(cfg, world_size, "cpu" if not _has_accelerator() else "accelerator"))
     if tr.save_strategy == "best":
         kwargs["load_best_model_at_end"] = True
         kwargs["metric_for_best_model"] = "eval_loss"

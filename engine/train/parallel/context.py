@@ -1,0 +1,104 @@
+"""Context parallelism's data rules, as pure functions (the seed's rules, see ../shared/SEED_FACTS.md).
+
+1. Labels are shifted on the full sequence *before* it is split, so the target of each rank's last token is the
+   first token of the next rank's chunk (the causal boundary between ranks is kept).
+2. The sequence is padded to a multiple of ``2 × cp_size`` (labels with -100, attention mask with 0, position ids
+   continued), so that it splits into ``2 × cp_size`` equal chunks; rank ``r`` takes chunks ``r`` and
+   ``2·cp − 1 − r`` (one early and one late chunk: causal attention work is balanced across ranks).
+3. The loss is the sum of token losses over the whole CP group divided by the number of trained tokens in the
+   group, not a mean of per-rank means.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+IGNORE_INDEX = -100
+
+
+def shift_labels(labels: torch.Tensor) -> torch.Tensor:
+    """``labels[..., t]`` becomes the target at position t: ``labels[..., t + 1]``; the last position is ignored."""
+    shifted = torch.full_like(labels, IGNORE_INDEX)
+    shifted[..., :-1] = labels[..., 1:]
+    return shifted
+
+
+def pad_to_multiple(batch: dict[str, torch.Tensor], cp_size: int, pad_token_id: int = 0) -> dict[str, torch.Tensor]:
+    """Pad the sequence dimension to a multiple of ``2 × cp_size``.
+
+    ``input_ids`` get ``pad_token_id``, ``labels`` / ``shift_labels`` get -100, ``attention_mask`` 0, and
+    ``position_ids`` continue counting from their last value.
+    """
+    multiple = 2 * cp_size
+    length = batch["input_ids"].shape[-1]
+    extra = (-length) % multiple
+    if extra == 0:
+        return dict(batch)
+    out = {}
+    for key, value in batch.items():
+        if not torch.is_tensor(value) or value.shape[-1] != length:
+            out[key] = value
+            continue
+        if key == "position_ids":
+            steps = torch.arange(1, extra + 1, dtype=value.dtype, device=value.device)
+            tail = value[..., -1:] + steps
+        else:
+            fill = {"labels": IGNORE_INDEX, "shift_labels": IGNORE_INDEX, "attention_mask": 0}.get(key, pad_token_id)
+            tail = torch.full((*value.shape[:-1], extra), fill, dtype=value.dtype, device=value.device)
+        out[key] = torch.cat([value, tail], dim=-1)
+    return out
+
+
+def shard_indices(length: int, cp_size: int, cp_rank: int) -> torch.Tensor:
+    """The sequence positions rank ``cp_rank`` keeps (load-balanced: chunk r and chunk 2·cp − 1 − r)."""
+    if length % (2 * cp_size):
+        raise ValueError(f"sequence length {length} is not a multiple of 2 × cp_size ({2 * cp_size}); pad it first")
+    chunk = length // (2 * cp_size)
+    first = torch.arange(cp_rank * chunk, (cp_rank + 1) * chunk)
+    second_start = (2 * cp_size - 1 - cp_rank) * chunk
+    return torch.cat([first, torch.arange(second_start, second_start + chunk)])
+
+
+def shard_batch(batch: dict[str, torch.Tensor], cp_size: int, cp_rank: int) -> dict[str, torch.Tensor]:
+    """This rank's part of a padded, label-shifted batch (every tensor with the sequence length is split)."""
+    length = batch["input_ids"].shape[-1]
+    keep = shard_indices(length, cp_size, cp_rank)
+    return {k: (v.index_select(-1, keep.to(v.device)) if torch.is_tensor(v) and v.shape[-1] == length else v)
+            for k, v in batch.items()}
+
+
+def prepare_batch(batch: dict[str, torch.Tensor], cp_size: int, cp_rank: int, pad_token_id: int = 0
+                  ) -> dict[str, torch.Tensor]:
+    """The three rules in order: shift labels on the full sequence, pad, then take this rank's shard."""
+    batch = dict(batch)
+    if "labels" in batch:
+        batch["shift_labels"] = shift_labels(batch.pop("labels"))
+    return shard_batch(pad_to_multiple(batch, cp_size, pad_token_id), cp_size, cp_rank)
+
+
+def local_loss_sum(logits: torch.Tensor, shift_labels_: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(sum of token cross-entropies, trained-token count) on this rank's shard (labels already shifted)."""
+    flat = shift_labels_.reshape(-1)
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), flat,
+                                             ignore_index=IGNORE_INDEX, reduction="sum")
+    return loss, (flat != IGNORE_INDEX).sum()
+
+
+def group_normalized_loss(loss_sum: torch.Tensor, count: torch.Tensor, group: Any = None) -> torch.Tensor:
+    """The CP group's loss: all token losses over all trained tokens of the group.
+
+    The loss sum is reduced with an autograd-aware all-reduce so every rank backpropagates its share; the count is
+    a plain all-reduce. Without a process group this is ``loss_sum / count``.
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        from torch.distributed.nn.functional import all_reduce
+
+        total = all_reduce(loss_sum, group=group) if group is not None else all_reduce(loss_sum)
+        count = count.clone().to(loss_sum.device)
+        dist.all_reduce(count, group=group)
+        return total / count.clamp(min=1)
+    return loss_sum / count.clamp(min=1)

@@ -34,10 +34,8 @@ class StrategyBox:
 
 
 def max_processes() -> int:
-    from engine import devices
-
-    acc = devices.get_accelerator()
-    return max(acc.count if acc.is_accelerator else (os.cpu_count() or 1), 8)
+    """The slider's top (building the page must not import torch; the check refuses more than the devices)."""
+    return max(os.cpu_count() or 1, 8)
 
 
 def build(board: Board) -> StrategyBox:

@@ -162,6 +162,16 @@ def check(cfg: Any, strategy: str, nproc: int, *, shape: ModelShape | None = Non
         if plan.device == "cpu":
             plan.problems.append("DeepSpeed ZeRO runs on accelerators only here (accelerate hands CPU runs to plain "
                                  "DDP); pick FSDP2 to shard on CPUs, or run on GPUs/NPUs.")
+    if cfg.train.deepspeed:
+        from engine.train.parallel import deepspeed as ds_check
+
+        try:
+            plan.problems.extend(ds_check.problems(ds_check.load(cfg.train.deepspeed), cfg, nproc))
+        except ds_check.DeepSpeedConfigError as err:
+            plan.problems.append(str(err))
+    from engine.train.parallel import nd
+
+    plan.problems.extend(nd.check(cfg, nproc, plan.device))
     if strategy == "ray" and importlib.util.find_spec("ray") is None:
         plan.problems.append("Ray is not installed; `pip install 'ray[train]'`, or pick DDP (torchrun) instead.")
     if getattr(model, "use_unsloth", False) and strategy != "single":

@@ -86,19 +86,23 @@ def local_loss_sum(logits: torch.Tensor, shift_labels_: torch.Tensor) -> tuple[t
     return loss, (flat != IGNORE_INDEX).sum()
 
 
-def group_normalized_loss(loss_sum: torch.Tensor, count: torch.Tensor, group: Any = None) -> torch.Tensor:
-    """The CP group's loss: all token losses over all trained tokens of the group.
+def group_normalized_loss(loss_sum: torch.Tensor, count: torch.Tensor, group: Any = None
+                          ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(this rank's loss to backpropagate, the CP group's loss to report).
 
-    The loss sum is reduced with an autograd-aware all-reduce so every rank backpropagates its share; the count is
-    a plain all-reduce. Without a process group this is ``loss_sum / count``.
+    Both divide by the trained-token count of the whole group (all-reduced). The first keeps only this rank's token
+    losses, so the gradients of all ranks add up to exactly the full-sequence gradient (a wrapper that averages
+    gradients over the CP ranks must scale by ``cp_size``); the second also sums the other ranks' losses and equals
+    the loss of the unsplit sequence. Without a process group both are ``loss_sum / count``.
     """
     import torch.distributed as dist
 
-    if dist.is_available() and dist.is_initialized():
-        from torch.distributed.nn.functional import all_reduce
-
-        total = all_reduce(loss_sum, group=group) if group is not None else all_reduce(loss_sum)
-        count = count.clone().to(loss_sum.device)
-        dist.all_reduce(count, group=group)
-        return total / count.clamp(min=1)
-    return loss_sum / count.clamp(min=1)
+    if not (dist.is_available() and dist.is_initialized()):
+        loss = loss_sum / count.clamp(min=1)
+        return loss, loss.detach()
+    count = count.detach().clone().to(loss_sum.device)
+    dist.all_reduce(count, group=group)
+    total = loss_sum.detach().clone()
+    dist.all_reduce(total, group=group)
+    count = count.clamp(min=1)
+    return loss_sum / count, total / count

@@ -98,15 +98,19 @@ def problems(ds: dict[str, Any], cfg: Any, world_size: int) -> list[str]:
     return out
 
 
-def trainer_handoff(ds: dict[str, Any], training_args: Any) -> None:
+def trainer_handoff(ds: dict[str, Any], training_args: Any) -> dict[str, Any]:
     """transformers' own DeepSpeed hand-off (fills "auto", checks mismatches); needs DeepSpeed installed."""
     from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
 
-    hf_ds = HfTrainerDeepSpeedConfig(dict(ds))
+    hf_ds = HfTrainerDeepSpeedConfig(json.loads(json.dumps(ds)))
     try:
         hf_ds.trainer_config_process(training_args)
     except ValueError as err:
         raise DeepSpeedConfigError(f"The DeepSpeed config does not match the training arguments: {err}") from None
+    if hf_ds.mismatches:  # transformers only raises these once the model is built; report them now
+        raise DeepSpeedConfigError("The DeepSpeed config does not match the training arguments:\n" +
+                                   "\n".join(hf_ds.mismatches) + "\nSet those DeepSpeed values to \"auto\".")
+    return hf_ds.config
 
 
 def validate(cfg: Any, world_size: int) -> dict[str, Any] | None:

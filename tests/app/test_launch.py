@@ -16,6 +16,7 @@ import yaml
 from app.context import Board
 from app.jobs import JobManager
 from app.launch import build_command, normalize
+from app.progress_view import status_card
 from app.tabs import strategy as scaleout
 from app.tabs.train import start_run
 from app.workspace import Workspace
@@ -92,6 +93,9 @@ def test_board_runs_two_cpu_processes_and_abort_stops_every_rank(tmp_path):
         assert [r["rank"] for r in ranks] == [0, 1]
         launcher_pid = info["pid"]
         assert launcher_pid not in [r["pid"] for r in ranks]  # run.json keeps torchrun's pid and group
+        assert run_id in JobManager(ws.runs_dir, cwd=REPO).rediscover()["attached"]  # a restarted board re-attaches
+        card = status_card(board, run_id, "en")
+        assert "parallel: DDP · 2 process(es) · not sharded · gloo" in card
         assert jobs.abort(run_id) == "stopping"
         assert jobs.wait(run_id, 180) == "aborted"
         deadline = time.time() + 60

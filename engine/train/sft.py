@@ -71,6 +71,7 @@ class LabelPositionsTrainer(ShardingMixin, MuonMixin, Trainer):
 def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Trainer:
     """A Trainer for stage pt or sft; batches of similar length are grouped to cut padding."""
     from engine.data.collator import build_collator
+    from engine.train.parallel.context import wrap_collator
 
     has_eval = bundle.eval is not None
     specific: dict[str, Any] = {}
@@ -82,7 +83,7 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
         args=args,
         train_dataset=bundle.train,
         eval_dataset=bundle.eval,
-        data_collator=build_collator(tokenizer, cfg),
+        data_collator=wrap_collator(build_collator(tokenizer, cfg), cfg, tokenizer),  # CP: shift, pad to 2 x cp
         processing_class=tokenizer,
         callbacks=callbacks,
     )

@@ -281,3 +281,21 @@ def test_strategy_refusals_name_the_fix():
     assert any("wired for stages pt and sft" in x for x in p.problems)
     p = plan.check(cfg_of(), "bogus", 2, shape=shape)
     assert "Unknown strategy" in p.problems[0]
+
+
+def test_cp_collator_shifts_pads_and_continues_positions(chat_tokenizer):
+    from engine.data.collator import build_collator
+
+    c = cfg_of(cp_size=4, fsdp="full_shard")
+    collate = cp.wrap_collator(build_collator(chat_tokenizer, c), c, chat_tokenizer)
+    assert isinstance(collate, cp.ContextParallelCollator)
+    rows = [{"input_ids": [5, 6, 7, 8, 9], "labels": [-100, -100, 7, 8, 9], "attention_mask": [1] * 5},
+            {"input_ids": [5, 6, 7], "labels": [-100, 6, 7], "attention_mask": [1] * 3}]
+    batch = collate(rows)
+    length = batch["input_ids"].shape[-1]
+    assert length % 8 == 0 and "attention_mask" not in batch
+    assert batch["shift_labels"][0, :5].tolist() == [-100, 7, 8, 9, -100]
+    assert batch["shift_labels"][1, :3].tolist() == [6, 7, -100]
+    assert (batch["shift_labels"][:, 5:] == -100).all()
+    assert batch["position_ids"][0].tolist() == list(range(length))
+    assert cp.wrap_collator("inner", cfg_of(), chat_tokenizer) == "inner"  # no CP: unchanged

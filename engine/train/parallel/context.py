@@ -106,3 +106,37 @@ def group_normalized_loss(loss_sum: torch.Tensor, count: torch.Tensor, group: An
     dist.all_reduce(total, group=group)
     count = count.clamp(min=1)
     return loss_sum / count, total / count
+
+
+class ContextParallelCollator:
+    """Wraps a batch collator for ``cp_size > 1``: labels shifted on the full sequence (``shift_labels``), the
+    sequence padded to a multiple of ``2 × cp_size``, position ids continued. The Trainer's context-parallel step
+    (accelerate's ``maybe_context_parallel``) then splits these buffers across the CP ranks.
+
+    The right-padding mask is dropped: with causal attention no real token attends to a later pad, and pads carry
+    no label, so the result is exact (context parallelism accepts causal masks only).
+    """
+
+    def __init__(self, inner: Any, cp_size: int, pad_token_id: int = 0):
+        self.inner = inner
+        self.cp_size = cp_size
+        self.pad_token_id = pad_token_id
+
+    def __call__(self, features: Any) -> dict[str, torch.Tensor]:
+        batch = dict(self.inner(features))
+        if "labels" in batch and "shift_labels" not in batch:
+            batch["shift_labels"] = shift_labels(batch["labels"])
+        if "position_ids" not in batch:
+            length = batch["input_ids"].shape[-1]
+            batch["position_ids"] = torch.arange(length).expand(batch["input_ids"].shape[0], -1).clone()
+        batch.pop("attention_mask", None)
+        return pad_to_multiple(batch, self.cp_size, self.pad_token_id)
+
+
+def wrap_collator(collator: Any, cfg: Any, tokenizer: Any) -> Any:
+    """The collator to use: wrapped for context parallelism when ``cp_size > 1``."""
+    cp_size = int(getattr(cfg.parallel, "cp_size", 1) or 1)
+    if cp_size <= 1:
+        return collator
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    return ContextParallelCollator(collator, cp_size, pad)

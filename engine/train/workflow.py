@@ -82,8 +82,9 @@ def check_launch(cfg: RunConfig) -> None:
     from engine.train.parallel import deepspeed, nd
 
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    deepspeed.validate(cfg, world_size)
-    problems = nd.check(cfg, world_size, devices.get_accelerator().type)
+    device = devices.get_accelerator().type
+    deepspeed.validate(cfg, world_size, device)
+    problems = nd.check(cfg, world_size, device)
     if problems:
         raise UserError("N-D parallelism cannot run as set:\n" + "\n".join(f"  - {p}" for p in problems))
 

@@ -90,6 +90,7 @@ def test_deepspeed_is_refused_before_the_model_loads(tmp_path):
     assert code == 2
     run = json.loads((tmp_path / "o" / "run.json").read_text())
     assert "train_micro_batch_size_per_gpu: 7" in run["error"]
+    assert "on CPU processes accelerate ignores the DeepSpeed config" in run["error"]  # never a silent DDP run
 
 
 @pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="DeepSpeed not installed (extra `deepspeed`)")

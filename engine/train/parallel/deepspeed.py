@@ -113,13 +113,21 @@ def trainer_handoff(ds: dict[str, Any], training_args: Any) -> dict[str, Any]:
     return hf_ds.config
 
 
-def validate(cfg: Any, world_size: int) -> dict[str, Any] | None:
-    """Load and check ``cfg.train.deepspeed`` (None when unset). Raises DeepSpeedConfigError with every problem."""
+def validate(cfg: Any, world_size: int, device: str | None = None) -> dict[str, Any] | None:
+    """Load and check ``cfg.train.deepspeed`` (None when unset). Raises DeepSpeedConfigError with every problem.
+
+    ``device`` ``"cpu"`` refuses the run: accelerate hands CPU runs to plain DDP and ignores the DeepSpeed config,
+    so the run would silently not be what was asked for.
+    """
     path = cfg.train.deepspeed
     if not path:
         return None
     ds = load(path)
     found = problems(ds, cfg, world_size)
+    if device == "cpu":
+        found.append("DeepSpeed ZeRO runs on accelerators only: on CPU processes accelerate ignores the DeepSpeed "
+                     "config and trains plain DDP. Use FSDP2 to shard on CPUs (`fsdp: full_shard auto_wrap`), or run "
+                     "on GPUs/NPUs.")
     if importlib.util.find_spec("deepspeed") is None:
         found.append("`deepspeed` is set but DeepSpeed is not installed: `pip install 'lf-board[deepspeed]'`.")
     if found:

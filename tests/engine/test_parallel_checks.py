@@ -300,3 +300,20 @@ def test_cp_collator_shifts_pads_and_continues_positions(chat_tokenizer):
     assert (batch["shift_labels"][:, 5:] == -100).all()
     assert batch["position_ids"][0].tolist() == list(range(length))
     assert cp.wrap_collator("inner", cfg_of(), chat_tokenizer) == "inner"  # no CP: unchanged
+
+
+def test_the_record_reads_the_prepared_model_not_the_config():
+    from engine.train.parallel.info import describe, summary
+
+    class DeepSpeedEngine(torch.nn.Module):  # stands for deepspeed's engine class, matched by name
+        def zero_optimization_stage(self):
+            return 3
+
+    model = torch.nn.Linear(2, 2)
+    assert describe(model) == {"strategy": "single", "world_size": 1, "sharded": False, "backend": None}
+    got = describe(model, DeepSpeedEngine())
+    assert got["strategy"] == "deepspeed_zero3" and got["sharded"] is True and got["zero_stage"] == 3
+    assert summary(got) == "DeepSpeed ZeRO-3 · 1 process(es) · sharded"
+    assert summary({**got, "strategy": "fsdp2", "world_size": 2, "backend": "gloo", "launcher": "ray"}) == (
+        "FSDP2 · 2 process(es) · sharded · gloo · via ray")
+    assert summary(None) == ""

@@ -80,7 +80,7 @@ def test_deepspeed_mismatches_are_named_with_their_fix():
     assert "cannot partition a quantized model" in "\n".join(ds.problems(z3, quant, 2))
 
 
-def test_deepspeed_is_refused_before_the_model_loads(tmp_path):
+def test_deepspeed_is_refused_before_the_model_loads(tmp_path, capsys):
     from engine.cli import main
 
     bad = tmp_path / "ds.json"
@@ -88,9 +88,10 @@ def test_deepspeed_is_refused_before_the_model_loads(tmp_path):
     code = main(["train", str(REPO / "examples/sft_full_demo.yaml"), f"deepspeed={bad}", f"output_dir={tmp_path / 'o'}",
                  f"dataset_dir={REPO / 'examples/data'}"])
     assert code == 2
-    run = json.loads((tmp_path / "o" / "run.json").read_text())
-    assert "train_micro_batch_size_per_gpu: 7" in run["error"]
-    assert "on CPU processes accelerate ignores the DeepSpeed config" in run["error"]  # never a silent DDP run
+    err = capsys.readouterr().err
+    assert "train_micro_batch_size_per_gpu: 7" in err  # every problem in one message, nothing loaded yet
+    assert "on CPU processes accelerate ignores the DeepSpeed config" in err  # never a silent DDP run
+    assert not (tmp_path / "o" / "model.safetensors").exists()
 
 
 @pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="DeepSpeed not installed (extra `deepspeed`)")

@@ -113,6 +113,22 @@ def trainer_handoff(ds: dict[str, Any], training_args: Any) -> dict[str, Any]:
     return hf_ds.config
 
 
+CPU_REFUSAL = ("DeepSpeed ZeRO runs on accelerators only: on CPU processes accelerate ignores the DeepSpeed config "
+               "and trains plain DDP. Use FSDP2 to shard on CPUs (`fsdp: full_shard auto_wrap`), or run on GPUs/NPUs.")
+
+
+def preflight_problems(cfg: Any, world_size: int, device: str) -> list[str]:
+    """The config checks for the pre-flight report (installation and file existence are checked there)."""
+    path = cfg.train.deepspeed
+    if not path or not Path(path).expanduser().is_file():
+        return []
+    try:
+        found = problems(load(path), cfg, world_size)
+    except DeepSpeedConfigError as err:
+        return [str(err)]
+    return found + ([CPU_REFUSAL] if device == "cpu" else [])
+
+
 def validate(cfg: Any, world_size: int, device: str | None = None) -> dict[str, Any] | None:
     """Load and check ``cfg.train.deepspeed`` (None when unset). Raises DeepSpeedConfigError with every problem.
 
@@ -125,9 +141,7 @@ def validate(cfg: Any, world_size: int, device: str | None = None) -> dict[str, 
     ds = load(path)
     found = problems(ds, cfg, world_size)
     if device == "cpu":
-        found.append("DeepSpeed ZeRO runs on accelerators only: on CPU processes accelerate ignores the DeepSpeed "
-                     "config and trains plain DDP. Use FSDP2 to shard on CPUs (`fsdp: full_shard auto_wrap`), or run "
-                     "on GPUs/NPUs.")
+        found.append(CPU_REFUSAL)
     if importlib.util.find_spec("deepspeed") is None:
         found.append("`deepspeed` is set but DeepSpeed is not installed: `pip install 'lf-board[deepspeed]'`.")
     if found:

@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from app.launch import build_command, stop_ranks
 from app.monitor import ERROR_LINES, RunMonitor
 from engine.config.limits import shorten, surrogate_at
 from engine.diskfull import disk_full_message, free_mb, is_disk_full, nearly_full
@@ -236,7 +237,7 @@ class JobManager:
         folder = RunFolder(self.runs_dir / run_id)
         mapping = dict(config)
         mapping["output_dir"] = str(folder.path)
-        command = self.command_for(kind, folder.config_path, args)
+        command = self.command_for(kind, folder.config_path, args, (meta or {}).get("launch"))
         try:
             folder.create(
                 kind,
@@ -264,9 +265,10 @@ class JobManager:
         logger.info("Submitted %s run %s", kind, run_id)
         return run_id
 
-    def command_for(self, kind: str, config_path: Path, args: list[str] | None = None) -> list[str]:
-        """The exact command line of a job."""
-        return [*self.engine_command, COMMANDS[kind], str(config_path), *(args or [])]
+    def command_for(self, kind: str, config_path: Path, args: list[str] | None = None,
+                    launch: dict[str, Any] | None = None) -> list[str]:
+        """The exact command line of a job (torchrun for a multi-process ``launch``; see app.launch)."""
+        return build_command(self.engine_command, COMMANDS[kind], config_path, args, launch)
 
     def abort(self, run_id: str) -> str:
         """Cancel a queued run or stop a running one (SIGTERM now, SIGKILL after the grace period).
@@ -429,9 +431,11 @@ class JobManager:
                             )
                             target = folder.info() | {"pid": live.pid, "pgid": folder.info().get("pgid") or live.pid}
                             signal_run(target, signal.SIGKILL, verified=live.proc is not None)
+                            stop_ranks(folder.path, signal.SIGKILL)  # torchrun's ranks live in their own sessions
                             live.killed = True
                         continue
                     live.ended, live.exit_code = True, code
+                    stop_ranks(folder.path, signal.SIGKILL)  # no rank outlives its launcher
                     live.reason = "aborted" if live.abort_deadline else None
                 if self._finish(folder, live.exit_code, reason=live.reason, live=live):
                     del self._live[run_id]
@@ -476,7 +480,7 @@ class JobManager:
         """Mark a run running and start its process; False when run.json could not be written (nothing started)."""
         info = folder.info()
         kind = info.get("kind", "train")
-        command = self.command_for(kind, folder.config_path, info.get("args"))
+        command = self.command_for(kind, folder.config_path, info.get("args"), info.get("launch"))
         now = time.time()
         fields = dict(status="running", started_at=now, launched_at=now, command=command, finished_at=None,
                       exit_code=None)

@@ -15,6 +15,7 @@ from app.context import Board
 from app.history import format_seconds
 from app.i18n import t
 from app.jobs import JobError
+from engine.train.parallel.info import summary as parallel_summary
 
 STATUS_CLASSES = {
     "queued": "lf-queued",
@@ -87,6 +88,8 @@ def status_card(board: Board, run_id: str, lang: str) -> str:
         facts.append(t(lang, "progress_eta", time=format_seconds(prog["eta"])))
     if prog["checkpoints"]:
         facts.append(t(lang, "progress_checkpoints", n=prog["checkpoints"]))
+    if mon.info.get("parallel"):  # the strategy the engine found in effect (run.json)
+        facts.append(t(lang, "progress_parallel", text=parallel_summary(mon.info["parallel"])))
     if status == "running" and prog["step"] is None and fraction is None:
         lines.append(t(lang, "progress_starting"))
     if status == "aborted":

@@ -155,6 +155,11 @@ def cmd_train(args: argparse.Namespace, kind: str = "train") -> int:
     cfg = _load(args, "train" if kind == "train" else "eval")
     if kind == "eval" and cfg.train.do_predict:
         kind = "predict"
+    if kind == "train":
+        from engine.train.parallel import ray as ray_launcher
+
+        if ray_launcher.use_ray(cfg):  # this process becomes the Ray driver; the workers run the job
+            return ray_launcher.launch(cfg)
     with JobContext(cfg.train.output_dir, kind, cfg.to_yaml(minimal=False)) as ctx:
         metrics = (run_train if kind == "train" else run_eval)(cfg, ctx)
     if ctx.status == "aborted":

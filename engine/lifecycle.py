@@ -17,6 +17,7 @@ from typing import Any
 from engine.checkpoints import remove_torn
 from engine.diskfull import DiskFullError, disk_full_message, is_disk_full
 from engine.errors import AbortRequested, UserError
+from engine.ranks import record_rank, world_size
 from engine.runs import EventWriter, RunFolder, package_versions, process_start_time
 
 logger = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ class JobContext:
                 self._old_handlers[sig] = signal.signal(sig, self._on_signal)
             except ValueError:  # not in the main thread (tests)
                 pass
+        record_rank(self.folder.path)  # multi-process runs: the board's abort reaches every rank
         if not self.is_main_process:
             self.events = _NullWriter()
             return self
@@ -70,9 +72,15 @@ class JobContext:
         if self.config_yaml is not None:
             self.folder.config_path.write_text(self.config_yaml, encoding="utf-8")
         info = self.folder.info()
+        # under a launcher the board started (torchrun), run.json keeps the launcher's pid and process group
+        launcher = (os.getppid(), int(os.environ.get("LF_LAUNCHER_PID", "0") or 0))  # torchrun / the Ray driver
+        launched = bool(info.get("pid")) and info.get("pid") in launcher and world_size() > 1
         self.folder.update(
             id=info.get("id", self.folder.id), kind=info.get("kind", self.kind), status="running",
-            pid=os.getpid(), pgid=os.getpgid(0), pid_started=process_start_time(os.getpid()), started_at=time.time(), finished_at=None, exit_code=None,
+            pid=info["pid"] if launched else os.getpid(), pgid=info.get("pgid") if launched else os.getpgid(0),
+            pid_started=(info.get("pid_started") or process_start_time(info["pid"])) if launched
+            else process_start_time(os.getpid()),
+            started_at=time.time(), finished_at=None, exit_code=None,
             error=None, created_at=info.get("created_at", time.time()),
             command=info.get("command") or [sys.executable, "-m", "engine", *sys.argv[1:]],
             versions=package_versions(),

@@ -340,6 +340,11 @@ def _check_deepspeed(cfg: RunConfig) -> list[str]:
     if isinstance(value, str) and not value.lstrip().startswith("{") and not Path(value).expanduser().is_file():
         problems.append(f"`deepspeed: {value}` does not exist; give a DeepSpeed JSON config such as "
                         "examples/deepspeed/ds_z3_offload.json.")
+    from engine import devices
+    from engine.train.parallel.deepspeed import preflight_problems
+
+    # batch sizes, offload keys, precision against the run; refused on CPU processes (accelerate would run DDP)
+    problems += preflight_problems(cfg, int(os.environ.get("WORLD_SIZE", "1")), devices.get_accelerator().type)
     return problems
 
 

@@ -15,6 +15,7 @@ from app.context import Board
 from app.i18n import L, t
 from app.jobs import JobError
 from app.scrolling import follow_end
+from app.tabs import strategy as scaleout
 from app.topbar import TopBar, top_values
 from app.widgets import advanced_keys, collect, fill, make_widget
 from app.workspace import LAST_CONFIG, valid_name
@@ -64,6 +65,7 @@ class TrainTab:
     timer: gr.Timer
     keys: list[str] = field(default_factory=list)
     fields: dict[str, Any] = field(default_factory=dict)
+    scaleout: scaleout.StrategyBox | None = None
 
     def form(self, top: TopBar) -> list[Any]:
         """Every input that makes up the config, in the order ``mapping_of`` expects."""
@@ -171,6 +173,7 @@ def build(board: Board) -> TrainTab:
         yaml_view = gr.Code(
             language="yaml", label=L("train_yaml_label"), lines=12, interactive=False, buttons=["copy", "download"]
         )
+    scaleout_box = scaleout.build(board)
     with gr.Row():
         start_btn = gr.Button(L("train_start"), variant="primary", elem_id="lf-train-start")
         abort_btn = gr.Button(L("train_abort"), variant="stop", elem_id="lf-train-abort")
@@ -251,6 +254,7 @@ def build(board: Board) -> TrainTab:
         timer=gr.Timer(1.0),
         keys=keys,
         fields=fields,
+        scaleout=scaleout_box,
     )
 
 
@@ -284,15 +288,17 @@ def pasteable_command(command: str, yaml_text: str) -> str:
     return f"lf-engine {command} - <<'{marker}'\n{yaml_text.rstrip()}\n{marker}"
 
 
-def start_run(board: Board, mapping: dict[str, Any], pending: str, lang: str) -> tuple[str, str | None]:
-    """Validate and submit; returns (message, run id or None)."""
+def start_run(board: Board, mapping: dict[str, Any], pending: str, lang: str,
+              launch: dict[str, Any] | None = None) -> tuple[str, str | None]:
+    """Validate and submit (``launch``: strategy and processes, see app.launch); returns (message, run id or None)."""
     checked = forms.validate(mapping, "train")
     if not checked.ok:
         return t(lang, "train_problems") + "\n" + "\n".join(f"- {p}" for p in checked.problems), None
     output_dir = board.jobs.runs_dir / (pending or "x")
     resolved = forms.resolved_mapping(checked.config, output_dir)
     try:
-        run_id = board.jobs.submit("train", resolved, run_id=pending or None)
+        run_id = board.jobs.submit("train", resolved, run_id=pending or None,
+                                  meta={"launch": launch} if launch else None)
     except JobError as err:  # the run folder could not be written (a full disk)
         return str(err), None
     board.workspace.save_config(LAST_CONFIG, {k: v for k, v in resolved.items() if k != "output_dir"})
@@ -473,15 +479,20 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     tab.stage.change(lambda s: gr.update(visible=s in forms.PREFERENCE_STAGES), tab.stage, tab.pref_box, **private)
 
     def on_start(*values):
-        *values, pending, lang = values
-        message, run_id = start_run(board, mapping_of(tab.keys, list(values)), pending, lang)
+        *values, strategy, nproc, pending, lang = values
+        mapping, launch, refusal = scaleout.prepare(mapping_of(tab.keys, list(values)), strategy, nproc, lang)
+        if refusal:
+            return refusal, gr.skip(), gr.skip()
+        message, run_id = start_run(board, mapping, pending, lang, launch)
         if run_id is None:
             return message, gr.skip(), gr.skip()
         return message, run_id, board.jobs.new_run_id("train")
 
     tab.start_btn.click(
-        on_start, [*form, tab.pending, top.lang], [tab.message, tab.watched, tab.pending], **private
+        on_start, [*form, *tab.scaleout.inputs(), tab.pending, top.lang], [tab.message, tab.watched, tab.pending],
+        **private,
     ).then(on_form, **form_io)
+    scaleout.wire(tab.scaleout, form, lambda values: mapping_of(tab.keys, values), top.lang)
     tab.abort_btn.click(
         lambda run_id, lang: abort_run(board, run_id, lang), [tab.watched, top.lang], tab.message, **private
     )

@@ -27,6 +27,7 @@ from engine.config.limits import (
     text_problem,
 )
 from engine.config.method_checks import REFUSED_WHEN_SET, is_set, method_checks
+from engine.config.parallel import check_parallel
 from engine.config.schema import (
     SECTIONS,
     DataArgs,
@@ -35,6 +36,7 @@ from engine.config.schema import (
     GenerationArgs,
     MethodArgs,
     ModelArgs,
+    ParallelArgs,
     TrainArgs,
 )
 from engine.errors import UserError
@@ -47,7 +49,7 @@ IGNORED_KEYS = {
     "vllm_maxlen", "vllm_gpu_util", "vllm_enforce_eager", "vllm_max_lora_rank", "shift_attn",
     "mixture_of_depths", "upcast_layernorm", "upcast_lmhead_output", "disable_gradient_checkpointing",
     "compute_accuracy", "flash_attn_kwargs", "image_resolution", "video_resolution",
-    "dataloader_pin_memory", "dataloader_persistent_workers", "buffer_size", "ray_run_name", "use_ray",
+    "dataloader_pin_memory", "dataloader_persistent_workers", "buffer_size",
 }
 
 
@@ -80,6 +82,7 @@ class RunConfig:
     generation: GenerationArgs = field(default_factory=GenerationArgs)
     export: ExportArgs = field(default_factory=ExportArgs)
     methods: MethodArgs = field(default_factory=MethodArgs)
+    parallel: ParallelArgs = field(default_factory=ParallelArgs)
     extra: dict[str, Any] = field(default_factory=dict)
     """Other Hugging Face ``TrainingArguments`` keys, passed through unchanged."""
     notes: list[str] = field(default_factory=list)
@@ -328,6 +331,7 @@ def _cross_checks(cfg: RunConfig) -> list[str]:
         problems.append("`streaming: true` is not supported; remove it (datasets are loaded, then tokenized once).")
     if ft.finetuning_type == "lora" and ft.use_dora and ft.pissa_init:
         problems.append("`use_dora` and `pissa_init` cannot be combined; choose one.")
+    problems.extend(check_parallel(cfg))
     return problems
 
 

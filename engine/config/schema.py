@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from engine.config.parallel import ParallelArgs
+
 
 def opt(default: Any, help: str, *, min: float | None = None, max: float | None = None, step: float | None = None,
         advanced: bool = False) -> Any:
@@ -215,4 +217,5 @@ SECTIONS: dict[str, type] = {
     "generation": GenerationArgs,
     "export": ExportArgs,
     "methods": MethodArgs,
+    "parallel": ParallelArgs,
 }

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
+import logging
 import os
 from typing import Any
 
 from engine.config import RunConfig
 from engine.errors import UserError
+from engine.train.parallel.deepspeed import validate as validate_deepspeed
+from engine.train.parallel.fsdp import resolve_fsdp
+from engine.train.parallel.nd import training_kwargs as nd_kwargs
+
+logger = logging.getLogger(__name__)
 
 
 def _has_accelerator() -> bool:
@@ -32,8 +37,8 @@ _CHECKPOINTING = _checkpointing_key()
 def training_kwargs(cfg: RunConfig, *, has_eval: bool) -> dict[str, Any]:
     """Keyword arguments shared by ``transformers.TrainingArguments`` and TRL's configs."""
     tr = cfg.train
-    if tr.deepspeed and importlib.util.find_spec("deepspeed") is None:
-        raise UserError("`deepspeed` is set but DeepSpeed is not installed: `pip install 'lf-board[deepspeed]'`.")
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    validate_deepspeed(cfg, world_size)  # offload keys, batch sizes, precision, installed: before the model loads
     eval_strategy = tr.eval_strategy if has_eval else "no"
     kwargs: dict[str, Any] = {
         "output_dir": tr.output_dir,
@@ -78,10 +83,13 @@ def training_kwargs(cfg: RunConfig, *, has_eval: bool) -> dict[str, Any]:
         kwargs["use_cpu"] = True  # transformers refuses bf16 mixed precision on the CPU without it
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # torchrun on CPUs: DDP/FSDP over gloo
             kwargs.setdefault("ddp_backend", "gloo")
-    if tr.fsdp:
-        kwargs["fsdp"] = tr.fsdp
-        if tr.fsdp_config:
-            kwargs["fsdp_config"] = tr.fsdp_config
+    fsdp_config = resolve_fsdp(tr.fsdp, tr.fsdp_config)  # legacy words folded in: no deprecation warning
+    if fsdp_config is not None and int(os.environ.get("WORLD_SIZE", "1")) == 1:
+        logger.info("`fsdp` is set but this is a single process: training unsharded (launch with torchrun to shard).")
+    elif fsdp_config is not None:
+        kwargs["fsdp"] = True
+        kwargs["fsdp_config"] = fsdp_config
+    kwargs.update(nd_kwargs(cfg, world_size, "cpu" if not _has_accelerator() else "accelerator"))
     if tr.save_strategy == "best":
         kwargs["load_best_model_at_end"] = True
         kwargs["metric_for_best_model"] = "eval_loss"

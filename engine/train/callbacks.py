@@ -11,6 +11,7 @@ from transformers import TrainerCallback
 
 from engine import devices
 from engine.lifecycle import JobContext
+from engine.ranks import any_rank
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +136,8 @@ class AbortCallback(TrainerCallback):
         self.ctx.in_loop = True
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.ctx.abort_requested:
+        if any_rank(self.ctx.abort_requested):  # every rank stops at the same step (checkpoints are collective)
+            self.ctx.abort_requested = True
             control.should_save = True
             control.should_training_stop = True
         return control

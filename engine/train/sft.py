@@ -10,6 +10,7 @@ from transformers import Trainer, TrainingArguments
 
 from engine.config import RunConfig
 from engine.train.arguments import build_args
+from engine.train.parallel.fsdp import ShardingMixin
 
 
 def split_causal_lm(model: Any) -> tuple[Any, Any] | None:
@@ -39,7 +40,7 @@ class MuonMixin:
         return super().create_optimizer(model)
 
 
-class LabelPositionsTrainer(MuonMixin, Trainer):
+class LabelPositionsTrainer(ShardingMixin, MuonMixin, Trainer):
     """Applies the output head only where a label is trained.
 
     SFT masks the prompt, so the vocabulary projection and softmax of every prompt position is wasted work and
@@ -76,6 +77,7 @@ def _media_collator(tokenizer: Any, bundle: Any) -> Any:
 def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Trainer:
     """A Trainer for stage pt or sft; batches of similar length are grouped to cut padding."""
     from engine.data.collator import build_collator
+    from engine.train.parallel.context import wrap_collator
 
     has_eval = bundle.eval is not None
     specific: dict[str, Any] = {}
@@ -87,7 +89,10 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
         args=args,
         train_dataset=bundle.train,
         eval_dataset=bundle.eval,
-        data_collator=build_collator(tokenizer, cfg) if getattr(bundle, "media", None) is None else _media_collator(tokenizer, bundle),
+        data_collator=wrap_collator(  # CP: shift, pad to 2 x cp
+            build_collator(tokenizer, cfg) if getattr(bundle, "media", None) is None else _media_collator(tokenizer, bundle),
+            cfg, tokenizer,
+        ),
         processing_class=tokenizer,
         callbacks=callbacks,
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,19 @@ def save_provenance(cfg: RunConfig, folder: Path) -> None:
     (folder / "lf_versions.json").write_text(json.dumps(package_versions(), indent=2), encoding="utf-8")
 
 
+def check_launch(cfg: RunConfig) -> None:
+    """Scale-out settings that cannot work here raise a UserError naming the fix (see engine.train.parallel)."""
+    from engine import devices
+    from engine.train.parallel import deepspeed, nd
+
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    device = devices.get_accelerator().type
+    deepspeed.validate(cfg, world_size, device)
+    problems = nd.check(cfg, world_size, device)
+    if problems:
+        raise UserError("N-D parallelism cannot run as set:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
 def load_components(cfg: RunConfig, *, trainable: bool) -> tuple[Any, Any, Any]:
     """Tokenizer, template and model for a job (the reward stage gets a scalar-head model)."""
     from engine.models import load_model, load_tokenizer
@@ -130,9 +144,11 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     from engine.models import count_parameters
     from engine.train.callbacks import AbortCallback, EventsCallback
     from engine.train.methods import configure_trainer, method_callbacks, save_pissa_converted
+    from engine.train.parallel.recorder import ParallelRecorder
     from engine.train.plotting import plot_loss
 
     check_output_dir(cfg)
+    check_launch(cfg)  # DeepSpeed config and N-D sizes against the world size, before the model loads
     resume = resolve_resume(cfg) if cfg.train.do_train else None
     set_seed(cfg.train.seed)
     tokenizer, template, model = load_components(cfg, trainable=cfg.train.do_train)
@@ -146,9 +162,15 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     stats = dict(getattr(bundle, "stats", {}) or {})
     extra = {"trainable_params": trainable, "total_params": total, "num_examples": len(bundle.train) if bundle.train is not None else 0,
              "data": stats, "stage": cfg.finetuning.stage}
-    callbacks = [EventsCallback(ctx, extra), AbortCallback(ctx), *method_callbacks(cfg, ctx)]
+    recorder = ParallelRecorder(ctx, extra, launcher=os.environ.get("LF_LAUNCHER"))
+    callbacks = [recorder, EventsCallback(ctx, extra), AbortCallback(ctx), *method_callbacks(cfg, ctx)]
     trainer = STAGES[cfg.finetuning.stage](cfg, model, tokenizer, bundle, callbacks)
+    recorder.trainer = trainer
     configure_trainer(trainer, cfg)
+    if cfg.parallel.use_hyper_parallel:  # optional backend: HyperParallel prepares the model instead of accelerate
+        from engine.train.parallel import hyper
+
+        hyper.install(trainer, cfg)
     trainer.remove_callback(PrinterCallback)  # our EventsCallback logs one concise line per step instead
     metrics: dict[str, Any] = {}
     out = Path(cfg.train.output_dir)

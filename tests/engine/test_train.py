@@ -169,6 +169,8 @@ def test_torchrun_two_processes_share_the_work(tmp_path, example):
     assert proc.returncode == 0, proc.stderr[-3000:]
     evs = events(out)
     assert evs[0]["world_size"] == 2
+    strategy = {"sft_lora_demo.yaml": "ddp", "sft_full_fsdp2_demo.yaml": "fsdp2"}[example]  # read from the model
+    assert json.loads((out / "run.json").read_text())["parallel"]["strategy"] == strategy
     assert [e["step"] for e in evs if e["event"] == "log"] == [1, 2]
     assert evs[-1]["status"] == "completed"
     assert (out / "adapter_model.safetensors").is_file() or (out / "model.safetensors").is_file()

@@ -1,0 +1,115 @@
+"""The processes of a multi-process run (torchrun, Ray workers), recorded so that an abort reaches every rank.
+
+torchrun starts each rank in its own session, so signalling the launcher's process group reaches the launcher
+only (it forwards SIGTERM, but a SIGKILL would orphan the ranks). Each rank therefore writes
+``<run>/ranks/<rank>.json`` (pid, process group, host, start time) when its job starts; the board signals those
+on the same host as well. Ranks on other machines are reached through their own launcher.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+RANKS_DIR = "ranks"
+
+
+def world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1") or 1)
+
+
+def record_rank(run_dir: str | Path) -> Path | None:
+    """Write this rank's process facts (only in a multi-process run). Atomic; errors are not fatal."""
+    if world_size() <= 1:
+        return None
+    folder = Path(run_dir) / RANKS_DIR
+    rank = int(os.environ.get("RANK", "0") or 0)
+    data = {"rank": rank, "local_rank": int(os.environ.get("LOCAL_RANK", "0") or 0), "pid": os.getpid(),
+            "pgid": os.getpgid(0), "host": socket.gethostname(), "started": time.time()}
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{rank}.json"
+        tmp = folder / f".{rank}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        os.replace(tmp, path)
+        return path
+    except OSError:
+        return None
+
+
+def read_ranks(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The recorded ranks of a run, by rank."""
+    out = []
+    for path in sorted((Path(run_dir) / RANKS_DIR).glob("*.json")):
+        try:
+            out.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return sorted(out, key=lambda r: r.get("rank", 0))
+
+
+def _same_process(entry: dict[str, Any]) -> bool:
+    """The pid still belongs to the rank that wrote the entry (not a re-used pid)."""
+    pid = int(entry.get("pid") or 0)
+    if not pid:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+            fields = fh.read().rsplit(")", 1)[-1].split()
+        if fields[0] == "Z":
+            return False
+        boot = time.time() - float(open("/proc/uptime", encoding="utf-8").read().split()[0])
+        started = boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+        written = float(entry.get("started", started))
+        return written - 600 <= started <= written + 2  # the process existed when the entry was written
+    except (OSError, ValueError, IndexError):
+        try:
+            os.kill(pid, 0)
+            return True
+        except OSError:
+            return False
+
+
+def signal_ranks(run_dir: str | Path, sig: int = signal.SIGTERM) -> int:
+    """Signal every live rank of this host (its process group). Returns how many were signalled."""
+    host = socket.gethostname()
+    count = 0
+    for entry in read_ranks(run_dir):
+        if entry.get("host") != host or not _same_process(entry):
+            continue
+        try:
+            os.killpg(int(entry.get("pgid") or entry["pid"]), sig)
+            count += 1
+        except (ProcessLookupError, PermissionError, KeyError):
+            continue
+    return count
+
+
+def live_ranks(run_dir: str | Path) -> list[int]:
+    """Pids of this host's ranks that are still running."""
+    host = socket.gethostname()
+    return [int(e["pid"]) for e in read_ranks(run_dir) if e.get("host") == host and _same_process(e)]
+
+
+def any_rank(flag: bool) -> bool:
+    """True when ``flag`` is true on any rank (a collective in a process group; the flag itself otherwise)."""
+    try:
+        import torch
+        import torch.distributed as dist
+    except ImportError:  # pragma: no cover
+        return flag
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return flag
+    device = "cpu" if dist.get_backend() == "gloo" else None
+    if device is None:
+        from engine import devices
+
+        device = devices.current_device()
+    value = torch.tensor([1 if flag else 0], dtype=torch.int32, device=device)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return bool(value.item())

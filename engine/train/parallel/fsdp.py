@@ -1,0 +1,108 @@
+"""FSDP2 (torch's ``fully_shard``) through accelerate's FSDP plugin, on accelerators and on CPUs alike.
+
+transformers turns ``fsdp`` / ``fsdp_config`` into accelerate's ``FullyShardedDataParallelPlugin``. accelerate
+only honours that plugin for accelerator back-ends: with CPU processes (``MULTI_CPU``, gloo) it drops it and
+wraps the model in plain DDP. :class:`ShardingMixin` puts the plugin back into the accelerator's state after
+the Trainer built it, so ``Accelerator.prepare`` takes its FSDP2 path (``fully_shard`` per decoder layer and on
+the root, DTensor parameters) and the Trainer's FSDP saving path gathers the full state dict on rank 0.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+def enable_fsdp_on_cpu(trainer: Any) -> bool:
+    """Make ``trainer``'s accelerator use the FSDP plugin on CPU processes. True when it did something."""
+    plugin_args = getattr(trainer.args, "fsdp_plugin_args", None)
+    if not plugin_args or getattr(trainer, "is_fsdp_enabled", False):
+        return False
+    from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
+
+    state = trainer.accelerator.state
+    if state.distributed_type != DistributedType.MULTI_CPU:
+        return False
+    plugin = FullyShardedDataParallelPlugin(**plugin_args)
+    if state.mixed_precision != "no":
+        plugin.set_mixed_precision(state.mixed_precision)
+    from accelerate.state import PartialState
+
+    # AcceleratorState copies PartialState's shared fields each time it is constructed (the Trainer does so again
+    # later), so the switch goes into both
+    PartialState().distributed_type = DistributedType.FSDP
+    state.distributed_type = DistributedType.FSDP
+    state.fsdp_plugin = plugin
+    trainer.is_fsdp_enabled = True
+    logger.info("FSDP%d enabled on CPU processes (gloo): parameters are sharded with fully_shard.",
+                plugin.fsdp_version)
+    return True
+
+
+class ShardingMixin:
+    """Put before ``transformers.Trainer`` (or a TRL trainer) in the bases to get FSDP2 on CPUs too."""
+
+    def create_accelerator_and_postprocess(self):
+        super().create_accelerator_and_postprocess()
+        enable_fsdp_on_cpu(self)
+
+
+FSDP_OPTIONS = ("full_shard", "shard_grad_op", "hybrid_shard", "hybrid_shard_zero2", "no_shard", "offload", "auto_wrap")
+"""The words LLaMA-Factory / transformers accept in the legacy ``fsdp`` string."""
+
+
+def resolve_fsdp(fsdp: str | bool | None, fsdp_config: str | dict | None) -> dict[str, Any] | None:
+    """``fsdp`` / ``fsdp_config`` as the config gives them → the one ``fsdp_config`` dict transformers 5 wants.
+
+    The legacy words (``full_shard auto_wrap``, ``offload``) are folded into the dict here, so transformers gets
+    ``fsdp=True`` and never warns that the string form is deprecated. FSDP2 is the default version.
+    Raises :class:`engine.errors.UserError` naming the problem and the fix.
+    """
+    import json
+    from pathlib import Path
+
+    from engine.errors import UserError
+
+    if fsdp in (None, False, "", "false", "False"):
+        if fsdp_config:
+            raise UserError("`fsdp_config` is set but `fsdp` is not: add `fsdp: full_shard auto_wrap` (or remove "
+                            "`fsdp_config`).")
+        return None
+    if isinstance(fsdp_config, dict):
+        config = dict(fsdp_config)
+    elif fsdp_config:
+        path = Path(fsdp_config).expanduser()
+        if not path.is_file():
+            raise UserError(f"`fsdp_config: {fsdp_config}` does not exist; give the path of an FSDP JSON file "
+                            "such as examples/fsdp/fsdp2.json.")
+        try:
+            config = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise UserError(f"`fsdp_config: {fsdp_config}` is not valid JSON ({err.msg} at line {err.lineno}).") from None
+        if not isinstance(config, dict):
+            raise UserError(f"`fsdp_config: {fsdp_config}` must hold a JSON object of FSDP settings.")
+    else:
+        config = {}
+    config = {(k[5:] if k.startswith("fsdp_") else k): v for k, v in config.items()}
+    version = int(config.setdefault("version", 2))
+    if version not in (1, 2):
+        raise UserError(f"`fsdp_config` version {version} is unknown; use 2 (FSDP2) or 1.")
+    words = [] if fsdp is True else str(fsdp).replace(",", " ").split()
+    for word in words:
+        word = word.lower()
+        if word not in FSDP_OPTIONS and word not in ("true", "1", "yes"):
+            raise UserError(f"`fsdp: {fsdp}` has the unknown option `{word}`; use words from {', '.join(FSDP_OPTIONS)}.")
+        if word == "offload":
+            config.setdefault("cpu_offload", True)
+        elif word in ("full_shard", "shard_grad_op") and version == 2:
+            config.setdefault("reshard_after_forward", word == "full_shard")
+        elif word in ("hybrid_shard", "hybrid_shard_zero2", "no_shard"):
+            if version == 2:
+                raise UserError(f"`fsdp: {word}` exists only in FSDP1; with FSDP2 use `full_shard` (or "
+                                "`shard_grad_op`), and hybrid sharding through `dp_replicate_size` and `dp_shard_size`.")
+            config.setdefault("reshard_after_forward", word)
+        elif word in ("full_shard", "shard_grad_op"):
+            config.setdefault("reshard_after_forward", word)
+    return config

@@ -1,0 +1,86 @@
+"""Ray Train through a fake `ray` package (tests/fixtures/fake_ray): the driver's TorchTrainer set-up and the
+per-worker code path, run in 2 local processes. No Ray cluster is ever started here."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.config import build_config
+from engine.errors import UserError
+from engine.train.parallel import ray as ray_launcher
+
+REPO = Path(__file__).resolve().parents[2]
+FAKE_RAY = REPO / "tests" / "fixtures" / "fake_ray"
+
+
+def test_ray_runs_the_same_training_on_two_workers(tmp_path):
+    out, log = tmp_path / "run", tmp_path / "ray.jsonl"
+    env = {**os.environ, "PYTHONPATH": f"{FAKE_RAY}{os.pathsep}{REPO}", "FAKE_RAY_LOG": str(log),
+           "RAY_EXPERIMENTAL_NOSET_SUPA_VISIBLE_DEVICES": "1", "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES": "1",
+           "RAY_ADDRESS": "ray://head.example:10001", "OMP_NUM_THREADS": "1"}
+    env.pop("USE_RAY", None)
+    cmd = [sys.executable, "-m", "engine", "train", str(REPO / "examples/sft_lora_demo.yaml"), f"output_dir={out}",
+           "use_ray=true", "ray_num_workers=2", 'resources_per_worker={"CPU": 1}', "placement_strategy=SPREAD",
+           "ray_run_name=lf-test", f"ray_storage_path={tmp_path / 'ray'}", "max_steps=2", "logging_steps=1",
+           "save_strategy=no", "max_samples=16", f"dataset_dir={REPO / 'examples/data'}"]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    calls = [json.loads(x) for x in log.read_text().splitlines()]
+    init = next(c for c in calls if c["event"] == "init")
+    assert init["address"] == "ray://head.example:10001"  # RAY_ADDRESS joins the existing cluster
+    env_vars = init["runtime_env"]["env_vars"]
+    assert env_vars["RAY_EXPERIMENTAL_NOSET_SUPA_VISIBLE_DEVICES"] == "1"
+    assert env_vars["RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"] == "1"
+    trainer = next(c for c in calls if c["event"] == "trainer")
+    assert trainer["num_workers"] == 2 and trainer["resources"] == {"CPU": 1} and trainer["use_gpu"] is False
+    assert trainer["placement"] == "SPREAD" and trainer["run_name"] == "lf-test"
+    assert trainer["storage_path"] == str(tmp_path / "ray")
+    assert next(c for c in calls if c["event"] == "fit_done")["exit_codes"] == [0, 0]
+    assert "train_loss" in next(c for c in calls if c["event"] == "report")["metrics"]  # rank 0 reported
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "completed"
+    assert run["parallel"] == {**run["parallel"], "strategy": "ddp", "world_size": 2, "backend": "gloo",
+                               "launcher": "ray"}
+    ranks = sorted(json.loads(p.read_text())["pid"] for p in (out / "ranks").glob("*.json"))
+    assert len(ranks) == 2 and init["pid"] not in ranks  # the workers are their own processes
+    assert (out / "adapter_model.safetensors").is_file()
+
+
+def test_noset_variables_pick_the_device_ray_assigned(monkeypatch):
+    monkeypatch.syspath_prepend(str(FAKE_RAY))
+    for name in list(sys.modules):
+        if name == "ray" or name.startswith("ray."):
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setenv("RAY_EXPERIMENTAL_NOSET_SUPA_VISIBLE_DEVICES", "1")
+    monkeypatch.setenv("FAKE_RAY_ACCELERATOR_IDS", json.dumps({"SUPA": ["3"]}))
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    ray_launcher._pick_local_device()
+    assert os.environ["LOCAL_RANK"] == "3"
+    monkeypatch.delenv("RAY_EXPERIMENTAL_NOSET_SUPA_VISIBLE_DEVICES")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    ray_launcher._pick_local_device()
+    assert os.environ["LOCAL_RANK"] == "0"  # Ray narrowed the visible devices itself: keep the local rank
+
+
+def test_use_ray_switches_and_missing_ray(monkeypatch, tmp_path):
+    cfg = build_config({"model_name_or_path": "demo", "dataset": "demo_alpaca", "output_dir": str(tmp_path)})
+    monkeypatch.delenv("USE_RAY", raising=False)
+    assert not ray_launcher.use_ray(cfg)
+    monkeypatch.setenv("USE_RAY", "1")  # LLaMA-Factory's switch
+    assert ray_launcher.use_ray(cfg)
+    monkeypatch.setenv("LF_RAY_WORKER", "1")  # inside a worker the job runs, it does not launch again
+    assert not ray_launcher.use_ray(cfg)
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(UserError, match=r"pip install 'ray\[train\]'"):
+        ray_launcher.build_trainer(cfg)
+    assert ray_launcher.resources(cfg) == {"CPU": 1}
+    cfg.parallel.ray_init_kwargs = {"num_cpus": 2}
+    monkeypatch.setenv("RAY_ADDRESS", "auto")
+    kwargs = ray_launcher.init_kwargs(cfg)
+    assert kwargs["address"] == "auto" and kwargs["num_cpus"] == 2 and kwargs["runtime_env"]["env_vars"]["LF_LAUNCHER"] == "ray"

@@ -11,7 +11,7 @@ from engine.config import RunConfig
 from engine.errors import UserError
 from engine.lifecycle import JobContext
 from engine.runs import package_versions
-from engine.train import preference, sft
+from engine.train import preference, rl, sft
 
 logger = logging.getLogger(__name__)
 
@@ -22,6 +22,9 @@ STAGES = {
     "rm": preference.build_rm_trainer,
     "dpo": preference.build_dpo_trainer,
     "kto": preference.build_kto_trainer,
+    "grpo": rl.build_grpo_trainer,
+    "rloo": rl.build_rloo_trainer,
+    "ppo": rl.refuse_ppo,
 }
 
 OUTPUT_MARKERS = ("adapter_config.json", "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
@@ -104,9 +107,10 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
 
     check_output_dir(cfg)
     resume = resolve_resume(cfg) if cfg.train.do_train else None
+    rl.check_stage(cfg)
     set_seed(cfg.train.seed)
     tokenizer, template, model = load_components(cfg, trainable=cfg.train.do_train)
-    bundle = get_dataset(cfg, tokenizer, template)
+    bundle = (rl.get_prompt_dataset if cfg.finetuning.stage in rl.RL_STAGES else get_dataset)(cfg, tokenizer, template)
     if cfg.train.do_train and bundle.train is None:
         raise UserError("`do_train: true` but no training data: set `dataset`.")
     trainable, total = count_parameters(model)

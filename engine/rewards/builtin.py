@@ -1,4 +1,4 @@
-"""Built-in reward functions for GRPO/RLOO, in TRL's signature ``f(prompts, completions, **kwargs) -> list``.
+r"""Built-in reward functions for GRPO/RLOO, in TRL's signature ``f(prompts, completions, **kwargs) -> list``.
 
 Each factory takes the run's settings and returns the function. Dataset columns arrive as keyword lists, one value
 per completion: ``answer`` (the reference reply of the row), ``system``, ``tools`` (JSON text of the row's tools);

@@ -30,8 +30,15 @@ def base_args(model: Path, out: Path, stage: str = "grpo") -> list[str]:
     ]
 
 
+def write_config(folder: Path, args: list[str]) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "config-in.yaml"
+    path.write_text("".join(f"{a.split('=', 1)[0]}: '{a.split('=', 1)[1]}'\n" for a in args), encoding="utf-8")
+    return str(path)
+
+
 def run(model: Path, out: Path, *extra: str, stage: str = "grpo") -> int:
-    return main(["train", *base_args(model, out, stage), *extra])
+    return main(["train", write_config(out.parent / f"{out.name}-cfg", base_args(model, out, stage)), *extra])
 
 
 def events(folder: Path) -> list[dict]:
@@ -64,10 +71,11 @@ def test_grpo_two_steps_with_built_in_and_user_rewards(tiny_model, tmp_path):
 @pytest.fixture(scope="module")
 def reward_run(tiny_model, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("rm") / "rm"
-    code = main(["train", f"model_name_or_path={tiny_model}", "template=chatml", "stage=rm", "finetuning_type=lora",
-                 "dataset=dpo_small", f"dataset_dir={FIXTURES / 'data'}", "cutoff_len=128", f"output_dir={out}",
-                 "max_steps=1", "per_device_train_batch_size=2", "gradient_accumulation_steps=1", "save_strategy=no",
-                 "report_to=none", "plot_loss=false"])
+    args = [f"model_name_or_path={tiny_model}", "template=chatml", "stage=rm", "finetuning_type=lora",
+            "dataset=dpo_small", f"dataset_dir={FIXTURES / 'data'}", "cutoff_len=128", f"output_dir={out}",
+            "max_steps=1", "per_device_train_batch_size=2", "gradient_accumulation_steps=1", "save_strategy=no",
+            "report_to=none", "plot_loss=false"]
+    code = main(["train", write_config(out.parent / "cfg", args)])
     assert code == 0 and (out / "adapter_config.json").is_file()
     return out
 
@@ -98,8 +106,8 @@ def test_ppo_is_refused_naming_grpo_rloo_and_reward_model(tiny_model, tmp_path, 
     from engine.train.rl import ppo_trainer_available
 
     assert not ppo_trainer_available()
-    code = main(["train", *base_args(tiny_model, tmp_path / "ppo", "ppo"), f"reward_model={tmp_path}",
-                 "ppo_epochs=4", "ppo_score_norm=true"])
+    code = main(["train", write_config(tmp_path / "cfg", base_args(tiny_model, tmp_path / "ppo", "ppo")),
+                 f"reward_model={tmp_path}", "ppo_epochs=4", "ppo_score_norm=true"])
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
     assert "`stage: ppo`" in err and "stage: grpo" in err and "stage: rloo" in err and "reward_model" in err

@@ -198,9 +198,14 @@ def load_reward_model(cfg: RunConfig, template: Any) -> Any:
     if saved and saved.model.template and cfg.model.template and saved.model.template != cfg.model.template:
         logger.warning("The reward model was trained with template %s and the policy uses %s; it scores text in the "
                        "policy's format.", saved.model.template, cfg.model.template)
-    tok_args = replace(model_args, model_name_or_path=str(folder) if (folder / "tokenizer_config.json").is_file()
-                       else model_args.model_name_or_path)
-    tokenizer = load_tokenizer(tok_args)
+    if (folder / "tokenizer_config.json").is_file():  # the rm run saved the tokenizer it trained with
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=cfg.model.trust_remote_code)
+        tokenizer.padding_side = "right"
+        tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
+    else:
+        tokenizer = load_tokenizer(model_args)
     ft = replace(cfg.finetuning, stage="rm", finetuning_type="lora" if adapter else "full")
     model = load_model(model_args, ft, tokenizer, is_trainable=False, task="reward")
     suffix = template.stop_words[0] if template.stop_words else (tokenizer.eos_token or "")

@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks for every error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("train", help="train as the config says (stages pt, sft, rm, dpo, kto)",
+    p = sub.add_parser("train", help="train as the config says (stages pt, sft, rm, dpo, kto, grpo, rloo)",
                        description="Train a model. Outputs (adapter or model, checkpoints, events.jsonl, run.json, "
                        "loss.png) go to output_dir.")
     _config_arg(p)
@@ -93,6 +93,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000, help="0 picks a free port (written to run.json)")
     p.add_argument("--run-dir", help="run folder for run.json/events.jsonl (default: the config's folder if it "
                    "holds run.json)")
+
+    p = sub.add_parser("rewards", help="score a few sampled completions with the config's GRPO/RLOO rewards",
+                       description="Sample completions of the model on the first dataset prompts and score them "
+                       "with reward_funcs / reward_model, without training (the board's \"try it\").")
+    _config_arg(p)
+    p.add_argument("--prompts", type=int, default=3, help="dataset prompts to sample from (default 3)")
+    p.add_argument("--samples", type=int, help="completions per prompt (default num_generations, at most 8)")
+    p.add_argument("--out", help="also write the result as JSON to this file")
 
     p = sub.add_parser("check", help="validate a config and its files without running anything heavy",
                        description="Report every problem in a config (keys, values, paths, datasets, memory).")
@@ -188,6 +196,24 @@ def cmd_api(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rewards(args: argparse.Namespace) -> int:
+    import json
+
+    from engine.config import ConfigError
+    from engine.rewards.trial import format_table, try_rewards
+    from engine.train.rl import check_rl
+
+    cfg = _load(args, "chat")
+    problems = check_rl(cfg)
+    if problems:
+        raise ConfigError(problems)
+    result = try_rewards(cfg, prompts=max(1, args.prompts), samples=args.samples)
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, ensure_ascii=False), encoding="utf-8")
+    print(format_table(result))
+    return 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     cfg = _load(args, args.purpose)
     print(f"OK: {args.config} is valid for `{args.purpose}` (stage {cfg.finetuning.stage}, "
@@ -216,6 +242,7 @@ COMMANDS = {
     "chat": cmd_chat,
     "export": cmd_export,
     "api": cmd_api,
+    "rewards": cmd_rewards,
     "check": cmd_check,
     "env": cmd_env,
     "demo": cmd_demo,

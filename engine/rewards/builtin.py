@@ -12,8 +12,8 @@ TRL adds ``completion_ids`` (token ids of each completion). A reward returns ``N
 - ``format``: 1.0 when the reply (stripped) matches ``reward_format``, a regular expression searched with ``.``
   also matching new lines (anchor it with ``^…$`` to demand the whole reply; by default
   ``^<think>…</think>\s*<answer>…</answer>$``); else 0.0.
-- ``length``: 1.0 for ``reward_min_tokens``–``reward_max_tokens`` completion tokens; below, the fraction
-  ``tokens / min``; above, ``1 - (tokens - max) / max`` down to 0.0.
+- ``length``: 1.0 for ``reward_min_tokens``–``reward_max_tokens`` completion tokens; below, ``tokens / min``;
+  above, ``max / tokens`` (so every token closer to the range earns a little more).
 - ``json``: 1.0 when the answer given (code fences allowed) parses as a JSON object or array; else 0.0.
 - ``tool_call``: 1.0 when the reply holds at least one well-formed call in the template's tool format and every
   call names a tool of the row (any name when the row declares none); 0.5 when a call names an undeclared tool;
@@ -104,9 +104,9 @@ def length_range(settings: Any = None, template: Any = None) -> RewardFunc:
         out = []
         for n in sizes:
             if n < low:
-                out.append(n / low if low else 1.0)
+                out.append(n / low)
             elif n > high:
-                out.append(max(0.0, 1.0 - (n - high) / high))
+                out.append(high / n)
             else:
                 out.append(1.0)
         return out

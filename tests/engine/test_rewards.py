@@ -54,8 +54,8 @@ def test_format_matches_think_then_answer_by_default():
 
 def test_length_is_full_inside_the_range_and_falls_off_outside():
     func = BUILTIN_REWARDS["length"](settings(reward_min_tokens=4, reward_max_tokens=8), None)
-    ids = [[1] * n for n in (2, 4, 8, 12, 16, 30)]
-    assert func(prompts=["p"] * 6, completions=[""] * 6, completion_ids=ids) == [0.5, 1.0, 1.0, 0.5, 0.0, 0.0]
+    ids = [[1] * n for n in (0, 2, 4, 8, 16, 32)]
+    assert func(prompts=["p"] * 6, completions=[""] * 6, completion_ids=ids) == [0.0, 0.5, 1.0, 1.0, 0.5, 0.25]
 
 
 def test_json_accepts_objects_arrays_and_fenced_blocks():

@@ -250,6 +250,7 @@ def _rl_trainer(base: type) -> type:
         lf_every = 1
         lf_weights: list[float] | None = None
         lf_last_sample = -1
+        lf_rewards: list[float] = []
 
         def _tokenize_prompts(self, prompts: list):
             if prompts and isinstance(prompts[0], str):
@@ -257,6 +258,23 @@ def _rl_trainer(base: type) -> type:
                        for p in prompts]
                 return [list(x) for x in ids], None, {}
             return super()._tokenize_prompts(prompts)
+
+        def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+            super().log(logs, start_time)  # TRL adds its averaged metrics (reward, kl, ...) to ``logs``
+            reward = logs.get("reward")
+            if self.model.training and isinstance(reward, float) and not math.isnan(reward):
+                self.lf_rewards.append(reward)
+
+        def train(self, *args: Any, **kwargs: Any) -> Any:
+            self.lf_rewards = []
+            output = super().train(*args, **kwargs)
+            trend = reward_trend(self.lf_rewards)
+            if trend:
+                output.metrics.update(trend)
+                logger.info("Mean reward %.4g over the first %d logged steps, %.4g over the last %d.",
+                            trend["reward_first"], trend["reward_window"], trend["reward_last"],
+                            trend["reward_window"])
+            return output
 
         def _generate_and_score_completions(self, inputs):
             output = super()._generate_and_score_completions(inputs)
@@ -292,6 +310,15 @@ def _rl_trainer(base: type) -> type:
 
     RLTrainer.__name__ = f"LF{base.__name__}"
     return RLTrainer
+
+
+def reward_trend(rewards: list[float]) -> dict[str, float]:
+    """Mean reward over the first and the last logged steps (a third of them, at most 5): the run's summary."""
+    if not rewards:
+        return {}
+    window = max(1, min(5, len(rewards) // 3))
+    return {"reward_first": round(sum(rewards[:window]) / window, 4),
+            "reward_last": round(sum(rewards[-window:]) / window, 4), "reward_window": window}
 
 
 def _finite(value: Any) -> float | None:

@@ -66,6 +66,9 @@ def test_grpo_two_steps_with_built_in_and_user_rewards(tiny_model, tmp_path):
     assert first["reward"] == pytest.approx(expected, abs=1e-5)
     assert (out / "adapter_config.json").is_file()
     assert json.loads((out / "run.json").read_text())["status"] == "completed"
+    closing = events(out)[-1]["metrics"]  # the closing note: mean reward at the start and at the end
+    assert closing["reward_first"] == pytest.approx(logs[0]["reward"], abs=1e-4)
+    assert closing["reward_last"] == pytest.approx(logs[1]["reward"], abs=1e-4)
 
 
 @pytest.fixture(scope="module")
@@ -166,3 +169,20 @@ def test_a_reward_raising_on_some_completions_is_counted_and_training_goes_on(ti
     logs = [e for e in events(out) if e["event"] == "log"]
     assert all(e.get("rewards/f/errors") == 1.0 for e in logs)
     assert "raised on 1 of 2 completions (scored 0.0" in caplog.text and "ValueError: boom" in caplog.text
+
+
+def test_rewards_command_scores_sampled_completions_without_training(tiny_model, tmp_path, capsys):
+    out = tmp_path / "try.json"
+    config = write_config(tmp_path / "cfg", base_args(tiny_model, tmp_path / "run"))
+    code = main(["rewards", config, f"reward_funcs=length,{USER_FILE}:has_digit", "reward_weights=1,2",
+                 "--prompts", "2", "--samples", "3", "--out", str(out)])
+    assert code == 0
+    result = json.loads(out.read_text())
+    assert result["rewards"] == ["length", "has_digit"] and len(result["rows"]) == 6
+    row = result["rows"][0]
+    assert row["prompt"].endswith("<|im_start|>assistant\n") and row["answer"] == "Hello!"
+    assert 0 < row["tokens"] <= 8
+    assert row["reward"] == pytest.approx(row["rewards"]["length"] + 2 * row["rewards"]["has_digit"], abs=1e-5)
+    printed = capsys.readouterr().out
+    assert "reward  length  has_digit  completion" in printed and "mean: length" in printed
+    assert not (tmp_path / "run").exists()  # nothing trained, no run folder

@@ -227,7 +227,7 @@ class TryError(RuntimeError):
     """Scoring could not run; the message says why."""
 
 
-def run_try(board: Board, mapping: dict[str, Any], prompts: int = 3) -> dict[str, Any]:
+def run_try(board: Board, mapping: dict[str, Any], prompts: int = 3, samples: int = 4) -> dict[str, Any]:
     """Run ``lf-engine rewards`` on ``mapping`` in a child process and return its result (TryError on failure)."""
     scratch = board.workspace.root / ".scratch"
     scratch.mkdir(parents=True, exist_ok=True)
@@ -235,7 +235,8 @@ def run_try(board: Board, mapping: dict[str, Any], prompts: int = 3) -> dict[str
     config, out, log = stem.with_suffix(".yaml"), stem.with_suffix(".json"), stem.with_suffix(".log")
     mapping = {**mapping, "output_dir": str(scratch / "rewards-try")}
     config.write_text(yaml_text(mapping), encoding="utf-8")
-    command = [*board.jobs.engine_command, "rewards", str(config), "--out", str(out), "--prompts", str(prompts)]
+    command = [*board.jobs.engine_command, "rewards", str(config), "--out", str(out), "--prompts", str(prompts),
+               "--samples", str(samples)]
     try:
         with open(log, "wb") as fh:
             proc = subprocess.run(command, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -32,13 +32,25 @@ RL_STAGES = ("grpo", "rloo")
 COMPLETIONS_FILE = "completions.jsonl"
 SAMPLE_ROWS = 16
 """Completions written per sample (whole prompt groups first)."""
-PPO_REFUSAL = (
-    "`stage: ppo` needs a PPO trainer, and the installed TRL has none (TRL 1.x removed it, stable and experimental). "
+PPO_WAY = (
     "Run the same idea with `stage: grpo` (or `stage: rloo`) and `reward_model: <output_dir of your rm run>`: the "
     "policy samples completions, the reward model scores them and `beta` (the KL term) keeps the policy near its "
     "start. The ppo_* keys have no equivalent; num_generations, max_completion_length and temperature set the "
     "sampling."
 )
+
+
+def ppo_refusal() -> str:
+    """Why `stage: ppo` is refused, and the way to run the same idea here."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        trl = f"TRL {version('trl')}"
+    except PackageNotFoundError:
+        trl = "TRL (not installed)"
+    if ppo_trainer_available():
+        return f"`stage: ppo` is not supported by this engine (it drives TRL's GRPO and RLOO trainers). {PPO_WAY}"
+    return f"`stage: ppo` needs a PPO trainer, and {trl} has none, stable or experimental. {PPO_WAY}"
 
 
 def ppo_trainer_available() -> bool:
@@ -59,7 +71,7 @@ def check_rl(cfg: RunConfig) -> list[str]:
 
     ft, tr = cfg.finetuning, cfg.train
     if ft.stage == "ppo":
-        return [PPO_REFUSAL]
+        return [ppo_refusal()]
     problems: list[str] = []
     rl_only = {"reward_funcs": ft.reward_funcs, "reward_model": ft.reward_model, "reward_weights": ft.reward_weights}
     if ft.stage not in RL_STAGES:
@@ -117,7 +129,7 @@ def check_stage(cfg: RunConfig) -> None:
 
 
 def refuse_ppo(*args: Any, **kwargs: Any) -> Any:
-    raise UserError(PPO_REFUSAL)
+    raise UserError(ppo_refusal())
 
 
 # ------------------------------------------------------------------------------------------------ data

@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks for every error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("train", help="train as the config says (stages pt, sft, rm, dpo, kto)",
+    p = sub.add_parser("train", help="train as the config says (stages pt, sft, rm, dpo, kto, grpo, rloo)",
                        description="Train a model. Outputs (adapter or model, checkpoints, events.jsonl, run.json, "
                        "loss.png) go to output_dir.")
     _config_arg(p)
@@ -101,6 +101,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "holds run.json)")
     p.add_argument("--api-key", help="require `Authorization: Bearer KEY` on every route but /health (default: "
                    "$LF_ENGINE_API_KEY or $API_KEY; prefer the variable, a command line is visible to other users)")
+
+    p = sub.add_parser("rewards", help="score a few sampled completions with the config's GRPO/RLOO rewards",
+                       description="Sample completions of the model on the first dataset prompts and score them "
+                       "with reward_funcs / reward_model, without training (the board's \"try it\").")
+    _config_arg(p)
+    p.add_argument("--prompts", type=int, default=3, help="dataset prompts to sample from (default 3)")
+    p.add_argument("--samples", type=int, help="completions per prompt (default num_generations, at most 8)")
+    p.add_argument("--out", help="also write the result as JSON to this file")
 
     p = sub.add_parser("check", help="validate a config and its files without running anything heavy",
                        description="Report every problem in a config (keys, values, paths, datasets, memory).")
@@ -217,6 +225,24 @@ def cmd_api(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rewards(args: argparse.Namespace) -> int:
+    import json
+
+    from engine.config import ConfigError
+    from engine.rewards.trial import format_table, try_rewards
+    from engine.train.rl import check_rl
+
+    cfg = _load(args, "chat")
+    problems = check_rl(cfg)
+    if problems:
+        raise ConfigError(problems)
+    result = try_rewards(cfg, prompts=max(1, args.prompts), samples=args.samples)
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, ensure_ascii=False), encoding="utf-8")
+    print(format_table(result))
+    return 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     cfg = _load(args, args.purpose)
     print(f"OK: {args.config} is valid for `{args.purpose}` (stage {cfg.finetuning.stage}, "
@@ -251,6 +277,7 @@ COMMANDS = {
     "chat": cmd_chat,
     "export": cmd_export,
     "api": cmd_api,
+    "rewards": cmd_rewards,
     "check": cmd_check,
     "env": cmd_env,
     "demo": cmd_demo,

@@ -38,6 +38,9 @@ def check(cfg: RunConfig, command: str = "train") -> list[str]:
         problems += _check_deepspeed(cfg)
         problems += _check_schedule(cfg)
         problems += _check_trackers(cfg)
+        from engine.train.rl import check_rl
+
+        problems += check_rl(cfg)
         if cfg.finetuning.stage == "kto" and cfg.train.do_train and cfg.train.per_device_train_batch_size < 2:
             from engine.train.preference import KTO_BATCH_PROBLEM
 
@@ -221,7 +224,7 @@ def _check_data(cfg: RunConfig, command: str) -> list[str]:
     from engine.data.registry import check_datasets
 
     problems = []
-    stage = cfg.finetuning.stage
+    stage = "sft" if cfg.finetuning.stage in ("grpo", "rloo", "ppo") else cfg.finetuning.stage  # prompts + answers
     if command == "train" and cfg.train.do_train and not cfg.data.dataset:
         problems.append("`dataset` is empty: name one or more datasets from dataset_info.json (comma separated).")
     if command == "eval" and not (cfg.data.eval_dataset or cfg.data.dataset):

@@ -10,7 +10,7 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
-from app import forms, history
+from app import forms, history, reward_view
 from app.context import Board
 from app.i18n import L, t
 from app.jobs import JobError
@@ -41,6 +41,7 @@ class RunsTab:
     known: gr.State
     to_delete: gr.State
     timer: gr.Timer
+    reward_overlay: gr.LinePlot | None = None
 
 
 def build(board: Board) -> RunsTab:
@@ -86,6 +87,8 @@ def build(board: Board) -> RunsTab:
         height=340,
         elem_classes=["lf-plot"],
     )
+    reward_overlay = gr.LinePlot(None, x="step", y="reward", color="run", color_title=" ", visible=False,
+                                 label=L("runs_reward_overlay"), height=340, elem_classes=["lf-plot"])
     diff = gr.Dataframe(label=L("runs_diff"), interactive=False, wrap=True, visible=False)
     return RunsTab(
         table=table,
@@ -106,6 +109,7 @@ def build(board: Board) -> RunsTab:
         known=gr.State(None),
         to_delete=gr.State([]),
         timer=gr.Timer(4.0),
+        reward_overlay=reward_overlay,
     )
 
 
@@ -210,18 +214,22 @@ def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: d
 
     def on_compare(selected, lang_code):
         if not selected:
-            yield t(lang_code, "runs_pick_some"), gr.skip(), gr.skip()
+            yield t(lang_code, "runs_pick_some"), gr.skip(), gr.skip(), gr.skip()
             return
         # clear the chart first: gradio keeps the colours of the runs it drew first
-        yield "", None, gr.skip()
+        yield "", None, gr.skip(), gr.update(value=None)
         frame = overlay_frame(board, selected)
+        rewards = reward_view.reward_overlay(board, selected)  # GRPO/RLOO runs: compared by their reward curves
         yield (
             "",
             (frame if len(frame) else None),
             gr.update(value=diff_frame(board, selected, lang_code), visible=True),
+            gr.update(value=rewards, visible=rewards is not None),
         )
 
-    tab.compare_btn.click(on_compare, [tab.selected, lang], [tab.message, tab.overlay, tab.diff], **private)
+    tab.compare_btn.click(
+        on_compare, [tab.selected, lang], [tab.message, tab.overlay, tab.diff, tab.reward_overlay], **private
+    )
 
     kinds = list(watchers)
     states = [watchers[k][1] for k in kinds]

@@ -15,6 +15,7 @@ from app.context import Board
 from app.i18n import L, t
 from app.jobs import JobError
 from app.scrolling import follow_end
+from app.tabs import rewards
 from app.tabs import strategy as scaleout
 from app.topbar import TopBar, top_values
 from app.widgets import advanced_keys, collect, fill, make_widget
@@ -66,6 +67,8 @@ class TrainTab:
     keys: list[str] = field(default_factory=list)
     fields: dict[str, Any] = field(default_factory=dict)
     scaleout: scaleout.StrategyBox | None = None
+    rl: rewards.RewardsSection | None = None
+    rl_live: rewards.RewardsLive | None = None
 
     def form(self, top: TopBar) -> list[Any]:
         """Every input that makes up the config, in the order ``mapping_of`` expects."""
@@ -153,6 +156,7 @@ def build(board: Board) -> TrainTab:
         _grid(forms.FREEZE_KEYS, start, fields)
     with gr.Accordion(L("train_pref"), open=True, visible=start.get("stage") in forms.PREFERENCE_STAGES) as pref_box:
         _grid(forms.PREF_KEYS, start, fields)
+    rl = rewards.build_section(start, fields)
     with gr.Accordion(L("train_advanced"), open=False):
         shown = set(fields) | forms.MANAGED_KEYS | {"stage", "finetuning_type"}
         _grid(advanced_keys(ADVANCED_SECTIONS, exclude=shown), start, fields)
@@ -204,6 +208,7 @@ def build(board: Board) -> TrainTab:
             elem_id="lf-lr-plot",
             elem_classes=["lf-plot"],
         )
+    rl_live = rewards.build_live()
     error = gr.Textbox(
         label=L("train_error"),
         lines=8,
@@ -255,6 +260,8 @@ def build(board: Board) -> TrainTab:
         keys=keys,
         fields=fields,
         scaleout=scaleout_box,
+        rl=rl,
+        rl_live=rl_live,
     )
 
 
@@ -559,3 +566,4 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         return form_values(tab, board.workspace.startup_settings(), board)
 
     demo.load(on_page_load, None, form, **private)
+    rewards.wire(tab.rl, tab.rl_live, tab, top, board, mapping_of)

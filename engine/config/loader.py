@@ -50,6 +50,10 @@ IGNORED_KEYS = {
     "mixture_of_depths", "upcast_layernorm", "upcast_lmhead_output", "disable_gradient_checkpointing",
     "compute_accuracy", "flash_attn_kwargs", "image_resolution", "video_resolution",
     "dataloader_pin_memory", "dataloader_persistent_workers", "buffer_size",
+    # LLaMA-Factory's PPO keys: `stage: ppo` is refused with the GRPO/RLOO way (engine/train/rl.py); the reward
+    # model's kind (adapter or full model) is read from its folder
+    "ppo_buffer_size", "ppo_epochs", "ppo_score_norm", "ppo_target", "ppo_whiten_rewards", "reward_model_adapters",
+    "reward_model_quantization_bit", "reward_model_type",
 }
 
 

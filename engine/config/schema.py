@@ -28,9 +28,10 @@ def opt(default: Any, help: str, *, min: float | None = None, max: float | None 
     return field(default=default, metadata=meta)
 
 
-Stage = Literal["pt", "sft", "rm", "dpo", "kto"]
+Stage = Literal["pt", "sft", "rm", "dpo", "kto", "grpo", "rloo", "ppo"]
 FinetuningType = Literal["lora", "oft", "full", "freeze"]
 PrefLoss = Literal["sigmoid", "hinge", "ipo", "orpo", "simpo"]
+GRPOLoss = Literal[None, "grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
 Scheduler = Literal[
     "linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
     "inverse_sqrt", "reduce_lr_on_plateau", "cosine_with_min_lr", "warmup_stable_decay",
@@ -106,7 +107,7 @@ class DataArgs:
 class FinetuningArgs:
     """Training stage and the method: LoRA, freeze or full, plus preference settings."""
 
-    stage: Stage = opt("sft", "Training stage: pre-training, supervised, reward model, DPO or KTO.")
+    stage: Stage = opt("sft", "Training stage: pre-training, supervised, reward model, DPO, KTO, GRPO or RLOO.")
     finetuning_type: FinetuningType = opt("lora", "Which weights are trained.")
     lora_rank: int = opt(8, "LoRA rank.", min=1, max=1024)
     lora_alpha: int | None = opt(None, "LoRA scaling alpha; empty means 2 x rank.", min=1, max=4096)
@@ -134,6 +135,20 @@ class FinetuningArgs:
     simpo_gamma: float = opt(0.5, "SimPO target reward margin.", min=0.0, advanced=True)
     ref_model: str | None = opt(None, "Reference model for DPO/KTO; empty uses the frozen base.", advanced=True)
     plot_loss: bool = opt(True, "Draw loss.png when training ends.")
+    # GRPO / RLOO (engine/train/rl.py, engine/rewards): rewards, sampling and the KL term
+    reward_funcs: str | None = opt(None, "GRPO/RLOO rewards, comma separated: exact_match, numeric_match, format, "
+                                   "length, json, tool_call, or `path/to/file.py:function`.")
+    reward_weights: str | None = opt(None, "Weights of reward_funcs (and reward_model last), comma separated.")
+    reward_model: str | None = opt(None, "GRPO/RLOO: output folder of an `rm` run, used as one more reward.")
+    reward_format: str = opt(r"^<think>.*?</think>\s*<answer>.*?</answer>$",
+                             "Regular expression the `format` reward matches.", advanced=True)
+    reward_min_tokens: int = opt(1, "`length` reward: fewest tokens that earn the full reward.", min=0)
+    reward_max_tokens: int = opt(256, "`length` reward: most tokens that earn the full reward.", min=1)
+    num_generations: int = opt(8, "GRPO/RLOO: completions sampled per prompt.", min=2, max=1024)
+    max_completion_length: int = opt(256, "GRPO/RLOO: most tokens per sampled completion.", min=1, max=131072)
+    beta: float | None = opt(None, "GRPO/RLOO KL coefficient; empty uses TRL's (0.0 GRPO, 0.05 RLOO).", min=0.0)
+    loss_type: GRPOLoss = opt(None, "GRPO loss; empty uses TRL's default (dapo).", advanced=True)
+    log_completions_steps: int = opt(1, "GRPO/RLOO: write sampled completions with rewards every N steps.", min=1)
     use_muon: bool = opt(False, "Muon optimizer for 2-D weight matrices (AdamW for the rest).", advanced=True)
 
 

@@ -13,7 +13,7 @@ from engine.config import RunConfig
 from engine.errors import UserError
 from engine.lifecycle import JobContext
 from engine.runs import package_versions
-from engine.train import preference, sft
+from engine.train import preference, rl, sft
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +24,9 @@ STAGES = {
     "rm": preference.build_rm_trainer,
     "dpo": preference.build_dpo_trainer,
     "kto": preference.build_kto_trainer,
+    "grpo": rl.build_grpo_trainer,
+    "rloo": rl.build_rloo_trainer,
+    "ppo": rl.refuse_ppo,
 }
 
 OUTPUT_MARKERS = ("adapter_config.json", "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
@@ -150,11 +153,15 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     check_output_dir(cfg)
     check_launch(cfg)  # DeepSpeed config and N-D sizes against the world size, before the model loads
     resume = resolve_resume(cfg) if cfg.train.do_train else None
+    rl.check_stage(cfg)
     set_seed(cfg.train.seed)
     tokenizer, template, model = load_components(cfg, trainable=cfg.train.do_train)
-    from engine.multimodal import media_context
+    if cfg.finetuning.stage in rl.RL_STAGES:
+        bundle = rl.get_prompt_dataset(cfg, tokenizer, template)
+    else:
+        from engine.multimodal import media_context
 
-    bundle = get_dataset(cfg, tokenizer, template, media=media_context(cfg, tokenizer))
+        bundle = get_dataset(cfg, tokenizer, template, media=media_context(cfg, tokenizer))
     if cfg.train.do_train and bundle.train is None:
         raise UserError("`do_train: true` but no training data: set `dataset`.")
     trainable, total = count_parameters(model)

@@ -1,0 +1,278 @@
+"""What the board shows of GRPO/RLOO runs: reward, KL and completion-length curves, recent completions with their
+rewards, reward curves of several runs for History, and the "try it" scoring (in a subprocess).
+
+The board never imports user reward code: saving a reward from the code box only writes the file and reads it
+back as text (``engine.rewards.check_user_reward``); scoring runs ``lf-engine rewards`` as a child process.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import subprocess
+import threading
+import uuid
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from app.context import Board
+from app.forms import yaml_text
+from app.jobs import REPO_ROOT, JobError, child_env
+from app.progress_view import typed_frame
+from engine.runs import EventReader
+
+RL_STAGES = ("grpo", "rloo")
+TRY_TIMEOUT = 600
+RECENT_COMPLETIONS = 24
+CURVE_KEYS = ("reward", "kl", "completions/mean_length", "completions/clipped_ratio")
+REWARD_TYPES = {"step": "int64", "reward": "float64", "series": "str"}
+REWARD_CODE = '''import re
+
+
+def my_reward(prompts, completions, answer=None, **kwargs):
+    """One number per completion; `answer` is the reference reply of each row."""
+    return [1.0 if re.search(r"\\d", completion) else 0.0 for completion in completions]
+'''
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return None if math.isnan(value) or math.isinf(value) else float(value)
+
+
+class RLFollower:
+    """Reads a run's events.jsonl and completions.jsonl incrementally (byte offsets), keeping the RL curves and
+    the latest completions."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self._events = EventReader(self.folder / "events.jsonl")
+        self._samples = EventReader(self.folder / "completions.jsonl")
+        self.curves: dict[str, list[tuple[int, float]]] = {}
+        self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_COMPLETIONS)
+        self.stage: str | None = None
+        self.version = 0
+        self._lock = threading.Lock()
+
+    def refresh(self) -> RLFollower:
+        with self._lock:
+            changed = False
+            for event in self._events.read_new():
+                changed = True
+                if event.get("event") == "start":
+                    self.stage = event.get("stage") or self.stage
+                step = event.get("step")
+                if event.get("event") != "log" or "train_loss" in event or not isinstance(step, int):
+                    continue
+                for key, value in event.items():
+                    value = _number(value)
+                    if value is not None and (key in CURVE_KEYS or (key.startswith("rewards/") and
+                                                                     key.endswith("/mean"))):
+                        self.curves.setdefault(key, []).append((step, value))
+            for sample in self._samples.read_new():
+                changed = True
+                self.recent.append(sample)
+            if changed:
+                self.version += 1
+        return self
+
+    def is_rl(self) -> bool:
+        return self.stage in RL_STAGES or "reward" in self.curves
+
+
+_FOLLOWERS: dict[str, RLFollower] = {}
+_FOLLOWERS_LOCK = threading.Lock()
+
+
+def follower(board: Board, run_id: str) -> RLFollower:
+    """The shared follower of a run (one per run folder, like the job manager's monitors)."""
+    folder = board.jobs.runs_dir / run_id
+    with _FOLLOWERS_LOCK:
+        found = _FOLLOWERS.get(str(folder))
+        if found is None:
+            if len(_FOLLOWERS) > 64:
+                _FOLLOWERS.clear()
+            found = _FOLLOWERS[str(folder)] = RLFollower(folder)
+    return found.refresh()
+
+
+def reward_frame(curves: dict[str, list[tuple[int, float]]], total_label: str) -> pd.DataFrame | None:
+    """step / reward / series: the weighted total and each function's mean; None before the first point."""
+    rows = [{"step": s, "reward": v, "series": total_label} for s, v in curves.get("reward", [])]
+    for key, points in sorted(curves.items()):
+        if key.startswith("rewards/"):
+            name = key[len("rewards/"):-len("/mean")]
+            rows += [{"step": s, "reward": v, "series": name} for s, v in points]
+    return typed_frame(rows, REWARD_TYPES) if rows else None
+
+
+def metric_frame(curves: dict[str, list[tuple[int, float]]], key: str, column: str) -> pd.DataFrame | None:
+    rows = [{"step": s, column: v} for s, v in curves.get(key, [])]
+    return typed_frame(rows, {"step": "int64", column: "float64"}) if rows else None
+
+
+def completions_frame(samples: list[dict[str, Any]]) -> pd.DataFrame:
+    """Newest first: step, total reward, each function's reward, the completion and the end of its prompt."""
+    names: list[str] = []
+    for sample in samples:
+        names += [n for n in (sample.get("rewards") or {}) if n not in names]
+    rows = []
+    for sample in reversed(samples):
+        per = sample.get("rewards") or {}
+        row = {"step": sample.get("step"), "reward": sample.get("reward")}
+        row.update({n: per.get(n) for n in names})
+        row["completion"] = str(sample.get("completion", ""))[:400]
+        row["prompt"] = str(sample.get("prompt", ""))[-160:]
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["step", "reward", *names, "completion", "prompt"])
+
+
+def live_view(board: Board, run_id: str | None, total_label: str) -> dict[str, Any] | None:
+    """Charts and table of a watched RL run (None when the run is not an RL run or does not exist)."""
+    if not run_id:
+        return None
+    try:
+        board.jobs.monitor(run_id)
+    except JobError:
+        return None
+    watched = follower(board, run_id)
+    if not watched.is_rl():
+        return None
+    with watched._lock:
+        curves = {k: list(v) for k, v in watched.curves.items()}
+        recent = list(watched.recent)
+    return {
+        "version": watched.version,
+        "reward": reward_frame(curves, total_label),
+        "kl": metric_frame(curves, "kl", "kl"),
+        "length": metric_frame(curves, "completions/mean_length", "tokens"),
+        "completions": completions_frame(recent),
+    }
+
+
+def reward_points(folder: Path) -> list[tuple[int, float]]:
+    """(step, mean total reward) of a run, read once (History)."""
+    points = []
+    for event in EventReader(Path(folder) / "events.jsonl").read_new():
+        value = _number(event.get("reward"))
+        if event.get("event") == "log" and isinstance(event.get("step"), int) and value is not None:
+            points.append((event["step"], value))
+    return points
+
+
+def reward_overlay(board: Board, run_ids: list[str]) -> pd.DataFrame | None:
+    """step / reward / run for the RL runs among ``run_ids``; None when none of them logged a reward."""
+    rows = [{"step": s, "reward": v, "run": run_id}
+            for run_id in run_ids for s, v in reward_points(board.jobs.runs_dir / run_id)]
+    return typed_frame(rows, {"step": "int64", "reward": "float64", "run": "str"}) if rows else None
+
+
+# -- writing a reward from the code box ------------------------------------------------------------------
+def reward_function_name(code: str) -> str | None:
+    """The name of the first top-level function in ``code`` (read, never run); None when there is none."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return node.name
+    return None
+
+
+def save_reward_code(rewards_dir: Path, code: str) -> tuple[str | None, list[str]]:
+    """Write ``code`` as ``rewards_dir/<function>.py`` and check it as text; (spec or None, problems)."""
+    from engine.rewards import check_user_reward
+
+    try:
+        ast.parse(code)
+    except SyntaxError as err:
+        return None, [f"line {err.lineno}: {err.msg}"]
+    name = reward_function_name(code)
+    if name is None:
+        return None, ["no function: write `def my_reward(prompts, completions, **kwargs)`"]
+    rewards_dir.mkdir(parents=True, exist_ok=True)
+    path = rewards_dir / f"{name}.py"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(code, encoding="utf-8")
+    tmp.replace(path)
+    spec = f"{path}:{name}"
+    problems = check_user_reward(spec)
+    return (None if problems else spec), problems
+
+
+def add_reward(current: str | None, spec: str) -> str:
+    """``reward_funcs`` text with ``spec`` added (an older version of the same file's function replaced)."""
+    items = [x.strip() for x in (current or "").split(",") if x.strip()]
+    path = spec.rsplit(":", 1)[0]
+    items = [x for x in items if x.rsplit(":", 1)[0] != path]
+    return ", ".join([*items, spec])
+
+
+def with_builtins(current: str | None, chosen: list[str], builtins: list[str]) -> str:
+    """``reward_funcs`` text with the built-ins set to ``chosen`` (user functions kept, in place after them)."""
+    items = [x.strip() for x in (current or "").split(",") if x.strip()]
+    others = [x for x in items if x not in builtins]
+    ordered = [b for b in builtins if b in chosen]
+    return ", ".join([*ordered, *others])
+
+
+# -- "try it" --------------------------------------------------------------------------------------------
+class TryError(RuntimeError):
+    """Scoring could not run; the message says why."""
+
+
+def run_try(board: Board, mapping: dict[str, Any], prompts: int = 3, samples: int = 4) -> dict[str, Any]:
+    """Run ``lf-engine rewards`` on ``mapping`` in a child process and return its result (TryError on failure)."""
+    scratch = board.workspace.root / ".scratch"
+    scratch.mkdir(parents=True, exist_ok=True)
+    stem = scratch / f"rewards-{uuid.uuid4().hex[:8]}"
+    config, out, log = stem.with_suffix(".yaml"), stem.with_suffix(".json"), stem.with_suffix(".log")
+    mapping = {**mapping, "output_dir": str(scratch / "rewards-try")}
+    config.write_text(yaml_text(mapping), encoding="utf-8")
+    command = [*board.jobs.engine_command, "rewards", str(config), "--out", str(out), "--prompts", str(prompts),
+               "--samples", str(samples)]
+    try:
+        with open(log, "wb") as fh:
+            proc = subprocess.run(command, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                  cwd=str(REPO_ROOT), env=child_env(), timeout=TRY_TIMEOUT, check=False)
+        if proc.returncode == 0 and out.is_file():
+            return json.loads(out.read_text(encoding="utf-8"))
+        lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+        errors = [line.removeprefix("error: ") for line in lines if line.startswith("error: ")]
+        if errors:  # a user error: its message and the lines that follow it
+            start = lines.index("error: " + errors[0])
+            raise TryError("\n".join([errors[0], *lines[start + 1:start + 12]]))
+        raise TryError("\n".join(lines[-12:]) or f"the scoring process exited with code {proc.returncode}")
+    except subprocess.TimeoutExpired:
+        raise TryError(f"scoring took longer than {TRY_TIMEOUT} s") from None
+    finally:
+        for path in (config, out, log):
+            path.unlink(missing_ok=True)
+
+
+def try_frame(result: dict[str, Any]) -> pd.DataFrame:
+    """The scored samples as a table: total reward, each function's reward, tokens, completion, answer."""
+    names = list(result.get("rewards") or [])
+    rows = []
+    for row in result.get("rows") or []:
+        out = {"reward": row.get("reward")}
+        out.update({n: (row.get("rewards") or {}).get(n) for n in names})
+        out.update({"tokens": row.get("tokens"), "completion": row.get("completion"), "answer": row.get("answer")})
+        rows.append(out)
+    return pd.DataFrame(rows, columns=["reward", *names, "tokens", "completion", "answer"])
+
+
+def try_summary(result: dict[str, Any]) -> dict[str, str]:
+    """Mean per reward (and errors) as short text parts."""
+    means = result.get("mean") or {}
+    parts = {name: f"{value:.3f}" for name, value in means.items() if isinstance(value, (int, float))}
+    errors = {k: v for k, v in (result.get("errors") or {}).items() if v}
+    if errors:
+        parts["errors"] = ", ".join(f"{k} {v}" for k, v in errors.items())
+    return parts

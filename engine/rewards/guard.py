@@ -1,0 +1,106 @@
+"""Call a reward function safely: check what it returns, and survive a reward that fails on some completions."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+import numbers
+from typing import Any
+
+from engine.errors import UserError
+from engine.rewards.user import RewardError, where_in
+
+logger = logging.getLogger(__name__)
+
+HOOKS = ("trainer_state", "log_extra", "log_metric")
+
+
+class GuardedReward:
+    """A reward function that TRL calls as ``f(prompts, completions, **kwargs)``.
+
+    - The result must hold one number (or None: not applicable) per completion; anything else is a
+      :class:`RewardError` naming the function, since training on it would be wrong.
+    - When the call raises, the completions are scored one at a time: each one that raises gets 0.0, is counted
+      (``errors``, and the metric ``rewards/NAME/errors`` per step) and logged. When every completion raises the
+      function itself is broken: a :class:`RewardError` with the exception and its line stops the run.
+    """
+
+    def __init__(self, func: Any, name: str, origin: str):
+        self.func = func
+        self.__name__ = name
+        self.origin = origin
+        self.errors = 0
+        self.calls = 0
+        try:
+            params = inspect.signature(func).parameters.values()
+            self.accepts_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+            self.accepted = {p.name for p in inspect.signature(func).parameters.values()}
+        except (TypeError, ValueError):
+            self.accepts_all, self.accepted = True, set()
+
+    def _kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        return kwargs if self.accepts_all else {k: v for k, v in kwargs.items() if k in self.accepted}
+
+    def __call__(self, prompts: list, completions: list, **kwargs: Any) -> list:
+        size = len(completions)
+        self.calls += 1
+        try:
+            result = self.func(**self._kwargs({"prompts": prompts, "completions": completions, **kwargs}))
+        except UserError:
+            raise
+        except Exception as err:  # the user's code: score one completion at a time to find the culprits
+            logger.debug("Reward %s raised on a batch (%s); scoring one completion at a time.", self.__name__, err)
+            result = self._one_by_one(prompts, completions, kwargs, size)
+        return self._checked(result, size)
+
+    def _one_by_one(self, prompts: list, completions: list, kwargs: dict[str, Any], size: int) -> list:
+        out: list[float | None] = []
+        failures: list[tuple[int, BaseException]] = []
+        for i in range(size):
+            row = {k: (v[i:i + 1] if isinstance(v, (list, tuple)) and len(v) == size and k not in HOOKS else v)
+                   for k, v in kwargs.items()}
+            try:
+                value = self._checked(self.func(**self._kwargs(
+                    {"prompts": prompts[i:i + 1], "completions": completions[i:i + 1], **row})), 1)[0]
+            except UserError:
+                raise
+            except Exception as err:
+                failures.append((i, err))
+                value = 0.0
+            out.append(value)
+        if len(failures) == size:
+            err = failures[0][1]
+            raise RewardError(
+                f"Reward `{self.origin}` raised on every completion: {type(err).__name__}: {err}{where_in(err)}. "
+                "Fix the function (use the board's \"try it\" or call it on a few strings first).")
+        self.errors += len(failures)
+        i, err = failures[0]
+        logger.warning("Reward %s raised on %d of %d completions (scored 0.0; %d so far), e.g. %s: %s%s on %r",
+                       self.__name__, len(failures), size, self.errors, type(err).__name__, err, where_in(err),
+                       str(completions[i])[:80])
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric):
+            log_metric(f"rewards/{self.__name__}/errors", float(len(failures)))
+        return out
+
+    def _checked(self, result: Any, size: int) -> list:
+        if hasattr(result, "tolist") and not isinstance(result, (list, tuple)):
+            result = result.tolist()
+        if isinstance(result, (str, bytes, dict)) or not isinstance(result, (list, tuple)):
+            raise RewardError(f"Reward `{self.origin}` returned a {type(result).__name__}; return a list with one "
+                              f"number (or None) per completion ({size} here).")
+        if len(result) != size:
+            raise RewardError(f"Reward `{self.origin}` returned {len(result)} values for {size} completions; return "
+                              "exactly one number (or None) per completion, in order.")
+        out: list[float | None] = []
+        for value in result:
+            if value is None:
+                out.append(None)
+            elif isinstance(value, numbers.Real):
+                value = float(value)
+                out.append(None if math.isnan(value) else value)
+            else:
+                raise RewardError(f"Reward `{self.origin}` returned {value!r} ({type(value).__name__}) for a "
+                                  "completion; each value must be a number or None.")
+        return out

@@ -1,0 +1,400 @@
+"""Reinforcement learning stages on TRL's trainers: GRPO and RLOO with built-in, user and reward-model rewards.
+
+- Data: any SFT-shaped dataset. Each row's conversation before its last reply becomes the prompt, rendered with
+  our template (so generation sees exactly the chat format of SFT and chat); the last reply becomes the ``answer``
+  column, passed to every reward with ``system`` and ``tools``.
+- Rewards: ``reward_funcs`` (engine.rewards) plus ``reward_model`` (the output folder of an ``rm`` run), weighed by
+  ``reward_weights``.
+- Watching: TRL's per-step metrics (reward and reward_std, ``rewards/NAME/mean|std``, ``kl``,
+  ``completions/mean_length``, ``completions/clipped_ratio``, ``clip_ratio/*``) reach events.jsonl through the
+  EventsCallback; every ``log_completions_steps`` steps a sample of completions with their rewards is appended to
+  ``completions.jsonl`` in the run folder.
+- ``stage: ppo`` is refused: TRL 1.16 has no PPO trainer; GRPO/RLOO with ``reward_model`` run the same idea.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from engine.config import RunConfig
+from engine.errors import UserError
+from engine.train.arguments import build_args
+
+logger = logging.getLogger(__name__)
+
+RL_STAGES = ("grpo", "rloo")
+COMPLETIONS_FILE = "completions.jsonl"
+SAMPLE_ROWS = 16
+"""Completions written per sample (whole prompt groups first)."""
+PPO_WAY = (
+    "Run the same idea with `stage: grpo` (or `stage: rloo`) and `reward_model: <output_dir of your rm run>`: the "
+    "policy samples completions, the reward model scores them and `beta` (the KL term) keeps the policy near its "
+    "start. The ppo_* keys have no equivalent; num_generations, max_completion_length and temperature set the "
+    "sampling."
+)
+
+
+def ppo_refusal() -> str:
+    """Why `stage: ppo` is refused, and the way to run the same idea here."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        trl = f"TRL {version('trl')}"
+    except PackageNotFoundError:
+        trl = "TRL (not installed)"
+    if ppo_trainer_available():
+        return f"`stage: ppo` is not supported by this engine (it drives TRL's GRPO and RLOO trainers). {PPO_WAY}"
+    return f"`stage: ppo` needs a PPO trainer, and {trl} has none, stable or experimental. {PPO_WAY}"
+
+
+def ppo_trainer_available() -> bool:
+    """Whether any importable TRL ships a PPO trainer (stable or experimental)."""
+    for name in ("trl.trainer.ppo_trainer", "trl.experimental.ppo"):
+        try:
+            if importlib.util.find_spec(name) is not None:
+                return True
+        except ModuleNotFoundError:
+            continue
+    return False
+
+
+# ------------------------------------------------------------------------------------------------ checks
+def check_rl(cfg: RunConfig) -> list[str]:
+    """Problems of an RL config, found without loading models or importing user reward files."""
+    from engine.rewards import check_rewards, reward_names
+
+    ft, tr = cfg.finetuning, cfg.train
+    if ft.stage == "ppo":
+        return [ppo_refusal()]
+    problems: list[str] = []
+    rl_only = {"reward_funcs": ft.reward_funcs, "reward_model": ft.reward_model, "reward_weights": ft.reward_weights}
+    if ft.stage not in RL_STAGES:
+        return [f"`{key}` applies to stages grpo and rloo (this config has `stage: {ft.stage}`); remove it."
+                for key, value in rl_only.items() if value]
+    if not reward_names(ft) and not ft.reward_model:
+        problems.append(f"`stage: {ft.stage}` needs rewards: set `reward_funcs` (e.g. `format, length`, or "
+                        "`path/to/file.py:function`) and/or `reward_model` (the output_dir of an rm run).")
+    problems += check_rewards(ft)
+    if ft.reward_model:
+        problems += _check_reward_model(ft.reward_model)
+    if ft.loss_type is not None and ft.stage == "rloo":
+        problems.append("`loss_type` selects a GRPO loss; `stage: rloo` has its own. Remove `loss_type`.")
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    batch = tr.per_device_train_batch_size * tr.gradient_accumulation_steps * world
+    if tr.do_train and batch % ft.num_generations:
+        problems.append(
+            f"`num_generations: {ft.num_generations}` completions are sampled per prompt, and one generation batch "
+            f"(per_device_train_batch_size {tr.per_device_train_batch_size} x gradient_accumulation_steps "
+            f"{tr.gradient_accumulation_steps}{f' x {world} processes' if world > 1 else ''} = {batch} completions) "
+            f"must hold whole groups: make it a multiple of {ft.num_generations} (or lower num_generations).")
+    if tr.do_train and ft.finetuning_type == "freeze":
+        logger.info("GRPO/RLOO with freeze tuning trains the last %s layers.", ft.freeze_trainable_layers)
+    return problems
+
+
+def _check_reward_model(path: str) -> list[str]:
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        return [f"`reward_model: {path}` does not exist; give the output_dir of a finished `stage: rm` run."]
+    if (folder / "adapter_config.json").is_file():
+        config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
+        if config.get("task_type") not in (None, "SEQ_CLS"):
+            return [f"`reward_model: {path}` holds a {config.get('task_type')} adapter, not a reward model; give the "
+                    "output_dir of a `stage: rm` run."]
+        return []
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        return [f"`reward_model: {path}` holds no model (no adapter_config.json or config.json); give the "
+                "output_dir of a finished `stage: rm` run."]
+    architectures = json.loads(config_file.read_text(encoding="utf-8")).get("architectures") or []
+    if architectures and not any(a.endswith("ForSequenceClassification") for a in architectures):
+        return [f"`reward_model: {path}` is a {architectures[0]}, not a reward model (a scalar-head "
+                "...ForSequenceClassification); train one with `stage: rm` and give its output_dir."]
+    return []
+
+
+def check_stage(cfg: RunConfig) -> None:
+    """Refuse an RL config (or ppo) before any model loads; does nothing for other stages."""
+    if cfg.finetuning.stage in RL_STAGES + ("ppo",) or cfg.finetuning.reward_funcs or cfg.finetuning.reward_model:
+        problems = check_rl(cfg)
+        if problems:
+            raise UserError("\n".join(problems) if len(problems) == 1 else
+                            f"{len(problems)} problems:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+def refuse_ppo(*args: Any, **kwargs: Any) -> Any:
+    raise UserError(ppo_refusal())
+
+
+# ------------------------------------------------------------------------------------------------ data
+def prompt_columns(examples: list[dict], tokenizer: Any, template: Any, cutoff_len: int,
+                   ) -> tuple[dict[str, list], dict[str, int]]:
+    """Columns ``prompt`` (template-rendered text ending with the generation prompt), ``prompt_ids``, ``answer``
+    (the reference reply), ``system`` and ``tools``; plus the usual stats."""
+    columns: dict[str, list] = {"prompt": [], "prompt_ids": [], "answer": [], "system": [], "tools": []}
+    stats = {"rows": len(examples), "kept": 0, "truncated": 0, "dropped": 0, "total_tokens": 0, "trainable_tokens": 0}
+    for example in examples:
+        messages = example["messages"]
+        if len(messages) < 2 or messages[-2]["role"] not in ("user", "observation"):
+            stats["dropped"] += 1
+            continue
+        ids = template.encode_prompt(tokenizer, messages[:-1], example.get("system"), example.get("tools"))
+        if len(ids) > cutoff_len:
+            stats["truncated"] += 1
+            ids = ids[-cutoff_len:]
+        columns["prompt"].append(tokenizer.decode(ids, skip_special_tokens=False))
+        columns["prompt_ids"].append(ids)
+        columns["answer"].append(template.reply_text(messages[-1]))
+        columns["system"].append(example.get("system") or "")
+        columns["tools"].append(example.get("tools") or "")
+        stats["kept"] += 1
+        stats["total_tokens"] += len(ids)
+    return columns, stats
+
+
+def get_prompt_dataset(cfg: RunConfig, tokenizer: Any, template: Any) -> Any:
+    """Train/eval prompt sets for GRPO/RLOO from ``dataset``/``eval_dataset``/``val_size`` (any SFT format)."""
+    from datasets import Dataset
+
+    from engine.data import DatasetBundle, DatasetError, configured_template, load_examples, split_eval
+
+    data, seed = cfg.data, cfg.train.seed
+    template = configured_template(cfg, template)
+    train = load_examples(data, data.dataset, "sft", seed) if data.dataset else []
+    evaluation = load_examples(data, data.eval_dataset, "sft", seed) if data.eval_dataset else []
+    if data.val_size and train and not evaluation:
+        train, evaluation = split_eval(train, data.val_size, seed)
+    bundle = DatasetBundle()
+    for split, examples in (("train", train), ("eval", evaluation)):
+        if not examples:
+            continue
+        columns, stats = prompt_columns(examples, tokenizer, template, data.cutoff_len)
+        if not stats["kept"]:
+            raise DatasetError(f"None of the {stats['rows']} {split} rows ends with a reply to a user turn, so there "
+                               "is no prompt to sample from; use a dataset of prompts with reference answers.")
+        logger.info("%s prompts: %d of %d rows (%d cut to cutoff_len, %d without a prompt).", split.capitalize(),
+                    stats["kept"], stats["rows"], stats["truncated"], stats["dropped"])
+        setattr(bundle, split, Dataset.from_dict(columns))
+        bundle.stats[split] = stats
+    return bundle
+
+
+# ------------------------------------------------------------------------------------------------ rewards
+def load_reward_model(cfg: RunConfig, template: Any) -> Any:
+    """A reward function scoring prompt + completion with the scalar head of an ``rm`` run's output."""
+    from dataclasses import replace
+
+    import torch
+
+    from engine.config import load_config
+    from engine.models import load_model, load_tokenizer
+
+    folder = Path(cfg.finetuning.reward_model).expanduser()
+    problems = _check_reward_model(str(folder))
+    if problems:
+        raise UserError(problems[0])
+    saved = load_config(folder / "lf_config.yaml") if (folder / "lf_config.yaml").is_file() else None
+    adapter = (folder / "adapter_config.json").is_file()
+    if adapter:
+        base = saved.model.model_name_or_path if saved else json.loads(
+            (folder / "adapter_config.json").read_text(encoding="utf-8")).get("base_model_name_or_path")
+        model_args = replace(cfg.model, model_name_or_path=base, adapter_name_or_path=str(folder), quantization_bit=None)
+    else:
+        model_args = replace(cfg.model, model_name_or_path=str(folder), adapter_name_or_path=None, quantization_bit=None)
+    if saved and saved.model.template and cfg.model.template and saved.model.template != cfg.model.template:
+        logger.warning("The reward model was trained with template %s and the policy uses %s; it scores text in the "
+                       "policy's format.", saved.model.template, cfg.model.template)
+    if (folder / "tokenizer_config.json").is_file():  # the rm run saved the tokenizer it trained with
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=cfg.model.trust_remote_code)
+        tokenizer.padding_side = "right"
+        tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
+    else:
+        tokenizer = load_tokenizer(model_args)
+    ft = replace(cfg.finetuning, stage="rm", finetuning_type="lora" if adapter else "full")
+    model = load_model(model_args, ft, tokenizer, is_trainable=False, task="reward")
+    suffix = template.stop_words[0] if template.stop_words else (tokenizer.eos_token or "")
+    limit, chunk = cfg.data.cutoff_len, max(1, cfg.train.per_device_eval_batch_size) * 8
+
+    def reward_model(prompts: list, completions: list, **kwargs: Any) -> list[float]:
+        texts = [p + c + suffix for p, c in zip(prompts, completions)]
+        scores: list[float] = []
+        device = next(model.parameters()).device
+        for start in range(0, len(texts), chunk):
+            batch = tokenizer(texts[start:start + chunk], return_tensors="pt", padding=True, truncation=True,
+                              max_length=limit, add_special_tokens=False).to(device)
+            with torch.inference_mode():
+                scores += model(**batch).logits[:, 0].float().tolist()
+        return scores
+
+    logger.info("Reward model %s loaded (%s).", folder, "LoRA adapter" if adapter else "full model")
+    return reward_model
+
+
+def build_reward_funcs(cfg: RunConfig, template: Any) -> tuple[list, list[float] | None]:
+    """The reward callables (reward_funcs, then the reward model) and their weights."""
+    from engine.data import configured_template
+    from engine.rewards import build_rewards, reward_weights
+
+    template = configured_template(cfg, template)
+    funcs: list = list(build_rewards(cfg.finetuning, template))
+    if cfg.finetuning.reward_model:
+        funcs.append(load_reward_model(cfg, template))
+    if not funcs:
+        raise UserError(check_rl(cfg)[0])
+    return funcs, reward_weights(cfg.finetuning, len(funcs))
+
+
+# ------------------------------------------------------------------------------------------------ trainers
+def _rl_trainer(base: type) -> type:
+    """TRL's GRPO/RLOO trainer that takes our template-rendered prompt ids as they are and samples completions
+    into completions.jsonl."""
+
+    class RLTrainer(base):
+        lf_prompt_ids: dict[str, list[int]] = {}
+        lf_every = 1
+        lf_weights: list[float] | None = None
+        lf_last_sample = -1
+        lf_rewards: list[float] = []
+
+        def _tokenize_prompts(self, prompts: list):
+            if prompts and isinstance(prompts[0], str):
+                ids = [self.lf_prompt_ids.get(p) or self.processing_class(text=p, add_special_tokens=False)["input_ids"]
+                       for p in prompts]
+                return [list(x) for x in ids], None, {}
+            return super()._tokenize_prompts(prompts)
+
+        def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+            super().log(logs, start_time)  # TRL adds its averaged metrics (reward, kl, ...) to ``logs``
+            reward = logs.get("reward")
+            if self.model.training and isinstance(reward, float) and not math.isnan(reward):
+                self.lf_rewards.append(reward)
+
+        def train(self, *args: Any, **kwargs: Any) -> Any:
+            self.lf_rewards = []
+            output = super().train(*args, **kwargs)
+            trend = reward_trend(self.lf_rewards)
+            if trend:
+                output.metrics.update(trend)
+                logger.info("Mean reward %.4g over the first %d logged steps, %.4g over the last %d.",
+                            trend["reward_first"], trend["reward_window"], trend["reward_last"],
+                            trend["reward_window"])
+            return output
+
+        def _generate_and_score_completions(self, inputs):
+            output = super()._generate_and_score_completions(inputs)
+            step = self.state.global_step + 1
+            if self.model.training and step % self.lf_every == 0 and step != self.lf_last_sample:
+                self.lf_last_sample = step
+                try:
+                    self._write_sample(step)
+                except OSError as err:  # a full disk must not stop training; the next sample retries
+                    logger.warning("Could not write %s: %s", COMPLETIONS_FILE, err)
+            return output
+
+        def _write_sample(self, step: int) -> None:
+            if not self.accelerator.is_main_process:
+                return
+            logs = self._logs
+            prompts, completions = list(logs["prompt"]), list(logs["completion"])
+            rewards = {name: list(values) for name, values in logs["rewards"].items()}
+            advantages = list(logs["advantages"])
+            names = list(self.reward_func_names)
+            weights = self.lf_weights or [1.0] * len(names)
+            lines = []
+            for i in range(min(len(completions), SAMPLE_ROWS)):
+                per_func = {n: _finite(rewards.get(n, [None] * (i + 1))[i]) for n in names}
+                total = sum(w * v for w, v in zip(weights, per_func.values()) if v is not None)
+                lines.append(json.dumps({
+                    "step": step, "prompt": str(prompts[i])[-2000:], "completion": str(completions[i])[:4000],
+                    "rewards": per_func, "reward": round(total, 6),
+                    "advantage": _finite(advantages[i]) if i < len(advantages) else None,
+                }, ensure_ascii=False))
+            with open(Path(self.args.output_dir) / COMPLETIONS_FILE, "a", encoding="utf-8") as handle:
+                handle.write("\n".join(lines) + "\n")
+
+    RLTrainer.__name__ = f"LF{base.__name__}"
+    return RLTrainer
+
+
+def reward_trend(rewards: list[float]) -> dict[str, float]:
+    """Mean reward over the first and the last logged steps (a third of them, at most 5): the run's summary."""
+    if not rewards:
+        return {}
+    window = max(1, min(5, len(rewards) // 3))
+    return {"reward_first": round(sum(rewards[:window]) / window, 4),
+            "reward_last": round(sum(rewards[-window:]) / window, 4), "reward_window": window}
+
+
+def _finite(value: Any) -> float | None:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(value) or math.isinf(value) else round(value, 6)
+
+
+def _set_stop_tokens(model: Any, tokenizer: Any, template: Any) -> None:
+    """Generation stops at EOS and at every single-token stop word of the template."""
+    target = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if getattr(target, "generation_config", None) is not None:
+        target.generation_config.eos_token_id = template.get_stop_token_ids(tokenizer)
+
+
+def _build(stage: str, cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Any:
+    from engine.templates import get_template
+
+    if stage == "grpo":
+        from trl import GRPOConfig as config_cls
+        from trl import GRPOTrainer as trainer_cls
+    else:
+        from trl import RLOOConfig as config_cls
+        from trl import RLOOTrainer as trainer_cls
+    ft = cfg.finetuning
+    check_stage(cfg)
+    template = get_template(cfg.model.template, tokenizer)
+    funcs, weights = build_reward_funcs(cfg, template)
+    specific: dict[str, Any] = {
+        "num_generations": ft.num_generations, "max_completion_length": ft.max_completion_length,
+        "temperature": cfg.generation.temperature, "reward_weights": weights, "log_completions": False,
+        "include_num_input_tokens_seen": "no",  # TRL counts prompt + completion tokens itself (num_tokens)
+    }
+    if ft.beta is not None:
+        specific["beta"] = ft.beta
+    if ft.loss_type is not None:
+        specific["loss_type"] = ft.loss_type
+    prompt_ids = {p: ids for split in (bundle.train, bundle.eval) if split is not None
+                  for p, ids in zip(split["prompt"], split["prompt_ids"])}
+    train, evaluation = (split.remove_columns("prompt_ids") if split is not None and "prompt_ids" in split.column_names
+                         else split for split in (bundle.train, bundle.eval))
+    train = train if train is not None else evaluation
+    if not cfg.train.do_train:  # evaluation alone: TRL still checks the generation batch against num_generations
+        specific["per_device_train_batch_size"] = ft.num_generations
+        specific["gradient_accumulation_steps"] = 1
+    args = build_args(config_cls, cfg, has_eval=evaluation is not None, **specific)
+    _set_stop_tokens(model, tokenizer, template)
+    trainer_type = _rl_trainer(trainer_cls)
+    trainer = trainer_type(
+        model=model, reward_funcs=funcs, args=args, train_dataset=train, eval_dataset=evaluation,
+        processing_class=tokenizer, callbacks=callbacks,
+    )
+    trainer.lf_prompt_ids = prompt_ids
+    trainer.lf_every, trainer.lf_weights = ft.log_completions_steps, weights
+    logger.info("%s: %d reward(s) %s, %d completions per prompt, up to %d tokens each.", stage.upper(), len(funcs),
+                ", ".join(trainer.reward_func_names), ft.num_generations, ft.max_completion_length)
+    return trainer
+
+
+def build_grpo_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Any:
+    return _build("grpo", cfg, model, tokenizer, bundle, callbacks)
+
+
+def build_rloo_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Any:
+    return _build("rloo", cfg, model, tokenizer, bundle, callbacks)

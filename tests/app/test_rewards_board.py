@@ -1,0 +1,118 @@
+"""The board's GRPO/RLOO parts with a fake engine: "try it", writing a reward in the code box, live reward, KL and
+length charts with the recent completions, and History's reward curves."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from app import reward_view
+from app.context import Board
+from app.jobs import JobManager
+from app.tabs import rewards
+from app.tabs.runs import overlay_frame
+
+FAKE_RL_ENGINE = Path(__file__).with_name("fake_rl_engine.py")
+DEMO_DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
+
+
+@pytest.fixture()
+def rl_board(workspace):
+    jobs = JobManager(workspace.runs_dir, [sys.executable, str(FAKE_RL_ENGINE)], kill_grace=1.0, poll_interval=0.05)
+    jobs.start()
+    yield Board(workspace=workspace, jobs=jobs)
+    jobs.shutdown()
+
+
+def grpo_mapping(**extra):
+    return {"model_name_or_path": "demo", "template": "chatml", "stage": "grpo", "dataset": "demo_alpaca",
+            "dataset_dir": str(DEMO_DATA), "reward_funcs": "format, length", **extra}
+
+
+def test_try_it_scores_in_a_child_process_and_shows_a_table(rl_board):
+    message, frame = rewards.try_it(rl_board, grpo_mapping(), "en")
+    assert "Scored 6 sampled completions" in message and "format 0.500" in message
+    assert list(frame.columns) == ["reward", "format", "length", "tokens", "completion", "answer"]
+    assert len(frame) == 6 and set(frame["format"]) == {0.0, 1.0}
+    assert not list((rl_board.workspace.root / ".scratch").glob("rewards-*.yaml"))  # scratch files cleaned up
+
+
+def test_try_it_reports_the_engine_error_and_refuses_other_stages(rl_board):
+    message, frame = rewards.try_it(rl_board, grpo_mapping(reward_funcs="broken.py:f"), "en")
+    assert frame is None and "Scoring failed" in message and "does not import: SyntaxError" in message
+    message, frame = rewards.try_it(rl_board, grpo_mapping(stage="sft"), "en")
+    assert frame is None and "grpo or rloo" in message
+    message, frame = rewards.try_it(rl_board, grpo_mapping(dataset=None), "en")
+    assert frame is None
+
+
+def test_the_code_box_writes_a_reward_file_without_importing_it(rl_board, tmp_path):
+    marker = tmp_path / "ran"
+    code = (f"open({str(marker)!r}, 'w').close()\n\n"
+            "def short(prompts, completions, **kwargs):\n    return [float(len(c) < 20) for c in completions]\n")
+    message, funcs = rewards.save_code(rl_board, code, "format, length", "en")
+    path = rl_board.workspace.root / "rewards" / "short.py"
+    assert funcs == f"format, length, {path}:short" and "Saved" in message
+    assert path.read_text() == code and not marker.exists()  # written and read as text, never run
+    # Saving again replaces the entry instead of adding a second one.
+    assert rewards.save_code(rl_board, code, funcs, "en")[1] == funcs
+    message, funcs = rewards.save_code(rl_board, "def bad(text):\n    return []\n", "format", "en")
+    assert funcs is None and "needs a parameter `text`" in message
+    message, funcs = rewards.save_code(rl_board, "def broken(:\n", "format", "en")
+    assert funcs is None and "line 1" in message
+
+
+def test_builtin_picker_and_reward_funcs_text_stay_in_step():
+    names = ["exact_match", "numeric_match", "format", "length", "json", "tool_call"]
+    assert reward_view.with_builtins("length, r.py:f", ["format", "length"], names) == "format, length, r.py:f"
+    assert reward_view.with_builtins("length, r.py:f", [], names) == "r.py:f"
+    assert rewards.chosen_builtins("json, r.py:f, format") == ["format", "json"]
+
+
+def wait_done(board: Board, run_id: str) -> None:
+    deadline = time.time() + 30
+    while time.time() < deadline and board.jobs.monitor(run_id).status not in ("completed", "failed"):
+        time.sleep(0.05)
+    assert board.jobs.monitor(run_id).status == "completed"
+
+
+def test_live_charts_and_completions_of_a_watched_rl_run(rl_board):
+    run_id = rl_board.jobs.submit("train", grpo_mapping())
+    wait_done(rl_board, run_id)
+    box, *plots, table, seen = rewards.live_update(rl_board, run_id, None, "en")
+    assert seen == [run_id, -1, "en"] and plots == [None, None, None]  # first tick clears the charts
+    box, reward, kl, length, table, seen = rewards.live_update(rl_board, run_id, seen, "en")
+    assert box["visible"] is True
+    assert set(reward["series"]) == {"total (weighted)", "format", "length"}
+    total = reward[reward["series"] == "total (weighted)"]["reward"].tolist()
+    assert total == sorted(total) and len(total) == 4  # the fake run's reward rises
+    assert kl["kl"].tolist() == pytest.approx([0.01, 0.02, 0.03, 0.04])
+    assert length["tokens"].tolist() == [19.0, 18.0, 17.0, 16.0]
+    assert table["step"].tolist()[0] == 4 and list(table.columns)[:2] == ["step", "reward"]
+    assert "format" in table.columns and table["completion"].tolist()[0] == "c4-1"
+    assert rewards.live_update(rl_board, run_id, seen, "en") == (rewards.gr.skip(),) * 6  # unchanged: no redraw
+
+
+def test_the_live_view_stays_hidden_for_other_runs(rl_board):
+    run_id = rl_board.jobs.submit("train", grpo_mapping(stage="sft", reward_funcs=None))
+    wait_done(rl_board, run_id)
+    # an SFT run logs no reward: the RL charts stay hidden
+    (rl_board.jobs.runs_dir / run_id / "events.jsonl").write_text('{"event": "start", "stage": "sft"}\n')
+    reward_view._FOLLOWERS.clear()
+    box, *_ = rewards.live_update(rl_board, run_id, None, "en")
+    assert box["visible"] is False
+    assert rewards.live_update(rl_board, None, None, "en")[0]["visible"] is False
+
+
+def test_history_compares_rl_runs_by_reward_curves(rl_board):
+    first = rl_board.jobs.submit("train", grpo_mapping(fake_steps=3))
+    second = rl_board.jobs.submit("train", grpo_mapping(fake_steps=5, reward_funcs="format"))
+    wait_done(rl_board, first)
+    wait_done(rl_board, second)
+    frame = reward_view.reward_overlay(rl_board, [first, second])
+    assert set(frame["run"]) == {first, second}
+    assert frame[frame["run"] == second]["reward"].tolist() == pytest.approx([0.2, 0.4, 0.6, 0.8, 1.0])
+    assert len(overlay_frame(rl_board, [first, second])) == 8  # their loss curves as before

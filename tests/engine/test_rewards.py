@@ -1,0 +1,174 @@
+"""GRPO/RLOO rewards: each built-in on hand-written completions, user reward files, and every bad input."""
+
+from __future__ import annotations
+
+import logging
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from engine.config import build_config
+from engine.rewards import (
+    BUILTIN_REWARDS,
+    RewardError,
+    build_rewards,
+    check_rewards,
+    check_user_reward,
+    load_user_reward,
+    reward_weights,
+)
+from engine.rewards.guard import GuardedReward
+
+USER_FILE = Path(__file__).resolve().parents[1] / "fixtures" / "rewards" / "user_rewards.py"
+
+
+def settings(**values):
+    return build_config({"stage": "grpo", **values}).finetuning
+
+
+def score(name: str, completions: list[str], template=None, **columns) -> list:
+    func = BUILTIN_REWARDS[name](settings(), template)
+    return func(prompts=["p"] * len(completions), completions=completions, **columns)
+
+
+def test_exact_match_compares_the_answer_part_normalised():
+    completions = ["Paris", "<think>hmm</think><answer> paris. </answer>", "London", "It is Paris"]
+    assert score("exact_match", completions, answer=["Paris"] * 4) == [1.0, 1.0, 0.0, 0.0]
+    assert score("exact_match", ["x"], answer=[None]) == [None]
+
+
+def test_numeric_match_takes_the_last_number():
+    completions = ["7 times 3 is 21.", "<answer>1,000</answer>", "about 20", "no idea", "21.0000000001"]
+    assert score("numeric_match", completions, answer=["21", "1000", "21", "21", "#### 21"]) == [1.0, 1.0, 0.0, 0.0, 1.0]
+    assert score("numeric_match", ["5"], answer=["no number here"]) == [None]
+
+
+def test_format_matches_think_then_answer_by_default():
+    completions = ["<think>a\nb</think>\n<answer>42</answer>", "<answer>42</answer>", "<think>x</think>",
+                   "  <think>a</think><answer>b</answer>  ", "<think>a</think><answer>b</answer> and more"]
+    assert score("format", completions) == [1.0, 0.0, 0.0, 1.0, 0.0]
+    custom = BUILTIN_REWARDS["format"](settings(reward_format=r"^\w+$"), None)
+    assert custom(prompts=["p", "p"], completions=["word", "two words"]) == [1.0, 0.0]
+
+
+def test_length_is_full_inside_the_range_and_falls_off_outside():
+    func = BUILTIN_REWARDS["length"](settings(reward_min_tokens=4, reward_max_tokens=8), None)
+    ids = [[1] * n for n in (0, 2, 4, 8, 16, 32)]
+    assert func(prompts=["p"] * 6, completions=[""] * 6, completion_ids=ids) == [0.0, 0.5, 1.0, 1.0, 0.5, 0.25]
+
+
+def test_json_accepts_objects_arrays_and_fenced_blocks():
+    completions = ['{"a": 1}', "[1, 2]", '```json\n{"a": 1}\n```', "<answer>{\"b\": 2}</answer>", "{a: 1}", "42"]
+    assert score("json", completions) == [1.0, 1.0, 1.0, 1.0, 0.0, 0.0]
+
+
+def test_tool_call_uses_the_template_tool_format():
+    from engine.templates import get_template
+
+    qwen = get_template("qwen")
+    tools = '[{"name": "get_weather", "description": "", "parameters": {"type": "object", "properties": {}}}]'
+    good = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    other = '<tool_call>\n{"name": "send_mail", "arguments": {}}\n</tool_call>'
+    broken = '<tool_call>\n{"name": "get_weather", "arguments": \n</tool_call>'
+    completions = [good, other, broken, "It is sunny."]
+    assert score("tool_call", completions, qwen, tools=[tools] * 4) == [1.0, 0.5, 0.0, 0.0]
+    # The default format (LLaMA-Factory's "Action: name / Action Input: {...}") and no declared tools.
+    default = get_template("chatml")
+    assert score("tool_call", ['Action: get_weather\nAction Input: {"city": "Paris"}', "Hi"], default,
+                 tools=["", ""]) == [1.0, 0.0]
+
+
+def test_user_reward_file_loads_and_gets_dataset_columns():
+    func = load_user_reward(f"{USER_FILE}:mentions_answer")
+    guarded = GuardedReward(func, "mentions_answer", "user")
+    out = guarded(prompts=["p", "p"], completions=["It is Paris", "Rome"], answer=["paris", "paris"],
+                  completion_ids=[[1], [2]], trainer_state=None)
+    assert out == [1.0, 0.0]
+    rewards = build_rewards(settings(reward_funcs=f"format, {USER_FILE}:has_digit"))
+    assert [r.__name__ for r in rewards] == ["format", "has_digit"]
+    assert rewards[1](prompts=["p"], completions=["a1"]) == [1.0]
+
+
+@pytest.mark.parametrize(("function", "expected"), [
+    ("nope", "defines no function `nope`"),
+    ("wrong_signature", "needs a parameter `text` that is never passed"),
+    ("asynchronous", "is `async def`"),
+])
+def test_user_reward_problems_are_found_without_importing(function, expected, tmp_path):
+    problems = check_user_reward(f"{USER_FILE}:{function}")
+    assert len(problems) == 1 and expected in problems[0]
+    with pytest.raises(RewardError, match=expected.split("`")[0]):
+        load_user_reward(f"{USER_FILE}:{function}")
+
+
+def test_a_reward_file_is_only_read_by_the_checks(tmp_path):
+    marker = tmp_path / "imported"
+    path = tmp_path / "side_effect.py"
+    path.write_text(f"open({str(marker)!r}, 'w').close()\ndef r(prompts, completions, **kw):\n    return [0.0]\n")
+    assert check_user_reward(f"{path}:r") == [] and not marker.exists()
+    load_user_reward(f"{path}:r")
+    assert marker.exists()
+
+
+def test_reward_files_that_do_not_exist_parse_or_import(tmp_path):
+    assert "does not exist" in check_user_reward(f"{tmp_path}/missing.py:f")[0]
+    assert "must look like" in check_user_reward("rewards.py")[0]
+    broken = tmp_path / "broken.py"
+    broken.write_text("def f(prompts, completions, **kwargs)\n    return []\n")
+    assert "does not parse (line 1)" in check_user_reward(f"{broken}:f")[0]
+    raising = tmp_path / "raising.py"
+    raising.write_text(textwrap.dedent("""
+        import os
+        def f(prompts, completions, **kwargs):
+            return [0.0] * len(completions)
+        raise RuntimeError("no API key")
+    """))
+    assert check_user_reward(f"{raising}:f") == []  # reading cannot know; importing does
+    with pytest.raises(RewardError, match=r"does not import: RuntimeError: no API key \(raising.py, line 5\)"):
+        load_user_reward(f"{raising}:f")
+    missing_module = tmp_path / "needs.py"
+    missing_module.write_text("import not_a_module_here\ndef f(prompts, completions, **kw):\n    return []\n")
+    with pytest.raises(RewardError, match="ModuleNotFoundError"):
+        load_user_reward(f"{missing_module}:f")
+    with pytest.raises(RewardError, match="is a int, not a function"):
+        load_user_reward(f"{USER_FILE}:NOT_A_FUNCTION")
+
+
+def test_wrong_return_length_or_type_is_a_clear_error():
+    wrong = GuardedReward(load_user_reward(f"{USER_FILE}:wrong_length"), "wrong_length", "user.py:wrong_length")
+    with pytest.raises(RewardError, match="returned 1 values for 3 completions"):
+        wrong(prompts=["p"] * 3, completions=["a", "b", "c"])
+    words = GuardedReward(load_user_reward(f"{USER_FILE}:not_numbers"), "not_numbers", "user.py:not_numbers")
+    with pytest.raises(RewardError, match="returned 'good'"):
+        words(prompts=["p"], completions=["a"])
+    scalar = GuardedReward(lambda prompts, completions, **kw: 1.0, "scalar", "scalar")
+    with pytest.raises(RewardError, match="returned a float"):
+        scalar(prompts=["p"], completions=["a"])
+
+
+def test_a_reward_raising_on_one_completion_scores_it_zero_counts_and_logs(caplog):
+    logged = []
+    guarded = GuardedReward(load_user_reward(f"{USER_FILE}:fails_on_x"), "fails_on_x", "user.py:fails_on_x")
+    with caplog.at_level(logging.WARNING, logger="engine.rewards.guard"):
+        out = guarded(prompts=["p"] * 3, completions=["ok", "x marks", "fine"], answer=["a", "b", "c"],
+                      log_metric=lambda name, value: logged.append((name, value)))
+    assert out == [1.0, 0.0, 1.0]
+    assert guarded.errors == 1 and logged == [("rewards/fails_on_x/errors", 1.0)]
+    assert "raised on 1 of 3 completions" in caplog.text and "ZeroDivisionError" in caplog.text
+
+
+def test_a_reward_raising_on_every_completion_stops_with_its_line():
+    guarded = GuardedReward(load_user_reward(f"{USER_FILE}:always_fails"), "always_fails", "user.py:always_fails")
+    with pytest.raises(RewardError, match=r"raised on every completion: NameError.*user_rewards.py, line \d+"):
+        guarded(prompts=["p", "p"], completions=["a", "b"])
+
+
+def test_reward_names_and_weights_are_checked():
+    problems = check_rewards(settings(reward_funcs="fromat, length, length", reward_weights="1, 2"))
+    assert any("Unknown reward `fromat`" in p and "Did you mean `format`" in p for p in problems)
+    assert any("names a reward twice" in p for p in problems)
+    assert any("`reward_weights` has 2 value(s) but there are 3" in p for p in problems)
+    assert reward_weights(settings(reward_funcs="format, length", reward_weights=[1.0, 0.5]), 2) == [1.0, 0.5]
+    assert "must be numbers" in check_rewards(settings(reward_funcs="format", reward_weights="a"))[0]
+    assert "not a valid regular expression" in check_rewards(settings(reward_funcs="format", reward_format="("))[0]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import signal
 from typing import Any
 
 from engine.data.tokenize import TokenizeOptions, tokenize_examples
@@ -26,6 +27,12 @@ def _work(bounds: tuple[int, int]) -> tuple[dict[str, list], dict[str, int], int
     columns, stats = tokenize_examples(job["examples"][start:end], job["stage"], job["tokenizer"], job["template"],
                                        job["opts"])
     return columns, stats, os.getpid()
+
+
+def _plain_signals() -> None:
+    """A worker forks with the job's SIGTERM/SIGINT handlers (graceful stop); it must die on them instead."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def shard_bounds(total: int, workers: int) -> list[tuple[int, int]]:
@@ -52,10 +59,15 @@ def tokenize_parallel(examples: list[dict], stage: str, tokenizer: Any, template
         return columns, stats, {os.getpid()}
     bounds = shard_bounds(len(examples), workers)
     _JOB.update(examples=examples, stage=stage, tokenizer=tokenizer, template=template, opts=opts)
+    pool = multiprocessing.get_context("fork").Pool(len(bounds), initializer=_plain_signals)
     try:
-        with multiprocessing.get_context("fork").Pool(len(bounds)) as pool:
-            parts = pool.map(_work, bounds)
+        parts = pool.map(_work, bounds)
+        pool.close()  # idle workers exit on their own; terminating them could leave a queue lock held
+    except BaseException:
+        pool.terminate()
+        raise
     finally:
+        pool.join()
         _JOB.clear()
     columns: dict[str, list] = {}
     stats: dict[str, int] = {}

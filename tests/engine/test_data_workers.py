@@ -27,7 +27,7 @@ def test_workers_tokenize_in_other_processes_with_the_same_result(chat_tokenizer
     serial = tokenize_examples(examples, "sft", chat_tokenizer, template, opts)
     columns, stats, pids = tokenize_parallel(examples, "sft", chat_tokenizer, template, opts, 2)
     assert (columns, stats) == serial
-    assert len(pids) == 2 and os.getpid() not in pids
+    assert 1 <= len(pids) <= 2 and os.getpid() not in pids  # a quick worker may take both shards
 
 
 def test_the_data_config_key_reaches_tokenization(chat_tokenizer, monkeypatch):
@@ -45,4 +45,36 @@ def test_the_data_config_key_reaches_tokenization(chat_tokenizer, monkeypatch):
     cfg = build_config({"dataset": "alpaca_small", "dataset_dir": str(FIXTURES), "preprocessing_num_workers": 2,
                         "cutoff_len": 64})
     bundle = get_dataset(cfg, chat_tokenizer, get_template("chatml", chat_tokenizer))
-    assert len(bundle.train) == 4 and len(seen[0]) == 2 and os.getpid() not in seen[0]
+    assert len(bundle.train) == 4 and 1 <= len(seen[0]) <= 2 and os.getpid() not in seen[0]
+
+
+def test_workers_end_even_when_the_job_catches_sigterm(tmp_path):
+    """A training job turns SIGTERM into a graceful stop; forked workers must not inherit that and hang the pool."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "probe.py"
+    script.write_text(f"""
+import os
+import signal
+from engine.config import build_config
+from engine.data import load_examples
+from engine.data.parallel import tokenize_parallel
+from engine.data.tokenize import TokenizeOptions
+from engine.templates import get_template
+from tests.engine.conftest import make_tokenizer
+
+signal.signal(signal.SIGTERM, lambda *_: None)  # as the engine's job does while training
+tokenizer = make_tokenizer()
+cfg = build_config({{"dataset": "alpaca_small", "dataset_dir": {str(FIXTURES)!r}}})
+examples = load_examples(cfg.data, cfg.data.dataset, "sft")
+for _ in range(5):
+    columns, stats, pids = tokenize_parallel(examples, "sft", tokenizer, get_template("chatml", tokenizer),
+                                             TokenizeOptions(cutoff_len=64), 2)
+    assert pids and os.getpid() not in pids
+print("done")
+""")
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, str(script)], cwd=root, capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(root)})
+    assert result.returncode == 0 and result.stdout.strip() == "done", result.stderr[-2000:]

@@ -223,15 +223,20 @@ FAMILIES: dict[str, ModelFamily] = {
         model_types=("qwen2_vl", "qwen2_5_vl"),
         **_QWEN_VL_KEYS,
     ),
+    # LLaMA-Factory gives Qwen3-VL's instruct models `qwen3_vl_nothink` and its thinking models `qwen3_vl`.
+    "Qwen3-VL-Thinking": ModelFamily(
+        name="Qwen3-VL-Thinking",
+        template="qwen3_vl",
+        models=_qwen(["2B-Thinking", "4B-Thinking", "8B-Thinking", "32B-Thinking", "30B-A3B-Thinking"], "Qwen3-VL"),
+        multimodal=True,
+        **_QWEN3_VL_KEYS,
+    ),
     "Qwen3-VL": ModelFamily(
         name="Qwen3-VL",
-        template="qwen3_vl",
-        models={
-            **_qwen(["2B-Instruct", "4B-Instruct", "8B-Instruct", "32B-Instruct", "30B-A3B-Instruct"], "Qwen3-VL"),
-            **_qwen(["4B-Thinking", "8B-Thinking"], "Qwen3-VL"),
-        },
+        template="qwen3_vl_nothink",
+        models=_qwen(["2B-Instruct", "4B-Instruct", "8B-Instruct", "32B-Instruct", "30B-A3B-Instruct"], "Qwen3-VL"),
         multimodal=True,
-        model_types=("qwen3_vl", "qwen3_vl_moe"),
+        model_types=("qwen3_vl", "qwen3_vl_moe"),  # the same architecture: a local folder of either reads as this
         **_QWEN3_VL_KEYS,
     ),
     "Qwen3.5": ModelFamily(

@@ -336,7 +336,9 @@ def test_shared_reasoning_tool_use(caplog):
         examples = load_examples(args(SHARED_DATA), str(SHARED_DATA / "reason_tool_use_demo_50.jsonl"), "sft")
     assert len(examples) == 50 and "skipped" not in caplog.text
     assert all(e["system"] for e in examples)
-    assert sum(bool(e["tools"]) for e in examples) == 48  # two rows declare an empty tool list
+    # two rows declare an empty tool list: kept as "[]", as LLaMA-Factory passes it to the template
+    assert sum(bool(e["tools"]) and e["tools"] != "[]" for e in examples) == 48
+    assert sum(e["tools"] == "[]" for e in examples) == 2
     replies = [m for e in examples for m in e["messages"] if m["role"] in ("assistant", "function")]
     assert all(m.get("thinking") for m in replies)
     multi = [m for m in replies if m["role"] == "function" and len(json.loads(m["content"])) == 3]

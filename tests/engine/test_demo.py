@@ -114,7 +114,7 @@ def _rows(name):
 def test_dataset_info_registers_every_demo_dataset():
     info = json.loads((DATA / "dataset_info.json").read_text())
     assert set(info) == {"demo_identity", "demo_alpaca", "demo_sharegpt", "demo_tools", "demo_dpo", "demo_kto",
-                         "demo_pt"}
+                         "demo_pt", "demo_vlm"}
     for entry in info.values():
         assert (DATA / entry["file_name"]).is_file()
     assert info["demo_dpo"]["ranking"] is True

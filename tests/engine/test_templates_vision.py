@@ -106,3 +106,17 @@ def test_board_picker_shows_media_badges():
     assert note is None and choices[0][1] == "demo"
     assert labels["Qwen/Qwen2-VL-2B-Instruct"] == "Qwen2-VL-2B-Instruct  [image, video]"
     assert labels["demo-vlm"] == "LF-Demo-VLM  [image, video]" and labels["demo"] == "LF-Demo"
+
+
+@pytest.mark.parametrize(("model", "template"), [
+    # LLaMA-Factory 0.9.5's constants: Instruct models take the *_nothink templates, Thinking models think.
+    ("Qwen/Qwen3-VL-8B-Instruct", "qwen3_vl_nothink"), ("Qwen/Qwen3-VL-8B-Thinking", "qwen3_vl"),
+    ("Qwen/Qwen3-Omni-30B-A3B-Instruct", "qwen3_omni_nothink"), ("Qwen/Qwen3-Omni-30B-A3B-Thinking", "qwen3_omni"),
+    ("zai-org/GLM-4.5V", "glm4_5v"), ("zai-org/GLM-OCR", "glm_ocr"), ("openbmb/MiniCPM-o-2_6", "minicpm_o"),
+    ("llava-hf/llava-v1.6-vicuna-7b-hf", "llava_next"), ("google/gemma-3n-E2B-it", "gemma3n"),
+])
+def test_family_templates_follow_llamafactory(model, template):
+    from engine.models.registry import default_template, model_media
+
+    assert default_template(model) == template
+    assert model_media(model) == get_template(template).modalities

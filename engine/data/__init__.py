@@ -55,7 +55,11 @@ def _to_dataset(columns: dict[str, list]) -> Any:
 
 def _tokenized(examples: list[dict], stage: str, tokenizer: Any, template: Any, opts: TokenizeOptions,
                split: str, media: Any = None, workers: int | None = None) -> tuple[Any, dict[str, int]]:
-    if media is not None:
+    if media is not None and stage in ("dpo", "kto"):
+        from engine.multimodal.preference import tokenize_media_preference
+
+        columns, stats = tokenize_media_preference(examples, tokenizer, template, opts, media, stage)
+    elif media is not None:
         from engine.multimodal.dataset import tokenize_media_sft
 
         columns, stats = tokenize_media_sft(examples, tokenizer, template, opts, media)
@@ -114,7 +118,7 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
                                                                                                "audios")):
         from engine.multimodal.dataset import check_stage
 
-        check_stage(stage, train_examples + eval_examples)
+        check_stage(stage, train_examples + eval_examples, getattr(cfg.finetuning, "pref_loss", None))
         bundle.media = media
     else:
         _warn_about_media(train_examples + eval_examples)

@@ -183,3 +183,29 @@ def test_text_only_pref_losses_and_reply_placeholders_are_refused(qwen2_vl, tmp_
     assert main(["train", str(_config(tmp_path, qwen2_vl, data))]) == 2
     assert "media placeholders belong in the prompt" in capsys.readouterr().err
 
+
+
+@pytest.mark.parametrize(("template_name", "mask_history"), [("glm4v", False), ("qwen2_vl", True)])
+def test_media_sft_rows_follow_the_text_rules(qwen2_vl, tmp_path, template_name, mask_history):
+    """efficient_eos (one EOS closes the sequence) and mask_history apply to media rows exactly as to text rows."""
+    from engine.data.tokenize import IGNORE, TokenizeOptions, tokenize_sft
+    from engine.multimodal.dataset import tokenize_media_sft
+    from engine.multimodal.plugins import soft_token_ids
+    from engine.templates import get_template
+
+    tokenizer, _, ctx = _context(qwen2_vl)
+    template = get_template(template_name)
+    _images(tmp_path)
+    messages = [{"role": "user", "content": "<image>Color?"}, {"role": "assistant", "content": "Red."},
+                {"role": "user", "content": "Sure?"}, {"role": "assistant", "content": "Yes."}]
+    example = {"messages": messages, "images": [str(tmp_path / "img" / "0.png")]}
+    opts = TokenizeOptions(cutoff_len=512, mask_history=mask_history)
+    media, _ = tokenize_media_sft([example], tokenizer, template, opts, ctx)
+    expanded, _ = ctx.plugin.process(ctx.processor, messages, example["images"], [], [], ctx.options)
+    text, _ = tokenize_sft([{"messages": expanded}], tokenizer, template, opts)
+    assert media["input_ids"] == text["input_ids"]
+    assert media["labels"] == text["labels"]  # soft tokens sit in the prompt, never labelled either way
+    soft = soft_token_ids(ctx.processor)
+    assert all(label == IGNORE for token, label in zip(media["input_ids"][0], media["labels"][0]) if token in soft)
+    if template.uses_efficient_eos:
+        assert media["input_ids"][0][-1] == tokenizer.eos_token_id == media["labels"][0][-1]

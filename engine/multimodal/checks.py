@@ -10,6 +10,7 @@ Every problem is reported at once, each naming the dataset, the row and the fix:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -39,6 +40,7 @@ def _item_path(item: Any) -> Any:
 
 
 def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tuple[str, ...] | None) -> list[str]:
+    from engine.data.converters import media_path
     from engine.multimodal.media import is_remote, probe
 
     columns = {"messages": "conversations" if spec.formatting == "sharegpt" else "instruction", **spec.columns}
@@ -62,16 +64,16 @@ def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tu
                 problems.append(f"{KIND_WORD[kind]} {path} is a remote URL and downloads are off: save the file "
                                 "and give its path (relative to dataset_dir)")
                 continue
-            full = Path(path).expanduser()
-            full = full if full.is_absolute() else Path(spec.dataset_dir) / full
+            full = media_path(path, spec)
             if probed[0] >= MAX_PROBED:
                 reason = None if full.is_file() else "is missing"
             else:
                 probed[0] += 1
                 reason = probe(kind, str(full))
             if reason:
+                base = "media_dir" if spec.media_dir is not None else "dataset_dir, or set media_dir"
                 problems.append(f"{KIND_WORD[kind]} file {full} {reason}" + (
-                    ": fix the path (relative paths are relative to dataset_dir)" if reason == "is missing" else
+                    f": fix the path (relative paths are resolved against {base})" if reason == "is missing" else
                     ": replace the file"))
     return problems
 
@@ -112,6 +114,8 @@ def check_media(cfg: Any) -> list[str]:
     for name in dict.fromkeys(names):
         try:
             spec = resolve_dataset(name, cfg.data.dataset_dir)
+            if getattr(cfg.data, "media_dir", None):
+                spec = dataclasses.replace(spec, media_dir=Path(cfg.data.media_dir).expanduser().absolute())
             rows = read_rows(spec.path)
             spec = detect_format(spec, rows) if rows else spec
         except DatasetError:

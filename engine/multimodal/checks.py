@@ -78,6 +78,21 @@ def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tu
     return problems
 
 
+def _model_plugin(cfg: Any) -> Any:
+    """The media plugin of the config's model when it is known here without loading anything, else None."""
+    from engine.models.registry import read_local_config
+    from engine.multimodal.plugins import PLUGINS, plugin_for
+
+    name = str(cfg.model.model_name_or_path or "").strip()
+    if name.lower() == "demo-vlm":
+        return PLUGINS["qwen2_vl"]
+    path = Path(name).expanduser()
+    if not name or not path.is_dir():
+        return None
+    config = read_local_config(path) or {}
+    return plugin_for(config.get("model_type"), cfg.model.template)
+
+
 def model_media(cfg: Any) -> tuple[str, ...] | None:
     """The media kinds the config's model takes; None when unknown here: a text-only model, or one that is not a
     local folder (nothing is built or downloaded for a check; the data map still refuses bad rows by name)."""
@@ -108,6 +123,7 @@ def check_media(cfg: Any) -> list[str]:
 
     names = [n for key in ("dataset", "eval_dataset") for n in split_names(getattr(cfg.data, key) or "")]
     allowed = model_media(cfg)
+    plugin = _model_plugin(cfg)
     if allowed is None:  # a text-only model trains on the text and ignores media (the data layer warns)
         return []
     problems: list[str] = []
@@ -131,7 +147,7 @@ def check_media(cfg: Any) -> list[str]:
                 found += [f"Dataset `{name}` row {index}: {p}." for p in _row_problems(row, spec, probed, allowed)]
         videos = sum(bool(_media_items(row, spec.columns.get("videos", "videos"))) for row in rows
                      if isinstance(row, dict))
-        if videos and "videos" in allowed and not has_torchvision():
+        if videos and "videos" in allowed and not has_torchvision() and not getattr(plugin, "pil_video", False):
             found.append(f"Dataset `{name}`: {videos} row(s) have video, and {TORCHVISION_FIX}.")
         if len(found) > MAX_LISTED:
             found = found[:MAX_LISTED] + [f"Dataset `{name}`: {len(found) - MAX_LISTED} more media problems."]

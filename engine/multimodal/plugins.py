@@ -38,6 +38,7 @@ class MediaPlugin:
         video_metadata: Pass the sampled frame indices in the video metadata (processor re-sampling off).
         even_frames: Repeat the last frame so a video has an even frame count (a temporal patch of 2).
         type_ids_key: The model's token-type input (None: the model takes none).
+        pil_video: Video works without torchvision (:mod:`engine.multimodal.video_pil`).
         drop_keys: Processor outputs that only served to count tokens and must not reach the model.
     """
 
@@ -49,6 +50,7 @@ class MediaPlugin:
     video_metadata: bool = False
     even_frames: bool = False
     type_ids_key: str | None = "mm_token_type_ids"
+    pil_video: bool = False
     drop_keys: tuple[str, ...] = ("num_soft_tokens_per_image", "num_soft_tokens_per_video", "video_metadata",
                                   "num_crops")
 
@@ -209,9 +211,9 @@ _QWEN_WRAP = ("<|vision_start|>", "<|vision_end|>")
 
 PLUGINS: dict[str, MediaPlugin] = {
     "qwen2_vl": MediaPlugin("qwen2_vl", ("images", "videos"), ("qwen2_vl", "qwen2_5_vl"), image_wrap=_QWEN_WRAP,
-                            video_wrap=_QWEN_WRAP, video_metadata=True, even_frames=True),
+                            video_wrap=_QWEN_WRAP, video_metadata=True, even_frames=True, pil_video=True),
     "qwen3_vl": MediaPlugin("qwen3_vl", ("images", "videos"), ("qwen3_vl", "qwen3_vl_moe"), image_wrap=_QWEN_WRAP,
-                            video_metadata=True, even_frames=True),
+                            video_metadata=True, even_frames=True, pil_video=True),
     "gemma3": MediaPlugin("gemma3", ("images",), ("gemma3",), type_ids_key="token_type_ids"),
     "gemma4": MediaPlugin("gemma4", ("images", "videos", "audios"), ("gemma4",), video_metadata=True),
     "llava": MediaPlugin("llava", ("images",), ("llava",), type_ids_key=None),

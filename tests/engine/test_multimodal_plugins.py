@@ -175,9 +175,10 @@ def test_gemma4_audio_expansion_equals_the_processor(tmp_path):
 
 @pytest.mark.skipif(has_torchvision(), reason="checks the refusal without torchvision")
 def test_video_without_torchvision_is_refused_with_the_install(vlms, tmp_path):
-    model, processor = vlms["qwen2_vl"]
+    """Gemma 4's video needs transformers' torchvision processor (the Qwen VL families have a Pillow path)."""
+    model, processor = vlms["gemma4"]
     with pytest.raises(MediaError, match="torchvision==0.29.1"):
-        PLUGINS["qwen2_vl"].process(processor, [{"role": "user", "content": "<video>"}], [],
+        PLUGINS["gemma4"].process(processor, [{"role": "user", "content": "<video>"}], [],
                                     [_write_video(tmp_path / "v.mp4")], [], MediaOptions())
 
 

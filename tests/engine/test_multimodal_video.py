@@ -1,0 +1,129 @@
+"""Video for the Qwen VL families without torchvision: PyAV frames, Pillow processing, exact soft-token counts,
+Qwen3-VL timestamps, and training on a generated video and on ../shared/data's (skipped when absent)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_multimodal_plugins import _write_video  # noqa: E402
+from tinyvlms import build_tiny_vlm, save_tiny_vlm  # noqa: E402
+
+from engine.cli import main  # noqa: E402
+from engine.multimodal import media  # noqa: E402
+from engine.multimodal.plugins import PLUGINS  # noqa: E402
+from engine.multimodal.processor import MediaOptions  # noqa: E402
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
+if not SHARED.is_dir():
+    SHARED = Path("/work/shared/data")
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    return {family: build_tiny_vlm(family)[1] for family in ("qwen2_vl", "qwen3_vl")}
+
+
+def test_frames_are_laid_out_like_the_image_processor_does(qwen):
+    """Two identical frames make one temporal patch equal to the image processor's patches of that frame."""
+    from PIL import Image
+
+    processor = qwen["qwen2_vl"]
+    frame = Image.fromarray(np.random.default_rng(0).integers(0, 255, (56, 84, 3), dtype=np.uint8))
+    video = processor.video_processor(videos=[[frame, frame]], return_tensors="np")
+    image = processor.image_processor([frame], return_tensors="np")
+    assert video["video_grid_thw"].tolist() == image["image_grid_thw"].tolist() == [[1, 4, 6]]
+    np.testing.assert_allclose(video["pixel_values_videos"], image["pixel_values"], rtol=0, atol=1e-6)
+    # three distinct frames: the last is repeated to fill the second temporal patch
+    other = Image.fromarray(np.zeros((56, 84, 3), dtype=np.uint8))
+    out = processor.video_processor(videos=[[frame, other, frame]], return_tensors="np")
+    assert out["video_grid_thw"].tolist() == [[2, 4, 6]]
+    first, second = np.split(out["pixel_values_videos"], 2)
+    np.testing.assert_allclose(second, image["pixel_values"], atol=1e-6)  # (frame, frame)
+    assert not np.allclose(first, image["pixel_values"])  # (frame, other)
+
+
+@pytest.mark.parametrize("family", ["qwen2_vl", "qwen3_vl"])
+def test_video_soft_token_counts_match_the_processor(qwen, tmp_path, family):
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
+
+    processor = qwen[family]
+    path = _write_video(tmp_path / "v.mp4")  # 3 s at 10 fps, 64x48
+    opts = MediaOptions(video_fps=2.0, video_max_pixels=64 * 48)
+    expanded, arrays = PLUGINS[family].process(processor, [{"role": "user", "content": "<video>What happens?"}], [],
+                                               [path], [], opts)
+    text = expanded[0]["content"]
+    grid = arrays["video_grid_thw"][0].tolist()
+    assert grid[0] == 3  # 6 sampled frames, 2 per temporal patch
+    factor = processor.video_processor.patch_size * processor.video_processor.merge_size
+    if family == "qwen2_vl":
+        height, width = smart_resize(48, 64, factor=factor, min_pixels=processor.video_processor.size["shortest_edge"],
+                                     max_pixels=processor.video_processor.size["longest_edge"])
+        assert grid[1:] == [height // 14, width // 14]
+    per_frame = grid[1] * grid[2] // 4
+    assert text.count("<|video_pad|>") == grid[0] * per_frame == int(np.prod(grid)) // 4
+    assert arrays["pixel_values_videos"].shape[0] == int(np.prod(grid))
+    # the processor's own count for a video of this size
+    counted = processor._get_num_multimodal_tokens(video_sizes=[[6, 48, 64]])
+    assert counted.num_video_tokens == [text.count("<|video_pad|>")]
+    if family == "qwen2_vl":
+        assert text == "<|vision_start|>" + "<|video_pad|>" * (grid[0] * per_frame) + "<|vision_end|>What happens?"
+    else:
+        # timestamps of the frame pairs from the sampled indices (index / original fps), as LLaMA-Factory passes them
+        clip = media.read_video(path, 2.0, 128, 64 * 48)
+        seconds = [index / clip.original_fps for index in clip.indices]
+        stamps = [(seconds[i] + seconds[i + 1]) / 2 for i in range(0, len(seconds), 2)]
+        block = "<|vision_start|>" + "<|video_pad|>" * per_frame + "<|vision_end|>"
+        assert text == "".join(f"<{t:.1f} seconds>{block}" for t in stamps) + "What happens?"
+
+
+def test_video_trains_end_to_end_on_a_tiny_qwen2_vl(tmp_path):
+    import yaml
+
+    model = save_tiny_vlm("qwen2_vl", tmp_path / "model")
+    data = tmp_path / "data"
+    data.mkdir()
+    _write_video(data / "a.mp4", seconds=2.0)
+    rows = [{"messages": [{"role": "user", "content": "<video>What happens?"},
+                          {"role": "assistant", "content": "The screen gets brighter."}], "videos": ["a.mp4"]}] * 4
+    (data / "clips.json").write_text(json.dumps(rows))
+    (data / "dataset_info.json").write_text(json.dumps({"clips": {
+        "file_name": "clips.json", "formatting": "sharegpt", "columns": {"messages": "messages", "videos": "videos"},
+        "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}}}))
+    config = {"model_name_or_path": str(model), "template": "qwen2_vl", "stage": "sft", "do_train": True,
+              "finetuning_type": "full", "dataset": "clips", "dataset_dir": str(data), "cutoff_len": 1024,
+              "video_max_pixels": 64 * 48, "video_fps": 2.0, "output_dir": str(tmp_path / "out"),
+              "per_device_train_batch_size": 2, "learning_rate": 0.003, "max_steps": 4, "logging_steps": 1,
+              "save_strategy": "no", "plot_loss": False, "report_to": "none", "tokenized_path": str(tmp_path / "tok")}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    assert main(["check", str(tmp_path / "c.yaml")]) == 0  # no torchvision refusal for this family
+    assert main(["train", str(tmp_path / "c.yaml")]) == 0
+    events = [json.loads(x) for x in (tmp_path / "out" / "events.jsonl").read_text().splitlines() if x]
+    losses = [e["loss"] for e in events if e["event"] == "log"]
+    assert len(losses) == 4 and losses[-1] < losses[0]
+    from datasets import load_from_disk
+
+    row = load_from_disk(str(tmp_path / "tok"))["train"][0]
+    video = [i for i, kind in enumerate(row["mm_token_type_ids"]) if kind == 2]
+    assert video and all(row["labels"][i] == -100 for i in video)  # video soft tokens never carry loss
+
+
+@pytest.mark.skipif(not (SHARED / "mllm_video_demo.json").is_file(), reason="shared data absent")
+def test_two_steps_on_the_shared_video_demo(tmp_path):
+    import yaml
+
+    model = save_tiny_vlm("qwen2_vl", tmp_path / "model")
+    config = {"model_name_or_path": str(model), "template": "qwen2_vl", "stage": "sft", "do_train": True,
+              "finetuning_type": "lora", "lora_target": "all", "dataset": "mllm_video_demo",
+              "dataset_dir": str(SHARED), "cutoff_len": 4096, "video_max_pixels": 64 * 64, "video_maxlen": 8,
+              "output_dir": str(tmp_path / "out"), "per_device_train_batch_size": 1, "learning_rate": 0.001,
+              "max_steps": 2, "logging_steps": 1, "save_strategy": "no", "plot_loss": False, "report_to": "none"}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    assert main(["train", str(tmp_path / "c.yaml")]) == 0
+    events = [json.loads(x) for x in (tmp_path / "out" / "events.jsonl").read_text().splitlines() if x]
+    assert events[0]["num_examples"] == 3 and events[-1]["status"] == "completed"

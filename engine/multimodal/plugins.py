@@ -120,7 +120,14 @@ class MediaPlugin:
         if self.video_metadata:
             kwargs.update(video_metadata=[clip.metadata(opts.video_fps) for clip in clips], do_sample_frames=False,
                           return_metadata=True)
-        return dict(processor.video_processor(videos=[clip.frames for clip in clips], **kwargs))
+        out = dict(processor.video_processor(videos=[clip.frames for clip in clips], **kwargs))
+        if "second_per_grid_ts" in (getattr(processor, "model_input_names", None) or []):  # Qwen2.5-VL's time scale
+            import torch
+
+            temporal = getattr(processor.video_processor, "temporal_patch_size", 2)
+            out["second_per_grid_ts"] = torch.tensor([temporal / (clip.sampled_fps or opts.video_fps)
+                                                      for clip in clips], dtype=torch.float32)
+        return out
 
     def _audios(self, processor: Any, audios: list[Any], opts: MediaOptions) -> dict[str, Any]:
         extractor = getattr(processor, "feature_extractor", None) or getattr(processor, "audio_processor", None)

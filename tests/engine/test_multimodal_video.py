@@ -127,3 +127,23 @@ def test_two_steps_on_the_shared_video_demo(tmp_path):
     assert main(["train", str(tmp_path / "c.yaml")]) == 0
     events = [json.loads(x) for x in (tmp_path / "out" / "events.jsonl").read_text().splitlines() if x]
     assert events[0]["num_examples"] == 3 and events[-1]["status"] == "completed"
+
+
+def test_qwen2_5_vl_gets_the_seconds_per_temporal_patch(tmp_path):
+    """Qwen2.5-VL's rope needs seconds per temporal patch: 2 / (sampled frames / stream seconds), as LLaMA-Factory."""
+    from transformers import Qwen2_5_VLProcessor
+
+    from engine.multimodal.processor import build_processor
+
+    base = build_tiny_vlm("qwen2_vl")[1]
+    processor = build_processor(Qwen2_5_VLProcessor, {"image_processor": base.image_processor,
+                                                      "tokenizer": base.tokenizer})
+    path = _write_video(tmp_path / "v.mp4", seconds=3.0)
+    clip = media.read_video(path, 2.0, 128)
+    assert len(clip.indices) == 6 and clip.sampled_fps == pytest.approx(6 / 3.0, rel=0.02)
+    _, arrays = PLUGINS["qwen2_vl"].process(processor, [{"role": "user", "content": "<video>"}], [], [path], [],
+                                            MediaOptions())
+    np.testing.assert_allclose(arrays["second_per_grid_ts"], [2 / clip.sampled_fps], rtol=1e-6)
+    _, arrays = PLUGINS["qwen2_vl"].process(base, [{"role": "user", "content": "<video>"}], [], [path], [],
+                                            MediaOptions())
+    assert "second_per_grid_ts" not in arrays  # Qwen2-VL takes none

@@ -222,7 +222,7 @@ PLUGINS: dict[str, MediaPlugin] = {
     "qwen3_vl": MediaPlugin("qwen3_vl", ("images", "videos"), ("qwen3_vl", "qwen3_vl_moe"), image_wrap=_QWEN_WRAP,
                             video_metadata=True, even_frames=True, pil_video=True),
     "gemma3": MediaPlugin("gemma3", ("images",), ("gemma3",), type_ids_key="token_type_ids"),
-    "gemma4": MediaPlugin("gemma4", ("images", "videos", "audios"), ("gemma4",), video_metadata=True),
+    "gemma4": MediaPlugin("gemma4", ("images", "videos", "audios"), ("gemma4",), video_metadata=True, pil_video=True),
     "llava": MediaPlugin("llava", ("images",), ("llava",), type_ids_key=None),
 }
 """Plugin name -> plugin; the one dispatch table of the multimodal room."""

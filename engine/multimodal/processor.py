@@ -22,7 +22,7 @@ from engine.multimodal.errors import MediaError
 
 logger = logging.getLogger(__name__)
 
-STAND_INS = ("NoVideoProcessor", "PilQwenVideoProcessor")
+STAND_INS = ("NoVideoProcessor", "PilQwenVideoProcessor", "PilGemma4VideoProcessor")
 """Our video processors that stand in for transformers' torchvision-based ones."""
 
 TORCHVISION_FIX = ("video needs torchvision, which the CPU torch 2.13 build cannot import; install the pair "

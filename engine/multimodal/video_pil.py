@@ -1,4 +1,4 @@
-"""Video for Qwen2-VL / Qwen2.5-VL / Qwen3-VL without torchvision: frames decoded by PyAV, processed with Pillow.
+"""Video for Qwen2-VL / Qwen2.5-VL / Qwen3-VL and Gemma 4 without torchvision: PyAV frames processed with Pillow.
 
 transformers' video processors need torchvision, and no torchvision build on PyPI imports with the CPU torch 2.13
 (0.28.0, the one that pins torch 2.13, is linked against CUDA). :class:`PilQwenVideoProcessor` stands in for the
@@ -7,8 +7,9 @@ resizes every frame of a video to the size the family's rule gives (Qwen2-VL: pe
 over all frames), rescales and normalizes them, and lays the patches out exactly as the real processor does
 (``temporal_patch_size`` consecutive frames per patch, the last frame repeated to fill the last group). It
 returns ``pixel_values_videos``, ``video_grid_thw`` and, on request, the video metadata the processor's
-``replace_video_token`` reads for Qwen3-VL's timestamps. The only difference from the torchvision path is the
-resampling filter's implementation (Pillow's bicubic instead of torchvision's).
+``replace_video_token`` reads for Qwen3-VL's timestamps. :class:`PilGemma4VideoProcessor` does the same for
+Gemma 4, whose frames are processed like images. The only difference from the torchvision path is the resampling
+filter's implementation (Pillow's bicubic instead of torchvision's).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from engine.multimodal.errors import MediaError
 
 QWEN_PROCESSORS = {"Qwen2VLProcessor": "qwen2_vl", "Qwen2_5_VLProcessor": "qwen2_vl", "Qwen3VLProcessor": "qwen3_vl"}
 """Processor class -> the resize rule of its video processor."""
+
+GEMMA4_PROCESSORS = ("Gemma4Processor",)
 
 _DEFAULT_SIZE = {"qwen2_vl": {"shortest_edge": 128 * 28 * 28, "longest_edge": 28 * 28 * 768},
                  "qwen3_vl": {"shortest_edge": 128 * 32 * 32, "longest_edge": 32 * 32 * 768}}
@@ -160,6 +163,65 @@ class PilQwenVideoProcessor(_base_class()):
         return grid_t * (resized_height // self.patch_size) * (resized_width // self.patch_size)
 
 
+class PilGemma4VideoProcessor(_base_class()):
+    """Gemma 4 video processing with Pillow: every frame goes through the PIL image processor with the video
+    settings (70 soft tokens per frame by default, pixels in [0, 1]), as transformers' video processor treats
+    frames; the processor writes each frame as ``MM:SS {boi}{video_token x n}{eoi}`` from the metadata."""
+
+    model_input_names = ["pixel_values_videos", "video_position_ids", "num_frames_per_video"]
+
+    def configure(self, image_processor: Any, settings: dict[str, Any] | None = None) -> PilGemma4VideoProcessor:
+        settings = dict(settings or {})
+        self.image_processor = image_processor
+        self.patch_size = int(settings.get("patch_size", getattr(image_processor, "patch_size", 16)))
+        self.pooling_kernel_size = int(settings.get("pooling_kernel_size",
+                                                    getattr(image_processor, "pooling_kernel_size", 3)))
+        self.max_soft_tokens = int(settings.get("max_soft_tokens", 70))
+        self.image_mean = list(settings.get("image_mean", [0.0, 0.0, 0.0]))
+        self.image_std = list(settings.get("image_std", [1.0, 1.0, 1.0]))
+        self.rescale_factor = float(settings.get("rescale_factor", 1 / 255))
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        out.pop("image_processor", None)  # not part of the saved config
+        return out
+
+    def __call__(self, videos: Any = None, video_metadata: Any = None, return_metadata: bool = False,
+                 return_tensors: str | None = "pt", **kwargs: Any) -> dict[str, Any]:
+        import numpy as np
+        import torch
+        from transformers.video_utils import VideoMetadata
+
+        if not videos:
+            raise MediaError("No video frames were given.")
+        pixels, positions, frames_per_video, tokens_per_video = [], [], [], []
+        for frames in videos:
+            if not len(frames):
+                raise MediaError("A video has no frames.")
+            out = self.image_processor(list(frames), max_soft_tokens=self.max_soft_tokens, image_mean=self.image_mean,
+                                       image_std=self.image_std, rescale_factor=self.rescale_factor,
+                                       patch_size=self.patch_size, pooling_kernel_size=self.pooling_kernel_size,
+                                       return_tensors="np")
+            pixels.append(np.asarray(out["pixel_values"], dtype=np.float32))
+            positions.append(np.asarray(out["image_position_ids"]))
+            frames_per_video.append(len(frames))
+            tokens_per_video.append(int(out["num_soft_tokens_per_image"][0]))
+        data: dict[str, Any] = {"pixel_values_videos": np.concatenate(pixels, axis=0),
+                                "video_position_ids": np.concatenate(positions, axis=0),
+                                "num_frames_per_video": np.asarray(frames_per_video, dtype=np.int64)}
+        if return_tensors == "pt":
+            data = {key: torch.from_numpy(value) for key, value in data.items()}
+        data["num_soft_tokens_per_video"] = tokens_per_video
+        if return_metadata:
+            metadata = video_metadata or [{"total_num_frames": len(frames), "fps": None} for frames in videos]
+            data["video_metadata"] = [item if isinstance(item, VideoMetadata) else VideoMetadata(**item)
+                                      for item in metadata]
+        return data
+
+    preprocess = __call__
+
+
 def video_settings(path: str | Path) -> dict[str, Any]:
     """The video processor's settings saved in a model folder (processor_config.json's ``video_processor`` or
     video_preprocessor_config.json), {} when there are none."""
@@ -176,8 +238,11 @@ def video_settings(path: str | Path) -> dict[str, Any]:
 
 
 def pil_video_processor(processor_name: str, image_processor: Any, settings: dict[str, Any]) -> Any:
-    """A working video processor for a Qwen VL processor class without torchvision, or None for other families."""
-    rule = QWEN_PROCESSORS.get(processor_name)
-    if rule is None or image_processor is None:
+    """A working video processor for a Qwen VL or Gemma 4 processor class without torchvision, or None for other
+    families."""
+    if image_processor is None:
         return None
-    return PilQwenVideoProcessor().configure(rule, image_processor, settings)
+    if processor_name in GEMMA4_PROCESSORS:
+        return PilGemma4VideoProcessor().configure(image_processor, settings)
+    rule = QWEN_PROCESSORS.get(processor_name)
+    return PilQwenVideoProcessor().configure(rule, image_processor, settings) if rule else None

@@ -175,8 +175,13 @@ def test_gemma4_audio_expansion_equals_the_processor(tmp_path):
 
 @pytest.mark.skipif(has_torchvision(), reason="checks the refusal without torchvision")
 def test_video_without_torchvision_is_refused_with_the_install(vlms, tmp_path):
-    """Gemma 4's video needs transformers' torchvision processor (the Qwen VL families have a Pillow path)."""
-    model, processor = vlms["gemma4"]
+    """A family without a Pillow video path (its processor got the refusing stand-in) names the install."""
+    import copy
+
+    from engine.multimodal.processor import _no_video_class
+
+    processor = copy.copy(vlms["gemma4"][1])
+    processor.video_processor = _no_video_class()()
     with pytest.raises(MediaError, match="torchvision==0.29.1"):
         PLUGINS["gemma4"].process(processor, [{"role": "user", "content": "<video>"}], [],
                                     [_write_video(tmp_path / "v.mp4")], [], MediaOptions())

@@ -26,7 +26,7 @@ if not SHARED.is_dir():
 
 @pytest.fixture(scope="module")
 def qwen():
-    return {family: build_tiny_vlm(family)[1] for family in ("qwen2_vl", "qwen3_vl")}
+    return {family: build_tiny_vlm(family)[1] for family in ("qwen2_vl", "qwen3_vl", "gemma4")}
 
 
 def test_frames_are_laid_out_like_the_image_processor_does(qwen):
@@ -147,3 +147,50 @@ def test_qwen2_5_vl_gets_the_seconds_per_temporal_patch(tmp_path):
     _, arrays = PLUGINS["qwen2_vl"].process(base, [{"role": "user", "content": "<video>"}], [], [path], [],
                                             MediaOptions())
     assert "second_per_grid_ts" not in arrays  # Qwen2-VL takes none
+
+
+def test_gemma4_video_frames_are_timestamped_images(qwen, tmp_path):
+    """Gemma 4: each sampled frame is `MM:SS {boi}{video_token x n}{eoi}`, joined by spaces, n from the frame size."""
+    from transformers.models.gemma4.image_processing_pil_gemma4 import get_aspect_ratio_preserving_size
+
+    processor = qwen["gemma4"]
+    path = _write_video(tmp_path / "v.mp4")  # 3 s at 10 fps, 64x48: 6 frames at 2 fps
+    expanded, arrays = PLUGINS["gemma4"].process(processor, [{"role": "user", "content": "<video>Hi"}], [], [path],
+                                                 [], MediaOptions())
+    video = processor.video_processor
+    clip = media.read_video(path, 2.0, 128)
+    height, width = get_aspect_ratio_preserving_size(clip.frames[0].height, clip.frames[0].width, video.patch_size,
+                                                     video.max_soft_tokens * video.pooling_kernel_size ** 2,
+                                                     video.pooling_kernel_size)
+    per_frame = (height // video.patch_size) * (width // video.patch_size) // video.pooling_kernel_size ** 2
+    block = processor.boi_token + processor.video_token * per_frame + processor.eoi_token
+    stamps = ["00:00", "00:00", "00:01", "00:01", "00:02", "00:02"]
+    assert expanded[0]["content"] == " ".join(f"{t} {block}" for t in stamps) + "Hi"
+    assert arrays["num_frames_per_video"].tolist() == [6] and arrays["pixel_values_videos"].shape[0] == 6
+    # pixels in [0, 1] (no normalization), as Gemma 4 was trained
+    frame = arrays["pixel_values_videos"][0][: per_frame * video.pooling_kernel_size ** 2]
+    assert frame.min() >= 0.0 and frame.max() <= 1.0
+
+
+def test_gemma4_video_trains(tmp_path):
+    import yaml
+
+    model = save_tiny_vlm("gemma4", tmp_path / "model")
+    data = tmp_path / "data"
+    data.mkdir()
+    _write_video(data / "a.mp4", seconds=2.0)
+    rows = [{"messages": [{"role": "user", "content": "<video>What happens?"},
+                          {"role": "assistant", "content": "It gets brighter."}], "videos": ["a.mp4"]}] * 2
+    (data / "clips.json").write_text(json.dumps(rows))
+    (data / "dataset_info.json").write_text(json.dumps({"clips": {
+        "file_name": "clips.json", "formatting": "sharegpt", "columns": {"messages": "messages", "videos": "videos"},
+        "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}}}))
+    config = {"model_name_or_path": str(model), "template": "gemma4", "stage": "sft", "do_train": True,
+              "finetuning_type": "lora", "lora_target": "all", "dataset": "clips", "dataset_dir": str(data),
+              "cutoff_len": 2048, "output_dir": str(tmp_path / "out"), "per_device_train_batch_size": 2,
+              "learning_rate": 0.01, "max_steps": 2, "logging_steps": 1, "save_strategy": "no", "plot_loss": False,
+              "report_to": "none"}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    assert main(["train", str(tmp_path / "c.yaml")]) == 0
+    events = [json.loads(x) for x in (tmp_path / "out" / "events.jsonl").read_text().splitlines() if x]
+    assert len([e for e in events if e["event"] == "log"]) == 2 and events[-1]["status"] == "completed"

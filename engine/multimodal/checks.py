@@ -78,38 +78,30 @@ def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tu
     return problems
 
 
-def _model_plugin(cfg: Any) -> Any:
-    """The media plugin of the config's model when it is known here without loading anything, else None."""
+def _model(cfg: Any) -> tuple[Any, dict[str, Any]]:
+    """(media plugin, config.json) of the config's model when known here without loading anything, else (None, {})."""
     from engine.models.registry import read_local_config
     from engine.multimodal.plugins import PLUGINS, plugin_for
 
     name = str(cfg.model.model_name_or_path or "").strip()
-    if name.lower() == "demo-vlm":
-        return PLUGINS["qwen2_vl"]
+    if name.lower() == "demo-vlm":  # known without building it
+        return PLUGINS["qwen2_vl"], {"vision_config": {}}
     path = Path(name).expanduser()
     if not name or not path.is_dir():
-        return None
+        return None, {}
     config = read_local_config(path) or {}
-    return plugin_for(config.get("model_type"), cfg.model.template)
+    if not any(config.get(key) for key in ("vision_config", "audio_config")):
+        return None, {}
+    return plugin_for(config.get("model_type"), cfg.model.template), config
 
 
 def model_media(cfg: Any) -> tuple[str, ...] | None:
     """The media kinds the config's model takes; None when unknown here: a text-only model, or one that is not a
     local folder (nothing is built or downloaded for a check; the data map still refuses bad rows by name)."""
-    from engine.models.registry import read_local_config
-    from engine.multimodal.plugins import PLUGINS, model_modalities, plugin_for
+    from engine.multimodal.plugins import model_modalities
 
-    name = str(cfg.model.model_name_or_path or "").strip()
-    if name.lower() == "demo-vlm":  # known without building it
-        return PLUGINS["qwen2_vl"].modalities
-    path = Path(name).expanduser()
-    if not name or not path.is_dir():
-        return None
-    config = read_local_config(path) or {}
-    if not any(config.get(key) for key in ("vision_config", "audio_config")):
-        return None
-    plugin = plugin_for(config.get("model_type"), cfg.model.template)
-    return model_modalities(plugin, config) if plugin else None
+    plugin, config = _model(cfg)
+    return model_modalities(plugin, config) if plugin is not None else None
 
 
 def check_media(cfg: Any) -> list[str]:
@@ -123,7 +115,7 @@ def check_media(cfg: Any) -> list[str]:
 
     names = [n for key in ("dataset", "eval_dataset") for n in split_names(getattr(cfg.data, key) or "")]
     allowed = model_media(cfg)
-    plugin = _model_plugin(cfg)
+    plugin = _model(cfg)[0]
     if allowed is None:  # a text-only model trains on the text and ignores media (the data layer warns)
         return []
     problems: list[str] = []

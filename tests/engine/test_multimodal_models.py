@@ -120,3 +120,17 @@ def test_freeze_tuning_adds_projectors_unless_frozen(family_model):
     clone = _fresh(model)
     adapters.setup_freeze(clone, replace(args, freeze_multi_modal_projector=True), composite_info(model))
     assert _trainable_groups(family, clone)["projector"] == 0
+
+
+def test_gemma4_e_loads_with_eager_attention_only_in_its_audio_tower(tmp_path):
+    """Gemma 4 E's audio tower has no SDPA: the loader keeps SDPA for the rest and uses eager attention there."""
+    from tinyvlms import save_tiny_vlm
+
+    from engine.models import load_model
+
+    folder = save_tiny_vlm("gemma4n", tmp_path / "gemma4n")
+    model = load_model(ModelArgs(model_name_or_path=str(folder)), FinetuningArgs(finetuning_type="lora"),
+                       is_trainable=False)
+    config = model.config
+    assert config.audio_config._attn_implementation == "eager"
+    assert config.text_config._attn_implementation == config.vision_config._attn_implementation == "sdpa"

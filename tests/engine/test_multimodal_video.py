@@ -249,3 +249,21 @@ def test_pillow_video_matches_transformers_video_processor(family, tmp_path):
             assert torch.equal(torch.as_tensor(real_out[key]), torch.as_tensor(our_out[key]))
     diff = (real_out["pixel_values_videos"].float() - our_out["pixel_values_videos"].float()).abs()
     assert diff.mean() < 1e-3
+
+
+@pytest.mark.skipif(not (SHARED / "mllm_video_audio_demo.json").is_file(), reason="shared data absent")
+@pytest.mark.parametrize("dataset", ["mllm_video_audio_demo", "mllm_audio_demo"])
+def test_two_steps_on_the_shared_audio_demos_with_gemma4n(tmp_path, dataset):
+    import yaml
+
+    model = save_tiny_vlm("gemma4n", tmp_path / "model")
+    config = {"model_name_or_path": str(model), "template": "gemma4n", "stage": "sft", "do_train": True,
+              "finetuning_type": "lora", "lora_target": "all", "dataset": dataset, "dataset_dir": str(SHARED),
+              "cutoff_len": 8192, "video_max_pixels": 64 * 64, "video_maxlen": 4, "output_dir": str(tmp_path / "out"),
+              "per_device_train_batch_size": 1, "learning_rate": 0.001, "max_steps": 2, "logging_steps": 1,
+              "save_strategy": "no", "plot_loss": False, "report_to": "none"}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    assert main(["check", str(tmp_path / "c.yaml")]) == 0
+    assert main(["train", str(tmp_path / "c.yaml")]) == 0
+    events = [json.loads(x) for x in (tmp_path / "out" / "events.jsonl").read_text().splitlines() if x]
+    assert events[-1]["status"] == "completed" and len([e for e in events if e["event"] == "log"]) == 2

@@ -118,7 +118,9 @@ def _gemma4(audio: bool = False):
                        "num_key_value_heads": 2, "head_dim": 16, "patch_size": 16, "pooling_kernel_size": 2,
                        "position_embedding_size": 64},
         audio_config=({"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
-                       "subsampling_conv_channels": [8, 4], "output_proj_dims": 32} if audio else None),
+                       # the first channel count must equal the feature extractor's 128 mel bins (transformers sizes
+                       # the projection after the two stride-2 convs from it)
+                       "subsampling_conv_channels": [128, 4], "output_proj_dims": 32} if audio else None),
         boi_token_id=tid("<|image>"), eoi_token_id=tid("<image|>"), image_token_id=tid("<|image|>"),
         video_token_id=tid("<|video|>"), boa_token_id=tid("<|audio>"), eoa_token_index=tid("<audio|>"),
         audio_token_id=tid("<|audio|>"))

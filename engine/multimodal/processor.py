@@ -22,6 +22,10 @@ from engine.multimodal.errors import MediaError
 
 logger = logging.getLogger(__name__)
 
+VIDEO_KEYS = ("size", "patch_size", "temporal_patch_size", "merge_size", "pooling_kernel_size", "max_soft_tokens",
+              "image_mean", "image_std", "rescale_factor")
+"""Video processor settings carried over when a stand-in's saved config is rewritten for the real class."""
+
 STAND_INS = ("NoVideoProcessor", "PilQwenVideoProcessor", "PilGemma4VideoProcessor")
 """Our video processors that stand in for transformers' torchvision-based ones."""
 
@@ -192,7 +196,10 @@ def fix_processor_config(folder: Any) -> None:
     name = str(config.get("processor_class", ""))
     image = config.get("image_processor") or {}
     real = {"video_processor_type": name.replace("Processor", "VideoProcessor")}
-    real.update({k: image[k] for k in ("patch_size", "temporal_patch_size", "merge_size") if k in image})
+    real.update({k: image[k] for k in ("patch_size", "temporal_patch_size", "merge_size", "pooling_kernel_size")
+                 if k in image})
+    # the settings our Pillow video processor used, so transformers' own one processes video the same way
+    real.update({k: video[k] for k in VIDEO_KEYS if video.get(k) is not None})
     config["video_processor"] = real
     path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 

@@ -267,3 +267,20 @@ def test_two_steps_on_the_shared_audio_demos_with_gemma4n(tmp_path, dataset):
     assert main(["train", str(tmp_path / "c.yaml")]) == 0
     events = [json.loads(x) for x in (tmp_path / "out" / "events.jsonl").read_text().splitlines() if x]
     assert events[-1]["status"] == "completed" and len([e for e in events if e["event"] == "log"]) == 2
+
+
+@pytest.mark.parametrize("family", ["qwen2_vl", "gemma4"])
+def test_saved_folder_names_the_real_video_processor_with_our_settings(family, tmp_path):
+    """A folder saved without torchvision names transformers' video processor class with the settings the Pillow
+    path used, so transformers with torchvision processes the video the same way (checked there: same grids)."""
+    folder = save_tiny_vlm(family, tmp_path / family)
+    saved = json.loads((folder / "processor_config.json").read_text())["video_processor"]
+    processor = build_tiny_vlm(family)[1]
+    video = processor.video_processor
+    if family == "qwen2_vl":
+        assert saved["video_processor_type"] == "Qwen2VLVideoProcessor"
+        assert saved["size"] == video.size and saved["merge_size"] == 2 and saved["temporal_patch_size"] == 2
+    else:
+        assert saved["video_processor_type"] == "Gemma4VideoProcessor"
+        assert (saved["pooling_kernel_size"], saved["max_soft_tokens"], saved["patch_size"]) == (2, 70, 16)
+    assert "rule" not in saved

@@ -5,7 +5,8 @@ Every problem is reported at once, each naming the dataset, the row and the fix:
 - the number of ``<image>`` / ``<video>`` / ``<audio>`` placeholders differs from the number of files;
 - a media file is missing or cannot be opened;
 - a remote URL (never downloaded here);
-- a modality the chosen model cannot take (e.g. video for Gemma 3, audio for a model without an audio encoder).
+- a modality the chosen model cannot take (e.g. video for Gemma 3, audio for a model without an audio encoder);
+- a stage, preference loss or packing setting that cannot train on media rows.
 """
 
 from __future__ import annotations
@@ -119,6 +120,7 @@ def check_media(cfg: Any) -> list[str]:
     if allowed is None:  # a text-only model trains on the text and ignores media (the data layer warns)
         return []
     problems: list[str] = []
+    with_media = False
     for name in dict.fromkeys(names):
         try:
             spec = resolve_dataset(name, cfg.data.dataset_dir)
@@ -144,4 +146,20 @@ def check_media(cfg: Any) -> list[str]:
         if len(found) > MAX_LISTED:
             found = found[:MAX_LISTED] + [f"Dataset `{name}`: {len(found) - MAX_LISTED} more media problems."]
         problems += found
+        with_media = with_media or any(_media_items(row, spec.columns.get(kind, kind)) for row in rows
+                                       if isinstance(row, dict) for kind in PLACEHOLDERS)
+    if with_media:
+        problems += _stage_problems(cfg)
     return problems
+
+
+def _stage_problems(cfg: Any) -> list[str]:
+    """The stage, preference-loss and packing settings that cannot train on media rows."""
+    from engine.multimodal.dataset import PACKING_PROBLEM, stage_problem
+
+    stage = cfg.finetuning.stage
+    problem = stage_problem(stage, getattr(cfg.finetuning, "pref_loss", None))
+    found = [problem] if problem else []
+    if stage in ("pt", "sft") and (cfg.data.packing or cfg.data.neat_packing):
+        found.append(PACKING_PROBLEM)
+    return found

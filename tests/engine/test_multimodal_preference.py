@@ -209,3 +209,12 @@ def test_media_sft_rows_follow_the_text_rules(qwen2_vl, tmp_path, template_name,
     assert all(label == IGNORE for token, label in zip(media["input_ids"][0], media["labels"][0]) if token in soft)
     if template.uses_efficient_eos:
         assert media["input_ids"][0][-1] == tokenizer.eos_token_id == media["labels"][0][-1]
+
+
+def test_check_names_stages_that_cannot_train_on_media_before_loading(qwen2_vl, tmp_path, capsys):
+    data = _pairwise(tmp_path / "data")
+    assert main(["check", str(_config(tmp_path, qwen2_vl, data, stage="rm"))]) == 2
+    assert "`stage: rm` does not train on images, videos or audio (sft, dpo and kto do)" in capsys.readouterr().err
+    assert main(["check", str(_config(tmp_path, qwen2_vl, data, pref_loss="simpo"))]) == 2
+    assert "`pref_loss: simpo` trains on text only" in capsys.readouterr().err
+    assert main(["check", str(_config(tmp_path, qwen2_vl, data))]) == 0

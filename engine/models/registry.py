@@ -270,7 +270,7 @@ FAMILIES: dict[str, ModelFamily] = {
         multimodal=True,
         model_types=("qwen3_5", "qwen3_5_moe"),
         projector_keys=("model.visual.merger",),
-        vision_keys=("visual.patch_embed", "visual.blocks"),
+        vision_keys=("visual.pos_embed", "visual.patch_embed", "visual.blocks"),
         language_keys=("language_model", "lm_head"),
     ),
     "Qwen2.5-Omni": ModelFamily(

@@ -219,7 +219,8 @@ _QWEN_WRAP = ("<|vision_start|>", "<|vision_end|>")
 PLUGINS: dict[str, MediaPlugin] = {
     "qwen2_vl": MediaPlugin("qwen2_vl", ("images", "videos"), ("qwen2_vl", "qwen2_5_vl"), image_wrap=_QWEN_WRAP,
                             video_wrap=_QWEN_WRAP, video_metadata=True, even_frames=True, pil_video=True),
-    "qwen3_vl": MediaPlugin("qwen3_vl", ("images", "videos"), ("qwen3_vl", "qwen3_vl_moe"), image_wrap=_QWEN_WRAP,
+    "qwen3_vl": MediaPlugin("qwen3_vl", ("images", "videos"), ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"),
+                            image_wrap=_QWEN_WRAP,
                             video_metadata=True, even_frames=True, pil_video=True),
     "gemma3": MediaPlugin("gemma3", ("images",), ("gemma3",), type_ids_key="token_type_ids"),
     "gemma4": MediaPlugin("gemma4", ("images", "videos", "audios"), ("gemma4",), video_metadata=True, pil_video=True),

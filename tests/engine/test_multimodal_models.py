@@ -24,6 +24,8 @@ GROUPS = {
     "qwen2_vl": (("model.visual.patch_embed", "model.visual.blocks"), ("model.visual.merger",)),
     "qwen3_vl": (("model.visual.patch_embed", "model.visual.pos_embed", "model.visual.blocks"),
                  ("model.visual.merger", "model.visual.deepstack_merger_list")),
+    "qwen3_5": (("model.visual.patch_embed", "model.visual.pos_embed", "model.visual.blocks"),
+                ("model.visual.merger",)),
     "gemma3": (("model.vision_tower",), ("model.multi_modal_projector",)),
     "gemma4": (("model.vision_tower",), ("model.embed_vision",)),
     "gemma4n": (("model.vision_tower", "model.audio_tower"), ("model.embed_vision", "model.embed_audio")),

@@ -45,8 +45,10 @@ def _image(tmp_path: Path, name: str, size=(100, 60), color=(200, 30, 30)) -> st
 @pytest.mark.parametrize("family", FAMILIES)
 def test_image_expansion_equals_the_processor(vlms, tmp_path, family):
     """Our expanded text tokenizes to exactly what transformers' processor makes of the same images."""
+    from engine.multimodal.plugins import plugin_for
+
     model, processor = vlms[family]
-    plugin = PLUGINS[family]
+    plugin = plugin_for(model.config.model_type)  # Qwen3.5 is served by the qwen3_vl plugin
     images = [_image(tmp_path, "a.png"), _image(tmp_path, "b.png", size=(40, 90))]
     messages = [{"role": "user", "content": "<image>Who are they?"}, {"role": "assistant", "content": "Players."},
                 {"role": "user", "content": "And here<image>?"}]

@@ -29,7 +29,7 @@ def _losses(folder: Path) -> list[float]:
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("vlms")
-    return {family: save_tiny_vlm(family, root / family) for family in ("qwen2_vl", "gemma4")}
+    return {family: save_tiny_vlm(family, root / family) for family in ("qwen2_vl", "gemma4", "qwen3_5")}
 
 
 def _image_dataset(folder: Path) -> Path:
@@ -85,7 +85,8 @@ def test_tiny_vlm_learns_from_images(models, tmp_path):
     assert all(row["labels"][i] == -100 for i in image_positions)  # soft tokens never carry loss
 
 
-@pytest.mark.parametrize(("family", "template"), [("qwen2_vl", "qwen2_vl"), ("gemma4", "gemma4")])
+@pytest.mark.parametrize(("family", "template"), [("qwen2_vl", "qwen2_vl"), ("gemma4", "gemma4"),
+                                                  ("qwen3_5", "qwen3_5")])
 @pytest.mark.skipif(not (SHARED / "mllm_demo.json").is_file(), reason="shared data absent")
 def test_two_steps_on_mllm_demo(models, tmp_path, family, template):
     config = _config(tmp_path, models[family], template, "mllm_demo", SHARED)
@@ -93,6 +94,15 @@ def test_two_steps_on_mllm_demo(models, tmp_path, family, template):
     events = _events(tmp_path / "out")
     assert events[0]["event"] == "start" and events[0]["num_examples"] == 6
     assert len(_losses(tmp_path / "out")) == 2 and events[-1]["status"] == "completed"
+
+
+def test_qwen3_5_trains_on_images_through_the_qwen3_vl_plugin(models, tmp_path):
+    data = _image_dataset(tmp_path / "data")
+    config = _config(tmp_path, models["qwen3_5"], "qwen3_5", "colors", data, max_steps=3)
+    assert main(["train", str(config)]) == 0
+    events = _events(tmp_path / "out")
+    assert len(_losses(tmp_path / "out")) == 3 and events[-1]["status"] == "completed"
+    assert events[0]["data"]["train"]["media_tokens"] > 0
 
 
 def test_media_stage_and_packing_are_refused(models, tmp_path, capsys):

@@ -1,6 +1,6 @@
 """Tiny random vision-language models of the real transformers classes, built from configs (no download).
 
-``build_tiny_vlm(family)`` returns ``(model, processor)`` for qwen2_vl, qwen3_vl, gemma3, gemma4 and llava: a
+``build_tiny_vlm(family)`` returns ``(model, processor)`` for qwen2_vl, qwen3_vl, qwen3_5, gemma3, gemma4 and llava: a
 byte-level BPE tokenizer carrying the family's special tokens, the family's PIL image processor (no torchvision
 needed), the real processor class, and a 1-2 layer model whose token ids match the tokenizer.
 """
@@ -13,7 +13,7 @@ import torch
 
 CORPUS = ("Hello, who are they? They are playing soccer on the field.", "What is in the picture? A red square.",
           "Describe the video and the sound.")
-FAMILIES = ("qwen2_vl", "qwen3_vl", "gemma3", "gemma4", "llava")
+FAMILIES = ("qwen2_vl", "qwen3_vl", "qwen3_5", "gemma3", "gemma4", "llava")
 
 
 def _tokenizer(specials: list[str], *, eos: str, pad: str, bos: str | None = None, named: dict | None = None):
@@ -70,6 +70,27 @@ def _qwen(family: str):
             **ids)
         model_cls, processor_cls = Qwen3VLForConditionalGeneration, Qwen3VLProcessor
     return model_cls, config, processor_cls, {"image_processor": image_processor, "tokenizer": tokenizer}
+
+
+def _qwen3_5():
+    """Qwen3.5: a hybrid (linear + full attention) language model with Qwen3-VL's processor and vision tokens."""
+    from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration, Qwen3VLProcessor
+
+    _, qwen3, _, parts = _qwen("qwen3_vl")
+    ids = {key: getattr(qwen3, key) for key in ("image_token_id", "video_token_id", "vision_start_token_id",
+                                                 "vision_end_token_id")}
+    config = Qwen3_5Config(
+        text_config=_qwen_text(parts["tokenizer"], head_dim=8, layer_types=["linear_attention", "full_attention"],
+                               linear_key_head_dim=8, linear_value_head_dim=8, linear_num_key_heads=2,
+                               linear_num_value_heads=4,
+                               rope_parameters={"rope_type": "default", "mrope_section": [2, 1, 1],
+                                                "rope_theta": 10000.0, "mrope_interleaved": True,
+                                                "partial_rotary_factor": 0.5}),
+        vision_config={"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "in_channels": 3,
+                       "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 32,
+                       "num_position_embeddings": 64},
+        **ids)
+    return Qwen3_5ForConditionalGeneration, config, Qwen3VLProcessor, parts
 
 
 def _gemma3():
@@ -155,6 +176,8 @@ def build_tiny_vlm(family: str, seed: int = 0):
 
     if family in ("qwen2_vl", "qwen3_vl"):
         model_cls, config, processor_cls, parts = _qwen(family)
+    elif family == "qwen3_5":
+        model_cls, config, processor_cls, parts = _qwen3_5()
     elif family == "gemma3":
         model_cls, config, processor_cls, parts = _gemma3()
     elif family in ("gemma4", "gemma4n"):

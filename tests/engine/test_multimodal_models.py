@@ -22,6 +22,7 @@ from engine.models.registry import composite_info  # noqa: E402
 # family -> (vision tower prefixes, projector prefixes); everything else under model.language_model / lm_head
 GROUPS = {
     "qwen2_vl": (("model.visual.patch_embed", "model.visual.blocks"), ("model.visual.merger",)),
+    "qwen2_5_vl": (("model.visual.patch_embed", "model.visual.blocks"), ("model.visual.merger",)),
     "qwen3_vl": (("model.visual.patch_embed", "model.visual.pos_embed", "model.visual.blocks"),
                  ("model.visual.merger", "model.visual.deepstack_merger_list")),
     "qwen3_5": (("model.visual.patch_embed", "model.visual.pos_embed", "model.visual.blocks"),

@@ -284,3 +284,33 @@ def test_saved_folder_names_the_real_video_processor_with_our_settings(family, t
         assert saved["video_processor_type"] == "Gemma4VideoProcessor"
         assert (saved["pooling_kernel_size"], saved["max_soft_tokens"], saved["patch_size"]) == (2, 70, 16)
     assert "rule" not in saved
+
+
+def test_qwen2_5_vl_video_trains_with_its_time_scale(tmp_path):
+    """The seconds per temporal patch travel with the cached rows and the batches into Qwen2.5-VL's rope."""
+    import yaml
+
+    model = save_tiny_vlm("qwen2_5_vl", tmp_path / "model")
+    data = tmp_path / "data"
+    data.mkdir()
+    _write_video(data / "a.mp4", seconds=2.0)
+    rows = [{"messages": [{"role": "user", "content": "<video>What happens?"},
+                          {"role": "assistant", "content": "It gets brighter."}], "videos": ["a.mp4"]}] * 2
+    (data / "clips.json").write_text(json.dumps(rows))
+    (data / "dataset_info.json").write_text(json.dumps({"clips": {
+        "file_name": "clips.json", "formatting": "sharegpt", "columns": {"messages": "messages", "videos": "videos"},
+        "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}}}))
+    config = {"model_name_or_path": str(model), "template": "qwen2_vl", "stage": "sft", "do_train": True,
+              "finetuning_type": "lora", "lora_target": "all", "dataset": "clips", "dataset_dir": str(data),
+              "cutoff_len": 1024, "video_max_pixels": 64 * 48, "output_dir": str(tmp_path / "out"),
+              "per_device_train_batch_size": 2, "learning_rate": 0.01, "max_steps": 2, "logging_steps": 1,
+              "save_strategy": "no", "plot_loss": False, "report_to": "none", "tokenized_path": str(tmp_path / "tok")}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    assert main(["train", str(tmp_path / "c.yaml")]) == 0
+    from datasets import load_from_disk
+
+    from engine.multimodal.plugins import unpack_arrays
+
+    arrays = unpack_arrays(load_from_disk(str(tmp_path / "tok"))["train"][0]["mm_inputs"])
+    clip = media.read_video(str(data / "a.mp4"), 2.0, 128)
+    np.testing.assert_allclose(arrays["second_per_grid_ts"], [2 / clip.sampled_fps], rtol=1e-6)

@@ -1,8 +1,8 @@
 """Tiny random vision-language models of the real transformers classes, built from configs (no download).
 
-``build_tiny_vlm(family)`` returns ``(model, processor)`` for qwen2_vl, qwen3_vl, qwen3_5, gemma3, gemma4 and llava: a
-byte-level BPE tokenizer carrying the family's special tokens, the family's PIL image processor (no torchvision
-needed), the real processor class, and a 1-2 layer model whose token ids match the tokenizer.
+``build_tiny_vlm(family)`` returns ``(model, processor)`` for each of :data:`FAMILIES`: a byte-level BPE tokenizer
+carrying the family's special tokens, the family's PIL image processor (no torchvision needed), the real processor
+class, and a 1-2 layer model whose token ids match the tokenizer.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 
 CORPUS = ("Hello, who are they? They are playing soccer on the field.", "What is in the picture? A red square.",
           "Describe the video and the sound.")
-FAMILIES = ("qwen2_vl", "qwen3_vl", "qwen3_5", "gemma3", "gemma4", "llava")
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "gemma3", "gemma4", "llava")
 
 
 def _tokenizer(specials: list[str], *, eos: str, pad: str, bos: str | None = None, named: dict | None = None):
@@ -70,6 +70,23 @@ def _qwen(family: str):
             **ids)
         model_cls, processor_cls = Qwen3VLForConditionalGeneration, Qwen3VLProcessor
     return model_cls, config, processor_cls, {"image_processor": image_processor, "tokenizer": tokenizer}
+
+
+def _qwen2_5_vl():
+    """Qwen2.5-VL: Qwen2-VL's tokens and image processor, window attention in the vision tower, video time scale."""
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLProcessor
+
+    _, qwen2, _, parts = _qwen("qwen2_vl")
+    ids = {key: getattr(qwen2, key) for key in ("image_token_id", "video_token_id", "vision_start_token_id",
+                                                 "vision_end_token_id")}
+    config = Qwen2_5_VLConfig(
+        text_config=_qwen_text(parts["tokenizer"], rope_parameters={"rope_type": "default", "mrope_section": [2, 1, 1],
+                                                                    "rope_theta": 10000.0}),
+        vision_config={"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "in_channels": 3,
+                       "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 32,
+                       "window_size": 56, "fullatt_block_indexes": [1], "tokens_per_second": 2},
+        **ids)
+    return Qwen2_5_VLForConditionalGeneration, config, Qwen2_5_VLProcessor, parts
 
 
 def _qwen3_5():
@@ -176,6 +193,8 @@ def build_tiny_vlm(family: str, seed: int = 0):
 
     if family in ("qwen2_vl", "qwen3_vl"):
         model_cls, config, processor_cls, parts = _qwen(family)
+    elif family == "qwen2_5_vl":
+        model_cls, config, processor_cls, parts = _qwen2_5_vl()
     elif family == "qwen3_5":
         model_cls, config, processor_cls, parts = _qwen3_5()
     elif family == "gemma3":

@@ -69,6 +69,13 @@ _QWEN_VL_KEYS = {
     "language_keys": ("language_model", "lm_head"),
 }
 
+_GLM4V_KEYS = {  # LLaMA-Factory lists only patch_embed and blocks; the rest of the tower is frozen with it here
+    "projector_keys": ("visual.merger",),
+    "vision_keys": ("visual.embeddings", "visual.patch_embed", "visual.post_conv_layernorm", "visual.blocks",
+                    "visual.post_layernorm", "visual.downsample"),
+    "language_keys": ("language_model", "lm_head"),
+}
+
 _OMNI_KEYS = {
     "projector_keys": ("visual.merger", "audio_tower.proj"),
     "vision_keys": ("visual.patch_embed", "visual.blocks", "audio_tower"),
@@ -196,7 +203,7 @@ FAMILIES: dict[str, ModelFamily] = {
         models={"GLM-4.1V-9B-Thinking": "zai-org/GLM-4.1V-9B-Thinking"},
         multimodal=True,
         model_types=("glm4v",),
-        **_QWEN_VL_KEYS,
+        **_GLM4V_KEYS,
     ),
     "GLM-4.5V": ModelFamily(
         name="GLM-4.5V",
@@ -205,11 +212,11 @@ FAMILIES: dict[str, ModelFamily] = {
                 "GLM-4.6V-Flash": "zai-org/GLM-4.6V-Flash"},
         multimodal=True,
         model_types=("glm4v_moe",),
-        **_QWEN_VL_KEYS,
+        **_GLM4V_KEYS,
     ),
     "GLM-OCR": ModelFamily(
         name="GLM-OCR", template="glm_ocr", models={"GLM-OCR": "zai-org/GLM-OCR"}, multimodal=True,
-        model_types=("glm_ocr",), **_QWEN_VL_KEYS,
+        model_types=("glm_ocr",), **_GLM4V_KEYS,
     ),
     "Mistral": ModelFamily(
         name="Mistral",

@@ -222,6 +222,9 @@ PLUGINS: dict[str, MediaPlugin] = {
     "qwen3_vl": MediaPlugin("qwen3_vl", ("images", "videos"), ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"),
                             image_wrap=_QWEN_WRAP,
                             video_metadata=True, even_frames=True, pil_video=True),
+    # GLM-4.1V / 4.5V images (their timestamped video layout is not built here: video rows are refused)
+    "glm4v": MediaPlugin("glm4v", ("images",), ("glm4v", "glm4v_moe"),
+                         image_wrap=("<|begin_of_image|>", "<|end_of_image|>")),
     "gemma3": MediaPlugin("gemma3", ("images",), ("gemma3",), type_ids_key="token_type_ids"),
     "gemma4": MediaPlugin("gemma4", ("images", "videos", "audios"), ("gemma4",), video_metadata=True, pil_video=True),
     "llava": MediaPlugin("llava", ("images",), ("llava",), type_ids_key=None),

@@ -29,7 +29,7 @@ def _losses(folder: Path) -> list[float]:
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("vlms")
-    return {family: save_tiny_vlm(family, root / family) for family in ("qwen2_vl", "gemma4", "qwen3_5")}
+    return {family: save_tiny_vlm(family, root / family) for family in ("qwen2_vl", "gemma4", "qwen3_5", "glm4v")}
 
 
 def _image_dataset(folder: Path) -> Path:
@@ -103,6 +103,21 @@ def test_qwen3_5_trains_on_images_through_the_qwen3_vl_plugin(models, tmp_path):
     events = _events(tmp_path / "out")
     assert len(_losses(tmp_path / "out")) == 3 and events[-1]["status"] == "completed"
     assert events[0]["data"]["train"]["media_tokens"] > 0
+
+
+def test_glm4v_trains_on_images(models, tmp_path):
+    """GLM-4.1V: `<|begin_of_image|>` soft tokens `<|end_of_image|>`, the efficient-EOS reasoning template."""
+    from datasets import load_from_disk
+
+    data = _image_dataset(tmp_path / "data")
+    config = _config(tmp_path, models["glm4v"], "glm4v", "colors", data, max_steps=2,
+                     tokenized_path=str(tmp_path / "tok"))
+    assert main(["train", str(config)]) == 0
+    assert len(_losses(tmp_path / "out")) == 2 and _events(tmp_path / "out")[-1]["status"] == "completed"
+    row = load_from_disk(str(tmp_path / "tok"))["train"][0]
+    image = [i for i, kind in enumerate(row["mm_token_type_ids"]) if kind == 1]
+    assert image and all(row["labels"][i] == -100 for i in image)
+    assert row["input_ids"][-1] == row["labels"][-1]  # one trained EOS closes the sequence (efficient_eos)
 
 
 def test_media_stage_and_packing_are_refused(models, tmp_path, capsys):

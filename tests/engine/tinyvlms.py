@@ -13,7 +13,7 @@ import torch
 
 CORPUS = ("Hello, who are they? They are playing soccer on the field.", "What is in the picture? A red square.",
           "Describe the video and the sound.")
-FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "gemma3", "gemma4", "llava")
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "glm4v", "gemma3", "gemma4", "llava")
 
 
 def _tokenizer(specials: list[str], *, eos: str, pad: str, bos: str | None = None, named: dict | None = None):
@@ -110,6 +110,32 @@ def _qwen3_5():
     return Qwen3_5ForConditionalGeneration, config, Qwen3VLProcessor, parts
 
 
+def _glm4v():
+    from transformers import Glm4vConfig, Glm4vForConditionalGeneration, Glm4vImageProcessorPil, Glm4vProcessor
+
+    specials = ["<|endoftext|>", "[gMASK]", "<sop>", "<|user|>", "<|assistant|>", "<|system|>", "<|observation|>",
+                "<|begin_of_image|>", "<|end_of_image|>", "<|image|>", "<|begin_of_video|>", "<|end_of_video|>",
+                "<|video|>", "</answer>"]
+    tokenizer = _tokenizer(specials, eos="<|endoftext|>", pad="<|endoftext|>")
+    tid = tokenizer.convert_tokens_to_ids
+    config = Glm4vConfig(
+        text_config={"vocab_size": len(tokenizer) + 8, "hidden_size": 64, "intermediate_size": 64,
+                     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                     "max_position_embeddings": 4096, "eos_token_id": tokenizer.eos_token_id,
+                     "pad_token_id": tokenizer.pad_token_id,
+                     "rope_parameters": {"rope_type": "default", "mrope_section": [2, 1, 1], "rope_theta": 10000.0,
+                                         "partial_rotary_factor": 0.5}},
+        vision_config={"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "in_channels": 3,
+                       "image_size": 56, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2,
+                       "out_hidden_size": 64},
+        image_token_id=tid("<|image|>"), video_token_id=tid("<|video|>"),
+        image_start_token_id=tid("<|begin_of_image|>"), image_end_token_id=tid("<|end_of_image|>"),
+        video_start_token_id=tid("<|begin_of_video|>"), video_end_token_id=tid("<|end_of_video|>"))
+    image_processor = Glm4vImageProcessorPil(size={"shortest_edge": 28 * 28, "longest_edge": 56 * 56 * 4})
+    return Glm4vForConditionalGeneration, config, Glm4vProcessor, {"image_processor": image_processor,
+                                                                   "tokenizer": tokenizer}
+
+
 def _gemma3():
     from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3ImageProcessorPil, Gemma3Processor
 
@@ -197,6 +223,8 @@ def build_tiny_vlm(family: str, seed: int = 0):
         model_cls, config, processor_cls, parts = _qwen2_5_vl()
     elif family == "qwen3_5":
         model_cls, config, processor_cls, parts = _qwen3_5()
+    elif family == "glm4v":
+        model_cls, config, processor_cls, parts = _glm4v()
     elif family == "gemma3":
         model_cls, config, processor_cls, parts = _gemma3()
     elif family in ("gemma4", "gemma4n"):

@@ -94,6 +94,8 @@ class DataArgs:
     keep_prompt_end: bool = opt(False, "Cut long prompts from the start, keeping the turns nearest the reply "
                                 "(LLaMA-Factory keeps the start).", advanced=True)
     tool_format: str | None = opt(None, "Tool-call format; empty uses the template's own.", advanced=True)
+    media_dir: str | None = opt(None, "Folder that relative image, video and audio paths are resolved against "
+                                "(empty: dataset_dir).", advanced=True)
     image_max_pixels: int = opt(768 * 768, "Largest image size in pixels.", advanced=True)
     image_min_pixels: int = opt(32 * 32, "Smallest image size in pixels.", advanced=True)
     video_fps: float = opt(2.0, "Frames sampled per second of video.", advanced=True)

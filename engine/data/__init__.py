@@ -55,7 +55,11 @@ def _to_dataset(columns: dict[str, list]) -> Any:
 
 def _tokenized(examples: list[dict], stage: str, tokenizer: Any, template: Any, opts: TokenizeOptions,
                split: str, media: Any = None, workers: int | None = None) -> tuple[Any, dict[str, int]]:
-    if media is not None:
+    if media is not None and stage in ("dpo", "kto"):
+        from engine.multimodal.preference import tokenize_media_preference
+
+        columns, stats = tokenize_media_preference(examples, tokenizer, template, opts, media, stage)
+    elif media is not None:
         from engine.multimodal.dataset import tokenize_media_sft
 
         columns, stats = tokenize_media_sft(examples, tokenizer, template, opts, media)
@@ -114,7 +118,7 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
                                                                                                "audios")):
         from engine.multimodal.dataset import check_stage
 
-        check_stage(stage, train_examples + eval_examples)
+        check_stage(stage, train_examples + eval_examples, getattr(cfg.finetuning, "pref_loss", None))
         bundle.media = media
     else:
         _warn_about_media(train_examples + eval_examples)
@@ -167,13 +171,16 @@ def _load_tokenized(path: Path) -> DatasetBundle:
     return DatasetBundle(train=loaded.get("train"), eval=loaded.get("eval"), stats=stats)
 
 
-def load_eval_prompts(cfg: Any, tokenizer: Any, template: Any) -> list[dict[str, Any]]:
+def load_eval_prompts(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> list[dict[str, Any]]:
     """Prompts and reference answers for prediction.
 
     Rows come from ``eval_dataset``; without it, from the ``val_size`` split of ``dataset`` (same seed as
     training), or else from ``dataset`` itself. Each row: ``prompt_ids`` (the conversation before the last reply,
     with the generation prompt, cut to its last ``cutoff_len`` tokens), ``prompt`` (its text), ``label`` (the
     reference reply; tool calls written in the template's tool format), ``messages``, ``system`` and ``tools``.
+    With ``media`` (a multimodal model's :class:`engine.multimodal.dataset.MediaContext`), rows with images, videos
+    or audio get their soft tokens in ``prompt_ids`` and their processed media (``mm_inputs``); ``prompt`` keeps
+    the placeholders.
 
     Raises:
         DatasetError: when no dataset is configured, or for any dataset problem.
@@ -190,19 +197,26 @@ def load_eval_prompts(cfg: Any, tokenizer: Any, template: Any) -> list[dict[str,
             logger.info("No eval_dataset or val_size: predicting on the training dataset %s.", data.dataset)
     else:
         raise DatasetError("Prediction needs data: set `eval_dataset` (or `dataset` with `val_size`).")
+    if media is None:
+        _warn_about_media(examples)
     rows = []
-    for example in examples:
+    for index, example in enumerate(examples):
         prompt_messages, reply = example["messages"][:-1], example["messages"][-1]
         prompt_ids = template.encode_prompt(tokenizer, prompt_messages, example.get("system"), example.get("tools"))
         prompt_ids = prompt_ids[-data.cutoff_len:]
-        rows.append({
+        row = {
             "prompt_ids": prompt_ids,
             "prompt": tokenizer.decode(prompt_ids, skip_special_tokens=False),
             "label": template.reply_text(reply),
             "messages": prompt_messages,
             "system": example.get("system", ""),
             "tools": example.get("tools", ""),
-        })
+        }
+        if media is not None and any(example.get(kind) for kind in ("images", "videos", "audios")):
+            from engine.multimodal.predict import media_prompt_row
+
+            row.update(media_prompt_row(example, prompt_messages, tokenizer, template, media, data.cutoff_len, index))
+        rows.append(row)
     return rows
 
 

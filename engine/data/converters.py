@@ -71,8 +71,22 @@ def _bool(value: Any, what: str) -> bool:
     raise RowError(f"{what} must be true or false, got {value!r}")
 
 
+def media_path(item: str, spec: DatasetSpec) -> Path:
+    """Where a media entry of a row points: relative paths resolve against ``media_dir`` (default ``dataset_dir``);
+    as in LLaMA-Factory, a relative path found there wins, else the path as given (relative to the current folder)
+    when that file exists."""
+    path = Path(item).expanduser()
+    if path.is_absolute():
+        return path
+    base = spec.media_dir if spec.media_dir is not None else spec.dataset_dir
+    resolved = Path(base) / path
+    if not resolved.exists() and path.exists():
+        return path.absolute()
+    return resolved
+
+
 def _media(row: dict[str, Any], column: str | None, spec: DatasetSpec, kind: str) -> list[str]:
-    """Absolute paths of the row's media files of one kind (relative paths are relative to dataset_dir)."""
+    """Absolute paths of the row's media files of one kind (see :func:`media_path`)."""
     value = row.get(column) if column else None
     if value is None or value == "":
         return []
@@ -85,10 +99,10 @@ def _media(row: dict[str, Any], column: str | None, spec: DatasetSpec, kind: str
             raise RowError(f"{kind} must be file paths (embedded bytes are not supported; save the files)")
         if "://" in item:
             raise RowError(f"{kind} entry {item!r} is a URL; download the file and use its path")
-        path = Path(item).expanduser()
-        path = path if path.is_absolute() else spec.dataset_dir / path
+        path = media_path(item, spec)
         if not path.exists():
-            raise RowError(f"{kind[:-1]} file not found: {path}")
+            where = "media_dir" if spec.media_dir is not None else "dataset_dir (or set media_dir)"
+            raise RowError(f"{kind[:-1]} file not found: {path} (relative paths are resolved against {where})")
         paths.append(str(path))
     return paths
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
+from pathlib import Path
 from typing import Any
 
 from engine.data.converters import convert_rows, detect_format
@@ -55,13 +57,17 @@ def check_stage(spec: DatasetSpec, stage: str, first_row: dict[str, Any] | None 
         )
 
 
-def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: int | None = None) -> list[dict]:
-    """Canonical examples of one dataset (registered name or path) for ``stage``.
+def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: int | None = None,
+                          media_dir: str | None = None) -> list[dict]:
+    """Canonical examples of one dataset (registered name or path) for ``stage``; relative media paths resolve
+    against ``media_dir`` (default: the dataset's folder).
 
     Raises:
         DatasetError: for any problem with the dataset, naming it and the fix.
     """
     spec = resolve_dataset(name, dataset_dir)
+    if media_dir:
+        spec = dataclasses.replace(spec, media_dir=Path(media_dir).expanduser().absolute())
     rows = spec_rows(spec)
     if not rows:
         raise DatasetError(f"Dataset {name!r} ({spec.path}) is empty; add rows to it.")
@@ -117,8 +123,8 @@ def load_examples(data_args: Any, names: str | list[str] | None, stage: str, see
     items = split_names(names)
     if not items:
         raise DatasetError("No dataset given: set `dataset` to a name from dataset_info.json or a file path.")
-    groups = [load_dataset_examples(name, data_args.dataset_dir, stage, getattr(data_args, "max_samples", None))
-              for name in items]
+    groups = [load_dataset_examples(name, data_args.dataset_dir, stage, getattr(data_args, "max_samples", None),
+                                    getattr(data_args, "media_dir", None)) for name in items]
     probs_text = getattr(data_args, "interleave_probs", None)
     try:
         probs = [float(p) for p in str(probs_text).split(",")] if probs_text else None

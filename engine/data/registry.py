@@ -39,7 +39,10 @@ class DatasetSpec:
         ranking: Preference data (chosen/rejected).
         columns: Canonical column name -> the file's column name (only what the entry sets).
         tags: Sharegpt tag settings (only what the entry sets).
-        dataset_dir: The folder relative paths (file_name, media files) are resolved against.
+        dataset_dir: The folder relative paths (file_name, and media files without ``media_dir``) are resolved
+            against.
+        media_dir: The folder relative media paths are resolved against (LLaMA-Factory's ``media_dir``; None:
+            ``dataset_dir``).
         num_samples: Rows to take from this dataset (dataset_info's ``num_samples``), or None.
     """
 
@@ -53,6 +56,7 @@ class DatasetSpec:
     num_samples: int | None = None
     hub: dict[str, Any] | None = None
     """For hub entries: ``kind`` (hf_hub, ms_hub, om_hub), ``repo``, ``subset``, ``split``, ``folder``, ``revision``."""
+    media_dir: Path | None = None
 
 
 def info_path(dataset_dir: str | os.PathLike) -> Path:

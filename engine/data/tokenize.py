@@ -162,7 +162,7 @@ def _sft_row_keep_end(pairs: list[tuple[list[int], list[int]]], opts: TokenizeOp
     return input_ids, labels, truncated
 
 
-def _check_options(template: Any, opts: TokenizeOptions) -> None:
+def check_options(template: Any, opts: TokenizeOptions) -> None:
     if opts.train_on_prompt and _efficient_eos(template):
         from engine.templates import TemplateError
 
@@ -170,7 +170,7 @@ def _check_options(template: Any, opts: TokenizeOptions) -> None:
                             "`train_on_prompt` cannot be used with it: set train_on_prompt: false.")
 
 
-def _encode_pairs(tokenizer: Any, template: Any, example: dict, opts: TokenizeOptions,
+def encode_pairs(tokenizer: Any, template: Any, example: dict, opts: TokenizeOptions,
                   ) -> list[tuple[list[int], list[int]]]:
     discard = opts.mask_history and not getattr(template, "preserve_thinking", False)
     return template.encode_multiturn(tokenizer, example["messages"], example.get("system"), example.get("tools"),
@@ -180,12 +180,12 @@ def _encode_pairs(tokenizer: Any, template: Any, example: dict, opts: TokenizeOp
 def tokenize_sft(examples: list[dict], tokenizer: Any, template: Any, opts: TokenizeOptions,
                  ) -> tuple[dict[str, list], dict[str, int]]:
     """Supervised rows (packed when ``opts.packing``)."""
-    _check_options(template, opts)
+    check_options(template, opts)
     stats = new_stats(len(examples))
     rows: list[tuple[list[int], list[int]]] = []
     eos_id = tokenizer.eos_token_id if _efficient_eos(template) else None
     for example in examples:
-        input_ids, labels, truncated = sft_row(_encode_pairs(tokenizer, template, example, opts), opts, eos_id)
+        input_ids, labels, truncated = sft_row(encode_pairs(tokenizer, template, example, opts), opts, eos_id)
         stats["truncated"] += truncated
         if not any(label != IGNORE for label in labels):
             stats["dropped"] += 1

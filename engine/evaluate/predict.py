@@ -51,6 +51,16 @@ def _left_pad(batch: list[list[int]], pad_id: int, device: torch.device) -> tupl
     return input_ids.to(device), mask.to(device)
 
 
+def _media_inputs(rows: list[dict[str, Any]], width: int, model: Any, device: torch.device) -> dict[str, Any]:
+    """The processed images, videos and audio of a batch's rows (rows from a multimodal model's data)."""
+    if not any(row.get("mm_inputs") for row in rows):
+        return {}
+    from engine.multimodal.predict import batch_media_inputs
+
+    dtype = next(model.parameters()).dtype
+    return batch_media_inputs(rows, width, device, dtype)
+
+
 def _device_of(model: Any) -> torch.device:
     try:
         return next(model.parameters()).device
@@ -71,7 +81,8 @@ def run_predict(cfg: RunConfig, model: Any, tokenizer: Any, template: Any, rows:
         tokenizer: Its tokenizer.
         template: The prompt template (its stop words end each reply).
         rows: Prediction rows: ``prompt_ids`` (the encoded prompt with the generation prompt), ``prompt``
-            (its text) and ``label`` (the expected reply).
+            (its text) and ``label`` (the expected reply); rows with media also carry ``mm_inputs`` (see
+            ``engine.multimodal.predict``), which reach ``generate`` with their batch.
         out_dir: Where the two files are written.
         event_writer: Receives ``{"event": "progress", "stage": "predict", "fraction"}`` after each batch.
 
@@ -100,8 +111,9 @@ def run_predict(cfg: RunConfig, model: Any, tokenizer: Any, template: Any, rows:
     try:
         for done, batch in enumerate(batches, start=1):
             input_ids, attention_mask = _left_pad([fields[i][0] for i in batch], pad_id, device)
+            extra = _media_inputs([rows[i] for i in batch], input_ids.shape[1], model, device)
             with torch.inference_mode():
-                output = model.generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+                output = model.generate(input_ids=input_ids, attention_mask=attention_mask, **extra, **kwargs)
             new_tokens = output[:, input_ids.shape[1]:].tolist()
             for index, ids in zip(batch, new_tokens):
                 ids = _cut_at_stop(ids, set(stop_ids), pad_id)

@@ -48,6 +48,29 @@ def _hub_offline() -> bool:
                                                                                    "TRANSFORMERS_OFFLINE"))
 
 
+def _from_pretrained(model_cls: Any, path: str, config: Any, kwargs: dict[str, Any]) -> Any:
+    """``model_cls.from_pretrained``; a composite model whose encoder lacks the chosen attention (Gemma 4 E's audio
+    tower has no SDPA) keeps it for the other parts and gets eager attention in that encoder."""
+    try:
+        return model_cls.from_pretrained(path, **kwargs)
+    except ValueError as err:
+        attention = kwargs.get("attn_implementation")
+        subs = list(getattr(config, "sub_configs", {}) or {})
+        if "does not support an attention implementation" not in str(err) or attention == "eager" or not subs:
+            raise
+        eager = [key for key in subs if "audio" in key] or subs
+        logger.info("%s: %s attention is not available in %s; those use eager attention.", type(err).__name__,
+                    attention, ", ".join(eager))
+        mixed = {"": attention, **{key: ("eager" if key in eager else attention) for key in subs}}
+        try:
+            return model_cls.from_pretrained(path, **{**kwargs, "attn_implementation": mixed})
+        except ValueError as again:
+            if "does not support an attention implementation" not in str(again):
+                raise
+            logger.warning("The model needs eager attention in several parts; it is loaded with eager attention.")
+            return model_cls.from_pretrained(path, **{**kwargs, "attn_implementation": "eager"})
+
+
 def resolve_model_path(name_or_path: str, cache_dir: str | None = None, revision: str = "main") -> str:
     """Turn ``model_name_or_path`` into a local folder.
 
@@ -305,7 +328,7 @@ def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, 
     if reward:
         config.num_labels = 1
     try:
-        model = _model_class(config, reward).from_pretrained(path, **kwargs)
+        model = _from_pretrained(_model_class(config, reward), path, config, kwargs)
     except OSError as err:  # no weight files, or damaged ones
         raise ModelError(f"The weights of `{model_args.model_name_or_path}` cannot be loaded: {_first_line(err)} "
                          "The folder needs model.safetensors (or its shards with model.safetensors.index.json) "

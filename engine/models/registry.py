@@ -69,6 +69,25 @@ _QWEN_VL_KEYS = {
     "language_keys": ("language_model", "lm_head"),
 }
 
+_GLM4V_KEYS = {  # LLaMA-Factory lists only patch_embed and blocks; the rest of the tower is frozen with it here
+    "projector_keys": ("visual.merger",),
+    "vision_keys": ("visual.embeddings", "visual.patch_embed", "visual.post_conv_layernorm", "visual.blocks",
+                    "visual.post_layernorm", "visual.downsample"),
+    "language_keys": ("language_model", "lm_head"),
+}
+
+_OMNI_KEYS = {
+    "projector_keys": ("visual.merger", "audio_tower.proj"),
+    "vision_keys": ("visual.patch_embed", "visual.blocks", "audio_tower"),
+    "language_keys": ("language_model", "lm_head"),
+}
+
+_MINICPM_KEYS = {
+    "projector_keys": ("resampler",),
+    "vision_keys": ("vpm", "apm", "audio_avg_pooler", "audio_projection_layer", "tts"),
+    "language_keys": ("llm",),
+}
+
 _QWEN3_VL_KEYS = {
     "projector_keys": ("visual.merger", "visual.deepstack_merger_list"),
     "vision_keys": ("visual.patch_embed", "visual.pos_embed", "visual.blocks"),
@@ -183,8 +202,21 @@ FAMILIES: dict[str, ModelFamily] = {
         template="glm4v",
         models={"GLM-4.1V-9B-Thinking": "zai-org/GLM-4.1V-9B-Thinking"},
         multimodal=True,
-        model_types=("glm4v", "glm4v_moe"),
-        **_QWEN_VL_KEYS,
+        model_types=("glm4v",),
+        **_GLM4V_KEYS,
+    ),
+    "GLM-4.5V": ModelFamily(
+        name="GLM-4.5V",
+        template="glm4_5v",
+        models={"GLM-4.5V-Air-Thinking": "zai-org/GLM-4.5V", "GLM-4.6V": "zai-org/GLM-4.6V",
+                "GLM-4.6V-Flash": "zai-org/GLM-4.6V-Flash"},
+        multimodal=True,
+        model_types=("glm4v_moe",),
+        **_GLM4V_KEYS,
+    ),
+    "GLM-OCR": ModelFamily(
+        name="GLM-OCR", template="glm_ocr", models={"GLM-OCR": "zai-org/GLM-OCR"}, multimodal=True,
+        model_types=("glm_ocr",), **_GLM4V_KEYS,
     ),
     "Mistral": ModelFamily(
         name="Mistral",
@@ -223,21 +255,20 @@ FAMILIES: dict[str, ModelFamily] = {
         model_types=("qwen2_vl", "qwen2_5_vl"),
         **_QWEN_VL_KEYS,
     ),
-    # LLaMA-Factory gives Qwen3-VL's instruct models `qwen3_vl_nothink` and its thinking models `qwen3_vl`.
+    "Qwen3-VL": ModelFamily(
+        name="Qwen3-VL",
+        template="qwen3_vl_nothink",  # LLaMA-Factory: the Instruct models never think
+        models=_qwen(["2B-Instruct", "4B-Instruct", "8B-Instruct", "32B-Instruct", "30B-A3B-Instruct"], "Qwen3-VL"),
+        multimodal=True,
+        model_types=("qwen3_vl", "qwen3_vl_moe"),  # the same architecture: a local folder of either reads as this
+        **_QWEN3_VL_KEYS,
+    ),
     "Qwen3-VL-Thinking": ModelFamily(
         name="Qwen3-VL-Thinking",
         template="qwen3_vl",
         models=_qwen(["2B-Thinking", "4B-Thinking", "8B-Thinking", "32B-Thinking", "30B-A3B-Thinking"], "Qwen3-VL"),
         multimodal=True,
-        **_QWEN3_VL_KEYS,
-    ),
-    "Qwen3-VL": ModelFamily(
-        name="Qwen3-VL",
-        template="qwen3_vl_nothink",
-        models=_qwen(["2B-Instruct", "4B-Instruct", "8B-Instruct", "32B-Instruct", "30B-A3B-Instruct"], "Qwen3-VL"),
-        multimodal=True,
-        model_types=("qwen3_vl", "qwen3_vl_moe"),  # the same architecture: a local folder of either reads as this
-        **_QWEN3_VL_KEYS,
+        **_QWEN3_VL_KEYS,  # no model types: a config alone says Qwen3-VL, whose Instruct template is the default
     ),
     "Qwen3.5": ModelFamily(
         name="Qwen3.5",
@@ -246,7 +277,7 @@ FAMILIES: dict[str, ModelFamily] = {
         multimodal=True,
         model_types=("qwen3_5", "qwen3_5_moe"),
         projector_keys=("model.visual.merger",),
-        vision_keys=("visual.patch_embed", "visual.blocks"),
+        vision_keys=("visual.pos_embed", "visual.patch_embed", "visual.blocks"),
         language_keys=("language_model", "lm_head"),
     ),
     "Qwen2.5-Omni": ModelFamily(
@@ -261,13 +292,18 @@ FAMILIES: dict[str, ModelFamily] = {
     ),
     "Qwen3-Omni": ModelFamily(
         name="Qwen3-Omni",
-        template="qwen3_omni",
-        models=_qwen(["30B-A3B-Instruct", "30B-A3B-Thinking"], "Qwen3-Omni"),
+        template="qwen3_omni_nothink",
+        models=_qwen(["30B-A3B-Instruct", "30B-A3B-Captioner"], "Qwen3-Omni"),
         multimodal=True,
         model_types=("qwen3_omni_moe", "qwen3_omni_moe_thinker"),
-        projector_keys=("visual.merger", "audio_tower.proj"),
-        vision_keys=("visual.patch_embed", "visual.blocks", "audio_tower"),
-        language_keys=("language_model", "lm_head"),
+        **_OMNI_KEYS,
+    ),
+    "Qwen3-Omni-Thinking": ModelFamily(
+        name="Qwen3-Omni-Thinking",
+        template="qwen3_omni",
+        models=_qwen(["30B-A3B-Thinking"], "Qwen3-Omni"),
+        multimodal=True,
+        **_OMNI_KEYS,
     ),
     "LLaVA": ModelFamily(
         name="LLaVA",
@@ -282,12 +318,42 @@ FAMILIES: dict[str, ModelFamily] = {
     "MiniCPM-V": ModelFamily(
         name="MiniCPM-V",
         template="minicpm_v",
-        models={"MiniCPM-V-2.6": "openbmb/MiniCPM-V-2_6", "MiniCPM-o-2.6": "openbmb/MiniCPM-o-2_6"},
+        models={"MiniCPM-V-2.6": "openbmb/MiniCPM-V-2_6", "MiniCPM-V-4": "openbmb/MiniCPM-V-4",
+                "MiniCPM-V-4.5": "openbmb/MiniCPM-V-4_5"},
         multimodal=True,
-        model_types=("minicpmv", "minicpmo"),
-        projector_keys=("resampler",),
-        vision_keys=("vpm", "apm", "audio_avg_pooler", "audio_projection_layer", "tts"),
-        language_keys=("llm",),
+        model_types=("minicpmv",),
+        **_MINICPM_KEYS,
+    ),
+    "MiniCPM-o": ModelFamily(
+        name="MiniCPM-o",
+        template="minicpm_o",
+        models={"MiniCPM-o-2.6": "openbmb/MiniCPM-o-2_6", "MiniCPM-o-4.5": "openbmb/MiniCPM-o-4_5"},
+        multimodal=True,
+        model_types=("minicpmo",),
+        **_MINICPM_KEYS,
+    ),
+    "LLaVA-NeXT": ModelFamily(
+        name="LLaVA-NeXT",
+        template="llava_next",
+        models={"LLaVA-NeXT-7B-Chat": "llava-hf/llava-v1.6-vicuna-7b-hf",
+                "LLaVA-NeXT-13B-Chat": "llava-hf/llava-v1.6-vicuna-13b-hf"},
+        multimodal=True,
+        model_types=("llava_next",),
+        projector_keys=("multi_modal_projector",),
+        vision_keys=("vision_tower",),
+        language_keys=("language_model", "lm_head"),
+    ),
+    "Gemma 3n": ModelFamily(
+        name="Gemma 3n",
+        template="gemma3n",
+        models={f"Gemma-3n-{size}{suffix}": f"google/gemma-3n-{size}{hub}" for size in ("E2B", "E4B")
+                for suffix, hub in (("", ""), ("-Instruct", "-it"))},
+        multimodal=True,
+        model_types=("gemma3n",),
+        projector_keys=("multi_modal_projector",),
+        vision_keys=("vision_tower", "audio_tower"),
+        language_keys=("language_model", "lm_head"),
+        lora_conflict_keys=("timm_model", "subsample_conv_projection"),
     ),
     **{name: ModelFamily(name=name, template=template, models=models, model_types=model_types)
        for name, (template, models, model_types) in TEXT_FAMILIES.items()},

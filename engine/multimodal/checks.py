@@ -5,11 +5,13 @@ Every problem is reported at once, each naming the dataset, the row and the fix:
 - the number of ``<image>`` / ``<video>`` / ``<audio>`` placeholders differs from the number of files;
 - a media file is missing or cannot be opened;
 - a remote URL (never downloaded here);
-- a modality the chosen model cannot take (e.g. video for Gemma 3, audio for a model without an audio encoder).
+- a modality the chosen model cannot take (e.g. video for Gemma 3, audio for a model without an audio encoder);
+- a stage, preference loss or packing setting that cannot train on media rows.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -39,6 +41,7 @@ def _item_path(item: Any) -> Any:
 
 
 def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tuple[str, ...] | None) -> list[str]:
+    from engine.data.converters import media_path
     from engine.multimodal.media import is_remote, probe
 
     columns = {"messages": "conversations" if spec.formatting == "sharegpt" else "instruction", **spec.columns}
@@ -62,37 +65,44 @@ def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tu
                 problems.append(f"{KIND_WORD[kind]} {path} is a remote URL and downloads are off: save the file "
                                 "and give its path (relative to dataset_dir)")
                 continue
-            full = Path(path).expanduser()
-            full = full if full.is_absolute() else Path(spec.dataset_dir) / full
+            full = media_path(path, spec)
             if probed[0] >= MAX_PROBED:
                 reason = None if full.is_file() else "is missing"
             else:
                 probed[0] += 1
                 reason = probe(kind, str(full))
             if reason:
+                base = "media_dir" if spec.media_dir is not None else "dataset_dir, or set media_dir"
                 problems.append(f"{KIND_WORD[kind]} file {full} {reason}" + (
-                    ": fix the path (relative paths are relative to dataset_dir)" if reason == "is missing" else
+                    f": fix the path (relative paths are resolved against {base})" if reason == "is missing" else
                     ": replace the file"))
     return problems
+
+
+def _model(cfg: Any) -> tuple[Any, dict[str, Any]]:
+    """(media plugin, config.json) of the config's model when known here without loading anything, else (None, {})."""
+    from engine.models.registry import read_local_config
+    from engine.multimodal.plugins import PLUGINS, plugin_for
+
+    name = str(cfg.model.model_name_or_path or "").strip()
+    if name.lower() == "demo-vlm":  # known without building it
+        return PLUGINS["qwen2_vl"], {"vision_config": {}}
+    path = Path(name).expanduser()
+    if not name or not path.is_dir():
+        return None, {}
+    config = read_local_config(path) or {}
+    if not any(config.get(key) for key in ("vision_config", "audio_config")):
+        return None, {}
+    return plugin_for(config.get("model_type"), cfg.model.template), config
 
 
 def model_media(cfg: Any) -> tuple[str, ...] | None:
     """The media kinds the config's model takes; None when unknown here: a text-only model, or one that is not a
     local folder (nothing is built or downloaded for a check; the data map still refuses bad rows by name)."""
-    from engine.models.registry import read_local_config
-    from engine.multimodal.plugins import PLUGINS, model_modalities, plugin_for
+    from engine.multimodal.plugins import model_modalities
 
-    name = str(cfg.model.model_name_or_path or "").strip()
-    if name.lower() == "demo-vlm":  # known without building it
-        return PLUGINS["qwen2_vl"].modalities
-    path = Path(name).expanduser()
-    if not name or not path.is_dir():
-        return None
-    config = read_local_config(path) or {}
-    if not any(config.get(key) for key in ("vision_config", "audio_config")):
-        return None
-    plugin = plugin_for(config.get("model_type"), cfg.model.template)
-    return model_modalities(plugin, config) if plugin else None
+    plugin, config = _model(cfg)
+    return model_modalities(plugin, config) if plugin is not None else None
 
 
 def check_media(cfg: Any) -> list[str]:
@@ -106,12 +116,16 @@ def check_media(cfg: Any) -> list[str]:
 
     names = [n for key in ("dataset", "eval_dataset") for n in split_names(getattr(cfg.data, key) or "")]
     allowed = model_media(cfg)
+    plugin = _model(cfg)[0]
     if allowed is None:  # a text-only model trains on the text and ignores media (the data layer warns)
         return []
     problems: list[str] = []
+    with_media = False
     for name in dict.fromkeys(names):
         try:
             spec = resolve_dataset(name, cfg.data.dataset_dir)
+            if getattr(cfg.data, "media_dir", None):
+                spec = dataclasses.replace(spec, media_dir=Path(cfg.data.media_dir).expanduser().absolute())
             rows = read_rows(spec.path)
             spec = detect_format(spec, rows) if rows else spec
         except DatasetError:
@@ -127,9 +141,25 @@ def check_media(cfg: Any) -> list[str]:
                 found += [f"Dataset `{name}` row {index}: {p}." for p in _row_problems(row, spec, probed, allowed)]
         videos = sum(bool(_media_items(row, spec.columns.get("videos", "videos"))) for row in rows
                      if isinstance(row, dict))
-        if videos and "videos" in allowed and not has_torchvision():
+        if videos and "videos" in allowed and not has_torchvision() and not getattr(plugin, "pil_video", False):
             found.append(f"Dataset `{name}`: {videos} row(s) have video, and {TORCHVISION_FIX}.")
         if len(found) > MAX_LISTED:
             found = found[:MAX_LISTED] + [f"Dataset `{name}`: {len(found) - MAX_LISTED} more media problems."]
         problems += found
+        with_media = with_media or any(_media_items(row, spec.columns.get(kind, kind)) for row in rows
+                                       if isinstance(row, dict) for kind in PLACEHOLDERS)
+    if with_media:
+        problems += _stage_problems(cfg)
     return problems
+
+
+def _stage_problems(cfg: Any) -> list[str]:
+    """The stage, preference-loss and packing settings that cannot train on media rows."""
+    from engine.multimodal.dataset import PACKING_PROBLEM, stage_problem
+
+    stage = cfg.finetuning.stage
+    problem = stage_problem(stage, getattr(cfg.finetuning, "pref_loss", None))
+    found = [problem] if problem else []
+    if stage in ("pt", "sft") and (cfg.data.packing or cfg.data.neat_packing):
+        found.append(PACKING_PROBLEM)
+    return found

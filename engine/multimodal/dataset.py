@@ -15,7 +15,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from engine.data.tokenize import IGNORE, TokenizeOptions, new_stats, sft_row
+from engine.data.tokenize import IGNORE, TokenizeOptions, check_options, encode_pairs, new_stats, sft_row
 from engine.multimodal.errors import MediaError
 from engine.multimodal.plugins import MediaPlugin, pack_arrays, soft_token_ids
 from engine.multimodal.processor import MediaOptions
@@ -23,7 +23,10 @@ from engine.multimodal.processor import MediaOptions
 logger = logging.getLogger(__name__)
 
 MEDIA_COLUMNS = ("images", "videos", "audios")
-MEDIA_STAGES = ("sft",)
+MEDIA_STAGES = ("sft", "dpo", "kto")
+PACKING_PROBLEM = ("`packing` cannot mix rows that carry images, videos or audio: each row's soft tokens must stay "
+                   "with its own media. Set `packing: false` (and `neat_packing: false`) for multimodal datasets.")
+TEXT_ONLY_PREF_LOSSES = ("orpo", "simpo")  # TRL's experimental trainers behind them re-tokenize text only
 
 
 @dataclass
@@ -52,9 +55,9 @@ def tokenize_media_sft(examples: list[dict], tokenizer: Any, template: Any, opts
         MediaError: naming the dataset, row and fix, for a row whose media cannot be used.
     """
     if opts.packing:
-        raise MediaError("`packing` cannot mix rows that carry images, videos or audio: each row's soft tokens "
-                         "must stay with its own media. Set `packing: false` (and `neat_packing: false`) for "
-                         "multimodal datasets.")
+        raise MediaError(PACKING_PROBLEM)
+    check_options(template, opts)
+    eos_id = tokenizer.eos_token_id if template.uses_efficient_eos else None
     stats = new_stats(len(examples))
     stats["media_dropped"] = 0
     soft = soft_token_ids(ctx.processor)
@@ -68,8 +71,8 @@ def tokenize_media_sft(examples: list[dict], tokenizer: Any, template: Any, opts
                                                   ctx.options)
         except MediaError as err:
             raise MediaError(f"{_where(example, index)}: {err}") from None
-        pairs = template.encode_multiturn(tokenizer, messages, example.get("system"), example.get("tools"))
-        input_ids, labels, truncated = sft_row(pairs, opts)
+        pairs = encode_pairs(tokenizer, template, {**example, "messages": messages}, opts)
+        input_ids, labels, truncated = sft_row(pairs, opts, eos_id)
         stats["truncated"] += truncated
         expected = sum(token in soft for prompt, response in pairs for token in prompt + response)
         if truncated and sum(token in soft for token in input_ids) != expected:
@@ -97,8 +100,22 @@ def tokenize_media_sft(examples: list[dict], tokenizer: Any, template: Any, opts
     return columns, stats
 
 
-def check_stage(stage: str, examples: list[dict]) -> None:
-    """Refuse stages that cannot train on media yet, naming the fix."""
-    if stage not in MEDIA_STAGES and any(has_media(example) for example in examples):
-        raise MediaError(f"`stage: {stage}` does not train on images, videos or audio yet (only `sft` does); use "
-                         "`stage: sft`, or a dataset without media columns.")
+def stage_problem(stage: str, pref_loss: str | None = None) -> str | None:
+    """Why ``stage`` (with ``pref_loss``) cannot train on rows with media, with the fix; None when it can."""
+    if stage not in MEDIA_STAGES:
+        return (f"`stage: {stage}` does not train on images, videos or audio (sft, dpo and kto do); use one of those "
+                "stages, or a dataset without media columns.")
+    if stage == "dpo" and pref_loss in TEXT_ONLY_PREF_LOSSES:
+        return (f"`pref_loss: {pref_loss}` trains on text only (TRL's ORPO/CPO trainers re-tokenize the text), so it "
+                "cannot use the images, videos or audio of this data; use `pref_loss: sigmoid` (DPO), hinge or ipo, "
+                "or `stage: kto`.")
+    return None
+
+
+def check_stage(stage: str, examples: list[dict], pref_loss: str | None = None) -> None:
+    """Refuse stages (and preference losses) that cannot train on media, naming the fix."""
+    if not any(has_media(example) for example in examples):
+        return
+    problem = stage_problem(stage, pref_loss)
+    if problem:
+        raise MediaError(problem)

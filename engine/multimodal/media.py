@@ -114,6 +114,9 @@ class VideoClip:
     duration: float
     total_frames: int
     scaled_indices: list[float] = field(default_factory=list)
+    sampled_fps: float = 0.0
+    """Sampled frames per second of the stream's duration (LLaMA-Factory's ``fps_per_video``; Qwen2.5-VL's time
+    scale), or ``video_fps`` when the stream states no duration."""
 
     def metadata(self, video_fps: float) -> dict[str, Any]:
         """The video metadata the processor gets, with the sampled (rescaled) indices and re-sampling off."""
@@ -145,7 +148,8 @@ def read_video(source: Any, video_fps: float = 2.0, video_maxlen: int = 128, max
         stream = next((s for s in container.streams if s.type == "video"), None)
         if stream is None:
             raise MediaError(f"{_name(source)} has no video stream; give a video file.")
-        duration = float(stream.duration * stream.time_base) if stream.duration else (
+        stream_duration = float(stream.duration * stream.time_base) if stream.duration else None
+        duration = stream_duration if stream_duration else (
             float(container.duration) / 1e6 if container.duration else 0.0)
         original_fps = float(stream.average_rate or 0) or 24.0
         total = stream.frames or int(round(duration * original_fps))
@@ -164,7 +168,8 @@ def read_video(source: Any, video_fps: float = 2.0, video_maxlen: int = 128, max
     if not frames:
         raise MediaError(f"Video {_name(source)} has no decodable frame; replace the file.")
     scaled = [index / original_fps * video_fps for index in indices]
-    return VideoClip(frames, indices, original_fps, duration or len(frames) / video_fps, total, scaled)
+    sampled_fps = len(indices) / stream_duration if stream_duration else video_fps
+    return VideoClip(frames, indices, original_fps, duration or len(frames) / video_fps, total, scaled, sampled_fps)
 
 
 def read_audio(source: Any, sampling_rate: int = 16000) -> Any:

@@ -38,6 +38,7 @@ class MediaPlugin:
         video_metadata: Pass the sampled frame indices in the video metadata (processor re-sampling off).
         even_frames: Repeat the last frame so a video has an even frame count (a temporal patch of 2).
         type_ids_key: The model's token-type input (None: the model takes none).
+        pil_video: Video works without torchvision (:mod:`engine.multimodal.video_pil`).
         drop_keys: Processor outputs that only served to count tokens and must not reach the model.
     """
 
@@ -49,6 +50,7 @@ class MediaPlugin:
     video_metadata: bool = False
     even_frames: bool = False
     type_ids_key: str | None = "mm_token_type_ids"
+    pil_video: bool = False
     drop_keys: tuple[str, ...] = ("num_soft_tokens_per_image", "num_soft_tokens_per_video", "video_metadata",
                                   "num_crops")
 
@@ -118,7 +120,14 @@ class MediaPlugin:
         if self.video_metadata:
             kwargs.update(video_metadata=[clip.metadata(opts.video_fps) for clip in clips], do_sample_frames=False,
                           return_metadata=True)
-        return dict(processor.video_processor(videos=[clip.frames for clip in clips], **kwargs))
+        out = dict(processor.video_processor(videos=[clip.frames for clip in clips], **kwargs))
+        if "second_per_grid_ts" in (getattr(processor, "model_input_names", None) or []):  # Qwen2.5-VL's time scale
+            import torch
+
+            temporal = getattr(processor.video_processor, "temporal_patch_size", 2)
+            out["second_per_grid_ts"] = torch.tensor([temporal / (clip.sampled_fps or opts.video_fps)
+                                                      for clip in clips], dtype=torch.float32)
+        return out
 
     def _audios(self, processor: Any, audios: list[Any], opts: MediaOptions) -> dict[str, Any]:
         extractor = getattr(processor, "feature_extractor", None) or getattr(processor, "audio_processor", None)
@@ -209,11 +218,15 @@ _QWEN_WRAP = ("<|vision_start|>", "<|vision_end|>")
 
 PLUGINS: dict[str, MediaPlugin] = {
     "qwen2_vl": MediaPlugin("qwen2_vl", ("images", "videos"), ("qwen2_vl", "qwen2_5_vl"), image_wrap=_QWEN_WRAP,
-                            video_wrap=_QWEN_WRAP, video_metadata=True, even_frames=True),
-    "qwen3_vl": MediaPlugin("qwen3_vl", ("images", "videos"), ("qwen3_vl", "qwen3_vl_moe"), image_wrap=_QWEN_WRAP,
-                            video_metadata=True, even_frames=True),
+                            video_wrap=_QWEN_WRAP, video_metadata=True, even_frames=True, pil_video=True),
+    "qwen3_vl": MediaPlugin("qwen3_vl", ("images", "videos"), ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"),
+                            image_wrap=_QWEN_WRAP,
+                            video_metadata=True, even_frames=True, pil_video=True),
+    # GLM-4.1V / 4.5V images (their timestamped video layout is not built here: video rows are refused)
+    "glm4v": MediaPlugin("glm4v", ("images",), ("glm4v", "glm4v_moe"),
+                         image_wrap=("<|begin_of_image|>", "<|end_of_image|>")),
     "gemma3": MediaPlugin("gemma3", ("images",), ("gemma3",), type_ids_key="token_type_ids"),
-    "gemma4": MediaPlugin("gemma4", ("images", "videos", "audios"), ("gemma4",), video_metadata=True),
+    "gemma4": MediaPlugin("gemma4", ("images", "videos", "audios"), ("gemma4",), video_metadata=True, pil_video=True),
     "llava": MediaPlugin("llava", ("images",), ("llava",), type_ids_key=None),
 }
 """Plugin name -> plugin; the one dispatch table of the multimodal room."""

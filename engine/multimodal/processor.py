@@ -22,6 +22,13 @@ from engine.multimodal.errors import MediaError
 
 logger = logging.getLogger(__name__)
 
+VIDEO_KEYS = ("size", "patch_size", "temporal_patch_size", "merge_size", "pooling_kernel_size", "max_soft_tokens",
+              "image_mean", "image_std", "rescale_factor")
+"""Video processor settings carried over when a stand-in's saved config is rewritten for the real class."""
+
+STAND_INS = ("NoVideoProcessor", "PilQwenVideoProcessor", "PilGemma4VideoProcessor")
+"""Our video processors that stand in for transformers' torchvision-based ones."""
+
 TORCHVISION_FIX = ("video needs torchvision, which the CPU torch 2.13 build cannot import; install the pair "
                    "`pip install torch==2.14.1 torchvision==0.29.1` (or the torchvision matching your torch), or "
                    "train on images and audio only")
@@ -66,11 +73,15 @@ def _no_video_class():
 
 
 def build_processor(processor_cls: type, parts: dict[str, Any]) -> Any:
-    """``processor_cls(**parts)``, with a stand-in video processor where the class wants one and none is given."""
+    """``processor_cls(**parts)``, with a stand-in video processor where the class wants one and none is given: the
+    Pillow one of :mod:`engine.multimodal.video_pil` for the Qwen VL families, else one that refuses video."""
     params = inspect.signature(processor_cls.__init__).parameters
     parts = dict(parts)
     if "video_processor" in params and parts.get("video_processor") is None:
-        parts["video_processor"] = _no_video_class()()
+        from engine.multimodal.video_pil import pil_video_processor
+
+        parts["video_processor"] = (pil_video_processor(processor_cls.__name__, parts.get("image_processor"), {})
+                                    or _no_video_class()())
     if "feature_extractor" in params and parts.get("feature_extractor") is None:
         raise MediaError(f"{processor_cls.__name__} needs an audio feature extractor, and none was found.")
     from transformers.processing_utils import ProcessorMixin
@@ -78,7 +89,7 @@ def build_processor(processor_cls: type, parts: dict[str, Any]) -> Any:
     original = ProcessorMixin.check_argument_for_proper_class
 
     def check(self: Any, name: str, argument: Any) -> Any:
-        if name == "video_processor" and type(argument).__name__ == "NoVideoProcessor":
+        if name == "video_processor" and type(argument).__name__ in STAND_INS:
             return type(argument)  # transformers cannot look up video classes without torchvision
         return original(self, name, argument)
 
@@ -120,9 +131,15 @@ def _assemble(path: str, trust_remote_code: bool, tokenizer: Any) -> Any:
     if "feature_extractor" in params:
         parts["feature_extractor"] = AutoFeatureExtractor.from_pretrained(path, trust_remote_code=trust_remote_code)
     parts.update({k: v for k, v in extra.items() if k in params and not isinstance(v, dict)})
+    if "video_processor" in params:
+        from engine.multimodal.video_pil import pil_video_processor, video_settings
+
+        parts["video_processor"] = pil_video_processor(processor_cls.__name__, parts.get("image_processor"),
+                                                       video_settings(path))
     processor = build_processor(processor_cls, parts)
-    logger.info("Built %s without torchvision: images%s work, video is refused.", processor_cls.__name__,
-                " and audio" if "feature_extractor" in parts else "")
+    video = "video through Pillow" if parts.get("video_processor") is not None else "video is refused"
+    logger.info("Built %s without torchvision: images%s work, %s.", processor_cls.__name__,
+                " and audio" if "feature_extractor" in parts else "", video)
     return processor
 
 
@@ -158,7 +175,7 @@ def load_media_processor(model_args: Any, tokenizer: Any = None) -> Any:
 
 
 def video_ready(processor: Any) -> bool:
-    """Whether the processor can take video (a real video processor, not the stand-in)."""
+    """Whether the processor can take video (a real video processor or the Pillow one, not the refusing stand-in)."""
     video = getattr(processor, "video_processor", None)
     return video is not None and type(video).__name__ != "NoVideoProcessor"
 
@@ -174,12 +191,15 @@ def fix_processor_config(folder: Any) -> None:
         return
     config = json.loads(path.read_text(encoding="utf-8"))
     video = config.get("video_processor")
-    if not isinstance(video, dict) or video.get("video_processor_type") != "NoVideoProcessor":
+    if not isinstance(video, dict) or video.get("video_processor_type") not in STAND_INS:
         return
     name = str(config.get("processor_class", ""))
     image = config.get("image_processor") or {}
     real = {"video_processor_type": name.replace("Processor", "VideoProcessor")}
-    real.update({k: image[k] for k in ("patch_size", "temporal_patch_size", "merge_size") if k in image})
+    real.update({k: image[k] for k in ("patch_size", "temporal_patch_size", "merge_size", "pooling_kernel_size")
+                 if k in image})
+    # the settings our Pillow video processor used, so transformers' own one processes video the same way
+    real.update({k: video[k] for k in VIDEO_KEYS if video.get(k) is not None})
     config["video_processor"] = real
     path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 

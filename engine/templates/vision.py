@@ -1,72 +1,71 @@
-"""Chat templates of the vision-language and omni families (LLaMA-Factory's strings, registered by name).
+"""Chat templates of the vision-language and omni families (LLaMA-Factory 0.9.5's strings, registered by name).
 
-Registered into :data:`engine.templates.registry.TEMPLATES` through :data:`VISION_TEMPLATES`. Media placeholders
-(``<image>``, ``<video>``, ``<audio>``) stay in the text here; :mod:`engine.multimodal.plugins` expands them.
+Registered into :data:`engine.templates.registry.TEMPLATES` through :data:`VISION_TEMPLATES`. Patterns follow the
+slot syntax of ``engine.templates.slots``; a user turn is ``user`` + ``gen_prompt`` as in the text families.
+Media placeholders (``<image>``, ``<video>``, ``<audio>``) stay in the text here; :mod:`engine.multimodal.plugins`
+expands them. tests/engine/test_templates_vision.py checks every template against ids produced by LLaMA-Factory
+itself (tests/golden/lf_vision_templates.json.gz). Gemma 3 / 4 / 4n live in ``families_core``.
 """
 
 from __future__ import annotations
 
 from engine.templates.base import Template
+from engine.templates.families_core import _GEMMA, CHATML, IM_END, QWEN_TOOL_RESULT
 
-_SYSTEM = "<|im_start|>system\n{content}<|im_end|>\n"
-_USER = "<|im_start|>user\n{content}<|im_end|>\n"
-_GEN = "<|im_start|>assistant\n"
-_REPLY = "{content}<|im_end|>\n"
-_TOOL_RESULT = "<|im_start|>user\n<tool_response>\n{content}\n</tool_response><|im_end|>\n"
-_CHATML = {"system": _SYSTEM, "user": _USER, "gen_prompt": _GEN, "assistant": _REPLY}
-_STOP = {"stop_words": ("<|im_end|>",), "replace_eos": True}
-_THINKING = {"reasoning": True, "thought_words": ("<think>\n", "\n</think>\n\n"), "empty_thought": True}
+_HELPFUL = "You are a helpful assistant."
+_QWEN = {**CHATML, "observation": QWEN_TOOL_RESULT, "stop_words": IM_END, "replace_eos": True,
+         "eos_text": "<|im_end|>"}
+_GLM = {
+    "prefix": "[gMASK]<sop>", "system": "<|system|>\n{content}", "user": "<|user|>\n{content}",
+    "gen_prompt": "<|assistant|>", "assistant": "\n{content}", "function": "{content}",
+    "observation": "<|observation|>\n{content}", "efficient_eos": True, "eos_text": "<|endoftext|>",
+}
+_VICUNA_SYSTEM = ("A chat between a curious user and an artificial intelligence assistant. The assistant gives "
+                  "helpful, detailed, and polite answers to the user's questions.")
+_LLAVA = {"user": "USER: {content} ", "gen_prompt": "ASSISTANT:", "assistant": "{content}{eos}",
+          "default_system": _VICUNA_SYSTEM, "bos_text": "<s>", "eos_text": "</s>"}
 _IMAGE_VIDEO = ("image", "video")
 _ALL = ("image", "video", "audio")
 
 
 def _qwen(name: str, description: str, *, thinking: bool, modalities: tuple[str, ...] = _IMAGE_VIDEO,
           default_system: str = "", tool_format: str = "qwen") -> Template:
-    return Template(name=name, **_CHATML, observation=_TOOL_RESULT, default_system=default_system, **_STOP,
-                    tool_format=tool_format, modalities=modalities, description=description,
-                    **(_THINKING if thinking else {}))
+    return Template(name=name, **_QWEN, default_system=default_system, tool_format=tool_format,
+                    reasoning=thinking, modalities=modalities, description=description)
 
 
-VISION_TEMPLATES: dict[str, Template] = {
-    "qwen2_vl": _qwen("qwen2_vl", "Qwen2-VL / Qwen2.5-VL (image and video).", thinking=False,
-                      default_system="You are a helpful assistant."),
-    "qwen3_vl": _qwen("qwen3_vl", "Qwen3-VL thinking models (image and video).", thinking=True),
-    "qwen3_vl_nothink": _qwen("qwen3_vl_nothink", "Qwen3-VL instruct models (image and video).", thinking=False),
-    # LLaMA-Factory writes Qwen3.5's tool calls in its own qwen3_5 format; the qwen format stands in until it exists.
-    "qwen3_5": _qwen("qwen3_5", "Qwen3.5 (thinking; image and video).", thinking=True),
-    "qwen2_omni": _qwen("qwen2_omni", "Qwen2.5-Omni (image, video, audio).", thinking=False, modalities=_ALL,
-                        default_system="You are a helpful assistant."),
-    "qwen3_omni": _qwen("qwen3_omni", "Qwen3-Omni (thinking; image, video, audio).", thinking=True,
-                        modalities=_ALL),
-    "minicpm_v": Template(name="minicpm_v", **_CHATML, default_system="You are a helpful assistant.",
-                          stop_words=("<|im_end|>",), modalities=_IMAGE_VIDEO,
-                          description="MiniCPM-V / MiniCPM-o (ChatML; image and video)."),
-    "glm4v": Template(
-        name="glm4v",
-        prefix="[gMASK]<sop>",
-        system="<|system|>\n{content}",
-        user="<|user|>\n{content}",
-        gen_prompt="<|assistant|>",
-        assistant="\n{content}",
-        function="{content}",
-        observation="<|observation|>\n{content}",
-        stop_words=("<|user|>", "<|observation|>", "</answer>"),
-        append_eos=True,
-        tool_format="glm4",
-        modalities=_IMAGE_VIDEO,
-        **_THINKING,
-        description="GLM-4.1V / GLM-4.5V thinking models (image and video).",
-    ),
-    "llava": Template(
-        name="llava",
-        system="{content}",
-        user="USER: {content} ",
-        gen_prompt="ASSISTANT:",
-        assistant="{content}{eos}",
-        default_system=("A chat between a curious user and an artificial intelligence assistant. The assistant gives "
-                        "helpful, detailed, and polite answers to the user's questions."),
-        eos_text="</s>",
-        modalities=("image",),
-        description="LLaVA 1.5 (USER: ... ASSISTANT:; image).",
-    ),
-}
+def _minicpm(name: str, default_system: str, modalities: tuple[str, ...], description: str) -> Template:
+    # LLaMA-Factory gives MiniCPM-V no observation, function or tool formats: tool results are written as user
+    # turns, calls in the default format; <|im_end|> is a stop word but EOS stays the tokenizer's.
+    return Template(name=name, **CHATML, default_system=default_system, stop_words=IM_END, modalities=modalities,
+                    description=description)
+
+
+VISION_TEMPLATES: dict[str, Template] = {template.name: template for template in (
+    _qwen("qwen2_vl", "Qwen2-VL / Qwen2.5-VL (image and video).", thinking=False, default_system=_HELPFUL),
+    _qwen("qwen3_vl", "Qwen3-VL thinking models (image and video).", thinking=True),
+    _qwen("qwen3_vl_nothink", "Qwen3-VL instruct models (image and video).", thinking=False),
+    _qwen("qwen3_5", "Qwen3.5 (thinking; image and video).", thinking=True, tool_format="qwen3_5"),
+    _qwen("qwen3_5_nothink", "Qwen3.5 without thinking (image and video).", thinking=False, tool_format="qwen3_5"),
+    _qwen("qwen3_6", "Qwen3.6 (thinking; image and video).", thinking=True, tool_format="qwen3_5"),
+    _qwen("qwen2_omni", "Qwen2.5-Omni (image, video, audio).", thinking=False, modalities=_ALL,
+          default_system=_HELPFUL),
+    _qwen("qwen3_omni", "Qwen3-Omni (thinking; image, video, audio).", thinking=True, modalities=_ALL),
+    _qwen("qwen3_omni_nothink", "Qwen3-Omni instruct (image, video, audio).", thinking=False, modalities=_ALL),
+    _minicpm("minicpm_v", _HELPFUL, _IMAGE_VIDEO, "MiniCPM-V 2.6 / 4 (ChatML; image and video)."),
+    _minicpm("minicpm_o", "You are a helpful assistant. You can accept audio and text input and output voice and "
+             "text.", _ALL, "MiniCPM-o (ChatML; image, video, audio)."),
+    Template(name="glm4v", **_GLM, stop_words=("<|user|>", "<|observation|>", "</answer>"), reasoning=True,
+             tool_format="glm4", modalities=_IMAGE_VIDEO,
+             description="GLM-4.1V thinking models (image and video)."),
+    Template(name="glm4_5v", **_GLM, stop_words=("<|user|>", "<|observation|>", "</answer>"), reasoning=True,
+             tool_format="glm4_moe", modalities=_IMAGE_VIDEO,
+             description="GLM-4.5V / 4.6V (thinking; XML-style tool calls; image and video)."),
+    Template(name="glm_ocr", **_GLM, stop_words=("<|user|>", "<|observation|>"), tool_format="glm4",
+             modalities=_IMAGE_VIDEO, description="GLM-OCR (GLM-4V format without thinking; image and video)."),
+    Template(name="gemma3n", **_GEMMA, stop_words=("<end_of_turn>",), replace_eos=True, modalities=("image", "audio"),
+             description="Gemma 3n (Gemma 3 format; image and audio)."),
+    Template(name="llava", **_LLAVA, modalities=("image",), description="LLaVA 1.5 (USER: ... ASSISTANT:; image)."),
+    Template(name="llava_next", **_LLAVA, modalities=("image",),
+             description="LLaVA-NeXT with a Vicuna language model (USER: ... ASSISTANT:; image)."),
+)}

@@ -77,10 +77,20 @@ def build_dpo_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
         loss_weights=weights, label_smoothing=ft.dpo_label_smoothing, **_common(cfg),
     )
     ref_model = _load_ref_model(cfg, model)
-    return _pretokenized(DPO_COLUMNS)(
+    trainer = _pretokenized(DPO_COLUMNS)(
         model=model, ref_model=ref_model, args=args, train_dataset=_train_set(bundle), eval_dataset=bundle.eval,
         processing_class=tokenizer, callbacks=callbacks,
     )
+    return _with_media(trainer, bundle, "dpo")
+
+
+def _with_media(trainer: Any, bundle: Any, stage: str) -> Any:
+    """Give a DPO/KTO trainer the media collator when the rows carry images, videos or audio."""
+    if getattr(bundle, "media", None) is not None:
+        from engine.multimodal.preference import build_preference_collator
+
+        trainer.data_collator = build_preference_collator(trainer, bundle, stage)
+    return trainer
 
 
 def _build_odds_ratio_family(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Any:
@@ -141,10 +151,11 @@ def build_kto_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
         desirable_weight=ft.kto_chosen_weight, undesirable_weight=ft.kto_rejected_weight, **_common(cfg), **specific,
     )
     ref_model = _load_ref_model(cfg, model)
-    return _pretokenized(KTO_COLUMNS)(
+    trainer = _pretokenized(KTO_COLUMNS)(
         model=model, ref_model=ref_model, args=args, train_dataset=_train_set(bundle), eval_dataset=bundle.eval,
         processing_class=tokenizer, callbacks=callbacks,
     )
+    return _with_media(trainer, bundle, "kto")
 
 
 def _load_ref_model(cfg: RunConfig, model: Any) -> Any:

@@ -156,12 +156,14 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     rl.check_stage(cfg)
     set_seed(cfg.train.seed)
     tokenizer, template, model = load_components(cfg, trainable=cfg.train.do_train)
+    media = None
     if cfg.finetuning.stage in rl.RL_STAGES:
         bundle = rl.get_prompt_dataset(cfg, tokenizer, template)
     else:
         from engine.multimodal import media_context
 
-        bundle = get_dataset(cfg, tokenizer, template, media=media_context(cfg, tokenizer))
+        media = media_context(cfg, tokenizer)
+        bundle = get_dataset(cfg, tokenizer, template, media=media)
     if cfg.train.do_train and bundle.train is None:
         raise UserError("`do_train: true` but no training data: set `dataset`.")
     trainable, total = count_parameters(model)
@@ -211,19 +213,20 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     elif cfg.train.do_eval:
         logger.warning("do_eval is set but there is no evaluation data (set eval_dataset or val_size); skipped.")
     if cfg.train.do_predict:
-        metrics.update(run_prediction(cfg, trainer.model, tokenizer, template, ctx))
+        metrics.update(run_prediction(cfg, trainer.model, tokenizer, template, ctx, media))
     if cfg.finetuning.plot_loss and cfg.train.do_train:
         plot_loss(ctx.folder.events_path, out / "loss.png")
     ctx.metrics.update({k: v for k, v in metrics.items() if isinstance(v, (int, float, str))})
     return metrics
 
 
-def run_prediction(cfg: RunConfig, model: Any, tokenizer: Any, template: Any, ctx: JobContext) -> dict[str, Any]:
-    """Generate on the evaluation prompts and score BLEU/ROUGE."""
+def run_prediction(cfg: RunConfig, model: Any, tokenizer: Any, template: Any, ctx: JobContext,
+                   media: Any = None) -> dict[str, Any]:
+    """Generate on the evaluation prompts (with their media for a multimodal model) and score BLEU/ROUGE."""
     from engine.data import load_eval_prompts
     from engine.evaluate.predict import run_predict
 
-    rows = load_eval_prompts(cfg, tokenizer, template)
+    rows = load_eval_prompts(cfg, tokenizer, template, media)
     return run_predict(cfg, model, tokenizer, template, rows, cfg.train.output_dir, event_writer=ctx.events)
 
 

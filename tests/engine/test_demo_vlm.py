@@ -33,3 +33,43 @@ def test_demo_vlm_builds_offline_and_chats_about_an_image(tmp_path, monkeypatch)
         assert reply.prompt_tokens >= text_only.prompt_tokens + 4 + 2 and reply.completion_tokens > 0
     finally:
         chat.unload()
+
+
+def test_predict_on_demo_vlm_gives_the_images_to_generate(tmp_path, monkeypatch):
+    """`do_predict` with media rows: every prompt carries its image's soft tokens and pixels into ``generate``."""
+    import yaml
+    from transformers import Qwen2VLForConditionalGeneration
+
+    from engine.cli import main
+
+    monkeypatch.setenv("LF_BOARD_HOME", str(tmp_path / "home"))
+    calls = []
+    original = Qwen2VLForConditionalGeneration.generate
+
+    def spy(self, *args, **kwargs):
+        calls.append({key: kwargs.get(key) for key in ("input_ids", "pixel_values", "image_grid_thw",
+                                                       "mm_token_type_ids")})
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Qwen2VLForConditionalGeneration, "generate", spy)
+    config = {"model_name_or_path": "demo-vlm", "template": "qwen2_vl", "stage": "sft", "do_predict": True,
+              "eval_dataset": "demo_vlm", "dataset_dir": str(REPO / "examples" / "data"), "max_samples": 3,
+              "cutoff_len": 512, "image_max_pixels": 12544, "image_min_pixels": 3136, "max_new_tokens": 6,
+              "do_sample": False, "per_device_eval_batch_size": 2, "output_dir": str(tmp_path / "out"),
+              "report_to": "none"}
+    (tmp_path / "predict.yaml").write_text(yaml.safe_dump(config))
+    assert main(["eval", str(tmp_path / "predict.yaml")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "out" / "generated_predictions.jsonl").read_text().splitlines()]
+    assert len(rows) == 3 and all("<image>" in row["prompt"] for row in rows)  # readable prompt: the placeholder
+    assert len(calls) == 2  # batches of 2 and 1
+    from transformers import AutoTokenizer
+
+    pad = AutoTokenizer.from_pretrained(tmp_path / "home" / "demo-vlm").convert_tokens_to_ids("<|image_pad|>")
+    for call in calls:
+        grids = call["image_grid_thw"]
+        assert grids is not None and call["pixel_values"] is not None
+        per_image = (grids.prod(dim=1) // 4).tolist()  # merge size 2: 4 patches per soft token
+        counts = (call["input_ids"] == pad).sum(dim=1).tolist()
+        assert counts == per_image  # every row's soft tokens match its own image, in row order
+        assert call["pixel_values"].shape[0] == int(grids.prod(dim=1).sum())
+        assert ((call["mm_token_type_ids"] == 1) == (call["input_ids"] == pad)).all()

@@ -29,7 +29,8 @@ def test_every_family_template_is_registered_with_a_family():
 
     used = {f.template for f in FAMILIES.values()}
     generic = {"default", "empty", "alpaca"}  # formats, not model families
-    assert set(TEMPLATES) - used == generic
+    unlisted = {"qwen3_5_nothink", "qwen3_6"}  # LLaMA-Factory 0.9.5 defines them but lists no model for them
+    assert set(TEMPLATES) - used == generic | unlisted
 
 
 def test_list_models():

@@ -52,6 +52,16 @@ def test_chat_query_with_an_image(vlm, png, tmp_path, capsys):
     assert "takes images, videos, not audios" in capsys.readouterr().err
 
 
+def test_chat_query_with_a_video(vlm, tmp_path, capsys):
+    """`--video` works without torchvision for Qwen2-VL (frames through Pillow)."""
+    from test_multimodal_plugins import _write_video
+
+    video = _write_video(tmp_path / "clip.mp4", seconds=1.0)
+    config = _config(tmp_path, vlm, video_max_pixels=64 * 48)
+    assert main(["chat", str(config), "--query", "What happens?", "--video", video]) == 0
+    assert capsys.readouterr().out.strip()
+
+
 def test_convert_messages_takes_data_urls_only(png):
     data = "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode()
     media: dict = {}

@@ -22,8 +22,14 @@ from engine.models.registry import composite_info  # noqa: E402
 # family -> (vision tower prefixes, projector prefixes); everything else under model.language_model / lm_head
 GROUPS = {
     "qwen2_vl": (("model.visual.patch_embed", "model.visual.blocks"), ("model.visual.merger",)),
+    "qwen2_5_vl": (("model.visual.patch_embed", "model.visual.blocks"), ("model.visual.merger",)),
     "qwen3_vl": (("model.visual.patch_embed", "model.visual.pos_embed", "model.visual.blocks"),
                  ("model.visual.merger", "model.visual.deepstack_merger_list")),
+    "qwen3_5": (("model.visual.patch_embed", "model.visual.pos_embed", "model.visual.blocks"),
+                ("model.visual.merger",)),
+    "glm4v": (("model.visual.embeddings", "model.visual.patch_embed", "model.visual.post_conv_layernorm",
+               "model.visual.blocks", "model.visual.post_layernorm", "model.visual.downsample"),
+              ("model.visual.merger",)),
     "gemma3": (("model.vision_tower",), ("model.multi_modal_projector",)),
     "gemma4": (("model.vision_tower",), ("model.embed_vision",)),
     "gemma4n": (("model.vision_tower", "model.audio_tower"), ("model.embed_vision", "model.embed_audio")),
@@ -120,3 +126,17 @@ def test_freeze_tuning_adds_projectors_unless_frozen(family_model):
     clone = _fresh(model)
     adapters.setup_freeze(clone, replace(args, freeze_multi_modal_projector=True), composite_info(model))
     assert _trainable_groups(family, clone)["projector"] == 0
+
+
+def test_gemma4_e_loads_with_eager_attention_only_in_its_audio_tower(tmp_path):
+    """Gemma 4 E's audio tower has no SDPA: the loader keeps SDPA for the rest and uses eager attention there."""
+    from tinyvlms import save_tiny_vlm
+
+    from engine.models import load_model
+
+    folder = save_tiny_vlm("gemma4n", tmp_path / "gemma4n")
+    model = load_model(ModelArgs(model_name_or_path=str(folder)), FinetuningArgs(finetuning_type="lora"),
+                       is_trainable=False)
+    config = model.config
+    assert config.audio_config._attn_implementation == "eager"
+    assert config.text_config._attn_implementation == config.vision_config._attn_implementation == "sdpa"

@@ -45,8 +45,10 @@ def _image(tmp_path: Path, name: str, size=(100, 60), color=(200, 30, 30)) -> st
 @pytest.mark.parametrize("family", FAMILIES)
 def test_image_expansion_equals_the_processor(vlms, tmp_path, family):
     """Our expanded text tokenizes to exactly what transformers' processor makes of the same images."""
+    from engine.multimodal.plugins import plugin_for
+
     model, processor = vlms[family]
-    plugin = PLUGINS[family]
+    plugin = plugin_for(model.config.model_type)  # Qwen3.5 is served by the qwen3_vl plugin
     images = [_image(tmp_path, "a.png"), _image(tmp_path, "b.png", size=(40, 90))]
     messages = [{"role": "user", "content": "<image>Who are they?"}, {"role": "assistant", "content": "Players."},
                 {"role": "user", "content": "And here<image>?"}]
@@ -175,9 +177,15 @@ def test_gemma4_audio_expansion_equals_the_processor(tmp_path):
 
 @pytest.mark.skipif(has_torchvision(), reason="checks the refusal without torchvision")
 def test_video_without_torchvision_is_refused_with_the_install(vlms, tmp_path):
-    model, processor = vlms["qwen2_vl"]
+    """A family without a Pillow video path (its processor got the refusing stand-in) names the install."""
+    import copy
+
+    from engine.multimodal.processor import _no_video_class
+
+    processor = copy.copy(vlms["gemma4"][1])
+    processor.video_processor = _no_video_class()()
     with pytest.raises(MediaError, match="torchvision==0.29.1"):
-        PLUGINS["qwen2_vl"].process(processor, [{"role": "user", "content": "<video>"}], [],
+        PLUGINS["gemma4"].process(processor, [{"role": "user", "content": "<video>"}], [],
                                     [_write_video(tmp_path / "v.mp4")], [], MediaOptions())
 
 

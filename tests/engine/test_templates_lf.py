@@ -53,11 +53,15 @@ def test_at_least_forty_templates_all_checked():
     assert text_only <= checked, f"text templates without golden ids: {sorted(text_only - checked)}"
 
 
-def check_template(name: str) -> list[str]:
-    """Differences between our encodings of ``name`` and LLaMA-Factory's (empty when identical)."""
-    entry = golden()["templates"][name]
+def check_template(name: str, entry: dict | None = None, conversations=cases.conversations) -> list[str]:
+    """Differences between our encodings of ``name`` and LLaMA-Factory's (empty when identical).
+
+    ``entry`` is the template's golden record (default: from lf_templates.json.gz), produced from the cases of
+    ``conversations``.
+    """
+    entry = entry if entry is not None else golden()["templates"][name]
     assert TEMPLATES[name].reasoning == entry["reasoning"], f"{name}: reasoning flag differs from LLaMA-Factory"
-    convs = cases.conversations(TEMPLATES[name].thought_words)
+    convs = conversations(TEMPLATES[name].thought_words)
     problems = []
     for key, per_setup in entry["cases"].items():
         case, think, discard = key.split("|")

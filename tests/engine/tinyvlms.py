@@ -1,8 +1,8 @@
 """Tiny random vision-language models of the real transformers classes, built from configs (no download).
 
-``build_tiny_vlm(family)`` returns ``(model, processor)`` for qwen2_vl, qwen3_vl, gemma3, gemma4 and llava: a
-byte-level BPE tokenizer carrying the family's special tokens, the family's PIL image processor (no torchvision
-needed), the real processor class, and a 1-2 layer model whose token ids match the tokenizer.
+``build_tiny_vlm(family)`` returns ``(model, processor)`` for each of :data:`FAMILIES`: a byte-level BPE tokenizer
+carrying the family's special tokens, the family's PIL image processor (no torchvision needed), the real processor
+class, and a 1-2 layer model whose token ids match the tokenizer.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 
 CORPUS = ("Hello, who are they? They are playing soccer on the field.", "What is in the picture? A red square.",
           "Describe the video and the sound.")
-FAMILIES = ("qwen2_vl", "qwen3_vl", "gemma3", "gemma4", "llava")
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "glm4v", "gemma3", "gemma4", "llava")
 
 
 def _tokenizer(specials: list[str], *, eos: str, pad: str, bos: str | None = None, named: dict | None = None):
@@ -72,6 +72,70 @@ def _qwen(family: str):
     return model_cls, config, processor_cls, {"image_processor": image_processor, "tokenizer": tokenizer}
 
 
+def _qwen2_5_vl():
+    """Qwen2.5-VL: Qwen2-VL's tokens and image processor, window attention in the vision tower, video time scale."""
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLProcessor
+
+    _, qwen2, _, parts = _qwen("qwen2_vl")
+    ids = {key: getattr(qwen2, key) for key in ("image_token_id", "video_token_id", "vision_start_token_id",
+                                                 "vision_end_token_id")}
+    config = Qwen2_5_VLConfig(
+        text_config=_qwen_text(parts["tokenizer"], rope_parameters={"rope_type": "default", "mrope_section": [2, 1, 1],
+                                                                    "rope_theta": 10000.0}),
+        vision_config={"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "in_channels": 3,
+                       "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 32,
+                       "window_size": 56, "fullatt_block_indexes": [1], "tokens_per_second": 2},
+        **ids)
+    return Qwen2_5_VLForConditionalGeneration, config, Qwen2_5_VLProcessor, parts
+
+
+def _qwen3_5():
+    """Qwen3.5: a hybrid (linear + full attention) language model with Qwen3-VL's processor and vision tokens."""
+    from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration, Qwen3VLProcessor
+
+    _, qwen3, _, parts = _qwen("qwen3_vl")
+    ids = {key: getattr(qwen3, key) for key in ("image_token_id", "video_token_id", "vision_start_token_id",
+                                                 "vision_end_token_id")}
+    config = Qwen3_5Config(
+        text_config=_qwen_text(parts["tokenizer"], head_dim=8, layer_types=["linear_attention", "full_attention"],
+                               linear_key_head_dim=8, linear_value_head_dim=8, linear_num_key_heads=2,
+                               linear_num_value_heads=4,
+                               rope_parameters={"rope_type": "default", "mrope_section": [2, 1, 1],
+                                                "rope_theta": 10000.0, "mrope_interleaved": True,
+                                                "partial_rotary_factor": 0.5}),
+        vision_config={"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "in_channels": 3,
+                       "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 32,
+                       "num_position_embeddings": 64},
+        **ids)
+    return Qwen3_5ForConditionalGeneration, config, Qwen3VLProcessor, parts
+
+
+def _glm4v():
+    from transformers import Glm4vConfig, Glm4vForConditionalGeneration, Glm4vImageProcessorPil, Glm4vProcessor
+
+    specials = ["<|endoftext|>", "[gMASK]", "<sop>", "<|user|>", "<|assistant|>", "<|system|>", "<|observation|>",
+                "<|begin_of_image|>", "<|end_of_image|>", "<|image|>", "<|begin_of_video|>", "<|end_of_video|>",
+                "<|video|>", "</answer>"]
+    tokenizer = _tokenizer(specials, eos="<|endoftext|>", pad="<|endoftext|>")
+    tid = tokenizer.convert_tokens_to_ids
+    config = Glm4vConfig(
+        text_config={"vocab_size": len(tokenizer) + 8, "hidden_size": 64, "intermediate_size": 64,
+                     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                     "max_position_embeddings": 4096, "eos_token_id": tokenizer.eos_token_id,
+                     "pad_token_id": tokenizer.pad_token_id,
+                     "rope_parameters": {"rope_type": "default", "mrope_section": [2, 1, 1], "rope_theta": 10000.0,
+                                         "partial_rotary_factor": 0.5}},
+        vision_config={"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "in_channels": 3,
+                       "image_size": 56, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2,
+                       "out_hidden_size": 64},
+        image_token_id=tid("<|image|>"), video_token_id=tid("<|video|>"),
+        image_start_token_id=tid("<|begin_of_image|>"), image_end_token_id=tid("<|end_of_image|>"),
+        video_start_token_id=tid("<|begin_of_video|>"), video_end_token_id=tid("<|end_of_video|>"))
+    image_processor = Glm4vImageProcessorPil(size={"shortest_edge": 28 * 28, "longest_edge": 56 * 56 * 4})
+    return Glm4vForConditionalGeneration, config, Glm4vProcessor, {"image_processor": image_processor,
+                                                                   "tokenizer": tokenizer}
+
+
 def _gemma3():
     from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3ImageProcessorPil, Gemma3Processor
 
@@ -118,7 +182,9 @@ def _gemma4(audio: bool = False):
                        "num_key_value_heads": 2, "head_dim": 16, "patch_size": 16, "pooling_kernel_size": 2,
                        "position_embedding_size": 64},
         audio_config=({"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
-                       "subsampling_conv_channels": [8, 4], "output_proj_dims": 32} if audio else None),
+                       # the first channel count must equal the feature extractor's 128 mel bins (transformers sizes
+                       # the projection after the two stride-2 convs from it)
+                       "subsampling_conv_channels": [128, 4], "output_proj_dims": 32} if audio else None),
         boi_token_id=tid("<|image>"), eoi_token_id=tid("<image|>"), image_token_id=tid("<|image|>"),
         video_token_id=tid("<|video|>"), boa_token_id=tid("<|audio>"), eoa_token_index=tid("<audio|>"),
         audio_token_id=tid("<|audio|>"))
@@ -153,6 +219,12 @@ def build_tiny_vlm(family: str, seed: int = 0):
 
     if family in ("qwen2_vl", "qwen3_vl"):
         model_cls, config, processor_cls, parts = _qwen(family)
+    elif family == "qwen2_5_vl":
+        model_cls, config, processor_cls, parts = _qwen2_5_vl()
+    elif family == "qwen3_5":
+        model_cls, config, processor_cls, parts = _qwen3_5()
+    elif family == "glm4v":
+        model_cls, config, processor_cls, parts = _glm4v()
     elif family == "gemma3":
         model_cls, config, processor_cls, parts = _gemma3()
     elif family in ("gemma4", "gemma4n"):

@@ -52,3 +52,15 @@ def conversations(thought_words: tuple[str, str]) -> dict[str, dict]:
         "empty_tools": {"messages": single, "system": "", "tools": "[]"},
         "reasoning": {"messages": reasoning, "system": SYSTEM, "tools": ""},
     }
+
+
+def media_conversations(thought_words: tuple[str, str]) -> dict[str, dict]:
+    """:func:`conversations` plus rows with ``<image>``/``<video>``/``<audio>`` placeholders (before expansion)."""
+    media = [
+        {"role": "user", "content": "<image>What is in this picture?"}, {"role": "assistant", "content": "A cat."},
+        {"role": "user", "content": "Compare <image> with <video> and <audio>."},
+        {"role": "assistant", "content": "The video shows a dog; the audio is barking."},
+    ]
+    return {**conversations(thought_words),
+            "media": {"messages": media, "system": "", "tools": ""},
+            "media_system": {"messages": media[:2], "system": SYSTEM, "tools": ""}}

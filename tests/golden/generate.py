@@ -29,53 +29,63 @@ def tokenizer_state(tokenizer) -> dict:
             "size": len(tokenizer), "specials": sorted(map(str, tokenizer.all_special_tokens))}
 
 
-def main() -> None:
-    load_lf()
-    from llamafactory.data import template as lf_template
-    from llamafactory.data import tool_utils
+def template_entry(lf_template, name: str, conversations) -> dict:
+    """LLaMA-Factory's encodings of every case of ``conversations(thought_words)`` for template ``name``."""
+    base = lf_template.TEMPLATES[name]
+    reasoning = isinstance(base, lf_template.ReasoningTemplate)
+    convs = conversations(base.thought_words)
+    entry: dict = {"reasoning": reasoning, "cases": {}, "tokenizer": {}}
+    variants = [(True, False), (False, False), (True, True)] if reasoning else [(True, False)]
+    for setup in SETUPS:
+        for thinking, discard in variants:
+            tpl = copy.deepcopy(base)
+            tpl.enable_thinking = thinking
+            tokenizer = load(setup, name)
+            tpl.fix_special_tokens(tokenizer)
+            entry["tokenizer"][setup] = tokenizer_state(tokenizer)
+            for case, conv in convs.items():
+                key = f"{case}|think={int(thinking)}|discard={int(discard)}"
+                try:
+                    pairs = tpl.encode_multiturn(tokenizer, copy.deepcopy(conv["messages"]), conv["system"],
+                                                 conv["tools"], discard)
+                    prompt, response = tpl.encode_oneturn(tokenizer, copy.deepcopy(conv["messages"]),
+                                                          conv["system"], conv["tools"])
+                except Exception as err:  # noqa: BLE001 - recorded: ours must fail too
+                    entry["cases"].setdefault(key, {})[setup] = {"error": type(err).__name__}
+                    continue
 
+                def text(ids, tokenizer=tokenizer):
+                    return tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+                entry["cases"].setdefault(key, {})[setup] = {
+                    "pairs_text": [[text(p), text(r)] for p, r in pairs],
+                    "pairs_hash": digest([[p, r] for p, r in pairs]),
+                    "pairs_len": [[len(p), len(r)] for p, r in pairs],
+                    "oneturn_text": [text(prompt), text(response)],
+                    "oneturn_hash": digest([prompt, response]),
+                }
+    return entry
+
+
+def fix_date(tool_utils) -> None:
+    """Make LLaMA-Factory's tool prompts write :data:`FIXED_DATE`."""
     class _FixedDatetime(dt.datetime):
         @classmethod
         def now(cls, tz=None):
             return FIXED_DATE
 
     tool_utils.datetime = _FixedDatetime
+
+
+def main() -> None:
+    load_lf()
+    from llamafactory.data import template as lf_template
+    from llamafactory.data import tool_utils
+
+    fix_date(tool_utils)
     out: dict = {"date": FIXED_DATE.strftime("%d %b %Y"), "templates": {}, "tools": {}}
     for name in FAMILY_SPECIALS:
-        base = lf_template.TEMPLATES[name]
-        reasoning = isinstance(base, lf_template.ReasoningTemplate)
-        convs = cases.conversations(base.thought_words)
-        entry: dict = {"reasoning": reasoning, "cases": {}, "tokenizer": {}}
-        variants = [(True, False), (False, False), (True, True)] if reasoning else [(True, False)]
-        for setup in SETUPS:
-            for thinking, discard in variants:
-                tpl = copy.deepcopy(base)
-                tpl.enable_thinking = thinking
-                tokenizer = load(setup, name)
-                tpl.fix_special_tokens(tokenizer)
-                entry["tokenizer"][setup] = tokenizer_state(tokenizer)
-                for case, conv in convs.items():
-                    key = f"{case}|think={int(thinking)}|discard={int(discard)}"
-                    try:
-                        pairs = tpl.encode_multiturn(tokenizer, copy.deepcopy(conv["messages"]), conv["system"],
-                                                     conv["tools"], discard)
-                        prompt, response = tpl.encode_oneturn(tokenizer, copy.deepcopy(conv["messages"]),
-                                                              conv["system"], conv["tools"])
-                    except Exception as err:  # noqa: BLE001 - recorded: ours must fail too
-                        entry["cases"].setdefault(key, {})[setup] = {"error": type(err).__name__}
-                        continue
-                    def text(ids, tokenizer=tokenizer):
-                        return tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
-
-                    record = {
-                        "pairs_text": [[text(p), text(r)] for p, r in pairs],
-                        "pairs_hash": digest([[p, r] for p, r in pairs]),
-                        "pairs_len": [[len(p), len(r)] for p, r in pairs],
-                        "oneturn_text": [text(prompt), text(response)],
-                        "oneturn_hash": digest([prompt, response]),
-                    }
-                    entry["cases"].setdefault(key, {})[setup] = record
-        out["templates"][name] = entry
+        out["templates"][name] = template_entry(lf_template, name, cases.conversations)
     for fmt_name in ("default", "qwen", "glm4", "llama3", "mistral", "gemma4", "glm4_moe", "qwen3_5"):
         utils = tool_utils.TOOLS[fmt_name]
         calls = [tool_utils.FunctionCall(c["name"], json.dumps(c["arguments"], ensure_ascii=False)) for c in cases.CALL]

@@ -58,6 +58,15 @@ FAMILY_SPECIALS = {
     "hunyuan": ("<|startoftext|>", "<|eos|>"), "ernie_nothink": ("<s>", "</s>"), "telechat2": ("<_start>", "<_end>"),
     "xuanyuan": ("<s>", "</s>"),
 }
+# vision-language / omni templates (tests/golden/lf_vision_templates.json.gz)
+VISION_FAMILY_SPECIALS = {
+    "qwen2_vl": (None, "<|im_end|>"), "qwen3_vl": (None, "<|im_end|>"), "qwen3_vl_nothink": (None, "<|im_end|>"),
+    "qwen3_5": (None, "<|im_end|>"), "qwen3_5_nothink": (None, "<|im_end|>"), "qwen3_6": (None, "<|im_end|>"),
+    "qwen2_omni": (None, "<|im_end|>"), "qwen3_omni": (None, "<|im_end|>"), "qwen3_omni_nothink": (None, "<|im_end|>"),
+    "minicpm_v": (None, "<|im_end|>"), "minicpm_o": (None, "<|im_end|>"), "glm4v": (None, "<|endoftext|>"),
+    "glm4_5v": (None, "<|endoftext|>"), "glm_ocr": (None, "<|endoftext|>"), "llava": ("<s>", "</s>"),
+    "llava_next": ("<s>", "</s>"), "gemma3n": ("<bos>", "<eos>"),
+}
 
 _CORPUS = [
     "Hello! How are you? I am fine, thank you. The weather in Paris is sunny and warm today.",
@@ -95,7 +104,7 @@ def load(setup: str, template: str | None = None):
     tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(HERE / f"{source}.json"), bos_token="<s>",
                                         eos_token="</s>", pad_token="<pad>", clean_up_tokenization_spaces=False)
     if setup == "family":
-        bos, eos = FAMILY_SPECIALS[template]
+        bos, eos = {**FAMILY_SPECIALS, **VISION_FAMILY_SPECIALS}[template]
         tokenizer.add_special_tokens({"eos_token": eos, **({"bos_token": bos} if bos else {})})
         if bos is None:
             tokenizer.bos_token = None

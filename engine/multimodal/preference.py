@@ -1,0 +1,173 @@
+"""Preference data with media: DPO (pairwise) and KTO rows whose prompts carry images, videos or audio.
+
+As in LLaMA-Factory, the media placeholders belong to the prompt: the plugin expands them there (soft-token counts
+from the processor), the media are processed once at dataset-map time and stored with the row as an ``mm_inputs``
+blob, and the replies are tokenized as for text rows (``engine.data.tokenize.prompt_and_reply``). A row whose
+prompt would be cut inside its media by ``cutoff_len`` is dropped and counted, like a supervised one.
+
+:class:`MediaPreferenceCollator` batches these rows for TRL's DPO and KTO trainers: TRL's own text collator builds
+``input_ids``/``attention_mask``/``completion_mask`` (DPO: the chosen rows, then the rejected rows; KTO: the rows
+and their KL counterparts), and the collator adds the media inputs in the same row order and the token-type ids.
+Soft tokens never count as completion tokens, so they never carry loss.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.data.tokenize import TokenizeOptions, infer_seqlen, new_stats, prompt_and_reply
+from engine.multimodal.errors import MediaError
+from engine.multimodal.plugins import PLACEHOLDERS, pack_arrays, soft_token_ids, unpack_arrays
+
+logger = logging.getLogger(__name__)
+
+
+def _where(example: dict[str, Any], index: int) -> str:
+    return f"dataset `{example.get('_dataset', '?')}` row {example.get('_row', index)}"
+
+
+def _check_replies(example: dict[str, Any], replies: list[dict[str, Any]], where: str) -> None:
+    for reply in replies:
+        content = str(reply.get("content") or "")
+        tags = [tag for tag in PLACEHOLDERS.values() if tag in content]
+        if tags:
+            raise MediaError(f"{where}: the reply contains {', '.join(tags)}; media placeholders belong in the "
+                             "prompt (the user turns) of preference and KTO data. Move them there.")
+
+
+def _expanded_prompt(example: dict[str, Any], ctx: Any, where: str) -> tuple[list[dict[str, Any]], bytes]:
+    try:
+        messages, arrays = ctx.plugin.process(ctx.processor, example["messages"], example.get("images") or [],
+                                              example.get("videos") or [], example.get("audios") or [], ctx.options)
+    except MediaError as err:
+        raise MediaError(f"{where}: {err}") from None
+    return messages, pack_arrays(arrays)
+
+
+def tokenize_media_preference(examples: list[dict], tokenizer: Any, template: Any, opts: TokenizeOptions, ctx: Any,
+                              stage: str) -> tuple[dict[str, list], dict[str, int]]:
+    """DPO (``stage: dpo``) or KTO (``stage: kto``) columns plus ``mm_inputs``, for rows with or without media.
+
+    Raises:
+        MediaError: naming the dataset, row and fix, for a row whose media cannot be used.
+    """
+    if opts.keep_prompt_end:
+        raise MediaError("`keep_prompt_end` keeps the end of long prompts, which would cut their images, videos or "
+                         "audio; set keep_prompt_end: false for multimodal preference data.")
+    stats = new_stats(len(examples))
+    stats["media_dropped"] = 0
+    soft = soft_token_ids(ctx.processor)
+    replies = ("chosen_ids", "rejected_ids") if stage == "dpo" else ("completion_ids",)
+    columns: dict[str, list] = {"prompt_ids": [], **{name: [] for name in replies}, "mm_inputs": []}
+    if stage == "kto":
+        columns["label"] = []
+    for index, example in enumerate(examples):
+        where = _where(example, index)
+        if stage == "kto":
+            example = {**example, "messages": example["messages"][:-1], "_reply": [example["messages"][-1]]}
+        else:
+            example = {**example, "_reply": [example["chosen"], example["rejected"]]}
+        _check_replies(example, example["_reply"], where)
+        messages, blob = _expanded_prompt(example, ctx, where)
+        row = {**example, "messages": messages}
+        prompt, first = prompt_and_reply(tokenizer, template, row, example["_reply"][0])
+        outputs = [first] + [prompt_and_reply(tokenizer, template, row, reply)[1] for reply in example["_reply"][1:]]
+        longest = max(len(ids) for ids in outputs)
+        prompt_keep, reply_keep = infer_seqlen(len(prompt), longest, opts.cutoff_len)
+        if prompt_keep < len(prompt) or reply_keep < longest:
+            stats["truncated"] += 1
+        kept_prompt = prompt[:prompt_keep]
+        outputs = [ids[:reply_keep] for ids in outputs]
+        if sum(token in soft for token in kept_prompt) != sum(token in soft for token in prompt):
+            stats["dropped"] += 1
+            stats["media_dropped"] += 1
+            continue
+        if not all(outputs):
+            stats["dropped"] += 1
+            continue
+        columns["prompt_ids"].append(kept_prompt)
+        for name, ids in zip(replies, outputs):
+            columns[name].append(ids)
+        columns["mm_inputs"].append(blob)
+        if stage == "kto":
+            columns["label"].append(bool(example["kto_tag"]))
+        stats["total_tokens"] += len(kept_prompt) * len(outputs) + sum(len(ids) for ids in outputs)
+        stats["trainable_tokens"] += sum(len(ids) for ids in outputs)
+        stats["media_tokens"] = stats.get("media_tokens", 0) + sum(token in soft for token in kept_prompt)
+        stats["kept"] += 1
+    if stats["media_dropped"]:
+        logger.warning("%d rows were dropped because cutoff_len=%d cut through their images, videos or audio; "
+                       "raise cutoff_len (or lower image_max_pixels / video_maxlen) to keep them.",
+                       stats["media_dropped"], opts.cutoff_len)
+    return columns, stats
+
+
+def token_types(plugin: Any, processor: Any) -> dict[int, int]:
+    """Soft-token id -> modality id (1 image, 2 video, 3 audio) as the processor's own type ids define them."""
+    ids = sorted(soft_token_ids(processor))
+    if not ids or not plugin.type_ids_key:
+        return {}
+    return {token: int(kind) for token, kind in zip(ids, plugin.type_ids(processor, ids)) if int(kind)}
+
+
+@dataclass
+class MediaPreferenceCollator:
+    """TRL's DPO/KTO text collator plus media inputs, token-type ids and soft tokens kept out of the loss.
+
+    Attributes:
+        text_collator: TRL's ``DataCollatorForPreference`` (DPO) or ``DataCollatorForUnpairedPreference`` (KTO).
+        soft_ids: Ids of the media soft tokens.
+        types: Soft-token id -> modality id, for the token-type ids (empty: the model takes none).
+        type_ids_key: The model's token-type input (``mm_token_type_ids``; ``token_type_ids`` for Gemma 3).
+        pairwise: DPO batches (chosen rows, then rejected rows: the media are repeated for each half).
+    """
+
+    text_collator: Any
+    soft_ids: set[int] = field(default_factory=set)
+    types: dict[int, int] = field(default_factory=dict)
+    type_ids_key: str | None = "mm_token_type_ids"
+    pairwise: bool = True
+
+    def _type_ids(self, input_ids: Any) -> Any:
+        import torch
+
+        out = torch.zeros_like(input_ids)
+        for token, kind in self.types.items():
+            out[input_ids == token] = kind
+        return out
+
+    def _unmask_soft(self, batch: dict[str, Any], prefix: str = "") -> None:
+        import torch
+
+        ids, mask = batch.get(prefix + "input_ids"), batch.get(prefix + "completion_mask")
+        if ids is None or mask is None or not self.soft_ids:
+            return
+        soft = torch.isin(ids, torch.tensor(sorted(self.soft_ids), dtype=ids.dtype))
+        batch[prefix + "completion_mask"] = mask.masked_fill(soft, 0)
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+        from engine.multimodal.collator import join_arrays
+
+        blobs = [feature.get("mm_inputs") for feature in features]
+        text = [{k: v for k, v in feature.items() if k != "mm_inputs"} for feature in features]
+        batch = dict(self.text_collator(text))
+        for prefix in ("", "KL_"):
+            self._unmask_soft(batch, prefix)
+            if self.type_ids_key and self.types and prefix + "input_ids" in batch:
+                batch[prefix + self.type_ids_key] = self._type_ids(batch[prefix + "input_ids"])
+        arrays = [row for row in (unpack_arrays(blob) for blob in blobs) if row]
+        if arrays:
+            batch.update(join_arrays(arrays + arrays if self.pairwise else arrays))
+        return batch
+
+
+def build_preference_collator(trainer: Any, bundle: Any, stage: str) -> MediaPreferenceCollator:
+    """The media collator for a DPO or KTO trainer built by TRL (its own text collator inside)."""
+    ctx = bundle.media
+    return MediaPreferenceCollator(
+        text_collator=trainer.data_collator, soft_ids=soft_token_ids(ctx.processor),
+        types=token_types(ctx.plugin, ctx.processor), type_ids_key=ctx.plugin.type_ids_key,
+        pairwise=stage == "dpo",
+    )

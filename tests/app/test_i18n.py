@@ -126,3 +126,11 @@ def test_server_side_translation():
     assert t("de", "train_started", run="x") == "Run `x` started."
     i18n = build_i18n()
     assert i18n.translations_dict["zh-CN"]["tab_train"] == "训练"
+
+
+def test_no_key_is_defined_twice():
+    """json.loads keeps the last of two equal keys silently; a merge that doubles a key must fail here."""
+    for lang in LANGUAGES:
+        pairs = json.loads((LOCALES_DIR / f"{lang}.json").read_text(encoding="utf-8"), object_pairs_hook=list)
+        keys = [key for key, _ in pairs]
+        assert len(keys) == len(set(keys)), sorted({k for k in keys if keys.count(k) > 1})

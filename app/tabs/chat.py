@@ -14,7 +14,7 @@ from typing import Any
 
 import gradio as gr
 
-from app import chat_workers, forms
+from app import chat_media, chat_workers, forms
 from app.chat_client import ChatError, merge_streams, parse_tools, stream_chat
 from app.context import Board
 from app.i18n import L, t
@@ -37,7 +37,7 @@ class ChatTab:
     tools: gr.Code
     chatbot: gr.Chatbot
     chatbot_base: gr.Chatbot
-    message: gr.Textbox
+    message: gr.MultimodalTextbox
     as_tool: gr.Checkbox
     send_btn: gr.Button
     stop_btn: gr.Button
@@ -61,7 +61,9 @@ def build(board: Board) -> ChatTab:
             with gr.Row():
                 chatbot = gr.Chatbot(label=L("chat_finetuned"), height=460, buttons=["copy"], scale=1)
                 chatbot_base = gr.Chatbot(label=L("chat_base"), height=460, visible=False, buttons=["copy"], scale=1)
-            message = gr.Textbox(label=L("chat_message"), placeholder=L("chat_placeholder"), lines=1, max_lines=8)
+            message = gr.MultimodalTextbox(label=L("chat_message"), placeholder=L("chat_placeholder"), lines=1,
+                                           max_lines=8, file_types=["image", "video", "audio"],
+                                           file_count="multiple", sources=["upload"])
             with gr.Row():
                 as_tool = gr.Checkbox(label=L("chat_as_tool"), value=False, scale=2)
                 send_btn = gr.Button(L("chat_send"), variant="primary", scale=1)
@@ -137,7 +139,8 @@ def start_servers(
 
 
 def openai_messages(convo: list[dict[str, Any]], system: str) -> list[dict[str, Any]]:
-    return ([{"role": "system", "content": system}] if system and system.strip() else []) + list(convo)
+    system_turn = [{"role": "system", "content": system}] if system and system.strip() else []
+    return chat_media.for_server(system_turn + list(convo))
 
 
 def to_chatbot(convo: list[dict[str, Any]], lang: str) -> list[dict[str, Any]]:
@@ -156,8 +159,25 @@ def to_chatbot(convo: list[dict[str, Any]], lang: str) -> list[dict[str, Any]]:
                 {"role": "assistant", "content": "\n".join(calls), "metadata": {"title": t(lang, "chat_tool_call")}}
             )
         else:
-            shown.append({"role": msg["role"], "content": msg.get("content") or ""})
+            shown.extend(chat_media.shown(msg))
     return shown
+
+
+def refusal_text(err: chat_media.UploadRefused, lang: str) -> str:
+    """The translated message of a refused upload (media kinds in the page's language)."""
+    params = dict(err.params)
+    if "kind" in params:
+        params["kind"] = t(lang, f"preview_{params['kind']}")
+    if "takes" in params:
+        params["takes"] = ", ".join(t(lang, f"preview_{k}") for k in params["takes"]) or t(lang, "chat_text_only")
+    return t(lang, err.key, **params)
+
+
+def upload_folder() -> str:
+    """Gradio's folder for uploaded files: the only place a chat upload may come from."""
+    from gradio.utils import get_upload_folder
+
+    return get_upload_folder()
 
 
 def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
@@ -210,13 +230,21 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
 
     tab.unload_btn.click(on_unload, [tab.servers, top.lang], [tab.status, tab.servers], **private)
 
-    def on_send(text, as_tool, convo, convo_base, system, tools_text, servers, lang, *values):
-        if not text or not text.strip():
+    def on_send(message, as_tool, convo, convo_base, system, tools_text, servers, lang, *values):
+        message = message if isinstance(message, dict) else {"text": message or "", "files": []}
+        text, files = str(message.get("text") or ""), list(message.get("files") or [])
+        if not text.strip() and not files:
             yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
             return
         live = live_servers(board, servers)
         if "main" not in live or not live["main"].get("ready"):
             yield (gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), t(lang, "chat_not_ready"))
+            return
+        try:
+            takes = chat_media.model_media(board, live["main"]["id"]) if files else ()
+            uploads = chat_media.checked_uploads(files, takes, board.max_upload_mb, upload_folder())
+        except chat_media.UploadRefused as err:
+            yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), refusal_text(err, lang)
             return
         try:
             tools = parse_tools(tools_text)
@@ -231,7 +259,7 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             "max_tokens": sampling.get("max_new_tokens"),
             "repetition_penalty": sampling.get("repetition_penalty"),
         }
-        user = {"role": "tool" if as_tool else "user", "content": text}
+        user = {"role": "tool" if as_tool and not uploads else "user", "content": chat_media.user_content(text, uploads)}
         convos = {"main": [*convo, user], "base": [*convo_base, user]}
         sides = [s for s in SIDES if s in live and live[s].get("ready")]
         replies = {s: {"role": "assistant", "content": ""} for s in sides}
@@ -245,7 +273,7 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         def frame(note: str | None = None):
             full = {s: convos[s] + ([replies[s]] if s in replies else []) for s in SIDES}
             return (
-                "",
+                {"text": "", "files": []},
                 to_chatbot(full["main"], lang),
                 to_chatbot(full["base"], lang),
                 full["main"],

@@ -403,7 +403,8 @@ def preview_data(board: Board, mapping: dict[str, Any], lang: str) -> tuple[str,
         summary += " " + t(
             lang, "preview_lengths", min=min(lengths), max=max(lengths), mean=round(sum(lengths) / len(lengths), 1)
         )
-    labels = {name: t(lang, f"preview_{name}") for name in ("trained", "masked", "chosen", "rejected", "kto_tag")}
+    labels = {name: t(lang, f"preview_{name}")
+              for name in ("trained", "masked", "chosen", "rejected", "kto_tag", *dataset_preview.MEDIA_LABELS)}
     rows = dataset_preview.render_rows(result, labels)
     hist = progress_view.typed_frame(
         [{"tokens": a, "rows": n} for a, n in dataset_preview.histogram(lengths)], HIST_TYPES

@@ -53,17 +53,18 @@ def build(board: Board) -> ChatTab:
     fields: dict[str, Any] = {}
     with gr.Row(equal_height=True):
         compare = gr.Checkbox(label=L("chat_compare"), info=L("chat_compare_info"), value=False, scale=2)
-        load_btn = gr.Button(L("chat_load"), variant="primary", scale=1)
+        load_btn = gr.Button(L("chat_load"), variant="primary", scale=1, elem_id="lf-chat-load")
         unload_btn = gr.Button(L("chat_unload"), variant="stop", scale=1)
-    status = gr.Markdown(L("chat_not_loaded"))
+    status = gr.Markdown(L("chat_not_loaded"), elem_id="lf-chat-status")
     with gr.Row():
         with gr.Column(scale=3):
             with gr.Row():
-                chatbot = gr.Chatbot(label=L("chat_finetuned"), height=460, buttons=["copy"], scale=1)
+                chatbot = gr.Chatbot(label=L("chat_finetuned"), height=460, buttons=["copy"], scale=1,
+                                     elem_id="lf-chatbot")
                 chatbot_base = gr.Chatbot(label=L("chat_base"), height=460, visible=False, buttons=["copy"], scale=1)
             message = gr.MultimodalTextbox(label=L("chat_message"), placeholder=L("chat_placeholder"), lines=1,
                                            max_lines=8, file_types=["image", "video", "audio"],
-                                           file_count="multiple", sources=["upload"])
+                                           file_count="multiple", sources=["upload"], elem_id="lf-chat-message")
             with gr.Row():
                 as_tool = gr.Checkbox(label=L("chat_as_tool"), value=False, scale=2)
                 send_btn = gr.Button(L("chat_send"), variant="primary", scale=1)
@@ -170,7 +171,13 @@ def refusal_text(err: chat_media.UploadRefused, lang: str) -> str:
         params["kind"] = t(lang, f"preview_{params['kind']}")
     if "takes" in params:
         params["takes"] = ", ".join(t(lang, f"preview_{k}") for k in params["takes"]) or t(lang, "chat_text_only")
-    return t(lang, err.key, **params)
+    if err.key == "chat_upload_too_large":
+        return t(lang, "chat_upload_too_large", **params)
+    if err.key == "chat_upload_unknown_type":
+        return t(lang, "chat_upload_unknown_type", **params)
+    if err.key == "chat_media_refused":
+        return t(lang, "chat_media_refused", **params)
+    return t(lang, "chat_upload_not_allowed", **params)
 
 
 def upload_folder() -> str:

@@ -450,7 +450,9 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
 
     def on_preview(*values):
         *values, lang = values
-        return preview_data(board, mapping_of(tab.keys, list(values)), lang)
+        summary, rows, hist = preview_data(board, mapping_of(tab.keys, list(values)), lang)
+        # the chart's axis titles are plain text in the page's language (an I18n title would show as raw JSON)
+        return summary, rows, gr.update(value=hist, x_title=t(lang, "axis_tokens"), y_title=t(lang, "axis_rows"))
 
     tab.upload_btn.click(
         on_upload,

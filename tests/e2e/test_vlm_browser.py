@@ -78,10 +78,18 @@ def test_train_demo_vlm_then_chat_about_an_uploaded_picture(vlm_last_config, liv
             page.goto(url)
             page.wait_for_selector("#lf-train-start", timeout=60_000)
             wait_for(lambda: "demo_vlm" in page.locator("#lf-dataset").inner_text(), 30, "the demo VLM dataset")
+            # pick the built-in VLM in the model list, which says which media each model takes
+            page.locator("#lf-model input").click()
+            option = page.get_by_role("option", name=re.compile(r"LF-Demo-VLM"))
+            assert "[image" in option.first.inner_text()
+            option.first.click()
+            page.locator("#lf-template input").click()
+            page.locator("#lf-template input").fill("qwen2_vl")
+            page.get_by_role("option", name="qwen2_vl", exact=True).first.click()
             # the preview shows each row's picture and its soft-token count
             page.get_by_text('Upload and preview data', exact=True).first.click()  # the closed "data tools" accordion
             page.get_by_role("button", name="Preview the selected datasets").click()
-            preview = page.locator(".lf-preview")
+            preview = page.locator(".lf-preview").last
             wait_for(lambda: preview.locator("img").count() >= 3, RUN_TIMEOUT, "thumbnails in the preview")
             assert "soft tokens the model sees: image 4" in preview.inner_text()
             shoot(page, "preview-en.png")

@@ -29,7 +29,7 @@ from engine.demo import DemoDataMissing, demo_data_dir, load_demo_texts
 logger = logging.getLogger(__name__)
 
 DEMO_VLM_PATH = "demo-vlm"
-DEMO_VLM_VERSION = "5"
+DEMO_VLM_VERSION = "6"
 STAMP_FILE = "lf_demo_vlm.json"
 DATA_FILE = "demo_vlm.json"
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
@@ -44,8 +44,9 @@ class DemoVLMSpec:
     The warm-up is a short pre-training of the language model (the vision tower and merger stay as made): blocks of
     the demo text documents (so it writes words and closes its turns) alternating with the demo pictures captioned
     with where the shape is (``Where is the shape?`` -> ``At the top left.``), so it takes image tokens in stride
-    but never learns colour or shape names: those come from fine-tuning. ``final_norm_scale`` sharpens the output distribution, as for ``demo`` (LoRA cannot
-    change norms or the tied output head).
+    but never learns colour or shape names: those come from fine-tuning. ``final_norm_scale`` sharpens the output
+    distribution, as for ``demo`` (LoRA cannot change norms or the tied output head). ``pool_grid``: see
+    :func:`_pooling_filters`.
     """
 
     hidden_size: int = 128
@@ -54,9 +55,9 @@ class DemoVLMSpec:
     num_heads: int = 4
     num_kv_heads: int = 2
     vision_depth: int = 2
-    vision_dim: int = 64
+    vision_dim: int = 160
     final_norm_scale: float = 4.0
-    pool_grid: int = 2
+    pool_grid: int = 7
     seed: int = 1234
     warmup_steps: int = 120
     warmup_lr: float = 3e-3
@@ -132,8 +133,9 @@ def _pooling_filters(weight: torch.Tensor, grid: int) -> None:
     """Make the first filters of the patch embedding colour means over a ``grid`` x ``grid`` split of each patch.
 
     A random patch embedding mixes colour with where in the patch the colour lies, which a tiny model cannot
-    untangle from a few dozen pictures; a pre-trained vision tower's first layer has colour and layout
-    detectors. These filters stand in for that (one per channel and sub-block); the other filters stay random.
+    untangle from a few dozen pictures (measured: fine-tuning then stays at chance); a pre-trained vision tower's
+    first layer has colour and layout detectors. These filters stand in for that (one per channel and sub-block);
+    the other filters are zero, and the blocks after them pass their input through unchanged.
     """
     out, channels, frames, height, width = weight.shape
     step = height // grid
@@ -143,8 +145,9 @@ def _pooling_filters(weight: torch.Tensor, grid: int) -> None:
             for col in range(grid):
                 if index >= out:
                     return
-                weight[index].zero_()  # the remaining filters are zeroed below
-                weight[index, channel, :, row * step:(row + 1) * step, col * step:(col + 1) * step] = 1.0 / (frames * step * step)
+                weight[index].zero_()
+                cells = (slice(row * step, (row + 1) * step), slice(col * step, (col + 1) * step))
+                weight[index, channel, :, cells[0], cells[1]] = 1.0 / (frames * step * step)
                 index += 1
     weight[index:].zero_()
 

@@ -1,5 +1,5 @@
-"""demo-vlm actually learns from examples/sft_vlm_demo.yaml: after training it names the colour of pictures it never
-saw, which the untrained model cannot (it answers every picture alike)."""
+"""demo-vlm actually learns from examples/sft_vlm_demo.yaml: after training it names the colour and shape of pictures
+it never saw, which the untrained model cannot (it answers every picture alike)."""
 
 from __future__ import annotations
 
@@ -65,17 +65,17 @@ def _accuracy(model_cfg: dict, folder: Path) -> tuple[float, float, list[str]]:
 
 
 @pytest.mark.slow
-def test_demo_vlm_learns_colours_from_the_example(tmp_path):
+def test_demo_vlm_learns_colours_and_shapes_from_the_example(tmp_path):
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-m", "engine", "train", str(EXAMPLE), f"output_dir={out}",
                            "logging_steps=20", "save_steps=1000"], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    before_colour, _, before = _accuracy({"model_name_or_path": "demo-vlm"}, tmp_path)
     after_colour, after_shape, after = _accuracy(
         {"model_name_or_path": "demo-vlm", "adapter_name_or_path": str(out), "finetuning_type": "lora"}, tmp_path)
-    # untrained: one answer for every picture, so at most one colour in four is right
-    assert before_colour <= 0.34, before
-    assert after_colour >= 0.75, after
+    before_colour, before_shape, before = _accuracy({"model_name_or_path": "demo-vlm"}, tmp_path)
+    # untrained: one answer for every picture, so at most one colour in four (one shape in three) is right
+    assert before_colour <= 0.34 and before_shape <= 0.34, before
+    assert after_colour >= 0.75 and after_shape >= 0.5, after  # measured on 24 held-out pictures: 1.0 and 0.83
     print(f"held-out accuracy after training: colour {after_colour:.2f}, shape {after_shape:.2f}")

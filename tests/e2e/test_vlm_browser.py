@@ -55,8 +55,14 @@ def chat_about_the_picture(page, question: str) -> str:
     wait_for(lambda: page.locator("#lf-chatbot img").count() >= 1, 60, "the picture in the conversation")
     bot = page.locator("#lf-chatbot .bot")
     wait_for(lambda: bot.count() >= 1 and bot.last.inner_text().strip(), 120, "the model's answer")
-    time.sleep(2)  # let the stream finish
-    return bot.last.inner_text().strip()
+    seen = []  # the stream has ended once the answer stays the same for a few seconds
+
+    def settled() -> bool:
+        seen.append(bot.last.inner_text().strip())
+        return len(seen) >= 6 and len(set(seen[-6:])) == 1
+
+    wait_for(settled, 120, "the answer to settle")
+    return seen[-1]
 
 
 def shoot(page, name: str) -> None:

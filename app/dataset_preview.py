@@ -98,6 +98,42 @@ def _spans_html(spans: list[tuple[str, bool]]) -> str:
     )
 
 
+MEDIA_LABELS = ("soft_tokens", "image", "video", "audio", "frames")
+
+
+def _media_html(media: Any, labels: dict[str, str]) -> str:
+    """Thumbnails, video frame counts and soft-token counts of one row (the worker's ``media`` entry)."""
+    if not isinstance(media, dict):
+        return ""
+    word = {kind: labels.get(key, key) for kind, key in (("images", "image"), ("videos", "video"), ("audios", "audio"))}
+    items = []
+    for image in media.get("images") or []:
+        name = html.escape(str(image.get("name", "")))
+        thumb = str(image.get("thumb") or "")
+        if thumb.startswith("data:image/png;base64,"):
+            items.append(f'<figure class="lf-thumb"><img src="{html.escape(thumb)}" alt="{name}" title="{name}">'
+                         f"<figcaption>{name}</figcaption></figure>")
+        else:
+            items.append(f'<span class="lf-media-chip lf-media-error">{name}: {html.escape(str(image.get("error")))}</span>')
+    for video in media.get("videos") or []:
+        name = html.escape(str(video.get("name", "")))
+        if "frames" in video:
+            detail = f'{int(video["frames"])} {html.escape(labels.get("frames", "frames"))}'
+            items.append(f'<span class="lf-media-chip">{html.escape(word["videos"])} {name} · {detail}</span>')
+        else:
+            items.append(f'<span class="lf-media-chip lf-media-error">{name}: {html.escape(str(video.get("error")))}</span>')
+    for audio in media.get("audios") or []:
+        items.append(f'<span class="lf-media-chip">{html.escape(word["audios"])} {html.escape(str(audio.get("name")))}</span>')
+    counts = media.get("soft_tokens")
+    note = ""
+    if isinstance(counts, dict) and counts:
+        parts = " · ".join(f"{html.escape(word.get(kind, kind))} {int(n)}" for kind, n in counts.items())
+        note = f'<div class="lf-soft-tokens">{html.escape(labels.get("soft_tokens", "soft tokens"))}: {parts}</div>'
+    if media.get("error"):
+        note += f'<div class="lf-media-error">{html.escape(str(media["error"]))}</div>'
+    return f'<div class="lf-media">{"".join(items)}</div>{note}'
+
+
 def render_rows(result: dict[str, Any], labels: dict[str, str]) -> str:
     """HTML: each row's text with the trained tokens highlighted and the masked ones dimmed.
 
@@ -120,6 +156,9 @@ def render_rows(result: dict[str, Any], labels: dict[str, str]) -> str:
             )
         else:
             body = f"<pre>{_spans_html(spans)}</pre>"
+        raw = raw_rows[index - 1]
+        if isinstance(raw, dict) and raw.get("media"):
+            body = _media_html(raw["media"], labels) + body
         parts.append(f'<div class="lf-row"><div class="lf-row-num">{head}</div>{body}</div>')
     return "\n".join(parts)
 

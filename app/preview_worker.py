@@ -48,7 +48,22 @@ def run(config_path: str, n: int) -> dict[str, Any]:
         default_system=cfg.data.default_system,
         tool_format=cfg.data.tool_format,
     )
-    return preview_dataset(cfg.data, cfg.finetuning.stage, tokenizer, template, n=n)
+    return preview_dataset(cfg.data, cfg.finetuning.stage, tokenizer, template, n=n, media=media_context_of(cfg, tokenizer))
+
+
+def media_context_of(cfg: Any, tokenizer: Any) -> Any:
+    """The model's media context (plugin + processor) for soft-token counts, or None for a text-only model.
+
+    A vision-language model whose media setup fails (no plugin, no processor files) previews without the counts;
+    training reports the problem with its fix.
+    """
+    from engine.multimodal import media_context
+    from engine.multimodal.errors import MediaError
+
+    try:
+        return media_context(cfg, tokenizer)
+    except MediaError:
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,9 +2,11 @@
 
 A Qwen2-VL-architecture model (the real transformers class, so every path a Qwen2-VL fine-tune takes is the one
 exercised) with a byte-level BPE tokenizer trained on the demo datasets' text plus Qwen2-VL's special tokens, the
-PIL image processor (no torchvision needed) and the ``qwen2_vl`` template as its chat template. A short warm-up on
-the demo image captions (``examples/data/demo_vlm.json``) makes it write words and close its turns; what it says
-about an image only becomes right once the user fine-tunes it. :func:`ensure_demo_vlm` keeps one copy under
+PIL image processor (no torchvision needed) and the ``qwen2_vl`` template as its chat template. Its vision tower
+stands in for a pre-trained one (colour-and-layout patch filters, pass-through blocks; see :func:`_pooling_filters`)
+and a short warm-up on the demo text and the demo pictures (``examples/data/demo_vlm.json``, captioned only with
+where the shape is) makes it write words and close its turns; it names colours and shapes only once the user
+fine-tunes it (``examples/sft_vlm_demo.yaml``). :func:`ensure_demo_vlm` keeps one copy under
 ``$LF_BOARD_HOME/demo-vlm``, rebuilt when its stamp (version, data, library versions) changes.
 """
 
@@ -16,6 +18,7 @@ import logging
 import os
 import shutil
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +29,43 @@ from engine.demo import DemoDataMissing, demo_data_dir, load_demo_texts
 logger = logging.getLogger(__name__)
 
 DEMO_VLM_PATH = "demo-vlm"
-DEMO_VLM_VERSION = "4"
+DEMO_VLM_VERSION = "6"
 STAMP_FILE = "lf_demo_vlm.json"
 DATA_FILE = "demo_vlm.json"
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
                   "<|image_pad|>", "<|video_pad|>"]
-SEED = 1234
-WARMUP_STEPS = 48
 IMAGE_MIN_PIXELS, IMAGE_MAX_PIXELS = 56 * 56, 112 * 112
+
+
+@dataclass(frozen=True)
+class DemoVLMSpec:
+    """Size and warm-up of the demo VLM.
+
+    The warm-up is a short pre-training of the language model (the vision tower and merger stay as made): blocks of
+    the demo text documents (so it writes words and closes its turns) alternating with the demo pictures captioned
+    with where the shape is (``Where is the shape?`` -> ``At the top left.``), so it takes image tokens in stride
+    but never learns colour or shape names: those come from fine-tuning. ``final_norm_scale`` sharpens the output
+    distribution, as for ``demo`` (LoRA cannot change norms or the tied output head). ``pool_grid``: see
+    :func:`_pooling_filters`.
+    """
+
+    hidden_size: int = 128
+    intermediate_size: int = 256
+    num_layers: int = 2
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    vision_depth: int = 2
+    vision_dim: int = 160
+    final_norm_scale: float = 4.0
+    pool_grid: int = 7
+    seed: int = 1234
+    warmup_steps: int = 120
+    warmup_lr: float = 3e-3
+    warmup_block: int = 64
+    warmup_batch: int = 4
+
+
+SPEC = DemoVLMSpec()
 
 
 def demo_vlm_home() -> Path:
@@ -64,30 +96,77 @@ def _tokenizer(corpus: list[str]):
                                    additional_special_tokens=SPECIAL_TOKENS[1:], clean_up_tokenization_spaces=False)
 
 
-def _model(tokenizer):
+def _model(tokenizer, spec: DemoVLMSpec):
     from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
 
     ids = {name: tokenizer.convert_tokens_to_ids(token) for name, token in (
         ("image_token_id", "<|image_pad|>"), ("video_token_id", "<|video_pad|>"),
         ("vision_start_token_id", "<|vision_start|>"), ("vision_end_token_id", "<|vision_end|>"))}
+    head_dim = spec.hidden_size // spec.num_heads
+    quarter = head_dim // 8  # mrope sections (temporal, height, width) cover half the rotary dimensions
     config = Qwen2VLConfig(
-        text_config={"vocab_size": len(tokenizer), "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-                     "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 2048,
-                     "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id,
-                     "bos_token_id": None, "tie_word_embeddings": True,
-                     "rope_parameters": {"rope_type": "default", "mrope_section": [4, 2, 2], "rope_theta": 10000.0}},
-        vision_config={"depth": 2, "embed_dim": 32, "hidden_size": 64, "num_heads": 2, "mlp_ratio": 2,
-                       "in_channels": 3, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2},
+        text_config={"vocab_size": len(tokenizer), "hidden_size": spec.hidden_size,
+                     "intermediate_size": spec.intermediate_size, "num_hidden_layers": spec.num_layers,
+                     "num_attention_heads": spec.num_heads, "num_key_value_heads": spec.num_kv_heads,
+                     "max_position_embeddings": 2048, "eos_token_id": tokenizer.eos_token_id,
+                     "pad_token_id": tokenizer.pad_token_id, "bos_token_id": None, "tie_word_embeddings": True,
+                     "rope_parameters": {"rope_type": "default", "mrope_section": [2 * quarter, quarter, quarter],
+                                         "rope_theta": 10000.0}},
+        vision_config={"depth": spec.vision_depth, "embed_dim": spec.vision_dim, "hidden_size": spec.hidden_size,
+                       "num_heads": 2, "mlp_ratio": 2, "in_channels": 3, "patch_size": 14, "spatial_merge_size": 2,
+                       "temporal_patch_size": 2},
         tie_word_embeddings=True, **ids)
-    torch.manual_seed(SEED)
-    return Qwen2VLForConditionalGeneration(config)
+    torch.manual_seed(spec.seed)
+    model = Qwen2VLForConditionalGeneration(config)
+    with torch.no_grad():
+        model.model.language_model.norm.weight.fill_(spec.final_norm_scale)
+        _pooling_filters(model.model.visual.patch_embed.proj.weight, spec.pool_grid)
+        for block in model.model.visual.blocks:  # pass-through blocks: the pooled colours reach the merger intact
+            for layer in (block.attn.proj, block.mlp.fc2):
+                layer.weight.zero_()
+                if layer.bias is not None:
+                    layer.bias.zero_()
+    return model
 
 
-def _warm_up(model: Any, processor: Any, rows: list[dict[str, Any]], data_dir: Path, documents: list[str]) -> float:
-    """A few deterministic steps of "pre-training": short captions of the demo images (``Describe the image.`` ->
-    ``red square.``, worded unlike the demo dataset's answers), so the merger and language model learn to look
-    at the picture, alternating with the demo text documents (ChatML conversations) so it keeps writing words and
-    closing turns; the vision tower stays as initialised. Fine-tuning then teaches the dataset's answers."""
+def _pooling_filters(weight: torch.Tensor, grid: int) -> None:
+    """Make the first filters of the patch embedding colour means over a ``grid`` x ``grid`` split of each patch.
+
+    A random patch embedding mixes colour with where in the patch the colour lies, which a tiny model cannot
+    untangle from a few dozen pictures (measured: fine-tuning then stays at chance); a pre-trained vision tower's
+    first layer has colour and layout detectors. These filters stand in for that (one per channel and sub-block);
+    the other filters are zero, and the blocks after them pass their input through unchanged.
+    """
+    out, channels, frames, height, width = weight.shape
+    step = height // grid
+    index = 0
+    for channel in range(channels):
+        for row in range(grid):
+            for col in range(grid):
+                if index >= out:
+                    return
+                weight[index].zero_()
+                cells = (slice(row * step, (row + 1) * step), slice(col * step, (col + 1) * step))
+                weight[index, channel, :, cells[0], cells[1]] = 1.0 / (frames * step * step)
+                index += 1
+    weight[index:].zero_()
+
+
+def _where(path: Path) -> str:
+    """Where the shape in a demo picture is (``At the top left.``): its bounding box centre against the middle."""
+    from PIL import Image, ImageOps
+
+    with Image.open(path) as image:
+        box = ImageOps.invert(image.convert("L")).getbbox() or (0, 0, image.width, image.height)
+        width, height = image.size
+    x, y = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+    return f"At the {'top' if y < height / 2 else 'bottom'} {'left' if x < width / 2 else 'right'}."
+
+
+def _warm_up(model: Any, processor: Any, rows: list[dict[str, Any]], data_dir: Path, documents: list[str],
+             spec: DemoVLMSpec) -> float:
+    """The spec's warm-up (see :class:`DemoVLMSpec`); returns the last loss."""
+    from engine.data.tokenize import TokenizeOptions
     from engine.multimodal.collator import MediaCollator
     from engine.multimodal.dataset import MediaContext, tokenize_media_sft
     from engine.multimodal.plugins import PLUGINS
@@ -95,32 +174,37 @@ def _warm_up(model: Any, processor: Any, rows: list[dict[str, Any]], data_dir: P
     from engine.templates import get_template
 
     images = sorted({path for row in rows for path in row["images"]})
-    examples = [{"messages": [{"role": "user", "content": "<image>Describe the image."},
-                              {"role": "assistant", "content": Path(path).stem.replace("_", " ") + "."}],
+    examples = [{"messages": [{"role": "user", "content": "<image>Where is the shape?"},
+                              {"role": "assistant", "content": _where(data_dir / path)}],
                  "system": "", "tools": "", "images": [str(data_dir / path)]} for path in images]
     context = MediaContext(PLUGINS["qwen2_vl"], processor, MediaOptions(image_max_pixels=IMAGE_MAX_PIXELS))
-    from engine.data.tokenize import TokenizeOptions
-
     columns, _ = tokenize_media_sft(examples, processor.tokenizer, get_template("qwen2_vl"),
                                     TokenizeOptions(cutoff_len=512), context)
-    features = [dict(zip(columns, values)) for values in zip(*columns.values())]
-    texts = []
-    for document in documents[:64]:
-        ids = processor.tokenizer(document, add_special_tokens=False)["input_ids"][:48]
-        texts.append({"input_ids": ids, "labels": list(ids), "mm_inputs": b"", "mm_token_type_ids": [0] * len(ids)})
+    pictures = [dict(zip(columns, values)) for values in zip(*columns.values())]
+    stream: list[int] = []
+    for document in documents:
+        stream += processor.tokenizer(document, add_special_tokens=False)["input_ids"] + [processor.tokenizer.pad_token_id]
+    block = min(spec.warmup_block, len(stream))
+    texts = [{"input_ids": stream[i:i + block], "labels": stream[i:i + block], "mm_inputs": b"",
+              "mm_token_type_ids": [0] * block} for i in range(0, len(stream) - block + 1, block)]
     collate = MediaCollator(tokenizer=processor.tokenizer)
-    for name, param in model.named_parameters():
-        param.requires_grad_(not name.startswith(("model.visual.blocks", "model.visual.patch_embed")))
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=3e-3)
+    generator = torch.Generator().manual_seed(spec.seed)
+    model.model.visual.requires_grad_(False)  # the vision tower and merger stay as made (see _pooling_filters)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=spec.warmup_lr,
+                                  weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / 10) * max(0.05, 1 - step / spec.warmup_steps))
     model.train()
-    loss = torch.tensor(0.0)
-    for step in range(WARMUP_STEPS):
-        pool = features if step % 2 == 0 else texts
-        batch = collate([pool[(step // 2 * 4 + i) % len(pool)] for i in range(4)])
-        loss = model(**batch).loss
+    loss = torch.tensor(float("nan"))
+    for step in range(spec.warmup_steps):
+        pool = pictures if step % 2 else texts
+        picks = torch.randint(len(pool), (spec.warmup_batch,), generator=generator).tolist()
+        loss = model(**collate([pool[i] for i in picks])).loss
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        optimizer.zero_grad()
+        schedule.step()
+        optimizer.zero_grad(set_to_none=True)
     model.eval()
     model.requires_grad_(True)
     return float(loss.detach())
@@ -133,11 +217,11 @@ def _stamp(data_dir: Path) -> dict[str, Any]:
     for row in _rows(data_dir):
         for path in row["images"]:
             digest.update((data_dir / path).read_bytes())
-    return {"version": DEMO_VLM_VERSION, "data_sha256": digest.hexdigest(), "torch": torch.__version__.split("+")[0],
+    return {"version": DEMO_VLM_VERSION, "spec": asdict(SPEC), "data_sha256": digest.hexdigest(), "torch": torch.__version__.split("+")[0],
             "transformers": transformers.__version__}
 
 
-def build_demo_vlm(target_dir: str | Path, data_dir: str | Path | None = None) -> Path:
+def build_demo_vlm(target_dir: str | Path, data_dir: str | Path | None = None, spec: DemoVLMSpec | None = None) -> Path:
     """Build the demo VLM into ``target_dir``: model, processor (image processor + tokenizer), chat template."""
     from transformers import GenerationConfig, Qwen2VLImageProcessorPil, Qwen2VLProcessor
 
@@ -145,6 +229,7 @@ def build_demo_vlm(target_dir: str | Path, data_dir: str | Path | None = None) -
     from engine.templates import get_template
 
     started = time.perf_counter()
+    spec = spec or SPEC
     folder = Path(data_dir).expanduser() if data_dir else demo_data_dir()
     rows = _rows(folder)
     corpus, documents = load_demo_texts(folder)
@@ -153,8 +238,8 @@ def build_demo_vlm(target_dir: str | Path, data_dir: str | Path | None = None) -
     image_processor = Qwen2VLImageProcessorPil(min_pixels=IMAGE_MIN_PIXELS, max_pixels=IMAGE_MAX_PIXELS)
     processor = build_processor(Qwen2VLProcessor, {"image_processor": image_processor, "tokenizer": tokenizer})
     with torch.random.fork_rng(devices=[]):
-        model = _model(tokenizer)
-        loss = _warm_up(model, processor, rows, folder, documents)
+        model = _model(tokenizer, spec)
+        loss = _warm_up(model, processor, rows, folder, documents, spec)
     stop = tokenizer.convert_tokens_to_ids("<|im_end|>")
     model.generation_config = GenerationConfig(eos_token_id=[stop], pad_token_id=tokenizer.pad_token_id,
                                                max_new_tokens=32)

@@ -14,7 +14,7 @@ from typing import Any
 
 import gradio as gr
 
-from app import chat_workers, forms
+from app import chat_media, chat_workers, forms
 from app.chat_client import ChatError, merge_streams, parse_tools, stream_chat
 from app.context import Board
 from app.i18n import L, t
@@ -37,7 +37,7 @@ class ChatTab:
     tools: gr.Code
     chatbot: gr.Chatbot
     chatbot_base: gr.Chatbot
-    message: gr.Textbox
+    message: gr.MultimodalTextbox
     as_tool: gr.Checkbox
     send_btn: gr.Button
     stop_btn: gr.Button
@@ -53,15 +53,18 @@ def build(board: Board) -> ChatTab:
     fields: dict[str, Any] = {}
     with gr.Row(equal_height=True):
         compare = gr.Checkbox(label=L("chat_compare"), info=L("chat_compare_info"), value=False, scale=2)
-        load_btn = gr.Button(L("chat_load"), variant="primary", scale=1)
+        load_btn = gr.Button(L("chat_load"), variant="primary", scale=1, elem_id="lf-chat-load")
         unload_btn = gr.Button(L("chat_unload"), variant="stop", scale=1)
-    status = gr.Markdown(L("chat_not_loaded"))
+    status = gr.Markdown(L("chat_not_loaded"), elem_id="lf-chat-status")
     with gr.Row():
         with gr.Column(scale=3):
             with gr.Row():
-                chatbot = gr.Chatbot(label=L("chat_finetuned"), height=460, buttons=["copy"], scale=1)
+                chatbot = gr.Chatbot(label=L("chat_finetuned"), height=460, buttons=["copy"], scale=1,
+                                     elem_id="lf-chatbot")
                 chatbot_base = gr.Chatbot(label=L("chat_base"), height=460, visible=False, buttons=["copy"], scale=1)
-            message = gr.Textbox(label=L("chat_message"), placeholder=L("chat_placeholder"), lines=1, max_lines=8)
+            message = gr.MultimodalTextbox(label=L("chat_message"), placeholder=L("chat_placeholder"), lines=1,
+                                           max_lines=8, file_types=["image", "video", "audio"],
+                                           file_count="multiple", sources=["upload"], elem_id="lf-chat-message")
             with gr.Row():
                 as_tool = gr.Checkbox(label=L("chat_as_tool"), value=False, scale=2)
                 send_btn = gr.Button(L("chat_send"), variant="primary", scale=1)
@@ -137,7 +140,8 @@ def start_servers(
 
 
 def openai_messages(convo: list[dict[str, Any]], system: str) -> list[dict[str, Any]]:
-    return ([{"role": "system", "content": system}] if system and system.strip() else []) + list(convo)
+    system_turn = [{"role": "system", "content": system}] if system and system.strip() else []
+    return chat_media.for_server(system_turn + list(convo))
 
 
 def to_chatbot(convo: list[dict[str, Any]], lang: str) -> list[dict[str, Any]]:
@@ -156,8 +160,31 @@ def to_chatbot(convo: list[dict[str, Any]], lang: str) -> list[dict[str, Any]]:
                 {"role": "assistant", "content": "\n".join(calls), "metadata": {"title": t(lang, "chat_tool_call")}}
             )
         else:
-            shown.append({"role": msg["role"], "content": msg.get("content") or ""})
+            shown.extend(chat_media.shown(msg))
     return shown
+
+
+def refusal_text(err: chat_media.UploadRefused, lang: str) -> str:
+    """The translated message of a refused upload (media kinds in the page's language)."""
+    params = dict(err.params)
+    if "kind" in params:
+        params["kind"] = t(lang, f"preview_{params['kind']}")
+    if "takes" in params:
+        params["takes"] = ", ".join(t(lang, f"preview_{k}") for k in params["takes"]) or t(lang, "chat_text_only")
+    if err.key == "chat_upload_too_large":
+        return t(lang, "chat_upload_too_large", **params)
+    if err.key == "chat_upload_unknown_type":
+        return t(lang, "chat_upload_unknown_type", **params)
+    if err.key == "chat_media_refused":
+        return t(lang, "chat_media_refused", **params)
+    return t(lang, "chat_upload_not_allowed", **params)
+
+
+def upload_folder() -> str:
+    """Gradio's folder for uploaded files: the only place a chat upload may come from."""
+    from gradio.utils import get_upload_folder
+
+    return get_upload_folder()
 
 
 def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
@@ -210,13 +237,21 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
 
     tab.unload_btn.click(on_unload, [tab.servers, top.lang], [tab.status, tab.servers], **private)
 
-    def on_send(text, as_tool, convo, convo_base, system, tools_text, servers, lang, *values):
-        if not text or not text.strip():
+    def on_send(message, as_tool, convo, convo_base, system, tools_text, servers, lang, *values):
+        message = message if isinstance(message, dict) else {"text": message or "", "files": []}
+        text, files = str(message.get("text") or ""), list(message.get("files") or [])
+        if not text.strip() and not files:
             yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
             return
         live = live_servers(board, servers)
         if "main" not in live or not live["main"].get("ready"):
             yield (gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), t(lang, "chat_not_ready"))
+            return
+        try:
+            takes = chat_media.model_media(board, live["main"]["id"]) if files else ()
+            uploads = chat_media.checked_uploads(files, takes, board.max_upload_mb, upload_folder())
+        except chat_media.UploadRefused as err:
+            yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), refusal_text(err, lang)
             return
         try:
             tools = parse_tools(tools_text)
@@ -231,7 +266,7 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             "max_tokens": sampling.get("max_new_tokens"),
             "repetition_penalty": sampling.get("repetition_penalty"),
         }
-        user = {"role": "tool" if as_tool else "user", "content": text}
+        user = {"role": "tool" if as_tool and not uploads else "user", "content": chat_media.user_content(text, uploads)}
         convos = {"main": [*convo, user], "base": [*convo_base, user]}
         sides = [s for s in SIDES if s in live and live[s].get("ready")]
         replies = {s: {"role": "assistant", "content": ""} for s in sides}
@@ -245,7 +280,7 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         def frame(note: str | None = None):
             full = {s: convos[s] + ([replies[s]] if s in replies else []) for s in SIDES}
             return (
-                "",
+                {"text": "", "files": []},
                 to_chatbot(full["main"], lang),
                 to_chatbot(full["base"], lang),
                 full["main"],

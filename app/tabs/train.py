@@ -403,7 +403,8 @@ def preview_data(board: Board, mapping: dict[str, Any], lang: str) -> tuple[str,
         summary += " " + t(
             lang, "preview_lengths", min=min(lengths), max=max(lengths), mean=round(sum(lengths) / len(lengths), 1)
         )
-    labels = {name: t(lang, f"preview_{name}") for name in ("trained", "masked", "chosen", "rejected", "kto_tag")}
+    labels = {name: t(lang, f"preview_{name}")
+              for name in ("trained", "masked", "chosen", "rejected", "kto_tag", *dataset_preview.MEDIA_LABELS)}
     rows = dataset_preview.render_rows(result, labels)
     hist = progress_view.typed_frame(
         [{"tokens": a, "rows": n} for a, n in dataset_preview.histogram(lengths)], HIST_TYPES
@@ -449,7 +450,9 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
 
     def on_preview(*values):
         *values, lang = values
-        return preview_data(board, mapping_of(tab.keys, list(values)), lang)
+        summary, rows, hist = preview_data(board, mapping_of(tab.keys, list(values)), lang)
+        # the chart's axis titles are plain text in the page's language (an I18n title would show as raw JSON)
+        return summary, rows, gr.update(value=hist, x_title=t(lang, "axis_tokens"), y_title=t(lang, "axis_rows"))
 
     tab.upload_btn.click(
         on_upload,

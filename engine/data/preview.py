@@ -56,12 +56,16 @@ def example_length(example: dict, stage: str, template: Any, tokenizer: Any) -> 
     return sum(len(p) + len(r) for p, r in pairs)
 
 
-def preview_dataset(data_args: Any, stage: str, tokenizer: Any, template: Any, n: int = 5) -> dict[str, Any]:
+def preview_dataset(data_args: Any, stage: str, tokenizer: Any, template: Any, n: int = 5,
+                    media: Any = None) -> dict[str, Any]:
     """What the board shows for a dataset choice.
 
     Returns:
         ``rows``: the first ``n`` examples as ``{"spans": [(text, trained), ...]}`` (plus ``rejected_spans`` for
-        preference data and ``kto_tag`` for kto); ``lengths``: token lengths of up to 2000 examples (for a
+        preference data and ``kto_tag`` for kto, and ``media`` for rows with images, videos or audio: thumbnails,
+        frame counts and soft-token counts through ``media``, the model's
+        :class:`engine.multimodal.dataset.MediaContext`, see :func:`engine.multimodal.preview.media_preview`);
+        ``lengths``: token lengths of up to 2000 examples (for a
         histogram); ``over_cutoff``: how many of those exceed ``cutoff_len``; ``num_examples``; ``cutoff_len``;
         ``sampled``: whether lengths cover only a sample.
 
@@ -76,6 +80,15 @@ def preview_dataset(data_args: Any, stage: str, tokenizer: Any, template: Any, n
     mask_history = bool(getattr(data_args, "mask_history", False))
     rows = [example_spans(example, stage, template, tokenizer, train_on_prompt, mask_history)
             for example in examples[:n]]
+    if any(any(example.get(kind) for kind in ("images", "videos", "audios")) for example in examples[:n]):
+        from engine.multimodal.preview import media_preview
+        from engine.multimodal.processor import MediaOptions
+
+        options = MediaOptions.from_data_args(data_args)
+        for row, example in zip(rows, examples[:n]):
+            shown = media_preview(example, media, options)
+            if shown is not None:
+                row["media"] = shown
     sample = examples[:_LENGTH_SAMPLE]
     lengths = [example_length(example, stage, template, tokenizer) for example in sample]
     cutoff = int(data_args.cutoff_len)

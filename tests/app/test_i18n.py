@@ -71,6 +71,7 @@ def test_every_key_used_in_the_app_exists():
     missing = sorted(k for k in literal if k not in en)
     assert not missing, f"keys used in app/ but missing from locales/en.json: {missing}"
     # keys composed at run time: each prefix with every suffix the code can produce
+    from app.dataset_preview import MEDIA_LABELS
     from app.progress_view import STAGES
     from app.tabs.evaluate import METRIC_COLUMNS, PREDICTION_COLUMNS
     from app.tabs.runs import COLUMNS
@@ -82,7 +83,7 @@ def test_every_key_used_in_the_app_exists():
         "abort_": ["cancelled", "stopping", "finished"],
         "col_": [*COLUMNS, *METRIC_COLUMNS, *PREDICTION_COLUMNS],
         "stage_": STAGES,
-        "preview_": ["trained", "masked", "chosen", "rejected", "kto_tag"],
+        "preview_": ["trained", "masked", "chosen", "rejected", "kto_tag", *MEDIA_LABELS],
         "f_": list(all_keys()),
         "h_": list(all_keys()),
     }

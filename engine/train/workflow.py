@@ -100,6 +100,20 @@ def describe_resume(cfg: RunConfig) -> str | None:
     return line + "."
 
 
+def _save_processor_files(cfg: RunConfig, out: Path) -> None:
+    """A vision-language model's processor files beside the trained weights, so the output folder (a full or
+    freeze fine-tune) loads for chat and in plain transformers like the base model; nothing for text models."""
+    from engine.models.loader import resolve_model_path
+    from engine.multimodal.processor import copy_processor_files
+
+    try:
+        source = resolve_model_path(cfg.model.model_name_or_path, cfg.model.cache_dir, cfg.model.model_revision)
+    except Exception as err:  # the model loaded, so this is unexpected; the weights are saved already
+        logger.warning("Processor files not copied to %s: %s", out, err)
+        return
+    copy_processor_files(source, out)
+
+
 def save_provenance(cfg: RunConfig, folder: Path) -> None:
     """House rule: the resolved config and package versions sit beside every adapter and checkpoint."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -188,6 +202,7 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
         trainer.save_model()
         save_pissa_converted(trainer.model, out)
         tokenizer.save_pretrained(out)
+        _save_processor_files(cfg, out)
         trainer.save_state()
         save_provenance(cfg, out)
         for ckpt in out.glob("checkpoint-*"):

@@ -74,6 +74,13 @@ def test_tiny_vlm_learns_from_images(models, tmp_path):
     assert main(["train", str(config)]) == 0
     losses = _losses(tmp_path / "out")
     assert len(losses) == 8 and losses[-1] < losses[0] - 0.3
+    # the fully fine-tuned folder carries the processor, so it loads on its own like the base model
+    from engine.config import build_config
+    from engine.multimodal.processor import load_media_processor
+
+    assert (tmp_path / "out" / "processor_config.json").is_file()
+    trained = build_config({"model_name_or_path": str(tmp_path / "out")}).model
+    assert load_media_processor(trained).image_processor is not None
     # media were processed once and cached with the rows
     from datasets import load_from_disk
 

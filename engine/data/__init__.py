@@ -98,6 +98,14 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
             loaded.media = media
         return loaded
     template = configured_template(cfg, template)
+    key = None
+    if cached is None and media is None:  # a second run with the same data and settings skips tokenization
+        from engine.data.cache import cache_key, load_entry
+
+        key = cache_key(cfg, tokenizer, template)
+        hit = load_entry(key) if key and not data.overwrite_cache else None
+        if hit is not None:
+            return hit
     packing = bool(data.packing or data.neat_packing) and stage in ("pt", "sft")
     opts = TokenizeOptions(cutoff_len=data.cutoff_len, train_on_prompt=data.train_on_prompt,
                            mask_history=data.mask_history, packing=packing,
@@ -127,6 +135,10 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
                                                        bundle.media, data.preprocessing_num_workers)
     if cached is not None:
         _save_tokenized(bundle, cached)
+    elif key and bundle.media is None:
+        from engine.data.cache import save_entry
+
+        save_entry(key, bundle)
     return bundle
 
 

@@ -47,7 +47,8 @@ def build_reference_model(data_file: Path, target: Path) -> Path:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    if (target / "model.safetensors").is_file() and "chat_template" in (target / "tokenizer_config.json").read_text():
+    if (target / "model.safetensors").is_file() and (
+            (target / "chat_template.jinja").is_file() or "chat_template" in (target / "tokenizer_config.json").read_text()):
         return target
     rows = json.loads(data_file.read_text(encoding="utf-8"))
     texts = [" ".join(str(r.get(k, "")) for k in ("instruction", "input", "output")) for r in rows]

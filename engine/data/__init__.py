@@ -59,10 +59,10 @@ def _tokenized(examples: list[dict], stage: str, tokenizer: Any, template: Any, 
         from engine.multimodal.dataset import tokenize_media_sft
 
         columns, stats = tokenize_media_sft(examples, tokenizer, template, opts, media)
-    else:
-        from engine.data.parallel import tokenize_parallel
+    else:  # chunks straight into a memory-mapped Arrow file: no Python lists of the whole set
+        from engine.data.stream import tokenize_to_arrow
 
-        columns, stats, _ = tokenize_parallel(examples, stage, tokenizer, template, opts, workers)
+        dataset, stats = tokenize_to_arrow(examples, stage, tokenizer, template, opts, workers)
     if not stats["kept"]:
         raise DatasetError(
             f"All {stats['rows']} {split} examples were dropped: after cutting to cutoff_len={opts.cutoff_len} "
@@ -75,7 +75,7 @@ def _tokenized(examples: list[dict], stage: str, tokenizer: Any, template: Any, 
         logger.warning("%d of %d %s rows were cut to cutoff_len=%d, so part of their text is not trained on; raise "
                        "cutoff_len to keep whole examples.", stats["truncated"], stats["rows"], split,
                        opts.cutoff_len)
-    return _to_dataset(columns), stats
+    return (_to_dataset(columns) if media is not None else dataset), stats
 
 
 def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> DatasetBundle:

@@ -150,6 +150,7 @@ def main() -> int:
         ("/run_status poll, median", f"{statistics.median(polls) * 1000:.0f} ms", "< 1 s"),
         ("History render, first", f"{hist['first'] * 1000:.0f} ms ({hist['rows']:,} rows)", "< 1 s"),
         ("History render, again", f"{hist['again'] * 1000:.0f} ms", "< 1 s"),
+        ("History process peak RSS", f"{hist['rss_mb']:.0f} MB", "flat in the number of runs"),
         ("board RSS after the calls", f"{memory.get('VmRSS', 0)} MB (peak {memory.get('VmHWM', 0)} MB)",
          "<= 300 MB"),
         ("torch/transformers in the board", ", ".join(heavy) or "none loaded", "none"),

@@ -184,11 +184,59 @@ class RunMonitor:
             return {"loss": list(self.loss), "eval_loss": list(self.eval_loss), "lr": list(self.lr)}
 
 
+_FINAL_LOSS: dict[str, tuple[tuple[int, int, int], float | None]] = {}
+TAIL_BYTES = 64 * 1024
+
+
+def _is_loss_event(event: Any) -> bool:
+    return (isinstance(event, dict) and event.get("event") == "log" and "train_loss" not in event
+            and isinstance(event.get("loss"), (int, float)))
+
+
 def final_loss(folder: Path) -> float | None:
-    """The last logged training loss of a finished run, read once (for the history table)."""
-    reader = EventReader(Path(folder) / "events.jsonl")
+    """The last logged training loss of a run (for the history table).
+
+    Read from the end of events.jsonl (the last 64 KB, the whole file only when no loss is there), and remembered
+    until the file changes: a History page over a thousand finished runs neither re-reads their logs on every
+    refresh nor keeps a monitor per run in memory.
+    """
+    path = Path(folder) / "events.jsonl"
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+    hit = _FINAL_LOSS.get(str(path))
+    if hit and hit[0] == stamp:
+        return hit[1]
+    loss = _tail_loss(path, st.st_size)
+    _FINAL_LOSS[str(path)] = (stamp, loss)
+    return loss
+
+
+def _tail_loss(path: Path, size: int) -> float | None:
+    import json
+
+    try:
+        with path.open("rb") as fh:
+            fh.seek(max(0, size - TAIL_BYTES))
+            tail = fh.read()
+    except OSError:
+        return None
+    lines = tail.split(b"\n")
+    if size > TAIL_BYTES:
+        lines = lines[1:]  # the first line may be cut
+    for line in reversed(lines):
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if _is_loss_event(event):
+            return float(event["loss"])
+    if size <= TAIL_BYTES:
+        return None
     loss = None
-    for event in reader.read_new():
-        if event.get("event") == "log" and "train_loss" not in event and isinstance(event.get("loss"), (int, float)):
+    for event in EventReader(path).read_new():
+        if _is_loss_event(event):
             loss = float(event["loss"])
     return loss

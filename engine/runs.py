@@ -7,6 +7,7 @@ beside the job's outputs. Readers follow files incrementally by byte offset.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import secrets
@@ -71,6 +72,34 @@ def read_json(path: Path) -> dict[str, Any]:
         return {}
 
 
+_JSON_CACHE: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}
+_JSON_CACHE_LOCK = threading.Lock()
+
+
+def read_json_cached(path: Path) -> dict[str, Any]:
+    """``read_json``, parsed again only when the file changed (its inode, size or mtime; writers replace it
+    atomically, so a new version is a new inode). Returns a private copy. A board with a thousand runs lists them
+    without a thousand parses per page poll."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        with _JSON_CACHE_LOCK:
+            _JSON_CACHE.pop(str(path), None)  # a deleted run leaves no entry behind
+        return {}
+    stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+    key = str(path)
+    with _JSON_CACHE_LOCK:
+        hit = _JSON_CACHE.get(key)
+    if hit is None or hit[0] != stamp:
+        data = read_json(path)
+        if not data:
+            return data
+        hit = (stamp, data)
+        with _JSON_CACHE_LOCK:
+            _JSON_CACHE[key] = hit
+    return copy.deepcopy(hit[1])  # callers may change what they get
+
+
 def pid_alive(pid: int | None) -> bool:
     """Whether a process with this pid exists (zombies count as dead)."""
     if not pid:
@@ -121,7 +150,7 @@ class RunFolder:
         return self.run_path.is_file()
 
     def info(self) -> dict[str, Any]:
-        return read_json(self.run_path)
+        return read_json_cached(self.run_path)
 
     def update(self, **fields: Any) -> dict[str, Any]:
         """Merge fields into run.json (atomic replace)."""

@@ -10,6 +10,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("WANDB_DISABLED", "true")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+# No tokenized-data cache unless a test asks for one (tests that count tokenizer calls or workers stay exact).
+os.environ.setdefault("LF_ENGINE_CACHE", "off")
 # The demo model is built once per test session into a private folder (never the user's cache).
 os.environ.setdefault("LF_BOARD_HOME", str(Path(tempfile.gettempdir()) / f"lfboard-test-home-{os.getuid()}"))
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gradio as gr
+import yaml
 
 from app import chat_media, chat_workers, forms
 from app.chat_client import ChatError, merge_streams, parse_tools, stream_chat
@@ -111,21 +112,61 @@ def live_servers(board: Board, servers: dict[str, str] | None) -> dict[str, dict
     return out
 
 
-def unload(board: Board, servers: dict[str, str] | None) -> list[str]:
+def unload(board: Board, servers: dict[str, str] | None, keep: Any = ()) -> list[str]:
     """Stop this page's chat servers and any other live one of the workspace (say, left by an earlier board or
-    another tab): Unload always frees the memory. Returns the run ids signalled."""
-    return chat_workers.stop_all(board, servers)
+    another tab), except the run ids in ``keep``: Unload always frees the memory. Returns the run ids signalled."""
+    return chat_workers.stop_all(board, servers, keep=keep)
 
 
-def start_servers(
-    board: Board, top: forms.TopValues, sampling: dict[str, Any], compare: bool
-) -> tuple[dict[str, str], list[str]]:
-    """Validate and start the server(s); returns ({side: run id}, problems)."""
+PER_REQUEST = ("temperature", "top_p", "top_k", "max_new_tokens", "repetition_penalty")
+"""Sampling settings every message sends along (see on_send): a worker need not restart when only they change."""
+
+
+def plan_servers(top: forms.TopValues, sampling: dict[str, Any], compare: bool) -> dict[str, dict[str, Any]]:
+    """{side: the chat server's mapping} for a Load."""
     plans = {"main": forms.chat_mapping(top, sampling, with_adapter=True)}
     if compare:
         plans["base"] = forms.chat_mapping(top, sampling, with_adapter=False)
-    servers, problems = {}, []
+    return plans
+
+
+def _identity(mapping: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in mapping.items() if k not in PER_REQUEST and k != "output_dir"}
+
+
+def reusable_servers(board: Board, servers: dict[str, str] | None, plans: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """{side: run id} of this page's ready workers that already serve what ``plans`` asks for (same model, adapter,
+    template and server settings): a second Load of the same model and adapter keeps them instead of loading again."""
+    keep = {}
+    for side, run_id in (servers or {}).items():
+        if side not in plans:
+            continue
+        try:
+            status = board.jobs.status(run_id)
+        except JobError:
+            continue
+        if status["status"] != "running" or not status.get("ready") or not status.get("port"):
+            continue
+        checked = forms.validate(plans[side], "api")
+        folder = board.jobs.folder(run_id)
+        try:
+            have = yaml.safe_load(folder.config_path.read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError):
+            continue
+        if checked.ok and _identity(forms.resolved_mapping(checked.config, folder.path)) == _identity(have):
+            keep[side] = run_id
+    return keep
+
+
+def start_servers(
+    board: Board, top: forms.TopValues, sampling: dict[str, Any], compare: bool, reuse: dict[str, str] | None = None
+) -> tuple[dict[str, str], list[str]]:
+    """Validate and start the server(s), keeping the sides in ``reuse``; returns ({side: run id}, problems)."""
+    plans = plan_servers(top, sampling, compare)
+    servers, problems = dict(reuse or {}), []
     for side, mapping in plans.items():
+        if side in servers:
+            continue
         checked = forms.validate(mapping, "api")
         if not checked.ok:
             problems += checked.problems
@@ -191,12 +232,15 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     private = {"api_visibility": "private"}
 
     def on_load(model, ft, checkpoint, template, compare, servers, lang, *values):
-        unload(board, servers)
         top_vals = top_values(model, ft, checkpoint, template)
         if compare and not top_vals.checkpoint:
+            unload(board, servers)
             yield t(lang, "chat_compare_needs_checkpoint"), {}, gr.update(visible=False)
             return
-        started, problems = start_servers(board, top_vals, collect(tab.keys, list(values)), compare)
+        sampling = collect(tab.keys, list(values))
+        keep = reusable_servers(board, servers, plan_servers(top_vals, sampling, compare))
+        unload(board, servers, keep=set(keep.values()))  # the same model and adapter again: its worker stays
+        started, problems = start_servers(board, top_vals, sampling, compare, reuse=keep)
         if problems:
             unload(board, started)
             yield t(lang, "train_problems") + "\n" + "\n".join(f"- {p}" for p in problems), {}, gr.skip()

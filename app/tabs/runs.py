@@ -14,9 +14,10 @@ from app import forms, history, reward_view
 from app.context import Board
 from app.i18n import L, t
 from app.jobs import JobError
+from app.monitor import final_loss
 from app.progress_view import typed_frame
 from app.tabs.train import abort_message
-from engine.runs import RunFolder
+from engine.runs import FINAL_STATUSES, RunFolder
 
 COLUMNS = ["id", "kind", "status", "queue", "stage", "model", "dataset", "started", "duration", "final_loss"]
 
@@ -116,14 +117,18 @@ def build(board: Board) -> RunsTab:
 def table_frame(board: Board, lang: str) -> tuple[pd.DataFrame, list[str]]:
     """The runs table (translated headers and statuses) and the run ids for the picker."""
 
+    runs = [info for info in board.jobs.list() if history.shown_in_history(info)]
+    finished = {info["id"] for info in runs if info.get("status") in FINAL_STATUSES}
+
     def last_loss(run_id: str) -> float | None:
+        if run_id in finished:  # no live monitor per finished run: its log's tail, remembered until it changes
+            return final_loss(board.jobs.runs_dir / run_id)
         try:
             points = board.jobs.monitor(run_id).curves()["loss"]
         except JobError:
             return None
         return points[-1][1] if points else None
 
-    runs = [info for info in board.jobs.list() if history.shown_in_history(info)]
     rows = history.summaries(runs, board.jobs.runs_dir, last_loss)
     for row in rows:
         row["status"] = t(lang, "status_" + row["status"]) if row["status"] else ""

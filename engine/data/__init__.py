@@ -63,10 +63,10 @@ def _tokenized(examples: list[dict], stage: str, tokenizer: Any, template: Any, 
         from engine.multimodal.dataset import tokenize_media_sft
 
         columns, stats = tokenize_media_sft(examples, tokenizer, template, opts, media)
-    else:
-        from engine.data.parallel import tokenize_parallel
+    else:  # chunks straight into a memory-mapped Arrow file: no Python lists of the whole set
+        from engine.data.stream import tokenize_to_arrow
 
-        columns, stats, _ = tokenize_parallel(examples, stage, tokenizer, template, opts, workers)
+        dataset, stats = tokenize_to_arrow(examples, stage, tokenizer, template, opts, workers)
     if not stats["kept"]:
         raise DatasetError(
             f"All {stats['rows']} {split} examples were dropped: after cutting to cutoff_len={opts.cutoff_len} "
@@ -79,7 +79,7 @@ def _tokenized(examples: list[dict], stage: str, tokenizer: Any, template: Any, 
         logger.warning("%d of %d %s rows were cut to cutoff_len=%d, so part of their text is not trained on; raise "
                        "cutoff_len to keep whole examples.", stats["truncated"], stats["rows"], split,
                        opts.cutoff_len)
-    return _to_dataset(columns), stats
+    return (_to_dataset(columns) if media is not None else dataset), stats
 
 
 def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> DatasetBundle:
@@ -102,6 +102,14 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
             loaded.media = media
         return loaded
     template = configured_template(cfg, template)
+    key = None
+    if cached is None and media is None:  # a second run with the same data and settings skips tokenization
+        from engine.data.cache import cache_key, load_entry
+
+        key = cache_key(cfg, tokenizer, template)
+        hit = load_entry(key) if key and not data.overwrite_cache else None
+        if hit is not None:
+            return hit
     packing = bool(data.packing or data.neat_packing) and stage in ("pt", "sft")
     opts = TokenizeOptions(cutoff_len=data.cutoff_len, train_on_prompt=data.train_on_prompt,
                            mask_history=data.mask_history, packing=packing,
@@ -131,6 +139,10 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
                                                        bundle.media, data.preprocessing_num_workers)
     if cached is not None:
         _save_tokenized(bundle, cached)
+    elif key and bundle.media is None:
+        from engine.data.cache import save_entry
+
+        save_entry(key, bundle)
     return bundle
 
 

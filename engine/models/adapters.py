@@ -292,6 +292,11 @@ def setup_lora(model: nn.Module, model_args: Any, finetuning_args: Any, composit
                                  pissa_iter=pissa_iter)
         model = get_peft_model(model, config)
         logger.info("%s rank %s on %s.", config.peft_type.value, config.r, ", ".join(sorted(config.target_modules)))
+    from engine.models.lora_fused import use_fused_lora
+    from engine.models.token_rows import use_sparse_token_rows
+
+    use_sparse_token_rows(model)  # trained token rows without rebuilding the full matrices on every forward
+    use_fused_lora(model)  # one autograd node per LoRA linear, adds fused into the matmuls
     return model
 
 

@@ -1,0 +1,93 @@
+"""Tokenize in chunks straight into an Arrow file, so the tokenized set is never held as Python lists.
+
+A tokenized row held as Python lists of ints costs about 8-9 times its Arrow size (an int object per token and a
+pointer to it); on 100,000 rows that is the bulk of the process's memory. Here rows are tokenized ``chunk_rows``
+at a time (in ``preprocessing_num_workers`` forked processes, one persistent pool, chunks handed out in order), each
+chunk is appended to an Arrow file as soon as it is done, and the result is a ``datasets.Dataset`` memory-mapped
+from that file. The rows and the stats equal the all-at-once tokenization (``engine.data.parallel``).
+
+Pre-training blocks and packing join rows across the whole set, so they keep the all-at-once path.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import multiprocessing
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from engine.data import parallel
+from engine.data.tokenize import TokenizeOptions, tokenize_examples
+
+logger = logging.getLogger(__name__)
+
+CHUNK_ROWS = 2000
+_SCRATCH: list[Path] = []
+
+
+def _scratch_dir() -> Path:
+    """A folder for this process's Arrow files, removed when the process ends."""
+    if not _SCRATCH:
+        folder = Path(tempfile.mkdtemp(prefix="lf-engine-tokenized-"))
+        _SCRATCH.append(folder)
+        atexit.register(shutil.rmtree, folder, True)
+    return _SCRATCH[0]
+
+
+def _chunks(total: int, size: int) -> list[tuple[int, int]]:
+    return [(start, min(start + size, total)) for start in range(0, total, size)]
+
+
+def _add_stats(total: dict[str, int], part: dict[str, int]) -> None:
+    for key, value in part.items():
+        total[key] = total.get(key, 0) + value
+
+
+def tokenize_to_arrow(examples: list[dict], stage: str, tokenizer: Any, template: Any, opts: TokenizeOptions,
+                      workers: int | None = None, chunk_rows: int = CHUNK_ROWS) -> tuple[Any, dict[str, int]]:
+    """(memory-mapped ``datasets.Dataset``, stats) of ``examples`` tokenized for ``stage``."""
+    from datasets import Dataset
+    from datasets.arrow_writer import ArrowWriter
+
+    joined = stage == "pt" or (opts.packing and stage == "sft")
+    if joined or len(examples) <= chunk_rows:  # one chunk: nothing to stream
+        columns, stats, _ = parallel.tokenize_parallel(examples, stage, tokenizer, template, opts, workers)
+        return Dataset.from_dict(columns), stats
+    bounds = _chunks(len(examples), chunk_rows)
+    use_pool = bool(workers and workers > 1 and len(examples) > 1
+                    and "fork" in multiprocessing.get_all_start_methods())
+    if use_pool and len(bounds) < workers:  # at least one chunk per worker
+        bounds = parallel.shard_bounds(len(examples), workers)
+    path = Path(tempfile.mkstemp(suffix=".arrow", dir=_scratch_dir())[1])
+    stats: dict[str, int] = {}
+    writer = ArrowWriter(path=str(path))
+    try:
+        if use_pool:
+            parallel._JOB.update(examples=examples, stage=stage, tokenizer=tokenizer, template=template, opts=opts)
+            try:
+                with multiprocessing.get_context("fork").Pool(min(workers, len(bounds))) as pool:
+                    for columns, part, _ in pool.imap(parallel._work, bounds):
+                        _write(writer, columns)
+                        _add_stats(stats, part)
+            finally:
+                parallel._JOB.clear()
+            logger.info("Tokenized %d rows in %d processes.", len(examples), min(workers, len(bounds)))
+        else:
+            for start, end in bounds:
+                columns, part = tokenize_examples(examples[start:end], stage, tokenizer, template, opts)
+                _write(writer, columns)
+                _add_stats(stats, part)
+        if not stats.get("kept"):  # nothing written: the caller reports that all rows were dropped
+            return Dataset.from_dict({}), stats
+        writer.finalize()
+    finally:
+        writer.close()
+    return Dataset.from_file(str(path)), stats
+
+
+def _write(writer: Any, columns: dict[str, list]) -> None:
+    if columns and len(next(iter(columns.values()))):
+        writer.write_batch(columns)

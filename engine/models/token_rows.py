@@ -1,0 +1,113 @@
+"""Trained token rows without rebuilding the whole embedding and output matrices.
+
+When a template adds special tokens, LoRA training trains only those tokens' rows of the input embedding and the
+output head, through PEFT's trainable-token layers (``trainable_token_indices``). PEFT's forward writes the trained
+rows into a full copy of the matrix on every call (``W.index_copy``) and then uses that copy: for the output head
+autograd then computes the gradient of the whole ``vocab x hidden`` matrix (a matmul as large as the head itself)
+only to keep the few trained rows of it, and both layers copy the full matrix forward and back.
+
+:func:`use_sparse_token_rows` gives each such layer a forward that touches only the new rows, with the same result:
+
+- embedding: look up the frozen matrix, then put the trained rows in at the positions holding a new token;
+- output head: ``hidden @ W.T`` with the frozen matrix, then the new tokens' columns replaced by
+  ``hidden @ delta.T``.
+
+The modules, parameters and state dict stay PEFT's own, so the saved adapter is a standard PEFT adapter (plain
+``PeftModel.from_pretrained`` loads it and gives the same logits). Layers that are merged, disabled, serve several
+active adapters at once, or wrap anything but a plain ``nn.Embedding`` / bias-free ``nn.Linear`` keep PEFT's forward.
+"""
+
+from __future__ import annotations
+
+import logging
+import types
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+logger = logging.getLogger(__name__)
+
+_FLAG = "_lf_sparse_token_rows"
+
+
+def _rows(layer: Any, adapter: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(delta rows, their token ids as a tensor on the delta's device), cached per adapter."""
+    delta = layer.trainable_tokens_delta[adapter]
+    cache = layer.__dict__.setdefault("_lf_index_cache", {})
+    key = (adapter, delta.device)
+    if key not in cache:
+        cache[key] = torch.tensor(layer.token_indices[adapter], dtype=torch.long, device=delta.device)
+    return delta, cache[key]
+
+
+def _slots(layer: Any, adapter: str, index: torch.Tensor, rows: int) -> torch.Tensor:
+    """A ``rows``-long table: the delta row of each token id, -1 for ids that are not trained."""
+    cache = layer.__dict__.setdefault("_lf_slot_cache", {})
+    key = (adapter, index.device, rows)
+    if key not in cache:
+        table = torch.full((rows,), -1, dtype=torch.long, device=index.device)
+        table[index] = torch.arange(index.numel(), device=index.device)
+        cache[key] = table
+    return cache[key]
+
+
+def sparse_embedding(layer: Any, x: torch.Tensor, adapter: str) -> torch.Tensor:
+    """``F.embedding(x, W with the trained rows)`` without building that matrix."""
+    base = layer.get_base_layer()
+    out = F.embedding(x, base.weight, padding_idx=base.padding_idx, max_norm=base.max_norm,
+                      norm_type=base.norm_type, scale_grad_by_freq=base.scale_grad_by_freq, sparse=base.sparse)
+    delta, index = _rows(layer, adapter)
+    slot = _slots(layer, adapter, index, base.weight.shape[0])[x]
+    hit = slot >= 0
+    new = delta.to(out.dtype)[slot.clamp(min=0)]
+    out = torch.where(hit.unsqueeze(-1), new, out)
+    scale = layer._get_embed_scale() if hasattr(layer, "_get_embed_scale") else None
+    if scale is not None:
+        out = out * scale.to(out.dtype)
+    return out
+
+
+def sparse_linear(layer: Any, x: torch.Tensor, adapter: str) -> torch.Tensor:
+    """``F.linear(x, W with the trained rows)`` without building that matrix (nor its gradient)."""
+    base = layer.get_base_layer()
+    logits = F.linear(x, base.weight)
+    delta, index = _rows(layer, adapter)
+    new = F.linear(x, delta.to(x.dtype))
+    return logits.index_copy(-1, index, new.to(logits.dtype))
+
+
+def _eligible(layer: Any) -> bool:
+    base = layer.get_base_layer()
+    if type(base) is nn.Embedding:
+        return True
+    return type(base) is nn.Linear and base.bias is None
+
+
+def use_sparse_token_rows(model: nn.Module) -> int:
+    """Give every PEFT trainable-token layer of ``model`` the row-sparse forward; returns how many were patched."""
+    try:
+        from peft.tuners.trainable_tokens.layer import TrainableTokensLayer
+    except ImportError:  # an older PEFT without trainable tokens
+        return 0
+    patched = 0
+    for module in model.modules():
+        if not isinstance(module, TrainableTokensLayer) or getattr(module, _FLAG, False) or not _eligible(module):
+            continue
+        original = module.forward
+        embedding = type(module.get_base_layer()) is nn.Embedding
+
+        def forward(self, x, *args, _original=original, _embedding=embedding, **kwargs):
+            active = self.active_adapters
+            if (args or kwargs or self.disable_adapters or self.merged or len(active) != 1
+                    or active[0] not in self.trainable_tokens_delta):
+                return _original(x, *args, **kwargs)
+            return sparse_embedding(self, x, active[0]) if _embedding else sparse_linear(self, x, active[0])
+
+        module.forward = types.MethodType(forward, module)
+        setattr(module, _FLAG, True)
+        patched += 1
+    if patched:
+        logger.debug("Row-sparse forward for %d trainable-token layers.", patched)
+    return patched

@@ -1,0 +1,45 @@
+"""Finished run folders for the board-at-scale benchmark (and its tests): run.json, config.yaml, events.jsonl and
+stdout.log as a completed LoRA training leaves them, so the board lists, summarises and compares them as real runs."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+
+def make_finished_runs(runs_dir: str | Path, count: int, steps: int = 100) -> list[str]:
+    """Write ``count`` completed training runs under ``runs_dir`` (``steps`` log events each); returns their ids."""
+    runs_dir = Path(runs_dir)
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    now = time.time() - count * 120
+    ids = []
+    for i in range(count):
+        run_id = f"bench-{i:05d}"
+        folder = runs_dir / run_id
+        folder.mkdir(exist_ok=True)
+        created = now + i * 120
+        (folder / "config.yaml").write_text(
+            f"model_name_or_path: demo\nstage: sft\nfinetuning_type: lora\ndataset: alpaca_en_demo\n"
+            f"learning_rate: {1e-4 * (1 + i % 5)}\nlora_rank: {8 * (1 + i % 3)}\noutput_dir: {folder}\n",
+            encoding="utf-8")
+        events = [{"time": created + 1, "event": "start", "total_steps": steps, "num_examples": 400,
+                   "trainable_params": 624640, "total_params": 34318848, "device": "cpu"}]
+        for step in range(1, steps + 1):
+            events.append({"time": created + 1 + step, "event": "log", "step": step, "total_steps": steps,
+                           "loss": round(2.5 - 1.5 * step / steps + (i % 7) * 0.01, 4), "lr": 1e-4,
+                           "grad_norm": 1.0, "epoch": step / steps, "tokens_per_s": 1300.0, "tokens_seen": step * 1200,
+                           "elapsed": float(step), "eta": float(steps - step), "memory_gb": 1.7})
+        events.append({"time": created + steps + 2, "event": "end", "status": "completed", "error": None,
+                       "metrics": {"train_loss": 1.7}})
+        (folder / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+        (folder / "stdout.log").write_text("".join(f"step {s}/{steps}\n" for s in range(1, steps + 1)),
+                                           encoding="utf-8")
+        (folder / "run.json").write_text(json.dumps({
+            "id": run_id, "kind": "train", "status": "completed", "pid": None, "pgid": None,
+            "created_at": created, "started_at": created + 1, "finished_at": created + steps + 2, "exit_code": 0,
+            "error": None, "command": ["python", "-m", "engine", "train", str(folder / "config.yaml")],
+            "versions": {"torch": "2.13.0", "transformers": "5.24.0", "peft": "0.21.2"},
+        }), encoding="utf-8")
+        ids.append(run_id)
+    return ids

@@ -1,0 +1,151 @@
+"""Data at scale: preprocessing N generated alpaca rows (default 100,000), ours vs LLaMA-Factory's. Run it by hand.
+
+    python examples/benchmark/run_data_benchmark.py --incumbent /work/lf-venv/bin/python
+    python examples/benchmark/run_data_benchmark.py --rows 25000 --rows 100000     # how RSS grows with rows
+
+The rows are made from alpaca_en_demo.json (each demo row repeated with a numbered instruction, so no two are
+equal). Both tools tokenize the same file with the same tokenizer (the reference model's, see run_benchmark.py)
+and template, cutoff_len 256, through their own preprocessing (ours: ``engine.data.get_dataset``; LLaMA-Factory:
+``llamafactory.data.get_dataset``), each in a fresh process, with ``preprocessing_num_workers`` 1 and 2. A first
+run starts from an empty cache (ours: ``LF_ENGINE_CACHE``; LLaMA-Factory: the ``datasets`` cache); a second run of
+the same config reuses it. Per run: wall seconds of the whole process (imports included) and its peak RSS.
+Runs alternate between the tools; the machine is shared and noisy, so read the ratios. Nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve()
+sys.path.insert(0, str(HERE.parent))
+
+from run_benchmark import build_reference_model  # noqa: E402
+
+OURS = """
+import json, sys
+from engine.config import build_config
+from engine.data import get_dataset
+from engine.models import load_tokenizer
+from engine.templates import get_template
+cfg = build_config(json.loads(sys.argv[1]))
+tokenizer = load_tokenizer(cfg.model)
+template = get_template(cfg.model.template, tokenizer)
+template.fix_tokenizer(tokenizer)
+bundle = get_dataset(cfg, tokenizer, template)
+print("ROWS", len(bundle.train))
+"""
+
+THEIRS = """
+import json, sys
+from llamafactory.hparams import get_train_args
+from llamafactory.model import load_tokenizer
+from llamafactory.data import get_template_and_fix_tokenizer, get_dataset
+model_args, data_args, training_args, finetuning_args, _ = get_train_args(json.loads(sys.argv[1]))
+module = load_tokenizer(model_args)
+template = get_template_and_fix_tokenizer(module["tokenizer"], data_args)
+dataset = get_dataset(template, model_args, data_args, training_args, stage="sft", **module)
+print("ROWS", len(dataset["train_dataset"]))
+"""
+
+
+def generate_rows(demo: Path, count: int, target: Path) -> Path:
+    rows = json.loads(demo.read_text(encoding="utf-8"))
+    out = []
+    for i in range(count):
+        row = dict(rows[i % len(rows)])
+        row["instruction"] = f"{row['instruction']} (#{i})"
+        out.append(row)
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "rows.json").write_text(json.dumps(out, ensure_ascii=False), encoding="utf-8")
+    (target / "dataset_info.json").write_text(json.dumps({"rows": {"file_name": "rows.json"}}), encoding="utf-8")
+    return target
+
+
+def run(cmd: list[str], env: dict) -> dict:
+    t0 = time.time()
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.time() - t0
+        log.seek(0)
+        text = log.read()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"error: {' '.join(cmd[:3])} failed:\n{text[-3000:]}")
+    rows = next((int(line.split()[1]) for line in text.splitlines() if line.startswith("ROWS ")), None)
+    return {"wall": wall, "rss_gib": usage.ru_maxrss / 2**20, "rows": rows}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=str(HERE.parents[3] / "shared" / "data" / "alpaca_en_demo.json"))
+    parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "lfboard-data-bench"))
+    parser.add_argument("--rows", type=int, action="append", help="row counts (default 100000)")
+    parser.add_argument("--workers", type=int, action="append", help="preprocessing_num_workers (default 1 and 2)")
+    parser.add_argument("--template", default="", help="'' (the tokenizer's own) or a name such as chatml")
+    parser.add_argument("--incumbent", default="", help="python of a LLaMA-Factory 0.9.5 install (skipped if absent)")
+    args = parser.parse_args()
+    demo = Path(args.data)
+    if not demo.is_file():
+        print(f"error: {demo} not found; pass --data PATH/alpaca_en_demo.json", file=sys.stderr)
+        return 2
+    work = Path(args.work)
+    model = build_reference_model(demo, work / "model")
+    incumbent = args.incumbent if args.incumbent and Path(args.incumbent).exists() else ""
+    if not incumbent:
+        print("note: no LLaMA-Factory python (--incumbent): LLaMA-Factory is skipped, ours only")
+    results = []
+    for count in args.rows or [100_000]:
+        data_dir = generate_rows(demo, count, work / f"rows-{count}")
+        for workers in args.workers or [1, 2]:
+            job = {"model_name_or_path": str(model), "stage": "sft", "do_train": True, "finetuning_type": "lora",
+                   "dataset": "rows", "dataset_dir": str(data_dir), "cutoff_len": 256,
+                   "preprocessing_num_workers": workers, "output_dir": str(work / "out"), "report_to": "none"}
+            if args.template:
+                job["template"] = args.template
+            caches = {name: work / f"cache-{name}-{count}-{workers}" for name in ("ours", "theirs")}
+            for folder in caches.values():
+                shutil.rmtree(folder, ignore_errors=True)
+            for attempt in ("first", "cached"):
+                env = {**os.environ, "PYTHONPATH": str(HERE.parents[2]), "LF_ENGINE_CACHE": str(caches["ours"])}
+                ours = run([sys.executable, "-c", OURS, json.dumps(job)], env)
+                results.append(("ours", count, workers, attempt, ours))
+                print(f"  ours          rows={count:>7,} workers={workers} {attempt:<6}: {ours['wall']:6.1f} s, "
+                      f"{ours['rss_gib']:.2f} GiB", flush=True)
+                if incumbent:
+                    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+                    env.update(HF_DATASETS_CACHE=str(caches["theirs"]), DISABLE_VERSION_CHECK="1",
+                               HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+                    lf_job = {**job, "overwrite_output_dir": True}
+                    theirs = run([incumbent, "-c", THEIRS, json.dumps(lf_job)], env)
+                    results.append(("LLaMA-Factory", count, workers, attempt, theirs))
+                    print(f"  LLaMA-Factory rows={count:>7,} workers={workers} {attempt:<6}: {theirs['wall']:6.1f} s, "
+                          f"{theirs['rss_gib']:.2f} GiB", flush=True)
+    print(f"\nPreprocessing (sft, cutoff_len 256, template {args.template or '(tokenizer)'}), whole process; "
+          "one sitting, alternating.")
+    print(f"{'tool':<14} {'rows':>8} {'workers':>7} {'run':<7} {'wall s':>7} {'peak RSS':>9}  goal")
+    by_key = {(t, c, w, a): r for t, c, w, a, r in results}
+    for tool, count, workers, attempt, res in results:
+        goal = ""
+        if tool == "ours" and attempt == "first" and ("LLaMA-Factory", count, workers, "first") in by_key:
+            ratio = res["wall"] / by_key[("LLaMA-Factory", count, workers, "first")]["wall"]
+            goal = f"{ratio:.2f}x LLaMA-Factory's time (goal <= 0.5x)"
+        if attempt == "cached":
+            share = res["wall"] / by_key[(tool, count, workers, "first")]["wall"]
+            goal = f"{100 * share:.0f} % of the first run (goal < 10 % for ours)"
+        print(f"{tool:<14} {count:>8,} {workers:>7} {attempt:<7} {res['wall']:>7.1f} {res['rss_gib']:>7.2f} GiB  {goal}")
+    ours_first = [(c, r["rss_gib"]) for t, c, w, a, r in results if t == "ours" and a == "first" and w == 1]
+    if len(ours_first) > 1:
+        print("ours, peak RSS by rows (goal: flat): " + ", ".join(f"{c:,}: {g:.2f} GiB" for c, g in ours_first))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

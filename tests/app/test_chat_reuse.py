@@ -1,0 +1,48 @@
+"""A second Load of the same model and adapter keeps its ready chat worker; anything else starts a new one."""
+
+from __future__ import annotations
+
+import time
+
+from app import forms
+from app.tabs import chat
+
+
+def _ready(board, servers, side="main"):
+    deadline = time.time() + 15
+    while not chat.live_servers(board, servers).get(side, {}).get("ready"):
+        assert time.time() < deadline, "the chat worker never became ready"
+        time.sleep(0.05)
+
+
+def test_same_model_and_adapter_reuses_the_worker(board):
+    top = forms.TopValues.of("demo", "lora", "", "chatml")
+    servers, problems = chat.start_servers(board, top, {"temperature": 0.5}, compare=False)
+    assert problems == []
+    _ready(board, servers)
+    # only per-message sampling changed: the worker serves it as is
+    plans = chat.plan_servers(top, {"temperature": 0.9, "top_p": 0.5}, compare=False)
+    keep = chat.reusable_servers(board, servers, plans)
+    assert keep == servers
+    assert chat.unload(board, servers, keep=set(keep.values())) == []
+    again, problems = chat.start_servers(board, top, {"temperature": 0.9}, compare=False, reuse=keep)
+    assert problems == [] and again == servers
+    assert len([r for r in board.jobs.list() if r.get("kind") == "chat"]) == 1  # no second worker
+    assert chat.live_servers(board, again)["main"]["status"] == "running"
+    chat.unload(board, again)
+
+
+def test_another_template_or_server_setting_starts_a_new_worker(board):
+    top = forms.TopValues.of("demo", "lora", "", "chatml")
+    servers, _ = chat.start_servers(board, top, {"temperature": 0.5}, compare=False)
+    _ready(board, servers)
+    other = forms.TopValues.of("demo", "lora", "", "default")
+    assert chat.reusable_servers(board, servers, chat.plan_servers(other, {}, compare=False)) == {}
+    assert chat.reusable_servers(board, servers, chat.plan_servers(top, {"num_beams": 2}, compare=False)) == {}
+    # a worker that is gone is never reused
+    chat.unload(board, servers)
+    deadline = time.time() + 15
+    while chat.live_servers(board, servers):
+        assert time.time() < deadline
+        time.sleep(0.05)
+    assert chat.reusable_servers(board, servers, chat.plan_servers(top, {}, compare=False)) == {}

@@ -1,0 +1,49 @@
+"""Chunked tokenization into a memory-mapped Arrow file: the same rows and stats as all at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.config import build_config
+from engine.data import load_examples
+from engine.data.parallel import tokenize_parallel
+from engine.data.stream import tokenize_to_arrow
+from engine.data.tokenize import TokenizeOptions
+from engine.templates import get_template
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "data"
+CASES = [("sft", "alpaca_small,sharegpt_small"), ("dpo", "dpo_small"), ("rm", "dpo_small"), ("kto", "kto_small")]
+
+
+@pytest.mark.parametrize("workers", [None, 2])
+@pytest.mark.parametrize(("stage", "names"), CASES)
+def test_chunks_give_the_rows_and_stats_of_one_pass(stage, names, workers, chat_tokenizer):
+    cfg = build_config({"dataset": names, "dataset_dir": str(FIXTURES)})
+    examples = load_examples(cfg.data, cfg.data.dataset, stage) * 4  # several chunks of 3
+    assert len(examples) > 6
+    template = get_template("chatml", chat_tokenizer)
+    opts = TokenizeOptions(cutoff_len=48)
+    columns, stats, _ = tokenize_parallel(examples, stage, chat_tokenizer, template, opts, None)
+    dataset, chunked_stats = tokenize_to_arrow(examples, stage, chat_tokenizer, template, opts, workers, chunk_rows=3)
+    assert chunked_stats == stats
+    assert dataset.to_dict() == columns
+    assert dataset.cache_files  # memory-mapped from the Arrow file, not held in memory
+
+
+def test_a_set_within_one_chunk_takes_the_one_pass_path(chat_tokenizer):
+    cfg = build_config({"dataset": "alpaca_small", "dataset_dir": str(FIXTURES)})
+    examples = load_examples(cfg.data, cfg.data.dataset, "sft")
+    template = get_template("chatml", chat_tokenizer)
+    dataset, stats = tokenize_to_arrow(examples, "sft", chat_tokenizer, template, TokenizeOptions(cutoff_len=48))
+    assert len(dataset) == stats["kept"] and not dataset.cache_files
+
+
+def test_all_rows_dropped_is_reported_by_the_caller(chat_tokenizer):
+    cfg = build_config({"dataset": "alpaca_small", "dataset_dir": str(FIXTURES)})
+    examples = load_examples(cfg.data, cfg.data.dataset, "sft")
+    template = get_template("chatml", chat_tokenizer)
+    dataset, stats = tokenize_to_arrow(examples, "sft", chat_tokenizer, template, TokenizeOptions(cutoff_len=1),
+                                       chunk_rows=2)
+    assert stats["kept"] == 0 and len(dataset) == 0

@@ -12,6 +12,8 @@ import logging
 import multiprocessing
 import os
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from engine.data.tokenize import TokenizeOptions, tokenize_examples
@@ -33,6 +35,21 @@ def _plain_signals() -> None:
     """A worker forks with the job's SIGTERM/SIGINT handlers (graceful stop); it must die on them instead."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@contextmanager
+def worker_pool(processes: int) -> Iterator[Any]:
+    """A forked pool whose workers die on SIGTERM/SIGINT and that ends gracefully (close + join) after its work;
+    only on an error is it terminated."""
+    pool = multiprocessing.get_context("fork").Pool(processes, initializer=_plain_signals)
+    try:
+        yield pool
+        pool.close()  # idle workers exit on their own; terminating them could leave a queue lock held
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
 
 
 def shard_bounds(total: int, workers: int) -> list[tuple[int, int]]:
@@ -59,15 +76,10 @@ def tokenize_parallel(examples: list[dict], stage: str, tokenizer: Any, template
         return columns, stats, {os.getpid()}
     bounds = shard_bounds(len(examples), workers)
     _JOB.update(examples=examples, stage=stage, tokenizer=tokenizer, template=template, opts=opts)
-    pool = multiprocessing.get_context("fork").Pool(len(bounds), initializer=_plain_signals)
     try:
-        parts = pool.map(_work, bounds)
-        pool.close()  # idle workers exit on their own; terminating them could leave a queue lock held
-    except BaseException:
-        pool.terminate()
-        raise
+        with worker_pool(len(bounds)) as pool:
+            parts = pool.map(_work, bounds)
     finally:
-        pool.join()
         _JOB.clear()
     columns: dict[str, list] = {}
     stats: dict[str, int] = {}

@@ -68,7 +68,7 @@ def tokenize_to_arrow(examples: list[dict], stage: str, tokenizer: Any, template
         if use_pool:
             parallel._JOB.update(examples=examples, stage=stage, tokenizer=tokenizer, template=template, opts=opts)
             try:
-                with multiprocessing.get_context("fork").Pool(min(workers, len(bounds))) as pool:
+                with parallel.worker_pool(min(workers, len(bounds))) as pool:
                     for columns, part, _ in pool.imap(parallel._work, bounds):
                         _write(writer, columns)
                         _add_stats(stats, part)

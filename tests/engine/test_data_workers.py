@@ -72,6 +72,11 @@ for _ in range(5):
     columns, stats, pids = tokenize_parallel(examples, "sft", tokenizer, get_template("chatml", tokenizer),
                                              TokenizeOptions(cutoff_len=64), 2)
     assert pids and os.getpid() not in pids
+    from engine.data.stream import tokenize_to_arrow
+
+    dataset, stats = tokenize_to_arrow(examples, "sft", tokenizer, get_template("chatml", tokenizer),
+                                       TokenizeOptions(cutoff_len=64), 2, chunk_rows=1)
+    assert len(dataset) == stats["kept"] == len(examples)
 print("done")
 """)
     root = Path(__file__).resolve().parents[2]

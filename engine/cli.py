@@ -34,6 +34,9 @@ def _setup_logging(debug: bool) -> None:
     install_log_redaction()
     for noisy in ("httpx", "urllib3", "datasets", "filelock", "matplotlib", "PIL"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # bitsandbytes (pulled in by GaLore) warns on every import on a CPU that an optional `kernels` package for 4-bit
+    # CPU kernels is missing; nothing a run without quantization can act on.
+    logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     # Library deprecation chatter says nothing the user can act on; keep the log readable.
     warnings.filterwarnings("ignore", message=r".*deprecated and will be removed in v6.*", category=FutureWarning)

@@ -399,3 +399,20 @@ def test_a_real_process_prints_one_line_and_exits_2(ws):
     assert proc.returncode == EXIT_USER_ERROR
     assert "Traceback" not in proc.stderr
     assert "error: Problem in the config:\n  - Unknown key `lora_rnak`. Did you mean `lora_rank`?" in proc.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("bitsandbytes") is None, reason="bitsandbytes not installed")
+def test_the_engine_log_has_no_bitsandbytes_cpu_kernel_chatter():
+    """bitsandbytes (pulled in by GaLore) warns on import that an optional 4-bit CPU kernel package is missing;
+    the engine's log leaves that out (without the engine's setup the warning is there)."""
+    root = Path(__file__).resolve().parents[2]
+    probe = "import logging, sys; {setup}; import bitsandbytes"
+    plain = subprocess.run([sys.executable, "-c", probe.format(setup="logging.basicConfig(level=logging.INFO)")],
+                           cwd=root, capture_output=True, text=True, timeout=120)
+    ours = subprocess.run([sys.executable, "-c", probe.format(
+        setup="from engine.cli import _setup_logging; _setup_logging(False)")],
+        cwd=root, capture_output=True, text=True, timeout=120)
+    assert ours.returncode == 0, ours.stderr[-2000:]
+    if "kernels-community" not in plain.stderr:
+        pytest.skip("this bitsandbytes build does not warn about its CPU kernels")
+    assert "kernels-community" not in ours.stderr

@@ -41,20 +41,8 @@ from engine.config.schema import (
 )
 from engine.errors import UserError
 
-# Keys LLaMA-Factory configs commonly carry that we accept and ignore (with a note) rather than reject.
-IGNORED_KEYS = {
-    "ddp_find_unused_parameters", "include_num_input_tokens_seen", "disable_tqdm", "hub_model_id",
-    "push_to_hub", "logging_dir", "logging_first_step", "log_level", "print_param_status",
-    "use_adam_mini", "use_llama_pro", "moe_aux_loss_coef", "infer_backend_kwargs",
-    "vllm_maxlen", "vllm_gpu_util", "vllm_enforce_eager", "vllm_max_lora_rank", "shift_attn",
-    "mixture_of_depths", "upcast_layernorm", "upcast_lmhead_output", "disable_gradient_checkpointing",
-    "compute_accuracy", "flash_attn_kwargs", "image_resolution", "video_resolution",
-    "dataloader_pin_memory", "dataloader_persistent_workers", "buffer_size",
-    # LLaMA-Factory's PPO keys: `stage: ppo` is refused with the GRPO/RLOO way (engine/train/rl.py); the reward
-    # model's kind (adapter or full model) is read from its folder
-    "ppo_buffer_size", "ppo_epochs", "ppo_score_norm", "ppo_target", "ppo_whiten_rewards", "reward_model_adapters",
-    "reward_model_quantization_bit", "reward_model_type",
-}
+# LLaMA-Factory's switch with the opposite sense of ours: `disable_gradient_checkpointing: false` turns it on.
+INVERTED_KEYS = {"disable_gradient_checkpointing": "gradient_checkpointing"}
 
 
 # LLaMA-Factory's `flash_attn` values (and transformers' `attn_implementation` names) -> ours.
@@ -274,10 +262,14 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
                     problems.append(f"`{key}: {v}` is below the minimum {meta['min']}; raise it.")
                 if "max" in meta and v > meta["max"]:
                     problems.append(f"`{key}: {v}` is above the maximum {meta['max']}; lower it.")
-        elif key in REFUSED_WHEN_SET and is_set(value):
-            problems.append(f"`{key}: {value}`: {REFUSED_WHEN_SET[key]}")
-        elif key in IGNORED_KEYS:
-            notes.append(f"`{key}` is accepted for compatibility and has no effect here.")
+        elif key in REFUSED_WHEN_SET:
+            if is_set(value):  # off (false, 0, empty) is what happens here anyway
+                problems.append(f"`{key}: {value}`: {REFUSED_WHEN_SET[key]}")
+        elif key in INVERTED_KEYS:
+            target = INVERTED_KEYS[key]
+            if target not in mapping:
+                section, _ = known[target]
+                values[section][target] = not is_set(value)
         else:
             unknown.append(key)
     if unknown:

@@ -58,6 +58,28 @@ REFUSED_WHEN_SET = {
     "compute_accuracy": "Token accuracy is not computed here; remove it (evaluation reports loss and perplexity, "
                         "prediction BLEU and ROUGE).",
     "push_to_hub": "Uploading to a hub is not done by this engine; remove it and upload output_dir yourself.",
+    "logging_dir": "transformers 5 has no logging directory setting; remove it (trackers write under output_dir or "
+                   "where their own settings say, e.g. MLFLOW_TRACKING_URI).",
+    "print_param_status": "Per-parameter status is not printed here; remove it (the trainable and total parameter "
+                          "counts are in the log and the run's start event).",
+    "moe_aux_loss_coef": "The router auxiliary-loss coefficient is not set here; remove it (the model's own "
+                         "`router_aux_loss_coef` applies).",
+    "flash_attn_kwargs": "Extra flash-attention arguments are not passed here; remove it (`flash_attn` picks the "
+                         "attention implementation).",
+    "image_resolution": "LLaMA-Factory renamed it; use `image_max_pixels` (pixels, e.g. 262144 for 512 x 512).",
+    "video_resolution": "LLaMA-Factory renamed it; use `video_max_pixels` (pixels, e.g. 16384 for 128 x 128).",
+    "buffer_size": "Streaming datasets are not supported here, so there is no shuffle buffer; remove it.",
+    "infer_backend_kwargs": "Only the transformers inference backend is available here; remove it.",
+    "vllm_maxlen": "The vLLM inference backend is not available here; remove the vllm_* keys.",
+    "vllm_gpu_util": "The vLLM inference backend is not available here; remove the vllm_* keys.",
+    "vllm_enforce_eager": "The vLLM inference backend is not available here; remove the vllm_* keys.",
+    "vllm_max_lora_rank": "The vLLM inference backend is not available here; remove the vllm_* keys.",
+    **{key: "PPO is not available (TRL has no PPO trainer here); remove the ppo_* keys and use `stage: grpo` or "
+            "`rloo` with `reward_model`." for key in ("ppo_buffer_size", "ppo_epochs", "ppo_score_norm",
+                                                      "ppo_target", "ppo_whiten_rewards")},
+    **{key: "The reward model's kind and precision are read from its folder here (an `rm` run's output_dir); "
+            "remove it." for key in ("reward_model_adapters", "reward_model_quantization_bit",
+                                     "reward_model_type")},
 }
 
 

@@ -111,3 +111,16 @@ def test_broken_yaml_names_the_line(tmp_path):
 def test_every_field_is_documented():
     for key, (_, f) in all_keys().items():
         assert f.metadata.get("help"), f"{key} has no help text"
+
+
+def test_llamafactory_keys_without_an_effect_here_are_refused_when_set():
+    """No key is accepted and then ignored: each works, passes through to transformers, or is refused."""
+    for key, value in [("vllm_gpu_util", 0.7), ("image_resolution", 512), ("print_param_status", True),
+                       ("ppo_epochs", 4), ("reward_model_type", "lora"), ("logging_dir", "logs")]:
+        with pytest.raises(ConfigError, match=rf"`{key}: "):
+            build_config({key: value})
+    assert build_config({"ddp_find_unused_parameters": False}).extra == {"ddp_find_unused_parameters": False}
+    assert build_config({"disable_gradient_checkpointing": False}).train.gradient_checkpointing is True
+    assert build_config({"disable_gradient_checkpointing": True}).train.gradient_checkpointing is False
+    explicit = {"disable_gradient_checkpointing": False, "gradient_checkpointing": False}
+    assert build_config(explicit).train.gradient_checkpointing is False

@@ -85,7 +85,7 @@ def test_conflicting_method_keys_are_refused(mapping, message):
 def test_unimplemented_llamafactory_switches_are_refused_when_on(key):
     with pytest.raises(ConfigError, match=rf"`{key}: .*not|`{key}: .*remove it"):
         build_config({key: "convert" if key == "mixture_of_depths" else True})
-    assert f"`{key}` is accepted" in build_config({key: False}).notes[0]
+    assert not any(key in note for note in build_config({key: False}).notes)  # off is what happens anyway
 
 
 def test_run_name_reaches_the_trackers():

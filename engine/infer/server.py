@@ -24,7 +24,17 @@ from typing import Any
 
 from engine.config import RunConfig
 from engine.credentials import API_KEY_ENV, LF_API_KEY_ENV, api_key_from_env  # noqa: F401 (re-exported)
-from engine.infer.chat import ChatModel, Reply
+from engine.infer.chat import ChatModel
+from engine.infer.openai_format import (  # noqa: F401 (convert_* re-exported)
+    RequestError,
+    convert_messages,
+    convert_tools,
+    finish_reason,
+    generation_overrides,
+    openai_tool_calls,
+    stop_strings,
+    usage_of,
+)
 from engine.runs import RunFolder, package_versions, process_start_time
 
 logger = logging.getLogger(__name__)
@@ -52,175 +62,6 @@ def _is_loopback_name(name: str) -> bool:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
-
-
-class RequestError(ValueError):
-    """A bad request: answered with a 4xx status and the message."""
-
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.status = status
-
-
-def _text_of(content: Any, index: int, media: dict[str, list] | None = None) -> str:
-    """The text of an OpenAI message content (a string or a list of parts); with ``media``, image_url (base64
-    data URL) and input_audio parts become placeholders and their bytes go into ``media``."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = []
-        for part in content:
-            if media is not None and isinstance(part, dict) and part.get("type") != "text":
-                from engine.multimodal.chat import openai_part
-                from engine.multimodal.errors import MediaError
-
-                try:
-                    texts.append(openai_part(part, index, media))
-                except MediaError as err:
-                    raise RequestError(str(err)) from None
-                continue
-            if not isinstance(part, dict) or part.get("type") != "text":
-                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-                raise RequestError(f"messages[{index}]: content part of type {kind!r} is not supported; send text.")
-            texts.append(str(part.get("text", "")))
-        return "".join(texts)
-    raise RequestError(f"messages[{index}].content must be a string or a list of text parts.")
-
-
-def _tool_call_message(calls: Any, index: int) -> str:
-    if not isinstance(calls, list) or not calls:
-        raise RequestError(f"messages[{index}].tool_calls must be a non-empty list.")
-    out = []
-    for call in calls:
-        function = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(function, dict) or not function.get("name"):
-            raise RequestError(f"messages[{index}].tool_calls entries need a `function` with a `name`.")
-        arguments = function.get("arguments") or "{}"
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except json.JSONDecodeError:
-                raise RequestError(f"messages[{index}]: tool call arguments must be JSON text.") from None
-        out.append({"name": function["name"], "arguments": arguments})
-    return json.dumps(out, ensure_ascii=False)
-
-
-def convert_messages(raw: Any, media: dict[str, list] | None = None) -> tuple[list[dict[str, str]], str | None]:
-    """Map OpenAI chat messages to the engine's conversation and system prompt.
-
-    ``system`` (and ``developer``) messages at the start become the system prompt, ``user`` stays ``user``, an
-    ``assistant`` message with ``tool_calls`` becomes a ``function`` turn, other assistant messages ``assistant``,
-    and ``tool`` messages ``observation`` turns. Consecutive user messages, and consecutive tool results, are
-    joined into one turn.
-
-    Args:
-        raw: The request's ``messages``.
-
-    Returns:
-        (messages, system prompt or None).
-
-    Raises:
-        RequestError: When the messages are malformed or out of order.
-    """
-    if not isinstance(raw, list) or not raw:
-        raise RequestError("`messages` must be a non-empty list.")
-    system_parts: list[str] = []
-    messages: list[dict[str, str]] = []
-    for index, message in enumerate(raw):
-        if not isinstance(message, dict):
-            raise RequestError(f"messages[{index}] must be an object with `role` and `content`.")
-        role = message.get("role")
-        if role in ("system", "developer"):
-            if messages:
-                raise RequestError(f"messages[{index}]: a system message must come before the conversation.")
-            system_parts.append(_text_of(message.get("content"), index))
-            continue
-        if role == "user":
-            ours, content = "user", _text_of(message.get("content"), index, media)
-        elif role == "assistant" and message.get("tool_calls"):
-            ours, content = "function", _tool_call_message(message["tool_calls"], index)
-        elif role == "assistant":
-            ours, content = "assistant", _text_of(message.get("content"), index)
-        elif role in ("tool", "function"):
-            ours, content = "observation", _text_of(message.get("content"), index)
-        else:
-            raise RequestError(f"messages[{index}] has role {role!r}; use system, user, assistant or tool.")
-        if messages and messages[-1]["role"] == ours and ours in ("user", "observation"):
-            messages[-1]["content"] += "\n" + content
-            continue
-        expected_prompt = len(messages) % 2 == 0
-        if expected_prompt != (ours in ("user", "observation")):
-            wanted = "user or tool" if expected_prompt else "assistant"
-            raise RequestError(f"messages[{index}] ({role}) is out of order: a {wanted} message was expected here.")
-        messages.append({"role": ours, "content": content})
-    if not messages:
-        raise RequestError("`messages` holds only system messages; add a user message.")
-    if messages[-1]["role"] not in ("user", "observation"):
-        raise RequestError("The last message must be a user or tool message: the model replies to it.")
-    return messages, ("\n".join(system_parts) if system_parts else None)
-
-
-def convert_tools(raw: Any) -> list[dict[str, Any]] | None:
-    """OpenAI ``tools`` (``[{"type": "function", "function": {...}}]``) to a list of function declarations."""
-    if raw is None or raw == []:
-        return None
-    if not isinstance(raw, list):
-        raise RequestError("`tools` must be a list.")
-    out = []
-    for index, tool in enumerate(raw):
-        if not isinstance(tool, dict) or tool.get("type", "function") != "function":
-            raise RequestError(f"tools[{index}] must be an object with type `function`.")
-        function = tool.get("function", tool)
-        if not isinstance(function, dict) or not function.get("name"):
-            raise RequestError(f"tools[{index}].function needs a `name`.")
-        out.append(function)
-    return out
-
-
-def generation_overrides(body: dict[str, Any]) -> dict[str, Any]:
-    """Sampling settings of a request as ChatModel overrides (validated there)."""
-    overrides: dict[str, Any] = {}
-    if body.get("temperature") is not None:
-        temperature = body["temperature"]
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
-            raise RequestError("`temperature` must be a number between 0 and 2.")
-        overrides["temperature"] = float(temperature)
-        overrides["do_sample"] = temperature > 0
-    for ours, theirs in (("top_p", "top_p"), ("top_k", "top_k"), ("repetition_penalty", "repetition_penalty")):
-        if body.get(theirs) is not None:
-            overrides[ours] = body[theirs]
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    if max_tokens is not None:
-        overrides["max_new_tokens"] = max_tokens
-    return overrides
-
-
-def _stop_strings(raw: Any) -> list[str]:
-    if raw is None:
-        return []
-    if isinstance(raw, str):
-        return [raw]
-    if isinstance(raw, list) and all(isinstance(s, str) for s in raw):
-        return raw
-    raise RequestError("`stop` must be a string or a list of strings.")
-
-
-def openai_tool_calls(reply: Reply) -> list[dict[str, Any]]:
-    """The reply's tool calls in OpenAI's shape (arguments as JSON text)."""
-    return [
-        {
-            "id": f"call_{uuid.uuid4().hex[:24]}",
-            "type": "function",
-            "function": {"name": call["name"], "arguments": json.dumps(call["arguments"], ensure_ascii=False)},
-        }
-        for call in reply.tool_calls
-    ]
-
-
-def _finish(reason: str) -> str:
-    return "stop" if reason == "cancelled" else reason
 
 
 class ChatServer(ThreadingHTTPServer):
@@ -397,7 +238,7 @@ class ChatHandler(BaseHTTPRequestHandler):
             "media": media,
             "system": system,
             "tools": tools,
-            "stop": _stop_strings(body.get("stop")),
+            "stop": stop_strings(body.get("stop")),
             "overrides": generation_overrides(body),
             "stream": bool(body.get("stream", False)),
             "include_usage": bool(isinstance(stream_options, dict) and stream_options.get("include_usage")),
@@ -423,8 +264,8 @@ class ChatHandler(BaseHTTPRequestHandler):
             "object": "chat.completion",
             "created": request["created"],
             "model": self.server.model_name,
-            "choices": [{"index": 0, "message": message, "finish_reason": _finish(reply.finish_reason)}],
-            "usage": _usage(reply.prompt_tokens, reply.completion_tokens),
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason(reply.finish_reason)}],
+            "usage": usage_of(reply.prompt_tokens, reply.completion_tokens),
         })
 
     def _stream(self, generation: Any, request: dict[str, Any]) -> None:
@@ -463,12 +304,12 @@ class ChatHandler(BaseHTTPRequestHandler):
                 if reply.tool_calls:
                     calls = [{"index": i, **call} for i, call in enumerate(openai_tool_calls(reply))]
                     yield chunk({"tool_calls": calls})
-                finish, usage = _finish(reply.finish_reason), _usage(reply.prompt_tokens, reply.completion_tokens)
+                finish, usage = finish_reason(reply.finish_reason), usage_of(reply.prompt_tokens, reply.completion_tokens)
             else:
                 for piece in generation:
                     yield chunk({"content": piece})
-                finish = _finish(generation.finish_reason)
-                usage = _usage(generation.prompt_tokens, generation.completion_tokens)
+                finish = finish_reason(generation.finish_reason)
+                usage = usage_of(generation.prompt_tokens, generation.completion_tokens)
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
             raise
         except Exception as err:
@@ -478,10 +319,6 @@ class ChatHandler(BaseHTTPRequestHandler):
         yield chunk({}, finish)
         if request["include_usage"]:
             yield {**chunk({}), "choices": [], "usage": usage}
-
-
-def _usage(prompt: int, completion: int) -> dict[str, int]:
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
 class _DisconnectWatcher:

@@ -18,6 +18,7 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -341,8 +342,6 @@ def ensure_demo_model(folder: str | Path | None = None) -> Path:
     Raises:
         DemoDataMissing: No cached copy and the demo datasets are missing.
     """
-    from filelock import FileLock
-
     target = Path(folder).expanduser() if folder else demo_home()
     data_dir = demo_data_dir()
     have_data = all((data_dir / name).is_file() for name in DATA_FILES)
@@ -351,14 +350,23 @@ def ensure_demo_model(folder: str | Path | None = None) -> Path:
         return target
     if expected is None and (target / STAMP_FILE).is_file():
         return target  # installed without the demo data: keep the copy there is
+    return build_once(target, lambda: expected is not None and _stamp_matches(target, expected),
+                      lambda staging: build_demo_model(staging, data_dir, SPEC))
+
+
+def build_once(target: Path, is_current: Callable[[], bool], build: Callable[[Path], Any]) -> Path:
+    """Build a cached folder under a ``.lock`` file beside it: ``build(staging)`` writes a fresh copy that then
+    replaces ``target`` in one rename, unless ``is_current()`` says another process built it while this one waited."""
+    from filelock import FileLock
+
     target.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(target) + ".lock", timeout=900):
-        if expected is not None and _stamp_matches(target, expected):
-            return target  # another process built it while this one waited
+        if is_current():
+            return target
         staging = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         shutil.rmtree(staging, ignore_errors=True)
         try:
-            build_demo_model(staging, data_dir, SPEC)
+            build(staging)
             if target.exists():
                 shutil.rmtree(target)
             os.replace(staging, target)

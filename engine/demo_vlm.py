@@ -16,7 +16,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 
 import torch
 
-from engine.demo import DemoDataMissing, demo_data_dir, load_demo_texts
+from engine.demo import DemoDataMissing, build_once, demo_data_dir, load_demo_texts
 
 logger = logging.getLogger(__name__)
 
@@ -255,8 +254,6 @@ def build_demo_vlm(target_dir: str | Path, data_dir: str | Path | None = None, s
 
 def ensure_demo_vlm(folder: str | Path | None = None) -> Path:
     """The cached demo VLM, built on first use or when its stamp is out of date (a file lock serialises builds)."""
-    from filelock import FileLock
-
     target = Path(folder).expanduser() if folder else demo_vlm_home()
     data_dir = demo_data_dir()
     expected = _stamp(data_dir) if (data_dir / DATA_FILE).is_file() else None
@@ -272,17 +269,4 @@ def ensure_demo_vlm(folder: str | Path | None = None) -> Path:
         return target
     if expected is None:
         _rows(data_dir)  # raises DemoDataMissing with the fix
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(target) + ".lock", timeout=900):
-        if current():
-            return target
-        staging = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        shutil.rmtree(staging, ignore_errors=True)
-        try:
-            build_demo_vlm(staging, data_dir)
-            if target.exists():
-                shutil.rmtree(target)
-            os.replace(staging, target)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    return target
+    return build_once(target, current, lambda staging: build_demo_vlm(staging, data_dir))

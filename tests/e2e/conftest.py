@@ -17,6 +17,18 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 120
 
 
+def open_on_example(tmp_path: Path, example: str, **overrides) -> None:
+    """Make an example config (shortened by ``overrides``) the workspace's last-used one, so the page opens on it."""
+    import yaml
+
+    config = yaml.safe_load((REPO_ROOT / "examples" / example).read_text())
+    config.update(dataset_dir=str(REPO_ROOT / "examples" / "data"), **overrides)
+    config.pop("output_dir")
+    folder = tmp_path / "workspace" / "configs"
+    folder.mkdir(parents=True)
+    (folder / "last-used.yaml").write_text(yaml.safe_dump(config))
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
+
+from tests.e2e.conftest import open_on_example
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium")
@@ -38,12 +39,7 @@ def reward_points(page) -> int:
 @pytest.fixture()
 def grpo_last_config(tmp_path):
     """The workspace's last-used config is the GRPO demo (4 steps), so the page opens on it."""
-    config = yaml.safe_load((REPO_ROOT / "examples" / "grpo_demo.yaml").read_text())
-    config.update(max_steps=4, dataset_dir=str(REPO_ROOT / "examples" / "data"))
-    config.pop("output_dir")
-    folder = tmp_path / "workspace" / "configs"
-    folder.mkdir(parents=True)
-    (folder / "last-used.yaml").write_text(yaml.safe_dump(config))
+    open_on_example(tmp_path, "grpo_demo.yaml", max_steps=4)
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")

@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
+
+from tests.e2e.conftest import open_on_example
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PICTURE = REPO_ROOT / "examples" / "data" / "demo_vlm" / "blue_circle.png"
@@ -37,12 +38,7 @@ def wait_for(predicate, timeout: float, what: str):
 @pytest.fixture()
 def vlm_last_config(tmp_path):
     """The workspace's last-used config is the demo VLM example (shortened), so the page opens on it."""
-    config = yaml.safe_load((REPO_ROOT / "examples" / "sft_vlm_demo.yaml").read_text())
-    config.update(max_steps=12, logging_steps=2, dataset_dir=str(REPO_ROOT / "examples" / "data"))
-    config.pop("output_dir")
-    folder = tmp_path / "workspace" / "configs"
-    folder.mkdir(parents=True)
-    (folder / "last-used.yaml").write_text(yaml.safe_dump(config))
+    open_on_example(tmp_path, "sft_vlm_demo.yaml", max_steps=12, logging_steps=2)
 
 
 def chat_about_the_picture(page, question: str) -> str:

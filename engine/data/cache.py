@@ -78,7 +78,7 @@ def _tokenizer_stamp(tokenizer: Any) -> str:
 
 
 def _template_stamp(template: Any) -> str:
-    """The template's compared fields (a TokenizerTemplate's tokenizer is stamped on its own)."""
+    """The template's compared fields (a template parsed from a chat template: its slots)."""
     if dataclasses.is_dataclass(template):
         fields = {f.name: getattr(template, f.name) for f in dataclasses.fields(template) if f.compare}
         return type(template).__name__ + json.dumps(fields, sort_keys=True, default=str)

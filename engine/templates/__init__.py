@@ -1,8 +1,9 @@
 """Chat templates: how each model family writes a conversation, tool calls and thinking, and how that becomes
 loss-masked token ids.
 
-Use ``get_template(name, tokenizer)``: a registered name gives a built-in Template; an empty name wraps the
-tokenizer's own Jinja chat template, so a new family trains without a registered template.
+Use ``get_template(name, tokenizer)``: a registered name gives a built-in Template; an empty name reads the
+tokenizer's own Jinja chat template into slots as LLaMA-Factory does (``engine.templates.parsed``), so a new family
+trains without a registered template and with LLaMA-Factory's ids.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import difflib
 from typing import Any
 
 from engine.templates.base import Template, TemplateError, canonical_messages
-from engine.templates.hf import TokenizerTemplate, chat_template_of
+from engine.templates.parsed import chat_template_of, parse_chat_template, template_from_tokenizer
 from engine.templates.registry import TEMPLATES, list_templates
 from engine.templates.tool_base import ToolFormat, normalize_calls, normalize_tools
 from engine.templates.tool_formats import TOOL_FORMATS, format_calls, format_tools, get_tool_format, parse_calls
@@ -20,7 +21,7 @@ from engine.templates.tool_formats import TOOL_FORMATS, format_calls, format_too
 def get_template(name: str | None, tokenizer: Any = None, *, enable_thinking: bool | None = None,
                  default_system: str | None = None, tool_format: str | None = None,
                  preserve_thinking: bool | None = None) -> Template:
-    """The template called ``name``; None or "" wraps ``tokenizer``'s own chat template.
+    """The template called ``name``; None or "" reads ``tokenizer``'s own chat template into slots.
 
     Args:
         name: A registered template name (case-insensitive), or None/"" for the tokenizer's chat template.
@@ -37,7 +38,7 @@ def get_template(name: str | None, tokenizer: Any = None, *, enable_thinking: bo
         if tokenizer is None:
             raise TemplateError("No template name and no tokenizer: set `template` (one of: "
                                 f"{', '.join(list_templates())}).")
-        template: Template = TokenizerTemplate.from_tokenizer(tokenizer)
+        template: Template = template_from_tokenizer(tokenizer)
     else:
         key = str(name).strip().lower()
         if key not in TEMPLATES:
@@ -53,7 +54,8 @@ def get_template(name: str | None, tokenizer: Any = None, *, enable_thinking: bo
 
 
 __all__ = [
-    "TEMPLATES", "TOOL_FORMATS", "Template", "TemplateError", "TokenizerTemplate", "ToolFormat",
+    "TEMPLATES", "TOOL_FORMATS", "Template", "TemplateError", "ToolFormat",
     "canonical_messages", "chat_template_of", "format_calls", "format_tools", "get_template", "get_tool_format",
+    "parse_chat_template",
     "list_templates", "normalize_calls", "normalize_tools", "parse_calls",
 ]

@@ -196,9 +196,8 @@ def test_unknown_template_names_nearest():
     assert get_template("  Qwen3 ").name == "qwen3"
 
 
-def test_empty_name_needs_chat_template(tokenizer_factory):
-    with pytest.raises(TemplateError, match="has no chat template.*Set `template`"):
-        get_template(None, tokenizer_factory())
+def test_empty_name_needs_a_tokenizer(tokenizer_factory):
+    assert get_template(None, tokenizer_factory()) == TEMPLATES["empty"]  # LLaMA-Factory's fallback (see parsed)
     with pytest.raises(TemplateError, match="no tokenizer"):
         get_template("", None)
 
@@ -230,24 +229,20 @@ def test_to_jinja_matches_render(name, tokenizer_factory):
 
 
 # ------------------------------------------------------------------------------------------------ fallback
-def test_tokenizer_template_fallback_masks(tokenizer_factory):
-    """A tokenizer whose chat template is qwen3's: the fallback finds the same trained replies as qwen3 itself,
-    although that chat template rewrites history turns (thinking dropped), so prefixes do not line up."""
+def test_tokenizer_template_read_into_slots(tokenizer_factory):
+    """A tokenizer whose chat template is qwen3's: read into slots as LLaMA-Factory does (a reasoning template whose
+    reply slot has the think tags removed), replies trained with their thoughts as qwen3's own template trains them."""
     tokenizer = tokenizer_factory(chat_template=TEMPLATES["qwen3"].to_jinja())
-    fallback = get_template(None, tokenizer)
-    assert fallback.reasoning and fallback.to_jinja() == tokenizer.chat_template
+    parsed = get_template(None, tokenizer)
+    assert parsed.reasoning and parsed.assistant == "{content}<|im_end|>\n"
     conversation = [
         {"role": "user", "content": "Hi"},
         {"role": "assistant", "content": "<think>\nold\n</think>\n\nHello!"},
         {"role": "user", "content": "How are you?"},
         {"role": "assistant", "content": "Fine.", "thinking": "be nice"},
     ]
-    builtin = TEMPLATES["qwen3"]
-    assert fallback.render(conversation, system="S") == builtin.render_oneturn(conversation, system="S")
-    assert tokenizer.decode(fallback.encode_prompt(tokenizer, conversation[:3])) == tokenizer.decode(
-        builtin.encode_prompt(tokenizer, conversation[:3]))
-    trained = [text for text, is_reply in fallback.segments(conversation) if is_reply]
-    assert trained == ["Hello!<|im_end|>\n", "<think>\nbe nice\n</think>\n\nFine.<|im_end|>\n"]
+    trained = [text for text, is_reply in parsed.segments(conversation) if is_reply]
+    assert trained == ["<think>\nold\n</think>\n\nHello!<|im_end|>\n", "<think>\nbe nice\n</think>\n\nFine.<|im_end|>\n"]
 
 
 def test_tokenizer_template_fallback_prefix_stable(tokenizer_factory):
@@ -255,7 +250,6 @@ def test_tokenizer_template_fallback_prefix_stable(tokenizer_factory):
     fallback = get_template("", tokenizer)
     pairs = fallback.encode_multiturn(tokenizer, CONVERSATION, system="Be brief.")
     assert [tokenizer.decode(r) for _, r in pairs] == list(REPLIES["llama3"])
-    assert fallback.fix_tokenizer(tokenizer) == 0
 
 
 def test_template_is_a_frozen_dataclass():

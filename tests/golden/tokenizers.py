@@ -109,3 +109,17 @@ def load(setup: str, template: str | None = None):
         if bos is None:
             tokenizer.bos_token = None
     return tokenizer
+
+
+def tokenizer_for(setup: str, chat_template: str):
+    """A ``plain`` or ``special`` tokenizer with ``chat_template``, or ``bos``: ``special`` adding ``<s>`` to every encoding."""
+    if setup != "bos":
+        tokenizer = load(setup)
+    else:
+        from tokenizers import processors
+
+        tokenizer = load("special")
+        tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
+            single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", tokenizer.convert_tokens_to_ids("<s>"))])
+    tokenizer.chat_template = chat_template
+    return tokenizer

@@ -141,6 +141,8 @@ def load_entry(key: str) -> Any | None:
         return None
     if cache_prune.read_meta(folder) is None:
         cache_prune.release(key)
+        if not folder.exists():  # evicted while this process waited for it
+            return None
         logger.warning("Ignoring the incomplete tokenized-data cache entry %s (a file is missing or cut short); "
                        "tokenizing again.", folder)
         return None

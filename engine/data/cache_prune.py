@@ -351,9 +351,25 @@ def prune(tokenized: Path, cap: int | None, keep: tuple[str, ...] = ()) -> Prune
             result.evicted += 1
             result.freed += entry.size
             result.total -= entry.size
+        _drop_orphan_locks(tokenized)
     finally:
         os.close(guard)
     return result
+
+
+def _drop_orphan_locks(tokenized: Path) -> None:
+    """Remove the lock files of entries that are gone (deleted by hand, replaced), unless a process holds one."""
+    try:
+        locks = list((tokenized.parent / LOCKS / tokenized.name).glob("*.lock"))
+    except OSError:
+        return
+    for lock in locks:
+        if lock.stem in _HELD or (tokenized / lock.stem).exists():
+            continue
+        fd = _lock(lock, shared=False)
+        if fd is not None:
+            lock.unlink(missing_ok=True)
+            os.close(fd)
 
 
 def prune_after_write(tokenized: Path, key: str) -> PruneResult:

@@ -281,3 +281,14 @@ def test_cli_with_the_cache_off(monkeypatch, capsys):
     monkeypatch.setenv("LF_ENGINE_CACHE", "off")
     assert main(["cache", "--clear"]) == 0
     assert "cache is off (LF_ENGINE_CACHE=off)" in capsys.readouterr().out
+
+
+def test_lock_files_of_gone_entries_are_removed(tokenized):
+    _entry(tokenized, "kept", 1, time.time())
+    _entry(tokenized, "evicted", 1, time.time() - 100)
+    assert cache_prune.hold(tokenized, "kept")
+    orphan = cache_prune._lock_path(tokenized, "deleted_by_hand")
+    orphan.touch()
+    assert cache_prune.prune(tokenized, 1 * MB).evicted == 1
+    locks = {p.name for p in orphan.parent.iterdir()}
+    assert locks == {"kept.lock"}  # held by this process; the evicted entry's and the orphan's lock are gone

@@ -450,9 +450,12 @@ def run_command(root: Path | None, action: str = "list", max_gb: str | None = No
     """``lf-engine cache``: list (``action="list"``), ``prune`` to the cap, or ``clear``; the text to print.
 
     Raises:
-        CacheError: a bad ``max_gb`` or ``$LF_ENGINE_CACHE_MAX_GB`` (here an error: the user asked for the cap).
+        CacheError: with ``prune``, a bad ``max_gb`` or ``$LF_ENGINE_CACHE_MAX_GB``.
     """
-    cap = parse_cap(max_gb, "--max-gb") if max_gb is not None else parse_cap(os.environ.get(CAP_ENV))
+    if action == "prune":  # the user asked for the cap: a bad value is an error
+        cap = parse_cap(max_gb, "--max-gb") if max_gb is not None else parse_cap(os.environ.get(CAP_ENV))
+    else:  # listing or clearing does not need it: a bad value is a warning
+        cap = cap_bytes()
     if root is None:
         return "The tokenized-data cache is off (LF_ENGINE_CACHE=off): nothing is cached, nothing to list or clear."
     tokenized = root / "tokenized"

@@ -130,14 +130,8 @@ def test_the_entry_just_written_is_never_evicted(tokenized):
 def test_an_entry_another_process_reads_is_kept(tokenized):
     _entry(tokenized, "busy", 1, time.time() - 1000)
     _entry(tokenized, "idle", 1, time.time() - 500)
-    lock = cache_prune._lock_path(tokenized, "busy")
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
-         "fcntl.flock(fd, fcntl.LOCK_SH); print('held', flush=True); time.sleep(60)", str(lock)],
-        stdout=subprocess.PIPE, text=True)
+    holder = _lock_in_another_process(cache_prune._lock_path(tokenized, "busy"), "LOCK_SH")
     try:
-        assert holder.stdout.readline().strip() == "held"
         result = cache_prune.prune(tokenized, 0)
         assert _keys(tokenized) == {"busy"} and result.kept_in_use == 1
         assert [r["state"] for r in cache_prune.describe(tokenized)] == ["in use"]
@@ -145,6 +139,17 @@ def test_an_entry_another_process_reads_is_kept(tokenized):
         holder.kill()
         holder.wait()
     assert cache_prune.prune(tokenized, 0).evicted == 1 and _keys(tokenized) == set()
+
+
+def _lock_in_another_process(path, mode: str) -> subprocess.Popen:
+    """A process that locks ``path`` (fcntl ``mode``) and sleeps until killed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
+         f"fcntl.flock(fd, fcntl.{mode}); print('held', flush=True); time.sleep(60)", str(path)],
+        stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
 
 
 def test_a_loaded_entry_is_held_and_marked_used(cache_dir, data_dir, chat_tokenizer, monkeypatch):
@@ -216,12 +221,16 @@ def test_an_entry_being_written_is_kept_and_cleaned_once_stale(tokenized):
     writing = tokenized / ".k1-abcd"
     (writing / "data").mkdir(parents=True)
     (writing / "data" / "part.arrow").write_bytes(b"\0" * 1000)
-    fd = cache_prune.writing_lock(writing)
+    writer = _lock_in_another_process(writing / cache_prune.WRITING_LOCK, "LOCK_EX")
     no_lock = tokenized / ".k2-efgh"  # a writer killed before it took its lock
     no_lock.mkdir()
-    assert {r["state"] for r in cache_prune.describe(tokenized)} == {"being written"}
-    assert cache_prune.prune(tokenized, 0).leftovers == 0 and _keys(tokenized) == {".k1-abcd", ".k2-efgh"}
-    os.close(fd)  # the writer is gone
+    try:
+        assert {r["state"] for r in cache_prune.describe(tokenized)} == {"being written"}
+        assert cache_prune.prune(tokenized, 0).leftovers == 0 and _keys(tokenized) == {".k1-abcd", ".k2-efgh"}
+    finally:
+        writer.kill()  # SIGKILL: the writer dies mid-write
+        writer.wait()
+    assert {r["state"] for r in cache_prune.describe(tokenized)} == {"stale write", "being written"}
     assert cache_prune.prune(tokenized, 0).leftovers == 1 and _keys(tokenized) == {".k2-efgh"}
     old = time.time() - cache_prune.STALE_UNLOCKED_S - 10
     os.utime(no_lock, (old, old))
@@ -266,13 +275,15 @@ def test_cli_lists_prunes_and_clears(cache_dir, data_dir, chat_tokenizer, monkey
     assert capsys.readouterr().out.startswith("0 entries, 0.0 KB")
 
 
-def test_cli_bad_values_exit_2(cache_dir, monkeypatch, capsys):
+def test_cli_bad_values_exit_2(cache_dir, monkeypatch, capsys, caplog):
     assert main(["cache", "--prune", "--max-gb", "much"]) == EXIT_USER_ERROR
     assert "error: --max-gb='much' is not a size in GB" in capsys.readouterr().err
     monkeypatch.setenv(cache_prune.CAP_ENV, "much")
     assert main(["cache", "--prune"]) == EXIT_USER_ERROR
     err = capsys.readouterr().err
     assert "LF_ENGINE_CACHE_MAX_GB='much'" in err and "Traceback" not in err
+    assert main(["cache"]) == 0  # listing does not need the cap: a warning, and the default
+    assert "20 GB cap" in capsys.readouterr().out and "LF_ENGINE_CACHE_MAX_GB='much'" in caplog.text
     assert main(["cache", "--max-gb", "3"]) == EXIT_USER_ERROR
     assert "--max-gb goes with --prune" in capsys.readouterr().err
 

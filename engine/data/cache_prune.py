@@ -141,7 +141,13 @@ def hold(tokenized: Path, key: str, wait: float = 10.0) -> bool:
     """Take (once per process) the shared lock that keeps a prune from removing the entry ``key`` while in use."""
     if key in _HELD:
         return True
-    fd = _lock(_lock_path(tokenized, key), shared=True, wait=wait)
+    path = _lock_path(tokenized, key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
+    except OSError:  # a read-only cache: use it without a hold (a prune cannot remove anything there either)
+        return True
+    fd = _lock(path, shared=True, wait=wait)
     if fd is None:
         return False
     _HELD[key] = fd

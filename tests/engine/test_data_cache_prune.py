@@ -303,3 +303,13 @@ def test_lock_files_of_gone_entries_are_removed(tokenized):
     assert cache_prune.prune(tokenized, 1 * MB).evicted == 1
     locks = {p.name for p in orphan.parent.iterdir()}
     assert locks == {"kept.lock"}  # held by this process; the evicted entry's and the orphan's lock are gone
+
+
+def test_an_entry_loads_where_no_lock_can_be_made(cache_dir, data_dir, chat_tokenizer, monkeypatch, tmp_path):
+    _run(data_dir, chat_tokenizer, monkeypatch)
+    cache_prune.release()
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setattr(cache_prune, "_lock_path", lambda tokenized, key: blocker / f"{key}.lock")
+    bundle, calls = _run(data_dir, chat_tokenizer, monkeypatch)  # e.g. a read-only shared cache
+    assert calls == 0 and len(bundle.train) == 20

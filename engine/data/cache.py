@@ -7,10 +7,11 @@ the template. Change any of them and the key changes; ``overwrite_cache: true`` 
 entry. Hub datasets, media datasets and ``tokenized_path`` (the user's own saved copy) are not cached here.
 
 Entries live in ``$LF_ENGINE_CACHE`` (default ``~/.cache/lf-engine``; ``off`` disables the cache) under
-``tokenized/<key>``, as Arrow files that are memory-mapped when loaded. An entry is written to a temporary folder and renamed into place, so a killed run
-leaves no half entry behind; an entry that is incomplete or cannot be read is ignored and rebuilt. The cache is
-kept under ``$LF_ENGINE_CACHE_MAX_GB`` (default 20) by evicting the least recently used entries after each write
-(:mod:`engine.data.cache_prune`; ``lf-engine cache`` lists, prunes and clears it).
+``tokenized/<key>``, as Arrow files that are memory-mapped when loaded. An entry is written to a temporary folder
+and renamed into place, so a killed run leaves no half entry behind; an entry that is incomplete or cannot be read
+is ignored and rebuilt. The cache is kept under ``$LF_ENGINE_CACHE_MAX_GB`` (default 20) by evicting the least
+recently used entries after each write (:mod:`engine.data.cache_prune`; ``lf-engine cache`` lists, prunes and
+clears it).
 """
 
 from __future__ import annotations

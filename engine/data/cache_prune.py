@@ -9,8 +9,9 @@ Layout of ``$LF_ENGINE_CACHE/tokenized`` (see :mod:`engine.data.cache` for the k
   ``lf_writing.lock`` inside it; a prune removes the folder once no process holds that lock (a killed writer).
 - ``.trash-<key>-XXXX/``: an entry being removed. Removal renames the entry there first, so a crash in the middle
   of deleting leaves nothing under ``<key>``; the next prune finishes the job.
-- ``../locks/tokenized/<key>.lock``: a process that loaded an entry holds a shared lock on it until it exits (the data stays
-  memory-mapped while it trains). Eviction takes the exclusive lock without waiting and skips an entry it cannot get.
+- ``../locks/tokenized/<key>.lock``: a process that loaded an entry holds a shared lock on it until it exits (the
+  data stays memory-mapped while it trains). Eviction takes the exclusive lock without waiting and skips an entry
+  it cannot get.
 - ``../locks/tokenized.prune.lock``: one prune at a time; a second one meanwhile does nothing.
 
 The cap is ``$LF_ENGINE_CACHE_MAX_GB`` (default 20; ``0`` or ``off`` = no cap), applied after every new entry.
@@ -332,7 +333,13 @@ def prune(tokenized: Path, cap: int | None, keep: tuple[str, ...] = ()) -> Prune
     written) and entries a process holds are never removed.
     """
     result = PruneResult()
-    guard = _lock(tokenized.parent / LOCKS / f"{tokenized.name}.prune.lock", shared=False)
+    path = tokenized.parent / LOCKS / f"{tokenized.name}.prune.lock"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
+        guard = _lock(path, shared=False)
+    except OSError:  # a read-only cache: removals fail one by one below, and say nothing was freed
+        guard = -1
     if guard is None:
         result.busy = True
         return result
@@ -359,7 +366,8 @@ def prune(tokenized: Path, cap: int | None, keep: tuple[str, ...] = ()) -> Prune
             result.total -= entry.size
         _drop_orphan_locks(tokenized)
     finally:
-        os.close(guard)
+        if guard >= 0:
+            os.close(guard)
     return result
 
 

@@ -188,9 +188,10 @@ def save_entry(key: str, bundle: Any, source: dict[str, Any] | None = None) -> P
                 "files": cache_prune.manifest(tmp)}
         (tmp / cache_prune.META).write_text(json.dumps(meta, default=str), encoding="utf-8")  # last: complete now
         (tmp / cache_prune.WRITING_LOCK).unlink(missing_ok=True)
-        if folder.exists():  # overwrite_cache or an incomplete entry: take the old one out of the name first
-            cache_prune.remove_entry(tokenized, folder, locked=False)
-        os.replace(tmp, folder)
+        if not cache_prune.publish(tokenized, tmp, folder):  # the entry there is in use: it stays
+            shutil.rmtree(tmp, ignore_errors=True)
+            logger.info("The tokenized-data cache entry %s is in use by another process; kept it as it is.", folder)
+            return folder if cache_prune.read_meta(folder) is not None else None
     except OSError as err:  # disk full, permissions: training goes on without a cache entry
         shutil.rmtree(tmp, ignore_errors=True)
         if cache_prune.read_meta(folder) is not None:  # another process wrote the same entry meanwhile

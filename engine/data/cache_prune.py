@@ -52,6 +52,9 @@ LOCKS = "locks"
 STALE_UNLOCKED_S = 3600
 """A temporary folder without a lock file (its writer died before taking it) is stale after this many seconds."""
 
+PRUNE_WAIT_S = 30.0
+"""How long a prune waits for another one to finish (they take milliseconds; this one then sees the new state)."""
+
 _HELD: dict[str, int] = {}  # key -> fd of the shared lock this process holds on an entry it loaded
 
 
@@ -316,6 +319,33 @@ def remove_entry(tokenized: Path, folder: Path, locked: bool = True) -> bool:
     return True
 
 
+def publish(tokenized: Path, staged: Path, folder: Path) -> bool:
+    """Rename a finished entry ``staged`` to ``folder``, replacing the entry there unless a process holds it.
+
+    False (``staged`` left as it is) when the entry there is in use: it is kept rather than pulled away.
+    """
+    path = _lock_path(tokenized, folder.name)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
+        fd = _lock(path, shared=False)
+    except OSError:  # no lock can be made here: nothing can hold the entry either
+        fd = -1
+    if fd is None:
+        return False
+    trash = None
+    try:
+        if folder.exists():
+            trash = _to_trash(tokenized, folder)
+        os.replace(staged, folder)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+        if trash is not None:
+            shutil.rmtree(trash, ignore_errors=True)
+    return True
+
+
 @dataclasses.dataclass
 class PruneResult:
     evicted: int = 0
@@ -326,18 +356,19 @@ class PruneResult:
     busy: bool = False  # another prune was running: nothing done
 
 
-def prune(tokenized: Path, cap: int | None, keep: tuple[str, ...] = ()) -> PruneResult:
+def prune(tokenized: Path, cap: int | None, keep: tuple[str, ...] = (), wait: float | None = None) -> PruneResult:
     """Remove stale leftovers, then the least recently used entries until the complete ones fit in ``cap`` bytes.
 
     ``cap`` None removes leftovers only; 0 removes every entry not in use. Entries in ``keep`` (the one just
-    written) and entries a process holds are never removed.
+    written) and entries a process holds are never removed. Another prune running meanwhile is waited for up to
+    ``wait`` seconds (default ``PRUNE_WAIT_S``), then this one does nothing (``busy``).
     """
     result = PruneResult()
     path = tokenized.parent / LOCKS / f"{tokenized.name}.prune.lock"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
-        guard = _lock(path, shared=False)
+        guard = _lock(path, shared=False, wait=PRUNE_WAIT_S if wait is None else wait)
     except OSError:  # a read-only cache: removals fail one by one below, and say nothing was freed
         guard = -1
     if guard is None:

@@ -313,3 +313,35 @@ def test_an_entry_loads_where_no_lock_can_be_made(cache_dir, data_dir, chat_toke
     monkeypatch.setattr(cache_prune, "_lock_path", lambda tokenized, key: blocker / f"{key}.lock")
     bundle, calls = _run(data_dir, chat_tokenizer, monkeypatch)  # e.g. a read-only shared cache
     assert calls == 0 and len(bundle.train) == 20
+
+
+def test_a_second_prune_meanwhile_does_nothing(tokenized, capsys, monkeypatch):
+    monkeypatch.setattr(cache_prune, "PRUNE_WAIT_S", 0.2)
+    _entry(tokenized, "a", 1, time.time())
+    guard = cache_prune._lock(tokenized.parent / cache_prune.LOCKS / "tokenized.prune.lock", shared=False)
+    try:
+        assert cache_prune.prune(tokenized, 0).busy and _keys(tokenized) == {"a"}
+        assert main(["cache", "--clear"]) == 0
+        assert "Another process is pruning the cache right now" in capsys.readouterr().out
+    finally:
+        os.close(guard)
+    assert cache_prune.prune(tokenized, 0).evicted == 1
+
+
+def test_overwrite_keeps_an_entry_another_process_reads(cache_dir, data_dir, chat_tokenizer, monkeypatch, caplog):
+    _run(data_dir, chat_tokenizer, monkeypatch)
+    cache_prune.release()
+    tokenized = cache_dir / "tokenized"
+    (entry,) = tokenized.iterdir()
+    before = (entry / cache_prune.META).stat().st_mtime_ns
+    reader = _lock_in_another_process(cache_prune._lock_path(tokenized, entry.name), "LOCK_SH")
+    try:
+        with caplog.at_level(logging.INFO, logger="engine.data.cache"):
+            _, calls = _run(data_dir, chat_tokenizer, monkeypatch, overwrite_cache=True)
+    finally:
+        reader.kill()
+        reader.wait()
+    assert calls == 1 and "is in use by another process; kept it as it is" in caplog.text
+    assert _keys(tokenized) == {entry.name} and (entry / cache_prune.META).stat().st_mtime_ns == before
+    _run(data_dir, chat_tokenizer, monkeypatch, overwrite_cache=True)  # nobody reads it now: replaced
+    assert _keys(tokenized) == {entry.name} and (entry / cache_prune.META).stat().st_mtime_ns != before

@@ -107,13 +107,15 @@ def describe_cap(cap: int | None) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------------ locks
-def _lock(path: Path, shared: bool, wait: float = 0.0) -> int | None:
-    """Open ``path`` (created if needed) and lock it; the fd, or None when the lock was not free within ``wait`` s."""
+def _lock(path: Path, shared: bool, wait: float = 0.0, create: bool = True) -> int | None:
+    """Open ``path`` (created if needed and ``create``) and lock it; the fd, or None when the lock was not free within
+    ``wait`` seconds (or the file cannot be opened)."""
     deadline = time.monotonic() + wait
     while True:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            if create:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
         except OSError:
             return None
         if fcntl is None:
@@ -270,8 +272,8 @@ def _stale(entry: Entry) -> bool:
     lock = entry.path / WRITING_LOCK
     if not lock.exists():
         return time.time() - entry.last_used > STALE_UNLOCKED_S
-    fd = _lock(lock, shared=False)
-    if fd is None:
+    fd = _lock(lock, shared=False, create=False)
+    if fd is None:  # held, or just removed by a writer about to rename its folder into place
         return False
     os.close(fd)
     return True
@@ -281,11 +283,12 @@ def in_use(tokenized: Path, key: str) -> bool:
     """Whether a process holds the entry (this one included)."""
     if key in _HELD:
         return True
-    if not _lock_path(tokenized, key).exists():
+    path = _lock_path(tokenized, key)
+    if not path.exists():
         return False
-    fd = _lock(_lock_path(tokenized, key), shared=False)
+    fd = _lock(path, shared=False, create=False)
     if fd is None:
-        return True
+        return path.exists()
     os.close(fd)
     return False
 
@@ -411,7 +414,7 @@ def _drop_orphan_locks(tokenized: Path) -> None:
     for lock in locks:
         if lock.stem in _HELD or (tokenized / lock.stem).exists():
             continue
-        fd = _lock(lock, shared=False)
+        fd = _lock(lock, shared=False, create=False)
         if fd is not None:
             lock.unlink(missing_ok=True)
             os.close(fd)

@@ -429,11 +429,13 @@ def prune_after_write(tokenized: Path, key: str) -> PruneResult:
                     "%s in %s; set %s to change it (0 or off: no cap), `lf-engine cache` lists the entries.",
                     result.evicted, "y" if result.evicted == 1 else "ies", human(result.freed), describe_cap(cap),
                     tokenized.parent, CAP_ENV)
-    if cap is not None and result.total > cap:
-        logger.info("Tokenized-data cache: %s is over the %s (%d entr%s in use and the one just written are "
-                    "kept); raise %s or run `lf-engine cache --clear` when no run is using it.",
-                    human(result.total), describe_cap(cap), result.kept_in_use,
-                    "y" if result.kept_in_use == 1 else "ies", CAP_ENV)
+    if cap is not None and result.total > cap and not result.kept_in_use:
+        logger.info("Tokenized-data cache: the entry just written (%s) is over the %s by itself and is kept; raise "
+                    "%s to keep more than one entry of this size.", human(result.total), describe_cap(cap), CAP_ENV)
+    elif cap is not None and result.total > cap:
+        logger.info("Tokenized-data cache: %s is over the %s because %d entr%s in use by running jobs; they are "
+                    "evicted by a later write or `lf-engine cache --prune` once those jobs end.", human(result.total),
+                    describe_cap(cap), result.kept_in_use, "y is" if result.kept_in_use == 1 else "ies are")
     return result
 
 

@@ -165,7 +165,7 @@ def test_a_loaded_entry_is_held_and_marked_used(cache_dir, data_dir, chat_tokeni
 
 
 def test_a_write_over_the_cap_evicts_and_logs(cache_dir, data_dir, chat_tokenizer, monkeypatch, caplog):
-    monkeypatch.setenv(cache_prune.CAP_ENV, "0.00001")  # about 10 KB: one entry fits
+    monkeypatch.setenv(cache_prune.CAP_ENV, "0.000005")  # about 5 KB: less than one entry (10 KB)
     _run(data_dir, chat_tokenizer, monkeypatch)
     tokenized = cache_dir / "tokenized"
     (first,) = tokenized.iterdir()
@@ -176,9 +176,14 @@ def test_a_write_over_the_cap_evicts_and_logs(cache_dir, data_dir, chat_tokenize
     assert second != first
     line = next(r.getMessage() for r in caplog.records if "evicted" in r.getMessage())
     assert "evicted 1 least recently used entry" in line and "KB freed" in line
-    assert "0.0102 MB cap" in line and "LF_ENGINE_CACHE_MAX_GB" in line and "0 or off: no cap" in line
+    assert "0.00512 MB cap" in line and "LF_ENGINE_CACHE_MAX_GB" in line and "0 or off: no cap" in line
     _, calls = _run(data_dir, chat_tokenizer, monkeypatch, cutoff_len=32)
     assert calls == 0  # the entry just written stayed
+    assert "the entry just written" in caplog.text and "is over the 0.00512 MB cap by itself and is kept" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="engine.data.cache_prune"):  # now held by this process, as in a run
+        _run(data_dir, chat_tokenizer, monkeypatch, cutoff_len=48)
+    assert "because 1 entry is in use by running jobs" in caplog.text and len(list(tokenized.iterdir())) == 2
 
 
 # -------------------------------------------------------------------------------- incomplete and unfinished entries

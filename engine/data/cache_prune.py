@@ -115,7 +115,7 @@ def _lock(path: Path, shared: bool, wait: float = 0.0, create: bool = True) -> i
         try:
             if create:
                 path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+            fd = os.open(path, os.O_RDONLY | (os.O_CREAT if create else 0), 0o644)
         except OSError:
             return None
         if fcntl is None:
@@ -139,6 +139,12 @@ def _lock(path: Path, shared: bool, wait: float = 0.0, create: bool = True) -> i
         os.close(fd)
 
 
+def _make_lock_file(path: Path) -> None:
+    """Create a lock file (and its folder); OSError where the cache cannot be written (read-only)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_RDONLY | os.O_CREAT, 0o644))
+
+
 def _lock_path(tokenized: Path, key: str) -> Path:
     return tokenized.parent / LOCKS / tokenized.name / f"{key}.lock"
 
@@ -149,8 +155,7 @@ def hold(tokenized: Path, key: str, wait: float = 10.0) -> bool:
         return True
     path = _lock_path(tokenized, key)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
+        _make_lock_file(path)
     except OSError:  # a read-only cache: use it without a hold (a prune cannot remove anything there either)
         return True
     fd = _lock(path, shared=True, wait=wait)
@@ -329,8 +334,7 @@ def publish(tokenized: Path, staged: Path, folder: Path) -> bool:
     """
     path = _lock_path(tokenized, folder.name)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
+        _make_lock_file(path)
         fd = _lock(path, shared=False)
     except OSError:  # no lock can be made here: nothing can hold the entry either
         fd = -1
@@ -369,8 +373,7 @@ def prune(tokenized: Path, cap: int | None, keep: tuple[str, ...] = (), wait: fl
     result = PruneResult()
     path = tokenized.parent / LOCKS / f"{tokenized.name}.prune.lock"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
+        _make_lock_file(path)
         guard = _lock(path, shared=False, wait=PRUNE_WAIT_S if wait is None else wait)
     except OSError:  # a read-only cache: removals fail one by one below, and say nothing was freed
         guard = -1

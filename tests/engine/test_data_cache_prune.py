@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -350,3 +351,48 @@ def test_overwrite_keeps_an_entry_another_process_reads(cache_dir, data_dir, cha
     assert _keys(tokenized) == {entry.name} and (entry / cache_prune.META).stat().st_mtime_ns == before
     _run(data_dir, chat_tokenizer, monkeypatch, overwrite_cache=True)  # nobody reads it now: replaced
     assert _keys(tokenized) == {entry.name} and (entry / cache_prune.META).stat().st_mtime_ns != before
+
+
+_WORKER = """
+import json, logging, os, random, sys
+from datasets import Dataset
+from engine.data import DatasetBundle, cache, cache_prune
+logging.basicConfig(level=logging.WARNING)
+rng, hits = random.Random(int(sys.argv[1])), 0
+for _ in range(25):
+    k = rng.randrange(5)
+    key = f"k{k}" + "0" * 31
+    hit = cache.load_entry(key)
+    if hit is None:
+        rows = 500 + k
+        cache.save_entry(key, DatasetBundle(train=Dataset.from_dict({"ids": [[k] * 8] * rows}), stats={"rows": rows}))
+    else:
+        assert len(hit.train) == 500 + k and hit.stats == {"rows": 500 + k}, key
+        assert hit.train[:]["ids"] == [[k] * 8] * (500 + k), key
+        hits += 1
+    cache_prune.release(key)
+print(json.dumps({"hits": hits}))
+"""
+
+
+def test_processes_writing_reading_and_evicting_at_once(cache_dir, monkeypatch):
+    """Three processes load, write and evict the same five keys under a cap of about two entries: every load is whole,
+    nothing is logged as unreadable or incomplete, and the cache ends at the cap."""
+    env = {**os.environ, "LF_ENGINE_CACHE_MAX_GB": str(2.5 * 30_000 / cache_prune.GB),
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]),
+           "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
+    procs = [subprocess.Popen([sys.executable, "-c", _WORKER, str(seed)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for seed in range(3)]
+    outputs = [proc.communicate(timeout=120) for proc in procs]
+    for proc, (_out, err) in zip(procs, outputs):
+        assert proc.returncode == 0, err[-2000:]
+        assert "unreadable" not in err and "incomplete" not in err, err[-2000:]
+    assert sum(json.loads(out)["hits"] for out, _ in outputs) > 0
+    tokenized = cache_dir / "tokenized"
+    assert not [p for p in tokenized.iterdir() if p.name.startswith(".")]  # no temporary or trash folder left
+    entries = cache_prune.scan(tokenized)
+    assert entries and all(e.complete for e in entries)
+    # the last write may have found entries the other two processes were loading at that moment: those stay
+    assert sum(e.size for e in entries) <= cache_prune.parse_cap(env["LF_ENGINE_CACHE_MAX_GB"]) + 2 * max(
+        e.size for e in entries)
+    assert len(entries) < 5  # evictions happened

@@ -180,7 +180,8 @@ def test_a_write_over_the_cap_evicts_and_logs(cache_dir, data_dir, chat_tokenize
     assert "0.00512 MB cap" in line and "LF_ENGINE_CACHE_MAX_GB" in line and "0 or off: no cap" in line
     _, calls = _run(data_dir, chat_tokenizer, monkeypatch, cutoff_len=32)
     assert calls == 0  # the entry just written stayed
-    assert "the entry just written" in caplog.text and "is over the 0.00512 MB cap by itself and is kept" in caplog.text
+    assert "the entry just written" in caplog.text
+    assert "is over the 0.00512 MB cap by itself and is kept" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="engine.data.cache_prune"):  # now held by this process, as in a run
         _run(data_dir, chat_tokenizer, monkeypatch, cutoff_len=48)
@@ -396,3 +397,17 @@ def test_processes_writing_reading_and_evicting_at_once(cache_dir, monkeypatch):
     assert sum(e.size for e in entries) <= cache_prune.parse_cap(env["LF_ENGINE_CACHE_MAX_GB"]) + 2 * max(
         e.size for e in entries)
     assert len(entries) < 5  # evictions happened
+
+
+def test_a_real_process_lists_and_refuses_a_bad_cap(tokenized):
+    _entry(tokenized, "a" * 32, 1, time.time(), {"stage": "sft", "dataset": "alpaca_en_demo"})
+    env = {**os.environ, "LF_ENGINE_CACHE": str(tokenized.parent), "LF_ENGINE_CACHE_MAX_GB": "ten"}
+    root = Path(__file__).resolve().parents[2]
+    bad = subprocess.run([sys.executable, "-m", "engine", "cache", "--prune"], cwd=root, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == EXIT_USER_ERROR and "Traceback" not in bad.stderr
+    assert "error: LF_ENGINE_CACHE_MAX_GB='ten' is not a size in GB" in bad.stderr
+    listed = subprocess.run([sys.executable, "-m", "engine", "cache"], cwd=root,
+                            env={**env, "LF_ENGINE_CACHE_MAX_GB": "5"}, capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0 and "alpaca_en_demo" in listed.stdout and "1 entry, 1.0 MB" in listed.stdout
+    assert "5 GB cap" in listed.stdout

@@ -442,6 +442,38 @@ def prune_after_write(tokenized: Path, key: str) -> PruneResult:
     return result
 
 
+# ------------------------------------------------------------------------------------------ tokenization scratch
+SCRATCH_LOCK = ".lf_owner.lock"
+_SCRATCH_HELD: list[int] = []
+
+
+def claim_scratch(folder: Path, prefix: str) -> int:
+    """Hold ``folder`` (a process's scratch folder for tokenized Arrow files) until this process ends, and remove
+    the sibling ``prefix*`` folders of processes that died without cleaning up (killed, out of memory); returns
+    how many went. Folders of an older engine without a lock file go once a day old."""
+    fd = _lock(folder / SCRATCH_LOCK, shared=False)
+    if fd is not None:
+        _SCRATCH_HELD.append(fd)
+    removed = 0
+    for other in folder.parent.glob(f"{prefix}*"):
+        if other == folder or not other.is_dir():
+            continue
+        lock = other / SCRATCH_LOCK
+        if lock.exists():
+            got = _lock(lock, shared=False, create=False)
+            if got is None:
+                continue
+            os.close(got)
+        elif time.time() - _last_used(other) < 86400:
+            continue
+        shutil.rmtree(other, ignore_errors=True)
+        removed += 1
+    if removed:
+        logger.info("Removed %d tokenization scratch folder%s left in %s by processes that were killed.", removed,
+                    "" if removed == 1 else "s", folder.parent)
+    return removed
+
+
 # ----------------------------------------------------------------------------------------------------- the CLI
 def _state(tokenized: Path, entry: Entry) -> str:
     if entry.kind == "writing":

@@ -8,6 +8,7 @@ import logging
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -411,3 +412,37 @@ def test_a_real_process_lists_and_refuses_a_bad_cap(tokenized):
                             env={**env, "LF_ENGINE_CACHE_MAX_GB": "5"}, capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0 and "alpaca_en_demo" in listed.stdout and "1 entry, 1.0 MB" in listed.stdout
     assert "5 GB cap" in listed.stdout
+
+
+# ------------------------------------------------------------------------------- scratch folders of killed processes
+def test_scratch_folders_of_killed_processes_are_removed(tmp_path, monkeypatch, caplog):
+    from engine.data import stream
+
+    prefix = stream.SCRATCH_PREFIX
+    dead = tmp_path / f"{prefix}dead"  # its process was killed: the lock file is there, nobody holds it
+    dead.mkdir()
+    (dead / cache_prune.SCRATCH_LOCK).touch()
+    (dead / "tmp1.arrow").write_bytes(b"\0" * 1000)
+    live = tmp_path / f"{prefix}live"
+    live.mkdir()
+    old_engine, young = tmp_path / f"{prefix}old", tmp_path / f"{prefix}young"  # no lock file: an older engine
+    old_engine.mkdir()
+    young.mkdir()
+    os.utime(old_engine, (time.time() - 2 * 86400,) * 2)
+    holder = _lock_in_another_process(live / cache_prune.SCRATCH_LOCK, "LOCK_EX")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(stream, "_SCRATCH", [])
+    held = list(cache_prune._SCRATCH_HELD)
+    try:
+        with caplog.at_level(logging.INFO, logger="engine.data.cache_prune"):
+            mine = stream._scratch_dir()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert {p.name for p in tmp_path.iterdir()} == {mine.name, live.name, young.name}
+    assert "Removed 2 tokenization scratch folders" in caplog.text
+    assert cache_prune.claim_scratch(live, prefix) == 0  # a second process: this one's folder is held
+    assert mine.exists()
+    for fd in cache_prune._SCRATCH_HELD[len(held):]:
+        os.close(fd)
+    del cache_prune._SCRATCH_HELD[len(held):]

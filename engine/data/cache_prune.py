@@ -52,6 +52,8 @@ LOCKS = "locks"
 STALE_UNLOCKED_S = 3600
 """A temporary folder without a lock file (its writer died before taking it) is stale after this many seconds."""
 
+YOUNG_S = 60
+"""A temporary or scratch folder younger than this is never taken for a dead process's (its lock may be on its way)."""
 PRUNE_WAIT_S = 30.0
 """How long a prune waits for another one to finish (they take milliseconds; this one then sees the new state)."""
 
@@ -277,6 +279,8 @@ def _stale(entry: Entry) -> bool:
     lock = entry.path / WRITING_LOCK
     if not lock.exists():
         return time.time() - entry.last_used > STALE_UNLOCKED_S
+    if time.time() - entry.last_used < YOUNG_S:  # its writer may be between creating the lock file and locking it
+        return False
     fd = _lock(lock, shared=False, create=False)
     if fd is None:  # held, or just removed by a writer about to rename its folder into place
         return False
@@ -459,6 +463,8 @@ def claim_scratch(folder: Path, prefix: str) -> int:
         if other == folder or not other.is_dir():
             continue
         lock = other / SCRATCH_LOCK
+        if time.time() - _last_used(other) < YOUNG_S:  # its owner may not have locked it yet
+            continue
         if lock.exists():
             got = _lock(lock, shared=False, create=False)
             if got is None:

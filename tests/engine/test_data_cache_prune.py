@@ -238,6 +238,9 @@ def test_an_entry_being_written_is_kept_and_cleaned_once_stale(tokenized):
     finally:
         writer.kill()  # SIGKILL: the writer dies mid-write
         writer.wait()
+    assert {r["state"] for r in cache_prune.describe(tokenized)} == {"being written"}  # too young to tell yet
+    minute_ago = time.time() - cache_prune.YOUNG_S - 1
+    os.utime(writing, (minute_ago, minute_ago))
     assert {r["state"] for r in cache_prune.describe(tokenized)} == {"stale write", "being written"}
     assert cache_prune.prune(tokenized, 0).leftovers == 1 and _keys(tokenized) == {".k2-efgh"}
     old = time.time() - cache_prune.STALE_UNLOCKED_S - 10
@@ -430,6 +433,9 @@ def test_scratch_folders_of_killed_processes_are_removed(tmp_path, monkeypatch, 
     young.mkdir()
     os.utime(old_engine, (time.time() - 2 * 86400,) * 2)
     holder = _lock_in_another_process(live / cache_prune.SCRATCH_LOCK, "LOCK_EX")
+    minute_ago = time.time() - cache_prune.YOUNG_S - 1
+    for folder in (dead, live):
+        os.utime(folder, (minute_ago, minute_ago))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(stream, "_SCRATCH", [])
     held = list(cache_prune._SCRATCH_HELD)

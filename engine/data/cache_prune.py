@@ -375,6 +375,8 @@ def prune(tokenized: Path, cap: int | None, keep: tuple[str, ...] = (), wait: fl
     ``wait`` seconds (default ``PRUNE_WAIT_S``), then this one does nothing (``busy``).
     """
     result = PruneResult()
+    if not tokenized.is_dir():  # nothing cached yet: make no folders either
+        return result
     path = tokenized.parent / LOCKS / f"{tokenized.name}.prune.lock"
     try:
         _make_lock_file(path)

@@ -299,6 +299,11 @@ def test_cli_bad_values_exit_2(cache_dir, monkeypatch, capsys, caplog):
     assert "--max-gb goes with --prune" in capsys.readouterr().err
 
 
+def test_cli_on_a_cache_that_does_not_exist_yet(cache_dir, capsys):
+    assert main(["cache", "--clear"]) == 0 and main(["cache"]) == 0
+    assert "clear: removed 0 entries" in capsys.readouterr().out and not cache_dir.exists()
+
+
 def test_cli_with_the_cache_off(monkeypatch, capsys):
     monkeypatch.setenv("LF_ENGINE_CACHE", "off")
     assert main(["cache", "--clear"]) == 0

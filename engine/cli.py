@@ -120,6 +120,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("env", help="show versions, devices and memory", description="Print the environment report.")
 
+    p = sub.add_parser("cache", help="list the tokenized-data cache, or prune / clear it",
+                       description="List the tokenized-data cache ($LF_ENGINE_CACHE/tokenized): size, last use and "
+                       "the data, tokenizer and template of each entry. It is kept under $LF_ENGINE_CACHE_MAX_GB "
+                       "(default 20; 0 or off: no cap) by evicting the least recently used entries after each "
+                       "write. Entries a running process uses are never removed.")
+    action = p.add_mutually_exclusive_group()
+    action.add_argument("--prune", action="store_true", help="evict least recently used entries down to the cap now")
+    action.add_argument("--clear", action="store_true", help="remove every entry no running process uses")
+    p.add_argument("--max-gb", help="with --prune: cap for this prune in GB (default $LF_ENGINE_CACHE_MAX_GB)")
+    p.add_argument("--json", action="store_true", help="print the listing as JSON")
+
     p = sub.add_parser("demo", help="build the built-in demo model (offline, deterministic)",
                        description="Build the tiny demo model used by `model_name_or_path: demo`.")
     p.add_argument("--target", help="folder to build into (default: the cache used by `demo`)")
@@ -266,6 +277,17 @@ def cmd_env(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cache(args: argparse.Namespace) -> int:
+    from engine.data.cache import cache_root
+    from engine.data.cache_prune import run_command
+
+    if args.max_gb is not None and not args.prune:
+        raise UserError("--max-gb goes with --prune (e.g. `lf-engine cache --prune --max-gb 5`).")
+    action = "prune" if args.prune else "clear" if args.clear else "list"
+    print(run_command(cache_root(), action, max_gb=args.max_gb, as_json=args.json))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from engine.demo import build_demo_model, ensure_demo_model
 
@@ -283,6 +305,7 @@ COMMANDS = {
     "rewards": cmd_rewards,
     "check": cmd_check,
     "env": cmd_env,
+    "cache": cmd_cache,
     "demo": cmd_demo,
 }
 

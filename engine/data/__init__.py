@@ -140,9 +140,9 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
     if cached is not None:
         _save_tokenized(bundle, cached)
     elif key and bundle.media is None:
-        from engine.data.cache import save_entry
+        from engine.data.cache import describe_source, save_entry
 
-        save_entry(key, bundle)
+        save_entry(key, bundle, describe_source(cfg, tokenizer, template))
     return bundle
 
 

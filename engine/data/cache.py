@@ -7,8 +7,11 @@ the template. Change any of them and the key changes; ``overwrite_cache: true`` 
 entry. Hub datasets, media datasets and ``tokenized_path`` (the user's own saved copy) are not cached here.
 
 Entries live in ``$LF_ENGINE_CACHE`` (default ``~/.cache/lf-engine``; ``off`` disables the cache) under
-``tokenized/<key>``, as Arrow files that are memory-mapped when loaded. An entry is written to a temporary folder and renamed into place, so a killed run
-leaves no half entry behind; an entry that cannot be read is ignored and rebuilt.
+``tokenized/<key>``, as Arrow files that are memory-mapped when loaded. An entry is written to a temporary folder
+and renamed into place, so a killed run leaves no half entry behind; an entry that is incomplete or cannot be read
+is ignored and rebuilt. The cache is kept under ``$LF_ENGINE_CACHE_MAX_GB`` (default 20) by evicting the least
+recently used entries after each write (:mod:`engine.data.cache_prune`; ``lf-engine cache`` lists, prunes and
+clears it).
 """
 
 from __future__ import annotations
@@ -20,8 +23,11 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
+
+from engine.data import cache_prune
 
 logger = logging.getLogger(__name__)
 
@@ -113,10 +119,33 @@ def entry_path(key: str) -> Path:
     return cache_root() / "tokenized" / key
 
 
+def describe_source(cfg: Any, tokenizer: Any, template: Any) -> dict[str, Any]:
+    """What an entry came from, for ``lf-engine cache``: stage, datasets, tokenizer and template names."""
+    data = cfg.data
+    return {"stage": cfg.finetuning.stage, "dataset": data.dataset, "eval_dataset": data.eval_dataset,
+            "dataset_dir": str(Path(data.dataset_dir).expanduser().absolute()) if data.dataset_dir else None,
+            "cutoff_len": data.cutoff_len, "tokenizer": getattr(tokenizer, "name_or_path", None) or None,
+            "template": getattr(template, "name", None) or getattr(data, "template", None)}
+
+
 def load_entry(key: str) -> Any | None:
-    """The cached DatasetBundle for ``key``, or None (absent or unreadable: it is then rebuilt)."""
+    """The cached DatasetBundle for ``key``, or None (absent, incomplete or unreadable: it is then rebuilt).
+
+    Loading holds the entry (a shared lock until the process ends) so that no prune removes it while its data is
+    memory-mapped here, and marks it used now.
+    """
     folder = entry_path(key)
-    if not (folder / "lf_stats.json").is_file():
+    if not (folder / cache_prune.META).is_file():
+        return None
+    if not cache_prune.hold(folder.parent, key):
+        logger.info("The tokenized-data cache entry %s is being removed; tokenizing again.", folder)
+        return None
+    if cache_prune.read_meta(folder) is None:
+        cache_prune.release(key)
+        if not folder.exists():  # evicted while this process waited for it
+            return None
+        logger.warning("Ignoring the incomplete tokenized-data cache entry %s (a file is missing or cut short); "
+                       "tokenizing again.", folder)
         return None
     from engine.data import DatasetBundle
 
@@ -126,17 +155,23 @@ def load_entry(key: str) -> Any | None:
         loaded = load_from_disk(str(folder / "data"))
         stats = json.loads((folder / "lf_stats.json").read_text(encoding="utf-8"))
     except Exception as err:  # a damaged entry: tokenize again
+        cache_prune.release(key)
         logger.warning("Ignoring the unreadable tokenized-data cache %s (%s); tokenizing again.", folder, err)
         return None
+    cache_prune.touch(folder)
     logger.info("Tokenized data reused from the cache %s (overwrite_cache: true tokenizes again).", folder)
     return DatasetBundle(train=loaded.get("train"), eval=loaded.get("eval"), stats=stats)
 
 
-def save_entry(key: str, bundle: Any) -> Path | None:
-    """Store ``bundle`` under ``key`` atomically; returns the entry (None when the cache cannot be written)."""
+def save_entry(key: str, bundle: Any, source: dict[str, Any] | None = None) -> Path | None:
+    """Store ``bundle`` under ``key`` atomically, then apply the size cap; the entry (None when not written).
+
+    ``source`` (see :func:`describe_source`) is kept in the entry's meta for ``lf-engine cache``.
+    """
     from datasets import DatasetDict
 
     folder = entry_path(key)
+    tokenized = folder.parent
     splits = {name: ds for name, ds in (("train", bundle.train), ("eval", bundle.eval)) if ds is not None}
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
@@ -144,14 +179,27 @@ def save_entry(key: str, bundle: Any) -> Path | None:
     except OSError as err:
         logger.warning("Tokenized data not cached (%s).", err)
         return None
+    writing = cache_prune.writing_lock(tmp)  # a prune leaves this folder alone while the lock is held
     try:
         DatasetDict(splits).save_to_disk(str(tmp / "data"))
         (tmp / "lf_stats.json").write_text(json.dumps(bundle.stats), encoding="utf-8")
-        if folder.exists():
-            shutil.rmtree(folder, ignore_errors=True)
-        os.replace(tmp, folder)
+        (tmp / cache_prune.USED).touch()
+        meta = {"version": FORMAT_VERSION, "key": key, "created": time.time(), "source": source or {},
+                "files": cache_prune.manifest(tmp)}
+        (tmp / cache_prune.META).write_text(json.dumps(meta, default=str), encoding="utf-8")  # last: complete now
+        (tmp / cache_prune.WRITING_LOCK).unlink(missing_ok=True)
+        if not cache_prune.publish(tokenized, tmp, folder):  # the entry there is in use: it stays
+            shutil.rmtree(tmp, ignore_errors=True)
+            logger.info("The tokenized-data cache entry %s is in use by another process; kept it as it is.", folder)
+            return folder if cache_prune.read_meta(folder) is not None else None
     except OSError as err:  # disk full, permissions: training goes on without a cache entry
         shutil.rmtree(tmp, ignore_errors=True)
+        if cache_prune.read_meta(folder) is not None:  # another process wrote the same entry meanwhile
+            return folder
         logger.warning("Tokenized data not cached (%s).", err)
         return None
+    finally:
+        if writing is not None:
+            os.close(writing)
+    cache_prune.prune_after_write(tokenized, key)
     return folder

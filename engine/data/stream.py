@@ -26,14 +26,19 @@ logger = logging.getLogger(__name__)
 
 CHUNK_ROWS = 2000
 _SCRATCH: list[Path] = []
+SCRATCH_PREFIX = "lf-engine-tokenized-"
 
 
 def _scratch_dir() -> Path:
-    """A folder for this process's Arrow files, removed when the process ends."""
+    """A folder for this process's Arrow files, removed when the process ends (or by the next process, when this
+    one was killed: :func:`engine.data.cache_prune.claim_scratch`)."""
     if not _SCRATCH:
-        folder = Path(tempfile.mkdtemp(prefix="lf-engine-tokenized-"))
+        from engine.data.cache_prune import claim_scratch
+
+        folder = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
         _SCRATCH.append(folder)
         atexit.register(shutil.rmtree, folder, True)
+        claim_scratch(folder, SCRATCH_PREFIX)
     return _SCRATCH[0]
 
 

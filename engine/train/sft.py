@@ -10,6 +10,7 @@ from transformers import Trainer, TrainingArguments
 
 from engine.config import RunConfig
 from engine.train.arguments import build_args
+from engine.train.head_loss import chunked_head_loss
 from engine.train.parallel.fsdp import ShardingMixin
 
 
@@ -59,8 +60,10 @@ class LabelPositionsTrainer(ShardingMixin, MuonMixin, Trainer):
         hidden = backbone(**{**inputs, "use_cache": False}).last_hidden_state  # packed batches carry it too
         targets = labels[:, 1:]
         keep = targets != -100
-        logits = head(hidden[:, :-1][keep]).float()
-        loss = F.cross_entropy(logits, targets[keep], reduction="sum")
+        selected, wanted = hidden[:, :-1][keep], targets[keep]
+        loss = chunked_head_loss(head, selected, wanted)  # frozen head: chunked, no full logits kept
+        if loss is None:
+            loss = F.cross_entropy(head(selected).float(), wanted, reduction="sum")
         if num_items_in_batch is None:
             return loss / keep.sum().clamp(min=1)
         if torch.is_tensor(num_items_in_batch):

@@ -21,6 +21,7 @@ import gradio as gr
 import yaml
 
 from app import forms
+from app.api_sessions import ApiSessions
 from app.context import Board
 from app.jobs import JobError
 from app.resume import resolve_resume_value, resume_mapping
@@ -171,31 +172,44 @@ class Automation:
         return {"id": run_id, "result": result, "status": status}
 
 
+def get_blocks_context_root() -> Any:
+    """The ``gr.Blocks`` being built (its session store exists once it is launched)."""
+    from gradio.context import Context
+
+    return Context.root_block
+
+
 def register(board: Board) -> Automation:
     """Declare the endpoints inside the current ``gr.Blocks``."""
     auto = Automation(board)
+    sessions = ApiSessions(get_blocks_context_root())
 
-    def submit_run(config_yaml: str, kind: str = "train") -> str:
+    def submit_run(config_yaml: str, kind: str = "train", request: gr.Request = None) -> str:
         """Queue a run from config YAML text; returns its run id."""
+        sessions.seen(request)
         return auto.submit_run(config_yaml, kind)
 
-    def list_runs() -> list[dict[str, Any]]:
+    def list_runs(request: gr.Request = None) -> list[dict[str, Any]]:
         """Every run, newest first."""
+        sessions.seen(request)
         return auto.list_runs()
 
-    def run_status(run_id: str) -> dict[str, Any]:
+    def run_status(run_id: str, request: gr.Request = None) -> dict[str, Any]:
         """status, step, total, loss (and more) of a run."""
+        sessions.seen(request)
         return auto.run_status(run_id)
 
-    def abort_run(run_id: str) -> dict[str, Any]:
+    def abort_run(run_id: str, request: gr.Request = None) -> dict[str, Any]:
         """Cancel or stop a run."""
+        sessions.seen(request)
         return auto.abort_run(run_id)
 
     gr.api(submit_run, api_name="submit_run", concurrency_limit=None)
     gr.api(list_runs, api_name="list_runs", concurrency_limit=None)
     gr.api(run_status, api_name="run_status", concurrency_limit=None)
-    def resume_run(run_id: str) -> str:
+    def resume_run(run_id: str, request: gr.Request = None) -> str:
         """Continue a failed or aborted training run from its latest complete checkpoint; returns the new run id."""
+        sessions.seen(request)
         return auto.resume_run(run_id)
 
     gr.api(abort_run, api_name="abort_run", concurrency_limit=None)

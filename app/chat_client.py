@@ -18,6 +18,20 @@ CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 600.0
 
 
+_CLIENT: httpx.Client | None = None
+_CLIENT_LOCK = threading.Lock()
+
+
+def _client() -> httpx.Client:
+    """One HTTP client for every message: a new one per message cost 20-110 ms of first-token latency here (its
+    TLS context and connection are built each time; the benchmark in examples/benchmark/run_chat_benchmark.py)."""
+    global _CLIENT
+    with _CLIENT_LOCK:
+        if _CLIENT is None:
+            _CLIENT = httpx.Client(timeout=httpx.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT))
+        return _CLIENT
+
+
 class ChatError(RuntimeError):
     """The server refused or failed a request; the message is the server's explanation."""
 
@@ -56,7 +70,7 @@ def stream_chat(
     timeout = httpx.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT)
     try:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        with httpx.stream(
+        with _client().stream(
             "POST", f"{base_url}/chat/completions", json=body, headers=headers, timeout=timeout
         ) as response:
             if response.status_code != 200:

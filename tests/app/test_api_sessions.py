@@ -1,0 +1,69 @@
+"""Plain HTTP calls to the automation API do not pile up gradio sessions (0.8 MB each) in the board."""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.request
+
+import gradio as gr
+
+from app import api_sessions
+from app.api import register
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _call(url: str, route: str, data: list) -> str:
+    body = json.dumps({"data": data}).encode()
+    request = urllib.request.Request(f"{url}gradio_api/call/{route}", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        event_id = json.loads(response.read())["event_id"]
+    with urllib.request.urlopen(f"{url}gradio_api/call/{route}/{event_id}", timeout=60) as response:
+        return response.read().decode()
+
+
+def test_api_only_sessions_are_dropped_and_ui_sessions_kept(board, monkeypatch):
+    monkeypatch.setattr(api_sessions, "KEEP_SECONDS", 0.0)
+    with gr.Blocks() as demo:
+        gr.Textbox(label="a component, so each session has config to copy")
+        register(board)
+    demo.queue()
+    _, url, _ = demo.launch(server_port=_free_port(), prevent_thread_lock=True, quiet=True)
+    try:
+        holder = demo.state_holder
+        browser = holder["a-browser-tab"]  # a UI session (never calls the API endpoints)
+        for _ in range(15):
+            assert "event: complete" in _call(url, "list_runs", [])
+        sessions = set(holder.session_data)
+        assert "a-browser-tab" in sessions and holder["a-browser-tab"] is browser
+        assert len(sessions) <= 3, len(sessions)  # 15 plain calls, 15 session hashes: all but the latest dropped
+    finally:
+        demo.close()
+
+
+def test_sessions_are_kept_while_recent():
+    class Holder:
+        def __init__(self):
+            import threading
+
+            self.lock = threading.Lock()
+            self.session_data = {"api": 1, "ui": 2}
+            self.time_last_used = {"api": 0, "ui": 0}
+
+    class Blocks:
+        state_holder = Holder()
+
+    class Request:
+        session_hash = "api"
+
+    tracker = api_sessions.ApiSessions(Blocks(), keep_seconds=60)
+    tracker.seen(Request())
+    assert set(Blocks.state_holder.session_data) == {"api", "ui"}  # recent: kept
+    tracker.keep_seconds = -1
+    tracker.seen(None)
+    assert set(Blocks.state_holder.session_data) == {"ui"}

@@ -109,7 +109,7 @@ def run_ours(args: argparse.Namespace) -> dict:
     from app.ui import build_ui
     from app.workspace import Workspace
 
-    ws = Workspace(args.work)
+    ws = Workspace(args.work).ensure()
     board = Board(workspace=ws, jobs=JobManager(ws.runs_dir, [sys.executable, "-m", "engine"]).start())
     demo = build_ui(board)
     handlers = [bf for bf in demo.fns.values()

@@ -22,7 +22,8 @@ page's timers that are due fire over gradio's queue protocol, each at its own in
 page_poller.py: the Train tab's status/log/charts each second, its RL panel each 2 s, the top bar each 4 s, for one
 session watching the run). Polls are ``--poll-interval`` seconds apart. It prints the board's VmRSS at the start,
 every ``--rss-every`` polls and at the end, the latency and size of the Train tab's tick early and late, beside the
-goal that the board's memory does not grow over an hour of a live run being watched.
+goal that the board's memory does not grow over an hour of a live run being watched. ``--watch-via page`` or
+``api`` keeps only the page's timers or only ``/run_status``, to tell which one a growth comes from.
 """
 
 from __future__ import annotations
@@ -105,8 +106,10 @@ def loaded(pid: int, names: tuple[str, ...]) -> list[str]:
     return [n for n in names if f"/{n}/" in maps]
 
 
-def watch(base: str, board_pid: int, folder: Path, polls: int, interval: float, rss_every: int) -> dict:
-    """Watch the live run as an open Train tab does for ``polls`` seconds of page time (see the docstring)."""
+def watch(base: str, board_pid: int, folder: Path, polls: int, interval: float, rss_every: int,
+          via: str = "both") -> dict:
+    """Watch the live run as an open Train tab does for ``polls`` seconds of page time (see the docstring); ``via``:
+    both, page (the page's timers only) or api (``/run_status`` only)."""
     page = Page(base, {"lfboard-train-run": LIVE_RUN})
     if not any(e["interval"] == 1.0 for e in page.events):
         raise SystemExit("error: the page has no 1-second timer reading the watched run; has app/tabs/train.py changed?")
@@ -118,8 +121,9 @@ def watch(base: str, board_pid: int, folder: Path, polls: int, interval: float, 
     for second in range(1, polls + 1):
         begin = time.perf_counter()
         append_step(folder, second, polls, started)
-        status_calls.append(call(base, "run_status", LIVE_RUN)[0])
-        for event in page.events:
+        if via != "page":
+            status_calls.append(call(base, "run_status", LIVE_RUN)[0])
+        for event in page.events if via != "api" else ():
             if due(event["interval"], second):
                 result = page.fire(event)
                 if event["interval"] == 1.0:
@@ -140,6 +144,8 @@ def watch_rows(result: dict, polls: int) -> list[tuple[str, str, str]]:
     early, late = result["ticks"][:tenth], result["ticks"][-tenth:]
 
     def tick_text(rows: list[tuple[float, int]]) -> str:
+        if not rows:
+            return "-"
         return (f"{statistics.median(r[0] for r in rows) * 1000:.0f} ms, "
                 f"{statistics.median(r[1] for r in rows) / 1024:.0f} KB")
 
@@ -149,7 +155,8 @@ def watch_rows(result: dict, polls: int) -> list[tuple[str, str, str]]:
          f"{result['peak']} MB)", goal),
         (f"Train tab tick, first {tenth} (median)", tick_text(early), "flat"),
         (f"Train tab tick, last {tenth} (median)", tick_text(late), "flat"),
-        ("/run_status while watching, median", f"{statistics.median(result['status']) * 1000:.0f} ms", "< 1 s"),
+        ("/run_status while watching, median",
+         f"{statistics.median(result['status']) * 1000:.0f} ms" if result["status"] else "-", "< 1 s"),
         ("watch wall time", f"{result['wall']:.0f} s for {polls} page seconds ({len(result['ticks'])} ticks, "
          f"{result['others']} other timer events of {result['events']} timers)", ""),
     ]
@@ -165,6 +172,8 @@ def main() -> int:
                         help="then watch a live run as an open page does, for this many page seconds (0: skip)")
     parser.add_argument("--poll-interval", type=float, default=0.05, help="real seconds between watch polls")
     parser.add_argument("--rss-every", type=int, default=0, help="print VmRSS every N polls (default: polls / 10)")
+    parser.add_argument("--watch-via", choices=["both", "page", "api"], default="both",
+                        help="what each watch poll calls: the page's timers and /run_status (both), or one of them")
     args = parser.parse_args()
     if args.watch_polls < 0 or args.poll_interval < 0 or args.rss_every < 0:
         print("error: --watch-polls, --poll-interval and --rss-every must not be negative", file=sys.stderr)
@@ -209,7 +218,8 @@ def main() -> int:
         polls = [call(base, "run_status", ids[len(ids) // 2])[0] for _ in range(args.polls)]
         memory = proc_status(board.pid)
         heavy = loaded(board.pid, ("torch", "transformers"))
-        watched = watch(base, board.pid, live, args.watch_polls, args.poll_interval, rss_every) if live else None
+        watched = (watch(base, board.pid, live, args.watch_polls, args.poll_interval, rss_every, args.watch_via)
+                   if live else None)
     finally:
         board.terminate()
         try:
@@ -235,6 +245,7 @@ def main() -> int:
     ]
     if watched:
         rows += watch_rows(watched, args.watch_polls)
+        rows[-1] = (rows[-1][0], f"{rows[-1][1]}, polling {args.watch_via}", "")
     load = os.getloadavg()
     print(f"load average now {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} (1/5/15 min, {os.cpu_count()} CPUs)")
     width = max(len(r[0]) for r in rows)

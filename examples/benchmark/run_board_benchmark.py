@@ -132,6 +132,12 @@ def watch(base: str, board_pid: int, folder: Path, polls: int, interval: float, 
                     others += 1
         if second % rss_every == 0 or second == polls:
             rss.append((second, proc_status(board_pid).get("VmRSS", 0)))
+            recent = ticks[-rss_every:]
+            line = f"  page second {second} ({time.time() - started:.0f} s): board VmRSS {rss[-1][1]} MB"
+            if recent:
+                line += (f"; Train tab tick, last {len(recent)}: median {statistics.median(r[0] for r in recent) * 1000:.0f}"
+                         f" ms, {statistics.median(r[1] for r in recent) / 1024:.0f} KB")
+            print(line, flush=True)
         time.sleep(max(0.0, interval - (time.perf_counter() - begin)))
     return {"rss": rss, "ticks": ticks, "status": status_calls, "others": others, "events": len(page.events),
             "wall": time.time() - started, "peak": proc_status(board_pid).get("VmHWM", 0)}

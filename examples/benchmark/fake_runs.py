@@ -43,3 +43,38 @@ def make_finished_runs(runs_dir: str | Path, count: int, steps: int = 100) -> li
         }), encoding="utf-8")
         ids.append(run_id)
     return ids
+
+
+def make_live_run(runs_dir: str | Path, run_id: str, pid: int, pid_started: float | None, total_steps: int) -> Path:
+    """A training run in progress whose process is ``pid`` (the caller, which then plays the engine by appending
+    steps with :func:`append_step`): a board started on the folder re-attaches it as running."""
+    folder = Path(runs_dir) / run_id
+    folder.mkdir(parents=True, exist_ok=True)
+    now = time.time()
+    (folder / "config.yaml").write_text(
+        f"model_name_or_path: demo\nstage: sft\nfinetuning_type: lora\ndataset: alpaca_en_demo\noutput_dir: {folder}\n",
+        encoding="utf-8")
+    start = {"time": now, "event": "start", "total_steps": total_steps, "num_examples": 400,
+             "trainable_params": 624640, "total_params": 34318848, "device": "cpu"}
+    (folder / "events.jsonl").write_text(json.dumps(start) + "\n", encoding="utf-8")
+    (folder / "stdout.log").write_text("training started\n", encoding="utf-8")
+    (folder / "run.json").write_text(json.dumps({
+        "id": run_id, "kind": "train", "status": "running", "pid": pid, "pgid": None, "pid_started": pid_started,
+        "created_at": now, "started_at": now, "finished_at": None, "exit_code": None, "error": None,
+        "command": ["python", "-m", "engine", "train", str(folder / "config.yaml")], "versions": {},
+    }), encoding="utf-8")
+    return folder
+
+
+def append_step(folder: str | Path, step: int, total_steps: int, started: float) -> None:
+    """One more logged step of a live run: a log event and a log line, as the engine appends them."""
+    folder = Path(folder)
+    now = time.time()
+    event = {"time": now, "event": "log", "step": step, "total_steps": total_steps,
+             "loss": round(2.5 - 1.5 * step / total_steps, 4), "lr": 1e-4 * (1 - step / total_steps),
+             "grad_norm": 1.0, "epoch": step / total_steps, "tokens_per_s": 1300.0, "tokens_seen": step * 1200,
+             "elapsed": now - started, "eta": float(total_steps - step), "memory_gb": 1.7}
+    with (folder / "events.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(event) + "\n")
+    with (folder / "stdout.log").open("a", encoding="utf-8") as fh:
+        fh.write(f"step {step}/{total_steps} loss {event['loss']}\n")

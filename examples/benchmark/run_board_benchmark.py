@@ -2,6 +2,7 @@
 
     python examples/benchmark/run_board_benchmark.py            # 1,000 runs, a free port picked for you
     python examples/benchmark/run_board_benchmark.py --runs 3000 --polls 120
+    python examples/benchmark/run_board_benchmark.py --watch-polls 3600 --poll-interval 0.05   # an hour, compressed
 
 It writes the run folders (examples/benchmark/fake_runs.py: run.json, config.yaml, a 100-step events.jsonl and
 stdout.log each), starts ``lf-board`` on them and prints, each beside its goal:
@@ -13,6 +14,16 @@ stdout.log each), starts ``lf-board`` on them and prints, each beside its goal:
   workspace: first render and a repeat);
 - the board's resident memory after those calls (``VmRSS``, and its peak ``VmHWM``), and whether the board process
   loaded torch or transformers (it should not: jobs run in subprocesses).
+
+With ``--watch-polls N`` a training run in progress is watched afterwards as an open page does it for N seconds,
+compressed: the workspace also holds a live run (this script plays its engine), and each poll stands for one second
+of the page: one log step is appended to the run's events.jsonl and stdout.log, ``/run_status`` is called, and the
+page's timers that are due fire over gradio's queue protocol, each at its own interval (examples/benchmark/
+page_poller.py: the Train tab's status/log/charts each second, its RL panel each 2 s, the top bar each 4 s, for one
+session watching the run). Polls are ``--poll-interval`` seconds apart. It prints the board's VmRSS at the start,
+every ``--rss-every`` polls and at the end, the latency and size of the Train tab's tick early and late, beside the
+goal that the board's memory does not grow over an hour of a live run being watched. ``--watch-via page`` or
+``api`` keeps only the page's timers or only ``/run_status``, to tell which one a growth comes from.
 """
 
 from __future__ import annotations
@@ -34,7 +45,10 @@ HERE = Path(__file__).resolve()
 REPO = HERE.parents[2]
 sys.path.insert(0, str(HERE.parent))
 
-from fake_runs import make_finished_runs  # noqa: E402
+from fake_runs import append_step, make_finished_runs, make_live_run  # noqa: E402
+from page_poller import Page, due  # noqa: E402
+
+LIVE_RUN = "live-00000"
 
 HISTORY = """
 import json, sys, time, resource
@@ -92,19 +106,97 @@ def loaded(pid: int, names: tuple[str, ...]) -> list[str]:
     return [n for n in names if f"/{n}/" in maps]
 
 
+def watch(base: str, board_pid: int, folder: Path, polls: int, interval: float, rss_every: int,
+          via: str = "both") -> dict:
+    """Watch the live run as an open Train tab does for ``polls`` seconds of page time (see the docstring); ``via``:
+    both, page (the page's timers only) or api (``/run_status`` only)."""
+    page = Page(base, {"lfboard-train-run": LIVE_RUN})
+    if not any(e["interval"] == 1.0 for e in page.events):
+        raise SystemExit("error: the page has no 1-second timer reading the watched run; has app/tabs/train.py changed?")
+    started = time.time()
+    rss = [(0, proc_status(board_pid).get("VmRSS", 0))]
+    ticks: list[tuple[float, int]] = []  # the Train tab's 1 s tick: (seconds, bytes)
+    status_calls: list[float] = []
+    others = 0
+    for second in range(1, polls + 1):
+        begin = time.perf_counter()
+        append_step(folder, second, polls, started)
+        if via != "page":
+            status_calls.append(call(base, "run_status", LIVE_RUN)[0])
+        for event in page.events if via != "api" else ():
+            if due(event["interval"], second):
+                result = page.fire(event)
+                if event["interval"] == 1.0:
+                    ticks.append(result)
+                else:
+                    others += 1
+        if second % rss_every == 0 or second == polls:
+            rss.append((second, proc_status(board_pid).get("VmRSS", 0)))
+            recent = ticks[-rss_every:]
+            line = f"  page second {second} ({time.time() - started:.0f} s): board VmRSS {rss[-1][1]} MB"
+            if recent:
+                line += (f"; Train tab tick, last {len(recent)}: median {statistics.median(r[0] for r in recent) * 1000:.0f}"
+                         f" ms, {statistics.median(r[1] for r in recent) / 1024:.0f} KB")
+            print(line, flush=True)
+        time.sleep(max(0.0, interval - (time.perf_counter() - begin)))
+    return {"rss": rss, "ticks": ticks, "status": status_calls, "others": others, "events": len(page.events),
+            "wall": time.time() - started, "peak": proc_status(board_pid).get("VmHWM", 0)}
+
+
+def watch_rows(result: dict, polls: int) -> list[tuple[str, str, str]]:
+    """Table rows of a watch: memory over time, and the Train tab tick's cost early and late."""
+    rss = result["rss"]
+    tenth = max(1, len(result["ticks"]) // 10)
+    early, late = result["ticks"][:tenth], result["ticks"][-tenth:]
+
+    def tick_text(rows: list[tuple[float, int]]) -> str:
+        if not rows:
+            return "-"
+        return (f"{statistics.median(r[0] for r in rows) * 1000:.0f} ms, "
+                f"{statistics.median(r[1] for r in rows) / 1024:.0f} KB")
+
+    goal = "does not grow over an hour of a live run being watched (poll every second)"
+    return [
+        (f"board VmRSS watching {polls} page s", f"{rss[0][1]} -> {rss[-1][1]} MB ({rss[-1][1] - rss[0][1]:+d} MB, peak "
+         f"{result['peak']} MB)", goal),
+        (f"Train tab tick, first {tenth} (median)", tick_text(early), "flat"),
+        (f"Train tab tick, last {tenth} (median)", tick_text(late), "flat"),
+        ("/run_status while watching, median",
+         f"{statistics.median(result['status']) * 1000:.0f} ms" if result["status"] else "-", "< 1 s"),
+        ("watch wall time", f"{result['wall']:.0f} s for {polls} page seconds ({len(result['ticks'])} ticks, "
+         f"{result['others']} other timer events of {result['events']} timers)", ""),
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--polls", type=int, default=60, help="status polls (and list calls) after start")
     parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "lfboard-board-bench"))
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--watch-polls", type=int, default=0,
+                        help="then watch a live run as an open page does, for this many page seconds (0: skip)")
+    parser.add_argument("--poll-interval", type=float, default=0.05, help="real seconds between watch polls")
+    parser.add_argument("--rss-every", type=int, default=0, help="print VmRSS every N polls (default: polls / 10)")
+    parser.add_argument("--watch-via", choices=["both", "page", "api"], default="both",
+                        help="what each watch poll calls: the page's timers and /run_status (both), or one of them")
     args = parser.parse_args()
+    if args.watch_polls < 0 or args.poll_interval < 0 or args.rss_every < 0:
+        print("error: --watch-polls, --poll-interval and --rss-every must not be negative", file=sys.stderr)
+        return 2
+    rss_every = args.rss_every or max(1, args.watch_polls // 10)
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
     ws = work / "ws"
     t0 = time.time()
     ids = make_finished_runs(ws / "runs", args.runs)
     print(f"  wrote {len(ids):,} finished runs in {time.time() - t0:.1f} s")
+    live = None
+    if args.watch_polls:
+        sys.path.insert(0, str(REPO))
+        from engine.runs import process_start_time
+
+        live = make_live_run(ws / "runs", LIVE_RUN, os.getpid(), process_start_time(os.getpid()), args.watch_polls)
     port = args.port or free_port()
     base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "PYTHONPATH": str(REPO), "GRADIO_ANALYTICS_ENABLED": "False"}
@@ -132,6 +224,8 @@ def main() -> int:
         polls = [call(base, "run_status", ids[len(ids) // 2])[0] for _ in range(args.polls)]
         memory = proc_status(board.pid)
         heavy = loaded(board.pid, ("torch", "transformers"))
+        watched = (watch(base, board.pid, live, args.watch_polls, args.poll_interval, rss_every, args.watch_via)
+                   if live else None)
     finally:
         board.terminate()
         try:
@@ -151,14 +245,22 @@ def main() -> int:
         ("History render, first", f"{hist['first'] * 1000:.0f} ms ({hist['rows']:,} rows)", "< 1 s"),
         ("History render, again", f"{hist['again'] * 1000:.0f} ms", "< 1 s"),
         ("History process peak RSS", f"{hist['rss_mb']:.0f} MB", "flat in the number of runs"),
-        ("board RSS after the calls", f"{memory.get('VmRSS', 0)} MB (peak {memory.get('VmHWM', 0)} MB)",
+        (f"board RSS after {2 + len(lists) + len(polls)} API calls", f"{memory.get('VmRSS', 0)} MB (peak {memory.get('VmHWM', 0)} MB)",
          "<= 300 MB"),
         ("torch/transformers in the board", ", ".join(heavy) or "none loaded", "none"),
     ]
+    if watched:
+        rows += watch_rows(watched, args.watch_polls)
+        rows[-1] = (rows[-1][0], f"{rows[-1][1]}, polling {args.watch_via}", "")
+    load = os.getloadavg()
+    print(f"load average now {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} (1/5/15 min, {os.cpu_count()} CPUs)")
     width = max(len(r[0]) for r in rows)
     value_width = max(len(r[1]) for r in rows)
     for name, value, goal in rows:
         print(f"{name:<{width}}  {value:<{value_width}}  goal {goal}")
+    if watched:
+        print("board VmRSS while watching (page second: MB): "
+              + ", ".join(f"{second}: {mb}" for second, mb in watched["rss"]))
     return 0
 
 

@@ -1,0 +1,47 @@
+"""Pure helpers of the hand-run benchmarks (examples/benchmark): reply figures, timer schedules, the page's timers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "benchmark"))
+from chat_drivers import reply_figures, summarise  # noqa: E402
+from page_poller import TRAIN_RUN_KEY, due, input_values, watching_events  # noqa: E402
+
+
+def test_reply_figures():
+    figures = reply_figures(sent=10.0, stamps=[10.5, 11.0, 12.5], ended=12.5, tokens=9)
+    assert figures["first"] == pytest.approx(0.5)
+    assert figures["tps"] == pytest.approx(9 / 2.5)
+    assert figures["decode_tps"] == pytest.approx(8 / 2.0)
+    empty = reply_figures(sent=1.0, stamps=[], ended=2.0, tokens=0)
+    assert empty["first"] is None and empty["decode_tps"] is None and empty["tps"] == 0
+
+
+def test_summarise_keeps_the_cold_reply_apart():
+    replies = [{"sent": 0.0, "stamps": [3.0], "ended": 4.0, "tokens": 4},
+               {"sent": 0.0, "stamps": [0.1], "ended": 1.0, "tokens": 10},
+               {"sent": 0.0, "stamps": [0.3], "ended": 2.0, "tokens": 10}]
+    out = summarise(replies)
+    assert out["first_cold"] == pytest.approx(3.0)
+    assert out["first"] == pytest.approx(0.2)  # median of the later replies only
+    assert out["tps"] == pytest.approx(7.5)
+    assert out["tokens"] == 10
+
+
+def test_timers_fire_at_their_own_interval():
+    assert [sum(due(interval, s) for s in range(1, 13)) for interval in (1.0, 1.5, 2.0, 4.0)] == [12, 8, 6, 3]
+
+
+def test_the_page_watching_a_run_has_the_train_tab_and_top_bar_timers(board):
+    from app.ui import build_ui
+
+    config = build_ui(board).get_config_file()
+    events = watching_events(config)
+    assert sorted(e["interval"] for e in events) == [1.0, 2.0, 4.0]  # Train tab status, its RL panel, top bar
+    tick = next(e for e in events if e["interval"] == 1.0)
+    values = input_values(config, tick, {TRAIN_RUN_KEY: "run-1"})
+    assert values == ["run-1", None, "en"]  # watched run (BrowserState), seen (server-side State), language

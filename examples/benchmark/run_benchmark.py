@@ -74,6 +74,18 @@ def build_reference_model(data_file: Path, target: Path) -> Path:
     return target
 
 
+def build_reference_model_apart(data_file: Path, target: Path) -> Path:
+    """:func:`build_reference_model` in a child process, so that this process stays free of torch and small: Linux
+    carries a parent's memory high-water mark into the peak RSS reported for every child it starts later (through
+    fork, before exec), which made small children look as large as this process."""
+    code = ("import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
+            "from run_benchmark import build_reference_model; "
+            "print(build_reference_model(Path(sys.argv[2]), Path(sys.argv[3])))")
+    subprocess.run([sys.executable, "-c", code, str(Path(__file__).resolve().parent), str(data_file), str(target)],
+                   check=True, stdout=subprocess.DEVNULL)
+    return target
+
+
 def matmul_gflops(seconds: float = 2.0) -> float:
     """This machine's fp32 matmul rate now (GFLOP/s, 1024-square matrices, median of the runs), in a child
     process so that the benchmark process itself stays free of torch."""
@@ -179,7 +191,7 @@ def main() -> int:
         print(f"error: {data} not found; pass --data PATH/alpaca_en_demo.json", file=sys.stderr)
         return 2
     work = Path(args.work)
-    model_dir = build_reference_model(data, work / "model")
+    model_dir = build_reference_model_apart(data, work / "model")
     data_dir = work / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     (data_dir / "alpaca_en_demo.json").write_bytes(data.read_bytes())

@@ -71,9 +71,9 @@ def resolve_model(name: str, data: Path, work: Path) -> Path:
     if name == "reference":
         if not data.is_file():
             raise SystemExit(f"error: {data} not found; pass --data PATH/alpaca_en_demo.json or --model demo")
-        from run_benchmark import build_reference_model
+        from run_benchmark import build_reference_model_apart
 
-        return build_reference_model(data, work / "model")
+        return build_reference_model_apart(data, work / "model")
     if name == "demo":
         out = subprocess.run([sys.executable, "-c", "from engine.demo import ensure_demo_model as e; print(e())"],
                              env=our_env(), capture_output=True, text=True)

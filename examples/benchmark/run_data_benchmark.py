@@ -27,7 +27,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
 
-from run_benchmark import build_reference_model  # noqa: E402
+from run_benchmark import build_reference_model_apart  # noqa: E402
 
 OURS = """
 import json, sys
@@ -57,14 +57,17 @@ print("ROWS", len(dataset["train_dataset"]))
 
 
 def generate_rows(demo: Path, count: int, target: Path) -> Path:
+    """``count`` rows (the demo rows, numbered), written one at a time: this process stays small, since Linux carries
+    a parent's memory high-water mark into the peak RSS reported for every child it starts later."""
     rows = json.loads(demo.read_text(encoding="utf-8"))
-    out = []
-    for i in range(count):
-        row = dict(rows[i % len(rows)])
-        row["instruction"] = f"{row['instruction']} (#{i})"
-        out.append(row)
     target.mkdir(parents=True, exist_ok=True)
-    (target / "rows.json").write_text(json.dumps(out, ensure_ascii=False), encoding="utf-8")
+    with (target / "rows.json").open("w", encoding="utf-8") as handle:
+        handle.write("[")
+        for i in range(count):
+            row = dict(rows[i % len(rows)])
+            row["instruction"] = f"{row['instruction']} (#{i})"
+            handle.write(("," if i else "") + json.dumps(row, ensure_ascii=False))
+        handle.write("]")
     (target / "dataset_info.json").write_text(json.dumps({"rows": {"file_name": "rows.json"}}), encoding="utf-8")
     return target
 
@@ -97,7 +100,7 @@ def main() -> int:
         print(f"error: {demo} not found; pass --data PATH/alpaca_en_demo.json", file=sys.stderr)
         return 2
     work = Path(args.work)
-    model = build_reference_model(demo, work / "model")
+    model = build_reference_model_apart(demo, work / "model")
     incumbent = args.incumbent if args.incumbent and Path(args.incumbent).exists() else ""
     if not incumbent:
         print("note: no LLaMA-Factory python (--incumbent): LLaMA-Factory is skipped, ours only")

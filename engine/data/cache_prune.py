@@ -5,9 +5,9 @@ Layout of ``$LF_ENGINE_CACHE/tokenized`` (see :mod:`engine.data.cache` for the k
 - ``<key>/``: an entry: ``data/`` (Arrow files), ``lf_stats.json``, ``lf_used`` (its modification time is the last
   time the entry was loaded or written) and ``lf_meta.json``, written last: where the entry came from and the size
   of every file, so an entry that lost or cut a file is recognised as incomplete and never loaded.
-- ``.<key>-XXXX/``: an entry being written, renamed to ``<key>`` once complete. Its writer holds an exclusive lock on
+- ``.<key>-<random suffix>/``: an entry being written, renamed to ``<key>`` once complete. Its writer holds an exclusive lock on
   ``lf_writing.lock`` inside it; a prune removes the folder once no process holds that lock (a killed writer).
-- ``.trash-<key>-XXXX/``: an entry being removed. Removal renames the entry there first, so a crash in the middle
+- ``.trash-<key>-<random suffix>/``: an entry being removed. Removal renames the entry there first, so a crash in the middle
   of deleting leaves nothing under ``<key>``; the next prune finishes the job.
 - ``../locks/tokenized/<key>.lock``: a process that loaded an entry holds a shared lock on it until it exits (the
   data stays memory-mapped while it trains). Eviction takes the exclusive lock without waiting and skips an entry

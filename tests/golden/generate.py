@@ -67,6 +67,14 @@ def template_entry(lf_template, name: str, conversations) -> dict:
     return entry
 
 
+def write_golden(out: dict, path: str) -> None:
+    """``out`` as sorted, reproducible gzipped JSON at ``path``."""
+    data = json.dumps(out, ensure_ascii=False, sort_keys=True).encode("utf-8")
+    with open(path, "wb") as handle:
+        handle.write(gzip.compress(data, compresslevel=9, mtime=0))
+    print(f"wrote {path}")
+
+
 def fix_date(tool_utils) -> None:
     """Make LLaMA-Factory's tool prompts write :data:`FIXED_DATE`."""
     class _FixedDatetime(dt.datetime):
@@ -96,11 +104,7 @@ def main() -> None:
             "calls": written,
             "extracted": [[c.name, json.loads(c.arguments)] for c in extracted] if isinstance(extracted, list) else None,
         }
-    path = "tests/golden/lf_templates.json.gz"
-    data = json.dumps(out, ensure_ascii=False, sort_keys=True).encode("utf-8")
-    with open(path, "wb") as handle:
-        handle.write(gzip.compress(data, compresslevel=9, mtime=0))
-    print(f"wrote {path}")
+    write_golden(out, "tests/golden/lf_templates.json.gz")
 
 
 if __name__ == "__main__":

@@ -12,11 +12,9 @@ JSON it writes.
 from __future__ import annotations
 
 import copy
-import gzip
-import json
 
 from tests.golden import cases
-from tests.golden.generate import FIXED_DATE, fix_date
+from tests.golden.generate import FIXED_DATE, fix_date, write_golden
 from tests.golden.lf_harness import load_lf
 from tests.golden.tokenizers import tokenizer_for
 
@@ -87,11 +85,7 @@ def main() -> None:
                 result["cases"][case] = {"pairs": [[list(p), list(r)] for p, r in pairs]}
             entry["setups"][setup] = result
         out["templates"][name] = entry
-    path = "tests/golden/lf_parsed_templates.json.gz"
-    data = json.dumps(out, ensure_ascii=False, sort_keys=True).encode("utf-8")
-    with open(path, "wb") as handle:
-        handle.write(gzip.compress(data, compresslevel=9, mtime=0))
-    print(f"wrote {path}")
+    write_golden(out, "tests/golden/lf_parsed_templates.json.gz")
 
 
 if __name__ == "__main__":

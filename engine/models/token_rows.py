@@ -78,6 +78,34 @@ def sparse_linear(layer: Any, x: torch.Tensor, adapter: str) -> torch.Tensor:
     return logits.index_copy(-1, index, new.to(logits.dtype))
 
 
+def sole_adapter(layer: Any) -> str | None:
+    """The one active adapter whose rows the row-sparse forward serves, or None where PEFT's forward must run
+    (disabled, merged, several adapters active)."""
+    active = layer.active_adapters
+    if layer.disable_adapters or layer.merged or len(active) != 1 or active[0] not in layer.trainable_tokens_delta:
+        return None
+    return active[0]
+
+
+def head_rows(head: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """(frozen weight, trained rows, their token ids) of an output head with the row-sparse forward, or None
+    (not such a layer, or PEFT's own forward would run). The chunked head loss uses it.
+
+    ``head`` is the layer or PEFT's wrapper around it (what ``get_output_embeddings`` returns), whose forward is
+    the layer's when no per-sample adapter names are passed."""
+    if hasattr(head, "token_adapter"):
+        if head._forward_hooks or head._forward_pre_hooks:
+            return None
+        head = head.token_adapter
+    if head._forward_hooks or head._forward_pre_hooks or not getattr(head, _FLAG, False) or type(head.get_base_layer()) is not nn.Linear:
+        return None
+    adapter = sole_adapter(head)
+    if adapter is None:
+        return None
+    delta, index = _rows(head, adapter)
+    return head.get_base_layer().weight, delta, index
+
+
 def _eligible(layer: Any) -> bool:
     base = layer.get_base_layer()
     if type(base) is nn.Embedding:
@@ -99,11 +127,10 @@ def use_sparse_token_rows(model: nn.Module) -> int:
         embedding = type(module.get_base_layer()) is nn.Embedding
 
         def forward(self, x, *args, _original=original, _embedding=embedding, **kwargs):
-            active = self.active_adapters
-            if (args or kwargs or self.disable_adapters or self.merged or len(active) != 1
-                    or active[0] not in self.trainable_tokens_delta):
+            adapter = None if args or kwargs else sole_adapter(self)
+            if adapter is None:
                 return _original(x, *args, **kwargs)
-            return sparse_embedding(self, x, active[0]) if _embedding else sparse_linear(self, x, active[0])
+            return sparse_embedding(self, x, adapter) if _embedding else sparse_linear(self, x, adapter)
 
         module.forward = types.MethodType(forward, module)
         setattr(module, _FLAG, True)

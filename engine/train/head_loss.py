@@ -7,6 +7,11 @@ any method that leaves ``lm_head`` alone) its backward needs only the hidden sta
 @ W``, which is computed here chunk by chunk during the forward pass and kept (``tokens x hidden``, 64x smaller at
 that vocabulary); the logits of a chunk are freed before the next one. The loss is the same sum of token
 cross-entropies (log-sum-exp minus the target's logit, in float32 like the plain path), and so are its gradients.
+
+With a template that adds tokens, LoRA trains those tokens' rows of the head (PEFT's trainable-token layer, given a
+row-sparse forward by ``engine.models.token_rows``). The head is then the frozen matrix with a few rows replaced,
+and the same chunks also give those rows' gradient, ``(softmax - onehot)[:, new ids].T @ hidden`` (a few rows x
+hidden), so that head takes this path too.
 """
 
 from __future__ import annotations
@@ -20,39 +25,78 @@ CHUNK = 1024  # positions per chunk: 32 MB of float32 logits at a 8,192-token vo
 
 
 class HeadCrossEntropySum(torch.autograd.Function):
-    """``cross_entropy(hidden @ weight.T, targets, reduction="sum")`` for a frozen ``weight``."""
+    """``cross_entropy(hidden @ W.T, targets, reduction="sum")`` for a frozen ``weight``, where ``W`` is ``weight``
+    with the rows ``index`` replaced by ``rows`` when those are given (trained token rows)."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, targets):
+    def forward(ctx, hidden, weight, targets, rows=None, index=None):
         wide = torch.promote_types(hidden.dtype, torch.float32)  # float32 at least, as the plain path's .float()
         total = hidden.new_zeros((), dtype=wide)
         grad_hidden = torch.empty_like(hidden)
+        grad_rows = None
+        ctx.rows_dtype = None if rows is None else rows.dtype
+        if rows is not None:
+            rows = rows.to(weight.dtype)
+            shift = rows - weight.index_select(0, index)  # W = weight + scatter(index, shift)
+            grad_rows = torch.zeros_like(rows, dtype=wide)
         for start in range(0, hidden.shape[0], CHUNK):
             part = hidden[start:start + CHUNK]
-            logits = part.mm(weight.t()).to(wide)
+            logits = part.mm(weight.t())
+            if rows is not None:
+                logits.index_copy_(1, index, part.mm(rows.t()))
+            logits = logits.to(wide)
             target = targets[start:start + CHUNK]
             lse = torch.logsumexp(logits, dim=-1)
             total += (lse - logits.gather(1, target[:, None]).squeeze(1)).sum()
             probs = logits.sub_(lse[:, None]).exp_()  # softmax, in place of the logits
             probs[torch.arange(len(target), device=probs.device), target] -= 1
-            grad_hidden[start:start + CHUNK] = probs.to(weight.dtype).mm(weight)
-            del logits, probs
-        ctx.save_for_backward(grad_hidden)
+            scores = probs.to(weight.dtype)
+            grad = scores.mm(weight)
+            if rows is not None:
+                picked = scores.index_select(1, index)
+                grad.addmm_(picked, shift)
+                grad_rows += picked.t().mm(part).to(wide)
+            grad_hidden[start:start + CHUNK] = grad
+            del logits, probs, scores
+        ctx.save_for_backward(grad_hidden, grad_rows)
         return total
 
     @staticmethod
     def backward(ctx, grad_output):
-        (grad_hidden,) = ctx.saved_tensors
-        return grad_hidden * grad_output.to(grad_hidden.dtype), None, None
+        grad_hidden, grad_rows = ctx.saved_tensors
+        scale = grad_output.to(grad_hidden.dtype)
+        rows_grad = None
+        if grad_rows is not None and ctx.needs_input_grad[3]:
+            rows_grad = (grad_rows * grad_output.to(grad_rows.dtype)).to(ctx.rows_dtype)
+        return grad_hidden * scale, None, None, rows_grad, None
+
+
+def _frozen_head(head: Any) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None] | None:
+    """(frozen weight, trained rows, their ids) of a head the chunked path can take, else None."""
+    if head._forward_hooks or head._forward_pre_hooks:
+        return None
+    if type(head) is nn.Linear:
+        if head.bias is not None or head.weight.requires_grad:
+            return None
+        return head.weight, None, None
+    from engine.models.token_rows import head_rows
+
+    parts = head_rows(head)
+    if parts is None or parts[0].requires_grad:
+        return None
+    return parts
 
 
 def chunked_head_loss(head: Any, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor | None:
     """The summed loss through :class:`HeadCrossEntropySum`, or None when the plain path must run (the head is not
-    a bias-free ``nn.Linear`` with a frozen weight, no gradients are wanted, or a target is out of range)."""
-    if type(head) is not nn.Linear or head.bias is not None or head.weight.requires_grad:
+    a bias-free ``nn.Linear`` with a frozen weight, or such a weight with PEFT's trained token rows; no gradients
+    are wanted; or a target is out of range)."""
+    if not torch.is_grad_enabled() or not hidden.requires_grad:
         return None
-    if head._forward_hooks or head._forward_pre_hooks or not torch.is_grad_enabled() or not hidden.requires_grad:
+    parts = _frozen_head(head)
+    if parts is None:
         return None
-    if targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= head.weight.shape[0]):
+    weight, rows, index = parts
+    if targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= weight.shape[0]):
         return None  # let cross_entropy raise its own error
-    return HeadCrossEntropySum.apply(hidden, head.weight, targets)
+    return HeadCrossEntropySum.apply(hidden, weight, targets, rows, index)

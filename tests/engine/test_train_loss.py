@@ -42,3 +42,44 @@ def test_same_loss_and_gradients_as_the_model(tmp_path):
     n = int((inputs["labels"][:, 1:] != -100).sum())
     scaled = trainer.compute_loss(model, inputs, num_items_in_batch=torch.tensor(2 * n))
     assert torch.allclose(scaled, reference / 2, atol=1e-6)
+
+
+def test_trained_token_rows_take_the_chunked_head_with_the_models_loss_and_gradients(tmp_path, monkeypatch):
+    """With a template's added tokens (PEFT trainable-token rows on the head), the loss is the chunked one and
+    equals PEFT's own model loss, with the same gradients for LoRA and the token rows."""
+    import copy
+
+    from peft import LoraConfig, get_peft_model
+
+    from engine.models.token_rows import use_sparse_token_rows
+    from engine.train import head_loss
+
+    new = [94, 95, 96]
+    config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                        trainable_token_indices={"embed_tokens": new, "lm_head": new})
+    reference = get_peft_model(tiny_model(), config)
+    torch.manual_seed(2)
+    for name, param in reference.named_parameters():
+        if "trainable_tokens_delta" in name or "lora_B" in name:
+            param.data.normal_(0, 0.5)
+    model = copy.deepcopy(reference)
+    assert use_sparse_token_rows(model) == 2
+    calls = []
+    original = head_loss.HeadCrossEntropySum.apply
+    monkeypatch.setattr(head_loss.HeadCrossEntropySum, "apply",
+                        lambda *args: calls.append(args[3] is not None) or original(*args))
+    inputs = batch()
+    inputs["input_ids"][0, 6] = inputs["labels"][0, 6] = 95  # a trained new token
+    trainer = LabelPositionsTrainer(model=model, args=TrainingArguments(output_dir=str(tmp_path), report_to=[],
+                                                                        use_cpu=True))
+    ours = trainer.compute_loss(model, inputs)
+    assert calls == [True]
+    ours.backward()
+    theirs = reference(**inputs).loss
+    theirs.backward()
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+    grads = {n: p.grad for n, p in reference.named_parameters() if p.requires_grad}
+    assert any("trainable_tokens_delta" in n for n in grads)
+    for name, param in model.named_parameters():
+        if param.requires_grad:
+            torch.testing.assert_close(param.grad, grads[name], rtol=1e-4, atol=1e-6, msg=name)

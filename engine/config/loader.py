@@ -323,6 +323,11 @@ def _cross_checks(cfg: RunConfig) -> list[str]:
         problems.append("`quantization_bit` works with `finetuning_type: lora` only (QLoRA).")
     if ft.use_muon and ft.stage not in ("pt", "sft"):
         problems.append(f"`use_muon: true` works with stages pt and sft (this config has `stage: {ft.stage}`).")
+    if tr.max_tokens_per_batch and (ft.stage not in ("pt", "sft") or cfg.data.packing):
+        problems.append("`max_tokens_per_batch` (token-budget batches) works with stages pt and sft without packing; "
+                        "unset it, or set `packing: false`." if cfg.data.packing else
+                        f"`max_tokens_per_batch` (token-budget batches) works with stages pt and sft (this config has "
+                        f"`stage: {ft.stage}`); unset it.")
     if cfg.data.streaming:
         problems.append("`streaming: true` is not supported; remove it (datasets are loaded, then tokenized once).")
     if ft.finetuning_type == "lora" and ft.use_dora and ft.pissa_init:

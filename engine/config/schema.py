@@ -188,6 +188,9 @@ class TrainArgs:
     pure_bf16: bool = opt(False, "Keep the weights themselves in bfloat16.", advanced=True)
     gradient_checkpointing: bool = opt(False, "Recompute activations to save memory (slower).")
     group_by_length: bool = opt(True, "Batch examples of similar length together (less padding).", advanced=True)
+    max_tokens_per_batch: int = opt(
+        0, "Token-budget batches: as many rows per batch as fit this many padded tokens (0: a fixed batch size).",
+        min=0, advanced=True)
     report_to: str = opt("none", "Experiment trackers: none, tensorboard, wandb, ...", advanced=True)
     dataloader_num_workers: int = opt(0, "Data loading worker processes.", min=0, advanced=True)
     ddp_timeout: int = opt(180000000, "Distributed timeout in seconds.", advanced=True)

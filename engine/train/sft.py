@@ -12,6 +12,7 @@ from engine.config import RunConfig
 from engine.train.arguments import build_args
 from engine.train.head_loss import chunked_head_loss
 from engine.train.parallel.fsdp import ShardingMixin
+from engine.train.token_budget import TokenBudgetMixin
 
 
 def split_causal_lm(model: Any) -> tuple[Any, Any] | None:
@@ -41,7 +42,7 @@ class MuonMixin:
         return super().create_optimizer(model)
 
 
-class LabelPositionsTrainer(ShardingMixin, MuonMixin, Trainer):
+class LabelPositionsTrainer(ShardingMixin, MuonMixin, TokenBudgetMixin, Trainer):
     """Applies the output head only where a label is trained.
 
     SFT masks the prompt, so the vocabulary projection and softmax of every prompt position is wasted work and
@@ -84,7 +85,7 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
 
     has_eval = bundle.eval is not None
     specific: dict[str, Any] = {}
-    if cfg.train.group_by_length and not cfg.data.packing:
+    if cfg.train.group_by_length and not cfg.data.packing and not cfg.train.max_tokens_per_batch:
         specific["train_sampling_strategy"] = "group_by_length"
     args = build_args(TrainingArguments, cfg, has_eval=has_eval, **specific)
     trainer = LabelPositionsTrainer(
@@ -100,4 +101,5 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
         callbacks=callbacks,
     )
     trainer.use_muon = cfg.finetuning.use_muon
+    trainer.max_tokens_per_batch = cfg.train.max_tokens_per_batch
     return trainer

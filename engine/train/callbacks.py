@@ -66,6 +66,9 @@ class EventsCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.first_step_time is None and state.global_step >= 1:
+            from engine.train import phases
+
+            phases.mark("first step")
             self.first_step_time = time.time()
             self.first_step_tokens = int(getattr(state, "num_input_tokens_seen", 0) or 0)
             self.first_step = state.global_step

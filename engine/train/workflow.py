@@ -13,7 +13,7 @@ from engine.config import RunConfig
 from engine.errors import UserError
 from engine.lifecycle import JobContext
 from engine.runs import package_versions
-from engine.train import preference, rl, sft
+from engine.train import phases, preference, rl, sft
 
 logger = logging.getLogger(__name__)
 
@@ -164,12 +164,15 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     from engine.train.parallel.recorder import ParallelRecorder
     from engine.train.plotting import plot_loss
 
+    phases.start()
+    phases.mark("imports")
     check_output_dir(cfg)
     check_launch(cfg)  # DeepSpeed config and N-D sizes against the world size, before the model loads
     resume = resolve_resume(cfg) if cfg.train.do_train else None
     rl.check_stage(cfg)
     set_seed(cfg.train.seed)
     tokenizer, template, model = load_components(cfg, trainable=cfg.train.do_train)
+    phases.mark("model")
     media = None
     if cfg.finetuning.stage in rl.RL_STAGES:
         bundle = rl.get_prompt_dataset(cfg, tokenizer, template)
@@ -180,6 +183,7 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
         bundle = get_dataset(cfg, tokenizer, template, media=media)
     if cfg.train.do_train and bundle.train is None:
         raise UserError("`do_train: true` but no training data: set `dataset`.")
+    phases.mark("data")
     trainable, total = count_parameters(model)
     logger.info("Parameters: %s trainable of %s (%.4f%%)", f"{trainable:,}", f"{total:,}", 100 * trainable / max(total, 1))
     stats = dict(getattr(bundle, "stats", {}) or {})
@@ -195,10 +199,12 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
 
         hyper.install(trainer, cfg)
     trainer.remove_callback(PrinterCallback)  # our EventsCallback logs one concise line per step instead
+    phases.mark("trainer")
     metrics: dict[str, Any] = {}
     out = Path(cfg.train.output_dir)
     if cfg.train.do_train:
         result = trainer.train(resume_from_checkpoint=resume)
+        phases.mark("steps")  # the first step is its own phase (EventsCallback marks it)
         trainer.save_model()
         save_pissa_converted(trainer.model, out)
         tokenizer.save_pretrained(out)
@@ -213,6 +219,7 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
         match_umask(out)  # weights 0644 like the rest of the run folder
         metrics.update(result.metrics)
         trainer.save_metrics("train", result.metrics)
+        phases.mark("saving")
         if ctx.abort_requested:
             return metrics
     if cfg.train.do_eval and bundle.eval is not None:
@@ -231,6 +238,9 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
         metrics.update(run_prediction(cfg, trainer.model, tokenizer, template, ctx, media))
     if cfg.finetuning.plot_loss and cfg.train.do_train:
         plot_loss(ctx.folder.events_path, out / "loss.png")
+    if cfg.train.do_eval or cfg.train.do_predict:
+        phases.mark("evaluation")
+    phases.log_summary()
     ctx.metrics.update({k: v for k, v in metrics.items() if isinstance(v, (int, float, str))})
     return metrics
 

@@ -9,9 +9,10 @@ from typing import Any
 
 import yaml
 
+from app.curves import curve_of
 from app.monitor import final_loss
 from engine.checkpoints import weights_problem
-from engine.runs import EventReader, RunFolder, list_runs
+from engine.runs import RunFolder, list_runs
 
 ADAPTER_FILES = ("adapter_config.json", "config.json")
 
@@ -122,12 +123,15 @@ def summaries(
     return rows
 
 
+def _loss_point(event: dict[str, Any]) -> tuple[int, float] | None:
+    if event.get("event") == "log" and "train_loss" not in event:
+        step, loss = event.get("step"), event.get("loss")
+        if isinstance(step, int) and isinstance(loss, (int, float)):
+            return step, float(loss)
+    return None
+
+
 def loss_points(folder: Path) -> list[tuple[int, float]]:
-    """(step, loss) of a run's training log."""
-    points = []
-    for event in EventReader(Path(folder) / "events.jsonl").read_new():
-        if event.get("event") == "log" and "train_loss" not in event:
-            step, loss = event.get("step"), event.get("loss")
-            if isinstance(step, int) and isinstance(loss, (int, float)):
-                points.append((step, float(loss)))
-    return points
+    """(step, loss) of a run's training log, bounded for a chart (``app.curves``: at most ``LIMIT`` points, the
+    first, the last and every stretch's low and high kept), read line by line."""
+    return curve_of(Path(folder) / "events.jsonl", _loss_point)

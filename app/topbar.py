@@ -48,8 +48,10 @@ def logo_html() -> str:
     return f'<div class="lf-brand">{svg}<span class="lf-title">LF Board</span></div>'
 
 
-def checkpoint_choices(board: Board) -> list[tuple[Any, str]]:
-    return [(L("top_no_checkpoint"), ""), *checkpoints(board.workspace.runs_dir)]
+def checkpoint_choices(board: Board | None) -> list[tuple[Any, str]]:
+    """The checkpoint picker's choices; without a board only "none" (the page is built before the workspace's runs
+    are read: they are filled in when a page loads)."""
+    return [(L("top_no_checkpoint"), ""), *(checkpoints(board.workspace.runs_dir) if board else [])]
 
 
 def template_choices() -> list[tuple[Any, str]]:
@@ -83,7 +85,7 @@ def build(board: Board) -> TopBar:
         )
         finetuning_type = make_widget("finetuning_type", scale=1)
         checkpoint = gr.Dropdown(
-            choices=checkpoint_choices(board),
+            choices=checkpoint_choices(None),
             value="",
             label=L("top_checkpoint"),
             info=L("top_checkpoint_info"),
@@ -158,6 +160,19 @@ def refresh_choices(board: Board, known: list[Any], lang: str) -> tuple[Any, Any
     return update, flat, render_devices(report, error, lang)
 
 
+def load_values(board: Board, saved: str | None) -> tuple[Any, ...]:
+    """What a page gets when it loads: its language, notes, the model list and the checkpoint choices (with the
+    list the top bar's refresh compares against). The workspace's runs are read here, not while the board starts."""
+    catalog.ENVIRONMENT.start()
+    models, note = catalog.models()
+    _, template_note = catalog.templates()
+    notes = [n for n in (note, template_note) if n]
+    choice = saved if saved in ("auto", *LANGUAGES) else board.default_lang
+    found = checkpoints(board.workspace.runs_dir)
+    return (choice, gr.update(value="\n\n".join(notes), visible=bool(notes)), gr.update(choices=models),
+            gr.update(choices=[(L("top_no_checkpoint"), ""), *found]), [list(c) for c in found])
+
+
 def wire(bar: TopBar, board: Board, demo: gr.Blocks) -> None:
     """Events of the top bar (after the whole layout exists)."""
 
@@ -191,14 +206,8 @@ def wire(bar: TopBar, board: Board, demo: gr.Blocks) -> None:
         concurrency_limit=None,
     )
 
-    def on_load(saved: str | None) -> Any:
-        catalog.ENVIRONMENT.start()
-        models, note = catalog.models()
-        _, template_note = catalog.templates()
-        notes = [n for n in (note, template_note) if n]
-        choice = saved if saved in ("auto", *LANGUAGES) else board.default_lang
-        return choice, gr.update(value="\n\n".join(notes), visible=bool(notes)), gr.update(choices=models)
-
     demo.load(
-        on_load, inputs=[bar.saved_lang], outputs=[bar.lang_choice, bar.note, bar.model], api_visibility="private"
+        lambda saved: load_values(board, saved), inputs=[bar.saved_lang],
+        outputs=[bar.lang_choice, bar.note, bar.model, bar.checkpoint, bar.known_checkpoints],
+        api_visibility="private",
     ).then(None, **lang_io)

@@ -87,6 +87,7 @@ def build(board: Board) -> RunsTab:
         label=L("runs_overlay"),
         height=340,
         elem_classes=["lf-plot"],
+        elem_id="lf-runs-overlay",
     )
     reward_overlay = gr.LinePlot(None, x="step", y="reward", color="run", color_title=" ", visible=False,
                                  label=L("runs_reward_overlay"), height=340, elem_classes=["lf-plot"])

@@ -52,7 +52,7 @@ class RunMonitor:
         """Read what was appended since the last call (cheap when nothing changed)."""
         with self._lock:
             changed = self._read_info()
-            for event in self._events.read_new():
+            for event in self._events.iter_new():  # a long run's first read: 1 MB at a time
                 self._apply(event)
                 changed = True
             text = self._log.read_new()

@@ -63,7 +63,7 @@ class RLFollower:
     def refresh(self) -> RLFollower:
         with self._lock:
             changed = False
-            for event in self._events.read_new():
+            for event in self._events.iter_new():
                 changed = True
                 if event.get("event") == "start":
                     self.stage = event.get("stage") or self.stage
@@ -77,7 +77,7 @@ class RLFollower:
                         if key not in self.curves:
                             self.curves[key] = Curve()
                         self.curves[key].append(step, value)
-            for sample in self._samples.read_new():
+            for sample in self._samples.iter_new():
                 changed = True
                 self.recent.append(sample)
             if changed:

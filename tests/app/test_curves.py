@@ -177,3 +177,42 @@ def test_the_monitor_keeps_flat_memory_and_the_exact_last_loss(board):
     assert len(mon.loss) == STEPS and mon.last_loss() == pytest.approx(2.0 / 21)
     assert all(len(c._buckets) <= LIMIT for c in (mon.loss, mon.lr, mon.eval_loss))
     assert curves.LIMIT == LIMIT
+
+
+def test_a_tick_parses_only_the_new_lines(board, monkeypatch):
+    """The monitor and the RL follower remember their byte offsets: after the first read of a 20,000-step run, a
+    tick parses the lines appended since, never the whole file again."""
+    import engine.runs as engine_runs
+
+    write_long_run(board.jobs.runs_dir / "rl", rl=True)
+    progress_view.loss_frame(board, "rl", "en")
+    reward_view.live_view(board, "rl", "total")
+    parsed = []
+    real_loads = json.loads
+    monkeypatch.setattr(engine_runs.json, "loads", lambda text, *a, **k: parsed.append(1) or real_loads(text, *a, **k))
+    with (board.jobs.runs_dir / "rl" / "events.jsonl").open("a") as fh:
+        fh.write(json.dumps({"event": "log", "step": STEPS + 1, "loss": 0.1, "lr": 0.0, "reward": 1.0}) + "\n")
+    loss = progress_view.loss_frame(board, "rl", "en")
+    view = reward_view.live_view(board, "rl", "total")
+    assert len(parsed) == 2  # one new line, read once by the monitor and once by the RL follower
+    assert loss["step"].max() == STEPS + 1 and view["reward"]["step"].max() == STEPS + 1
+
+
+def test_event_reader_reads_a_long_log_in_chunks(tmp_path):
+    from engine.runs import EventReader
+
+    path = tmp_path / "events.jsonl"
+    events = [{"event": "log", "step": i, "pad": "x" * (i * 37 % 300)} for i in range(200)]
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    reader = EventReader(path)
+    sizes = []
+    real = reader._read
+    reader._read = lambda n: sizes.append(n) or real(n)
+    assert list(reader.iter_new(chunk_bytes=100)) == events  # lines longer than a chunk come out whole
+    assert len(sizes) > 100 and set(sizes) == {100}
+    with path.open("a") as fh:
+        fh.write(json.dumps({"event": "end"}) + "\n" + '{"event": "lo')
+    assert list(reader.iter_new(chunk_bytes=100)) == [{"event": "end"}]  # then only what was appended
+    with path.open("a") as fh:
+        fh.write('g", "step": 200}\n')
+    assert reader.read_new() == [{"event": "log", "step": 200}]

@@ -48,10 +48,10 @@ def logo_html() -> str:
     return f'<div class="lf-brand">{svg}<span class="lf-title">LF Board</span></div>'
 
 
-def checkpoint_choices(board: Board | None) -> list[tuple[Any, str]]:
-    """The checkpoint picker's choices; without a board only "none" (the page is built before the workspace's runs
-    are read: they are filled in when a page loads)."""
-    return [(L("top_no_checkpoint"), ""), *(checkpoints(board.workspace.runs_dir) if board else [])]
+def checkpoint_choices(found: list[tuple[str, str]]) -> list[tuple[Any, str]]:
+    """The checkpoint picker's choices: "none" and ``found`` (``history.checkpoints``). The page is built with
+    "none" only; the workspace's runs are read when a page loads, not while the board starts."""
+    return [(L("top_no_checkpoint"), ""), *found]
 
 
 def template_choices() -> list[tuple[Any, str]]:
@@ -85,7 +85,7 @@ def build(board: Board) -> TopBar:
         )
         finetuning_type = make_widget("finetuning_type", scale=1)
         checkpoint = gr.Dropdown(
-            choices=checkpoint_choices(None),
+            choices=checkpoint_choices([]),
             value="",
             label=L("top_checkpoint"),
             info=L("top_checkpoint_info"),
@@ -155,7 +155,7 @@ def refresh_choices(board: Board, known: list[Any], lang: str) -> tuple[Any, Any
     """New checkpoint choices when they changed (skip otherwise), plus the devices line."""
     choices = checkpoints(board.workspace.runs_dir)
     flat = [list(c) for c in choices]
-    update = gr.skip() if flat == known else gr.update(choices=checkpoint_choices(board))
+    update = gr.skip() if flat == known else gr.update(choices=checkpoint_choices(choices))
     report, error = catalog.ENVIRONMENT.get()
     return update, flat, render_devices(report, error, lang)
 
@@ -170,7 +170,7 @@ def load_values(board: Board, saved: str | None) -> tuple[Any, ...]:
     choice = saved if saved in ("auto", *LANGUAGES) else board.default_lang
     found = checkpoints(board.workspace.runs_dir)
     return (choice, gr.update(value="\n\n".join(notes), visible=bool(notes)), gr.update(choices=models),
-            gr.update(choices=[(L("top_no_checkpoint"), ""), *found]), [list(c) for c in found])
+            gr.update(choices=checkpoint_choices(found)), [list(c) for c in found])
 
 
 def wire(bar: TopBar, board: Board, demo: gr.Blocks) -> None:

@@ -18,6 +18,9 @@ from app.workspace import WORKSPACE_ENV, default_workspace
 
 EXIT_REFUSED = 2
 AUTH_ENV = "LF_BOARD_AUTH"
+CONCURRENCY = 4
+"""How many runs of one page event may be handled at once (gradio's default concurrency limit)."""
+CONCURRENCY_ENV = "GRADIO_DEFAULT_CONCURRENCY_LIMIT"
 
 logger = logging.getLogger("app")
 
@@ -164,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     board = Board(
         workspace=workspace, jobs=jobs, default_lang=args.lang, max_upload_mb=upload_mb, extra_roots=args.allowed_root
     )
+    # gradio's queue takes its default concurrency from the environment when the page is built; calling
+    # demo.queue() afterwards would build gradio's whole server app once more (about 0.2 s of every start)
+    os.environ.setdefault(CONCURRENCY_ENV, str(CONCURRENCY))
     demo = build_ui(board)
     print(f"LF Board: workspace {workspace.root}", flush=True)
     login = None
@@ -172,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
 
         login = LoginGuard(*auth)
     try:
-        demo.queue(default_concurrency_limit=4).launch(
+        demo.launch(
             server_name=args.host,
             server_port=args.port,
             share=args.share,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.curves import Curve
 from engine.runs import FINAL_STATUSES, EventReader, RunFolder, TextFollower
 
 LOG_LINES_KEPT = 400
@@ -29,9 +30,10 @@ class RunMonitor:
     last_eval: dict[str, Any] | None = None
     end: dict[str, Any] | None = None
     last_progress: dict[str, Any] | None = None
-    loss: list[tuple[int, float]] = field(default_factory=list)
-    eval_loss: list[tuple[int, float]] = field(default_factory=list)
-    lr: list[tuple[int, float]] = field(default_factory=list)
+    loss: Curve = field(default_factory=Curve)
+    eval_loss: Curve = field(default_factory=Curve)
+    lr: Curve = field(default_factory=Curve)
+    """The curves, bounded (app.curves): memory and what a chart is sent stay flat however long the run is."""
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
     version: int = 0
     """Grows whenever something new was read; pages skip redrawing when it has not changed."""
@@ -50,7 +52,7 @@ class RunMonitor:
         """Read what was appended since the last call (cheap when nothing changed)."""
         with self._lock:
             changed = self._read_info()
-            for event in self._events.read_new():
+            for event in self._events.iter_new():  # a long run's first read: 1 MB at a time
                 self._apply(event)
                 changed = True
             text = self._log.read_new()
@@ -89,13 +91,13 @@ class RunMonitor:
             self.last_log = event
             if isinstance(step, int):
                 if isinstance(event.get("loss"), (int, float)):
-                    self.loss.append((step, float(event["loss"])))
+                    self.loss.append(step, float(event["loss"]))
                 if isinstance(event.get("lr"), (int, float)):
-                    self.lr.append((step, float(event["lr"])))
+                    self.lr.append(step, float(event["lr"]))
         elif kind == "eval":
             self.last_eval = event
             if isinstance(step, int) and isinstance(event.get("eval_loss"), (int, float)):
-                self.eval_loss.append((step, float(event["eval_loss"])))
+                self.eval_loss.append(step, float(event["eval_loss"]))
         elif kind == "checkpoint":
             self.checkpoints.append(event)
         elif kind == "progress":
@@ -180,8 +182,16 @@ class RunMonitor:
         }
 
     def curves(self) -> dict[str, list[tuple[int, float]]]:
+        """The loss, eval-loss and learning-rate points a chart shows: at most ``app.curves.LIMIT`` per curve (all of
+        them while there are that few; else the first, the last and each stretch's low and high points)."""
         with self._lock:
-            return {"loss": list(self.loss), "eval_loss": list(self.eval_loss), "lr": list(self.lr)}
+            return {"loss": self.loss.points(), "eval_loss": self.eval_loss.points(), "lr": self.lr.points()}
+
+    def last_loss(self) -> float | None:
+        """The latest training loss logged (exact)."""
+        with self._lock:
+            last = self.loss.last
+        return None if last is None else last[1]
 
 
 _FINAL_LOSS: dict[str, tuple[tuple[int, int, int], float | None]] = {}

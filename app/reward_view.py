@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from app.context import Board
+from app.curves import Curve, curve_of
 from app.forms import yaml_text
 from app.jobs import REPO_ROOT, JobError, child_env
 from app.progress_view import typed_frame
@@ -53,7 +54,7 @@ class RLFollower:
         self.folder = Path(folder)
         self._events = EventReader(self.folder / "events.jsonl")
         self._samples = EventReader(self.folder / "completions.jsonl")
-        self.curves: dict[str, list[tuple[int, float]]] = {}
+        self.curves: dict[str, Curve] = {}  # bounded (app.curves): flat however long the run
         self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_COMPLETIONS)
         self.stage: str | None = None
         self.version = 0
@@ -62,7 +63,7 @@ class RLFollower:
     def refresh(self) -> RLFollower:
         with self._lock:
             changed = False
-            for event in self._events.read_new():
+            for event in self._events.iter_new():
                 changed = True
                 if event.get("event") == "start":
                     self.stage = event.get("stage") or self.stage
@@ -73,8 +74,10 @@ class RLFollower:
                     value = _number(value)
                     if value is not None and (key in CURVE_KEYS or (key.startswith("rewards/") and
                                                                      key.endswith("/mean"))):
-                        self.curves.setdefault(key, []).append((step, value))
-            for sample in self._samples.read_new():
+                        if key not in self.curves:
+                            self.curves[key] = Curve()
+                        self.curves[key].append(step, value)
+            for sample in self._samples.iter_new():
                 changed = True
                 self.recent.append(sample)
             if changed:
@@ -144,7 +147,7 @@ def live_view(board: Board, run_id: str | None, total_label: str) -> dict[str, A
     if not watched.is_rl():
         return None
     with watched._lock:
-        curves = {k: list(v) for k, v in watched.curves.items()}
+        curves = {k: v.points() for k, v in watched.curves.items()}
         recent = list(watched.recent)
     return {
         "version": watched.version,
@@ -155,14 +158,16 @@ def live_view(board: Board, run_id: str | None, total_label: str) -> dict[str, A
     }
 
 
+def _reward_point(event: dict[str, Any]) -> tuple[int, float] | None:
+    value = _number(event.get("reward"))
+    if event.get("event") == "log" and isinstance(event.get("step"), int) and value is not None:
+        return event["step"], value
+    return None
+
+
 def reward_points(folder: Path) -> list[tuple[int, float]]:
-    """(step, mean total reward) of a run, read once (History)."""
-    points = []
-    for event in EventReader(Path(folder) / "events.jsonl").read_new():
-        value = _number(event.get("reward"))
-        if event.get("event") == "log" and isinstance(event.get("step"), int) and value is not None:
-            points.append((event["step"], value))
-    return points
+    """(step, mean total reward) of a run, read once, line by line, and bounded for a chart (History)."""
+    return curve_of(Path(folder) / "events.jsonl", _reward_point)
 
 
 def reward_overlay(board: Board, run_ids: list[str]) -> pd.DataFrame | None:

@@ -22,9 +22,14 @@ NONE = "none"
 SLIDER_MAX_SPAN = 1024
 
 
+_KEYS: dict[str, tuple[str, dataclasses.Field]] = {}
+
+
 def key_field(key: str) -> tuple[str, dataclasses.Field]:
-    """(section, field) of a config key."""
-    return all_keys()[key]
+    """(section, field) of a config key (the key table is built once: the page asks for hundreds of keys)."""
+    if not _KEYS:
+        _KEYS.update(all_keys())
+    return _KEYS[key]
 
 
 def _plain(tp: Any) -> tuple[Any, bool]:

@@ -14,6 +14,7 @@ import secrets
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import metadata
@@ -228,12 +229,25 @@ class EventReader:
         self.path = Path(self.path)
 
     def read_new(self) -> list[dict[str, Any]]:
+        return self._read(None)[0]
+
+    def iter_new(self, chunk_bytes: int = 1 << 20) -> Iterator[dict[str, Any]]:
+        """The events appended since the last call, read ``chunk_bytes`` at a time: following a long run never holds
+        its whole log (or every event parsed from it) at once."""
+        while True:
+            events, full = self._read(chunk_bytes)
+            yield from events
+            if not full:
+                return
+
+    def _read(self, max_bytes: int | None) -> tuple[list[dict[str, Any]], bool]:
+        """(events in the next ``max_bytes`` or up to the end, whether ``max_bytes`` were read: more may follow)."""
         try:
             with open(self.path, "rb") as fh:
                 fh.seek(self.offset)
-                chunk = fh.read()
+                chunk = fh.read() if max_bytes is None else fh.read(max_bytes)
         except OSError:
-            return []
+            return [], False
         self.offset += len(chunk)
         data = self._partial + chunk
         lines = data.split(b"\n")
@@ -246,7 +260,7 @@ class EventReader:
                 out.append(json.loads(line))
             except json.JSONDecodeError:
                 continue
-        return out
+        return out, max_bytes is not None and len(chunk) == max_bytes
 
 
 @dataclass

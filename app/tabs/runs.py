@@ -87,6 +87,7 @@ def build(board: Board) -> RunsTab:
         label=L("runs_overlay"),
         height=340,
         elem_classes=["lf-plot"],
+        elem_id="lf-runs-overlay",
     )
     reward_overlay = gr.LinePlot(None, x="step", y="reward", color="run", color_title=" ", visible=False,
                                  label=L("runs_reward_overlay"), height=340, elem_classes=["lf-plot"])
@@ -124,10 +125,9 @@ def table_frame(board: Board, lang: str) -> tuple[pd.DataFrame, list[str]]:
         if run_id in finished:  # no live monitor per finished run: its log's tail, remembered until it changes
             return final_loss(board.jobs.runs_dir / run_id)
         try:
-            points = board.jobs.monitor(run_id).curves()["loss"]
+            return board.jobs.monitor(run_id).last_loss()
         except JobError:
             return None
-        return points[-1][1] if points else None
 
     rows = history.summaries(runs, board.jobs.runs_dir, last_loss)
     for row in rows:

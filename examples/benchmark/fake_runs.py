@@ -66,15 +66,24 @@ def make_live_run(runs_dir: str | Path, run_id: str, pid: int, pid_started: floa
     return folder
 
 
+def _step_event(step: int, total_steps: int, started: float, now: float) -> dict:
+    return {"time": now, "event": "log", "step": step, "total_steps": total_steps,
+            "loss": round(2.5 - 1.5 * step / total_steps, 4), "lr": 1e-4 * (1 - step / total_steps),
+            "grad_norm": 1.0, "epoch": step / total_steps, "tokens_per_s": 1300.0, "tokens_seen": step * 1200,
+            "elapsed": now - started, "eta": float(total_steps - step), "memory_gb": 1.7}
+
+
 def append_step(folder: str | Path, step: int, total_steps: int, started: float) -> None:
     """One more logged step of a live run: a log event and a log line, as the engine appends them."""
+    append_steps(folder, step, step, total_steps, started)
+
+
+def append_steps(folder: str | Path, first: int, last: int, total_steps: int, started: float) -> None:
+    """Logged steps ``first``..``last`` of a live run at once (a long run's history, written in one go)."""
     folder = Path(folder)
     now = time.time()
-    event = {"time": now, "event": "log", "step": step, "total_steps": total_steps,
-             "loss": round(2.5 - 1.5 * step / total_steps, 4), "lr": 1e-4 * (1 - step / total_steps),
-             "grad_norm": 1.0, "epoch": step / total_steps, "tokens_per_s": 1300.0, "tokens_seen": step * 1200,
-             "elapsed": now - started, "eta": float(total_steps - step), "memory_gb": 1.7}
+    events = [_step_event(step, total_steps, started, now) for step in range(first, last + 1)]
     with (folder / "events.jsonl").open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(event) + "\n")
+        fh.write("".join(json.dumps(event) + "\n" for event in events))
     with (folder / "stdout.log").open("a", encoding="utf-8") as fh:
-        fh.write(f"step {step}/{total_steps} loss {event['loss']}\n")
+        fh.write("".join(f"step {e['step']}/{total_steps} loss {e['loss']}\n" for e in events))

@@ -13,7 +13,11 @@ stdout.log each), starts ``lf-board`` on them and prints, each beside its goal:
 - the History table render (the tab's handler ``app.tabs.runs.table_frame`` in a process of its own over the same
   workspace: first render and a repeat);
 - the board's resident memory after those calls (``VmRSS``, and its peak ``VmHWM``), and whether the board process
-  loaded torch or transformers (it should not: jobs run in subprocesses).
+  loaded torch or transformers (it should not: jobs run in subprocesses);
+- the Train tab's 1 s tick (status, log and the loss and learning-rate charts, over gradio's queue protocol as an open
+  page fires it) on live runs that have logged ``--tick-steps`` steps (100, 2,000 and 20,000), one new step before each
+  tick: milliseconds and bytes per tick, beside the goal "flat" (each chart holds at most 1,000 points per series,
+  app/curves.py, so a tick costs the same at 2,000 steps as at 20,000).
 
 With ``--watch-polls N`` a training run in progress is watched afterwards as an open page does it for N seconds,
 compressed: the workspace also holds a live run (this script plays its engine), and each poll stands for one second
@@ -45,7 +49,7 @@ HERE = Path(__file__).resolve()
 REPO = HERE.parents[2]
 sys.path.insert(0, str(HERE.parent))
 
-from fake_runs import append_step, make_finished_runs, make_live_run  # noqa: E402
+from fake_runs import append_step, append_steps, make_finished_runs, make_live_run  # noqa: E402
 from page_poller import Page, due  # noqa: E402
 
 LIVE_RUN = "live-00000"
@@ -143,6 +147,23 @@ def watch(base: str, board_pid: int, folder: Path, polls: int, interval: float, 
             "wall": time.time() - started, "peak": proc_status(board_pid).get("VmHWM", 0)}
 
 
+def tick_cost(base: str, run_id: str, folder: Path, steps: int, ticks: int) -> tuple[float, int]:
+    """Median (seconds, bytes) of the Train tab's 1 s tick on a live run that has logged ``steps`` steps, one more
+    step appended before each of ``ticks`` ticks (the page's first tick, which clears the charts, is not counted)."""
+    page = Page(base, {"lfboard-train-run": run_id})
+    train_ticks = [e for e in page.events if e["interval"] == 1.0]
+    if not train_ticks:
+        raise SystemExit("error: the page has no 1-second timer reading the watched run; has app/tabs/train.py changed?")
+    event = train_ticks[0]
+    started = time.time()
+    page.fire(event)  # the first tick of a page clears the charts; the next ones draw them
+    results = []
+    for i in range(1, ticks + 1):
+        append_step(folder, steps + i, steps + ticks, started)
+        results.append(page.fire(event))
+    return statistics.median(r[0] for r in results), int(statistics.median(r[1] for r in results))
+
+
 def watch_rows(result: dict, polls: int) -> list[tuple[str, str, str]]:
     """Table rows of a watch: memory over time, and the Train tab tick's cost early and late."""
     rss = result["rss"]
@@ -178,11 +199,19 @@ def main() -> int:
                         help="then watch a live run as an open page does, for this many page seconds (0: skip)")
     parser.add_argument("--poll-interval", type=float, default=0.05, help="real seconds between watch polls")
     parser.add_argument("--rss-every", type=int, default=0, help="print VmRSS every N polls (default: polls / 10)")
+    parser.add_argument("--tick-steps", default="100,2000,20000",
+                        help="logged steps of the live runs whose Train tab tick is measured (comma-separated)")
+    parser.add_argument("--ticks", type=int, default=10, help="ticks measured on each of those runs (0: skip)")
     parser.add_argument("--watch-via", choices=["both", "page", "api"], default="both",
                         help="what each watch poll calls: the page's timers and /run_status (both), or one of them")
     args = parser.parse_args()
-    if args.watch_polls < 0 or args.poll_interval < 0 or args.rss_every < 0:
-        print("error: --watch-polls, --poll-interval and --rss-every must not be negative", file=sys.stderr)
+    try:
+        tick_steps = [int(x) for x in args.tick_steps.split(",") if x.strip()]
+    except ValueError:
+        tick_steps = [-1]
+    if min(args.watch_polls, args.poll_interval, args.rss_every, args.ticks) < 0 or min(tick_steps, default=0) < 1:
+        print("error: --watch-polls, --poll-interval, --rss-every and --ticks must not be negative, and --tick-steps "
+              "must be positive step counts separated by commas (e.g. 100,2000,20000)", file=sys.stderr)
         return 2
     rss_every = args.rss_every or max(1, args.watch_polls // 10)
     work = Path(args.work)
@@ -192,11 +221,19 @@ def main() -> int:
     ids = make_finished_runs(ws / "runs", args.runs)
     print(f"  wrote {len(ids):,} finished runs in {time.time() - t0:.1f} s")
     live = None
-    if args.watch_polls:
-        sys.path.insert(0, str(REPO))
-        from engine.runs import process_start_time
+    sys.path.insert(0, str(REPO))
+    from engine.runs import process_start_time
 
-        live = make_live_run(ws / "runs", LIVE_RUN, os.getpid(), process_start_time(os.getpid()), args.watch_polls)
+    me, me_started = os.getpid(), process_start_time(os.getpid())
+    if args.watch_polls:
+        live = make_live_run(ws / "runs", LIVE_RUN, me, me_started, args.watch_polls)
+    tick_folders = {}
+    if args.ticks:
+        for steps in tick_steps:
+            run_id = f"tick-{steps:06d}"
+            folder = make_live_run(ws / "runs", run_id, me, me_started, steps + args.ticks)
+            append_steps(folder, 1, steps, steps + args.ticks, time.time())
+            tick_folders[steps] = (run_id, folder)
     port = args.port or free_port()
     base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "PYTHONPATH": str(REPO), "GRADIO_ANALYTICS_ENABLED": "False"}
@@ -224,6 +261,8 @@ def main() -> int:
         polls = [call(base, "run_status", ids[len(ids) // 2])[0] for _ in range(args.polls)]
         memory = proc_status(board.pid)
         heavy = loaded(board.pid, ("torch", "transformers"))
+        tick_costs = {steps: tick_cost(base, run_id, folder, steps, args.ticks)
+                      for steps, (run_id, folder) in tick_folders.items()}
         watched = (watch(base, board.pid, live, args.watch_polls, args.poll_interval, rss_every, args.watch_via)
                    if live else None)
     finally:
@@ -236,7 +275,8 @@ def main() -> int:
     if history.returncode != 0:
         raise SystemExit(f"error: the History render failed:\n{history.stderr[-2000:]}")
     hist = json.loads(history.stdout.strip().splitlines()[-1])
-    print(f"\nBoard with {len(listed or []):,} runs listed (workspace of {args.runs:,} finished runs).")
+    print(f"\nBoard with {len(listed or []):,} runs listed (workspace of {args.runs:,} finished runs"
+          f"{' and live ones' if live or tick_folders else ''}).")
     rows = [
         ("board start to HTTP ready", f"{ready:.2f} s", "< 1 s"),
         ("/list_runs, first call", f"{first_list * 1000:.0f} ms", "< 1 s"),
@@ -249,6 +289,9 @@ def main() -> int:
          "<= 300 MB"),
         ("torch/transformers in the board", ", ".join(heavy) or "none loaded", "none"),
     ]
+    for steps, (seconds, size) in tick_costs.items():
+        rows.append((f"Train tab tick at step {steps:,} (median of {args.ticks})",
+                     f"{seconds * 1000:.0f} ms, {size / 1024:.0f} KB", "flat"))
     if watched:
         rows += watch_rows(watched, args.watch_polls)
         rows[-1] = (rows[-1][0], f"{rows[-1][1]}, polling {args.watch_via}", "")

@@ -1,0 +1,97 @@
+"""Board start: the entry module imports no torch/transformers, the runs are read after serving, not before."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from app import history, topbar
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("torch", "transformers", "peft", "trl", "datasets", "accelerate")
+
+
+def write_adapter(folder: Path) -> None:
+    """A whole (if empty) adapter: a config and a safetensors file with a complete header."""
+    header = b"{}"
+    (folder / "adapter_config.json").write_text("{}")
+    (folder / "adapter_model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header)
+
+
+def run_python(code: str, tmp_path: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "GRADIO_DEFAULT_CONCURRENCY_LIMIT"}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    env["GRADIO_ANALYTICS_ENABLED"] = "False"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env,
+                         timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_importing_the_entry_module_imports_no_torch_or_transformers(tmp_path):
+    # lf-board = app.main:main (pyproject); python -m app runs the same
+    found = run_python(
+        "import json, sys\nimport app.main, app.__main__\n"
+        f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))\n", tmp_path)
+    assert found == []
+
+
+def test_start_reads_no_run_folders_before_serving_and_builds_the_server_once(tmp_path):
+    """lf-board's main() up to launch: no heavy module, no checkpoint scan over the runs, gradio's server app built
+    by the page and by launch only (no extra demo.queue()), and the page's events may run 4 at a time."""
+    code = f"""
+import json, sys
+import gradio as gr
+from gradio import routes
+from app import main, topbar
+scans, apps = [], []
+real_scan, real_create = topbar.checkpoints, routes.App.create_app
+topbar.checkpoints = lambda d: scans.append(str(d)) or real_scan(d)
+routes.App.create_app = staticmethod(lambda *a, **k: apps.append(1) or real_create(*a, **k))
+def fake_launch(self, **kwargs):
+    print(json.dumps({{"heavy": [m for m in {HEAVY!r} if m in sys.modules], "scans": scans, "apps": len(apps),
+                      "limit": self._queue.default_concurrency_limit}}))
+gr.Blocks.launch = fake_launch
+sys.path.insert(0, {str(REPO_ROOT / "examples" / "benchmark")!r})
+from fake_runs import make_finished_runs
+make_finished_runs({str(tmp_path / "ws" / "runs")!r}, 5, steps=3)
+main.main(["--workspace", {str(tmp_path / "ws")!r}, "--port", "0"])
+"""
+    found = run_python(code, tmp_path)
+    assert found["heavy"] == []
+    assert found["scans"] == []  # the checkpoint picker is filled when a page loads
+    assert found["apps"] <= 2  # Blocks' own (empty, then at the end of the layout); launch builds the last one
+    assert found["limit"] == 4
+
+
+def test_a_page_load_fills_the_checkpoint_picker(board):
+    run = board.jobs.runs_dir / "done"
+    (run / "checkpoint-4").mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"id": "done", "kind": "train", "status": "completed"}))
+    for folder in (run, run / "checkpoint-4"):
+        write_adapter(folder)
+    values = topbar.load_values(board, None)
+    choices = values[3]["choices"]
+    assert [c[1] for c in choices] == ["", str(run), str(run / "checkpoint-4")]
+    assert values[4] == [["done", str(run)], ["done / checkpoint-4", str(run / "checkpoint-4")]]
+
+
+def test_finished_runs_checkpoints_are_remembered_until_the_folder_changes(board, monkeypatch):
+    run = board.jobs.runs_dir / "old"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"id": "old", "kind": "train", "status": "failed"}))
+    assert history.checkpoints(board.jobs.runs_dir) == []
+    globbed = []
+    real_glob = Path.glob
+    monkeypatch.setattr(Path, "glob", lambda self, pattern: globbed.append(self) or real_glob(self, pattern))
+    assert history.checkpoints(board.jobs.runs_dir) == []
+    assert globbed == []  # unchanged finished run: not listed again
+    ckpt = run / "checkpoint-2"
+    ckpt.mkdir()  # a new folder changes the run folder's mtime
+    write_adapter(ckpt)
+    os.utime(run, ns=(0, 1))  # a different mtime even on a coarse clock
+    assert history.checkpoints(board.jobs.runs_dir) == [("old / checkpoint-2", str(ckpt))]
+    assert globbed == [run]

@@ -132,16 +132,3 @@ def test_training_loss_matches_with_and_without_checkpointing(checkpointing, mon
         losses.append(loss.item())
     assert qkv  # the stacked path ran
     assert losses[0] == pytest.approx(losses[1], rel=1e-4)
-
-
-def test_a_merged_model_with_stacked_weights_saves_and_reloads_the_same(tmp_path):
-    from transformers import AutoModelForCausalLM
-
-    model = _lora()
-    assert _fuse(model)
-    merged = model.merge_and_unload()
-    merged.save_pretrained(tmp_path)
-    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path)
-    theirs = reloaded.state_dict()
-    for name, tensor in merged.state_dict().items():
-        assert torch.equal(tensor, theirs[name]), name

@@ -294,14 +294,11 @@ def setup_lora(model: nn.Module, model_args: Any, finetuning_args: Any, composit
         logger.info("%s rank %s on %s.", config.peft_type.value, config.r, ", ".join(sorted(config.target_modules)))
     from engine.models.lora_fused import use_fused_lora
     from engine.models.mlp_fused import use_fused_mlp
-    from engine.models.qkv_fused import use_fused_qkv
     from engine.models.token_rows import use_sparse_token_rows
 
     use_sparse_token_rows(model)  # trained token rows without rebuilding the full matrices on every forward
     use_fused_lora(model)  # one autograd node per LoRA linear, adds fused into the matmuls
-    use_fused_mlp(model, stack=is_trainable)  # one node per SwiGLU MLP that keeps half its activations
-    if is_trainable:  # weights stacked in one storage only where no full model is saved from this process
-        use_fused_qkv(model)  # q, k and v of one input from one multiply by their stacked weights
+    use_fused_mlp(model)  # one node per SwiGLU MLP that keeps half its activations
     return model
 
 

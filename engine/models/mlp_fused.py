@@ -24,7 +24,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.models.lora_fused import _fusable
-from engine.models.stacked import stack_in_place, stacked
 
 logger = logging.getLogger(__name__)
 
@@ -60,18 +59,8 @@ class SwiGluLoraFunction(torch.autograd.Function):
         shape = x.shape
         flat = x.reshape(-1, shape[-1])
         sg, su, sd = scales
-        both = stacked(wg, wu) if ag.shape[0] == au.shape[0] else None
-        if both is not None:  # gate and up from one multiply (and their low-rank parts from another)
-            rank = ag.shape[0]
-            low = flat.mm(torch.cat([ag, au]).t())
-            gate_up = flat.mm(both.t())
-            gate, up = gate_up[:, :wg.shape[0]], gate_up[:, wg.shape[0]:]
-            low_g, low_u = low[:, :rank], low[:, rank:]
-            gate.addmm_(low_g, bg.t(), alpha=sg)
-            up.addmm_(low_u, bu.t(), alpha=su)
-        else:
-            gate, low_g = _lora_out(flat, wg, ag, bg, sg)
-            up, low_u = _lora_out(flat, wu, au, bu, su)
+        gate, low_g = _lora_out(flat, wg, ag, bg, sg)
+        up, low_u = _lora_out(flat, wu, au, bu, su)
         hidden = F.silu(gate).mul_(up)
         out, low_d = _lora_out(hidden, wd, ad, bd, sd)
         ctx.save_for_backward(flat, gate, up, low_g, low_u, low_d, wg, ag, bg, wu, au, bu, wd, ad, bd)
@@ -89,41 +78,16 @@ class SwiGluLoraFunction(torch.autograd.Function):
         hidden = act * up
         grad_h, grad_ad, grad_bd = _lora_back(g, hidden, wd, ad, bd, low_d, sd, need[8], need[9])
         del hidden
-        both = stacked(wg, wu)
-        if both is None:
-            grad_up = grad_h * act
-            del act
-            grad_gate = torch.ops.aten.silu_backward(grad_h.mul_(up), gate)
-            del grad_h
-            grad_x, grad_ag, grad_bg = _lora_back(grad_gate, flat, wg, ag, bg, low_g, sg, need[2], need[3], need[0])
-            grad_x_u, grad_au, grad_bu = _lora_back(grad_up, flat, wu, au, bu, low_u, su, need[5], need[6], need[0])
-            if grad_x is not None:
-                grad_x = grad_x.add_(grad_x_u)
-        else:  # the gate and up gradients side by side, so the input's gradient is one multiply by both
-            rows = wg.shape[0]
-            grad_both = grad_h.new_empty((grad_h.shape[0], rows + wu.shape[0]))
-            grad_gate, grad_up = grad_both[:, :rows], grad_both[:, rows:]
-            torch.mul(grad_h, act, out=grad_up)
-            del act
-            torch.ops.aten.silu_backward.grad_input(grad_h.mul_(up), gate, grad_input=grad_gate)
-            del grad_h
-            grad_x = grad_both.mm(both) if need[0] else None
-            grad_x, grad_ag, grad_bg = _lora_side(grad_x, grad_gate, flat, ag, bg, low_g, sg, need[2], need[3])
-            grad_x, grad_au, grad_bu = _lora_side(grad_x, grad_up, flat, au, bu, low_u, su, need[5], need[6])
+        grad_up = grad_h * act
+        del act
+        grad_gate = torch.ops.aten.silu_backward(grad_h.mul_(up), gate)
+        del grad_h
+        grad_x, grad_ag, grad_bg = _lora_back(grad_gate, flat, wg, ag, bg, low_g, sg, need[2], need[3], need[0])
+        grad_x_u, grad_au, grad_bu = _lora_back(grad_up, flat, wu, au, bu, low_u, su, need[5], need[6], need[0])
         if grad_x is not None:
-            grad_x = grad_x.view(ctx.shape)
+            grad_x = grad_x.add_(grad_x_u).view(ctx.shape)
         return (grad_x, None, grad_ag, grad_bg, None, grad_au, grad_bu, None, grad_ad, grad_bd,
                 None)
-
-
-def _lora_side(grad_x, grad, flat, lora_a, lora_b, low, scale, need_a, need_b):
-    """The low-rank part of one LoRA linear's backward, added to ``grad_x`` (the base part is already in it)."""
-    g_b = grad.mm(lora_b)
-    if grad_x is not None:
-        grad_x.addmm_(g_b, lora_a, alpha=scale)
-    grad_a = g_b.t().mm(flat).mul_(scale) if need_a else None
-    grad_lb = grad.t().mm(low).mul_(scale) if need_b else None
-    return grad_x, grad_a, grad_lb
 
 
 def _plain_lora_linear(layer: Any) -> bool:
@@ -156,11 +120,8 @@ def _parts(mlp: Any, x: torch.Tensor) -> tuple | None:
     return (*tensors, tuple(scales))
 
 
-def use_fused_mlp(model: nn.Module, stack: bool = True) -> int:
-    """Give every LoRA-adapted SwiGLU MLP of ``model`` the fused forward; returns how many were patched.
-
-    With ``stack``, the frozen gate and up weights move into one storage so one multiply serves both
-    (:mod:`engine.models.stacked`)."""
+def use_fused_mlp(model: nn.Module) -> int:
+    """Give every LoRA-adapted SwiGLU MLP of ``model`` the fused forward; returns how many were patched."""
     patched = 0
     for module in model.modules():
         if type(module).__name__ not in SWIGLU_MLPS or getattr(module, _FLAG, False):
@@ -179,16 +140,7 @@ def use_fused_mlp(model: nn.Module, stack: bool = True) -> int:
 
         module.forward = types.MethodType(forward, module)
         setattr(module, _FLAG, True)
-        if stack and _same_rank(module):  # gate and up read the same input: one storage, one multiply
-            stack_in_place(module.gate_proj.get_base_layer().weight, module.up_proj.get_base_layer().weight)
         patched += 1
     if patched:
         logger.debug("Fused SwiGLU MLP forward for %d layers.", patched)
     return patched
-
-
-def _same_rank(mlp: Any) -> bool:
-    """Whether gate and up have one adapter each with equal ranks (their low-rank parts are then one multiply)."""
-    gate, up = mlp.gate_proj, mlp.up_proj
-    return (len(gate.lora_A) == len(up.lora_A) == 1
-            and next(iter(gate.lora_A.values())).weight.shape[0] == next(iter(up.lora_A.values())).weight.shape[0])

@@ -12,7 +12,6 @@ from tinymodels import tiny_model_and_tokenizer
 
 from engine.models.lora_fused import use_fused_lora
 from engine.models.mlp_fused import SwiGluLoraFunction, use_fused_mlp
-from engine.models.stacked import stack_in_place, stacked
 
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
@@ -44,8 +43,6 @@ def test_matches_peft_in_outputs_and_gradients(monkeypatch):
     fused = copy.deepcopy(plain)
     use_fused_lora(fused)
     assert use_fused_mlp(fused) == 2 and use_fused_mlp(fused) == 0
-    for mlp in (layer.mlp for layer in fused.get_base_model().model.layers):  # gate and up: one multiply
-        assert stacked(mlp.gate_proj.get_base_layer().weight, mlp.up_proj.get_base_layer().weight) is not None
     calls = _calls(monkeypatch)
     plain.train(), fused.train()
     ids = _ids()
@@ -71,13 +68,6 @@ def test_function_gradients_are_exact_in_float64():
     args = (x, t(5, 6).detach(), t(2, 6), t(5, 2), t(5, 6).detach(), t(2, 6), t(5, 2), t(6, 5).detach(), t(2, 5),
             t(6, 2))
     assert torch.autograd.gradcheck(lambda *a: SwiGluLoraFunction.apply(*a, (1.5, 0.5, 2.0)), args)
-    # gate and up stacked in one storage: the one-multiply path, same gradients
-    wg, wu = args[1].clone(), args[4].clone()
-    assert stack_in_place(wg, wu) and stacked(wg, wu) is not None
-    stacked_args = (args[0], wg, *args[2:4], wu, *args[5:])
-    assert torch.autograd.gradcheck(lambda *a: SwiGluLoraFunction.apply(*a, (1.5, 0.5, 2.0)), stacked_args)
-    torch.testing.assert_close(SwiGluLoraFunction.apply(*stacked_args, (1.5, 0.5, 2.0)),
-                               SwiGluLoraFunction.apply(*args, (1.5, 0.5, 2.0)))
 
 
 def test_keeps_half_the_mlp_activations():

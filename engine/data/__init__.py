@@ -6,7 +6,9 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from typing import Any
 from engine.data.collator import PaddingCollator, build_collator
 from engine.data.converters import CONVERTERS, convert_rows
 from engine.data.errors import DatasetError
+from engine.data.examples import Examples, count_media, media_dataset_names
 from engine.data.loader import load_examples, split_eval
 from engine.data.preview import preview_dataset
 from engine.data.readers import READERS, read_rows
@@ -53,7 +56,7 @@ def _to_dataset(columns: dict[str, list]) -> Any:
     return Dataset.from_dict(columns)
 
 
-def _tokenized(examples: list[dict], stage: str, tokenizer: Any, template: Any, opts: TokenizeOptions,
+def _tokenized(examples: Sequence[dict], stage: str, tokenizer: Any, template: Any, opts: TokenizeOptions,
                split: str, media: Any = None, workers: int | None = None) -> tuple[Any, dict[str, int]]:
     if media is not None and stage in ("dpo", "kto"):
         from engine.multimodal.preference import tokenize_media_preference
@@ -122,14 +125,13 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
         else:
             train_examples, eval_examples = split_eval(train_examples, data.val_size, seed)
     bundle = DatasetBundle()
-    if media is not None and any(ex.get(k) for ex in train_examples + eval_examples for k in ("images", "videos",
-                                                                                               "audios")):
+    if media is not None and (count_media(train_examples) or count_media(eval_examples)):
         from engine.multimodal.dataset import check_stage
 
-        check_stage(stage, train_examples + eval_examples, getattr(cfg.finetuning, "pref_loss", None))
+        check_stage(stage, itertools.chain(train_examples, eval_examples), getattr(cfg.finetuning, "pref_loss", None))
         bundle.media = media
     else:
-        _warn_about_media(train_examples + eval_examples)
+        _warn_about_media(train_examples, eval_examples)
     if train_examples:
         bundle.train, bundle.stats["train"] = _tokenized(train_examples, stage, tokenizer, template, opts, "train",
                                                          bundle.media, data.preprocessing_num_workers)
@@ -146,14 +148,14 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
     return bundle
 
 
-def _warn_about_media(examples: list[dict]) -> None:
+def _warn_about_media(*parts: Sequence[dict]) -> None:
     """Say so when rows carry images, videos or audio: training here is on text only."""
-    with_media = [ex for ex in examples if any(ex.get(kind) for kind in ("images", "videos", "audios"))]
+    with_media = sum(count_media(part) for part in parts)
     if with_media:
-        names = sorted({str(ex.get("_dataset", "?")) for ex in with_media})
+        names = sorted({name for part in parts for name in media_dataset_names(part)})
         logger.warning("%d of %d rows (%s) have images, videos or audio; training here is on text only, so the "
                        "media files are not given to the model and their placeholders stay in the text.",
-                       len(with_media), len(examples), ", ".join(names))
+                       with_media, sum(len(part) for part in parts), ", ".join(names))
 
 
 def _save_tokenized(bundle: DatasetBundle, path: Path) -> None:
@@ -233,7 +235,7 @@ def load_eval_prompts(cfg: Any, tokenizer: Any, template: Any, media: Any = None
 
 
 __all__ = [
-    "CONVERTERS", "READERS", "DatasetBundle", "DatasetError", "DatasetSpec", "PaddingCollator", "TokenizeOptions",
+    "CONVERTERS", "READERS", "DatasetBundle", "DatasetError", "DatasetSpec", "Examples", "PaddingCollator", "TokenizeOptions",
     "build_collator", "configured_template", "convert_rows", "get_dataset", "list_datasets", "load_dataset_info",
     "load_eval_prompts", "load_examples", "preview_dataset", "read_rows", "register_dataset", "resolve_dataset",
     "split_eval", "tokenize_examples",

@@ -17,7 +17,7 @@ from engine.data.collator import PaddingCollator, build_collator
 from engine.data.converters import CONVERTERS, convert_rows
 from engine.data.errors import DatasetError
 from engine.data.examples import Examples, count_media, media_dataset_names
-from engine.data.loader import load_examples, split_eval
+from engine.data.loader import frozen_gc, load_examples, split_eval
 from engine.data.preview import preview_dataset
 from engine.data.readers import READERS, read_rows
 from engine.data.registry import DatasetSpec, list_datasets, load_dataset_info, register_dataset, resolve_dataset
@@ -96,7 +96,7 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
     Raises:
         DatasetError: for any dataset problem, naming the dataset and the fix.
     """
-    data, stage, seed = cfg.data, cfg.finetuning.stage, cfg.train.seed
+    data = cfg.data
     cached = Path(data.tokenized_path).expanduser() if data.tokenized_path else None
     if cached is not None and cached.exists() and not data.overwrite_cache:
         loaded = _load_tokenized(cached)
@@ -113,6 +113,20 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
         hit = load_entry(key) if key and not data.overwrite_cache else None
         if hit is not None:
             return hit
+    with frozen_gc():
+        bundle = _build(cfg, tokenizer, template, media)
+    if cached is not None:
+        _save_tokenized(bundle, cached)
+    elif key and bundle.media is None:
+        from engine.data.cache import describe_source, save_entry
+
+        save_entry(key, bundle, describe_source(cfg, tokenizer, template))
+    return bundle
+
+
+def _build(cfg: Any, tokenizer: Any, template: Any, media: Any) -> DatasetBundle:
+    """Load, split and tokenize (the part of :func:`get_dataset` after the cache lookups)."""
+    data, stage, seed = cfg.data, cfg.finetuning.stage, cfg.train.seed
     packing = bool(data.packing or data.neat_packing) and stage in ("pt", "sft")
     opts = TokenizeOptions(cutoff_len=data.cutoff_len, train_on_prompt=data.train_on_prompt,
                            mask_history=data.mask_history, packing=packing,
@@ -139,12 +153,6 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
         eval_opts = dataclasses.replace(opts, packing=False)
         bundle.eval, bundle.stats["eval"] = _tokenized(eval_examples, stage, tokenizer, template, eval_opts, "eval",
                                                        bundle.media, data.preprocessing_num_workers)
-    if cached is not None:
-        _save_tokenized(bundle, cached)
-    elif key and bundle.media is None:
-        from engine.data.cache import describe_source, save_entry
-
-        save_entry(key, bundle, describe_source(cfg, tokenizer, template))
     return bundle
 
 

@@ -45,7 +45,7 @@ def load(blob: bytes) -> Any:
 
 
 def has_media(example: dict) -> bool:
-    return any(example.get(kind) for kind in MEDIA_KINDS)
+    return bool(example.get("images") or example.get("videos") or example.get("audios"))
 
 
 def _unlink(path: Path, owner: int) -> None:
@@ -118,14 +118,14 @@ class _Source:
 class ExampleWriter:
     """Appends examples to a new Arrow file a chunk at a time; :meth:`finish` gives the :class:`Examples`."""
 
-    def __init__(self, name: str = "", chunk_rows: int = CHUNK_ROWS) -> None:
+    def __init__(self, name: str = "", chunk_rows: int | None = None) -> None:
         import pyarrow as pa
 
         from engine.data.stream import _scratch_dir
 
         handle, path = tempfile.mkstemp(suffix=".examples.arrow", dir=_scratch_dir())
         os.close(handle)
-        self.path, self.name, self.chunk_rows, self.count = Path(path), name, max(1, chunk_rows), 0
+        self.path, self.name, self.chunk_rows, self.count = Path(path), name, max(1, chunk_rows or CHUNK_ROWS), 0
         self._schema = pa.schema([("example", pa.large_binary())])
         self._sink = pa.OSFile(path, "wb")
         self._writer = pa.ipc.new_file(self._sink, self._schema)

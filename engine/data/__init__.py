@@ -169,10 +169,10 @@ def _warn_about_media(*parts: Sequence[dict]) -> None:
 def _save_tokenized(bundle: DatasetBundle, path: Path) -> None:
     import json
 
-    from datasets import DatasetDict
+    from engine.data.stream import save_splits
 
     splits = {name: ds for name, ds in (("train", bundle.train), ("eval", bundle.eval)) if ds is not None}
-    DatasetDict(splits).save_to_disk(str(path))
+    save_splits(splits, path)
     (path / "lf_stats.json").write_text(json.dumps(bundle.stats), encoding="utf-8")
     logger.info("Tokenized data saved to %s.", path)
 

@@ -24,7 +24,7 @@ from engine.data.parallel import tokenize_parallel
 from engine.data.preview import preview_dataset
 from engine.data.registry import check_datasets, resolve_dataset
 from engine.data.rows import iter_json, iter_rows
-from engine.data.stream import _scratch_dir, tokenize_to_arrow
+from engine.data.stream import _scratch_dir, save_splits, tokenize_to_arrow
 from engine.data.tokenize import TokenizeOptions
 from engine.templates import get_template
 
@@ -331,6 +331,23 @@ def test_tokenized_ids_equal_the_list_path(big_dir, small_chunks, workers, chat_
     columns, stats, _ = tokenize_parallel(list(train), "sft", chat_tokenizer, template, opts, None)
     dataset, streamed = tokenize_to_arrow(train, "sft", chat_tokenizer, template, opts, workers, chunk_rows=300)
     assert streamed == stats and dataset.to_dict() == columns  # forked workers read the view's file themselves
+
+
+def test_a_streamed_set_is_saved_by_copying_its_file(big_dir, chat_tokenizer, tmp_path):
+    from datasets import DatasetDict, load_from_disk
+
+    examples = load_examples(args(big_dir), "a", "sft")
+    template = get_template("chatml", chat_tokenizer)
+    streamed, _ = tokenize_to_arrow(examples, "sft", chat_tokenizer, template, TokenizeOptions(cutoff_len=48),
+                                    chunk_rows=500)
+    small = streamed.select(range(3))  # not one whole file: saved by datasets itself
+    save_splits({"train": streamed, "eval": small}, tmp_path / "fast")
+    DatasetDict({"train": streamed, "eval": small}).save_to_disk(str(tmp_path / "plain"))
+    fast, plain = load_from_disk(str(tmp_path / "fast")), load_from_disk(str(tmp_path / "plain"))
+    for split in ("train", "eval"):
+        assert fast[split].features == plain[split].features and fast[split].to_dict() == plain[split].to_dict()
+    copied = tmp_path / "fast" / "train" / "data-00000-of-00001.arrow"
+    assert copied.read_bytes() == Path(streamed.cache_files[0]["filename"]).read_bytes()
 
 
 def test_preview_reads_only_the_rows_it_shows(tmp_path, chat_tokenizer):

@@ -6,7 +6,9 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,8 @@ from typing import Any
 from engine.data.collator import PaddingCollator, build_collator
 from engine.data.converters import CONVERTERS, convert_rows
 from engine.data.errors import DatasetError
-from engine.data.loader import load_examples, split_eval
+from engine.data.examples import Examples, count_media, media_dataset_names
+from engine.data.loader import frozen_gc, load_examples, split_eval
 from engine.data.preview import preview_dataset
 from engine.data.readers import READERS, read_rows
 from engine.data.registry import DatasetSpec, list_datasets, load_dataset_info, register_dataset, resolve_dataset
@@ -53,7 +56,7 @@ def _to_dataset(columns: dict[str, list]) -> Any:
     return Dataset.from_dict(columns)
 
 
-def _tokenized(examples: list[dict], stage: str, tokenizer: Any, template: Any, opts: TokenizeOptions,
+def _tokenized(examples: Sequence[dict], stage: str, tokenizer: Any, template: Any, opts: TokenizeOptions,
                split: str, media: Any = None, workers: int | None = None) -> tuple[Any, dict[str, int]]:
     if media is not None and stage in ("dpo", "kto"):
         from engine.multimodal.preference import tokenize_media_preference
@@ -93,7 +96,7 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
     Raises:
         DatasetError: for any dataset problem, naming the dataset and the fix.
     """
-    data, stage, seed = cfg.data, cfg.finetuning.stage, cfg.train.seed
+    data = cfg.data
     cached = Path(data.tokenized_path).expanduser() if data.tokenized_path else None
     if cached is not None and cached.exists() and not data.overwrite_cache:
         loaded = _load_tokenized(cached)
@@ -110,6 +113,20 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
         hit = load_entry(key) if key and not data.overwrite_cache else None
         if hit is not None:
             return hit
+    with frozen_gc():
+        bundle = _build(cfg, tokenizer, template, media)
+    if cached is not None:
+        _save_tokenized(bundle, cached)
+    elif key and bundle.media is None:
+        from engine.data.cache import describe_source, save_entry
+
+        save_entry(key, bundle, describe_source(cfg, tokenizer, template))
+    return bundle
+
+
+def _build(cfg: Any, tokenizer: Any, template: Any, media: Any) -> DatasetBundle:
+    """Load, split and tokenize (the part of :func:`get_dataset` after the cache lookups)."""
+    data, stage, seed = cfg.data, cfg.finetuning.stage, cfg.train.seed
     packing = bool(data.packing or data.neat_packing) and stage in ("pt", "sft")
     opts = TokenizeOptions(cutoff_len=data.cutoff_len, train_on_prompt=data.train_on_prompt,
                            mask_history=data.mask_history, packing=packing,
@@ -122,14 +139,13 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
         else:
             train_examples, eval_examples = split_eval(train_examples, data.val_size, seed)
     bundle = DatasetBundle()
-    if media is not None and any(ex.get(k) for ex in train_examples + eval_examples for k in ("images", "videos",
-                                                                                               "audios")):
+    if media is not None and (count_media(train_examples) or count_media(eval_examples)):
         from engine.multimodal.dataset import check_stage
 
-        check_stage(stage, train_examples + eval_examples, getattr(cfg.finetuning, "pref_loss", None))
+        check_stage(stage, itertools.chain(train_examples, eval_examples), getattr(cfg.finetuning, "pref_loss", None))
         bundle.media = media
     else:
-        _warn_about_media(train_examples + eval_examples)
+        _warn_about_media(train_examples, eval_examples)
     if train_examples:
         bundle.train, bundle.stats["train"] = _tokenized(train_examples, stage, tokenizer, template, opts, "train",
                                                          bundle.media, data.preprocessing_num_workers)
@@ -137,32 +153,26 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
         eval_opts = dataclasses.replace(opts, packing=False)
         bundle.eval, bundle.stats["eval"] = _tokenized(eval_examples, stage, tokenizer, template, eval_opts, "eval",
                                                        bundle.media, data.preprocessing_num_workers)
-    if cached is not None:
-        _save_tokenized(bundle, cached)
-    elif key and bundle.media is None:
-        from engine.data.cache import describe_source, save_entry
-
-        save_entry(key, bundle, describe_source(cfg, tokenizer, template))
     return bundle
 
 
-def _warn_about_media(examples: list[dict]) -> None:
+def _warn_about_media(*parts: Sequence[dict]) -> None:
     """Say so when rows carry images, videos or audio: training here is on text only."""
-    with_media = [ex for ex in examples if any(ex.get(kind) for kind in ("images", "videos", "audios"))]
+    with_media = sum(count_media(part) for part in parts)
     if with_media:
-        names = sorted({str(ex.get("_dataset", "?")) for ex in with_media})
+        names = sorted({name for part in parts for name in media_dataset_names(part)})
         logger.warning("%d of %d rows (%s) have images, videos or audio; training here is on text only, so the "
                        "media files are not given to the model and their placeholders stay in the text.",
-                       len(with_media), len(examples), ", ".join(names))
+                       with_media, sum(len(part) for part in parts), ", ".join(names))
 
 
 def _save_tokenized(bundle: DatasetBundle, path: Path) -> None:
     import json
 
-    from datasets import DatasetDict
+    from engine.data.stream import save_splits
 
     splits = {name: ds for name, ds in (("train", bundle.train), ("eval", bundle.eval)) if ds is not None}
-    DatasetDict(splits).save_to_disk(str(path))
+    save_splits(splits, path)
     (path / "lf_stats.json").write_text(json.dumps(bundle.stats), encoding="utf-8")
     logger.info("Tokenized data saved to %s.", path)
 
@@ -233,7 +243,7 @@ def load_eval_prompts(cfg: Any, tokenizer: Any, template: Any, media: Any = None
 
 
 __all__ = [
-    "CONVERTERS", "READERS", "DatasetBundle", "DatasetError", "DatasetSpec", "PaddingCollator", "TokenizeOptions",
+    "CONVERTERS", "READERS", "DatasetBundle", "DatasetError", "DatasetSpec", "Examples", "PaddingCollator", "TokenizeOptions",
     "build_collator", "configured_template", "convert_rows", "get_dataset", "list_datasets", "load_dataset_info",
     "load_eval_prompts", "load_examples", "preview_dataset", "read_rows", "register_dataset", "resolve_dataset",
     "split_eval", "tokenize_examples",

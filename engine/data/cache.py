@@ -168,7 +168,7 @@ def save_entry(key: str, bundle: Any, source: dict[str, Any] | None = None) -> P
 
     ``source`` (see :func:`describe_source`) is kept in the entry's meta for ``lf-engine cache``.
     """
-    from datasets import DatasetDict
+    from engine.data.stream import save_splits
 
     folder = entry_path(key)
     tokenized = folder.parent
@@ -181,7 +181,7 @@ def save_entry(key: str, bundle: Any, source: dict[str, Any] | None = None) -> P
         return None
     writing = cache_prune.writing_lock(tmp)  # a prune leaves this folder alone while the lock is held
     try:
-        DatasetDict(splits).save_to_disk(str(tmp / "data"))
+        save_splits(splits, tmp / "data")
         (tmp / "lf_stats.json").write_text(json.dumps(bundle.stats), encoding="utf-8")
         (tmp / cache_prune.USED).touch()
         meta = {"version": FORMAT_VERSION, "key": key, "created": time.time(), "source": source or {},

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -426,6 +426,46 @@ def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
     return example
 
 
+def new_tally() -> dict[str, Any]:
+    """Counts kept by :func:`iter_converted`: rows read, examples kept, rows skipped (the first few with reasons)."""
+    return {"rows": 0, "kept": 0, "skipped": 0, "shown": []}
+
+
+def iter_converted(rows: Iterable[dict[str, Any]], spec: DatasetSpec, stage: str,
+                   tally: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Canonical examples of ``rows`` (``spec`` already detected), one at a time; unusable rows are counted in
+    ``tally`` (see :func:`report_conversion`)."""
+    converter = CONVERTERS[spec.formatting]
+    for row in rows:
+        index = tally["rows"]
+        tally["rows"] = index + 1
+        try:
+            example = finalize(converter(row, spec), stage)
+        except RowError as err:
+            tally["skipped"] += 1
+            if len(tally["shown"]) < 5:
+                tally["shown"].append((index, str(err)))
+            continue
+        tally["kept"] += 1
+        yield example
+
+
+def report_conversion(spec: DatasetSpec, stage: str, tally: dict[str, Any]) -> None:
+    """Warn once about skipped rows; raise DatasetError when no row was usable."""
+    skipped = tally["skipped"]
+    if skipped:
+        shown = ", ".join(f"{index} ({reason})" for index, reason in tally["shown"])
+        more = f" and {skipped - 5} more" if skipped > 5 else ""
+        logger.warning("Dataset %s: skipped %d of %d rows that cannot be used for stage %s: rows %s%s.",
+                       spec.name, skipped, tally["rows"], stage, shown, more)
+    if not tally["kept"]:
+        reason = tally["shown"][0][1] if skipped else "the file has no rows"
+        raise DatasetError(
+            f"Dataset {spec.name!r} has no usable rows for stage {stage} ({tally['rows']} rows read; first problem: "
+            f"{reason}). Check its `formatting`, `columns` and `tags` in dataset_info.json."
+        )
+
+
 def convert_rows(rows: list[dict[str, Any]], spec: DatasetSpec, stage: str) -> list[dict[str, Any]]:
     """Canonical examples for ``stage``; unusable rows are skipped with one warning that counts them.
 
@@ -433,23 +473,7 @@ def convert_rows(rows: list[dict[str, Any]], spec: DatasetSpec, stage: str) -> l
         DatasetError: when no row is usable.
     """
     spec = detect_format(spec, rows)
-    converter = CONVERTERS[spec.formatting]
-    examples: list[dict[str, Any]] = []
-    skipped: list[tuple[int, str]] = []
-    for index, row in enumerate(rows):
-        try:
-            examples.append(finalize(converter(row, spec), stage))
-        except RowError as err:
-            skipped.append((index, str(err)))
-    if skipped:
-        shown = ", ".join(f"{index} ({reason})" for index, reason in skipped[:5])
-        more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
-        logger.warning("Dataset %s: skipped %d of %d rows that cannot be used for stage %s: rows %s%s.",
-                       spec.name, len(skipped), len(rows), stage, shown, more)
-    if not examples:
-        reason = skipped[0][1] if skipped else "the file has no rows"
-        raise DatasetError(
-            f"Dataset {spec.name!r} has no usable rows for stage {stage} ({len(rows)} rows read; first problem: "
-            f"{reason}). Check its `formatting`, `columns` and `tags` in dataset_info.json."
-        )
+    tally = new_tally()
+    examples = list(iter_converted(rows, spec, stage, tally))
+    report_conversion(spec, stage, tally)
     return examples

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from engine.data.errors import DatasetError
@@ -66,7 +67,12 @@ def _describe(name: str, kind: str, repo: str) -> str:
 
 
 def load_hub_rows(name: str, hub: dict[str, Any], cache_dir: str | None = None) -> list[dict[str, Any]]:
-    """Rows of a hub dataset as plain dicts.
+    """Rows of a hub dataset as plain dicts (see :func:`iter_hub_rows`)."""
+    return list(iter_hub_rows(name, hub, cache_dir))
+
+
+def iter_hub_rows(name: str, hub: dict[str, Any], cache_dir: str | None = None) -> Iterator[dict[str, Any]]:
+    """Rows of a hub dataset as plain dicts, one at a time (the dataset itself stays in its Arrow cache).
 
     Raises:
         DatasetError: the hub's package is missing, or the data is neither cached nor downloadable; the message
@@ -111,14 +117,25 @@ def load_hub_rows(name: str, hub: dict[str, Any], cache_dir: str | None = None) 
             f"dataset --local-dir <folder>`), then set `file_name` for {name!r} in dataset_info.json to that "
             f"folder's data file. ({type(err).__name__}: {first})"
         ) from None
-    rows = [dict(row) for row in data]
-    logger.info("Loaded %d rows of %s from the %s.", len(rows), name, kind.replace("_", " "))
-    return rows
+    logger.info("Loading %s rows of %s from the %s.", _size(data), name, kind.replace("_", " "))
+    return (dict(row) for row in data)
+
+
+def _size(data: Any) -> str:
+    try:
+        return str(len(data))
+    except TypeError:  # a streamed dataset has no length
+        return "the"
 
 
 def spec_rows(spec: Any) -> list[dict[str, Any]]:
     """The rows of a resolved dataset: from the hub for hub entries, else from its file or folder."""
-    from engine.data.readers import read_rows
+    return list(iter_spec_rows(spec))
+
+
+def iter_spec_rows(spec: Any) -> Iterator[dict[str, Any]]:
+    """:func:`spec_rows` one row at a time (a data file is parsed as it is read, see :mod:`engine.data.rows`)."""
+    from engine.data.rows import iter_rows
 
     hub = getattr(spec, "hub", None)
-    return load_hub_rows(spec.name, hub) if hub else read_rows(spec.path)
+    return iter_hub_rows(spec.name, hub) if hub else iter_rows(spec.path)

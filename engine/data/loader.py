@@ -3,19 +3,51 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
+import itertools
 import logging
 import random
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from engine.data.converters import convert_rows, detect_format
+from engine.data.converters import detect_format, iter_converted, new_tally, report_conversion
 from engine.data.errors import DatasetError
-from engine.data.hub import spec_rows
+from engine.data.examples import Examples, ExampleWriter, concat
+from engine.data.hub import iter_spec_rows
 from engine.data.registry import DatasetSpec, resolve_dataset
 
 logger = logging.getLogger(__name__)
 
 STAGES = ("pt", "sft", "rm", "dpo", "kto")
+
+
+@contextmanager
+def quiet_gc() -> Iterator[None]:
+    """No cyclic garbage collection while rows are converted (they form no reference cycles), restored after."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+@contextmanager
+def frozen_gc() -> Iterator[None]:
+    """The objects alive before a bulk data job (modules, the tokenizer: a few hundred thousand) are left out of
+    the cyclic collector's full walks during it (``gc.freeze``), and put back after; nothing changes when the
+    process already froze its objects itself."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def split_names(names: str | list[str] | None) -> list[str]:
@@ -58,9 +90,12 @@ def check_stage(spec: DatasetSpec, stage: str, first_row: dict[str, Any] | None 
 
 
 def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: int | None = None,
-                          media_dir: str | None = None) -> list[dict]:
+                          media_dir: str | None = None, first: int | None = None) -> Examples:
     """Canonical examples of one dataset (registered name or path) for ``stage``; relative media paths resolve
     against ``media_dir`` (default: the dataset's folder).
+
+    Rows are read and converted one at a time into an Arrow file (:mod:`engine.data.examples`); with ``first``,
+    reading stops once that many examples are converted (a preview).
 
     Raises:
         DatasetError: for any problem with the dataset, naming it and the fix.
@@ -68,54 +103,89 @@ def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: 
     spec = resolve_dataset(name, dataset_dir)
     if media_dir:
         spec = dataclasses.replace(spec, media_dir=Path(media_dir).expanduser().absolute())
-    rows = spec_rows(spec)
-    if not rows:
+    rows = iter_spec_rows(spec)
+    head = next(rows, None)
+    if head is None:
         raise DatasetError(f"Dataset {name!r} ({spec.path}) is empty; add rows to it.")
     limit = min(n for n in (max_samples, spec.num_samples) if n) if (max_samples or spec.num_samples) else None
+    rows = itertools.chain([head], rows)
     if limit:
-        rows = rows[:limit]
-    spec = detect_format(spec, rows)
-    check_stage(spec, stage, rows[0])
+        rows = itertools.islice(rows, limit)
+    spec = detect_format(spec, [head])
+    check_stage(spec, stage, head)
     if stage == "sft" and spec.ranking:
         logger.info("Dataset %s holds preference pairs; stage sft trains on the chosen answers.", name)
-    examples = convert_rows(rows, spec, stage)
-    for example in examples:
-        example["_dataset"] = name
-    return examples
+    tally = new_tally()
+    writer = ExampleWriter(name)
+    try:
+        with quiet_gc():
+            for example in iter_converted(rows, spec, stage, tally):
+                example["_dataset"] = name
+                writer.add(example)
+                if first and writer.count >= first:
+                    break
+        report_conversion(spec, stage, tally)
+    except BaseException:
+        writer.abort()
+        raise
+    return writer.finish()
 
 
-def mix_examples(groups: list[list[dict]], strategy: str = "concat", probs: list[float] | None = None,
-                 seed: int = 42) -> list[dict]:
-    """Mix several datasets: ``concat``, or interleave until the smallest (``interleave_under``) or the largest
-    (``interleave_over``, smaller ones cycled) is exhausted, picking the next dataset with ``probs``."""
-    if len(groups) == 1 or strategy == "concat":
-        return [example for group in groups for example in group]
+def mix_order(lengths: list[int], strategy: str = "concat", probs: list[float] | None = None,
+              seed: int = 42) -> list[tuple[int, int]] | None:
+    """(dataset, position) of each mixed example, or None for ``concat`` (the datasets one after another).
+
+    ``interleave_under`` stops when the smallest dataset is exhausted, ``interleave_over`` when the largest is
+    (smaller ones cycled); the next dataset is drawn with ``probs``.
+    """
+    if len(lengths) == 1 or strategy == "concat":
+        return None
     if strategy not in ("interleave_under", "interleave_over"):
         raise DatasetError(f"Unknown mix_strategy {strategy!r}; use concat, interleave_under or interleave_over.")
-    weights = probs or [1.0] * len(groups)
-    if len(weights) != len(groups) or any(w < 0 for w in weights) or sum(weights) <= 0:
-        raise DatasetError(f"interleave_probs must give one non-negative weight per dataset ({len(groups)}).")
+    weights = probs or [1.0] * len(lengths)
+    if len(weights) != len(lengths) or any(w < 0 for w in weights) or sum(weights) <= 0:
+        raise DatasetError(f"interleave_probs must give one non-negative weight per dataset ({len(lengths)}).")
     rng = random.Random(seed)
-    positions = [0] * len(groups)
-    done = [False] * len(groups)
-    out: list[dict] = []
+    positions = [0] * len(lengths)
+    done = [False] * len(lengths)
+    picks: list[tuple[int, int]] = []
     while True:
-        index = rng.choices(range(len(groups)), weights=weights)[0]
-        group = groups[index]
-        if positions[index] >= len(group):
+        index = rng.choices(range(len(lengths)), weights=weights)[0]
+        if positions[index] >= lengths[index]:
             done[index] = True
-            if strategy == "interleave_under" or all(done[i] or weights[i] == 0 for i in range(len(groups))):
-                return out
+            if strategy == "interleave_under" or all(done[i] or weights[i] == 0 for i in range(len(lengths))):
+                return picks
             positions[index] = 0
-        out.append(group[positions[index]])
+        picks.append((index, positions[index]))
         positions[index] += 1
 
 
-def load_examples(data_args: Any, names: str | list[str] | None, stage: str, seed: int = 42) -> list[dict]:
-    """Canonical examples of all datasets in ``names`` (comma separated), mixed as ``data_args`` says.
+def mix_examples(groups: list[Sequence[dict]], strategy: str = "concat", probs: list[float] | None = None,
+                 seed: int = 42) -> Sequence[dict]:
+    """Mix several datasets (see :func:`mix_order`); :class:`Examples` groups give an :class:`Examples` view,
+    lists a list."""
+    picks = mix_order([len(group) for group in groups], strategy, probs, seed)
+    if all(isinstance(group, Examples) for group in groups):
+        joined = concat(groups)
+        if picks is None:
+            return joined
+        offsets = [0]
+        for group in groups:
+            offsets.append(offsets[-1] + len(group))
+        return joined.take([offsets[index] + position for index, position in picks])
+    if picks is None:
+        return [example for group in groups for example in group]
+    return [groups[index][position] for index, position in picks]
+
+
+def load_examples(data_args: Any, names: str | list[str] | None, stage: str, seed: int = 42,
+                  first: int | None = None) -> Sequence[dict]:
+    """Canonical examples of all datasets in ``names`` (comma separated), mixed as ``data_args`` says, as an
+    :class:`engine.data.examples.Examples` (a lazy sequence over an Arrow file).
 
     ``data_args`` provides ``dataset_dir``, ``max_samples`` (per dataset), ``mix_strategy`` and
-    ``interleave_probs``.
+    ``interleave_probs``. ``first`` reads only that many examples of each dataset (the first ``first`` mixed
+    examples are then those of the whole load).
 
     Raises:
         DatasetError: for any dataset problem (unknown name, missing file, bad JSON, wrong stage, no usable rows).
@@ -124,7 +194,7 @@ def load_examples(data_args: Any, names: str | list[str] | None, stage: str, see
     if not items:
         raise DatasetError("No dataset given: set `dataset` to a name from dataset_info.json or a file path.")
     groups = [load_dataset_examples(name, data_args.dataset_dir, stage, getattr(data_args, "max_samples", None),
-                                    getattr(data_args, "media_dir", None)) for name in items]
+                                    getattr(data_args, "media_dir", None), first) for name in items]
     probs_text = getattr(data_args, "interleave_probs", None)
     try:
         probs = [float(p) for p in str(probs_text).split(",")] if probs_text else None
@@ -133,8 +203,9 @@ def load_examples(data_args: Any, names: str | list[str] | None, stage: str, see
     return mix_examples(groups, getattr(data_args, "mix_strategy", "concat") or "concat", probs, seed)
 
 
-def split_eval(examples: list[dict], val_size: float, seed: int = 42) -> tuple[list[dict], list[dict]]:
-    """Hold out ``val_size`` examples (a fraction when < 1, a count otherwise), chosen with ``seed``.
+def split_eval(examples: Sequence[dict], val_size: float, seed: int = 42) -> tuple[Sequence[dict], Sequence[dict]]:
+    """Hold out ``val_size`` examples (a fraction when < 1, a count otherwise), chosen with ``seed``; an
+    :class:`Examples` gives two views of it, a list two lists.
 
     Raises:
         DatasetError: when the split would leave no training or no evaluation examples.
@@ -147,6 +218,13 @@ def split_eval(examples: list[dict], val_size: float, seed: int = 42) -> tuple[l
         raise DatasetError(f"val_size {val_size} leaves no training examples out of {total}; lower it.")
     order = list(range(total))
     random.Random(seed).shuffle(order)
-    held = set(order[:count])
-    return ([ex for i, ex in enumerate(examples) if i not in held],
-            [examples[i] for i in sorted(held)])
+    held = sorted(order[:count])
+    del order
+    if isinstance(examples, Examples):
+        import numpy as np
+
+        keep = np.ones(total, dtype=bool)
+        keep[held] = False
+        return examples.take(np.flatnonzero(keep)), examples.take(held)
+    held_set = set(held)
+    return [ex for i, ex in enumerate(examples) if i not in held_set], [examples[i] for i in held]

@@ -66,7 +66,8 @@ def preview_dataset(data_args: Any, stage: str, tokenizer: Any, template: Any, n
         frame counts and soft-token counts through ``media``, the model's
         :class:`engine.multimodal.dataset.MediaContext`, see :func:`engine.multimodal.preview.media_preview`);
         ``lengths``: token lengths of up to 2000 examples (for a
-        histogram); ``over_cutoff``: how many of those exceed ``cutoff_len``; ``num_examples``; ``cutoff_len``;
+        histogram); ``over_cutoff``: how many of those exceed ``cutoff_len``; ``num_examples`` (None when
+        ``sampled``: only the first 2000 examples are read, so the total is not counted); ``cutoff_len``;
         ``sampled``: whether lengths cover only a sample.
 
     Raises:
@@ -75,7 +76,10 @@ def preview_dataset(data_args: Any, stage: str, tokenizer: Any, template: Any, n
     template = template.with_options(enable_thinking=getattr(data_args, "enable_thinking", None),
                                      default_system=getattr(data_args, "default_system", None),
                                      tool_format=getattr(data_args, "tool_format", None))
-    examples = load_examples(data_args, data_args.dataset, stage)
+    # only what is shown is read: the first rows, and up to _LENGTH_SAMPLE for the lengths (one more tells
+    # whether there are more); a large dataset is not read whole for a preview
+    examples = load_examples(data_args, data_args.dataset, stage, first=max(n, _LENGTH_SAMPLE) + 1)
+    sampled = len(examples) > _LENGTH_SAMPLE
     train_on_prompt = bool(getattr(data_args, "train_on_prompt", False))
     mask_history = bool(getattr(data_args, "mask_history", False))
     rows = [example_spans(example, stage, template, tokenizer, train_on_prompt, mask_history)
@@ -96,7 +100,7 @@ def preview_dataset(data_args: Any, stage: str, tokenizer: Any, template: Any, n
         "rows": rows,
         "lengths": lengths,
         "over_cutoff": sum(length > cutoff for length in lengths),
-        "num_examples": len(examples),
+        "num_examples": None if sampled else len(examples),
         "cutoff_len": cutoff,
-        "sampled": len(sample) < len(examples),
+        "sampled": sampled,
     }

@@ -11,6 +11,7 @@ file or folder is accepted as a plain file whose format is detected from its row
 from __future__ import annotations
 
 import difflib
+import itertools
 import json
 import os
 import tempfile
@@ -261,12 +262,12 @@ def register_dataset(dataset_dir: str | os.PathLike, name: str, file_name: str, 
 def _detect_entry(path: Path) -> tuple[str, bool, dict[str, str], dict[str, str]]:
     """Formatting, ranking, columns and tags (dataset_info.json style) detected from a data file."""
     from engine.data.converters import ALPACA_COLUMNS, OPENAI_TAGS, detect_format
-    from engine.data.readers import read_rows
+    from engine.data.rows import iter_rows
 
     if not path.exists():
         raise DatasetError(f"Data file not found: {path}; put the file in the dataset folder first.")
-    rows = read_rows(path)
-    spec = detect_format(DatasetSpec(name=path.name, path=path, formatting="auto"), rows[:1])
+    rows = list(itertools.islice(iter_rows(path), 1))  # the layout comes from the first row
+    spec = detect_format(DatasetSpec(name=path.name, path=path, formatting="auto"), rows)
     columns = dict(spec.columns)
     if spec.formatting == "openai":
         tags = {key: OPENAI_TAGS[key] for key in ("role_tag", "content_tag", "user_tag", "assistant_tag",
@@ -282,18 +283,18 @@ def _detect_entry(path: Path) -> tuple[str, bool, dict[str, str], dict[str, str]
 def check_datasets(dataset_dir: str | os.PathLike, names: str, stage: str, key: str = "dataset") -> list[str]:
     """Problems with the datasets of a config, as messages (an empty list when all can serve ``stage``).
 
-    Each dataset is resolved, its file read, its layout detected and checked against the stage; rows are not
-    converted (that happens when the job starts).
+    Each dataset is resolved, its first row read, its layout detected and checked against the stage; the rest
+    of the file is read and converted when the job starts.
     """
     from engine.data.converters import detect_format
-    from engine.data.hub import spec_rows
+    from engine.data.hub import iter_spec_rows
     from engine.data.loader import check_stage, split_names
 
     problems = []
     for name in split_names(names):
         try:
             spec = resolve_dataset(name, dataset_dir)
-            rows = spec_rows(spec)
+            rows = list(itertools.islice(iter_spec_rows(spec), 1))
             if not rows:
                 raise DatasetError(f"Dataset {name!r} ({spec.path}) is empty; add rows to it.")
             spec = detect_format(spec, rows)

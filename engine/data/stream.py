@@ -12,10 +12,12 @@ Pre-training blocks and packing join rows across the whole set, so they keep the
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import multiprocessing
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +53,7 @@ def _add_stats(total: dict[str, int], part: dict[str, int]) -> None:
         total[key] = total.get(key, 0) + value
 
 
-def tokenize_to_arrow(examples: list[dict], stage: str, tokenizer: Any, template: Any, opts: TokenizeOptions,
+def tokenize_to_arrow(examples: Sequence[dict], stage: str, tokenizer: Any, template: Any, opts: TokenizeOptions,
                       workers: int | None = None, chunk_rows: int = CHUNK_ROWS) -> tuple[Any, dict[str, int]]:
     """(memory-mapped ``datasets.Dataset``, stats) of ``examples`` tokenized for ``stage``."""
     from datasets import Dataset
@@ -96,3 +98,41 @@ def tokenize_to_arrow(examples: list[dict], stage: str, tokenizer: Any, template
 def _write(writer: Any, columns: dict[str, list]) -> None:
     if columns and len(next(iter(columns.values()))):
         writer.write_batch(columns)
+
+
+def save_splits(splits: dict[str, Any], folder: Path) -> None:
+    """``DatasetDict(splits).save_to_disk(folder)``, except that a split backed by one whole Arrow file (a streamed
+    tokenization) is copied file to file: ``save_to_disk`` reads every row through the memory map, and those pages
+    then count in the process's peak RSS, growing with the row count.
+
+    datasets writes the split's metadata itself (a save of its first row); only the data file is replaced by the
+    copy, which holds the same schema and rows in the same Arrow stream format.
+    """
+    from datasets import DatasetDict
+
+    copies = {name: ds for name, ds in splits.items() if _one_whole_file(ds)}
+    DatasetDict({name: ds.select(range(1)) if name in copies else ds for name, ds in splits.items()}).save_to_disk(
+        str(folder))
+    for name, ds in copies.items():
+        written = json.loads((folder / name / "state.json").read_text(encoding="utf-8"))["_data_files"]
+        if len(written) != 1:  # datasets changed its layout: write the split its own way
+            shutil.rmtree(folder / name)
+            ds.save_to_disk(str(folder / name))
+            continue
+        shutil.copyfile(ds.cache_files[0]["filename"], folder / name / written[0]["filename"])
+
+
+def _one_whole_file(ds: Any) -> bool:
+    """Whether ``ds`` is exactly the rows of its one cache file (no selection, no format, no other files)."""
+    files = getattr(ds, "cache_files", None)
+    if not files or len(files) != 1 or getattr(ds, "_indices", None) is not None or getattr(ds, "format", {}).get(
+            "type") is not None:
+        return False
+    import pyarrow as pa
+
+    try:
+        with pa.memory_map(files[0]["filename"]) as source:
+            rows = sum(batch.num_rows for batch in pa.ipc.open_stream(source))
+    except (OSError, pa.ArrowInvalid):
+        return False
+    return rows == len(ds) and len(ds) > 0

@@ -12,6 +12,7 @@ Every problem is reported at once, each naming the dataset, the row and the fix:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
 from pathlib import Path
@@ -111,8 +112,8 @@ def check_media(cfg: Any) -> list[str]:
     from engine.data.converters import detect_format
     from engine.data.errors import DatasetError
     from engine.data.loader import split_names
-    from engine.data.readers import read_rows
     from engine.data.registry import resolve_dataset
+    from engine.data.rows import iter_rows
 
     names = [n for key in ("dataset", "eval_dataset") for n in split_names(getattr(cfg.data, key) or "")]
     allowed = model_media(cfg)
@@ -126,11 +127,13 @@ def check_media(cfg: Any) -> list[str]:
             spec = resolve_dataset(name, cfg.data.dataset_dir)
             if getattr(cfg.data, "media_dir", None):
                 spec = dataclasses.replace(spec, media_dir=Path(cfg.data.media_dir).expanduser().absolute())
-            rows = read_rows(spec.path)
+            stream = iter_rows(spec.path)
+            rows = list(itertools.islice(stream, 1))  # the layout comes from the first row
             spec = detect_format(spec, rows) if rows else spec
+            if not any(kind in spec.columns for kind in PLACEHOLDERS):
+                continue  # no media columns: the rest of the file is not read
+            rows += stream
         except DatasetError:
-            continue
-        if not any(kind in spec.columns for kind in PLACEHOLDERS):
             continue
         if cfg.data.max_samples:
             rows = rows[:cfg.data.max_samples]

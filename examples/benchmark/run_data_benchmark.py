@@ -144,10 +144,27 @@ def main() -> int:
             share = res["wall"] / by_key[(tool, count, workers, "first")]["wall"]
             goal = f"{100 * share:.0f} % of the first run (goal < 10 % for ours)"
         print(f"{tool:<14} {count:>8,} {workers:>7} {attempt:<7} {res['wall']:>7.1f} {res['rss_gib']:>7.2f} GiB  {goal}")
-    ours_first = [(c, r["rss_gib"]) for t, c, w, a, r in results if t == "ours" and a == "first" and w == 1]
-    if len(ours_first) > 1:
-        print("ours, peak RSS by rows (goal: flat): " + ", ".join(f"{c:,}: {g:.2f} GiB" for c, g in ours_first))
+    for tool in ("ours", "LLaMA-Factory"):
+        for workers in args.workers or [1, 2]:
+            line = rss_growth([(c, r["rss_gib"]) for t, c, w, a, r in results if t == tool and a == "first"
+                               and w == workers])
+            if line:
+                print(f"{tool}, workers={workers}, peak RSS by rows{' (goal: flat)' if tool == 'ours' else ''}: {line}")
     return 0
+
+
+def rss_growth(points: list[tuple[int, float]], tolerance: float = 0.05) -> str:
+    """Peak RSS at each row count and whether it grows with the rows: more than ``tolerance`` (5 %) above the
+    smallest count's peak at the largest count is growth (below that is noise between processes)."""
+    if len(points) < 2:
+        return ""
+    points = sorted(points)
+    (low_rows, low), (high_rows, high) = points[0], points[-1]
+    change = (high - low) / low if low else 0.0
+    verdict = "GROWS with the rows" if change > tolerance else "flat (does not grow with the rows)"
+    per = (high - low) * 1024 / ((high_rows - low_rows) / 10_000) if high_rows > low_rows else 0.0
+    return (", ".join(f"{rows:,}: {gib:.2f} GiB" for rows, gib in points)
+            + f"; {change:+.0%} from {low_rows:,} to {high_rows:,} rows ({per:+.0f} MiB per 10,000 rows): {verdict}")
 
 
 if __name__ == "__main__":

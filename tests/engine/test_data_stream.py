@@ -21,7 +21,7 @@ CASES = [("sft", "alpaca_small,sharegpt_small"), ("dpo", "dpo_small"), ("rm", "d
 @pytest.mark.parametrize(("stage", "names"), CASES)
 def test_chunks_give_the_rows_and_stats_of_one_pass(stage, names, workers, chat_tokenizer):
     cfg = build_config({"dataset": names, "dataset_dir": str(FIXTURES)})
-    examples = load_examples(cfg.data, cfg.data.dataset, stage) * 4  # several chunks of 3
+    examples = list(load_examples(cfg.data, cfg.data.dataset, stage)) * 4  # several chunks of 3
     assert len(examples) > 6
     template = get_template("chatml", chat_tokenizer)
     opts = TokenizeOptions(cutoff_len=48)

@@ -1,0 +1,277 @@
+"""Rows of a data file read one at a time, so a large file is never held whole in memory.
+
+``iter_rows(path)`` yields the row dicts of a file or a folder of files: JSON lines, CSV and text line by line,
+Parquet by record batches, and a ``.json`` list object by object through :class:`JsonListReader` (a streaming
+parser over a buffered read, on ``json.JSONDecoder.raw_decode``). The rows, and every error (its text, line and
+column), are those of reading the whole file at once (:mod:`engine.data.readers` keeps that list interface).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from engine.data.errors import DatasetError
+
+BUFFER_CHARS = 1 << 20
+"""Characters read at a time from a ``.json`` file (a row longer than that grows the buffer as needed)."""
+PARQUET_BATCH_ROWS = 2048
+
+_DECODER = json.JSONDecoder()
+_WHITESPACE = json.decoder.WHITESPACE
+
+
+def json_error(path: Path, msg: str, lineno: int, colno: int) -> DatasetError:
+    return DatasetError(
+        f"{path} is not valid JSON: {msg} at line {lineno}, column {colno}. "
+        "Fix the file (a JSON list of objects, or one object per line in a .jsonl file)."
+    )
+
+
+def _probe(text: str) -> tuple[str, int]:
+    """The message and position json gives for ``text`` (so list-level errors read as this Python's json says)."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as err:
+        return err.msg, err.pos
+    return "", 0  # pragma: no cover - the probes are invalid JSON
+
+
+def check_object(path: Path, index: int, row: Any) -> dict[str, Any]:
+    if not isinstance(row, dict):
+        raise DatasetError(f"{path}: row {index} is a {type(row).__name__}, not an object with named columns.")
+    return row
+
+
+class JsonListReader:
+    """Values of a JSON document read through a buffer of ``buffer_chars`` characters; positions in errors are
+    the whole file's (line and column as ``json.loads`` of the whole text reports them)."""
+
+    def __init__(self, path: Path, handle: IO[str], buffer_chars: int = BUFFER_CHARS) -> None:
+        self.path, self.handle, self.size = path, handle, max(1, int(buffer_chars))
+        self.buf, self.pos, self.eof = "", 0, False
+        self.line, self.col = 0, 0  # newlines before the buffer, characters since the last one
+
+    def _more(self) -> bool:
+        """Drop what was consumed and read more; False at the end of the file."""
+        if self.eof:
+            return False
+        chunk = self.handle.read(max(self.size, len(self.buf) - self.pos))  # a long value doubles the read
+        if not chunk:  # the buffer stays as it is, so positions in it stay valid for an error
+            self.eof = True
+            return False
+        consumed = self.pos
+        if consumed:
+            newlines = self.buf.count("\n", 0, consumed)
+            if newlines:
+                self.line += newlines
+                self.col = consumed - (self.buf.rfind("\n", 0, consumed) + 1)
+            else:
+                self.col += consumed
+        self.buf, self.pos = self.buf[consumed:] + chunk, 0
+        return True
+
+    def error(self, msg: str, pos: int) -> DatasetError:
+        newlines = self.buf.count("\n", 0, pos)
+        colno = pos - self.buf.rfind("\n", 0, pos)
+        return json_error(self.path, msg, self.line + newlines + 1, colno if newlines else colno + self.col)
+
+    def peek(self) -> str:
+        """The next character after whitespace ('' at the end of the file); ``pos`` is left on it."""
+        while True:
+            self.pos = _WHITESPACE.match(self.buf, self.pos).end()
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self._more():
+                return ""
+
+    def value(self) -> Any:
+        """Decode the value at ``pos`` (reading more while it may be cut off by the buffer's end)."""
+        while True:
+            try:
+                value, end = _DECODER.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as err:
+                if self._more():
+                    continue
+                raise self.error(err.msg, err.pos) from None
+            if end == len(self.buf) and self._more():  # a number or literal may go on in the next read
+                continue
+            self.pos = end
+            return value
+
+    def items(self) -> Iterator[Any]:
+        """The elements of the list that starts at ``pos`` (its ``[``), then checks that nothing follows it."""
+        self.pos += 1
+        if self.peek() == "]":
+            self.pos += 1
+        else:
+            while True:
+                yield self.value()
+                char = self.peek()
+                if char == "]":
+                    self.pos += 1
+                    break
+                if char != ",":
+                    raise self.error(_probe("[0 0]")[0], self.pos)
+                while True:  # the comma stays in the buffer until the next value is found
+                    after = _WHITESPACE.match(self.buf, self.pos + 1).end()
+                    if after < len(self.buf) or not self._more():
+                        break
+                if self.buf[after:after + 1] == "]":  # a trailing comma, reported as this Python's json does
+                    msg, at = _probe("[0,]")
+                    raise self.error(msg, self.pos if at == 2 else after)
+                self.pos = after
+        if self.peek():
+            raise self.error("Extra data", self.pos)
+
+
+def _whole_json(path: Path) -> Iterator[dict[str, Any]]:
+    """A .json file that is not a list: one object holding the rows' list, or a scalar (refused)."""
+    text = path.read_text(encoding="utf-8-sig")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise json_error(path, err.msg, err.lineno, err.colno) from None
+    if isinstance(data, dict):
+        lists = [value for value in data.values() if isinstance(value, list)]
+        if len(data) == 1 and lists:
+            data = lists[0]
+        else:
+            raise DatasetError(f"{path} holds one JSON object; expected a list of row objects.")
+    if not isinstance(data, list):
+        raise DatasetError(f"{path} must hold a JSON list of row objects.")
+    for index, row in enumerate(data):
+        yield check_object(path, index, row)
+
+
+def iter_json(path: Path, buffer_chars: int = BUFFER_CHARS) -> Iterator[dict[str, Any]]:
+    """Rows of a JSON file holding a list of objects, parsed one object at a time (a .json file with one object
+    per line is read as JSON lines; one object wrapping the list is read whole)."""
+    with path.open(encoding="utf-8-sig") as handle:
+        reader = JsonListReader(path, handle, buffer_chars)
+        first = reader.peek()
+        if first == "[":
+            for index, row in enumerate(reader.items()):
+                yield check_object(path, index, row)
+            return
+        if first == "{":
+            reader.value()
+            if reader.peek():  # more after the first object: JSON lines (json.loads says "Extra data")
+                yield from iter_jsonl(path)
+                return
+    yield from _whole_json(path)
+
+
+def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """Rows of a file with one JSON object per line (blank lines ignored)."""
+    index = 0
+    with path.open(encoding="utf-8-sig") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise json_error(path, err.msg, err.lineno + number - 1, err.colno) from None
+            yield check_object(path, index, row)
+            index += 1
+
+
+def iter_csv(path: Path) -> Iterator[dict[str, Any]]:
+    """Rows of a CSV file with a header row."""
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        reader = csv.DictReader(handle)
+        if not reader.fieldnames:
+            raise DatasetError(f"{path} has no header row; the first line must name the columns.")
+        for row in reader:
+            yield dict(row)
+
+
+def iter_parquet(path: Path) -> Iterator[dict[str, Any]]:
+    """Rows of a Parquet file, a record batch at a time (needs pyarrow)."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as err:
+        raise DatasetError(f"Reading {path} needs pyarrow: pip install pyarrow.") from err
+    try:
+        batches = pq.ParquetFile(path).iter_batches(batch_size=PARQUET_BATCH_ROWS)
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return
+            yield from batch.to_pylist()
+    except DatasetError:
+        raise
+    except Exception as err:  # pyarrow raises several error types for damaged files
+        raise DatasetError(f"{path} is not a readable Parquet file: {err}") from err
+
+
+def iter_text(path: Path) -> Iterator[dict[str, Any]]:
+    """One ``{"text": line}`` row per non-blank line."""
+    with path.open(encoding="utf-8-sig") as handle:
+        for line in handle:
+            if line.strip():
+                yield {"text": line.rstrip("\n")}
+
+
+ROW_READERS: dict[str, Callable[[Path], Iterator[dict[str, Any]]]] = {
+    ".json": iter_json,
+    ".jsonl": iter_jsonl,
+    ".csv": iter_csv,
+    ".parquet": iter_parquet,
+    ".txt": iter_text,
+}
+
+
+def data_files(path: Path) -> list[Path]:
+    """The data files of ``path`` (itself, or a folder's files in name order).
+
+    Raises:
+        DatasetError: for a missing path, an empty or mixed folder, or an unsupported extension.
+    """
+    if not path.exists():
+        raise DatasetError(f"Data file not found: {path}. Check `file_name` in dataset_info.json and `dataset_dir`.")
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in ROW_READERS)
+        if not files:
+            raise DatasetError(f"Folder {path} holds no data files ({', '.join(ROW_READERS)}).")
+        suffixes = {p.suffix.lower() for p in files}
+        if len(suffixes) > 1:
+            raise DatasetError(f"Folder {path} mixes file types ({', '.join(sorted(suffixes))}); keep one type.")
+        return files
+    if path.suffix.lower() not in ROW_READERS:
+        raise DatasetError(f"Unsupported data file type {path.suffix!r} ({path}); use one of: "
+                           f"{', '.join(ROW_READERS)}.")
+    return [path]
+
+
+def _not_utf8(path: Path) -> DatasetError:
+    """The error for a file that is not UTF-8, with the byte offset in the whole file."""
+    try:
+        path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        return DatasetError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start}); re-save it as UTF-8.")
+    return DatasetError(f"{path} is not UTF-8 text; re-save it as UTF-8.")  # pragma: no cover
+
+
+def iter_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """The rows of a data file or a folder of data files, one at a time.
+
+    Raises:
+        DatasetError: for a missing path, an unsupported extension or unreadable content (raised when the bad
+            part is reached; the path checks are made before the first row).
+    """
+    files = data_files(path)
+    return _rows_of(files)
+
+
+def _rows_of(files: list[Path]) -> Iterator[dict[str, Any]]:
+    for file in files:
+        try:
+            yield from ROW_READERS[file.suffix.lower()](file)
+        except UnicodeDecodeError:
+            raise _not_utf8(file) from None

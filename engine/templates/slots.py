@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from engine.templates.text_ids import text_ids
+
 
 @dataclass(frozen=True)
 class Special:
@@ -75,7 +77,7 @@ def element_ids(tokenizer: Any, elements: list[Element]) -> list[int]:
     for element in elements:
         if isinstance(element, str):
             if element:
-                ids += tokenizer.encode(element, add_special_tokens=False)
+                ids += text_ids(tokenizer, element)
         elif element.kind == "token":
             ids.append(tokenizer.convert_tokens_to_ids(element.token))
         elif element.kind == "bos":

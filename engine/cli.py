@@ -37,7 +37,9 @@ def _setup_logging(debug: bool) -> None:
     # bitsandbytes (pulled in by GaLore) warns on every import on a CPU that an optional `kernels` package for 4-bit
     # CPU kernels is missing; nothing a run without quantization can act on.
     logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if "TOKENIZERS_PARALLELISM" not in os.environ:  # off for forked children; batched tokenization turns it on
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+        os.environ["LF_ENGINE_TOKENIZERS_PARALLELISM_DEFAULTED"] = "1"
     # Library deprecation chatter says nothing the user can act on; keep the log readable.
     warnings.filterwarnings("ignore", message=r".*deprecated and will be removed in v6.*", category=FutureWarning)
     warnings.filterwarnings("ignore", message=r".*'pin_memory' argument is set as true.*", category=UserWarning)

@@ -29,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from engine.templates.text_ids import prefetched
+
 IGNORE = -100
 _MIN_TAIL_TURN = 32
 
@@ -184,14 +186,31 @@ def tokenize_sft(examples: list[dict], tokenizer: Any, template: Any, opts: Toke
     stats = new_stats(len(examples))
     rows: list[tuple[list[int], list[int]]] = []
     eos_id = tokenizer.eos_token_id if _efficient_eos(template) else None
-    for example in examples:
-        input_ids, labels, truncated = sft_row(encode_pairs(tokenizer, template, example, opts), opts, eos_id)
-        stats["truncated"] += truncated
-        if not any(label != IGNORE for label in labels):
-            stats["dropped"] += 1
-            continue
-        rows.append((input_ids, labels))
+    with prefetched(tokenizer, _texts(template, examples, opts)):
+        for example in examples:
+            input_ids, labels, truncated = sft_row(encode_pairs(tokenizer, template, example, opts), opts, eos_id)
+            stats["truncated"] += truncated
+            if not any(label != IGNORE for label in labels):
+                stats["dropped"] += 1
+                continue
+            rows.append((input_ids, labels))
     return _finish_rows(rows, opts, stats)
+
+
+def _texts(template: Any, examples: list[dict], opts: TokenizeOptions):
+    """Every text piece the rows will tokenize (for one batched call), where the template can list them."""
+    elements_of = getattr(template, "message_elements", None)
+    if elements_of is None:
+        return
+    discard = opts.mask_history and not getattr(template, "preserve_thinking", False)
+    for example in examples:
+        try:
+            elements = elements_of(example["messages"], example.get("system"), example.get("tools"),
+                                   discard_history=discard)
+        except Exception:  # noqa: BLE001 - the row's own tokenization reports it
+            continue
+        for items in elements:
+            yield from (item for item in items if isinstance(item, str))
 
 
 def _finish_rows(rows: list[tuple[list[int], list[int]]], opts: TokenizeOptions,

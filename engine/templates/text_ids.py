@@ -13,6 +13,9 @@ matching the tokenizer's ``split_special_tokens``. Any other tokenizer (slow one
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
+from contextlib import contextmanager
 from typing import Any
 
 _PLAIN: dict[type, bool] = {}  # tokenizer class -> whether its encode is exactly the backend's encode
@@ -46,8 +49,58 @@ def _plain_encode_path(cls: type) -> bool:
     return all(getattr(cls, name, None) is getattr(base, name, None) for name, base in same)
 
 
+_MEMO: dict[str, list[int]] = {}
+
+
+@contextmanager
+def prefetched(tokenizer: Any, texts: Iterable[str]):
+    """Within the block, :func:`text_ids` of ``texts`` come from one batched backend call (the backend spreads a
+    batch over the CPU's cores), computed on entry; other texts are encoded as usual. Nothing is batched where the
+    direct path does not apply."""
+    backend = _direct_backend(tokenizer)
+    if backend is None or _MEMO:
+        yield
+        return
+    unique = list(dict.fromkeys(text for text in texts if text))
+    try:
+        with _parallel_batch():
+            encodings = backend.encode_batch(unique, add_special_tokens=False)
+        for text, encoding in zip(unique, encodings):
+            _MEMO[text] = encoding.ids
+        yield
+    finally:
+        _MEMO.clear()
+
+
+_MAIN_PID = os.getpid()
+DEFAULTED = "LF_ENGINE_TOKENIZERS_PARALLELISM_DEFAULTED"  # set by lf-engine when it, not the user, turned it off
+
+
+@contextmanager
+def _parallel_batch():
+    """Let the tokenizer spread one batch over the cores where that is safe: ``lf-engine`` turns the tokenizers'
+    thread pool off for its forked children (``TOKENIZERS_PARALLELISM=false``, unless the user set it); here it is
+    turned on for the batch and off again, only in the process that imported this module (a forked worker could
+    inherit a thread pool whose threads did not survive the fork)."""
+    if os.environ.get(DEFAULTED) != "1" or os.getpid() != _MAIN_PID:
+        yield
+        return
+    previous = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "true"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = previous
+
+
 def text_ids(tokenizer: Any, text: str) -> list[int]:
     """``tokenizer.encode(text, add_special_tokens=False)``, the same ids, faster where it can be."""
+    known = _MEMO.get(text)
+    if known is not None:
+        return list(known)
     backend = _direct_backend(tokenizer)
     if backend is None:
         return tokenizer.encode(text, add_special_tokens=False)

@@ -31,6 +31,8 @@ from run_benchmark import build_reference_model_apart  # noqa: E402
 
 OURS = """
 import json, sys
+from engine.cli import _setup_logging
+_setup_logging(False)  # the engine command's process settings (tokenizers' thread pool, logging)
 from engine.config import build_config
 from engine.data import get_dataset
 from engine.models import load_tokenizer

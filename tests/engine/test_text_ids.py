@@ -52,3 +52,49 @@ def test_encode_where_the_backend_truncates_or_the_class_overrides_encoding(toke
 
     assert not module._plain_encode_path(Custom)
     assert module._plain_encode_path(type(tiny_model_and_tokenizer()[1]))
+
+
+def test_prefetched_pieces_come_from_one_batch_with_the_same_ids(tokenizer, monkeypatch):
+    from engine.templates.text_ids import prefetched
+
+    expected = [tokenizer.encode(p, add_special_tokens=False) for p in PIECES]
+    batches = []
+    backend = tokenizer._tokenizer
+    monkeypatch.setattr(tokenizer, "_tokenizer", _Spy(backend, batches))
+    with prefetched(tokenizer, PIECES * 2):
+        got = [text_ids(tokenizer, p) for p in PIECES]
+        got[1].append(-1)  # callers own their lists: the memo is not changed through them
+        assert text_ids(tokenizer, PIECES[1]) == expected[1]
+    assert got[0] == expected[0] and got[2:] == expected[2:]
+    assert batches == [len([p for p in PIECES if p])]  # one call, each distinct piece once
+    assert module._MEMO == {}  # forgotten after the block
+
+
+class _Spy:
+    def __init__(self, backend, batches):
+        self._backend, self._batches = backend, batches
+
+    def encode_batch(self, texts, **kwargs):
+        self._batches.append(len(texts))
+        return self._backend.encode_batch(texts, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+
+def test_the_thread_pool_is_on_only_for_the_batch_and_only_where_the_engine_turned_it_off(monkeypatch):
+    import os
+
+    seen = []
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    monkeypatch.setenv(module.DEFAULTED, "1")
+    with module._parallel_batch():
+        seen.append(os.environ["TOKENIZERS_PARALLELISM"])
+    assert seen == ["true"] and os.environ["TOKENIZERS_PARALLELISM"] == "false"
+    monkeypatch.delenv(module.DEFAULTED)  # the user set it: left alone
+    with module._parallel_batch():
+        assert os.environ["TOKENIZERS_PARALLELISM"] == "false"
+    monkeypatch.setenv(module.DEFAULTED, "1")
+    monkeypatch.setattr(module, "_MAIN_PID", -1)  # a forked worker: its inherited pool may be broken
+    with module._parallel_batch():
+        assert os.environ["TOKENIZERS_PARALLELISM"] == "false"

@@ -186,7 +186,7 @@ def tokenize_sft(examples: list[dict], tokenizer: Any, template: Any, opts: Toke
     stats = new_stats(len(examples))
     rows: list[tuple[list[int], list[int]]] = []
     eos_id = tokenizer.eos_token_id if _efficient_eos(template) else None
-    with prefetched(tokenizer, _texts(template, examples, opts)):
+    with prefetched(tokenizer, _texts(template, _sft_conversations(template, examples, opts))):
         for example in examples:
             input_ids, labels, truncated = sft_row(encode_pairs(tokenizer, template, example, opts), opts, eos_id)
             stats["truncated"] += truncated
@@ -197,20 +197,33 @@ def tokenize_sft(examples: list[dict], tokenizer: Any, template: Any, opts: Toke
     return _finish_rows(rows, opts, stats)
 
 
-def _texts(template: Any, examples: list[dict], opts: TokenizeOptions):
-    """Every text piece the rows will tokenize (for one batched call), where the template can list them."""
+def _texts(template: Any, conversations: Any):
+    """Every text piece the rows will tokenize (for one batched call), where the template can list them;
+    ``conversations`` yields ``(messages, system, tools, options of message_elements)``."""
     elements_of = getattr(template, "message_elements", None)
     if elements_of is None:
         return
-    discard = opts.mask_history and not getattr(template, "preserve_thinking", False)
-    for example in examples:
+    for messages, system, tools, options in conversations:
         try:
-            elements = elements_of(example["messages"], example.get("system"), example.get("tools"),
-                                   discard_history=discard)
+            elements = elements_of(messages, system, tools, **options)
         except Exception:  # noqa: BLE001 - the row's own tokenization reports it
             continue
         for items in elements:
             yield from (item for item in items if isinstance(item, str))
+
+
+def _sft_conversations(template: Any, examples: list[dict], opts: TokenizeOptions):
+    discard = opts.mask_history and not getattr(template, "preserve_thinking", False)
+    for example in examples:
+        yield example["messages"], example.get("system"), example.get("tools"), {"discard_history": discard}
+
+
+def _reply_conversations(examples: list[dict], replies: tuple[str, ...]):
+    """Each example's messages with each of its ``replies`` appended (``()``: its messages as they are), one turn."""
+    for example in examples:
+        for key in replies or (None,):
+            messages = example["messages"] + [example[key]] if key else example["messages"]
+            yield messages, example.get("system"), example.get("tools"), {"oneturn": True}
 
 
 def _finish_rows(rows: list[tuple[list[int], list[int]]], opts: TokenizeOptions,
@@ -312,6 +325,13 @@ def tokenize_preference(examples: list[dict], tokenizer: Any, template: Any, opt
     stats = new_stats(len(examples))
     columns: dict[str, list] = ({"chosen_ids": [], "rejected_ids": []} if stage == "rm"
                                 else {"prompt_ids": [], "chosen_ids": [], "rejected_ids": []})
+    with prefetched(tokenizer, _texts(template, _reply_conversations(examples, ("chosen", "rejected")))):
+        _preference_rows(examples, tokenizer, template, opts, stage, columns, stats)
+    return columns, stats
+
+
+def _preference_rows(examples: list[dict], tokenizer: Any, template: Any, opts: TokenizeOptions, stage: str,
+                     columns: dict[str, list], stats: dict[str, int]) -> None:
     for example in examples:
         prompt, chosen = prompt_and_reply(tokenizer, template, example, example["chosen"])
         rejected = prompt_and_reply(tokenizer, template, example, example["rejected"])[1]
@@ -333,7 +353,6 @@ def tokenize_preference(examples: list[dict], tokenizer: Any, template: Any, opt
         stats["total_tokens"] += 2 * len(prompt) + len(chosen) + len(rejected)
         stats["trainable_tokens"] += len(chosen) + len(rejected)
         stats["kept"] += 1
-    return columns, stats
 
 
 def tokenize_kto(examples: list[dict], tokenizer: Any, template: Any, opts: TokenizeOptions,
@@ -341,6 +360,13 @@ def tokenize_kto(examples: list[dict], tokenizer: Any, template: Any, opts: Toke
     """KTO rows: prompt, completion and the desirable/undesirable label."""
     stats = new_stats(len(examples))
     columns: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "label": []}
+    with prefetched(tokenizer, _texts(template, _reply_conversations(examples, ()))):
+        _kto_rows(examples, tokenizer, template, opts, columns, stats)
+    return columns, stats
+
+
+def _kto_rows(examples: list[dict], tokenizer: Any, template: Any, opts: TokenizeOptions,
+              columns: dict[str, list], stats: dict[str, int]) -> None:
     for example in examples:
         prompt, completion = prompt_and_reply(tokenizer, template, {**example, "messages": example["messages"][:-1]},
                                               example["messages"][-1])
@@ -357,7 +383,6 @@ def tokenize_kto(examples: list[dict], tokenizer: Any, template: Any, opts: Toke
         stats["total_tokens"] += len(prompt) + len(completion)
         stats["trainable_tokens"] += len(completion)
         stats["kept"] += 1
-    return columns, stats
 
 
 TOKENIZERS: dict[str, Callable[..., tuple[dict[str, list], dict[str, int]]]] = {

@@ -98,3 +98,28 @@ def test_the_thread_pool_is_on_only_for_the_batch_and_only_where_the_engine_turn
     monkeypatch.setattr(module, "_MAIN_PID", -1)  # a forked worker: its inherited pool may be broken
     with module._parallel_batch():
         assert os.environ["TOKENIZERS_PARALLELISM"] == "false"
+
+
+@pytest.mark.parametrize("stage", ["sft", "dpo", "rm", "kto"])
+def test_every_stage_batches_its_pieces_with_the_same_ids(tokenizer, monkeypatch, stage):
+    from engine.data.tokenize import TokenizeOptions, tokenize_examples
+    from engine.templates import get_template
+
+    template = get_template("chatml", tokenizer)
+    rows = []
+    for i in range(6):
+        messages = [{"role": "user", "content": f"Hello, how are you? {i}"}]
+        if stage == "sft":
+            messages.append({"role": "assistant", "content": "The cat sat on the mat." * (i + 1)})
+        if stage == "kto":
+            messages.append({"role": "assistant", "content": "你好，世界。" * (i + 1)})
+        rows.append({"messages": messages, "system": "Be brief." if i % 2 else None,
+                     "chosen": {"role": "assistant", "content": "Hello, how are you?" * (i + 1)},
+                     "rejected": {"role": "assistant", "content": "mat"}, "kto_tag": bool(i % 2)})
+    opts = TokenizeOptions(cutoff_len=64)
+    batches = []
+    monkeypatch.setattr(tokenizer, "_tokenizer", _Spy(tokenizer._tokenizer, batches))
+    batched = tokenize_examples(rows, stage, tokenizer, template, opts)
+    assert len(batches) == 1  # one batched call for the whole chunk
+    monkeypatch.setattr(module, "_direct_backend", lambda tok: None)  # plain encode, one piece at a time
+    assert tokenize_examples(rows, stage, tokenizer, template, opts) == batched

@@ -1,7 +1,7 @@
 """A stand-in for ``python -m engine`` in job-manager tests: follows the run-folder contract in milliseconds.
 
 Usage: ``python fake_engine.py COMMAND CONFIG.yaml [args]``. Keys in the config steer it:
-``fake_steps`` (default 5), ``fake_sleep`` (seconds per step, default 0.01), ``fake_fail`` (exit 1 with a
+``fake_steps`` (default 5; the `api` command serves until stopped), ``fake_sleep`` (seconds per step, default 0.01), ``fake_fail`` (exit 1 with a
 traceback-like message after the steps), ``fake_ignore_term`` (ignore SIGTERM: tests SIGKILL escalation),
 ``fake_silent_exit`` (exit 3 without writing a final status), ``fake_disk_full`` (print an ENOSPC error and exit 1
 without a final status, as an engine whose disk filled up), ``fake_no_status`` (exit 0 without a final status or
@@ -57,7 +57,8 @@ def main() -> int:
 
         key = os.environ.get("LF_ENGINE_API_KEY", "")  # recorded as a hash only, as a test probe
         update(host="127.0.0.1", port=12345, ready=True, key_sha256=hashlib.sha256(key.encode()).hexdigest())
-    steps = int(cfg.get("fake_steps", 5))
+    # a chat server serves until it is unloaded, as the real one does; other commands take 5 quick steps
+    steps = int(cfg.get("fake_steps", 100_000 if command == "api" else 5))
     emit(event="start", total_steps=steps, num_examples=steps * 2)
     for step in range(1, steps + 1):
         if stop["now"]:

@@ -9,7 +9,7 @@ from app.tabs import chat
 
 
 def _ready(board, servers, side="main"):
-    deadline = time.time() + 15
+    deadline = time.time() + 30
     while not chat.live_servers(board, servers).get(side, {}).get("ready"):
         assert time.time() < deadline, "the chat worker never became ready"
         time.sleep(0.05)
@@ -41,7 +41,7 @@ def test_another_template_or_server_setting_starts_a_new_worker(board):
     assert chat.reusable_servers(board, servers, chat.plan_servers(top, {"num_beams": 2}, compare=False)) == {}
     # a worker that is gone is never reused
     chat.unload(board, servers)
-    deadline = time.time() + 15
+    deadline = time.time() + 30
     while chat.live_servers(board, servers):
         assert time.time() < deadline
         time.sleep(0.05)

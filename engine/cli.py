@@ -37,6 +37,9 @@ def _setup_logging(debug: bool) -> None:
     # bitsandbytes (pulled in by GaLore) warns on every import on a CPU that an optional `kernels` package for 4-bit
     # CPU kernels is missing; nothing a run without quantization can act on.
     logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
+    # and with the `kernels` package installed (transformers >= 5.25 requires it) that kernel lookup warns that it
+    # skipped a publisher check when the hub is offline
+    logging.getLogger("kernels").setLevel(logging.ERROR)
     if "TOKENIZERS_PARALLELISM" not in os.environ:  # off for forked children; batched tokenization turns it on
         os.environ["TOKENIZERS_PARALLELISM"] = "false"
         os.environ["LF_ENGINE_TOKENIZERS_PARALLELISM_DEFAULTED"] = "1"
@@ -149,6 +152,9 @@ def _load(args: argparse.Namespace, purpose: str):
         if err.partial is None:
             raise
         raise ConfigError(err.problems + check(err.partial, purpose)) from None  # every problem, in one message
+    from engine.import_guard import skip_bitsandbytes_unless_needed
+
+    skip_bitsandbytes_unless_needed(cfg)  # before the checks import PEFT
     from engine.credentials import export_secrets
 
     export_secrets(cfg.secrets)  # the hub libraries read them from the environment
@@ -173,10 +179,10 @@ def _run_dir_of(args: argparse.Namespace) -> Path | None:
 
 
 def cmd_train(args: argparse.Namespace, kind: str = "train") -> int:
+    cfg = _load(args, "train" if kind == "train" else "eval")  # first: it decides what may be imported
     from engine.lifecycle import JobContext
     from engine.train.workflow import run_eval, run_train
 
-    cfg = _load(args, "train" if kind == "train" else "eval")
     if kind == "eval" and cfg.train.do_predict:
         kind = "predict"
     if kind == "train":
@@ -197,9 +203,9 @@ def cmd_train(args: argparse.Namespace, kind: str = "train") -> int:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
+    cfg = _load(args, "chat")
     from engine.infer.cli_chat import interactive_chat, single_query
 
-    cfg = _load(args, "chat")
     media = {"images": args.image, "videos": args.video, "audios": args.audio}
     if any(media.values()) and args.query is None:
         from engine.errors import UserError
@@ -214,10 +220,10 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    cfg = _load(args, "export")
     from engine.export import run_export
     from engine.lifecycle import JobContext
 
-    cfg = _load(args, "export")
     run_dir = _run_dir_of(args)
     if run_dir is None:
         result = run_export(cfg)
@@ -233,9 +239,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_api(args: argparse.Namespace) -> int:
+    cfg = _load(args, "api")
     from engine.infer.server import serve
 
-    cfg = _load(args, "api")
     run_dir = _run_dir_of(args)
     serve(cfg, args.host, args.port, run_dir=str(run_dir) if run_dir else None, api_key=args.api_key or None)
     return 0
@@ -245,10 +251,11 @@ def cmd_rewards(args: argparse.Namespace) -> int:
     import json
 
     from engine.config import ConfigError
+
+    cfg = _load(args, "chat")
     from engine.rewards.trial import format_table, try_rewards
     from engine.train.rl import check_rl
 
-    cfg = _load(args, "chat")
     problems = check_rl(cfg)
     if problems:
         raise ConfigError(problems)

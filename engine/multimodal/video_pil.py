@@ -82,10 +82,26 @@ def _base_class() -> type:
     return BaseVideoProcessor
 
 
+def _settings_type(name: str, **fields: type) -> type:
+    """The processor's ``valid_kwargs``: the video keyword arguments plus the family's own settings.
+
+    transformers (5.25 and later) fills a processor's settings from this type's keys
+    (``_merge_and_standardize_kwargs``), e.g. when ``processor._get_num_multimodal_tokens`` counts a video's tokens;
+    a key missing here is missing there.
+    """
+    from typing import TypedDict
+
+    from transformers.processing_utils import VideosKwargs
+
+    return TypedDict(name, {**VideosKwargs.__annotations__, **fields}, total=False)
+
+
 class PilQwenVideoProcessor(_base_class()):
     """Qwen2-VL / Qwen3-VL video processing with Pillow and numpy (see the module docstring)."""
 
     model_input_names = ["pixel_values_videos", "video_grid_thw"]
+    valid_kwargs = _settings_type("PilQwenVideoKwargs", patch_size=int, temporal_patch_size=int, merge_size=int,
+                                  min_pixels=int, max_pixels=int)
 
     def configure(self, rule: str, image_processor: Any, settings: dict[str, Any] | None = None) -> PilQwenVideoProcessor:
         """Take patch sizes, normalization and size from the video settings, falling back to the image processor's
@@ -169,6 +185,7 @@ class PilGemma4VideoProcessor(_base_class()):
     frames; the processor writes each frame as ``MM:SS {boi}{video_token x n}{eoi}`` from the metadata."""
 
     model_input_names = ["pixel_values_videos", "video_position_ids", "num_frames_per_video"]
+    valid_kwargs = _settings_type("PilGemma4VideoKwargs", patch_size=int, pooling_kernel_size=int, max_soft_tokens=int)
 
     def configure(self, image_processor: Any, settings: dict[str, Any] | None = None) -> PilGemma4VideoProcessor:
         settings = dict(settings or {})

@@ -166,6 +166,9 @@ def test_gemma4_video_frames_are_timestamped_images(qwen, tmp_path):
     block = processor.boi_token + processor.video_token * per_frame + processor.eoi_token
     stamps = ["00:00", "00:00", "00:01", "00:01", "00:02", "00:02"]
     assert expanded[0]["content"] == " ".join(f"{t} {block}" for t in stamps) + "Hi"
+    # the processor's own count for six frames of this size
+    counted = processor._get_num_multimodal_tokens(video_sizes=[[6, clip.frames[0].height, clip.frames[0].width]])
+    assert counted.num_video_tokens == [6 * per_frame]
     assert arrays["num_frames_per_video"].tolist() == [6] and arrays["pixel_values_videos"].shape[0] == 6
     # pixels in [0, 1] (no normalization), as Gemma 4 was trained
     frame = arrays["pixel_values_videos"][0][: per_frame * video.pooling_kernel_size ** 2]

@@ -60,5 +60,47 @@ def test_the_engine_entry_point_applies_it(monkeypatch, capsys):
 
     calls = []
     monkeypatch.setattr(engine.allocator, "keep_freed_memory", lambda: calls.append(1))
+    monkeypatch.setattr(engine.allocator, "align_large_blocks", lambda: None)
     main([])  # no command: prints the help
+    assert calls == [1]
+
+
+ALIGN = r"""
+import ctypes, os
+from engine.allocator import PR_GET_THP_DISABLE, PR_SET_THP_DISABLE, align_large_blocks
+ctypes.CDLL("libc.so.6").prctl(PR_SET_THP_DISABLE, 0, 0, 0, 0)  # as a fresh process (tests calling main() set it)
+took = align_large_blocks()
+import torch
+x = torch.ones(16 * 2**20)  # 64 MiB, touched
+libc = ctypes.CDLL("libc.so.6")
+huge = [line.split()[1] for line in open("/proc/self/smaps_rollup") if line.startswith("AnonHugePages:")]
+print(took, os.environ["THP_MEM_ALLOC_ENABLE"], libc.prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0),
+      x.data_ptr() % os.sysconf("SC_PAGESIZE"), huge[0] if huge else "-")
+"""
+
+
+def align(**env: str) -> list[str]:
+    clean = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"}
+    out = subprocess.run([sys.executable, "-c", ALIGN], capture_output=True, text=True, check=True,
+                         env={**clean, **env}, timeout=120)
+    return out.stdout.split()
+
+
+def test_large_tensors_are_page_aligned_without_huge_pages():
+    took, setting, disabled, offset, huge_kb = align()
+    assert (took, setting, disabled, offset) == ("True", "1", "1", "0")
+    assert huge_kb in ("0", "-")  # the 64 MiB tensor sits on ordinary pages
+    # the user's own setting wins: nothing changed
+    took, setting, disabled, _, _ = align(THP_MEM_ALLOC_ENABLE="0")
+    assert (took, setting, disabled) == ("False", "0", "0")
+
+
+def test_the_engine_entry_point_aligns_large_blocks(monkeypatch):
+    import engine.allocator
+    from engine.cli import main
+
+    calls = []
+    monkeypatch.setattr(engine.allocator, "align_large_blocks", lambda: calls.append(1))
+    monkeypatch.setattr(engine.allocator, "keep_freed_memory", lambda: None)
+    main([])
     assert calls == [1]

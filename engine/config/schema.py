@@ -187,10 +187,15 @@ class TrainArgs:
     fp16: bool = opt(False, "Train in float16 mixed precision.")
     pure_bf16: bool = opt(False, "Keep the weights themselves in bfloat16.", advanced=True)
     gradient_checkpointing: bool = opt(False, "Recompute activations to save memory (slower).")
-    group_by_length: bool = opt(True, "Batch examples of similar length together (less padding).", advanced=True)
+    group_by_length: bool | None = opt(
+        None, "Batch examples of similar length together (less padding). Auto: only where batches cannot be "
+        "padding-free (padding-free batches keep the data's order, as LLaMA-Factory, and were faster).", advanced=True)
     max_tokens_per_batch: int = opt(
         0, "Token-budget batches: as many rows per batch as fit this many padded tokens (0: a fixed batch size).",
         min=0, advanced=True)
+    padding_free: bool = opt(
+        True, "Lay each batch's rows back to back without padding: the same loss with no work on padding (pt/sft "
+        "text models with sdpa attention; others pad as usual).", advanced=True)
     report_to: str = opt("none", "Experiment trackers: none, tensorboard, wandb, ...", advanced=True)
     dataloader_num_workers: int = opt(0, "Data loading worker processes.", min=0, advanced=True)
     ddp_timeout: int = opt(180000000, "Distributed timeout in seconds.", advanced=True)

@@ -14,6 +14,13 @@ ways are offered:
 - ``packed_attention="4d"``: a boolean ``(batch, 1, length, length)`` mask, causal within each example, is passed
   as ``attention_mask``; the sdpa path uses it as is. (Eager attention adds masks to the scores, so it needs the
   first way.)
+
+Padding-free batches (``padding_free=True``, rows not packed): the batch's rows are laid back to back as one row
+of their real tokens, ``position_ids`` restarting at 0 for each, the first label of every row set to -100 (so no row
+learns to predict the next row's first token; the shifted loss never reads a row's first label anyway) and
+``cu_seq_lens_q``/``cu_seq_lens_k`` holding the rows' start offsets. The model must run
+:mod:`engine.models.row_attention`, which attends within each row; loss and gradients equal the padded batch's,
+with no work spent on padding.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ class PaddingCollator:
     tokenizer: Any
     pad_to_multiple_of: int | None = 8
     packed_attention: str = "position_ids"
+    padding_free: bool = False
 
     def __post_init__(self) -> None:
         if self.packed_attention not in ("position_ids", "4d"):
@@ -47,6 +55,8 @@ class PaddingCollator:
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         import torch
 
+        if self.padding_free and "position_ids" not in features[0]:
+            return self._back_to_back(features)
         length = max(len(feature["input_ids"]) for feature in features)
         if self.pad_to_multiple_of:
             length = -(-length // self.pad_to_multiple_of) * self.pad_to_multiple_of
@@ -79,6 +89,29 @@ class PaddingCollator:
         return batch
 
 
+    @staticmethod
+    def _back_to_back(features: list[dict[str, Any]]) -> dict[str, Any]:
+        import torch
+
+        ids: list[int] = []
+        labels: list[int] = []
+        positions: list[int] = []
+        offsets = [0]
+        for feature in features:
+            row = list(feature["input_ids"])
+            row_labels = list(feature["labels"]) if "labels" in feature else list(row)
+            if row:
+                row_labels[0] = IGNORE
+            ids += row
+            labels += row_labels
+            positions += range(len(row))
+            offsets.append(offsets[-1] + len(row))
+        starts = torch.tensor(offsets, dtype=torch.int32)
+        return {"input_ids": torch.tensor([ids], dtype=torch.long), "labels": torch.tensor([labels], dtype=torch.long),
+                "position_ids": torch.tensor([positions], dtype=torch.long), "cu_seq_lens_q": starts,
+                "cu_seq_lens_k": starts, "use_cache": False}
+
+
 def block_causal_mask(position_ids: Any, valid: Any) -> Any:
     """A boolean ``(batch, 1, length, length)`` mask: token i sees token j when j <= i, both are real tokens, and
     they belong to the same packed example (a new example starts wherever the position id does not grow by 1)."""
@@ -97,6 +130,8 @@ def block_causal_mask(position_ids: Any, valid: Any) -> Any:
     return mask[:, None]
 
 
-def build_collator(tokenizer: Any, cfg: Any = None, packed_attention: str = "position_ids") -> PaddingCollator:
+def build_collator(tokenizer: Any, cfg: Any = None, packed_attention: str = "position_ids",
+                   padding_free: bool = False) -> PaddingCollator:
     """The pt/sft collator for a run config (preference stages use their trainer's own collator)."""
-    return PaddingCollator(tokenizer=tokenizer, pad_to_multiple_of=8, packed_attention=packed_attention)
+    return PaddingCollator(tokenizer=tokenizer, pad_to_multiple_of=8, packed_attention=packed_attention,
+                           padding_free=padding_free)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import torch
@@ -13,6 +14,8 @@ from engine.train.arguments import build_args
 from engine.train.head_loss import chunked_head_loss
 from engine.train.parallel.fsdp import ShardingMixin
 from engine.train.token_budget import TokenBudgetMixin
+
+logger = logging.getLogger(__name__)
 
 
 def split_causal_lm(model: Any) -> tuple[Any, Any] | None:
@@ -84,8 +87,17 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
     from engine.train.parallel.context import wrap_collator
 
     has_eval = bundle.eval is not None
+    padding_free = False
+    if getattr(bundle, "media", None) is None and cfg.train.padding_free:
+        from engine.models.row_attention import use_row_attention, why_not_padding_free
+
+        reason = why_not_padding_free(cfg, model)
+        padding_free = reason is None and use_row_attention(model)
+        if reason is not None:
+            logger.info("Batches are padded (padding_free does not apply: %s).", reason)
+    group = cfg.train.group_by_length if cfg.train.group_by_length is not None else not padding_free
     specific: dict[str, Any] = {}
-    if cfg.train.group_by_length and not cfg.data.packing and not cfg.train.max_tokens_per_batch:
+    if group and not cfg.data.packing and not cfg.train.max_tokens_per_batch:
         specific["train_sampling_strategy"] = "group_by_length"
     args = build_args(TrainingArguments, cfg, has_eval=has_eval, **specific)
     trainer = LabelPositionsTrainer(
@@ -94,7 +106,8 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
         train_dataset=bundle.train,
         eval_dataset=bundle.eval,
         data_collator=wrap_collator(  # CP: shift, pad to 2 x cp
-            build_collator(tokenizer, cfg) if getattr(bundle, "media", None) is None else _media_collator(tokenizer, bundle),
+            build_collator(tokenizer, cfg, padding_free=padding_free) if getattr(bundle, "media", None) is None
+            else _media_collator(tokenizer, bundle),
             cfg, tokenizer,
         ),
         processing_class=tokenizer,

@@ -1,0 +1,93 @@
+"""Attention over a batch's rows laid back to back (padding-free batches, see :mod:`engine.data.collator`).
+
+A padding-free batch is one row of ``N`` real tokens: the batch's examples one after another, ``position_ids``
+restarting at 0 for each, and ``cu_seq_lens_q``/``cu_seq_lens_k`` (the examples' start offsets, as FlashAttention's
+varlen kernels take them) carried to every attention call. Dense sdpa over that row would need an ``N x N``
+block-diagonal mask and pay for all of it; :func:`rows_sdpa_attention` runs causal sdpa on each example's slice
+instead, so attention costs the sum of the squared example lengths (at most what the padded batch cost), and the
+projections, MLPs and head see no padding at all. Batches without those offsets (evaluation with padding,
+generation) go to transformers' own sdpa with the mask it builds as usual.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+ATTENTION_NAME = "lf_rows_sdpa"
+
+
+def rows_sdpa_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, dropout: float = 0.0,
+                        scaling: float | None = None, **kwargs: Any) -> tuple[Any, None]:
+    """transformers' attention-function signature; (batch, heads, length, dim) in, (batch, length, heads, dim) out."""
+    import torch
+    from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
+
+    offsets = kwargs.get("cu_seq_lens_q")
+    if offsets is None or attention_mask is not None or query.shape[0] != 1:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      **kwargs)
+    groups = getattr(module, "num_key_value_groups", 1)
+    if groups > 1:
+        key, value = repeat_kv(key, groups), repeat_kv(value, groups)
+    bounds = offsets.tolist()
+    parts = []
+    for start, end in zip(bounds[:-1], bounds[1:]):
+        if end > start:
+            parts.append(torch.nn.functional.scaled_dot_product_attention(
+                query[:, :, start:end], key[:, :, start:end], value[:, :, start:end],
+                dropout_p=dropout if module.training else 0.0, scale=scaling, is_causal=True))
+    out = torch.cat(parts, dim=2) if len(parts) > 1 else parts[0]
+    return out.transpose(1, 2).contiguous(), None
+
+
+def _rows_mask(*args: Any, **kwargs: Any) -> Any:
+    """sdpa's mask for padded batches; none for a padding-free row (its attention splits by the offsets)."""
+    from transformers.masking_utils import sdpa_mask
+
+    if kwargs.get("attention_mask") is None:
+        return None
+    return sdpa_mask(*args, **kwargs)
+
+
+def register() -> None:
+    from transformers.masking_utils import AttentionMaskInterface
+    from transformers.modeling_utils import AttentionInterface
+
+    AttentionInterface.register(ATTENTION_NAME, rows_sdpa_attention)
+    AttentionMaskInterface.register(ATTENTION_NAME, _rows_mask)
+
+
+MODEL_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3", "granite"})
+"""Decoders whose attention is plain causal with rotary positions from ``position_ids`` (no sliding window by
+default, no soft-capping, no image-token masks), where attending within each row is exactly the padded batch."""
+
+
+def why_not_padding_free(cfg: Any, model: Any) -> str | None:
+    """Why this pt/sft run cannot take padding-free batches, or None when it can."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    config = getattr(base, "config", None)
+    model_type = getattr(config, "model_type", None)
+    if model_type not in MODEL_TYPES:
+        return f"model type {model_type} is not one of {', '.join(sorted(MODEL_TYPES))}"
+    if getattr(config, "_attn_implementation", None) not in ("sdpa", ATTENTION_NAME):
+        return f"the model runs {getattr(config, '_attn_implementation', None)} attention (needs sdpa)"
+    if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
+        return "the model uses sliding-window attention"
+    if cfg.data.packing:
+        return "`packing` lays rows out itself"
+    if int(getattr(cfg.parallel, "cp_size", 1) or 1) > 1:
+        return "context parallelism splits rows itself"
+    if cfg.extra.get("neftune_noise_alpha"):
+        return "NEFTune scales its noise by the row length"
+    return None
+
+
+def use_row_attention(model: Any) -> bool:
+    """Switch a model that runs transformers' sdpa to :func:`rows_sdpa_attention`; False (unchanged) otherwise."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    config = getattr(base, "config", None)
+    if config is None or getattr(config, "_attn_implementation", None) != "sdpa":
+        return False
+    register()
+    base.set_attn_implementation(ATTENTION_NAME)
+    return getattr(base.config, "_attn_implementation", None) == ATTENTION_NAME

@@ -1,0 +1,129 @@
+"""Padding-free batches: rows back to back, attention within each row; the same loss and gradients as padding."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, TrainingArguments
+
+from engine.config import load_config
+from engine.data.collator import IGNORE, PaddingCollator
+from engine.models.row_attention import ATTENTION_NAME, use_row_attention, why_not_padding_free
+from engine.train.sft import LabelPositionsTrainer
+
+
+class _Tok:
+    pad_token_id = 0
+    eos_token_id = 1
+    padding_side = "right"
+
+
+def _rows():
+    torch.manual_seed(3)
+    rows = []
+    for length, prompt in ((11, 4), (5, 2), (17, 9), (8, 0)):
+        ids = torch.randint(3, 97, (length,)).tolist()
+        rows.append({"input_ids": ids, "labels": [IGNORE] * prompt + ids[prompt:], "attention_mask": [1] * length})
+    return rows
+
+
+def _model(kv_heads=4):
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=kv_heads, max_position_embeddings=64,
+                         attn_implementation="sdpa")
+    return LlamaForCausalLM(config)
+
+
+def test_the_collator_lays_rows_back_to_back():
+    rows = _rows()
+    batch = PaddingCollator(_Tok(), padding_free=True)(rows)
+    assert batch["input_ids"].shape == (1, 41) and "attention_mask" not in batch
+    assert batch["input_ids"][0].tolist() == sum((r["input_ids"] for r in rows), [])
+    assert batch["position_ids"][0].tolist() == [*range(11), *range(5), *range(17), *range(8)]
+    assert batch["cu_seq_lens_q"].tolist() == [0, 11, 16, 33, 41] == batch["cu_seq_lens_k"].tolist()
+    labels = batch["labels"][0].tolist()
+    # each row's first label is ignored (it would be the previous row's last target); the rest is the row's own
+    assert [labels[i] for i in (0, 11, 16, 33)] == [IGNORE] * 4
+    assert labels[1:11] == rows[0]["labels"][1:] and labels[34:] == rows[3]["labels"][1:]
+    assert batch["use_cache"] is False
+    # packed rows keep their own layout
+    packed = [{**r, "position_ids": list(range(len(r["input_ids"])))} for r in rows]
+    assert PaddingCollator(_Tok(), padding_free=True)(packed)["input_ids"].shape == (4, 24)
+
+
+@pytest.mark.parametrize("kv_heads", [4, 2])
+def test_same_loss_and_gradients_as_the_padded_batch(tmp_path, kv_heads):
+    rows = _rows()
+    model = _model(kv_heads)
+    trainer = LabelPositionsTrainer(model=model, args=TrainingArguments(output_dir=str(tmp_path), report_to=[],
+                                                                        use_cpu=True))
+    padded = PaddingCollator(_Tok())(rows)
+    reference = trainer.compute_loss(model, padded)
+    reference.backward()
+    expected = [p.grad.clone() for p in model.parameters()]
+    model_loss = model(**padded).loss  # the model's own loss on the padded batch
+    model.zero_grad()
+    assert use_row_attention(model) and model.config._attn_implementation == ATTENTION_NAME
+    flat = PaddingCollator(_Tok(), padding_free=True)(rows)
+    ours = trainer.compute_loss(model, flat)
+    ours.backward()
+    assert torch.allclose(ours, reference, atol=1e-6) and torch.allclose(ours, model_loss, atol=1e-6)
+    for got, want in zip((p.grad for p in model.parameters()), expected):
+        assert torch.allclose(got, want, atol=1e-6)
+    # the model's own forward (evaluation takes it) gives the same loss, and padded batches still work
+    assert torch.allclose(model(**flat).loss, model_loss, atol=1e-6)
+    assert torch.allclose(model(**padded).loss, model_loss, atol=1e-6)
+    # a row's tokens never see another row: changing row 0 leaves row 2's logits alone
+    changed = [dict(rows[0], input_ids=[5] * 11), *rows[1:]]
+    with torch.no_grad():
+        a = model(**PaddingCollator(_Tok(), padding_free=True)(rows)).logits[0, 16:33]
+        b = model(**PaddingCollator(_Tok(), padding_free=True)(changed)).logits[0, 16:33]
+    assert torch.equal(a, b)
+
+
+DEMO = {"model_name_or_path": "demo", "stage": "sft", "finetuning_type": "lora", "dataset": "demo_sft",
+        "output_dir": "out"}
+
+
+def test_where_it_does_not_apply():
+    model = _model()
+    cfg = load_config(None, DEMO)
+    assert why_not_padding_free(cfg, model) is None
+    assert "packing" in why_not_padding_free(load_config(None, {**DEMO, "packing": True}), model)
+    assert "NEFTune" in why_not_padding_free(load_config(None, {**DEMO, "neftune_noise_alpha": 5}), model)
+    eager = LlamaForCausalLM(LlamaConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                         num_attention_heads=4, attn_implementation="eager"))
+    assert "eager" in why_not_padding_free(cfg, eager)
+    assert not use_row_attention(eager)
+    model.config.model_type = "gemma2"
+    assert "gemma2" in why_not_padding_free(cfg, model)
+
+
+def test_the_trainer_takes_it_and_drops_length_grouping(tmp_path, caplog):
+    from types import SimpleNamespace
+
+    from engine.train.sft import build_trainer
+
+    bundle = SimpleNamespace(train=[], eval=None, media=None)
+    cfg = load_config(None, {**DEMO, "output_dir": str(tmp_path), "report_to": "none"})
+    trainer = build_trainer(cfg, _model(), _Tok(), bundle, [])
+    assert trainer.data_collator.padding_free and trainer.args.train_sampling_strategy != "group_by_length"
+    # asked off: padded, grouped by length (the auto default where batches are padded)
+    cfg = load_config(None, {**DEMO, "output_dir": str(tmp_path), "report_to": "none", "padding_free": False})
+    trainer = build_trainer(cfg, _model(), _Tok(), bundle, [])
+    assert not trainer.data_collator.padding_free and trainer.args.train_sampling_strategy == "group_by_length"
+    # an explicit group_by_length wins
+    cfg = load_config(None, {**DEMO, "output_dir": str(tmp_path), "report_to": "none", "group_by_length": True})
+    trainer = build_trainer(cfg, _model(), _Tok(), bundle, [])
+    assert trainer.data_collator.padding_free and trainer.args.train_sampling_strategy == "group_by_length"
+    # a model it does not apply to says why in the log
+    eager = LlamaForCausalLM(LlamaConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                         num_attention_heads=4, attn_implementation="eager"))
+    with caplog.at_level(logging.INFO, logger="engine.train.sft"):
+        trainer = build_trainer(load_config(None, {**DEMO, "output_dir": str(tmp_path), "report_to": "none"}), eager,
+                                _Tok(), bundle, [])
+    assert not trainer.data_collator.padding_free
+    assert "padding_free does not apply: the model runs eager attention" in caplog.text

@@ -189,7 +189,7 @@ class TrainArgs:
     gradient_checkpointing: bool = opt(False, "Recompute activations to save memory (slower).")
     group_by_length: bool | None = opt(
         None, "Batch examples of similar length together (less padding). Auto: only where batches cannot be "
-        "padding-free (padding-free batches keep the data's order, as LLaMA-Factory, and were faster).", advanced=True)
+        "padding-free (as in LLaMA-Factory, no grouping; with padding-free batches that was also faster).", advanced=True)
     max_tokens_per_batch: int = opt(
         0, "Token-budget batches: as many rows per batch as fit this many padded tokens (0: a fixed batch size).",
         min=0, advanced=True)

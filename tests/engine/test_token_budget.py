@@ -70,7 +70,11 @@ def test_training_takes_token_budget_batches(tiny, tmp_path, monkeypatch):  # no
     original = LabelPositionsTrainer.compute_loss
 
     def spy(self, model, inputs, *args, **kwargs):
-        shapes.append(tuple(inputs["input_ids"].shape))
+        if "cu_seq_lens_q" in inputs:  # a padding-free batch: (rows, longest row) from the rows' offsets
+            lengths = inputs["cu_seq_lens_q"].diff()
+            shapes.append((len(lengths), int(lengths.max())))
+        else:
+            shapes.append(tuple(inputs["input_ids"].shape))
         return original(self, model, inputs, *args, **kwargs)
 
     monkeypatch.setattr(LabelPositionsTrainer, "compute_loss", spy)

@@ -109,7 +109,12 @@ def test_abort_sends_sigterm_and_engine_reports_aborted(manager):
 def test_abort_escalates_to_sigkill(manager):
     run_id = manager.submit("train", {"fake_steps": 500, "fake_sleep": 0.02, "fake_ignore_term": True})
     assert manager.wait(run_id, 10, ("running",)) == "running"
-    time.sleep(0.3)
+    # "running" is written at spawn; abort only once the engine is up (it ignores SIGTERM from then on), or a
+    # slow start on a busy machine dies of the SIGTERM itself
+    events = manager.runs_dir / run_id / "events.jsonl"
+    deadline = time.time() + 30
+    while '"start"' not in (events.read_text() if events.exists() else "") and time.time() < deadline:
+        time.sleep(0.05)
     manager.abort(run_id)
     assert manager.wait(run_id, 10) == "aborted"
     info = RunFolder(manager.runs_dir / run_id).info()

@@ -319,9 +319,20 @@ class JobManager:
     def delete(self, run_id: str) -> None:
         """Remove a finished run's folder (a queued or running one must be aborted first)."""
         folder = self.folder(run_id)
+        # A run whose outcome is written but whose process has not been reaped yet (the next tick does it) is
+        # finished for the user: reap it now, giving its process up to 2 s to exit.
+        deadline = time.time() + 2.0
+        while run_id in self._live and folder.status() in FINAL_STATUSES and time.time() < deadline:
+            self.tick()
+            if run_id in self._live:
+                time.sleep(0.05)
         with self._lock:
             if run_id in self._queue or run_id in self._live:
-                raise JobError(f"Run `{run_id}` is still {folder.status()}; abort it before deleting it.")
+                status = folder.status()
+                if status in FINAL_STATUSES:
+                    raise JobError(f"Run `{run_id}` is {status} but its process has not exited yet; try again in a "
+                                   "moment.")
+                raise JobError(f"Run `{run_id}` is still {status}; abort it before deleting it.")
             if folder.path.resolve().parent != self.runs_dir:
                 raise JobError(f"`{folder.path}` is not inside the workspace's runs folder; it is left alone.")
             self._monitors.pop(run_id, None)

@@ -151,6 +151,20 @@ def test_delete_refuses_live_runs(manager):
     assert not (manager.runs_dir / run_id).exists()
 
 
+def test_delete_takes_a_run_that_just_finished(tmp_path):
+    """A run whose outcome is written but whose process no tick has reaped yet (slow polling, a busy machine) is
+    finished for the user: deleting it works at once instead of asking to abort a finished run."""
+    jm = JobManager(tmp_path / "runs", [sys.executable, str(FAKE)], poll_interval=3600).start()
+    try:
+        run_id = jm.submit("train", {"fake_steps": 1})
+        assert jm.wait(run_id, 30) == "completed"
+        assert run_id in jm.running()  # not reaped: the next tick is an hour away
+        jm.delete(run_id)
+        assert not (jm.runs_dir / run_id).exists()
+    finally:
+        jm.shutdown()
+
+
 def test_rediscovery_after_restart(tmp_path):
     runs = tmp_path / "runs"
     cmd = [sys.executable, str(FAKE)]

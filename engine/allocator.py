@@ -38,6 +38,10 @@ TRIM_THRESHOLD = 2**31 - 1  # the largest value mallopt takes (an int): never tr
 _USER_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "GLIBC_TUNABLES")
 
 
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
 def keep_freed_memory() -> bool:
     """Tell glibc's malloc to keep freed memory for reuse; True if it took effect."""
     if not sys.platform.startswith("linux") or os.environ.get("LF_KEEP_FREED_MEMORY", "1") == "0":
@@ -45,7 +49,7 @@ def keep_freed_memory() -> bool:
     if any(os.environ.get(name) for name in _USER_SETTINGS):
         return False  # the user tuned malloc themselves
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = _libc()
         mallopt = libc.mallopt
         gnu_get_libc_version = libc.gnu_get_libc_version  # glibc only (musl has no mallopt thresholds)
     except (OSError, AttributeError):
@@ -72,8 +76,7 @@ def align_large_blocks() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        done = libc.prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0
+        done = _libc().prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
     if not done:

@@ -78,14 +78,12 @@ def _quantized(config: dict[str, Any]) -> bool:
 def _cached_hub_config(cfg: Any, name: str) -> str | None:
     if getattr(cfg.methods, "use_modelscope_hub", False) or getattr(cfg.methods, "use_openmind_hub", False):
         return None
-    try:
-        from huggingface_hub import try_to_load_from_cache
+    from engine.preflight import cached_hub_config
 
-        cached = try_to_load_from_cache(name, "config.json", cache_dir=cfg.model.cache_dir,
-                                        revision=cfg.model.model_revision or None)
+    try:
+        return cached_hub_config(cfg, name)
     except Exception:  # not a valid repo id, an unreadable cache: leave bitsandbytes importable
         return None
-    return cached if isinstance(cached, str) else None
 
 
 def skip_bitsandbytes_unless_needed(cfg: Any) -> bool:

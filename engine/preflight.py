@@ -111,18 +111,26 @@ def _hub_offline() -> bool:
                for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
 
+def cached_hub_config(cfg: RunConfig, name: str) -> str | None:
+    """The path of hub model ``name``'s config.json in the local cache (the config's cache_dir and revision), or
+    None when it is not there."""
+    from huggingface_hub import try_to_load_from_cache
+
+    cached = try_to_load_from_cache(name, "config.json", cache_dir=cfg.model.cache_dir,
+                                    revision=cfg.model.model_revision or None)
+    return cached if isinstance(cached, str) else None
+
+
 def _check_hub_model(cfg: RunConfig) -> list[str]:
     """A hub id must be in the local cache when downloads are switched off."""
     name = cfg.model.model_name_or_path
     if not _hub_offline():
         return []  # the loader downloads it, or explains why it cannot
     try:
-        from huggingface_hub import try_to_load_from_cache
+        cached = cached_hub_config(cfg, name)
     except ImportError:
         return []
-    cached = try_to_load_from_cache(name, "config.json", cache_dir=cfg.model.cache_dir,
-                                    revision=cfg.model.model_revision or None)
-    if isinstance(cached, str):
+    if cached is not None:
         return []
     return [f"`model_name_or_path: {name}` is a hub id that is not in the local cache, and downloads are off "
             f"(HF_HUB_OFFLINE). Download it where there is network (`hf download {name} --local-dir DIR`), copy "

@@ -88,7 +88,6 @@ class PaddingCollator:
                 batch["use_cache"] = False
         return batch
 
-
     @staticmethod
     def _back_to_back(features: list[dict[str, Any]]) -> dict[str, Any]:
         import torch

@@ -62,10 +62,14 @@ MODEL_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "q
 default, no soft-capping, no image-token masks), where attending within each row is exactly the padded batch."""
 
 
+def _base(model: Any) -> Any:
+    """The transformers model under a PEFT wrapper (or the model itself)."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
 def why_not_padding_free(cfg: Any, model: Any) -> str | None:
     """Why this pt/sft run cannot take padding-free batches, or None when it can."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    config = getattr(base, "config", None)
+    config = getattr(_base(model), "config", None)
     model_type = getattr(config, "model_type", None)
     if model_type not in MODEL_TYPES:
         return f"model type {model_type} is not one of {', '.join(sorted(MODEL_TYPES))}"
@@ -84,7 +88,7 @@ def why_not_padding_free(cfg: Any, model: Any) -> str | None:
 
 def use_row_attention(model: Any) -> bool:
     """Switch a model that runs transformers' sdpa to :func:`rows_sdpa_attention`; False (unchanged) otherwise."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = _base(model)
     config = getattr(base, "config", None)
     if config is None or getattr(config, "_attn_implementation", None) != "sdpa":
         return False

@@ -87,8 +87,9 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
     from engine.train.parallel.context import wrap_collator
 
     has_eval = bundle.eval is not None
+    media = getattr(bundle, "media", None)
     padding_free = False
-    if getattr(bundle, "media", None) is None and cfg.train.padding_free:
+    if media is None and cfg.train.padding_free:
         from engine.models.row_attention import use_row_attention, why_not_padding_free
 
         reason = why_not_padding_free(cfg, model)
@@ -106,7 +107,7 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
         train_dataset=bundle.train,
         eval_dataset=bundle.eval,
         data_collator=wrap_collator(  # CP: shift, pad to 2 x cp
-            build_collator(tokenizer, cfg, padding_free=padding_free) if getattr(bundle, "media", None) is None
+            build_collator(tokenizer, cfg, padding_free=padding_free) if media is None
             else _media_collator(tokenizer, bundle),
             cfg, tokenizer,
         ),

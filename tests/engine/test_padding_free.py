@@ -29,11 +29,11 @@ def _rows():
     return rows
 
 
-def _model(kv_heads=4):
+def _model(kv_heads=4, attention="sdpa"):
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=kv_heads, max_position_embeddings=64,
-                         attn_implementation="sdpa")
+                         attn_implementation=attention)
     return LlamaForCausalLM(config)
 
 
@@ -94,8 +94,7 @@ def test_where_it_does_not_apply():
     assert why_not_padding_free(cfg, model) is None
     assert "packing" in why_not_padding_free(load_config(None, {**DEMO, "packing": True}), model)
     assert "NEFTune" in why_not_padding_free(load_config(None, {**DEMO, "neftune_noise_alpha": 5}), model)
-    eager = LlamaForCausalLM(LlamaConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                         num_attention_heads=4, attn_implementation="eager"))
+    eager = _model(attention="eager")
     assert "eager" in why_not_padding_free(cfg, eager)
     assert not use_row_attention(eager)
     model.config.model_type = "gemma2"
@@ -120,8 +119,7 @@ def test_the_trainer_takes_it_and_drops_length_grouping(tmp_path, caplog):
     trainer = build_trainer(cfg, _model(), _Tok(), bundle, [])
     assert trainer.data_collator.padding_free and trainer.args.train_sampling_strategy == "group_by_length"
     # a model it does not apply to says why in the log
-    eager = LlamaForCausalLM(LlamaConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                         num_attention_heads=4, attn_implementation="eager"))
+    eager = _model(attention="eager")
     with caplog.at_level(logging.INFO, logger="engine.train.sft"):
         trainer = build_trainer(load_config(None, {**DEMO, "output_dir": str(tmp_path), "report_to": "none"}), eager,
                                 _Tok(), bundle, [])

@@ -1,10 +1,19 @@
-"""Fused kernels patched into loaded models: the Biren SUPA RMSNorm.
+"""Kernels patched into loaded models: the Biren SUPA RMSNorm, and the RMSNorm as one autograd node in training.
 
 ``torch_supa_ext`` provides ``torch.ops.sudnn.rms_norm_func(hidden, weight, bias, eps, False, False)``, which
 computes ``x * rsqrt(mean(x^2) + eps) * weight`` (+ bias, zeros here) in one kernel. Only the forward is
 fused; the backward is the analytic RMSNorm gradient. It is applied to RMSNorm classes that follow exactly
 that convention (Gemma's ``1 + weight`` and gated or residual variants keep their eager forward), and only
 when the input lives on the fused kernel's device: a module on any other device runs its original forward.
+
+Everywhere else, a training step runs the RMSNorms of the classes whose forward is exactly Llama's
+(:data:`NODE_RMSNORM_CLASSES`) as one autograd node (:class:`RmsNormNode`): the forward is the same sequence of
+operations (bit for bit the same output); the backward is the analytic gradient from the input and the per-row
+``rsqrt`` kept by the forward, instead of autograd's walk through the eight nodes of the eager formula (a power, a
+mean, an add, a reciprocal root, two products, two casts). On the reference workload (README "Speed") that took a
+norm's forward and backward from 2.5-2.8 ms to 1.5-1.8 ms, 17 norms a step. Calls without gradients, under
+autocast, with sharded (DeepSpeed, DTensor) weights or with a forward someone else replaced (Liger, SUPA) keep the
+eager forward.
 """
 
 from __future__ import annotations
@@ -63,6 +72,20 @@ def rms_norm_reference(hidden: torch.Tensor, weight: torch.Tensor, eps: float) -
     return (normed * weight.to(dtype)).to(hidden.dtype)
 
 
+def _rms_norm_grads(grad_output: torch.Tensor, hidden: torch.Tensor, rstd: torch.Tensor, weight: torch.Tensor,
+                    need_weight: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(input gradient, weight gradient or None) of ``weight * (x * rstd)``, computed in ``rstd``'s dtype."""
+    dtype = rstd.dtype
+    x_hat = hidden.to(dtype) * rstd
+    grad = grad_output.to(dtype)
+    grad_weight = (grad * x_hat).reshape(-1, x_hat.shape[-1]).sum(0).to(weight.dtype) if need_weight else None
+    grad_x_hat = grad * weight.to(dtype)
+    # d/dx of x * rstd(x): rstd * (g - x_hat * mean(g * x_hat)) for g = dL/dx_hat.
+    mean = torch.linalg.vecdot(grad_x_hat, x_hat).unsqueeze(-1).div_(x_hat.shape[-1])
+    grad_hidden = grad_x_hat.sub_(x_hat.mul_(mean)).mul_(rstd)
+    return grad_hidden.to(hidden.dtype), grad_weight
+
+
 class FusedRMSNormFunction(torch.autograd.Function):
     """Fused forward through ``torch.ops.sudnn.rms_norm_func``; analytic RMSNorm backward in float32 (or float64)."""
 
@@ -80,16 +103,10 @@ class FusedRMSNormFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output: torch.Tensor):
         hidden, weight = ctx.saved_tensors
-        dtype = _compute_dtype(hidden)
-        x = hidden.to(dtype)
-        grad = grad_output.to(dtype)
+        x = hidden.to(_compute_dtype(hidden))
         rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + ctx.eps)
-        x_hat = x * rstd
-        grad_x_hat = grad * weight.to(dtype)
-        # d/dx of x * rstd(x): rstd * (g - x_hat * mean(g * x_hat)) for g = dL/dx_hat.
-        grad_hidden = rstd * (grad_x_hat - x_hat * (grad_x_hat * x_hat).mean(-1, keepdim=True))
-        grad_weight = (grad * x_hat).reshape(-1, x.shape[-1]).sum(0)
-        return grad_hidden.to(hidden.dtype), grad_weight.to(weight.dtype), None
+        grad_hidden, grad_weight = _rms_norm_grads(grad_output, hidden, rstd, weight, ctx.needs_input_grad[1])
+        return grad_hidden, grad_weight, None
 
 
 def fused_rms_norm(hidden: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -136,4 +153,69 @@ def apply_fused_rms_norm(model: nn.Module, device_type: str = "supa") -> int:
         patched += 1
     if patched:
         logger.info("Fused SUPA RMSNorm applied to %d modules.", patched)
+    return patched
+
+
+NODE_RMSNORM_CLASSES = frozenset({
+    "LlamaRMSNorm", "MistralRMSNorm", "MixtralRMSNorm", "Phi3RMSNorm", "GraniteRMSNorm", "GraniteMoeRMSNorm",
+    "GlmRMSNorm", "Glm4RMSNorm", "Glm4vRMSNorm", "DeepseekV2RMSNorm", "DeepseekV3RMSNorm",
+    "Qwen2RMSNorm", "Qwen2MoeRMSNorm", "Qwen2VLRMSNorm", "Qwen2_5_VLRMSNorm", "Qwen2_5OmniRMSNorm",
+    "Qwen3RMSNorm", "Qwen3MoeRMSNorm", "Qwen3VLTextRMSNorm", "Qwen3VLMoeTextRMSNorm", "Qwen3OmniMoeTextRMSNorm",
+})
+"""transformers' RMSNorm classes whose forward is exactly ``LlamaRMSNorm.forward`` (a test compares the source)."""
+
+_NODE_FLAG = "_lf_rms_norm_node"
+
+
+class RmsNormNode(torch.autograd.Function):
+    """``LlamaRMSNorm.forward`` (the same operations, so the same output) with the analytic backward; keeps the
+    input and the per-row ``rsqrt``."""
+
+    @staticmethod
+    def forward(ctx, hidden: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        input_dtype = hidden.dtype
+        x = hidden.to(torch.float32)
+        rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+        out = weight * (x * rstd).to(input_dtype)
+        ctx.save_for_backward(hidden, rstd, weight)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor):
+        hidden, rstd, weight = ctx.saved_tensors
+        grad_hidden, grad_weight = _rms_norm_grads(grad_output, hidden, rstd, weight, ctx.needs_input_grad[1])
+        return (grad_hidden if ctx.needs_input_grad[0] else None), grad_weight, None
+
+
+def _plain(tensor: torch.Tensor) -> bool:
+    return type(tensor) in (torch.Tensor, nn.Parameter) and not hasattr(tensor, "ds_numel")
+
+
+def use_rms_norm_node(model: nn.Module) -> int:
+    """Give every RMSNorm of ``model`` in :data:`NODE_RMSNORM_CLASSES` whose forward nobody replaced the one-node
+    training forward (per module instance); returns how many were patched."""
+    patched = 0
+    for module in model.modules():
+        if type(module).__name__ not in NODE_RMSNORM_CLASSES or "forward" in module.__dict__:
+            continue
+        if not isinstance(getattr(module, "weight", None), torch.Tensor) or getattr(module, "bias", None) is not None:
+            continue
+        if not isinstance(getattr(module, "variance_epsilon", None), (int, float)):
+            continue
+        original = module.forward
+
+        def forward(self, hidden_states, *args, _original=original, **kwargs):
+            weight = self.weight
+            if (args or kwargs or not torch.is_grad_enabled() or not (hidden_states.requires_grad
+                                                                        or weight.requires_grad)
+                    or not _plain(weight) or weight.shape[-1] != hidden_states.shape[-1]
+                    or torch.is_autocast_enabled(hidden_states.device.type)):
+                return _original(hidden_states, *args, **kwargs)
+            return RmsNormNode.apply(hidden_states, weight, float(self.variance_epsilon))
+
+        module.forward = types.MethodType(forward, module)
+        setattr(module, _NODE_FLAG, True)
+        patched += 1
+    if patched:
+        logger.debug("RMSNorm as one autograd node for %d modules.", patched)
     return patched

@@ -273,6 +273,9 @@ def _apply_kernels(model: Any, model_args: Any) -> None:
         from engine.models.kernels import apply_fused_rms_norm
 
         apply_fused_rms_norm(model, device_type="supa")
+    from engine.models.kernels import use_rms_norm_node
+
+    use_rms_norm_node(model)  # training steps: each RMSNorm as one autograd node (eager forward otherwise)
 
 
 def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, is_trainable: bool,

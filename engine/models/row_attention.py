@@ -30,12 +30,15 @@ def rows_sdpa_attention(module: Any, query: Any, key: Any, value: Any, attention
     if groups > 1:
         key, value = repeat_kv(key, groups), repeat_kv(value, groups)
     bounds = offsets.tolist()
-    parts = []
-    for start, end in zip(bounds[:-1], bounds[1:]):
-        if end > start:
-            parts.append(torch.nn.functional.scaled_dot_product_attention(
-                query[:, :, start:end], key[:, :, start:end], value[:, :, start:end],
-                dropout_p=dropout if module.training else 0.0, scale=scaling, is_causal=True))
+    lengths = [end - start for start, end in zip(bounds[:-1], bounds[1:])]
+    if bounds[0] != 0 or bounds[-1] != query.shape[2] or min(lengths) < 0:
+        raise ValueError(f"cu_seq_lens_q {bounds} does not split the batch's {query.shape[2]} positions into rows.")
+    # one split per tensor, not a slice per row: a slice's backward writes its gradient into a zeroed copy of the
+    # whole tensor and autograd adds those copies up, once per row; a split's backward is one concatenation
+    rows = zip(query.split(lengths, dim=2), key.split(lengths, dim=2), value.split(lengths, dim=2))
+    parts = [torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, dropout_p=dropout if module.training else 0.0, scale=scaling, is_causal=True)
+        for (q, k, v), length in zip(rows, lengths) if length]
     out = torch.cat(parts, dim=2) if len(parts) > 1 else parts[0]
     return out.transpose(1, 2).contiguous(), None
 

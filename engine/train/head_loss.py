@@ -24,6 +24,18 @@ from torch import nn
 CHUNK = 1024  # positions per chunk: 32 MB of float32 logits at a 8,192-token vocabulary
 
 
+def _softmax_in_place(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(softmax of each row, written over ``logits``; each row's log-sum-exp). The log-sum-exp is
+    ``torch.logsumexp``'s own formula (row max, sum of exponentials of the shifted row, log, plus the max; an
+    infinite max shifts by 0), so the loss is bit for bit the same; but no row-sized temporary is allocated (its
+    ``logits - max`` copy cost a fresh tokens x vocabulary block and a pass over it per chunk)."""
+    peak = logits.amax(dim=-1, keepdim=True)
+    peak.masked_fill_(peak.abs() == float("inf"), 0)
+    sums = logits.sub_(peak).exp_().sum(dim=-1, keepdim=True)
+    lse = sums.log().add_(peak).squeeze(1)
+    return logits.div_(sums), lse
+
+
 class HeadCrossEntropySum(torch.autograd.Function):
     """``cross_entropy(hidden @ W.T, targets, reduction="sum")`` for a frozen ``weight``, where ``W`` is ``weight``
     with the rows ``index`` replaced by ``rows`` when those are given (trained token rows)."""
@@ -46,9 +58,9 @@ class HeadCrossEntropySum(torch.autograd.Function):
                 logits.index_copy_(1, index, part.mm(rows.t()))
             logits = logits.to(wide)
             target = targets[start:start + CHUNK]
-            lse = torch.logsumexp(logits, dim=-1)
-            total += (lse - logits.gather(1, target[:, None]).squeeze(1)).sum()
-            probs = logits.sub_(lse[:, None]).exp_()  # softmax, in place of the logits
+            picked_logit = logits.gather(1, target[:, None]).squeeze(1)
+            probs, lse = _softmax_in_place(logits)
+            total += (lse - picked_logit).sum()
             probs[torch.arange(len(target), device=probs.device), target] -= 1
             scores = probs.to(weight.dtype)
             grad = scores.mm(weight)

@@ -116,3 +116,19 @@ def test_trained_rows_keep_the_plain_path_when_disabled_or_merged():
     head.enable_adapters(True)
     head.register_forward_hook(lambda *args: None)
     assert chunked_head_loss(head, hidden, targets) is None
+
+
+def test_softmax_is_written_over_the_logits_with_torchs_logsumexp():
+    from engine.train.head_loss import _softmax_in_place
+
+    torch.manual_seed(4)
+    logits = torch.randn(33, 500) * 5
+    logits[0, :] = float("-inf")  # a row with nothing possible: log-sum-exp -inf, as torch's
+    logits[1, 3] = float("inf")
+    expected_lse = torch.logsumexp(logits, dim=-1)
+    expected_probs = torch.softmax(logits[2:], dim=-1)
+    work = logits.clone()
+    probs, lse = _softmax_in_place(work)
+    assert probs.data_ptr() == work.data_ptr()  # no tokens x vocabulary temporary
+    assert torch.equal(lse, expected_lse)  # the loss is bit for bit torch.logsumexp's
+    torch.testing.assert_close(probs[2:], expected_probs, rtol=1e-5, atol=1e-7)

@@ -89,3 +89,105 @@ def test_missing_operator_leaves_the_model_alone(caplog):
     assert "torch_supa_ext" in caplog.text
     assert module.forward == forward
     assert "GemmaRMSNorm" not in kernels.FUSED_RMSNORM_CLASSES and "Gemma3RMSNorm" not in kernels.FUSED_RMSNORM_CLASSES
+
+
+# --- the RMSNorm as one autograd node in training (every device) ---
+
+
+def test_node_classes_have_exactly_llamas_forward():
+    """The node's forward copies LlamaRMSNorm.forward; every class it is applied to must compute the same."""
+    import importlib
+    import inspect
+    import re
+
+    reference = inspect.getsource(LlamaRMSNorm.forward)
+    found = 0
+    for name in sorted(kernels.NODE_RMSNORM_CLASSES):
+        family = re.sub(r"(?<!^)(?=[A-Z])", "_", name[: -len("RMSNorm")]).lower()
+        candidates = {family, family.replace("_text", ""), family.replace("_v_l", "_vl"),
+                      family.replace("_v_l_text", "_vl").replace("_v_l_moe_text", "_vl_moe"),
+                      family.replace("_moe_text", "_moe"), name[: -len("RMSNorm")].lower().replace("text", "")}
+        for module_name in candidates:
+            try:
+                module = importlib.import_module(f"transformers.models.{module_name}.modeling_{module_name}")
+            except ImportError:
+                continue
+            if hasattr(module, name):
+                assert inspect.getsource(getattr(module, name).forward) == reference, name
+                found += 1
+                break
+    assert found >= 18, f"only {found} of {len(kernels.NODE_RMSNORM_CLASSES)} classes were found in transformers"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("weight_trains", [False, True])
+def test_node_forward_is_bit_for_bit_and_gradients_match_eager(dtype, weight_trains):
+    eager, node = _norm(LlamaRMSNorm, 64).to(dtype), _norm(LlamaRMSNorm, 64).to(dtype)
+    for module in (eager, node):
+        module.weight.requires_grad_(weight_trains)
+    assert kernels.use_rms_norm_node(node) == 1
+    torch.manual_seed(0)
+    x = (torch.randn(2, 7, 64) * 3).to(dtype)
+    grad_out = torch.randn(2, 7, 64).to(dtype)
+    inputs = [x.clone().requires_grad_(), x.clone().requires_grad_()]
+    out_eager, out_node = eager(inputs[0]), node(inputs[1])
+    assert type(out_node.grad_fn).__name__ == "RmsNormNodeBackward"
+    assert torch.equal(out_node, out_eager)
+    out_eager.backward(grad_out)
+    out_node.backward(grad_out)
+    tolerance = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
+    torch.testing.assert_close(inputs[1].grad, inputs[0].grad, **tolerance)
+    if weight_trains:
+        torch.testing.assert_close(node.weight.grad, eager.weight.grad, **tolerance)
+    else:
+        assert node.weight.grad is None
+
+
+def test_node_backward_is_the_analytic_gradient():
+    x = torch.randn(3, 4, 8, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(8, dtype=torch.float64, requires_grad=True)
+    # the forward computes in float32 as LlamaRMSNorm does; gradcheck needs float64 throughout, so check the
+    # shared backward against autograd on the float64 formula instead
+    rstd = torch.rsqrt(x.detach().pow(2).mean(-1, keepdim=True) + 1e-6)
+    grad_out = torch.randn(3, 4, 8, dtype=torch.float64)
+    grads = kernels._rms_norm_grads(grad_out, x.detach(), rstd, w.detach(), True)
+    expected = torch.autograd.grad(w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)), (x, w), grad_out)
+    for got, want in zip(grads, expected):
+        torch.testing.assert_close(got, want)
+
+
+def test_node_keeps_the_eager_forward_where_it_does_not_apply(monkeypatch):
+    model = nn.ModuleDict({"llama": _norm(LlamaRMSNorm), "gemma": _norm(Gemma3RMSNorm), "other": _norm(Qwen2RMSNorm)})
+    other_forward = types.MethodType(lambda self, h: h * 2, model["other"])
+    model["other"].forward = other_forward  # replaced by someone else (Liger, the SUPA kernel)
+    gemma_forward = model["gemma"].forward
+    assert kernels.use_rms_norm_node(model) == 1
+    assert kernels.use_rms_norm_node(model) == 0  # patching twice is a no-op
+    assert model["gemma"].forward == gemma_forward and model["other"].forward == other_forward
+    norm = model["llama"]
+    x = torch.randn(3, 16, requires_grad=True)
+    with torch.no_grad():
+        assert norm(x).grad_fn is None
+    norm.weight.requires_grad_(False)
+    assert norm(x.detach()).grad_fn is None  # nothing trains through it: the eager forward
+    norm.weight.requires_grad_(True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert type(norm(x).grad_fn).__name__ != "RmsNormNodeBackward"
+    assert type(norm(x).grad_fn).__name__ == "RmsNormNodeBackward"
+
+
+def test_a_training_step_of_a_model_is_unchanged():
+    from tinymodels import tiny_model_and_tokenizer
+
+    eager, _ = tiny_model_and_tokenizer()
+    node, _ = tiny_model_and_tokenizer()
+    node.load_state_dict(eager.state_dict())
+    assert kernels.use_rms_norm_node(node) == 2 * node.config.num_hidden_layers + 1
+    torch.manual_seed(3)
+    ids = torch.randint(0, 300, (2, 10))
+    losses = [model(input_ids=ids, labels=ids).loss for model in (eager, node)]
+    assert torch.equal(losses[0], losses[1])
+    for loss in losses:
+        loss.backward()
+    for (name, a), (_, b) in zip(eager.named_parameters(), node.named_parameters()):
+        torch.testing.assert_close(b.grad, a.grad, rtol=1e-4, atol=1e-6, msg=name)

@@ -217,3 +217,9 @@ def test_clear_errors(tiny_llama, tmp_path, monkeypatch):
         _load(tiny_llama, quantization_bit=4)
     with pytest.raises(ValueError, match="float16 training is not supported on the CPU"):
         _load(tiny_llama, fp16=True)
+
+
+def test_training_models_run_their_rmsnorms_as_one_node(tiny_llama):
+    model, _ = _load(tiny_llama)
+    flagged = [m for m in model.modules() if type(m).__name__ == "LlamaRMSNorm"]
+    assert flagged and all(getattr(m, "_lf_rms_norm_node", False) for m in flagged)

@@ -125,3 +125,41 @@ def test_the_trainer_takes_it_and_drops_length_grouping(tmp_path, caplog):
                                 _Tok(), bundle, [])
     assert not trainer.data_collator.padding_free
     assert "padding_free does not apply: the model runs eager attention" in caplog.text
+
+
+def _graph_nodes(tensor):
+    seen, stack, names = set(), [tensor.grad_fn], []
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        names.append(type(node).__name__)
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return names
+
+
+def test_rows_are_split_once_per_tensor_not_sliced_per_row():
+    """A slice per row would give each row's gradient a zeroed copy of the whole tensor in the backward pass."""
+    import types
+
+    from engine.models.row_attention import rows_sdpa_attention
+
+    torch.manual_seed(1)
+    lengths = [5, 0, 7, 3]
+    q, k, v = (torch.randn(1, 2, sum(lengths), 4, requires_grad=True) for _ in range(3))
+    offsets = torch.tensor([0, 5, 5, 12, 15])
+    module = types.SimpleNamespace(training=True, num_key_value_groups=1)
+    out, _ = rows_sdpa_attention(module, q, k, v, None, scaling=0.5, cu_seq_lens_q=offsets, cu_seq_lens_k=offsets)
+    nodes = _graph_nodes(out)
+    assert "SliceBackward0" not in nodes and nodes.count("SplitWithSizesBackward0") == 3
+    out.sum().backward()
+    for start, end in ((0, 5), (5, 12), (12, 15)):  # each row alone, causal: the same values and gradients
+        parts = [t.detach()[:, :, start:end].clone().requires_grad_() for t in (q, k, v)]
+        alone = torch.nn.functional.scaled_dot_product_attention(*parts, scale=0.5, is_causal=True)
+        assert torch.equal(out[0, start:end].transpose(0, 1), alone[0])
+        alone.sum().backward()
+        for full, part in zip((q, k, v), parts):
+            assert torch.equal(full.grad[:, :, start:end], part.grad)
+    with pytest.raises(ValueError, match="does not split"):
+        rows_sdpa_attention(module, q, k, v, None, cu_seq_lens_q=torch.tensor([0, 5, 14]))

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.data import parallel
+from engine.data.arrow_columns import to_arrow_columns
 from engine.data.tokenize import TokenizeOptions, tokenize_examples
 
 logger = logging.getLogger(__name__)
@@ -76,7 +77,7 @@ def tokenize_to_arrow(examples: Sequence[dict], stage: str, tokenizer: Any, temp
             parallel._JOB.update(examples=examples, stage=stage, tokenizer=tokenizer, template=template, opts=opts)
             try:
                 with parallel.worker_pool(min(workers, len(bounds))) as pool:
-                    for columns, part, _ in pool.imap(parallel._work, bounds):
+                    for columns, part, _ in pool.imap(_arrow_work, bounds):
                         _write(writer, columns)
                         _add_stats(stats, part)
             finally:
@@ -95,9 +96,16 @@ def tokenize_to_arrow(examples: Sequence[dict], stage: str, tokenizer: Any, temp
     return Dataset.from_file(str(path)), stats
 
 
-def _write(writer: Any, columns: dict[str, list]) -> None:
+def _arrow_work(bounds: tuple[int, int]) -> tuple[dict[str, Any], dict[str, int], int]:
+    """A pool worker's chunk, its columns already Arrow arrays (converted in the worker, and sent back as buffers
+    instead of pickled lists)."""
+    columns, stats, pid = parallel._work(bounds)
+    return to_arrow_columns(columns), stats, pid
+
+
+def _write(writer: Any, columns: dict[str, Any]) -> None:
     if columns and len(next(iter(columns.values()))):
-        writer.write_batch(columns)
+        writer.write_batch(to_arrow_columns(columns))
 
 
 def save_splits(splits: dict[str, Any], folder: Path) -> None:

@@ -190,7 +190,7 @@ def tokenize_sft(examples: list[dict], tokenizer: Any, template: Any, opts: Toke
         for example in examples:
             input_ids, labels, truncated = sft_row(encode_pairs(tokenizer, template, example, opts), opts, eos_id)
             stats["truncated"] += truncated
-            if not any(label != IGNORE for label in labels):
+            if labels.count(IGNORE) == len(labels):  # nothing to train on (list.count: C speed)
                 stats["dropped"] += 1
                 continue
             rows.append((input_ids, labels))
@@ -230,11 +230,11 @@ def _finish_rows(rows: list[tuple[list[int], list[int]]], opts: TokenizeOptions,
                  stats: dict[str, int]) -> tuple[dict[str, list], dict[str, int]]:
     for input_ids, labels in rows:
         stats["total_tokens"] += len(input_ids)
-        stats["trainable_tokens"] += sum(label != IGNORE for label in labels)
+        stats["trainable_tokens"] += len(labels) - labels.count(IGNORE)
     if opts.packing:
         columns = pack_rows(rows, opts.cutoff_len)
         stats["packed_sequences"] = len(columns["input_ids"])
-        stats["trainable_tokens"] = sum(sum(x != IGNORE for x in labels) for labels in columns["labels"])
+        stats["trainable_tokens"] = sum(len(labels) - labels.count(IGNORE) for labels in columns["labels"])
     else:
         columns = {"input_ids": [r[0] for r in rows], "labels": [r[1] for r in rows],
                    "attention_mask": [[1] * len(r[0]) for r in rows]}

@@ -30,6 +30,9 @@ def test_chunks_give_the_rows_and_stats_of_one_pass(stage, names, workers, chat_
     assert chunked_stats == stats
     assert dataset.to_dict() == columns
     assert dataset.cache_files  # memory-mapped from the Arrow file, not held in memory
+    from datasets import Dataset
+
+    assert dataset.data.schema.equals(Dataset.from_dict(columns).data.schema, check_metadata=True)
 
 
 def test_a_set_within_one_chunk_takes_the_one_pass_path(chat_tokenizer):
@@ -47,3 +50,19 @@ def test_all_rows_dropped_is_reported_by_the_caller(chat_tokenizer):
     dataset, stats = tokenize_to_arrow(examples, "sft", chat_tokenizer, template, TokenizeOptions(cutoff_len=1),
                                        chunk_rows=2)
     assert stats["kept"] == 0 and len(dataset) == 0
+
+
+def test_token_columns_reach_the_writer_as_arrow_arrays(chat_tokenizer, monkeypatch):
+    """datasets' per-value conversion of Python lists is left out for the token columns."""
+    from datasets import arrow_writer
+
+    def refuse(data, *args, col=None, **kwargs):
+        raise AssertionError(f"column {col} was converted value by value")
+
+    monkeypatch.setattr(arrow_writer, "OptimizedTypedSequence", refuse)
+    cfg = build_config({"dataset": "alpaca_small,sharegpt_small", "dataset_dir": str(FIXTURES)})
+    examples = list(load_examples(cfg.data, cfg.data.dataset, "sft")) * 4
+    template = get_template("chatml", chat_tokenizer)
+    dataset, stats = tokenize_to_arrow(examples, "sft", chat_tokenizer, template, TokenizeOptions(cutoff_len=48),
+                                       chunk_rows=3)
+    assert len(dataset) == stats["kept"] > 6

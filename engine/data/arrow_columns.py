@@ -1,0 +1,51 @@
+"""Tokenized columns (Python lists of token-id lists) to Arrow arrays, without Arrow's per-value conversion.
+
+``datasets``' writer turns a column of Python lists into Arrow by inspecting every int object (about 15 % of a
+100,000-row tokenization here). The same arrays are built from two flat buffers instead: each row's length (its
+offsets) and every value in order, read by numpy in one pass (only where all are Python ints). The types are those ``datasets`` infers for the
+same lists (its ``OptimizedTypedSequence``: ``input_ids`` int32, masks int8, anything else int64; a wider type
+where a value does not fit), so a file written either way has the same schema and rows.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+
+NARROW_TYPES = {"input_ids": np.int32, "attention_mask": np.int8, "special_tokens_mask": np.int8,
+                "token_type_ids": np.int8}
+
+
+def to_arrow_columns(columns: dict[str, list]) -> dict[str, Any]:
+    """``columns`` with every column of int lists as a ``pyarrow`` list array; other columns are left as they are
+    (``datasets`` converts those itself)."""
+    return {name: _list_array(name, values) for name, values in columns.items()}
+
+
+def _list_array(name: str, rows: list) -> Any:
+    import pyarrow as pa
+
+    if type(rows) is not list or not rows or not all(type(row) is list for row in rows):
+        return rows
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if not offsets[-1]:
+        return rows  # no values at all: datasets infers what it infers for empty lists
+    try:
+        values = np.array(list(itertools.chain.from_iterable(rows)))
+    except (TypeError, ValueError, OverflowError):
+        return rows
+    if values.dtype != np.int64 or values.ndim != 1:  # floats, bools, None, text, beyond int64: datasets decides
+        return rows
+    narrow = NARROW_TYPES.get(name)
+    if narrow is not None and len(values) and (values.min() >= np.iinfo(narrow).min
+                                               and values.max() <= np.iinfo(narrow).max):
+        values = values.astype(narrow)
+    offset_type = pa.int32() if offsets[-1] < 2**31 else pa.int64()
+    list_type = pa.list_ if offset_type == pa.int32() else pa.large_list
+    array = pa.ListArray if offset_type == pa.int32() else pa.LargeListArray
+    result = array.from_arrays(pa.array(offsets, type=offset_type), pa.array(values))
+    return result.cast(list_type(pa.from_numpy_dtype(values.dtype)))

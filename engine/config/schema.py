@@ -191,7 +191,8 @@ class TrainArgs:
         None, "Batch examples of similar length together (less padding). Auto: only where batches cannot be "
         "padding-free (as in LLaMA-Factory, no grouping; with padding-free batches that was also faster).", advanced=True)
     max_tokens_per_batch: int = opt(
-        0, "Token-budget batches: as many rows per batch as fit this many padded tokens (0: a fixed batch size).",
+        0, "Token-budget batches: as many rows per batch as fit this many tokens (padded tokens, rows x longest "
+        "row; with padding-free batches the rows' own tokens; 0: a fixed batch size).",
         min=0, advanced=True)
     padding_free: bool = opt(
         True, "Lay each batch's rows back to back without padding: the same loss with no work on padding (pt/sft "

@@ -116,4 +116,5 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
     )
     trainer.use_muon = cfg.finetuning.use_muon
     trainer.max_tokens_per_batch = cfg.train.max_tokens_per_batch
+    trainer.budget_padded = not padding_free  # padding-free batches: the budget counts the rows' own tokens
     return trainer

@@ -31,6 +31,20 @@ def test_every_row_once_and_each_batch_within_the_budget(budget):
         assert (len(batch) + 1) * lengths[following[0]] > budget
 
 
+@pytest.mark.parametrize("budget", [64, 512, 2048])
+def test_padding_free_budget_counts_the_rows_own_tokens(budget):
+    lengths = _lengths()
+    batches = budget_batches(lengths, budget, seed=1, padded=False)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+    for batch in batches:
+        assert sum(lengths[i] for i in batch) <= budget or len(batch) == 1
+    for batch, following in zip(batches, batches[1:]):  # full: the next row would not have fitted
+        assert sum(lengths[i] for i in batch) + lengths[following[0]] > budget
+    assert len(batches) < len(budget_batches(lengths, budget, seed=1))  # more rows per batch than padded
+    sampler = TokenBudgetBatchSampler(lengths, budget, seed=1, padded=False)
+    assert sorted(map(tuple, sampler)) == sorted(map(tuple, batches))
+
+
 def test_short_rows_travel_many_to_a_batch_long_rows_few():
     lengths = [10] * 40 + [200] * 4
     batches = budget_batches(lengths, 400, seed=0)
@@ -63,18 +77,20 @@ def test_refused_with_packing_or_other_stages():
     assert build_config({"max_tokens_per_batch": 512}).train.max_tokens_per_batch == 512
 
 
-def test_training_takes_token_budget_batches(tiny, tmp_path, monkeypatch):  # noqa: F811
+@pytest.mark.parametrize("padding_free", [True, False])
+def test_training_takes_token_budget_batches(tiny, tmp_path, monkeypatch, padding_free):  # noqa: F811
     from engine.train.sft import LabelPositionsTrainer
 
-    shapes = []
+    shapes = []  # (rows, longest row, real tokens) of every training batch
     original = LabelPositionsTrainer.compute_loss
 
     def spy(self, model, inputs, *args, **kwargs):
-        if "cu_seq_lens_q" in inputs:  # a padding-free batch: (rows, longest row) from the rows' offsets
+        if "cu_seq_lens_q" in inputs:  # a padding-free batch: the rows from their offsets
             lengths = inputs["cu_seq_lens_q"].diff()
-            shapes.append((len(lengths), int(lengths.max())))
+            shapes.append((len(lengths), int(lengths.max()), int(lengths.sum())))
         else:
-            shapes.append(tuple(inputs["input_ids"].shape))
+            rows, longest = inputs["input_ids"].shape
+            shapes.append((rows, longest, int(inputs["attention_mask"].sum())))
         return original(self, model, inputs, *args, **kwargs)
 
     monkeypatch.setattr(LabelPositionsTrainer, "compute_loss", spy)
@@ -85,10 +101,13 @@ def test_training_takes_token_budget_batches(tiny, tmp_path, monkeypatch):  # no
     out = tmp_path / "run"
     budget = 256
     assert run(tiny, out, "max_steps=-1", "num_train_epochs=1", f"max_tokens_per_batch={budget}", f"dataset={data}",
-               "cutoff_len=128") == 0
-    assert shapes and all(rows * length <= budget or rows == 1 for rows, length in shapes)
-    assert len({rows for rows, _ in shapes}) > 1  # the row count follows the lengths
+               "cutoff_len=128", f"padding_free={str(padding_free).lower()}") == 0
+    assert shapes and all(rows == 1 or (real if padding_free else rows * longest) <= budget
+                          for rows, longest, real in shapes)
+    if padding_free:  # the budget counts real tokens: some batch holds more than rows x longest would allow
+        assert any(rows * longest > budget for rows, longest, _ in shapes)
+    assert len({rows for rows, _, _ in shapes}) > 1  # the row count follows the lengths
     steps = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
     logged = [e for e in steps if e["event"] == "log" and "loss" in e]
     assert logged[-1]["step"] == len(shapes)  # one optimizer step per budget batch (no accumulation here)
-    assert sum(rows for rows, _ in shapes) == len(examples)  # every row once
+    assert sum(rows for rows, _, _ in shapes) == len(examples)  # every row once

@@ -187,13 +187,11 @@ class RmsNormNode(torch.autograd.Function):
         return (grad_hidden if ctx.needs_input_grad[0] else None), grad_weight, None
 
 
-def _plain(tensor: torch.Tensor) -> bool:
-    return type(tensor) in (torch.Tensor, nn.Parameter) and not hasattr(tensor, "ds_numel")
-
-
 def use_rms_norm_node(model: nn.Module) -> int:
     """Give every RMSNorm of ``model`` in :data:`NODE_RMSNORM_CLASSES` whose forward nobody replaced the one-node
     training forward (per module instance); returns how many were patched."""
+    from engine.models.lora_fused import _plain_tensor
+
     patched = 0
     for module in model.modules():
         if type(module).__name__ not in NODE_RMSNORM_CLASSES or "forward" in module.__dict__:
@@ -208,7 +206,7 @@ def use_rms_norm_node(model: nn.Module) -> int:
             weight = self.weight
             if (args or kwargs or not torch.is_grad_enabled() or not (hidden_states.requires_grad
                                                                         or weight.requires_grad)
-                    or not _plain(weight) or weight.shape[-1] != hidden_states.shape[-1]
+                    or not _plain_tensor(weight) or weight.shape[-1] != hidden_states.shape[-1]
                     or torch.is_autocast_enabled(hidden_states.device.type)):
                 return _original(hidden_states, *args, **kwargs)
             return RmsNormNode.apply(hidden_states, weight, float(self.variance_epsilon))

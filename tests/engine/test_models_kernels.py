@@ -173,6 +173,9 @@ def test_node_keeps_the_eager_forward_where_it_does_not_apply(monkeypatch):
     norm.weight.requires_grad_(True)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert type(norm(x).grad_fn).__name__ != "RmsNormNodeBackward"
+    norm.weight.ds_numel = 16  # a DeepSpeed ZeRO-3 parameter: gathered and released around the eager forward
+    assert type(norm(x).grad_fn).__name__ != "RmsNormNodeBackward"
+    del norm.weight.ds_numel
     assert type(norm(x).grad_fn).__name__ == "RmsNormNodeBackward"
 
 

@@ -2,9 +2,9 @@
 
 ``datasets``' writer turns a column of Python lists into Arrow by inspecting every int object (about 15 % of a
 100,000-row tokenization here). The same arrays are built from two flat buffers instead: each row's length (its
-offsets) and every value in order, read by numpy in one pass (only where all are Python ints). The types are those ``datasets`` infers for the
-same lists (its ``OptimizedTypedSequence``: ``input_ids`` int32, masks int8, anything else int64; a wider type
-where a value does not fit), so a file written either way has the same schema and rows.
+offsets) and every value in order, read by numpy in one pass (only where all are Python ints). The types are those
+``datasets`` infers for the same lists (its ``OptimizedTypedSequence``: ``input_ids`` int32, masks int8, anything
+else int64; a wider type where a value does not fit), so a file written either way has the same schema and rows.
 """
 
 from __future__ import annotations
@@ -44,8 +44,6 @@ def _list_array(name: str, rows: list) -> Any:
     if narrow is not None and len(values) and (values.min() >= np.iinfo(narrow).min
                                                and values.max() <= np.iinfo(narrow).max):
         values = values.astype(narrow)
-    offset_type = pa.int32() if offsets[-1] < 2**31 else pa.int64()
-    list_type = pa.list_ if offset_type == pa.int32() else pa.large_list
-    array = pa.ListArray if offset_type == pa.int32() else pa.LargeListArray
-    result = array.from_arrays(pa.array(offsets, type=offset_type), pa.array(values))
-    return result.cast(list_type(pa.from_numpy_dtype(values.dtype)))
+    if offsets[-1] >= 2**31:  # beyond a list array's 32-bit offsets (never a chunk of rows): datasets decides
+        return rows
+    return pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()), pa.array(values))

@@ -86,7 +86,7 @@ def tokenize_to_arrow(examples: Sequence[dict], stage: str, tokenizer: Any, temp
         else:
             for start, end in bounds:
                 columns, part = tokenize_examples(examples[start:end], stage, tokenizer, template, opts)
-                _write(writer, columns)
+                _write(writer, to_arrow_columns(columns))
                 _add_stats(stats, part)
         if not stats.get("kept"):  # nothing written: the caller reports that all rows were dropped
             return Dataset.from_dict({}), stats
@@ -105,7 +105,7 @@ def _arrow_work(bounds: tuple[int, int]) -> tuple[dict[str, Any], dict[str, int]
 
 def _write(writer: Any, columns: dict[str, Any]) -> None:
     if columns and len(next(iter(columns.values()))):
-        writer.write_batch(to_arrow_columns(columns))
+        writer.write_batch(columns)
 
 
 def save_splits(splits: dict[str, Any], folder: Path) -> None:

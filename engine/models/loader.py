@@ -269,12 +269,10 @@ def _apply_kernels(model: Any, model_args: Any) -> None:
                              "`enable_liger_kernel: false`.") from None
         _apply_liger_kernel_to_instance(model=model)
         logger.info("Liger kernels applied.")
+    from engine.models.kernels import apply_fused_rms_norm, use_rms_norm_node
+
     if devices.get_accelerator().type == "supa":
-        from engine.models.kernels import apply_fused_rms_norm
-
         apply_fused_rms_norm(model, device_type="supa")
-    from engine.models.kernels import use_rms_norm_node
-
     use_rms_norm_node(model)  # training steps: each RMSNorm as one autograd node (eager forward otherwise)
 
 

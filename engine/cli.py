@@ -46,6 +46,9 @@ def _setup_logging(debug: bool) -> None:
     # Library deprecation chatter says nothing the user can act on; keep the log readable.
     warnings.filterwarnings("ignore", message=r".*deprecated and will be removed in v6.*", category=FutureWarning)
     warnings.filterwarnings("ignore", message=r".*'pin_memory' argument is set as true.*", category=UserWarning)
+    # galore-torch and apollo-torch warn that their own AdamW is deprecated each time the Trainer builds it; a
+    # GaLore or APOLLO run has no other optimizer to switch to
+    warnings.filterwarnings("ignore", message=r"This implementation of AdamW is deprecated", category=FutureWarning)
     os.environ.setdefault("WANDB_DISABLED", "true")
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")  # no \r progress bars in stdout.log
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")

@@ -419,3 +419,22 @@ def test_the_engine_log_has_no_bitsandbytes_cpu_kernel_chatter():
     if "kernels-community" not in plain.stderr:
         pytest.skip("this bitsandbytes build does not warn about its CPU kernels")
     assert "kernels-community" not in ours.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("galore_torch") is None, reason="galore-torch not installed")
+def test_the_engine_log_has_no_galore_adamw_deprecation_chatter():
+    """galore-torch's AdamW warns on every construction that it is deprecated (a GaLore run has no other optimizer
+    to use); the engine's setup leaves that out and keeps other FutureWarnings (in a child process: the setup
+    changes process-wide settings)."""
+    probe = ("import warnings, torch; {setup}; from galore_torch import GaLoreAdamW; "
+             "GaLoreAdamW([torch.nn.Parameter(torch.zeros(2))]); "
+             "warnings.warn('something else is deprecated', FutureWarning)")
+    plain = subprocess.run([sys.executable, "-c", probe.format(setup="pass")],
+                           cwd=REPO, capture_output=True, text=True, timeout=120)
+    ours = subprocess.run([sys.executable, "-c", probe.format(
+        setup="from engine.cli import _setup_logging; _setup_logging(False)")],
+        cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0 and ours.returncode == 0, plain.stderr[-2000:] + ours.stderr[-2000:]
+    assert "AdamW is deprecated" in plain.stderr
+    assert "AdamW is deprecated" not in ours.stderr
+    assert "something else is deprecated" in ours.stderr

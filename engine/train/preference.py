@@ -112,10 +112,38 @@ def _build_odds_ratio_family(cfg: RunConfig, model: Any, tokenizer: Any, bundle:
             simpo_gamma=ft.simpo_gamma, **common,
         )
         trainer_cls = CPOTrainer
-    return trainer_cls(
+    return _counting_pair_tokens(trainer_cls)(
         model=model, args=args, train_dataset=train, eval_dataset=evaluation, processing_class=tokenizer,
         callbacks=callbacks,
     )
+
+
+def _counting_pair_tokens(base: type) -> type:
+    """``base`` (TRL's ORPO or CPO trainer) counting the tokens it trains on as DPO's trainer does.
+
+    Their batches hold ``chosen_*`` and ``rejected_*`` sequences (each the prompt and one answer) and no
+    ``input_ids``, so transformers' token counter found nothing to count: ``num_input_tokens_seen`` stayed 0 (no
+    tokens/s on the board) and it logged a warning on every micro-batch. Counted here: the non-padding tokens of
+    both sequences (``include_num_input_tokens_seen: non_padding``, the engine's setting), or all of them
+    (``all``), summed over processes, which is what DPO's trainer counts over its chosen and rejected halves."""
+    import torch
+
+    class PairTokenCounting(base):
+        def _track_num_input_tokens(self, inputs):
+            mode = self.args.include_num_input_tokens_seen
+            names = ("chosen", "rejected")
+            if mode == "no" or not all(f"{name}_input_ids" in inputs for name in names):
+                return super()._track_num_input_tokens(inputs)
+            count = 0
+            for name in names:
+                mask = inputs.get(f"{name}_attention_mask")
+                count += int(mask.sum()) if mode == "non_padding" and mask is not None \
+                    else inputs[f"{name}_input_ids"].numel()
+            tokens = torch.as_tensor(count, device=self.args.device, dtype=torch.int64)
+            self.state.num_input_tokens_seen += self.accelerator.gather(tokens).sum().item()
+
+    PairTokenCounting.__name__ = PairTokenCounting.__qualname__ = base.__name__
+    return PairTokenCounting
 
 
 def _as_text(dataset: Any, tokenizer: Any) -> Any:

@@ -82,7 +82,38 @@ def test_preference_stages_train(tmp_path, example):
     assert train(example, out) == 0
     logs = [e for e in events(out) if e["event"] == "log"]
     assert logs and all(e["loss"] is not None for e in logs)
+    assert logs[-1]["tokens_seen"] > 0  # tokens/s on the board for every stage (ORPO and SimPO counted 0)
     assert (out / "adapter_config.json").is_file()
+
+
+def test_orpo_and_simpo_count_the_tokens_of_both_answers():
+    """ORPO's and CPO's batches have chosen_* and rejected_* sequences and no input_ids: the count is what DPO's
+    trainer counts over its two halves (non-padding tokens, or all of them), with no warning per micro-batch."""
+    import torch
+    from transformers import Trainer
+
+    from engine.train.preference import _counting_pair_tokens
+
+    class Base(Trainer):  # only what the counter touches
+        def __init__(self, mode):
+            self.args = type("Args", (), {"include_num_input_tokens_seen": mode, "device": "cpu"})()
+            self.state = type("State", (), {"num_input_tokens_seen": 0})()
+            self.accelerator = type("Acc", (), {"gather": staticmethod(lambda t: t)})()
+            self.model = torch.nn.Linear(1, 1)
+            self.processing_class = None
+
+    batch = {"chosen_input_ids": torch.ones(2, 5, dtype=torch.long),
+             "chosen_attention_mask": torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]),
+             "rejected_input_ids": torch.ones(2, 4, dtype=torch.long),
+             "rejected_attention_mask": torch.tensor([[1, 1, 0, 0], [1, 1, 1, 0]])}
+    counted = {}
+    for mode in ("non_padding", "all", "no"):
+        trainer = _counting_pair_tokens(Base)(mode)
+        trainer._track_num_input_tokens(batch)
+        trainer._track_num_input_tokens(batch)
+        counted[mode] = trainer.state.num_input_tokens_seen
+    assert counted == {"non_padding": 2 * (8 + 5), "all": 2 * (10 + 8), "no": 0}
+    assert _counting_pair_tokens(Base).__name__ == "Base"
 
 
 def test_user_errors_exit_2_without_traceback(tmp_path, capsys):

@@ -21,6 +21,7 @@ from engine import devices
 from engine.errors import ModelError
 from engine.models import adapters
 from engine.models.adapters import count_parameters
+from engine.models.load_report import new_reward_head
 from engine.models.registry import DEMO_MODEL_NAME, DEMO_MODEL_PATH, ModelFamily, composite_info
 
 __all__ = [
@@ -329,11 +330,15 @@ def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, 
     if reward:
         config.num_labels = 1
     try:
-        model = _from_pretrained(_model_class(config, reward), path, config, kwargs)
+        with new_reward_head(reward) as new_head:
+            model = _from_pretrained(_model_class(config, reward), path, config, kwargs)
     except OSError as err:  # no weight files, or damaged ones
         raise ModelError(f"The weights of `{model_args.model_name_or_path}` cannot be loaded: {_first_line(err)} "
                          "The folder needs model.safetensors (or its shards with model.safetensors.index.json) "
                          "beside config.json.") from None
+    if new_head:
+        logger.info("Reward model: the value head (%s) is not in the checkpoint and starts from new weights; "
+                    "reward training learns it.", ", ".join(new_head))
     if getattr(config, "model_type", "") in _THINKER_MODEL_TYPES and hasattr(model, "thinker"):
         model = model.thinker
     if tokenizer is not None:

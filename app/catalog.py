@@ -146,7 +146,7 @@ def preflight(cfg: Any, command: str) -> list[str]:
     except EngineMissing as err:
         logger.warning("%s", err)
         return []
-    return list(check(cfg, command))
+    return list(check(cfg, command, interactive=False))  # the board's jobs have no terminal to ask on
 
 
 class EnvironmentReport:

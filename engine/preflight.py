@@ -21,8 +21,10 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 BYTES_PER_DTYPE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8": 1}
 
 
-def check(cfg: RunConfig, command: str = "train") -> list[str]:
-    """Every problem found in the config for ``command`` (train, eval, export, chat, api)."""
+def check(cfg: RunConfig, command: str = "train", *, interactive: bool | None = None) -> list[str]:
+    """Every problem found in the config for ``command`` (train, eval, export, chat, api). ``interactive``: whether
+    the job will have a terminal to ask on (a tracker's login); by default whether this process has one. The board
+    says False: its jobs run in the background."""
     problems: list[str] = []
     problems += _check_model(cfg)
     problems += _check_template(cfg)
@@ -37,7 +39,7 @@ def check(cfg: RunConfig, command: str = "train") -> list[str]:
     if command == "train":
         problems += _check_deepspeed(cfg)
         problems += _check_schedule(cfg)
-        problems += _check_trackers(cfg)
+        problems += _check_trackers(cfg, interactive)
         from engine.train.rl import check_rl
 
         problems += check_rl(cfg)
@@ -311,8 +313,9 @@ TRACKERS = {
 }
 
 
-def _check_trackers(cfg: RunConfig) -> list[str]:
-    """Every tracker in ``report_to`` must be known and installed (transformers fails mid-start otherwise)."""
+def _check_trackers(cfg: RunConfig, interactive: bool | None = None) -> list[str]:
+    """Every tracker in ``report_to`` must be known and installed, and W&B able to log in (the run fails at the
+    trainer's start otherwise)."""
     import importlib.util
 
     names = [n.strip() for n in str(cfg.train.report_to or "none").split(",") if n.strip()]
@@ -327,6 +330,11 @@ def _check_trackers(cfg: RunConfig) -> list[str]:
                 name == "tensorboard" and importlib.util.find_spec("tensorboardX") is not None):
             problems.append(f"`report_to: {name}` needs the `{module}` package, which is not installed: "
                             f"`pip install {module}`, or set `report_to: none`.")
+    if ("wandb" in names or "all" in names) and importlib.util.find_spec("wandb") is not None:
+        from engine.tracker_credentials import wandb_login_problem  # `all` includes every installed tracker
+
+        via = "all" if "all" in names and "wandb" not in names else "wandb"
+        problems += filter(None, [wandb_login_problem(via, interactive=interactive)])
     return problems
 
 

@@ -121,3 +121,28 @@ def test_aborting_a_job_that_is_not_training_says_what_happens(board):
     message = train.abort_run(board, run_id, "en")
     assert "checkpoint" in message and "nothing to save" in message and "it saves a checkpoint" not in message
     assert board.jobs.wait(run_id, 15) == "aborted"
+
+
+def test_wandb_without_a_key_is_refused_even_when_the_board_has_a_terminal(monkeypatch, tmp_path):
+    """The board's runs start in the background, where wandb cannot ask for a key: a board started from a terminal
+    must still refuse `report_to: wandb` with no key before the run starts, naming the fixes."""
+    import importlib.util
+
+    import pytest
+
+    from app import forms
+    from engine import tracker_credentials
+
+    if importlib.util.find_spec("wandb") is None:
+        pytest.skip("wandb is not installed")
+    for name in ("WANDB_API_KEY", "WANDB_IDENTITY_TOKEN_FILE", "WANDB_MODE", "NETRC", "WANDB_CONFIG_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tracker_credentials, "_stdin_is_terminal", lambda: True)
+    mapping = {"model_name_or_path": "demo", "template": "chatml", "dataset": "demo_identity",
+               "dataset_dir": str(Path(__file__).resolve().parents[2] / "examples" / "data"), "report_to": "wandb"}
+    checked = forms.validate(mapping, "train")
+    assert any("needs a W&B API key" in p and "WANDB_MODE=offline" in p for p in checked.problems), checked.problems
+    monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
+    assert not forms.validate(mapping, "train").problems

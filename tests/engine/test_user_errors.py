@@ -377,6 +377,21 @@ def test_tracker_that_is_not_installed(ws, capsys):
     train(ws, capsys, "report_to=foo", words=("not a known tracker",))
 
 
+@pytest.mark.skipif(importlib.util.find_spec("wandb") is None, reason="wandb is not installed")
+def test_wandb_without_a_key_is_refused_before_the_start(ws, capsys, monkeypatch, tmp_path):
+    """wandb cannot ask for a key in the engine's process: the run stopped at the trainer's start with a
+    traceback; now the check names the fixes, and an offline W&B run passes it."""
+    for name in ("WANDB_API_KEY", "WANDB_IDENTITY_TOKEN_FILE", "WANDB_MODE", "NETRC", "WANDB_CONFIG_DIR",
+                 "WANDB_BASE_URL", "WANDB_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    train(ws, capsys, "report_to=wandb", words=("needs a W&B API key", "WANDB_API_KEY", "WANDB_MODE=offline"))
+    train(ws, capsys, "report_to=all", words=("`report_to: all` (it includes W&B", "report_to: none"))
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    code, err = cli(capsys, "check", str(ws / "sft.yaml"), "report_to=wandb")
+    assert code == 0, err
+
+
 def test_kto_with_a_batch_of_one(ws, capsys, tmp_path):
     train(ws, capsys, "stage=kto", "per_device_train_batch_size=1",
           words=("`stage: kto` needs `per_device_train_batch_size` of at least 2",))

@@ -5,7 +5,8 @@
 The first 50 rows of each demo file are converted and tokenized by LLaMA-Factory's converters and dataset
 processors (``lf_harness``) with the ``special`` test tokenizer, at cutoffs 256, 1024 and 8192. Per row the file
 keeps a digest of the input ids and of the labels (and their lengths), so tests/engine/test_lf_demo_data.py can
-check that our pipeline gives the same ids on the same files.
+check that our pipeline gives the same ids on the same files. Llama 3's tool prompt carries the date: LLaMA-Factory
+writes :data:`tests.golden.generate.FIXED_DATE` (kept in the file as ``date``) and the test gives ours the same.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+from tests.golden.generate import FIXED_DATE, fix_date
 from tests.golden.lf_harness import load_lf
 from tests.golden.tokenizers import load
 
@@ -58,6 +60,7 @@ def key(name: str, stage: str, template: str, cutoff: int, options: dict) -> str
 def main(data_dir: str) -> None:
     load_lf()
     from llamafactory.data import template as lf_template
+    from llamafactory.data import tool_utils
     from llamafactory.data.converter import AlpacaDatasetConverter, SharegptDatasetConverter
     from llamafactory.data.parser import DatasetAttr
     from llamafactory.data.processor.feedback import FeedbackDatasetProcessor
@@ -78,7 +81,8 @@ def main(data_dir: str) -> None:
             for column, value in converter(row).items():
                 batch.setdefault(column, []).append(value)
         converted[name] = batch
-    out: dict = {"rows": ROWS, "cases": {}}
+    fix_date(tool_utils)  # Llama 3's tool prompt writes today's date: a fixed one, which the test gives ours too
+    out: dict = {"rows": ROWS, "date": FIXED_DATE.strftime("%d %b %Y"), "cases": {}}
     for name, stage, template, cutoff, options in combos():
         tokenizer = load("special")
         tpl = copy.deepcopy(lf_template.TEMPLATES[template])

@@ -107,8 +107,16 @@ class ChatHandler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=utf-8")
         self.send_header("Content-Length", str(len(data)))
+        self._say_if_closing()
         self.end_headers()
         self.wfile.write(data)
+
+    def _say_if_closing(self) -> None:
+        """``Connection: close`` on a reply after which this connection closes (a refused request's body is left
+        unread): without it a keep-alive client pools the connection and its next request fails with "Server
+        disconnected without sending a response"."""
+        if self.close_connection:
+            self.send_header("Connection", "close")
 
     def _send_error(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
         self._send_json(status, {"error": {"message": message, "type": kind, "code": status}})
@@ -144,6 +152,7 @@ class ChatHandler(BaseHTTPRequestHandler):
                 self.send_header("WWW-Authenticate", 'Bearer realm="lf-engine"')
                 self.send_header("Content-Type", "application/json; charset=utf-8")
                 self.send_header("Content-Length", str(len(data)))
+                self._say_if_closing()
                 self.end_headers()
                 self.wfile.write(data)
                 return True

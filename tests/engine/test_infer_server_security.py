@@ -67,6 +67,28 @@ def test_a_key_is_required_when_configured(servers):
     assert request(keyed, method="GET", path="/health")[0] == 200  # liveness needs no key
 
 
+def test_refusals_say_the_connection_closes_so_a_keep_alive_client_does_not_reuse_it(servers):
+    """A refused request's body is left unread and its connection closed; the reply says so (`Connection: close`).
+    Without that, the board's pooled client sent its next request on the closed connection: "Server disconnected
+    without sending a response" (seen in CI right after a 401)."""
+    import httpx
+
+    keyed, open_ = servers
+    base = f"http://127.0.0.1:{keyed}/v1/chat/completions"
+    with httpx.Client(timeout=60) as client:
+        for _ in range(5):
+            refused = client.post(base, json=HELLO)
+            assert refused.status_code == 401 and refused.headers.get("connection") == "close"
+            served = client.post(base, json=HELLO, headers={"Authorization": f"Bearer {KEY}"})
+            assert served.status_code == 200
+        foreign = client.post(base, json=HELLO, headers={"Host": "evil.example.com"})
+        assert foreign.status_code == 403 and foreign.headers.get("connection") == "close"
+        plain = client.post(f"http://127.0.0.1:{open_}/v1/chat/completions", content=b"hi",
+                            headers={"Content-Type": "text/plain"})
+        assert plain.status_code == 415 and plain.headers.get("connection") == "close"
+        assert client.post(f"http://127.0.0.1:{open_}/v1/chat/completions", json=HELLO).status_code == 200
+
+
 @pytest.mark.parametrize("host", ["evil.example.com", "evil.example.com:8000", "192.0.2.7", "attacker.localhost.evil"])
 def test_foreign_host_headers_are_refused(servers, host):
     for port in servers:

@@ -333,8 +333,9 @@ def _check_trackers(cfg: RunConfig, interactive: bool | None = None) -> list[str
     if ("wandb" in names or "all" in names) and importlib.util.find_spec("wandb") is not None:
         from engine.tracker_credentials import wandb_login_problem  # `all` includes every installed tracker
 
-        via = "all" if "all" in names and "wandb" not in names else "wandb"
-        problems += filter(None, [wandb_login_problem(via, interactive=interactive)])
+        problem = wandb_login_problem("wandb" if "wandb" in names else "all", interactive=interactive)
+        if problem:
+            problems.append(problem)
     return problems
 
 

@@ -102,21 +102,20 @@ class ChatHandler(BaseHTTPRequestHandler):
         logger.info("%s - %s", self.address_string(), format % args)
 
     # -- plumbing ------------------------------------------------------------------------------------------
-    def _send_json(self, status: int, payload: dict[str, Any]) -> None:
+    def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json; charset=utf-8")
         self.send_header("Content-Length", str(len(data)))
-        self._say_if_closing()
+        if self.close_connection:
+            # a reply after which this connection closes (a refused request's body is left unread) says so:
+            # otherwise a keep-alive client pools the connection and its next request fails with "Server
+            # disconnected without sending a response"
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(data)
-
-    def _say_if_closing(self) -> None:
-        """``Connection: close`` on a reply after which this connection closes (a refused request's body is left
-        unread): without it a keep-alive client pools the connection and its next request fails with "Server
-        disconnected without sending a response"."""
-        if self.close_connection:
-            self.send_header("Connection", "close")
 
     def _send_error(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
         self._send_json(status, {"error": {"message": message, "type": kind, "code": status}})
@@ -144,17 +143,10 @@ class ChatHandler(BaseHTTPRequestHandler):
             if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(),
                                                                       self.server.api_key.encode()):
                 self.close_connection = True
-                self.send_response(401)
-                data = json.dumps({"error": {
+                self._send_json(401, {"error": {
                     "message": "A valid API key is required: send `Authorization: Bearer <key>` (the key given "
                                f"with --api-key or ${API_KEY_ENV}).",
-                    "type": "invalid_api_key", "code": 401}}).encode("utf-8")
-                self.send_header("WWW-Authenticate", 'Bearer realm="lf-engine"')
-                self.send_header("Content-Type", "application/json; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                self._say_if_closing()
-                self.end_headers()
-                self.wfile.write(data)
+                    "type": "invalid_api_key", "code": 401}}, headers={"WWW-Authenticate": 'Bearer realm="lf-engine"'})
                 return True
         if need_json:
             kind = self.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()

@@ -32,6 +32,13 @@ def _client() -> httpx.Client:
         return _CLIENT
 
 
+def prepare() -> None:
+    """Build the shared client now, while a worker loads: building it reads the CA bundle for its TLS context
+    (35-65 ms here), which the first message after Load otherwise waited for (77 ms to the first token against
+    44 ms for the next messages in examples/benchmark/run_chat_benchmark.py)."""
+    _client()
+
+
 class ChatError(RuntimeError):
     """The server refused or failed a request; the message is the server's explanation."""
 

@@ -16,7 +16,7 @@ import gradio as gr
 import yaml
 
 from app import chat_media, chat_workers, forms
-from app.chat_client import ChatError, merge_streams, parse_tools, stream_chat
+from app.chat_client import ChatError, merge_streams, parse_tools, prepare, stream_chat
 from app.context import Board
 from app.i18n import L, t
 from app.jobs import JobError
@@ -177,6 +177,8 @@ def start_servers(
             "chat", resolved, run_id=run_id, args=["--host", "127.0.0.1", "--port", "0"], meta={"side": side},
             env=chat_workers.worker_env(board, run_id),
         )
+    if servers and not problems:
+        prepare()  # the chat client is ready before the worker is, so the first message does not build it
     return servers, problems
 
 

@@ -46,3 +46,19 @@ def test_another_template_or_server_setting_starts_a_new_worker(board):
         assert time.time() < deadline
         time.sleep(0.05)
     assert chat.reusable_servers(board, servers, chat.plan_servers(top, {}, compare=False)) == {}
+
+
+def test_load_builds_the_chat_client_before_the_first_message(board, monkeypatch):
+    from app import chat_client
+
+    monkeypatch.setattr(chat_client, "_CLIENT", None)
+    top = forms.TopValues.of("demo", "lora", "", "chatml")
+    servers, problems = chat.start_servers(board, top, {}, compare=False)
+    try:
+        assert problems == []
+        assert chat_client._CLIENT is not None  # built while the worker loads, not when Send is pressed
+        built = chat_client._CLIENT
+        _ready(board, servers)
+        assert chat_client._client() is built  # one client for every message
+    finally:
+        chat.unload(board, servers)

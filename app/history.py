@@ -118,10 +118,30 @@ def shown_in_history(info: dict[str, Any]) -> bool:
     return info.get("kind") != "chat" or info.get("status") in ("queued", "running")
 
 
+REASON_CHARS = 160
+_LOG_TAIL = "Last lines of its log:"
+
+
+def reason(info: dict[str, Any]) -> str:
+    """Why a failed or aborted run ended, in one line for the History table (the full text is in the run view):
+    the error's first line, and where the error quotes the end of the run's log, its last line too."""
+    if info.get("status") not in ("failed", "aborted"):
+        return ""
+    error = info.get("error")
+    if not isinstance(error, str) or not error.strip():
+        return ""
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+    text = lines[0]
+    if len(lines) > 1:
+        text = text.replace(_LOG_TAIL, "").rstrip() + " … " + lines[-1]
+    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1].rstrip() + "…"
+
+
 def summaries(
     runs: list[dict[str, Any]], runs_dir: Path, last_loss: Callable[[str], float | None] | None = None
 ) -> list[dict[str, Any]]:
-    """One row per run: id, kind, status, stage, model, dataset, started, duration, final loss, queue position.
+    """One row per run: id, kind, status, stage, model, dataset, started, duration, final loss, queue position and,
+    for a failed or aborted run, why it ended.
 
     ``last_loss(run_id)`` gives a run's latest training loss (the job manager's incremental monitors); without it
     the events file is read.
@@ -146,6 +166,7 @@ def summaries(
                 "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(started)) if started else "",
                 "duration": format_seconds(duration(info)),
                 "final_loss": round(loss, 4) if loss is not None else None,
+                "reason": reason(info),
             }
         )
     return rows

@@ -1,4 +1,4 @@
-"""The History tab: every run with status, stage, model, dataset, duration and final loss; overlay loss curves,
+"""The History tab: every run with status, stage, model, dataset, duration, final loss and why a run failed; overlay loss curves,
 compare configs, watch, abort, resume (a failed or aborted training run, from its latest complete checkpoint) and
 (after confirmation) delete runs of this workspace."""
 
@@ -19,7 +19,7 @@ from app.progress_view import typed_frame
 from app.tabs.train import abort_message
 from engine.runs import FINAL_STATUSES, RunFolder
 
-COLUMNS = ["id", "kind", "status", "queue", "stage", "model", "dataset", "started", "duration", "final_loss"]
+COLUMNS = ["id", "kind", "status", "queue", "stage", "model", "dataset", "started", "duration", "final_loss", "reason"]
 
 
 @dataclass
@@ -53,6 +53,8 @@ def build(board: Board) -> RunsTab:
         label=L("runs_table"),
         interactive=False,
         wrap=True,
+        # run ids and dates stay on one line; a failure's reason wraps in the room left to it
+        column_widths=["18%", "5%", "7%", "4%", "5%", "7%", "10%", "11%", "6%", "6%", "21%"],
         max_height=420,
         show_search="search",
         elem_id="lf-runs-table",

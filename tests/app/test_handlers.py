@@ -294,3 +294,29 @@ def test_history_diff_overlay_and_delete(board):
     assert "learning_rate" in keys and "stage" not in keys and "output_dir" not in keys
     assert runs.delete_runs(board, [a], "en").startswith("Deleted 1")
     assert not (board.jobs.runs_dir / a).exists()
+
+
+def test_history_says_why_a_run_failed(board):
+    ok = board.jobs.submit("train", {"fake_steps": 2, "stage": "sft"})
+    bad = board.jobs.submit("train", {"fake_steps": 1, "fake_fail": True, "stage": "sft"})
+    silent = board.jobs.submit("train", {"fake_steps": 1, "fake_silent_exit": True, "stage": "sft"})
+    for run_id in (ok, bad, silent):
+        board.jobs.wait(run_id, 30)
+    frame, ids = runs.table_frame(board, "zh")
+    assert list(frame.columns)[-1] == "原因"
+    reasons = dict(zip(ids, frame.iloc[:, -1]))
+    assert reasons[ok] == ""
+    assert reasons[bad] == "ValueError: the fake engine was told to fail"
+    # an error quoting the end of the run's log: its first line and the log's last line, on one line
+    assert reasons[silent].startswith("The process exited with code 3.")
+    assert reasons[silent].endswith("… something went badly wrong") and "\n" not in reasons[silent]
+
+
+def test_history_reason_is_one_bounded_line():
+    from app.history import REASON_CHARS, reason
+
+    assert reason({"status": "completed", "error": "x"}) == ""
+    assert reason({"status": "failed", "error": None}) == ""
+    assert reason({"status": "aborted", "error": "stopped by request"}) == "stopped by request"
+    long = reason({"status": "failed", "error": "E" * 1000 + "\nlast"})
+    assert len(long) == REASON_CHARS and long.endswith("…")

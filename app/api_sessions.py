@@ -6,6 +6,11 @@ HTTP call to ``/gradio_api/call/<route>`` (curl, a script polling ``/run_status`
 hash, so a poller grew the board by about 2.8 GB an hour. The API endpoints keep no per-session state, so a session
 that served only API calls is dropped once it has been idle for :data:`KEEP_SECONDS` (a gradio_client that keeps
 polling keeps its one session). Browser sessions never call these endpoints and are never touched.
+
+Idle time alone does not bound them: a client calling 20 times a second would still keep 600 sessions (about
+480 MB) within the 30 s. So at most :data:`MAX_SESSIONS` API sessions are kept; beyond that the least recently used
+one is dropped at once (a client whose session was dropped gets a fresh one with its next call: the endpoints keep
+nothing in it).
 """
 
 from __future__ import annotations
@@ -15,31 +20,39 @@ import time
 from typing import Any
 
 KEEP_SECONDS = 30.0
+MAX_SESSIONS = 32
 
 
 class ApiSessions:
     """Remembers the session hashes of API calls and drops those idle for ``keep_seconds`` from gradio's store."""
 
-    def __init__(self, blocks: Any, keep_seconds: float | None = None):
+    def __init__(self, blocks: Any, keep_seconds: float | None = None, max_sessions: int | None = None):
         self.blocks = blocks
         self.keep_seconds = KEEP_SECONDS if keep_seconds is None else keep_seconds
+        self.max_sessions = MAX_SESSIONS if max_sessions is None else max(1, max_sessions)
         self.last_call: dict[str, float] = {}
         self.lock = threading.Lock()
 
     def seen(self, request: Any) -> None:
-        """Note this call's session and forget the API sessions idle for too long."""
+        """Note this call's session and forget the API sessions idle for too long, and the least recently used
+        ones beyond :attr:`max_sessions` (never this call's)."""
         now = time.monotonic()
         with self.lock:
-            session = getattr(request, "session_hash", None)
-            if session:
-                self.last_call[session] = now
-            idle = [s for s, at in self.last_call.items() if now - at > self.keep_seconds]
-            for session in idle:
-                del self.last_call[session]
+            current = getattr(request, "session_hash", None)
+            if current:
+                self.last_call.pop(current, None)  # re-inserted last: the dict is in order of last use
+                self.last_call[current] = now
+            idle = [name for name, at in self.last_call.items() if now - at > self.keep_seconds]
+            surplus = len(self.last_call) - len(idle) - self.max_sessions
+            if surplus > 0:
+                expired = set(idle)
+                idle += [name for name in self.last_call if name not in expired and name != current][:surplus]
+            for name in idle:
+                del self.last_call[name]
         holder = getattr(self.blocks, "state_holder", None)
         if holder is None or not idle:
             return
         with holder.lock:
-            for session in idle:
-                holder.session_data.pop(session, None)
-                holder.time_last_used.pop(session, None)
+            for name in idle:
+                holder.session_data.pop(name, None)
+                holder.time_last_used.pop(name, None)

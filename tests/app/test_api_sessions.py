@@ -67,3 +67,36 @@ def test_sessions_are_kept_while_recent():
     tracker.keep_seconds = -1
     tracker.seen(None)
     assert set(Blocks.state_holder.session_data) == {"ui"}
+
+
+def test_a_fast_caller_keeps_at_most_max_sessions():
+    """Idle time alone does not bound a client calling many times a second: the least recently used API sessions
+    beyond the cap go at once, never the current call's, and a session in use stays (moved to the end)."""
+    import threading
+
+    class Holder:
+        def __init__(self):
+            self.lock = threading.Lock()
+            self.session_data = {"ui": 0}
+            self.time_last_used = {"ui": 0}
+
+    class Blocks:
+        state_holder = Holder()
+
+    class Request:
+        def __init__(self, session_hash):
+            self.session_hash = session_hash
+
+    holder = Blocks.state_holder
+    tracker = api_sessions.ApiSessions(Blocks(), keep_seconds=3600, max_sessions=4)
+    for i in range(50):
+        name = "client" if i % 5 == 0 else f"call-{i}"  # a gradio_client polling with its one session, and curls
+        holder.session_data[name] = i
+        holder.time_last_used[name] = i
+        tracker.seen(Request(name))
+        assert name in holder.session_data  # the current call's session is never dropped
+        assert len(holder.session_data) <= 1 + 4  # the UI session and at most four API sessions
+    assert "ui" in holder.session_data and set(holder.time_last_used) == set(holder.session_data)
+    assert list(tracker.last_call) == ["call-46", "call-47", "call-48", "call-49"]
+    tracker.seen(Request("client"))  # a dropped session comes back with its next call
+    assert "client" in tracker.last_call and len(tracker.last_call) == 4

@@ -81,3 +81,29 @@ def test_one_board_per_workspace(tmp_path, capsys):
     finally:
         held.close()
     ws.lock().close()  # free again once the first board is gone
+
+
+def test_the_queue_keeps_few_event_records_and_never_summarises_them():
+    """gradio summarised every event it held (up to 10,000) in a DataFrame after each event: CPU per page tick that
+    grew with the board's uptime. The board's page bounds the records and skips the summary; a user's value stays."""
+    code = (
+        "import os, time\n"
+        "os.environ.pop('GRADIO_ANALYTICS_MAX_EVENTS', None)\n"
+        "os.environ['GRADIO_ANALYTICS_CACHE_FREQUENCY'] = '1'\n"  # set by the user: kept
+        "from app.main import queue_settings\n"
+        "queue_settings()\n"
+        "assert os.environ['GRADIO_ANALYTICS_CACHE_FREQUENCY'] == '1'\n"
+        "del os.environ['GRADIO_ANALYTICS_CACHE_FREQUENCY']\n"
+        "queue_settings()\n"
+        "import gradio as gr\n"
+        "with gr.Blocks() as demo:\n    gr.Textbox()\n"
+        "queue = demo._queue\n"
+        "records = [{'time': time.time(), 'status': 'success', 'process_time': 0.01, 'function': 'f',"
+        " 'session_hash': 's'}] * 50\n"
+        "queue.events_recorded = 10**6\n"
+        "queue.compute_analytics_summary(records)\n"
+        "print('MAX', queue.ANALYTICS_MAX_EVENTS, 'SUMMARY', queue.cached_event_analytics_summary)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "MAX 1000 SUMMARY {'functions': {}}" in out.stdout  # bounded, and the summary was not computed

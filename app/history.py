@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from app.curves import curve_of
+from app.jobs import LOG_TAIL
 from app.monitor import final_loss
 from engine.checkpoints import weights_problem
 from engine.runs import FINAL_STATUSES, RunFolder, list_runs
@@ -119,7 +120,6 @@ def shown_in_history(info: dict[str, Any]) -> bool:
 
 
 REASON_CHARS = 160
-_LOG_TAIL = "Last lines of its log:"
 
 
 def reason(info: dict[str, Any]) -> str:
@@ -133,7 +133,7 @@ def reason(info: dict[str, Any]) -> str:
     lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
     text = lines[0]
     if len(lines) > 1:
-        text = text.replace(_LOG_TAIL, "").rstrip() + " … " + lines[-1]
+        text = text.replace(LOG_TAIL, "").rstrip() + " … " + lines[-1]
     return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1].rstrip() + "…"
 
 

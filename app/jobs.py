@@ -46,6 +46,8 @@ from engine.runs import (
 )
 
 logger = logging.getLogger(__name__)
+LOG_TAIL = "Last lines of its log:"
+"""Introduces the end of a run's log quoted in the error of a run that ended without saying why."""
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BATCH_KINDS = ("train", "eval", "predict", "export")
@@ -554,12 +556,12 @@ class JobManager:
                 status = "failed"
                 error = "The process ended while the board was not watching and left no result."
                 if tail:
-                    error += " Last lines of its log:\n" + "\n".join(tail)
+                    error += f" {LOG_TAIL}\n" + "\n".join(tail)
             else:
                 status = "failed"
                 error = f"The process exited with code {exit_code}."
                 if tail:
-                    error += " Last lines of its log:\n" + "\n".join(tail)
+                    error += f" {LOG_TAIL}\n" + "\n".join(tail)
             fields = {"status": status, "error": error, "exit_code": exit_code, "finished_at": time.time()}
         if fields and not self._try_write(folder, live, fields):
             return False

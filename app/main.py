@@ -183,8 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     board = Board(
         workspace=workspace, jobs=jobs, default_lang=args.lang, max_upload_mb=upload_mb, extra_roots=args.allowed_root
     )
-    # gradio's queue takes its default concurrency from the environment when the page is built; calling
-    # demo.queue() afterwards would build gradio's whole server app once more (about 0.2 s of every start)
+    # set before the page is built, which is when gradio's queue reads them; calling demo.queue() afterwards would
+    # build gradio's whole server app once more (about 0.2 s of every start)
     queue_settings()
     demo = build_ui(board)
     print(f"LF Board: workspace {workspace.root}", flush=True)

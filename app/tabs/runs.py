@@ -19,7 +19,10 @@ from app.progress_view import typed_frame
 from app.tabs.train import abort_message
 from engine.runs import FINAL_STATUSES, RunFolder
 
-COLUMNS = ["id", "kind", "status", "queue", "stage", "model", "dataset", "started", "duration", "final_loss", "reason"]
+# column: share of the table's width (run ids and dates stay on one line; a failure's reason wraps in what is left)
+WIDTHS = {"id": "18%", "kind": "5%", "status": "7%", "queue": "4%", "stage": "5%", "model": "7%", "dataset": "10%",
+          "started": "11%", "duration": "6%", "final_loss": "6%", "reason": "21%"}
+COLUMNS = list(WIDTHS)
 
 
 @dataclass
@@ -53,8 +56,7 @@ def build(board: Board) -> RunsTab:
         label=L("runs_table"),
         interactive=False,
         wrap=True,
-        # run ids and dates stay on one line; a failure's reason wraps in the room left to it
-        column_widths=["18%", "5%", "7%", "4%", "5%", "7%", "10%", "11%", "6%", "6%", "21%"],
+        column_widths=[WIDTHS[c] for c in COLUMNS],
         max_height=420,
         show_search="search",
         elem_id="lf-runs-table",

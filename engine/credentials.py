@@ -1,7 +1,7 @@
 """Secrets (hub tokens, the chat server's API key) come from the environment and never reach a run folder or log.
 
-- A config may still carry LLaMA-Factory's ``hf_hub_token`` / ``ms_hub_token`` / ``om_hub_token`` or Hugging Face's
-  ``hub_token``: :func:`take_secrets` takes them out of the mapping before it is validated, so they are never part
+- A config may still carry LLaMA-Factory's ``hf_hub_token`` / ``ms_hub_token`` / ``om_hub_token`` /
+  ``swanlab_api_key`` or Hugging Face's ``hub_token``: :func:`take_secrets` takes them out of the mapping before it is validated, so they are never part
   of the typed config and therefore never written to config.yaml, lf_config.yaml, a checkpoint or
   training_args.bin. The engine then uses them through the environment variable the hub library reads
   (:func:`export_secrets`), and the note it prints names the variable to set instead.
@@ -25,11 +25,12 @@ SECRET_KEYS: dict[str, str] = {
     "hub_token": "HF_TOKEN",
     "ms_hub_token": "MODELSCOPE_API_TOKEN",
     "om_hub_token": "MODELERS_API_TOKEN",
+    "swanlab_api_key": "SWANLAB_API_KEY",
 }
 """Config keys that hold a secret -> the environment variable to put it in instead."""
 
 SECRET_ENV_VARS = (API_KEY_ENV, LF_API_KEY_ENV, "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "MODELSCOPE_API_TOKEN",
-                   "MODELERS_API_TOKEN", "WANDB_API_KEY", "LF_BOARD_AUTH")
+                   "MODELERS_API_TOKEN", "WANDB_API_KEY", "SWANLAB_API_KEY", "LF_BOARD_AUTH")
 MASK = "***"
 
 

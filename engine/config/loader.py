@@ -15,6 +15,7 @@ from typing import Any, Literal, get_args, get_origin
 
 import yaml
 
+from engine.config import lf_keys
 from engine.config.limits import (
     format_problems,
     key_problem,
@@ -237,10 +238,14 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
     problems: list[str] = size_problems(mapping)
     if problems:
         raise ConfigError(problems)
+    foreign = lf_keys.foreign_file_problem(mapping)
+    if foreign:
+        raise ConfigError([foreign])
     known = all_keys()
     values: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
     extra: dict[str, Any] = {}
     unknown: list[str] = []
+    lf_only: list[tuple[str, Any]] = []
     for key, value in mapping.items():
         key = str(key)
         if key_problem(key):
@@ -263,8 +268,14 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
                 if "max" in meta and v > meta["max"]:
                     problems.append(f"`{key}: {v}` is above the maximum {meta['max']}; lower it.")
         elif key in REFUSED_WHEN_SET:
-            if is_set(value):  # off (false, 0, empty) is what happens here anyway
+            default = lf_keys.REFUSED_WHEN_SET_DEFAULTS.get(key)
+            # off (false, 0, empty) or LLaMA-Factory's default is what happens here anyway
+            if is_set(value) and not (key in lf_keys.REFUSED_WHEN_SET_DEFAULTS and lf_keys.is_default(value, default)):
                 problems.append(f"`{key}: {value}`: {REFUSED_WHEN_SET[key]}")
+        elif lf_keys.handles(key):  # LLaMA-Factory's, with no field here: fine at its default, else refused
+            lf_only.append((key, value))
+            if lf_keys.note(key, value):
+                notes.append(lf_keys.note(key, value))
         elif key in INVERTED_KEYS:
             target = INVERTED_KEYS[key]
             if target not in mapping:
@@ -272,6 +283,7 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
                 values[section][target] = not is_set(value)
         else:
             unknown.append(key)
+    problems.extend(lf_keys.problems(lf_only))
     if unknown:
         hf_keys = _hf_training_keys() if allow_hf_passthrough else set()
         vocabulary = sorted(set(known) | hf_keys)

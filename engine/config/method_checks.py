@@ -103,6 +103,7 @@ def method_checks(cfg: Any) -> list[str]:
     """Problems with the method keys of a built config (empty when all is well)."""
     m, ft, tr = cfg.methods, cfg.finetuning, cfg.train
     problems: list[str] = []
+    problems += early_stopping_problems(cfg)
     lora = ft.finetuning_type == "lora"
     optimizers = [key for key in OPTIMIZER_PACKAGES if getattr(m, key)]
     if len(optimizers) > 1:
@@ -160,3 +161,22 @@ def method_checks(cfg: Any) -> list[str]:
     if m.use_modelscope_hub and m.use_openmind_hub:
         problems.append("`use_modelscope_hub` and `use_openmind_hub` cannot both be true; choose one hub.")
     return problems
+
+
+def early_stopping_problems(cfg: Any) -> list[str]:
+    """``early_stopping_steps`` needs evaluations to compare and the best checkpoint kept (transformers' callback
+    stops at the patience and loads the best checkpoint at the end, as in LLaMA-Factory)."""
+    tr, patience = cfg.train, cfg.methods.early_stopping_steps
+    if not patience:
+        return []
+    if tr.eval_strategy == "no":
+        return [f"`early_stopping_steps: {patience}` compares evaluations: set `eval_strategy: steps` (or epoch) and "
+                "`eval_dataset` or `val_size`, or remove `early_stopping_steps`."]
+    if tr.save_strategy not in (tr.eval_strategy, "best"):
+        return [f"`early_stopping_steps` keeps the best checkpoint, so checkpoints must be saved when evaluating: set "
+                f"`save_strategy: {tr.eval_strategy}` (it is `{tr.save_strategy}`)."]
+    eval_steps = tr.eval_steps or tr.logging_steps
+    if tr.eval_strategy == "steps" and tr.save_strategy == "steps" and tr.save_steps % eval_steps:
+        return [f"`early_stopping_steps` keeps the best checkpoint, so `save_steps` ({tr.save_steps}) must be a "
+                f"multiple of `eval_steps` ({eval_steps}); set `save_steps: {eval_steps}` for instance."]
+    return []

@@ -85,6 +85,10 @@ class MethodArgs:
                                         "`openmind_hub`).", advanced=True)
     # Data order
     disable_shuffling: bool = opt(False, "Feed the training examples in order instead of shuffled.", advanced=True)
+    # Early stopping (transformers' EarlyStoppingCallback, as LLaMA-Factory adds it)
+    early_stopping_steps: int | None = opt(None, "Stop training when the eval loss has not improved for this many "
+                                                 "evaluations in a row (needs `eval_strategy`); empty: never.",
+                                           min=1, advanced=True)
     # Per-module profiler
     profile_modules: str | None = opt(None, "Profile these modules' forward/backward time: comma-separated name "
                                             "patterns with * wildcards (e.g. `*.layers.0.self_attn,*.mlp`).",

@@ -60,6 +60,8 @@ class ModelArgs:
     use_unsloth: bool = opt(False, "Use Unsloth kernels (not supported; refused with a message).", advanced=True)
     quantization_bit: Literal[None, 4, 8] = opt(None, "Load the base model quantized (QLoRA; extra `bitsandbytes`).",
                                                 advanced=True)
+    quantization_type: Literal["nf4", "fp4"] = opt("nf4", "4-bit data type of bitsandbytes (QLoRA).", advanced=True)
+    double_quantization: bool = opt(True, "Quantize the 4-bit quantization constants too (QLoRA).", advanced=True)
     low_cpu_mem_usage: bool = opt(True, "Load weights lazily to save memory.", advanced=True)
     resize_vocab: bool = opt(False, "Resize the embeddings to the tokenizer's vocabulary.", advanced=True)
     use_fast_tokenizer: bool = opt(True, "Use the fast (Rust) tokenizer.", advanced=True)
@@ -85,6 +87,8 @@ class DataArgs:
         "concat", "How several datasets are mixed.", advanced=True)
     interleave_probs: str | None = opt(None, "Sampling probabilities for interleaving.", advanced=True)
     preprocessing_num_workers: int | None = opt(None, "Processes for tokenization.", min=1, advanced=True)
+    preprocessing_batch_size: int | None = opt(None, "Rows tokenized per chunk (empty: 2000); the tokens do not "
+                                               "change.", min=1, advanced=True)
     overwrite_cache: bool = opt(False, "Ignore cached tokenized data.", advanced=True)
     tokenized_path: str | None = opt(None, "Save or load tokenized data here.", advanced=True)
     default_system: str | None = opt(None, "System prompt used when a row has none.", advanced=True)

@@ -57,7 +57,8 @@ def _to_dataset(columns: dict[str, list]) -> Any:
 
 
 def _tokenized(examples: Sequence[dict], stage: str, tokenizer: Any, template: Any, opts: TokenizeOptions,
-               split: str, media: Any = None, workers: int | None = None) -> tuple[Any, dict[str, int]]:
+               split: str, media: Any = None, workers: int | None = None,
+               chunk_rows: int | None = None) -> tuple[Any, dict[str, int]]:
     if media is not None and stage in ("dpo", "kto"):
         from engine.multimodal.preference import tokenize_media_preference
 
@@ -67,9 +68,10 @@ def _tokenized(examples: Sequence[dict], stage: str, tokenizer: Any, template: A
 
         columns, stats = tokenize_media_sft(examples, tokenizer, template, opts, media)
     else:  # chunks straight into a memory-mapped Arrow file: no Python lists of the whole set
-        from engine.data.stream import tokenize_to_arrow
+        from engine.data.stream import CHUNK_ROWS, tokenize_to_arrow
 
-        dataset, stats = tokenize_to_arrow(examples, stage, tokenizer, template, opts, workers)
+        dataset, stats = tokenize_to_arrow(examples, stage, tokenizer, template, opts, workers,
+                                           chunk_rows or CHUNK_ROWS)
     if not stats["kept"]:
         raise DatasetError(
             f"All {stats['rows']} {split} examples were dropped: after cutting to cutoff_len={opts.cutoff_len} "
@@ -148,11 +150,13 @@ def _build(cfg: Any, tokenizer: Any, template: Any, media: Any) -> DatasetBundle
         _warn_about_media(train_examples, eval_examples)
     if train_examples:
         bundle.train, bundle.stats["train"] = _tokenized(train_examples, stage, tokenizer, template, opts, "train",
-                                                         bundle.media, data.preprocessing_num_workers)
+                                                         bundle.media, data.preprocessing_num_workers,
+                                                         data.preprocessing_batch_size)
     if eval_examples:
         eval_opts = dataclasses.replace(opts, packing=False)
         bundle.eval, bundle.stats["eval"] = _tokenized(eval_examples, stage, tokenizer, template, eval_opts, "eval",
-                                                       bundle.media, data.preprocessing_num_workers)
+                                                       bundle.media, data.preprocessing_num_workers,
+                                                       data.preprocessing_batch_size)
     return bundle
 
 

@@ -222,15 +222,16 @@ def check_quantization(bits: int) -> None:
                          "`pip install lf-board[bitsandbytes]` or remove `quantization_bit`.")
 
 
-def _quantization_config(bits: int, dtype: torch.dtype):
+def _quantization_config(bits: int, dtype: torch.dtype, quant_type: str = "nf4", double_quant: bool = True):
     check_quantization(bits)
     from transformers import BitsAndBytesConfig
 
     if bits == 8:
         return BitsAndBytesConfig(load_in_8bit=True)
     if bits == 4:
-        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=dtype, bnb_4bit_use_double_quant=True,
-                                  bnb_4bit_quant_type="nf4", bnb_4bit_quant_storage=dtype)
+        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=dtype,
+                                  bnb_4bit_use_double_quant=double_quant, bnb_4bit_quant_type=quant_type,
+                                  bnb_4bit_quant_storage=dtype)
     raise ModelError(f"`quantization_bit: {bits}` is not supported; use 4 or 8.")
 
 
@@ -325,7 +326,9 @@ def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, 
                               "trust_remote_code": model_args.trust_remote_code}
     quantized = bool(model_args.quantization_bit)
     if quantized:
-        kwargs["quantization_config"] = _quantization_config(model_args.quantization_bit, dtype)
+        kwargs["quantization_config"] = _quantization_config(
+            model_args.quantization_bit, dtype, getattr(model_args, "quantization_type", "nf4"),
+            getattr(model_args, "double_quantization", True))
         kwargs["device_map"] = {"": devices.current_device()}
     if reward:
         config.num_labels = 1

@@ -90,7 +90,7 @@ def training_kwargs(cfg: RunConfig, *, has_eval: bool) -> dict[str, Any]:
         kwargs["fsdp"] = True
         kwargs["fsdp_config"] = fsdp_config
     kwargs.update(nd_kwargs(cfg, world_size, "cpu" if not _has_accelerator() else "accelerator"))
-    if tr.save_strategy == "best":
+    if tr.save_strategy == "best" or cfg.methods.early_stopping_steps:
         kwargs["load_best_model_at_end"] = True
         kwargs["metric_for_best_model"] = "eval_loss"
     kwargs.update(cfg.extra)

@@ -176,8 +176,12 @@ def save_pissa_converted(model: Any, output_dir: str | Path) -> bool:
 
 
 def method_callbacks(cfg: Any, ctx: Any) -> list[Any]:
-    """Callbacks the chosen methods need: PiSSA's initial save, the per-module profiler."""
+    """Callbacks the chosen methods need: PiSSA's initial save, early stopping, the per-module profiler."""
     callbacks: list[Any] = []
+    if cfg.methods.early_stopping_steps:
+        from transformers import EarlyStoppingCallback
+
+        callbacks.append(EarlyStoppingCallback(early_stopping_patience=cfg.methods.early_stopping_steps))
     if cfg.finetuning.finetuning_type == "lora" and cfg.finetuning.pissa_init:
         callbacks.append(PissaInitCallback())
     if cfg.methods.profile_modules:

@@ -114,9 +114,10 @@ def test_every_field_is_documented():
 
 
 def test_llamafactory_keys_without_an_effect_here_are_refused_when_set():
-    """No key is accepted and then ignored: each works, passes through to transformers, or is refused."""
-    for key, value in [("vllm_gpu_util", 0.7), ("image_resolution", 512), ("print_param_status", True),
-                       ("ppo_epochs", 4), ("reward_model_type", "lora"), ("logging_dir", "logs")]:
+    """No key is accepted and then ignored: each works, passes through to transformers, or is refused (at
+    LLaMA-Factory's own default, where it changes nothing there either, it is accepted: tests/engine/test_lf_keys.py)."""
+    for key, value in [("vllm_gpu_util", 0.9), ("image_resolution", 512), ("print_param_status", True),
+                       ("ppo_epochs", 2), ("reward_model_type", "full"), ("logging_dir", "logs")]:
         with pytest.raises(ConfigError, match=rf"`{key}: "):
             build_config({key: value})
     assert build_config({"ddp_find_unused_parameters": False}).extra == {"ddp_find_unused_parameters": False}

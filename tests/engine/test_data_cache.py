@@ -115,3 +115,17 @@ def test_the_key_is_stable_across_processes(data_dir, chat_tokenizer, cache_dir)
     assert key == data_cache.cache_key(cfg, chat_tokenizer, get_template("chatml", chat_tokenizer))
     assert "0x" not in data_cache._template_stamp(template)  # no object addresses in the key
     assert os.fspath(data_cache.entry_path(key)).startswith(os.fspath(cache_dir))
+
+
+def test_preprocessing_batch_size_sets_the_chunk_and_keeps_the_tokens_and_the_cache(cache_dir, data_dir,
+                                                                                     chat_tokenizer, monkeypatch):
+    import engine.data.stream as stream
+
+    whole, _ = _run(data_dir, chat_tokenizer, monkeypatch)
+    chunks, real = [], stream.tokenize_to_arrow
+    monkeypatch.setattr(stream, "tokenize_to_arrow", lambda *a: chunks.append(a[6]) or real(*a))
+    chunked, _ = _run(data_dir, chat_tokenizer, monkeypatch, preprocessing_batch_size=6, overwrite_cache=True)
+    assert chunks == [6]  # 20 rows in chunks of 6
+    assert chunked.train.to_dict() == whole.train.to_dict()
+    _, calls = _run(data_dir, chat_tokenizer, monkeypatch, preprocessing_batch_size=7)  # the same tokens: reused
+    assert calls == 0

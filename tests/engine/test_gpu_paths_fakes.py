@@ -18,7 +18,12 @@ def tiny(tmp_path_factory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
 
-def test_qlora_config_reaches_the_loader_and_the_model_is_prepared(tiny, monkeypatch):
+@pytest.mark.parametrize("keys, quant_type, double", [
+    ({}, "nf4", True),
+    # as LlamaBoard writes a QLoRA run's config, and LLaMA-Factory's other 4-bit type
+    ({"quantization_method": "bnb", "double_quantization": False, "quantization_type": "fp4"}, "fp4", False),
+])
+def test_qlora_config_reaches_the_loader_and_the_model_is_prepared(tiny, monkeypatch, keys, quant_type, double):
     import peft
     from transformers import LlamaForCausalLM
 
@@ -39,12 +44,13 @@ def test_qlora_config_reaches_the_loader_and_the_model_is_prepared(tiny, monkeyp
 
     monkeypatch.setattr(LlamaForCausalLM, "from_pretrained", classmethod(fake_from_pretrained))
     monkeypatch.setattr(peft, "prepare_model_for_kbit_training", fake_prepare)
-    cfg = build_config({"model_name_or_path": str(tiny), "quantization_bit": 4, "gradient_checkpointing": True})
+    cfg = build_config({"model_name_or_path": str(tiny), "quantization_bit": 4, "gradient_checkpointing": True,
+                        **keys})
     model = loader.load_model(cfg.model, cfg.finetuning, loader.load_tokenizer(cfg.model), is_trainable=True,
                               train_args=cfg.train)
     quant = loaded["quantization_config"]
-    assert gated == [4] and quant.load_in_4bit and quant.bnb_4bit_quant_type == "nf4"
-    assert quant.bnb_4bit_use_double_quant and quant.bnb_4bit_compute_dtype == torch.float32
+    assert gated == [4] and quant.load_in_4bit and quant.bnb_4bit_quant_type == quant_type
+    assert quant.bnb_4bit_use_double_quant is double and quant.bnb_4bit_compute_dtype == torch.float32
     assert loaded["device_map"] == {"": torch.device("cpu")}
     assert prepared == {"checkpointing": True}
     assert type(model).__name__ == "PeftModelForCausalLM"

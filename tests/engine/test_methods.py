@@ -399,3 +399,13 @@ def test_disable_shuffling_feeds_the_data_in_order(tiny, tmp_path, monkeypatch):
     assert isinstance(samplers[0], SequentialSampler)
     assert run(tiny, tmp_path / "shuffled", "max_steps=1") == 0
     assert not isinstance(samplers[1], SequentialSampler)
+
+
+def test_early_stopping_ends_training_when_the_eval_loss_stops_improving(tiny, tmp_path):
+    out = tmp_path / "early"
+    # learning rate 0: the second evaluation equals the first, which is no improvement, so patience 1 stops there
+    assert run(tiny, out, "max_steps=8", "learning_rate=0", "val_size=0.5", "eval_strategy=steps", "eval_steps=1",
+               "save_strategy=steps", "save_steps=1", "early_stopping_steps=1") == 0
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    assert max(e.get("step", 0) for e in events) == 2
+    assert [e["step"] for e in events if e["event"] == "eval"] == [1, 2]

@@ -1,0 +1,279 @@
+"""LLaMA-Factory 0.9.5 keys that this engine has no field for: accepted at LLaMA-Factory's own default, refused
+with the true reason (and the fix) at any other value.
+
+A config that LLaMA-Factory accepts must never meet "Unknown key" here: a key it defines either works (it is a
+field of :mod:`engine.config.schema`), or is named here with the value under which it changes nothing (its
+default in LLaMA-Factory 0.9.5, where the feature is off) and what to do instead when it is set. Families of keys
+(``kt_*``, ``sglang_*``, ``swanlab_*``) are refused as a family, whatever the member, since newer LLaMA-Factory
+releases add members. The keys of LLaMA-Factory's benchmark command (``llamafactory-cli eval``) are refused at any
+value: their names (``batch_size``, ``lang``, ``task``) are too generic to pass silently in a training config.
+
+Secret-bearing keys (``swanlab_api_key`` and the hub tokens) never get here: :func:`engine.credentials.take_secrets`
+takes them out first. The Lark keys hold a webhook secret, so their refusal does not quote the value.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+_UNSET = object()
+
+_TOKENS = ("Adding tokens to the tokenizer by config is not supported here; remove it (a template's own special "
+           "tokens are added, and the embeddings resized, when the template needs them).")
+_EXPORT_QUANT = ("Quantizing an export (GPTQ calibration) is not done here; remove the export_quantization_* keys "
+                 "(`lf-engine export` writes the merged model in `infer_dtype`).")
+_KT = "KTransformers is not available here; remove `use_kt` and the kt_* keys (FSDP2 or DeepSpeed shard large models)."
+_SGLANG = "The SGLang inference backend is not available here; remove the sglang_* keys (chat uses transformers)."
+_VLLM = "The vLLM inference backend is not available here; remove the vllm_* keys."
+_SWANLAB = ("LLaMA-Factory's own SwanLab callback is not used here: set `report_to: swanlab` instead (transformers' "
+            "SwanLab integration, which reads SWANLAB_PROJECT, SWANLAB_MODE, SWANLAB_LOG_DIR and SWANLAB_API_KEY "
+            "from the environment) and remove the use_swanlab / swanlab_* keys.")
+_LOSS = "{name} is not implemented here; remove `{key}` (the standard cross-entropy loss is used)."
+_FP8 = "FP8 training is not available here; remove the fp8 keys (`bf16: true` or `fp16: true` train in mixed precision)."
+_TRACE = ("torch's trace profiler is not wired here; remove the profiler keys (`profile_modules` times the modules you "
+          "name and writes profile.json and profile.md to the run folder).")
+_BENCH = ("belongs to LLaMA-Factory's benchmark command (`llamafactory-cli eval`: MMLU, C-Eval, CMMLU), which is not "
+          "available here; remove it. `lf-engine eval` reports eval loss and perplexity, or BLEU/ROUGE with "
+          "`do_predict: true`.")
+
+# key -> (LLaMA-Factory 0.9.5's default, the refusal when the value differs from it)
+AT_DEFAULT_ONLY: dict[str, tuple[Any, str]] = {
+    # model
+    "adapter_folder": (None, "Adapters are loaded from the folders in `adapter_name_or_path` here; give the "
+                             "adapter's own folder there (the subfolder's full path) and remove `adapter_folder`."),
+    "add_tokens": (None, _TOKENS),
+    "add_special_tokens": (None, _TOKENS),
+    "new_special_tokens_config": (None, _TOKENS),
+    "init_special_tokens": ("noise_init", _TOKENS),
+    "use_unsloth_gc": (False, "Unsloth's gradient checkpointing is not available here; remove it "
+                              "(`gradient_checkpointing: true` uses PyTorch's own)."),
+    "train_from_scratch": (False, "Training from randomly initialised weights is not supported here; start from a "
+                                  "model's weights and remove `train_from_scratch`."),
+    "offload_folder": ("offload", "Offloading weights to disk is not done here; remove `offload_folder`."),
+    "use_kv_cache": (True, "Generation here always uses the KV cache; remove `use_kv_cache`."),
+    "use_v1_kernels": (False, "LLaMA-Factory's v1 kernels are not available here; remove `use_v1_kernels` "
+                              "(`enable_liger_kernel: true` fuses kernels on GPUs)."),
+    "quantization_method": ("bnb", "Quantization here is bitsandbytes only (`quantization_method: bnb`, "
+                                   "LLaMA-Factory's default); set it to bnb or remove it."),
+    "quantization_device_map": (None, "The quantized model is placed on this process's device here; remove "
+                                      "`quantization_device_map`."),
+    "image_do_pan_and_scan": (False, "Gemma 3's pan-and-scan image crops are not made here; remove "
+                                     "`image_do_pan_and_scan`."),
+    "crop_to_patches": (False, "Cropping images to patches (InternVL) is not done here; remove `crop_to_patches`."),
+    "use_audio_in_video": (False, "The audio track of a video is not read here; give the audio as its own `audios` "
+                                  "entry and remove `use_audio_in_video`."),
+    "export_quantization_dataset": (None, _EXPORT_QUANT),
+    "export_quantization_nsamples": (128, _EXPORT_QUANT),
+    "export_quantization_maxlen": (1024, _EXPORT_QUANT),
+    "vllm_config": (None, _VLLM),
+    # data
+    "eval_num_beams": (None, "Set the beams of prediction with `num_beams` here, and remove `eval_num_beams`."),
+    "ignore_pad_token_for_loss": (True, "Padding is never trained here (LLaMA-Factory's default); remove "
+                                        "`ignore_pad_token_for_loss`."),
+    "eval_on_each_dataset": (False, "Evaluation here reports one loss over all of `eval_dataset`; per-dataset "
+                                    "evaluation is not supported, so remove `eval_on_each_dataset`."),
+    "data_shared_file_system": (False, "Remove `data_shared_file_system`: it is not read here (the first process "
+                                       "prepares the data and the others load it)."),
+    # method
+    "pref_bco_weight": (0.0, "The BCO term of DPO is not available here; remove `pref_bco_weight` (or set it to 0)."),
+    "ref_model_adapters": (None, "Adapters on the reference model are not loaded here; merge them into a model "
+                                 "folder first (`lf-engine export`) and give that folder as `ref_model`."),
+    "ref_model_quantization_bit": (None, "The reference model is not quantized here; remove "
+                                         "`ref_model_quantization_bit`."),
+    "ld_alpha": (None, "LD-DPO's length weighting is not implemented here; remove `ld_alpha`."),
+    "use_swanlab": (False, _SWANLAB),
+    "use_mca": (False, "Megatron-Core training (MCA) is not available here; remove `use_mca` (FSDP2 or DeepSpeed "
+                       "shard large models)."),
+    "use_dft_loss": (False, _LOSS.format(name="The DFT loss", key="use_dft_loss")),
+    "use_asft_loss": (False, _LOSS.format(name="The ASFT loss", key="use_asft_loss")),
+    "asft_alpha": (0.1, _LOSS.format(name="The ASFT loss", key="asft_alpha")),
+    "use_eaft_loss": (False, _LOSS.format(name="The EAFT loss", key="use_eaft_loss")),
+    "eaft_alpha": (1.0, _LOSS.format(name="The EAFT loss", key="eaft_alpha")),
+    "include_effective_tokens_per_second": (False, "Remove `include_effective_tokens_per_second`: every logged step "
+                                                   "here reports real (non-padding) tokens per second."),
+    # generation
+    "max_length": (1024, "Set the generation length with `max_new_tokens` here, and remove `max_length`."),
+    # training (LLaMA-Factory's own, and Seq2SeqTrainingArguments', which LLaMA-Factory's extend)
+    "master_addr": (None, "Give the rendezvous address to torchrun or accelerate (`--master-addr`, or MASTER_ADDR in "
+                          "the environment) and remove `master_addr`."),
+    "master_port": (None, "Give the rendezvous port to torchrun or accelerate (`--master-port`, or MASTER_PORT in "
+                          "the environment) and remove `master_port`."),
+    "fp8": (False, _FP8),
+    "fp8_backend": ("auto", _FP8),
+    "fp8_enable_fsdp_float8_all_gather": (False, _FP8),
+    "enable_torch_profiler": (False, _TRACE),
+    "profiler_output_dir": (None, _TRACE),
+    "profiler_wait_steps": (1, _TRACE),
+    "profiler_repeat": (1, _TRACE),
+    "profiler_record_shapes": (True, _TRACE),
+    "profiler_profile_memory": (True, _TRACE),
+    "profiler_with_stack": (True, _TRACE),
+    "generation_config": (None, "Set generation with `max_new_tokens`, `num_beams`, `temperature`, `top_p` and "
+                                "`top_k` here, and remove `generation_config`."),
+    "generation_max_length": (None, "Set the generation length with `max_new_tokens` here, and remove "
+                                    "`generation_max_length`."),
+    "generation_num_beams": (None, "Set the beams of prediction with `num_beams` here, and remove "
+                                   "`generation_num_beams`."),
+    "sortish_sampler": (False, "Batches here are already grouped by length (or padding-free); remove "
+                               "`sortish_sampler`."),
+    # families: LLaMA-Factory 0.9.5's members and defaults
+    "use_kt": (False, _KT),
+    "kt_weight_path": (None, _KT),
+    "kt_expert_checkpoint_path": (None, _KT),
+    "kt_use_lora_experts": (None, _KT),
+    "kt_lora_expert_num": (None, _KT),
+    "kt_lora_expert_intermediate_size": (None, _KT),
+    "sglang_maxlen": (4096, _SGLANG),
+    "sglang_mem_fraction": (0.7, _SGLANG),
+    "sglang_tp_size": (-1, _SGLANG),
+    "sglang_config": (None, _SGLANG),
+    "sglang_lora_backend": ("triton", _SGLANG),
+    "swanlab_project": ("llamafactory", _SWANLAB),
+    "swanlab_workspace": (None, _SWANLAB),
+    "swanlab_run_name": (None, _SWANLAB),
+    "swanlab_mode": ("cloud", _SWANLAB),
+    "swanlab_logdir": (None, _SWANLAB),
+    "swanlab_lark_webhook_url": (None, _SWANLAB),
+    "swanlab_lark_secret": (None, _SWANLAB),
+}
+
+# prefix -> refusal for any other member of the family (a newer LLaMA-Factory's, at any value)
+FAMILIES = {"kt_": _KT, "sglang_": _SGLANG, "swanlab_": _SWANLAB, "vllm_": _VLLM, "fp8_": _FP8}
+
+# LLaMA-Factory's benchmark-evaluation keys: refused at any value (see the module docstring)
+BENCHMARK_KEYS = {
+    "task": "", "task_dir": "", "n_shot": "", "lang": "", "save_dir": "", "download_mode": "",
+    "batch_size": " (For training and evaluation batches set `per_device_train_batch_size` and "
+                  "`per_device_eval_batch_size`.)",
+}
+
+# Megatron-Core's training keys (LLaMA-Factory's MCA mode, USE_MCA=1, takes them from mcore_adapter): any value
+MEGATRON = ("Megatron-Core training (LLaMA-Factory's MCA mode, USE_MCA=1) is not available here; remove the Megatron "
+            "keys (FSDP2 or DeepSpeed ZeRO shard large models; `cp_size` and `tp_size` are accelerate's N-D sizes).")
+MEGATRON_KEYS = frozenset({
+    "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size", "expert_model_parallel_size",
+    "virtual_pipeline_model_parallel_size", "sequence_parallel", "use_distributed_optimizer", "overlap_grad_reduce",
+    "overlap_param_gather", "bias_activation_fusion", "apply_rope_fusion", "moe_grouped_gemm",
+    "moe_token_dispatcher_type", "recompute_granularity", "use_packed_sequences", "export_hf_on_finish",
+})
+
+# values never quoted back (they may hold a webhook or its secret)
+HIDDEN_VALUES = {"swanlab_lark_webhook_url", "swanlab_lark_secret"}
+
+# LLaMA-Factory keys whose every value trains the same here; key -> the note printed when it is set
+SAME_RESULT = {
+    "use_reentrant_gc": "`use_reentrant_gc`: activation checkpointing here is always non-reentrant (PyTorch's "
+                        "recommended form); the gradients are the same as with LLaMA-Factory's reentrant default.",
+}
+
+# the LLaMA-Factory 0.9.5 defaults of the keys refused only when set (engine.config.method_checks.REFUSED_WHEN_SET)
+REFUSED_WHEN_SET_DEFAULTS: dict[str, Any] = {
+    "buffer_size": 16384, "vllm_maxlen": 4096, "vllm_gpu_util": 0.7, "vllm_max_lora_rank": 32,
+    "ppo_buffer_size": 1, "ppo_epochs": 4, "ppo_target": 6.0, "reward_model_type": "lora",
+}
+
+
+def handles(key: str) -> bool:
+    """Whether ``key`` is one of LLaMA-Factory's keys named here."""
+    return (key in AT_DEFAULT_ONLY or key in BENCHMARK_KEYS or key in SAME_RESULT or key in MEGATRON_KEYS
+            or any(key.startswith(prefix) for prefix in FAMILIES))
+
+
+def is_default(value: Any, default: Any) -> bool:
+    """Whether a YAML value equals LLaMA-Factory's default (``null`` and an empty text count as None, ``"true"``
+    as True, ``"4096"`` as 4096, text compared without case)."""
+    if isinstance(value, str):
+        text = value.strip()
+        if default is None:
+            return text.lower() in ("", "null", "none", "~")
+        if isinstance(default, bool):
+            return text.lower() == str(default).lower()
+        if isinstance(default, (int, float)):
+            try:
+                return math.isclose(float(text), float(default))
+            except ValueError:
+                return False
+        return text.lower() == str(default).lower()
+    if default is None or isinstance(default, bool) or value is None or isinstance(value, bool):
+        return value is default or (value is None and default is None)
+    if isinstance(value, (int, float)) and isinstance(default, (int, float)):
+        return math.isclose(float(value), float(default))
+    return False
+
+
+def problem(key: str, value: Any) -> str | None:
+    """The refusal for ``key: value`` (a key :func:`handles`), or None when it changes nothing here."""
+    found = problems([(key, value)])
+    return found[0] if found else None
+
+
+def problems(items: list[tuple[str, Any]]) -> list[str]:
+    """The refusals for these ``(key, value)`` pairs (keys :func:`handles`); keys refused for the same reason share
+    one line, e.g. all the Megatron keys of a config."""
+    by_reason: dict[str, list[str]] = {}
+    for key, value in items:
+        reason = _reason(key, value)
+        if reason is not None:
+            shown = f"`{key}`" if key in HIDDEN_VALUES else f"`{key}: {_short(value)}`"
+            by_reason.setdefault(reason, []).append(shown)
+    out = []
+    for reason, shown in by_reason.items():
+        if reason.startswith(" "):  # the benchmark keys' reason reads on from the key
+            out.append(f"{', '.join(shown)}{reason}")
+        else:
+            out.append(f"{', '.join(shown)}: {reason}")
+    return out
+
+
+def _reason(key: str, value: Any) -> str | None:
+    if key in SAME_RESULT:
+        return None
+    if key in BENCHMARK_KEYS:
+        return f" {_BENCH}{BENCHMARK_KEYS[key]}"
+    if key in MEGATRON_KEYS:
+        return MEGATRON
+    default, reason = AT_DEFAULT_ONLY.get(key, (_UNSET, None))
+    if reason is None:
+        return next(text for prefix, text in FAMILIES.items() if key.startswith(prefix))
+    return None if is_default(value, default) else reason
+
+
+def note(key: str, value: Any) -> str | None:
+    """What to tell the user about a key that trains the same at any value (None: nothing)."""
+    return SAME_RESULT.get(key)
+
+
+def _short(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# Files of LLaMA-Factory's that are not training configs, told apart by keys only they have
+ACCELERATE_KEYS = ("compute_environment", "distributed_type", "main_training_function", "num_machines",
+                   "machine_rank", "rdzv_backend")
+V1_KEYS = ("model", "model_class", "train_dataset", "micro_batch_size", "peft_config", "dist_config",
+           "kernel_config", "sample_backend")
+
+
+def foreign_file_problem(mapping: dict[str, Any]) -> str | None:
+    """The one refusal for an accelerate config or a LLaMA-Factory v1 config given as a training config."""
+    keys = {str(key) for key in mapping}
+    accelerate = [key for key in ACCELERATE_KEYS if key in keys]
+    if len(accelerate) >= 2:
+        return (f"This is an accelerate config file (it has {', '.join(f'`{k}`' for k in accelerate)}), not a "
+                "training config; LLaMA-Factory passes it to `accelerate launch --config_file`. Here give the "
+                "training config (model, dataset, method) instead, and launch several processes with torchrun: "
+                "`torchrun --nproc-per-node N -m engine train TRAINING.yaml`, with FSDP set in the training config "
+                "(`fsdp`, `fsdp_config`; see examples/sft_full_fsdp2_demo.yaml).")
+    if keys and all(key.startswith("<") and key.endswith(">") for key in keys):
+        return ("This is a file of new special tokens and their descriptions (LLaMA-Factory's "
+                "`new_special_tokens_config`), not a training config; adding tokens by config is not supported here.")
+    v1 = [key for key in V1_KEYS if key in keys]
+    if len(v1) >= 2 and "model_name_or_path" not in keys:
+        return (f"This is a LLaMA-Factory v1 config (it has {', '.join(f'`{k}`' for k in v1)}; the experimental "
+                "format run with USE_V1=1), which is not read here. Write it with LLaMA-Factory's standard keys: "
+                "`model_name_or_path` for `model`, `dataset` (a name in dataset_info.json) for `train_dataset`, "
+                "`per_device_train_batch_size` for `micro_batch_size`, `finetuning_type: lora` with `lora_rank`, "
+                "`lora_alpha` and `lora_target` for `peft_config`, `stage: sft` and `do_train: true`.")
+    return None

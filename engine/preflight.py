@@ -43,10 +43,6 @@ def check(cfg: RunConfig, command: str = "train", *, interactive: bool | None = 
         from engine.train.rl import check_rl
 
         problems += check_rl(cfg)
-        if cfg.finetuning.stage == "kto" and cfg.train.do_train and cfg.train.per_device_train_batch_size < 2:
-            from engine.train.preference import KTO_BATCH_PROBLEM
-
-            problems.append(KTO_BATCH_PROBLEM)
     if command == "export":
         from engine.export import check_export
 

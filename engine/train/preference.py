@@ -12,20 +12,40 @@ from engine.config import RunConfig
 from engine.errors import UserError
 from engine.train.arguments import build_args
 
-KTO_BATCH_PROBLEM = ("`stage: kto` needs `per_device_train_batch_size` of at least 2: KTO estimates its KL term from "
-                     "the other completions in a batch. Raise it (use gradient_accumulation_steps for the rest).")
 DPO_COLUMNS = ("prompt_ids", "chosen_ids", "rejected_ids")
 KTO_COLUMNS = ("prompt_ids", "completion_ids", "label")
+LF_PREPROCESSING_BATCH = 1000  # LLaMA-Factory's preprocessing_batch_size default
 
 
-def _rotate_completions(batch: dict) -> dict:
-    """KTO's KL estimate pairs each prompt with another row's completion: shift completions by one in a batch."""
-    completions = batch["completion_ids"]
-    batch["KL_completion_ids"] = completions[-1:] + completions[:-1]
-    return batch
+def kl_partners(rows: int, batch_size: int | None = None, workers: int | None = None) -> list[int]:
+    """For each row, the row whose completion KTO's KL term pairs with its prompt, as LLaMA-Factory 0.9.5 pairs them.
+
+    LLaMA-Factory builds the mismatched pairs while preprocessing: within each batch of its dataset map, every row
+    takes the completion of the row before it (the first takes the last's). That map runs ``preprocessing_batch_size``
+    rows at a time (1000 by default) within each of ``preprocessing_num_workers`` contiguous shards (``datasets``'
+    ``num_proc``: shard i holds rows/n rows, the first rows % n shards one more), so the pairs depend on both.
+    """
+    size = max(1, batch_size or LF_PREPROCESSING_BATCH)
+    shards = max(1, min(workers or 1, rows)) if workers and workers > 1 else 1
+    per_shard, extra = divmod(rows, shards)
+    partners: list[int] = []
+    start = 0
+    for shard in range(shards):
+        end = start + per_shard + (1 if shard < extra else 0)
+        for first in range(start, end, size):
+            last = min(first + size, end)
+            partners += [last - 1, *range(first, last - 1)]
+        start = end
+    return partners
 
 
-def _pretokenized(columns: tuple[str, ...]) -> type:
+def _with_kl_completions(dataset: Any, batch_size: int | None, workers: int | None) -> Any:
+    completions = dataset["completion_ids"]
+    partners = kl_partners(len(completions), batch_size, workers)
+    return dataset.add_column("KL_completion_ids", [completions[i] for i in partners])
+
+
+def _pretokenized(columns: tuple[str, ...], cfg: RunConfig | None = None) -> type:
     """TRL's DPO/KTO trainer that takes our template-tokenized rows as they are instead of re-tokenizing text."""
     from trl import DPOTrainer, KTOTrainer
 
@@ -36,7 +56,9 @@ def _pretokenized(columns: tuple[str, ...]) -> type:
             if not set(columns) <= set(dataset.column_names):
                 return super()._prepare_dataset(dataset, processing_class, args, dataset_name)
             if base is KTOTrainer and self.calculate_KL:
-                dataset = dataset.map(_rotate_completions, batched=True, batch_size=args.per_device_train_batch_size)
+                data = cfg.data if cfg is not None else None
+                dataset = _with_kl_completions(dataset, getattr(data, "preprocessing_batch_size", None),
+                                               getattr(data, "preprocessing_num_workers", None))
             return dataset
 
     PretokenizedTrainer.__name__ = f"Pretokenized{base.__name__}"
@@ -169,20 +191,24 @@ def build_kto_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
             "KTO needs both desirable (kto_tag true) and undesirable (kto_tag false) rows in the training data; "
             f"this data has only {'desirable' if all(labels) else 'undesirable'} ones."
         )
-    specific: dict[str, Any] = {}
-    if cfg.train.per_device_train_batch_size < 2:
-        if cfg.train.do_train:
-            raise UserError(KTO_BATCH_PROBLEM)
-        specific["per_device_train_batch_size"] = 2  # TRL checks it even when only evaluating
+    batch = cfg.train.per_device_train_batch_size
+    # TRL pairs KL completions within each batch, so it wants batches of two or more read in order; the pairs here
+    # are LLaMA-Factory's, fixed per row before training (kl_partners), so a batch of one works and batches are
+    # drawn at random each epoch, as in LLaMA-Factory (disable_shuffling keeps the order).
+    specific: dict[str, Any] = {"per_device_train_batch_size": max(2, batch)}
     args = build_args(
         KTOConfig, cfg, has_eval=bundle.eval is not None, beta=ft.pref_beta,
         desirable_weight=ft.kto_chosen_weight, undesirable_weight=ft.kto_rejected_weight, **_common(cfg), **specific,
     )
     ref_model = _load_ref_model(cfg, model)
-    trainer = _pretokenized(KTO_COLUMNS)(
+    trainer = _pretokenized(KTO_COLUMNS, cfg)(
         model=model, ref_model=ref_model, args=args, train_dataset=_train_set(bundle), eval_dataset=bundle.eval,
         processing_class=tokenizer, callbacks=callbacks,
     )
+    trainer.args.train_sampling_strategy = "random"
+    if batch != trainer.args.per_device_train_batch_size:
+        trainer.args.per_device_train_batch_size = batch
+        trainer._train_batch_size = trainer.args.train_batch_size
     return _with_media(trainer, bundle, "kto")
 
 

@@ -77,6 +77,14 @@ def test_kto_labels(tmp_path, capsys):
     _train(tmp_path, capsys, "kto_lora_demo.yaml", "dataset=kto_en_demo", "template=chatml")
 
 
+def test_kto_with_a_batch_of_one_as_llama_factorys_example_has(tmp_path, capsys):
+    # examples/train_lora/qwen3_lora_kto.yaml of LLaMA-Factory 0.9.5: batch 1, 16 preprocessing workers
+    events = _train(tmp_path, capsys, "kto_lora_demo.yaml", "dataset=kto_en_demo", "template=chatml",
+                    "per_device_train_batch_size=1", "gradient_accumulation_steps=2", "preprocessing_num_workers=16")
+    logs = [e for e in events if e["event"] == "log"]
+    assert all(e.get("kl") is None or e["kl"] == e["kl"] for e in logs)
+
+
 @pytest.mark.parametrize("dataset", ["c4_demo", "wiki_demo"])
 def test_pretraining_text(tmp_path, capsys, dataset):
     events = _train(tmp_path, capsys, "pt_lora_demo.yaml", f"dataset={dataset}", "template=chatml", "max_samples=4")

@@ -392,11 +392,6 @@ def test_wandb_without_a_key_is_refused_before_the_start(ws, capsys, monkeypatch
     assert code == 0, err
 
 
-def test_kto_with_a_batch_of_one(ws, capsys, tmp_path):
-    train(ws, capsys, "stage=kto", "per_device_train_batch_size=1",
-          words=("`stage: kto` needs `per_device_train_batch_size` of at least 2",))
-
-
 def test_zero_epochs_trains_nothing(ws, capsys):
     train(ws, capsys, "max_steps=-1", "num_train_epochs=0", words=("trains nothing", "num_train_epochs"))
 

@@ -337,6 +337,17 @@ def abort_message(board: Board, run_id: str, outcome: str, lang: str) -> str:
     return t(lang, f"abort_{outcome}", run=run_id)
 
 
+def loaded_message(lang: str, name: str, mapping: dict[str, Any], keys: list[str]) -> str:
+    """"Loaded", and the keys of the file the form does not carry (they would not reach the run), if any."""
+    from app.config_import import left_out, named
+
+    message = t(lang, "config_loaded", name=name)
+    missing = left_out(mapping, keys)
+    if missing:
+        message += t(lang, "config_left_out", keys=named(missing), name=name)  # en starts with a space, zh not
+    return message
+
+
 def form_values(tab: TrainTab, mapping: dict[str, Any], board: Board) -> list[Any]:
     """Widget values for the whole form (top bar included) from a config mapping."""
     dataset_dir = str(mapping.get("dataset_dir") or board.workspace.default_dataset_dir())
@@ -548,7 +559,8 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     def on_load_saved(name, lang):
         if not name:
             return [t(lang, "config_pick"), *(gr.skip() for _ in form)]
-        return [t(lang, "config_loaded", name=name), *form_values(tab, board.workspace.read_config(name), board)]
+        mapping = board.workspace.read_config(name)
+        return [loaded_message(lang, name, mapping, tab.keys), *form_values(tab, mapping, board)]
 
     tab.load_btn.click(on_load_saved, [tab.saved_configs, top.lang], [tab.message, *form], **private)
 
@@ -561,7 +573,7 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             mapping = read_yaml(file)
         except ConfigError as err:
             return [str(err), *(gr.skip() for _ in form)]
-        return [t(lang, "config_loaded", name=Path(file).name), *form_values(tab, mapping, board)]
+        return [loaded_message(lang, Path(file).name, mapping, tab.keys), *form_values(tab, mapping, board)]
 
     tab.load_file.upload(on_load_file, [tab.load_file, top.lang], [tab.message, *form], **private)
 

@@ -221,7 +221,7 @@ def coerce_value(key: str, value: Any, tp: Any) -> Any:
 
 
 def _hf_training_keys() -> set[str]:
-    from transformers import TrainingArguments
+    from transformers.training_args import TrainingArguments  # the module: the lazy top level can race in threads
 
     return {f.name for f in dataclasses.fields(TrainingArguments)}
 

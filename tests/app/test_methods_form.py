@@ -26,3 +26,19 @@ def test_form_values_with_a_method_build_a_valid_config():
     cfg = build_config(mapping)
     assert cfg.methods.use_galore and cfg.methods.galore_rank == 8 and cfg.methods.rope_scaling == "linear"
     assert cfg.finetuning.finetuning_type == "full" and cfg.methods.profile_modules == "*.layers.0.mlp"
+
+
+def test_loading_a_config_names_the_keys_the_form_does_not_carry():
+    from engine.config import all_keys
+
+    keys = [k for k, (section, _) in all_keys().items() if section in train.ADVANCED_SECTIONS]
+    mapping = {"model_name_or_path": "demo", "stage": "sft", "output_dir": "saves/x", "learning_rate": 1e-4,
+               "run_name": "exp-7", "use_dft_loss": True, "save_only_model": False, "use_swanlab": False,
+               "vllm_maxlen": 4096, "hf_hub_token": "hf_secret_value_123", "include_num_input_tokens_seen": True}
+    message = train.loaded_message("en", "lf.yaml", mapping, keys)
+    assert message.startswith("Loaded `lf.yaml`. Not in the form, so not loaded")
+    assert "not loaded (Start would run without them): `run_name: exp-7`, `use_dft_loss: True`, `hf_hub_token`." in message
+    assert "hf_secret_value_123" not in message and "lf-engine train lf.yaml" in message
+    for quiet in ("learning_rate", "output_dir", "save_only_model", "use_swanlab", "vllm_maxlen", "include_num"):
+        assert quiet not in message  # in the form, set for every run, or changing nothing
+    assert train.loaded_message("zh", "a.yaml", {"learning_rate": 1e-4}, keys) == "已加载 `a.yaml`。"

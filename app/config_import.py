@@ -1,0 +1,71 @@
+"""What a config loaded into the Train tab leaves behind: its keys that the form has no widget for.
+
+The form carries the engine's own fields; a LLaMA-Factory or Hugging Face config may hold more (``run_name``,
+``save_only_model``, ``use_dft_loss``...). Those are not carried into the run Start launches, so the load message
+names each one whose value would change something, with the way to keep them (run the file with ``lf-engine``).
+Keys that change nothing are not named: LLaMA-Factory keys at its own default, transformers' keys at theirs, and
+the keys the board sets for every run (its folder, ``do_train``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import lru_cache
+from typing import Any
+
+from engine.config import lf_keys
+from engine.config.method_checks import REFUSED_WHEN_SET, is_set
+from engine.credentials import SECRET_KEYS
+
+# set by the board for each run, by the form's own top bar and data pickers, or by the engine for every run
+SET_BY_THE_BOARD = frozenset({
+    "output_dir", "overwrite_output_dir", "do_train", "model_name_or_path", "finetuning_type", "adapter_name_or_path",
+    "template", "stage", "dataset_dir", "dataset", "eval_dataset", "include_num_input_tokens_seen",
+})
+MAX_NAMED = 12
+
+
+@lru_cache(maxsize=1)
+def _hf_defaults() -> dict[str, Any]:
+    # the module itself, not transformers' lazy top level: two board threads resolving it at once can fail there
+    from transformers.training_args_seq2seq import Seq2SeqTrainingArguments
+
+    defaults = {}
+    for f in dataclasses.fields(Seq2SeqTrainingArguments):
+        if f.default is not dataclasses.MISSING:
+            defaults[f.name] = f.default
+    return defaults
+
+
+def _changes_nothing(key: str, value: Any) -> bool:
+    if key in REFUSED_WHEN_SET:
+        default = lf_keys.REFUSED_WHEN_SET_DEFAULTS.get(key)
+        return not is_set(value) or (key in lf_keys.REFUSED_WHEN_SET_DEFAULTS and lf_keys.is_default(value, default))
+    if lf_keys.handles(key):
+        return key in lf_keys.SAME_RESULT or lf_keys.problem(key, value) is None
+    defaults = _hf_defaults()
+    if key not in defaults or isinstance(defaults[key], (list, dict)):
+        return False
+    return lf_keys.is_default(value, defaults[key])
+
+
+def left_out(mapping: dict[str, Any], form_keys: list[str] | set[str]) -> list[str]:
+    """``key: value`` of each key of ``mapping`` the form does not carry and whose value would change something."""
+    carried = set(form_keys) | SET_BY_THE_BOARD
+    out = []
+    for key, value in mapping.items():
+        key = str(key)
+        if key in carried or _changes_nothing(key, value):
+            continue
+        if key in SECRET_KEYS or key in lf_keys.HIDDEN_VALUES:  # a token: named, never shown
+            out.append(f"`{key}`")
+            continue
+        text = str(value)
+        out.append(f"`{key}: {text if len(text) <= 40 else text[:37] + '...'}`")
+    return out
+
+
+def named(items: list[str]) -> str:
+    """The list for a message: the first :data:`MAX_NAMED`, then how many more."""
+    shown = ", ".join(items[:MAX_NAMED])
+    return shown if len(items) <= MAX_NAMED else f"{shown} (+{len(items) - MAX_NAMED})"

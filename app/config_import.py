@@ -41,6 +41,8 @@ def _changes_nothing(key: str, value: Any) -> bool:
     if key in REFUSED_WHEN_SET:
         default = lf_keys.REFUSED_WHEN_SET_DEFAULTS.get(key)
         return not is_set(value) or (key in lf_keys.REFUSED_WHEN_SET_DEFAULTS and lf_keys.is_default(value, default))
+    if key in lf_keys.APPLIED:  # the engine applies it; the form has no field, so it is lost unless empty
+        return lf_keys.is_default(value, None)
     if lf_keys.handles(key):
         return key in lf_keys.SAME_RESULT or lf_keys.problem(key, value) is None
     defaults = _hf_defaults()

@@ -40,8 +40,6 @@ _BENCH = ("belongs to LLaMA-Factory's benchmark command (`llamafactory-cli eval`
 # key -> (LLaMA-Factory 0.9.5's default, the refusal when the value differs from it)
 AT_DEFAULT_ONLY: dict[str, tuple[Any, str]] = {
     # model
-    "adapter_folder": (None, "Adapters are loaded from the folders in `adapter_name_or_path` here; give the "
-                             "adapter's own folder there (the subfolder's full path) and remove `adapter_folder`."),
     "add_tokens": (None, _TOKENS),
     "add_special_tokens": (None, _TOKENS),
     "new_special_tokens_config": (None, _TOKENS),
@@ -167,6 +165,10 @@ SAME_RESULT = {
                         "recommended form); the gradients are the same as with LLaMA-Factory's reentrant default.",
 }
 
+# LLaMA-Factory keys with no field here that engine.config.loader applies itself (adapter_folder: joined to each
+# adapter path)
+APPLIED = frozenset({"adapter_folder"})
+
 # the LLaMA-Factory 0.9.5 defaults of the keys refused only when set (engine.config.method_checks.REFUSED_WHEN_SET)
 REFUSED_WHEN_SET_DEFAULTS: dict[str, Any] = {
     "buffer_size": 16384, "vllm_maxlen": 4096, "vllm_gpu_util": 0.7, "vllm_max_lora_rank": 32,
@@ -177,7 +179,7 @@ REFUSED_WHEN_SET_DEFAULTS: dict[str, Any] = {
 def handles(key: str) -> bool:
     """Whether ``key`` is one of LLaMA-Factory's keys named here."""
     return (key in AT_DEFAULT_ONLY or key in BENCHMARK_KEYS or key in SAME_RESULT or key in MEGATRON_KEYS
-            or any(key.startswith(prefix) for prefix in FAMILIES))
+            or key in APPLIED or any(key.startswith(prefix) for prefix in FAMILIES))
 
 
 def is_default(value: Any, default: Any) -> bool:
@@ -227,7 +229,7 @@ def problems(items: list[tuple[str, Any]]) -> list[str]:
 
 
 def _reason(key: str, value: Any) -> str | None:
-    if key in SAME_RESULT:
+    if key in SAME_RESULT or key in APPLIED:
         return None
     if key in BENCHMARK_KEYS:
         return f" {_BENCH}{BENCHMARK_KEYS[key]}"

@@ -303,6 +303,7 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
         notes=notes,
         secrets=secrets,
     )
+    problems.extend(_apply_adapter_folder(cfg, mapping.get("adapter_folder")))
     if "do_train" not in mapping and not cfg.data.dataset and (cfg.train.do_predict or cfg.train.do_eval):
         # LLaMA-Factory's (Hugging Face's) do_train defaults to false: its predict/eval configs have no `dataset`.
         cfg.train.do_train = False
@@ -312,6 +313,24 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
     if problems:
         raise ConfigError(problems, partial=cfg)
     return cfg
+
+
+def _apply_adapter_folder(cfg: RunConfig, folder: Any) -> list[str]:
+    """LLaMA-Factory's ``adapter_folder``: the subfolder of each adapter in ``adapter_name_or_path`` that holds the
+    adapter (PEFT's ``subfolder``). Adapters here are local folders, so the paths are joined once, and the run's
+    saved config names the folders really loaded."""
+    if folder is None or (isinstance(folder, str) and folder.strip().lower() in ("", "null", "none", "~")):
+        return []
+    if not isinstance(folder, str):
+        return [f"`adapter_folder: {shown(folder)}` must be a folder name inside each adapter folder."]
+    adapters = [a.strip() for a in (cfg.model.adapter_name_or_path or "").split(",") if a.strip()]
+    if not adapters:
+        return ["`adapter_folder` names a subfolder of each adapter in `adapter_name_or_path`, which is empty; set "
+                "`adapter_name_or_path` or remove `adapter_folder`."]
+    joined = [str(Path(a) / folder.strip()) for a in adapters]
+    cfg.model.adapter_name_or_path = ",".join(joined)
+    cfg.notes.append(f"`adapter_folder: {folder.strip()}`: adapters are loaded from {', '.join(joined)}.")
+    return []
 
 
 def _cross_checks(cfg: RunConfig) -> list[str]:

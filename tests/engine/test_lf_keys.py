@@ -138,3 +138,13 @@ def test_files_that_are_not_training_configs_are_named(mapping, expected):
     with pytest.raises(ConfigError) as err:
         build_config(mapping)
     assert len(err.value.problems) == 1 and expected in err.value.problems[0]
+
+
+def test_adapter_folder_is_the_subfolder_of_each_adapter(tmp_path):
+    cfg = build_config({**BASE, "adapter_name_or_path": f"{tmp_path}/a,{tmp_path}/b", "adapter_folder": "sub"})
+    assert cfg.model.adapter_name_or_path == f"{tmp_path}/a/sub,{tmp_path}/b/sub"
+    assert any("adapters are loaded from" in note for note in cfg.notes)
+    assert "adapter_folder:" not in cfg.to_yaml(minimal=False)  # the saved config names the joined folders
+    assert build_config({**BASE, "adapter_folder": None}).model.adapter_name_or_path is None
+    problems = problems_of({"adapter_folder": "sub"})
+    assert len(problems) == 1 and "`adapter_name_or_path`, which is empty" in problems[0]

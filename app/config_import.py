@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import Any
 
 from engine.config import lf_keys
-from engine.config.method_checks import REFUSED_WHEN_SET, is_set
+from engine.config.method_checks import REFUSED_WHEN_SET
 from engine.credentials import SECRET_KEYS
 
 # set by the board for each run, by the form's own top bar and data pickers, or by the engine for every run
@@ -39,8 +39,7 @@ def _hf_defaults() -> dict[str, Any]:
 
 def _changes_nothing(key: str, value: Any) -> bool:
     if key in REFUSED_WHEN_SET:
-        default = lf_keys.REFUSED_WHEN_SET_DEFAULTS.get(key)
-        return not is_set(value) or (key in lf_keys.REFUSED_WHEN_SET_DEFAULTS and lf_keys.is_default(value, default))
+        return lf_keys.refused_key_is_off(key, value)
     if key in lf_keys.APPLIED:  # the engine applies it; the form has no field, so it is lost unless empty
         return lf_keys.is_default(value, None)
     if lf_keys.handles(key):

@@ -1,9 +1,9 @@
 """Secrets (hub tokens, the chat server's API key) come from the environment and never reach a run folder or log.
 
 - A config may still carry LLaMA-Factory's ``hf_hub_token`` / ``ms_hub_token`` / ``om_hub_token`` /
-  ``swanlab_api_key`` or Hugging Face's ``hub_token``: :func:`take_secrets` takes them out of the mapping before it is validated, so they are never part
-  of the typed config and therefore never written to config.yaml, lf_config.yaml, a checkpoint or
-  training_args.bin. The engine then uses them through the environment variable the hub library reads
+  ``swanlab_api_key`` or Hugging Face's ``hub_token``: :func:`take_secrets` takes them out of the mapping before it
+  is validated, so they are never part of the typed config and therefore never written to config.yaml,
+  lf_config.yaml, a checkpoint or training_args.bin. The engine then uses them through the environment variable the hub library reads
   (:func:`export_secrets`), and the note it prints names the variable to set instead.
 - :class:`RedactingFilter` masks every secret value (from the variables below) in log records.
 """

@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from engine.config.method_checks import is_set
+
 _UNSET = object()
 
 _TOKENS = ("Adding tokens to the tokenizer by config is not supported here; remove it (a template's own special "
@@ -174,6 +176,14 @@ REFUSED_WHEN_SET_DEFAULTS: dict[str, Any] = {
     "buffer_size": 16384, "vllm_maxlen": 4096, "vllm_gpu_util": 0.7, "vllm_max_lora_rank": 32,
     "ppo_buffer_size": 1, "ppo_epochs": 4, "ppo_target": 6.0, "reward_model_type": "lora",
 }
+
+
+def refused_key_is_off(key: str, value: Any) -> bool:
+    """For a key of ``REFUSED_WHEN_SET``: whether ``value`` leaves it off (false, 0, empty) or at LLaMA-Factory's
+    default, which is what happens here anyway."""
+    if not is_set(value):
+        return True
+    return key in REFUSED_WHEN_SET_DEFAULTS and is_default(value, REFUSED_WHEN_SET_DEFAULTS[key])
 
 
 def handles(key: str) -> bool:

@@ -268,9 +268,7 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
                 if "max" in meta and v > meta["max"]:
                     problems.append(f"`{key}: {v}` is above the maximum {meta['max']}; lower it.")
         elif key in REFUSED_WHEN_SET:
-            default = lf_keys.REFUSED_WHEN_SET_DEFAULTS.get(key)
-            # off (false, 0, empty) or LLaMA-Factory's default is what happens here anyway
-            if is_set(value) and not (key in lf_keys.REFUSED_WHEN_SET_DEFAULTS and lf_keys.is_default(value, default)):
+            if not lf_keys.refused_key_is_off(key, value):
                 problems.append(f"`{key}: {value}`: {REFUSED_WHEN_SET[key]}")
         elif lf_keys.handles(key):  # LLaMA-Factory's, with no field here: fine at its default, else refused
             lf_only.append((key, value))
@@ -319,7 +317,7 @@ def _apply_adapter_folder(cfg: RunConfig, folder: Any) -> list[str]:
     """LLaMA-Factory's ``adapter_folder``: the subfolder of each adapter in ``adapter_name_or_path`` that holds the
     adapter (PEFT's ``subfolder``). Adapters here are local folders, so the paths are joined once, and the run's
     saved config names the folders really loaded."""
-    if folder is None or (isinstance(folder, str) and folder.strip().lower() in ("", "null", "none", "~")):
+    if lf_keys.is_default(folder, None):
         return []
     if not isinstance(folder, str):
         return [f"`adapter_folder: {shown(folder)}` must be a folder name inside each adapter folder."]

@@ -26,7 +26,7 @@ def kl_partners(rows: int, batch_size: int | None = None, workers: int | None = 
     ``num_proc``: shard i holds rows/n rows, the first rows % n shards one more), so the pairs depend on both.
     """
     size = max(1, batch_size or LF_PREPROCESSING_BATCH)
-    shards = max(1, min(workers or 1, rows)) if workers and workers > 1 else 1
+    shards = min(workers, rows) if workers and workers > 1 and rows else 1  # datasets caps num_proc at the rows
     per_shard, extra = divmod(rows, shards)
     partners: list[int] = []
     start = 0

@@ -4,7 +4,8 @@
   last reply is trained), ``attention_mask``.
 - ``pt``: each text + EOS (BOS first when the tokenizer has one), concatenated and cut into ``cutoff_len`` blocks.
 - ``rm``: ``chosen_ids``/``rejected_ids`` (prompt + answer); ``dpo``: ``prompt_ids``, ``chosen_ids``,
-  ``rejected_ids`` (answers only); ``kto``: ``prompt_ids``, ``completion_ids``, ``label``.
+  ``rejected_ids`` (answers only); ``kto``: ``prompt_ids``, ``completion_ids``, ``label`` and what its KL pairs need
+  beyond the row's own cut (``engine.data.kto_pairs``).
 
 Truncation is LLaMA-Factory's (``infer_seqlen``): turn by turn from the start (from the last turn with
 ``mask_history``), each (prompt, reply) pair gets what is left of ``cutoff_len``: a reply shorter than half of it
@@ -309,13 +310,16 @@ def prompt_and_reply(tokenizer: Any, template: Any, example: dict, reply: dict) 
     return prompt, response
 
 
-def _fit(prompt_len: int, reply_len: int, opts: TokenizeOptions) -> tuple[int, int]:
+def fit_reply(prompt_len: int, reply_len: int, opts: TokenizeOptions) -> tuple[int, int]:
+    """Prompt and reply tokens kept of a (prompt, reply) pair: ``infer_seqlen``, or ``fit_pair`` with
+    ``keep_prompt_end``."""
     if opts.keep_prompt_end:
         return fit_pair(prompt_len, reply_len, opts.cutoff_len)
     return infer_seqlen(prompt_len, reply_len, opts.cutoff_len)
 
 
-def _cut_prompt(prompt: list[int], keep: int, opts: TokenizeOptions) -> list[int]:
+def cut_prompt(prompt: list[int], keep: int, opts: TokenizeOptions) -> list[int]:
+    """The ``keep`` prompt tokens kept: the first ones, or the last with ``keep_prompt_end``."""
     return _tail(prompt, keep) if opts.keep_prompt_end else prompt[:keep]
 
 
@@ -336,10 +340,10 @@ def _preference_rows(examples: list[dict], tokenizer: Any, template: Any, opts: 
         prompt, chosen = prompt_and_reply(tokenizer, template, example, example["chosen"])
         rejected = prompt_and_reply(tokenizer, template, example, example["rejected"])[1]
         longest = max(len(chosen), len(rejected))
-        prompt_keep, reply_keep = _fit(len(prompt), longest, opts)
+        prompt_keep, reply_keep = fit_reply(len(prompt), longest, opts)
         if prompt_keep < len(prompt) or reply_keep < longest:
             stats["truncated"] += 1
-        prompt, chosen, rejected = _cut_prompt(prompt, prompt_keep, opts), chosen[:reply_keep], rejected[:reply_keep]
+        prompt, chosen, rejected = cut_prompt(prompt, prompt_keep, opts), chosen[:reply_keep], rejected[:reply_keep]
         if not chosen or not rejected:
             stats["dropped"] += 1
             continue
@@ -359,7 +363,10 @@ def tokenize_kto(examples: list[dict], tokenizer: Any, template: Any, opts: Toke
                  ) -> tuple[dict[str, list], dict[str, int]]:
     """KTO rows: prompt, completion and the desirable/undesirable label."""
     stats = new_stats(len(examples))
-    columns: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "label": []}
+    from engine.data.kto_pairs import SOURCE_COLUMNS
+
+    columns: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "label": [],
+                                **{name: [] for name in SOURCE_COLUMNS}}
     with prefetched(tokenizer, _texts(template, _reply_conversations(examples, ()))):
         _kto_rows(examples, tokenizer, template, opts, columns, stats)
     return columns, stats
@@ -367,16 +374,20 @@ def tokenize_kto(examples: list[dict], tokenizer: Any, template: Any, opts: Toke
 
 def _kto_rows(examples: list[dict], tokenizer: Any, template: Any, opts: TokenizeOptions,
               columns: dict[str, list], stats: dict[str, int]) -> None:
+    from engine.data.kto_pairs import source_columns
+
     for example in examples:
         prompt, completion = prompt_and_reply(tokenizer, template, {**example, "messages": example["messages"][:-1]},
                                               example["messages"][-1])
-        prompt_keep, reply_keep = _fit(len(prompt), len(completion), opts)
+        prompt_keep, reply_keep = fit_reply(len(prompt), len(completion), opts)
         if prompt_keep < len(prompt) or reply_keep < len(completion):
             stats["truncated"] += 1
-        prompt, completion = _cut_prompt(prompt, prompt_keep, opts), completion[:reply_keep]
-        if not completion:
+        if not reply_keep:
             stats["dropped"] += 1
             continue
+        for name, value in source_columns(prompt, completion, prompt_keep, reply_keep, opts).items():
+            columns[name].append(value)
+        prompt, completion = cut_prompt(prompt, prompt_keep, opts), completion[:reply_keep]
         columns["prompt_ids"].append(prompt)
         columns["completion_ids"].append(completion)
         columns["label"].append(bool(example["kto_tag"]))

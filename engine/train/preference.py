@@ -6,6 +6,7 @@ exactly the same prompt format as SFT and chat.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from engine.config import RunConfig
@@ -14,35 +15,49 @@ from engine.train.arguments import build_args
 
 DPO_COLUMNS = ("prompt_ids", "chosen_ids", "rejected_ids")
 KTO_COLUMNS = ("prompt_ids", "completion_ids", "label")
-LF_PREPROCESSING_BATCH = 1000  # LLaMA-Factory's preprocessing_batch_size default
+
+logger = logging.getLogger(__name__)
 
 
-def kl_partners(rows: int, batch_size: int | None = None, workers: int | None = None) -> list[int]:
-    """For each row, the row whose completion KTO's KL term pairs with its prompt, as LLaMA-Factory 0.9.5 pairs them.
+def _with_kl_pairs(dataset: Any, cfg: RunConfig | None) -> Any:
+    """``dataset`` with LLaMA-Factory's KL pairs (``KL_prompt_ids``, ``KL_completion_ids``), its
+    :data:`~engine.data.kto_pairs.SOURCE_COLUMNS` dropped."""
+    from engine.data.kto_pairs import SOURCE_COLUMNS, kl_inputs, kl_partners
+    from engine.data.tokenize import TokenizeOptions
 
-    LLaMA-Factory builds the mismatched pairs while preprocessing: within each batch of its dataset map, every row
-    takes the completion of the row before it (the first takes the last's). That map runs ``preprocessing_batch_size``
-    rows at a time (1000 by default) within each of ``preprocessing_num_workers`` contiguous shards (``datasets``'
-    ``num_proc``: shard i holds rows/n rows, the first rows % n shards one more), so the pairs depend on both.
-    """
-    size = max(1, batch_size or LF_PREPROCESSING_BATCH)
-    shards = min(workers, rows) if workers and workers > 1 and rows else 1  # datasets caps num_proc at the rows
-    per_shard, extra = divmod(rows, shards)
-    partners: list[int] = []
-    start = 0
-    for shard in range(shards):
-        end = start + per_shard + (1 if shard < extra else 0)
-        for first in range(start, end, size):
-            last = min(first + size, end)
-            partners += [last - 1, *range(first, last - 1)]
-        start = end
-    return partners
+    data = cfg.data if cfg is not None else None
+    partners = kl_partners(len(dataset), getattr(data, "preprocessing_batch_size", None),
+                           getattr(data, "preprocessing_num_workers", None))
+    if not set(SOURCE_COLUMNS) <= set(dataset.column_names):  # tokenized_path written before these columns
+        logger.warning("The tokenized KTO data was saved by an older version and lacks what exact KL pairs need, "
+                       "so each KL pair is the row's cut prompt and its partner's cut completion; set "
+                       "overwrite_cache: true once to tokenize it again.")
+        completions = dataset["completion_ids"]
+        return dataset.add_column("KL_completion_ids", [completions[i] for i in partners])
+    opts = TokenizeOptions(cutoff_len=data.cutoff_len, keep_prompt_end=bool(getattr(data, "keep_prompt_end", False))) \
+        if data is not None else TokenizeOptions()
+    names = ("prompt_ids", "completion_ids", *SOURCE_COLUMNS)
+    prompts, completions = kl_inputs({name: dataset[name] for name in names}, partners, opts)
+    dataset = dataset.remove_columns(list(SOURCE_COLUMNS))
+    return dataset.add_column("KL_prompt_ids", prompts).add_column("KL_completion_ids", completions)
 
 
-def _with_kl_completions(dataset: Any, batch_size: int | None, workers: int | None) -> Any:
-    completions = dataset["completion_ids"]
-    partners = kl_partners(len(completions), batch_size, workers)
-    return dataset.add_column("KL_completion_ids", [completions[i] for i in partners])
+class KLPairCollator:
+    """TRL's KTO collator for rows whose KL pair has a prompt of its own (``KL_prompt_ids``): TRL's builds the KL
+    sequences from the row's ``prompt_ids``, here they come from the KL prompt LLaMA-Factory's cut gives."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+        if not features or "KL_prompt_ids" not in features[0]:
+            return self.inner(features)
+        rows = [{k: v for k, v in feature.items() if not k.startswith("KL_")} for feature in features]
+        batch = dict(self.inner(rows))
+        pairs = self.inner([{**row, "prompt_ids": feature["KL_prompt_ids"], "completion_ids": feature["KL_completion_ids"]}
+                            for row, feature in zip(rows, features)])
+        batch.update({f"KL_{name}": pairs[name] for name in ("input_ids", "attention_mask", "completion_mask")})
+        return batch
 
 
 def _pretokenized(columns: tuple[str, ...], cfg: RunConfig | None = None) -> type:
@@ -56,9 +71,11 @@ def _pretokenized(columns: tuple[str, ...], cfg: RunConfig | None = None) -> typ
             if not set(columns) <= set(dataset.column_names):
                 return super()._prepare_dataset(dataset, processing_class, args, dataset_name)
             if base is KTOTrainer and self.calculate_KL:
-                data = cfg.data if cfg is not None else None
-                dataset = _with_kl_completions(dataset, getattr(data, "preprocessing_batch_size", None),
-                                               getattr(data, "preprocessing_num_workers", None))
+                return _with_kl_pairs(dataset, cfg)
+            if base is KTOTrainer:
+                from engine.data.kto_pairs import SOURCE_COLUMNS
+
+                return dataset.remove_columns([name for name in SOURCE_COLUMNS if name in dataset.column_names])
             return dataset
 
     PretokenizedTrainer.__name__ = f"Pretokenized{base.__name__}"
@@ -193,8 +210,8 @@ def build_kto_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
         )
     batch = cfg.train.per_device_train_batch_size
     # TRL pairs KL completions within each batch, so it wants batches of two or more read in order; the pairs here
-    # are LLaMA-Factory's, fixed per row before training (kl_partners), so a batch of one works and batches are
-    # drawn at random each epoch, as in LLaMA-Factory (disable_shuffling keeps the order).
+    # are LLaMA-Factory's, fixed per row before training (engine.data.kto_pairs), so a batch of one works and
+    # batches are drawn at random each epoch, as in LLaMA-Factory (disable_shuffling keeps the order).
     specific: dict[str, Any] = {"per_device_train_batch_size": max(2, batch)}
     args = build_args(
         KTOConfig, cfg, has_eval=bundle.eval is not None, beta=ft.pref_beta,
@@ -205,6 +222,7 @@ def build_kto_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
         model=model, ref_model=ref_model, args=args, train_dataset=_train_set(bundle), eval_dataset=bundle.eval,
         processing_class=tokenizer, callbacks=callbacks,
     )
+    trainer.data_collator = KLPairCollator(trainer.data_collator)
     trainer.args.train_sampling_strategy = "random"
     if batch != trainer.args.per_device_train_batch_size:
         trainer.args.per_device_train_batch_size = batch

@@ -1,4 +1,5 @@
-"""Our SFT, DPO and KTO pipelines give LLaMA-Factory 0.9.5's exact input ids and labels on its own demo data.
+"""Our SFT, DPO and KTO pipelines give LLaMA-Factory 0.9.5's exact input ids and labels on its own demo data
+(for KTO also those of each row's KL pair).
 
 tests/golden/lf_demo_data.json.gz holds, per row, digests of the ids and labels that LLaMA-Factory's converters
 and dataset processors produced for the first 50 rows of alpaca_en_demo, identity, glaive_toolcall_en_demo (tool
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 from golden.tokenizers import load
 
+from engine.data.kto_pairs import kl_inputs, kl_partners
 from engine.data.loader import load_dataset_examples
 from engine.data.tokenize import IGNORE, TokenizeOptions, tokenize_examples
 from engine.templates import get_template
@@ -61,9 +63,12 @@ def ours(name: str, stage: str, template_name: str, cutoff: int, options: dict) 
             out.append([_digest(prompt + chosen), _digest(masked + chosen), _digest(prompt + rejected),
                         _digest(masked + rejected), len(prompt + chosen), len(prompt + rejected)])
         return out
-    if stage == "kto":
-        return [[_digest(p + c), _digest([IGNORE] * len(p) + c), len(p + c), label]
-                for p, c, label in zip(columns["prompt_ids"], columns["completion_ids"], columns["label"])]
+    if stage == "kto":  # the KL pairs as the trainer builds them (kto_pairs), for LLaMA-Factory's one 50-row batch
+        kl_prompts, kl_completions = kl_inputs(columns, kl_partners(len(columns["label"])), opts)
+        return [[_digest(p + c), _digest([IGNORE] * len(p) + c), len(p + c), label, _digest(kp + kc),
+                 _digest([IGNORE] * len(kp) + kc), len(kp + kc)]
+                for p, c, label, kp, kc in zip(columns["prompt_ids"], columns["completion_ids"], columns["label"],
+                                               kl_prompts, kl_completions)]
     return [[_digest(ids), _digest(labels), len(ids), sum(x != IGNORE for x in labels)]
             for ids, labels in zip(columns["input_ids"], columns["labels"])]
 

@@ -154,6 +154,49 @@ def test_dpo_rows_expand_placeholders_exactly_and_batch_media_per_half(qwen2_vl,
         assert (batch[prefix + "mm_token_type_ids"] == soft.long()).all()
 
 
+def test_a_kto_pair_keeps_its_images_where_llama_factorys_cut_would_split_them(qwen2_vl, tmp_path):
+    from trl.trainer.kto_trainer import DataCollatorForUnpairedPreference
+
+    from engine.data.kto_pairs import kl_inputs
+    from engine.data.tokenize import TokenizeOptions
+    from engine.multimodal.preference import build_preference_collator, tokenize_media_preference
+    from engine.train.preference import KLPairCollator
+
+    tokenizer, template, ctx = _context(qwen2_vl)
+    _images(tmp_path)
+    pictured = {"messages": [{"role": "user", "content": "<image>What color is it?"},
+                             {"role": "assistant", "content": "Red."}], "kto_tag": True,
+                "images": [str(tmp_path / "img" / "0.png")]}
+    wordy = {"messages": [{"role": "user", "content": "Hi"},
+                          {"role": "assistant", "content": " ".join(["word"] * 200)}], "kto_tag": False}
+    opts = TokenizeOptions(cutoff_len=50)
+    columns, stats = tokenize_media_preference([pictured, wordy], tokenizer, template, opts, ctx, "kto")
+    assert stats["kept"] == 2 and columns["completion_rest_ids"][1]  # the wordy reply was cut for its own pair
+    pad = tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    soft = columns["prompt_ids"][0].count(pad)
+    assert soft and columns["prompt_floor"][0] > len(columns["prompt_ids"][0]) - 8 and columns["prompt_floor"][1] == 0
+    # infer_seqlen would keep only the first few prompt tokens of (pictured prompt, wordy reply): the images stay
+    prompts, completions = kl_inputs(columns, [1, 0], opts)
+    assert prompts[0][:columns["prompt_floor"][0]].count(pad) == soft
+    assert len(prompts[0]) + len(completions[0]) == 50 and completions[0] == (
+        columns["completion_ids"][1] + columns["completion_rest_ids"][1])[:len(completions[0])]
+
+    class _Trainer:
+        data_collator = KLPairCollator(DataCollatorForUnpairedPreference(pad_token_id=tokenizer.pad_token_id,
+                                                                         max_length=50))
+
+    class _Bundle:
+        media = ctx
+
+    rows = [{"prompt_ids": columns["prompt_ids"][i], "completion_ids": columns["completion_ids"][i],
+             "label": columns["label"][i], "mm_inputs": columns["mm_inputs"][i], "KL_prompt_ids": prompts[i],
+             "KL_completion_ids": completions[i]} for i in range(2)]
+    batch = build_preference_collator(_Trainer(), _Bundle(), "kto")(rows)
+    for prefix in ("", "KL_"):
+        assert int((batch[prefix + "input_ids"][0] == pad).sum()) == soft
+        assert not batch[prefix + "completion_mask"][batch[prefix + "input_ids"] == pad].any()
+
+
 def test_dpo_with_images_trains_and_the_loss_falls(qwen2_vl, tmp_path):
     data = _pairwise(tmp_path / "data")
     config = _config(tmp_path, qwen2_vl, data)

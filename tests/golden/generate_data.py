@@ -4,7 +4,7 @@
 
 The first 50 rows of each demo file are converted and tokenized by LLaMA-Factory's converters and dataset
 processors (``lf_harness``) with the ``special`` test tokenizer, at cutoffs 256, 1024 and 8192. Per row the file
-keeps a digest of the input ids and of the labels (and their lengths), so tests/engine/test_lf_demo_data.py can
+keeps a digest of the input ids and of the labels (and their lengths; for KTO also of the KL pair's), so tests/engine/test_lf_demo_data.py can
 check that our pipeline gives the same ids on the same files. Llama 3's tool prompt carries the date: LLaMA-Factory
 writes :data:`tests.golden.generate.FIXED_DATE` (kept in the file as ``date``) and the test gives ours the same.
 """
@@ -100,8 +100,9 @@ def main(data_dir: str) -> None:
                 result["chosen_input_ids"], result["chosen_labels"], result["rejected_input_ids"],
                 result["rejected_labels"])]
         elif stage == "kto":
-            rows = [[digest(a), digest(b), len(a), bool(t)] for a, b, t in zip(result["input_ids"], result["labels"],
-                                                                              result["kto_tags"])]
+            rows = [[digest(a), digest(b), len(a), bool(t), digest(c), digest(d), len(c)] for a, b, t, c, d in zip(
+                result["input_ids"], result["labels"], result["kto_tags"], result["kl_input_ids"],
+                result["kl_labels"])]
         else:
             rows = [[digest(a), digest(b), len(a), sum(x != -100 for x in b)] for a, b in zip(result["input_ids"],
                                                                                                result["labels"])]

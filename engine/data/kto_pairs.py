@@ -1,0 +1,88 @@
+"""KTO's mismatched (KL) pairs, exactly as LLaMA-Factory 0.9.5 forms them.
+
+KTO estimates its KL term from prompts paired with completions of other rows. LLaMA-Factory builds those pairs
+while preprocessing: within each batch of its dataset map, every row takes the completion of the row before it
+(the first row the last's), and the pair is encoded and cut to ``cutoff_len`` *as a pair of its own*
+(``infer_seqlen`` of the row's whole prompt and the partner's whole completion), not as the row's cut prompt
+followed by the partner's cut completion.
+
+Our tokenizer cuts each row for its own pair, so a KTO row also keeps what the KL pair may need beyond that cut
+(:func:`source_columns`: the whole lengths and the tokens cut off, at most ``cutoff_len`` of each side; empty for
+rows that were not cut). :func:`kl_inputs` then gives every row its KL prompt and KL completion, cut as
+LLaMA-Factory cuts them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from engine.data.tokenize import TokenizeOptions, cut_prompt, fit_reply
+
+LF_PREPROCESSING_BATCH = 1000
+"""LLaMA-Factory's ``preprocessing_batch_size`` default."""
+
+SOURCE_COLUMNS = ("prompt_len", "completion_len", "prompt_rest_ids", "completion_rest_ids", "prompt_floor")
+"""Columns a tokenized KTO row carries for its KL pairs (dropped once the pairs are built)."""
+
+
+def kl_partners(rows: int, batch_size: int | None = None, workers: int | None = None) -> list[int]:
+    """For each row, the row whose completion KTO's KL term pairs with its prompt, as LLaMA-Factory 0.9.5 pairs them.
+
+    LLaMA-Factory's map runs ``preprocessing_batch_size`` rows at a time (1000 by default) within each of
+    ``preprocessing_num_workers`` contiguous shards (``datasets``' ``num_proc``: shard i holds rows/n rows, the
+    first rows % n shards one more), and within a batch each row takes the completion of the row before it (the
+    first takes the last's), so the pairs depend on both.
+    """
+    size = max(1, batch_size or LF_PREPROCESSING_BATCH)
+    shards = min(workers, rows) if workers and workers > 1 and rows else 1  # datasets caps num_proc at the rows
+    per_shard, extra = divmod(rows, shards)
+    partners: list[int] = []
+    start = 0
+    for shard in range(shards):
+        end = start + per_shard + (1 if shard < extra else 0)
+        for first in range(start, end, size):
+            last = min(first + size, end)
+            partners += [last - 1, *range(first, last - 1)]
+        start = end
+    return partners
+
+
+def source_columns(prompt: list[int], completion: list[int], prompt_keep: int, reply_keep: int,
+                   opts: TokenizeOptions, floor: int = 0) -> dict[str, object]:
+    """What a KTO row's KL pairs need beyond its own cut, from its whole ``prompt`` and ``completion`` ids.
+
+    ``prompt_keep``/``reply_keep`` are the row's own cut; ``floor`` is how many leading prompt tokens a KL prompt
+    must keep (a multimodal row's prompt up to its last media token, which a cut must not split).
+    """
+    cap = opts.cutoff_len
+    if opts.keep_prompt_end:  # the kept tail, and up to cap tokens before it
+        prompt_rest = prompt[max(0, len(prompt) - cap):len(prompt) - prompt_keep]
+    else:
+        prompt_rest = prompt[prompt_keep:cap]
+    return {"prompt_len": len(prompt), "completion_len": len(completion), "prompt_rest_ids": prompt_rest,
+            "completion_rest_ids": completion[reply_keep:cap], "prompt_floor": floor}
+
+
+def kl_inputs(columns: dict[str, Sequence], partners: Sequence[int], opts: TokenizeOptions,
+              ) -> tuple[list[list[int]], list[list[int]]]:
+    """Every row's KL prompt ids and KL completion ids: its prompt with its partner's completion, cut as a pair.
+
+    ``columns`` holds a tokenized KTO set's ``prompt_ids``, ``completion_ids`` and :data:`SOURCE_COLUMNS`.
+    """
+    prompts, completions = columns["prompt_ids"], columns["completion_ids"]
+    prompt_rests, completion_rests = columns["prompt_rest_ids"], columns["completion_rest_ids"]
+    prompt_lens, completion_lens, floors = columns["prompt_len"], columns["completion_len"], columns["prompt_floor"]
+    kl_prompts: list[list[int]] = []
+    kl_completions: list[list[int]] = []
+    for row, partner in enumerate(partners):
+        prompt_keep, reply_keep = fit_reply(prompt_lens[row], completion_lens[partner], opts)
+        if prompt_keep < floors[row]:  # never cut through a media token: the completion gives way
+            prompt_keep = floors[row]
+            reply_keep = max(0, min(reply_keep, opts.cutoff_len - prompt_keep))
+        if opts.keep_prompt_end:
+            prompt = list(prompt_rests[row]) + list(prompts[row])
+        else:
+            prompt = list(prompts[row]) + list(prompt_rests[row])
+        kl_prompts.append(cut_prompt(prompt, prompt_keep, opts))
+        kl_completions.append((list(completions[partner]) + list(completion_rests[partner]))[:reply_keep])
+    return kl_prompts, kl_completions

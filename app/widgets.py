@@ -8,6 +8,7 @@ from the locale files (``f_<key>`` and ``h_<key>``); the YAML key is shown besid
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 import typing
 from typing import Any, get_args, get_origin
@@ -91,6 +92,8 @@ def to_widget(key: str, value: Any) -> Any:
             return ""
         if isinstance(value, (list, tuple)):
             return ",".join(str(v) for v in value)
+        if isinstance(value, dict):  # settings given inline (fsdp_config): JSON, which the engine reads back
+            return json.dumps(value, ensure_ascii=False)
         return str(value)
     return value
 

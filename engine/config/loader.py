@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import types
 import typing
 from dataclasses import dataclass, field
@@ -47,6 +48,10 @@ INVERTED_KEYS = {"disable_gradient_checkpointing": "gradient_checkpointing"}
 
 
 # LLaMA-Factory's `flash_attn` values (and transformers' `attn_implementation` names) -> ours.
+INLINE_JSON_KEYS = frozenset({"fsdp_config"})
+"""Keys that take a JSON file's path or its settings inline (a mapping in YAML, kept as JSON text)."""
+INLINE_HINTS = {"deepspeed": " Give the path of a DeepSpeed JSON file (e.g. examples/deepspeed/ds_z2.json) and put "
+                             "these settings in it."}
 FLASH_ATTN_ALIASES = {"disabled": "eager", "fa2": "flash_attention_2", "fa3": "flash_attention_3"}
 
 
@@ -100,6 +105,13 @@ class RunConfig:
             always = {"model_name_or_path", "stage", "finetuning_type", "output_dir", "template", "dataset"}
             flat = {k: v for k, v in flat.items() if k in always or k not in defaults or defaults[k] != v}
             flat = {k: v for k, v in flat.items() if v is not None or k in always}
+        for key in INLINE_JSON_KEYS & flat.keys():  # settings given inline go back as the mapping they were
+            text = flat[key]
+            if isinstance(text, str) and text.lstrip().startswith("{"):
+                try:
+                    flat[key] = json.loads(text)
+                except json.JSONDecodeError:
+                    pass  # left as the text it is (resolve_fsdp names the problem)
         return yaml.safe_dump(flat, sort_keys=False, allow_unicode=True)
 
 
@@ -208,8 +220,12 @@ def coerce_value(key: str, value: Any, tp: Any) -> Any:
     if base is str:
         if isinstance(value, (list, tuple)):
             value = ",".join(str(v) for v in value)
-        if isinstance(value, (dict,)):
-            raise ValueError(f"`{key}` must be text, not a mapping.")
+        if isinstance(value, dict) and key in INLINE_JSON_KEYS:  # transformers' own form: the settings inline
+            if non_finite_inside(value) is not None:
+                raise ValueError(non_finite_problem(key, non_finite_inside(value)))
+            value = json.dumps(value, ensure_ascii=False)
+        elif isinstance(value, dict):
+            raise ValueError(f"`{key}` must be text, not a mapping." + INLINE_HINTS.get(key, ""))
         if non_finite(value):  # `.nan` where a path or name is expected
             raise ValueError(non_finite_problem(key, value))
         text = str(value)

@@ -206,7 +206,8 @@ class TrainArgs:
     ddp_timeout: int = opt(180000000, "Distributed timeout in seconds.", advanced=True)
     deepspeed: str | None = opt(None, "DeepSpeed config file (extra `deepspeed`).", advanced=True)
     fsdp: str | None = opt(None, "FSDP options, e.g. `full_shard auto_wrap`.", advanced=True)
-    fsdp_config: str | None = opt(None, "FSDP config file.", advanced=True)
+    fsdp_config: str | None = opt(None, "FSDP settings: a JSON file's path, or the settings inline (a YAML mapping "
+                                        "or a JSON object).", advanced=True)
     predict_with_generate: bool = opt(False, "Generate text when predicting (for BLEU/ROUGE).")
 
 

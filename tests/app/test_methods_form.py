@@ -42,3 +42,18 @@ def test_loading_a_config_names_the_keys_the_form_does_not_carry():
     for quiet in ("learning_rate", "output_dir", "save_only_model", "use_swanlab", "vllm_maxlen", "include_num"):
         assert quiet not in message  # in the form, set for every run, or changing nothing
     assert train.loaded_message("zh", "a.yaml", {"learning_rate": 1e-4}, keys) == "已加载 `a.yaml`。"
+
+
+def test_fsdp_settings_given_inline_reach_the_form_as_json_and_come_back_the_same():
+    # a loaded YAML with `fsdp_config:` as a mapping (transformers' form): the text box shows JSON, Start sends it
+    settings = {"fsdp_version": 2, "fsdp_offload_params": False}
+    assert "fsdp_config" in widgets.advanced_keys(train.ADVANCED_SECTIONS)
+    shown = widgets.to_widget("fsdp_config", settings)
+    assert shown == '{"fsdp_version": 2, "fsdp_offload_params": false}'
+    top = forms.TopValues.of("demo", "full", None, "chatml")
+    mapping = forms.train_mapping(top, "sft", "examples/data", ["demo_identity"], [],
+                                  {"fsdp": "full_shard auto_wrap", "fsdp_config": widgets.from_widget("fsdp_config", shown)})
+    from engine.train.parallel.fsdp import resolve_fsdp
+
+    cfg = build_config(mapping)
+    assert resolve_fsdp(cfg.train.fsdp, cfg.train.fsdp_config)["offload_params"] is False

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
-from engine.config import ConfigError, build_config
+from engine.config import ConfigError, build_config, load_config
 from engine.errors import UserError
 from engine.train.parallel import context as cp
 from engine.train.parallel import deepspeed as ds
@@ -318,3 +319,29 @@ def test_the_record_reads_the_prepared_model_not_the_config():
     assert summary({**got, "strategy": "fsdp2", "world_size": 2, "backend": "gloo", "launcher": "ray"}) == (
         "FSDP2 · 2 process(es) · sharded · gloo · via ray")
     assert summary(None) == ""
+
+
+def test_fsdp_settings_written_inline_in_a_yaml_config(tmp_path):
+    # transformers' own form (and LLaMA-Factory's, through its argument parser): fsdp_config as a mapping
+    path = tmp_path / "run.yaml"
+    path.write_text("model_name_or_path: demo\nfsdp: full_shard auto_wrap\nfsdp_config:\n  fsdp_version: 2\n"
+                    "  fsdp_offload_params: false\n  transformer_layer_cls_to_wrap: LlamaDecoderLayer\n")
+    cfg = load_config(str(path))
+    assert json.loads(cfg.train.fsdp_config) == {"fsdp_version": 2, "fsdp_offload_params": False,
+                                                 "transformer_layer_cls_to_wrap": "LlamaDecoderLayer"}
+    got = resolve_fsdp(cfg.train.fsdp, cfg.train.fsdp_config)
+    assert got["version"] == 2 and got["offload_params"] is False and got["reshard_after_forward"] is True
+    assert got["transformer_layer_cls_to_wrap"] == "LlamaDecoderLayer"
+    assert resolve_fsdp("full_shard", ' {"version": 1}')["version"] == 1  # the board's text box takes JSON too
+    with pytest.raises(UserError, match="not valid JSON"):
+        resolve_fsdp("full_shard", "{version: 2}")
+    with pytest.raises(ConfigError, match="NaN"):
+        build_config({**BASE, "fsdp": "full_shard", "fsdp_config": {"limit": float("nan")}})
+    with pytest.raises(ConfigError, match="ds_z2.json"):
+        build_config({**BASE, "deepspeed": {"zero_optimization": {"stage": 2}}})
+    # a run's saved config writes them back as the mapping they were, and reads back the same
+    assert yaml.safe_load(cfg.to_yaml(minimal=False))["fsdp_config"] == {"fsdp_version": 2, "fsdp_offload_params": False,
+                                                                         "transformer_layer_cls_to_wrap": "LlamaDecoderLayer"}
+    saved = tmp_path / "saved.yaml"
+    saved.write_text(cfg.to_yaml(), encoding="utf-8")
+    assert load_config(str(saved)).train.fsdp_config == cfg.train.fsdp_config

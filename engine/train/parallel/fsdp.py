@@ -56,6 +56,9 @@ FSDP_OPTIONS = ("full_shard", "shard_grad_op", "hybrid_shard", "hybrid_shard_zer
 def resolve_fsdp(fsdp: str | bool | None, fsdp_config: str | dict | None) -> dict[str, Any] | None:
     """``fsdp`` / ``fsdp_config`` as the config gives them → the one ``fsdp_config`` dict transformers 5 wants.
 
+    ``fsdp_config`` is the path of a JSON file, or the settings themselves (a mapping, or its JSON text: a mapping
+    in a YAML config arrives as JSON text).
+
     The legacy words (``full_shard auto_wrap``, ``offload``) are folded into the dict here, so transformers gets
     ``fsdp=True`` and never warns that the string form is deprecated. FSDP2 is the default version.
     Raises :class:`engine.errors.UserError` naming the problem and the fix.
@@ -72,6 +75,15 @@ def resolve_fsdp(fsdp: str | bool | None, fsdp_config: str | dict | None) -> dic
         return None
     if isinstance(fsdp_config, dict):
         config = dict(fsdp_config)
+    elif fsdp_config and str(fsdp_config).lstrip().startswith("{"):  # the settings inline (a mapping in YAML)
+        try:
+            config = json.loads(fsdp_config)
+        except json.JSONDecodeError as err:
+            raise UserError(f"`fsdp_config` holds settings that are not valid JSON ({err.msg} at character "
+                            f"{err.pos + 1}); write them as a JSON object or give the path of an FSDP JSON file."
+                            ) from None
+        if not isinstance(config, dict):
+            raise UserError("`fsdp_config` must be a JSON object of FSDP settings or the path of an FSDP JSON file.")
     elif fsdp_config:
         path = Path(fsdp_config).expanduser()
         if not path.is_file():

@@ -20,10 +20,11 @@ from engine.config.schema import (
     GenerationArgs,
     ModelArgs,
     TrainArgs,
+    packs_rows,
 )
 
 __all__ = [
     "SECTIONS", "ConfigError", "DataArgs", "ExportArgs", "FinetuningArgs", "GenerationArgs", "ModelArgs",
     "RunConfig", "TrainArgs", "all_keys", "build_config", "coerce_value", "field_type", "literal_choices",
-    "load_config", "parse_overrides", "read_yaml",
+    "load_config", "packs_rows", "parse_overrides", "read_yaml",
 ]

@@ -40,6 +40,7 @@ from engine.config.schema import (
     ModelArgs,
     ParallelArgs,
     TrainArgs,
+    packs_rows,
 )
 from engine.errors import UserError
 
@@ -368,9 +369,9 @@ def _cross_checks(cfg: RunConfig) -> list[str]:
         problems.append("`quantization_bit` works with `finetuning_type: lora` only (QLoRA).")
     if ft.use_muon and ft.stage not in ("pt", "sft"):
         problems.append(f"`use_muon: true` works with stages pt and sft (this config has `stage: {ft.stage}`).")
-    if tr.max_tokens_per_batch and (ft.stage not in ("pt", "sft") or cfg.data.packing):
+    if tr.max_tokens_per_batch and (ft.stage not in ("pt", "sft") or packs_rows(ft.stage, cfg.data)):
         problems.append("`max_tokens_per_batch` (token-budget batches) works with stages pt and sft without packing; "
-                        "unset it, or set `packing: false`." if cfg.data.packing else
+                        "unset it, or set `packing: false`." if packs_rows(ft.stage, cfg.data) else
                         f"`max_tokens_per_batch` (token-budget batches) works with stages pt and sft (this config has "
                         f"`stage: {ft.stage}`); unset it.")
     if cfg.data.streaming:

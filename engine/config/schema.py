@@ -80,8 +80,11 @@ class DataArgs:
     val_size: float = opt(0.0, "Fraction (<1) or count (>=1) of rows held out for evaluation.", min=0.0)
     train_on_prompt: bool = opt(False, "Also compute the loss on prompt tokens.")
     mask_history: bool = opt(False, "Train only on the last assistant turn.")
-    packing: bool | None = opt(None, "Pack several examples into one sequence without cross attention.")
-    neat_packing: bool = opt(False, "Alias of packing without cross-sample attention.", advanced=True)
+    packing: bool | None = opt(None, "sft: pack several examples into one sequence without cross attention. pt: "
+                               "unset or true, texts joined into cutoff_len blocks as in LLaMA-Factory; false, one "
+                               "row per text.")
+    neat_packing: bool = opt(False, "Pack whole examples (sft and pt) into sequences without attention across them.",
+                             advanced=True)
     streaming: bool = opt(False, "Stream the dataset instead of loading it.", advanced=True)
     mix_strategy: Literal["concat", "interleave_under", "interleave_over"] = opt(
         "concat", "How several datasets are mixed.", advanced=True)
@@ -239,6 +242,16 @@ class ExportArgs:
 
 
 from engine.config.methods import MethodArgs  # noqa: E402  (after `opt`, which it uses)
+
+
+def packs_rows(stage: str, data: Any) -> bool:
+    """Whether rows are packed into sequences without attention across them (``position_ids`` restarting per
+    row): sft with ``packing`` or ``neat_packing``, pt with ``neat_packing`` (pt's ``packing`` is LLaMA-Factory's
+    joining of texts into blocks, see ``engine.data.tokenize.tokenize_pt``)."""
+    if stage == "sft":
+        return bool(data.packing or data.neat_packing)
+    return stage == "pt" and bool(data.neat_packing)
+
 
 SECTIONS: dict[str, type] = {
     "model": ModelArgs,

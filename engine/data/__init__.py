@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.config.schema import packs_rows
 from engine.data.collator import PaddingCollator, build_collator
 from engine.data.converters import CONVERTERS, convert_rows
 from engine.data.errors import DatasetError
@@ -71,7 +72,14 @@ def _tokenized(examples: Sequence[dict], stage: str, tokenizer: Any, template: A
         from engine.data.stream import CHUNK_ROWS, tokenize_to_arrow
 
         dataset, stats = tokenize_to_arrow(examples, stage, tokenizer, template, opts, workers,
-                                           chunk_rows or CHUNK_ROWS)
+                                           chunk_rows if stage == "pt" else chunk_rows or CHUNK_ROWS)
+    if not stats["kept"] and stage == "pt" and not (opts.pt_documents or opts.packing):
+        raise DatasetError(
+            f"The {stats['rows']} {split} texts hold {stats.get('remainder_tokens', 0)} tokens, not one whole block: "
+            f"pre-training text is joined and cut into blocks of {opts.block_len or opts.cutoff_len} tokens (within "
+            "each preprocessing batch), and a last block that is not whole is left out, as in LLaMA-Factory. Lower "
+            "cutoff_len, or set `packing: false` to train on each text as a row of its own."
+        )
     if not stats["kept"]:
         raise DatasetError(
             f"All {stats['rows']} {split} examples were dropped: after cutting to cutoff_len={opts.cutoff_len} "
@@ -80,6 +88,10 @@ def _tokenized(examples: Sequence[dict], stage: str, tokenizer: Any, template: A
     logger.info("%s data: %d rows -> %d sequences (%d truncated, %d dropped), %d tokens of which %d trained.",
                 split.capitalize(), stats["rows"], stats["kept"], stats["truncated"], stats["dropped"],
                 stats["total_tokens"], stats["trainable_tokens"])
+    if stats.get("remainder_tokens"):
+        logger.info("%d %s tokens did not fill a last block of %d at the end of a preprocessing batch and are left "
+                    "out, as in LLaMA-Factory (`packing: false` trains on each text as a row of its own).",
+                    stats["remainder_tokens"], split, opts.block_len or opts.cutoff_len)
     if stats["truncated"] and stats["truncated"] * 2 >= stats["rows"]:
         logger.warning("%d of %d %s rows were cut to cutoff_len=%d, so part of their text is not trained on; raise "
                        "cutoff_len to keep whole examples.", stats["truncated"], stats["rows"], split,
@@ -126,13 +138,22 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
     return bundle
 
 
+def tokenize_options(data: Any, stage: str) -> TokenizeOptions:
+    """The tokenization settings of a data config (``cfg.data``) for ``stage``."""
+    opts = TokenizeOptions(cutoff_len=data.cutoff_len, train_on_prompt=data.train_on_prompt,
+                           mask_history=data.mask_history, packing=packs_rows(stage, data),
+                           keep_prompt_end=getattr(data, "keep_prompt_end", False))
+    if stage == "pt":  # LLaMA-Factory's pre-training rows: blocks unless `packing: false`; an explicit `packing:
+        # true` makes them one token shorter there (its DataArguments take 1 off cutoff_len)
+        opts.pt_documents = data.packing is False and not data.neat_packing
+        opts.block_len = data.cutoff_len - 1 if data.packing is True and not data.neat_packing else None
+    return opts
+
+
 def _build(cfg: Any, tokenizer: Any, template: Any, media: Any) -> DatasetBundle:
     """Load, split and tokenize (the part of :func:`get_dataset` after the cache lookups)."""
     data, stage, seed = cfg.data, cfg.finetuning.stage, cfg.train.seed
-    packing = bool(data.packing or data.neat_packing) and stage in ("pt", "sft")
-    opts = TokenizeOptions(cutoff_len=data.cutoff_len, train_on_prompt=data.train_on_prompt,
-                           mask_history=data.mask_history, packing=packing,
-                           keep_prompt_end=getattr(data, "keep_prompt_end", False))
+    opts = tokenize_options(data, stage)
     train_examples = load_examples(data, data.dataset, stage, seed) if data.dataset else []
     eval_examples = load_examples(data, data.eval_dataset, stage, seed) if data.eval_dataset else []
     if data.val_size and train_examples:
@@ -250,5 +271,5 @@ __all__ = [
     "CONVERTERS", "READERS", "DatasetBundle", "DatasetError", "DatasetSpec", "Examples", "PaddingCollator", "TokenizeOptions",
     "build_collator", "configured_template", "convert_rows", "get_dataset", "list_datasets", "load_dataset_info",
     "load_eval_prompts", "load_examples", "preview_dataset", "read_rows", "register_dataset", "resolve_dataset",
-    "split_eval", "tokenize_examples",
+    "split_eval", "tokenize_examples", "tokenize_options",
 ]

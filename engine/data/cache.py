@@ -77,6 +77,7 @@ def _tokenizer_stamp(tokenizer: Any) -> str:
         "special": {k: str(v) for k, v in sorted((getattr(tokenizer, "special_tokens_map", None) or {}).items())},
         "chat_template": str(getattr(tokenizer, "chat_template", None)),
         "padding_side": getattr(tokenizer, "padding_side", None),
+        "truncation_side": getattr(tokenizer, "truncation_side", None),
         "add_bos": getattr(tokenizer, "add_bos_token", None), "add_eos": getattr(tokenizer, "add_eos_token", None),
     }
     digest.update(json.dumps(extra, sort_keys=True).encode("utf-8"))
@@ -109,6 +110,9 @@ def cache_key(cfg: Any, tokenizer: Any, template: Any) -> str | None:
     key = {
         "version": FORMAT_VERSION, "stage": cfg.finetuning.stage, "seed": cfg.train.seed,
         "data": {k: getattr(data, k, None) for k in DATA_KEYS if k != "preprocessing_num_workers"},
+        # pre-training blocks join texts within LLaMA-Factory's preprocessing batches, which these two shape
+        "batches": [data.preprocessing_batch_size, data.preprocessing_num_workers] if cfg.finetuning.stage == "pt"
+        else None,
         "files": files, "info": _file_stamp(info) if info.is_file() else None,
         "tokenizer": _tokenizer_stamp(tokenizer), "template": _template_stamp(template),
     }

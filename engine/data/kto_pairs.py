@@ -16,34 +16,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from engine.data.lf_batches import lf_batches
 from engine.data.tokenize import TokenizeOptions, cut_prompt, fit_reply
-
-LF_PREPROCESSING_BATCH = 1000
-"""LLaMA-Factory's ``preprocessing_batch_size`` default."""
 
 SOURCE_COLUMNS = ("prompt_len", "completion_len", "prompt_rest_ids", "completion_rest_ids", "prompt_floor")
 """Columns a tokenized KTO row carries for its KL pairs (dropped once the pairs are built)."""
 
 
 def kl_partners(rows: int, batch_size: int | None = None, workers: int | None = None) -> list[int]:
-    """For each row, the row whose completion KTO's KL term pairs with its prompt, as LLaMA-Factory 0.9.5 pairs them.
-
-    LLaMA-Factory's map runs ``preprocessing_batch_size`` rows at a time (1000 by default) within each of
-    ``preprocessing_num_workers`` contiguous shards (``datasets``' ``num_proc``: shard i holds rows/n rows, the
-    first rows % n shards one more), and within a batch each row takes the completion of the row before it (the
-    first takes the last's), so the pairs depend on both.
-    """
-    size = max(1, batch_size or LF_PREPROCESSING_BATCH)
-    shards = min(workers, rows) if workers and workers > 1 and rows else 1  # datasets caps num_proc at the rows
-    per_shard, extra = divmod(rows, shards)
+    """For each row, the row whose completion KTO's KL term pairs with its prompt, as LLaMA-Factory 0.9.5 pairs them:
+    within each batch of its preprocessing map (:func:`engine.data.lf_batches.lf_batches`, which depend on
+    ``preprocessing_batch_size`` and ``preprocessing_num_workers``), each row takes the completion of the row
+    before it (the first takes the last's)."""
     partners: list[int] = []
-    start = 0
-    for shard in range(shards):
-        end = start + per_shard + (1 if shard < extra else 0)
-        for first in range(start, end, size):
-            last = min(first + size, end)
-            partners += [last - 1, *range(first, last - 1)]
-        start = end
+    for first, end in lf_batches(rows, batch_size, workers):
+        partners += [end - 1, *range(first, end - 1)]
     return partners
 
 

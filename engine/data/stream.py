@@ -6,7 +6,8 @@ at a time (in ``preprocessing_num_workers`` forked processes, one persistent poo
 chunk is appended to an Arrow file as soon as it is done, and the result is a ``datasets.Dataset`` memory-mapped
 from that file. The rows and the stats equal the all-at-once tokenization (``engine.data.parallel``).
 
-Pre-training blocks and packing join rows across the whole set, so they keep the all-at-once path.
+Pre-training blocks join texts within each batch of LLaMA-Factory's preprocessing map, so pt chunks are exactly those
+batches (``engine.data.lf_batches``); packing joins rows across the whole set, so it keeps the all-at-once path.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from engine.data import parallel
 from engine.data.arrow_columns import to_arrow_columns
+from engine.data.lf_batches import lf_batches
 from engine.data.tokenize import TokenizeOptions, tokenize_examples
 
 logger = logging.getLogger(__name__)
@@ -55,20 +57,29 @@ def _add_stats(total: dict[str, int], part: dict[str, int]) -> None:
 
 
 def tokenize_to_arrow(examples: Sequence[dict], stage: str, tokenizer: Any, template: Any, opts: TokenizeOptions,
-                      workers: int | None = None, chunk_rows: int = CHUNK_ROWS) -> tuple[Any, dict[str, int]]:
-    """(memory-mapped ``datasets.Dataset``, stats) of ``examples`` tokenized for ``stage``."""
+                      workers: int | None = None, chunk_rows: int | None = CHUNK_ROWS) -> tuple[Any, dict[str, int]]:
+    """(memory-mapped ``datasets.Dataset``, stats) of ``examples`` tokenized for ``stage``.
+
+    ``chunk_rows`` is ``preprocessing_batch_size`` (None: unset); pre-training text is tokenized in LLaMA-Factory's
+    preprocessing batches (its default 1000 rows when unset), since its blocks join texts only within one."""
     from datasets import Dataset
     from datasets.arrow_writer import ArrowWriter
 
-    joined = stage == "pt" or (opts.packing and stage == "sft")
-    if joined or len(examples) <= chunk_rows:  # one chunk: nothing to stream
+    joined = opts.packing and stage in ("pt", "sft")
+    lf_grouped = stage == "pt" and not joined  # blocks join texts within LLaMA-Factory's preprocessing batches
+    size = chunk_rows or CHUNK_ROWS
+    if joined or (not lf_grouped and len(examples) <= size):  # one chunk: nothing to stream
         columns, stats, _ = parallel.tokenize_parallel(examples, stage, tokenizer, template, opts, workers)
         return Dataset.from_dict(columns), stats
-    bounds = _chunks(len(examples), chunk_rows)
     use_pool = bool(workers and workers > 1 and len(examples) > 1
                     and "fork" in multiprocessing.get_all_start_methods())
-    if use_pool and len(bounds) < workers:  # at least one chunk per worker
-        bounds = parallel.shard_bounds(len(examples), workers)
+    if lf_grouped:
+        bounds = lf_batches(len(examples), chunk_rows, workers)
+    else:
+        bounds = _chunks(len(examples), size)
+        if use_pool and len(bounds) < workers:  # at least one chunk per worker
+            bounds = parallel.shard_bounds(len(examples), workers)
+    use_pool = use_pool and len(bounds) > 1
     path = Path(tempfile.mkstemp(suffix=".arrow", dir=_scratch_dir())[1])
     stats: dict[str, int] = {}
     writer = ArrowWriter(path=str(path))

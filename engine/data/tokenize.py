@@ -2,7 +2,8 @@
 
 - ``sft``: ``input_ids``, ``labels`` (-100 on prompts unless ``train_on_prompt``; with ``mask_history`` only the
   last reply is trained), ``attention_mask``.
-- ``pt``: each text + EOS (BOS first when the tokenizer has one), concatenated and cut into ``cutoff_len`` blocks.
+- ``pt``: as LLaMA-Factory's pre-training processor: each text + EOS, joined within each preprocessing batch and cut
+  into blocks of ``cutoff_len`` tokens (or one row per text with ``packing: false``); see :func:`tokenize_pt`.
 - ``rm``: ``chosen_ids``/``rejected_ids`` (prompt + answer); ``dpo``: ``prompt_ids``, ``chosen_ids``,
   ``rejected_ids`` (answers only); ``kto``: ``prompt_ids``, ``completion_ids``, ``label`` and what its KL pairs need
   beyond the row's own cut (``engine.data.kto_pairs``).
@@ -15,7 +16,8 @@ and label the first prompt token of every later turn with EOS. With ``keep_promp
 end instead (the turns nearest the reply), an option of ours that LLaMA-Factory does not have. An example left
 without any trained token is dropped and counted.
 
-Packing (``packing: true``, stages pt and sft) places whole examples greedily (first fit, longest first) into
+Packing (sft: ``packing`` or ``neat_packing``; pt: ``neat_packing``, since pt's ``packing`` is LLaMA-Factory's block
+joining) places whole examples greedily (first fit, longest first) into
 sequences of at most ``cutoff_len`` tokens and adds ``position_ids`` that restart at 0 for every example. With
 those position ids the collator keeps attention inside each example (see ``engine.data.collator``), so packed
 examples never attend to each other; the first label of every packed example is masked so no loss crosses a
@@ -45,6 +47,10 @@ class TokenizeOptions:
     mask_history: bool = False
     packing: bool = False
     keep_prompt_end: bool = False
+    pt_documents: bool = False
+    """pt: one row per text (LLaMA-Factory's ``packing: false``) instead of blocks joined across texts."""
+    block_len: int | None = None
+    """pt: the block length (default ``cutoff_len``; LLaMA-Factory's explicit ``packing: true`` makes it one less)."""
 
 
 def new_stats(rows: int) -> dict[str, int]:
@@ -282,21 +288,57 @@ def pack_rows(rows: list[tuple[list[int], list[int]]], cutoff_len: int) -> dict[
 # ------------------------------------------------------------------------------------------------------- pt
 def tokenize_pt(examples: list[dict], tokenizer: Any, template: Any, opts: TokenizeOptions,
                 ) -> tuple[dict[str, list], dict[str, int]]:
-    """Pre-training blocks: text + EOS; concatenated and chunked, or packed per document with ``opts.packing``."""
+    """Pre-training rows from one batch of LLaMA-Factory's preprocessing map (:mod:`engine.data.lf_batches`), as
+    LLaMA-Factory 0.9.5's pre-training processor makes them.
+
+    Each text gets the tokenizer's EOS appended as text (``<|end_of_text|>`` with the ``llama3`` template) and is
+    tokenized without special tokens. By default (``opts.pt_documents`` false) the batch's tokens are joined and cut
+    into blocks of ``opts.block_len`` tokens, the incomplete last block left out (counted in
+    ``stats["remainder_tokens"]``), and a tokenizer that adds BOS gets it as the first token of every block (in
+    place of the token there). With ``opts.pt_documents`` each text is a row of its own (BOS first where the
+    tokenizer adds it), cut by the tokenizer to ``cutoff_len``. Labels are the ids, except where an id is the pad
+    token's (LLaMA-Factory's language-modelling collator masks those; where pad and EOS are one token, EOS is not
+    trained). ``opts.packing`` (``neat_packing``, ours) packs the texts, each split into ``cutoff_len`` pieces,
+    without attention across them.
+    """
     stats = new_stats(len(examples))
-    bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None and tokenizer.bos_token_id != \
-        tokenizer.eos_token_id else []
-    eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
-    documents = [bos + tokenizer.encode(example["text"], add_special_tokens=False) + eos for example in examples]
+    eos = "<|end_of_text|>" if getattr(template, "name", None) == "llama3" else (tokenizer.eos_token or "")
+    texts = [str(example["text"]) + eos for example in examples]
+    add_bos = bool(getattr(tokenizer, "add_bos_token", False)) and tokenizer.bos_token_id is not None
+    pad = tokenizer.pad_token_id
     size = opts.cutoff_len
-    if opts.packing:
-        pieces = [doc[start:start + size] for doc in documents for start in range(0, len(doc), size)]
-        stats["truncated"] = sum(len(doc) > size for doc in documents)
-        return _finish_rows([(piece, list(piece)) for piece in pieces if len(piece) > 1], opts, stats)
-    stream = [token for doc in documents for token in doc]
-    blocks = [stream[start:start + size] for start in range(0, len(stream), size)]
-    blocks = [block for block in blocks if len(block) > 1]
-    return _finish_rows([(block, list(block)) for block in blocks], opts, stats)
+    if opts.pt_documents or opts.packing:
+        if add_bos:
+            texts = [tokenizer.bos_token + text for text in texts]
+        if opts.packing:
+            documents = _encode_texts(tokenizer, texts)
+            pieces = [doc[start:start + size] for doc in documents for start in range(0, len(doc), size)]
+            stats["truncated"] = sum(len(doc) > size for doc in documents)
+            return _finish_rows([(piece, _lm_labels(piece, pad)) for piece in pieces if len(piece) > 1], opts, stats)
+        documents = _encode_texts(tokenizer, texts)
+        stats["truncated"] = sum(len(ids) > size for ids in documents)
+        left = getattr(tokenizer, "truncation_side", "right") == "left"  # the tokenizer's own truncation, as there
+        rows = [ids[len(ids) - size:] if left and len(ids) > size else ids[:size] for ids in documents]
+        return _finish_rows([(ids, _lm_labels(ids, pad)) for ids in rows if ids], opts, stats)
+    block = opts.block_len or size
+    stream = [token for ids in _encode_texts(tokenizer, texts) for token in ids]
+    whole = len(stream) // block * block
+    stats["remainder_tokens"] = len(stream) - whole
+    blocks = [stream[start:start + block] for start in range(0, whole, block)]
+    if add_bos:
+        for ids in blocks:
+            ids[0] = tokenizer.bos_token_id
+    return _finish_rows([(ids, _lm_labels(ids, pad)) for ids in blocks], opts, stats)
+
+
+def _encode_texts(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+    """The texts' ids in one call (``verbose=False``: long texts are the point here, no "longer than the maximum"
+    warning per process)."""
+    return tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
+
+
+def _lm_labels(ids: list[int], pad: int | None) -> list[int]:
+    return [IGNORE if token == pad else token for token in ids] if pad is not None and pad in ids else list(ids)
 
 
 # ----------------------------------------------------------------------------------------------- preference

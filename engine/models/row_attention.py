@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.config.schema import packs_rows
+
 ATTENTION_NAME = "lf_rows_sdpa"
 
 
@@ -80,7 +82,7 @@ def why_not_padding_free(cfg: Any, model: Any) -> str | None:
         return f"the model runs {getattr(config, '_attn_implementation', None)} attention (needs sdpa)"
     if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
         return "the model uses sliding-window attention"
-    if cfg.data.packing:
+    if packs_rows(cfg.finetuning.stage, cfg.data):
         return "`packing` lays rows out itself"
     if int(getattr(cfg.parallel, "cp_size", 1) or 1) > 1:
         return "context parallelism splits rows itself"

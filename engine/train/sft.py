@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from transformers import Trainer, TrainingArguments
 
-from engine.config import RunConfig
+from engine.config import RunConfig, packs_rows
 from engine.train.arguments import build_args
 from engine.train.head_loss import chunked_head_loss
 from engine.train.parallel.fsdp import ShardingMixin
@@ -98,7 +98,7 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
             logger.info("Batches are padded (padding_free does not apply: %s).", reason)
     group = cfg.train.group_by_length if cfg.train.group_by_length is not None else not padding_free
     specific: dict[str, Any] = {}
-    if group and not cfg.data.packing and not cfg.train.max_tokens_per_batch:
+    if group and not packs_rows(cfg.finetuning.stage, cfg.data) and not cfg.train.max_tokens_per_batch:
         specific["train_sampling_strategy"] = "group_by_length"
     args = build_args(TrainingArguments, cfg, has_eval=has_eval, **specific)
     trainer = LabelPositionsTrainer(

@@ -14,6 +14,7 @@ from engine.data import (
     build_collator,
     get_dataset,
     load_eval_prompts,
+    load_examples,
     preview_dataset,
     tokenize_examples,
 )
@@ -195,23 +196,38 @@ def test_sft_packing(fixture_data_dir, chat_tokenizer):
     assert packed.stats["train"]["packed_sequences"] == len(packed.train)
 
 
-def test_pt_chunks_and_packing(fixture_data_dir, chat_tokenizer):
-    tok = chat_tokenizer
-    chunked = get_dataset(config(fixture_data_dir, dataset="pt_small,text_small", stage="pt", cutoff_len=16), tok,
-                          get_template("qwen")).train
-    lengths = [len(ids) for ids in chunked["input_ids"]]
-    assert all(n == 16 for n in lengths[:-1]) and 1 < lengths[-1] <= 16
-    stream = [t for ids in chunked["input_ids"] for t in ids]
-    assert stream[0] == tok.bos_token_id and stream.count(tok.eos_token_id) == 5
-    assert chunked["labels"] == chunked["input_ids"]
-    assert tok.decode(stream).startswith("<s>Pretraining text number one.</s><s>Pretraining")
+def test_pt_rows_are_llama_factorys_blocks_or_documents(fixture_data_dir, chat_tokenizer):
+    # LLaMA-Factory's pre-training processor (the golden test checks ids against it on its own demo data)
+    tok, template = chat_tokenizer, get_template("qwen")
+    texts = [ex["text"] for ex in load_examples(config(fixture_data_dir).data, "pt_small,text_small", "pt")]
+    stream = [t for text in texts for t in tok.encode(text + tok.eos_token, add_special_tokens=False)]
+    blocks = get_dataset(config(fixture_data_dir, dataset="pt_small,text_small", stage="pt", cutoff_len=16), tok,
+                         template)
+    whole = len(stream) // 16 * 16
+    assert blocks.train["input_ids"] == [stream[i:i + 16] for i in range(0, whole, 16)]  # the rest is left out
+    assert blocks.stats["train"]["remainder_tokens"] == len(stream) - whole > 0
+    assert blocks.train["labels"] == [[IGNORE if t == tok.pad_token_id else t for t in ids]
+                                      for ids in blocks.train["input_ids"]]
+    explicit = get_dataset(config(fixture_data_dir, dataset="pt_small,text_small", stage="pt", cutoff_len=16,
+                                  packing=True), tok, template).train
+    assert {len(ids) for ids in explicit["input_ids"]} == {15}  # an explicit `packing: true` takes one off there
+    documents = get_dataset(config(fixture_data_dir, dataset="pt_small,text_small", stage="pt", cutoff_len=16,
+                                   packing=False), tok, template).train
+    assert documents["input_ids"] == [tok.encode(text + tok.eos_token, add_special_tokens=False)[:16]
+                                      for text in texts]
     packed = get_dataset(config(fixture_data_dir, dataset="pt_small,text_small", stage="pt", cutoff_len=16,
-                                packing=True), tok, get_template("qwen")).train
+                                neat_packing=True), tok, template).train
     assert all(len(ids) <= 16 for ids in packed["input_ids"])
     for positions, labels in zip(packed["position_ids"], packed["labels"]):
         assert positions[0] == 0 and labels[0] == IGNORE
         starts = [i for i, p in enumerate(positions) if p == 0]
         assert all(labels[i] == IGNORE for i in starts)
+
+
+def test_pt_text_shorter_than_one_block_is_named_with_the_fix(fixture_data_dir, chat_tokenizer):
+    with pytest.raises(DatasetError, match="not one whole block.*Lower cutoff_len, or set `packing: false`"):
+        get_dataset(config(fixture_data_dir, dataset="pt_small", stage="pt", cutoff_len=4096), chat_tokenizer,
+                    get_template("qwen"))
 
 
 # ---------------------------------------------------------------------------------------------- preference

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+
+import pytest
 
 from engine.config import build_config
 from engine.data import get_dataset, load_examples
@@ -83,3 +86,31 @@ print("done")
     result = subprocess.run([sys.executable, str(script)], cwd=root, capture_output=True, text=True, timeout=120,
                             env={**os.environ, "PYTHONPATH": str(root)})
     assert result.returncode == 0 and result.stdout.strip() == "done", result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("batch_size, workers", [(7, None), (7, 3), (None, 2), (1000, 4)])
+def test_pretraining_blocks_join_texts_within_llama_factorys_preprocessing_batches(tmp_path, chat_tokenizer,
+                                                                                  monkeypatch, batch_size, workers):
+    """The blocks of a pt dataset equal those of LLaMA-Factory's pre-training map, run here through the same
+    ``datasets`` map (its batch size and processes), with its block rule."""
+    from datasets import Dataset
+
+    monkeypatch.setenv("LF_ENGINE_CACHE", "off")
+    texts = [" ".join(f"word{i}x{k}" for k in range(3 + i % 9)) for i in range(40)]
+    (tmp_path / "texts.json").write_text(json.dumps([{"text": t} for t in texts]), encoding="utf-8")
+    (tmp_path / "dataset_info.json").write_text(json.dumps({"texts": {"file_name": "texts.json",
+                                                                      "columns": {"prompt": "text"}}}))
+    cfg = build_config({"model_name_or_path": "unused", "stage": "pt", "dataset": "texts", "dataset_dir": str(tmp_path),
+                        "cutoff_len": 16, "preprocessing_batch_size": batch_size,
+                        "preprocessing_num_workers": workers})
+    ours = get_dataset(cfg, chat_tokenizer, get_template("chatml")).train["input_ids"]
+
+    def blocks(batch):  # llamafactory/data/processor/pretrain.py, packing: text + EOS, joined, whole blocks only
+        ids = chat_tokenizer([t + chat_tokenizer.eos_token for t in batch["text"]], add_special_tokens=False)
+        stream = [token for row in ids["input_ids"] for token in row]
+        whole = len(stream) // 16 * 16
+        return {"input_ids": [stream[i:i + 16] for i in range(0, whole, 16)]}
+
+    theirs = Dataset.from_dict({"text": texts}).map(blocks, batched=True, batch_size=batch_size or 1000,
+                                                     num_proc=workers, remove_columns=["text"])["input_ids"]
+    assert ours == theirs and len(ours) > 3

@@ -1,5 +1,6 @@
 """Our SFT, DPO and KTO pipelines give LLaMA-Factory 0.9.5's exact input ids and labels on its own demo data
-(for KTO also those of each row's KL pair).
+(for KTO also those of each row's KL pair), and its pre-training rows on its c4_demo and wiki_demo (blocks, blocks
+with an explicit `packing: true`, one row per text with `packing: false`, a tokenizer that adds BOS).
 
 tests/golden/lf_demo_data.json.gz holds, per row, digests of the ids and labels that LLaMA-Factory's converters
 and dataset processors produced for the first 50 rows of alpaca_en_demo, identity, glaive_toolcall_en_demo (tool
@@ -22,6 +23,8 @@ from pathlib import Path
 import pytest
 from golden.tokenizers import load
 
+from engine.config import build_config
+from engine.data import tokenize_options
 from engine.data.kto_pairs import kl_inputs, kl_partners
 from engine.data.loader import load_dataset_examples
 from engine.data.tokenize import IGNORE, TokenizeOptions, tokenize_examples
@@ -51,10 +54,18 @@ def _digest(ids) -> str:
 
 def ours(name: str, stage: str, template_name: str, cutoff: int, options: dict) -> list[list]:
     tokenizer = load("special")
+    if options.get("add_bos"):
+        tokenizer.add_bos_token = True
+    if options.get("pad_is_eos"):
+        tokenizer.pad_token = tokenizer.eos_token
     template = get_template(template_name, enable_thinking=options.get("enable_thinking"))
     template.fix_tokenizer(tokenizer)
     opts = TokenizeOptions(cutoff_len=cutoff, train_on_prompt=options.get("train_on_prompt", False),
                            mask_history=options.get("mask_history", False))
+    if stage == "pt":  # the options a config with (or without) `packing` gives
+        packing = {"packing": options["packing"]} if "packing" in options else {}
+        opts = tokenize_options(build_config({"model_name_or_path": "unused", "stage": "pt", "cutoff_len": cutoff,
+                                              **packing}).data, "pt")
     columns, _ = tokenize_examples(list(examples(name, stage)), stage, tokenizer, template, opts)
     if stage == "dpo":
         out = []
@@ -63,6 +74,9 @@ def ours(name: str, stage: str, template_name: str, cutoff: int, options: dict) 
             out.append([_digest(prompt + chosen), _digest(masked + chosen), _digest(prompt + rejected),
                         _digest(masked + rejected), len(prompt + chosen), len(prompt + rejected)])
         return out
+    if stage == "pt":
+        return [[_digest(ids), _digest(labels), len(ids)] for ids, labels in zip(columns["input_ids"],
+                                                                               columns["labels"])]
     if stage == "kto":  # the KL pairs as the trainer builds them (kto_pairs), for LLaMA-Factory's one 50-row batch
         kl_prompts, kl_completions = kl_inputs(columns, kl_partners(len(columns["label"])), opts)
         return [[_digest(p + c), _digest([IGNORE] * len(p) + c), len(p + c), label, _digest(kp + kc),

@@ -28,6 +28,15 @@ CUTOFFS = (256, 1024, 8192)
 SFT_SETS = ("alpaca_en_demo", "identity", "glaive_toolcall_en_demo")
 TEMPLATES = ("default", "qwen", "qwen3", "llama3", "glm4", "mistral", "gemma4", "alpaca")
 # (dataset, stage, template, options) combinations beyond the full grid
+PT_SETS = ("c4_demo", "wiki_demo")
+PT_TEMPLATES = ("default", "qwen", "llama3")  # llama3: LLaMA-Factory ends texts with <|end_of_text|> there
+PT_CUTOFFS = {"c4_demo": (256, 1024), "wiki_demo": (1024,)}  # wiki_demo's 30 long lines make thousands of blocks
+# pre-training: `packing` unset (blocks), true (blocks one token shorter), false (one row per text); add_bos: a
+# tokenizer that adds BOS (LLaMA-Factory writes it over each block's first token, or before each text); pad_is_eos:
+# pad and EOS one token (LLaMA-Factory's pt collator masks the pad token's id, so EOS is not trained)
+PT_OPTIONS = ({}, {"packing": True}, {"packing": False})
+PT_EXTRA = [("c4_demo", "default", 256, {"add_bos": True}), ("c4_demo", "default", 256, {"add_bos": True, "packing": False}),
+            ("c4_demo", "default", 256, {"pad_is_eos": True})]
 EXTRA = [
     ("glaive_toolcall_en_demo", "sft", "qwen3", {"enable_thinking": False}),
     ("glaive_toolcall_en_demo", "sft", "qwen", {"mask_history": True}),
@@ -49,12 +58,37 @@ def combos() -> list[tuple[str, str, str, int, dict]]:
             out.append(("kto_en_demo", "kto", template, cutoff, {}))
     for name, stage, template, options in EXTRA:
         out += [(name, stage, template, cutoff, options) for cutoff in CUTOFFS]
+    for name in PT_SETS:
+        for template in PT_TEMPLATES:
+            for cutoff in PT_CUTOFFS[name]:
+                out += [(name, "pt", template, cutoff, options) for options in PT_OPTIONS]
+    out += [(name, "pt", template, cutoff, options) for name, template, cutoff, options in PT_EXTRA]
     return out
+
+
+def pt_rows(data_dir: str, name: str, info: dict) -> list[dict]:
+    """The first ROWS rows of a pre-training file as LLaMA-Factory reads it (``datasets``' json/text builders)."""
+    from datasets import load_dataset
+
+    path = str(Path(data_dir) / info[name]["file_name"])
+    builder = "text" if path.endswith(".txt") else "json"
+    return list(load_dataset(builder, data_files=path, split="train"))[:ROWS]
 
 
 def key(name: str, stage: str, template: str, cutoff: int, options: dict) -> str:
     extra = ",".join(f"{k}={v}" for k, v in sorted(options.items()))
     return f"{name}|{stage}|{template}|{cutoff}|{extra}"
+
+
+def convert(attr, rows: list[dict], data_dir: str, alpaca: type, sharegpt: type) -> dict[str, list]:
+    """Rows through LLaMA-Factory's converter for the dataset's format, as one batch of columns."""
+    kind = alpaca if attr.formatting == "alpaca" else sharegpt
+    converter = kind(attr, SimpleNamespace(media_dir=data_dir))
+    batch: dict[str, list] = {}
+    for row in rows:
+        for column, value in converter(row).items():
+            batch.setdefault(column, []).append(value)
+    return batch
 
 
 def main(data_dir: str) -> None:
@@ -65,7 +99,9 @@ def main(data_dir: str) -> None:
     from llamafactory.data.parser import DatasetAttr
     from llamafactory.data.processor.feedback import FeedbackDatasetProcessor
     from llamafactory.data.processor.pairwise import PairwiseDatasetProcessor
+    from llamafactory.data.processor.pretrain import PretrainDatasetProcessor
     from llamafactory.data.processor.supervised import SupervisedDatasetProcessor
+    from transformers import DataCollatorForLanguageModeling
 
     info = json.loads((Path(data_dir) / "dataset_info.json").read_text(encoding="utf-8"))
     converted: dict[str, dict[str, list]] = {}
@@ -73,32 +109,42 @@ def main(data_dir: str) -> None:
         attr = DatasetAttr("file", name)
         attr.join(info[name])
         rows = json.loads((Path(data_dir) / info[name]["file_name"]).read_text(encoding="utf-8"))[:ROWS]
-        data_args = SimpleNamespace(media_dir=data_dir)
-        kind = AlpacaDatasetConverter if attr.formatting == "alpaca" else SharegptDatasetConverter
-        converter = kind(attr, data_args)
-        batch: dict[str, list] = {}
-        for row in rows:
-            for column, value in converter(row).items():
-                batch.setdefault(column, []).append(value)
-        converted[name] = batch
+        converted[name] = convert(attr, rows, data_dir, AlpacaDatasetConverter, SharegptDatasetConverter)
+    for name in PT_SETS:
+        attr = DatasetAttr("file", name)
+        attr.join(info[name])
+        converted[name] = convert(attr, pt_rows(data_dir, name, info), data_dir, AlpacaDatasetConverter,
+                                  SharegptDatasetConverter)
     fix_date(tool_utils)  # Llama 3's tool prompt writes today's date: a fixed one, which the test gives ours too
     out: dict = {"rows": ROWS, "date": FIXED_DATE.strftime("%d %b %Y"), "cases": {}}
     for name, stage, template, cutoff, options in combos():
         tokenizer = load("special")
+        if options.get("add_bos"):
+            tokenizer.add_bos_token = True
+        if options.get("pad_is_eos"):
+            tokenizer.pad_token = tokenizer.eos_token
         tpl = copy.deepcopy(lf_template.TEMPLATES[template])
         if "enable_thinking" in options:
             tpl.enable_thinking = options["enable_thinking"]
         tpl.fix_special_tokens(tokenizer)
         data_args = SimpleNamespace(cutoff_len=cutoff, train_on_prompt=options.get("train_on_prompt", False),
                                     mask_history=options.get("mask_history", False), neat_packing=False)
+        if stage == "pt":  # LLaMA-Factory's parser: packing defaults to true for pt; an explicit true takes 1 off
+            packing = options.get("packing")
+            data_args = SimpleNamespace(cutoff_len=cutoff - (packing is True), packing=packing is not False,
+                                        template=template)
         processor_class = {"sft": SupervisedDatasetProcessor, "dpo": PairwiseDatasetProcessor,
-                           "kto": FeedbackDatasetProcessor}[stage]
+                           "kto": FeedbackDatasetProcessor, "pt": PretrainDatasetProcessor}[stage]
         processor = processor_class(template=tpl, tokenizer=tokenizer, processor=None, data_args=data_args)
         result = processor.preprocess_dataset(copy.deepcopy(converted[name]))
         if stage == "dpo":
             rows = [[digest(a), digest(b), digest(c), digest(d), len(a), len(c)] for a, b, c, d in zip(
                 result["chosen_input_ids"], result["chosen_labels"], result["rejected_input_ids"],
                 result["rejected_labels"])]
+        elif stage == "pt":  # labels as LLaMA-Factory's pt collator makes them (the pad token's id masked)
+            collate = DataCollatorForLanguageModeling(tokenizer=tokenizer, mlm=False)
+            rows = [[digest(a), digest(collate([{"input_ids": a}])["labels"][0].tolist()), len(a)]
+                    for a in result["input_ids"]]
         elif stage == "kto":
             rows = [[digest(a), digest(b), len(a), bool(t), digest(c), digest(d), len(c)] for a, b, t, c, d in zip(
                 result["input_ids"], result["labels"], result["kto_tags"], result["kl_input_ids"],

@@ -17,7 +17,7 @@ MIRROR = os.environ.get("LF_MIRROR", "/work/.mirror/hiyouga+LLaMA-Factory/repo")
 REF = os.environ.get("LF_REF", "v0.9.5")
 FILES = ["data/parser.py", "data/data_utils.py", "data/formatter.py", "data/tool_utils.py", "data/template.py", "data/converter.py",
          "data/processor/processor_utils.py", "data/processor/supervised.py", "data/processor/pairwise.py",
-         "data/processor/feedback.py"]
+         "data/processor/feedback.py", "data/processor/pretrain.py"]
 
 _STUB_LOGGING = '''
 import logging as _logging

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.config.schema import packs_rows
 from engine.errors import UserError
 
 SIZE_KEYS = ("dp_replicate_size", "dp_shard_size", "tp_size", "cp_size")
@@ -39,7 +40,7 @@ def check(cfg: Any, world_size: int, device: str) -> list[str]:
             if got[key] > 1:
                 out.append(f"`{key}: {got[key]}` needs accelerators (its collectives and attention kernels are device "
                            "kernels); on CPU processes use `dp_shard_size` (FSDP2) only. Run it on GPUs/NPUs.")
-    if got["cp_size"] > 1 and cfg.data.packing:
+    if got["cp_size"] > 1 and packs_rows(cfg.finetuning.stage, cfg.data):
         out.append("`cp_size > 1` splits one sequence across ranks; it cannot be combined with `packing` here.")
     return out
 

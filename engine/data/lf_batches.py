@@ -1,0 +1,28 @@
+"""The batches of LLaMA-Factory's preprocessing map, where the rows it joins (pre-training blocks, KTO's
+mismatched pairs) meet.
+
+LLaMA-Factory tokenizes with ``datasets``' ``map(batched=True, batch_size=preprocessing_batch_size,
+num_proc=preprocessing_num_workers)``: the rows are cut into ``num_proc`` contiguous shards (shard i holds rows/n
+rows, the first rows % n shards one more; ``datasets`` caps ``num_proc`` at the row count), and each shard is
+processed ``preprocessing_batch_size`` rows at a time (1000 by default). Whatever joins rows (a pre-training block
+spanning documents, a KTO row paired with its neighbour's completion) joins them only within one such batch.
+"""
+
+from __future__ import annotations
+
+LF_PREPROCESSING_BATCH = 1000
+"""LLaMA-Factory's ``preprocessing_batch_size`` default."""
+
+
+def lf_batches(rows: int, batch_size: int | None = None, workers: int | None = None) -> list[tuple[int, int]]:
+    """``(start, end)`` of every batch of LLaMA-Factory's preprocessing map over ``rows`` rows, in order."""
+    size = max(1, batch_size or LF_PREPROCESSING_BATCH)
+    shards = min(workers, rows) if workers and workers > 1 and rows else 1
+    per_shard, extra = divmod(rows, shards)
+    batches: list[tuple[int, int]] = []
+    start = 0
+    for shard in range(shards):
+        end = start + per_shard + (1 if shard < extra else 0)
+        batches += [(first, min(first + size, end)) for first in range(start, end, size)]
+        start = end
+    return batches

@@ -72,7 +72,7 @@ def _tokenized(examples: Sequence[dict], stage: str, tokenizer: Any, template: A
         from engine.data.stream import CHUNK_ROWS, tokenize_to_arrow
 
         dataset, stats = tokenize_to_arrow(examples, stage, tokenizer, template, opts, workers,
-                                           chunk_rows if stage == "pt" else chunk_rows or CHUNK_ROWS)
+                                           chunk_rows if stage == "pt" or opts.packing else chunk_rows or CHUNK_ROWS)
     if not stats["kept"] and stage == "pt" and not (opts.pt_documents or opts.packing):
         raise DatasetError(
             f"The {stats['rows']} {split} texts hold {stats.get('remainder_tokens', 0)} tokens, not one whole block: "
@@ -147,6 +147,8 @@ def tokenize_options(data: Any, stage: str) -> TokenizeOptions:
         # true` makes them one token shorter there (its DataArguments take 1 off cutoff_len)
         opts.pt_documents = data.packing is False and not data.neat_packing
         opts.block_len = data.cutoff_len - 1 if data.packing is True and not data.neat_packing else None
+    elif stage == "sft" and opts.packing:  # LLaMA-Factory's DataArguments take 1 off cutoff_len when packing
+        opts.cutoff_len, opts.mask_packed_starts = data.cutoff_len - 1, False
     return opts
 
 

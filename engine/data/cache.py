@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine.config.schema import packs_rows
 from engine.data import cache_prune
 
 logger = logging.getLogger(__name__)
@@ -111,8 +112,8 @@ def cache_key(cfg: Any, tokenizer: Any, template: Any) -> str | None:
         "version": FORMAT_VERSION, "stage": cfg.finetuning.stage, "seed": cfg.train.seed,
         "data": {k: getattr(data, k, None) for k in DATA_KEYS if k != "preprocessing_num_workers"},
         # pre-training blocks join texts within LLaMA-Factory's preprocessing batches, which these two shape
-        "batches": [data.preprocessing_batch_size, data.preprocessing_num_workers] if cfg.finetuning.stage == "pt"
-        else None,
+        "batches": [data.preprocessing_batch_size, data.preprocessing_num_workers]
+        if cfg.finetuning.stage == "pt" or packs_rows(cfg.finetuning.stage, data) else None,
         "files": files, "info": _file_stamp(info) if info.is_file() else None,
         "tokenizer": _tokenizer_stamp(tokenizer), "template": _template_stamp(template),
     }

@@ -2,8 +2,8 @@
 
 The examples are cut into contiguous shards, one per worker; forked workers inherit the tokenizer and template
 (nothing large is pickled on the way in), and the shards' columns are joined in order with their stats summed,
-so the result equals the single-process one. Packing joins rows across the whole set, so it is tokenized in one
-process. (Pre-training text is tokenized in LLaMA-Factory's preprocessing batches: ``engine.data.stream``.)
+so the result equals the single-process one. (Pre-training text and packing, which join rows, are tokenized in
+LLaMA-Factory's preprocessing batches: ``engine.data.stream``.)
 """
 
 from __future__ import annotations
@@ -67,10 +67,7 @@ def shard_bounds(total: int, workers: int) -> list[tuple[int, int]]:
 def tokenize_parallel(examples: list[dict], stage: str, tokenizer: Any, template: Any, opts: TokenizeOptions,
                       workers: int | None) -> tuple[dict[str, list], dict[str, int], set[int]]:
     """(columns, stats, worker process ids) for ``examples``, tokenized by up to ``workers`` processes."""
-    joined = opts.packing and stage in ("pt", "sft")
-    if not workers or workers <= 1 or len(examples) < 2 or joined or "fork" not in multiprocessing.get_all_start_methods():
-        if workers and workers > 1 and joined:
-            logger.info("Packing joins rows across the whole dataset, so it is tokenized in one process.")
+    if not workers or workers <= 1 or len(examples) < 2 or "fork" not in multiprocessing.get_all_start_methods():
         columns, stats = tokenize_examples(examples, stage, tokenizer, template, opts)
         return columns, stats, {os.getpid()}
     bounds = shard_bounds(len(examples), workers)

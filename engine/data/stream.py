@@ -6,8 +6,8 @@ at a time (in ``preprocessing_num_workers`` forked processes, one persistent poo
 chunk is appended to an Arrow file as soon as it is done, and the result is a ``datasets.Dataset`` memory-mapped
 from that file. The rows and the stats equal the all-at-once tokenization (``engine.data.parallel``).
 
-Pre-training blocks join texts within each batch of LLaMA-Factory's preprocessing map, so pt chunks are exactly those
-batches (``engine.data.lf_batches``); packing joins rows across the whole set, so it keeps the all-at-once path.
+Pre-training blocks and packed sequences join rows within each batch of LLaMA-Factory's preprocessing map, so their
+chunks are exactly those batches (``engine.data.lf_batches``).
 """
 
 from __future__ import annotations
@@ -60,15 +60,15 @@ def tokenize_to_arrow(examples: Sequence[dict], stage: str, tokenizer: Any, temp
                       workers: int | None = None, chunk_rows: int | None = CHUNK_ROWS) -> tuple[Any, dict[str, int]]:
     """(memory-mapped ``datasets.Dataset``, stats) of ``examples`` tokenized for ``stage``.
 
-    ``chunk_rows`` is ``preprocessing_batch_size`` (None: unset); pre-training text is tokenized in LLaMA-Factory's
-    preprocessing batches (its default 1000 rows when unset), since its blocks join texts only within one."""
+    ``chunk_rows`` is ``preprocessing_batch_size`` (None: unset); pre-training text and packed rows are tokenized in
+    LLaMA-Factory's preprocessing batches (its default 1000 rows when unset), since it joins rows only within one."""
     from datasets import Dataset
     from datasets.arrow_writer import ArrowWriter
 
-    joined = opts.packing and stage in ("pt", "sft")
-    lf_grouped = stage == "pt" and not joined  # blocks join texts within LLaMA-Factory's preprocessing batches
+    # pre-training blocks and packing join rows only within LLaMA-Factory's preprocessing batches
+    lf_grouped = stage == "pt" or (opts.packing and stage == "sft")
     size = chunk_rows or CHUNK_ROWS
-    if joined or (not lf_grouped and len(examples) <= size):  # one chunk: nothing to stream
+    if not lf_grouped and len(examples) <= size:  # one chunk: nothing to stream
         columns, stats, _ = parallel.tokenize_parallel(examples, stage, tokenizer, template, opts, workers)
         return Dataset.from_dict(columns), stats
     use_pool = bool(workers and workers > 1 and len(examples) > 1

@@ -17,15 +17,18 @@ end instead (the turns nearest the reply), an option of ours that LLaMA-Factory 
 without any trained token is dropped and counted.
 
 Packing (sft: ``packing`` or ``neat_packing``; pt: ``neat_packing``, since pt's ``packing`` is LLaMA-Factory's block
-joining) places whole examples greedily (first fit, longest first) into
-sequences of at most ``cutoff_len`` tokens and adds ``position_ids`` that restart at 0 for every example. With
-those position ids the collator keeps attention inside each example (see ``engine.data.collator``), so packed
-examples never attend to each other; the first label of every packed example is masked so no loss crosses a
-boundary. A pt document longer than ``cutoff_len`` is split into pieces first.
+joining) places whole examples into sequences as LLaMA-Factory 0.9.5 does, within each of its preprocessing
+batches (``engine.data.lf_batches``): its cutoff of ``cutoff_len - 1`` for every sft example (its DataArguments take
+one off when packing), examples longer than that dropped, its greedy knapsack (:func:`greedy_knapsack`).
+``position_ids`` restart at 0 for every example, and with them the collator keeps attention inside each example
+(see ``engine.data.collator``; LLaMA-Factory's ``neat_packing``, which we apply to ``packing`` too), so packed
+examples never attend to each other. A pt document (``neat_packing``, ours) longer than ``cutoff_len`` is split into
+pieces first, and the first label of each is masked.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 from collections.abc import Callable
@@ -51,6 +54,8 @@ class TokenizeOptions:
     """pt: one row per text (LLaMA-Factory's ``packing: false``) instead of blocks joined across texts."""
     block_len: int | None = None
     """pt: the block length (default ``cutoff_len``; LLaMA-Factory's explicit ``packing: true`` makes it one less)."""
+    mask_packed_starts: bool = True
+    """With ``packing``: mask the first label of each packed example (sft packing as LLaMA-Factory's keeps them)."""
 
 
 def new_stats(rows: int) -> dict[str, int]:
@@ -239,7 +244,9 @@ def _finish_rows(rows: list[tuple[list[int], list[int]]], opts: TokenizeOptions,
         stats["total_tokens"] += len(input_ids)
         stats["trainable_tokens"] += len(labels) - labels.count(IGNORE)
     if opts.packing:
-        columns = pack_rows(rows, opts.cutoff_len)
+        fitting = [row for row in rows if len(row[0]) <= opts.cutoff_len]  # longer ones: dropped, as there
+        stats["dropped"] += len(rows) - len(fitting)
+        columns = pack_rows(fitting, opts.cutoff_len, mask_first=opts.mask_packed_starts)
         stats["packed_sequences"] = len(columns["input_ids"])
         stats["trainable_tokens"] = sum(len(labels) - labels.count(IGNORE) for labels in columns["labels"])
     else:
@@ -249,34 +256,43 @@ def _finish_rows(rows: list[tuple[list[int], list[int]]], opts: TokenizeOptions,
     return columns, stats
 
 
-def pack_rows(rows: list[tuple[list[int], list[int]]], cutoff_len: int) -> dict[str, list]:
-    """Greedy first-fit packing (longest first) into sequences of at most ``cutoff_len`` tokens.
+def greedy_knapsack(lengths: list[int], capacity: int) -> list[list[int]]:
+    """LLaMA-Factory's packing: each sequence takes the longest length that still fits, again and again, until none
+    does; the lengths of each sequence in the order taken. Every length must be at most ``capacity``."""
+    remaining = sorted(lengths)
+    knapsacks: list[list[int]] = []
+    while remaining:
+        knapsack: list[int] = []
+        free = capacity
+        while True:
+            index = bisect.bisect(remaining, free) - 1
+            if index < 0:
+                break
+            free -= remaining[index]
+            knapsack.append(remaining.pop(index))
+        knapsacks.append(knapsack)
+    return knapsacks
+
+
+def pack_rows(rows: list[tuple[list[int], list[int]]], cutoff_len: int, mask_first: bool = True) -> dict[str, list]:
+    """Rows packed into sequences of at most ``cutoff_len`` tokens as LLaMA-Factory packs them
+    (:func:`greedy_knapsack`; of rows of one length, the last one first). Every row must fit.
 
     Returns columns ``input_ids``, ``labels``, ``attention_mask`` and ``position_ids`` (restarting at 0 per
-    example); the first label of each example is masked.
+    example); with ``mask_first`` the first label of each example is masked (LLaMA-Factory's sft packing keeps it).
     """
-    order = sorted(range(len(rows)), key=lambda i: -len(rows[i][0]))
-    bins: list[list[int]] = []
-    space: list[int] = []
-    for index in order:
-        length = len(rows[index][0])
-        for slot, free in enumerate(space):
-            if free >= length:
-                bins[slot].append(index)
-                space[slot] -= length
-                break
-        else:
-            bins.append([index])
-            space.append(cutoff_len - length)
+    by_length: dict[int, list[int]] = {}
+    for index, (ids, _) in enumerate(rows):
+        by_length.setdefault(len(ids), []).append(index)
     columns: dict[str, list] = {"input_ids": [], "labels": [], "attention_mask": [], "position_ids": []}
-    for members in bins:
+    for knapsack in greedy_knapsack([len(ids) for ids, _ in rows], cutoff_len):
         input_ids: list[int] = []
         labels: list[int] = []
         positions: list[int] = []
-        for index in members:
-            ids, lab = rows[index]
+        for length in knapsack:
+            ids, lab = rows[by_length[length].pop()]
             input_ids += ids
-            labels += [IGNORE] + lab[1:]
+            labels += [IGNORE] + lab[1:] if mask_first else lab
             positions += list(range(len(ids)))
         columns["input_ids"].append(input_ids)
         columns["labels"].append(labels)

@@ -186,13 +186,19 @@ def test_pack_rows():
 
 
 def test_sft_packing(fixture_data_dir, chat_tokenizer):
-    plain = get_dataset(config(fixture_data_dir, dataset="alpaca_small,sharegpt_small", cutoff_len=128), chat_tokenizer,
+    # LLaMA-Factory takes one off cutoff_len when packing: each example is cut as an unpacked one at 127
+    plain = get_dataset(config(fixture_data_dir, dataset="alpaca_small,sharegpt_small", cutoff_len=127), chat_tokenizer,
                         get_template("qwen"))
     packed = get_dataset(config(fixture_data_dir, dataset="alpaca_small,sharegpt_small", packing=True, cutoff_len=128),
                          chat_tokenizer, get_template("qwen"))
     assert "position_ids" in packed.train.column_names and len(packed.train) < len(plain.train)
-    assert all(len(ids) <= 128 for ids in packed.train["input_ids"])
-    assert sum(map(len, packed.train["input_ids"])) == sum(map(len, plain.train["input_ids"]))
+    assert all(len(ids) <= 127 for ids in packed.train["input_ids"])
+    examples = sorted(zip(plain.train["input_ids"], plain.train["labels"]))
+    pieces = []
+    for ids, labels, positions in zip(packed.train["input_ids"], packed.train["labels"], packed.train["position_ids"]):
+        starts = [i for i, p in enumerate(positions) if p == 0] + [len(ids)]
+        pieces += [(ids[a:b], labels[a:b]) for a, b in zip(starts, starts[1:])]
+    assert sorted(pieces) == examples  # the same examples, labels whole (the first ones kept, as there)
     assert packed.stats["train"]["packed_sequences"] == len(packed.train)
 
 

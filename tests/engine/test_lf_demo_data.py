@@ -1,6 +1,7 @@
 """Our SFT, DPO and KTO pipelines give LLaMA-Factory 0.9.5's exact input ids and labels on its own demo data
 (for KTO also those of each row's KL pair), and its pre-training rows on its c4_demo and wiki_demo (blocks, blocks
-with an explicit `packing: true`, one row per text with `packing: false`, a tokenizer that adds BOS).
+with an explicit `packing: true`, one row per text with `packing: false`, a tokenizer that adds BOS), and its packed
+sft rows (`packing`, `neat_packing`; without the padding it adds).
 
 tests/golden/lf_demo_data.json.gz holds, per row, digests of the ids and labels that LLaMA-Factory's converters
 and dataset processors produced for the first 50 rows of alpaca_en_demo, identity, glaive_toolcall_en_demo (tool
@@ -62,6 +63,11 @@ def ours(name: str, stage: str, template_name: str, cutoff: int, options: dict) 
     template.fix_tokenizer(tokenizer)
     opts = TokenizeOptions(cutoff_len=cutoff, train_on_prompt=options.get("train_on_prompt", False),
                            mask_history=options.get("mask_history", False))
+    packed = stage == "sft" and (options.get("packing") or options.get("neat_packing"))
+    if packed:  # the options a config with `packing` or `neat_packing` gives
+        keys = {k: True for k in ("packing", "neat_packing") if options.get(k)}
+        opts = tokenize_options(build_config({"model_name_or_path": "unused", "stage": "sft", "cutoff_len": cutoff,
+                                              **keys}).data, "sft")
     if stage == "pt":  # the options a config with (or without) `packing` gives
         packing = {"packing": options["packing"]} if "packing" in options else {}
         opts = tokenize_options(build_config({"model_name_or_path": "unused", "stage": "pt", "cutoff_len": cutoff,
@@ -74,6 +80,9 @@ def ours(name: str, stage: str, template_name: str, cutoff: int, options: dict) 
             out.append([_digest(prompt + chosen), _digest(masked + chosen), _digest(prompt + rejected),
                         _digest(masked + rejected), len(prompt + chosen), len(prompt + rejected)])
         return out
+    if packed:
+        return [[_digest(ids), _digest(labels), _digest(positions), len(ids)] for ids, labels, positions in zip(
+            columns["input_ids"], columns["labels"], columns["position_ids"])]
     if stage == "pt":
         return [[_digest(ids), _digest(labels), len(ids)] for ids, labels in zip(columns["input_ids"],
                                                                                columns["labels"])]
@@ -102,7 +111,8 @@ def test_pipeline_matches_llamafactory(case, monkeypatch):
         key, value = item.split("=")
         options[key] = value == "True"
     expected = golden()["cases"][case]
-    if stage == "sft":  # we drop rows left without a trained token; LLaMA-Factory keeps them with all labels masked
+    if stage == "sft" and len(expected[0]) == 4 and "packing" not in extra:  # we drop rows left without a trained
+        # token; LLaMA-Factory keeps them with all labels masked
         expected = [row for row in expected if row[3] > 0]
     got = ours(name, stage, template, int(cutoff), options)
     assert len(got) == len(expected)

@@ -27,7 +27,10 @@ ROWS = 50
 CUTOFFS = (256, 1024, 8192)
 SFT_SETS = ("alpaca_en_demo", "identity", "glaive_toolcall_en_demo")
 TEMPLATES = ("default", "qwen", "qwen3", "llama3", "glm4", "mistral", "gemma4", "alpaca")
-# (dataset, stage, template, options) combinations beyond the full grid
+# sft packing: LLaMA-Factory's packed processor (cutoff_len - 1 per example, its greedy knapsack, padded rows)
+PACK_SETS = ("alpaca_en_demo", "glaive_toolcall_en_demo")
+PACK_TEMPLATES = ("qwen", "llama3")
+PACK_OPTIONS = ({"packing": True}, {"neat_packing": True})
 PT_SETS = ("c4_demo", "wiki_demo")
 PT_TEMPLATES = ("default", "qwen", "llama3")  # llama3: LLaMA-Factory ends texts with <|end_of_text|> there
 PT_CUTOFFS = {"c4_demo": (256, 1024), "wiki_demo": (1024,)}  # wiki_demo's 30 long lines make thousands of blocks
@@ -37,6 +40,7 @@ PT_CUTOFFS = {"c4_demo": (256, 1024), "wiki_demo": (1024,)}  # wiki_demo's 30 lo
 PT_OPTIONS = ({}, {"packing": True}, {"packing": False})
 PT_EXTRA = [("c4_demo", "default", 256, {"add_bos": True}), ("c4_demo", "default", 256, {"add_bos": True, "packing": False}),
             ("c4_demo", "default", 256, {"pad_is_eos": True})]
+# (dataset, stage, template, options) combinations beyond the full grid
 EXTRA = [
     ("glaive_toolcall_en_demo", "sft", "qwen3", {"enable_thinking": False}),
     ("glaive_toolcall_en_demo", "sft", "qwen", {"mask_history": True}),
@@ -58,6 +62,10 @@ def combos() -> list[tuple[str, str, str, int, dict]]:
             out.append(("kto_en_demo", "kto", template, cutoff, {}))
     for name, stage, template, options in EXTRA:
         out += [(name, stage, template, cutoff, options) for cutoff in CUTOFFS]
+    for name in PACK_SETS:
+        for template in PACK_TEMPLATES:
+            for cutoff in CUTOFFS[:2]:
+                out += [(name, "sft", template, cutoff, options) for options in PACK_OPTIONS]
     for name in PT_SETS:
         for template in PT_TEMPLATES:
             for cutoff in PT_CUTOFFS[name]:
@@ -100,7 +108,7 @@ def main(data_dir: str) -> None:
     from llamafactory.data.processor.feedback import FeedbackDatasetProcessor
     from llamafactory.data.processor.pairwise import PairwiseDatasetProcessor
     from llamafactory.data.processor.pretrain import PretrainDatasetProcessor
-    from llamafactory.data.processor.supervised import SupervisedDatasetProcessor
+    from llamafactory.data.processor.supervised import PackedSupervisedDatasetProcessor, SupervisedDatasetProcessor
     from transformers import DataCollatorForLanguageModeling
 
     info = json.loads((Path(data_dir) / "dataset_info.json").read_text(encoding="utf-8"))
@@ -133,14 +141,27 @@ def main(data_dir: str) -> None:
             packing = options.get("packing")
             data_args = SimpleNamespace(cutoff_len=cutoff - (packing is True), packing=packing is not False,
                                         template=template)
-        processor_class = {"sft": SupervisedDatasetProcessor, "dpo": PairwiseDatasetProcessor,
-                           "kto": FeedbackDatasetProcessor, "pt": PretrainDatasetProcessor}[stage]
+        packed = stage == "sft" and (options.get("packing") or options.get("neat_packing"))
+        if packed:  # LLaMA-Factory's DataArguments: neat_packing sets packing, packing takes 1 off cutoff_len
+            data_args = SimpleNamespace(cutoff_len=cutoff - 1, train_on_prompt=False, mask_history=False,
+                                        packing=True, neat_packing=bool(options.get("neat_packing")))
+        processor_class = {"sft": PackedSupervisedDatasetProcessor if packed else SupervisedDatasetProcessor,
+                           "dpo": PairwiseDatasetProcessor, "kto": FeedbackDatasetProcessor,
+                           "pt": PretrainDatasetProcessor}[stage]
         processor = processor_class(template=tpl, tokenizer=tokenizer, processor=None, data_args=data_args)
         result = processor.preprocess_dataset(copy.deepcopy(converted[name]))
         if stage == "dpo":
             rows = [[digest(a), digest(b), digest(c), digest(d), len(a), len(c)] for a, b, c, d in zip(
                 result["chosen_input_ids"], result["chosen_labels"], result["rejected_input_ids"],
                 result["rejected_labels"])]
+        elif packed:  # each packed row without the padding LLaMA-Factory adds up to cutoff_len
+            rows = []
+            for ids, labels, positions in zip(result["input_ids"], result["labels"], result["position_ids"]):
+                end = len(ids)
+                while end and ids[end - 1] == tokenizer.pad_token_id and labels[end - 1] == -100 \
+                        and positions[end - 1] == 0:
+                    end -= 1
+                rows.append([digest(ids[:end]), digest(labels[:end]), digest(positions[:end]), end])
         elif stage == "pt":  # labels as LLaMA-Factory's pt collator makes them (the pad token's id masked)
             collate = DataCollatorForLanguageModeling(tokenizer=tokenizer, mlm=False)
             rows = [[digest(a), digest(collate([{"input_ids": a}])["labels"][0].tolist()), len(a)]

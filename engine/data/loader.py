@@ -6,7 +6,7 @@ import dataclasses
 import gc
 import itertools
 import logging
-import random
+import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -135,29 +135,28 @@ def mix_order(lengths: list[int], strategy: str = "concat", probs: list[float] |
               seed: int = 42) -> list[tuple[int, int]] | None:
     """(dataset, position) of each mixed example, or None for ``concat`` (the datasets one after another).
 
-    ``interleave_under`` stops when the smallest dataset is exhausted, ``interleave_over`` when the largest is
-    (smaller ones cycled); the next dataset is drawn with ``probs``.
+    The interleaved order is LLaMA-Factory's: ``datasets.interleave_datasets`` with ``probs`` and ``seed``, run here
+    on the row numbers. ``interleave_under`` stops when the first dataset is exhausted, ``interleave_over`` when all
+    are (exhausted ones start again); without ``probs`` the datasets take turns.
     """
     if len(lengths) == 1 or strategy == "concat":
         return None
     if strategy not in ("interleave_under", "interleave_over"):
         raise DatasetError(f"Unknown mix_strategy {strategy!r}; use concat, interleave_under or interleave_over.")
-    weights = probs or [1.0] * len(lengths)
-    if len(weights) != len(lengths) or any(w < 0 for w in weights) or sum(weights) <= 0:
+    if probs is not None and (len(probs) != len(lengths) or any(w < 0 for w in probs) or sum(probs) <= 0):
         raise DatasetError(f"interleave_probs must give one non-negative weight per dataset ({len(lengths)}).")
-    rng = random.Random(seed)
-    positions = [0] * len(lengths)
-    done = [False] * len(lengths)
-    picks: list[tuple[int, int]] = []
-    while True:
-        index = rng.choices(range(len(lengths)), weights=weights)[0]
-        if positions[index] >= lengths[index]:
-            done[index] = True
-            if strategy == "interleave_under" or all(done[i] or weights[i] == 0 for i in range(len(lengths))):
-                return picks
-            positions[index] = 0
-        picks.append((index, positions[index]))
-        positions[index] += 1
+    import numpy as np
+    from datasets import Dataset, interleave_datasets
+
+    if probs is not None and abs(sum(probs) - 1.0) > 1e-8:  # numpy's choice needs them to sum to 1
+        logger.info("interleave_probs %s do not sum to 1; they are scaled to.", probs)
+        probs = [w / sum(probs) for w in probs]
+    parts = [Dataset.from_dict({"dataset": np.full(n, k, dtype=np.int64), "row": np.arange(n, dtype=np.int64)})
+             for k, n in enumerate(lengths)]
+    mixed = interleave_datasets(parts, probabilities=probs, seed=seed,
+                                stopping_strategy="first_exhausted" if strategy == "interleave_under"
+                                else "all_exhausted")
+    return list(zip(mixed["dataset"], mixed["row"]))
 
 
 def mix_examples(groups: list[Sequence[dict]], strategy: str = "concat", probs: list[float] | None = None,
@@ -204,8 +203,9 @@ def load_examples(data_args: Any, names: str | list[str] | None, stage: str, see
 
 
 def split_eval(examples: Sequence[dict], val_size: float, seed: int = 42) -> tuple[Sequence[dict], Sequence[dict]]:
-    """Hold out ``val_size`` examples (a fraction when < 1, a count otherwise), chosen with ``seed``; an
-    :class:`Examples` gives two views of it, a list two lists.
+    """Hold out ``val_size`` examples (a fraction when < 1, a count otherwise) as LLaMA-Factory does:
+    ``datasets``' ``train_test_split(test_size, seed)`` (run here on the row numbers), so the same rows are held out
+    and both parts come in its shuffled order. An :class:`Examples` gives two views of it, a list two lists.
 
     Raises:
         DatasetError: when the split would leave no training or no evaluation examples.
@@ -213,18 +213,16 @@ def split_eval(examples: Sequence[dict], val_size: float, seed: int = 42) -> tup
     if not val_size or val_size <= 0:
         return examples, []
     total = len(examples)
-    count = max(1, round(val_size * total)) if val_size < 1 else int(val_size)
+    test_size: float | int = val_size if val_size < 1 else int(val_size)
+    count = math.ceil(test_size * total) if isinstance(test_size, float) else test_size
     if count >= total:
         raise DatasetError(f"val_size {val_size} leaves no training examples out of {total}; lower it.")
-    order = list(range(total))
-    random.Random(seed).shuffle(order)
-    held = sorted(order[:count])
-    del order
-    if isinstance(examples, Examples):
-        import numpy as np
+    import numpy as np
+    from datasets import Dataset
 
-        keep = np.ones(total, dtype=bool)
-        keep[held] = False
-        return examples.take(np.flatnonzero(keep)), examples.take(held)
-    held_set = set(held)
-    return [ex for i, ex in enumerate(examples) if i not in held_set], [examples[i] for i in held]
+    split = Dataset.from_dict({"row": np.arange(total, dtype=np.int64)}).train_test_split(test_size=test_size,
+                                                                                         seed=seed)
+    train, held = split["train"]["row"], split["test"]["row"]
+    if isinstance(examples, Examples):
+        return examples.take(train), examples.take(held)
+    return [examples[i] for i in train], [examples[i] for i in held]

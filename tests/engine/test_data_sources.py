@@ -278,6 +278,36 @@ def test_max_samples_and_mixing(fixture_data_dir):
         mix_examples(groups, "zip")
 
 
+@pytest.mark.parametrize("strategy, probs", [("interleave_under", None), ("interleave_over", None),
+                                              ("interleave_under", [0.2, 0.5, 0.3]),
+                                              ("interleave_over", [0.7, 0.1, 0.2])])
+def test_interleaving_is_llama_factorys(strategy, probs):
+    # LLaMA-Factory's merge_dataset: datasets.interleave_datasets(probabilities, seed, first/all_exhausted)
+    from datasets import Dataset, interleave_datasets
+
+    groups = [[{"text": f"{name}{i}"} for i in range(size)] for name, size in (("a", 7), ("b", 30), ("c", 12))]
+    theirs = interleave_datasets([Dataset.from_list(g) for g in groups], probabilities=probs, seed=42,
+                                 stopping_strategy="first_exhausted" if strategy.endswith("under") else "all_exhausted")
+    assert mix_examples(groups, strategy, probs, seed=42) == list(theirs)
+
+
+@pytest.mark.parametrize("val_size", [0.1, 0.25, 0.5, 3, 12.0])
+def test_the_evaluation_split_is_llama_factorys(fixture_data_dir, val_size):
+    # LLaMA-Factory's split_dataset: train_test_split(test_size=val_size, or int(val_size) above 1, seed) before
+    # preprocessing; both parts in its shuffled order
+    from datasets import Dataset
+
+    rows = [{"text": f"row {i}"} for i in range(30)]
+    test_size = int(val_size) if val_size > 1 else val_size
+    theirs = Dataset.from_list(rows).train_test_split(test_size=test_size, seed=42)
+    train, held = split_eval(rows, val_size, seed=42)
+    assert (train, held) == (list(theirs["train"]), list(theirs["test"]))
+    lazy = load_examples(args(fixture_data_dir), "alpaca_small,sharegpt_small", "sft")
+    train, held = split_eval(lazy, 0.5, seed=7)
+    order = Dataset.from_dict({"i": list(range(len(lazy)))}).train_test_split(test_size=0.5, seed=7)
+    assert list(train) == [lazy[i] for i in order["train"]["i"]] and list(held) == [lazy[i] for i in order["test"]["i"]]
+
+
 def test_split_eval():
     examples = [{"i": i} for i in range(10)]
     train, held = split_eval(examples, 0.2, seed=3)

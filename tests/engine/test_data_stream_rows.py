@@ -8,7 +8,6 @@ import gc
 import json
 import logging
 import pickle
-import random
 import tracemalloc
 from pathlib import Path
 from types import SimpleNamespace
@@ -84,32 +83,27 @@ def old_load(name: str, dataset_dir: Path, stage: str, max_samples: int | None =
 
 
 def old_mix(groups, strategy="concat", probs=None, seed=42):
+    """LLaMA-Factory's mixing (datasets' concatenate / interleave_datasets), on the list implementation's rows;
+    weights not summing to 1 scaled as ours does (LLaMA-Factory would stop there)."""
+    from datasets import Dataset, interleave_datasets
+
     if len(groups) == 1 or strategy == "concat":
         return [example for group in groups for example in group]
-    weights = probs or [1.0] * len(groups)
-    rng = random.Random(seed)
-    positions = [0] * len(groups)
-    done = [False] * len(groups)
-    out = []
-    while True:
-        index = rng.choices(range(len(groups)), weights=weights)[0]
-        group = groups[index]
-        if positions[index] >= len(group):
-            done[index] = True
-            if strategy == "interleave_under" or all(done[i] or weights[i] == 0 for i in range(len(groups))):
-                return out
-            positions[index] = 0
-        out.append(group[positions[index]])
-        positions[index] += 1
+    if probs is not None and abs(sum(probs) - 1) > 1e-8:
+        probs = [w / sum(probs) for w in probs]
+    parts = [Dataset.from_dict({"g": [k] * len(g), "i": list(range(len(g)))}) for k, g in enumerate(groups)]
+    mixed = interleave_datasets(parts, probabilities=probs, seed=seed,
+                                stopping_strategy="first_exhausted" if strategy == "interleave_under" else "all_exhausted")
+    return [groups[g][i] for g, i in zip(mixed["g"], mixed["i"])]
 
 
 def old_split(examples, val_size, seed=42):
-    total = len(examples)
-    count = max(1, round(val_size * total)) if val_size < 1 else int(val_size)
-    order = list(range(total))
-    random.Random(seed).shuffle(order)
-    held = set(order[:count])
-    return [ex for i, ex in enumerate(examples) if i not in held], [examples[i] for i in sorted(held)]
+    """LLaMA-Factory's split: train_test_split(test_size=val_size, or int(val_size) above 1, seed)."""
+    from datasets import Dataset
+
+    split = Dataset.from_dict({"i": list(range(len(examples)))}).train_test_split(
+        test_size=int(val_size) if val_size > 1 else val_size, seed=seed)
+    return [examples[i] for i in split["train"]["i"]], [examples[i] for i in split["test"]["i"]]
 
 
 # ---------------------------------------------------------------------------------------------- test data

@@ -93,6 +93,8 @@ def skip_bitsandbytes_unless_needed(cfg: Any) -> bool:
     bitsandbytes keeps it.
     """
     if "bitsandbytes" in sys.modules:
+        if sys.modules["bitsandbytes"] is None and bitsandbytes_reason(cfg) is not None:
+            del sys.modules["bitsandbytes"]  # hidden by an earlier run in this process, and needed by this one
         return False
     reason = bitsandbytes_reason(cfg)
     if reason is not None:

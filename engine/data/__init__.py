@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import logging
 from collections.abc import Sequence
@@ -156,8 +155,11 @@ def _build(cfg: Any, tokenizer: Any, template: Any, media: Any) -> DatasetBundle
     """Load, split and tokenize (the part of :func:`get_dataset` after the cache lookups)."""
     data, stage, seed = cfg.data, cfg.finetuning.stage, cfg.train.seed
     opts = tokenize_options(data, stage)
-    train_examples = load_examples(data, data.dataset, stage, seed) if data.dataset else []
-    eval_examples = load_examples(data, data.eval_dataset, stage, seed) if data.eval_dataset else []
+    import numpy as np
+
+    rng = np.random.RandomState(seed)  # num_samples draws, training datasets first (LLaMA-Factory's global one)
+    train_examples = load_examples(data, data.dataset, stage, seed, rng=rng) if data.dataset else []
+    eval_examples = load_examples(data, data.eval_dataset, stage, seed, rng=rng) if data.eval_dataset else []
     if data.val_size and train_examples:
         if eval_examples:
             logger.info("eval_dataset is set, so val_size=%s is ignored.", data.val_size)
@@ -176,8 +178,9 @@ def _build(cfg: Any, tokenizer: Any, template: Any, media: Any) -> DatasetBundle
                                                          bundle.media, data.preprocessing_num_workers,
                                                          data.preprocessing_batch_size)
     if eval_examples:
-        eval_opts = dataclasses.replace(opts, packing=False)
-        bundle.eval, bundle.stats["eval"] = _tokenized(eval_examples, stage, tokenizer, template, eval_opts, "eval",
+        # packed like the training rows, as LLaMA-Factory packs its evaluation set (prediction prompts are
+        # built apart, by load_eval_prompts)
+        bundle.eval, bundle.stats["eval"] = _tokenized(eval_examples, stage, tokenizer, template, opts, "eval",
                                                        bundle.media, data.preprocessing_num_workers,
                                                        data.preprocessing_batch_size)
     return bundle

@@ -90,12 +90,14 @@ def check_stage(spec: DatasetSpec, stage: str, first_row: dict[str, Any] | None 
 
 
 def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: int | None = None,
-                          media_dir: str | None = None, first: int | None = None) -> Examples:
+                          media_dir: str | None = None, first: int | None = None, rng: Any = None) -> Examples:
     """Canonical examples of one dataset (registered name or path) for ``stage``; relative media paths resolve
     against ``media_dir`` (default: the dataset's folder).
 
     Rows are read and converted one at a time into an Arrow file (:mod:`engine.data.examples`); with ``first``,
-    reading stops once that many examples are converted (a preview).
+    reading stops once that many examples are converted (a preview). ``max_samples`` keeps the first rows read;
+    dataset_info's ``num_samples`` samples rows as LLaMA-Factory does (:func:`sample_rows`, drawn from ``rng``, a
+    ``numpy.random.RandomState``; seed 42 when None), then ``max_samples`` keeps the first of those.
 
     Raises:
         DatasetError: for any problem with the dataset, naming it and the fix.
@@ -107,7 +109,9 @@ def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: 
     head = next(rows, None)
     if head is None:
         raise DatasetError(f"Dataset {name!r} ({spec.path}) is empty; add rows to it.")
-    limit = min(n for n in (max_samples, spec.num_samples) if n) if (max_samples or spec.num_samples) else None
+    sample = spec.num_samples if spec.num_samples and not first else None
+    limit = None if sample else (min(n for n in (max_samples, spec.num_samples) if n)
+                                 if (max_samples or spec.num_samples) else None)
     rows = itertools.chain([head], rows)
     if limit:
         rows = itertools.islice(rows, limit)
@@ -117,18 +121,47 @@ def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: 
         logger.info("Dataset %s holds preference pairs; stage sft trains on the chosen answers.", name)
     tally = new_tally()
     writer = ExampleWriter(name)
+    read_as: list[int] = []  # with num_samples: the row number each example was read from
     try:
         with quiet_gc():
             for example in iter_converted(rows, spec, stage, tally):
                 example["_dataset"] = name
                 writer.add(example)
+                if sample:
+                    read_as.append(tally["rows"] - 1)
                 if first and writer.count >= first:
                     break
         report_conversion(spec, stage, tally)
     except BaseException:
         writer.abort()
         raise
-    return writer.finish()
+    examples = writer.finish()
+    if sample:
+        examples = sample_rows(examples, read_as, tally["rows"], sample, max_samples, rng)
+        logger.info("Sampled %d examples from dataset %s (num_samples: %d of %d rows).", len(examples), name, sample,
+                    tally["rows"])
+    return examples
+
+
+def sample_rows(examples: Examples, read_as: list[int], rows: int, count: int, max_samples: int | None,
+                rng: Any = None) -> Examples:
+    """dataset_info's ``num_samples`` as LLaMA-Factory 0.9.5 applies it: ``count`` of the ``rows`` rows read, drawn
+    from ``rng`` (a ``numpy.random.RandomState``: LLaMA-Factory draws from numpy's global one, seeded with the run's
+    seed before the datasets load) as a permutation's first ``count`` rows, plus rows chosen at random when ``count``
+    exceeds ``rows``; then the first ``max_samples`` of those. Rows that were skipped as unusable stay out.
+    ``read_as`` holds the row number of each example."""
+    import numpy as np
+
+    rng = rng if rng is not None else np.random.RandomState(42)
+    chosen = rng.permutation(rows)[:count]
+    if count > rows:
+        chosen = np.concatenate((chosen, rng.choice(rows, count - rows)), axis=0)
+    if max_samples is not None:
+        chosen = chosen[:max_samples]
+    position = np.full(rows, -1, dtype=np.int64)
+    position[np.asarray(read_as, dtype=np.int64)] = np.arange(len(read_as))
+    picked = position[chosen]
+    return examples.take(picked[picked >= 0])
 
 
 def mix_order(lengths: list[int], strategy: str = "concat", probs: list[float] | None = None,
@@ -178,7 +211,7 @@ def mix_examples(groups: list[Sequence[dict]], strategy: str = "concat", probs: 
 
 
 def load_examples(data_args: Any, names: str | list[str] | None, stage: str, seed: int = 42,
-                  first: int | None = None) -> Sequence[dict]:
+                  first: int | None = None, rng: Any = None) -> Sequence[dict]:
     """Canonical examples of all datasets in ``names`` (comma separated), mixed as ``data_args`` says, as an
     :class:`engine.data.examples.Examples` (a lazy sequence over an Arrow file).
 
@@ -192,8 +225,12 @@ def load_examples(data_args: Any, names: str | list[str] | None, stage: str, see
     items = split_names(names)
     if not items:
         raise DatasetError("No dataset given: set `dataset` to a name from dataset_info.json or a file path.")
+    if rng is None:  # num_samples draws: one generator through the datasets in order, as LLaMA-Factory's global one
+        import numpy as np
+
+        rng = np.random.RandomState(seed)
     groups = [load_dataset_examples(name, data_args.dataset_dir, stage, getattr(data_args, "max_samples", None),
-                                    getattr(data_args, "media_dir", None), first) for name in items]
+                                    getattr(data_args, "media_dir", None), first, rng) for name in items]
     probs_text = getattr(data_args, "interleave_probs", None)
     try:
         probs = [float(p) for p in str(probs_text).split(",")] if probs_text else None

@@ -69,11 +69,20 @@ def old_read_json(path: Path) -> list:
 
 
 def old_load(name: str, dataset_dir: Path, stage: str, max_samples: int | None = None) -> list[dict]:
+    """The list implementation, with dataset_info's num_samples as LLaMA-Factory 0.9.5 applies it (numpy's global
+    generator seeded with the seed, 42 here: a permutation's first rows, then random ones to make up the count)."""
+    import numpy as np
+
     spec = resolve_dataset(name, dataset_dir)
     rows = old_read_json(spec.path)
-    limit = min(n for n in (max_samples, spec.num_samples) if n) if (max_samples or spec.num_samples) else None
-    if limit:
-        rows = rows[:limit]
+    if spec.num_samples:
+        np.random.seed(42)
+        indexes = np.random.permutation(len(rows))[:spec.num_samples]
+        if spec.num_samples > len(rows):
+            indexes = np.concatenate((indexes, np.random.choice(len(rows), spec.num_samples - len(rows))))
+        rows = [rows[i] for i in indexes]
+    if max_samples:
+        rows = rows[:max_samples]
     spec = detect_format(spec, rows)
     check_stage(spec, stage, rows[0])
     examples = convert_rows(rows, spec, stage)
@@ -126,7 +135,8 @@ def big_dir(tmp_path):
     (tmp_path / "a.json").write_text(json.dumps(alpaca_rows(1300), indent=1), encoding="utf-8")
     (tmp_path / "b.json").write_text(json.dumps(alpaca_rows(700, 5000)), encoding="utf-8")
     info = {"a": {"file_name": "a.json"}, "b": {"file_name": "b.json"}, "b100": {"file_name": "b.json",
-                                                                                "num_samples": 100}}
+                                                                                "num_samples": 100},
+            "b1500": {"file_name": "b.json", "num_samples": 1500}}
     (tmp_path / "dataset_info.json").write_text(json.dumps(info), encoding="utf-8")
     return tmp_path
 
@@ -269,6 +279,9 @@ def test_loading_equals_the_list_implementation(big_dir, small_chunks, max_sampl
     assert [r.getMessage() for r in caplog.records] == old_warning and "skipped" in old_warning[0]
     assert {e["_dataset"] for e in new} == {"a"}
     assert load_dataset_examples("b100", str(big_dir), "sft") == old_load("b100", big_dir, "sft")  # num_samples
+    oversampled = load_dataset_examples("b1500", str(big_dir), "sft")  # more than its 700 rows: drawn again
+    assert oversampled == old_load("b1500", big_dir, "sft") and len(oversampled) > 1400
+    assert load_dataset_examples("b1500", str(big_dir), "sft", 50) == old_load("b1500", big_dir, "sft", 50)
 
 
 @pytest.mark.parametrize(("strategy", "probs"), [("concat", None), ("interleave_under", None),

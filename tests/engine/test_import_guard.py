@@ -98,3 +98,13 @@ def test_the_engine_leaves_it_out_of_a_plain_run_and_keeps_it_for_an_8bit_optimi
     assert _probe() == ["0", "False", "False", "True"]
     # an 8-bit optimizer from bitsandbytes: imported as usual
     assert _probe("optim=adamw_bnb_8bit")[:2] == ["0", "True"]
+
+
+def test_a_later_run_in_the_same_process_that_needs_it_gets_it_back(monkeypatch):
+    from engine.import_guard import skip_bitsandbytes_unless_needed
+
+    monkeypatch.setitem(sys.modules, "bitsandbytes", None)  # hidden by an earlier plain run in this process
+    galore = load_config(None, {**DEMO, "use_galore": True})
+    assert skip_bitsandbytes_unless_needed(galore) is False and "bitsandbytes" not in sys.modules
+    monkeypatch.setitem(sys.modules, "bitsandbytes", None)
+    assert skip_bitsandbytes_unless_needed(load_config(None, DEMO)) is False and sys.modules["bitsandbytes"] is None

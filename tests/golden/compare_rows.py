@@ -1,0 +1,126 @@
+"""By hand: tokenize one config with LLaMA-Factory (installed in its own environment) and with ours, and compare
+the training and evaluation rows one by one. Nothing here runs in the test suite.
+
+    python -m tests.golden.compare_rows --incumbent /path/to/lf-venv/bin/python '{"model_name_or_path": ...}'
+    python -m tests.golden.compare_rows --incumbent ... my_config.yaml
+
+The config (a YAML file or a JSON mapping) needs ``model_name_or_path`` (a local tokenizer), ``stage`` (pt, sft,
+rm/dpo as pairs, kto), ``dataset``, ``dataset_dir``, ``template`` and anything else both tools read (``cutoff_len``,
+``val_size``, ``mix_strategy``, ``packing``, ``preprocessing_num_workers``, ...). Per row it compares the input ids
+and labels (KTO: the input ids and the KL pair's; packed rows: without the padding LLaMA-Factory adds) and prints
+how many rows are identical and the first that is not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+THEIRS = r"""
+import json, sys
+from llamafactory.hparams import get_train_args
+from llamafactory.model import load_tokenizer
+from llamafactory.data import get_template_and_fix_tokenizer, get_dataset
+args = json.loads(sys.argv[1])
+model_args, data_args, training_args, finetuning_args, _ = get_train_args(args)
+module = load_tokenizer(model_args)
+template = get_template_and_fix_tokenizer(module["tokenizer"], data_args)
+stage = {"dpo": "rm"}.get(args["stage"], args["stage"])
+ds = get_dataset(template, model_args, data_args, training_args, stage=stage, **module)
+pad = module["tokenizer"].pad_token_id
+out = {}
+for split in ("train_dataset", "eval_dataset"):
+    d = ds.get(split)
+    if d is None:
+        continue
+    cols = d.column_names
+    if "kl_input_ids" in cols:
+        out[split] = [[a, b] for a, b in zip(d["input_ids"], d["kl_input_ids"])]
+    elif "chosen_input_ids" in cols:
+        out[split] = [[a, b] for a, b in zip(d["chosen_input_ids"], d["rejected_input_ids"])]
+    elif "labels" in cols:
+        rows = []
+        for ids, labels in zip(d["input_ids"], d["labels"]):
+            end = len(ids)
+            if "position_ids" in cols:  # packed: the padding up to cutoff_len
+                while end and ids[end - 1] == pad and labels[end - 1] == -100:
+                    end -= 1
+            rows.append([ids[:end], labels[:end]])
+        out[split] = rows
+    else:
+        out[split] = [[a] for a in d["input_ids"]]
+json.dump(out, open(sys.argv[2], "w"))
+"""
+
+
+def ours(args: dict) -> dict:
+    from engine.config import build_config
+    from engine.data import get_dataset
+    from engine.models import load_tokenizer
+    from engine.templates import get_template
+    from engine.train.preference import _with_kl_pairs
+
+    os.environ["LF_ENGINE_CACHE"] = "off"
+    cfg = build_config(args)
+    tokenizer = load_tokenizer(cfg.model)
+    template = get_template(cfg.model.template, tokenizer)
+    template.fix_tokenizer(tokenizer)
+    bundle = get_dataset(cfg, tokenizer, template)
+    out = {}
+    for split, data in (("train_dataset", bundle.train), ("eval_dataset", bundle.eval)):
+        if data is None:
+            continue
+        if args["stage"] == "kto":
+            d = _with_kl_pairs(data, cfg)
+            out[split] = [[p + c, kp + kc] for p, c, kp, kc in zip(d["prompt_ids"], d["completion_ids"],
+                                                                   d["KL_prompt_ids"], d["KL_completion_ids"])]
+        elif args["stage"] == "dpo":
+            out[split] = [[p + c, p + r] for p, c, r in zip(data["prompt_ids"], data["chosen_ids"], data["rejected_ids"])]
+        elif args["stage"] == "rm":
+            out[split] = [[c, r] for c, r in zip(data["chosen_ids"], data["rejected_ids"])]
+        elif args["stage"] == "pt" and not cfg.data.neat_packing:
+            out[split] = [[ids] for ids in data["input_ids"]]
+        else:
+            out[split] = [[ids, labels] for ids, labels in zip(data["input_ids"], data["labels"])]
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--incumbent", required=True, help="python of an environment with llamafactory installed")
+    parser.add_argument("config", help="a YAML file or a JSON mapping")
+    opts = parser.parse_args()
+    text = Path(opts.config).read_text(encoding="utf-8") if Path(opts.config).is_file() else opts.config
+    args = yaml.safe_load(text)
+    args = {"do_train": True, "finetuning_type": "lora", "output_dir": tempfile.mkdtemp(), "report_to": "none",
+            "overwrite_cache": True, **args}
+    with tempfile.TemporaryDirectory() as folder:
+        target = Path(folder) / "theirs.json"
+        proc = subprocess.run([opts.incumbent, "-c", THEIRS, json.dumps(args), str(target)], capture_output=True,
+                              text=True)
+        if proc.returncode:
+            print(proc.stderr[-3000:])
+            return 1
+        theirs = json.loads(target.read_text(encoding="utf-8"))
+    mine = ours(args)
+    identical = True
+    for split, rows in theirs.items():
+        got = mine.get(split, [])
+        same = sum(a == b for a, b in zip(rows, got))
+        print(f"{split}: LLaMA-Factory {len(rows)} rows, ours {len(got)}, identical {same}")
+        if same != len(rows) or len(got) != len(rows):
+            identical = False
+            first = next((i for i, (a, b) in enumerate(zip(rows, got)) if a != b), min(len(rows), len(got)))
+            print(f"  first difference at row {first}")
+    return 0 if identical else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -104,7 +104,7 @@ def test_a_later_run_in_the_same_process_that_needs_it_gets_it_back(monkeypatch)
     from engine.import_guard import skip_bitsandbytes_unless_needed
 
     monkeypatch.setitem(sys.modules, "bitsandbytes", None)  # hidden by an earlier plain run in this process
-    galore = load_config(None, {**DEMO, "use_galore": True})
+    galore = load_config(None, {**DEMO, "finetuning_type": "full", "use_galore": True})
     assert skip_bitsandbytes_unless_needed(galore) is False and "bitsandbytes" not in sys.modules
     monkeypatch.setitem(sys.modules, "bitsandbytes", None)
     assert skip_bitsandbytes_unless_needed(load_config(None, DEMO)) is False and sys.modules["bitsandbytes"] is None

@@ -104,6 +104,12 @@ def method_checks(cfg: Any) -> list[str]:
     m, ft, tr = cfg.methods, cfg.finetuning, cfg.train
     problems: list[str] = []
     problems += early_stopping_problems(cfg)
+    if m.use_dft_loss and m.use_eaft_loss:
+        problems.append("`use_dft_loss` and `use_eaft_loss` are two weightings of the same loss; choose one.")
+    for key in ("use_dft_loss", "use_eaft_loss"):
+        if getattr(m, key) and ft.stage != "sft":
+            problems.append(f"`{key}: true` weights the supervised loss (stage sft); this config has `stage: "
+                            f"{ft.stage}`. Remove it, or set `stage: sft`.")
     lora = ft.finetuning_type == "lora"
     optimizers = [key for key in OPTIMIZER_PACKAGES if getattr(m, key)]
     if len(optimizers) > 1:

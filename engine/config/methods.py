@@ -89,6 +89,13 @@ class MethodArgs:
     early_stopping_steps: int | None = opt(None, "Stop training when the eval loss has not improved for this many "
                                                  "evaluations in a row (needs `eval_strategy`); empty: never.",
                                            min=1, advanced=True)
+    # Token-weighted SFT losses (LLaMA-Factory's)
+    use_dft_loss: bool = opt(False, "sft: the DFT loss, each token's cross-entropy weighted by the (detached) "
+                                    "probability the model gives it.", advanced=True)
+    use_eaft_loss: bool = opt(False, "sft: the EAFT loss, each token's cross-entropy weighted by the entropy of "
+                                     "the model's top 20 predictions there (divided by 3, to the power eaft_alpha).",
+                              advanced=True)
+    eaft_alpha: float = opt(1.0, "EAFT: the power of the entropy weight.", min=0, advanced=True)
     # Per-module profiler
     profile_modules: str | None = opt(None, "Profile these modules' forward/backward time: comma-separated name "
                                             "patterns with * wildcards (e.g. `*.layers.0.self_attn,*.mlp`).",

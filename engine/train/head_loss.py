@@ -21,6 +21,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from engine.train import token_weights
+
 CHUNK = 1024  # positions per chunk: 32 MB of float32 logits at a 8,192-token vocabulary
 
 
@@ -38,10 +40,11 @@ def _softmax_in_place(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
 
 class HeadCrossEntropySum(torch.autograd.Function):
     """``cross_entropy(hidden @ W.T, targets, reduction="sum")`` for a frozen ``weight``, where ``W`` is ``weight``
-    with the rows ``index`` replaced by ``rows`` when those are given (trained token rows)."""
+    with the rows ``index`` replaced by ``rows`` when those are given (trained token rows); with ``weighting`` (an
+    :class:`engine.train.token_weights.Weighting`) each token's term is scaled by its weight, gradient included."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, targets, rows=None, index=None):
+    def forward(ctx, hidden, weight, targets, rows=None, index=None, weighting=None):
         wide = torch.promote_types(hidden.dtype, torch.float32)  # float32 at least, as the plain path's .float()
         total = hidden.new_zeros((), dtype=wide)
         grad_hidden = torch.empty_like(hidden)
@@ -59,9 +62,19 @@ class HeadCrossEntropySum(torch.autograd.Function):
             logits = logits.to(wide)
             target = targets[start:start + CHUNK]
             picked_logit = logits.gather(1, target[:, None]).squeeze(1)
+            top = None
+            if weighting is not None and weighting.kind == "eaft":  # its weight reads the logits themselves
+                top = torch.topk(logits, k=min(token_weights.EAFT_TOP_K, logits.shape[1]), dim=1).values
             probs, lse = _softmax_in_place(logits)
-            total += (lse - picked_logit).sum()
+            losses = lse - picked_logit
+            scale = None
+            if weighting is not None:
+                scale = token_weights.weights(weighting, top if top is not None else logits, losses)
+                losses = losses * scale
+            total += losses.sum()
             probs[torch.arange(len(target), device=probs.device), target] -= 1
+            if scale is not None:
+                probs.mul_(scale[:, None])
             scores = probs.to(weight.dtype)
             grad = scores.mm(weight)
             if rows is not None:
@@ -80,7 +93,7 @@ class HeadCrossEntropySum(torch.autograd.Function):
         rows_grad = None
         if grad_rows is not None and ctx.needs_input_grad[3]:
             rows_grad = (grad_rows * grad_output.to(grad_rows.dtype)).to(ctx.rows_dtype)
-        return grad_hidden * scale, None, None, rows_grad, None
+        return grad_hidden * scale, None, None, rows_grad, None, None
 
 
 def _frozen_head(head: Any) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None] | None:
@@ -99,7 +112,8 @@ def _frozen_head(head: Any) -> tuple[torch.Tensor, torch.Tensor | None, torch.Te
     return parts
 
 
-def chunked_head_loss(head: Any, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor | None:
+def chunked_head_loss(head: Any, hidden: torch.Tensor, targets: torch.Tensor,
+                      weighting: Any = None) -> torch.Tensor | None:
     """The summed loss through :class:`HeadCrossEntropySum`, or None when the plain path must run (the head is not
     a bias-free ``nn.Linear`` with a frozen weight, or such a weight with PEFT's trained token rows; no gradients
     are wanted; or a target is out of range)."""
@@ -111,4 +125,4 @@ def chunked_head_loss(head: Any, hidden: torch.Tensor, targets: torch.Tensor) ->
     weight, rows, index = parts
     if targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= weight.shape[0]):
         return None  # let cross_entropy raise its own error
-    return HeadCrossEntropySum.apply(hidden, weight, targets, rows, index)
+    return HeadCrossEntropySum.apply(hidden, weight, targets, rows, index, weighting)

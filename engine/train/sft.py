@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from transformers import Trainer, TrainingArguments
 
 from engine.config import RunConfig, packs_rows
+from engine.train import token_weights
 from engine.train.arguments import build_args
 from engine.train.head_loss import chunked_head_loss
 from engine.train.parallel.fsdp import ShardingMixin
@@ -50,8 +51,11 @@ class LabelPositionsTrainer(ShardingMixin, MuonMixin, TokenBudgetMixin, Trainer)
 
     SFT masks the prompt, so the vocabulary projection and softmax of every prompt position is wasted work and
     memory. The loss equals the model's own (sum of token cross-entropies over ``num_items_in_batch``, or the
-    mean), so gradient accumulation is scaled exactly once, as transformers does.
+    mean), so gradient accumulation is scaled exactly once, as transformers does. ``token_weighting`` (DFT or EAFT,
+    ``engine.train.token_weights``) scales each token's term.
     """
+
+    token_weighting: Any = None
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         parts = split_causal_lm(model) if self.args.world_size == 1 and not self.is_deepspeed_enabled else None
@@ -65,9 +69,14 @@ class LabelPositionsTrainer(ShardingMixin, MuonMixin, TokenBudgetMixin, Trainer)
         targets = labels[:, 1:]
         keep = targets != -100
         selected, wanted = hidden[:, :-1][keep], targets[keep]
-        loss = chunked_head_loss(head, selected, wanted)  # frozen head: chunked, no full logits kept
-        if loss is None:
+        weighting = self.token_weighting
+        loss = chunked_head_loss(head, selected, wanted, weighting)  # frozen head: chunked, no full logits kept
+        if loss is None and weighting is None:
             loss = F.cross_entropy(head(selected).float(), wanted, reduction="sum")
+        elif loss is None:
+            logits = head(selected).float()
+            losses = F.cross_entropy(logits, wanted, reduction="none")
+            loss = (losses * token_weights.weights(weighting, logits.detach(), losses.detach())).sum()
         if num_items_in_batch is None:
             return loss / keep.sum().clamp(min=1)
         if torch.is_tensor(num_items_in_batch):
@@ -101,6 +110,7 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
     if group and not packs_rows(cfg.finetuning.stage, cfg.data) and not cfg.train.max_tokens_per_batch:
         specific["train_sampling_strategy"] = "group_by_length"
     args = build_args(TrainingArguments, cfg, has_eval=has_eval, **specific)
+    weighting = token_weights.from_config(cfg) if cfg.finetuning.stage == "sft" else None
     trainer = LabelPositionsTrainer(
         model=model,
         args=args,
@@ -113,7 +123,9 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
         ),
         processing_class=tokenizer,
         callbacks=callbacks,
+        compute_loss_func=token_weights.lm_loss_func(weighting) if weighting is not None else None,
     )
+    trainer.token_weighting = weighting
     trainer.use_muon = cfg.finetuning.use_muon
     trainer.max_tokens_per_batch = cfg.train.max_tokens_per_batch
     trainer.budget_padded = not padding_free  # padding-free batches: the budget counts the rows' own tokens

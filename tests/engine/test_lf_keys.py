@@ -51,8 +51,8 @@ def test_each_seq2seq_training_key_llama_factory_takes_is_known():
 
 @pytest.mark.parametrize("mapping, expected", [
     ({"quantization_method": "hqq"}, "`quantization_method: hqq`: Quantization here is bitsandbytes only"),
-    ({"use_dft_loss": True}, "`use_dft_loss: True`: The DFT loss is not implemented here"),
-    ({"eaft_alpha": 2.0}, "The EAFT loss is not implemented here"),
+    ({"use_asft_loss": True}, "`use_asft_loss: True`: The ASFT loss is not implemented here"),
+    ({"asft_alpha": 2.0}, "The ASFT loss is not implemented here"),
     ({"ignore_pad_token_for_loss": False}, "Padding is never trained here"),
     ({"use_kv_cache": "false"}, "always uses the KV cache"),
     ({"max_length": 2048}, "`max_new_tokens`"),

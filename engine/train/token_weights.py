@@ -1,0 +1,75 @@
+"""LLaMA-Factory's token-weighted SFT losses: DFT and EAFT.
+
+Both keep the cross-entropy of each trained token and scale it by a weight computed without gradient:
+
+- DFT (``use_dft_loss``): the probability the model gives the target token, ``exp(-cross_entropy)``;
+- EAFT (``use_eaft_loss``): the entropy of the model's top 20 predictions at that position (a softmax over those
+  20 logits), divided by 3, to the power ``eaft_alpha``.
+
+The sum is divided as the plain loss is (by the trained tokens of the accumulated batch, or their mean), so these
+are LLaMA-Factory 0.9.5's ``dft_loss_func`` and ``eaft_loss_func``. :func:`weights` serves the chunked head loss
+(``engine.train.head_loss``) and the plain path; :func:`lm_loss_func` is the same loss over a model's full logits,
+for the paths where transformers' Trainer computes the loss (``compute_loss_func``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+EAFT_TOP_K = 20
+
+
+@dataclass(frozen=True)
+class Weighting:
+    """Which weighting (``dft`` or ``eaft``) and EAFT's power."""
+
+    kind: str
+    alpha: float = 1.0
+
+
+def from_config(cfg: Any) -> Weighting | None:
+    """The weighting a config asks for (None: the plain cross-entropy)."""
+    methods = cfg.methods
+    if getattr(methods, "use_dft_loss", False):
+        return Weighting("dft")
+    if getattr(methods, "use_eaft_loss", False):
+        return Weighting("eaft", float(methods.eaft_alpha))
+    return None
+
+
+@torch.no_grad()
+def weights(weighting: Weighting, logits: torch.Tensor, losses: torch.Tensor) -> torch.Tensor:
+    """Each position's weight, from its (float) ``logits`` and its cross-entropy ``losses``."""
+    if weighting.kind == "dft":
+        return torch.exp(-losses)
+    top = torch.topk(logits, k=min(EAFT_TOP_K, logits.shape[-1]), dim=-1).values
+    log_probs = top - torch.logsumexp(top, dim=-1, keepdim=True)
+    entropy = -(log_probs.exp() * log_probs).sum(dim=-1)
+    return torch.pow(entropy / 3.0, weighting.alpha)
+
+
+def lm_loss_func(weighting: Weighting):
+    """A ``compute_loss_func`` for transformers' Trainer: the weighted loss over a causal LM's ``logits``."""
+
+    def loss_func(outputs: Any, labels: torch.Tensor, num_items_in_batch: Any = None) -> torch.Tensor:
+        logits = outputs.get("logits")
+        if logits is None:
+            return outputs.get("loss", torch.tensor(0.0))
+        logits = logits.float()
+        targets = torch.nn.functional.pad(labels, (0, 1), value=-100)[..., 1:].reshape(-1).to(logits.device)
+        logits = logits.view(-1, logits.shape[-1])
+        keep = targets != -100
+        if not keep.any():
+            return logits.sum() * 0.0
+        losses = torch.nn.functional.cross_entropy(logits[keep], targets[keep], reduction="none")
+        total = (losses * weights(weighting, logits[keep], losses)).sum()
+        if num_items_in_batch is None:
+            return total / keep.sum()
+        if torch.is_tensor(num_items_in_batch):
+            num_items_in_batch = num_items_in_batch.to(total.device)
+        return total / num_items_in_batch
+
+    return loss_func

@@ -85,8 +85,6 @@ AT_DEFAULT_ONLY: dict[str, tuple[Any, str]] = {
     "use_swanlab": (False, _SWANLAB),
     "use_mca": (False, "Megatron-Core training (MCA) is not available here; remove `use_mca` (FSDP2 or DeepSpeed "
                        "shard large models)."),
-    "use_asft_loss": (False, _LOSS.format(name="The ASFT loss", key="use_asft_loss")),
-    "asft_alpha": (0.1, _LOSS.format(name="The ASFT loss", key="asft_alpha")),
     "include_effective_tokens_per_second": (False, "Remove `include_effective_tokens_per_second`: every logged step "
                                                    "here reports real (non-padding) tokens per second."),
     # generation

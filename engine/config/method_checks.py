@@ -104,9 +104,11 @@ def method_checks(cfg: Any) -> list[str]:
     m, ft, tr = cfg.methods, cfg.finetuning, cfg.train
     problems: list[str] = []
     problems += early_stopping_problems(cfg)
-    if m.use_dft_loss and m.use_eaft_loss:
-        problems.append("`use_dft_loss` and `use_eaft_loss` are two weightings of the same loss; choose one.")
-    for key in ("use_dft_loss", "use_eaft_loss"):
+    weighted = [key for key in ("use_dft_loss", "use_eaft_loss", "use_asft_loss") if getattr(m, key)]
+    if len(weighted) > 1:
+        problems.append(f"{' and '.join(f'`{k}`' for k in weighted)} are different losses of the same tokens; "
+                        "choose one.")
+    for key in weighted:
         if getattr(m, key) and ft.stage != "sft":
             problems.append(f"`{key}: true` weights the supervised loss (stage sft); this config has `stage: "
                             f"{ft.stage}`. Remove it, or set `stage: sft`.")

@@ -96,6 +96,10 @@ class MethodArgs:
                                      "the model's top 20 predictions there (divided by 3, to the power eaft_alpha).",
                               advanced=True)
     eaft_alpha: float = opt(1.0, "EAFT: the power of the entropy weight.", min=0, advanced=True)
+    use_asft_loss: bool = opt(False, "sft: the ASFT loss, the DFT loss plus asft_alpha times the KL divergence from "
+                                     "a reference model's predictions (ref_model; else the frozen base model).",
+                              advanced=True)
+    asft_alpha: float = opt(0.1, "ASFT: the weight of the KL term.", min=0, advanced=True)
     # Per-module profiler
     profile_modules: str | None = opt(None, "Profile these modules' forward/backward time: comma-separated name "
                                             "patterns with * wildcards (e.g. `*.layers.0.self_attn,*.mlp`).",

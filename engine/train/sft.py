@@ -56,8 +56,12 @@ class LabelPositionsTrainer(ShardingMixin, MuonMixin, TokenBudgetMixin, Trainer)
     """
 
     token_weighting: Any = None
+    ref_model: Any = None  # ASFT's reference model (None: the model with its adapters disabled)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        weighting = self.token_weighting
+        if weighting is not None and weighting.kind == "asft" and not return_outputs and "labels" in inputs:
+            return self._asft_loss(model, inputs)
         parts = split_causal_lm(model) if self.args.world_size == 1 and not self.is_deepspeed_enabled else None
         if return_outputs or parts is None or "labels" not in inputs or not self.model_accepts_loss_kwargs:
             return super().compute_loss(model, inputs, return_outputs=return_outputs,
@@ -69,7 +73,6 @@ class LabelPositionsTrainer(ShardingMixin, MuonMixin, TokenBudgetMixin, Trainer)
         targets = labels[:, 1:]
         keep = targets != -100
         selected, wanted = hidden[:, :-1][keep], targets[keep]
-        weighting = self.token_weighting
         loss = chunked_head_loss(head, selected, wanted, weighting)  # frozen head: chunked, no full logits kept
         if loss is None and weighting is None:
             loss = F.cross_entropy(head(selected).float(), wanted, reduction="sum")
@@ -82,6 +85,41 @@ class LabelPositionsTrainer(ShardingMixin, MuonMixin, TokenBudgetMixin, Trainer)
         if torch.is_tensor(num_items_in_batch):
             num_items_in_batch = num_items_in_batch.to(loss.device)
         return loss / num_items_in_batch
+
+
+    def _asft_loss(self, model: Any, inputs: dict) -> Any:
+        """LLaMA-Factory's ASFT loss of a batch (a mean over its trained tokens, as there): the policy's full
+        logits against the reference's on the same batch (``ref_model``, else the model without its adapters)."""
+        inputs = dict(inputs)
+        labels = inputs.pop("labels")
+        inputs["use_cache"] = False
+        with torch.no_grad():
+            if self.ref_model is not None:
+                ref_logits = self.ref_model(**inputs).logits
+            else:
+                with self.accelerator.unwrap_model(model).disable_adapter():
+                    ref_logits = model(**inputs).logits
+        logits = model(**inputs).logits
+        return token_weights.asft_loss(logits, labels, ref_logits, self.token_weighting.alpha)
+
+
+def _asft_reference(cfg: RunConfig, model: Any) -> Any:
+    """ASFT's reference model: ``ref_model`` when set; with LoRA none (the adapters are disabled for it, where
+    LLaMA-Factory's would fail), else a frozen copy of the model being trained, as LLaMA-Factory loads it."""
+    from dataclasses import replace
+
+    from engine.models import load_model
+
+    ft = cfg.finetuning
+    if ft.ref_model:
+        args = replace(cfg.model, model_name_or_path=ft.ref_model, adapter_name_or_path=None)
+    elif ft.finetuning_type == "lora":
+        return None
+    else:
+        args = cfg.model
+    reference = load_model(args, ft, is_trainable=False)
+    reference.eval()
+    return reference.to(next(model.parameters()).device)
 
 
 def _media_collator(tokenizer: Any, bundle: Any) -> Any:
@@ -126,6 +164,8 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
         compute_loss_func=token_weights.lm_loss_func(weighting) if weighting is not None else None,
     )
     trainer.token_weighting = weighting
+    if weighting is not None and weighting.kind == "asft":
+        trainer.ref_model = _asft_reference(cfg, model)
     trainer.use_muon = cfg.finetuning.use_muon
     trainer.max_tokens_per_batch = cfg.train.max_tokens_per_batch
     trainer.budget_padded = not padding_free  # padding-free batches: the budget counts the rows' own tokens

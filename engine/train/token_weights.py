@@ -6,6 +6,10 @@ Both keep the cross-entropy of each trained token and scale it by a weight compu
 - EAFT (``use_eaft_loss``): the entropy of the model's top 20 predictions at that position (a softmax over those
   20 logits), divided by 3, to the power ``eaft_alpha``.
 
+ASFT (``use_asft_loss``) is the DFT loss (a mean over the micro-batch's trained tokens) plus ``asft_alpha`` times
+the mean KL divergence of the model's predictions from a reference model's at those tokens (:func:`asft_loss`,
+LLaMA-Factory's ``asft_loss_func``); the trainer computes the reference logits.
+
 The sum is divided as the plain loss is (by the trained tokens of the accumulated batch, or their mean), so these
 are LLaMA-Factory 0.9.5's ``dft_loss_func`` and ``eaft_loss_func``. :func:`weights` serves the chunked head loss
 (``engine.train.head_loss``) and the plain path; :func:`lm_loss_func` is the same loss over a model's full logits,
@@ -31,8 +35,10 @@ class Weighting:
 
 
 def from_config(cfg: Any) -> Weighting | None:
-    """The weighting a config asks for (None: the plain cross-entropy)."""
+    """The weighting a config asks for (None: the plain cross-entropy; ASFT: :func:`asft_loss`)."""
     methods = cfg.methods
+    if getattr(methods, "use_asft_loss", False):
+        return Weighting("asft", float(methods.asft_alpha))
     if getattr(methods, "use_dft_loss", False):
         return Weighting("dft")
     if getattr(methods, "use_eaft_loss", False):
@@ -42,7 +48,10 @@ def from_config(cfg: Any) -> Weighting | None:
 
 @torch.no_grad()
 def weights(weighting: Weighting, logits: torch.Tensor, losses: torch.Tensor) -> torch.Tensor:
-    """Each position's weight, from its (float) ``logits`` and its cross-entropy ``losses``."""
+    """Each position's weight, from its (float) ``logits`` and its cross-entropy ``losses`` (ASFT: 1, its
+    evaluation loss being the plain one)."""
+    if weighting.kind == "asft":
+        return torch.ones_like(losses)
     if weighting.kind == "dft":
         return torch.exp(-losses)
     top = torch.topk(logits, k=min(EAFT_TOP_K, logits.shape[-1]), dim=-1).values
@@ -73,3 +82,19 @@ def lm_loss_func(weighting: Weighting):
         return total / num_items_in_batch
 
     return loss_func
+
+
+def asft_loss(logits: torch.Tensor, labels: torch.Tensor, ref_logits: torch.Tensor, alpha: float) -> torch.Tensor:
+    """LLaMA-Factory's ASFT loss of a causal LM's ``logits`` against ``ref_logits`` (same shape) at ``labels``."""
+    vocab = logits.shape[-1]
+    policy = logits.float()[..., :-1, :].reshape(-1, vocab)
+    reference = ref_logits.float()[..., :-1, :].reshape(-1, vocab)
+    targets = labels[..., 1:].reshape(-1).to(policy.device)
+    keep = targets != -100
+    if not keep.any():
+        return policy.sum() * 0.0
+    losses = torch.nn.functional.cross_entropy(policy[keep], targets[keep], reduction="none")
+    dft = (losses * weights(Weighting("dft"), policy[keep], losses)).mean()
+    kl = torch.nn.functional.kl_div(torch.log_softmax(policy, dim=-1), torch.softmax(reference, dim=-1),
+                                    reduction="none").sum(dim=-1)
+    return dft + alpha * (kl * keep.float()).sum() / keep.sum()

@@ -33,11 +33,11 @@ def test_loading_a_config_names_the_keys_the_form_does_not_carry():
 
     keys = [k for k, (section, _) in all_keys().items() if section in train.ADVANCED_SECTIONS]
     mapping = {"model_name_or_path": "demo", "stage": "sft", "output_dir": "saves/x", "learning_rate": 1e-4,
-               "run_name": "exp-7", "use_asft_loss": True, "save_only_model": False, "use_swanlab": False,
+               "run_name": "exp-7", "ld_alpha": 0.5, "save_only_model": False, "use_swanlab": False,
                "vllm_maxlen": 4096, "hf_hub_token": "hf_secret_value_123", "include_num_input_tokens_seen": True}
     message = train.loaded_message("en", "lf.yaml", mapping, keys)
     assert message.startswith("Loaded `lf.yaml`. Not in the form, so not loaded")
-    assert "not loaded (Start would run without them): `run_name: exp-7`, `use_asft_loss: True`, `hf_hub_token`." in message
+    assert "not loaded (Start would run without them): `run_name: exp-7`, `ld_alpha: 0.5`, `hf_hub_token`." in message
     assert "hf_secret_value_123" not in message and "lf-engine train lf.yaml" in message
     for quiet in ("learning_rate", "output_dir", "save_only_model", "use_swanlab", "vllm_maxlen", "include_num"):
         assert quiet not in message  # in the form, set for every run, or changing nothing

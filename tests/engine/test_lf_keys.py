@@ -51,8 +51,8 @@ def test_each_seq2seq_training_key_llama_factory_takes_is_known():
 
 @pytest.mark.parametrize("mapping, expected", [
     ({"quantization_method": "hqq"}, "`quantization_method: hqq`: Quantization here is bitsandbytes only"),
-    ({"use_asft_loss": True}, "`use_asft_loss: True`: The ASFT loss is not implemented here"),
-    ({"asft_alpha": 2.0}, "The ASFT loss is not implemented here"),
+    ({"pref_bco_weight": 0.5}, "`pref_bco_weight: 0.5`: The BCO term of DPO is not available here"),
+    ({"ld_alpha": 0.5}, "LD-DPO's length weighting is not implemented here"),
     ({"ignore_pad_token_for_loss": False}, "Padding is never trained here"),
     ({"use_kv_cache": "false"}, "always uses the KV cache"),
     ({"max_length": 2048}, "`max_new_tokens`"),

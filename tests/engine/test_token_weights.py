@@ -1,4 +1,4 @@
-"""LLaMA-Factory's token-weighted SFT losses (DFT, EAFT): ours equal its functions' values and gradients
+"""LLaMA-Factory's token-weighted SFT losses (DFT, EAFT, ASFT): ours equal its functions' values and gradients
 (tests/golden/lf_losses.json, made by ``python -m tests.golden.generate_losses`` from LLaMA-Factory 0.9.5's own
 code), on the chunked head path as on the plain one, and a config trains with them."""
 
@@ -12,7 +12,7 @@ import torch
 
 from engine.config import ConfigError, load_config
 from engine.train.head_loss import HeadCrossEntropySum
-from engine.train.token_weights import Weighting, lm_loss_func, weights
+from engine.train.token_weights import Weighting, asft_loss, lm_loss_func, weights
 from tests.golden.generate_losses import inputs
 
 GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "golden" / "lf_losses.json").read_text())["cases"]
@@ -23,7 +23,10 @@ KINDS = {"dft": Weighting("dft"), "eaft": Weighting("eaft", 1.0), "eaft_0.5": We
 def test_the_loss_and_its_gradient_are_llama_factorys(case):
     logits, labels = inputs(case["seed"])
     logits.requires_grad_(True)
-    loss = lm_loss_func(KINDS[case["kind"]])({"logits": logits}, labels, case["num_items"])
+    if case["kind"].startswith("asft_"):  # against a reference model's logits
+        loss = asft_loss(logits, labels, inputs(case["seed"] + 100)[0], float(case["kind"][5:]))
+    else:
+        loss = lm_loss_func(KINDS[case["kind"]])({"logits": logits}, labels, case["num_items"])
     loss.backward()
     assert loss.item() == pytest.approx(case["loss"], rel=1e-5)
     assert float((logits.grad ** 2).sum()) == pytest.approx(case["grad_sq"], rel=1e-4)
@@ -71,3 +74,20 @@ def test_sft_trains_with_the_dft_loss(tmp_path, capsys):
         events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines() if line]
         losses[name] = [e["loss"] for e in events if e["event"] == "log" and "loss" in e]
     assert len(losses["dft"]) == 3 and all(d < p for d, p in zip(losses["dft"], losses["plain"]))  # p < 1 weights
+
+
+@pytest.mark.parametrize("finetuning", ["lora", "full"])
+def test_sft_trains_with_the_asft_loss(tmp_path, finetuning):
+    """ASFT's reference is the model without its adapters (LoRA) or a frozen copy (full): at the first step the
+    policy equals it, so the KL term is 0 and the loss is DFT's (a mean over the batch's trained tokens)."""
+    from engine.cli import main
+
+    first = {}
+    for name, extra in (("dft", ["use_dft_loss=true"]), ("asft", ["use_asft_loss=true", "asft_alpha=0.5"])):
+        out = tmp_path / name
+        assert main(["train", "examples/sft_lora_demo.yaml", f"output_dir={out}", "max_steps=2", "logging_steps=1",
+                     "save_strategy=no", "plot_loss=false", "gradient_accumulation_steps=1",
+                     f"finetuning_type={finetuning}", "learning_rate=1e-3", *extra]) == 0
+        events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines() if line]
+        first[name] = [e["loss"] for e in events if e["event"] == "log" and "loss" in e]
+    assert first["asft"][0] == pytest.approx(first["dft"][0], rel=1e-3) and len(first["asft"]) == 2

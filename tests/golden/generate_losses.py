@@ -1,4 +1,4 @@
-"""Regenerate tests/golden/lf_losses.json: LLaMA-Factory 0.9.5's DFT and EAFT losses on fixed inputs.
+"""Regenerate tests/golden/lf_losses.json: LLaMA-Factory 0.9.5's DFT, EAFT and ASFT losses on fixed inputs.
 
     python -m tests.golden.generate_losses
 
@@ -18,7 +18,8 @@ import torch
 
 from tests.golden.lf_harness import MIRROR, REF
 
-NAMES = ("dft_loss_func", "_dft_cross_entropy", "eaft_loss_func", "_eaft_cross_entropy")
+NAMES = ("dft_loss_func", "_dft_cross_entropy", "eaft_loss_func", "_eaft_cross_entropy", "asft_loss_func",
+         "_asft_cross_entropy", "_kl_divergence")
 
 
 def lf_functions() -> dict:
@@ -55,6 +56,15 @@ def main() -> None:
                 loss.backward()
                 cases.append({"seed": seed, "kind": kind, "num_items": items, "loss": loss.item(),
                               "grad_sq": float((logits.grad ** 2).sum())})
+    for seed in range(4):
+        for alpha in (0.1, 0.5):
+            logits, labels = inputs(seed)
+            reference = inputs(seed + 100)[0]
+            logits.requires_grad_(True)
+            loss = lf["asft_loss_func"]({"logits": logits}, labels, reference, asft_alpha=alpha)
+            loss.backward()
+            cases.append({"seed": seed, "kind": f"asft_{alpha}", "num_items": None, "loss": loss.item(),
+                          "grad_sq": float((logits.grad ** 2).sum())})
     path = Path(__file__).resolve().parent / "lf_losses.json"
     path.write_text(json.dumps({"cases": cases}, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {path} ({len(cases)} cases)")

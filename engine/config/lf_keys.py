@@ -21,8 +21,9 @@ from engine.config.method_checks import is_set
 
 _UNSET = object()
 
-_TOKENS = ("Adding tokens to the tokenizer by config is not supported here; remove it (a template's own special "
-           "tokens are added, and the embeddings resized, when the template needs them).")
+_TOKENS = ("New tokens initialised from descriptions are not supported here; list them in `add_special_tokens` "
+           "(comma-separated; their rows start at the embeddings' mean plus noise, LLaMA-Factory's `noise_init`) and "
+           "remove this key.")
 _EXPORT_QUANT = ("Quantizing an export (GPTQ calibration) is not done here; remove the export_quantization_* keys "
                  "(`lf-engine export` writes the merged model in `infer_dtype`).")
 _KT = "KTransformers is not available here; remove `use_kt` and the kt_* keys (FSDP2 or DeepSpeed shard large models)."
@@ -42,8 +43,6 @@ _BENCH = ("belongs to LLaMA-Factory's benchmark command (`llamafactory-cli eval`
 # key -> (LLaMA-Factory 0.9.5's default, the refusal when the value differs from it)
 AT_DEFAULT_ONLY: dict[str, tuple[Any, str]] = {
     # model
-    "add_tokens": (None, _TOKENS),
-    "add_special_tokens": (None, _TOKENS),
     "new_special_tokens_config": (None, _TOKENS),
     "init_special_tokens": ("noise_init", _TOKENS),
     "use_unsloth_gc": (False, "Unsloth's gradient checkpointing is not available here; remove it "
@@ -275,7 +274,8 @@ def foreign_file_problem(mapping: dict[str, Any]) -> str | None:
                 "(`fsdp`, `fsdp_config`; see examples/sft_full_fsdp2_demo.yaml).")
     if keys and all(key.startswith("<") and key.endswith(">") for key in keys):
         return ("This is a file of new special tokens and their descriptions (LLaMA-Factory's "
-                "`new_special_tokens_config`), not a training config; adding tokens by config is not supported here.")
+                "`new_special_tokens_config`), not a training config; initialising tokens from descriptions is not "
+                "supported here: list the tokens in a training config's `add_special_tokens` instead.")
     v1 = [key for key in V1_KEYS if key in keys]
     if len(v1) >= 2 and "model_name_or_path" not in keys:
         return (f"This is a LLaMA-Factory v1 config (it has {', '.join(f'`{k}`' for k in v1)}; the experimental "

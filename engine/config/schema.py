@@ -64,6 +64,10 @@ class ModelArgs:
     double_quantization: bool = opt(True, "Quantize the 4-bit quantization constants too (QLoRA).", advanced=True)
     low_cpu_mem_usage: bool = opt(True, "Load weights lazily to save memory.", advanced=True)
     resize_vocab: bool = opt(False, "Resize the embeddings to the tokenizer's vocabulary.", advanced=True)
+    add_tokens: str | None = opt(None, "Tokens to add to the vocabulary (comma-separated); the embeddings grow and "
+                                       "their rows train.", advanced=True)
+    add_special_tokens: str | None = opt(None, "Special tokens to add to the vocabulary (comma-separated, never "
+                                               "split); the embeddings grow and their rows train.", advanced=True)
     use_fast_tokenizer: bool = opt(True, "Use the fast (Rust) tokenizer.", advanced=True)
     split_special_tokens: bool = opt(False, "Tokenize special tokens as plain text.", advanced=True)
 

@@ -179,7 +179,22 @@ def load_tokenizer(model_args: Any, *, padding_side: str = "right"):
                              "set one in its tokenizer_config.json.")
         tokenizer.pad_token = fallback
         logger.info("Pad token set to %s.", fallback)
+    _add_tokens(tokenizer, model_args)
     return tokenizer
+
+
+def _add_tokens(tokenizer: Any, model_args: Any) -> None:
+    """``add_tokens`` then ``add_special_tokens`` (comma-separated) into the vocabulary, as LLaMA-Factory adds them
+    (so they get its ids); ``tokenizer.lf_added_tokens`` counts the new ones (the embeddings then grow)."""
+    added = 0
+    for key, special in (("add_tokens", False), ("add_special_tokens", True)):
+        value = getattr(model_args, key, None)
+        tokens = [token.strip() for token in str(value).split(",")] if value else []
+        if tokens:
+            added += tokenizer.add_tokens(new_tokens=tokens, special_tokens=special)
+            logger.info("Added %s %s to the tokenizer's vocabulary.", "special tokens" if special else "tokens",
+                        ", ".join(tokens))
+    tokenizer.lf_added_tokens = added
 
 
 def load_processor(model_args: Any):
@@ -381,7 +396,8 @@ def _align_with_tokenizer(model: Any, tokenizer: Any) -> None:
     """
     current = model.get_input_embeddings().weight.shape[0]
     if len(tokenizer) > current:
-        model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of=64)
+        model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of=64, mean_resizing=False)
+        _noisy_mean_rows(model, current)
         model._lf_new_token_ids = list(range(current, len(tokenizer)))
         logger.info("Resized embeddings from %d to %d tokens.", current, len(tokenizer))
     if getattr(model.config, "pad_token_id", None) is None and tokenizer.pad_token_id is not None:
@@ -389,6 +405,26 @@ def _align_with_tokenizer(model: Any, tokenizer: Any) -> None:
     generation = getattr(model, "generation_config", None)
     if generation is not None and generation.pad_token_id is None and tokenizer.pad_token_id is not None:
         generation.pad_token_id = tokenizer.pad_token_id
+
+
+def _noisy_mean_rows(model: Any, old_rows: int) -> None:
+    """LLaMA-Factory's ``noise_init`` of the rows a resize added (input embeddings, and output ones when untied):
+    the mean of the old rows plus Gaussian noise of standard deviation 1/sqrt(hidden size)."""
+    import math
+
+    import torch
+
+    matrices = [model.get_input_embeddings()]
+    output = model.get_output_embeddings()
+    if output is not None and not getattr(model.config, "tie_word_embeddings", False):
+        matrices.append(output)
+    with torch.no_grad():
+        for module in matrices:
+            weight = module.weight.data
+            if weight.shape[0] <= old_rows:
+                continue
+            noise = torch.empty_like(weight[old_rows:]).normal_(mean=0, std=1.0 / math.sqrt(weight.shape[1]))
+            weight[old_rows:] = weight[:old_rows].mean(dim=0, keepdim=True) + noise
 
 
 def _enable_checkpointing(model: Any) -> None:

@@ -144,6 +144,9 @@ def load_components(cfg: RunConfig, *, trainable: bool) -> tuple[Any, Any, Any]:
     if template.fix_tokenizer(tokenizer) and not cfg.model.resize_vocab:
         logger.warning("The template added special tokens to the tokenizer; the embeddings are resized to match.")
         cfg.model.resize_vocab = True
+    if getattr(tokenizer, "lf_added_tokens", 0) and not cfg.model.resize_vocab:
+        logger.warning("New tokens were added to the tokenizer; the embeddings are resized to match.")
+        cfg.model.resize_vocab = True
     model = load_model(
         cfg.model, cfg.finetuning, tokenizer, is_trainable=trainable, train_args=cfg.train, methods=cfg.methods,
         max_length=cfg.data.cutoff_len if trainable else None,

@@ -139,6 +139,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-gb", help="with --prune: cap for this prune in GB (default $LF_ENGINE_CACHE_MAX_GB)")
     p.add_argument("--json", action="store_true", help="print the listing as JSON")
 
+    p = sub.add_parser("expand", help="LLaMA Pro: add zero-output decoder blocks to a model (for use_llama_pro)",
+                       description="Write MODEL with --num-expand extra blocks (copies whose output projections are "
+                                   "zero) to OUTPUT, as LLaMA-Factory's scripts/llama_pro.py; then train it with "
+                                   "`finetuning_type: freeze`, `use_llama_pro: true`, `freeze_trainable_layers: N`.")
+    p.add_argument("model", help="a model folder or hub id")
+    p.add_argument("output", help="a new folder for the expanded model")
+    p.add_argument("--num-expand", type=int, required=True, help="blocks to add (a divisor of the layer count)")
+    p.add_argument("--trust-remote-code", action="store_true", help="allow the model's own code")
+
     p = sub.add_parser("demo", help="build the built-in demo model (offline, deterministic)",
                        description="Build the tiny demo model used by `model_name_or_path: demo`.")
     p.add_argument("--target", help="folder to build into (default: the cache used by `demo`)")
@@ -300,6 +309,15 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_expand(args: argparse.Namespace) -> int:
+    from engine.models.block_expansion import expand_blocks
+
+    path = expand_blocks(args.model, args.output, args.num_expand, args.trust_remote_code)
+    print(f"{path}\nTrain it with: model_name_or_path: {path}, finetuning_type: freeze, use_llama_pro: true, "
+          f"freeze_trainable_layers: {args.num_expand}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from engine.demo import build_demo_model, ensure_demo_model
 
@@ -318,6 +336,7 @@ COMMANDS = {
     "check": cmd_check,
     "env": cmd_env,
     "cache": cmd_cache,
+    "expand": cmd_expand,
     "demo": cmd_demo,
 }
 

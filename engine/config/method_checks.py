@@ -46,8 +46,6 @@ def tracker_problems(report_to: str | None) -> list[str]:
 REFUSED_WHEN_SET = {
     "use_adam_mini": "Adam-mini is not available here; remove it (AdamW is used), or save memory with `use_galore`, "
                      "`use_apollo` or `use_badam`.",
-    "use_llama_pro": "LLaMA Pro (block expansion) is not implemented here; remove it (`finetuning_type: freeze` "
-                     "trains chosen layers).",
     "shift_attn": "LongLoRA's shift short attention is not implemented here; remove it (`rope_scaling` extends the "
                   "context).",
     "mixture_of_depths": "Mixture-of-depths conversion is not implemented here; remove it.",

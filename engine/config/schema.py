@@ -135,6 +135,9 @@ class FinetuningArgs:
     freeze_trainable_layers: int = opt(2, "Freeze: train this many last layers (negative: first layers).",
                                        min=-1024, max=1024)
     freeze_trainable_modules: str = opt("all", "Freeze: module names trained inside those layers.")
+    use_llama_pro: bool = opt(False, "LLaMA Pro: train only the expanded blocks of a block-expanded model "
+                                     "(freeze_trainable_layers of them, evenly spaced: freeze tuning trains them, "
+                                     "LoRA adapts only them).", advanced=True)
     freeze_extra_modules: str | None = opt(None, "Freeze: extra modules trained besides the layers.", advanced=True)
     freeze_vision_tower: bool = opt(True, "Keep the vision tower frozen (multimodal models).", advanced=True)
     freeze_multi_modal_projector: bool = opt(True, "Keep the projectors frozen (multimodal models).", advanced=True)

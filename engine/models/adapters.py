@@ -133,6 +133,12 @@ def lora_config(model: nn.Module, finetuning_args: Any, composite: ModelFamily |
     else:
         targets = split_names(target)
         _check_module_names(model, targets, "lora_target")
+    if getattr(finetuning_args, "use_llama_pro", False):  # LoRA on the expanded blocks only, as LLaMA-Factory
+        prefix, num_layers = _decoder_layers(model, composite)
+        blocks = tuple(f"{prefix}.{i}." for i in llama_pro_layers(num_layers, finetuning_args.freeze_trainable_layers))
+        wanted = list(targets)
+        targets = [name for name, module in model.named_modules() if name.startswith(blocks) and _is_linear(module)
+                   and any(target in name for target in wanted)]
     to_save = split_names(finetuning_args.additional_target)
     if to_save:
         _check_module_names(model, to_save, "additional_target")
@@ -316,6 +322,18 @@ def _decoder_layers(model: nn.Module, composite: ModelFamily | None) -> tuple[st
     return exact[0] if exact else max(lists, key=lambda item: item[1])
 
 
+def llama_pro_layers(num_layers: int, expanded: int) -> range:
+    """The expanded blocks of a LLaMA Pro model (LLaMA-Factory's block expansion adds one after every
+    ``num_layers / expanded`` original layers): with ``freeze_trainable_layers`` of them among ``num_layers``, every
+    ``num_layers // expanded``-th layer, the last included."""
+    if expanded <= 0 or num_layers % expanded:
+        raise ModelError(f"`use_llama_pro` trains the {expanded} expanded blocks, so `freeze_trainable_layers` must be "
+                         f"a positive divisor of the model's {num_layers} layers: set it to the number of blocks "
+                         "the expansion added.")
+    stride = num_layers // expanded
+    return range(stride - 1, num_layers + stride - 1, stride)
+
+
 def setup_freeze(model: nn.Module, finetuning_args: Any, composite: ModelFamily | None = None) -> list[str]:
     """Train only some layers: the last ``freeze_trainable_layers`` (the first N when negative).
 
@@ -328,10 +346,13 @@ def setup_freeze(model: nn.Module, finetuning_args: Any, composite: ModelFamily 
     """
     prefix, num_layers = _decoder_layers(model, composite)
     n = finetuning_args.freeze_trainable_layers
-    if n == 0 or abs(n) > num_layers:
+    if getattr(finetuning_args, "use_llama_pro", False):
+        layer_ids = llama_pro_layers(num_layers, n)
+    elif n == 0 or abs(n) > num_layers:
         raise ModelError(f"`freeze_trainable_layers: {n}` must be between -{num_layers} and {num_layers} "
                          f"(not 0) for this model with {num_layers} layers.")
-    layer_ids = range(num_layers - n, num_layers) if n > 0 else range(-n)
+    else:
+        layer_ids = range(num_layers - n, num_layers) if n > 0 else range(-n)
     layer_prefixes = tuple(f"{prefix}.{i}." for i in layer_ids)
     in_layers = [name for name, _ in model.named_parameters() if name.startswith(f"{prefix}.")]
     modules = split_names(finetuning_args.freeze_trainable_modules)

@@ -342,6 +342,12 @@ def test_unknown_template(ws, capsys):
     train(ws, capsys, "tool_format=bogus", words=("Unknown `tool_format: bogus`", "qwen"))
 
 
+def test_train_on_prompt_with_an_efficient_eos_template_is_refused_before_loading(ws, capsys):
+    # LLaMA-Factory refuses it too ("Current template does not support `train_on_prompt`")
+    train(ws, capsys, "template=glm4", "train_on_prompt=true",
+          words=("Template `glm4` ends replies without EOS", "set train_on_prompt: false"))
+
+
 def test_template_unset_with_a_tokenizer_without_chat_template(ws, capsys, caplog):
     """LLaMA-Factory falls back to its `empty` template there; so do we, and the log says how to choose one."""
     code, err = cli(capsys, "chat", str(ws / "sft.yaml"), "template=", "--query", "hi", "max_new_tokens=4")

@@ -1,7 +1,7 @@
 """What a config loaded into the Train tab leaves behind: its keys that the form has no widget for.
 
 The form carries the engine's own fields; a LLaMA-Factory or Hugging Face config may hold more (``run_name``,
-``save_only_model``, ``use_dft_loss``...). Those are not carried into the run Start launches, so the load message
+``save_only_model``, ``ld_alpha``...). Those are not carried into the run Start launches, so the load message
 names each one whose value would change something, with the way to keep them (run the file with ``lf-engine``).
 Keys that change nothing are not named: LLaMA-Factory keys at its own default, transformers' keys at theirs, and
 the keys the board sets for every run (its folder, ``do_train``).

@@ -224,11 +224,11 @@ def _check_template_name(cfg: RunConfig) -> list[str]:
         hint = f" Did you mean `{close[0]}`?" if close else f" Valid: {', '.join(names)}."
         return [f"Unknown template `{cfg.model.template}`.{hint}"]
     if cfg.data.train_on_prompt:  # as LLaMA-Factory refuses it, before anything loads (tokenizing would stop)
+        from engine.data.tokenize import train_on_prompt_problem
         from engine.templates import get_template
 
-        if getattr(get_template(cfg.model.template), "uses_efficient_eos", False):
-            return [f"Template `{cfg.model.template}` ends replies without EOS (efficient_eos), so `train_on_prompt` "
-                    "cannot be used with it: set train_on_prompt: false."]
+        problem = train_on_prompt_problem(get_template(cfg.model.template))
+        return [problem] if problem else []
     return []
 
 

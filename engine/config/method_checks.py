@@ -107,7 +107,7 @@ def method_checks(cfg: Any) -> list[str]:
         problems.append(f"{' and '.join(f'`{k}`' for k in weighted)} are different losses of the same tokens; "
                         "choose one.")
     for key in weighted:
-        if getattr(m, key) and ft.stage != "sft":
+        if ft.stage != "sft":
             problems.append(f"`{key}: true` weights the supervised loss (stage sft); this config has `stage: "
                             f"{ft.stage}`. Remove it, or set `stage: sft`.")
     lora = ft.finetuning_type == "lora"

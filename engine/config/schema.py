@@ -94,8 +94,9 @@ class DataArgs:
         "concat", "How several datasets are mixed.", advanced=True)
     interleave_probs: str | None = opt(None, "Sampling probabilities for interleaving.", advanced=True)
     preprocessing_num_workers: int | None = opt(None, "Processes for tokenization.", min=1, advanced=True)
-    preprocessing_batch_size: int | None = opt(None, "Rows tokenized per chunk (empty: 2000); the tokens do not "
-                                               "change.", min=1, advanced=True)
+    preprocessing_batch_size: int | None = opt(None, "Rows tokenized per chunk (empty: 2000); LLaMA-Factory's batch "
+                                               "size where its batches shape the rows (pt blocks, packing, KTO "
+                                               "pairs; empty: 1000).", min=1, advanced=True)
     overwrite_cache: bool = opt(False, "Ignore cached tokenized data.", advanced=True)
     tokenized_path: str | None = opt(None, "Save or load tokenized data here.", advanced=True)
     default_system: str | None = opt(None, "System prompt used when a row has none.", advanced=True)

@@ -68,10 +68,9 @@ def _tokenized(examples: Sequence[dict], stage: str, tokenizer: Any, template: A
 
         columns, stats = tokenize_media_sft(examples, tokenizer, template, opts, media)
     else:  # chunks straight into a memory-mapped Arrow file: no Python lists of the whole set
-        from engine.data.stream import CHUNK_ROWS, tokenize_to_arrow
+        from engine.data.stream import tokenize_to_arrow
 
-        dataset, stats = tokenize_to_arrow(examples, stage, tokenizer, template, opts, workers,
-                                           chunk_rows if stage == "pt" or opts.packing else chunk_rows or CHUNK_ROWS)
+        dataset, stats = tokenize_to_arrow(examples, stage, tokenizer, template, opts, workers, chunk_rows)
     if not stats["kept"] and stage == "pt" and not (opts.pt_documents or opts.packing):
         raise DatasetError(
             f"The {stats['rows']} {split} texts hold {stats.get('remainder_tokens', 0)} tokens, not one whole block: "

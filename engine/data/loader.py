@@ -110,8 +110,7 @@ def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: 
     if head is None:
         raise DatasetError(f"Dataset {name!r} ({spec.path}) is empty; add rows to it.")
     sample = spec.num_samples if spec.num_samples and not first else None
-    limit = None if sample else (min(n for n in (max_samples, spec.num_samples) if n)
-                                 if (max_samples or spec.num_samples) else None)
+    limit = None if sample else min((n for n in (max_samples, spec.num_samples) if n), default=None)
     rows = itertools.chain([head], rows)
     if limit:
         rows = itertools.islice(rows, limit)

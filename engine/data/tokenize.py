@@ -176,12 +176,21 @@ def _sft_row_keep_end(pairs: list[tuple[list[int], list[int]]], opts: TokenizeOp
     return input_ids, labels, truncated
 
 
+def train_on_prompt_problem(template: Any) -> str | None:
+    """Why ``train_on_prompt`` cannot be used with ``template`` (an efficient_eos one, as LLaMA-Factory refuses it),
+    or None."""
+    if not _efficient_eos(template):
+        return None
+    return (f"Template `{template.name}` ends replies without EOS (efficient_eos), so `train_on_prompt` cannot be "
+            "used with it: set train_on_prompt: false.")
+
+
 def check_options(template: Any, opts: TokenizeOptions) -> None:
-    if opts.train_on_prompt and _efficient_eos(template):
+    problem = train_on_prompt_problem(template) if opts.train_on_prompt else None
+    if problem:
         from engine.templates import TemplateError
 
-        raise TemplateError(f"Template {template.name!r} ends replies without EOS (efficient_eos), so "
-                            "`train_on_prompt` cannot be used with it: set train_on_prompt: false.")
+        raise TemplateError(problem)
 
 
 def encode_pairs(tokenizer: Any, template: Any, example: dict, opts: TokenizeOptions,
@@ -326,13 +335,11 @@ def tokenize_pt(examples: list[dict], tokenizer: Any, template: Any, opts: Token
     if opts.pt_documents or opts.packing:
         if add_bos:
             texts = [tokenizer.bos_token + text for text in texts]
-        if opts.packing:
-            documents = _encode_texts(tokenizer, texts)
-            pieces = [doc[start:start + size] for doc in documents for start in range(0, len(doc), size)]
-            stats["truncated"] = sum(len(doc) > size for doc in documents)
-            return _finish_rows([(piece, _lm_labels(piece, pad)) for piece in pieces if len(piece) > 1], opts, stats)
         documents = _encode_texts(tokenizer, texts)
         stats["truncated"] = sum(len(ids) > size for ids in documents)
+        if opts.packing:
+            pieces = [doc[start:start + size] for doc in documents for start in range(0, len(doc), size)]
+            return _finish_rows([(piece, _lm_labels(piece, pad)) for piece in pieces if len(piece) > 1], opts, stats)
         left = getattr(tokenizer, "truncation_side", "right") == "left"  # the tokenizer's own truncation, as there
         rows = [ids[len(ids) - size:] if left and len(ids) > size else ids[:size] for ids in documents]
         return _finish_rows([(ids, _lm_labels(ids, pad)) for ids in rows if ids], opts, stats)

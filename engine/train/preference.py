@@ -22,6 +22,7 @@ logger = logging.getLogger(__name__)
 def _with_kl_pairs(dataset: Any, cfg: RunConfig | None) -> Any:
     """``dataset`` with LLaMA-Factory's KL pairs (``KL_prompt_ids``, ``KL_completion_ids``), its
     :data:`~engine.data.kto_pairs.SOURCE_COLUMNS` dropped."""
+    from engine.data import tokenize_options
     from engine.data.kto_pairs import SOURCE_COLUMNS, kl_inputs, kl_partners
     from engine.data.tokenize import TokenizeOptions
 
@@ -34,8 +35,7 @@ def _with_kl_pairs(dataset: Any, cfg: RunConfig | None) -> Any:
                        "overwrite_cache: true once to tokenize it again.")
         completions = dataset["completion_ids"]
         return dataset.add_column("KL_completion_ids", [completions[i] for i in partners])
-    opts = TokenizeOptions(cutoff_len=data.cutoff_len, keep_prompt_end=bool(getattr(data, "keep_prompt_end", False))) \
-        if data is not None else TokenizeOptions()
+    opts = tokenize_options(data, "kto") if data is not None else TokenizeOptions()
     names = ("prompt_ids", "completion_ids", *SOURCE_COLUMNS)
     prompts, completions = kl_inputs({name: dataset[name] for name in names}, partners, opts)
     dataset = dataset.remove_columns(list(SOURCE_COLUMNS))
@@ -115,7 +115,7 @@ def build_dpo_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
         DPOConfig, cfg, has_eval=bundle.eval is not None, beta=ft.pref_beta, loss_type=loss_type,
         loss_weights=weights, label_smoothing=ft.dpo_label_smoothing, **_common(cfg),
     )
-    ref_model = _load_ref_model(cfg, model)
+    ref_model = load_ref_model(cfg)
     trainer = _pretokenized(DPO_COLUMNS)(
         model=model, ref_model=ref_model, args=args, train_dataset=_train_set(bundle), eval_dataset=bundle.eval,
         processing_class=tokenizer, callbacks=callbacks,
@@ -217,7 +217,7 @@ def build_kto_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
         KTOConfig, cfg, has_eval=bundle.eval is not None, beta=ft.pref_beta,
         desirable_weight=ft.kto_chosen_weight, undesirable_weight=ft.kto_rejected_weight, **_common(cfg), **specific,
     )
-    ref_model = _load_ref_model(cfg, model)
+    ref_model = load_ref_model(cfg)
     trainer = _pretokenized(KTO_COLUMNS, cfg)(
         model=model, ref_model=ref_model, args=args, train_dataset=_train_set(bundle), eval_dataset=bundle.eval,
         processing_class=tokenizer, callbacks=callbacks,
@@ -230,7 +230,7 @@ def build_kto_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
     return _with_media(trainer, bundle, "kto")
 
 
-def _load_ref_model(cfg: RunConfig, model: Any) -> Any:
+def load_ref_model(cfg: RunConfig) -> Any:
     """An explicit reference model when configured; otherwise TRL uses the base (adapters disabled) or a copy."""
     if not cfg.finetuning.ref_model:
         return None

@@ -106,18 +106,16 @@ class LabelPositionsTrainer(ShardingMixin, MuonMixin, TokenBudgetMixin, Trainer)
 def _asft_reference(cfg: RunConfig, model: Any) -> Any:
     """ASFT's reference model: ``ref_model`` when set; with LoRA none (the adapters are disabled for it, where
     LLaMA-Factory's would fail), else a frozen copy of the model being trained, as LLaMA-Factory loads it."""
-    from dataclasses import replace
-
     from engine.models import load_model
+    from engine.train.preference import load_ref_model
 
     ft = cfg.finetuning
     if ft.ref_model:
-        args = replace(cfg.model, model_name_or_path=ft.ref_model, adapter_name_or_path=None)
+        reference = load_ref_model(cfg)
     elif ft.finetuning_type == "lora":
         return None
     else:
-        args = cfg.model
-    reference = load_model(args, ft, is_trainable=False)
+        reference = load_model(cfg.model, ft, is_trainable=False)
     reference.eval()
     return reference.to(next(model.parameters()).device)
 

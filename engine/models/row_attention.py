@@ -6,12 +6,17 @@ varlen kernels take them) carried to every attention call. Dense sdpa over that 
 block-diagonal mask and pay for all of it; :func:`rows_sdpa_attention` runs causal sdpa on each example's slice
 instead, so attention costs the sum of the squared example lengths (at most what the padded batch cost), and the
 projections, MLPs and head see no padding at all. Batches without those offsets (evaluation with padding,
-generation) go to transformers' own sdpa with the mask it builds as usual.
+generation) go to transformers' own sdpa with the mask it builds as usual. Training on the CPU runs all rows as one
+autograd node (:class:`RowsFlashAttention`: sdpa's own CPU kernel per row, each output written once into the tensor
+``o_proj`` reads).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import torch
+from torch.nn.attention import SDPBackend
 
 from engine.config.schema import packs_rows
 
@@ -21,7 +26,6 @@ ATTENTION_NAME = "lf_rows_sdpa"
 def rows_sdpa_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, dropout: float = 0.0,
                         scaling: float | None = None, **kwargs: Any) -> tuple[Any, None]:
     """transformers' attention-function signature; (batch, heads, length, dim) in, (batch, length, heads, dim) out."""
-    import torch
     from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 
     offsets = kwargs.get("cu_seq_lens_q")
@@ -35,6 +39,8 @@ def rows_sdpa_attention(module: Any, query: Any, key: Any, value: Any, attention
     lengths = [end - start for start, end in zip(bounds[:-1], bounds[1:])]
     if bounds[0] != 0 or bounds[-1] != query.shape[2] or min(lengths) < 0:
         raise ValueError(f"cu_seq_lens_q {bounds} does not split the batch's {query.shape[2]} positions into rows.")
+    if _takes_rows_node(query, key, value, dropout if module.training else 0.0, scaling):
+        return RowsFlashAttention.apply(query, key, value, lengths, scaling), None
     # one split per tensor, not a slice per row: a slice's backward writes its gradient into a zeroed copy of the
     # whole tensor and autograd adds those copies up, once per row; a split's backward is one concatenation
     rows = zip(query.split(lengths, dim=2), key.split(lengths, dim=2), value.split(lengths, dim=2))
@@ -43,6 +49,69 @@ def rows_sdpa_attention(module: Any, query: Any, key: Any, value: Any, attention
         for (q, k, v), length in zip(rows, lengths) if length]
     out = torch.cat(parts, dim=2) if len(parts) > 1 else parts[0]
     return out.transpose(1, 2).contiguous(), None
+
+
+def _takes_rows_node(query: Any, key: Any, value: Any, dropout: float, scaling: float | None) -> bool:
+    """Whether :class:`RowsFlashAttention` computes exactly what per-row sdpa would: a training call on the CPU
+    without dropout, where sdpa itself picks the CPU flash kernel for these inputs."""
+    if dropout or query.device.type != "cpu" or not torch.is_grad_enabled():
+        return False
+    if not (query.requires_grad or key.requires_grad or value.requires_grad):
+        return False
+    choice = torch._fused_sdp_choice(query, key, value, None, 0.0, True, scale=scaling)
+    return int(choice) == int(SDPBackend.FLASH_ATTENTION)
+
+
+class RowsFlashAttention(torch.autograd.Function):
+    """Causal attention within each row, as one autograd node over the whole batch.
+
+    Per row it runs the kernel sdpa runs on the CPU (``_scaled_dot_product_flash_attention_for_cpu``, and its
+    backward), so the values and gradients are those of per-row sdpa. What differs is memory: per-row sdpa keeps
+    each row's output for its backward, then the rows are concatenated and transposed into a second copy that
+    ``o_proj`` keeps as its input; here each row's output is written straight into one ``(batch, length, heads,
+    dim)`` tensor that is both returned (``o_proj``'s input, a view) and kept for the backward, so the attention
+    output is held once per layer instead of twice, without the concatenation and the transposing copy.
+    """
+
+    @staticmethod
+    def forward(ctx, query, key, value, lengths, scaling):
+        flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+        batch, heads, total, dim = query.shape
+        out = query.new_empty(batch, total, heads, dim)
+        lses = []
+        start = 0
+        for length in lengths:
+            end = start + length
+            if length:
+                row_out, lse = flash(query[:, :, start:end], key[:, :, start:end], value[:, :, start:end], 0.0, True,
+                                     attn_mask=None, scale=scaling)[:2]
+                out[:, start:end].copy_(row_out.transpose(1, 2))
+                del row_out
+                lses.append(lse)
+            start = end
+        ctx.lengths, ctx.scaling = list(lengths), scaling
+        ctx.save_for_backward(query, key, value, out, *lses)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        flash_backward = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
+        query, key, value, out, *lses = ctx.saved_tensors
+        grads = [torch.empty_like(tensor) if need else None
+                 for tensor, need in zip((query, key, value), ctx.needs_input_grad[:3])]
+        start, index = 0, 0
+        for length in ctx.lengths:
+            end = start + length
+            if length:
+                parts = flash_backward(grad_out[:, start:end].transpose(1, 2), query[:, :, start:end],
+                                       key[:, :, start:end], value[:, :, start:end], out[:, start:end].transpose(1, 2),
+                                       lses[index], 0.0, True, attn_mask=None, scale=ctx.scaling)
+                for grad, part in zip(grads, parts):
+                    if grad is not None:
+                        grad[:, :, start:end].copy_(part)
+                index += 1
+            start = end
+        return grads[0], grads[1], grads[2], None, None
 
 
 def _rows_mask(*args: Any, **kwargs: Any) -> Any:

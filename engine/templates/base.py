@@ -15,7 +15,6 @@ write it as a thought block in front of the reply, the way LLaMA-Factory's data 
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import logging
@@ -229,9 +228,9 @@ class Template:
     def _prepare(self, messages: list[dict[str, Any]], system: str | None, *, oneturn: bool,
                  discard_history: bool) -> tuple[list[dict[str, Any]], str | None]:
         """Canonical messages with inlined thinking and LLaMA-Factory's thought removal applied."""
-        messages, system = canonical_messages(messages, system)
+        messages, system = canonical_messages(messages, system)  # new dicts: the caller's rows stay as they are
         messages = [dict(message, content=self._inline(message)) if message["role"] in ("assistant", "function")
-                    else dict(message) for message in copy.deepcopy(messages)]
+                    else message for message in messages]
         if not self.reasoning:
             return messages, system
         replies = [i for i, m in enumerate(messages) if m["role"] in ("assistant", "function")]

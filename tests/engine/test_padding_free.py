@@ -139,26 +139,38 @@ def _graph_nodes(tensor):
     return names
 
 
-def test_rows_are_split_once_per_tensor_not_sliced_per_row():
-    """A slice per row would give each row's gradient a zeroed copy of the whole tensor in the backward pass."""
+@pytest.mark.parametrize("path", ["node", "split"])
+def test_rows_attention_gives_per_row_sdpa_values_and_gradients(path, monkeypatch):
+    """Training on the CPU takes one node over all rows (RowsFlashAttention: each row's output written once into
+    o_proj's input); elsewhere the tensors are split once, never sliced per row (a slice per row would give each
+    row's gradient a zeroed copy of the whole tensor in the backward pass). Both equal each row's own sdpa, bit for
+    bit, with q, k, v laid out as a Llama attention hands them over (transposed views)."""
     import types
 
+    from engine.models import row_attention
     from engine.models.row_attention import rows_sdpa_attention
 
+    if path == "split":
+        monkeypatch.setattr(row_attention, "_takes_rows_node", lambda *args: False)
     torch.manual_seed(1)
     lengths = [5, 0, 7, 3]
-    q, k, v = (torch.randn(1, 2, sum(lengths), 4, requires_grad=True) for _ in range(3))
+    q, k, v = (torch.randn(1, sum(lengths), 2, 4).transpose(1, 2).requires_grad_() for _ in range(3))
     offsets = torch.tensor([0, 5, 5, 12, 15])
     module = types.SimpleNamespace(training=True, num_key_value_groups=1)
     out, _ = rows_sdpa_attention(module, q, k, v, None, scaling=0.5, cu_seq_lens_q=offsets, cu_seq_lens_k=offsets)
     nodes = _graph_nodes(out)
-    assert "SliceBackward0" not in nodes and nodes.count("SplitWithSizesBackward0") == 3
-    out.sum().backward()
+    assert "SliceBackward0" not in nodes
+    if path == "node":
+        assert nodes[0] == "RowsFlashAttentionBackward" and "CatBackward0" not in nodes and out.is_contiguous()
+    else:
+        assert nodes.count("SplitWithSizesBackward0") == 3
+    weights = torch.randn(out.shape)
+    (out * weights).sum().backward()
     for start, end in ((0, 5), (5, 12), (12, 15)):  # each row alone, causal: the same values and gradients
         parts = [t.detach()[:, :, start:end].clone().requires_grad_() for t in (q, k, v)]
         alone = torch.nn.functional.scaled_dot_product_attention(*parts, scale=0.5, is_causal=True)
         assert torch.equal(out[0, start:end].transpose(0, 1), alone[0])
-        alone.sum().backward()
+        (alone * weights[:, start:end].transpose(1, 2)).sum().backward()
         for full, part in zip((q, k, v), parts):
             assert torch.equal(full.grad[:, :, start:end], part.grad)
     with pytest.raises(ValueError, match="does not split"):

@@ -150,6 +150,30 @@ def test_openai_style_messages_are_accepted():
     assert template.render(openai, tools=TOOLS) == template.render(TOOL_CONVERSATION, tools=TOOLS)
 
 
+def test_encoding_leaves_the_callers_messages_as_they_were():
+    """Templates copy each message before writing its content (thinking inlined or stripped, tool calls as text);
+    the rows a dataset hands over are never changed, nested values included."""
+    import copy
+
+    messages = [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "q1"},
+        {"role": "assistant", "content": "<think>\nold\n</think>\n\nA1"},
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "content": '{"temp": 21}'},
+        {"role": "assistant", "content": "A2", "thinking": "new"},
+    ]
+    before = copy.deepcopy(messages)
+    for name in ("qwen3", "qwen", "llama3"):
+        template = get_template(name)
+        template.render(messages, tools=TOOLS)
+        template.render_oneturn(messages, tools=TOOLS)
+        template.segments(messages, tools=TOOLS)
+        assert messages == before, name
+
+
 def test_function_turn_with_prose_round_trips():
     template = get_template("qwen")
     message = {"role": "function", "content": '[{"name": "f", "arguments": {}}]', "text": "Checking."}

@@ -294,7 +294,8 @@ def run_export(cfg: RunConfig, run_dir: str | None = None) -> dict[str, Any]:
     match_umask(export_dir)
     progress("tokenizer", 0.7)
 
-    exported = reload_class.from_pretrained(export_dir, dtype=save_dtype).to(device).eval()
+    # checked the way it was computed: without transformers' hub kernels (engine.models.loader loads with them off)
+    exported = reload_class.from_pretrained(export_dir, dtype=save_dtype, use_kernels=False).to(device).eval()
     diff = (reference - _logits(exported, verify_ids, device)).abs().max().item()
     del exported
     empty_cache()

@@ -69,7 +69,8 @@ def expand_blocks(model_path: str, output_dir: str, num_expand: int, trust_remot
     if num_expand <= 0 or num_layers % num_expand:
         raise UserError(f"--num-expand must be a positive divisor of the model's {num_layers} layers (got "
                         f"{num_expand}).")
-    model = AutoModelForCausalLM.from_pretrained(source, dtype="auto", trust_remote_code=trust_remote_code)
+    model = AutoModelForCausalLM.from_pretrained(source, dtype="auto", trust_remote_code=trust_remote_code,
+                                                 use_kernels=False)  # no hub code fetched, as the loader
     state = expanded_state_dict(model.state_dict(), num_layers, num_expand)
     config.num_hidden_layers = num_layers + num_expand
     target.mkdir(parents=True, exist_ok=True)

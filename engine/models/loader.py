@@ -337,7 +337,7 @@ def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, 
     if task not in (None, "causal_lm", "reward"):
         raise ValueError(f"Unknown task `{task}`; use `causal_lm` or `reward`.")
     reward = task == "reward" or (task is None and is_trainable and finetuning_args.stage == "rm")
-    # use_kernels=False: transformers >= 5.24 otherwise "kernelizes" the model from the Hugging Face hub by default
+    # use_kernels=False: transformers 5.25 otherwise "kernelizes" the model from the Hugging Face hub by default
     # (downloads and runs compiled layers where the hub is reachable) and re-kernelizes on every train()/eval()
     # switch, which puts each decorated layer's class forward back and so silently undid this loader's own kernels
     # (the RMSNorm node, Biren SUPA's fused RMSNorm) as soon as the model was set to train

@@ -62,6 +62,16 @@ def _takes_rows_node(query: Any, key: Any, value: Any, dropout: float, scaling: 
     return int(choice) == int(SDPBackend.FLASH_ATTENTION)
 
 
+def _row_spans(lengths: list[int]) -> list[tuple[int, int]]:
+    """(start, end) of each non-empty row laid back to back."""
+    spans, start = [], 0
+    for length in lengths:
+        if length:
+            spans.append((start, start + length))
+        start += length
+    return spans
+
+
 class RowsFlashAttention(torch.autograd.Function):
     """Causal attention within each row, as one autograd node over the whole batch.
 
@@ -79,16 +89,12 @@ class RowsFlashAttention(torch.autograd.Function):
         batch, heads, total, dim = query.shape
         out = query.new_empty(batch, total, heads, dim)
         lses = []
-        start = 0
-        for length in lengths:
-            end = start + length
-            if length:
-                row_out, lse = flash(query[:, :, start:end], key[:, :, start:end], value[:, :, start:end], 0.0, True,
-                                     attn_mask=None, scale=scaling)[:2]
-                out[:, start:end].copy_(row_out.transpose(1, 2))
-                del row_out
-                lses.append(lse)
-            start = end
+        for start, end in _row_spans(lengths):
+            row_out, lse = flash(query[:, :, start:end], key[:, :, start:end], value[:, :, start:end], 0.0, True,
+                                 attn_mask=None, scale=scaling)[:2]
+            out[:, start:end].copy_(row_out.transpose(1, 2))
+            del row_out
+            lses.append(lse)
         ctx.lengths, ctx.scaling = list(lengths), scaling
         ctx.save_for_backward(query, key, value, out, *lses)
         return out
@@ -99,18 +105,13 @@ class RowsFlashAttention(torch.autograd.Function):
         query, key, value, out, *lses = ctx.saved_tensors
         grads = [torch.empty_like(tensor) if need else None
                  for tensor, need in zip((query, key, value), ctx.needs_input_grad[:3])]
-        start, index = 0, 0
-        for length in ctx.lengths:
-            end = start + length
-            if length:
-                parts = flash_backward(grad_out[:, start:end].transpose(1, 2), query[:, :, start:end],
-                                       key[:, :, start:end], value[:, :, start:end], out[:, start:end].transpose(1, 2),
-                                       lses[index], 0.0, True, attn_mask=None, scale=ctx.scaling)
-                for grad, part in zip(grads, parts):
-                    if grad is not None:
-                        grad[:, :, start:end].copy_(part)
-                index += 1
-            start = end
+        for (start, end), lse in zip(_row_spans(ctx.lengths), lses):
+            parts = flash_backward(grad_out[:, start:end].transpose(1, 2), query[:, :, start:end],
+                                   key[:, :, start:end], value[:, :, start:end], out[:, start:end].transpose(1, 2),
+                                   lse, 0.0, True, attn_mask=None, scale=ctx.scaling)
+            for grad, part in zip(grads, parts):
+                if grad is not None:
+                    grad[:, :, start:end].copy_(part)
         return grads[0], grads[1], grads[2], None, None
 
 

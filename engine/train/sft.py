@@ -77,9 +77,7 @@ class LabelPositionsTrainer(ShardingMixin, MuonMixin, TokenBudgetMixin, Trainer)
         if loss is None and weighting is None:
             loss = F.cross_entropy(head(selected).float(), wanted, reduction="sum")
         elif loss is None:
-            logits = head(selected).float()
-            losses = F.cross_entropy(logits, wanted, reduction="none")
-            loss = (losses * token_weights.weights(weighting, logits.detach(), losses.detach())).sum()
+            loss = token_weights.token_losses(head(selected).float(), wanted, weighting).sum()
         if num_items_in_batch is None:
             return loss / keep.sum().clamp(min=1)
         if torch.is_tensor(num_items_in_batch):

@@ -60,6 +60,13 @@ def weights(weighting: Weighting, logits: torch.Tensor, losses: torch.Tensor) ->
     return torch.pow(entropy / 3.0, weighting.alpha)
 
 
+def token_losses(logits: torch.Tensor, targets: torch.Tensor, weighting: Weighting) -> torch.Tensor:
+    """Each target's cross-entropy under (float) ``logits``, scaled by its weight (the gradient flows through the
+    cross-entropy only)."""
+    losses = torch.nn.functional.cross_entropy(logits, targets, reduction="none")
+    return losses * weights(weighting, logits, losses)
+
+
 def lm_loss_func(weighting: Weighting):
     """A ``compute_loss_func`` for transformers' Trainer: the weighted loss over a causal LM's ``logits``."""
 
@@ -73,8 +80,7 @@ def lm_loss_func(weighting: Weighting):
         keep = targets != -100
         if not keep.any():
             return logits.sum() * 0.0
-        losses = torch.nn.functional.cross_entropy(logits[keep], targets[keep], reduction="none")
-        total = (losses * weights(weighting, logits[keep], losses)).sum()
+        total = token_losses(logits[keep], targets[keep], weighting).sum()
         if num_items_in_batch is None:
             return total / keep.sum()
         if torch.is_tensor(num_items_in_batch):
@@ -93,8 +99,7 @@ def asft_loss(logits: torch.Tensor, labels: torch.Tensor, ref_logits: torch.Tens
     keep = targets != -100
     if not keep.any():
         return policy.sum() * 0.0
-    losses = torch.nn.functional.cross_entropy(policy[keep], targets[keep], reduction="none")
-    dft = (losses * weights(Weighting("dft"), policy[keep], losses)).mean()
+    dft = token_losses(policy[keep], targets[keep], Weighting("dft")).mean()
     kl = torch.nn.functional.kl_div(torch.log_softmax(policy, dim=-1), torch.softmax(reference, dim=-1),
                                     reduction="none").sum(dim=-1)
     return dft + alpha * (kl * keep.float()).sum() / keep.sum()

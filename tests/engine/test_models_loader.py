@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tinymodels import graph_node_names
 
 from engine.config import build_config
 from engine.models import count_parameters, load_model, load_tokenizer, resolve_model_path
@@ -219,23 +220,13 @@ def test_clear_errors(tiny_llama, tmp_path, monkeypatch):
         _load(tiny_llama, fp16=True)
 
 
-def _graph_nodes(tensor):
-    seen, stack = set(), [tensor.grad_fn]
-    while stack:
-        node = stack.pop()
-        if node is not None and node not in seen:
-            seen.add(node)
-            stack.extend(next_node for next_node, _ in node.next_functions)
-    return {type(node).__name__ for node in seen}
-
-
 def test_training_models_run_their_rmsnorms_as_one_node(tiny_llama):
     model, _ = _load(tiny_llama)
     flagged = [m for m in model.modules() if type(m).__name__ == "LlamaRMSNorm"]
     assert flagged and all(getattr(m, "_lf_rms_norm_node", False) for m in flagged)
     ids = torch.tensor([[1, 5, 9, 12, 3]])
     for _ in range(2):  # as loaded, and after the Trainer's eval()/train() switch around an evaluation
-        nodes = _graph_nodes(model(input_ids=ids).logits)
+        nodes = graph_node_names(model(input_ids=ids).logits)
         assert "RmsNormNodeBackward" in nodes  # transformers' kernelize on train() once put the class forward back
         model.eval()
         model.train()

@@ -6,6 +6,7 @@ import logging
 
 import pytest
 import torch
+from tinymodels import graph_node_names
 from transformers import LlamaConfig, LlamaForCausalLM, TrainingArguments
 
 from engine.config import load_config
@@ -127,18 +128,6 @@ def test_the_trainer_takes_it_and_drops_length_grouping(tmp_path, caplog):
     assert "padding_free does not apply: the model runs eager attention" in caplog.text
 
 
-def _graph_nodes(tensor):
-    seen, stack, names = set(), [tensor.grad_fn], []
-    while stack:
-        node = stack.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        names.append(type(node).__name__)
-        stack.extend(next_node for next_node, _ in node.next_functions)
-    return names
-
-
 @pytest.mark.parametrize("path", ["node", "split"])
 def test_rows_attention_gives_per_row_sdpa_values_and_gradients(path, monkeypatch):
     """Training on the CPU takes one node over all rows (RowsFlashAttention: each row's output written once into
@@ -158,7 +147,7 @@ def test_rows_attention_gives_per_row_sdpa_values_and_gradients(path, monkeypatc
     offsets = torch.tensor([0, 5, 5, 12, 15])
     module = types.SimpleNamespace(training=True, num_key_value_groups=1)
     out, _ = rows_sdpa_attention(module, q, k, v, None, scaling=0.5, cu_seq_lens_q=offsets, cu_seq_lens_k=offsets)
-    nodes = _graph_nodes(out)
+    nodes = graph_node_names(out)
     assert "SliceBackward0" not in nodes
     if path == "node":
         assert nodes[0] == "RowsFlashAttentionBackward" and "CatBackward0" not in nodes and out.is_contiguous()

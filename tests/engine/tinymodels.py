@@ -38,3 +38,16 @@ def build_tiny_model(folder: str | Path, **kwargs) -> Path:
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return Path(folder)
+
+
+def graph_node_names(tensor) -> list[str]:
+    """The class names of the autograd nodes behind ``tensor``, from its own node down."""
+    seen, stack, names = set(), [tensor.grad_fn], []
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        names.append(type(node).__name__)
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return names

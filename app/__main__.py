@@ -1,4 +1,4 @@
-from app.main import main
+from app.main import entry
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(entry())

@@ -86,5 +86,17 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+def entry() -> int:
+    """``python -m app.preview_worker``: a short process, so the collector stays paused for all of it
+    (``engine.startup_gc``)."""
+    from engine import startup_gc
+
+    startup_gc.pause()
+    try:
+        return main()
+    finally:
+        startup_gc.finish()
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(entry())

@@ -1,4 +1,4 @@
-from engine.cli import main
+from engine.cli import entry
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(entry())

@@ -31,12 +31,15 @@ from run_benchmark import build_reference_model_apart  # noqa: E402
 
 OURS = """
 import json, sys
+from engine import startup_gc
+startup_gc.pause()  # the engine command's process settings: the collector paused for the imports (lf-engine's entry),
 from engine.cli import _setup_logging
-_setup_logging(False)  # the engine command's process settings (tokenizers' thread pool, logging)
+_setup_logging(False)  # tokenizers' thread pool, logging
 from engine.config import build_config
 from engine.data import get_dataset
 from engine.models import load_tokenizer
 from engine.templates import get_template
+startup_gc.settle()  # as the train command does after its imports
 cfg = build_config(json.loads(sys.argv[1]))
 tokenizer = load_tokenizer(cfg.model)
 template = get_template(cfg.model.template, tokenizer)

@@ -32,7 +32,7 @@ def run_python(code: str, tmp_path: Path) -> dict:
 
 
 def test_importing_the_entry_module_imports_no_torch_or_transformers(tmp_path):
-    # lf-board = app.main:main (pyproject); python -m app runs the same
+    # lf-board = app.main:entry (pyproject); python -m app runs the same
     found = run_python(
         "import json, sys\nimport app.main, app.__main__\n"
         f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))\n", tmp_path)

@@ -1,0 +1,61 @@
+"""Python's cyclic garbage collector during a command's start-up, and for the long-lived objects it leaves behind.
+
+Importing torch, transformers, PEFT and the Trainer creates some 500,000 Python objects that live as long as the
+process. The collector scans every tracked object on each full collection, and imports trigger full collections
+over and over as that population grows: on the reference workload (README "Speed") eight full collections took 0.9
+s of a 17 s command, most of them during the imports, and interpreter shutdown another 0.5-1.2 s (it collects
+again over the same objects). No collection frees anything worth having there (about 12,000 objects from the imports'
+own temporary cycles; the process's RSS did not change).
+
+So a command started from the command line (:func:`pause`, called by ``lf-engine``/``python -m engine`` and by
+``lf-board`` before they import anything heavy) runs its imports with automatic collection off. At the point the
+command's long-lived objects exist (:func:`settle`: after the imports, again before the training loop, once a chat
+model is loaded, once the board's page is built) everything alive is moved into the permanent generation
+(``gc.freeze``) and automatic collection is on again: from then on collections scan only what the command creates
+afterwards, cycles created afterwards are collected as usual, and shutdown no longer rescans the frozen objects
+(:func:`finish`, the entry point's last step, collects the command's own cycles and freezes the rest first).
+Forked data workers inherit the frozen objects without the collector touching (and copying) their pages.
+
+Only a process whose entry point called :func:`pause` is changed: code that calls ``engine.cli.main`` in a process of
+its own (tests, notebooks) keeps its collector as it was. ``LF_PAUSE_GC=0`` leaves the collector alone entirely.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+
+_STATE = {"managed": False, "paused": False}
+
+
+def pause() -> bool:
+    """Turn automatic collection off for the command's start-up; True if it did (see the module docstring)."""
+    if os.environ.get("LF_PAUSE_GC", "1") == "0" or not gc.isenabled():
+        return False  # opted out, or someone else already manages the collector
+    gc.disable()
+    _STATE.update(managed=True, paused=True)
+    return True
+
+
+def settle() -> None:
+    """Freeze every object alive now (long-lived from here on) and turn automatic collection back on; a no-op in a
+    process that did not :func:`pause`. Safe to call more than once: each call freezes what was created since."""
+    if not _STATE["managed"]:
+        return
+    gc.freeze()
+    if _STATE["paused"]:
+        _STATE["paused"] = False
+        gc.enable()
+
+
+def finish() -> None:
+    """At the end of a command (its entry point's last step): collect the cycles the command left, their finalizers
+    running as they would at shutdown, and freeze everything still alive, so the interpreter's shutdown does not scan
+    the whole heap again (0.4 s instead of 0.15 s after a cached data load here, up to 1.2 s without :func:`settle`).
+    A command that never settled froze nothing yet: its objects are all start-up ones and are frozen uncollected.
+    A no-op in a process that did not :func:`pause`."""
+    if not _STATE["managed"]:
+        return
+    if not _STATE["paused"]:
+        gc.collect()  # only what was created since the last settle: the frozen objects are not scanned
+    gc.freeze()

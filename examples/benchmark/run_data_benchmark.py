@@ -46,6 +46,7 @@ template = get_template(cfg.model.template, tokenizer)
 template.fix_tokenizer(tokenizer)
 bundle = get_dataset(cfg, tokenizer, template)
 print("ROWS", len(bundle.train))
+startup_gc.finish()  # and as lf-engine's entry point ends
 """
 
 THEIRS = """

@@ -187,9 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     # build gradio's whole server app once more (about 0.2 s of every start)
     queue_settings()
     demo = build_ui(board)
-    from engine import startup_gc
+    from engine import collector
 
-    startup_gc.settle()  # gradio and the page are long-lived: the server's collections skip them
+    collector.settle()  # gradio and the page are long-lived: the server's collections skip them
     print(f"LF Board: workspace {workspace.root}", flush=True)
     login = None
     if auth is not None:
@@ -217,14 +217,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def entry() -> int:
     """The ``lf-board`` and ``python -m app`` entry point: :func:`main` with Python's cyclic collector paused while
-    gradio and the page load (``engine.startup_gc``; settled before the server starts)."""
-    from engine import startup_gc
+    gradio and the page load (``engine.collector``; settled before the server starts)."""
+    from engine import collector
 
-    startup_gc.pause()
+    collector.pause()
     try:
         return main()
     finally:
-        startup_gc.finish()  # shutdown then does not scan the heap again
+        collector.finish()  # shutdown then does not scan the heap again
 
 
 if __name__ == "__main__":

@@ -88,14 +88,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def entry() -> int:
     """``python -m app.preview_worker``: a short process, so the collector stays paused for all of it
-    (``engine.startup_gc``)."""
-    from engine import startup_gc
+    (``engine.collector``)."""
+    from engine import collector
 
-    startup_gc.pause()
+    collector.pause()
     try:
         return main()
     finally:
-        startup_gc.finish()
+        collector.finish()
 
 
 if __name__ == "__main__":

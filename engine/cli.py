@@ -13,7 +13,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from engine import __version__, startup_gc
+from engine import __version__, collector
 from engine.errors import AbortRequested, UserError
 
 EXIT_USER_ERROR = 2
@@ -195,7 +195,7 @@ def cmd_train(args: argparse.Namespace, kind: str = "train") -> int:
     from engine.lifecycle import JobContext
     from engine.train.workflow import run_eval, run_train
 
-    startup_gc.settle()  # after the imports (a Ray driver, too, lives as long as the run)
+    collector.settle()  # after the imports (a Ray driver, too, lives as long as the run)
     if kind == "eval" and cfg.train.do_predict:
         kind = "predict"
     if kind == "train":
@@ -219,7 +219,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     cfg = _load(args, "chat")
     from engine.infer.cli_chat import interactive_chat, single_query
 
-    startup_gc.settle()
+    collector.settle()
     media = {"images": args.image, "videos": args.video, "audios": args.audio}
     if any(media.values()) and args.query is None:
         from engine.errors import UserError
@@ -238,7 +238,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from engine.export import run_export
     from engine.lifecycle import JobContext
 
-    startup_gc.settle()  # with the collector on, the merged model's garbage is freed before the reload check
+    collector.settle()  # with the collector on, the merged model's garbage is freed before the reload check
     run_dir = _run_dir_of(args)
     if run_dir is None:
         result = run_export(cfg)
@@ -257,7 +257,7 @@ def cmd_api(args: argparse.Namespace) -> int:
     cfg = _load(args, "api")
     from engine.infer.server import serve
 
-    startup_gc.settle()
+    collector.settle()
     run_dir = _run_dir_of(args)
     serve(cfg, args.host, args.port, run_dir=str(run_dir) if run_dir else None, api_key=args.api_key or None)
     return 0
@@ -272,7 +272,7 @@ def cmd_rewards(args: argparse.Namespace) -> int:
     from engine.rewards.trial import format_table, try_rewards
     from engine.train.rl import check_rl
 
-    startup_gc.settle()
+    collector.settle()
     problems = check_rl(cfg)
     if problems:
         raise ConfigError(problems)
@@ -317,7 +317,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
 def cmd_expand(args: argparse.Namespace) -> int:
     from engine.models.block_expansion import expand_blocks
 
-    startup_gc.settle()
+    collector.settle()
     path = expand_blocks(args.model, args.output, args.num_expand, args.trust_remote_code)
     print(f"{path}\nTrain it with: model_name_or_path: {path}, finetuning_type: freeze, use_llama_pro: true, "
           f"freeze_trainable_layers: {args.num_expand}")
@@ -384,13 +384,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def entry() -> int:
     """The ``lf-engine`` and ``python -m engine`` entry point: :func:`main` with Python's cyclic collector paused
-    while the command imports its libraries (``engine.startup_gc``; the command settles it once its long-lived
+    while the command imports its libraries (``engine.collector``; the command settles it once its long-lived
     objects exist) and finished at its end, so that shutdown does not scan the whole heap again."""
-    startup_gc.pause()
+    collector.pause()
     try:
         return main()
     finally:
-        startup_gc.finish()  # shutdown then does not scan the heap again
+        collector.finish()  # shutdown then does not scan the heap again
 
 
 if __name__ == "__main__":

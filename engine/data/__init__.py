@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine import collector
 from engine.config.schema import packs_rows
 from engine.data.collator import PaddingCollator, build_collator
 from engine.data.converters import CONVERTERS, convert_rows
 from engine.data.errors import DatasetError
 from engine.data.examples import Examples, count_media, media_dataset_names
-from engine.data.loader import frozen_gc, load_examples, split_eval
+from engine.data.loader import load_examples, split_eval
 from engine.data.preview import preview_dataset
 from engine.data.readers import READERS, read_rows
 from engine.data.registry import DatasetSpec, list_datasets, load_dataset_info, register_dataset, resolve_dataset
@@ -125,7 +126,7 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
         hit = load_entry(key) if key and not data.overwrite_cache else None
         if hit is not None:
             return hit
-    with frozen_gc():
+    with collector.bulk_phase():
         bundle = _build(cfg, tokenizer, template, media)
     if cached is not None:
         _save_tokenized(bundle, cached)

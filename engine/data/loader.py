@@ -35,21 +35,6 @@ def quiet_gc() -> Iterator[None]:
             gc.enable()
 
 
-@contextmanager
-def frozen_gc() -> Iterator[None]:
-    """The objects alive before a bulk data job (modules, the tokenizer: a few hundred thousand) are left out of
-    the cyclic collector's full walks during it (``gc.freeze``), and put back after; nothing changes when the
-    process already froze its objects itself."""
-    if gc.get_freeze_count():
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-
-
 def split_names(names: str | list[str] | None) -> list[str]:
     """Dataset names from a comma-separated string (or a list)."""
     if not names:

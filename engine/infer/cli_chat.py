@@ -10,7 +10,7 @@ import sys
 import threading
 from typing import IO, Any
 
-from engine import startup_gc
+from engine import collector
 from engine.config import RunConfig
 from engine.infer.chat import ChatModel, Reply
 
@@ -63,7 +63,7 @@ def interactive_chat(cfg: RunConfig, system: str | None = None, *, chat_model: C
     """
     out = out or sys.stdout
     model = chat_model or ChatModel(cfg)
-    startup_gc.settle()  # the model lives as long as the conversation
+    collector.settle()  # the model lives as long as the conversation
     history: list[dict[str, str]] = []
     out.write(HELP + "\n")
     try:

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from engine import startup_gc
+from engine import collector
 from engine.config import RunConfig
 from engine.credentials import API_KEY_ENV, LF_API_KEY_ENV, api_key_from_env  # noqa: F401 (re-exported)
 from engine.infer.chat import ChatModel
@@ -404,7 +404,7 @@ def serve(cfg: RunConfig, host: str = "127.0.0.1", port: int = 8000, run_dir: st
     try:
         chat_model = chat_model or ChatModel(cfg)
         server = make_server(chat_model, host, port, api_key=api_key)
-        startup_gc.settle()  # the model and the libraries live as long as the server
+        collector.settle()  # the model and the libraries live as long as the server
     except BaseException as err:
         if folder is not None:
             folder.update(status="failed", ready=False, finished_at=time.time(), exit_code=1,

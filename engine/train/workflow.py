@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from engine import startup_gc
+from engine import collector
 from engine.checkpoints import checkpoint_problem, describe_torn, latest_complete, step_of
 from engine.config import RunConfig
 from engine.errors import UserError
@@ -170,7 +170,7 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
 
     phases.start()
     phases.mark("imports")
-    startup_gc.settle()  # the imported libraries are long-lived: later collections skip them
+    collector.settle()  # the imported libraries are long-lived: later collections skip them
     check_output_dir(cfg)
     check_launch(cfg)  # DeepSpeed config and N-D sizes against the world size, before the model loads
     resume = resolve_resume(cfg) if cfg.train.do_train else None
@@ -207,7 +207,7 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     phases.mark("trainer")
     metrics: dict[str, Any] = {}
     out = Path(cfg.train.output_dir)
-    startup_gc.settle()  # the model, data and trainer too, before the steps
+    collector.settle()  # the model, data and trainer too, before the steps
     if cfg.train.do_train:
         result = trainer.train(resume_from_checkpoint=resume)
         phases.mark("steps")  # the first step is its own phase (EventsCallback marks it)

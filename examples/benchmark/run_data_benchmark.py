@@ -31,22 +31,22 @@ from run_benchmark import build_reference_model_apart  # noqa: E402
 
 OURS = """
 import json, sys
-from engine import startup_gc
-startup_gc.pause()  # the engine command's process settings: the collector paused for the imports (lf-engine's entry),
+from engine import collector
+collector.pause()  # the engine command's process settings: the collector paused for the imports (lf-engine's entry),
 from engine.cli import _setup_logging
 _setup_logging(False)  # tokenizers' thread pool, logging
 from engine.config import build_config
 from engine.data import get_dataset
 from engine.models import load_tokenizer
 from engine.templates import get_template
-startup_gc.settle()  # as the train command does after its imports
+collector.settle()  # as the train command does after its imports
 cfg = build_config(json.loads(sys.argv[1]))
 tokenizer = load_tokenizer(cfg.model)
 template = get_template(cfg.model.template, tokenizer)
 template.fix_tokenizer(tokenizer)
 bundle = get_dataset(cfg, tokenizer, template)
 print("ROWS", len(bundle.train))
-startup_gc.finish()  # and as lf-engine's entry point ends
+collector.finish()  # and as lf-engine's entry point ends
 """
 
 THEIRS = """

@@ -1,4 +1,4 @@
-"""Python's cyclic garbage collector during a command's start-up, and for the long-lived objects it leaves behind.
+"""Python's cyclic garbage collector during a command's start-up, its bulk data phase, and for the long-lived objects.
 
 Importing torch, transformers, PEFT and the Trainer creates some 500,000 Python objects that live as long as the
 process. The collector scans every tracked object on each full collection, and imports trigger full collections
@@ -16,14 +16,22 @@ afterwards, cycles created afterwards are collected as usual, and shutdown no lo
 (:func:`finish`, the entry point's last step, collects the command's own cycles and freezes the rest first).
 Forked data workers inherit the frozen objects without the collector touching (and copying) their pages.
 
-Only a process whose entry point called :func:`pause` is changed: code that calls ``engine.cli.main`` in a process of
-its own (tests, notebooks) keeps its collector as it was. ``LF_PAUSE_GC=0`` leaves the collector alone entirely.
+Loading and tokenizing a dataset (:func:`bulk_phase`) makes millions of short-lived containers, and the collector's
+full walks over everything alive before it (the tokenizer and model a command loaded after its imports) cost seconds
+on a large dataset: in a command, that phase settles first, so those objects stay frozen; elsewhere it freezes them
+for the phase and puts them back after.
+
+Only a process whose entry point called :func:`pause` is changed for good: code that calls ``engine.cli.main`` in a
+process of its own (tests, notebooks) keeps its collector as it was. ``LF_PAUSE_GC=0`` leaves the collector alone
+entirely.
 """
 
 from __future__ import annotations
 
 import gc
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 _STATE = {"managed": False, "paused": False}
 
@@ -59,3 +67,34 @@ def finish() -> None:
     if not _STATE["paused"]:
         gc.collect()  # only what was created since the last settle: the frozen objects are not scanned
     gc.freeze()
+
+
+@contextmanager
+def bulk_phase() -> Iterator[None]:
+    """Around loading and tokenizing a dataset, which makes millions of short-lived containers and no reference
+    cycles of its own: no automatic collection during it (before, 2,150 young and 18 full collections took 1.7 s
+    of a 21.5 s run over 100,000 rows), one collection of what it left after, and the objects alive before it
+    skipped by that one.
+
+    In a command (after :func:`pause`) the objects alive before are long-lived, so they are frozen for good
+    (:func:`settle`). Elsewhere they are frozen for the phase and put back after (``gc.unfreeze``), unless the
+    process froze objects itself; and nothing is changed with ``LF_PAUSE_GC=0``."""
+    if os.environ.get("LF_PAUSE_GC", "1") == "0":
+        yield
+        return
+    thaw = False
+    if _STATE["managed"]:
+        settle()
+    elif not gc.get_freeze_count():
+        gc.freeze()
+        thaw = True
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+        gc.collect()  # whatever cycles the phase left: the frozen objects are not scanned
+        if thaw:
+            gc.unfreeze()

@@ -1,5 +1,6 @@
-"""The cyclic collector during a command's start-up (engine.startup_gc): paused for the imports by the entry points,
-frozen and back on once the long-lived objects exist; untouched in a process that did not pause it (this one)."""
+"""The cyclic collector during a command's start-up (engine.collector): paused for the imports by the entry points,
+frozen and back on once the long-lived objects exist; untouched in a process that did not pause it (this one);
+and around the bulk data phase, paused with what was alive before it frozen."""
 
 import gc
 import json
@@ -8,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from engine import startup_gc
+from engine import collector
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -25,15 +26,15 @@ def run_python(code: str, **env: str) -> dict:
 def test_pause_settle_and_finish_in_a_process_of_their_own():
     code = """
 import gc, json
-from engine import startup_gc
-states = [startup_gc.pause(), gc.isenabled(), gc.get_freeze_count()]
+from engine import collector
+states = [collector.pause(), gc.isenabled(), gc.get_freeze_count()]
 import json.decoder, email.parser  # objects made while paused
-startup_gc.settle()
+collector.settle()
 states += [gc.isenabled(), gc.get_freeze_count()]
 junk = [object() for _ in range(10)]
-startup_gc.settle()  # a second settle freezes what was made since
+collector.settle()  # a second settle freezes what was made since
 states += [gc.isenabled(), gc.get_freeze_count()]
-startup_gc.finish()
+collector.finish()
 states += [gc.get_freeze_count()]
 print("RESULT " + json.dumps(states))
 """
@@ -47,9 +48,9 @@ print("RESULT " + json.dumps(states))
 def test_opting_out_leaves_the_collector_alone():
     code = """
 import gc, json
-from engine import startup_gc
-states = [startup_gc.pause(), gc.isenabled()]
-startup_gc.settle(); startup_gc.finish()
+from engine import collector
+states = [collector.pause(), gc.isenabled()]
+collector.settle(); collector.finish()
 print("RESULT " + json.dumps(states + [gc.isenabled(), gc.get_freeze_count()]))
 """
     assert run_python(code, LF_PAUSE_GC="0") == [False, True, True, 0]
@@ -58,23 +59,51 @@ print("RESULT " + json.dumps(states + [gc.isenabled(), gc.get_freeze_count()]))
 def test_settle_and_finish_do_nothing_where_the_entry_point_did_not_pause():
     # this pytest process (like a notebook calling engine.cli.main) keeps its collector as it was
     enabled, frozen = gc.isenabled(), gc.get_freeze_count()
-    startup_gc.settle()
-    startup_gc.finish()
+    collector.settle()
+    collector.finish()
     assert gc.isenabled() == enabled and gc.get_freeze_count() == frozen
+
+
+def test_the_bulk_data_phase_pauses_collection_and_leaves_this_process_as_it_was():
+    enabled, frozen = gc.isenabled(), gc.get_freeze_count()
+    assert frozen == 0  # pytest's process froze nothing
+    with collector.bulk_phase():
+        inside = gc.isenabled(), gc.get_freeze_count()
+    assert inside[0] is False and inside[1] > 1000  # the modules, this test's objects: out of every walk
+    assert gc.isenabled() == enabled and gc.get_freeze_count() == 0  # put back
+
+
+def test_the_bulk_data_phase_in_a_command_keeps_what_it_froze():
+    code = """
+import gc, json
+from engine import collector
+collector.pause(); collector.settle()
+before = gc.get_freeze_count()
+tokenizer_like = [[i] for i in range(5000)]  # made after the imports settled: a tokenizer, a model
+with collector.bulk_phase():
+    inside = [gc.isenabled(), gc.get_freeze_count()]
+print("RESULT " + json.dumps([before] + inside + [gc.isenabled(), gc.get_freeze_count()]))
+"""
+    before, enabled_inside, frozen_inside, enabled_after, frozen_after = run_python(code)
+    assert enabled_inside is False and frozen_inside >= before + 5000
+    # long-lived in a command: kept frozen (less the few frozen temporaries freed since)
+    assert enabled_after is True and frozen_after >= before + 5000
+    plain = run_python(code, LF_PAUSE_GC="0")
+    assert plain[1:] == [True, 0, True, 0]
 
 
 TRAIN = f"""
 import gc, json, sys
-from engine import startup_gc
+from engine import collector
 full = []
 gc.callbacks.append(lambda phase, info: phase == "start" and info["generation"] == 2 and full.append(1))
 seen = []
-real_settle = startup_gc.settle
+real_settle = collector.settle
 def settle():
     before = gc.isenabled()
     real_settle()
     seen.append([before, gc.isenabled(), gc.get_freeze_count()])
-startup_gc.settle = settle
+collector.settle = settle
 sys.argv = ["lf-engine", "train", {str(EXAMPLES / "sft_lora_demo.yaml")!r}, "output_dir=" + sys.argv[1], "max_steps=2",
             "logging_steps=1", "save_strategy=no", "max_samples=16", {"dataset_dir=" + str(EXAMPLES / "data")!r}]
 from engine.cli import entry

@@ -220,11 +220,7 @@ def entry() -> int:
     gradio and the page load (``engine.collector``; settled before the server starts)."""
     from engine import collector
 
-    collector.pause()
-    try:
-        return main()
-    finally:
-        collector.finish()  # shutdown then does not scan the heap again
+    return collector.run_command(main)
 
 
 if __name__ == "__main__":

@@ -91,11 +91,7 @@ def entry() -> int:
     (``engine.collector``)."""
     from engine import collector
 
-    collector.pause()
-    try:
-        return main()
-    finally:
-        collector.finish()
+    return collector.run_command(main)
 
 
 if __name__ == "__main__":

@@ -386,11 +386,7 @@ def entry() -> int:
     """The ``lf-engine`` and ``python -m engine`` entry point: :func:`main` with Python's cyclic collector paused
     while the command imports its libraries (``engine.collector``; the command settles it once its long-lived
     objects exist) and finished at its end, so that shutdown does not scan the whole heap again."""
-    collector.pause()
-    try:
-        return main()
-    finally:
-        collector.finish()  # shutdown then does not scan the heap again
+    return collector.run_command(main)
 
 
 if __name__ == "__main__":

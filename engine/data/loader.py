@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import gc
 import itertools
 import logging
 import math
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from engine import collector
 from engine.data.converters import detect_format, iter_converted, new_tally, report_conversion
 from engine.data.errors import DatasetError
 from engine.data.examples import Examples, ExampleWriter, concat
@@ -21,18 +20,6 @@ from engine.data.registry import DatasetSpec, resolve_dataset
 logger = logging.getLogger(__name__)
 
 STAGES = ("pt", "sft", "rm", "dpo", "kto")
-
-
-@contextmanager
-def quiet_gc() -> Iterator[None]:
-    """No cyclic garbage collection while rows are converted (they form no reference cycles), restored after."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def split_names(names: str | list[str] | None) -> list[str]:
@@ -107,7 +94,7 @@ def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: 
     writer = ExampleWriter(name)
     read_as: list[int] = []  # with num_samples: the row number each example was read from
     try:
-        with quiet_gc():
+        with collector.paused():  # rows converted form no reference cycles
             for example in iter_converted(rows, spec, stage, tally):
                 example["_dataset"] = name
                 writer.add(example)

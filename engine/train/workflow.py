@@ -170,7 +170,6 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
 
     phases.start()
     phases.mark("imports")
-    collector.settle()  # the imported libraries are long-lived: later collections skip them
     check_output_dir(cfg)
     check_launch(cfg)  # DeepSpeed config and N-D sizes against the world size, before the model loads
     resume = resolve_resume(cfg) if cfg.train.do_train else None

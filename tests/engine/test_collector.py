@@ -15,8 +15,9 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 
 
-def run_python(code: str, **env: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300,
+def run_python(code: str, *args: str, **env: str) -> dict:
+    """Run ``code`` in a fresh interpreter; the JSON it prints after ``RESULT ``."""
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=REPO, timeout=600,
                          env={**os.environ, "PYTHONPATH": str(REPO), **env})
     assert out.returncode == 0, out.stderr[-3000:]
     line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")][-1]
@@ -113,14 +114,7 @@ print("RESULT " + json.dumps({{"code": code, "full": len(full), "seen": seen}}))
 
 
 def test_a_training_command_imports_with_the_collector_paused_and_trains_with_it_on(tmp_path):
-    def train(name: str, **env: str) -> dict:
-        out = subprocess.run([sys.executable, "-c", TRAIN, str(tmp_path / name)], capture_output=True, text=True,
-                             cwd=REPO, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO), **env})
-        assert out.returncode == 0, out.stderr[-3000:]
-        line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")][-1]
-        return json.loads(line[len("RESULT "):])
-
-    paused = train("paused")
+    paused = run_python(TRAIN, str(tmp_path / "paused"))
     assert paused["code"] == 0
     assert paused["seen"][0][0] is False  # the imports ran with the collector off
     assert all(enabled for _, enabled, _ in paused["seen"])  # and it is on for the steps
@@ -128,6 +122,6 @@ def test_a_training_command_imports_with_the_collector_paused_and_trains_with_it
     # full collections over the whole command: before, each scanned every imported object (8 on this command); now
     # the explicit ones (the data loader's, finish()'s) and those of the steps, over what was made since a settle
     assert paused["full"] <= 3
-    plain = train("plain", LF_PAUSE_GC="0")  # what the test would see without the pause
+    plain = run_python(TRAIN, str(tmp_path / "plain"), LF_PAUSE_GC="0")  # what the test would see without the pause
     assert plain["code"] == 0 and plain["seen"][-1][2] == 0
     assert plain["full"] > paused["full"] + 2

@@ -70,13 +70,49 @@ def test_prefetched_pieces_come_from_one_batch_with_the_same_ids(tokenizer, monk
     assert module._MEMO == {}  # forgotten after the block
 
 
+def test_prefetch_uses_the_offset_free_batch_call_and_falls_back_without_it(tokenizer, monkeypatch):
+    from engine.templates.text_ids import prefetched
+
+    expected = [tokenizer.encode(p, add_special_tokens=False) for p in PIECES]
+    backend = tokenizer._tokenizer
+    assert hasattr(backend, "encode_batch_fast")  # tokenizers >= 0.20 has it (pyproject asks >= 0.21)
+    used = []
+
+    class Older:  # a backend without encode_batch_fast
+        def encode_batch(self, texts, **kwargs):
+            used.append("encode_batch")
+            return backend.encode_batch(texts, **kwargs)
+
+        def __getattr__(self, name):
+            if name == "encode_batch_fast":
+                raise AttributeError(name)
+            return getattr(backend, name)
+
+    class Newer(Older):
+        def encode_batch_fast(self, texts, **kwargs):
+            used.append("encode_batch_fast")
+            return backend.encode_batch_fast(texts, **kwargs)
+
+    for spy, call in ((Newer(), "encode_batch_fast"), (Older(), "encode_batch")):
+        monkeypatch.setattr(tokenizer, "_tokenizer", spy)
+        with prefetched(tokenizer, PIECES):
+            assert [text_ids(tokenizer, p) for p in PIECES] == expected
+        assert used[-1] == call
+
+
 class _Spy:
+    """Counts the backend's batched calls (the offset-free ``encode_batch_fast`` where the backend has it)."""
+
     def __init__(self, backend, batches):
         self._backend, self._batches = backend, batches
 
     def encode_batch(self, texts, **kwargs):
         self._batches.append(len(texts))
         return self._backend.encode_batch(texts, **kwargs)
+
+    def encode_batch_fast(self, texts, **kwargs):
+        self._batches.append(len(texts))
+        return self._backend.encode_batch_fast(texts, **kwargs)
 
     def __getattr__(self, name):
         return getattr(self._backend, name)

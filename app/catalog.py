@@ -146,7 +146,11 @@ def preflight(cfg: Any, command: str) -> list[str]:
     except EngineMissing as err:
         logger.warning("%s", err)
         return []
-    return list(check(cfg, command, interactive=False))  # the board's jobs have no terminal to ask on
+    # the board's jobs have no terminal to ask on; the devices come from the environment report (a subprocess), so
+    # that checking a config never imports torch or transformers into the board (the job checks again at its start)
+    report, _ = ENVIRONMENT.get()
+    device = {"type": report.get("accelerator"), "label": report.get("accelerator_label") or ""} if report else {}
+    return list(check(cfg, command, interactive=False, device=device))
 
 
 class EnvironmentReport:

@@ -165,3 +165,14 @@ def remove_torn(folder: str | Path) -> list[str]:
         logger.warning("Removed the incomplete %s (%s).", path.name, problem)
         removed.append(path.name)
     return removed
+
+
+def trained_template(path: str) -> str | None:
+    """The ``template`` an adapter (or model) folder was trained with, from the lf_config.yaml saved beside it."""
+    import yaml
+
+    try:
+        saved = yaml.safe_load((Path(path).expanduser() / "lf_config.yaml").read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    return saved.get("template") if isinstance(saved, dict) else None

@@ -270,7 +270,7 @@ def cmd_rewards(args: argparse.Namespace) -> int:
 
     cfg = _load(args, "chat")
     from engine.rewards.trial import format_table, try_rewards
-    from engine.train.rl import check_rl
+    from engine.train.rl_checks import check_rl
 
     collector.settle()
     problems = check_rl(cfg)
@@ -288,7 +288,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(f"OK: {args.config} is valid for `{args.purpose}` (stage {cfg.finetuning.stage}, "
           f"{cfg.finetuning.finetuning_type}, model {cfg.model.model_name_or_path}).")
     if args.purpose == "train":
-        from engine.train.workflow import describe_resume
+        from engine.train.output_dir import describe_resume
 
         resume = describe_resume(cfg)
         if resume:

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from engine.attention_choice import choose_attention
 from engine.errors import ModelError
 
 logger = logging.getLogger(__name__)
@@ -52,9 +53,6 @@ REPORTED_PACKAGES = (
     "transformers", "peft", "trl", "accelerate", "datasets", "tokenizers", "safetensors", "gradio",
     "deepspeed", "bitsandbytes", "liger-kernel", "flash-attn", "vllm", "torch-npu", "torch-supa",
 )
-
-_FLASH_ATTENTION_DEVICES = ("cuda", "npu")
-
 
 @dataclass(frozen=True)
 class Accelerator:
@@ -398,48 +396,19 @@ def make_event(enable_timing: bool = True) -> Any:
 # Kernels and processes
 
 
-_ATTENTION_ALIASES = {
-    "auto": "auto", "": "auto", "none": "auto",
-    "sdpa": "sdpa", "eager": "eager", "disabled": "eager",
-    "fa2": "flash_attention_2", "flash_attention_2": "flash_attention_2",
-    "fa3": "flash_attention_3", "flash_attention_3": "flash_attention_3",
-}
-
-
 def pick_attention(requested: str | None = "auto") -> str:
     """The attention implementation to load a model with.
 
     ``auto`` becomes ``sdpa`` (torch's fused attention, safe on every device; on SUPA it is pinned, since no
-    FlashAttention build exists there). FlashAttention is honoured only where it can run.
+    FlashAttention build exists there). FlashAttention is honoured only where it can run
+    (:func:`engine.attention_choice.choose_attention` on this process's accelerator).
 
     Raises:
-        ValueError: Unknown name, or FlashAttention requested where the package or the device is missing.
+        ModelError: Unknown name, or FlashAttention requested where the package or the device is missing.
     """
-    key = str(requested or "auto").strip().lower()
-    if key not in _ATTENTION_ALIASES:
-        raise ModelError(f"Unknown attention `{requested}`; use auto, sdpa, eager, flash_attention_2 or "
-                         "flash_attention_3.")
-    choice = _ATTENTION_ALIASES[key]
     acc = get_accelerator()
-    if choice == "auto":
-        return "sdpa"
-    if not choice.startswith("flash_attention"):
-        return choice
-    if acc.type == "supa":
-        raise ModelError(f"`{choice}` is not available on Biren SUPA (no FlashAttention build exists there); "
-                         "use `flash_attn: sdpa` or `auto`.")
-    if acc.type not in _FLASH_ATTENTION_DEVICES:
-        raise ModelError(f"`{choice}` needs an NVIDIA GPU (or an Ascend NPU), not {acc.label}; use "
-                         "`flash_attn: sdpa` or `auto`.")
-    if acc.type == "cuda":
-        package = "flash_attn" if choice == "flash_attention_2" else "flash_attn_interface"
-        if importlib.util.find_spec(package) is None:
-            pip_name = "flash-attn" if choice == "flash_attention_2" else "flash-attn-3 (flash_attn_interface)"
-            raise ModelError(f"`{choice}` needs the `{package}` package, which is not installed; install "
-                             f"{pip_name} or use `flash_attn: sdpa`.")
-    elif choice == "flash_attention_3":
-        raise ModelError("`flash_attention_3` is not available on Ascend NPUs; use `flash_attention_2` or `sdpa`.")
-    return choice
+    return choose_attention(requested, acc.type, acc.label,
+                            package_found=lambda name: importlib.util.find_spec(name) is not None)
 
 
 def check_kernel_booster(name: str) -> bool:
@@ -510,6 +479,7 @@ def environment_report() -> dict[str, Any]:
         "python": platform.python_version(),
         "torch": f"{torch.__version__} ({acc.label})",
         "accelerator": acc.type,
+        "accelerator_label": acc.label,
         "packages": {name: v for name in REPORTED_PACKAGES if (v := _version(name))},
     }
     devices = []

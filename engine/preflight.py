@@ -21,30 +21,36 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 BYTES_PER_DTYPE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8": 1}
 
 
-def check(cfg: RunConfig, command: str = "train", *, interactive: bool | None = None) -> list[str]:
+def check(cfg: RunConfig, command: str = "train", *, interactive: bool | None = None,
+          device: dict | None = None) -> list[str]:
     """Every problem found in the config for ``command`` (train, eval, export, chat, api). ``interactive``: whether
     the job will have a terminal to ask on (a tracker's login); by default whether this process has one. The board
-    says False: its jobs run in the background."""
+    says False: its jobs run in the background.
+
+    ``device``: the accelerator the job will use, as ``{"type": "cuda", "label": "CUDA"}`` (None for the type: not
+    known yet), for a process that must not import torch (the board, whose environment report comes from a
+    subprocess). The device checks then judge the attention choice from those facts and leave what needs torch on
+    the device itself (quantization, the inference dtype) to the job's own pre-flight check when it starts."""
     problems: list[str] = []
     problems += _check_model(cfg)
     problems += _check_template(cfg)
-    problems += _check_device(cfg, command)
+    problems += _check_device(cfg, command) if device is None else _check_device_facts(cfg, device)
     if command in ("train", "eval"):
         problems += _check_data(cfg, command)
         from engine.multimodal.checks import check_media
 
         problems += check_media(cfg)
         problems += _check_output(cfg, command)
-        problems += _check_precision(cfg)
+        problems += _check_precision(cfg, device)
     if command == "train":
         problems += _check_deepspeed(cfg)
         problems += _check_schedule(cfg)
         problems += _check_trackers(cfg, interactive)
-        from engine.train.rl import check_rl
+        from engine.train.rl_checks import check_rl
 
         problems += check_rl(cfg)
     if command == "export":
-        from engine.export import check_export
+        from engine.export_checks import check_export
 
         named = {_subject(p) for p in problems}
         problems += [p for p in check_export(cfg) if _subject(p) not in named]
@@ -165,7 +171,7 @@ def _check_model(cfg: RunConfig) -> list[str]:
 
 
 def _warn_template_change(cfg: RunConfig, adapter: str) -> None:
-    from engine.models.adapters import trained_template
+    from engine.checkpoints import trained_template
 
     trained = trained_template(adapter)
     if trained and trained != (cfg.model.template or None):
@@ -195,6 +201,21 @@ def _check_device(cfg: RunConfig, command: str) -> list[str]:
         except UserError as err:
             problems.append(f"`infer_dtype: {cfg.model.infer_dtype}`: {err}")
     return problems
+
+
+def _check_device_facts(cfg: RunConfig, device: dict) -> list[str]:
+    """:func:`_check_device`'s attention check from the accelerator's facts alone (no torch import)."""
+    import importlib.util
+
+    from engine.attention_choice import choose_attention
+    from engine.errors import UserError
+
+    try:
+        choose_attention(cfg.model.attn_implementation or cfg.model.flash_attn, device.get("type"),
+                         device.get("label") or "", package_found=lambda name: importlib.util.find_spec(name) is not None)
+    except UserError as err:
+        return [str(err)]
+    return []
 
 
 def _check_template(cfg: RunConfig) -> list[str]:
@@ -250,7 +271,7 @@ def _check_data(cfg: RunConfig, command: str) -> list[str]:
 
 def _check_output(cfg: RunConfig, command: str) -> list[str]:
     from engine.errors import UserError
-    from engine.train.workflow import check_output_dir, resolve_resume
+    from engine.train.output_dir import check_output_dir, resolve_resume
 
     problems = []
     out = Path(cfg.train.output_dir).expanduser()
@@ -271,14 +292,19 @@ def _check_output(cfg: RunConfig, command: str) -> list[str]:
     return problems
 
 
-def _check_precision(cfg: RunConfig) -> list[str]:
-    from engine import devices
-
+def _check_precision(cfg: RunConfig, device: dict | None = None) -> list[str]:
+    """bf16/fp16 against the device: this process's, or (``device``, see :func:`check`) the facts of the one the job
+    will use, where bfloat16 support is left to the job's own check."""
     problems = []
-    acc = devices.get_accelerator()
-    if (cfg.train.bf16 or cfg.train.pure_bf16) and not devices.is_bf16_supported():
-        problems.append(f"`bf16` is set but {acc.type} has no bfloat16 support here; use `fp16` or neither.")
-    if cfg.train.fp16 and acc.type == "cpu":
+    if device is None:
+        from engine import devices
+
+        device_type = devices.get_accelerator().type
+        if (cfg.train.bf16 or cfg.train.pure_bf16) and not devices.is_bf16_supported():
+            problems.append(f"`bf16` is set but {device_type} has no bfloat16 support here; use `fp16` or neither.")
+    else:
+        device_type = device.get("type")
+    if cfg.train.fp16 and device_type == "cpu":
         problems.append("`fp16: true` does not work on the CPU; remove it (use `bf16: true` or full precision).")
     return problems
 

@@ -90,13 +90,14 @@ def check_text(mapping: dict[str, Any], strategy: str, nproc: int, lang: str) ->
 
 def prepare(mapping: dict[str, Any], strategy: str, nproc: int, lang: str
             ) -> tuple[dict[str, Any], dict[str, Any] | None, str | None]:
-    """(mapping with the strategy's keys, launch record for run.json, refusal text or None)."""
-    from engine import devices
-    from engine.train.parallel.plan import launch_keys
-
+    """(mapping with the strategy's keys, launch record for run.json, refusal text or None). A single-process run
+    needs nothing from here, and the board then imports nothing of torch's."""
     strategy, nproc = strategy or "single", int(nproc or 1)
     if strategy == "single" and nproc == 1:
         return mapping, None, None
+    from engine import devices
+    from engine.train.parallel.plan import launch_keys
+
     _cfg, plan, problems = _plan(mapping, strategy, nproc)
     if plan is None:
         return mapping, None, None  # the ordinary validation reports the config problems

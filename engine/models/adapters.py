@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from engine.checkpoints import trained_template
 from engine.errors import ModelError
 from engine.models.registry import ModelFamily
 
@@ -206,17 +207,6 @@ def _adapter_config(path: str) -> dict[str, Any]:
 def _adapter_base(path: str) -> str:
     """The base model an adapter was trained on, as its adapter_config.json records it ("" if unknown)."""
     return str(_adapter_config(path).get("base_model_name_or_path") or "")
-
-
-def trained_template(path: str) -> str | None:
-    """The ``template`` an adapter (or model) folder was trained with, from the lf_config.yaml saved beside it."""
-    import yaml
-
-    try:
-        saved = yaml.safe_load((Path(path).expanduser() / "lf_config.yaml").read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        return None
-    return saved.get("template") if isinstance(saved, dict) else None
 
 
 def _check_token_rows(model: nn.Module, path: str) -> None:

@@ -14,124 +14,31 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 from engine.config import RunConfig
 from engine.errors import UserError
 from engine.train.arguments import build_args
+from engine.train.rl_checks import (  # noqa: F401 - re-exported: the stage's checks live apart, torch-free
+    PPO_WAY,
+    RL_STAGES,
+    check_reward_model,
+    check_rl,
+    check_stage,
+    ppo_refusal,
+    ppo_trainer_available,
+    refuse_ppo,
+)
 
 logger = logging.getLogger(__name__)
 
-RL_STAGES = ("grpo", "rloo")
 COMPLETIONS_FILE = "completions.jsonl"
 SAMPLE_ROWS = 16
 """Completions written per sample (whole prompt groups first)."""
-PPO_WAY = (
-    "Run the same idea with `stage: grpo` (or `stage: rloo`) and `reward_model: <output_dir of your rm run>`: the "
-    "policy samples completions, the reward model scores them and `beta` (the KL term) keeps the policy near its "
-    "start. The ppo_* keys have no equivalent; num_generations, max_completion_length and temperature set the "
-    "sampling."
-)
-
-
-def ppo_refusal() -> str:
-    """Why `stage: ppo` is refused, and the way to run the same idea here."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        trl = f"TRL {version('trl')}"
-    except PackageNotFoundError:
-        trl = "TRL (not installed)"
-    if ppo_trainer_available():
-        return f"`stage: ppo` is not supported by this engine (it drives TRL's GRPO and RLOO trainers). {PPO_WAY}"
-    return f"`stage: ppo` needs a PPO trainer, and {trl} has none, stable or experimental. {PPO_WAY}"
-
-
-def ppo_trainer_available() -> bool:
-    """Whether any importable TRL ships a PPO trainer (stable or experimental)."""
-    for name in ("trl.trainer.ppo_trainer", "trl.experimental.ppo"):
-        try:
-            if importlib.util.find_spec(name) is not None:
-                return True
-        except ModuleNotFoundError:
-            continue
-    return False
-
-
-# ------------------------------------------------------------------------------------------------ checks
-def check_rl(cfg: RunConfig) -> list[str]:
-    """Problems of an RL config, found without loading models or importing user reward files."""
-    from engine.rewards import check_rewards, reward_names
-
-    ft, tr = cfg.finetuning, cfg.train
-    if ft.stage == "ppo":
-        return [ppo_refusal()]
-    problems: list[str] = []
-    rl_only = {"reward_funcs": ft.reward_funcs, "reward_model": ft.reward_model, "reward_weights": ft.reward_weights}
-    if ft.stage not in RL_STAGES:
-        return [f"`{key}` applies to stages grpo and rloo (this config has `stage: {ft.stage}`); remove it."
-                for key, value in rl_only.items() if value]
-    if not reward_names(ft) and not ft.reward_model:
-        problems.append(f"`stage: {ft.stage}` needs rewards: set `reward_funcs` (e.g. `format, length`, or "
-                        "`path/to/file.py:function`) and/or `reward_model` (the output_dir of an rm run).")
-    problems += check_rewards(ft)
-    if ft.reward_model:
-        problems += _check_reward_model(ft.reward_model)
-    if ft.loss_type is not None and ft.stage == "rloo":
-        problems.append("`loss_type` selects a GRPO loss; `stage: rloo` has its own. Remove `loss_type`.")
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    batch = tr.per_device_train_batch_size * tr.gradient_accumulation_steps * world
-    if tr.do_train and batch % ft.num_generations:
-        problems.append(
-            f"`num_generations: {ft.num_generations}` completions are sampled per prompt, and one generation batch "
-            f"(per_device_train_batch_size {tr.per_device_train_batch_size} x gradient_accumulation_steps "
-            f"{tr.gradient_accumulation_steps}{f' x {world} processes' if world > 1 else ''} = {batch} completions) "
-            f"must hold whole groups: make it a multiple of {ft.num_generations} (or lower num_generations).")
-    if tr.do_train and ft.finetuning_type == "freeze":
-        logger.info("GRPO/RLOO with freeze tuning trains the last %s layers.", ft.freeze_trainable_layers)
-    return problems
-
-
-def _check_reward_model(path: str) -> list[str]:
-    folder = Path(path).expanduser()
-    if not folder.is_dir():
-        return [f"`reward_model: {path}` does not exist; give the output_dir of a finished `stage: rm` run."]
-    if (folder / "adapter_config.json").is_file():
-        config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
-        if config.get("task_type") not in (None, "SEQ_CLS"):
-            return [f"`reward_model: {path}` holds a {config.get('task_type')} adapter, not a reward model; give the "
-                    "output_dir of a `stage: rm` run."]
-        return []
-    config_file = folder / "config.json"
-    if not config_file.is_file():
-        return [f"`reward_model: {path}` holds no model (no adapter_config.json or config.json); give the "
-                "output_dir of a finished `stage: rm` run."]
-    architectures = json.loads(config_file.read_text(encoding="utf-8")).get("architectures") or []
-    if architectures and not any(a.endswith("ForSequenceClassification") for a in architectures):
-        return [f"`reward_model: {path}` is a {architectures[0]}, not a reward model (a scalar-head "
-                "...ForSequenceClassification); train one with `stage: rm` and give its output_dir."]
-    return []
-
-
-def check_stage(cfg: RunConfig) -> None:
-    """Refuse an RL config (or ppo) before any model loads; does nothing for other stages."""
-    if cfg.finetuning.stage in RL_STAGES + ("ppo",) or cfg.finetuning.reward_funcs or cfg.finetuning.reward_model:
-        problems = check_rl(cfg)
-        if problems:
-            raise UserError("\n".join(problems) if len(problems) == 1 else
-                            f"{len(problems)} problems:\n" + "\n".join(f"  - {p}" for p in problems))
-
-
-def refuse_ppo(*args: Any, **kwargs: Any) -> Any:
-    raise UserError(ppo_refusal())
-
-
 # ------------------------------------------------------------------------------------------------ data
 def prompt_columns(examples: list[dict], tokenizer: Any, template: Any, cutoff_len: int,
                    ) -> tuple[dict[str, list], dict[str, int]]:
@@ -196,7 +103,7 @@ def load_reward_model(cfg: RunConfig, template: Any) -> Any:
     from engine.models import load_model, load_tokenizer
 
     folder = Path(cfg.finetuning.reward_model).expanduser()
-    problems = _check_reward_model(str(folder))
+    problems = check_reward_model(str(folder))
     if problems:
         raise UserError(problems[0])
     saved = load_config(folder / "lf_config.yaml") if (folder / "lf_config.yaml").is_file() else None

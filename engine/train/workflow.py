@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from engine import collector
-from engine.checkpoints import checkpoint_problem, describe_torn, latest_complete, step_of
 from engine.config import RunConfig
 from engine.errors import UserError
 from engine.lifecycle import JobContext
 from engine.runs import package_versions
 from engine.train import phases, preference, rl, sft
+from engine.train.output_dir import OUTPUT_MARKERS, check_output_dir, describe_resume, resolve_resume  # noqa: F401
 
 logger = logging.getLogger(__name__)
 
@@ -29,77 +29,6 @@ STAGES = {
     "rloo": rl.build_rloo_trainer,
     "ppo": rl.refuse_ppo,
 }
-
-OUTPUT_MARKERS = ("adapter_config.json", "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
-
-
-def check_output_dir(cfg: RunConfig) -> None:
-    """Refuse to silently mix a new run into an old one's outputs."""
-    out = Path(cfg.train.output_dir)
-    if not out.is_dir() or cfg.train.overwrite_output_dir or cfg.train.resume_from_checkpoint:
-        return
-    old = sorted(p.name for p in out.iterdir() if p.name.startswith("checkpoint-") or p.name in OUTPUT_MARKERS)
-    if old and cfg.train.do_train:
-        raise UserError(
-            f"output_dir `{out}` already holds a trained run ({', '.join(old[:3])}). Choose a new output_dir, "
-            "set `resume_from_checkpoint: true` to continue it, or `overwrite_output_dir: true` to replace it."
-        )
-
-
-_NOTED: set[str] = set()
-
-
-def resolve_resume(cfg: RunConfig) -> str | bool | None:
-    """The checkpoint to resume from: the latest *complete* one for ``true`` (torn ones are named and skipped)."""
-    value = cfg.train.resume_from_checkpoint
-    if value is None or str(value).lower() in ("false", "no", ""):
-        return None
-    out = Path(cfg.train.output_dir)
-    if str(value).lower() in ("true", "yes", "last"):
-        latest, skipped = latest_complete(out)
-        if latest is None and skipped:
-            raise UserError(f"`resume_from_checkpoint: true` but no checkpoint in `{out}` is complete "
-                            f"({describe_torn(skipped)}); remove `resume_from_checkpoint` to start over, or delete "
-                            "the incomplete folders.")
-        if latest is None:
-            raise UserError(f"`resume_from_checkpoint: true` but `{out}` holds no checkpoint-* folder yet; remove "
-                            "`resume_from_checkpoint` to start a new run, or set `output_dir` to the run to continue.")
-        note = f"Skipping the incomplete {describe_torn(skipped)}; resuming from {latest.name}."
-        if skipped and note not in _NOTED:
-            _NOTED.add(note)  # the pre-flight check and the run itself both resolve it: say it once
-            logger.warning(note)
-        return str(latest)
-    folder = Path(value).expanduser()
-    if not folder.is_dir():
-        raise UserError(f"`resume_from_checkpoint: {value}` does not exist; give a checkpoint folder or `true`.")
-    if not (folder / "trainer_state.json").is_file() and step_of(folder) is None:
-        inside, _ = latest_complete(folder)
-        hint = f" Did you mean `{inside}`?" if inside else ""
-        raise UserError(f"`resume_from_checkpoint: {value}` is not a checkpoint (it has no trainer_state.json); give "
-                        f"a checkpoint-N folder saved by a run, or `true` for the latest one in output_dir.{hint}")
-    problem = checkpoint_problem(folder)
-    if problem:
-        latest, _ = latest_complete(folder.parent)
-        hint = f" The latest complete one is `{latest}`." if latest else ""
-        raise UserError(f"`resume_from_checkpoint: {value}` is incomplete ({problem}); it cannot be resumed from.{hint}")
-    return str(folder)
-
-
-def describe_resume(cfg: RunConfig) -> str | None:
-    """One line for `lf-engine check`: which checkpoint a resume starts from and which torn ones it skips."""
-    try:
-        resume = resolve_resume(cfg) if cfg.train.do_train else None
-    except UserError:
-        return None  # reported as a problem by the pre-flight check
-    if not resume:
-        return None
-    line = f"Resumes from {resume}"
-    if str(cfg.train.resume_from_checkpoint).lower() in ("true", "yes", "last"):
-        _, skipped = latest_complete(cfg.train.output_dir)
-        if skipped:
-            line += f", skipping the incomplete {describe_torn(skipped)}"
-    return line + "."
-
 
 def _save_processor_files(cfg: RunConfig, out: Path) -> None:
     """A vision-language model's processor files beside the trained weights, so the output folder (a full or

@@ -95,3 +95,45 @@ def test_finished_runs_checkpoints_are_remembered_until_the_folder_changes(board
     os.utime(run, ns=(0, 1))  # a different mtime even on a coarse clock
     assert history.checkpoints(board.jobs.runs_dir) == [("old / checkpoint-2", str(ckpt))]
     assert globbed == [run]
+
+
+def test_checking_a_form_and_starting_a_single_process_run_import_no_torch_or_transformers(tmp_path):
+    """The Train tab checks the form on every change (the engine's pre-flight checks) and prepares the launch on
+    Start, and the Evaluate, Chat and Export tabs check theirs; none may pull torch, transformers or PEFT into the
+    board (they once did: +350 MB for every session).
+    The device facts come from the environment report; with them the device checks still refuse what cannot run."""
+    code = f"""
+import json, sys
+import yaml
+from app import catalog, forms
+from app.tabs import strategy
+catalog.ENVIRONMENT.start = lambda: None  # the report is collected in a subprocess; here it is given
+mapping = yaml.safe_load(open({str(REPO_ROOT / "examples" / "sft_lora_demo.yaml")!r}))
+mapping.update(dataset_dir={str(REPO_ROOT / "examples" / "data")!r}, output_dir={str(tmp_path / "out")!r})
+result = {{}}
+result["unknown"] = forms.validate(mapping, "train").problems  # report not collected yet
+catalog.ENVIRONMENT._report = {{"accelerator": "cpu", "accelerator_label": "CPU"}}
+result["cpu"] = forms.validate(mapping, "train").problems
+result["eval"] = forms.validate(mapping, "eval").problems
+result["prepared"] = strategy.prepare(mapping, "single", 1, "en")[1:]
+result["fa2"] = forms.validate({{**mapping, "flash_attn": "fa2", "fp16": True}}, "train").problems
+adapter = {str(tmp_path / "adapter")!r}
+import pathlib
+pathlib.Path(adapter).mkdir()
+pathlib.Path(adapter, "adapter_config.json").write_text("{{}}")
+pathlib.Path(adapter, "adapter_model.safetensors").write_bytes((2).to_bytes(8, "little") + b"{{}}")
+pathlib.Path(adapter, "lf_config.yaml").write_text("template: chatml")
+served = {{"model_name_or_path": "demo", "template": "chatml", "adapter_name_or_path": adapter,
+          "finetuning_type": "lora"}}
+result["api"] = forms.validate(served, "api").problems
+result["export"] = forms.validate({{**served, "export_dir": {str(tmp_path / "exported")!r}}}, "export").problems
+result["heavy"] = [m for m in {HEAVY + ("bitsandbytes",)!r} if m in sys.modules]
+print(json.dumps(result))
+"""
+    found = run_python(code, tmp_path)
+    assert found["heavy"] == []
+    assert found["unknown"] == [] and found["cpu"] == [] and found["eval"] == []
+    assert found["prepared"] == [None, None]
+    assert found["api"] == [] and found["export"] == []
+    assert any("flash_attention_2" in p and "NVIDIA GPU" in p for p in found["fa2"])
+    assert any("fp16: true" in p and "CPU" in p for p in found["fa2"])

@@ -1,0 +1,103 @@
+"""What stops an export, found before anything loads (the export folder, the adapters, unsupported keys).
+
+Kept apart from :mod:`engine.export` (which imports torch) so that the pre-flight checks can run in a process that
+must stay light: the board checks every config without loading the ML stack.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from engine.config import RunConfig
+from engine.runs import CONFIG_FILE, EVENTS_FILE, LOG_FILE, RUN_FILE
+
+INFO_FILE = "export_info.json"
+CONFIG_NAME = "export_config.yaml"
+RUN_FOLDER_FILES = {CONFIG_FILE, RUN_FILE, EVENTS_FILE, LOG_FILE}
+"""Run-folder files left alone when the run folder and the export folder are the same."""
+
+
+def _adapters(cfg: RunConfig) -> list[str]:
+    return [a.strip() for a in (cfg.model.adapter_name_or_path or "").split(",") if a.strip()]
+
+
+def previous_export_files(export_dir: Path) -> list[Path] | None:
+    """The files of an earlier export in ``export_dir`` (its info file lists them), or None if it holds none."""
+    info_path = export_dir / INFO_FILE
+    if not info_path.is_file():
+        return None
+    try:
+        info = json.loads(info_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    names = {str(name) for name in info.get("files", [])} | {INFO_FILE, CONFIG_NAME}
+    return [export_dir / name for name in sorted(names) if "/" not in name and name not in RUN_FOLDER_FILES]
+
+
+def check_export(cfg: RunConfig) -> list[str]:
+    """Every problem that stops an export, each naming the fix (empty when all is well).
+
+    Args:
+        cfg: The run config.
+
+    Returns:
+        The problems found.
+    """
+    ex = cfg.export
+    problems = []
+    if not ex.export_dir:
+        problems.append("`export_dir` is not set: name the folder the merged model should be written to.")
+    if ex.export_quantization_bit:
+        problems.append(
+            f"`export_quantization_bit: {ex.export_quantization_bit}` is not supported: quantized export needs a "
+            "quantization backend this engine does not ship; remove the key (export in float16/bfloat16 with "
+            "`infer_dtype`) and quantize the exported folder with a dedicated tool."
+        )
+    if ex.export_legacy_format:
+        problems.append(
+            "`export_legacy_format: true` asks for .bin weights, but transformers 5 writes safetensors only; "
+            "remove the key (every current loader reads safetensors)."
+        )
+    if ex.export_hub_model_id:
+        problems.append("`export_hub_model_id` is not supported (no uploads from the engine); remove it and "
+                        "upload the exported folder with `huggingface-cli upload`.")
+    if not cfg.model.model_name_or_path:
+        problems.append("`model_name_or_path` is empty: name the base model the adapters were trained on.")
+    for adapter in _adapters(cfg):
+        path = Path(adapter).expanduser()
+        if not path.is_dir():
+            problems.append(f"`adapter_name_or_path: {adapter}` does not exist; give the folder of a trained adapter "
+                            "(the output_dir of a LoRA run).")
+        elif not (path / "adapter_config.json").is_file():
+            problems.append(f"`adapter_name_or_path: {adapter}` has no adapter_config.json; is it a LoRA adapter "
+                            "folder (or a checkpoint folder inside one)?")
+    if ex.export_dir:
+        problems += _check_export_dir(Path(ex.export_dir).expanduser(), cfg)
+    return problems
+
+
+def _check_export_dir(export_dir: Path, cfg: RunConfig) -> list[str]:
+    if export_dir.exists() and not export_dir.is_dir():
+        return [f"`export_dir: {export_dir}` is a file; give a folder."]
+    if not export_dir.is_dir():
+        return []
+    base = Path(cfg.model.model_name_or_path).expanduser()
+    sources = [base, *(Path(a).expanduser() for a in _adapters(cfg))]
+    for source in sources:
+        if source.exists() and source.resolve() == export_dir.resolve():
+            return [f"`export_dir: {export_dir}` is also the model or adapter being exported; choose a new folder."]
+    present = {p.name for p in export_dir.iterdir()} - RUN_FOLDER_FILES
+    if not present:
+        return []
+    previous = previous_export_files(export_dir)
+    if previous is None:
+        shown = ", ".join(sorted(present)[:5]) + (" ..." if len(present) > 5 else "")
+        return [f"`export_dir: {export_dir}` is not empty ({shown}) and holds no earlier export; choose an empty "
+                "or new folder (an earlier export is replaced, other files are never deleted)."]
+    extra = present - {p.name for p in previous}
+    if extra:
+        shown = ", ".join(sorted(extra)[:5])
+        return [f"`export_dir: {export_dir}` holds an earlier export plus other files ({shown}); move those away "
+                "or choose another folder."]
+    return []

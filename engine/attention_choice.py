@@ -7,6 +7,8 @@ names (:func:`engine.preflight.check` with ``device=``).
 
 from __future__ import annotations
 
+import importlib.util
+
 from engine.errors import ModelError
 
 ATTENTION_ALIASES = {
@@ -18,11 +20,10 @@ ATTENTION_ALIASES = {
 FLASH_ATTENTION_DEVICES = ("cuda", "npu")
 
 
-def choose_attention(requested: str | None, device_type: str | None, device_label: str = "",
-                     package_found=None) -> str:
+def choose_attention(requested: str | None, device_type: str | None, device_label: str = "") -> str:
     """The implementation for ``requested`` on a ``device_type`` accelerator (``cuda``, ``npu``, ``supa``, ``xpu``,
-    ``mps``, ``cpu``; None: not known yet, so only the name is checked). ``package_found(name)`` tells whether a
-    FlashAttention package is installed (checked on CUDA only; None: not checked).
+    ``mps``, ``cpu``; None: not known yet, so only the name is checked). On CUDA the FlashAttention package must be
+    installed in this environment.
 
     Raises:
         ModelError: an unknown name, or FlashAttention where the device or its package is missing.
@@ -45,7 +46,7 @@ def choose_attention(requested: str | None, device_type: str | None, device_labe
                          "`flash_attn: sdpa` or `auto`.")
     if device_type == "cuda":
         package = "flash_attn" if choice == "flash_attention_2" else "flash_attn_interface"
-        if package_found is not None and not package_found(package):
+        if importlib.util.find_spec(package) is None:
             pip_name = "flash-attn" if choice == "flash_attention_2" else "flash-attn-3 (flash_attn_interface)"
             raise ModelError(f"`{choice}` needs the `{package}` package, which is not installed; install "
                              f"{pip_name} or use `flash_attn: sdpa`.")

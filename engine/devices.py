@@ -54,6 +54,7 @@ REPORTED_PACKAGES = (
     "deepspeed", "bitsandbytes", "liger-kernel", "flash-attn", "vllm", "torch-npu", "torch-supa",
 )
 
+
 @dataclass(frozen=True)
 class Accelerator:
     """The accelerator this process uses.
@@ -407,8 +408,7 @@ def pick_attention(requested: str | None = "auto") -> str:
         ModelError: Unknown name, or FlashAttention requested where the package or the device is missing.
     """
     acc = get_accelerator()
-    return choose_attention(requested, acc.type, acc.label,
-                            package_found=lambda name: importlib.util.find_spec(name) is not None)
+    return choose_attention(requested, acc.type, acc.label)
 
 
 def check_kernel_booster(name: str) -> bool:

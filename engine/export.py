@@ -20,11 +20,11 @@ from typing import Any
 import torch
 
 from engine.config import ConfigError, RunConfig
-from engine.export_checks import (  # noqa: F401 - re-exported: the checks live apart, torch-free
+from engine.export_checks import (
     CONFIG_NAME,
     INFO_FILE,
     RUN_FOLDER_FILES,
-    _adapters,
+    adapter_paths,
     check_export,
     previous_export_files,
 )
@@ -229,7 +229,7 @@ def run_export(cfg: RunConfig, run_dir: str | None = None) -> dict[str, Any]:
     files = _folder_files(export_dir)
     info = {
         "base_model": cfg.model.model_name_or_path,
-        "adapters": _adapters(cfg),
+        "adapters": adapter_paths(cfg),
         "template": cfg.model.template,
         "dtype": str(save_dtype).split(".")[-1],
         "device": str(device),

@@ -18,7 +18,8 @@ RUN_FOLDER_FILES = {CONFIG_FILE, RUN_FILE, EVENTS_FILE, LOG_FILE}
 """Run-folder files left alone when the run folder and the export folder are the same."""
 
 
-def _adapters(cfg: RunConfig) -> list[str]:
+def adapter_paths(cfg: RunConfig) -> list[str]:
+    """The adapter folders of ``adapter_name_or_path`` (comma separated), in order."""
     return [a.strip() for a in (cfg.model.adapter_name_or_path or "").split(",") if a.strip()]
 
 
@@ -64,7 +65,7 @@ def check_export(cfg: RunConfig) -> list[str]:
                         "upload the exported folder with `huggingface-cli upload`.")
     if not cfg.model.model_name_or_path:
         problems.append("`model_name_or_path` is empty: name the base model the adapters were trained on.")
-    for adapter in _adapters(cfg):
+    for adapter in adapter_paths(cfg):
         path = Path(adapter).expanduser()
         if not path.is_dir():
             problems.append(f"`adapter_name_or_path: {adapter}` does not exist; give the folder of a trained adapter "
@@ -83,7 +84,7 @@ def _check_export_dir(export_dir: Path, cfg: RunConfig) -> list[str]:
     if not export_dir.is_dir():
         return []
     base = Path(cfg.model.model_name_or_path).expanduser()
-    sources = [base, *(Path(a).expanduser() for a in _adapters(cfg))]
+    sources = [base, *(Path(a).expanduser() for a in adapter_paths(cfg))]
     for source in sources:
         if source.exists() and source.resolve() == export_dir.resolve():
             return [f"`export_dir: {export_dir}` is also the model or adapter being exported; choose a new folder."]

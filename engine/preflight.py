@@ -34,7 +34,7 @@ def check(cfg: RunConfig, command: str = "train", *, interactive: bool | None = 
     problems: list[str] = []
     problems += _check_model(cfg)
     problems += _check_template(cfg)
-    problems += _check_device(cfg, command) if device is None else _check_device_facts(cfg, device)
+    problems += _check_device(cfg, command, device)
     if command in ("train", "eval"):
         problems += _check_data(cfg, command)
         from engine.multimodal.checks import check_media
@@ -179,10 +179,21 @@ def _warn_template_change(cfg: RunConfig, adapter: str) -> None:
                        "expects the format it was trained on.", adapter, trained, cfg.model.template or "(empty)")
 
 
-def _check_device(cfg: RunConfig, command: str) -> list[str]:
-    """Attention, quantization and (for inference) the dtype must be possible on this device."""
-    from engine import devices
+def _check_device(cfg: RunConfig, command: str, device: dict | None = None) -> list[str]:
+    """Attention, quantization and (for inference) the dtype must be possible on this device; with ``device`` (the
+    facts of the job's device, see :func:`check`) only the attention choice, judged without importing torch."""
     from engine.errors import UserError
+
+    if device is not None:
+        from engine.attention_choice import choose_attention
+
+        try:
+            choose_attention(cfg.model.attn_implementation or cfg.model.flash_attn, device.get("type"),
+                             device.get("label") or "")
+        except UserError as err:
+            return [str(err)]
+        return []
+    from engine import devices
 
     problems = []
     attempts = [lambda: devices.pick_attention(cfg.model.attn_implementation or cfg.model.flash_attn)]
@@ -201,21 +212,6 @@ def _check_device(cfg: RunConfig, command: str) -> list[str]:
         except UserError as err:
             problems.append(f"`infer_dtype: {cfg.model.infer_dtype}`: {err}")
     return problems
-
-
-def _check_device_facts(cfg: RunConfig, device: dict) -> list[str]:
-    """:func:`_check_device`'s attention check from the accelerator's facts alone (no torch import)."""
-    import importlib.util
-
-    from engine.attention_choice import choose_attention
-    from engine.errors import UserError
-
-    try:
-        choose_attention(cfg.model.attn_implementation or cfg.model.flash_attn, device.get("type"),
-                         device.get("label") or "", package_found=lambda name: importlib.util.find_spec(name) is not None)
-    except UserError as err:
-        return [str(err)]
-    return []
 
 
 def _check_template(cfg: RunConfig) -> list[str]:

@@ -28,7 +28,8 @@ def try_rewards(cfg: RunConfig, prompts: int = 3, samples: int | None = None) ->
 
     from engine.models import load_model, load_tokenizer
     from engine.templates import get_template
-    from engine.train.rl import build_reward_funcs, check_stage, get_prompt_dataset
+    from engine.train.rl import build_reward_funcs, get_prompt_dataset
+    from engine.train.rl_checks import check_stage
 
     check_stage(cfg)
 

@@ -23,16 +23,7 @@ from typing import Any
 from engine.config import RunConfig
 from engine.errors import UserError
 from engine.train.arguments import build_args
-from engine.train.rl_checks import (  # noqa: F401 - re-exported: the stage's checks live apart, torch-free
-    PPO_WAY,
-    RL_STAGES,
-    check_reward_model,
-    check_rl,
-    check_stage,
-    ppo_refusal,
-    ppo_trainer_available,
-    refuse_ppo,
-)
+from engine.train.rl_checks import check_reward_model, check_rl, check_stage
 
 logger = logging.getLogger(__name__)
 

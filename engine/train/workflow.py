@@ -14,7 +14,8 @@ from engine.errors import UserError
 from engine.lifecycle import JobContext
 from engine.runs import package_versions
 from engine.train import phases, preference, rl, sft
-from engine.train.output_dir import OUTPUT_MARKERS, check_output_dir, describe_resume, resolve_resume  # noqa: F401
+from engine.train.output_dir import check_output_dir, resolve_resume
+from engine.train.rl_checks import RL_STAGES, check_stage, refuse_ppo
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ STAGES = {
     "kto": preference.build_kto_trainer,
     "grpo": rl.build_grpo_trainer,
     "rloo": rl.build_rloo_trainer,
-    "ppo": rl.refuse_ppo,
+    "ppo": refuse_ppo,
 }
 
 def _save_processor_files(cfg: RunConfig, out: Path) -> None:
@@ -102,12 +103,12 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     check_output_dir(cfg)
     check_launch(cfg)  # DeepSpeed config and N-D sizes against the world size, before the model loads
     resume = resolve_resume(cfg) if cfg.train.do_train else None
-    rl.check_stage(cfg)
+    check_stage(cfg)
     set_seed(cfg.train.seed)
     tokenizer, template, model = load_components(cfg, trainable=cfg.train.do_train)
     phases.mark("model")
     media = None
-    if cfg.finetuning.stage in rl.RL_STAGES:
+    if cfg.finetuning.stage in RL_STAGES:
         bundle = rl.get_prompt_dataset(cfg, tokenizer, template)
     else:
         from engine.multimodal import media_context

@@ -17,7 +17,6 @@ import argparse
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,24 +26,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve()
 REPO = HERE.parents[2]
+sys.path.insert(0, str(HERE.parent))
+
+from run_board_benchmark import free_port, proc_status  # noqa: E402
+
 GOAL_MB = 300
 STEP_TIMEOUT = 600
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def memory_mb(pid: int) -> tuple[float, float]:
-    """(VmRSS, VmHWM) of ``pid`` in MB."""
-    fields = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            fields[key] = int(value.split()[0]) / 1024
-    return fields["VmRSS"], fields["VmHWM"]
 
 
 def wait_for(predicate, timeout: float, what: str) -> None:
@@ -150,11 +137,12 @@ def main() -> int:
     started = time.time()
     try:
         ready = wait_http(url, 180)
-        rss, hwm = memory_mb(board.pid)
-        rows.append(("board started", ready, rss, hwm))
+        memory = proc_status(board.pid)
+        rows.append(("board started", ready, memory["VmRSS"], memory["VmHWM"]))
 
         def record(step: str) -> None:
-            rss, hwm = memory_mb(board.pid)
+            memory = proc_status(board.pid)
+            rss, hwm = memory["VmRSS"], memory["VmHWM"]
             rows.append((step, time.time() - started, rss, hwm))
             print(f"  {step:<28} {rss:7.0f} MB (peak {hwm:.0f} MB)", flush=True)
 

@@ -106,7 +106,7 @@ def test_grpo_full_tuning_with_only_a_reward_model_and_rloo_with_a_user_reward(t
 
 
 def test_ppo_is_refused_naming_grpo_rloo_and_reward_model(tiny_model, tmp_path, capsys):
-    from engine.train.rl import ppo_trainer_available
+    from engine.train.rl_checks import ppo_trainer_available
 
     assert not ppo_trainer_available()
     code = main(["train", write_config(tmp_path / "cfg", base_args(tiny_model, tmp_path / "ppo", "ppo")),

@@ -113,11 +113,12 @@ class Automation:
             raise reject(route, format_problems("The config cannot run:", problems))
         jobs = self.board.jobs
         run_id = jobs.new_run_id(kind)
-        args = ["--host", "127.0.0.1", "--port", "0"] if kind == "chat" else None
+        args = None
         env = dict(checked.config.secrets)  # secrets reach the process through its environment only
         if kind == "chat":
-            from app.chat_workers import worker_env
+            from app.chat_workers import worker_args, worker_env
 
+            args = worker_args(self.board)
             env.update(worker_env(self.board, run_id))
         try:
             return jobs.submit(

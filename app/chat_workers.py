@@ -3,7 +3,8 @@
 Each worker requires a bearer key. The board derives it from the workspace's private secret and the run id
 (HMAC-SHA256), passes it to the worker in the environment (never on the command line, never in the run folder),
 and can derive it again after a restart, so it re-adopts the workers that are still running instead of leaving
-them orphaned. Unload ends every live chat worker of the workspace, adopted or not.
+them orphaned. Unload ends every live chat worker of the workspace, adopted or not. A worker whose workspace has
+had no board for ten minutes ends itself (``lf-engine api --board-lock``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ def worker_key(board: Board, run_id: str) -> str:
 def worker_env(board: Board, run_id: str) -> dict[str, str]:
     """The environment a chat worker starts with: its key."""
     return {API_KEY_ENV: worker_key(board, run_id)}
+
+
+def worker_args(board: Board) -> list[str]:
+    """The command-line arguments of a chat worker: loopback on a free port, and ended once no board has held this
+    workspace for a while (``--board-lock``: a board closed for good leaves no model loaded behind it)."""
+    return ["--host", "127.0.0.1", "--port", "0", "--board-lock", str(board.workspace.lock_path)]
 
 
 def live_chat_runs(board: Board) -> list[dict[str, Any]]:

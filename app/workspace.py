@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,8 +130,16 @@ class Workspace:
         path.chmod(0o600)
         return text
 
-    def lock(self) -> Any:
+    @property
+    def lock_path(self) -> Path:
+        """The file a running board holds locked (its chat workers watch it, see ``engine.infer.board_watch``)."""
+        return self.root / ".board.lock"
+
+    def lock(self, wait: float = 1.0) -> Any:
         """Hold the workspace for this board process (one board per workspace, so a queued run starts once).
+
+        A chat worker checks now and then whether a board holds the lock by taking it shared for an instant, so a
+        refused lock is tried again for up to ``wait`` seconds before another board is assumed.
 
         Returns:
             The open lock file; keep it for the life of the process.
@@ -141,17 +150,23 @@ class Workspace:
         import fcntl
 
         self.root.mkdir(parents=True, exist_ok=True)
-        handle = open(self.root / ".board.lock", "a+", encoding="utf-8")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.seek(0)
-            owner = handle.read().strip() or "?"
-            handle.close()
-            raise WorkspaceBusy(
-                f"Another lf-board (pid {owner}) is using the workspace {self.root}. Stop it, or start this one "
-                "with another --workspace."
-            ) from None
+        handle = open(self.lock_path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the process's life
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    continue
+                handle.seek(0)
+                owner = handle.read().strip() or "?"
+                handle.close()
+                raise WorkspaceBusy(
+                    f"Another lf-board (pid {owner}) is using the workspace {self.root}. Stop it, or start this one "
+                    "with another --workspace."
+                ) from None
         handle.seek(0)
         handle.truncate()
         handle.write(str(os.getpid()))

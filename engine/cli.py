@@ -112,6 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "holds run.json)")
     p.add_argument("--api-key", help="require `Authorization: Bearer KEY` on every route but /health (default: "
                    "$LF_ENGINE_API_KEY or $API_KEY; prefer the variable, a command line is visible to other users)")
+    p.add_argument("--board-lock", help="stop once no process has held this lock file for --board-grace seconds "
+                   "(lf-board passes its workspace's .board.lock, so its chat workers end when it is closed for good)")
+    p.add_argument("--board-grace", type=float, default=600.0,
+                   help="seconds without a board before --board-lock stops the server (default 600)")
 
     p = sub.add_parser("rewards", help="score a few sampled completions with the config's GRPO/RLOO rewards",
                        description="Sample completions of the model on the first dataset prompts and score them "
@@ -254,12 +258,15 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_api(args: argparse.Namespace) -> int:
+    if not args.board_grace > 0:
+        raise UserError(f"--board-grace {args.board_grace:g} must be a positive number of seconds.")
     cfg = _load(args, "api")
     from engine.infer.server import serve
 
     collector.settle()
     run_dir = _run_dir_of(args)
-    serve(cfg, args.host, args.port, run_dir=str(run_dir) if run_dir else None, api_key=args.api_key or None)
+    serve(cfg, args.host, args.port, run_dir=str(run_dir) if run_dir else None, api_key=args.api_key or None,
+          board_lock=args.board_lock or None, board_grace=args.board_grace)
     return 0
 
 

@@ -174,7 +174,7 @@ def start_servers(
         run_id = board.jobs.new_run_id("chat")
         resolved = forms.resolved_mapping(checked.config, board.jobs.runs_dir / run_id)
         servers[side] = board.jobs.submit(
-            "chat", resolved, run_id=run_id, args=["--host", "127.0.0.1", "--port", "0"], meta={"side": side},
+            "chat", resolved, run_id=run_id, args=chat_workers.worker_args(board), meta={"side": side},
             env=chat_workers.worker_env(board, run_id),
         )
     if servers and not problems:
@@ -259,7 +259,8 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             if all(s.get("ready") and s.get("port") for s in states.values()):
                 ports = ", ".join(f"{side}: {s['port']}" for side, s in states.items())
                 yield (
-                    t(lang, "chat_ready", model=top_vals.model, adapter=top_vals.checkpoint or "—", ports=ports),
+                    t(lang, "chat_ready", model=top_vals.model, adapter=top_vals.checkpoint, ports=ports)
+                    if top_vals.checkpoint else t(lang, "chat_ready_no_adapter", model=top_vals.model, ports=ports),
                     started,
                     gr.skip(),
                 )

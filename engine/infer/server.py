@@ -25,6 +25,7 @@ from typing import Any
 from engine import collector
 from engine.config import RunConfig
 from engine.credentials import API_KEY_ENV, LF_API_KEY_ENV, api_key_from_env  # noqa: F401 (re-exported)
+from engine.infer.board_watch import DEFAULT_GRACE, BoardWatch
 from engine.infer.chat import ChatModel
 from engine.infer.openai_format import (  # noqa: F401 (convert_* re-exported)
     RequestError,
@@ -369,7 +370,7 @@ def make_server(chat_model: ChatModel, host: str = "127.0.0.1", port: int = 8000
 
 def serve(cfg: RunConfig, host: str = "127.0.0.1", port: int = 8000, run_dir: str | None = None, *,
           stop_event: threading.Event | None = None, chat_model: ChatModel | None = None,
-          api_key: str | None = None) -> None:
+          api_key: str | None = None, board_lock: str | None = None, board_grace: float = DEFAULT_GRACE) -> None:
     """Load the chat model and serve the OpenAI-compatible API until SIGTERM/SIGINT (or ``stop_event``).
 
     With ``run_dir``, run.json records kind ``chat``, status, pid, host, the real port and ``ready`` (true once
@@ -385,6 +386,9 @@ def serve(cfg: RunConfig, host: str = "127.0.0.1", port: int = 8000, run_dir: st
         chat_model: An already loaded model to serve instead of loading one from ``cfg``.
         api_key: The bearer token clients must send (None: ``$LF_ENGINE_API_KEY`` or ``$API_KEY``; unset: none).
             It is never written to run.json or the log.
+        board_lock: The workspace lock file of the board that started this server: the server stops once no board
+            has held it for ``board_grace`` seconds (see :mod:`engine.infer.board_watch`). None: never.
+        board_grace: Seconds without a board before that stop.
 
     A stop by SIGTERM/SIGINT (the board's Unload, or Ctrl-C) is recorded as ``aborted``; a chat server holds no
     training state, so nothing is saved.
@@ -426,6 +430,14 @@ def serve(cfg: RunConfig, host: str = "127.0.0.1", port: int = 8000, run_dir: st
             pass
     stopper = threading.Thread(target=lambda: (stop.wait(), server.shutdown()), name="lf-server-stop", daemon=True)
     stopper.start()
+    orphaned: list[float] = []
+
+    def on_board_gone(seconds: float) -> None:
+        logger.info("No board has held the workspace for %s: stopping this chat server.", _minutes(seconds))
+        orphaned.append(seconds)
+        stop.set()
+
+    watch = BoardWatch(board_lock, board_grace, on_board_gone).start() if board_lock else None
     if folder is not None:
         folder.update(port=real_port, ready=True, url=f"http://{host}:{real_port}/v1")
     logger.info("Serving %s at http://%s:%d/v1 (POST %s).", server.model_name, host, real_port, CHAT_PATH)
@@ -438,6 +450,8 @@ def serve(cfg: RunConfig, host: str = "127.0.0.1", port: int = 8000, run_dir: st
     finally:
         stop.set()
         stopper.join()
+        if watch is not None:
+            watch.stop()
         server.server_close()
         for sig, handler in old_handlers.items():
             signal.signal(sig, handler)
@@ -446,6 +460,15 @@ def serve(cfg: RunConfig, host: str = "127.0.0.1", port: int = 8000, run_dir: st
         if signalled and outcome["status"] == "completed":
             outcome = {"status": "aborted", "exit_code": 0, "error": "Unloaded on request: the chat server was "
                        "stopped and its memory freed (a chat server holds no training state; nothing to save)."}
+        elif orphaned and outcome["status"] == "completed":
+            outcome = {"status": "aborted", "exit_code": 0, "error": (
+                f"Stopped because no board had the workspace open for {_minutes(orphaned[0])} (the board that "
+                "started this chat server was closed and not started again), to free the model's memory; start "
+                "lf-board and Load the model again in Chat.")}
         if folder is not None:
             folder.update(ready=False, finished_at=time.time(), **outcome)
         logger.info("Server stopped.")
+
+
+def _minutes(seconds: float) -> str:
+    return f"{round(seconds / 60)} min" if seconds >= 90 else f"{round(seconds)} s"

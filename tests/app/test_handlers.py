@@ -253,7 +253,8 @@ def test_chat_servers_start_and_unload(board):
     servers, problems = chat.start_servers(board, top, {"temperature": 0.5}, compare=False)
     assert problems == [] and set(servers) == {"main"}
     info = board.jobs.folder(servers["main"]).info()
-    assert info["kind"] == "chat" and info["command"][-4:] == ["--host", "127.0.0.1", "--port", "0"]
+    assert info["kind"] == "chat" and info["command"][-6:] == [
+        "--host", "127.0.0.1", "--port", "0", "--board-lock", str(board.workspace.lock_path)]
     deadline = __import__("time").time() + 10
     while not chat.live_servers(board, servers).get("main", {}).get("ready"):
         assert __import__("time").time() < deadline

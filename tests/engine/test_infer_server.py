@@ -245,6 +245,48 @@ def test_sigterm_stops_the_server_and_marks_the_run_aborted(tmp_path):
     assert info["finished_at"] >= info["started_at"]
 
 
+def test_a_board_started_server_ends_once_no_board_holds_the_workspace(tmp_path):
+    """`lf-engine api --board-lock`: alive while a board holds the lock, past the grace too; once the board is gone
+    for the grace period the server stops by itself and run.json says why."""
+    import fcntl
+
+    model_dir = build_tiny_model(tmp_path / "model")
+    run_dir, lock = tmp_path / "run", tmp_path / ".board.lock"
+    config = tmp_path / "chat.yaml"
+    config.write_text(f"model_name_or_path: {model_dir}\ntemplate: chatml\n")
+    board = open(lock, "a+")
+    fcntl.flock(board, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    repo_root = Path(__file__).resolve().parents[2]
+    process = subprocess.Popen([sys.executable, "-m", "engine", "api", str(config), "--port", "0", "--run-dir",
+                                str(run_dir), "--board-lock", str(lock), "--board-grace", "1"], cwd=repo_root,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        folder = RunFolder(run_dir)
+        deadline = time.time() + 120
+        while not folder.info().get("ready") and time.time() < deadline and process.poll() is None:
+            time.sleep(0.1)
+        assert folder.info().get("ready") is True, process.stderr.read().decode() if process.poll() else None
+        time.sleep(2.5)  # longer than the grace, with the board holding its lock
+        assert process.poll() is None
+        board.close()  # the board goes away and does not come back
+        assert process.wait(timeout=30) == 0
+    finally:
+        board.close()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    info = folder.info()
+    assert (info["status"], info["ready"], info["exit_code"]) == ("aborted", False, 0)
+    assert "no board had the workspace open for 1 s" in info["error"] and "Load the model again" in info["error"]
+
+
+def test_board_grace_must_be_positive(tmp_path, capsys):
+    from engine.cli import main
+
+    assert main(["api", str(tmp_path / "missing.yaml"), "--board-lock", "x", "--board-grace", "0"]) != 0
+    assert "--board-grace 0 must be a positive number of seconds" in capsys.readouterr().err
+
+
 # -- request conversion ---------------------------------------------------------------------------------------------
 
 

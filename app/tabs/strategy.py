@@ -5,15 +5,20 @@ pre-Start check (estimated memory per device, refusals with their fix). Wired in
 from __future__ import annotations
 
 import html
+import json
 import os
+import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
 from app.context import Board
 from app.i18n import L, t
-from app.jobs import REPO_ROOT
+from app.jobs import REPO_ROOT, child_env
 
 STRATEGY_CHOICES = [
     ("single", "single"), ("DDP (torchrun)", "ddp"), ("FSDP2 (torchrun)", "fsdp2"),
@@ -50,39 +55,61 @@ def build(board: Board) -> StrategyBox:
     return StrategyBox(strategy=strategy, nproc=nproc, check_btn=check_btn, report=report)
 
 
-def _plan(mapping: dict[str, Any], strategy: str, nproc: int) -> tuple[Any, Any, list[str]]:
-    """(typed config or None, plan or None, config problems)."""
-    from app import forms
-    from engine.train.parallel.plan import check, launch_keys
+CHECK_TIMEOUT = 300
+PARTS = ("weights", "gradients", "optimizer", "activations")  # the estimate's parts (engine.train.parallel.plan)
 
-    strategy = strategy or "single"
-    nproc = int(nproc or 1)
-    from engine import devices
 
-    keyed = {**mapping, **launch_keys(strategy, nproc, repo_root=str(REPO_ROOT), device=devices.get_accelerator().type)}
-    checked = forms.validate(keyed, "train")
-    if checked.config is None:
-        return None, None, checked.problems
-    return checked.config, check(checked.config, strategy, nproc), []
+class CheckFailed(RuntimeError):
+    """The strategy check itself could not run (the worker failed or took too long); the message says why."""
+
+
+def _plan(mapping: dict[str, Any], strategy: str, nproc: int) -> tuple[dict[str, Any] | None, dict[str, Any], list[str]]:
+    """(plan as a dict or None, the strategy's config keys, config problems), from ``app.strategy_worker`` in a
+    subprocess: the check imports torch and transformers, which the board process never loads. CheckFailed when
+    the worker could not answer."""
+    strategy, nproc = strategy or "single", int(nproc or 1)
+    with tempfile.TemporaryDirectory(prefix="lfboard-strategy-") as scratch:
+        request, out, log = (Path(scratch) / name for name in ("in.json", "out.json", "worker.log"))
+        request.write_text(json.dumps({"mapping": mapping, "strategy": strategy, "nproc": nproc}, default=str),
+                           encoding="utf-8")
+        try:
+            with open(log, "wb") as fh:
+                proc = subprocess.run([sys.executable, "-m", "app.strategy_worker", str(request), str(out)],
+                                      stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                      cwd=str(REPO_ROOT), env=child_env(), timeout=CHECK_TIMEOUT, check=False)
+        except subprocess.TimeoutExpired:
+            raise CheckFailed(f"The strategy check took longer than {CHECK_TIMEOUT} s; try again.") from None
+        result = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else None
+        if result is None or "error" in result:
+            tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-6:]
+            reason = (result or {}).get("error") or "\n".join(tail) or f"exit code {proc.returncode}"
+            raise CheckFailed(f"The strategy check could not run: {reason}")
+    if "problems" in result:
+        return None, {}, list(result["problems"])
+    return result["plan"], result["keys"], []
 
 
 def check_text(mapping: dict[str, Any], strategy: str, nproc: int, lang: str) -> str:
     """Markdown: the estimate and every refusal with its fix."""
     from engine.train.parallel.plan import format_gb
 
-    _cfg, plan, problems = _plan(mapping, strategy, nproc)
+    try:
+        plan, _keys, problems = _plan(mapping, strategy, nproc)
+    except CheckFailed as err:
+        return html.escape(str(err))
     if plan is None:
         return t(lang, "train_problems") + "\n" + "\n".join(f"- {html.escape(p)}" for p in problems)
     lines = []
-    if plan.per_device_gb is not None:
-        lines.append(t(lang, "strategy_estimate", gb=format_gb(plan.per_device_gb), device=plan.device,
-                       available=format_gb(plan.available_gb), nproc=plan.nproc))
-        parts = ", ".join(f"{k} {v:.3f}" for k, v in plan.breakdown.items())
+    if plan["per_device_gb"] is not None:
+        lines.append(t(lang, "strategy_estimate", gb=format_gb(plan["per_device_gb"]), device=plan["device"],
+                       available=format_gb(plan["available_gb"]), nproc=plan["nproc"]))
+        parts = ", ".join(f"{t(lang, 'strategy_part_' + k) if k in PARTS else k} {v:.3f}"
+                          for k, v in plan["breakdown"].items())
         lines.append(f"<small>{html.escape(parts)} GiB</small>")
-    lines.extend(f"- {html.escape(n)}" for n in plan.notes)
-    if plan.problems:
+    lines.extend(f"- {html.escape(n)}" for n in plan["notes"])
+    if plan["problems"]:
         lines.append(t(lang, "strategy_refused"))
-        lines.extend(f"- {html.escape(p)}" for p in plan.problems)
+        lines.extend(f"- {html.escape(p)}" for p in plan["problems"])
     else:
         lines.append(t(lang, "strategy_ok"))
     return "\n\n".join(lines)
@@ -91,20 +118,19 @@ def check_text(mapping: dict[str, Any], strategy: str, nproc: int, lang: str) ->
 def prepare(mapping: dict[str, Any], strategy: str, nproc: int, lang: str
             ) -> tuple[dict[str, Any], dict[str, Any] | None, str | None]:
     """(mapping with the strategy's keys, launch record for run.json, refusal text or None). A single-process run
-    needs nothing from here, and the board then imports nothing of torch's."""
+    needs nothing from here; the others are checked in a subprocess, so the board never imports torch."""
     strategy, nproc = strategy or "single", int(nproc or 1)
     if strategy == "single" and nproc == 1:
         return mapping, None, None
-    from engine import devices
-    from engine.train.parallel.plan import launch_keys
-
-    _cfg, plan, problems = _plan(mapping, strategy, nproc)
+    try:
+        plan, keys, _problems = _plan(mapping, strategy, nproc)
+    except CheckFailed as err:
+        return mapping, None, str(err)
     if plan is None:
         return mapping, None, None  # the ordinary validation reports the config problems
-    if plan.problems:
-        return mapping, None, t(lang, "strategy_refused") + "\n" + "\n".join(f"- {p}" for p in plan.problems)
-    keyed = {**mapping, **launch_keys(strategy, nproc, repo_root=str(REPO_ROOT), device=devices.get_accelerator().type)}
-    return keyed, {"strategy": strategy, "nproc": nproc}, None
+    if plan["problems"]:
+        return mapping, None, t(lang, "strategy_refused") + "\n" + "\n".join(f"- {p}" for p in plan["problems"])
+    return {**mapping, **keys}, {"strategy": strategy, "nproc": nproc}, None
 
 
 def wire(box: StrategyBox, form: list[Any], mapping_of: Any, lang: Any) -> None:

@@ -75,6 +75,7 @@ def test_every_key_used_in_the_app_exists():
     from app.progress_view import STAGES
     from app.tabs.evaluate import METRIC_COLUMNS, PREDICTION_COLUMNS
     from app.tabs.runs import COLUMNS
+    from app.tabs.strategy import PARTS
     from engine.config import all_keys
     from engine.runs import STATUSES
 
@@ -86,6 +87,7 @@ def test_every_key_used_in_the_app_exists():
         "preview_": ["trained", "masked", "chosen", "rejected", "kto_tag", *MEDIA_LABELS],
         "f_": list(all_keys()),
         "h_": list(all_keys()),
+        "strategy_part_": list(PARTS),
     }
     assert prefixes <= set(families), f"new run-time key families: {prefixes - set(families)}"
     missing = [p + s for p in prefixes for s in families[p] if p + s not in en]

@@ -52,6 +52,8 @@ def test_commands_per_strategy(tmp_path):
 def test_strategy_check_estimates_and_refuses():
     text = scaleout.check_text(_mapping("sft_full_fsdp2_demo.yaml"), "fsdp2", 2, "en")
     assert "Estimated memory per device" in text and "This strategy can run." in text
+    # every part of the engine's estimate has its label (the locale names them; zh 权重, 梯度, 优化器状态, 激活)
+    assert all(f"{label} 0." in text for label in ("weights", "gradients", "optimizer states", "activations")), text
     mapping, launch, refusal = scaleout.prepare(_mapping("sft_lora_demo.yaml"), "fsdp2", 2, "en")
     assert refusal is None and launch == {"strategy": "fsdp2", "nproc": 2}
     assert mapping["fsdp"] == "full_shard auto_wrap" and mapping["fsdp_config"].endswith("fsdp2.json")
@@ -63,6 +65,29 @@ def test_strategy_check_estimates_and_refuses():
     assert "needs at least 2 processes" in refusal
     mapping, launch, refusal = scaleout.prepare(_mapping("sft_lora_demo.yaml"), "single", 1, "en")
     assert launch is None and refusal is None and "fsdp" not in mapping
+
+
+def test_a_strategy_check_that_cannot_run_says_so_and_refuses_the_start(tmp_path, monkeypatch):
+    import json
+    import subprocess
+
+    from app import strategy_worker
+
+    request, out = tmp_path / "in.json", tmp_path / "out.json"
+    request.write_text(json.dumps({"strategy": "ddp", "nproc": 2}))  # no mapping
+    assert strategy_worker.main([str(request), str(out)]) == 2
+    assert json.loads(out.read_text()) == {"error": "KeyError: 'mapping'"}
+
+    def too_slow(*args, **kwargs):
+        raise subprocess.TimeoutExpired(args[0], scaleout.CHECK_TIMEOUT)
+
+    monkeypatch.setattr(scaleout.subprocess, "run", too_slow)
+    assert "took longer than 300 s; try again" in scaleout.check_text(_mapping("sft_lora_demo.yaml"), "ddp", 2, "en")
+    mapping, launch, refusal = scaleout.prepare(_mapping("sft_lora_demo.yaml"), "ddp", 2, "en")
+    assert launch is None and "took longer than 300 s" in refusal and "fsdp" not in mapping
+    monkeypatch.setattr(scaleout.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1))
+    assert "The strategy check could not run: exit code 1" in scaleout.check_text(
+        _mapping("sft_lora_demo.yaml"), "ddp", 2, "en")
 
 
 def test_board_runs_two_cpu_processes_and_abort_stops_every_rank(tmp_path):

@@ -9,7 +9,9 @@ the keys the board sets for every run (its folder, ``do_train``).
 
 from __future__ import annotations
 
-import dataclasses
+import json
+import subprocess
+import sys
 from functools import lru_cache
 from typing import Any
 
@@ -25,16 +27,36 @@ SET_BY_THE_BOARD = frozenset({
 MAX_NAMED = 12
 
 
+# The defaults of transformers' training arguments, printed by a subprocess: importing transformers (and with it
+# torch) would add hundreds of MB to the board for good. Enum defaults become their values (a config holds strings).
+_DEFAULTS_CODE = """
+import dataclasses, enum, json
+from transformers.training_args_seq2seq import Seq2SeqTrainingArguments
+out = {}
+for f in dataclasses.fields(Seq2SeqTrainingArguments):
+    value = f.default
+    if value is dataclasses.MISSING:
+        continue
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if value is None or isinstance(value, (str, int, float, bool, list, dict)):
+        out[f.name] = value
+print(json.dumps(out))
+"""
+
+
 @lru_cache(maxsize=1)
 def _hf_defaults() -> dict[str, Any]:
-    # the module itself, not transformers' lazy top level: two board threads resolving it at once can fail there
-    from transformers.training_args_seq2seq import Seq2SeqTrainingArguments
+    """transformers' ``Seq2SeqTrainingArguments`` defaults by name (once per board; {} if they cannot be read, and
+    then every such key set in a config is named)."""
+    from app.jobs import child_env
 
-    defaults = {}
-    for f in dataclasses.fields(Seq2SeqTrainingArguments):
-        if f.default is not dataclasses.MISSING:
-            defaults[f.name] = f.default
-    return defaults
+    try:
+        proc = subprocess.run([sys.executable, "-c", _DEFAULTS_CODE], capture_output=True, text=True, timeout=180,
+                              env=child_env(), stdin=subprocess.DEVNULL, check=False)
+        return json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else {}
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        return {}
 
 
 def _changes_nothing(key: str, value: Any) -> bool:

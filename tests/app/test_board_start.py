@@ -101,7 +101,8 @@ def test_checking_a_form_and_starting_a_run_import_no_torch_or_transformers(tmp_
     """The Train tab checks the form on every change (the engine's pre-flight checks) and prepares the launch on
     Start, and the Evaluate, Chat and Export tabs check theirs; none may pull torch, transformers or PEFT into the
     board (they once did: +350 MB for every session). The scale-out Check and a two-process Start run their check
-    (which counts the model's parameters with torch) in a subprocess.
+    (which counts the model's parameters with torch) in a subprocess; loading a config reads transformers'
+    defaults in one.
     The device facts come from the environment report; with them the device checks still refuse what cannot run."""
     code = f"""
 import json, sys
@@ -121,6 +122,8 @@ keyed, result["ddp"], refusal = strategy.prepare(mapping, "ddp", 2, "en")
 result["ddp_refusal"] = refusal
 result["fsdp"] = strategy.prepare(mapping, "fsdp2", 2, "en")[0].get("fsdp")
 result["check"] = strategy.check_text(mapping, "ddp", 2, "en")
+from app.config_import import left_out  # loading a config: transformers' defaults are read in a subprocess
+result["left"] = left_out({{"run_name": "exp-7", "save_only_model": False, "lr_scheduler_type": "linear"}}, [])
 result["fa2"] = forms.validate({{**mapping, "flash_attn": "fa2", "fp16": True}}, "train").problems
 adapter = {str(tmp_path / "adapter")!r}
 import pathlib
@@ -142,6 +145,7 @@ print(json.dumps(result))
     assert found["ddp"] == {"strategy": "ddp", "nproc": 2} and found["ddp_refusal"] is None
     assert found["fsdp"] == "full_shard auto_wrap"
     assert "Estimated memory per device" in found["check"] and "This strategy can run." in found["check"]
+    assert found["left"] == ["`run_name: exp-7`"]
     assert found["api"] == [] and found["export"] == []
     assert any("flash_attention_2" in p and "NVIDIA GPU" in p for p in found["fa2"])
     assert any("fp16: true" in p and "CPU" in p for p in found["fa2"])

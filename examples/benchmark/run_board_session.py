@@ -28,9 +28,10 @@ HERE = Path(__file__).resolve()
 REPO = HERE.parents[2]
 sys.path.insert(0, str(HERE.parent))
 
-from run_board_benchmark import free_port, proc_status  # noqa: E402
+from run_board_benchmark import free_port, loaded, proc_status  # noqa: E402
 
 GOAL_MB = 300
+HEAVY = ("torch", "transformers", "peft", "trl", "bitsandbytes")  # site-packages folders: none belongs in the board
 STEP_TIMEOUT = 600
 
 
@@ -80,6 +81,15 @@ def session(page, url: str, record) -> None:
         raise SystemExit(f"error: the demo run did not complete: {status[:300]}")
     run_id = re.search(r"\d{8}-\d{6}-train-\w+", status).group(0)
     record("training run")
+
+    page.get_by_text("Scale-out: strategy and processes", exact=True).first.click()
+    page.locator("#lf-strategy input").click()
+    page.get_by_role("option", name="DDP (torchrun)").click()
+    page.locator("#lf-nproc input[type=number]").fill("2")
+    page.locator("#lf-nproc input[type=number]").press("Enter")
+    page.get_by_role("button", name="Check", exact=True).click()
+    wait_for(lambda: "GiB" in page.locator("#lf-strategy-report").inner_text(), STEP_TIMEOUT, "the scale-out check")
+    record("scale-out check (DDP x2)")
 
     page.get_by_role("tab", name="Chat").click()
     page.locator("#lf-checkpoint input").click()
@@ -134,6 +144,7 @@ def main() -> int:
     board = subprocess.Popen([sys.executable, "-m", "app", "--port", str(port), "--workspace", str(workspace / "ws"),
                               "--lang", "en"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     rows: list[tuple[str, float, float, float]] = []
+    heavy: set[str] = set()
     started = time.time()
     try:
         ready = wait_http(url, 180)
@@ -144,6 +155,7 @@ def main() -> int:
             memory = proc_status(board.pid)
             rss, hwm = memory["VmRSS"], memory["VmHWM"]
             rows.append((step, time.time() - started, rss, hwm))
+            heavy.update(loaded(board.pid, HEAVY))
             print(f"  {step:<28} {rss:7.0f} MB (peak {hwm:.0f} MB)", flush=True)
 
         with sync_playwright() as p:
@@ -184,6 +196,7 @@ def main() -> int:
     final = rows[-1][2]
     verdict = "within" if final <= GOAL_MB else "ABOVE"
     print(f"board RSS after the session: {final:.0f} MB ({verdict} the goal of <= {GOAL_MB} MB); peak {rows[-1][3]:.0f} MB")
+    print(f"ML libraries mapped into the board process: {', '.join(sorted(heavy)) or 'none'} (goal: none)")
     return 0
 
 

@@ -143,6 +143,59 @@ def test_node_forward_is_bit_for_bit_and_gradients_match_eager(dtype, weight_tra
         assert node.weight.grad is None
 
 
+def _kept_for_backward(fn):
+    """(result of fn(), data pointers of the tensors autograd keeps for the backward pass while it runs)."""
+    kept = []
+
+    def pack(tensor):
+        kept.append(tensor.data_ptr())
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        return fn(), kept
+
+
+@pytest.mark.parametrize("case", ["float32", "zero weight", "bfloat16"])
+def test_node_keeps_its_output_in_float32_and_its_input_otherwise(case):
+    """In float32 the node keeps the output (which the next projections keep anyway) instead of the input, and
+    recovers the normalized input from it; a weight with a zero, or a bf16 input, keeps the input as before."""
+    dtype = torch.bfloat16 if case == "bfloat16" else torch.float32
+    eager, node = _norm(LlamaRMSNorm, 64).to(dtype), _norm(LlamaRMSNorm, 64).to(dtype)
+    with torch.no_grad():
+        for module in (eager, node):
+            module.weight.copy_(torch.linspace(-2, 2, 64))  # negative weights recover too
+            if case == "zero weight":
+                module.weight[5] = 0.0
+    kernels.use_rms_norm_node(node)
+    torch.manual_seed(1)
+    x = (torch.randn(3, 5, 64) * 2).to(dtype)
+    inputs = [x.clone().requires_grad_(), x.clone().requires_grad_()]
+    out_node, kept = _kept_for_backward(lambda: node(inputs[1]))
+    keeps_output = case == "float32"
+    assert (out_node.data_ptr() in kept) is keeps_output
+    assert (inputs[1].data_ptr() in kept) is not keeps_output
+    out_eager = eager(inputs[0])
+    assert torch.equal(out_node, out_eager)
+    grad_out = torch.randn(3, 5, 64).to(dtype)
+    out_eager.backward(grad_out)
+    out_node.backward(grad_out)
+    tolerance = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
+    torch.testing.assert_close(inputs[1].grad, inputs[0].grad, **tolerance)
+    torch.testing.assert_close(node.weight.grad, eager.weight.grad, **tolerance)
+
+
+def test_node_checks_a_trained_weight_again_after_it_changed():
+    node = _norm(LlamaRMSNorm, 8)
+    kernels.use_rms_norm_node(node)
+    x = torch.randn(2, 8, requires_grad=True)
+    out, kept = _kept_for_backward(lambda: node(x))
+    assert out.data_ptr() in kept
+    with torch.no_grad():
+        node.weight[0] = 0.0  # an optimizer step that zeroes an element (in place: the version moves)
+    out, kept = _kept_for_backward(lambda: node(x))
+    assert out.data_ptr() not in kept and x.data_ptr() in kept
+
+
 def test_node_backward_is_the_analytic_gradient():
     x = torch.randn(3, 4, 8, dtype=torch.float64, requires_grad=True)
     w = torch.randn(8, dtype=torch.float64, requires_grad=True)

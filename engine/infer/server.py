@@ -438,6 +438,10 @@ def serve(cfg: RunConfig, host: str = "127.0.0.1", port: int = 8000, run_dir: st
         stop.set()
 
     watch = BoardWatch(board_lock, board_grace, on_board_gone).start() if board_lock else None
+    if board_lock and not os.path.exists(board_lock):
+        logger.warning("--board-lock %s does not exist: no board holds it, so this server stops in %s. lf-board "
+                       "passes its workspace's .board.lock; leave --board-lock out to serve until stopped.",
+                       board_lock, _minutes(board_grace))
     if folder is not None:
         folder.update(port=real_port, ready=True, url=f"http://{host}:{real_port}/v1")
     logger.info("Serving %s at http://%s:%d/v1 (POST %s).", server.model_name, host, real_port, CHAT_PATH)

@@ -280,6 +280,18 @@ def test_a_board_started_server_ends_once_no_board_holds_the_workspace(tmp_path)
     assert "no board had the workspace open for 1 s" in info["error"] and "Load the model again" in info["error"]
 
 
+def test_a_board_lock_that_does_not_exist_is_warned_about(tmp_path, caplog):
+    from engine.infer.server import serve
+
+    chat_model = type("Loaded", (), {"model_name": "m", "unload": lambda self: None})()
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()
+    with caplog.at_level("WARNING", logger="engine.infer.server"):
+        serve(None, "127.0.0.1", 0, stop_event=stop, chat_model=chat_model, board_lock=str(tmp_path / "typo.lock"),
+              board_grace=120)
+    assert "typo.lock does not exist: no board holds it, so this server stops in 2 min" in caplog.text
+
+
 def test_board_grace_must_be_positive(tmp_path, capsys):
     from engine.cli import main
 

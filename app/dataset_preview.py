@@ -5,13 +5,12 @@ from __future__ import annotations
 import html
 import json
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 from app.forms import yaml_text
-from app.jobs import REPO_ROOT, child_env
+from app.worker_process import log_tail, run_worker
 
 PREVIEW_TIMEOUT = 600
 
@@ -27,21 +26,10 @@ def run_preview(mapping: dict[str, Any], scratch_dir: Path, n: int = 5) -> dict[
     config, out, log = stem.with_suffix(".yaml"), stem.with_suffix(".json"), stem.with_suffix(".log")
     config.write_text(yaml_text(mapping), encoding="utf-8")
     try:
-        with open(log, "wb") as fh:
-            proc = subprocess.run(
-                [sys.executable, "-m", "app.preview_worker", str(config), str(out), str(n)],
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=str(REPO_ROOT),
-                env=child_env(),
-                timeout=PREVIEW_TIMEOUT,
-                check=False,
-            )
+        code = run_worker("app.preview_worker", [str(config), str(out), str(n)], log, PREVIEW_TIMEOUT)
         result = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else None
-        if result is None or proc.returncode not in (0, 2):
-            lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-12:]
-            raise PreviewError("\n".join(lines) or f"the preview worker exited with code {proc.returncode}")
+        if result is None or code not in (0, 2):
+            raise PreviewError(log_tail(log, 12) or f"the preview worker exited with code {code}")
         if "error" in result:
             raise PreviewError(str(result["error"]))
         return result

@@ -8,7 +8,6 @@ import html
 import json
 import os
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ import gradio as gr
 
 from app.context import Board
 from app.i18n import L, t
-from app.jobs import REPO_ROOT, child_env
+from app.worker_process import log_tail, run_worker
 
 STRATEGY_CHOICES = [
     ("single", "single"), ("DDP (torchrun)", "ddp"), ("FSDP2 (torchrun)", "fsdp2"),
@@ -73,16 +72,12 @@ def _plan(mapping: dict[str, Any], strategy: str, nproc: int) -> tuple[dict[str,
         request.write_text(json.dumps({"mapping": mapping, "strategy": strategy, "nproc": nproc}, default=str),
                            encoding="utf-8")
         try:
-            with open(log, "wb") as fh:
-                proc = subprocess.run([sys.executable, "-m", "app.strategy_worker", str(request), str(out)],
-                                      stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                      cwd=str(REPO_ROOT), env=child_env(), timeout=CHECK_TIMEOUT, check=False)
+            code = run_worker("app.strategy_worker", [str(request), str(out)], log, CHECK_TIMEOUT)
         except subprocess.TimeoutExpired:
             raise CheckFailed(f"The strategy check took longer than {CHECK_TIMEOUT} s; try again.") from None
         result = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else None
         if result is None or "error" in result:
-            tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-6:]
-            reason = (result or {}).get("error") or "\n".join(tail) or f"exit code {proc.returncode}"
+            reason = (result or {}).get("error") or log_tail(log, 6) or f"exit code {code}"
             raise CheckFailed(f"The strategy check could not run: {reason}")
     if "problems" in result:
         return None, {}, list(result["problems"])

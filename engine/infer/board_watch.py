@@ -61,7 +61,7 @@ class BoardWatch:
                  interval: float = 15.0, clock: Callable[[], float] = time.monotonic,
                  probe: Callable[[str | Path], bool | None] = board_holds):
         self.lock_path, self.grace, self.on_gone = Path(lock_path), float(grace), on_gone
-        self.interval = max(0.05, min(float(interval), max(self.grace / 4, 0.05)))
+        self.interval = max(0.05, min(float(interval), self.grace / 4))
         self.clock, self.probe = clock, probe
         self.gone_since: float | None = None
         self.fired = False

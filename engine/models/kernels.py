@@ -249,7 +249,7 @@ def use_rms_norm_node(model: nn.Module) -> int:
                     or torch.is_autocast_enabled(hidden_states.device.type)):
                 return _original(hidden_states, *args, **kwargs)
             return RmsNormNode.apply(hidden_states, weight, float(self.variance_epsilon),
-                                     hidden_states.dtype == torch.float32 and _output_recovers_input(self, weight))
+                                     _output_recovers_input(self, weight))
 
         module.forward = types.MethodType(forward, module)
         setattr(module, _NODE_FLAG, True)

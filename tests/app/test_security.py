@@ -23,16 +23,7 @@ from app.tabs import train
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-class Clock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
-
-
-def test_logins_pause_after_repeated_failures_even_with_the_right_password():
-    clock = Clock()
+def test_logins_pause_after_repeated_failures_even_with_the_right_password(clock):
     guard = LoginGuard("alice", "s3cret", free_failures=5, base_delay=30, clock=clock)
     assert guard("alice", "s3cret")
     for _ in range(5):
@@ -51,8 +42,7 @@ def test_logins_pause_after_repeated_failures_even_with_the_right_password():
     assert "5 wrong passwords" in guard.message
 
 
-def test_guessing_many_user_names_from_one_address_pauses_that_address():
-    clock = Clock()
+def test_guessing_many_user_names_from_one_address_pauses_that_address(clock):
     guard = LoginGuard("alice", "s3cret", free_failures=3, clock=clock)
     for name in ("bob", "carol", "dave"):
         assert not guard(name, "x")

@@ -52,16 +52,8 @@ def test_a_board_starting_during_a_probe_waits_for_it_instead_of_refusing(tmp_pa
     handle.close()
 
 
-class Clock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
-
-
-def test_the_watch_fires_once_after_the_grace_and_a_returning_board_resets_it():
-    clock, held, gone = Clock(), {"value": True}, []
+def test_the_watch_fires_once_after_the_grace_and_a_returning_board_resets_it(clock):
+    held, gone = {"value": True}, []
     watch = BoardWatch("unused", 600, gone.append, clock=clock, probe=lambda path: held["value"])
     assert watch.poll() is False and watch.gone_since is None
     held["value"] = False
@@ -79,8 +71,8 @@ def test_the_watch_fires_once_after_the_grace_and_a_returning_board_resets_it():
     assert watch.poll() is True and gone == [600]  # once
 
 
-def test_a_system_that_cannot_tell_never_stops_the_server():
-    clock, gone = Clock(), []
+def test_a_system_that_cannot_tell_never_stops_the_server(clock):
+    gone = []
     watch = BoardWatch("unused", 1, gone.append, clock=clock, probe=lambda path: None)
     for _ in range(5):
         clock.now += 100

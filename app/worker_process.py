@@ -1,0 +1,25 @@
+"""A short-lived helper process for work the board must not do itself (it would import torch or transformers).
+
+``run_worker`` runs ``python -m MODULE ARGS...`` from the repository root with the engine's environment, its
+output in a log file, and returns the exit code (``subprocess.TimeoutExpired`` past ``timeout``); the worker
+writes its result where its arguments say. ``log_tail`` gives the last lines of that log for a message.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from app.jobs import REPO_ROOT, child_env
+
+
+def run_worker(module: str, args: list[str], log: Path, timeout: float) -> int:
+    with open(log, "wb") as fh:
+        return subprocess.run([sys.executable, "-m", module, *args], stdout=fh, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, cwd=str(REPO_ROOT), env=child_env(), timeout=timeout,
+                              check=False).returncode
+
+
+def log_tail(log: Path, lines: int) -> str:
+    return "\n".join(log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-lines:])

@@ -9,6 +9,9 @@ import json
 import os
 import subprocess
 import tempfile
+import threading
+import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,11 +65,91 @@ class CheckFailed(RuntimeError):
     """The strategy check itself could not run (the worker failed or took too long); the message says why."""
 
 
+REUSE_SECONDS = 300.0
+"""How long a check's answer serves the same form again (Check, then Start: one worker run, not two)."""
+_REUSE_ENTRIES = 16
+_answers: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
+_answers_lock = threading.Lock()
+
+
+def forget_checks() -> None:
+    """Drop every remembered check answer (tests, or after changing the machine's devices)."""
+    with _answers_lock:
+        _answers.clear()
+
+
+def _stamp(path: Path) -> list[Any]:
+    try:
+        stat = path.stat()
+    except OSError:
+        return [str(path), None]
+    return [str(path), stat.st_mtime_ns, stat.st_size]
+
+
+def _files_of(mapping: dict[str, Any]) -> list[Any]:
+    """What the check reads besides the form: every form value that names a local file (a DeepSpeed or FSDP
+    config, ...) or folder (the model's ``config.json``, the dataset folder's ``dataset_info.json``), stamped by
+    modification time and size, so that an edited file is checked again."""
+    stamps = []
+    for key in sorted(mapping):
+        value = mapping[key]
+        if not isinstance(value, str) or not value or len(value) > 4096 or "\n" in value:
+            continue
+        path = Path(value).expanduser()
+        try:
+            if path.is_file():
+                stamps.append([key, *_stamp(path)])
+            elif path.is_dir():
+                stamps.append([key, *_stamp(path)])
+                stamps.extend([key, *_stamp(path / name)] for name in ("config.json", "dataset_info.json"))
+        except OSError:
+            continue
+    return stamps
+
+
+def _reuse_key(mapping: dict[str, Any], strategy: str, nproc: int) -> str:
+    return json.dumps({"mapping": mapping, "strategy": strategy, "nproc": nproc, "files": _files_of(mapping)},
+                      sort_keys=True, default=str)
+
+
+def _remembered(key: str) -> dict[str, Any] | None:
+    with _answers_lock:
+        entry = _answers.get(key)
+        if entry is None or time.monotonic() - entry[0] > REUSE_SECONDS:
+            _answers.pop(key, None)
+            return None
+        _answers.move_to_end(key)
+        return entry[1]
+
+
+def _remember(key: str, result: dict[str, Any]) -> None:
+    with _answers_lock:
+        _answers[key] = (time.monotonic(), result)
+        _answers.move_to_end(key)
+        while len(_answers) > _REUSE_ENTRIES:
+            _answers.popitem(last=False)
+
+
 def _plan(mapping: dict[str, Any], strategy: str, nproc: int) -> tuple[dict[str, Any] | None, dict[str, Any], list[str]]:
     """(plan as a dict or None, the strategy's config keys, config problems), from ``app.strategy_worker`` in a
     subprocess: the check imports torch and transformers, which the board process never loads. CheckFailed when
-    the worker could not answer."""
+    the worker could not answer. A plan the strategy can run with is remembered for :data:`REUSE_SECONDS` for the
+    same form and the same files (see :func:`_files_of`), so Start right after Check does not wait for a second
+    worker; refusals, config problems and failures are never remembered (their fix may be outside the form: a
+    package to install, a file the form does not name)."""
     strategy, nproc = strategy or "single", int(nproc or 1)
+    key = _reuse_key(mapping, strategy, nproc)
+    result = _remembered(key)
+    if result is None:
+        result = _ask_worker(mapping, strategy, nproc)
+        if "plan" in result and not result["plan"]["problems"]:
+            _remember(key, result)
+    if "problems" in result:
+        return None, {}, list(result["problems"])
+    return result["plan"], result["keys"], []
+
+
+def _ask_worker(mapping: dict[str, Any], strategy: str, nproc: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="lfboard-strategy-") as scratch:
         request, out, log = (Path(scratch) / name for name in ("in.json", "out.json", "worker.log"))
         request.write_text(json.dumps({"mapping": mapping, "strategy": strategy, "nproc": nproc}, default=str),
@@ -79,9 +162,7 @@ def _plan(mapping: dict[str, Any], strategy: str, nproc: int) -> tuple[dict[str,
         if result is None or "error" in result:
             reason = (result or {}).get("error") or log_tail(log, 6) or f"exit code {code}"
             raise CheckFailed(f"The strategy check could not run: {reason}")
-    if "problems" in result:
-        return None, {}, list(result["problems"])
-    return result["plan"], result["keys"], []
+    return result
 
 
 def check_text(mapping: dict[str, Any], strategy: str, nproc: int, lang: str) -> str:

@@ -28,6 +28,13 @@ EXAMPLES = REPO / "examples"
 ENGINE = [sys.executable, "-m", "engine"]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_checks():
+    scaleout.forget_checks()
+    yield
+    scaleout.forget_checks()
+
+
 def _mapping(example: str, **extra) -> dict:
     mapping = yaml.safe_load((EXAMPLES / example).read_text())
     mapping.update({"dataset_dir": str(EXAMPLES / "data"), **extra})
@@ -65,6 +72,47 @@ def test_strategy_check_estimates_and_refuses():
     assert "needs at least 2 processes" in refusal
     mapping, launch, refusal = scaleout.prepare(_mapping("sft_lora_demo.yaml"), "single", 1, "en")
     assert launch is None and refusal is None and "fsdp" not in mapping
+
+
+def test_start_after_check_reuses_its_answer_until_the_form_or_a_file_changes(tmp_path, monkeypatch):
+    """Check, then Start with the same form: one worker run. Another form, an edited file the form names, a refusal
+    or an expired answer: the worker runs again."""
+    asked = []
+
+    def worker(mapping, strategy, nproc):
+        asked.append((strategy, nproc))
+        problems = ["too big"] if nproc == 3 else []
+        return {"keys": {"fsdp": "full_shard auto_wrap"} if strategy == "fsdp2" else {},
+                "plan": {"strategy": strategy, "nproc": nproc, "per_device_gb": 0.5, "available_gb": 8.0,
+                         "device": "cpu", "breakdown": {"weights": 0.5}, "problems": problems, "notes": []}}
+
+    monkeypatch.setattr(scaleout, "_ask_worker", worker)
+    ds = tmp_path / "ds_z2.json"
+    ds.write_text("{}")
+    form = {**_mapping("sft_lora_demo.yaml"), "deepspeed": str(ds)}
+    assert "This strategy can run." in scaleout.check_text(form, "fsdp2", 2, "en")
+    mapping, launch, refusal = scaleout.prepare(form, "fsdp2", 2, "en")
+    assert refusal is None and launch == {"strategy": "fsdp2", "nproc": 2} and mapping["fsdp"] == "full_shard auto_wrap"
+    assert asked == [("fsdp2", 2)]
+    scaleout.prepare(form, "ddp", 2, "en")  # another strategy
+    scaleout.prepare({**form, "cutoff_len": 64}, "fsdp2", 2, "en")  # another form
+    assert asked == [("fsdp2", 2), ("ddp", 2), ("fsdp2", 2)]
+    os.utime(ds, ns=(ds.stat().st_atime_ns, ds.stat().st_mtime_ns + 10**9))  # the DeepSpeed config edited
+    scaleout.prepare(form, "fsdp2", 2, "en")
+    model_config = tmp_path / "model" / "config.json"
+    model_config.parent.mkdir()
+    model_config.write_text("{}")
+    scaleout.prepare({**form, "model_name_or_path": str(model_config.parent)}, "fsdp2", 2, "en")
+    model_config.write_text('{"hidden_size": 8}')  # the model's config changed
+    scaleout.prepare({**form, "model_name_or_path": str(model_config.parent)}, "fsdp2", 2, "en")
+    assert len(asked) == 6
+    for _ in range(2):  # a refusal is asked again every time (its fix may be a package to install)
+        assert "too big" in scaleout.prepare(form, "fsdp2", 3, "en")[2]
+    assert len(asked) == 8
+    now = time.monotonic()
+    monkeypatch.setattr(scaleout.time, "monotonic", lambda: now + scaleout.REUSE_SECONDS + 1)
+    scaleout.prepare(form, "fsdp2", 2, "en")  # expired
+    assert len(asked) == 9
 
 
 def test_a_strategy_check_that_cannot_run_says_so_and_refuses_the_start(tmp_path, monkeypatch):

@@ -9,6 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "benchmark"))
 from chat_drivers import reply_figures, summarise  # noqa: E402
+from heap_pattern import one_pass  # noqa: E402
 from page_poller import TRAIN_RUN_KEY, due, input_values, watching_events  # noqa: E402
 
 
@@ -45,3 +46,10 @@ def test_the_page_watching_a_run_has_the_train_tab_and_top_bar_timers(board):
     tick = next(e for e in events if e["interval"] == 1.0)
     values = input_values(config, tick, {TRAIN_RUN_KEY: "run-1"})
     assert values == ["run-1", None, "en"]  # watched run (BrowserState), seen (server-side State), language
+
+
+def test_the_heap_pattern_keeps_a_decoder_layers_activations_per_layer():
+    kept = one_pass(tokens=3, hidden=8, inter=20, layers=2)
+    # per layer: two normalized inputs, q, k, v and the attention output (hidden wide), gate and up (inter wide)
+    assert len(kept) == 16 and [t.numel() for t in kept[:8]] == [24] * 6 + [60] * 2
+    assert len({t.data_ptr() for t in kept}) == 16

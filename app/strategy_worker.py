@@ -1,11 +1,12 @@
-"""The scale-out check in a short-lived subprocess, so that the board process never imports torch or transformers.
+"""What the scale-out check needs from torch, read in a short-lived subprocess so that the board process never imports
+torch or transformers: this machine's devices and a model's shape.
 
-Usage: ``python -m app.strategy_worker IN.json OUT.json``. ``IN.json`` holds ``{"mapping", "strategy", "nproc"}``
-(the Train form's config, the strategy and the number of processes). The worker adds the strategy's config keys for
-this machine's devices, validates the config, runs ``engine.train.parallel.plan.check`` (it counts the model's
-parameters on the meta device and reads the devices' memory: both need torch) and writes to ``OUT.json`` either
-``{"problems": [...]}`` (the config itself is wrong) or ``{"keys": {...}, "plan": {...}}``; ``{"error": message}``
-when the check itself could not run.
+Usage: ``python -m app.strategy_worker IN.json OUT.json``. ``IN.json`` holds ``{"model": name or path}``. The worker
+writes to ``OUT.json`` ``{"devices": {"type", "count", "memory"}, "shape": {...}}``, where ``shape`` is the model's
+:class:`engine.train.parallel.plan.ModelShape` (parameters counted on the meta device from its config; no weights
+read), or ``"shape_error": message`` in its place when the model's config cannot be read; ``{"error": message}``
+when the devices themselves could not be read. The board checks every form itself from these facts
+(:func:`engine.train.parallel.plan.check`), remembering them per model.
 """
 
 from __future__ import annotations
@@ -16,27 +17,24 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from app.jobs import REPO_ROOT
 
+def facts_of(model: str) -> dict[str, Any]:
+    """The facts as JSON-ready data (see the module docstring)."""
+    from engine.train.parallel.plan import device_facts, model_shape
 
-def plan_of(mapping: dict[str, Any], strategy: str, nproc: int) -> dict[str, Any]:
-    """The check's result as JSON-ready data (see the module docstring)."""
-    from app import forms
-    from engine import devices
-    from engine.train.parallel.plan import check, launch_keys
-
-    keys = launch_keys(strategy, nproc, repo_root=str(REPO_ROOT), device=devices.get_accelerator().type)
-    checked = forms.validate({**mapping, **keys}, "train")
-    if checked.config is None:
-        return {"problems": list(checked.problems)}
-    return {"keys": keys, "plan": asdict(check(checked.config, strategy, nproc))}
+    out: dict[str, Any] = {"devices": asdict(device_facts())}
+    try:
+        out["shape"] = asdict(model_shape(model))
+    except Exception as err:  # noqa: BLE001 - reported as the estimate's note; the other checks stand
+        out["shape_error"] = str(err)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     request = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     try:
-        result, code = plan_of(request["mapping"], request["strategy"], int(request["nproc"])), 0
+        result, code = facts_of(str(request["model"])), 0
     except Exception as err:  # reported to the page; the traceback stays in the worker's log
         import traceback
 

@@ -10,7 +10,6 @@ import os
 import subprocess
 import tempfile
 import threading
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,17 +64,15 @@ class CheckFailed(RuntimeError):
     """The strategy check itself could not run (the worker failed or took too long); the message says why."""
 
 
-REUSE_SECONDS = 300.0
-"""How long a check's answer serves the same form again (Check, then Start: one worker run, not two)."""
-_REUSE_ENTRIES = 16
-_answers: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
-_answers_lock = threading.Lock()
+_FACT_ENTRIES = 16
+_facts: OrderedDict[str, dict[str, Any]] = OrderedDict()
+_facts_lock = threading.Lock()
 
 
 def forget_checks() -> None:
-    """Drop every remembered check answer (tests, or after changing the machine's devices)."""
-    with _answers_lock:
-        _answers.clear()
+    """Drop every remembered device and model fact (tests, or after changing the machine's devices)."""
+    with _facts_lock:
+        _facts.clear()
 
 
 def _stamp(path: Path) -> list[Any]:
@@ -86,74 +83,42 @@ def _stamp(path: Path) -> list[Any]:
     return [str(path), stat.st_mtime_ns, stat.st_size]
 
 
-def _files_of(mapping: dict[str, Any]) -> list[Any]:
-    """What the check reads besides the form: every form value that names a local file (a DeepSpeed or FSDP
-    config, ...) or folder (the model's ``config.json``, the dataset folder's ``dataset_info.json``), stamped by
-    modification time and size, so that an edited file is checked again."""
-    stamps = []
-    for key in sorted(mapping):
-        value = mapping[key]
-        if not isinstance(value, str) or not value or len(value) > 4096 or "\n" in value:
-            continue
-        path = Path(value).expanduser()
-        try:
-            if path.is_file():
-                stamps.append([key, *_stamp(path)])
-            elif path.is_dir():
-                stamps.append([key, *_stamp(path)])
-                stamps.extend([key, *_stamp(path / name)] for name in ("config.json", "dataset_info.json"))
-        except OSError:
-            continue
-    return stamps
+def _facts_key(model: str) -> str:
+    """A model name, with the stamps (modification time, size) of its folder and ``config.json`` when it is a local
+    folder, so that a changed config is read again."""
+    stamps: list[Any] = []
+    try:
+        folder = Path(model).expanduser()
+        if folder.is_dir():
+            stamps = [_stamp(folder), _stamp(folder / "config.json")]
+    except (OSError, ValueError):
+        stamps = []
+    return json.dumps([model, stamps])
 
 
-def _reuse_key(mapping: dict[str, Any], strategy: str, nproc: int) -> str:
-    return json.dumps({"mapping": mapping, "strategy": strategy, "nproc": nproc, "files": _files_of(mapping)},
-                      sort_keys=True, default=str)
+def _facts_for(model: str) -> dict[str, Any]:
+    """This machine's devices and ``model``'s shape, from ``app.strategy_worker`` in a subprocess (it imports torch and
+    transformers, which the board process never loads), remembered per model for the board's life (the devices a
+    process sees do not change; a local model's changed config is read again). An answer without the model's shape
+    is not remembered: the model may be downloaded later. CheckFailed when the worker could not answer."""
+    key = _facts_key(model)
+    with _facts_lock:
+        if key in _facts:
+            _facts.move_to_end(key)
+            return _facts[key]
+    result = _ask_worker(model)
+    if "shape" in result:
+        with _facts_lock:
+            _facts[key] = result
+            while len(_facts) > _FACT_ENTRIES:
+                _facts.popitem(last=False)
+    return result
 
 
-def _remembered(key: str) -> dict[str, Any] | None:
-    with _answers_lock:
-        entry = _answers.get(key)
-        if entry is None or time.monotonic() - entry[0] > REUSE_SECONDS:
-            _answers.pop(key, None)
-            return None
-        _answers.move_to_end(key)
-        return entry[1]
-
-
-def _remember(key: str, result: dict[str, Any]) -> None:
-    with _answers_lock:
-        _answers[key] = (time.monotonic(), result)
-        _answers.move_to_end(key)
-        while len(_answers) > _REUSE_ENTRIES:
-            _answers.popitem(last=False)
-
-
-def _plan(mapping: dict[str, Any], strategy: str, nproc: int) -> tuple[dict[str, Any] | None, dict[str, Any], list[str]]:
-    """(plan as a dict or None, the strategy's config keys, config problems), from ``app.strategy_worker`` in a
-    subprocess: the check imports torch and transformers, which the board process never loads. CheckFailed when
-    the worker could not answer. A plan the strategy can run with is remembered for :data:`REUSE_SECONDS` for the
-    same form and the same files (see :func:`_files_of`), so Start right after Check does not wait for a second
-    worker; refusals, config problems and failures are never remembered (their fix may be outside the form: a
-    package to install, a file the form does not name)."""
-    strategy, nproc = strategy or "single", int(nproc or 1)
-    key = _reuse_key(mapping, strategy, nproc)
-    result = _remembered(key)
-    if result is None:
-        result = _ask_worker(mapping, strategy, nproc)
-        if "plan" in result and not result["plan"]["problems"]:
-            _remember(key, result)
-    if "problems" in result:
-        return None, {}, list(result["problems"])
-    return result["plan"], result["keys"], []
-
-
-def _ask_worker(mapping: dict[str, Any], strategy: str, nproc: int) -> dict[str, Any]:
+def _ask_worker(model: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="lfboard-strategy-") as scratch:
         request, out, log = (Path(scratch) / name for name in ("in.json", "out.json", "worker.log"))
-        request.write_text(json.dumps({"mapping": mapping, "strategy": strategy, "nproc": nproc}, default=str),
-                           encoding="utf-8")
+        request.write_text(json.dumps({"model": model}), encoding="utf-8")
         try:
             code = run_worker("app.strategy_worker", [str(request), str(out)], log, CHECK_TIMEOUT)
         except subprocess.TimeoutExpired:
@@ -163,6 +128,31 @@ def _ask_worker(mapping: dict[str, Any], strategy: str, nproc: int) -> dict[str,
             reason = (result or {}).get("error") or log_tail(log, 6) or f"exit code {code}"
             raise CheckFailed(f"The strategy check could not run: {reason}")
     return result
+
+
+def _plan(mapping: dict[str, Any], strategy: str, nproc: int) -> tuple[dict[str, Any] | None, dict[str, Any], list[str]]:
+    """(plan as a dict or None, the strategy's config keys, config problems). The form is validated and checked here;
+    the devices and the model's shape come from :func:`_facts_for` (a subprocess the first time for a model, then
+    remembered). CheckFailed when those could not be read."""
+    from dataclasses import asdict
+
+    from app import forms
+    from app.jobs import REPO_ROOT
+    from engine.train.parallel.plan import DeviceFacts, ModelShape, check, launch_keys
+
+    strategy, nproc = strategy or "single", int(nproc or 1)
+    checked = forms.validate(mapping, "train")
+    if checked.config is None:
+        return None, {}, list(checked.problems)
+    facts = _facts_for(str(checked.config.model.model_name_or_path))
+    devices = DeviceFacts(**facts["devices"])
+    keys = launch_keys(strategy, nproc, repo_root=str(REPO_ROOT), device=devices.type)
+    checked = forms.validate({**mapping, **keys}, "train")
+    if checked.config is None:
+        return None, {}, list(checked.problems)
+    shape = ModelShape(**facts["shape"]) if "shape" in facts else None
+    plan = check(checked.config, strategy, nproc, shape=shape, shape_error=facts.get("shape_error"), facts=devices)
+    return asdict(plan), keys, []
 
 
 def check_text(mapping: dict[str, Any], strategy: str, nproc: int, lang: str) -> str:
@@ -194,7 +184,8 @@ def check_text(mapping: dict[str, Any], strategy: str, nproc: int, lang: str) ->
 def prepare(mapping: dict[str, Any], strategy: str, nproc: int, lang: str
             ) -> tuple[dict[str, Any], dict[str, Any] | None, str | None]:
     """(mapping with the strategy's keys, launch record for run.json, refusal text or None). A single-process run
-    needs nothing from here; the others are checked in a subprocess, so the board never imports torch."""
+    needs nothing from here; the others are checked here, from the device and model facts :func:`_facts_for` reads
+    in a subprocess (so the board never imports torch)."""
     strategy, nproc = strategy or "single", int(nproc or 1)
     if strategy == "single" and nproc == 1:
         return mapping, None, None

@@ -74,45 +74,44 @@ def test_strategy_check_estimates_and_refuses():
     assert launch is None and refusal is None and "fsdp" not in mapping
 
 
-def test_start_after_check_reuses_its_answer_until_the_form_or_a_file_changes(tmp_path, monkeypatch):
-    """Check, then Start with the same form: one worker run. Another form, an edited file the form names, a refusal
-    or an expired answer: the worker runs again."""
+def test_the_check_reads_devices_and_model_once_per_model_and_checks_every_form_in_the_board(tmp_path, monkeypatch):
+    """The subprocess reads the devices and the model's shape once per model; Check and Start for any strategy,
+    process count or form are then answered in the board. A changed model config is read again; a model whose config
+    cannot be read is asked again every time; a form with config problems never starts the subprocess."""
     asked = []
+    shape = {"params": 5 * 10**7, "hidden": 512, "layers": 8, "vocab": 8192, "heads": 8, "linear_in_out": 10**5}
 
-    def worker(mapping, strategy, nproc):
-        asked.append((strategy, nproc))
-        problems = ["too big"] if nproc == 3 else []
-        return {"keys": {"fsdp": "full_shard auto_wrap"} if strategy == "fsdp2" else {},
-                "plan": {"strategy": strategy, "nproc": nproc, "per_device_gb": 0.5, "available_gb": 8.0,
-                         "device": "cpu", "breakdown": {"weights": 0.5}, "problems": problems, "notes": []}}
+    def worker(model):
+        asked.append(model)
+        if "missing" in model:
+            return {"devices": {"type": "cpu", "count": 0, "memory": None}, "shape_error": "no config.json"}
+        return {"devices": {"type": "cpu", "count": 0, "memory": None}, "shape": shape}
 
     monkeypatch.setattr(scaleout, "_ask_worker", worker)
-    ds = tmp_path / "ds_z2.json"
-    ds.write_text("{}")
-    form = {**_mapping("sft_lora_demo.yaml"), "deepspeed": str(ds)}
-    assert "This strategy can run." in scaleout.check_text(form, "fsdp2", 2, "en")
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    form = _mapping("sft_lora_demo.yaml", model_name_or_path=str(model), finetuning_type="full")
+    two = scaleout.check_text(form, "fsdp2", 2, "en")
+    assert "Estimated memory per device" in two and asked == [str(model)]
     mapping, launch, refusal = scaleout.prepare(form, "fsdp2", 2, "en")
     assert refusal is None and launch == {"strategy": "fsdp2", "nproc": 2} and mapping["fsdp"] == "full_shard auto_wrap"
-    assert asked == [("fsdp2", 2)]
-    scaleout.prepare(form, "ddp", 2, "en")  # another strategy
-    scaleout.prepare({**form, "cutoff_len": 64}, "fsdp2", 2, "en")  # another form
-    assert asked == [("fsdp2", 2), ("ddp", 2), ("fsdp2", 2)]
-    os.utime(ds, ns=(ds.stat().st_atime_ns, ds.stat().st_mtime_ns + 10**9))  # the DeepSpeed config edited
-    scaleout.prepare(form, "fsdp2", 2, "en")
-    model_config = tmp_path / "model" / "config.json"
-    model_config.parent.mkdir()
-    model_config.write_text("{}")
-    scaleout.prepare({**form, "model_name_or_path": str(model_config.parent)}, "fsdp2", 2, "en")
-    model_config.write_text('{"hidden_size": 8}')  # the model's config changed
-    scaleout.prepare({**form, "model_name_or_path": str(model_config.parent)}, "fsdp2", 2, "en")
-    assert len(asked) == 6
-    for _ in range(2):  # a refusal is asked again every time (its fix may be a package to install)
-        assert "too big" in scaleout.prepare(form, "fsdp2", 3, "en")[2]
-    assert len(asked) == 8
-    now = time.monotonic()
-    monkeypatch.setattr(scaleout.time, "monotonic", lambda: now + scaleout.REUSE_SECONDS + 1)
-    scaleout.prepare(form, "fsdp2", 2, "en")  # expired
-    assert len(asked) == 9
+    four = scaleout.check_text(form, "fsdp2", 4, "en")
+    assert four != two  # sharded over four processes: a smaller estimate, from the same facts
+    assert "needs at least 2 processes" in scaleout.prepare(form, "ddp", 1, "en")[2]
+    scaleout.prepare({**form, "cutoff_len": 64}, "ddp", 2, "en")
+    assert asked == [str(model)]
+    (model / "config.json").write_text('{"hidden_size": 8}')  # the model's config changed: read again
+    os.utime(model / "config.json", ns=(10**18, 10**18))
+    scaleout.check_text(form, "fsdp2", 2, "en")
+    assert asked == [str(model)] * 2
+    missing = {**form, "model_name_or_path": str(tmp_path / "missing")}
+    for _ in range(2):
+        assert "No memory estimate: the model config could not be read (no config.json)" in scaleout.check_text(
+            missing, "ddp", 2, "en")
+    assert asked[2:] == [str(tmp_path / "missing")] * 2
+    problems = scaleout.check_text({**form, "learning_rate": "fast"}, "ddp", 2, "en")
+    assert "learning_rate" in problems and len(asked) == 4
 
 
 def test_a_strategy_check_that_cannot_run_says_so_and_refuses_the_start(tmp_path, monkeypatch):
@@ -122,9 +121,9 @@ def test_a_strategy_check_that_cannot_run_says_so_and_refuses_the_start(tmp_path
     from app import strategy_worker
 
     request, out = tmp_path / "in.json", tmp_path / "out.json"
-    request.write_text(json.dumps({"strategy": "ddp", "nproc": 2}))  # no mapping
+    request.write_text(json.dumps({"strategy": "ddp", "nproc": 2}))  # no model
     assert strategy_worker.main([str(request), str(out)]) == 2
-    assert json.loads(out.read_text()) == {"error": "KeyError: 'mapping'"}
+    assert json.loads(out.read_text()) == {"error": "KeyError: 'model'"}
 
     def too_slow(*args, **kwargs):
         raise subprocess.TimeoutExpired(args[0], scaleout.CHECK_TIMEOUT)

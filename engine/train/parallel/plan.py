@@ -110,16 +110,34 @@ def estimate(cfg: Any, shape: ModelShape, strategy: str, nproc: int) -> dict[str
     return {"weights": weights, "gradients": grads, "optimizer": optim, "activations": activations}
 
 
-def _available(device: str, nproc: int) -> float | None:
-    """Bytes each process can use: the accelerator's memory, or the machine's RAM shared by the processes."""
+@dataclass
+class DeviceFacts:
+    """What the check needs from this machine's devices: the preferred accelerator (``cpu`` when none), how many are
+    visible, and the memory of one (bytes; None on the CPU, whose RAM :func:`_available` reads itself)."""
+
+    type: str
+    count: int
+    memory: float | None = None
+
+
+def device_facts() -> DeviceFacts:
+    """This machine's :class:`DeviceFacts` (imports torch through :mod:`engine.devices`)."""
     from engine import devices
 
-    if device != "cpu":
+    acc = devices.get_accelerator()
+    memory = None
+    if acc.type != "cpu":
         try:
-            _free, total = devices.memory_info(0)
-            return float(total)
+            memory = float(devices.memory_info(0)[1])
         except Exception:  # noqa: BLE001 - an unknown device: no figure
-            return None
+            memory = None
+    return DeviceFacts(type=acc.type, count=acc.count, memory=memory)
+
+
+def _available(device: str, nproc: int, memory: float | None) -> float | None:
+    """Bytes each process can use: the accelerator's memory, or the machine's RAM shared by the processes."""
+    if device != "cpu":
+        return memory
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
@@ -127,18 +145,20 @@ def _available(device: str, nproc: int) -> float | None:
     return total / max(nproc, 1)
 
 
-def check(cfg: Any, strategy: str, nproc: int, *, shape: ModelShape | None = None,
-          device: str | None = None, device_count: int | None = None) -> Plan:
-    """Refusals and the memory estimate for running ``cfg`` with ``strategy`` on ``nproc`` processes."""
-    from engine import devices
+def check(cfg: Any, strategy: str, nproc: int, *, shape: ModelShape | None = None, shape_error: str | None = None,
+          device: str | None = None, device_count: int | None = None, facts: DeviceFacts | None = None) -> Plan:
+    """Refusals and the memory estimate for running ``cfg`` with ``strategy`` on ``nproc`` processes.
 
+    ``facts`` (this machine's devices) and ``shape`` (the model's), or ``shape_error`` (why the model's shape could
+    not be read), may come from elsewhere: the board reads both once in a subprocess and checks every form in its
+    own process, which never imports torch. What is not given is read here (with torch)."""
     plan = Plan(strategy=strategy, nproc=nproc)
     if strategy not in STRATEGIES:
         plan.problems.append(f"Unknown strategy `{strategy}`; use one of {', '.join(STRATEGIES)}.")
         return plan
-    acc = devices.get_accelerator()
-    plan.device = device or acc.type
-    count = device_count if device_count is not None else acc.count
+    facts = facts or device_facts()
+    plan.device = device or facts.type
+    count = device_count if device_count is not None else facts.count
     ft, model = cfg.finetuning, cfg.model
     if strategy == "single" and nproc != 1:
         plan.problems.append("A single-process run uses 1 process; set processes to 1, or pick DDP or FSDP2.")
@@ -176,16 +196,19 @@ def check(cfg: Any, strategy: str, nproc: int, *, shape: ModelShape | None = Non
         plan.problems.append("Ray is not installed; `pip install 'ray[train]'`, or pick DDP (torchrun) instead.")
     if getattr(model, "use_unsloth", False) and strategy != "single":
         plan.problems.append("Unsloth trains on one device only; pick single.")
-    try:
-        shape = shape or model_shape(model.model_name_or_path)
-    except Exception as err:  # noqa: BLE001 - no config readable: no estimate, but the other checks stand
-        plan.notes.append(f"No memory estimate: the model config could not be read ({err}).")
+    if shape is None and shape_error is None:
+        try:
+            shape = model_shape(model.model_name_or_path)
+        except Exception as err:  # noqa: BLE001 - no config readable: no estimate, but the other checks stand
+            shape_error = str(err)
+    if shape is None:
+        plan.notes.append(f"No memory estimate: the model config could not be read ({shape_error}).")
         return plan
     parts = estimate(cfg, shape, strategy, nproc)
     need = sum(parts.values())
     plan.breakdown = {k: round(v / GIB, 3) for k, v in parts.items()}
     plan.per_device_gb = round(need / GIB, 3)
-    avail = _available(plan.device, nproc)
+    avail = _available(plan.device, nproc, facts.memory if plan.device == facts.type else None)
     plan.available_gb = round(avail / GIB, 2) if avail else None
     if avail and need > avail:
         fixes = []

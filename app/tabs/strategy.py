@@ -30,6 +30,7 @@ STRATEGY_CHOICES = [
 
 @dataclass
 class StrategyBox:
+    accordion: gr.Accordion
     strategy: gr.Dropdown
     nproc: gr.Slider
     check_btn: gr.Button
@@ -45,7 +46,7 @@ def max_processes() -> int:
 
 
 def build(board: Board) -> StrategyBox:
-    with gr.Accordion(L("strategy_title"), open=False):
+    with gr.Accordion(L("strategy_title"), open=False) as accordion:
         with gr.Row():
             strategy = gr.Dropdown(STRATEGY_CHOICES, value="single", label=L("strategy_label"),
                                    info=L("strategy_info"), scale=2, elem_id="lf-strategy")
@@ -53,7 +54,7 @@ def build(board: Board) -> StrategyBox:
                               info=L("strategy_nproc_info"), scale=2, elem_id="lf-nproc")
             check_btn = gr.Button(L("strategy_check_btn"), scale=1, size="sm")
         report = gr.Markdown(elem_id="lf-strategy-report")
-    return StrategyBox(strategy=strategy, nproc=nproc, check_btn=check_btn, report=report)
+    return StrategyBox(accordion=accordion, strategy=strategy, nproc=nproc, check_btn=check_btn, report=report)
 
 
 CHECK_TIMEOUT = 300
@@ -67,12 +68,14 @@ class CheckFailed(RuntimeError):
 _FACT_ENTRIES = 16
 _facts: OrderedDict[str, dict[str, Any]] = OrderedDict()
 _facts_lock = threading.Lock()
+_reading: dict[str, threading.Event] = {}  # facts key -> set when the worker reading them has answered
 
 
 def forget_checks() -> None:
     """Drop every remembered device and model fact (tests, or after changing the machine's devices)."""
     with _facts_lock:
         _facts.clear()
+        _reading.clear()
 
 
 def _stamp(path: Path) -> list[Any]:
@@ -102,17 +105,63 @@ def _facts_for(model: str) -> dict[str, Any]:
     process sees do not change; a local model's changed config is read again). An answer without the model's shape
     is not remembered: the model may be downloaded later. CheckFailed when the worker could not answer."""
     key = _facts_key(model)
-    with _facts_lock:
-        if key in _facts:
-            _facts.move_to_end(key)
-            return _facts[key]
-    result = _ask_worker(model)
-    if "shape" in result:
+    for _ in range(2):
         with _facts_lock:
-            _facts[key] = result
-            while len(_facts) > _FACT_ENTRIES:
-                _facts.popitem(last=False)
-    return result
+            if key in _facts:
+                _facts.move_to_end(key)
+                return _facts[key]
+            running = _reading.get(key)
+            if running is None:
+                done = _reading[key] = threading.Event()
+                break
+        running.wait(CHECK_TIMEOUT)  # read ahead when the box was opened: wait for that answer rather than ask twice
+    else:
+        done = threading.Event()  # that read failed: ask again
+    return _read(model, key, done)
+
+
+def _read(model: str, key: str, done: threading.Event) -> dict[str, Any]:
+    """Ask the worker, remember an answer with the model's shape, and release whoever waits on ``done``."""
+    try:
+        result = _ask_worker(model)
+        if "shape" in result:
+            with _facts_lock:
+                _facts[key] = result
+                while len(_facts) > _FACT_ENTRIES:
+                    _facts.popitem(last=False)
+        return result
+    finally:
+        with _facts_lock:
+            if _reading.get(key) is done:
+                del _reading[key]
+        done.set()
+
+
+def read_ahead(mapping: dict[str, Any]) -> threading.Thread | None:
+    """Start reading the facts for the form's model in the background (the box was opened: a Check is likely soon),
+    unless they are known or being read, or the form names no valid config. Failures are left for the Check to
+    report."""
+    from app import forms
+
+    checked = forms.validate(mapping, "train")
+    if checked.config is None:
+        return None
+    model = str(checked.config.model.model_name_or_path)
+    key = _facts_key(model)
+    with _facts_lock:
+        if key in _facts or key in _reading:
+            return None
+        done = _reading[key] = threading.Event()
+
+    def read() -> None:
+        try:
+            _read(model, key, done)
+        except CheckFailed:
+            pass
+
+    thread = threading.Thread(target=read, name="lfboard-scaleout-facts", daemon=True)
+    thread.start()
+    return thread
 
 
 def _ask_worker(model: str) -> dict[str, Any]:
@@ -208,5 +257,10 @@ def wire(box: StrategyBox, form: list[Any], mapping_of: Any, lang: Any) -> None:
         return check_text(mapping_of(list(values)), strategy, nproc, lang_value)
 
     box.check_btn.click(on_check, [*form, box.strategy, box.nproc, lang], box.report, api_visibility="private")
+
+    def on_open(*values):
+        read_ahead(mapping_of(list(values)))
+
+    box.accordion.expand(on_open, form, None, api_visibility="private", queue=False)
     box.strategy.change(lambda s: gr.update(value=1) if s == "single" else gr.update(), box.strategy, box.nproc,
                         api_visibility="private")

@@ -114,6 +114,26 @@ def test_the_check_reads_devices_and_model_once_per_model_and_checks_every_form_
     assert "learning_rate" in problems and len(asked) == 4
 
 
+def test_opening_the_box_reads_the_facts_ahead_and_a_check_meanwhile_waits_for_them(tmp_path, monkeypatch):
+    asked = []
+
+    def slow_worker(model):
+        asked.append(model)
+        time.sleep(0.5)
+        return {"devices": {"type": "cpu", "count": 0, "memory": None},
+                "shape": {"params": 10**6, "hidden": 64, "layers": 2, "vocab": 100, "heads": 2, "linear_in_out": 10}}
+
+    monkeypatch.setattr(scaleout, "_ask_worker", slow_worker)
+    form = _mapping("sft_lora_demo.yaml")
+    thread = scaleout.read_ahead(form)
+    assert thread is not None and scaleout.read_ahead(form) is None  # already being read
+    assert "This strategy can run." in scaleout.check_text(form, "ddp", 2, "en")  # waits for the read ahead
+    thread.join(5)
+    assert len(asked) == 1 and scaleout.read_ahead(form) is None  # known now
+    assert scaleout.read_ahead({**form, "learning_rate": "fast"}) is None  # no valid config: nothing to read
+    assert len(asked) == 1
+
+
 def test_a_strategy_check_that_cannot_run_says_so_and_refuses_the_start(tmp_path, monkeypatch):
     import json
     import subprocess

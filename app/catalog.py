@@ -104,6 +104,9 @@ def datasets(dataset_dir: str | Path | None) -> tuple[dict[str, dict[str, Any]],
     if not dataset_dir:
         return {}, None
     folder = Path(dataset_dir).expanduser()
+    if folder.is_file():
+        return {}, (f"{folder} is a file, not a folder; pick the folder that holds dataset_info.json and the data "
+                    "files, or upload the file.")
     if not folder.is_dir():
         return {}, f"The dataset folder {folder} does not exist; pick another one or upload a file."
     try:

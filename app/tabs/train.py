@@ -382,13 +382,22 @@ def upload_dataset(board: Board, file: str | None, name: str, lang: str) -> tupl
     folder = board.workspace.datasets_dir
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / f"{name}{source.suffix.lower()}"
-    shutil.copyfile(source, target)
-    try:
+    taken = t(lang, "upload_taken", file=target.name, name=name, folder=folder)
+    if target.name == "dataset_info.json" or name in catalog.datasets(folder)[0]:
+        return taken, None
+    created = False
+    try:  # created here or not at all: an upload never replaces or removes a file it did not write
+        with source.open("rb") as src, target.open("xb") as dst:
+            created = True
+            shutil.copyfileobj(src, dst)
         info = catalog.register_dataset(folder, name, target.name)
+    except FileExistsError:
+        return taken, None
     except Exception as err:
-        target.unlink(missing_ok=True)
+        if created:
+            target.unlink(missing_ok=True)
         return t(lang, "upload_failed", error=err), None
-    kind = catalog.dataset_kind(info)
+    kind = catalog.dataset_kind(catalog.datasets(folder)[0].get(name) or info)  # as the picker shows it
     return t(lang, "upload_done", name=name, kind=kind or "?", folder=folder), name
 
 

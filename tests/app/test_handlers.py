@@ -9,7 +9,7 @@ import gradio as gr
 import pytest
 import yaml
 
-from app import forms, widgets
+from app import catalog, forms, widgets
 from app.tabs import chat, evaluate, export, runs, train
 from app.workspace import LAST_CONFIG
 
@@ -279,7 +279,41 @@ def test_upload_registers_into_the_workspace(board, tmp_path):
     assert info["my_set"]["file_name"] == "my_set.json"
     choices, _ = train.dataset_choices(str(board.workspace.datasets_dir))
     assert ("my_set · sft", "my_set") in choices
+    assert "`my_set` (sft) registered" in message.replace("Dataset ", "")
     assert train.upload_dataset(board, str(data), "../bad", "en")[1] is None
+
+
+def test_an_upload_never_replaces_or_removes_a_file_it_did_not_write(board, tmp_path):
+    """A reused name or a file called dataset_info.json is refused before anything is copied: the dataset already
+    there and the workspace's registry stay as they were (they used to be overwritten, then deleted)."""
+    folder = board.workspace.datasets_dir
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps([{"instruction": "hi", "input": "", "output": "hello"}]))
+    assert train.upload_dataset(board, str(good), "mydata", "en")[1] == "mydata"
+    registry, kept = (folder / "dataset_info.json").read_bytes(), (folder / "mydata.json").read_bytes()
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps([{"instruction": "x", "input": "", "output": "y"}]))
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    lf_registry = tmp_path / "dataset_info.json"
+    lf_registry.write_text(json.dumps({"alpaca": {"file_name": "alpaca.json"}}))
+    for upload, name in ((other, "mydata"), (broken, "mydata"), (other.with_suffix(".jsonl"), "mydata"),
+                         (lf_registry, ""), (lf_registry, "dataset_info")):
+        if not upload.exists():
+            upload.write_text(json.dumps({"instruction": "x", "input": "", "output": "y"}) + "\n")
+        message, got = train.upload_dataset(board, str(upload), name, "en")
+        assert got is None and "pick another name (nothing was changed)" in message, message
+        assert (folder / "dataset_info.json").read_bytes() == registry
+        assert (folder / "mydata.json").read_bytes() == kept
+    assert sorted(p.name for p in folder.iterdir()) == ["dataset_info.json", "mydata.json"]
+    # a file that cannot be registered is removed again: the one this upload wrote, nothing else
+    message, got = train.upload_dataset(board, str(broken), "fresh", "en")
+    assert got is None and "could not be registered" in message
+    assert sorted(p.name for p in folder.iterdir()) == ["dataset_info.json", "mydata.json"]
+    zh, _ = train.upload_dataset(board, str(other), "mydata", "zh")
+    assert "请换一个名称" in zh
+    _, note = catalog.datasets(folder / "mydata.json")  # a file given as the folder
+    assert note and "is a file, not a folder" in note
 
 
 def test_history_diff_overlay_and_delete(board):

@@ -25,7 +25,7 @@ from app.api_sessions import ApiSessions
 from app.context import Board
 from app.jobs import JobError
 from app.resume import resolve_resume_value, resume_mapping
-from engine.config.limits import format_problems, shorten, surrogate_at
+from engine.config.limits import expansion_problem, format_problems, shorten, surrogate_at
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +90,9 @@ class Automation:
             raise reject("submit_run", f"The config is not valid YAML{where}: {what}.") from None
         if not isinstance(mapping, dict):
             raise reject("submit_run", "The config must be YAML `key: value` lines (LLaMA-Factory keys).")
+        expanded = expansion_problem(mapping)  # before any value is read: an alias bomb expands as it is read
+        if expanded:
+            raise reject("submit_run", expanded)
         if kind == "eval" and mapping.get("do_predict"):
             kind = "predict"
         meta = {}

@@ -128,7 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="validate a config and its files without running anything heavy",
                        description="Report every problem in a config (keys, values, paths, datasets, memory).")
     _config_arg(p)
-    p.add_argument("--for", dest="purpose", default="train", choices=["train", "eval", "export", "chat", "api"])
+    p.add_argument("--for", dest="purpose", default=None, choices=["train", "eval", "export", "chat", "api"],
+                   help="what the config is for (default: read from it: `export_dir` -> export, `do_eval` or "
+                        "`do_predict` without `do_train: true` -> eval, else train)")
 
     sub.add_parser("env", help="show versions, devices and memory", description="Print the environment report.")
 
@@ -290,10 +292,49 @@ def cmd_rewards(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_purpose(args: argparse.Namespace) -> str:
+    """``--for``, or what the config's own keys say it is for (as the command LLaMA-Factory users would run it with:
+    a merge config names `export_dir`, an evaluation or prediction config sets `do_eval`/`do_predict` and no
+    `do_train`)."""
+    if args.purpose:
+        return args.purpose
+    if str(args.config) == "-":
+        return "train"  # standard input can be read once only
+    from engine.config import ConfigError, parse_overrides, read_yaml
+
+    try:
+        mapping = {**read_yaml(args.config), **parse_overrides(args.overrides or [])}
+    except ConfigError:
+        return "train"  # the check itself reports the problem
+
+    def on(key: str) -> bool:
+        return str(mapping.get(key)).strip().lower() in ("true", "1", "yes", "on")
+
+    if mapping.get("export_dir") and not on("do_train"):
+        return "export"
+    if (on("do_eval") or on("do_predict")) and not on("do_train"):
+        return "eval"
+    if mapping.get("infer_backend") and not mapping.get("dataset"):
+        return "chat"  # LLaMA-Factory's inference configs
+    return "train"
+
+
 def cmd_check(args: argparse.Namespace) -> int:
-    cfg = _load(args, args.purpose)
+    from engine.config import ConfigError
+
+    chosen = bool(args.purpose)
+    args.purpose = _check_purpose(args)
+    try:
+        cfg = _load(args, args.purpose)
+    except ConfigError as err:
+        if chosen:
+            raise
+        note = (f"(Checked for `{args.purpose}`, as the config's keys suggest; add `--for train`, `eval`, `export` or "
+                "`chat` to check it for another command.)")
+        raise ConfigError([*err.problems[:-1], f"{err.problems[-1]} {note}" if err.problems else note]) from None
     print(f"OK: {args.config} is valid for `{args.purpose}` (stage {cfg.finetuning.stage}, "
-          f"{cfg.finetuning.finetuning_type}, model {cfg.model.model_name_or_path}).")
+          f"{cfg.finetuning.finetuning_type}, model {cfg.model.model_name_or_path}); `--for` checks it for another "
+          "command.")
     if args.purpose == "train":
         from engine.train.output_dir import describe_resume
 

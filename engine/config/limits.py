@@ -19,6 +19,10 @@ MAX_NAME_CHARS = 255
 """NAME_MAX on Linux: the longest single folder or file name."""
 MAX_TEXT_CHARS = 100_000
 """Longest text value (a system prompt, a list of dataset names)."""
+MAX_VALUES = 100_000
+"""Most values (keys, items, scalars) one config may hold with its YAML aliases expanded. A config holds a few
+hundred at most; an alias bomb (a few hundred bytes of nested ``&a [*b, *b, ...]``) expands to billions, and turning
+it into text would take the process's memory."""
 MAX_PROBLEMS_SHOWN = 30
 MAX_MESSAGE_CHARS = 8000
 
@@ -92,6 +96,53 @@ def surrogate_at(text: str) -> int | None:
         text.encode("utf-8")
     except UnicodeEncodeError as err:
         return err.start
+    return None
+
+
+def expanded_values(value: Any, limit: int = MAX_VALUES) -> int:
+    """How many values ``value`` holds, counting a shared sub-value (a YAML alias) every time it appears; any number
+    above ``limit`` once it is known to be more, and ``limit + 1`` for a value that holds itself. Each distinct list
+    or mapping is counted once and its count reused, so an alias bomb costs the size of its file, not of its
+    expansion."""
+    counts: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    last = 1
+    while stack:
+        item, done = stack.pop()
+        if not isinstance(item, (list, tuple, dict)):
+            last = 1
+            continue
+        key = id(item)
+        children = list(item.keys()) + list(item.values()) if isinstance(item, dict) else list(item)
+        if done:
+            on_path.discard(key)
+            total = 1
+            for child in children:
+                total += counts.get(id(child), 1) if isinstance(child, (list, tuple, dict)) else 1
+                if total > limit:
+                    total = limit + 1
+                    break
+            counts[key] = last = total
+            continue
+        if key in counts:
+            last = counts[key]
+            continue
+        if key in on_path:
+            return limit + 1  # a value that holds itself (`&a [*a]`): endless once expanded
+        on_path.add(key)
+        stack.append((item, True))
+        stack.extend((child, False) for child in children if isinstance(child, (list, tuple, dict))
+                     and id(child) not in counts)
+    return counts.get(id(value), last) if isinstance(value, (list, tuple, dict)) else 1
+
+
+def expansion_problem(value: Any, what: str = "The config") -> str | None:
+    """Why ``value`` is too large once its YAML aliases are expanded (None when it is fine)."""
+    if expanded_values(value) > MAX_VALUES:
+        return (f"{what} holds more than {MAX_VALUES:,} values once its YAML aliases (`*name`) are expanded, or a "
+                "value that holds itself; a LLaMA-Factory config holds a few dozen. Write the values out instead of "
+                "repeating anchors.")
     return None
 
 

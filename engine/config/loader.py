@@ -18,6 +18,7 @@ import yaml
 
 from engine.config import lf_keys
 from engine.config.limits import (
+    expansion_problem,
     format_problems,
     key_problem,
     non_finite,
@@ -249,6 +250,9 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
         mapping = {}
     if not isinstance(mapping, dict):
         raise ConfigError([f"The config must be a mapping of `key: value` lines, not a {type(mapping).__name__}."])
+    expanded = expansion_problem(mapping)  # before any value is read or turned into text
+    if expanded:
+        raise ConfigError([expanded])
     from engine.credentials import take_secrets
 
     mapping, secrets, notes = take_secrets(mapping)  # never part of the config, so never written with it
@@ -421,13 +425,23 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
             raise ConfigError([f"Config file `{path}` is a folder; give the YAML file inside it."])
         if not p.is_file():
             raise ConfigError([f"Config file `{path}` does not exist; check the path."])
-        text = p.read_text(encoding="utf-8")
+        try:
+            text = p.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise ConfigError([f"`{path}` is not UTF-8 text (byte 0x{err.object[err.start]:02x} at position "
+                               f"{err.start:,}); re-save it as UTF-8."]) from None
+        except OSError as err:
+            raise ConfigError([f"Config file `{path}` cannot be read ({err.strerror or err}); check its "
+                               "permissions."]) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError([f"`{path}` is not valid YAML{where}: {getattr(err, 'problem', err)}."]) from None
+    expanded = expansion_problem(data, f"`{path}`")
+    if expanded:
+        raise ConfigError([expanded])
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -79,11 +79,51 @@ def load_dataset_info(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any
         )
     try:
         info = json.loads(path.read_text(encoding="utf-8-sig"))
+    except UnicodeDecodeError as err:
+        raise DatasetError(f"{path} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at position {err.start:,}); "
+                           "re-save it as UTF-8.") from None
     except json.JSONDecodeError as err:
         raise DatasetError(f"{path} is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}.") from None
     if not isinstance(info, dict) or not all(isinstance(v, dict) for v in info.values()):
         raise DatasetError(f"{path} must be a JSON object mapping dataset names to entries.")
+    for name, entry in info.items():
+        problem = entry_problem(name, entry)
+        if problem:
+            raise DatasetError(f"{path}: {problem}")
     return info
+
+
+TEXT_FIELDS = ("file_name", "formatting", "hf_hub_url", "ms_hub_url", "om_hub_url", "subset", "split", "folder")
+
+
+def entry_problem(name: str, entry: dict[str, Any]) -> str | None:
+    """What is wrong with the types of one dataset_info.json entry (None when nothing is): the values LLaMA-Factory
+    reads as text, a ``columns``/``tags`` object of names, a boolean ``ranking``, a whole ``num_samples`` of at least
+    1. Checked when the file is read, so that ``lf-engine check``, training and the board's picker all name the entry
+    and the key instead of failing later."""
+    where = f"dataset {name!r}"
+    for key in TEXT_FIELDS:
+        value = entry.get(key)
+        if value is not None and not isinstance(value, str):
+            return f"{where}: `{key}` must be text (a string), not {json.dumps(value)[:60]}."
+    for key in ("columns", "tags"):
+        value = entry.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            return (f"{where}: `{key}` must be an object of names (e.g. {{\"prompt\": \"instruction\"}}), not "
+                    f"{json.dumps(value)[:60]}.")
+        bad = next((k for k, v in value.items() if not isinstance(v, str)), None)
+        if bad is not None:
+            return f"{where}: `{key}.{bad}` must be a column name (text), not {json.dumps(value[bad])[:60]}."
+    ranking = entry.get("ranking")
+    if ranking is not None and not isinstance(ranking, bool):
+        return f"{where}: `ranking` must be true or false (without quotes), not {json.dumps(ranking)[:60]}."
+    samples = entry.get("num_samples")
+    if samples is not None and (isinstance(samples, bool) or not isinstance(samples, int) or samples < 1):
+        return (f"{where}: `num_samples` must be a whole number of at least 1 (rows to sample), not "
+                f"{json.dumps(samples)[:60]}; remove it to use every row.")
+    return None
 
 
 def _entry_spec(name: str, entry: dict[str, Any], dataset_dir: Path) -> DatasetSpec:

@@ -266,6 +266,80 @@ def test_dataset_file_that_is_not_json_names_file_and_line(ws, capsys):
     train(ws, capsys, "dataset=broken", words=("broken.json is not valid JSON", "line 3, column 22"))
 
 
+ALIAS_BOMB = "".join([
+    "x0: &b0 [y, y, y, y, y, y, y, y, y, y]\n",
+    *(f"x{i}: &b{i} [" + ", ".join([f"*b{i - 1}"] * 10) + "]\n" for i in range(1, 9)),
+    "interleave_probs: [" + ", ".join(["*b8"] * 10) + "]\n",
+])  # 10**10 values once expanded, in well under a kilobyte
+
+
+def test_a_yaml_alias_bomb_is_refused_before_it_is_expanded(ws, capsys, tmp_path):
+    """A few hundred bytes of nested aliases used to fill the memory while the config was checked (it died with a
+    MemoryError, or took a board down through submit_run); it is now refused as it is read."""
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text((ws / "sft.yaml").read_text(encoding="utf-8") + ALIAS_BOMB, encoding="utf-8")
+    assert len(bomb.read_bytes()) < 1500
+    user_error(capsys, "check", str(bomb), words=("more than 100,000 values once its YAML aliases", "Write the values"))
+    selfish = tmp_path / "self.yaml"
+    selfish.write_text((ws / "sft.yaml").read_text(encoding="utf-8") + "interleave_probs: &a [0.5, *a]\n")
+    user_error(capsys, "train", str(selfish), words=("a value that holds itself",))
+    shared = tmp_path / "anchors.yaml"  # an ordinary anchor still works
+    shared.write_text((ws / "sft.yaml").read_text(encoding="utf-8").replace("dataset: good", "dataset: &d good")
+                      + "eval_dataset: *d\nval_size: 0\n", encoding="utf-8")
+    code, err = cli(capsys, "check", str(shared))
+    assert code == 0, err
+
+
+def test_a_config_or_registry_that_is_not_utf8_names_the_file_and_the_fix(ws, capsys, tmp_path):
+    gbk = tmp_path / "gbk.yaml"
+    gbk.write_bytes(("# 学习率\n" + (ws / "sft.yaml").read_text(encoding="utf-8")).encode("gbk"))
+    user_error(capsys, "check", str(gbk), words=("gbk.yaml` is not UTF-8 text (byte 0xc2 at position 6)",
+                                                  "re-save it as UTF-8"))
+    folder = tmp_path / "data16"
+    folder.mkdir()
+    _write_json(folder / "good.json", GOOD_ROWS)
+    (folder / "dataset_info.json").write_bytes(json.dumps({"good": {"file_name": "good.json"}}).encode("utf-16"))
+    train(ws, capsys, f"dataset_dir={folder}", words=("dataset_info.json is not UTF-8 text", "re-save it as UTF-8"))
+
+
+@pytest.mark.parametrize(("entry", "words"), [
+    ({"file_name": "good.json", "columns": ["prompt"]}, ("`columns` must be an object of names",)),
+    ({"file_name": 123}, ("`file_name` must be text",)),
+    ({"file_name": "good.json", "columns": {"prompt": 1}}, ("`columns.prompt` must be a column name",)),
+    ({"file_name": "good.json", "num_samples": "abc"}, ("`num_samples` must be a whole number of at least 1",)),
+    ({"file_name": "good.json", "num_samples": -3}, ("not -3; remove it to use every row",)),
+    ({"file_name": "good.json", "num_samples": 0}, ("`num_samples` must be a whole number",)),
+    ({"file_name": "good.json", "ranking": "false"}, ('`ranking` must be true or false (without quotes), not "false"',)),
+])
+def test_a_registry_entry_of_the_wrong_type_is_named_with_its_key(ws, capsys, tmp_path, entry, words):
+    """These failed later with a traceback (a list of columns, a number as file name, a text num_samples), or did the
+    wrong thing (num_samples 0 trained on every row, -3 reported missing training data, "false" read as true)."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    _write_json(folder / "good.json", GOOD_ROWS)
+    _write_json(folder / "dataset_info.json", {"good": {"file_name": "good.json"}, "odd": entry})
+    for command in ("check", "train"):
+        user_error(capsys, command, str(ws / "sft.yaml"), "dataset=odd", f"dataset_dir={folder}",
+                   words=("dataset 'odd'", *words))
+
+
+def test_check_reads_what_the_config_is_for(ws, capsys, tmp_path):
+    """`lf-engine check` without --for used to check every config as a training one (an export config got `dataset is
+    empty`; a predict config passed as valid for train)."""
+    export = tmp_path / "export.yaml"
+    export.write_text(f"model_name_or_path: {ws / 'model'}\nadapter_name_or_path: {ws / 'nothing'}\n"
+                      f"template: chatml\nexport_dir: {tmp_path / 'merged'}\n", encoding="utf-8")
+    message = user_error(capsys, "check", str(export), words=("nothing` does not exist", "Checked for `export`",
+                                                              "add `--for train`"))
+    assert "dataset" not in message and message.startswith("error: Problem in the config:")
+    chat = tmp_path / "chat.yaml"
+    chat.write_text(f"model_name_or_path: {ws / 'model'}\ntemplate: chatml\ninfer_backend: huggingface\n")
+    assert main(["check", str(chat)]) == 0 and "is valid for `chat`" in capsys.readouterr().out
+    assert main(["check", str(ws / "sft.yaml"), "do_train=false", "do_predict=true", "eval_dataset=good"]) == 0
+    assert "is valid for `eval`" in capsys.readouterr().out
+    assert main(["check", str(chat), "--for", "train"]) == 2  # --for still decides
+
+
 def test_some_malformed_rows_are_skipped_with_a_count(ws, capsys, caplog, tmp_path):
     caplog.set_level(logging.WARNING, logger="engine")
     code, err = cli(capsys, "train", str(ws / "sft.yaml"), "dataset=some_bad", f"output_dir={tmp_path / 'out'}")

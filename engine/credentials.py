@@ -40,6 +40,27 @@ def api_key_from_env(environ: Mapping[str, str] | None = None) -> str | None:
     return (environ.get(API_KEY_ENV) or environ.get(LF_API_KEY_ENV) or "").strip() or None
 
 
+def secret_problems(mapping: Mapping[str, Any]) -> list[str]:
+    """Secret keys set to something that is not a token (a list, a number, ``true``), or two keys for the same
+    variable set to different tokens (which one was meant?). The messages never show a value."""
+    problems: list[str] = []
+    seen: dict[str, tuple[str, str]] = {}
+    for key, value in mapping.items():
+        env = SECRET_KEYS.get(str(key))
+        if env is None or value in (None, "", False):
+            continue
+        if not isinstance(value, str):
+            problems.append(f"`{key}` must be the token itself, as text (it is a {type(value).__name__}); or leave it "
+                            f"out and set ${env} in the environment.")
+            continue
+        other = seen.get(env)
+        if other is not None and other[1] != value:
+            problems.append(f"`{other[0]}` and `{key}` are both set, to different tokens, and both would go to ${env}; "
+                            "keep one.")
+        seen.setdefault(env, (str(key), value))
+    return problems
+
+
 def take_secrets(mapping: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str], list[str]]:
     """Split secret keys off a flat config mapping.
 

@@ -253,8 +253,11 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
     expanded = expansion_problem(mapping)  # before any value is read or turned into text
     if expanded:
         raise ConfigError([expanded])
-    from engine.credentials import take_secrets
+    from engine.credentials import secret_problems, take_secrets
 
+    wrong_secrets = secret_problems(mapping)
+    if wrong_secrets:
+        raise ConfigError(wrong_secrets)
     mapping, secrets, notes = take_secrets(mapping)  # never part of the config, so never written with it
     problems: list[str] = size_problems(mapping)
     if problems:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.config import build_config
+from engine.config import ConfigError, build_config
 from engine.credentials import RedactingFilter, export_secrets, redact, take_secrets
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,6 +28,17 @@ def test_secret_keys_are_taken_out_of_the_config():
     assert swan.secrets == {"SWANLAB_API_KEY": SECRET} and SECRET not in swan.to_yaml(minimal=False) + repr(swan)
     clean, found, _ = take_secrets({"a": 1, "hub_token": None})
     assert clean == {"a": 1} and found == {}
+
+
+def test_a_secret_that_is_not_one_token_is_refused_without_showing_it():
+    with pytest.raises(ConfigError) as err:
+        build_config({"model_name_or_path": "demo", "hub_token": [SECRET, "x"]})
+    assert "`hub_token` must be the token itself, as text (it is a list)" in str(err.value)
+    assert SECRET not in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        build_config({"model_name_or_path": "demo", "hub_token": SECRET, "hf_hub_token": SECRET[::-1]})
+    assert "`hub_token` and `hf_hub_token` are both set, to different tokens" in str(err.value)
+    assert SECRET not in str(err.value) and SECRET[::-1] not in str(err.value)
 
 
 def test_exported_secrets_do_not_override_the_environment():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import logging
 import types
 import typing
 from dataclasses import dataclass, field
@@ -413,7 +414,42 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
+logger = logging.getLogger(__name__)
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """``yaml.safe_load``'s loader that also notes a key given twice in one mapping: the last value wins, as in
+    LLaMA-Factory (which reads configs with ``yaml.safe_load``), and :func:`read_yaml` says so."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.repeated: list[tuple[str, int]] = []
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[str] = set()
+        for key_node, _value in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.value != "<<":
+                if key_node.value in seen:
+                    self.repeated.append((key_node.value, key_node.start_mark.line + 1))
+                seen.add(key_node.value)
+        return super().construct_mapping(node, deep)
+
+
+def load_yaml_text(text: str, source: str = "The config", warn: bool = True) -> Any:
+    """``yaml.safe_load(text)``, with a warning for each key set twice (the last value is used; ``warn=False`` for a
+    second reading of the same file). Raises yaml.YAMLError."""
+    loader = _ConfigLoader(text)
+    try:
+        data = loader.get_single_data()
+    finally:
+        loader.dispose()
+    for key, line in loader.repeated if warn else ():
+        logger.warning("%s sets `%s` more than once (again at line %d); the last value is used, as LLaMA-Factory "
+                       "does. Remove the other one.", source, key, line)
+    return data
+
+
+def read_yaml(path: str | Path, warn: bool = True) -> dict[str, Any]:
     """Read a YAML (or JSON) config file into a mapping, with a clear error for a missing or broken file.
 
     ``-`` reads the config from standard input (``lf-engine train - <<'EOF' ... EOF``).
@@ -437,7 +473,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
             raise ConfigError([f"Config file `{path}` cannot be read ({err.strerror or err}); check its "
                                "permissions."]) from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml_text(text, f"`{path}`", warn)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -340,6 +340,15 @@ def test_check_reads_what_the_config_is_for(ws, capsys, tmp_path):
     assert main(["check", str(chat), "--for", "train"]) == 2  # --for still decides
 
 
+def test_a_key_set_twice_warns_that_the_last_value_is_used(ws, capsys, caplog, tmp_path):
+    """As in LLaMA-Factory (yaml.safe_load), the last value wins; it used to win silently."""
+    caplog.set_level(logging.WARNING, logger="engine")
+    twice = tmp_path / "twice.yaml"
+    twice.write_text((ws / "sft.yaml").read_text(encoding="utf-8") + "cutoff_len: 48\n", encoding="utf-8")
+    assert main(["check", str(twice)]) == 0
+    assert "sets `cutoff_len` more than once (again at line" in caplog.text and "the last value is used" in caplog.text
+
+
 def test_some_malformed_rows_are_skipped_with_a_count(ws, capsys, caplog, tmp_path):
     caplog.set_level(logging.WARNING, logger="engine")
     code, err = cli(capsys, "train", str(ws / "sft.yaml"), "dataset=some_bad", f"output_dir={tmp_path / 'out'}")

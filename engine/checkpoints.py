@@ -173,6 +173,7 @@ def trained_template(path: str) -> str | None:
 
     try:
         saved = yaml.safe_load((Path(path).expanduser() / "lf_config.yaml").read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+    except (OSError, ValueError, yaml.YAMLError):  # ValueError: not UTF-8
         return None
-    return saved.get("template") if isinstance(saved, dict) else None
+    template = saved.get("template") if isinstance(saved, dict) else None
+    return template if isinstance(template, str) else None  # a name, never a structure (or an alias bomb)

@@ -14,7 +14,7 @@ import yaml
 from safetensors.torch import save_file
 
 from engine import diskfull
-from engine.checkpoints import checkpoint_problem, latest_complete, remove_torn
+from engine.checkpoints import checkpoint_problem, latest_complete, remove_torn, trained_template
 from engine.cli import main
 from engine.config import ConfigError, build_config
 from engine.diskfull import DiskFullError, is_disk_full
@@ -125,6 +125,19 @@ def make_checkpoint(folder: Path, step: int, *, torn: str | None = None) -> Path
         ("optimizer", "optimizer.pt is cut off"),
     ],
 )
+def test_an_adapters_saved_template_is_read_only_as_a_name(tmp_path):
+    """An adapter folder can come from anywhere (resume, chat, export): its lf_config.yaml is read for one name, and
+    anything else in it (not UTF-8, a structure, an alias bomb) reads as no template instead of a crash."""
+    (tmp_path / "lf_config.yaml").write_text("template: qwen\n")
+    assert trained_template(str(tmp_path)) == "qwen"
+    (tmp_path / "lf_config.yaml").write_bytes("template: 千问\n".encode("gbk"))
+    assert trained_template(str(tmp_path)) is None
+    bomb = "".join(f"x{i}: &b{i} [" + ", ".join([f"*b{i - 1}" if i else "y"] * 10) + "]\n" for i in range(10))
+    (tmp_path / "lf_config.yaml").write_text(bomb + "template: *b9\n")
+    assert trained_template(str(tmp_path)) is None
+    assert trained_template(str(tmp_path / "missing")) is None
+
+
 def test_torn_checkpoints_are_told_apart(tmp_path, torn, says):
     good = make_checkpoint(tmp_path, 4)
     bad = make_checkpoint(tmp_path, 8, torn=torn)

@@ -140,9 +140,9 @@ def expanded_values(value: Any, limit: int = MAX_VALUES) -> int:
 def expansion_problem(value: Any, what: str = "The config") -> str | None:
     """Why ``value`` is too large once its YAML aliases are expanded (None when it is fine)."""
     if expanded_values(value) > MAX_VALUES:
-        return (f"{what} holds more than {MAX_VALUES:,} values once its YAML aliases (`*name`) are expanded, or a "
-                "value that holds itself; a LLaMA-Factory config holds a few dozen. Write the values out instead of "
-                "repeating anchors.")
+        return (f"{what} holds more than {MAX_VALUES:,} values (each YAML alias, `*name`, counted as often as it is "
+                "used), or a value that holds itself; a LLaMA-Factory config holds a few dozen. Is this the right "
+                "file? Write the values out instead of nesting anchors.")
     return None
 
 

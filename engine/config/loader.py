@@ -251,18 +251,16 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
         mapping = {}
     if not isinstance(mapping, dict):
         raise ConfigError([f"The config must be a mapping of `key: value` lines, not a {type(mapping).__name__}."])
+    problems: list[str] = size_problems(mapping)
     expanded = expansion_problem(mapping)  # before any value is read or turned into text
-    if expanded:
-        raise ConfigError([expanded])
+    if problems or expanded:
+        raise ConfigError(problems or [expanded])
     from engine.credentials import secret_problems, take_secrets
 
     wrong_secrets = secret_problems(mapping)
     if wrong_secrets:
         raise ConfigError(wrong_secrets)
     mapping, secrets, notes = take_secrets(mapping)  # never part of the config, so never written with it
-    problems: list[str] = size_problems(mapping)
-    if problems:
-        raise ConfigError(problems)
     foreign = lf_keys.foreign_file_problem(mapping)
     if foreign:
         raise ConfigError([foreign])

@@ -57,7 +57,7 @@ def test_abort_a_queued_run(board):
         ("model_name_or_path: demo\nlearning_rat: 0.1\ndataset: demo_identity\n", "Did you mean `learning_rate`"),
         ("model_name_or_path: demo\ndataset: demo_identity\n" + "".join(
             [f"x{i}: &b{i} [" + ", ".join([f"*b{i - 1}" if i else "y"] * 10) + "]\n" for i in range(10)]),
-         "more than 100,000 values once its YAML aliases"),  # an alias bomb: refused before it is expanded
+         "more than 100,000 values"),  # an alias bomb: refused before it is expanded
     ],
 )
 def test_bad_configs_are_refused_with_the_reason(board, text, message):

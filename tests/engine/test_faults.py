@@ -116,15 +116,6 @@ def make_checkpoint(folder: Path, step: int, *, torn: str | None = None) -> Path
     return ckpt
 
 
-@pytest.mark.parametrize(
-    ("torn", "says"),
-    [
-        ("readme_only", "it holds only README.md"),
-        ("no_state", "no trainer_state.json"),
-        ("weights", "adapter_model.safetensors is cut off"),
-        ("optimizer", "optimizer.pt is cut off"),
-    ],
-)
 def test_an_adapters_saved_template_is_read_only_as_a_name(tmp_path):
     """An adapter folder can come from anywhere (resume, chat, export): its lf_config.yaml is read for one name, and
     anything else in it (not UTF-8, a structure, an alias bomb) reads as no template instead of a crash."""
@@ -138,6 +129,15 @@ def test_an_adapters_saved_template_is_read_only_as_a_name(tmp_path):
     assert trained_template(str(tmp_path / "missing")) is None
 
 
+@pytest.mark.parametrize(
+    ("torn", "says"),
+    [
+        ("readme_only", "it holds only README.md"),
+        ("no_state", "no trainer_state.json"),
+        ("weights", "adapter_model.safetensors is cut off"),
+        ("optimizer", "optimizer.pt is cut off"),
+    ],
+)
 def test_torn_checkpoints_are_told_apart(tmp_path, torn, says):
     good = make_checkpoint(tmp_path, 4)
     bad = make_checkpoint(tmp_path, 8, torn=torn)

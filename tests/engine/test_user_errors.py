@@ -279,7 +279,7 @@ def test_a_yaml_alias_bomb_is_refused_before_it_is_expanded(ws, capsys, tmp_path
     bomb = tmp_path / "bomb.yaml"
     bomb.write_text((ws / "sft.yaml").read_text(encoding="utf-8") + ALIAS_BOMB, encoding="utf-8")
     assert len(bomb.read_bytes()) < 1500
-    user_error(capsys, "check", str(bomb), words=("more than 100,000 values once its YAML aliases", "Write the values"))
+    user_error(capsys, "check", str(bomb), words=("more than 100,000 values (each YAML alias", "Write the values"))
     selfish = tmp_path / "self.yaml"
     selfish.write_text((ws / "sft.yaml").read_text(encoding="utf-8") + "interleave_probs: &a [0.5, *a]\n")
     user_error(capsys, "train", str(selfish), words=("a value that holds itself",))

@@ -93,12 +93,22 @@ class ChatServer(ThreadingHTTPServer):
         return self.bind_host in WILDCARD_HOSTS and self.api_key is not None
 
 
+CLIENT_TIMEOUT = 120.0
+"""Seconds a client may leave its connection without progress (sending its request, or reading a reply) before it is
+dropped. Generations run one at a time, so a client that stopped reading a long streamed reply would otherwise hold
+every other client's turn for as long as it kept the connection open."""
+
+GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
+"""How a client that went away, or stopped reading for :data:`CLIENT_TIMEOUT`, shows up in a write."""
+
+
 class ChatHandler(BaseHTTPRequestHandler):
     """Handles one HTTP request."""
 
     server: ChatServer
     protocol_version = "HTTP/1.1"
     server_version = "lf-engine"
+    timeout = CLIENT_TIMEOUT  # on the connection's socket: every read and write (socketserver applies it)
 
     def log_message(self, format: str, *args: Any) -> None:
         logger.info("%s - %s", self.address_string(), format % args)
@@ -169,7 +179,11 @@ class ChatHandler(BaseHTTPRequestHandler):
         if length > MAX_BODY_BYTES:
             self.close_connection = True
             raise RequestError(f"The request body is larger than {MAX_BODY_BYTES} bytes.", status=413)
-        raw = self.rfile.read(length)
+        try:
+            raw = self.rfile.read(length)
+        except TimeoutError:
+            self.close_connection = True
+            raise RequestError(f"The request body did not arrive within {self.timeout:.0f} s.", status=408) from None
         try:
             body = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -225,6 +239,10 @@ class ChatHandler(BaseHTTPRequestHandler):
                     self._stream(generation, request)
                 else:
                     self._complete(generation, request)
+            except GONE as err:
+                self.close_connection = True
+                logger.info("Client went away or stopped reading (%s); its reply was dropped and the next request "
+                            "goes ahead.", type(err).__name__)
             finally:
                 watcher.stop()
                 generation.close()
@@ -284,8 +302,9 @@ class ChatHandler(BaseHTTPRequestHandler):
                 self.wfile.flush()
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
-            logger.info("Client went away; generation stopped.")
+        except GONE as err:
+            self.close_connection = True
+            logger.info("Client went away or stopped reading (%s); generation stopped.", type(err).__name__)
             generation.close()
 
     def _chunks(self, generation: Any, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -313,7 +332,7 @@ class ChatHandler(BaseHTTPRequestHandler):
                     yield chunk({"content": piece})
                 finish = finish_reason(generation.finish_reason)
                 usage = usage_of(generation.prompt_tokens, generation.completion_tokens)
-        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+        except GONE:
             raise
         except Exception as err:
             logger.exception("Generation failed")

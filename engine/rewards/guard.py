@@ -49,6 +49,8 @@ class GuardedReward:
             result = self.func(**self._kwargs({"prompts": prompts, "completions": completions, **kwargs}))
         except UserError:
             raise
+        except SystemExit as err:
+            raise self._exited(err) from None
         except Exception as err:  # the user's code: score one completion at a time to find the culprits
             logger.debug("Reward %s raised on a batch (%s); scoring one completion at a time.", self.__name__, err)
             result = self._one_by_one(prompts, completions, kwargs, size)
@@ -65,10 +67,16 @@ class GuardedReward:
                     {"prompts": prompts[i:i + 1], "completions": completions[i:i + 1], **row})), 1)[0]
             except UserError:
                 raise
+            except SystemExit as err:
+                raise self._exited(err) from None
             except Exception as err:
                 failures.append((i, err))
                 value = 0.0
             out.append(value)
+        if not failures:  # it failed on the batch only (a batch limit, a flaky service): the single scores stand
+            logger.warning("Reward %s raised on a batch of %d but on none of its completions alone; they were scored "
+                           "one at a time.", self.__name__, size)
+            return out
         if len(failures) == size:
             err = failures[0][1]
             raise RewardError(
@@ -83,6 +91,10 @@ class GuardedReward:
         if callable(log_metric):
             log_metric(f"rewards/{self.__name__}/errors", float(len(failures)))
         return out
+
+    def _exited(self, err: SystemExit) -> RewardError:
+        return RewardError(f"Reward `{self.origin}` called sys.exit({err.code!r}){where_in(err)}; a reward returns its "
+                           "scores and never exits the process.")
 
     def _checked(self, result: Any, size: int) -> list:
         if hasattr(result, "tolist") and not isinstance(result, (list, tuple)):
@@ -99,6 +111,9 @@ class GuardedReward:
                 out.append(None)
             elif isinstance(value, numbers.Real):
                 value = float(value)
+                if math.isinf(value):
+                    raise RewardError(f"Reward `{self.origin}` returned {value} for a completion; return finite numbers "
+                                      "(None, or NaN, for a completion the reward does not apply to).")
                 out.append(None if math.isnan(value) else value)
             else:
                 raise RewardError(f"Reward `{self.origin}` returned {value!r} ({type(value).__name__}) for a "

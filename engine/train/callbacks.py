@@ -114,8 +114,9 @@ class EventsCallback(TrainerCallback):
             if key not in ("loss", "learning_rate", "grad_norm", "epoch") and isinstance(value, (int, float)):
                 event.setdefault(key, _clean(value))
         self.ctx.events.write(event)
+        loss = float("nan") if event["loss"] is None else event["loss"]  # 0.0 is a loss (GRPO often has it), not NaN
         logger.info(
-            "step %d/%d  loss %.4f  lr %.3g  %s tokens/s  eta %ss", step, total, event["loss"] or float("nan"),
+            "step %d/%d  loss %.4f  lr %.3g  %s tokens/s  eta %ss", step, total, loss,
             event["lr"] or 0.0, event["tokens_per_s"] or "-", event["eta"] if event["eta"] is not None else "-",
         )
 

@@ -164,6 +164,36 @@ def test_a_reward_raising_on_every_completion_stops_with_its_line():
         guarded(prompts=["p", "p"], completions=["a", "b"])
 
 
+def test_a_reward_failing_only_on_the_batch_keeps_the_single_scores(caplog):
+    """It used to crash with an IndexError (no single completion had failed, and the warning read the first failure)."""
+
+    def batch_limited(prompts, completions, **kw):
+        if len(completions) > 1:
+            raise RuntimeError("the judge takes one completion per call")
+        return [float(len(completions[0]))]
+
+    guarded = GuardedReward(batch_limited, "batch_limited", "user.py:batch_limited")
+    with caplog.at_level(logging.WARNING, logger="engine.rewards.guard"):
+        assert guarded(prompts=["p"] * 3, completions=["a", "bb", "ccc"]) == [1.0, 2.0, 3.0]
+    assert guarded.errors == 0 and "raised on a batch of 3 but on none of its completions alone" in caplog.text
+
+
+def test_an_infinite_reward_or_a_reward_that_exits_is_a_clear_error():
+    """inf used to pass (a run 'completed' with mean reward inf and learned nothing); sys.exit(0) ended the CLI with
+    exit code 0 and no message."""
+    infinite = GuardedReward(lambda prompts, completions, **kw: [float("inf")] * len(completions), "inf", "user.py:inf")
+    with pytest.raises(RewardError, match="returned inf for a completion; return finite numbers"):
+        infinite(prompts=["p"], completions=["a"])
+    assert GuardedReward(lambda prompts, completions, **kw: [float("nan")], "nan", "n")(
+        prompts=["p"], completions=["a"]) == [None]  # NaN still means "does not apply"
+
+    def exits(prompts, completions, **kw):
+        raise SystemExit(0)
+
+    with pytest.raises(RewardError, match=r"called sys.exit\(0\) \(test_rewards.py, line \d+\); a reward returns its scores"):
+        GuardedReward(exits, "exits", "user.py:exits")(prompts=["p"], completions=["a"])
+
+
 def test_reward_names_and_weights_are_checked():
     problems = check_rewards(settings(reward_funcs="fromat, length, length", reward_weights="1, 2"))
     assert any("Unknown reward `fromat`" in p and "Did you mean `format`" in p for p in problems)
@@ -172,3 +202,17 @@ def test_reward_names_and_weights_are_checked():
     assert reward_weights(settings(reward_funcs="format, length", reward_weights=[1.0, 0.5]), 2) == [1.0, 0.5]
     assert "must be numbers" in check_rewards(settings(reward_funcs="format", reward_weights="a"))[0]
     assert "not a valid regular expression" in check_rewards(settings(reward_funcs="format", reward_format="("))[0]
+
+
+def test_a_loss_of_exactly_zero_is_logged_as_zero_not_nan(caplog):
+    """GRPO's loss is often exactly 0 (every completion of a group scored alike); the step line printed it as nan."""
+    from types import SimpleNamespace
+
+    from engine.train.callbacks import EventsCallback
+
+    written = []
+    callback = EventsCallback(SimpleNamespace(events=SimpleNamespace(write=written.append), metrics={}))
+    state = SimpleNamespace(is_world_process_zero=True, global_step=1, max_steps=2, epoch=0.5, num_input_tokens_seen=0)
+    with caplog.at_level(logging.INFO, logger="engine.train.callbacks"):
+        callback.on_log(None, state, None, logs={"loss": 0.0, "learning_rate": 1e-5})
+    assert written[-1]["loss"] == 0.0 and "step 1/2  loss 0.0000" in caplog.text and "nan" not in caplog.text

@@ -48,9 +48,15 @@ class JobContext:
 
     # -- signals -------------------------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: Any) -> None:
-        logger.warning("Received signal %s: stopping (a checkpoint is saved when training).", signum)
+        guard = sys.modules.get("engine.rewards.guard")
+        in_reward = guard is not None and guard.user_code_running()
+        if in_reward:
+            logger.warning("Received signal %s while a reward function was running: stopping now (it may never "
+                           "return); the last saved checkpoint stays.", signum)
+        else:
+            logger.warning("Received signal %s: stopping (a checkpoint is saved when training).", signum)
         self.abort_requested = True
-        if not self.in_loop:
+        if not self.in_loop or in_reward:
             raise AbortRequested()
 
     @property

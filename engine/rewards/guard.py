@@ -15,6 +15,23 @@ logger = logging.getLogger(__name__)
 
 HOOKS = ("trainer_state", "log_extra", "log_metric")
 
+_inside = 0  # how many reward calls of the user's code are under way (the training loop's thread)
+
+
+def user_code_running() -> bool:
+    """Whether a reward function is being called right now: a stop request (SIGTERM) cannot wait for it to return,
+    since it may never return (see :meth:`engine.lifecycle.JobContext._on_signal`)."""
+    return _inside > 0
+
+
+def _call(func: Any, kwargs: dict[str, Any]) -> Any:
+    global _inside
+    _inside += 1
+    try:
+        return func(**kwargs)
+    finally:
+        _inside -= 1
+
 
 class GuardedReward:
     """A reward function that TRL calls as ``f(prompts, completions, **kwargs)``.
@@ -46,7 +63,7 @@ class GuardedReward:
         size = len(completions)
         self.calls += 1
         try:
-            result = self.func(**self._kwargs({"prompts": prompts, "completions": completions, **kwargs}))
+            result = _call(self.func, self._kwargs({"prompts": prompts, "completions": completions, **kwargs}))
         except UserError:
             raise
         except SystemExit as err:
@@ -63,7 +80,7 @@ class GuardedReward:
             row = {k: (v[i:i + 1] if isinstance(v, (list, tuple)) and len(v) == size and k not in HOOKS else v)
                    for k, v in kwargs.items()}
             try:
-                value = self._checked(self.func(**self._kwargs(
+                value = self._checked(_call(self.func, self._kwargs(
                     {"prompts": prompts[i:i + 1], "completions": completions[i:i + 1], **row})), 1)[0]
             except UserError:
                 raise

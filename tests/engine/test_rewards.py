@@ -216,3 +216,28 @@ def test_a_loss_of_exactly_zero_is_logged_as_zero_not_nan(caplog):
     with caplog.at_level(logging.INFO, logger="engine.train.callbacks"):
         callback.on_log(None, state, None, logs={"loss": 0.0, "learning_rate": 1e-5})
     assert written[-1]["loss"] == 0.0 and "step 1/2  loss 0.0000" in caplog.text and "nan" not in caplog.text
+
+
+def test_a_stop_request_ends_a_reward_that_never_returns(tmp_path):
+    """The board's Abort (SIGTERM) only set a flag inside the training loop, which a reward stuck in a call never
+    reached: the run hung until killed and run.json stayed `running`. Now the stop interrupts the reward."""
+    import json
+    import os
+    import signal
+    import time
+
+    from engine.errors import AbortRequested
+    from engine.lifecycle import JobContext
+
+    def stuck(prompts, completions, **kw):
+        os.kill(os.getpid(), signal.SIGTERM)  # the board's Abort, while the reward runs
+        time.sleep(30)
+        return [1.0] * len(completions)
+
+    started = time.monotonic()
+    with pytest.raises(AbortRequested), JobContext(tmp_path / "run", "train") as ctx:
+        ctx.in_loop = True
+        GuardedReward(stuck, "stuck", "user.py:stuck")(prompts=["p"], completions=["a"])
+    assert time.monotonic() - started < 10
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert info["status"] == "aborted" and info["error"] == "stopped by request"

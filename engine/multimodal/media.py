@@ -208,6 +208,8 @@ def probe(kind: str, path: str) -> str | None:
     """Why a local media file cannot be used (missing, unreadable), or None when it opens."""
     if is_remote(path):
         return "is a remote URL and downloads are off; save the file and give its path"
+    if Path(path).is_dir():
+        return "is a folder, not a file"
     if not Path(path).is_file():
         return "is missing"
     try:
@@ -221,8 +223,13 @@ def probe(kind: str, path: str) -> str | None:
 
             with av.open(path, "r") as container:
                 wanted = "video" if kind == "videos" else "audio"
-                if not any(s.type == wanted for s in container.streams):
+                streams = [s for s in container.streams if s.type == wanted]
+                if not streams:
                     return f"has no {wanted} stream"
+                # the first frame decodes: PyAV opens random bytes as an `image2` "video" stream, and a damaged
+                # file can have a valid header; training would fail on it only after the model has loaded
+                if next(container.decode(streams[0]), None) is None:
+                    return f"has no {wanted} frame that decodes"
     except Exception as err:  # PIL and PyAV raise many types for damaged files
         return f"cannot be read ({type(err).__name__})"
     return None

@@ -317,3 +317,15 @@ def test_qwen2_5_vl_video_trains_with_its_time_scale(tmp_path):
     arrays = unpack_arrays(load_from_disk(str(tmp_path / "tok"))["train"][0]["mm_inputs"])
     clip = media.read_video(str(data / "a.mp4"), 2.0, 128)
     np.testing.assert_allclose(arrays["second_per_grid_ts"], [2 / clip.sampled_fps], rtol=1e-6)
+
+
+def test_the_check_decodes_a_frame_so_a_damaged_video_is_caught_before_the_model_loads(tmp_path):
+    """PyAV opens random bytes as an `image2` "video" stream: `lf-engine check` passed such a file, and training failed
+    on it only after the model had loaded. A folder given as a media file is named as a folder."""
+    junk = tmp_path / "corrupt.jpg"  # as the review had it: PyAV picks the image2 demuxer by the name
+    junk.write_bytes(np.random.default_rng(0).integers(0, 256, 5000, dtype=np.uint8).tobytes())
+    assert media.probe("videos", str(junk)).startswith("cannot be read")
+    good = tmp_path / "good.mp4"
+    _write_video(good)
+    assert media.probe("videos", str(good)) is None
+    assert media.probe("images", str(tmp_path)) == "is a folder, not a file"

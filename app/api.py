@@ -25,7 +25,8 @@ from app.api_sessions import ApiSessions
 from app.context import Board
 from app.jobs import JobError
 from app.resume import resolve_resume_value, resume_mapping
-from engine.config.limits import expansion_problem, format_problems, shorten, surrogate_at
+from engine.config.limits import format_problems, shorten, surrogate_at
+from engine.config.loader import ConfigError, load_yaml_text
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +83,9 @@ class Automation:
         if problem:
             raise reject("submit_run", problem)
         try:
-            mapping = yaml.safe_load(config_yaml)
+            mapping = load_yaml_text(config_yaml, warn=False)  # an alias bomb is refused before any value is read
+        except ConfigError as err:
+            raise reject("submit_run", err.problems[0]) from None
         except yaml.YAMLError as err:
             mark = getattr(err, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark else ""
@@ -90,9 +93,6 @@ class Automation:
             raise reject("submit_run", f"The config is not valid YAML{where}: {what}.") from None
         if not isinstance(mapping, dict):
             raise reject("submit_run", "The config must be YAML `key: value` lines (LLaMA-Factory keys).")
-        expanded = expansion_problem(mapping)  # before any value is read: an alias bomb expands as it is read
-        if expanded:
-            raise reject("submit_run", expanded)
         if kind == "eval" and mapping.get("do_predict"):
             kind = "predict"
         meta = {}

@@ -301,14 +301,11 @@ def _check_purpose(args: argparse.Namespace) -> str:
     if str(args.config) == "-":
         return "train"  # standard input can be read once only
     from engine.config import ConfigError, parse_overrides, read_yaml
-    from engine.config.limits import expansion_problem
 
     try:
         mapping = {**read_yaml(args.config, warn=False), **parse_overrides(args.overrides or [])}
     except ConfigError:
-        return "train"  # the check itself reports the problem
-    if expansion_problem(mapping):
-        return "train"  # an alias bomb in an override: the check refuses it before reading any value
+        return "train"  # the check itself reports the problem (an alias bomb among them, before any value is read)
 
     def on(key: str) -> bool:
         return str(mapping.get(key)).strip().lower() in ("true", "1", "yes", "on")

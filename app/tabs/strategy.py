@@ -105,17 +105,18 @@ def _facts_for(model: str) -> dict[str, Any]:
     process sees do not change; a local model's changed config is read again). An answer without the model's shape
     is not remembered: the model may be downloaded later. CheckFailed when the worker could not answer."""
     key = _facts_key(model)
-    for _ in range(2):
+    with _facts_lock:
+        if key in _facts:
+            _facts.move_to_end(key)
+            return _facts[key]
+        running = _reading.get(key)
+        if running is None:
+            done = _reading[key] = threading.Event()
+    if running is not None:  # read ahead when the box was opened: wait for that answer rather than ask twice
+        running.wait(CHECK_TIMEOUT)
         with _facts_lock:
             if key in _facts:
-                _facts.move_to_end(key)
                 return _facts[key]
-            running = _reading.get(key)
-            if running is None:
-                done = _reading[key] = threading.Event()
-                break
-        running.wait(CHECK_TIMEOUT)  # read ahead when the box was opened: wait for that answer rather than ask twice
-    else:
         done = threading.Event()  # that read failed: ask again
     return _read(model, key, done)
 
@@ -179,12 +180,10 @@ def _ask_worker(model: str) -> dict[str, Any]:
     return result
 
 
-def _plan(mapping: dict[str, Any], strategy: str, nproc: int) -> tuple[dict[str, Any] | None, dict[str, Any], list[str]]:
-    """(plan as a dict or None, the strategy's config keys, config problems). The form is validated and checked here;
+def _plan(mapping: dict[str, Any], strategy: str, nproc: int) -> tuple[Any, dict[str, Any], list[str]]:
+    """(``engine.train.parallel.plan.Plan`` or None, the strategy's config keys, config problems). The form is validated and checked here;
     the devices and the model's shape come from :func:`_facts_for` (a subprocess the first time for a model, then
     remembered). CheckFailed when those could not be read."""
-    from dataclasses import asdict
-
     from app import forms
     from app.jobs import REPO_ROOT
     from engine.train.parallel.plan import DeviceFacts, ModelShape, check, launch_keys
@@ -201,7 +200,7 @@ def _plan(mapping: dict[str, Any], strategy: str, nproc: int) -> tuple[dict[str,
         return None, {}, list(checked.problems)
     shape = ModelShape(**facts["shape"]) if "shape" in facts else None
     plan = check(checked.config, strategy, nproc, shape=shape, shape_error=facts.get("shape_error"), facts=devices)
-    return asdict(plan), keys, []
+    return plan, keys, []
 
 
 def check_text(mapping: dict[str, Any], strategy: str, nproc: int, lang: str) -> str:
@@ -215,16 +214,16 @@ def check_text(mapping: dict[str, Any], strategy: str, nproc: int, lang: str) ->
     if plan is None:
         return t(lang, "train_problems") + "\n" + "\n".join(f"- {html.escape(p)}" for p in problems)
     lines = []
-    if plan["per_device_gb"] is not None:
-        lines.append(t(lang, "strategy_estimate", gb=format_gb(plan["per_device_gb"]), device=plan["device"],
-                       available=format_gb(plan["available_gb"]), nproc=plan["nproc"]))
+    if plan.per_device_gb is not None:
+        lines.append(t(lang, "strategy_estimate", gb=format_gb(plan.per_device_gb), device=plan.device,
+                       available=format_gb(plan.available_gb), nproc=plan.nproc))
         parts = ", ".join(f"{t(lang, 'strategy_part_' + k) if k in PARTS else k} {v:.3f}"
-                          for k, v in plan["breakdown"].items())
+                          for k, v in plan.breakdown.items())
         lines.append(f"<small>{html.escape(parts)} GiB</small>")
-    lines.extend(f"- {html.escape(n)}" for n in plan["notes"])
-    if plan["problems"]:
+    lines.extend(f"- {html.escape(n)}" for n in plan.notes)
+    if plan.problems:
         lines.append(t(lang, "strategy_refused"))
-        lines.extend(f"- {html.escape(p)}" for p in plan["problems"])
+        lines.extend(f"- {html.escape(p)}" for p in plan.problems)
     else:
         lines.append(t(lang, "strategy_ok"))
     return "\n\n".join(lines)
@@ -244,8 +243,8 @@ def prepare(mapping: dict[str, Any], strategy: str, nproc: int, lang: str
         return mapping, None, str(err)
     if plan is None:
         return mapping, None, None  # the ordinary validation reports the config problems
-    if plan["problems"]:
-        return mapping, None, t(lang, "strategy_refused") + "\n" + "\n".join(f"- {p}" for p in plan["problems"])
+    if plan.problems:
+        return mapping, None, t(lang, "strategy_refused") + "\n" + "\n".join(f"- {p}" for p in plan.problems)
     return {**mapping, **keys}, {"strategy": strategy, "nproc": nproc}, None
 
 

@@ -104,15 +104,13 @@ def expanded_values(value: Any, limit: int = MAX_VALUES) -> int:
     above ``limit`` once it is known to be more, and ``limit + 1`` for a value that holds itself. Each distinct list
     or mapping is counted once and its count reused, so an alias bomb costs the size of its file, not of its
     expansion."""
+    if not isinstance(value, (list, tuple, dict)):
+        return 1
     counts: dict[int, int] = {}
     on_path: set[int] = set()
     stack: list[tuple[Any, bool]] = [(value, False)]
-    last = 1
     while stack:
         item, done = stack.pop()
-        if not isinstance(item, (list, tuple, dict)):
-            last = 1
-            continue
         key = id(item)
         children = list(item.keys()) + list(item.values()) if isinstance(item, dict) else list(item)
         if done:
@@ -123,10 +121,9 @@ def expanded_values(value: Any, limit: int = MAX_VALUES) -> int:
                 if total > limit:
                     total = limit + 1
                     break
-            counts[key] = last = total
+            counts[key] = total
             continue
         if key in counts:
-            last = counts[key]
             continue
         if key in on_path:
             return limit + 1  # a value that holds itself (`&a [*a]`): endless once expanded
@@ -134,7 +131,7 @@ def expanded_values(value: Any, limit: int = MAX_VALUES) -> int:
         stack.append((item, True))
         stack.extend((child, False) for child in children if isinstance(child, (list, tuple, dict))
                      and id(child) not in counts)
-    return counts.get(id(value), last) if isinstance(value, (list, tuple, dict)) else 1
+    return counts[id(value)]
 
 
 def expansion_problem(value: Any, what: str = "The config") -> str | None:

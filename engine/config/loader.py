@@ -46,6 +46,8 @@ from engine.config.schema import (
 )
 from engine.errors import UserError
 
+logger = logging.getLogger(__name__)
+
 # LLaMA-Factory's switch with the opposite sense of ours: `disable_gradient_checkpointing: false` turns it on.
 INVERTED_KEYS = {"disable_gradient_checkpointing": "gradient_checkpointing"}
 
@@ -398,7 +400,7 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             continue
         key, raw = item.split("=", 1)
         try:
-            value = yaml.safe_load(raw) if raw.strip() else None
+            value = load_yaml_text(raw, warn=False) if raw.strip() else None
         except yaml.YAMLError:
             value = raw
         if isinstance(value, str):  # YAML 1.1 reads `1e-3` as text; numbers are meant
@@ -410,9 +412,6 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     if bad:
         raise ConfigError(bad)
     return out
-
-
-logger = logging.getLogger(__name__)
 
 
 class _ConfigLoader(yaml.SafeLoader):
@@ -435,12 +434,16 @@ class _ConfigLoader(yaml.SafeLoader):
 
 def load_yaml_text(text: str, source: str = "The config", warn: bool = True) -> Any:
     """``yaml.safe_load(text)``, with a warning for each key set twice (the last value is used; ``warn=False`` for a
-    second reading of the same file). Raises yaml.YAMLError."""
+    second reading of the same file). A text whose aliases expand past the size limit is refused here, before
+    anything reads a value. Raises yaml.YAMLError, or ConfigError for that size."""
     loader = _ConfigLoader(text)
     try:
         data = loader.get_single_data()
     finally:
         loader.dispose()
+    expanded = expansion_problem(data, source)
+    if expanded:
+        raise ConfigError([expanded])
     for key, line in loader.repeated if warn else ():
         logger.warning("%s sets `%s` more than once (again at line %d); the last value is used, as LLaMA-Factory "
                        "does. Remove the other one.", source, key, line)
@@ -476,9 +479,6 @@ def read_yaml(path: str | Path, warn: bool = True) -> dict[str, Any]:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError([f"`{path}` is not valid YAML{where}: {getattr(err, 'problem', err)}."]) from None
-    expanded = expansion_problem(data, f"`{path}`")
-    if expanded:
-        raise ConfigError([expanded])
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -241,8 +241,8 @@ class ChatHandler(BaseHTTPRequestHandler):
                     self._complete(generation, request)
             except GONE as err:
                 self.close_connection = True
-                logger.info("Client went away or stopped reading (%s); its reply was dropped and the next request "
-                            "goes ahead.", type(err).__name__)
+                logger.info("Client went away or stopped reading (%s); generation stopped, the next request goes "
+                            "ahead.", type(err).__name__)
             finally:
                 watcher.stop()
                 generation.close()
@@ -296,16 +296,11 @@ class ChatHandler(BaseHTTPRequestHandler):
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
-        try:
-            for chunk in self._chunks(generation, request):
-                self.wfile.write(b"data: " + json.dumps(chunk, ensure_ascii=False).encode("utf-8") + b"\n\n")
-                self.wfile.flush()
-            self.wfile.write(b"data: [DONE]\n\n")
+        for chunk in self._chunks(generation, request):  # a client gone (GONE) ends it: see do_POST
+            self.wfile.write(b"data: " + json.dumps(chunk, ensure_ascii=False).encode("utf-8") + b"\n\n")
             self.wfile.flush()
-        except GONE as err:
-            self.close_connection = True
-            logger.info("Client went away or stopped reading (%s); generation stopped.", type(err).__name__)
-            generation.close()
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
 
     def _chunks(self, generation: Any, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
         def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:

@@ -160,16 +160,21 @@ def refresh_choices(board: Board, known: list[Any], lang: str) -> tuple[Any, Any
     return update, flat, render_devices(report, error, lang)
 
 
-def load_values(board: Board, saved: str | None) -> tuple[Any, ...]:
-    """What a page gets when it loads: its language, notes, the model list and the checkpoint choices (with the
-    list the top bar's refresh compares against). The workspace's runs are read here, not while the board starts."""
+def language_choice(board: Board, saved: str | None) -> str:
+    """The language a page starts in: the one it saved, else the board's default. Its own quick load event, so that
+    what handlers compose in that language does not wait for the model list and the run scan of ``load_values``."""
+    return saved if saved in ("auto", *LANGUAGES) else board.default_lang
+
+
+def load_values(board: Board) -> tuple[Any, ...]:
+    """What else a page gets when it loads: notes, the model list and the checkpoint choices (with the list the top
+    bar's refresh compares against). The workspace's runs are read here, not while the board starts."""
     catalog.ENVIRONMENT.start()
     models, note = catalog.models()
     _, template_note = catalog.templates()
     notes = [n for n in (note, template_note) if n]
-    choice = saved if saved in ("auto", *LANGUAGES) else board.default_lang
     found = checkpoints(board.workspace.runs_dir)
-    return (choice, gr.update(value="\n\n".join(notes), visible=bool(notes)), gr.update(choices=models),
+    return (gr.update(value="\n\n".join(notes), visible=bool(notes)), gr.update(choices=models),
             gr.update(choices=checkpoint_choices(found)), [list(c) for c in found])
 
 
@@ -207,7 +212,10 @@ def wire(bar: TopBar, board: Board, demo: gr.Blocks) -> None:
     )
 
     demo.load(
-        lambda saved: load_values(board, saved), inputs=[bar.saved_lang],
-        outputs=[bar.lang_choice, bar.note, bar.model, bar.checkpoint, bar.known_checkpoints],
-        api_visibility="private",
+        lambda saved: language_choice(board, saved), inputs=[bar.saved_lang], outputs=[bar.lang_choice],
+        api_visibility="private", show_progress="hidden", concurrency_limit=None,
     ).then(None, **lang_io)
+    demo.load(
+        lambda: load_values(board), outputs=[bar.note, bar.model, bar.checkpoint, bar.known_checkpoints],
+        api_visibility="private",
+    )

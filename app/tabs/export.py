@@ -194,7 +194,9 @@ def wire(tab: ExportTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             view["seen"],
         )
 
-    tab.timer.tick(
+    # and at once when the page's language is known, so a card never shows the board's default language first
+    gr.on(
+        [tab.timer.tick, top.lang.change],
         on_tick,
         [tab.watched, tab.seen, top.lang],
         [tab.status, tab.log, tab.result, tab.error, tab.seen],

@@ -546,7 +546,9 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             view["seen"],
         )
 
-    tab.timer.tick(
+    # and at once when the page's language is known, so a card never shows the board's default language first
+    gr.on(
+        [tab.timer.tick, top.lang.change],
         on_tick,
         [tab.watched, tab.seen, top.lang],
         [tab.status, tab.log, tab.loss_plot, tab.lr_plot, tab.error, tab.seen],

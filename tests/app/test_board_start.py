@@ -73,10 +73,10 @@ def test_a_page_load_fills_the_checkpoint_picker(board):
     (run / "run.json").write_text(json.dumps({"id": "done", "kind": "train", "status": "completed"}))
     for folder in (run, run / "checkpoint-4"):
         write_adapter(folder)
-    values = topbar.load_values(board, None)
-    choices = values[3]["choices"]
+    values = topbar.load_values(board)
+    choices = values[2]["choices"]
     assert [c[1] for c in choices] == ["", str(run), str(run / "checkpoint-4")]
-    assert values[4] == [["done", str(run)], ["done / checkpoint-4", str(run / "checkpoint-4")]]
+    assert values[3] == [["done", str(run)], ["done / checkpoint-4", str(run / "checkpoint-4")]]
 
 
 def test_finished_runs_checkpoints_are_remembered_until_the_folder_changes(board, monkeypatch):

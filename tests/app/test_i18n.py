@@ -137,3 +137,29 @@ def test_no_key_is_defined_twice():
         pairs = json.loads((LOCALES_DIR / f"{lang}.json").read_text(encoding="utf-8"), object_pairs_hook=list)
         keys = [key for key, _ in pairs]
         assert len(keys) == len(set(keys)), sorted({k for k in keys if keys.count(k) > 1})
+
+
+def test_every_run_card_is_composed_again_as_soon_as_the_page_language_is_set(tmp_path):
+    """The cards of the Train, Evaluate and Export tabs start in the board's default language; the page's language
+    (the browser's, or the one saved) must redraw them at once, not at the tab's next timer tick (a Chinese page
+    showed English cards for 1.5 s after each tab was opened)."""
+    import gradio as gr
+
+    from app.context import Board
+    from app.jobs import JobManager
+    from app.ui import build_ui
+    from app.workspace import Workspace
+
+    ws = Workspace(tmp_path / "ws").ensure()
+    demo = build_ui(Board(ws, JobManager(ws.runs_dir)))
+    lang = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-lang-code")
+    cards = [b for b in demo.blocks.values() if isinstance(b, gr.HTML) and "lf-empty" in str(b.value or "")]
+    assert len(cards) == 3
+    for card in cards:
+        on_lang = [f for f in demo.fns.values()
+                   if (lang._id, "change") in [(t[0], t[1]) for t in f.targets] and card in f.outputs]
+        assert len(on_lang) == 1, "a run card is not redrawn when the page's language is set"
+        fn = on_lang[0]
+        assert [(t[0], t[1]) for t in fn.targets if t[1] == "tick"], "the same handler as the timer's tick"
+        values = fn.fn(*[None if b is not lang else "zh" for b in fn.inputs])
+        assert "还没有运行" in values[fn.outputs.index(card)]

@@ -15,7 +15,6 @@ from app.context import Board
 from app.history import format_seconds
 from app.i18n import t
 from app.jobs import JobError
-from engine.train.parallel.info import summary as parallel_summary
 
 STATUS_CLASSES = {
     "queued": "lf-queued",
@@ -89,7 +88,7 @@ def status_card(board: Board, run_id: str, lang: str) -> str:
     if prog["checkpoints"]:
         facts.append(t(lang, "progress_checkpoints", n=prog["checkpoints"]))
     if mon.info.get("parallel"):  # the strategy the engine found in effect (run.json)
-        facts.append(t(lang, "progress_parallel", text=parallel_summary(mon.info["parallel"])))
+        facts.append(t(lang, "progress_parallel", text=parallel_text(mon.info["parallel"], lang)))
     if status == "running" and prog["step"] is None and fraction is None:
         lines.append(t(lang, "progress_starting"))
     if status == "aborted":
@@ -97,6 +96,29 @@ def status_card(board: Board, run_id: str, lang: str) -> str:
     body = "".join(f"<div>{html.escape(line)}</div>" for line in lines)
     facts_html = f'<div class="lf-facts">{" · ".join(html.escape(f) for f in facts)}</div>' if facts else ""
     return f'<div class="lf-status">{head}{bar}{facts_html}{body}</div>'
+
+
+PARALLEL_WORDS = ("single", "replicated")
+"""Strategies named in words (the others by their own names: DDP, FSDP2, DeepSpeed ZeRO-3)."""
+
+
+def parallel_text(info: dict[str, Any], lang: str) -> str:
+    """run.json's ``parallel`` in the page's language: ``FSDP2 · 2 processes · sharded · gloo`` (the engine logs the
+    same facts in English, ``engine.train.parallel.info.summary``)."""
+    strategy = str(info.get("strategy", ""))
+    if strategy in PARALLEL_WORDS:
+        label = t(lang, "parallel_" + strategy)
+    else:
+        label = {"ddp": "DDP", "fsdp2": "FSDP2", "fsdp1": "FSDP1"}.get(strategy) or strategy.replace(
+            "deepspeed_zero", "DeepSpeed ZeRO-")
+    size = info.get("world_size", 1)
+    parts = [label, t(lang, "parallel_processes_one" if size == 1 else "parallel_processes", n=size),
+             t(lang, "parallel_sharded" if info.get("sharded") else "parallel_not_sharded")]
+    if info.get("backend"):
+        parts.append(str(info["backend"]))
+    if info.get("launcher"):
+        parts.append(t(lang, "parallel_via", launcher=info["launcher"]))
+    return " · ".join(parts)
 
 
 def empty_card(lang: str) -> str:

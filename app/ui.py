@@ -54,7 +54,7 @@ def build_ui(board: Board) -> gr.Blocks:
             "predict": ("evaluate", eval_tab.watched),
             "export": ("export", export_tab.watched),
         }
-        runs.wire(runs_tab, board, demo, tabs, watchers, top.lang)
+        runs.wire(runs_tab, board, demo, tabs, watchers, top.lang, opened=tab_history)
         profile.wire(profile_panel, board, demo, top.lang)
         api.register(board)
     return demo

@@ -17,7 +17,7 @@ from app.jobs import JobError
 from app.monitor import final_loss
 from app.progress_view import typed_frame
 from app.tabs.train import abort_message
-from engine.runs import FINAL_STATUSES, RunFolder
+from engine.runs import FINAL_STATUSES, KINDS, RunFolder
 
 # column: share of the table's width (run ids and dates stay on one line; a failure's reason wraps in what is left)
 WIDTHS = {"id": "18%", "kind": "5%", "status": "7%", "queue": "4%", "stage": "5%", "model": "7%", "dataset": "10%",
@@ -136,6 +136,7 @@ def table_frame(board: Board, lang: str) -> tuple[pd.DataFrame, list[str]]:
     rows = history.summaries(runs, board.jobs.runs_dir, last_loss)
     for row in rows:
         row["status"] = t(lang, "status_" + row["status"]) if row["status"] else ""
+        row["kind"] = t(lang, "kind_" + row["kind"]) if row["kind"] in KINDS else row["kind"]
         row["queue"] = row["queue"] or ""
         row["final_loss"] = "" if row["final_loss"] is None else row["final_loss"]
     frame = pd.DataFrame(rows, columns=COLUMNS)
@@ -187,8 +188,10 @@ def resume_runs(board: Board, run_ids: list[str], lang: str) -> tuple[str, list[
     return "\n\n".join(lines), new_ids
 
 
-def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: dict[str, Any], lang: gr.State) -> None:
-    """``watchers`` maps a run kind to the (tab id, watched-run state) that shows it."""
+def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: dict[str, Any], lang: gr.State,
+         opened: gr.Tab | None = None) -> None:
+    """``watchers`` maps a run kind to the (tab id, watched-run state) that shows it; ``opened`` is the History tab,
+    whose table is brought up to date as it is opened instead of at the timer's next tick."""
     private = {"api_visibility": "private"}
 
     def on_refresh(known, selected, lang_code, force=False):
@@ -207,6 +210,14 @@ def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: d
         concurrency_limit=None,
         **private,
     )
+    if opened is not None:  # a run that ended while another tab was open shows as the tab opens
+        opened.select(
+            on_refresh,
+            [tab.known, tab.selected, lang],
+            [tab.table, tab.selected, tab.known],
+            show_progress="hidden",
+            **private,
+        )
     tab.refresh_btn.click(
         lambda k, s, lc: on_refresh(k, s, lc, True),
         [tab.known, tab.selected, lang],

@@ -339,6 +339,7 @@ def test_history_says_why_a_run_failed(board):
         board.jobs.wait(run_id, 30)
     frame, ids = runs.table_frame(board, "zh")
     assert list(frame.columns)[-1] == "原因"
+    assert set(frame["类型"]) == {"训练"}  # the kind reads in the page's language too
     reasons = dict(zip(ids, frame.iloc[:, -1]))
     assert reasons[ok] == ""
     assert reasons[bad] == "ValueError: the fake engine was told to fail"

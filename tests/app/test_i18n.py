@@ -72,12 +72,12 @@ def test_every_key_used_in_the_app_exists():
     assert not missing, f"keys used in app/ but missing from locales/en.json: {missing}"
     # keys composed at run time: each prefix with every suffix the code can produce
     from app.dataset_preview import MEDIA_LABELS
-    from app.progress_view import STAGES
+    from app.progress_view import PARALLEL_WORDS, STAGES
     from app.tabs.evaluate import METRIC_COLUMNS, PREDICTION_COLUMNS
     from app.tabs.runs import COLUMNS
     from app.tabs.strategy import PARTS
     from engine.config import all_keys
-    from engine.runs import STATUSES
+    from engine.runs import KINDS, STATUSES
 
     families = {
         "status_": [*STATUSES, "unknown"],
@@ -88,6 +88,8 @@ def test_every_key_used_in_the_app_exists():
         "f_": list(all_keys()),
         "h_": list(all_keys()),
         "strategy_part_": list(PARTS),
+        "parallel_": list(PARALLEL_WORDS),
+        "kind_": list(KINDS),
     }
     assert prefixes <= set(families), f"new run-time key families: {prefixes - set(families)}"
     missing = [p + s for p in prefixes for s in families[p] if p + s not in en]
@@ -163,3 +165,19 @@ def test_every_run_card_is_composed_again_as_soon_as_the_page_language_is_set(tm
         assert [(t[0], t[1]) for t in fn.targets if t[1] == "tick"], "the same handler as the timer's tick"
         values = fn.fn(*[None if b is not lang else "zh" for b in fn.inputs])
         assert "还没有运行" in values[fn.outputs.index(card)]
+
+
+def test_the_history_table_is_brought_up_to_date_as_its_tab_opens(board):
+    """A run that ended while another tab was open must show when History is opened, not at its 4 s timer's next
+    tick (gradio starts a tab's timer only once the tab is drawn)."""
+    from app.ui import build_ui
+
+    demo = build_ui(board)
+    history_tab = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-tab-history")
+    on_open = [f for f in demo.fns.values() if (history_tab._id, "select") in [(t[0], t[1]) for t in f.targets]]
+    assert len(on_open) == 1
+    fn = on_open[0]
+    run_id = board.jobs.submit("train", {"fake_steps": 1, "stage": "sft"})
+    assert board.jobs.wait(run_id, 30) == "completed"
+    table, picker, _ = fn.fn(*[None if getattr(b, "elem_id", None) != "lf-lang-code" else "en" for b in fn.inputs])
+    assert run_id in list(table.iloc[:, 0]) and picker["choices"] == [run_id]

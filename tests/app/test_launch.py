@@ -187,7 +187,8 @@ def test_board_runs_two_cpu_processes_and_abort_stops_every_rank(tmp_path):
         assert launcher_pid not in [r["pid"] for r in ranks]  # run.json keeps torchrun's pid and group
         assert run_id in JobManager(ws.runs_dir, cwd=REPO).rediscover()["attached"]  # a restarted board re-attaches
         card = status_card(board, run_id, "en")
-        assert "parallel: DDP · 2 process(es) · not sharded · gloo" in card
+        assert "parallel: DDP · 2 processes · not sharded · gloo" in card
+        assert "并行：DDP · 2 个进程 · 未分片 · gloo" in status_card(board, run_id, "zh")
         assert jobs.abort(run_id) == "stopping"
         assert jobs.wait(run_id, 180) == "aborted"
         deadline = time.time() + 60

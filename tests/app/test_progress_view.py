@@ -42,3 +42,14 @@ def test_watch_redraw_rules(board):
     assert progress_view.watch(board, run_id, second["seen"], "zh")["reset"]  # new language, new series names
     gone = progress_view.watch(board, "20200101-000000-train-dead", None, "en")
     assert "no longer exists" in gone["error"]
+
+
+def test_the_parallel_strategy_reads_in_the_page_language():
+    single = {"strategy": "single", "world_size": 1, "sharded": False}
+    assert progress_view.parallel_text(single, "en") == "single process · 1 process · not sharded"
+    assert progress_view.parallel_text(single, "zh") == "单进程 · 1 个进程 · 未分片"
+    ray = {"strategy": "fsdp2", "world_size": 2, "sharded": True, "backend": "gloo", "launcher": "ray"}
+    assert progress_view.parallel_text(ray, "en") == "FSDP2 · 2 processes · sharded · gloo · via ray"
+    assert progress_view.parallel_text(ray, "zh") == "FSDP2 · 2 个进程 · 已分片 · gloo · 经由 ray"
+    zero = {"strategy": "deepspeed_zero3", "world_size": 8, "sharded": True}
+    assert progress_view.parallel_text(zero, "zh") == "DeepSpeed ZeRO-3 · 8 个进程 · 已分片"

@@ -38,6 +38,7 @@ DEMO_SETTINGS: dict[str, Any] = {
     "lora_rank": 16,
     "lora_alpha": 32,
     "warmup_ratio": 0.05,
+    "lr_scheduler_type": "cosine",
 }
 
 

@@ -65,7 +65,13 @@ class JobContext:
         return os.environ.get("RANK", "0") == "0"
 
     def __enter__(self) -> JobContext:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        if self.is_main_process:  # before anything here is written: another live run's run.json and config stay
+            from engine.train.output_dir import live_run_problem
+
+            live = live_run_problem(self.folder.path)
+            if live:
+                raise UserError(live)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # SIGHUP: the terminal or ssh went away
             try:
                 self._old_handlers[sig] = signal.signal(sig, self._on_signal)
             except ValueError:  # not in the main thread (tests)

@@ -8,6 +8,7 @@ a job starts without loading the ML stack.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 from engine.checkpoints import checkpoint_problem, describe_torn, latest_complete, step_of
@@ -19,9 +20,33 @@ logger = logging.getLogger(__name__)
 OUTPUT_MARKERS = ("adapter_config.json", "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 
 
+def live_run_problem(folder: str | Path) -> str | None:
+    """Why nothing may start writing into ``folder``: a run recorded there (run.json) is still alive, whatever
+    ``overwrite_output_dir`` or ``resume_from_checkpoint`` say. This process, and the launcher that started it
+    (torchrun, the Ray driver), are the run itself, not another one."""
+    from engine.runs import RunFolder, same_process
+
+    folder = Path(folder)
+    try:
+        info = RunFolder(folder).info() if (folder / "run.json").is_file() else {}
+    except Exception:  # an unreadable run.json: the run folder's own reader reports it where it matters
+        return None
+    if info.get("status") not in ("queued", "running") or not same_process(info):
+        return None
+    ours = {os.getpid(), os.getppid(), int(os.environ.get("LF_LAUNCHER_PID", "0") or 0)}
+    if int(info["pid"]) in ours:
+        return None
+    return (f"`{folder}` is the output folder of a run that is still going (`{info.get('id', folder.name)}`, process "
+            f"{info['pid']}); a second run there would mix its files into that run's. Wait for it to end or stop it "
+            "(the board's Abort, or SIGTERM to that process), or choose another output_dir.")
+
+
 def check_output_dir(cfg: RunConfig) -> None:
     """Refuse to silently mix a new run into an old one's outputs."""
     out = Path(cfg.train.output_dir)
+    live = live_run_problem(out)
+    if live:
+        raise UserError(live)
     if not out.is_dir() or cfg.train.overwrite_output_dir or cfg.train.resume_from_checkpoint:
         return
     old = sorted(p.name for p in out.iterdir() if p.name.startswith("checkpoint-") or p.name in OUTPUT_MARKERS)

@@ -63,7 +63,10 @@ class LabelPositionsTrainer(ShardingMixin, MuonMixin, TokenBudgetMixin, Trainer)
         if weighting is not None and weighting.kind == "asft" and not return_outputs and "labels" in inputs:
             return self._asft_loss(model, inputs)
         parts = split_causal_lm(model) if self.args.world_size == 1 and not self.is_deepspeed_enabled else None
-        if return_outputs or parts is None or "labels" not in inputs or not self.model_accepts_loss_kwargs:
+        # label_smoothing_factor: transformers' own label smoother over the full logits, as LLaMA-Factory trains it
+        smoothing = self.label_smoother is not None and weighting is None
+        if (return_outputs or parts is None or "labels" not in inputs or not self.model_accepts_loss_kwargs
+                or smoothing):
             return super().compute_loss(model, inputs, return_outputs=return_outputs,
                                         num_items_in_batch=num_items_in_batch)
         backbone, head = parts

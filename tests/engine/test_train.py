@@ -1,6 +1,7 @@
 """Training end to end on the built-in demo model: every stage and method, the run folder, abort, resume."""
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -163,7 +164,8 @@ def test_resume_from_checkpoint_continues(tmp_path):
     assert logs[-1]["step"] == 3
 
 
-def test_sigterm_saves_a_checkpoint_and_ends_aborted(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])  # SIGHUP: the terminal or the ssh session closed
+def test_sigterm_saves_a_checkpoint_and_ends_aborted(tmp_path, sig):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "engine", "train", str(EXAMPLES / "sft_lora_demo.yaml"), f"output_dir={out}",
            "max_steps=500", "logging_steps=1", "save_strategy=no", f"dataset_dir={EXAMPLES / 'data'}"]
@@ -177,7 +179,17 @@ def test_sigterm_saves_a_checkpoint_and_ends_aborted(tmp_path):
                 break
             assert proc.poll() is None, proc.stderr.read().decode()
             time.sleep(0.5)
-        os.killpg(proc.pid, signal.SIGTERM)
+        if sig == signal.SIGTERM:  # a second run into the live run's folder is refused, even with overwrite
+            before = (out / "run.json").read_bytes(), (out / "config.yaml").read_bytes()
+            second = subprocess.run([*cmd[:6], cmd[-1], "max_steps=1", "overwrite_output_dir=true"], cwd=REPO, env=env,
+                                    capture_output=True, text=True, timeout=300)
+            assert second.returncode == 2, second.stderr[-2000:]
+            assert "is the output folder of a run that is still going" in second.stderr
+            assert ((out / "run.json").read_bytes(), (out / "config.yaml").read_bytes()) == before
+            check = subprocess.run([*cmd[:3], "check", *cmd[4:6], cmd[-1], "overwrite_output_dir=true"], cwd=REPO, env=env,
+                                   capture_output=True, text=True, timeout=300)
+            assert check.returncode != 0 and "still going" in check.stdout + check.stderr
+        os.killpg(proc.pid, sig)
         assert proc.wait(timeout=120) == 130
     finally:
         if proc.poll() is None:
@@ -212,3 +224,22 @@ def test_muon_trains_full_finetuning(tmp_path):
     assert train("sft_full_demo.yaml", out, "use_muon=true", "learning_rate=0.02", "max_steps=3") == 0
     logs = [e for e in events(out) if e["event"] == "log"]
     assert logs[-1]["loss"] < logs[0]["loss"]
+
+
+def test_label_smoothing_is_applied_as_transformers_does(tmp_path):
+    """`label_smoothing_factor` (a TrainingArguments key LLaMA-Factory configs pass through) changes the loss, the
+    same on padding-free and padded batches of the same rows (it had been silently ignored by the head-only loss)."""
+    def first_loss(name, *extra):
+        assert train("sft_lora_demo.yaml", tmp_path / name, "max_steps=1", "logging_steps=1", *extra) == 0
+        return next(e["loss"] for e in events(tmp_path / name) if e["event"] == "log" and "loss" in e)
+
+    from engine.demo import demo_home
+
+    vocab = json.loads((demo_home() / "config.json").read_text())["vocab_size"]
+    for mode in ([], ["padding_free=false"]):
+        plain = first_loss(f"plain{len(mode)}", *mode)
+        smooth = first_loss(f"smooth{len(mode)}", "label_smoothing_factor=0.3", *mode)
+        # transformers' smoother: 0.7 * the cross-entropy + 0.3 * the mean of -log p over the vocabulary, which is
+        # at least log(vocab) (Jensen); the same first batch and weights, so the cross-entropy is `plain`
+        spread = (smooth - 0.7 * plain) / 0.3
+        assert spread >= math.log(vocab) - 1e-3, (plain, smooth)

@@ -323,6 +323,28 @@ class ChatModel:
         adapters = [a for a in adapters if a]
         return "+".join([base, *adapters])
 
+    @property
+    def context_limit(self) -> int | None:
+        """The most positions the model reads (its config's ``max_position_embeddings``), or None when unstated."""
+        config = getattr(self.model, "config", None)
+        config = getattr(config, "text_config", None) or config
+        value = getattr(config, "max_position_embeddings", None)
+        return int(value) if isinstance(value, int) and value > 0 else None
+
+    def check_prompt_size(self, texts: list[Any]) -> None:
+        """Refuse, without tokenizing, text that cannot fit the model: every token covers at most as many characters
+        as the longest entry of the vocabulary, so more than twice that per position (normalizers may drop a few)
+        can never make a prompt the model reads. Raises ValueError."""
+        limit = self.context_limit
+        if limit is None:
+            return
+        if getattr(self, "_token_chars", None) is None:
+            self._token_chars = max((len(piece) for piece in self.tokenizer.get_vocab()), default=1) or 1
+        chars = sum(len(text) for text in texts if isinstance(text, str))
+        if chars > limit * 2 * self._token_chars:
+            raise ValueError(f"The conversation is {chars:,} characters, far more than this model reads (at most "
+                             f"{limit:,} tokens, its max_position_embeddings); shorten it.")
+
     def encode(self, messages: list[dict[str, str]], system: str | None = None, tools: Any = None) -> list[int]:
         """The prompt ids of a conversation, ending with the template's generation prompt."""
         messages = check_messages(messages)
@@ -359,7 +381,13 @@ class ChatModel:
 
             prompt_ids, extra = media_prompt(self, check_messages(messages), media, system, tools)
         else:
+            self.check_prompt_size([system or "", *(m.get("content") for m in messages if isinstance(m, dict)),
+                                    tools if isinstance(tools, str) else ""])
             prompt_ids = self.encode(messages, system, tools)
+        limit = self.context_limit
+        if limit is not None and len(prompt_ids) >= limit:
+            raise ValueError(f"The prompt is {len(prompt_ids):,} tokens; this model reads at most {limit:,} "
+                             "(its max_position_embeddings), with room left for the reply; shorten the conversation.")
         kwargs = generation_kwargs(
             self.cfg.generation, self.stop_ids, self.tokenizer.pad_token_id, overrides, allow_beams=False
         )

@@ -133,6 +133,12 @@ def convert_tools(raw: Any) -> list[dict[str, Any]] | None:
         function = tool.get("function", tool)
         if not isinstance(function, dict) or not function.get("name"):
             raise RequestError(f"tools[{index}].function needs a `name`.")
+        if not isinstance(function["name"], str):
+            raise RequestError(f"tools[{index}].function.name must be text.")
+        if function.get("description") is not None and not isinstance(function["description"], str):
+            raise RequestError(f"tools[{index}].function.description must be text.")
+        if function.get("parameters") is not None and not isinstance(function["parameters"], dict):
+            raise RequestError(f"tools[{index}].function.parameters must be a JSON Schema object.")
         out.append(function)
     return out
 

@@ -130,7 +130,10 @@ class ChatHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _send_error(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
-        self._send_json(status, {"error": {"message": message, "type": kind, "code": status}})
+        try:
+            self._send_json(status, {"error": {"message": message, "type": kind, "code": status}})
+        except GONE:  # the client has gone: nobody to tell
+            self.close_connection = True
 
     def _refused(self, need_auth: bool = True, need_json: bool = False) -> bool:
         """Answer (and return True) when the request fails the Host, Origin, API-key or content-type checks."""
@@ -185,9 +188,13 @@ class ChatHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             raise RequestError(f"The request body did not arrive within {self.timeout:.0f} s.", status=408) from None
         try:
-            body = json.loads(raw)
+            body = json.loads(raw, parse_constant=_refuse_constant)
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise RequestError(f"The request body is not valid JSON: {err}.") from None
+        except RecursionError:
+            raise RequestError("The request body nests too deeply to be read.") from None
+        except ValueError as err:  # NaN/Infinity (refused above), or a number of more than 4,300 digits
+            raise RequestError(f"The request body has a value that cannot be read: {err}.") from None
         if not isinstance(body, dict):
             raise RequestError("The request body must be a JSON object.")
         return body
@@ -221,6 +228,10 @@ class ChatHandler(BaseHTTPRequestHandler):
             self._send_error(err.status, str(err))
             return
         with self.server.generation_lock:
+            if _gone(self.connection):  # it left while it waited for its turn: no work for nobody
+                self.close_connection = True
+                logger.info("A client went away while it waited for its turn; its request is skipped.")
+                return
             try:
                 generation = self.server.chat_model.start(
                     request["messages"], request["system"], request["tools"], stop=request["stop"],
@@ -248,10 +259,19 @@ class ChatHandler(BaseHTTPRequestHandler):
                 generation.close()
 
     def _parse_chat(self, body: dict[str, Any]) -> dict[str, Any]:
-        if body.get("n", 1) != 1:
+        n = body.get("n", 1)
+        if isinstance(n, bool) or n not in (1, None):
             raise RequestError("Only `n: 1` is supported.")
+        for key in ("stream", "logprobs"):
+            if body.get(key) is not None and not isinstance(body[key], bool):
+                raise RequestError(f"`{key}` must be true or false.")
         media: dict[str, list] = {}
         messages, system = convert_messages(body.get("messages"), media)
+        # before the request waits for its turn: a prompt that cannot fit the model is refused without tokenizing
+        try:
+            self.server.chat_model.check_prompt_size([system or "", *(m.get("content") for m in messages)])
+        except ValueError as err:
+            raise RequestError(str(err)) from None
         tools = None if body.get("tool_choice") == "none" else convert_tools(body.get("tools"))
         stream_options = body.get("stream_options") or {}
         return {
@@ -336,6 +356,19 @@ class ChatHandler(BaseHTTPRequestHandler):
         yield chunk({}, finish)
         if request["include_usage"]:
             yield {**chunk({}), "choices": [], "usage": usage}
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"`{name}` is not a JSON number; send a finite number")
+
+
+def _gone(connection: socket.socket) -> bool:
+    """Whether the client has closed its side of the connection (a pipelined request's data counts as present)."""
+    try:
+        readable, _, _ = select.select([connection], [], [], 0)
+        return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):
+        return True
 
 
 class _DisconnectWatcher:

@@ -148,6 +148,37 @@ def test_bad_requests_get_400_with_a_message(server, body, message):
     assert message in json.loads(text)["error"]["message"]
 
 
+USER = '{"messages": [{"role": "user", "content": "a"}]'
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (USER + ', "max_tokens": Infinity}', "Infinity"),
+        (USER + ', "repetition_penalty": NaN}', "NaN"),
+        (USER + ', "max_tokens": 1' + "0" * 5000 + "}", "cannot be read"),
+        ('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", "nests too deeply"),
+        (USER + ', "stream": "false"}', "`stream` must be true or false"),
+        (USER + ', "n": true}', "n: 1"),
+        (USER + ', "tools": [{"type": "function", "function": {"name": "f", "parameters": "x"}}]}',
+         "JSON Schema object"),
+        (USER + ', "tools": [{"type": "function", "function": {"name": 5}}]}', "name must be text"),
+        ('{"messages": [{"role": "user", "content": "' + "hello world " * 20_000 + '"}]}', "far more than"),
+        ('{"messages": [{"role": "user", "content": "' + "hello " * 700 + '"}]}', "this model reads at most 512"),
+    ],
+)
+def test_unreadable_or_oversized_requests_get_400_and_the_server_goes_on(server, raw, message):
+    """Bodies that had crashed the handler (no response), reached generation (500 with Python's words) or held the
+    generation turn for a minute on a prompt 60 times the model's context. Found by an outside review."""
+    base, _ = server
+    started = time.monotonic()
+    status, kind, text = post(base, None, raw=raw.encode("utf-8"))
+    assert status == 400 and kind.startswith("application/json"), text
+    assert message in json.loads(text)["error"]["message"]
+    assert time.monotonic() - started < 10
+    assert post(base, HELLO)[0] == 200
+
+
 def test_unknown_route_is_404(server):
     base, _ = server
     with pytest.raises(urllib.error.HTTPError) as info:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import json
 import logging
 import types
@@ -242,9 +243,73 @@ def coerce_value(key: str, value: Any, tp: Any) -> Any:
 
 
 def _hf_training_keys() -> set[str]:
+    return set(_hf_training_fields())
+
+
+@functools.lru_cache(maxsize=1)
+def _hf_training_fields() -> dict[str, Any]:
+    """transformers' TrainingArguments fields and their declared types."""
     from transformers.training_args import TrainingArguments  # the module: the lazy top level can race in threads
 
-    return {f.name for f in dataclasses.fields(TrainingArguments)}
+    return {f.name: f.type for f in dataclasses.fields(TrainingArguments)}
+
+
+_KIND_WORDS = {bool: "true or false", int: "a whole number", float: "a number", str: "text", dict: "a mapping",
+               list: "a list", type(None): "null"}
+
+# ranges transformers leaves to the optimizer or the loss, which fail only after the model has loaded
+_HF_RANGES = {"adam_beta1": (0.0, 1.0), "adam_beta2": (0.0, 1.0), "adam_epsilon": (0.0, None),
+              "label_smoothing_factor": (0.0, 1.0), "neftune_noise_alpha": (0.0, None)}
+
+
+def _accepts(kind: Any, value: Any) -> bool | None:
+    """Whether ``value`` fits the declared type ``kind`` (None: a type this check does not know, so allowed)."""
+    import enum
+
+    origin = typing.get_origin(kind)
+    if origin in (typing.Union, types.UnionType):
+        verdicts = [_accepts(member, value) for member in typing.get_args(kind)]
+        return True if True in verdicts else (None if None in verdicts else False)
+    if origin is typing.Literal:
+        return value in typing.get_args(kind)
+    kind = origin or kind
+    if kind is bool:
+        return isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind in (str, dict, list, type(None)):
+        return isinstance(value, kind)
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return isinstance(value, str)
+    return None
+
+
+def _hf_value_problem(key: str, value: Any) -> str | None:
+    """A TrainingArguments key passed through (LLaMA-Factory configs do) whose value transformers would take but
+    fail on later, after the model has loaded: a wrong type, a JSON text that is not an object, or out of range."""
+    kind = _hf_training_fields().get(key)
+    if kind is None or _accepts(kind, value) is not False:
+        members = typing.get_args(kind) if kind is not None else ()
+        if isinstance(value, str) and dict in [typing.get_origin(m) or m for m in members]:
+            try:  # transformers reads a text given for a mapping as JSON
+                parsed = json.loads(value)
+            except ValueError:
+                parsed = None
+            if not isinstance(parsed, dict):
+                return f"`{key}: {shorten(value, 60)}` must be a mapping (or its JSON text, like `{{\"key\": 1}}`)."
+        bounds = _HF_RANGES.get(key)
+        if bounds and isinstance(value, (int, float)) and not isinstance(value, bool):
+            low, high = bounds
+            if value < low or (high is not None and value >= high):
+                where = f"at least {low:g}" + (f" and below {high:g}" if high is not None else "")
+                return f"`{key}: {value}` must be {where}."
+        return None
+    members = typing.get_args(kind) if typing.get_origin(kind) else (kind,)
+    words = [_KIND_WORDS.get(typing.get_origin(m) or m) for m in members]
+    wanted = " or ".join(dict.fromkeys(w for w in words if w)) or "another type"
+    return f"`{key}: {shorten(repr(value), 60)}` must be {wanted} (a transformers TrainingArguments key)."
 
 
 def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) -> RunConfig:
@@ -314,6 +379,8 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
             if key in hf_keys:
                 if non_finite_inside(mapping[key]) is not None:
                     problems.append(non_finite_problem(key, non_finite_inside(mapping[key])))
+                elif _hf_value_problem(key, mapping[key]):
+                    problems.append(_hf_value_problem(key, mapping[key]))
                 else:
                     extra[key] = mapping[key]
                 continue

@@ -14,11 +14,18 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from engine.checkpoints import remove_torn
+from engine.checkpoints import latest_complete, remove_torn
 from engine.diskfull import DiskFullError, disk_full_message, is_disk_full
 from engine.errors import AbortRequested, UserError
 from engine.ranks import record_rank, world_size
-from engine.runs import EventWriter, RunFolder, package_versions, process_start_time
+from engine.runs import (
+    EventWriter,
+    RunFolder,
+    package_versions,
+    process_start_time,
+    rewrite_in_place,
+    write_text_atomic,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +44,8 @@ class JobContext:
         try:
             self.events = EventWriter(self.folder.events_path)
         except OSError as err:
+            if is_disk_full(err, run_dir):
+                raise DiskFullError(disk_full_message(run_dir, then="start the run again")) from None
             raise UserError(f"The run folder `{run_dir}` cannot be created ({err.strerror or err}); set "
                             "`output_dir` to a folder you can write to.") from None
         self.abort_requested = False
@@ -80,9 +89,21 @@ class JobContext:
         if not self.is_main_process:
             self.events = _NullWriter()
             return self
+        try:
+            self._record_start()
+        except OSError as err:
+            for sig, handler in self._old_handlers.items():
+                signal.signal(sig, handler)
+            if is_disk_full(err, self.folder.path):  # full before the run began: nothing half-written stays
+                raise DiskFullError(disk_full_message(self.folder.path, then="start the run again")) from None
+            raise
+        return self
+
+    def _record_start(self) -> None:
+        """config.yaml and run.json of a starting run, each replaced whole (a failed write leaves the old file)."""
         self.folder.path.mkdir(parents=True, exist_ok=True)
         if self.config_yaml is not None:
-            self.folder.config_path.write_text(self.config_yaml, encoding="utf-8")
+            write_text_atomic(self.folder.config_path, self.config_yaml)
         info = self.folder.info()
         # under a launcher the board started (torchrun), run.json keeps the launcher's pid and process group
         launcher = (os.getppid(), int(os.environ.get("LF_LAUNCHER_PID", "0") or 0))  # torchrun / the Ray driver
@@ -97,7 +118,6 @@ class JobContext:
             command=info.get("command") or [sys.executable, "-m", "engine", *sys.argv[1:]],
             versions=package_versions(),
         )
-        return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         for sig, handler in self._old_handlers.items():
@@ -126,11 +146,17 @@ class JobContext:
             exit_code = 2  # what the CLI exits with for a user error
         if self.status == "running":
             self.status = "completed"
+        outcome = {"status": self.status, "finished_at": time.time(), "exit_code": exit_code, "error": self.error}
+        try:  # run.json first: on a full disk the room a removed torn checkpoint freed goes to the outcome
+            self.folder.update(**outcome)
+        except OSError as err:
+            if not (disk_full and rewrite_in_place(self.folder.run_path, {**self.folder.info(), **outcome})):
+                # the board records the outcome from the exit code and the log
+                logger.error("Could not record the outcome in %s: %s", self.folder.run_path, err)
         try:
             self.events.write({"event": "end", "status": self.status, "error": self.error, "metrics": self.metrics})
-            self.folder.update(status=self.status, finished_at=time.time(), exit_code=exit_code, error=self.error)
-        except OSError as err:  # the board records the outcome from the exit code and the log
-            logger.error("Could not record the outcome in %s: %s", self.folder.run_path, err)
+        except OSError as err:
+            logger.error("Could not record the outcome in %s: %s", self.folder.events_path, err)
         if disk_full and not isinstance(exc, DiskFullError):
             raise DiskFullError(self.error) from exc  # the CLI prints it without a traceback
         return False  # let the CLI decide how to report the exception
@@ -138,7 +164,8 @@ class JobContext:
     def _disk_full_error(self) -> str:
         """The disk-full message; torn checkpoints (useless for resuming) are removed to make room for it."""
         removed = remove_torn(self.folder.path)
-        message = disk_full_message(self.folder.path)
+        latest, _ = latest_complete(self.folder.path)
+        message = disk_full_message(self.folder.path, then="resume the run" if latest else "start the run again")
         if removed:
             message += f" Removed the incomplete {', '.join(removed)} (it could not be resumed from)."
         return message

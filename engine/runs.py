@@ -47,6 +47,39 @@ def package_versions() -> dict[str, str]:
     return out
 
 
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to a temp file beside ``path``, then rename it over ``path`` (see :func:`write_json_atomic`)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise
+
+
+def rewrite_in_place(path: Path, data: dict[str, Any]) -> bool:
+    """Last resort on a full disk, where even a small temp file cannot be written: overwrite ``path``'s own blocks
+    from the start (the file is never empty on the way), then cut it to the new length. True when it worked."""
+    raw = json.dumps(data, indent=2, ensure_ascii=False, default=str).encode("utf-8", "backslashreplace")
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except OSError:
+        return False
+    try:
+        os.pwrite(fd, raw, 0)
+        os.ftruncate(fd, len(raw))
+        os.fsync(fd)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     """Write ``data`` to a temp file beside ``path``, then rename it over ``path``.
 

@@ -238,6 +238,29 @@ def test_job_context_survives_when_it_cannot_write_the_outcome(tmp_path, monkeyp
             monkeypatch.setattr(RunFolder, "update", no_space)
             raise OSError(errno.ENOSPC, "No space left on device")
     assert ctx.status == "failed" and ctx.error.startswith("No space left on device")
+    # no room even for a temp file: run.json is rewritten in its own blocks, so it does not stay "running"
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["status"] == "failed" and run["exit_code"] == 2 and run["error"] == ctx.error
+    assert "start the run again" in ctx.error  # no checkpoint to resume from
+
+
+def test_a_disk_full_before_the_run_begins_is_one_line_and_leaves_nothing_half_written(tmp_path, monkeypatch):
+    from engine import lifecycle
+
+    (tmp_path / "config.yaml").write_text("old: run\n")
+
+    def no_space(path, text):
+        Path(path).with_name(".partial.tmp").write_text(text[:3])
+        Path(path).with_name(".partial.tmp").unlink()
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(lifecycle, "write_text_atomic", no_space)
+    with pytest.raises(DiskFullError) as err:
+        with JobContext(tmp_path, "train", config_yaml="new: run\n"):
+            raise AssertionError("the run must not begin")
+    assert str(err.value).startswith(f"No space left on device: {tmp_path}") and "start the run again" in str(err.value)
+    assert (tmp_path / "config.yaml").read_text() == "old: run\n"  # the earlier file, whole
+    assert not (tmp_path / "run.json").exists()
 
 
 def test_training_on_a_full_disk_fails_with_the_free_space(tmp_path, monkeypatch, capsys):

@@ -78,6 +78,24 @@ def _file_problem(path: Path) -> str | None:
     return None
 
 
+def adapter_config_problem(folder: Path) -> str | None:
+    """Why ``folder/adapter_config.json`` cannot be read as PEFT reads it (None when it can, or is absent)."""
+    path = Path(folder) / "adapter_config.json"
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        return "its adapter_config.json is not UTF-8 text"
+    except ValueError as err:
+        return f"its adapter_config.json is not valid JSON ({err})"
+    except OSError as err:
+        return f"its adapter_config.json cannot be read ({err.strerror or err})"
+    if not isinstance(data, dict):
+        return "its adapter_config.json is not a JSON object"
+    return None
+
+
 def weights_problem(folder: Path) -> str | None:
     """Why the model or adapter weights in ``folder`` are missing or cut off (None when they are whole)."""
     present = [folder / name for name in WEIGHT_FILES if (folder / name).is_file()]

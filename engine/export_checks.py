@@ -7,8 +7,10 @@ must stay light: the board checks every config without loading the ML stack.
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
+from engine.checkpoints import adapter_config_problem
 from engine.config import RunConfig
 from engine.runs import CONFIG_FILE, EVENTS_FILE, LOG_FILE, RUN_FILE
 
@@ -73,14 +75,37 @@ def check_export(cfg: RunConfig) -> list[str]:
         elif not (path / "adapter_config.json").is_file():
             problems.append(f"`adapter_name_or_path: {adapter}` has no adapter_config.json; is it a LoRA adapter "
                             "folder (or a checkpoint folder inside one)?")
+        elif adapter_config_problem(path):
+            problems.append(f"`adapter_name_or_path: {adapter}` cannot be loaded: {adapter_config_problem(path)}; "
+                            "pick another checkpoint or save the adapter again.")
     if ex.export_dir:
         problems += _check_export_dir(Path(ex.export_dir).expanduser(), cfg)
     return problems
 
 
+def _writable_problem(export_dir: Path) -> str | None:
+    """Whether the export can create its files: tried with a scratch file in ``export_dir`` or its nearest existing
+    parent (a read-only mount or an immutable folder stops root too, which a permission check does not show)."""
+    existing = next((p for p in (export_dir, *export_dir.parents) if p.exists()), None)
+    if existing is None:
+        return None
+    if not existing.is_dir():
+        return f"`export_dir: {export_dir}` is inside the file {existing}; give a folder path."
+    try:
+        with tempfile.TemporaryFile(dir=existing, prefix=".lf-write-check-"):
+            pass
+    except OSError as err:
+        return (f"`export_dir: {export_dir}` cannot be written ({existing}: {err.strerror or err}); choose a folder "
+                "you can write to.")
+    return None
+
+
 def _check_export_dir(export_dir: Path, cfg: RunConfig) -> list[str]:
     if export_dir.exists() and not export_dir.is_dir():
         return [f"`export_dir: {export_dir}` is a file; give a folder."]
+    unwritable = _writable_problem(export_dir)
+    if unwritable:
+        return [unwritable]
     if not export_dir.is_dir():
         return []
     base = Path(cfg.model.model_name_or_path).expanduser()

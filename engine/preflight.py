@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from engine.checkpoints import weights_problem
+from engine.checkpoints import adapter_config_problem, weights_problem
 from engine.config import RunConfig
 
 logger = logging.getLogger(__name__)
@@ -162,6 +162,9 @@ def _check_model(cfg: RunConfig) -> list[str]:
             problems.append(f"`adapter_name_or_path: {adapter}` does not exist; give an adapter folder.")
         elif not (a / "adapter_config.json").is_file():
             problems.append(f"`adapter_name_or_path: {adapter}` has no adapter_config.json; is it a LoRA adapter?")
+        elif adapter_config_problem(a):
+            problems.append(f"`adapter_name_or_path: {adapter}` cannot be loaded: {adapter_config_problem(a)}; pick "
+                            "another checkpoint or save the adapter again.")
         elif weights_problem(a):
             problems.append(f"`adapter_name_or_path: {adapter}` cannot be loaded: {weights_problem(a)} (a save that was "
                             "cut off); pick an earlier checkpoint.")

@@ -17,12 +17,26 @@ import torch
 from engine.config import RunConfig
 from engine.evaluate.metrics import compute_generation_metrics
 from engine.infer.generation import generation_kwargs, stop_token_ids
-from engine.runs import EventWriter, write_json_atomic
+from engine.runs import EventWriter, write_text_atomic
 
 logger = logging.getLogger(__name__)
 
 PREDICTIONS_FILE = "generated_predictions.jsonl"
 RESULTS_FILE = "predict_results.json"
+
+
+def save_split_metrics(out: Path, split: str, metrics: dict[str, Any]) -> None:
+    """``{split}_results.json`` and the merged ``all_results.json``, as transformers' ``Trainer.save_metrics`` writes
+    them (indent 4, sorted keys), each file replaced whole."""
+    write_text_atomic(out / f"{split}_results.json", json.dumps(metrics, indent=4, sort_keys=True))
+    merged: dict[str, Any] = {}
+    try:
+        found = json.loads((out / "all_results.json").read_text(encoding="utf-8"))
+        merged = found if isinstance(found, dict) else {}
+    except (OSError, ValueError):
+        pass
+    merged.update(metrics)
+    write_text_atomic(out / "all_results.json", json.dumps(merged, indent=4, sort_keys=True))
 
 
 def _row_fields(row: dict[str, Any], index: int) -> tuple[list[int], str, str]:
@@ -136,7 +150,7 @@ def run_predict(cfg: RunConfig, model: Any, tokenizer: Any, template: Any, rows:
         "predict_samples_per_second": round(len(fields) / runtime, 3) if runtime > 0 else 0.0,
         "predict_steps_per_second": round(len(batches) / runtime, 3) if runtime > 0 else 0.0,
     })
-    write_json_atomic(out / RESULTS_FILE, metrics)
+    save_split_metrics(out, "predict", metrics)
     scores = ", ".join(f"{name}={value}" for name, value in metrics.items() if "bleu" in name or "rouge" in name)
     logger.info("Predictions written to %s: %s", out / PREDICTIONS_FILE, scores)
     return metrics

@@ -537,3 +537,28 @@ def test_the_engine_log_has_no_galore_adamw_deprecation_chatter():
     assert "AdamW is deprecated" in plain.stderr
     assert "AdamW is deprecated" not in ours.stderr
     assert "something else is deprecated" in ours.stderr
+
+
+def test_an_unreadable_adapter_config_or_export_dir_is_named_before_loading(ws, capsys, tmp_path, monkeypatch):
+    """Both had passed `lf-engine check` and failed in export after the model had loaded and merged, with a
+    traceback (a JSONDecodeError; an OSError from a read-only mount). Found by an outside review."""
+    import errno
+    import shutil
+
+    from engine import export_checks
+
+    broken = tmp_path / "broken"
+    shutil.copytree(ws / "adapter32", broken)
+    (broken / "adapter_config.json").write_text('{"peft_type": "LORA", "r": \n', encoding="utf-8")
+    for command in ("export", "chat"):
+        extra = [f"export_dir={tmp_path / 'out'}"] if command == "export" else ["--query", "hi"]
+        user_error(capsys, command, str(ws / "sft.yaml"), f"adapter_name_or_path={broken}", *extra,
+                   words=("adapter_config.json is not valid JSON", "pick another checkpoint"))
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(export_checks.tempfile, "TemporaryFile", read_only)
+    user_error(capsys, "export", str(ws / "sft.yaml"), f"adapter_name_or_path={ws / 'adapter32'}",
+               f"model_name_or_path={ws / 'model'}", f"export_dir={tmp_path / 'ro' / 'out'}",
+               words=("cannot be written", "Read-only file system", "a folder you can write to"))

@@ -209,7 +209,10 @@ def cmd_train(args: argparse.Namespace, kind: str = "train") -> int:
 
         if ray_launcher.use_ray(cfg):  # this process becomes the Ray driver; the workers run the job
             return ray_launcher.launch(cfg)
-    with JobContext(cfg.train.output_dir, kind, cfg.to_yaml(minimal=False)) as ctx:
+    from engine.train.output_dir import resumes
+
+    fresh = kind == "train" and not resumes(cfg)
+    with JobContext(cfg.train.output_dir, kind, cfg.to_yaml(minimal=False), fresh=fresh) as ctx:
         metrics = (run_train if kind == "train" else run_eval)(cfg, ctx)
     if ctx.status == "aborted":
         logger.warning("Stopped on request; a checkpoint was saved in %s.", cfg.train.output_dir)

@@ -37,10 +37,11 @@ class JobContext:
     callback then saves a checkpoint and stops. Outside the loop it raises :class:`AbortRequested` at once.
     """
 
-    def __init__(self, run_dir: str | Path, kind: str, config_yaml: str | None = None):
+    def __init__(self, run_dir: str | Path, kind: str, config_yaml: str | None = None, *, fresh: bool = False):
         self.folder = RunFolder(Path(run_dir))
         self.kind = kind
         self.config_yaml = config_yaml
+        self.fresh = fresh  # a new run, not a resumed one: its events replace those of a run there before
         try:
             self.events = EventWriter(self.folder.events_path)
         except OSError as err:
@@ -104,6 +105,8 @@ class JobContext:
         self.folder.path.mkdir(parents=True, exist_ok=True)
         if self.config_yaml is not None:
             write_text_atomic(self.folder.config_path, self.config_yaml)
+        if self.fresh and self.folder.events_path.is_file():  # one run's curves per folder, never two joined
+            os.truncate(self.folder.events_path, 0)
         info = self.folder.info()
         # under a launcher the board started (torchrun), run.json keeps the launcher's pid and process group
         launcher = (os.getppid(), int(os.environ.get("LF_LAUNCHER_PID", "0") or 0))  # torchrun / the Ray driver

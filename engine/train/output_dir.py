@@ -57,6 +57,33 @@ def check_output_dir(cfg: RunConfig) -> None:
         )
 
 
+def resumes(cfg: RunConfig) -> bool:
+    value = cfg.train.resume_from_checkpoint
+    return value is not None and str(value).lower() not in ("false", "no", "")
+
+
+def clear_replaced_run(cfg: RunConfig) -> list[str]:
+    """With ``overwrite_output_dir: true`` a new (not resumed) run replaces the one in output_dir: its checkpoint-N
+    folders go, so that a later ``resume_from_checkpoint: true`` continues this run, not the replaced one, and
+    ``save_total_limit`` counts only this run's. Returns the names removed (rank 0 only removes)."""
+    import shutil
+
+    from engine.checkpoints import list_checkpoints
+
+    out = Path(cfg.train.output_dir)
+    if not (cfg.train.do_train and cfg.train.overwrite_output_dir and out.is_dir()) or resumes(cfg):
+        return []
+    if os.environ.get("RANK", "0") != "0":
+        return []
+    removed = []
+    for folder in list_checkpoints(out):
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder.name)
+    if removed:
+        logger.info("overwrite_output_dir: replacing the earlier run in %s (removed %s).", out, ", ".join(removed))
+    return removed
+
+
 _NOTED: set[str] = set()
 
 

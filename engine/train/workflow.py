@@ -14,7 +14,7 @@ from engine.errors import UserError
 from engine.lifecycle import JobContext
 from engine.runs import package_versions
 from engine.train import phases, preference, rl, sft
-from engine.train.output_dir import check_output_dir, resolve_resume
+from engine.train.output_dir import check_output_dir, clear_replaced_run, resolve_resume
 from engine.train.rl_checks import RL_STAGES, check_stage, refuse_ppo
 
 logger = logging.getLogger(__name__)
@@ -101,6 +101,7 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     phases.start()
     phases.mark("imports")
     check_output_dir(cfg)
+    clear_replaced_run(cfg)
     check_launch(cfg)  # DeepSpeed config and N-D sizes against the world size, before the model loads
     resume = resolve_resume(cfg) if cfg.train.do_train else None
     check_stage(cfg)

@@ -245,3 +245,26 @@ def test_label_smoothing_is_applied_as_transformers_does(tmp_path):
         # at least log(vocab) (Jensen); the same first batch and weights, so the cross-entropy is `plain`
         spread = (smooth - 0.7 * plain) / 0.3
         assert spread >= math.log(vocab) - 1e-3, (plain, smooth)
+
+
+def test_overwrite_output_dir_replaces_the_earlier_run(tmp_path):
+    """`overwrite_output_dir: true` had kept the replaced run's checkpoints (a later resume continued *that* run)
+    and appended to its events (loss.png joined both runs into one zig-zag). Found by an outside review."""
+    from engine.config import build_config
+    from engine.train.output_dir import resolve_resume
+
+    out = tmp_path / "run"
+    assert train("sft_lora_demo.yaml", out, "max_steps=3", "save_strategy=steps", "save_steps=1") == 0
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2", "checkpoint-3"]
+    assert train("sft_lora_demo.yaml", out, "max_steps=1", "save_strategy=steps", "save_steps=1",
+                 "overwrite_output_dir=true") == 0
+    assert [p.name for p in out.glob("checkpoint-*")] == ["checkpoint-1"]
+    evs = events(out)
+    assert [e["event"] for e in evs].count("start") == 1 and [e["step"] for e in evs if e["event"] == "log"] == [1]
+    cfg = build_config({"model_name_or_path": "demo", "output_dir": str(out), "resume_from_checkpoint": True})
+    assert resolve_resume(cfg) == str(out / "checkpoint-1")
+    # a resumed run keeps the run's events and checkpoints
+    assert train("sft_lora_demo.yaml", out, "max_steps=2", "save_strategy=steps", "save_steps=1",
+                 "resume_from_checkpoint=true") == 0
+    assert [e["step"] for e in events(out) if e["event"] == "log"] == [1, 2]
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]

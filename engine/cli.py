@@ -427,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             raise
         print(f"error: {err}", file=sys.stderr)
-        return EXIT_USER_ERROR
+        return getattr(err, "exit_code", EXIT_USER_ERROR)
     except (AbortRequested, KeyboardInterrupt):
         print("stopped.", file=sys.stderr)
         return EXIT_ABORTED

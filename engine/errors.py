@@ -14,3 +14,10 @@ class ModelError(UserError, ValueError):
 
 class AbortRequested(BaseException):
     """Raised when a job is asked to stop (SIGTERM) outside the training loop."""
+
+
+class RankFailure(UserError):
+    """Another process of a multi-process run ended unexpectedly; this one cannot go on without it. Printed without
+    a traceback, but the run failed (exit status 1), which is not the user's input at fault."""
+
+    exit_code = 1

@@ -16,8 +16,8 @@ from typing import Any
 
 from engine.checkpoints import latest_complete, remove_torn
 from engine.diskfull import DiskFullError, disk_full_message, is_disk_full
-from engine.errors import AbortRequested, UserError
-from engine.ranks import record_rank, world_size
+from engine.errors import AbortRequested, RankFailure, UserError
+from engine.ranks import record_rank, stop_with_launcher, world_size
 from engine.runs import (
     EventWriter,
     RunFolder,
@@ -87,6 +87,7 @@ class JobContext:
             except ValueError:  # not in the main thread (tests)
                 pass
         record_rank(self.folder.path)  # multi-process runs: the board's abort reaches every rank
+        stop_with_launcher()  # and a launcher killed outright takes its ranks with it
         if not self.is_main_process:
             self.events = _NullWriter()
             return self
@@ -125,7 +126,10 @@ class JobContext:
     def __exit__(self, exc_type, exc, tb) -> bool:
         for sig, handler in self._old_handlers.items():
             signal.signal(sig, handler)
+        peer = peer_failure(exc) if exc_type is not None and world_size() > 1 else None
         if not self.is_main_process:
+            if peer:
+                raise RankFailure(peer) from exc
             return False
         disk_full = exc_type is not None and is_disk_full(exc, self.folder.path)
         if disk_full:
@@ -139,6 +143,9 @@ class JobContext:
         elif issubclass(exc_type, UserError):
             self.status = "failed"
             self.error = str(exc)
+        elif peer:
+            self.status = "failed"
+            self.error = peer
         else:
             self.status = "failed"
             self.error = f"{exc_type.__name__}: {exc}"
@@ -162,6 +169,8 @@ class JobContext:
             logger.error("Could not record the outcome in %s: %s", self.folder.events_path, err)
         if disk_full and not isinstance(exc, DiskFullError):
             raise DiskFullError(self.error) from exc  # the CLI prints it without a traceback
+        if peer and not disk_full:
+            raise RankFailure(peer) from exc
         return False  # let the CLI decide how to report the exception
 
     def _disk_full_error(self) -> str:
@@ -172,6 +181,27 @@ class JobContext:
         if removed:
             message += f" Removed the incomplete {', '.join(removed)} (it could not be resumed from)."
         return message
+
+
+PEER_GONE = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "NCCL communicator was aborted",
+             "Socket Timeout", "Connection refused")
+
+
+def peer_failure(exc: BaseException | None) -> str | None:
+    """The message for a collective that failed because another rank died (gloo's "Connection reset by peer",
+    NCCL's aborted communicator), or None for any other error."""
+    text = f"{type(exc).__name__}: {exc}" if exc is not None else ""
+    if not (isinstance(exc, RuntimeError) and any(marker in text for marker in PEER_GONE)):
+        return None
+    rank = os.environ.get("RANK", "?")
+    first = next((line.strip() for line in str(exc).splitlines() if any(m in line for m in PEER_GONE)), "")
+    return (f"Another process of this {world_size()}-process run ended unexpectedly, so rank {rank} stopped too "
+            f"({shorten_line(first)}). The first rank that failed says why in its log (above, or in the board's "
+            "log); fix that, then resume with `resume_from_checkpoint: true`.")
+
+
+def shorten_line(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class _NullWriter:

@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import socket
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,33 @@ RANKS_DIR = "ranks"
 
 def world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1") or 1)
+
+
+def signal_when_parent_dies(sig: int = signal.SIGTERM) -> bool:
+    """Ask Linux to send ``sig`` to this process when its parent dies (``PR_SET_PDEATHSIG``); if the parent is
+    already gone, send it now. True when set."""
+    if not sys.platform.startswith("linux"):
+        return False
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        if ctypes.CDLL(None, use_errno=True).prctl(1, int(sig), 0, 0, 0) != 0:  # 1: PR_SET_PDEATHSIG
+            return False
+    except (OSError, AttributeError):
+        return False
+    if os.getppid() != parent:  # it died before the request was in place
+        os.kill(os.getpid(), sig)
+    return True
+
+
+def stop_with_launcher() -> bool:
+    """Under torchrun a rank stops (SIGTERM: a checkpoint, then 'aborted') when its launcher dies, even of a
+    SIGKILL, which it cannot forward: the ranks had gone on training as orphans. torchrun starts the ranks from its
+    main thread, which lives as long as the launcher."""
+    if world_size() <= 1 or "TORCHELASTIC_RUN_ID" not in os.environ:
+        return False
+    return signal_when_parent_dies(signal.SIGTERM)
 
 
 def record_rank(run_dir: str | Path) -> Path | None:

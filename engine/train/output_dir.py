@@ -26,6 +26,8 @@ def live_run_problem(folder: str | Path) -> str | None:
     (torchrun, the Ray driver), are the run itself, not another one."""
     from engine.runs import RunFolder, same_process
 
+    if os.environ.get("RANK", "0") != "0":  # rank 0 checks for the launch; the others would see rank 0's own run
+        return None
     folder = Path(folder)
     try:
         info = RunFolder(folder).info() if (folder / "run.json").is_file() else {}

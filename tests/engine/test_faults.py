@@ -309,3 +309,48 @@ def test_a_torn_adapter_is_refused_by_check_and_hidden_from_the_picker(tmp_path,
     assert _check(tmp_path / "o", f"adapter_name_or_path={torn}", "--for", "chat") == 2
     err = capsys.readouterr().err
     assert "adapter_model.safetensors is cut off" in err and "pick an earlier checkpoint" in err
+
+
+def test_a_rank_whose_peer_died_says_so_without_a_traceback(tmp_path, monkeypatch):
+    """gloo's "Connection reset by peer" had reached the user as a traceback and as run.json's error."""
+    from engine.errors import RankFailure
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    gloo = RuntimeError("[../third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:64128: "
+                        "Connection reset by peer")
+    with pytest.raises(RankFailure) as err:
+        with JobContext(tmp_path, "train"):
+            raise gloo
+    assert err.value.exit_code == 1 and err.value.__cause__ is gloo
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["status"] == "failed" and run["exit_code"] == 1
+    assert run["error"].startswith("Another process of this 2-process run ended unexpectedly, so rank 0 stopped")
+    assert "Connection reset by peer" in run["error"] and "resume_from_checkpoint: true" in run["error"]
+    with pytest.raises(RuntimeError):  # any other error stays what it is
+        with JobContext(tmp_path / "other", "train"):
+            raise RuntimeError("shape mismatch")
+
+
+def test_a_live_run_folder_is_refused_by_rank_0_only(tmp_path, monkeypatch):
+    """Rank 0 checks output_dir for the launch; another rank's own pre-flight check would see the run.json rank 0
+    has just written for this same run (a live process that is neither it nor its launcher)."""
+    import subprocess
+    import sys
+
+    from engine.runs import process_start_time
+    from engine.train.output_dir import live_run_problem
+
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / "run.json").write_text(json.dumps({"id": "r", "status": "running", "pid": other.pid,
+                                                       "pid_started": process_start_time(other.pid)}))
+        monkeypatch.setenv("RANK", "0")
+        assert "still going" in live_run_problem(tmp_path)
+        monkeypatch.setenv("RANK", "1")
+        assert live_run_problem(tmp_path) is None
+    finally:
+        other.kill()
+        other.wait()
+    monkeypatch.setenv("RANK", "0")
+    assert live_run_problem(tmp_path) is None  # that process has ended: the folder is free

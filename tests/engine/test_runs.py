@@ -6,6 +6,9 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+import pytest
 
 from engine.runs import (
     EventReader,
@@ -70,3 +73,28 @@ def test_signal_reaches_the_process_group():
         assert not pid_alive(proc.pid)
     finally:
         proc.kill()
+
+
+def test_a_rank_is_told_when_its_launcher_dies_of_a_sigkill(tmp_path):
+    """torchrun cannot forward a SIGKILL: its ranks had gone on training as orphans. A rank asks Linux for a SIGTERM
+    when its parent dies (engine.ranks.signal_when_parent_dies), which its job turns into a checkpoint and stop."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("PR_SET_PDEATHSIG is Linux's")
+    flag = tmp_path / "got-sigterm"
+    child = (f"import signal, sys, time; sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"
+             "from engine.ranks import signal_when_parent_dies\n"
+             f"signal.signal(signal.SIGTERM, lambda *a: (open({str(flag)!r}, 'w').close(), sys.exit(0)))\n"
+             "assert signal_when_parent_dies()\n"
+             "print('ready', flush=True); time.sleep(60)\n")
+    launcher = ("import subprocess, sys, time\n"
+                f"p = subprocess.Popen([sys.executable, '-c', {child!r}], stdout=subprocess.PIPE, text=True)\n"
+                "print(p.pid, p.stdout.readline().strip(), flush=True); time.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", launcher], stdout=subprocess.PIPE, text=True)
+    pid, ready = parent.stdout.readline().split()
+    assert ready == "ready"
+    parent.kill()
+    parent.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline and not flag.exists():
+        time.sleep(0.05)
+    assert flag.exists(), "the orphaned child was not told"

@@ -89,7 +89,7 @@ def clear_replaced_run(cfg: RunConfig) -> list[str]:
 _NOTED: set[str] = set()
 
 
-def resolve_resume(cfg: RunConfig) -> str | bool | None:
+def resolve_resume(cfg: RunConfig, running: bool = False) -> str | bool | None:
     """The checkpoint to resume from: the latest *complete* one for ``true`` (torn ones are named and skipped)."""
     value = cfg.train.resume_from_checkpoint
     if value is None or str(value).lower() in ("false", "no", ""):
@@ -108,6 +108,7 @@ def resolve_resume(cfg: RunConfig) -> str | bool | None:
         if skipped and note not in _NOTED:
             _NOTED.add(note)  # the pre-flight check and the run itself both resolve it: say it once
             logger.warning(note)
+        _check_sharding_matches(cfg, latest, running)
         return str(latest)
     folder = Path(value).expanduser()
     if not folder.is_dir():
@@ -122,7 +123,30 @@ def resolve_resume(cfg: RunConfig) -> str | bool | None:
         latest, _ = latest_complete(folder.parent)
         hint = f" The latest complete one is `{latest}`." if latest else ""
         raise UserError(f"`resume_from_checkpoint: {value}` is incomplete ({problem}); it cannot be resumed from.{hint}")
+    _check_sharding_matches(cfg, folder, running)
     return str(folder)
+
+
+FSDP_STATE = "pytorch_model_fsdp"  # transformers' name for the model state an FSDP run saves (file or folder)
+
+
+def _check_sharding_matches(cfg: RunConfig, checkpoint: Path, running: bool) -> None:
+    """An FSDP checkpoint resumes only under FSDP, and a checkpoint of an unsharded run only without it: transformers
+    fails either way after the model has loaded (a ValueError, or a FileNotFoundError on every rank). ``running``:
+    this process is the run (its process count is the launch's), not `lf-engine check` ahead of a torchrun."""
+    saved_sharded = any(p.name.startswith(FSDP_STATE) for p in checkpoint.iterdir())
+    tr = cfg.train
+    wants = bool(tr.fsdp or tr.fsdp_config)
+    processes = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    if saved_sharded and not wants:
+        raise UserError(f"`{checkpoint}` was saved by an FSDP run (its {FSDP_STATE} state); resume it the same way: "
+                        "with the run's `fsdp`/`fsdp_config` under torchrun with as many processes.")
+    if saved_sharded and processes == 1 and (running or "TORCHELASTIC_RUN_ID" in os.environ):
+        raise UserError(f"`{checkpoint}` was saved by an FSDP run; a single process trains unsharded and cannot "
+                        "read it. Launch with torchrun and as many processes as the run had.")
+    if not saved_sharded and wants and processes > 1:
+        raise UserError(f"`{checkpoint}` was saved by a run without FSDP; this launch shards the model (FSDP) and "
+                        "cannot read it. Resume it as it was trained (without `fsdp`/`fsdp_config`), or start anew.")
 
 
 def describe_resume(cfg: RunConfig) -> str | None:

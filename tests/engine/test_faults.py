@@ -354,3 +354,34 @@ def test_a_live_run_folder_is_refused_by_rank_0_only(tmp_path, monkeypatch):
         other.wait()
     monkeypatch.setenv("RANK", "0")
     assert live_run_problem(tmp_path) is None  # that process has ended: the folder is free
+
+
+def test_resuming_across_fsdp_and_unsharded_is_refused_before_loading(tmp_path, monkeypatch):
+    """An FSDP checkpoint resumed by a single process (a ValueError) or an unsharded one under FSDP (a
+    FileNotFoundError on every rank) had failed after the model loaded, while `lf-engine check` said OK."""
+    from engine.config import build_config
+    from engine.errors import UserError
+    from engine.train.output_dir import resolve_resume
+
+    sharded, plain = tmp_path / "sharded", tmp_path / "plain"
+    make_checkpoint(sharded, 10)
+    (sharded / "checkpoint-10" / "pytorch_model_fsdp_0").mkdir()
+    make_checkpoint(plain, 10)
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+
+    def resume(out, world, running, **keys):
+        monkeypatch.setenv("WORLD_SIZE", str(world))
+        cfg = build_config({"model_name_or_path": "demo", "output_dir": str(out), "resume_from_checkpoint": True,
+                            **keys})
+        return resolve_resume(cfg, running=running)
+
+    fsdp = {"fsdp": "full_shard auto_wrap"}
+    with pytest.raises(UserError, match="was saved by an FSDP run"):
+        resume(sharded, 1, False)  # no FSDP in the config at all
+    with pytest.raises(UserError, match="single process trains unsharded"):
+        resume(sharded, 1, True, **fsdp)
+    assert resume(sharded, 1, False, **fsdp).endswith("checkpoint-10")  # `lf-engine check` ahead of a torchrun
+    assert resume(sharded, 2, True, **fsdp).endswith("checkpoint-10")
+    with pytest.raises(UserError, match="saved by a run without FSDP"):
+        resume(plain, 2, True, **fsdp)
+    assert resume(plain, 2, True).endswith("checkpoint-10") and resume(plain, 1, True, **fsdp)

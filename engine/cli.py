@@ -217,6 +217,8 @@ def cmd_train(args: argparse.Namespace, kind: str = "train") -> int:
     if ctx.status == "aborted":
         logger.warning("Stopped on request; a checkpoint was saved in %s.", cfg.train.output_dir)
         return EXIT_ABORTED
+    if os.environ.get("RANK", "0") != "0":  # rank 0 reports for the run
+        return 0
     shown = {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
     if shown:
         logger.info("Results: %s", ", ".join(f"{k}={v:.4g}" for k, v in shown.items()))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
@@ -123,7 +124,16 @@ class EventsCallback(TrainerCallback):
     def on_save(self, args, state, control, **kwargs):
         from engine.fileperms import match_umask
 
-        match_umask(f"{args.output_dir}/checkpoint-{state.global_step}")
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if state.is_world_process_zero and self.ctx.config_yaml is not None and folder.is_dir():
+            # house rule: the resolved config and versions beside every checkpoint, also one a killed run leaves
+            import json
+
+            from engine.runs import package_versions, write_text_atomic
+
+            write_text_atomic(folder / "lf_config.yaml", self.ctx.config_yaml)
+            write_text_atomic(folder / "lf_versions.json", json.dumps(package_versions(), indent=2))
+        match_umask(str(folder))
         self.ctx.events.write({
             "event": "checkpoint", "step": state.global_step,
             "path": f"{args.output_dir}/checkpoint-{state.global_step}",

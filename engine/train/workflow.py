@@ -104,6 +104,8 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     clear_replaced_run(cfg)
     check_launch(cfg)  # DeepSpeed config and N-D sizes against the world size, before the model loads
     resume = resolve_resume(cfg, running=True) if cfg.train.do_train else None
+    if resume:
+        logger.info("Resuming from %s.", resume)
     check_stage(cfg)
     set_seed(cfg.train.seed)
     tokenizer, template, model = load_components(cfg, trainable=cfg.train.do_train)

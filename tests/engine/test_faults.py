@@ -385,3 +385,18 @@ def test_resuming_across_fsdp_and_unsharded_is_refused_before_loading(tmp_path, 
     with pytest.raises(UserError, match="saved by a run without FSDP"):
         resume(plain, 2, True, **fsdp)
     assert resume(plain, 2, True).endswith("checkpoint-10") and resume(plain, 1, True, **fsdp)
+
+
+def test_every_checkpoint_gets_its_config_when_it_is_saved(tmp_path):
+    """lf_config.yaml and lf_versions.json went into checkpoints only when a run ended cleanly, so the checkpoints
+    of a killed run had none (house rule: beside every checkpoint)."""
+    from types import SimpleNamespace
+
+    from engine.train.callbacks import EventsCallback
+
+    with JobContext(tmp_path, "train", config_yaml="stage: sft\n") as ctx:
+        (tmp_path / "checkpoint-3").mkdir()
+        EventsCallback(ctx).on_save(SimpleNamespace(output_dir=str(tmp_path)),
+                                    SimpleNamespace(global_step=3, is_world_process_zero=True), None)
+    assert (tmp_path / "checkpoint-3" / "lf_config.yaml").read_text() == "stage: sft\n"
+    assert "torch" in json.loads((tmp_path / "checkpoint-3" / "lf_versions.json").read_text())

@@ -104,6 +104,9 @@ def _check_model_folder(name: str, folder: Path) -> list[str]:
     if not _has_any(folder, WEIGHT_PATTERNS):
         problems.append(f"`model_name_or_path: {name}` holds config.json but no weights (model.safetensors, its "
                         "shards, or pytorch_model.bin); copy the weight files into the folder.")
+    elif weights_problem(folder) and weights_problem(folder) != "no model or adapter weights":
+        problems.append(f"`model_name_or_path: {name}` cannot be loaded: {weights_problem(folder)}; copy the weight "
+                        "files again from the original model.")
     if not _has_any(folder, TOKENIZER_PATTERNS):
         problems.append(f"`model_name_or_path: {name}` has no tokenizer files (tokenizer.json, or tokenizer.model "
                         "/ vocab.json with tokenizer_config.json); copy them from the original model.")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import os
 import struct
 import subprocess
 import sys
@@ -62,6 +63,7 @@ def _fake_70b(folder: Path) -> Path:
         tensor(f"model.layers.{i}.mlp.down_proj.weight", 8192, 28672)
     raw = json.dumps(header).encode()
     (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw)
+    os.truncate(folder / "model.safetensors", 8 + len(raw) + offset)  # sparse: the tensor bytes take no disk
     (folder / "tokenizer.json").write_text("{}", encoding="utf-8")
     return folder
 
@@ -562,3 +564,15 @@ def test_an_unreadable_adapter_config_or_export_dir_is_named_before_loading(ws, 
     user_error(capsys, "export", str(ws / "sft.yaml"), f"adapter_name_or_path={ws / 'adapter32'}",
                f"model_name_or_path={ws / 'model'}", f"export_dir={tmp_path / 'ro' / 'out'}",
                words=("cannot be written", "Read-only file system", "a folder you can write to"))
+
+
+def test_a_model_folder_whose_weights_are_cut_off(ws, capsys, tmp_path):
+    """A truncated model.safetensors had passed the checks and failed in chat with a SafetensorError traceback."""
+    import shutil
+
+    cut = tmp_path / "cut"
+    shutil.copytree(ws / "model", cut)
+    data = (cut / "model.safetensors").read_bytes()
+    (cut / "model.safetensors").write_bytes(data[: len(data) // 2])
+    user_error(capsys, "chat", str(ws / "sft.yaml"), f"model_name_or_path={cut}", "--query", "hi",
+               words=(f"`model_name_or_path: {cut}` cannot be loaded", "cut off", "copy the weight files again"))

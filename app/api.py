@@ -124,12 +124,15 @@ class Automation:
             args = worker_args(self.board)
             env.update(worker_env(self.board, run_id))
         try:
-            return jobs.submit(
+            queued = jobs.submit(
                 kind, forms.resolved_mapping(checked.config, jobs.runs_dir / run_id), run_id=run_id, args=args,
                 meta=meta or None, env=env,
             )
         except JobError as err:
             raise reject(route, str(err)) from None
+        for note in checked.config.notes:  # e.g. which variable a secret in the config should come from
+            logger.info("Run %s: %s", queued, note)
+        return queued
 
     def resume_run(self, run_id: str) -> str:
         """Queue a new run that continues a failed or aborted training run from its latest complete checkpoint."""

@@ -72,3 +72,15 @@ def test_unknown_runs_and_kinds(board):
         auto.run_status("20200101-000000-train-0000")
     with pytest.raises(gr.Error, match="Unknown run kind"):
         auto.submit_run(CONFIG, kind="dance")
+
+
+def test_a_secret_in_a_submitted_config_is_noted_by_name_in_the_board_log(board, caplog):
+    """The README promises a note naming the variable to use; for /submit_run it reached no log at all."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="app.api")
+    run_id = Automation(board).submit_run(CONFIG + "hf_hub_token: hf_abcdefghijklmnop123\n")
+    assert any(run_id in r.getMessage() and "HF_TOKEN" in r.getMessage() for r in caplog.records)
+    assert "hf_abcdefghijklmnop123" not in caplog.text
+    assert "hf_abcdefghijklmnop123" not in (board.jobs.runs_dir / run_id / "config.yaml").read_text()
+    board.jobs.wait(run_id, 30)

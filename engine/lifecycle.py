@@ -129,6 +129,7 @@ class JobContext:
         peer = peer_failure(exc) if exc_type is not None and world_size() > 1 else None
         if not self.is_main_process:
             if peer:
+                self._record_for_a_dead_writer(peer)
                 raise RankFailure(peer) from exc
             return False
         disk_full = exc_type is not None and is_disk_full(exc, self.folder.path)
@@ -172,6 +173,20 @@ class JobContext:
         if peer and not disk_full:
             raise RankFailure(peer) from exc
         return False  # let the CLI decide how to report the exception
+
+    def _record_for_a_dead_writer(self, error: str) -> None:
+        """Rank 0 writes run.json; when it is the process that died (run.json names it, and it is gone), a
+        surviving rank records the outcome so that run.json does not stay 'running'."""
+        from engine.runs import pid_alive
+
+        try:
+            info = self.folder.info()
+            if info.get("status") != "running" or not info.get("pid") or pid_alive(int(info["pid"])):
+                return
+            self.folder.update(status="failed", finished_at=time.time(), exit_code=1, error=error)
+            EventWriter(self.folder.events_path).write({"event": "end", "status": "failed", "error": error})
+        except (OSError, ValueError, TypeError) as err:
+            logger.error("Could not record the outcome in %s: %s", self.folder.run_path, err)
 
     def _disk_full_error(self) -> str:
         """The disk-full message; torn checkpoints (useless for resuming) are removed to make room for it."""

@@ -400,3 +400,22 @@ def test_every_checkpoint_gets_its_config_when_it_is_saved(tmp_path):
                                     SimpleNamespace(global_step=3, is_world_process_zero=True), None)
     assert (tmp_path / "checkpoint-3" / "lf_config.yaml").read_text() == "stage: sft\n"
     assert "torch" in json.loads((tmp_path / "checkpoint-3" / "lf_versions.json").read_text())
+
+
+def test_a_surviving_rank_records_the_outcome_when_rank_0_died(tmp_path, monkeypatch):
+    """Rank 0 writes run.json; killed, it had left `running` there for good (a CLI user had no board to notice)."""
+    import subprocess
+    import sys
+
+    from engine.errors import RankFailure
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (tmp_path / "run.json").write_text(json.dumps({"id": "r", "status": "running", "pid": gone.pid}))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    with pytest.raises(RankFailure):
+        with JobContext(tmp_path, "train"):
+            raise RuntimeError("[pair.cc:537] Read error [127.0.0.1]:386: Connection reset by peer")
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["status"] == "failed" and run["exit_code"] == 1 and "so rank 1 stopped too" in run["error"]

@@ -223,7 +223,8 @@ def test_torchrun_two_processes_share_the_work(tmp_path, example):
 
 def test_muon_trains_full_finetuning(tmp_path):
     out = tmp_path / "muon"
-    assert train("sft_full_demo.yaml", out, "use_muon=true", "learning_rate=0.02", "max_steps=3") == 0
+    assert train("sft_full_demo.yaml", out, "use_muon=true", "learning_rate=0.02", "max_steps=3",
+                 "gradient_accumulation_steps=8") == 0  # each step over the whole 16 rows, as before the default
     logs = [e for e in events(out) if e["event"] == "log"]
     assert logs[-1]["loss"] < logs[0]["loss"]
 

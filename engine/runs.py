@@ -86,17 +86,7 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     Either the old or the new content is there afterwards, never half of one. When the write fails (a full disk)
     the temp file is removed and the error raised: callers change their in-memory state only after success.
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
-    try:
-        tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise
+    write_text_atomic(path, json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
 def read_json(path: Path) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import os
 import select
 import signal
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -81,6 +82,13 @@ class ChatServer(ThreadingHTTPServer):
         self.started = int(time.time())
         self.api_key = api_key or None
         self.bind_host = _host_name(str(address[0]))
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that reset or dropped its connection between requests is routine, not a traceback."""
+        if isinstance(sys.exc_info()[1], GONE):
+            logger.debug("Client %s went away: %s", client_address, sys.exc_info()[1])
+            return
+        super().handle_error(request, client_address)
 
     def host_allowed(self, name: str) -> bool:
         """Whether a request naming host ``name`` (Host header or Origin) may be served.

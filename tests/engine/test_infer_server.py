@@ -362,3 +362,22 @@ def test_convert_tools_and_overrides():
     assert generation_overrides({"temperature": 0, "max_tokens": 5, "top_p": 0.5}) == {
         "temperature": 0.0, "do_sample": False, "max_new_tokens": 5, "top_p": 0.5}
     assert generation_overrides({"max_completion_tokens": 3, "max_tokens": 9}) == {"max_new_tokens": 3}
+
+
+def test_a_client_that_resets_its_connection_leaves_no_traceback(server, capfd):
+    """Clients that drop a kept-alive connection (a refused upload, a killed script) had each printed socketserver's
+    "Exception occurred during processing of request" traceback into the server's log."""
+    import socket
+    import struct
+
+    base, _ = server
+    port = int(base.rsplit(":", 1)[1])
+    for _ in range(3):
+        conn = socket.create_connection(("127.0.0.1", port))
+        conn.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert b" 200 " in conn.recv(4096).split(b"\r\n", 1)[0]
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
+        conn.close()
+    time.sleep(0.5)
+    assert post(base, HELLO)[0] == 200
+    assert "Traceback" not in capfd.readouterr().err

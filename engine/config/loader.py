@@ -434,6 +434,15 @@ def _cross_checks(cfg: RunConfig) -> list[str]:
         problems.append(f"`pref_loss: {ft.pref_loss}` applies to `stage: dpo` only (this config has `stage: {ft.stage}`).")
     if cfg.model.use_unsloth:
         problems.append("`use_unsloth: true` is not supported by this engine; remove it (sdpa attention is used).")
+    if cfg.data.mask_history and cfg.data.train_on_prompt:  # LLaMA-Factory refuses the pair as well
+        problems.append("`mask_history: true` cannot be combined with `train_on_prompt: true` (the prompts of every "
+                        "turn would be trained, but the earlier replies not); set one of them to false.")
+    if cfg.data.interleave_probs not in (None, ""):
+        try:
+            [float(part) for part in str(cfg.data.interleave_probs).split(",")]
+        except ValueError:
+            problems.append(f"`interleave_probs: {shorten(str(cfg.data.interleave_probs), 60)}` must be comma-separated "
+                            "numbers, one per dataset, like `0.3,0.7`.")
     if cfg.data.neat_packing and cfg.data.packing is None:
         cfg.data.packing = True
     if tr.eval_strategy != "no" and not (cfg.data.eval_dataset or cfg.data.val_size):

@@ -79,11 +79,15 @@ def _tokenized(examples: Sequence[dict], stage: str, tokenizer: Any, template: A
             "each preprocessing batch), and a last block that is not whole is left out, as in LLaMA-Factory. Lower "
             "cutoff_len, or set `packing: false` to train on each text as a row of its own."
         )
-    if not stats["kept"]:
+    if not stats["kept"] or not stats["trainable_tokens"]:
         raise DatasetError(
-            f"All {stats['rows']} {split} examples were dropped: after cutting to cutoff_len={opts.cutoff_len} "
-            "none kept a trained token. Raise cutoff_len or check the data."
+            f"None of the {stats['rows']} {split} examples has a token to train on after cutting to "
+            f"cutoff_len={opts.cutoff_len}. Raise cutoff_len or check the data."
         )
+    if stats.get("untrained"):
+        logger.warning("%d of %d %s rows have no trained token left after cutting to cutoff_len=%d; they are kept, "
+                       "as LLaMA-Factory keeps them, but teach nothing: raise cutoff_len to train on them.",
+                       stats["untrained"], stats["rows"], split, opts.cutoff_len)
     logger.info("%s data: %d rows -> %d sequences (%d truncated, %d dropped), %d tokens of which %d trained.",
                 split.capitalize(), stats["rows"], stats["kept"], stats["truncated"], stats["dropped"],
                 stats["total_tokens"], stats["trainable_tokens"])

@@ -184,9 +184,7 @@ def _convert_turn(turn: Any, tags: dict[str, str], role_map: dict[str, str], med
         message = {"role": "function", "content": _calls_json(calls if calls else text)}
         if calls and text.strip():
             message["text"] = text
-    else:
-        if not text.strip():
-            raise RowError(f"an empty {role} turn")
+    else:  # an empty turn stays, as in LLaMA-Factory (an empty reply trains the end of turn alone)
         message = {"role": role, "content": text}
     if thinking is not None and role in ("assistant", "function"):
         message["thinking"] = thinking
@@ -266,9 +264,7 @@ def _reply(value: Any) -> dict[str, Any]:
     if isinstance(value, dict):
         return _convert_turn(value, OPENAI_TAGS, {}, {})
     text = _text(value, "a preference answer")
-    if not text.strip():
-        raise RowError("a preference answer is empty")
-    return {"role": "assistant", "content": text}
+    return {"role": "assistant", "content": text}  # an empty one stays, as in LLaMA-Factory
 
 
 def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
@@ -282,13 +278,11 @@ def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
         if not isinstance(pair, (list, tuple)) or len(pair) != 2:
             raise RowError("history is not a list of [prompt, response] pairs")
         query, answer = (_text(item, "a history turn") for item in pair)
-        if not query.strip() or not answer.strip():
-            raise RowError("a history turn is empty")
         messages += [{"role": "user", "content": query}, {"role": "assistant", "content": answer}]
     parts = [_text(row.get(columns[key]), f"column {columns[key]!r}") for key in ("prompt", "query")]
     prompt = "\n".join(part for part in parts if part)
-    if not prompt.strip():
-        raise RowError(f"the prompt column {columns['prompt']!r} is missing or empty")
+    if columns["prompt"] not in row and columns["query"] not in row:  # a column mapping that names nothing here
+        raise RowError(f"the prompt column {columns['prompt']!r} is missing")
     messages.append({"role": "user", "content": prompt})
     system = _text(row.get(columns["system"]), "the system column")
     response = row.get(columns["response"])
@@ -303,9 +297,8 @@ def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
         return example
     if isinstance(response, list):
         response = response[0] if response else None
-    answer = _text(response, f"column {columns['response']!r}")
-    if answer.strip():
-        messages.append({"role": "assistant", "content": answer})
+    if response is not None:  # a text, even an empty one, is the reply (LLaMA-Factory: any string)
+        messages.append({"role": "assistant", "content": _text(response, f"column {columns['response']!r}")})
     return _base(row, spec, columns, system, messages)
 
 

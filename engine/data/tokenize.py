@@ -13,8 +13,8 @@ Truncation is LLaMA-Factory's (``infer_seqlen``): turn by turn from the start (f
 stays whole, else a prompt shorter than half stays whole, else both are cut in proportion to their lengths; the
 *start* of each side is kept. Templates with ``efficient_eos`` end the sequence with one EOS (counted in the budget)
 and label the first prompt token of every later turn with EOS. With ``keep_prompt_end`` a long prompt keeps its
-end instead (the turns nearest the reply), an option of ours that LLaMA-Factory does not have. An example left
-without any trained token is dropped and counted.
+end instead (the turns nearest the reply), an option of ours that LLaMA-Factory does not have. An sft example left
+without any trained token is kept, as LLaMA-Factory keeps it (its loss term is zero).
 
 Packing (sft: ``packing`` or ``neat_packing``; pt: ``neat_packing``, since pt's ``packing`` is LLaMA-Factory's block
 joining) places whole examples into sequences as LLaMA-Factory 0.9.5 does, within each of its preprocessing
@@ -211,10 +211,9 @@ def tokenize_sft(examples: list[dict], tokenizer: Any, template: Any, opts: Toke
         for example in examples:
             input_ids, labels, truncated = sft_row(encode_pairs(tokenizer, template, example, opts), opts, eos_id)
             stats["truncated"] += truncated
-            if labels.count(IGNORE) == len(labels):  # nothing to train on (list.count: C speed)
-                stats["dropped"] += 1
-                continue
-            rows.append((input_ids, labels))
+            if labels.count(IGNORE) == len(labels):  # nothing left to train on (list.count: C speed)
+                stats["untrained"] = stats.get("untrained", 0) + 1
+            rows.append((input_ids, labels))  # kept even so, as LLaMA-Factory keeps it
     return _finish_rows(rows, opts, stats)
 
 

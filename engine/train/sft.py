@@ -85,6 +85,8 @@ class LabelPositionsTrainer(ShardingMixin, MuonMixin, TokenBudgetMixin, Trainer)
             return loss / keep.sum().clamp(min=1)
         if torch.is_tensor(num_items_in_batch):
             num_items_in_batch = num_items_in_batch.to(loss.device)
+        if not num_items_in_batch:  # a step whose rows have nothing to train on: a zero loss, not 0/0
+            return loss * 0.0
         return loss / num_items_in_batch
 
 

@@ -162,3 +162,12 @@ def test_training_defaults_are_llamafactorys_where_they_change_the_result():
         if hasattr(ours, key):
             assert getattr(ours, key) == theirs[key], key
     assert str(ours.lr_scheduler_type) == getattr(theirs["lr_scheduler_type"], "value", theirs["lr_scheduler_type"])
+
+
+def test_refused_as_llamafactory_refuses_them():
+    """Two settings LLaMA-Factory refuses while it reads the config, which had passed `lf-engine check` here."""
+    with pytest.raises(ConfigError, match="cannot be combined with `train_on_prompt: true`"):
+        build_config({"model_name_or_path": "demo", "mask_history": True, "train_on_prompt": True})
+    with pytest.raises(ConfigError, match="`interleave_probs: xval` must be comma-separated numbers"):
+        build_config({"model_name_or_path": "demo", "mix_strategy": "interleave_under", "interleave_probs": "xval"})
+    assert build_config({"model_name_or_path": "demo", "interleave_probs": "0.3,0.7", "mask_history": True})

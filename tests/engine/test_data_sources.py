@@ -56,14 +56,15 @@ def test_alpaca(fixture_data_dir):
 def test_sharegpt_with_tools_and_system_turn(fixture_data_dir, caplog):
     with caplog.at_level(logging.WARNING):
         examples = load_examples(args(fixture_data_dir), "sharegpt_small", "sft")
-    assert len(examples) == 2
+    assert len(examples) == 3  # the row with a blank answer stays, as in LLaMA-Factory
     first = examples[0]
     assert first["system"] == "You are a weather bot."
     assert [m["role"] for m in first["messages"]] == ["user", "function", "observation", "assistant"]
     assert json.loads(first["messages"][1]["content"]) == [{"name": "get_weather", "arguments": {"city": "Paris"}}]
     assert json.loads(first["tools"])[0]["name"] == "get_weather"
     assert examples[1]["system"] == "Be kind."
-    assert "skipped 2 of 4 rows" in caplog.text and "rows 2 (" in caplog.text and "3 (" in caplog.text
+    assert examples[2]["messages"] == [{"role": "user", "content": "Empty answer"}, {"role": "assistant", "content": "  "}]
+    assert "skipped 1 of 4 rows" in caplog.text and "rows 2 (" in caplog.text
 
 
 def test_openai_layout_with_tool_calls_parts_and_media(fixture_data_dir):
@@ -124,9 +125,10 @@ def test_pt_from_any_layout(fixture_data_dir):
 def test_malformed_rows_are_counted(fixture_data_dir, caplog):
     with caplog.at_level(logging.WARNING):
         examples = load_examples(args(fixture_data_dir), "alpaca_malformed", "sft")
-    assert [e["messages"][0]["content"] for e in examples] == ["Good row.", "Another good row."]
-    assert "skipped 3 of 5 rows" in caplog.text
-    assert "rows 1 (" in caplog.text and "2 (" in caplog.text and "3 (" in caplog.text
+    # an empty prompt or an empty answer stays, as in LLaMA-Factory (whose converters keep empty turns)
+    assert [e["messages"][0]["content"] for e in examples] == ["Good row.", "", "No answer.", "Another good row."]
+    assert examples[2]["messages"][1] == {"role": "assistant", "content": ""}
+    assert "skipped 1 of 5 rows" in caplog.text and "rows 3 (" in caplog.text
 
 
 def test_unknown_name_suggests(fixture_data_dir):
@@ -171,7 +173,7 @@ def test_empty_and_unusable_datasets(tmp_path):
     (tmp_path / "empty.json").write_text("[]")
     with pytest.raises(DatasetError, match="is empty"):
         load_examples(args(tmp_path), str(tmp_path / "empty.json"), "sft")
-    (tmp_path / "bad_rows.json").write_text(json.dumps([{"instruction": "q", "output": ""}] * 3))
+    (tmp_path / "bad_rows.json").write_text(json.dumps([{"instruction": "q", "output": "a", "history": [["x"]]}] * 3))
     with pytest.raises(DatasetError, match="no usable rows for stage sft .*3 rows read"):
         load_examples(args(tmp_path), str(tmp_path / "bad_rows.json"), "sft")
     (tmp_path / "odd.json").write_text(json.dumps([{"foo": 1}]))

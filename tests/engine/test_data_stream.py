@@ -43,13 +43,14 @@ def test_a_set_within_one_chunk_takes_the_one_pass_path(chat_tokenizer):
     assert len(dataset) == stats["kept"] and not dataset.cache_files
 
 
-def test_all_rows_dropped_is_reported_by_the_caller(chat_tokenizer):
+def test_rows_left_with_nothing_to_train_are_kept_and_counted(chat_tokenizer):
+    """As LLaMA-Factory keeps them (the caller refuses data where no row has a trained token)."""
     cfg = build_config({"dataset": "alpaca_small", "dataset_dir": str(FIXTURES)})
     examples = load_examples(cfg.data, cfg.data.dataset, "sft")
     template = get_template("chatml", chat_tokenizer)
     dataset, stats = tokenize_to_arrow(examples, "sft", chat_tokenizer, template, TokenizeOptions(cutoff_len=1),
                                        chunk_rows=2)
-    assert stats["kept"] == 0 and len(dataset) == 0
+    assert stats["kept"] == len(examples) == len(dataset) == stats["untrained"] and stats["trainable_tokens"] == 0
 
 
 def test_token_columns_reach_the_writer_as_arrow_arrays(chat_tokenizer, monkeypatch):

@@ -124,7 +124,7 @@ def alpaca_rows(count: int, start: int = 0) -> list[dict]:
         if i % 11 == 0:
             row["history"] = [[f"earlier {i}", f"reply {i}"]]
         if i % 17 == 5:
-            row["instruction"] = ""  # skipped: no prompt
+            row["history"] = [["a pair of one"]]  # skipped: a history pair that is not [prompt, response]
         rows.append(row)
     return rows
 
@@ -305,8 +305,9 @@ def test_errors_keep_their_text(big_dir, tmp_path):
     (tmp_path / "empty.json").write_text("[]", encoding="utf-8")
     with pytest.raises(DatasetError, match=r"is empty; add rows to it"):
         load_examples(args(tmp_path), str(tmp_path / "empty.json"), "sft")
-    (tmp_path / "useless.json").write_text(json.dumps([{"instruction": "", "output": "x"}] * 3), encoding="utf-8")
-    with pytest.raises(DatasetError, match=r"no usable rows for stage sft \(3 rows read; first problem: the prompt "):
+    (tmp_path / "useless.json").write_text(json.dumps([{"instruction": "q", "output": "x", "history": "nope"}] * 3),
+                                           encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"no usable rows for stage sft \(3 rows read; first problem: history is "):
         load_examples(args(tmp_path), str(tmp_path / "useless.json"), "sft")
     with pytest.raises(DatasetError, match="needs preference pairs"):
         load_examples(args(big_dir), "a", "dpo")

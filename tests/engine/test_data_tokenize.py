@@ -161,18 +161,21 @@ class _EmptyReplyTemplate:
         return [([1, 2, 3], [])] if messages[0]["content"] == "empty" else [([1, 2], [3, 4])]
 
 
-def test_rows_without_trained_tokens_are_dropped():
+def test_rows_without_trained_tokens_are_kept_and_counted():
+    """LLaMA-Factory keeps them (its loss term is zero); the data summary warns how many there are."""
     examples = [{"messages": [{"role": "user", "content": c}]} for c in ("empty", "ok", "empty")]
     columns, stats = tokenize_examples(examples, "sft", None, _EmptyReplyTemplate(), TokenizeOptions(cutoff_len=16))
-    assert columns["input_ids"] == [[1, 2, 3, 4]] and stats["dropped"] == 2 and stats["kept"] == 1
+    assert columns["input_ids"] == [[1, 2, 3], [1, 2, 3, 4], [1, 2, 3]]
+    assert stats["dropped"] == 0 and stats["kept"] == 3 and stats["untrained"] == 2
 
 
 def test_cutoff_truncates_real_rows(fixture_data_dir, chat_tokenizer):
     bundle = get_dataset(config(fixture_data_dir, dataset="sharegpt_small", cutoff_len=16), chat_tokenizer,
                          get_template("qwen"))
     assert all(len(ids) <= 16 for ids in bundle.train["input_ids"])
-    assert bundle.stats["train"]["truncated"] == 2
-    assert all(any(x != IGNORE for x in labels) for labels in bundle.train["labels"])
+    assert bundle.stats["train"]["truncated"] == 3 and bundle.stats["train"]["kept"] == 3
+    untrained = sum(not any(x != IGNORE for x in labels) for labels in bundle.train["labels"])
+    assert 0 < untrained == bundle.stats["train"]["untrained"] < 3  # kept and counted, as LLaMA-Factory keeps them
 
 
 # ------------------------------------------------------------------------------------------------- packing
@@ -357,7 +360,7 @@ def test_load_eval_prompts(fixture_data_dir, chat_tokenizer):
     template = get_template("qwen")
     cfg = config(fixture_data_dir, dataset="alpaca_small", eval_dataset="sharegpt_small")
     rows = load_eval_prompts(cfg, chat_tokenizer, template)
-    assert len(rows) == 2
+    assert len(rows) == 3 and rows[2]["label"] == "  "  # the blank answer is a (blank) label, as in LLaMA-Factory
     first = rows[0]
     assert first["label"] == "It is 21 degrees in Paris."
     assert first["prompt_ids"] == template.encode_prompt(chat_tokenizer, first["messages"], first["system"],

@@ -113,7 +113,7 @@ def parse_auth(text: str | None) -> tuple[str, str] | None:
     return user, password
 
 
-def security_problem(host: str, share: bool, auth: tuple[str, str] | None) -> str | None:
+def security_problem(host: str, share: bool, auth: tuple[str, str] | None, port: int = 7860) -> str | None:
     """Why starting as asked would expose the board without a password (None when it is safe)."""
     if auth is not None:
         return None
@@ -126,7 +126,7 @@ def security_problem(host: str, share: bool, auth: tuple[str, str] | None) -> st
         return (
             f"--host {host} makes the board reachable from other machines, and it runs code and reads files on "
             "this machine. Add --auth USER:PASS (or set LF_BOARD_AUTH), or serve on 127.0.0.1 and use an SSH "
-            "tunnel (ssh -L 7860:127.0.0.1:7860 server)."
+            f"tunnel (ssh -L {port}:127.0.0.1:{port} server)."
         )
     return None
 
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"lf-board: {err}", file=sys.stderr)
         return EXIT_REFUSED
-    problem = security_problem(args.host, args.share, auth)
+    problem = security_problem(args.host, args.share, auth, args.port)
     if problem and not args.allow_insecure:
         print(f"lf-board refuses to start: {problem}\n(--allow-insecure overrides this.)", file=sys.stderr)
         return EXIT_REFUSED

@@ -332,7 +332,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         cfg = _load(args, args.purpose)
     except ConfigError as err:
-        if chosen:
+        if chosen or not Path(args.config).is_file():  # no keys were read to suggest a purpose
             raise
         note = (f"(Checked for `{args.purpose}`, as the config's keys suggest; add `--for train`, `eval`, `export` or "
                 "`chat` to check it for another command.)")

@@ -28,6 +28,7 @@ def test_auth_parsing():
 def test_exposure_needs_a_password():
     assert security_problem("127.0.0.1", False, None) is None
     assert "--auth" in security_problem("0.0.0.0", False, None)
+    assert "ssh -L 7894:127.0.0.1:7894" in security_problem("0.0.0.0", False, None, 7894)
     assert "--share" in security_problem("127.0.0.1", True, None)
     assert security_problem("0.0.0.0", True, ("a", "b")) is None
 

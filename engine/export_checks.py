@@ -75,9 +75,9 @@ def check_export(cfg: RunConfig) -> list[str]:
         elif not (path / "adapter_config.json").is_file():
             problems.append(f"`adapter_name_or_path: {adapter}` has no adapter_config.json; is it a LoRA adapter "
                             "folder (or a checkpoint folder inside one)?")
-        elif adapter_config_problem(path):
-            problems.append(f"`adapter_name_or_path: {adapter}` cannot be loaded: {adapter_config_problem(path)}; "
-                            "pick another checkpoint or save the adapter again.")
+        elif unreadable := adapter_config_problem(path):
+            problems.append(f"`adapter_name_or_path: {adapter}` cannot be loaded: {unreadable}; pick another "
+                            "checkpoint or save the adapter again.")
     if ex.export_dir:
         problems += _check_export_dir(Path(ex.export_dir).expanduser(), cfg)
     return problems

@@ -22,6 +22,7 @@ from engine.runs import (
     EventWriter,
     RunFolder,
     package_versions,
+    pid_alive,
     process_start_time,
     rewrite_in_place,
     write_text_atomic,
@@ -94,8 +95,7 @@ class JobContext:
         try:
             self._record_start()
         except OSError as err:
-            for sig, handler in self._old_handlers.items():
-                signal.signal(sig, handler)
+            self._restore_signals()
             if is_disk_full(err, self.folder.path):  # full before the run began: nothing half-written stays
                 raise DiskFullError(disk_full_message(self.folder.path, then="start the run again")) from None
             raise
@@ -123,9 +123,12 @@ class JobContext:
             versions=package_versions(),
         )
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def _restore_signals(self) -> None:
         for sig, handler in self._old_handlers.items():
             signal.signal(sig, handler)
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        self._restore_signals()
         peer = peer_failure(exc) if exc_type is not None and world_size() > 1 else None
         if not self.is_main_process:
             if peer:
@@ -177,8 +180,6 @@ class JobContext:
     def _record_for_a_dead_writer(self, error: str) -> None:
         """Rank 0 writes run.json; when it is the process that died (run.json names it, and it is gone), a
         surviving rank records the outcome so that run.json does not stay 'running'."""
-        from engine.runs import pid_alive
-
         try:
             info = self.folder.info()
             if info.get("status") != "running" or not info.get("pid") or pid_alive(int(info["pid"])):

@@ -104,9 +104,9 @@ def _check_model_folder(name: str, folder: Path) -> list[str]:
     if not _has_any(folder, WEIGHT_PATTERNS):
         problems.append(f"`model_name_or_path: {name}` holds config.json but no weights (model.safetensors, its "
                         "shards, or pytorch_model.bin); copy the weight files into the folder.")
-    elif weights_problem(folder) and weights_problem(folder) != "no model or adapter weights":
-        problems.append(f"`model_name_or_path: {name}` cannot be loaded: {weights_problem(folder)}; copy the weight "
-                        "files again from the original model.")
+    elif (cut := weights_problem(folder)) and cut != "no model or adapter weights":
+        problems.append(f"`model_name_or_path: {name}` cannot be loaded: {cut}; copy the weight files again from the "
+                        "original model.")
     if not _has_any(folder, TOKENIZER_PATTERNS):
         problems.append(f"`model_name_or_path: {name}` has no tokenizer files (tokenizer.json, or tokenizer.model "
                         "/ vocab.json with tokenizer_config.json); copy them from the original model.")
@@ -165,9 +165,9 @@ def _check_model(cfg: RunConfig) -> list[str]:
             problems.append(f"`adapter_name_or_path: {adapter}` does not exist; give an adapter folder.")
         elif not (a / "adapter_config.json").is_file():
             problems.append(f"`adapter_name_or_path: {adapter}` has no adapter_config.json; is it a LoRA adapter?")
-        elif adapter_config_problem(a):
-            problems.append(f"`adapter_name_or_path: {adapter}` cannot be loaded: {adapter_config_problem(a)}; pick "
-                            "another checkpoint or save the adapter again.")
+        elif unreadable := adapter_config_problem(a):
+            problems.append(f"`adapter_name_or_path: {adapter}` cannot be loaded: {unreadable}; pick another "
+                            "checkpoint or save the adapter again.")
         elif weights_problem(a):
             problems.append(f"`adapter_name_or_path: {adapter}` cannot be loaded: {weights_problem(a)} (a save that was "
                             "cut off); pick an earlier checkpoint.")

@@ -61,10 +61,14 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise
 
 
+def _json_text(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False, default=str)
+
+
 def rewrite_in_place(path: Path, data: dict[str, Any]) -> bool:
     """Last resort on a full disk, where even a small temp file cannot be written: overwrite ``path``'s own blocks
     from the start (the file is never empty on the way), then cut it to the new length. True when it worked."""
-    raw = json.dumps(data, indent=2, ensure_ascii=False, default=str).encode("utf-8", "backslashreplace")
+    raw = _json_text(data).encode("utf-8", "backslashreplace")
     try:
         fd = os.open(path, os.O_WRONLY)
     except OSError:
@@ -86,7 +90,15 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     Either the old or the new content is there afterwards, never half of one. When the write fails (a full disk)
     the temp file is removed and the error raised: callers change their in-memory state only after success.
     """
-    write_text_atomic(path, json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    write_text_atomic(path, _json_text(data))
+
+
+def write_provenance(folder: Path, config_yaml: str) -> None:
+    """House rule: the resolved config (``lf_config.yaml``) and the package versions beside every adapter and
+    checkpoint, each file replaced whole."""
+    folder.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(folder / "lf_config.yaml", config_yaml)
+    write_text_atomic(folder / "lf_versions.json", json.dumps(package_versions(), indent=2))
 
 
 def read_json(path: Path) -> dict[str, Any]:

@@ -290,26 +290,25 @@ def _hf_value_problem(key: str, value: Any) -> str | None:
     """A TrainingArguments key passed through (LLaMA-Factory configs do) whose value transformers would take but
     fail on later, after the model has loaded: a wrong type, a JSON text that is not an object, or out of range."""
     kind = _hf_training_fields().get(key)
-    if kind is None or _accepts(kind, value) is not False:
-        members = typing.get_args(kind) if kind is not None else ()
-        if isinstance(value, str) and dict in [typing.get_origin(m) or m for m in members]:
-            try:  # transformers reads a text given for a mapping as JSON
-                parsed = json.loads(value)
-            except ValueError:
-                parsed = None
-            if not isinstance(parsed, dict):
-                return f"`{key}: {shorten(value, 60)}` must be a mapping (or its JSON text, like `{{\"key\": 1}}`)."
-        bounds = _HF_RANGES.get(key)
-        if bounds and isinstance(value, (int, float)) and not isinstance(value, bool):
-            low, high = bounds
-            if value < low or (high is not None and value >= high):
-                where = f"at least {low:g}" + (f" and below {high:g}" if high is not None else "")
-                return f"`{key}: {value}` must be {where}."
+    if kind is None:
         return None
-    members = typing.get_args(kind) if typing.get_origin(kind) else (kind,)
-    words = [_KIND_WORDS.get(typing.get_origin(m) or m) for m in members]
-    wanted = " or ".join(dict.fromkeys(w for w in words if w)) or "another type"
-    return f"`{key}: {shorten(repr(value), 60)}` must be {wanted} (a transformers TrainingArguments key)."
+    members = [typing.get_origin(m) or m for m in (typing.get_args(kind) if typing.get_origin(kind) else (kind,))]
+    if _accepts(kind, value) is False:
+        wanted = " or ".join(dict.fromkeys(w for w in map(_KIND_WORDS.get, members) if w)) or "another type"
+        return f"`{key}: {shorten(repr(value), 60)}` must be {wanted} (a transformers TrainingArguments key)."
+    if isinstance(value, str) and dict in members:  # transformers reads a text given for a mapping as JSON
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            return f"`{key}: {shorten(value, 60)}` must be a mapping (or its JSON text, like `{{\"key\": 1}}`)."
+    low, high = _HF_RANGES.get(key, (None, None))
+    if low is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value < low or (high is not None and value >= high):
+            where = f"at least {low:g}" + (f" and below {high:g}" if high is not None else "")
+            return f"`{key}: {value}` must be {where}."
+    return None
 
 
 def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) -> RunConfig:
@@ -379,8 +378,8 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
             if key in hf_keys:
                 if non_finite_inside(mapping[key]) is not None:
                     problems.append(non_finite_problem(key, non_finite_inside(mapping[key])))
-                elif _hf_value_problem(key, mapping[key]):
-                    problems.append(_hf_value_problem(key, mapping[key]))
+                elif wrong := _hf_value_problem(key, mapping[key]):
+                    problems.append(wrong)
                 else:
                     extra[key] = mapping[key]
                 continue

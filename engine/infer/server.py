@@ -370,13 +370,20 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"`{name}` is not a JSON number; send a finite number")
 
 
-def _gone(connection: socket.socket) -> bool:
-    """Whether the client has closed its side of the connection (a pipelined request's data counts as present)."""
+def _client_state(connection: socket.socket) -> str:
+    """``"gone"`` (closed or broken), ``"data"`` (it sent more: a pipelined request) or ``"quiet"``, without waiting."""
     try:
         readable, _, _ = select.select([connection], [], [], 0)
-        return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
+        if not readable:
+            return "quiet"
+        return "gone" if connection.recv(1, socket.MSG_PEEK) == b"" else "data"
     except (OSError, ValueError):
-        return True
+        return "gone"
+
+
+def _gone(connection: socket.socket) -> bool:
+    """Whether the client has closed its side of the connection (a pipelined request's data counts as present)."""
+    return _client_state(connection) == "gone"
 
 
 class _DisconnectWatcher:
@@ -392,16 +399,11 @@ class _DisconnectWatcher:
 
     def _watch(self) -> None:
         while not self._done.wait(self._interval):
-            try:
-                readable, _, _ = select.select([self._connection], [], [], 0)
-                if not readable:
-                    continue
-                if self._connection.recv(1, socket.MSG_PEEK) == b"":
-                    self._on_disconnect()
-                return  # closed, or the client sent more data (a pipelined request): stop watching
-            except (OSError, ValueError):
+            state = _client_state(self._connection)
+            if state == "gone":
                 self._on_disconnect()
-                return
+            if state != "quiet":
+                return  # closed, or the client sent more data (a pipelined request): stop watching
 
     def stop(self) -> None:
         self._done.set()

@@ -126,13 +126,9 @@ class EventsCallback(TrainerCallback):
 
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if state.is_world_process_zero and self.ctx.config_yaml is not None and folder.is_dir():
-            # house rule: the resolved config and versions beside every checkpoint, also one a killed run leaves
-            import json
+            from engine.runs import write_provenance
 
-            from engine.runs import package_versions, write_text_atomic
-
-            write_text_atomic(folder / "lf_config.yaml", self.ctx.config_yaml)
-            write_text_atomic(folder / "lf_versions.json", json.dumps(package_versions(), indent=2))
+            write_provenance(folder, self.ctx.config_yaml)  # also beside a checkpoint a killed run leaves
         match_umask(str(folder))
         self.ctx.events.write({
             "event": "checkpoint", "step": state.global_step,

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from pathlib import Path
 
-from engine.checkpoints import checkpoint_problem, describe_torn, latest_complete, step_of
+from engine.checkpoints import checkpoint_problem, describe_torn, latest_complete, list_checkpoints, step_of
 from engine.config import RunConfig
 from engine.errors import UserError
 
@@ -68,10 +69,6 @@ def clear_replaced_run(cfg: RunConfig) -> list[str]:
     """With ``overwrite_output_dir: true`` a new (not resumed) run replaces the one in output_dir: its checkpoint-N
     folders go, so that a later ``resume_from_checkpoint: true`` continues this run, not the replaced one, and
     ``save_total_limit`` counts only this run's. Returns the names removed (rank 0 only removes)."""
-    import shutil
-
-    from engine.checkpoints import list_checkpoints
-
     out = Path(cfg.train.output_dir)
     if not (cfg.train.do_train and cfg.train.overwrite_output_dir and out.is_dir()) or resumes(cfg):
         return []
@@ -91,9 +88,9 @@ _NOTED: set[str] = set()
 
 def resolve_resume(cfg: RunConfig, running: bool = False) -> str | bool | None:
     """The checkpoint to resume from: the latest *complete* one for ``true`` (torn ones are named and skipped)."""
-    value = cfg.train.resume_from_checkpoint
-    if value is None or str(value).lower() in ("false", "no", ""):
+    if not resumes(cfg):
         return None
+    value = cfg.train.resume_from_checkpoint
     out = Path(cfg.train.output_dir)
     if str(value).lower() in ("true", "yes", "last"):
         latest, skipped = latest_complete(out)

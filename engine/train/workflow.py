@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
@@ -12,7 +11,7 @@ from engine import collector
 from engine.config import RunConfig
 from engine.errors import UserError
 from engine.lifecycle import JobContext
-from engine.runs import package_versions
+from engine.runs import write_provenance
 from engine.train import phases, preference, rl, sft
 from engine.train.output_dir import check_output_dir, clear_replaced_run, resolve_resume
 from engine.train.rl_checks import RL_STAGES, check_stage, refuse_ppo
@@ -47,9 +46,7 @@ def _save_processor_files(cfg: RunConfig, out: Path) -> None:
 
 def save_provenance(cfg: RunConfig, folder: Path) -> None:
     """House rule: the resolved config and package versions sit beside every adapter and checkpoint."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "lf_config.yaml").write_text(cfg.to_yaml(minimal=False), encoding="utf-8")
-    (folder / "lf_versions.json").write_text(json.dumps(package_versions(), indent=2), encoding="utf-8")
+    write_provenance(folder, cfg.to_yaml(minimal=False))
 
 
 def check_launch(cfg: RunConfig) -> None:

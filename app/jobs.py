@@ -183,7 +183,10 @@ class JobManager:
                 self._queue.append(run_id)
                 found["queued"].append(run_id)
         if any(found.values()):
-            logger.info("Rediscovered runs: %s", {k: len(v) for k, v in found.items()})
+            words = {"attached": "still going (re-attached)", "failed": "ended while no board was running (marked lost)",
+                     "queued": "queued"}
+            logger.info("Runs from before this start: %s",
+                        ", ".join(f"{len(ids)} {words[key]}" for key, ids in found.items() if ids))
         self._wake.set()
         return found
 

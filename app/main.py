@@ -204,8 +204,14 @@ def main(argv: list[str] | None = None) -> int:
             auth=login,
             auth_message=login.message if login else None,
             show_error=True,
+            # gradio's own start lines would tell a board user to "set `share=True` in `launch()`"; the URL is printed
+            # here instead (and gradio still prints a --share link)
+            quiet=True,
+            prevent_thread_lock=True,
             **launch_options(board),
         )
+        print(f"* Running on local URL:  {demo.local_url}  (Ctrl+C stops the board; its runs keep going)", flush=True)
+        demo.block_thread()
     finally:
         jobs.shutdown()
         lock.close()

@@ -219,7 +219,8 @@ def coerce_value(key: str, value: Any, tp: Any) -> Any:
         try:
             number = float(value)
         except (TypeError, ValueError):
-            raise ValueError(f"`{key}: {shown(value)}` must be a number (e.g. 1.0e-4).") from None
+            example = " (e.g. 1.0e-4)" if key.endswith(("learning_rate", "_lr")) else " (e.g. 3 or 0.5)"
+            raise ValueError(f"`{key}: {shown(value)}` must be a number{example}.") from None
         if non_finite(number):
             raise ValueError(non_finite_problem(key, number))
         return number

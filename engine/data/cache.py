@@ -62,7 +62,7 @@ def _file_stamp(path: Path) -> list[Any]:
             stat = file.stat()
         except OSError:
             continue
-        stamps.append([str(file.absolute()), stat.st_size, stat.st_mtime_ns])
+        stamps.append([str(file.resolve()), stat.st_size, stat.st_mtime_ns])
     return stamps
 
 
@@ -93,6 +93,14 @@ def _template_stamp(template: Any) -> str:
     return repr(template)
 
 
+def _local_dir(value: Any) -> Any:
+    """A dataset folder as one spelling (``data`` and ``./data`` and its absolute path are one entry); other values
+    (none, a hub name) as given."""
+    if isinstance(value, str) and value and Path(value).expanduser().is_dir():
+        return str(Path(value).expanduser().resolve())
+    return value
+
+
 def cache_key(cfg: Any, tokenizer: Any, template: Any) -> str | None:
     """The cache key of this run's tokenized data, or None when it cannot be cached (hub datasets)."""
     from engine.data.loader import split_names
@@ -106,11 +114,12 @@ def cache_key(cfg: Any, tokenizer: Any, template: Any) -> str | None:
         spec = resolve_dataset(name, data.dataset_dir)
         if getattr(spec, "hub", None):
             return None
-        files.append([name, str(spec.path), _file_stamp(Path(spec.path))])
+        files.append([name, str(Path(spec.path).expanduser().resolve()), _file_stamp(Path(spec.path))])
     info = info_path(data.dataset_dir)
     key = {
         "version": FORMAT_VERSION, "stage": cfg.finetuning.stage, "seed": cfg.train.seed,
-        "data": {k: getattr(data, k, None) for k in DATA_KEYS if k != "preprocessing_num_workers"},
+        "data": {k: _local_dir(getattr(data, k, None)) if k == "dataset_dir" else getattr(data, k, None)
+                 for k in DATA_KEYS if k != "preprocessing_num_workers"},
         # pre-training blocks join texts within LLaMA-Factory's preprocessing batches, which these two shape
         "batches": [data.preprocessing_batch_size, data.preprocessing_num_workers]
         if cfg.finetuning.stage == "pt" or packs_rows(cfg.finetuning.stage, data) else None,

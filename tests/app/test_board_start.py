@@ -28,7 +28,7 @@ def run_python(code: str, tmp_path: Path) -> dict:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env,
                          timeout=180)
     assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads([line for line in out.stdout.splitlines() if line.startswith(("{", "["))][-1])  # past the URL line
 
 
 def test_importing_the_entry_module_imports_no_torch_or_transformers(tmp_path):

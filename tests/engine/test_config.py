@@ -171,3 +171,11 @@ def test_refused_as_llamafactory_refuses_them():
     with pytest.raises(ConfigError, match="`interleave_probs: xval` must be comma-separated numbers"):
         build_config({"model_name_or_path": "demo", "mix_strategy": "interleave_under", "interleave_probs": "xval"})
     assert build_config({"model_name_or_path": "demo", "interleave_probs": "0.3,0.7", "mask_history": True})
+
+
+@pytest.mark.parametrize(("key", "example"), [("learning_rate", "1.0e-4"), ("num_train_epochs", "3 or 0.5")])
+def test_a_number_that_is_not_one_gets_an_example_of_its_kind(key, example):
+    """`num_train_epochs: x` had been told to look like 1.0e-4: the example fits the key."""
+    with pytest.raises(ConfigError) as info:
+        build_config({key: "x"})
+    assert f"must be a number (e.g. {example})" in str(info.value)

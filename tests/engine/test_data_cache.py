@@ -129,3 +129,12 @@ def test_preprocessing_batch_size_sets_the_chunk_and_keeps_the_tokens_and_the_ca
     assert chunked.train.to_dict() == whole.train.to_dict()
     _, calls = _run(data_dir, chat_tokenizer, monkeypatch, preprocessing_batch_size=7)  # the same tokens: reused
     assert calls == 0
+
+
+def test_one_entry_for_every_spelling_of_the_dataset_folder(data_dir, chat_tokenizer, cache_dir, monkeypatch):
+    """`data`, `./data/` and the folder's absolute path name the same files: one cache entry, not three."""
+    monkeypatch.chdir(data_dir.parent)
+    template = get_template("chatml", chat_tokenizer)
+    keys = {data_cache.cache_key(build_config({"dataset": "rows", "dataset_dir": spelling}), chat_tokenizer, template)
+            for spelling in (data_dir.name, f"./{data_dir.name}/", str(data_dir))}
+    assert len(keys) == 1

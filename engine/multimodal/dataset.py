@@ -1,4 +1,4 @@
-"""Tokenizing rows with media: placeholders expanded, media processed once, soft tokens never trained.
+"""Tokenizing rows with media: placeholders expanded, media processed once, soft tokens labelled as LLaMA-Factory does.
 
 Each supervised row becomes ``input_ids``, ``labels``, ``attention_mask``, the model's token-type ids
 (``mm_token_type_ids``: 0 text, 1 image, 2 video, 3 audio) and ``mm_inputs``: the processed media (pixel values,
@@ -79,10 +79,10 @@ def tokenize_media_sft(examples: list[dict], tokenizer: Any, template: Any, opts
             stats["dropped"] += 1
             stats["media_dropped"] += 1
             continue
-        labels = [IGNORE if token in soft else label for token, label in zip(input_ids, labels)]
-        if not any(label != IGNORE for label in labels):
-            stats["dropped"] += 1
-            continue
+        # the media tokens are labelled as the text around them is, as in LLaMA-Factory: masked in the prompt,
+        # trained with `train_on_prompt: true`
+        if labels.count(IGNORE) == len(labels):
+            stats["untrained"] = stats.get("untrained", 0) + 1  # kept even so, as LLaMA-Factory keeps it
         columns["input_ids"].append(input_ids)
         columns["labels"].append(labels)
         columns["attention_mask"].append([1] * len(input_ids))

@@ -4,7 +4,8 @@
 - Video frames are sampled at ``video_fps`` (at most ``video_maxlen`` frames, evenly spread over the stream, at
   least one); the sampled indices are kept, and for Gemma 4 and Qwen3-VL rescaled to ``index / original_fps *
   video_fps`` so the processor's timestamps match the frames used (its own re-sampling is switched off).
-- Audio is decoded, mixed to mono and resampled to the processor's sampling rate by PyAV's resampler.
+- Audio is decoded to float samples, mixed to mono by the channels' mean and resampled to the processor's sampling
+  rate by band-limited sinc interpolation, as LLaMA-Factory (torchaudio) does.
 
 Remote media (``http://``, ``https://``) are never fetched: training and chat read local files or data URLs.
 """
@@ -173,7 +174,9 @@ def read_video(source: Any, video_fps: float = 2.0, video_maxlen: int = 128, max
 
 
 def read_audio(source: Any, sampling_rate: int = 16000) -> Any:
-    """Mono float32 samples of an audio file (any format FFmpeg reads) at ``sampling_rate``.
+    """Mono float32 samples of an audio file (any format FFmpeg reads) at ``sampling_rate``, as LLaMA-Factory reads
+    audio: float samples of every channel, their mean, then torchaudio's band-limited resampling (see
+    :func:`resample`).
 
     Raises:
         MediaError: for a missing file, a file without an audio stream, or one PyAV cannot decode.
@@ -191,17 +194,60 @@ def read_audio(source: Any, sampling_rate: int = 16000) -> Any:
         stream = next((s for s in container.streams if s.type == "audio"), None)
         if stream is None:
             raise MediaError(f"{_name(source)} has no audio stream; give an audio file.")
-        resampler = av.AudioResampler(format="flt", layout="mono", rate=int(sampling_rate))
-        chunks = []
+        to_float = av.AudioResampler(format="fltp")  # planar float32; the stream's own channels and rate
+        chunks, rate = [], 0
         try:
             for frame in container.decode(stream):
-                chunks += [out.to_ndarray().reshape(-1) for out in resampler.resample(frame)]
-            chunks += [out.to_ndarray().reshape(-1) for out in resampler.resample(None)]
+                for out in to_float.resample(frame):
+                    chunks.append(out.to_ndarray())
+                    rate = out.sample_rate
+            chunks += [out.to_ndarray() for out in to_float.resample(None)]
         except (av.error.FFmpegError, OSError) as err:
             raise MediaError(f"Audio {_name(source)} cannot be decoded ({err}); replace the file.") from None
-    if not chunks:
+    if not chunks or not rate:
         raise MediaError(f"Audio {_name(source)} holds no samples; replace the file.")
-    return np.concatenate(chunks).astype(np.float32)
+    import torch
+
+    wave = torch.from_numpy(np.concatenate(chunks, axis=1).astype(np.float32, copy=False))
+    if wave.shape[0] > 1:
+        wave = wave.mean(dim=0, keepdim=True)
+    return resample(wave[:1], int(rate), int(sampling_rate)).squeeze(0).numpy()
+
+
+def resample(wave: Any, orig_rate: int, new_rate: int, zero_crossings: int = 6, rolloff: float = 0.99) -> Any:
+    """``wave`` (a float tensor, time last) at ``new_rate``: band-limited sinc interpolation with a Hann window,
+    the method and defaults of ``torchaudio.functional.resample`` (which LLaMA-Factory uses), computed in the
+    wave's dtype so that the samples are the same.
+
+    With both rates divided by their gcd into ``o`` and ``n``, output sample ``j`` lies at ``j / n`` input periods of
+    ``o`` samples; each of the ``n`` phases has its own filter, a sinc cut off at ``rolloff`` times the lower rate's
+    Nyquist frequency and windowed to ``zero_crossings`` of its zeros on each side, and the phases' filters run as
+    one strided convolution over the input.
+    """
+    import torch
+
+    if orig_rate == new_rate:
+        return wave
+    common = math.gcd(int(orig_rate), int(new_rate))
+    o, n = int(orig_rate) // common, int(new_rate) // common
+    cutoff = min(o, n) * rolloff
+    reach = math.ceil(zero_crossings * o / cutoff)  # input samples the filter reaches on either side
+    dtype = wave.dtype
+    taps = torch.arange(-reach, reach + o, dtype=dtype)[None, None] / o
+    phase = torch.arange(0, -n, -1, dtype=dtype)[:, None, None] / n + taps
+    phase *= cutoff
+    phase = phase.clamp_(-zero_crossings, zero_crossings)
+    window = torch.cos(phase * math.pi / zero_crossings / 2) ** 2
+    phase *= math.pi
+    filters = torch.where(phase == 0, torch.tensor(1.0).to(phase), phase.sin() / phase)
+    filters *= window * (cutoff / o)
+    shape = wave.shape
+    flat = wave.reshape(-1, shape[-1])
+    length = flat.shape[-1]
+    padded = torch.nn.functional.pad(flat, (reach, reach + o))
+    out = torch.nn.functional.conv1d(padded[:, None], filters, stride=o).transpose(1, 2).reshape(flat.shape[0], -1)
+    out = out[..., :int(torch.ceil(torch.as_tensor(n * length / o)))]
+    return out.reshape(*shape[:-1], out.shape[-1])
 
 
 def probe(kind: str, path: str) -> str | None:

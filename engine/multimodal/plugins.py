@@ -158,7 +158,7 @@ class MediaPlugin:
 
 
 def soft_token_ids(processor: Any) -> set[int]:
-    """Ids of the tokens that stand for media features (never trained on)."""
+    """Ids of the tokens that stand for media features."""
     ids: set[int] = set()
     for name in ("image_token_ids", "video_token_ids", "audio_token_ids"):
         try:

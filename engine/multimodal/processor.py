@@ -180,6 +180,20 @@ def video_ready(processor: Any) -> bool:
     return video is not None and type(video).__name__ != "NoVideoProcessor"
 
 
+SHARED_VIDEO_PROCESSORS = {"Qwen2_5_VLProcessor": "Qwen2VLVideoProcessor", "Qwen2_5OmniProcessor": "Qwen2VLVideoProcessor",
+                           "Qwen3OmniMoeProcessor": "Qwen2VLVideoProcessor", "Qwen3_5Processor": "Qwen3VLVideoProcessor"}
+"""Processors whose family takes another family's video processor (transformers' video processor mapping)."""
+
+
+def real_video_processor(processor_class: str) -> str | None:
+    """The name of the transformers video processor class of a processor class, or None when transformers has none
+    by that name (Qwen2.5-VL's is Qwen2-VL's: a ``Qwen2_5_VLVideoProcessor`` does not exist)."""
+    import transformers
+
+    name = SHARED_VIDEO_PROCESSORS.get(processor_class) or processor_class.replace("Processor", "VideoProcessor")
+    return name if hasattr(transformers, name) else None
+
+
 def fix_processor_config(folder: Any) -> None:
     """Make a saved processor_config.json name the family's real video processor instead of the stand-in, so
     transformers with torchvision loads the folder as it loads the original model."""
@@ -193,9 +207,11 @@ def fix_processor_config(folder: Any) -> None:
     video = config.get("video_processor")
     if not isinstance(video, dict) or video.get("video_processor_type") not in STAND_INS:
         return
-    name = str(config.get("processor_class", ""))
+    real_name = real_video_processor(str(config.get("processor_class", "")))
+    if real_name is None:
+        return
     image = config.get("image_processor") or {}
-    real = {"video_processor_type": name.replace("Processor", "VideoProcessor")}
+    real = {"video_processor_type": real_name}
     real.update({k: image[k] for k in ("patch_size", "temporal_patch_size", "merge_size", "pooling_kernel_size")
                  if k in image})
     # the settings our Pillow video processor used, so transformers' own one processes video the same way

@@ -151,6 +151,51 @@ def test_shared_audio_resampled():
     assert wave.dtype == np.float32 and wave.ndim == 1 and 3.5 * 16000 < len(wave) < 4.5 * 16000
 
 
+def _write_wav(path, channels, rate):
+    """A 16-bit PCM file of the given (channels, samples) float array."""
+    import av
+
+    layout = "mono" if len(channels) == 1 else "stereo"
+    samples = (np.asarray(channels) * 32767).astype(np.int16).T.reshape(1, -1)  # interleaved
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("pcm_s16le", rate=rate, layout=layout)
+        frame = av.AudioFrame.from_ndarray(samples, format="s16", layout=layout)
+        frame.sample_rate = rate
+        for packet in [*stream.encode(frame), *stream.encode(None)]:
+            container.mux(packet)
+
+
+def test_stereo_audio_is_the_mean_of_its_channels(tmp_path):
+    """LLaMA-Factory mixes channels to mono by their mean; PyAV's mono layout had given the result sqrt(2) louder
+    (found by an outside check against LLaMA-Factory)."""
+    rate = 16000
+    tone = np.sin(2 * np.pi * 440 * np.arange(rate) / rate)
+    _write_wav(tmp_path / "s.wav", [0.6 * tone, 0.2 * tone], rate)
+    wave = media.read_audio(str(tmp_path / "s.wav"), rate)
+    expected = (np.round(0.6 * tone * 32767) + np.round(0.2 * tone * 32767)) / 2 / 32768
+    assert np.abs(wave - expected).max() < 1e-4
+
+
+def test_resampling_is_band_limited_and_keeps_a_tone(tmp_path):
+    """torchaudio's method (which LLaMA-Factory uses): the output length is ceil(n * new / old), a tone below both
+    Nyquist frequencies keeps its frequency and amplitude, and one above the new Nyquist frequency is filtered out."""
+    import torch
+
+    old, new = 48000, 16000
+    t = np.arange(old) / old
+    low = torch.tensor(np.sin(2 * np.pi * 1000 * t), dtype=torch.float32)[None]
+    out = media.resample(low, old, new)
+    assert out.shape == (1, new) and out.dtype == torch.float32
+    middle = out[0, 200:-200].numpy()
+    expected = np.sin(2 * np.pi * 1000 * np.arange(new) / new)[200:-200]
+    assert np.abs(middle - expected).max() < 2e-3
+    high = torch.tensor(np.sin(2 * np.pi * 12000 * t), dtype=torch.float32)[None]
+    assert media.resample(high, old, new)[0, 200:-200].abs().max() < 0.01  # aliasing would fold it to 4 kHz
+    assert media.resample(low, old, old) is low
+    odd = media.resample(torch.zeros(2, 3, 1001), 44100, 16000)
+    assert odd.shape == (2, 3, math.ceil(1001 * 160 / 441))
+
+
 def test_gemma4_audio_expansion_equals_the_processor(tmp_path):
     import av
 

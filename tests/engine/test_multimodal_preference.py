@@ -228,9 +228,12 @@ def test_text_only_pref_losses_and_reply_placeholders_are_refused(qwen2_vl, tmp_
 
 
 
-@pytest.mark.parametrize(("template_name", "mask_history"), [("glm4v", False), ("qwen2_vl", True)])
-def test_media_sft_rows_follow_the_text_rules(qwen2_vl, tmp_path, template_name, mask_history):
-    """efficient_eos (one EOS closes the sequence) and mask_history apply to media rows exactly as to text rows."""
+@pytest.mark.parametrize(("template_name", "mask_history", "train_on_prompt"),
+                         [("glm4v", False, False), ("qwen2_vl", True, False), ("qwen2_vl", False, True)])
+def test_media_sft_rows_follow_the_text_rules(qwen2_vl, tmp_path, template_name, mask_history, train_on_prompt):
+    """efficient_eos (one EOS closes the sequence), mask_history and train_on_prompt apply to media rows exactly as
+    to text rows: with train_on_prompt the soft tokens are labelled like the prompt around them, as LLaMA-Factory
+    labels them (they had been masked: found by an outside check against LLaMA-Factory)."""
     from engine.data.tokenize import IGNORE, TokenizeOptions, tokenize_sft
     from engine.multimodal.dataset import tokenize_media_sft
     from engine.multimodal.plugins import soft_token_ids
@@ -242,16 +245,40 @@ def test_media_sft_rows_follow_the_text_rules(qwen2_vl, tmp_path, template_name,
     messages = [{"role": "user", "content": "<image>Color?"}, {"role": "assistant", "content": "Red."},
                 {"role": "user", "content": "Sure?"}, {"role": "assistant", "content": "Yes."}]
     example = {"messages": messages, "images": [str(tmp_path / "img" / "0.png")]}
-    opts = TokenizeOptions(cutoff_len=512, mask_history=mask_history)
+    opts = TokenizeOptions(cutoff_len=512, mask_history=mask_history, train_on_prompt=train_on_prompt)
     media, _ = tokenize_media_sft([example], tokenizer, template, opts, ctx)
     expanded, _ = ctx.plugin.process(ctx.processor, messages, example["images"], [], [], ctx.options)
     text, _ = tokenize_sft([{"messages": expanded}], tokenizer, template, opts)
     assert media["input_ids"] == text["input_ids"]
-    assert media["labels"] == text["labels"]  # soft tokens sit in the prompt, never labelled either way
+    assert media["labels"] == text["labels"]
     soft = soft_token_ids(ctx.processor)
-    assert all(label == IGNORE for token, label in zip(media["input_ids"][0], media["labels"][0]) if token in soft)
+    at_soft = [label for token, label in zip(media["input_ids"][0], media["labels"][0]) if token in soft]
+    assert at_soft and at_soft == ([token for token in media["input_ids"][0] if token in soft] if train_on_prompt
+                                   else [IGNORE] * len(at_soft))
     if template.uses_efficient_eos:
         assert media["input_ids"][0][-1] == tokenizer.eos_token_id == media["labels"][0][-1]
+
+
+def test_a_media_row_left_with_no_trained_token_is_kept_as_text_rows_are(qwen2_vl, tmp_path):
+    """cutoff_len that leaves a row's media whole but cuts its whole reply: kept and counted, as a text row (and
+    LLaMA-Factory) keeps it; a row cut inside its media is still dropped (the model refuses such a row)."""
+    from engine.data.tokenize import IGNORE, TokenizeOptions
+    from engine.multimodal.dataset import tokenize_media_sft
+    from engine.templates import get_template
+
+    tokenizer, _, ctx = _context(qwen2_vl)
+    template = get_template("qwen2_vl")
+    _images(tmp_path)
+    example = {"messages": [{"role": "user", "content": "<image>" + "What colour is it? " * 200},
+                            {"role": "assistant", "content": "Red. " * 10}],
+               "images": [str(tmp_path / "img" / "0.png")], "system": ""}
+    # LLaMA-Factory's split of cutoff_len gives this reply against this long a prompt no token at 43 (the prompt's
+    # start, the image included, fills it)
+    columns, stats = tokenize_media_sft([example], tokenizer, template, TokenizeOptions(cutoff_len=43), ctx)
+    assert len(columns["input_ids"]) == 1 and stats["untrained"] == 1 and not stats["dropped"]
+    assert set(columns["labels"][0]) == {IGNORE}
+    columns, stats = tokenize_media_sft([example], tokenizer, template, TokenizeOptions(cutoff_len=6), ctx)
+    assert not columns["input_ids"] and stats["media_dropped"] == 1
 
 
 def test_check_names_stages_that_cannot_train_on_media_before_loading(qwen2_vl, tmp_path, capsys):

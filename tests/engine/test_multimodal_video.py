@@ -289,6 +289,20 @@ def test_saved_folder_names_the_real_video_processor_with_our_settings(family, t
     assert "rule" not in saved
 
 
+@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "gemma4"])
+def test_every_saved_video_processor_is_a_class_transformers_has(family, tmp_path):
+    """Qwen2.5-VL's folder had named a `Qwen2_5_VLVideoProcessor`, which no transformers has (its video processor
+    is Qwen2-VL's), so neither transformers with torchvision nor LLaMA-Factory could load it. Found by an outside
+    check against LLaMA-Factory."""
+    import transformers
+
+    folder = save_tiny_vlm(family, tmp_path / family)
+    name = json.loads((folder / "processor_config.json").read_text())["video_processor"]["video_processor_type"]
+    assert hasattr(transformers, name), name
+    if family == "qwen2_5_vl":
+        assert name == "Qwen2VLVideoProcessor"
+
+
 def test_qwen2_5_vl_video_trains_with_its_time_scale(tmp_path):
     """The seconds per temporal patch travel with the cached rows and the batches into Qwen2.5-VL's rope."""
     import yaml

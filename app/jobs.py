@@ -551,8 +551,15 @@ class JobManager:
                 status, error = end["status"], end.get("error")
             elif reason == "aborted":
                 status, error = "aborted", "stopped by request"
-            elif exit_code == 0:
-                status, error = "completed", None
+            elif exit_code == 0 and any(NOT_RECORDED in line for line in tail):
+                status, error = "completed", None  # it finished, but could not write its outcome (a full disk)
+            elif exit_code == 0:  # the engine always records its end: something ended the process early
+                status = "failed"
+                error = ("The process exited (code 0) without recording how the run ended: something in it ended "
+                         "the process early (user code such as a reward function calling os._exit?). Its last "
+                         "checkpoint, if any, stays.")
+                if tail:
+                    error += f" {LOG_TAIL}\n" + "\n".join(tail)
             elif any("no space left on device" in line.lower() for line in tail) or nearly_full(folder.path):
                 status, error = "failed", disk_full_message(folder.path)
             elif reason == "lost":
@@ -578,6 +585,10 @@ def _unverified(run_id: str, pid: Any) -> str:
         "may belong to another program by now; it is not signalled. If that process is the run, stop it yourself "
         f"(`kill -TERM -- -{pid}`)."
     )
+
+
+NOT_RECORDED = "Could not record the outcome in"
+"""The engine's log line when it cannot write run.json or events.jsonl (engine.lifecycle)."""
 
 
 def _end_event(folder: RunFolder) -> dict[str, Any] | None:

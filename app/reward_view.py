@@ -22,12 +22,12 @@ import pandas as pd
 from app.context import Board
 from app.curves import Curve, curve_of
 from app.forms import yaml_text
-from app.jobs import REPO_ROOT, JobError, child_env
+from app.jobs import JobError, child_env
 from app.progress_view import typed_frame
 from engine.runs import EventReader
 
 RL_STAGES = ("grpo", "rloo")
-TRY_TIMEOUT = 600
+TRY_TIMEOUT = 300
 RECENT_COMPLETIONS = 24
 CURVE_KEYS = ("reward", "kl", "completions/mean_length", "completions/clipped_ratio")
 REWARD_TYPES = {"step": "int64", "reward": "float64", "series": "str"}
@@ -245,7 +245,7 @@ def run_try(board: Board, mapping: dict[str, Any], prompts: int = 3, samples: in
     try:
         with open(log, "wb") as fh:
             proc = subprocess.run(command, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                  cwd=str(REPO_ROOT), env=child_env(), timeout=TRY_TIMEOUT, check=False)
+                                  cwd=board.jobs.cwd, env=child_env(), timeout=TRY_TIMEOUT, check=False)
         if proc.returncode == 0 and out.is_file():
             return json.loads(out.read_text(encoding="utf-8"))
         lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()

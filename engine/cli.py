@@ -23,14 +23,15 @@ logger = logging.getLogger("engine")
 
 
 def _setup_logging(debug: bool) -> None:
+    from engine.credentials import install_log_redaction, install_stream_redaction
+
+    install_stream_redaction()  # before the log handler takes its stream
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
         stream=sys.stderr,
     )
-    from engine.credentials import install_log_redaction
-
     install_log_redaction()
     for noisy in ("httpx", "urllib3", "datasets", "filelock", "matplotlib", "PIL"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -167,8 +168,8 @@ def _load(args: argparse.Namespace, purpose: str):
     try:
         cfg = load_config(args.config, args.overrides)
     except ConfigError as err:
-        if err.partial is None:
-            raise
+        if err.partial is None or any(problem.startswith("`stage:") for problem in err.problems):
+            raise  # (without a valid stage the checks would judge the config as the default stage's)
         raise ConfigError(err.problems + check(err.partial, purpose)) from None  # every problem, in one message
     from engine.import_guard import skip_bitsandbytes_unless_needed
 

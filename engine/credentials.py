@@ -5,7 +5,9 @@
   is validated, so they are never part of the typed config and therefore never written to config.yaml,
   lf_config.yaml, a checkpoint or training_args.bin. The engine then uses them through the environment variable the hub library reads
   (:func:`export_secrets`), and the note it prints names the variable to set instead.
-- :class:`RedactingFilter` masks every secret value (from the variables below) in log records.
+- :class:`RedactingFilter` masks every secret value (from the variables below) in log records, the run folder's
+  JSON writers (run.json, events.jsonl) mask them in what they write, and :func:`install_stream_redaction` masks
+  them in what the process prints (user code such as a reward function may print or raise with one).
 """
 
 from __future__ import annotations
@@ -126,3 +128,33 @@ def install_log_redaction(logger: logging.Logger | None = None) -> None:
     for handler in logger.handlers:
         if not any(isinstance(f, RedactingFilter) for f in handler.filters):
             handler.addFilter(RedactingFilter())
+
+
+class RedactingStream:
+    """A text stream that masks secret values in what is written to it; everything else goes to the stream it
+    wraps (a value split across two writes is not caught)."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        values = secret_values()
+        self._stream.write(redact(text, values) if values and isinstance(text, str) else text)
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def install_stream_redaction() -> None:
+    """Wrap ``sys.stdout`` and ``sys.stderr`` in :class:`RedactingStream` (once)."""
+    import sys
+
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, RedactingStream):
+            setattr(sys, name, RedactingStream(stream))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import sys
 import time
@@ -29,6 +30,12 @@ from engine.runs import (
 )
 
 logger = logging.getLogger(__name__)
+
+
+RUN_SAMPLES = "completions.jsonl"
+"""The RL stages' sampled completions (engine.train.rl), appended during a run like events.jsonl."""
+REWARD_CODE = "reward_code"
+"""The RL stages' copies of the user reward files a run trained with (engine.rewards.user.keep_reward_code)."""
 
 
 class JobContext:
@@ -106,8 +113,11 @@ class JobContext:
         self.folder.path.mkdir(parents=True, exist_ok=True)
         if self.config_yaml is not None:
             write_text_atomic(self.folder.config_path, self.config_yaml)
-        if self.fresh and self.folder.events_path.is_file():  # one run's curves per folder, never two joined
-            os.truncate(self.folder.events_path, 0)
+        if self.fresh:  # one run's curves (and RL samples and reward code) per folder, never two joined
+            for path in (self.folder.events_path, self.folder.path / RUN_SAMPLES):
+                if path.is_file():
+                    os.truncate(path, 0)
+            shutil.rmtree(self.folder.path / REWARD_CODE, ignore_errors=True)
         info = self.folder.info()
         # under a launcher the board started (torchrun), run.json keeps the launcher's pid and process group
         launcher = (os.getppid(), int(os.environ.get("LF_LAUNCHER_PID", "0") or 0))  # torchrun / the Ray driver

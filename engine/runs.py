@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 import secrets
 import signal
@@ -20,6 +21,8 @@ from datetime import datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 STATUSES = ("queued", "running", "completed", "failed", "aborted")
 FINAL_STATUSES = ("completed", "failed", "aborted")
@@ -62,7 +65,9 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def _json_text(data: dict[str, Any]) -> str:
-    return json.dumps(data, indent=2, ensure_ascii=False, default=str)
+    from engine.credentials import redact
+
+    return redact(json.dumps(data, indent=2, ensure_ascii=False, default=str))  # an error may quote a secret
 
 
 def rewrite_in_place(path: Path, data: dict[str, Any]) -> bool:
@@ -99,6 +104,33 @@ def write_provenance(folder: Path, config_yaml: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     write_text_atomic(folder / "lf_config.yaml", config_yaml)
     write_text_atomic(folder / "lf_versions.json", json.dumps(package_versions(), indent=2))
+
+
+def forget_steps_after(folder: Path, step: int, names: tuple[str, ...] = ("events.jsonl", "completions.jsonl")) -> int:
+    """A resumed run repeats the steps after its checkpoint: drop the lines the run it resumes logged for them
+    (its curves would show those steps twice). Each file is replaced whole; returns the lines dropped."""
+    dropped = 0
+    for name in names:
+        path = Path(folder) / name
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        except (OSError, UnicodeDecodeError):
+            continue
+        kept = []
+        for line in lines:
+            try:
+                later = int(json.loads(line).get("step") or 0) > step
+            except (ValueError, TypeError, AttributeError):
+                later = False  # not a step's line: kept as it is
+            if not later:
+                kept.append(line)
+        if len(kept) < len(lines):
+            try:
+                write_text_atomic(path, "".join(kept))
+                dropped += len(lines) - len(kept)
+            except OSError as err:
+                logger.warning("Could not drop the steps after %d from %s: %s", step, path, err)
+    return dropped
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -239,7 +271,9 @@ class EventWriter:
 
     def write(self, event: dict[str, Any]) -> None:
         event = {"time": round(time.time(), 3), **event}
-        line = json.dumps(event, ensure_ascii=False, default=_json_default) + "\n"
+        from engine.credentials import redact
+
+        line = redact(json.dumps(event, ensure_ascii=False, default=_json_default)) + "\n"
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(line)
             fh.flush()

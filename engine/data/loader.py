@@ -56,7 +56,8 @@ def check_stage(spec: DatasetSpec, stage: str, first_row: dict[str, Any] | None 
         )
     if stage != "pt" and plain_text:
         raise DatasetError(
-            f"Dataset {spec.name!r} is plain text for pre-training (no responses), so stage {stage} cannot use it. "
+            f"Dataset {spec.name!r} is plain text for pre-training (no prompts or responses), so "
+            f"{'stages sft, grpo and rloo' if stage == 'sft' else f'stage {stage}'} cannot use it. "
             "Use stage pt, or a dataset with prompts and responses."
         )
 

@@ -148,6 +148,23 @@ def _from_hub(repo_id: str, cache_dir: str | None, revision: str) -> str:
         raise ModelError(f"Model `{repo_id}` {fix} ({kind})") from None
 
 
+def _adapter_holds(adapter: str | None, names: list[str]) -> bool:
+    """Whether the (first) adapter's weights hold the modules of ``names`` (an rm run's LoRA saves its value head
+    with it, as ``modules_to_save``)."""
+    if not adapter:
+        return False
+    path = Path(str(adapter).split(",")[0]).expanduser() / "adapter_model.safetensors"
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as handle:
+            keys = list(handle.keys())
+    except Exception:  # noqa: BLE001 - no readable adapter file: the adapter load names the problem
+        return False
+    stems = {name.rsplit(".", 1)[0] for name in names}  # score.weight -> score
+    return all(any(f".{stem}." in f".{key}" for key in keys) for stem in stems)
+
+
 def _first_line(err: BaseException) -> str:
     """The first line of a library error's message, ending with a full stop."""
     text = str(err).strip().splitlines()[0].strip() if str(err).strip() else type(err).__name__
@@ -358,7 +375,7 @@ def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, 
         raise ModelError(f"The weights of `{model_args.model_name_or_path}` cannot be loaded: {_first_line(err)} "
                          "The folder needs model.safetensors (or its shards with model.safetensors.index.json) "
                          "beside config.json.") from None
-    if new_head:
+    if new_head and not _adapter_holds(model_args.adapter_name_or_path, new_head):
         logger.info("Reward model: the value head (%s) is not in the checkpoint and starts from new weights; "
                     "reward training learns it.", ", ".join(new_head))
     if getattr(config, "model_type", "") in _THINKER_MODEL_TYPES and hasattr(model, "thinker"):

@@ -54,6 +54,12 @@ def check_rewards(settings: Any) -> list[str]:
                             f"or `path/to/file.py:function`.{hint}")
     if len(set(names)) != len(names):
         problems.append("`reward_funcs` names a reward twice; list each once (use reward_weights to weigh it more).")
+    else:
+        shown = [split_spec(name)[1] if is_user_spec(name) and not check_user_reward(name) else name for name in names]
+        twice = sorted({name for name in shown if shown.count(name) > 1})
+        if twice:
+            problems.append(f"Two rewards in `reward_funcs` are both called `{twice[0]}`: their scores would be "
+                            "logged and summed as one. Rename one of the functions.")
     if "format" in names:
         try:
             re.compile(getattr(settings, "reward_format", "") or "")

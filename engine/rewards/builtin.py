@@ -30,7 +30,9 @@ from typing import Any
 RewardFunc = Callable[..., list]
 
 ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
-NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?|-?\.\d+")
+_SIGN = r"(?:(?<![\w.])-)?"  # a minus sign, not a hyphen between words or digits (2024-01-05)
+NUMBER = re.compile(_SIGN + r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?|" + _SIGN + r"\.\d+")
+"""A number as people write them: thousands separated by commas in groups of three (1,000; but 3,4 is two)."""
 FENCE = re.compile(r"^```[a-zA-Z]*\s*\n?(.*?)\n?```$", re.DOTALL)
 DEFAULT_FORMAT = r"^<think>.*?</think>\s*<answer>.*?</answer>$"
 
@@ -123,7 +125,7 @@ def valid_json(settings: Any = None, template: Any = None) -> RewardFunc:
             text = fenced.group(1) if fenced else text
             try:
                 out.append(float(isinstance(json.loads(text), (dict, list))))
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: brackets nested thousands deep
                 out.append(0.0)
         return out
 

@@ -6,6 +6,8 @@ import inspect
 import logging
 import math
 import numbers
+import os
+import threading
 from typing import Any
 
 from engine.errors import UserError
@@ -24,12 +26,35 @@ def user_code_running() -> bool:
     return _inside > 0
 
 
+LARGEST = 1e9
+"""The largest reward magnitude taken: beyond it TRL's float32 mean and spread of a group overflow (a spread of
+1e20-sized rewards is inf, every advantage then 0 or NaN), so the run would silently learn nothing."""
+
+
+class ProcessExit(SystemExit):
+    """``os._exit`` called by a reward: refused (it would end the run with nothing recorded)."""
+
+
+_real_exit = os._exit
+
+
+def _refuse_exit(owner: tuple[int, int]) -> Any:
+    def exit_(code: int = 0) -> None:
+        if (os.getpid(), threading.get_ident()) != owner:  # a child the reward forked, or another thread
+            _real_exit(code)
+        raise ProcessExit(code)
+
+    return exit_
+
+
 def _call(func: Any, kwargs: dict[str, Any]) -> Any:
     global _inside
     _inside += 1
+    os._exit = _refuse_exit((os.getpid(), threading.get_ident()))
     try:
         return func(**kwargs)
     finally:
+        os._exit = _real_exit
         _inside -= 1
 
 
@@ -49,6 +74,7 @@ class GuardedReward:
         self.origin = origin
         self.errors = 0
         self.calls = 0
+        self.trial = False  # scoring samples for "try it" (no run to resume)
         try:
             params = inspect.signature(func).parameters.values()
             self.accepts_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
@@ -96,9 +122,8 @@ class GuardedReward:
             return out
         if len(failures) == size:
             err = failures[0][1]
-            raise RewardError(
-                f"Reward `{self.origin}` raised on every completion: {type(err).__name__}: {err}{where_in(err)}. "
-                "Fix the function (use the board's \"try it\" or call it on a few strings first).")
+            raise RewardError(f"Reward `{self.origin}` raised on every completion: {type(err).__name__}: {err}"
+                              f"{where_in(err)}. {self._advice()}")
         self.errors += len(failures)
         i, err = failures[0]
         logger.warning("Reward %s raised on %d of %d completions (scored 0.0; %d so far), e.g. %s: %s%s on %r",
@@ -109,8 +134,27 @@ class GuardedReward:
             log_metric(f"rewards/{self.__name__}/errors", float(len(failures)))
         return out
 
+    def _advice(self) -> str:
+        """What to do about a reward that failed on a whole batch."""
+        if ":" not in self.origin:
+            return ("This built-in reward should never fail: please report it with the completion that made it "
+                    "fail; meanwhile remove it from reward_funcs.")
+        text = "Fix the function"
+        if not self.trial:
+            text += " (call it on a few strings first, or use `lf-engine rewards CONFIG` / the board's \"try it\")"
+        if self.calls > 1 and not self.trial:  # it had worked on earlier batches: there may be a checkpoint
+            text += ", then resume the run from its last checkpoint (`resume_from_checkpoint: true`)"
+        return text + "."
+
     def _exited(self, err: SystemExit) -> RewardError:
-        return RewardError(f"Reward `{self.origin}` called sys.exit({err.code!r}){where_in(err)}; a reward returns its "
+        call = "os._exit" if isinstance(err, ProcessExit) else "sys.exit"
+        where = where_in(err)
+        if isinstance(err, ProcessExit):  # the line that called it, not this module's stand-in
+            import traceback
+
+            frames = [f for f in traceback.extract_tb(err.__traceback__) if f.filename != __file__]
+            where = f" ({os.path.basename(frames[-1].filename)}, line {frames[-1].lineno})" if frames else ""
+        return RewardError(f"Reward `{self.origin}` called {call}({err.code!r}){where}; a reward returns its "
                            "scores and never exits the process.")
 
     def _checked(self, result: Any, size: int) -> list:
@@ -131,6 +175,10 @@ class GuardedReward:
                 if math.isinf(value):
                     raise RewardError(f"Reward `{self.origin}` returned {value} for a completion; return finite numbers "
                                       "(None, or NaN, for a completion the reward does not apply to).")
+                if abs(value) > LARGEST:
+                    raise RewardError(f"Reward `{self.origin}` returned {value:g} for a completion; rewards beyond "
+                                      f"+-{LARGEST:g} overflow the float32 statistics of a group (every advantage "
+                                      "becomes 0, so nothing is learned). Scale the reward down, e.g. to [-10, 10].")
                 out.append(None if math.isnan(value) else value)
             else:
                 raise RewardError(f"Reward `{self.origin}` returned {value!r} ({type(value).__name__}) for a "

@@ -28,7 +28,7 @@ def try_rewards(cfg: RunConfig, prompts: int = 3, samples: int | None = None) ->
 
     from engine.models import load_model, load_tokenizer
     from engine.templates import get_template
-    from engine.train.rl import build_reward_funcs, get_prompt_dataset
+    from engine.train.rl import build_reward_funcs, get_prompt_dataset, sampling_settings, weighted_total
     from engine.train.rl_checks import check_stage
 
     check_stage(cfg)
@@ -41,6 +41,9 @@ def try_rewards(cfg: RunConfig, prompts: int = 3, samples: int | None = None) ->
     data = bundle.train if bundle.train is not None else bundle.eval
     rows = data.select(range(min(prompts, len(data))))
     funcs, weights = build_reward_funcs(cfg, template)
+    for func in funcs:
+        if hasattr(func, "trial"):  # the guarded reward_funcs (a reward model is not user code)
+            func.trial = True
     weights = weights or [1.0] * len(funcs)
     model = load_model(cfg.model, cfg.finetuning, tokenizer, is_trainable=False)
     count = samples or min(cfg.finetuning.num_generations, 8)
@@ -53,7 +56,7 @@ def try_rewards(cfg: RunConfig, prompts: int = 3, samples: int | None = None) ->
         with torch.inference_mode():
             generated = model.generate(
                 input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=True,
-                temperature=cfg.generation.temperature, top_p=1.0, top_k=0,
+                temperature=cfg.generation.temperature, **{"top_p": 1.0, "top_k": 0, **sampling_settings(cfg)},
                 max_new_tokens=cfg.finetuning.max_completion_length, eos_token_id=stops,
                 pad_token_id=tokenizer.pad_token_id)
         completion_ids = []
@@ -67,15 +70,15 @@ def try_rewards(cfg: RunConfig, prompts: int = 3, samples: int | None = None) ->
                   for f in funcs}
         for i, text in enumerate(texts):
             per = {name: values[i] for name, values in scores.items()}
-            total = sum(w * v for w, v in zip(weights, per.values()) if v is not None)
             out_rows.append({"prompt": row["prompt"], "answer": row["answer"], "completion": text,
-                             "tokens": len(completion_ids[i]), "rewards": per, "reward": round(total, 6)})
+                             "tokens": len(completion_ids[i]), "rewards": per,
+                             "reward": weighted_total(weights, per.values())})
     names = [getattr(f, "__name__", "reward") for f in funcs]
     means = {}
     for name in names:
         values = [r["rewards"][name] for r in out_rows if r["rewards"][name] is not None]
         means[name] = sum(values) / len(values) if values else None
-    totals = [r["reward"] for r in out_rows]
+    totals = [r["reward"] for r in out_rows if r["reward"] is not None]
     means["reward"] = sum(totals) / len(totals) if totals else math.nan
     return {"rewards": names, "weights": weights, "rows": out_rows, "mean": means,
             "errors": {getattr(f, "__name__", "reward"): getattr(f, "errors", 0) for f in funcs}}
@@ -86,8 +89,8 @@ def format_table(result: dict[str, Any], width: int = 60) -> str:
     names = result["rewards"]
     lines = ["  ".join(["reward", *names]) + "  completion"]
     for row in result["rows"]:
-        cells = [f"{row['reward']:.3f}"] + ["   -  " if row["rewards"][n] is None else f"{row['rewards'][n]:.3f}"
-                                            for n in names]
+        cells = ["   -  " if value is None else f"{value:.3f}"
+                 for value in [row["reward"], *(row["rewards"][n] for n in names)]]
         text = row["completion"].replace("\n", "\\n")
         lines.append("  ".join(cells) + "  " + (text[:width] + ("…" if len(text) > width else "")))
     means = result["mean"]

@@ -59,10 +59,15 @@ def check_user_reward(spec: str) -> list[str]:
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             defined.update({t.id: None for t in targets if isinstance(t, ast.Name)})
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            defined.update({(a.asname or a.name).split(".")[0]: None for a in node.names})
+        elif isinstance(node, ast.ImportFrom):
+            defined.update({a.asname or a.name: None for a in node.names})
+        elif isinstance(node, ast.Import):  # `import x` binds a module, never a function
+            defined.update({(a.asname or a.name).split(".")[0]: node for a in node.names})
+    if isinstance(defined.get(func), ast.Import):
+        return [f"`{func}` in reward file `{path}` is a module it imports, not a function; write "
+                f"`{SIGNATURE.replace('NAME', func)}` (the file was not run)."]
     if func not in defined:
-        found = [name for name, node in defined.items() if node is not None]
+        found = [name for name, node in defined.items() if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
         return [f"Reward file `{path}` defines no function `{func}`"
                 + (f" (it defines: {', '.join(found)})" if found else "") + f"; write `{SIGNATURE.replace('NAME', func)}`."]
     node = defined[func]
@@ -158,3 +163,34 @@ def where_in(err: BaseException, path: Path | None = None) -> str:
         return f" ({Path(err.filename or '?').name}, line {err.lineno})"
     chosen = [f for f in frames if path is not None and Path(f.filename).resolve() == path.resolve()] or frames[-1:]
     return f" ({Path(chosen[-1].filename).name}, line {chosen[-1].lineno})" if chosen else ""
+
+
+from engine.lifecycle import REWARD_CODE as CODE_DIR  # noqa: E402 - the run folder's copies of the reward files
+
+
+def keep_reward_code(specs: list[str], run_dir: str | Path) -> list[Path]:
+    """Copy the files of the user rewards in ``specs`` into ``run_dir/reward_code/`` as ``STEM-SHA256[:12].py``
+    (each written whole), so that the run keeps the code it trained with even after the file is edited (a resumed
+    run adds the file again if it changed). Failures are logged, never fatal."""
+    import hashlib
+    import logging
+
+    from engine.runs import write_text_atomic
+
+    kept = []
+    folder = Path(run_dir) / CODE_DIR
+    for spec in specs:
+        if not is_user_spec(spec):
+            continue
+        path = split_spec(spec)[0]
+        try:
+            text = path.read_text(encoding="utf-8")
+            folder.mkdir(parents=True, exist_ok=True)
+            digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+            target = folder / f"{path.stem}-{digest}.py"
+            write_text_atomic(target, text)
+            kept.append(target)
+        except (OSError, UnicodeDecodeError) as err:
+            logging.getLogger(__name__).warning("Could not keep a copy of reward file %s in the run folder: %s",
+                                                path, err)
+    return kept

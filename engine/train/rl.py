@@ -17,17 +17,19 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 from pathlib import Path
 from typing import Any
 
 from engine.config import RunConfig
 from engine.errors import UserError
+from engine.lifecycle import RUN_SAMPLES
 from engine.train.arguments import build_args
 from engine.train.rl_checks import check_reward_model, check_rl, check_stage
 
 logger = logging.getLogger(__name__)
 
-COMPLETIONS_FILE = "completions.jsonl"
+COMPLETIONS_FILE = RUN_SAMPLES
 SAMPLE_ROWS = 16
 """Completions written per sample (whole prompt groups first)."""
 # ------------------------------------------------------------------------------------------------ data
@@ -179,6 +181,10 @@ def _rl_trainer(base: type) -> type:
             self.lf_rewards = []
             output = super().train(*args, **kwargs)
             trend = reward_trend(self.lf_rewards)
+            if not trend and self.state.global_step:
+                logger.warning("No step had a reward: every reward function returned None (or NaN) for every "
+                               "completion, so the run learned nothing. Check that the rewards apply to this data "
+                               "(lf-engine rewards CONFIG shows their scores on a few samples).")
             if trend:
                 output.metrics.update(trend)
                 logger.info("Mean reward %.4g over the first %d logged steps, %.4g over the last %d.",
@@ -209,10 +215,9 @@ def _rl_trainer(base: type) -> type:
             lines = []
             for i in range(min(len(completions), SAMPLE_ROWS)):
                 per_func = {n: _finite(rewards.get(n, [None] * (i + 1))[i]) for n in names}
-                total = sum(w * v for w, v in zip(weights, per_func.values()) if v is not None)
                 lines.append(json.dumps({
                     "step": step, "prompt": str(prompts[i])[-2000:], "completion": str(completions[i])[:4000],
-                    "rewards": per_func, "reward": round(total, 6),
+                    "rewards": per_func, "reward": weighted_total(weights, per_func.values()),
                     "advantage": _finite(advantages[i]) if i < len(advantages) else None,
                 }, ensure_ascii=False))
             with open(Path(self.args.output_dir) / COMPLETIONS_FILE, "a", encoding="utf-8") as handle:
@@ -220,6 +225,13 @@ def _rl_trainer(base: type) -> type:
 
     RLTrainer.__name__ = f"LF{base.__name__}"
     return RLTrainer
+
+
+def weighted_total(weights: list[float], values: Any) -> float | None:
+    """The weighted sum of a completion's rewards, skipping those that do not apply (None); None when none
+    applies (TRL then trains on 0 for it and warns)."""
+    pairs = [(w, v) for w, v in zip(weights, values) if v is not None]
+    return round(sum(w * v for w, v in pairs), 6) if pairs else None
 
 
 def reward_trend(rewards: list[float]) -> dict[str, float]:
@@ -259,11 +271,17 @@ def _build(stage: str, cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, 
     check_stage(cfg)
     template = get_template(cfg.model.template, tokenizer)
     funcs, weights = build_reward_funcs(cfg, template)
+    if os.environ.get("RANK", "0") == "0":
+        from engine.rewards import reward_names
+        from engine.rewards.user import keep_reward_code
+
+        keep_reward_code(reward_names(ft), cfg.train.output_dir)
     specific: dict[str, Any] = {
         "num_generations": ft.num_generations, "max_completion_length": ft.max_completion_length,
         "temperature": cfg.generation.temperature, "reward_weights": weights, "log_completions": False,
         "include_num_input_tokens_seen": "no",  # TRL counts prompt + completion tokens itself (num_tokens)
     }
+    specific.update(sampling_settings(cfg))
     if ft.beta is not None:
         specific["beta"] = ft.beta
     if ft.loss_type is not None:
@@ -288,6 +306,18 @@ def _build(stage: str, cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, 
     logger.info("%s: %d reward(s) %s, %d completions per prompt, up to %d tokens each.", stage.upper(), len(funcs),
                 ", ".join(trainer.reward_func_names), ft.num_generations, ft.max_completion_length)
     return trainer
+
+
+def sampling_settings(cfg: RunConfig) -> dict[str, Any]:
+    """TRL's sampling keys from the generation keys a config changed: ``top_p``, ``top_k`` and
+    ``repetition_penalty`` at their chat defaults (0.7, 50, 1.0) leave TRL's sampling from the whole distribution;
+    ``temperature`` always applies. ``do_sample: false`` and ``max_new_tokens`` are refused for RL
+    (:func:`engine.train.rl_checks.check_rl`)."""
+    from engine.config.schema import GenerationArgs
+
+    gen, defaults = cfg.generation, GenerationArgs()
+    return {key: getattr(gen, key) for key in ("top_p", "top_k", "repetition_penalty")
+            if getattr(gen, key) != getattr(defaults, key)}
 
 
 def build_grpo_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Any:

@@ -76,12 +76,20 @@ def check_rl(cfg: RunConfig) -> list[str]:
         problems.append("`loss_type` selects a GRPO loss; `stage: rloo` has its own. Remove `loss_type`.")
     world = int(os.environ.get("WORLD_SIZE", "1"))
     batch = tr.per_device_train_batch_size * tr.gradient_accumulation_steps * world
-    if tr.do_train and batch % ft.num_generations:
+    if tr.do_train and ft.num_generations > 0 and batch % ft.num_generations:  # below 2 is refused on its own
         problems.append(
             f"`num_generations: {ft.num_generations}` completions are sampled per prompt, and one generation batch "
             f"(per_device_train_batch_size {tr.per_device_train_batch_size} x gradient_accumulation_steps "
             f"{tr.gradient_accumulation_steps}{f' x {world} processes' if world > 1 else ''} = {batch} completions) "
             f"must hold whole groups: make it a multiple of {ft.num_generations} (or lower num_generations).")
+    gen = cfg.generation
+    if not gen.do_sample:
+        problems.append(f"`do_sample: false` would make the {ft.num_generations} completions of a prompt identical, "
+                        f"and `stage: {ft.stage}` learns from their differences; remove it (lower `temperature` "
+                        "for less varied samples).")
+    if gen.max_new_tokens != type(gen)().max_new_tokens:
+        problems.append(f"`max_new_tokens` sets the length of chat and predict replies; `stage: {ft.stage}` caps its "
+                        f"completions with `max_completion_length` (now {ft.max_completion_length}): set that instead.")
     if tr.do_train and ft.finetuning_type == "freeze":
         logger.info("GRPO/RLOO with freeze tuning trains the last %s layers.", ft.freeze_trainable_layers)
     return problems

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from engine import collector
+from engine.checkpoints import step_of
 from engine.config import RunConfig
 from engine.errors import UserError
 from engine.lifecycle import JobContext
-from engine.runs import write_provenance
+from engine.runs import forget_steps_after, write_provenance
 from engine.train import phases, preference, rl, sft
 from engine.train.output_dir import check_output_dir, clear_replaced_run, resolve_resume
 from engine.train.rl_checks import RL_STAGES, check_stage, refuse_ppo
@@ -103,6 +104,9 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     resume = resolve_resume(cfg, running=True) if cfg.train.do_train else None
     if resume:
         logger.info("Resuming from %s.", resume)
+        step = step_of(Path(resume))
+        if step is not None and os.environ.get("RANK", "0") == "0":
+            forget_steps_after(Path(cfg.train.output_dir), step)
     check_stage(cfg)
     set_seed(cfg.train.seed)
     tokenizer, template, model = load_components(cfg, trainable=cfg.train.do_train)

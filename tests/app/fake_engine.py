@@ -5,7 +5,8 @@ Usage: ``python fake_engine.py COMMAND CONFIG.yaml [args]``. Keys in the config 
 traceback-like message after the steps), ``fake_ignore_term`` (ignore SIGTERM: tests SIGKILL escalation),
 ``fake_silent_exit`` (exit 3 without writing a final status), ``fake_disk_full`` (print an ENOSPC error and exit 1
 without a final status, as an engine whose disk filled up), ``fake_no_status`` (exit 0 without a final status or
-end event, as an engine that could not write them).
+end event, as an engine that could not write them), ``fake_os_exit`` (exit 0 without either and without saying
+why, as user code calling ``os._exit(0)``).
 """
 
 from __future__ import annotations
@@ -83,7 +84,11 @@ def main() -> int:
     if cfg.get("fake_disk_full"):
         print("OSError: [Errno 28] No space left on device: 'checkpoint-5/optimizer.pt'", flush=True)
         return 1
-    if cfg.get("fake_no_status"):
+    if cfg.get("fake_no_status"):  # the engine's words when it cannot write its outcome
+        print(f"ERROR engine.lifecycle: Could not record the outcome in {run_file}: [Errno 28] No space left on "
+              "device", flush=True)
+        return 0
+    if cfg.get("fake_os_exit"):  # user code (a reward) that ended the process with os._exit(0) mid-run
         return 0
     if cfg.get("fake_silent_exit"):
         print("something went badly wrong", flush=True)

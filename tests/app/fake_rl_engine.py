@@ -31,7 +31,7 @@ def rewards(cfg: dict, out: Path, prompts: int) -> int:
             for i in range(prompts) for j in range(2)]
     mean = {n: 0.5 for n in names} | {"reward": 0.5 * len(names)}
     out.write_text(json.dumps({"rewards": names, "weights": [1.0] * len(names), "rows": rows, "mean": mean,
-                               "errors": {n: 0 for n in names}}))
+                               "errors": {n: 0 for n in names}, "cwd": os.getcwd()}))
     print("scored", len(rows), flush=True)
     return 0
 

@@ -131,6 +131,14 @@ def test_failure_keeps_the_error_lines(manager):
     assert "exited with code 3" in err and "something went badly wrong" in err
 
 
+def test_an_exit_0_that_recorded_nothing_is_a_failure(manager):
+    """A reward calling os._exit(0) mid-run had been shown as completed: the engine records every end it reaches,
+    so an exit 0 without a record (and without the engine saying it could not write one) is not a completion."""
+    run_id = manager.submit("train", {"fake_steps": 1, "fake_os_exit": True})
+    assert manager.wait(run_id, 20) == "failed"
+    assert "exited (code 0) without recording how the run ended" in manager.status(run_id)["error"]
+
+
 def test_unknown_and_bad_ids(manager):
     with pytest.raises(JobError, match="no run"):
         manager.status("nope")
@@ -205,7 +213,7 @@ def test_child_gets_repo_on_pythonpath(tmp_path):
     jm = JobManager(tmp_path / "runs", [sys.executable, str(script)], poll_interval=0.05, cwd=tmp_path).start()
     try:
         run_id = jm.submit("train", {})
-        assert jm.wait(run_id, 20) == "completed"  # exit code 0 without a final status counts as completed
+        assert jm.wait(run_id, 20) == "failed"  # exit code 0 without a final status: it did not finish a run
         path = json.loads((jm.runs_dir / run_id / "probe.json").read_text())
         assert str(Path(__file__).resolve().parents[2]) in path.split(os.pathsep)
     finally:

@@ -40,6 +40,15 @@ def test_try_it_scores_in_a_child_process_and_shows_a_table(rl_board):
     assert not list((rl_board.workspace.root / ".scratch").glob("rewards-*.yaml"))  # scratch files cleaned up
 
 
+def test_try_it_runs_where_the_board_runs_jobs(workspace, tmp_path):
+    """Relative reward paths: "try it" had run in the repository while training runs in the board's directory."""
+    here = tmp_path / "cwd"
+    here.mkdir()
+    jobs = JobManager(workspace.runs_dir, [sys.executable, str(FAKE_RL_ENGINE)], poll_interval=0.05, cwd=here)
+    result = reward_view.run_try(Board(workspace=workspace, jobs=jobs), grpo_mapping())
+    assert result["cwd"] == str(here) == jobs.cwd
+
+
 def test_try_it_reports_the_engine_error_and_refuses_other_stages(rl_board):
     message, frame = rewards.try_it(rl_board, grpo_mapping(reward_funcs="broken.py:f"), "en")
     assert frame is None and "Scoring failed" in message and "does not import: SyntaxError" in message

@@ -42,6 +42,13 @@ def test_numeric_match_takes_the_last_number():
     completions = ["7 times 3 is 21.", "<answer>1,000</answer>", "about 20", "no idea", "21.0000000001"]
     assert score("numeric_match", completions, answer=["21", "1000", "21", "21", "#### 21"]) == [1.0, 1.0, 0.0, 0.0, 1.0]
     assert score("numeric_match", ["5"], answer=["no number here"]) == [None]
+    # a hyphen is not a minus sign, and a comma only separates thousands in groups of three (outside review)
+    assert score("numeric_match", ["x = 2024-01-05", "3,4", "x=-5", "(-5)", "1,234,567 units", "1,2345"],
+                 answer=["5", "4", "-5", "-5", "1234567", "2345"]) == [1.0] * 6
+
+
+def test_json_scores_deeply_nested_brackets_zero_instead_of_failing():
+    assert score("json", ["[" * 3000, "[1, 2]"]) == [0.0, 1.0]
 
 
 def test_format_matches_think_then_answer_by_default():
@@ -194,6 +201,62 @@ def test_an_infinite_reward_or_a_reward_that_exits_is_a_clear_error():
         GuardedReward(exits, "exits", "user.py:exits")(prompts=["p"], completions=["a"])
 
 
+def test_os_exit_and_huge_rewards_are_refused_and_children_may_still_exit():
+    """os._exit(0) in a reward had ended the run with nothing recorded (the board showed it completed); 1e20 made
+    TRL's float32 group spread inf, so every advantage was 0 and the run silently learned nothing (outside review)."""
+    import os
+
+    def hard_exit(prompts, completions, **kw):
+        os._exit(0)
+
+    with pytest.raises(RewardError, match=r"called os._exit\(0\) \(test_rewards.py, line \d+\)"):
+        GuardedReward(hard_exit, "hard_exit", "user.py:hard_exit")(prompts=["p"], completions=["a"])
+    assert os._exit is GuardedReward.__call__.__globals__["_real_exit"]  # put back after the call
+    huge = GuardedReward(lambda prompts, completions, **kw: [1e20] * len(completions), "huge", "user.py:huge")
+    with pytest.raises(RewardError, match=r"returned 1e\+20 for a completion; rewards beyond \+-1e\+09"):
+        huge(prompts=["p"], completions=["a"])
+
+    def forks(prompts, completions, **kw):  # a child the reward starts exits through the real os._exit
+        import multiprocessing
+
+        process = multiprocessing.get_context("fork").Process(target=len, args=("x",))
+        process.start()
+        process.join(30)
+        return [float(process.exitcode == 0)] * len(completions)
+
+    assert GuardedReward(forks, "forks", "user.py:forks")(prompts=["p"], completions=["a"]) == [1.0]
+
+
+def test_advice_after_a_whole_batch_failed_fits_who_and_when():
+    calls = []
+
+    def later(prompts, completions, **kw):
+        calls.append(1)
+        if len(calls) > 1:
+            raise ValueError("broke")
+        return [1.0] * len(completions)
+
+    guarded = GuardedReward(later, "later", "user.py:later")
+    guarded(prompts=["p"], completions=["a"])
+    with pytest.raises(RewardError, match=r"then resume the run from its last checkpoint"):
+        guarded(prompts=["p"], completions=["a"])
+    built_in = GuardedReward(lambda prompts, completions, **kw: 1 / 0, "json", "json")
+    with pytest.raises(RewardError, match="This built-in reward should never fail: please report it"):
+        built_in(prompts=["p"], completions=["a"])
+
+
+def test_two_rewards_of_one_name_and_an_imported_module_are_refused_unread(tmp_path):
+    (tmp_path / "a.py").write_text("def reward(prompts, completions, **kw):\n    return [1.0] * len(completions)\n")
+    (tmp_path / "b.py").write_text("def reward(prompts, completions, **kw):\n    return [0.0] * len(completions)\n")
+    problems = check_rewards(settings(reward_funcs=f"{tmp_path}/a.py:reward, {tmp_path}/b.py:reward"))
+    assert problems == ["Two rewards in `reward_funcs` are both called `reward`: their scores would be logged and "
+                        "summed as one. Rename one of the functions."]
+    side = tmp_path / "side.py"
+    side.write_text(f"import os\nopen({str(tmp_path / 'ran')!r}, 'w').write('ran')\n")
+    assert "is a module it imports, not a function" in check_user_reward(f"{side}:os")[0]
+    assert not (tmp_path / "ran").exists()
+
+
 def test_reward_names_and_weights_are_checked():
     problems = check_rewards(settings(reward_funcs="fromat, length, length", reward_weights="1, 2"))
     assert any("Unknown reward `fromat`" in p and "Did you mean `format`" in p for p in problems)
@@ -241,3 +304,23 @@ def test_a_stop_request_ends_a_reward_that_never_returns(tmp_path):
     assert time.monotonic() - started < 10
     info = json.loads((tmp_path / "run" / "run.json").read_text())
     assert info["status"] == "aborted" and info["error"] == "stopped by request"
+
+
+def test_a_completion_no_reward_applies_to_has_no_total():
+    """It had shown a total reward of 0 where every reward returned None (TRL trains on 0 there, and warns)."""
+    from engine.rewards.trial import format_table
+    from engine.train.rl import weighted_total
+
+    assert weighted_total([1.0, 0.5], [None, None]) is None
+    assert weighted_total([1.0, 0.5], [None, 2.0]) == 1.0
+    table = format_table({"rewards": ["r"], "rows": [{"reward": None, "rewards": {"r": None}, "completion": "x"}],
+                          "mean": {"reward": float("nan")}})
+    assert table.splitlines()[1].split() == ["-", "-", "x"]
+
+
+def test_rl_sampling_takes_the_generation_keys_a_config_changed():
+    from engine.train.rl import sampling_settings
+
+    assert sampling_settings(build_config({"stage": "grpo"})) == {}
+    changed = build_config({"stage": "grpo", "top_p": 0.9, "top_k": 20, "repetition_penalty": 1.1})
+    assert sampling_settings(changed) == {"top_p": 0.9, "top_k": 20, "repetition_penalty": 1.1}

@@ -98,3 +98,17 @@ def test_a_rank_is_told_when_its_launcher_dies_of_a_sigkill(tmp_path):
     while time.time() < deadline and not flag.exists():
         time.sleep(0.05)
     assert flag.exists(), "the orphaned child was not told"
+
+
+def test_a_resume_forgets_the_lines_of_the_steps_it_repeats(tmp_path):
+    from engine.runs import forget_steps_after
+
+    lines = [{"event": "start"}, {"event": "log", "step": 2}, {"event": "log", "step": 3}, {"event": "save", "step": 4},
+             {"event": "end", "status": "aborted"}]
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines) + "not json\n")
+    (tmp_path / "completions.jsonl").write_text(json.dumps({"step": 3, "completion": "x"}) + "\n")
+    assert forget_steps_after(tmp_path, 2) == 3
+    kept = (tmp_path / "events.jsonl").read_text().splitlines()
+    assert [json.loads(x).get("step") for x in kept[:-1]] == [None, 2, None] and kept[-1] == "not json"
+    assert (tmp_path / "completions.jsonl").read_text() == ""
+    assert forget_steps_after(tmp_path / "nowhere", 2) == 0

@@ -126,6 +126,9 @@ def test_ppo_is_refused_naming_grpo_rloo_and_reward_model(tiny_model, tmp_path, 
     (["reward_funcs=length", "num_generations=3"], "must hold whole groups: make it a multiple of 3"),
     (["reward_funcs=length", "reward_model=/nowhere/rm"], "`reward_model: /nowhere/rm` does not exist"),
     (["reward_funcs=length", "reward_weights=1,2"], "`reward_weights` has 2 value(s) but there are 1"),
+    (["reward_funcs=length", "do_sample=false"], "`do_sample: false` would make the 2 completions of a prompt"),
+    (["reward_funcs=length", "max_new_tokens=3"], "caps its completions with `max_completion_length` (now 8)"),
+    (["reward_funcs=length", "num_generations=0"], "`num_generations: 0` is below the minimum 2"),
 ])
 def test_bad_rl_configs_stop_before_loading(tiny_model, tmp_path, capsys, extra, expected):
     assert run(tiny_model, tmp_path / "bad", *extra) == 2
@@ -187,3 +190,38 @@ def test_rewards_command_scores_sampled_completions_without_training(tiny_model,
     printed = capsys.readouterr().out
     assert "reward  length  has_digit  completion" in printed and "mean: length" in printed
     assert not (tmp_path / "run").exists()  # nothing trained, no run folder
+
+
+def test_a_secret_in_a_reward_error_is_masked_everywhere(tiny_model, tmp_path, capsys, monkeypatch):
+    """A reward raising with $HF_TOKEN in its message had written the token into run.json and events.jsonl (the
+    warning line was masked, the fatal path was not). Found by an outside review."""
+    token = "hf_FAKE_SECRET_0123456789"
+    monkeypatch.setenv("HF_TOKEN", token)
+    leaky = tmp_path / "leaky.py"
+    leaky.write_text("import os\ndef leaky(prompts, completions, **kwargs):\n"
+                     "    print('token is', os.environ['HF_TOKEN'])\n"
+                     "    raise RuntimeError('auth failed with ' + os.environ['HF_TOKEN'])\n")
+    out = tmp_path / "run"
+    assert run(tiny_model, out, f"reward_funcs={leaky}:leaky") == 2
+    captured = capsys.readouterr()
+    assert "auth failed with ***" in captured.err and token not in captured.err + captured.out
+    for name in ("run.json", "events.jsonl"):
+        text = (out / name).read_text()
+        assert token not in text and "auth failed with ***" in text, name
+
+
+def test_a_new_run_over_an_rl_run_replaces_its_samples_and_keeps_its_reward_code(tiny_model, tmp_path):
+    """overwrite_output_dir had appended the new run's samples to the old completions.jsonl; the run folder now
+    keeps a copy of each user reward file as the run used it."""
+    out = tmp_path / "run"
+    reward = tmp_path / "mine.py"
+    reward.write_text("def mine(prompts, completions, **kwargs):\n    return [1.0 * len(c) for c in completions]\n")
+    assert run(tiny_model, out, f"reward_funcs={reward}:mine") == 0
+    assert {json.loads(x)["step"] for x in (out / "completions.jsonl").read_text().splitlines()} == {1, 2}
+    kept = list((out / "reward_code").iterdir())
+    assert len(kept) == 1 and kept[0].name.startswith("mine-") and kept[0].read_text() == reward.read_text()
+    reward.write_text(reward.read_text().replace("1.0 *", "2.0 *"))
+    assert run(tiny_model, out, f"reward_funcs={reward}:mine", "max_steps=1", "overwrite_output_dir=true") == 0
+    assert {json.loads(x)["step"] for x in (out / "completions.jsonl").read_text().splitlines()} == {1}
+    kept = list((out / "reward_code").iterdir())
+    assert len(kept) == 1 and "2.0 *" in kept[0].read_text()  # this run's code only

@@ -94,6 +94,8 @@ class GuardedReward:
             raise
         except SystemExit as err:
             raise self._exited(err) from None
+        except KeyboardInterrupt as err:
+            raise self._interrupted(err) from None
         except Exception as err:  # the user's code: score one completion at a time to find the culprits
             logger.debug("Reward %s raised on a batch (%s); scoring one completion at a time.", self.__name__, err)
             result = self._one_by_one(prompts, completions, kwargs, size)
@@ -112,6 +114,8 @@ class GuardedReward:
                 raise
             except SystemExit as err:
                 raise self._exited(err) from None
+            except KeyboardInterrupt as err:
+                raise self._interrupted(err) from None
             except Exception as err:
                 failures.append((i, err))
                 value = 0.0
@@ -145,6 +149,16 @@ class GuardedReward:
         if self.calls > 1 and not self.trial:  # it had worked on earlier batches: there may be a checkpoint
             text += ", then resume the run from its last checkpoint (`resume_from_checkpoint: true`)"
         return text + "."
+
+    def _interrupted(self, err: KeyboardInterrupt) -> BaseException:
+        """A KeyboardInterrupt out of the reward: the user's Ctrl+C where Python's own SIGINT handler is in place
+        (raised again), else raised by the reward itself (a run's SIGINT handler stops it with AbortRequested)."""
+        import signal
+
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            return err
+        return RewardError(f"Reward `{self.origin}` raised KeyboardInterrupt{where_in(err)}; a reward returns its "
+                           "scores (Abort or Ctrl+C stop a run).")
 
     def _exited(self, err: SystemExit) -> RewardError:
         call = "os._exit" if isinstance(err, ProcessExit) else "sys.exit"

@@ -324,3 +324,19 @@ def test_rl_sampling_takes_the_generation_keys_a_config_changed():
     assert sampling_settings(build_config({"stage": "grpo"})) == {}
     changed = build_config({"stage": "grpo", "top_p": 0.9, "top_k": 20, "repetition_penalty": 1.1})
     assert sampling_settings(changed) == {"top_p": 0.9, "top_k": 20, "repetition_penalty": 1.1}
+
+
+def test_a_keyboard_interrupt_raised_by_a_reward_is_its_error_where_a_run_handles_ctrl_c(monkeypatch):
+    """It had ended a run as `aborted` ("stopped by request"); a real Ctrl+C there arrives as AbortRequested."""
+    import signal
+
+    def interrupts(prompts, completions, **kw):
+        raise KeyboardInterrupt
+
+    guarded = GuardedReward(interrupts, "interrupts", "user.py:interrupts")
+    monkeypatch.setattr(signal, "getsignal", lambda sig: (lambda *a: None))  # a run's own SIGINT handler
+    with pytest.raises(RewardError, match="raised KeyboardInterrupt"):
+        guarded(prompts=["p"], completions=["a"])
+    monkeypatch.setattr(signal, "getsignal", lambda sig: signal.default_int_handler)  # Python's: the user's Ctrl+C
+    with pytest.raises(KeyboardInterrupt):
+        guarded(prompts=["p"], completions=["a"])

@@ -232,8 +232,10 @@ def load_eval_prompts(cfg: Any, tokenizer: Any, template: Any, media: Any = None
 
     Rows come from ``eval_dataset``; without it, from the ``val_size`` split of ``dataset`` (same seed as
     training), or else from ``dataset`` itself. Each row: ``prompt_ids`` (the conversation before the last reply,
-    with the generation prompt, cut to its last ``cutoff_len`` tokens), ``prompt`` (its text), ``label`` (the
-    reference reply; tool calls written in the template's tool format), ``messages``, ``system`` and ``tools``.
+    with the generation prompt, cut as LLaMA-Factory cuts it: the first tokens of the share of ``cutoff_len`` the
+    reply leaves it, or the last with ``keep_prompt_end``), ``prompt`` (its text), ``label`` (the reference reply as
+    LLaMA-Factory's predictions file and scores have it: its token ids with the template's end of turn, cut to its
+    share, decoded without special tokens), ``messages``, ``system`` and ``tools``.
     With ``media`` (a multimodal model's :class:`engine.multimodal.dataset.MediaContext`), rows with images, videos
     or audio get their soft tokens in ``prompt_ids`` and their processed media (``mm_inputs``); ``prompt`` keeps
     the placeholders.
@@ -255,15 +257,24 @@ def load_eval_prompts(cfg: Any, tokenizer: Any, template: Any, media: Any = None
         raise DatasetError("Prediction needs data: set `eval_dataset` (or `dataset` with `val_size`).")
     if media is None:
         _warn_about_media(examples)
+    from engine.data.tokenize import cut_prompt, fit_reply
+
+    opts = TokenizeOptions(cutoff_len=data.cutoff_len, keep_prompt_end=data.keep_prompt_end)
     rows = []
     for index, example in enumerate(examples):
-        prompt_messages, reply = example["messages"][:-1], example["messages"][-1]
-        prompt_ids = template.encode_prompt(tokenizer, prompt_messages, example.get("system"), example.get("tools"))
-        prompt_ids = prompt_ids[-data.cutoff_len:]
+        prompt_messages = example["messages"][:-1]
+        # as LLaMA-Factory encodes a row for prediction: the prompt and the reply's ids (its template suffix too)
+        # share cutoff_len as in training, and the label is the reply's ids decoded without special tokens
+        prompt_ids, reply_ids = template.encode_oneturn(tokenizer, example["messages"], example.get("system"),
+                                                        example.get("tools"))
+        if template.uses_efficient_eos and tokenizer.eos_token_id is not None:
+            reply_ids = [*reply_ids, tokenizer.eos_token_id]
+        prompt_keep, reply_keep = fit_reply(len(prompt_ids), len(reply_ids), opts)
+        prompt_ids = cut_prompt(prompt_ids, prompt_keep, opts)
         row = {
             "prompt_ids": prompt_ids,
             "prompt": tokenizer.decode(prompt_ids, skip_special_tokens=False),
-            "label": template.reply_text(reply),
+            "label": tokenizer.decode(reply_ids[:reply_keep], skip_special_tokens=True),
             "messages": prompt_messages,
             "system": example.get("system", ""),
             "tools": example.get("tools", ""),

@@ -1,6 +1,10 @@
 """Text-similarity metrics for generated predictions: BLEU-4 and ROUGE-1/2/L, plus perplexity.
 
-Both metrics work on tokens. Text is split so that Chinese, Japanese and Korean characters count one token each
+The scores are LLaMA-Factory's (:func:`lf_generation_metrics`, computed with the libraries it uses: jieba, NLTK,
+rouge-chinese, all lf-board dependencies). Where one of them is missing, this module's own scores stand in (with a
+warning), described next.
+
+Both fallback metrics work on tokens. Text is split so that Chinese, Japanese and Korean characters count one token each
 (those scripts do not separate words with spaces), runs of letters and digits of other scripts count as one word,
 and each punctuation mark is its own token. Scores are case-sensitive and reported as percentages (0-100),
 averaged over the examples, under LLaMA-Factory's names (``predict_bleu-4``, ``predict_rouge-1``, ...).
@@ -8,10 +12,14 @@ averaged over the examples, under LLaMA-Factory's names (``predict_bleu-4``, ``p
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
+
+logger = logging.getLogger(__name__)
 
 # CJK ideographs (with extensions and compatibility blocks), kana, Hangul syllables and jamo, and CJK/full-width
 # punctuation: each character is one token.
@@ -133,8 +141,42 @@ def rouge_l(hypothesis: Sequence[str], reference: Sequence[str]) -> float:
     return _f_score(_lcs_length(hypothesis, reference), len(hypothesis), len(reference))
 
 
+def lf_metric_libraries() -> tuple[Any, Any, Any, Any] | None:
+    """(jieba, sentence_bleu, SmoothingFunction, Rouge): the libraries LLaMA-Factory scores predictions with (its
+    ``metrics`` extra; dependencies of lf-board), or None where one is missing."""
+    try:
+        import jieba
+        from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
+        from rouge_chinese import Rouge
+    except ImportError:
+        return None
+    jieba.setLogLevel(logging.WARNING)  # its dictionary-loading lines
+    return jieba, sentence_bleu, SmoothingFunction, Rouge
+
+
+def lf_generation_metrics(preds: Sequence[str], labels: Sequence[str], libraries: tuple) -> dict[str, float]:
+    """LLaMA-Factory 0.9.5's scores (``ComputeSimilarity``): ROUGE-1/2/L F over jieba's words (``rouge_chinese``),
+    BLEU-4 over characters with NLTK's smoothing method 3; each pair's score a percentage rounded to 4 places, then
+    their mean. A pair where either side has no word scores 0 for ROUGE (BLEU still counts)."""
+    jieba, bleu, smoothing, rouge = libraries
+    method3 = smoothing().method3
+    scores: dict[str, list[float]] = {"rouge-1": [], "rouge-2": [], "rouge-l": [], "bleu-4": []}
+    for pred, label in zip(preds, labels):
+        hypothesis, reference = " ".join(jieba.cut(pred)), " ".join(jieba.cut(label))
+        if not hypothesis.split() or not reference.split():
+            found = {name: {"f": 0.0} for name in ("rouge-1", "rouge-2", "rouge-l")}
+        else:
+            found = rouge().get_scores(hypothesis, reference)[0]
+        for name, value in found.items():
+            scores[name].append(round(value["f"] * 100, 4))
+        scores["bleu-4"].append(round(bleu([list(label)], list(pred), smoothing_function=method3) * 100, 4))
+    return {f"predict_{name}": (sum(values) / len(values) if values else 0.0) for name, values in scores.items()}
+
+
 def compute_generation_metrics(preds: Sequence[str], labels: Sequence[str]) -> dict[str, float]:
-    """Average BLEU-4 and ROUGE-1/2/L F1 over prediction/label pairs, as percentages.
+    """Average BLEU-4 and ROUGE-1/2/L F1 over prediction/label pairs, as percentages: LLaMA-Factory's own scores
+    (:func:`lf_generation_metrics`) where its metric libraries are installed (they are lf-board dependencies),
+    else this module's (word-level BLEU, a note says so).
 
     Args:
         preds: Generated texts.
@@ -147,6 +189,18 @@ def compute_generation_metrics(preds: Sequence[str], labels: Sequence[str]) -> d
     Raises:
         ValueError: When the two lists differ in length.
     """
+    if len(preds) != len(labels):
+        raise ValueError(f"Got {len(preds)} predictions but {len(labels)} labels; they must pair up one to one.")
+    libraries = lf_metric_libraries()
+    if libraries is not None:
+        return lf_generation_metrics(preds, labels, libraries)
+    logger.warning("jieba, nltk or rouge-chinese is not installed: BLEU-4 and ROUGE are LF Board's own word-level "
+                   "scores, not LLaMA-Factory's (pip install jieba nltk rouge-chinese).")
+    return own_generation_metrics(preds, labels)
+
+
+def own_generation_metrics(preds: Sequence[str], labels: Sequence[str]) -> dict[str, float]:
+    """This module's BLEU-4 and ROUGE-1/2/L F1 (word-level, CJK by character), averaged, as percentages."""
     if len(preds) != len(labels):
         raise ValueError(f"Got {len(preds)} predictions but {len(labels)} labels; they must pair up one to one.")
     sums = {"predict_bleu-4": 0.0, "predict_rouge-1": 0.0, "predict_rouge-2": 0.0, "predict_rouge-l": 0.0}

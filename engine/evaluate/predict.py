@@ -132,7 +132,7 @@ def run_predict(cfg: RunConfig, model: Any, tokenizer: Any, template: Any, rows:
             for index, ids in zip(batch, new_tokens):
                 ids = _cut_at_stop(ids, set(stop_ids), pad_id)
                 text = tokenizer.decode(ids, skip_special_tokens=cfg.generation.skip_special_tokens)
-                predictions[index] = text.strip()
+                predictions[index] = text  # as LLaMA-Factory decodes it (not stripped)
             if event_writer is not None:
                 event_writer.write({"event": "progress", "stage": "predict", "fraction": round(done / len(batches), 4),
                                     "done": min(done * batch_size, len(fields)), "total": len(fields)})

@@ -360,9 +360,11 @@ def test_load_eval_prompts(fixture_data_dir, chat_tokenizer):
     template = get_template("qwen")
     cfg = config(fixture_data_dir, dataset="alpaca_small", eval_dataset="sharegpt_small")
     rows = load_eval_prompts(cfg, chat_tokenizer, template)
-    assert len(rows) == 3 and rows[2]["label"] == "  "  # the blank answer is a (blank) label, as in LLaMA-Factory
+    # labels as LLaMA-Factory's predictions file has them: the reply's ids decoded, the template's "\n" after its
+    # end of turn included (checked against LLaMA-Factory 0.9.5's own predictions: the same file)
+    assert len(rows) == 3 and rows[2]["label"] == "  \n"  # the blank answer is a (blank) label, as in LLaMA-Factory
     first = rows[0]
-    assert first["label"] == "It is 21 degrees in Paris."
+    assert first["label"] == "It is 21 degrees in Paris.\n"
     assert first["prompt_ids"] == template.encode_prompt(chat_tokenizer, first["messages"], first["system"],
                                                          first["tools"])
     assert first["prompt"].endswith("</tool_response><|im_end|>\n<|im_start|>assistant\n")

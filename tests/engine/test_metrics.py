@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from tinymodels import tiny_model_and_tokenizer
@@ -9,6 +10,9 @@ from tinymodels import tiny_model_and_tokenizer
 from engine.config import build_config
 from engine.evaluate.metrics import (
     compute_generation_metrics,
+    lf_generation_metrics,
+    lf_metric_libraries,
+    own_generation_metrics,
     perplexity,
     rouge_l,
     rouge_n,
@@ -26,15 +30,15 @@ def test_tokenize_splits_cjk_by_character_and_other_text_by_word():
 
 
 def test_identical_texts_score_100():
-    scores = compute_generation_metrics(["the cat sat on the mat"], ["the cat sat on the mat"])
+    scores = own_generation_metrics(["the cat sat on the mat"], ["the cat sat on the mat"])
     assert set(scores) == METRIC_KEYS
     assert all(value == 100.0 for value in scores.values())
     # Shorter than four tokens still scores 100 (effective order).
-    assert compute_generation_metrics(["yes"], ["yes"])["predict_bleu-4"] == 100.0
+    assert own_generation_metrics(["yes"], ["yes"])["predict_bleu-4"] == 100.0
 
 
 def test_disjoint_texts_score_zero():
-    scores = compute_generation_metrics(["a b c d e"], ["v w x y z"])
+    scores = own_generation_metrics(["a b c d e"], ["v w x y z"])
     assert scores == {key: 0.0 for key in METRIC_KEYS}
 
 
@@ -47,7 +51,7 @@ def test_hand_computed_case():
     assert rouge_n(hyp, ref, 1) == pytest.approx(5 / 6)
     assert rouge_n(hyp, ref, 2) == pytest.approx(3 / 5)
     assert rouge_l(hyp, ref) == pytest.approx(5 / 6)  # LCS: the cat on the mat
-    scores = compute_generation_metrics(["the cat is on the mat"], ["the cat sat on the mat"])
+    scores = own_generation_metrics(["the cat is on the mat"], ["the cat sat on the mat"])
     assert scores["predict_bleu-4"] == pytest.approx(100 * expected_bleu, abs=1e-4)
     assert scores["predict_rouge-1"] == pytest.approx(83.3333, abs=1e-4)
 
@@ -59,7 +63,7 @@ def test_brevity_penalty_applies_to_short_hypotheses():
 
 
 def test_chinese_scores_by_character():
-    scores = compute_generation_metrics(["我爱北京天安门"], ["我爱北京"])
+    scores = own_generation_metrics(["我爱北京天安门"], ["我爱北京"])
     # ROUGE-1: 4 matching characters; precision 4/7, recall 4/4.
     assert scores["predict_rouge-1"] == pytest.approx(100 * 2 * (4 / 7) / (4 / 7 + 1), abs=1e-4)
     assert scores["predict_rouge-2"] == pytest.approx(100 * 2 * (3 / 6) / (3 / 6 + 1), abs=1e-4)
@@ -67,11 +71,36 @@ def test_chinese_scores_by_character():
 
 
 def test_scores_average_over_examples_and_empty_texts_score_zero():
-    scores = compute_generation_metrics(["same words here", ""], ["same words here", "anything"])
+    scores = own_generation_metrics(["same words here", ""], ["same words here", "anything"])
     assert scores["predict_rouge-1"] == 50.0
-    assert compute_generation_metrics([], []) == {key: 0.0 for key in METRIC_KEYS}
+    assert own_generation_metrics([], []) == {key: 0.0 for key in METRIC_KEYS}
     with pytest.raises(ValueError, match="2 predictions but 1 labels"):
-        compute_generation_metrics(["a", "b"], ["a"])
+        own_generation_metrics(["a", "b"], ["a"])
+
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "lf_metrics.json"
+
+
+def test_scores_equal_llamafactory_own():
+    """tests/golden/lf_metrics.json holds LLaMA-Factory 0.9.5's ComputeSimilarity scores (jieba words for ROUGE,
+    characters with NLTK's smoothing 3 for BLEU-4): ours are the same, pair by pair and on average."""
+    golden = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    libraries = lf_metric_libraries()
+    assert libraries is not None, "jieba, nltk and rouge-chinese are lf-board dependencies"
+    for (pred, label), expected in zip(golden["pairs"], golden["scores"]):
+        found = lf_generation_metrics([pred], [label], libraries)
+        assert found == {f"predict_{k}": pytest.approx(v, abs=1e-9) for k, v in expected.items()}, (pred, label)
+    preds, labels = zip(*golden["pairs"])
+    assert compute_generation_metrics(list(preds), list(labels)) == {
+        f"predict_{k}": pytest.approx(v, rel=1e-12) for k, v in golden["mean"].items()}
+
+
+def test_without_llamafactory_metric_libraries_our_own_scores_stand_in(monkeypatch, caplog):
+    from engine.evaluate import metrics
+
+    monkeypatch.setattr(metrics, "lf_metric_libraries", lambda: None)
+    assert compute_generation_metrics(["the cat"], ["the cat"]) == own_generation_metrics(["the cat"], ["the cat"])
+    assert "not LLaMA-Factory's (pip install jieba nltk rouge-chinese)" in caplog.text
 
 
 def test_perplexity():
@@ -134,3 +163,22 @@ def test_run_predict_scores_against_labels(tmp_path):
     metrics = run_predict(cfg, model, tokenizer, template, rows, tmp_path)
     assert metrics["predict_rouge-l"] == 100.0
     assert metrics["predict_bleu-4"] == 100.0
+
+
+def test_prediction_rows_are_llamafactory_own(tmp_path):
+    """tests/golden/lf_predictions.jsonl is LLaMA-Factory 0.9.5's predictions file on the demo model (identity and
+    tool-call rows, cutoff_len 48 cutting some prompts): our rows have the same prompts and labels, so the same
+    predictions score the same. (Our labels had been the reply text, and our prompts cut from the other end.)"""
+    from engine.data import load_eval_prompts
+    from engine.demo import ensure_demo_model
+    from engine.models import load_tokenizer
+    from engine.templates import get_template
+    from tests.golden.generate_predictions import CONFIG
+
+    golden = [json.loads(line) for line in (GOLDEN.parent / "lf_predictions.jsonl").read_text().splitlines()]
+    cfg = build_config({**CONFIG, "model_name_or_path": str(ensure_demo_model()), "output_dir": str(tmp_path)})
+    tokenizer = load_tokenizer(cfg.model)
+    template = get_template(cfg.model.template, tokenizer)
+    template.fix_tokenizer(tokenizer)
+    rows = load_eval_prompts(cfg, tokenizer, template)
+    assert [(row["prompt"], row["label"]) for row in rows] == [(line["prompt"], line["label"]) for line in golden]

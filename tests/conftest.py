@@ -34,3 +34,15 @@ class FakeClock:
 @pytest.fixture
 def clock():
     return FakeClock()
+
+
+@pytest.fixture(autouse=True)
+def _process_exit_restored():
+    """A run with user rewards makes os._exit raise in its process (engine.rewards.guard.refuse_process_exit);
+    tests run those in this process, so each test gets the real one back."""
+    import os
+    import posix
+
+    real = os._exit, posix._exit
+    yield
+    os._exit, posix._exit = real

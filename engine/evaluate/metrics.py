@@ -170,7 +170,10 @@ def lf_generation_metrics(preds: Sequence[str], labels: Sequence[str], libraries
         for name, value in found.items():
             scores[name].append(round(value["f"] * 100, 4))
         scores["bleu-4"].append(round(bleu([list(label)], list(pred), smoothing_function=method3) * 100, 4))
-    return {f"predict_{name}": (sum(values) / len(values) if values else 0.0) for name, values in scores.items()}
+    import numpy as np
+
+    # numpy's mean, as there (its pairwise sum can differ from a plain sum in the last digit)
+    return {f"predict_{name}": (float(np.mean(values)) if values else 0.0) for name, values in scores.items()}
 
 
 def compute_generation_metrics(preds: Sequence[str], labels: Sequence[str]) -> dict[str, float]:

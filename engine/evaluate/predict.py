@@ -86,8 +86,8 @@ def run_predict(cfg: RunConfig, model: Any, tokenizer: Any, template: Any, rows:
                 out_dir: str | Path, event_writer: EventWriter | None = None) -> dict[str, Any]:
     """Generate for every row in left-padded batches, write the predictions and return the metrics.
 
-    Prompts are batched by length (``per_device_eval_batch_size`` at a time) to keep padding small; the output
-    keeps the input order. Decoding follows the ``generation`` section (greedy when ``do_sample`` is false).
+    Prompts are batched by length (``per_device_eval_batch_size`` at a time) to keep padding small, or in order
+    with a ``repetition_penalty`` (it counts padding tokens too); the output keeps the input order. Decoding follows the ``generation`` section (greedy when ``do_sample`` is false).
 
     Args:
         cfg: The run config (``generation`` settings, ``per_device_eval_batch_size``, ``seed``).
@@ -114,7 +114,11 @@ def run_predict(cfg: RunConfig, model: Any, tokenizer: Any, template: Any, rows:
     kwargs = generation_kwargs(cfg.generation, stop_ids, pad_id)
     batch_size = max(1, cfg.train.per_device_eval_batch_size)
     device = _device_of(model)
-    order = sorted(range(len(fields)), key=lambda i: len(fields[i][0]), reverse=True)
+    order = list(range(len(fields)))
+    if cfg.generation.repetition_penalty == 1.0:  # padding cannot change a reply: batch rows of like length
+        order.sort(key=lambda i: len(fields[i][0]), reverse=True)
+    # else a repetition penalty also counts the left padding's tokens, so rows are batched in order, as
+    # LLaMA-Factory batches them: the same padding, the same replies
     batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
     predictions: list[str] = [""] * len(fields)
     was_training = getattr(model, "training", False)

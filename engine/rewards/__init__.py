@@ -33,6 +33,14 @@ def reward_weights(settings: Any, count: int) -> list[float] | None:
     if len(weights) != count:
         raise RewardError(f"`reward_weights` has {len(weights)} value(s) but there are {count} reward(s) "
                           "(reward_funcs, then reward_model); give one weight per reward.")
+    import math
+
+    from engine.rewards.guard import LARGEST_WEIGHT
+
+    wrong = [w for w in weights if not math.isfinite(w) or abs(w) > LARGEST_WEIGHT]
+    if wrong:
+        raise RewardError(f"`reward_weights` holds {wrong[0]:g}; weights beyond +-{LARGEST_WEIGHT:g} overflow the "
+                          "float32 statistics of a group as rewards beyond 1e9 do. Use weights like 0.5 or 2.")
     return weights
 
 

@@ -7,7 +7,6 @@ import logging
 import math
 import numbers
 import os
-import threading
 from typing import Any
 
 from engine.errors import UserError
@@ -31,30 +30,59 @@ LARGEST = 1e9
 1e20-sized rewards is inf, every advantage then 0 or NaN), so the run would silently learn nothing."""
 
 
+LARGEST_WEIGHT = 1e6
+"""The largest ``reward_weights`` magnitude: a weighted reward stays within 1e15, whose square float32 still holds."""
+
+
 class ProcessExit(SystemExit):
-    """``os._exit`` called by a reward: refused (it would end the run with nothing recorded)."""
+    """``os._exit`` called by user code in a run: refused (it would end the run with nothing recorded)."""
+
+    def __str__(self) -> str:
+        return f"os._exit({self.code}) is refused while rewards run: a run ends by returning, and records how it ended"
 
 
 _real_exit = os._exit
+_owner = 0
 
 
-def _refuse_exit(owner: tuple[int, int]) -> Any:
-    def exit_(code: int = 0) -> None:
-        if (os.getpid(), threading.get_ident()) != owner:  # a child the reward forked, or another thread
-            _real_exit(code)
-        raise ProcessExit(code)
+def _refused_exit(code: int = 0) -> None:
+    """``os._exit`` (and ``posix._exit``) in a process running user rewards: raises :class:`ProcessExit` in the
+    calling thread instead of ending the process with nothing recorded; a child process exits as asked."""
+    if os.getpid() != _owner:
+        _real_exit(code)
+    raise ProcessExit(code)
 
-    return exit_
+
+def refuse_process_exit() -> None:
+    """From now on, ``os._exit`` in this process raises instead (installed before any user reward file is imported,
+    so `from os import _exit` binds this too; a thread the reward starts gets the exception, the run goes on)."""
+    global _owner
+    import posix
+
+    _owner = os.getpid()
+    os._exit = posix._exit = _refused_exit
+
+
+def _masking(hook: Any) -> Any:
+    """TRL's ``log_metric`` / ``log_extra`` with secret values masked in the text they are given (it lands in
+    trainer_state.json and the checkpoints, which the log masking does not reach)."""
+    from engine.credentials import redact
+
+    def masked(*args: Any, **kwargs: Any) -> Any:
+        args = tuple(redact(a) if isinstance(a, str) else a for a in args)
+        args = tuple([redact(x) if isinstance(x, str) else x for x in a] if isinstance(a, list) else a for a in args)
+        return hook(*args, **{k: redact(v) if isinstance(v, str) else v for k, v in kwargs.items()})
+
+    return masked
 
 
 def _call(func: Any, kwargs: dict[str, Any]) -> Any:
     global _inside
     _inside += 1
-    os._exit = _refuse_exit((os.getpid(), threading.get_ident()))
+    refuse_process_exit()  # (a built-in reward imports no user file)
     try:
         return func(**kwargs)
     finally:
-        os._exit = _real_exit
         _inside -= 1
 
 
@@ -83,6 +111,8 @@ class GuardedReward:
             self.accepts_all, self.accepted = True, set()
 
     def _kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        kwargs = {**kwargs, **{name: _masking(kwargs[name]) for name in ("log_metric", "log_extra")
+                               if callable(kwargs.get(name))}}
         return kwargs if self.accepts_all else {k: v for k, v in kwargs.items() if k in self.accepted}
 
     def __call__(self, prompts: list, completions: list, **kwargs: Any) -> list:
@@ -185,7 +215,12 @@ class GuardedReward:
             if value is None:
                 out.append(None)
             elif isinstance(value, numbers.Real):
-                value = float(value)
+                try:
+                    value = float(value)
+                except OverflowError:  # an int beyond any float
+                    raise RewardError(f"Reward `{self.origin}` returned an integer of {len(str(abs(int(value))))} "
+                                      f"digits for a completion; rewards beyond +-{LARGEST:g} overflow the float32 "
+                                      "statistics of a group. Scale the reward down, e.g. to [-10, 10].") from None
                 if math.isinf(value):
                     raise RewardError(f"Reward `{self.origin}` returned {value} for a completion; return finite numbers "
                                       "(None, or NaN, for a completion the reward does not apply to).")

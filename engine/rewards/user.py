@@ -124,6 +124,9 @@ def load_user_reward(spec: str) -> Any:
     path, func_name = split_spec(spec)
     if not path.is_file():
         raise RewardError(check_user_reward(spec)[0])
+    from engine.rewards.guard import refuse_process_exit
+
+    refuse_process_exit()  # before the file runs: an os._exit it binds or calls is refused too
     module_name = f"lf_user_reward_{abs(hash(str(path.resolve())))}"
     module_spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(module_spec)

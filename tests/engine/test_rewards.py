@@ -211,7 +211,19 @@ def test_os_exit_and_huge_rewards_are_refused_and_children_may_still_exit():
 
     with pytest.raises(RewardError, match=r"called os._exit\(0\) \(test_rewards.py, line \d+\)"):
         GuardedReward(hard_exit, "hard_exit", "user.py:hard_exit")(prompts=["p"], completions=["a"])
-    assert os._exit is GuardedReward.__call__.__globals__["_real_exit"]  # put back after the call
+    import threading
+
+    def exits_in_a_thread(prompts, completions, **kw):  # the thread gets the exception; the process goes on
+        worker = threading.Thread(target=os._exit, args=(0,))
+        worker.start()
+        worker.join(10)
+        return [1.0] * len(completions)
+
+    assert GuardedReward(exits_in_a_thread, "t", "user.py:t")(prompts=["p"], completions=["a"]) == [1.0]
+    from posix import _exit as bound_before  # bound after the guard was installed: refused as well
+
+    with pytest.raises(SystemExit, match="is refused while rewards run"):
+        bound_before(0)
     huge = GuardedReward(lambda prompts, completions, **kw: [1e20] * len(completions), "huge", "user.py:huge")
     with pytest.raises(RewardError, match=r"returned 1e\+20 for a completion; rewards beyond \+-1e\+09"):
         huge(prompts=["p"], completions=["a"])
@@ -340,3 +352,17 @@ def test_a_keyboard_interrupt_raised_by_a_reward_is_its_error_where_a_run_handle
     monkeypatch.setattr(signal, "getsignal", lambda sig: signal.default_int_handler)  # Python's: the user's Ctrl+C
     with pytest.raises(KeyboardInterrupt):
         guarded(prompts=["p"], completions=["a"])
+
+
+def test_the_guard_holds_at_import_for_huge_ints_and_for_weights(tmp_path):
+    """Ways around the first fixes, found by a recheck: os._exit at the top of the reward file, an int too large for
+    a float (a traceback), and 1e15 weights on allowed rewards (the same overflow)."""
+    exits = tmp_path / "exits.py"
+    exits.write_text("import os\nos._exit(0)\ndef f(prompts, completions, **kw):\n    return [1.0]\n")
+    with pytest.raises(RewardError, match=r"does not import: ProcessExit: os._exit\(0\) is refused"):
+        load_user_reward(f"{exits}:f")
+    huge = GuardedReward(lambda prompts, completions, **kw: [10 ** 400], "h", "user.py:h")
+    with pytest.raises(RewardError, match="returned an integer of 401 digits"):
+        huge(prompts=["p"], completions=["a"])
+    assert "weights beyond +-1e+06" in check_rewards(settings(reward_funcs="length", reward_weights="1e15"))[0]
+    assert check_rewards(settings(reward_funcs="length", reward_weights="2.5")) == []

@@ -10,8 +10,8 @@ from typing import Any
 import yaml
 
 from app.curves import curve_of
-from app.jobs import LOG_TAIL
 from app.monitor import final_loss
+from app.run_outcome import LOG_TAIL
 from engine.checkpoints import weights_problem
 from engine.runs import FINAL_STATUSES, RunFolder, list_runs
 

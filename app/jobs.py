@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -29,7 +28,8 @@ from typing import Any
 import yaml
 
 from app.launch import build_command, stop_ranks
-from app.monitor import ERROR_LINES, RunMonitor
+from app.monitor import RunMonitor
+from app.run_outcome import decide
 from engine.config.limits import shorten, surrogate_at
 from engine.diskfull import disk_full_message, free_mb, is_disk_full, nearly_full
 from engine.runs import (
@@ -42,11 +42,9 @@ from engine.runs import (
     process_start_time,
     same_process,
     signal_run,
-    tail_text,
 )
 
 logger = logging.getLogger(__name__)
-LOG_TAIL = "Last lines of its log:"
 """Introduces the end of a run's log quoted in the error of a run that ended without saying why."""
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -545,33 +543,7 @@ class JobManager:
             if not info.get("finished_at"):
                 fields["finished_at"] = time.time()
         else:
-            end = _end_event(folder)
-            tail = tail_text(folder.log_path, 8192).strip().splitlines()[-ERROR_LINES:]
-            if end and end.get("status") in FINAL_STATUSES:
-                status, error = end["status"], end.get("error")
-            elif reason == "aborted":
-                status, error = "aborted", "stopped by request"
-            elif exit_code == 0 and any(NOT_RECORDED in line for line in tail):
-                status, error = "completed", None  # it finished, but could not write its outcome (a full disk)
-            elif exit_code == 0:  # the engine always records its end: something ended the process early
-                status = "failed"
-                error = ("The process exited (code 0) without recording how the run ended: something in it ended "
-                         "the process early (user code such as a reward function calling os._exit?). Its last "
-                         "checkpoint, if any, stays.")
-                if tail:
-                    error += f" {LOG_TAIL}\n" + "\n".join(tail)
-            elif any("no space left on device" in line.lower() for line in tail) or nearly_full(folder.path):
-                status, error = "failed", disk_full_message(folder.path)
-            elif reason == "lost":
-                status = "failed"
-                error = "The process ended while the board was not watching and left no result."
-                if tail:
-                    error += f" {LOG_TAIL}\n" + "\n".join(tail)
-            else:
-                status = "failed"
-                error = f"The process exited with code {exit_code}."
-                if tail:
-                    error += f" {LOG_TAIL}\n" + "\n".join(tail)
+            status, error = decide(folder, exit_code, reason)
             fields = {"status": status, "error": error, "exit_code": exit_code, "finished_at": time.time()}
         if fields and not self._try_write(folder, live, fields):
             return False
@@ -585,20 +557,3 @@ def _unverified(run_id: str, pid: Any) -> str:
         "may belong to another program by now; it is not signalled. If that process is the run, stop it yourself "
         f"(`kill -TERM -- -{pid}`)."
     )
-
-
-NOT_RECORDED = "Could not record the outcome in"
-"""The engine's log line when it cannot write run.json or events.jsonl (engine.lifecycle)."""
-
-
-def _end_event(folder: RunFolder) -> dict[str, Any] | None:
-    tail = tail_text(folder.events_path, 65536)
-    for line in reversed(tail.splitlines()):
-        if '"end"' in line:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if event.get("event") == "end":
-                return event
-    return None

@@ -20,6 +20,8 @@ from engine.diskfull import DiskFullError, disk_full_message, is_disk_full
 from engine.errors import AbortRequested, RankFailure, UserError
 from engine.ranks import record_rank, stop_with_launcher, world_size
 from engine.runs import (
+    REWARD_CODE,
+    RUN_SAMPLES,
     EventWriter,
     RunFolder,
     package_versions,
@@ -30,12 +32,6 @@ from engine.runs import (
 )
 
 logger = logging.getLogger(__name__)
-
-
-RUN_SAMPLES = "completions.jsonl"
-"""The RL stages' sampled completions (engine.train.rl), appended during a run like events.jsonl."""
-REWARD_CODE = "reward_code"
-"""The RL stages' copies of the user reward files a run trained with (engine.rewards.user.keep_reward_code)."""
 
 
 class JobContext:

@@ -31,6 +31,10 @@ KINDS = ("train", "eval", "predict", "export", "chat")
 CONFIG_FILE = "config.yaml"
 RUN_FILE = "run.json"
 EVENTS_FILE = "events.jsonl"
+RUN_SAMPLES = "completions.jsonl"
+"""The RL stages' sampled completions (engine.train.rl), appended during a run like events.jsonl."""
+REWARD_CODE = "reward_code"
+"""The RL stages' copies of the user reward files a run trained with (engine.rewards.user.keep_reward_code)."""
 LOG_FILE = "stdout.log"
 
 
@@ -106,7 +110,7 @@ def write_provenance(folder: Path, config_yaml: str) -> None:
     write_text_atomic(folder / "lf_versions.json", json.dumps(package_versions(), indent=2))
 
 
-def forget_steps_after(folder: Path, step: int, names: tuple[str, ...] = ("events.jsonl", "completions.jsonl")) -> int:
+def forget_steps_after(folder: Path, step: int, names: tuple[str, ...] = (EVENTS_FILE, RUN_SAMPLES)) -> int:
     """A resumed run repeats the steps after its checkpoint: drop the lines the run it resumes logged for them
     (its curves would show those steps twice). Each file is replaced whole; returns the lines dropped."""
     dropped = 0

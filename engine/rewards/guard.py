@@ -68,10 +68,13 @@ def _masking(hook: Any) -> Any:
     trainer_state.json and the checkpoints, which the log masking does not reach)."""
     from engine.credentials import redact
 
+    def clean(value: Any) -> Any:
+        if isinstance(value, list):
+            return [clean(item) for item in value]
+        return redact(value) if isinstance(value, str) else value
+
     def masked(*args: Any, **kwargs: Any) -> Any:
-        args = tuple(redact(a) if isinstance(a, str) else a for a in args)
-        args = tuple([redact(x) if isinstance(x, str) else x for x in a] if isinstance(a, list) else a for a in args)
-        return hook(*args, **{k: redact(v) if isinstance(v, str) else v for k, v in kwargs.items()})
+        return hook(*map(clean, args), **{key: clean(value) for key, value in kwargs.items()})
 
     return masked
 

@@ -168,9 +168,6 @@ def where_in(err: BaseException, path: Path | None = None) -> str:
     return f" ({Path(chosen[-1].filename).name}, line {chosen[-1].lineno})" if chosen else ""
 
 
-from engine.lifecycle import REWARD_CODE as CODE_DIR  # noqa: E402 - the run folder's copies of the reward files
-
-
 def keep_reward_code(specs: list[str], run_dir: str | Path) -> list[Path]:
     """Copy the files of the user rewards in ``specs`` into ``run_dir/reward_code/`` as ``STEM-SHA256[:12].py``
     (each written whole), so that the run keeps the code it trained with even after the file is edited (a resumed
@@ -178,10 +175,10 @@ def keep_reward_code(specs: list[str], run_dir: str | Path) -> list[Path]:
     import hashlib
     import logging
 
-    from engine.runs import write_text_atomic
+    from engine.runs import REWARD_CODE, write_text_atomic
 
     kept = []
-    folder = Path(run_dir) / CODE_DIR
+    folder = Path(run_dir) / REWARD_CODE
     for spec in specs:
         if not is_user_spec(spec):
             continue

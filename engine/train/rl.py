@@ -23,7 +23,7 @@ from typing import Any
 
 from engine.config import RunConfig
 from engine.errors import UserError
-from engine.lifecycle import RUN_SAMPLES
+from engine.runs import RUN_SAMPLES
 from engine.train.arguments import build_args
 from engine.train.rl_checks import check_reward_model, check_rl, check_stage
 

@@ -1,0 +1,58 @@
+"""How a run's process ended, for a run whose engine did not record it (app.jobs records what this decides).
+
+The engine writes the outcome to run.json and an ``end`` event to events.jsonl itself; the board decides only when
+neither says it: from that end event, the abort it asked for, the exit code and the last lines of stdout.log.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from app.monitor import ERROR_LINES
+from engine.diskfull import disk_full_message, nearly_full
+from engine.runs import FINAL_STATUSES, RunFolder, tail_text
+
+LOG_TAIL = "Last lines of its log:"
+NOT_RECORDED = "Could not record the outcome in"
+"""The engine's log line when it cannot write run.json or events.jsonl (engine.lifecycle)."""
+
+
+def end_event(folder: RunFolder) -> dict[str, Any] | None:
+    """The last ``end`` event of the run's events.jsonl, if any."""
+    tail = tail_text(folder.events_path, 65536)
+    for line in reversed(tail.splitlines()):
+        if '"end"' in line:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if event.get("event") == "end":
+                return event
+    return None
+
+
+def decide(folder: RunFolder, exit_code: int | None, reason: str | None) -> tuple[str, str | None]:
+    """(status, error) of a run whose process ended without a final status in run.json; ``reason`` is "aborted"
+    (the board stopped it), "lost" (it ended while no board watched) or None."""
+    end = end_event(folder)
+    tail = tail_text(folder.log_path, 8192).strip().splitlines()[-ERROR_LINES:]
+
+    def with_tail(text: str) -> str:
+        return f"{text} {LOG_TAIL}\n" + "\n".join(tail) if tail else text
+
+    if end and end.get("status") in FINAL_STATUSES:
+        return end["status"], end.get("error")
+    if reason == "aborted":
+        return "aborted", "stopped by request"
+    if exit_code == 0 and any(NOT_RECORDED in line for line in tail):
+        return "completed", None  # it finished, but could not write its outcome (a full disk)
+    if exit_code == 0:  # the engine always records its end: something ended the process early
+        return "failed", with_tail("The process exited (code 0) without recording how the run ended: something in "
+                                   "it ended the process early (user code such as a reward function calling "
+                                   "os._exit?). Its last checkpoint, if any, stays.")
+    if any("no space left on device" in line.lower() for line in tail) or nearly_full(folder.path):
+        return "failed", disk_full_message(folder.path)
+    if reason == "lost":
+        return "failed", with_tail("The process ended while the board was not watching and left no result.")
+    return "failed", with_tail(f"The process exited with code {exit_code}.")

@@ -172,6 +172,7 @@ class RunMonitor:
             "memory_gb": last.get("memory_gb"),
             "eval_loss": (self.last_eval or {}).get("eval_loss"),
             "perplexity": (self.last_eval or {}).get("perplexity"),
+            "eval_accuracy": (self.last_eval or {}).get("eval_accuracy"),
             "stage": (self.last_progress or {}).get("stage"),
             "elapsed": elapsed,
             "eta": eta,

@@ -67,6 +67,8 @@ def status_card(board: Board, run_id: str, lang: str) -> str:
         facts.append(t(lang, "progress_loss", loss=_num(prog["loss"])))
     if prog["eval_loss"] is not None:
         facts.append(t(lang, "progress_eval_loss", loss=_num(prog["eval_loss"])))
+    if prog.get("eval_accuracy") is not None:
+        facts.append(t(lang, "progress_eval_accuracy", accuracy=_num(prog["eval_accuracy"])))
     if prog["lr"] is not None:
         facts.append(t(lang, "progress_lr", lr=_num(prog["lr"], 3)))
     if prog["tokens_per_s"]:

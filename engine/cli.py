@@ -22,7 +22,7 @@ EXIT_ABORTED = 130
 logger = logging.getLogger("engine")
 
 
-def _setup_logging(debug: bool) -> None:
+def _setup_logging(debug: bool, quiet_transformers: bool = True) -> None:
     from engine.credentials import install_log_redaction, install_stream_redaction
 
     install_stream_redaction()  # before the log handler takes its stream
@@ -53,6 +53,11 @@ def _setup_logging(debug: bool) -> None:
     os.environ.setdefault("WANDB_DISABLED", "true")
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")  # no \r progress bars in stdout.log
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    if quiet_transformers:
+        _quiet_transformers()
+
+
+def _quiet_transformers() -> None:
     try:
         import transformers
 
@@ -125,6 +130,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompts", type=int, default=3, help="dataset prompts to sample from (default 3)")
     p.add_argument("--samples", type=int, help="completions per prompt (default num_generations, at most 8)")
     p.add_argument("--out", help="also write the result as JSON to this file")
+
+    p = sub.add_parser("data", help="tokenize the config's datasets as training will, without the model, and report",
+                       description="Tokenize the datasets of a training config as `train` would (into the "
+                       "tokenized-data cache, or tokenized_path when set), without loading the model, and report rows "
+                       "kept, cut and dropped and tokens trained on. `train` with the same config then loads the "
+                       "result instead of tokenizing; asking again about data already tokenized takes a moment.")
+    _config_arg(p)
 
     p = sub.add_parser("check", help="validate a config and its files without running anything heavy",
                        description="Report every problem in a config (keys, values, paths, datasets, memory).")
@@ -350,6 +362,25 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_data(args: argparse.Namespace) -> int:
+    from engine.config import ConfigError, load_config
+    from engine.prepare_data import prepare, quick_report
+
+    try:
+        cfg = load_config(args.config, args.overrides)
+    except ConfigError:
+        cfg = None  # the full load below reports every problem, pre-flight checks included
+    if cfg is not None and not cfg.data.overwrite_cache:
+        lines = quick_report(cfg)  # from the files alone: no tokenizer, no torch
+        if lines:
+            print("\n".join(lines))
+            return 0
+    _quiet_transformers()
+    cfg = _load(args, "data")
+    print("\n".join(prepare(cfg)))
+    return 0
+
+
 def cmd_env(args: argparse.Namespace) -> int:
     from engine.devices import environment_report, format_environment_report
 
@@ -394,6 +425,7 @@ COMMANDS = {
     "api": cmd_api,
     "rewards": cmd_rewards,
     "check": cmd_check,
+    "data": cmd_data,
     "env": cmd_env,
     "cache": cmd_cache,
     "expand": cmd_expand,
@@ -423,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USER_ERROR
     debug = args.debug or os.environ.get("LF_DEBUG", "") not in ("", "0")
-    _setup_logging(debug)
+    _setup_logging(debug, quiet_transformers=args.command != "data")  # `data` may need no transformers at all
     try:
         return COMMANDS[args.command](args)
     except UserError as err:

@@ -34,6 +34,10 @@ def check(cfg: RunConfig, command: str = "train", *, interactive: bool | None = 
     problems: list[str] = []
     problems += _check_model(cfg)
     problems += _check_template(cfg)
+    if command == "data":  # `lf-engine data`: the tokenizer and the datasets only
+        from engine.multimodal.checks import check_media
+
+        return problems + _check_data(cfg, command) + check_media(cfg)
     problems += _check_device(cfg, command, device)
     if command in ("train", "eval"):
         problems += _check_data(cfg, command)
@@ -264,6 +268,9 @@ def _check_data(cfg: RunConfig, command: str) -> list[str]:
         problems.append("`dataset` is empty: name one or more datasets from dataset_info.json (comma separated).")
     if command == "eval" and not (cfg.data.eval_dataset or cfg.data.dataset):
         problems.append("Evaluation needs data: set `eval_dataset` (or `dataset` with `val_size`).")
+    if command == "data" and not (cfg.data.dataset or cfg.data.eval_dataset):
+        problems.append("There is no data to tokenize: set `dataset` (and/or `eval_dataset`) to names from "
+                        "dataset_info.json.")
     for key in ("dataset", "eval_dataset"):
         names = getattr(cfg.data, key)
         if names:

@@ -53,8 +53,6 @@ REFUSED_WHEN_SET = {
                         "already kept in float32).",
     "upcast_lmhead_output": "Up-casting the output head's logits is not implemented here; remove it (the training "
                             "loss is computed in float32).",
-    "compute_accuracy": "Token accuracy is not computed here; remove it (evaluation reports loss and perplexity, "
-                        "prediction BLEU and ROUGE).",
     "push_to_hub": "Uploading to a hub is not done by this engine; remove it and upload output_dir yourself.",
     "logging_dir": "transformers 5 has no logging directory setting; remove it (trackers write under output_dir or "
                    "where their own settings say, e.g. MLFLOW_TRACKING_URI).",
@@ -106,6 +104,9 @@ def method_checks(cfg: Any) -> list[str]:
     if len(weighted) > 1:
         problems.append(f"{' and '.join(f'`{k}`' for k in weighted)} are different losses of the same tokens; "
                         "choose one.")
+    if ft.compute_accuracy and ft.stage != "sft":
+        problems.append(f"`compute_accuracy: true` scores the supervised model's next tokens in evaluation (stage "
+                        f"sft); this config has `stage: {ft.stage}`. Remove it, or set `stage: sft`.")
     for key in weighted:
         if ft.stage != "sft":
             problems.append(f"`{key}: true` weights the supervised loss (stage sft); this config has `stage: "

@@ -152,6 +152,9 @@ class FinetuningArgs:
     simpo_gamma: float = opt(0.5, "SimPO target reward margin.", min=0.0, advanced=True)
     ref_model: str | None = opt(None, "Reference model for DPO/KTO; empty uses the frozen base.", advanced=True)
     plot_loss: bool = opt(True, "Draw loss.png when training ends.")
+    compute_accuracy: bool = opt(False, "Evaluation also reports next-token accuracy (eval_accuracy: the mean over "
+                                        "rows of each row's share of trained tokens predicted right), as "
+                                        "LLaMA-Factory.", advanced=True)
     # GRPO / RLOO (engine/train/rl.py, engine/rewards): rewards, sampling and the KL term
     reward_funcs: str | None = opt(None, "GRPO/RLOO rewards, comma separated: exact_match, numeric_match, format, "
                                    "length, json, tool_call, or `path/to/file.py:function`.")

@@ -41,6 +41,8 @@ class DatasetBundle:
     eval: Any = None
     stats: dict[str, Any] = field(default_factory=dict)
     media: Any = None  # engine.multimodal.dataset.MediaContext when the rows carry media for a multimodal model
+    origin: str = "tokenized"  # "cache" (the tokenized-data cache) or "tokenized_path" when loaded, not tokenized
+    cache_entry: Any = None  # the cache entry (a Path) that holds this data, when one does
 
 
 def configured_template(cfg: Any, template: Any) -> Any:
@@ -120,15 +122,18 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
         split = loaded.train if loaded.train is not None else loaded.eval
         if media is not None and split is not None and "mm_inputs" in split.column_names:
             loaded.media = media
+        loaded.origin = "tokenized_path"
         return loaded
     template = configured_template(cfg, template)
     key = None
     if cached is None and media is None:  # a second run with the same data and settings skips tokenization
-        from engine.data.cache import cache_key, load_entry
+        from engine.data.cache import cache_key, entry_path, load_entry
 
         key = cache_key(cfg, tokenizer, template)
         hit = load_entry(key) if key and not data.overwrite_cache else None
         if hit is not None:
+            hit.origin, hit.cache_entry = "cache", entry_path(key)
+            _remember(cfg, key)
             return hit
     with collector.bulk_phase():
         bundle = _build(cfg, tokenizer, template, media)
@@ -137,8 +142,21 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
     elif key and bundle.media is None:
         from engine.data.cache import describe_source, save_entry
 
-        save_entry(key, bundle, describe_source(cfg, tokenizer, template))
+        bundle.cache_entry = save_entry(key, bundle, describe_source(cfg, tokenizer, template))
+        if bundle.cache_entry is not None:
+            _remember(cfg, key)
     return bundle
+
+
+def _remember(cfg: Any, key: str) -> None:
+    """Let `lf-engine data` find this entry without loading the tokenizer (engine.data.quick_key); one process of
+    a distributed run writes it."""
+    import os
+
+    if os.environ.get("LOCAL_RANK", "0") == "0":
+        from engine.data.quick_key import remember
+
+        remember(cfg, key)
 
 
 def tokenize_options(data: Any, stage: str) -> TokenizeOptions:

@@ -101,14 +101,12 @@ def _local_dir(value: Any) -> Any:
     return value
 
 
-def cache_key(cfg: Any, tokenizer: Any, template: Any) -> str | None:
-    """The cache key of this run's tokenized data, or None when it cannot be cached (hub datasets)."""
+def data_stamps(cfg: Any) -> tuple[list[Any], Any] | None:
+    """Each dataset file's name, path and stamps, and dataset_info.json's; None for a hub dataset (not cached)."""
     from engine.data.loader import split_names
     from engine.data.registry import info_path, resolve_dataset
 
     data = cfg.data
-    if cache_root() is None:
-        return None
     files: list[Any] = []
     for name in split_names(data.dataset) + split_names(data.eval_dataset):
         spec = resolve_dataset(name, data.dataset_dir)
@@ -116,6 +114,18 @@ def cache_key(cfg: Any, tokenizer: Any, template: Any) -> str | None:
             return None
         files.append([name, str(Path(spec.path).expanduser().resolve()), _file_stamp(Path(spec.path))])
     info = info_path(data.dataset_dir)
+    return files, _file_stamp(info) if info.is_file() else None
+
+
+def cache_key(cfg: Any, tokenizer: Any, template: Any) -> str | None:
+    """The cache key of this run's tokenized data, or None when it cannot be cached (hub datasets)."""
+    data = cfg.data
+    if cache_root() is None:
+        return None
+    stamps = data_stamps(cfg)
+    if stamps is None:
+        return None
+    files, info = stamps
     key = {
         "version": FORMAT_VERSION, "stage": cfg.finetuning.stage, "seed": cfg.train.seed,
         "data": {k: _local_dir(getattr(data, k, None)) if k == "dataset_dir" else getattr(data, k, None)
@@ -123,7 +133,7 @@ def cache_key(cfg: Any, tokenizer: Any, template: Any) -> str | None:
         # pre-training blocks join texts within LLaMA-Factory's preprocessing batches, which these two shape
         "batches": [data.preprocessing_batch_size, data.preprocessing_num_workers]
         if cfg.finetuning.stage == "pt" or packs_rows(cfg.finetuning.stage, data) else None,
-        "files": files, "info": _file_stamp(info) if info.is_file() else None,
+        "files": files, "info": info,
         "tokenizer": _tokenizer_stamp(tokenizer), "template": _template_stamp(template),
     }
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:32]

@@ -552,9 +552,11 @@ def run_command(root: Path | None, action: str = "list", max_gb: str | None = No
     if root is None:
         return "The tokenized-data cache is off (LF_ENGINE_CACHE=off): nothing is cached, nothing to list or clear."
     tokenized = root / "tokenized"
-    if action == "prune":
-        return format_result("prune", prune(tokenized, cap), cap)
-    if action == "clear":
-        return format_result("clear", prune(tokenized, 0), cap)
+    if action in ("prune", "clear"):
+        result = prune(tokenized, cap if action == "prune" else 0)
+        from engine.data.quick_key import forget_evicted
+
+        forget_evicted(root)
+        return format_result(action, result, cap)
     rows = describe(tokenized)
     return json.dumps(rows, indent=1) if as_json else format_listing(tokenized, rows, cap)

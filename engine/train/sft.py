@@ -12,8 +12,10 @@ from transformers import Trainer, TrainingArguments
 from engine.config import RunConfig, packs_rows
 from engine.train import token_weights
 from engine.train.arguments import build_args
+from engine.train.eval_loss import LFEvalMixin
 from engine.train.head_loss import chunked_head_loss
 from engine.train.parallel.fsdp import ShardingMixin
+from engine.train.token_accuracy import AccuracyMixin, accuracy_wanted
 from engine.train.token_budget import TokenBudgetMixin
 
 logger = logging.getLogger(__name__)
@@ -46,7 +48,7 @@ class MuonMixin:
         return super().create_optimizer(model)
 
 
-class LabelPositionsTrainer(ShardingMixin, MuonMixin, TokenBudgetMixin, Trainer):
+class LabelPositionsTrainer(ShardingMixin, MuonMixin, TokenBudgetMixin, AccuracyMixin, LFEvalMixin, Trainer):
     """Applies the output head only where a label is trained.
 
     SFT masks the prompt, so the vocabulary projection and softmax of every prompt position is wasted work and
@@ -165,6 +167,8 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
         compute_loss_func=token_weights.lm_loss_func(weighting) if weighting is not None else None,
     )
     trainer.token_weighting = weighting
+    trainer.compute_accuracy = accuracy_wanted(cfg, has_eval)
+    trainer.eval_in_data_order = cfg.train.group_by_length is None  # grouped by our default, not by the config
     if weighting is not None and weighting.kind == "asft":
         trainer.ref_model = _asft_reference(cfg, model)
     trainer.use_muon = cfg.finetuning.use_muon

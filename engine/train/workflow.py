@@ -65,17 +65,10 @@ def check_launch(cfg: RunConfig) -> None:
 
 def load_components(cfg: RunConfig, *, trainable: bool) -> tuple[Any, Any, Any]:
     """Tokenizer, template and model for a job (the reward stage gets a scalar-head model)."""
-    from engine.models import load_model, load_tokenizer
-    from engine.templates import get_template
+    from engine.models import load_model
+    from engine.models.tokenizer_setup import load_text_components
 
-    tokenizer = load_tokenizer(cfg.model)
-    template = get_template(cfg.model.template, tokenizer)
-    if template.fix_tokenizer(tokenizer) and not cfg.model.resize_vocab:
-        logger.warning("The template added special tokens to the tokenizer; the embeddings are resized to match.")
-        cfg.model.resize_vocab = True
-    if getattr(tokenizer, "lf_added_tokens", 0) and not cfg.model.resize_vocab:
-        logger.warning("New tokens were added to the tokenizer; the embeddings are resized to match.")
-        cfg.model.resize_vocab = True
+    tokenizer, template = load_text_components(cfg)
     model = load_model(
         cfg.model, cfg.finetuning, tokenizer, is_trainable=trainable, train_args=cfg.train, methods=cfg.methods,
         max_length=cfg.data.cutoff_len if trainable else None,

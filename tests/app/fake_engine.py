@@ -100,7 +100,8 @@ def main() -> int:
             status="failed", exit_code=1, finished_at=time.time(), error="ValueError: the fake engine was told to fail"
         )
         return 1
-    emit(event="eval", step=steps, eval_loss=0.5, perplexity=1.65)
+    emit(event="eval", step=steps, eval_loss=0.5, perplexity=1.65, **({"eval_accuracy": 0.8125}
+                                                                      if cfg.get("compute_accuracy") else {}))
     emit(event="end", status="completed", error=None, metrics={"train_loss": 1.0})
     update(status="completed", exit_code=0, finished_at=time.time(), error=None)
     return 0

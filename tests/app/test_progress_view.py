@@ -18,6 +18,14 @@ def test_status_card_and_charts_of_a_finished_run(board):
     assert list(loss["step"]) == [1, 2, 3, 4, 4] and str(loss["step"].dtype) == "int64"
     lr = progress_view.lr_frame(board, run_id)
     assert len(lr) == 4 and lr["lr"].is_monotonic_decreasing
+    assert "accuracy" not in card
+
+
+def test_the_card_shows_eval_accuracy_when_the_run_computes_it(board):
+    run_id = board.jobs.submit("train", {"fake_steps": 2, "compute_accuracy": True})
+    assert board.jobs.wait(run_id, 30) == "completed"
+    assert "eval accuracy 0.8125" in progress_view.status_card(board, run_id, "en")
+    assert "评估准确率 0.8125" in progress_view.status_card(board, run_id, "zh")
 
 
 def test_missing_eval_series_is_padded_so_colours_stay_stable(board):

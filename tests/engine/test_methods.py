@@ -82,7 +82,7 @@ def test_conflicting_method_keys_are_refused(mapping, message):
 
 
 @pytest.mark.parametrize("key", ["use_adam_mini", "shift_attn", "mixture_of_depths",
-                                 "upcast_layernorm", "upcast_lmhead_output", "compute_accuracy", "push_to_hub"])
+                                 "upcast_layernorm", "upcast_lmhead_output", "push_to_hub"])
 def test_unimplemented_llamafactory_switches_are_refused_when_on(key):
     with pytest.raises(ConfigError, match=rf"`{key}: .*not|`{key}: .*remove it"):
         build_config({key: "convert" if key == "mixture_of_depths" else True})

@@ -1,0 +1,127 @@
+"""Evaluation numbers as LLaMA-Factory reports them: ``compute_accuracy``'s eval_accuracy (its ComputeAccuracy: the
+mean over rows of each row's share of trained next tokens predicted right) and eval_loss as the mean of the batch
+losses, the last, smaller batch counted like the others. Each is checked against an independent computation: the
+model's own forward pass on padded batches in data order, scored with numpy as LLaMA-Factory's code does."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from engine.cli import main
+from engine.config import ConfigError, build_config
+from engine.train.token_accuracy import row_accuracies
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def lf_accuracy(preds: np.ndarray, labels: np.ndarray) -> list[float]:
+    """LLaMA-Factory 0.9.5's ComputeAccuracy.__call__, per row (its code's arithmetic, written here)."""
+    out = []
+    for i in range(len(preds)):
+        pred, label = preds[i, :-1], labels[i, 1:]
+        mask = label != -100
+        out.append(np.mean(pred[mask] == label[mask]))
+    return out
+
+
+def test_rows_back_to_back_score_as_padded_rows():
+    torch.manual_seed(0)
+    lengths = [5, 9, 3]
+    logits = [torch.randn(n, 11) for n in lengths]
+    labels = [torch.randint(0, 11, (n,)) for n in lengths]
+    for lab in labels:
+        lab[:2] = -100  # a prompt
+    labels[1][5] = -100
+    width = max(lengths)
+    padded_logits = torch.zeros(len(lengths), width, 11)
+    padded_labels = torch.full((len(lengths), width), -100)
+    for i, (lg, lab) in enumerate(zip(logits, labels)):
+        padded_logits[i, :len(lg)], padded_labels[i, :len(lab)] = lg, lab
+    padded, unscored = row_accuracies(padded_logits, padded_labels)
+    flat_labels = torch.cat([torch.cat([torch.tensor([-100]), lab[1:]]) for lab in labels])[None]  # collator: first -100
+    starts = torch.tensor([0, 5, 14, 17])
+    flat, _ = row_accuracies(torch.cat(logits)[None], flat_labels, starts)
+    reference = lf_accuracy(padded_logits.argmax(-1).numpy(), padded_labels.numpy())
+    assert unscored == 0
+    assert padded == pytest.approx(reference, abs=0) and flat == pytest.approx(reference, abs=0)
+
+
+def test_a_row_without_trained_tokens_is_counted_apart():
+    logits = torch.randn(2, 4, 7)
+    labels = torch.tensor([[-100, -100, -100, -100], [-100, 1, 2, 3]])
+    shares, unscored = row_accuracies(logits, labels)
+    assert unscored == 1 and len(shares) == 1
+
+
+def test_compute_accuracy_belongs_to_sft():
+    assert build_config({"compute_accuracy": True}).finetuning.compute_accuracy is True
+    with pytest.raises(ConfigError, match="`compute_accuracy: true` scores the supervised model"):
+        build_config({"compute_accuracy": True, "stage": "dpo"})
+
+
+def _reference(cfg_path: Path, batch: int) -> tuple[float, float, int]:
+    """eval_loss and eval_accuracy of the base demo model, computed apart from the trainer."""
+    from transformers import AutoModelForCausalLM
+
+    from engine.config import load_config
+    from engine.data import get_dataset
+    from engine.models.tokenizer_setup import load_text_components
+
+    cfg = load_config(cfg_path)
+    tokenizer, template = load_text_components(cfg)
+    rows = get_dataset(cfg, tokenizer, template).eval
+    model = AutoModelForCausalLM.from_pretrained(cfg.model.model_name_or_path).eval()
+    losses, shares = [], []
+    for start in range(0, len(rows), batch):
+        chunk = rows[start:start + batch]
+        width = max(len(ids) for ids in chunk["input_ids"])
+        ids = torch.tensor([x + [0] * (width - len(x)) for x in chunk["input_ids"]])
+        labels = torch.tensor([x + [-100] * (width - len(x)) for x in chunk["labels"]])
+        mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in chunk["input_ids"]])
+        with torch.no_grad():
+            out = model(input_ids=ids, attention_mask=mask, labels=labels)
+        losses.append(out.loss.item())
+        shares += lf_accuracy(out.logits.argmax(-1).numpy(), labels.numpy())
+    return float(np.mean(losses)), float(np.mean(shares)), len(rows)
+
+
+@pytest.mark.parametrize("padding_free", [True, False])
+def test_eval_loss_and_accuracy_equal_llamafactorys_arithmetic(tmp_path, monkeypatch, padding_free):
+    from engine.demo import ensure_demo_model
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("LF_ENGINE_CACHE", "off")
+    model = ensure_demo_model()
+    config = tmp_path / "eval.yaml"
+    config.write_text(json.dumps({
+        "model_name_or_path": str(model), "template": "chatml", "stage": "sft", "finetuning_type": "lora",
+        "do_train": False, "do_eval": True, "eval_dataset": "demo_alpaca", "dataset_dir": "examples/data",
+        "cutoff_len": 24, "per_device_eval_batch_size": 4, "compute_accuracy": True, "padding_free": padding_free,
+        "output_dir": str(tmp_path / "out"), "report_to": "none"}))
+    assert main(["eval", str(config)]) == 0
+    results = json.loads((tmp_path / "out" / "eval_results.json").read_text())
+    loss, accuracy, rows = _reference(config, 4)
+    assert rows % 4 == 1  # the last batch holds one row, so how it is weighted shows
+    assert results["eval_accuracy"] == pytest.approx(accuracy, rel=1e-6)
+    assert results["eval_loss"] == pytest.approx(loss, rel=1e-5)
+    evals = [json.loads(line) for line in (tmp_path / "out" / "events.jsonl").read_text().splitlines()
+             if '"eval_accuracy"' in line]
+    assert evals  # the run's events carry it too (the board shows them)
+
+
+def test_accuracy_without_evaluation_data_says_so(tmp_path, monkeypatch, caplog):
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("LF_ENGINE_CACHE", "off")
+    from engine.train.token_accuracy import accuracy_wanted
+
+    cfg = build_config({"compute_accuracy": True})
+    with caplog.at_level("WARNING", logger="engine.train.token_accuracy"):
+        assert accuracy_wanted(cfg, has_eval=False) is False
+    assert "this run has none: set eval_dataset or val_size" in caplog.text
+    cfg = build_config({"compute_accuracy": True, "predict_with_generate": True})
+    assert accuracy_wanted(cfg, has_eval=True) is False

@@ -83,7 +83,8 @@ def _device_of(model: Any) -> torch.device:
 
 
 def run_predict(cfg: RunConfig, model: Any, tokenizer: Any, template: Any, rows: list[dict[str, Any]],
-                out_dir: str | Path, event_writer: EventWriter | None = None) -> dict[str, Any]:
+                out_dir: str | Path, event_writer: EventWriter | None = None, prefix: str = "predict",
+                write: bool = True) -> dict[str, Any]:
     """Generate for every row in left-padded batches, write the predictions and return the metrics.
 
     Prompts are batched by length (``per_device_eval_batch_size`` at a time) to keep padding small, or in order
@@ -99,6 +100,9 @@ def run_predict(cfg: RunConfig, model: Any, tokenizer: Any, template: Any, rows:
             ``engine.multimodal.predict``), which reach ``generate`` with their batch.
         out_dir: Where the two files are written.
         event_writer: Receives ``{"event": "progress", "stage": "predict", "fraction"}`` after each batch.
+        prefix: The metrics' prefix: ``predict``, or ``eval`` for an evaluation that generates
+            (``predict_with_generate`` with ``do_eval``, as LLaMA-Factory scores it).
+        write: Write the predictions file and ``{prefix}_results.json`` (an evaluation during training does not).
 
     Returns:
         ``predict_bleu-4``, ``predict_rouge-1``, ``predict_rouge-2``, ``predict_rouge-l`` (percentages),
@@ -107,7 +111,8 @@ def run_predict(cfg: RunConfig, model: Any, tokenizer: Any, template: Any, rows:
     from transformers import set_seed
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if write:
+        out.mkdir(parents=True, exist_ok=True)
     fields = [_row_fields(row, index) for index, row in enumerate(rows)]
     stop_ids = stop_token_ids(template, tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (stop_ids[0] if stop_ids else 0)
@@ -145,16 +150,21 @@ def run_predict(cfg: RunConfig, model: Any, tokenizer: Any, template: Any, rows:
             model.train()
     runtime = time.perf_counter() - started
 
-    with open(out / PREDICTIONS_FILE, "w", encoding="utf-8") as fh:
-        for (_, prompt, label), predict in zip(fields, predictions):
-            fh.write(json.dumps({"prompt": prompt, "predict": predict, "label": label}, ensure_ascii=False) + "\n")
-    metrics: dict[str, Any] = compute_generation_metrics(predictions, [label for _, _, label in fields])
+    if write:
+        with open(out / PREDICTIONS_FILE, "w", encoding="utf-8") as fh:
+            for (_, prompt, label), predict in zip(fields, predictions):
+                fh.write(json.dumps({"prompt": prompt, "predict": predict, "label": label}, ensure_ascii=False) + "\n")
+    scored = compute_generation_metrics(predictions, [label for _, _, label in fields])
+    metrics: dict[str, Any] = {f"{prefix}_{name.removeprefix('predict_')}": value for name, value in scored.items()}
     metrics.update({
-        "predict_runtime": round(runtime, 4),
-        "predict_samples_per_second": round(len(fields) / runtime, 3) if runtime > 0 else 0.0,
-        "predict_steps_per_second": round(len(batches) / runtime, 3) if runtime > 0 else 0.0,
+        f"{prefix}_runtime": round(runtime, 4),
+        f"{prefix}_samples_per_second": round(len(fields) / runtime, 3) if runtime > 0 else 0.0,
+        f"{prefix}_steps_per_second": round(len(batches) / runtime, 3) if runtime > 0 else 0.0,
     })
-    save_split_metrics(out, "predict", metrics)
     scores = ", ".join(f"{name}={value}" for name, value in metrics.items() if "bleu" in name or "rouge" in name)
-    logger.info("Predictions written to %s: %s", out / PREDICTIONS_FILE, scores)
+    if write:
+        save_split_metrics(out, prefix, metrics)
+        logger.info("Predictions written to %s: %s", out / PREDICTIONS_FILE, scores)
+    else:
+        logger.info("Generated on %d evaluation rows: %s", len(fields), scores)
     return metrics

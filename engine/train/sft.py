@@ -13,7 +13,9 @@ from engine.config import RunConfig, packs_rows
 from engine.train import token_weights
 from engine.train.arguments import build_args
 from engine.train.eval_loss import LFEvalMixin
+from engine.train.generation_eval import GenerationEvalMixin
 from engine.train.head_loss import chunked_head_loss
+from engine.train.lf_token_count import LFTokenCountMixin
 from engine.train.parallel.fsdp import ShardingMixin
 from engine.train.token_accuracy import AccuracyMixin, accuracy_wanted
 from engine.train.token_budget import TokenBudgetMixin
@@ -48,7 +50,8 @@ class MuonMixin:
         return super().create_optimizer(model)
 
 
-class LabelPositionsTrainer(ShardingMixin, MuonMixin, TokenBudgetMixin, AccuracyMixin, LFEvalMixin, Trainer):
+class LabelPositionsTrainer(ShardingMixin, MuonMixin, TokenBudgetMixin, AccuracyMixin, LFEvalMixin, GenerationEvalMixin,
+                            LFTokenCountMixin, Trainer):
     """Applies the output head only where a label is trained.
 
     SFT masks the prompt, so the vocabulary projection and softmax of every prompt position is wasted work and
@@ -169,6 +172,8 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
     trainer.token_weighting = weighting
     trainer.compute_accuracy = accuracy_wanted(cfg, has_eval)
     trainer.eval_in_data_order = cfg.train.group_by_length is None  # grouped by our default, not by the config
+    trainer.eval_gathers_all = cfg.finetuning.stage == "sft"
+    trainer.count_first_labels = cfg.finetuning.stage == "pt"
     if weighting is not None and weighting.kind == "asft":
         trainer.ref_model = _asft_reference(cfg, model)
     trainer.use_muon = cfg.finetuning.use_muon

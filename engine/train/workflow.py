@@ -123,6 +123,10 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     recorder = ParallelRecorder(ctx, extra, launcher=os.environ.get("LF_LAUNCHER"))
     callbacks = [recorder, EventsCallback(ctx, extra), AbortCallback(ctx), *method_callbacks(cfg, ctx)]
     trainer = STAGES[cfg.finetuning.stage](cfg, model, tokenizer, bundle, callbacks)
+    if cfg.finetuning.stage == "sft":  # as LLaMA-Factory's sft workflow: predict_with_generate evaluates by generating
+        from engine.train.generation_eval import generation_eval
+
+        trainer.generation_eval = generation_eval(cfg, tokenizer, template, bundle)
     recorder.trainer = trainer
     configure_trainer(trainer, cfg)
     if cfg.parallel.use_hyper_parallel:  # optional backend: HyperParallel prepares the model instead of accelerate

@@ -125,3 +125,88 @@ def test_accuracy_without_evaluation_data_says_so(tmp_path, monkeypatch, caplog)
     assert "this run has none: set eval_dataset or val_size" in caplog.text
     cfg = build_config({"compute_accuracy": True, "predict_with_generate": True})
     assert accuracy_wanted(cfg, has_eval=True) is False
+
+
+def _pt_reference(cfg_path: Path, batch: int) -> float:
+    """Pre-training eval_loss as LLaMA-Factory's transformers computes it: each padded batch's summed cross-entropy
+    over its labels that are not -100, position 0 included; then the mean over rows (its pt trainer is the plain
+    Trainer, whose gather_for_metrics counts the last, smaller batch by its rows)."""
+    from transformers import AutoModelForCausalLM
+
+    from engine.config import load_config
+    from engine.data import get_dataset
+    from engine.models.tokenizer_setup import load_text_components
+
+    cfg = load_config(cfg_path)
+    tokenizer, template = load_text_components(cfg)
+    rows = get_dataset(cfg, tokenizer, template).eval
+    model = AutoModelForCausalLM.from_pretrained(cfg.model.model_name_or_path).eval()
+    losses = []
+    for start in range(0, len(rows), batch):
+        chunk = rows[start:start + batch]
+        width = max(len(ids) for ids in chunk["input_ids"])
+        ids = torch.tensor([x + [0] * (width - len(x)) for x in chunk["input_ids"]])
+        labels = torch.tensor([x + [-100] * (width - len(x)) for x in chunk["labels"]])
+        mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in chunk["input_ids"]])
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=mask).logits
+        summed = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten(),
+                                                   ignore_index=-100, reduction="sum")
+        losses += [(summed / (labels != -100).sum()).item()] * len(chunk["input_ids"])
+    return float(np.mean(losses))
+
+
+@pytest.mark.parametrize("packing", [True, False])
+def test_pretraining_loss_counts_tokens_as_llamafactory(tmp_path, monkeypatch, packing):
+    from engine.demo import ensure_demo_model
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("LF_ENGINE_CACHE", "off")
+    config = tmp_path / "pt.yaml"
+    config.write_text(json.dumps({
+        "model_name_or_path": str(ensure_demo_model()), "template": "chatml", "stage": "pt", "finetuning_type": "lora",
+        "do_train": False, "do_eval": True, "eval_dataset": "demo_pt", "dataset_dir": "examples/data",
+        "cutoff_len": 16, "packing": packing, "per_device_eval_batch_size": 3, "output_dir": str(tmp_path / "out"),
+        "report_to": "none"}))
+    assert main(["eval", str(config)]) == 0
+    results = json.loads((tmp_path / "out" / "eval_results.json").read_text())
+    assert results["eval_loss"] == pytest.approx(_pt_reference(config, 3), rel=1e-5)
+
+
+def test_an_evaluation_that_generates_scores_as_prediction_does(tmp_path, monkeypatch):
+    from engine.demo import ensure_demo_model
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("LF_ENGINE_CACHE", "off")
+    common = {"model_name_or_path": str(ensure_demo_model()), "template": "chatml", "stage": "sft",
+              "finetuning_type": "lora", "do_train": False, "eval_dataset": "demo_identity",
+              "dataset_dir": "examples/data", "cutoff_len": 48, "per_device_eval_batch_size": 3,
+              "predict_with_generate": True, "max_new_tokens": 8, "do_sample": False, "report_to": "none"}
+    evaluate, predict = tmp_path / "eval.yaml", tmp_path / "predict.yaml"
+    evaluate.write_text(json.dumps({**common, "do_eval": True, "output_dir": str(tmp_path / "eval")}))
+    predict.write_text(json.dumps({**common, "do_predict": True, "output_dir": str(tmp_path / "predict")}))
+    assert main(["eval", str(evaluate)]) == 0 and main(["eval", str(predict)]) == 0
+    scored = json.loads((tmp_path / "eval" / "eval_results.json").read_text())
+    predicted = json.loads((tmp_path / "predict" / "predict_results.json").read_text())
+    names = ("bleu-4", "rouge-1", "rouge-2", "rouge-l")
+    assert {n: scored[f"eval_{n}"] for n in names} == {n: predicted[f"predict_{n}"] for n in names}
+    assert "eval_loss" not in scored and "perplexity" not in scored  # as LLaMA-Factory: no labels reach the model
+    assert not (tmp_path / "eval" / "generated_predictions.jsonl").exists()
+
+
+def test_evaluations_during_training_generate_when_asked(tmp_path, monkeypatch):
+    from engine.demo import ensure_demo_model
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("LF_ENGINE_CACHE", "off")
+    config = tmp_path / "train.yaml"
+    config.write_text(json.dumps({
+        "model_name_or_path": str(ensure_demo_model()), "template": "chatml", "stage": "sft", "finetuning_type": "lora",
+        "do_train": True, "dataset": "demo_identity", "val_size": 0.2, "dataset_dir": "examples/data",
+        "cutoff_len": 48, "max_steps": 4, "eval_strategy": "steps", "eval_steps": 2, "save_strategy": "no",
+        "predict_with_generate": True, "max_new_tokens": 6, "do_sample": False, "plot_loss": False,
+        "output_dir": str(tmp_path / "out"), "report_to": "none"}))
+    assert main(["train", str(config)]) == 0
+    events = [json.loads(line) for line in (tmp_path / "out" / "events.jsonl").read_text().splitlines()]
+    evals = [e for e in events if e.get("event") == "eval"]
+    assert [e["step"] for e in evals] == [2, 4] and all("eval_bleu-4" in e for e in evals)

@@ -138,7 +138,8 @@ def test_eval_and_predict_write_metrics(tmp_path):
     assert train("sft_lora_demo.yaml", adapter) == 0
     out = tmp_path / "pred"
     code = main(["eval", str(EXAMPLES / "predict_demo.yaml"), f"adapter_name_or_path={adapter}", f"output_dir={out}",
-                 "max_samples=4", "max_new_tokens=8", f"dataset_dir={EXAMPLES / 'data'}"])
+                 "max_samples=4", "max_new_tokens=8", f"dataset_dir={EXAMPLES / 'data'}", "do_eval=true",
+                 "predict_with_generate=false"])  # eval loss (with predict_with_generate, evaluation generates too)
     assert code == 0
     results = json.loads((out / "all_results.json").read_text())
     assert "eval_loss" in results and "perplexity" in results

@@ -70,8 +70,6 @@ AT_DEFAULT_ONLY: dict[str, tuple[Any, str]] = {
     "eval_num_beams": (None, "Set the beams of prediction with `num_beams` here, and remove `eval_num_beams`."),
     "ignore_pad_token_for_loss": (True, "Padding is never trained here (LLaMA-Factory's default); remove "
                                         "`ignore_pad_token_for_loss`."),
-    "eval_on_each_dataset": (False, "Evaluation here reports one loss over all of `eval_dataset`; per-dataset "
-                                    "evaluation is not supported, so remove `eval_on_each_dataset`."),
     "data_shared_file_system": (False, "Remove `data_shared_file_system`: it is not read here (the first process "
                                        "prepares the data and the others load it)."),
     # method

@@ -95,6 +95,22 @@ def missing_package(key: str) -> str | None:
             f"'lf-board[methods]'` (or `pip install {pip_name}`), or remove `{key}`.")
 
 
+def each_dataset_problems(cfg: Any) -> list[str]:
+    """``eval_on_each_dataset`` where it cannot work here (it is implemented for sft and pt evaluation by loss)."""
+    ft, tr = cfg.finetuning, cfg.train
+    if ft.stage not in ("sft", "pt"):
+        return [f"`eval_on_each_dataset: true` evaluates each dataset on its own for stage sft or pt here; this config "
+                f"has `stage: {ft.stage}`. Remove it (its evaluation then covers all of `eval_dataset` together)."]
+    if tr.predict_with_generate and (tr.do_eval or tr.eval_strategy not in (None, "no")):
+        return ["`eval_on_each_dataset: true` with `predict_with_generate: true` (an evaluation that generates) is not "
+                "implemented here; remove one of them (`do_predict` scores generated replies of all of "
+                "`eval_dataset`)."]
+    if not cfg.data.eval_dataset:
+        cfg.notes.append("`eval_on_each_dataset: true` applies to `eval_dataset`, which is not set: the evaluation "
+                         "split of `val_size` is evaluated as one set.")
+    return []
+
+
 def method_checks(cfg: Any) -> list[str]:
     """Problems with the method keys of a built config (empty when all is well)."""
     m, ft, tr = cfg.methods, cfg.finetuning, cfg.train
@@ -104,6 +120,8 @@ def method_checks(cfg: Any) -> list[str]:
     if len(weighted) > 1:
         problems.append(f"{' and '.join(f'`{k}`' for k in weighted)} are different losses of the same tokens; "
                         "choose one.")
+    if cfg.data.eval_on_each_dataset:
+        problems += each_dataset_problems(cfg)
     if ft.compute_accuracy and ft.stage != "sft":
         problems.append(f"`compute_accuracy: true` scores the supervised model's next tokens in evaluation (stage "
                         f"sft); this config has `stage: {ft.stage}`. Remove it, or set `stage: sft`.")

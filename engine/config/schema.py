@@ -78,6 +78,8 @@ class DataArgs:
 
     dataset: str | None = opt(None, "Dataset name(s) from dataset_info.json or file paths, comma separated.")
     eval_dataset: str | None = opt(None, "Evaluation dataset name(s), comma separated.")
+    eval_on_each_dataset: bool = opt(False, "Evaluate each eval_dataset on its own (eval_NAME_loss, ...) instead of "
+                                            "all together, as LLaMA-Factory.", advanced=True)
     dataset_dir: str = opt("data", "Folder holding dataset_info.json and the data files.")
     cutoff_len: int = opt(2048, "Maximum tokens per example after tokenization.", min=8, max=1_048_576, step=8)
     max_samples: int | None = opt(None, "Use at most this many rows of each dataset.", min=1)

@@ -123,6 +123,10 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     recorder = ParallelRecorder(ctx, extra, launcher=os.environ.get("LF_LAUNCHER"))
     callbacks = [recorder, EventsCallback(ctx, extra), AbortCallback(ctx), *method_callbacks(cfg, ctx)]
     trainer = STAGES[cfg.finetuning.stage](cfg, model, tokenizer, bundle, callbacks)
+    if cfg.data.eval_on_each_dataset and cfg.data.eval_dataset and bundle.eval is not None:
+        from engine.data.each_eval import eval_sets_by_name  # the Trainer evaluates a dict one set at a time
+
+        trainer.eval_dataset = eval_sets_by_name(cfg, tokenizer, template, media)
     if cfg.finetuning.stage == "sft":  # as LLaMA-Factory's sft workflow: predict_with_generate evaluates by generating
         from engine.train.generation_eval import generation_eval
 

@@ -210,3 +210,36 @@ def test_evaluations_during_training_generate_when_asked(tmp_path, monkeypatch):
     events = [json.loads(line) for line in (tmp_path / "out" / "events.jsonl").read_text().splitlines()]
     evals = [e for e in events if e.get("event") == "eval"]
     assert [e["step"] for e in evals] == [2, 4] and all("eval_bleu-4" in e for e in evals)
+
+
+def test_each_eval_dataset_is_evaluated_on_its_own(tmp_path, monkeypatch):
+    from engine.demo import ensure_demo_model
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("LF_ENGINE_CACHE", "off")
+    common = {"model_name_or_path": str(ensure_demo_model()), "template": "chatml", "stage": "sft",
+              "finetuning_type": "lora", "do_train": False, "do_eval": True, "dataset_dir": "examples/data",
+              "cutoff_len": 32, "per_device_eval_batch_size": 3, "compute_accuracy": True, "report_to": "none"}
+    each = tmp_path / "each.yaml"
+    each.write_text(json.dumps({**common, "eval_dataset": "demo_identity, demo_alpaca", "eval_on_each_dataset": True,
+                                "output_dir": str(tmp_path / "each")}))
+    assert main(["eval", str(each)]) == 0
+    results = json.loads((tmp_path / "each" / "eval_results.json").read_text())
+    assert "eval_loss" not in results and "perplexity" not in results  # as LLaMA-Factory: one set of keys per dataset
+    for name in ("demo_identity", "demo_alpaca"):  # each equals an evaluation of that dataset alone
+        alone = tmp_path / f"{name}.yaml"
+        alone.write_text(json.dumps({**common, "eval_dataset": name, "output_dir": str(tmp_path / name)}))
+        assert main(["eval", str(alone)]) == 0
+        single = json.loads((tmp_path / name / "eval_results.json").read_text())
+        assert results[f"eval_{name}_loss"] == pytest.approx(single["eval_loss"], rel=1e-6)
+        assert results[f"eval_{name}_accuracy"] == single["eval_accuracy"]
+
+
+def test_eval_on_each_dataset_where_it_cannot_work():
+    with pytest.raises(ConfigError, match="for stage sft or pt here; this config has `stage: dpo`"):
+        build_config({"eval_on_each_dataset": True, "stage": "dpo", "eval_dataset": "a"})
+    with pytest.raises(ConfigError, match="with `predict_with_generate: true`"):
+        build_config({"eval_on_each_dataset": True, "predict_with_generate": True, "do_eval": True,
+                      "eval_dataset": "a"})
+    cfg = build_config({"eval_on_each_dataset": True, "val_size": 0.1, "dataset": "a"})
+    assert any("applies to `eval_dataset`, which is not set" in note for note in cfg.notes)

@@ -95,7 +95,9 @@ class RunMonitor:
                 if isinstance(event.get("lr"), (int, float)):
                     self.lr.append(step, float(event["lr"]))
         elif kind == "eval":
-            self.last_eval = event
+            earlier = self.last_eval or {}
+            same_step = bool(earlier) and earlier.get("step") == step
+            self.last_eval = {**earlier, **event} if same_step else event  # eval_on_each_dataset: one event per set
             if isinstance(step, int) and isinstance(event.get("eval_loss"), (int, float)):
                 self.eval_loss.append(step, float(event["eval_loss"]))
         elif kind == "checkpoint":
@@ -173,6 +175,7 @@ class RunMonitor:
             "eval_loss": (self.last_eval or {}).get("eval_loss"),
             "perplexity": (self.last_eval or {}).get("perplexity"),
             "eval_accuracy": (self.last_eval or {}).get("eval_accuracy"),
+            "eval_scores": eval_scores(self.last_eval or {}),
             "stage": (self.last_progress or {}).get("stage"),
             "elapsed": elapsed,
             "eta": eta,
@@ -251,3 +254,14 @@ def _tail_loss(path: Path, size: int) -> float | None:
         if _is_loss_event(event):
             loss = float(event["loss"])
     return loss
+
+
+def eval_scores(event: dict[str, Any]) -> list[tuple[str, float]]:
+    """What an evaluation reported besides one eval_loss: each dataset's loss (``eval_on_each_dataset``:
+    ``eval_NAME_loss``) and the scores of an evaluation that generates (``eval_bleu-4``, ``eval_rouge-l``)."""
+    scores = [(key[len("eval_"):-len("_loss")], float(value)) for key, value in event.items()
+              if key.startswith("eval_") and key.endswith("_loss") and key != "eval_loss"
+              and isinstance(value, (int, float))]
+    scores += [(key[len("eval_"):].upper(), float(event[key])) for key in ("eval_bleu-4", "eval_rouge-l")
+               if isinstance(event.get(key), (int, float))]
+    return scores

@@ -67,6 +67,8 @@ def status_card(board: Board, run_id: str, lang: str) -> str:
         facts.append(t(lang, "progress_loss", loss=_num(prog["loss"])))
     if prog["eval_loss"] is not None:
         facts.append(t(lang, "progress_eval_loss", loss=_num(prog["eval_loss"])))
+    for name, value in prog.get("eval_scores") or []:
+        facts.append(t(lang, "progress_eval_score", name=name, value=_num(value)))
     if prog.get("eval_accuracy") is not None:
         facts.append(t(lang, "progress_eval_accuracy", accuracy=_num(prog["eval_accuracy"])))
     if prog["lr"] is not None:

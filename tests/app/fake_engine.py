@@ -100,8 +100,12 @@ def main() -> int:
             status="failed", exit_code=1, finished_at=time.time(), error="ValueError: the fake engine was told to fail"
         )
         return 1
-    emit(event="eval", step=steps, eval_loss=0.5, perplexity=1.65, **({"eval_accuracy": 0.8125}
-                                                                      if cfg.get("compute_accuracy") else {}))
+    if cfg.get("eval_on_each_dataset"):  # one event per evaluation set, as the Trainer logs them
+        emit(event="eval", step=steps, eval_first_loss=0.75)
+        emit(event="eval", step=steps, eval_second_loss=0.25)
+    else:
+        emit(event="eval", step=steps, eval_loss=0.5, perplexity=1.65, **({"eval_accuracy": 0.8125}
+                                                                          if cfg.get("compute_accuracy") else {}))
     emit(event="end", status="completed", error=None, metrics={"train_loss": 1.0})
     update(status="completed", exit_code=0, finished_at=time.time(), error=None)
     return 0

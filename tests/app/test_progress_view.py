@@ -28,6 +28,14 @@ def test_the_card_shows_eval_accuracy_when_the_run_computes_it(board):
     assert "评估准确率 0.8125" in progress_view.status_card(board, run_id, "zh")
 
 
+def test_the_card_shows_each_evaluation_set(board):
+    run_id = board.jobs.submit("train", {"fake_steps": 2, "eval_on_each_dataset": True})
+    assert board.jobs.wait(run_id, 30) == "completed"
+    card = progress_view.status_card(board, run_id, "en")
+    assert "eval first 0.75" in card and "eval second 0.25" in card  # both events of the step, merged
+    assert "评估 first 0.75" in progress_view.status_card(board, run_id, "zh")
+
+
 def test_missing_eval_series_is_padded_so_colours_stay_stable(board):
     run_id = board.jobs.submit("train", {"fake_steps": 3, "fake_fail": True})
     assert board.jobs.wait(run_id, 30) == "failed"
@@ -61,3 +69,11 @@ def test_the_parallel_strategy_reads_in_the_page_language():
     assert progress_view.parallel_text(ray, "zh") == "FSDP2 · 2 个进程 · 已分片 · gloo · 经由 ray"
     zero = {"strategy": "deepspeed_zero3", "world_size": 8, "sharded": True}
     assert progress_view.parallel_text(zero, "zh") == "DeepSpeed ZeRO-3 · 8 个进程 · 已分片"
+
+
+def test_generating_evaluations_show_their_scores():
+    from app.monitor import eval_scores
+
+    assert eval_scores({"eval_bleu-4": 13.9, "eval_rouge-l": 19.8, "eval_rouge-1": 25.0, "eval_runtime": 1.0}) == [
+        ("BLEU-4", 13.9), ("ROUGE-L", 19.8)]
+    assert eval_scores({"eval_loss": 1.0, "eval_a_loss": 2.0, "eval_a_runtime": 0.1}) == [("a", 2.0)]

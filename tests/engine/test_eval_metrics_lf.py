@@ -64,8 +64,9 @@ def test_compute_accuracy_belongs_to_sft():
         build_config({"compute_accuracy": True, "stage": "dpo"})
 
 
-def _reference(cfg_path: Path, batch: int) -> tuple[float, float, int]:
-    """eval_loss and eval_accuracy of the base demo model, computed apart from the trainer."""
+def _padded_batches(cfg_path: Path, batch: int):
+    """The demo model and the config's evaluation rows as padded batches in data order: (rows, model, [(ids, mask,
+    labels), ...]), computed apart from the trainer."""
     from transformers import AutoModelForCausalLM
 
     from engine.config import load_config
@@ -76,18 +77,26 @@ def _reference(cfg_path: Path, batch: int) -> tuple[float, float, int]:
     tokenizer, template = load_text_components(cfg)
     rows = get_dataset(cfg, tokenizer, template).eval
     model = AutoModelForCausalLM.from_pretrained(cfg.model.model_name_or_path).eval()
-    losses, shares = [], []
+    batches = []
     for start in range(0, len(rows), batch):
         chunk = rows[start:start + batch]
         width = max(len(ids) for ids in chunk["input_ids"])
-        ids = torch.tensor([x + [0] * (width - len(x)) for x in chunk["input_ids"]])
-        labels = torch.tensor([x + [-100] * (width - len(x)) for x in chunk["labels"]])
-        mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in chunk["input_ids"]])
+        batches.append((torch.tensor([x + [0] * (width - len(x)) for x in chunk["input_ids"]]),
+                        torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in chunk["input_ids"]]),
+                        torch.tensor([x + [-100] * (width - len(x)) for x in chunk["labels"]])))
+    return len(rows), model, batches
+
+
+def _reference(cfg_path: Path, batch: int) -> tuple[float, float, int]:
+    """eval_loss and eval_accuracy of the base demo model, computed apart from the trainer."""
+    count, model, batches = _padded_batches(cfg_path, batch)
+    losses, shares = [], []
+    for ids, mask, labels in batches:
         with torch.no_grad():
             out = model(input_ids=ids, attention_mask=mask, labels=labels)
         losses.append(out.loss.item())
         shares += lf_accuracy(out.logits.argmax(-1).numpy(), labels.numpy())
-    return float(np.mean(losses)), float(np.mean(shares)), len(rows)
+    return float(np.mean(losses)), float(np.mean(shares)), count
 
 
 @pytest.mark.parametrize("padding_free", [True, False])
@@ -131,28 +140,14 @@ def _pt_reference(cfg_path: Path, batch: int) -> float:
     """Pre-training eval_loss as LLaMA-Factory's transformers computes it: each padded batch's summed cross-entropy
     over its labels that are not -100, position 0 included; then the mean over rows (its pt trainer is the plain
     Trainer, whose gather_for_metrics counts the last, smaller batch by its rows)."""
-    from transformers import AutoModelForCausalLM
-
-    from engine.config import load_config
-    from engine.data import get_dataset
-    from engine.models.tokenizer_setup import load_text_components
-
-    cfg = load_config(cfg_path)
-    tokenizer, template = load_text_components(cfg)
-    rows = get_dataset(cfg, tokenizer, template).eval
-    model = AutoModelForCausalLM.from_pretrained(cfg.model.model_name_or_path).eval()
+    _, model, batches = _padded_batches(cfg_path, batch)
     losses = []
-    for start in range(0, len(rows), batch):
-        chunk = rows[start:start + batch]
-        width = max(len(ids) for ids in chunk["input_ids"])
-        ids = torch.tensor([x + [0] * (width - len(x)) for x in chunk["input_ids"]])
-        labels = torch.tensor([x + [-100] * (width - len(x)) for x in chunk["labels"]])
-        mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in chunk["input_ids"]])
+    for ids, mask, labels in batches:
         with torch.no_grad():
             logits = model(input_ids=ids, attention_mask=mask).logits
         summed = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten(),
                                                    ignore_index=-100, reduction="sum")
-        losses += [(summed / (labels != -100).sum()).item()] * len(chunk["input_ids"])
+        losses += [(summed / (labels != -100).sum()).item()] * len(ids)
     return float(np.mean(losses))
 
 

@@ -83,7 +83,11 @@ def prepare(cfg: Any) -> list[str]:
     from engine.multimodal import media_context
 
     bundle = get_dataset(cfg, tokenizer, template, media=media_context(cfg, tokenizer))
-    return [*split_lines(bundle.stats, cfg.data.cutoff_len), _where(cfg, bundle)]
+    lines = [*split_lines(bundle.stats, cfg.data.cutoff_len), _where(cfg, bundle)]
+    if cfg.data.eval_on_each_dataset and cfg.data.eval_dataset:
+        lines.append("With eval_on_each_dataset, a training run tokenizes each evaluation dataset again on its own "
+                     "(those sets are not kept); the line above holds the training data.")
+    return lines
 
 
 def _where(cfg: Any, bundle: Any) -> str:

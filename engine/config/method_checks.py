@@ -122,6 +122,10 @@ def method_checks(cfg: Any) -> list[str]:
                         "choose one.")
     if cfg.data.eval_on_each_dataset:
         problems += each_dataset_problems(cfg)
+    if ft.compute_accuracy and tr.predict_with_generate:  # LLaMA-Factory refuses the pair too
+        problems.append("`compute_accuracy: true` and `predict_with_generate: true` cannot be used together (as in "
+                        "LLaMA-Factory): an evaluation that generates scores BLEU/ROUGE instead of next-token accuracy. "
+                        "Remove one of them.")
     if ft.compute_accuracy and ft.stage != "sft":
         problems.append(f"`compute_accuracy: true` scores the supervised model's next tokens in evaluation (stage "
                         f"sft); this config has `stage: {ft.stage}`. Remove it, or set `stage: sft`.")

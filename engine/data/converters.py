@@ -386,6 +386,19 @@ def detect_format(spec: DatasetSpec, rows: list[dict[str, Any]]) -> DatasetSpec:
 
 
 # ------------------------------------------------------------------------------------------------ driver
+def _absent_columns(row: Any, spec: DatasetSpec) -> str:
+    """For a rejected row: the columns dataset_info.json names for it that the row does not have (the likely cause
+    of "no assistant reply" and the like when the mapping names the wrong columns)."""
+    if not isinstance(row, dict) or not spec.columns:
+        return ""
+    absent = [f"{key}: {name!r}" for key, name in spec.columns.items()
+              if isinstance(name, str) and key not in MEDIA and name not in row]
+    if not absent:
+        return ""
+    return (f" (dataset_info.json maps {', '.join(absent)}, which the row does not have; its columns: "
+            f"{', '.join(sorted(map(str, row))) or 'none'})")
+
+
 def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
     """Check (and shape) a converted example for ``stage``; raises RowError when it does not fit."""
     messages = example["messages"]
@@ -437,7 +450,7 @@ def iter_converted(rows: Iterable[dict[str, Any]], spec: DatasetSpec, stage: str
         except RowError as err:
             tally["skipped"] += 1
             if len(tally["shown"]) < 5:
-                tally["shown"].append((index, str(err)))
+                tally["shown"].append((index, str(err) + _absent_columns(row, spec)))
             continue
         tally["kept"] += 1
         yield example

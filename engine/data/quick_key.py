@@ -12,7 +12,7 @@ does. Any change to those inputs changes the quick key, so a stale record is nev
 bytes; removed when found pointing at an evicted entry, and by ``lf-engine cache --clear``).
 
 Only a model in a local folder has a quick key (a hub id or the built-in demo, which is rebuilt when its stamp
-changes, go the full way).
+changes, go the full way, even where a folder of the demo's name is in the working directory).
 """
 
 from __future__ import annotations
@@ -60,9 +60,16 @@ def _stamps(files: list[Path]) -> list[list[Any]]:
 
 
 def _model_files(folder: Path) -> list[list[Any]]:
-    """Stamps of the model folder's own files other than weights (tokenizer files live at its top level)."""
+    """Stamps of the model folder's files other than weights, its subfolders' too (transformers reads chat templates
+    from ``additional_chat_templates/``), but not those of checkpoints saved inside it."""
+    files = []
     try:
-        files = [p for p in folder.iterdir() if p.is_file() and not p.name.endswith(WEIGHT_SUFFIXES)]
+        for path in folder.rglob("*"):
+            inside = path.relative_to(folder).parts
+            if any(part.startswith("checkpoint-") for part in inside[:-1]) or not path.is_file():
+                continue
+            if not path.name.endswith(WEIGHT_SUFFIXES):
+                files.append(path)
     except OSError:
         return []
     return _stamps(files)
@@ -74,8 +81,13 @@ def _engine_files() -> list[list[Any]]:
 
 
 def _local_folder(value: Any) -> Path | None:
+    """The model folder a name stands for, when it is a local folder that the loader would use as it is."""
+    from engine.models.registry import DEMO_MODEL_NAME, DEMO_MODEL_PATH
+
     if not isinstance(value, str) or not value.strip():
         return None
+    if value.strip().lower() in (DEMO_MODEL_PATH, DEMO_MODEL_NAME.lower(), "demo-vlm"):
+        return None  # the built-in demo (rebuilt when its stamp changes), even with a folder of that name here
     path = Path(value).expanduser()
     return path.resolve() if (path / "config.json").is_file() else None
 

@@ -173,7 +173,8 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
     trainer.compute_accuracy = accuracy_wanted(cfg, has_eval)
     trainer.eval_in_data_order = cfg.train.group_by_length is None  # grouped by our default, not by the config
     trainer.eval_gathers_all = cfg.finetuning.stage == "sft"
-    trainer.count_first_labels = cfg.finetuning.stage == "pt"
+    trainer.count_first_labels = True  # LLaMA-Factory's transformers counts every label (engine.train.lf_token_count)
+    trainer.rows_start_trained = cfg.finetuning.stage == "pt" or bool(cfg.data.train_on_prompt)
     if weighting is not None and weighting.kind == "asft":
         trainer.ref_model = _asft_reference(cfg, model)
     trainer.use_muon = cfg.finetuning.use_muon

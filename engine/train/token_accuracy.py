@@ -99,10 +99,6 @@ def accuracy_wanted(cfg: Any, has_eval: bool) -> bool:
     """Whether this run's evaluation computes eval_accuracy (saying why not where the config asks for it)."""
     if not cfg.finetuning.compute_accuracy:
         return False
-    if cfg.train.predict_with_generate:
-        logger.warning("compute_accuracy is not used with predict_with_generate (as in LLaMA-Factory, where "
-                       "generation scores take its place); remove one of them.")
-        return False
     if not has_eval:
         logger.warning("compute_accuracy scores the evaluation set, and this run has none: set eval_dataset or "
                        "val_size (and do_eval or eval_strategy).")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -168,7 +169,12 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
             from engine.train.callbacks import without_training_fields
 
             eval_metrics = without_training_fields(eval_metrics)
-        if "eval_loss" in eval_metrics:
+        if "eval_loss" in eval_metrics and cfg.finetuning.stage == "pt":  # LLaMA-Factory's pt workflow's key and value
+            try:
+                eval_metrics["eval_perplexity"] = math.exp(eval_metrics["eval_loss"])
+            except OverflowError:
+                eval_metrics["eval_perplexity"] = float("inf")
+        elif "eval_loss" in eval_metrics:  # ours (LLaMA-Factory reports none for the other stages)
             eval_metrics["perplexity"] = float(torch.exp(torch.tensor(min(eval_metrics["eval_loss"], 50.0))))
         trainer.save_metrics("eval", eval_metrics)
         metrics.update(eval_metrics)

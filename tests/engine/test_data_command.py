@@ -180,3 +180,40 @@ def test_cache_clear_forgets_the_records_of_what_it_removed(model_dir, data_dir,
     assert len(list((cache / "quick").glob("*.json"))) == 1
     assert main(["cache", "--clear"]) == 0
     assert not list((cache / "quick").glob("*.json"))
+
+
+def test_a_folder_named_demo_here_is_not_the_demo(model_dir, data_dir, cache, tmp_path, monkeypatch):
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(model_dir, tmp_path / "demo")  # the loader still uses the built-in demo for `demo`
+    args = [str(EXAMPLES / "sft_lora_demo.yaml"), "model_name_or_path=demo", "dataset=rows",
+            f"dataset_dir={data_dir}", "cutoff_len=64"]
+    assert main(["data", *args]) == 0
+    rc, stdout, _ = _probe(args, cache)
+    assert rc == 0 and "IMPORTED True True" in stdout  # found after loading the tokenizer, never from ./demo's files
+
+
+def test_a_chat_template_in_a_subfolder_is_part_of_the_quick_key(model_dir, data_dir, cache, tmp_path):
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(model_dir, model)
+    assert main(["data", *_args(model, data_dir)]) == 0
+    (model / "additional_chat_templates").mkdir()
+    (model / "additional_chat_templates" / "tool_use.jinja").write_text("{% for m in messages %}{{ m['content'] }}"
+                                                                        "{% endfor %}")
+    rc, stdout, _ = _probe(_args(model, data_dir), cache)
+    assert rc == 0 and "IMPORTED True True" in stdout  # transformers reads it: the tokenizer is loaded again
+
+
+def test_columns_that_the_rows_lack_are_named(model_dir, cache, tmp_path, capsys):
+    folder = tmp_path / "mapped"
+    folder.mkdir()
+    (folder / "rows.json").write_text(json.dumps([{"instruction": "hi", "input": "", "output": "yo"}] * 3))
+    (folder / "dataset_info.json").write_text(json.dumps(
+        {"rows": {"file_name": "rows.json", "columns": {"prompt": "question", "response": "answer"}}}))
+    assert main(["data", *_args(model_dir, folder)]) == 2
+    err = capsys.readouterr().err
+    assert "dataset_info.json maps prompt: 'question', response: 'answer', which the row does not have" in err
+    assert "its columns: input, instruction, output" in err

@@ -6,6 +6,7 @@ model's own forward pass on padded batches in data order, scored with numpy as L
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -132,8 +133,8 @@ def test_accuracy_without_evaluation_data_says_so(tmp_path, monkeypatch, caplog)
     with caplog.at_level("WARNING", logger="engine.train.token_accuracy"):
         assert accuracy_wanted(cfg, has_eval=False) is False
     assert "this run has none: set eval_dataset or val_size" in caplog.text
-    cfg = build_config({"compute_accuracy": True, "predict_with_generate": True})
-    assert accuracy_wanted(cfg, has_eval=True) is False
+    with pytest.raises(ConfigError, match="cannot be used together"):  # LLaMA-Factory refuses the pair as well
+        build_config({"compute_accuracy": True, "predict_with_generate": True})
 
 
 def _pt_reference(cfg_path: Path, batch: int) -> float:
@@ -166,6 +167,7 @@ def test_pretraining_loss_counts_tokens_as_llamafactory(tmp_path, monkeypatch, p
     assert main(["eval", str(config)]) == 0
     results = json.loads((tmp_path / "out" / "eval_results.json").read_text())
     assert results["eval_loss"] == pytest.approx(_pt_reference(config, 3), rel=1e-5)
+    assert results["eval_perplexity"] == math.exp(results["eval_loss"]) and "perplexity" not in results  # its key
 
 
 def test_an_evaluation_that_generates_scores_as_prediction_does(tmp_path, monkeypatch):
@@ -238,3 +240,55 @@ def test_eval_on_each_dataset_where_it_cannot_work():
                       "eval_dataset": "a"})
     cfg = build_config({"eval_on_each_dataset": True, "val_size": 0.1, "dataset": "a"})
     assert any("applies to `eval_dataset`, which is not set" in note for note in cfg.notes)
+
+
+def test_each_eval_set_holds_the_rows_of_the_combined_set(tmp_path, monkeypatch):
+    """num_samples draws run through the training and then the evaluation datasets on one generator, as in
+    LLaMA-Factory, so each set has exactly its part of the combined evaluation set."""
+    from engine.data import get_dataset
+    from engine.data.each_eval import eval_sets_by_name
+    from engine.demo import ensure_demo_model
+    from engine.models.tokenizer_setup import load_text_components
+
+    monkeypatch.setenv("LF_ENGINE_CACHE", "off")
+    info = json.loads((REPO / "examples/data/dataset_info.json").read_text())
+    for name, count in (("demo_identity", 6), ("demo_alpaca", 8)):
+        info[name] = {**info[name], "file_name": str(REPO / "examples/data" / info[name]["file_name"]),
+                      "num_samples": count}
+    (tmp_path / "dataset_info.json").write_text(json.dumps(info))
+    cfg = build_config({"model_name_or_path": str(ensure_demo_model()), "template": "chatml",
+                        "dataset": "demo_alpaca", "eval_dataset": "demo_identity,demo_alpaca",
+                        "eval_on_each_dataset": True, "dataset_dir": str(tmp_path), "cutoff_len": 48})
+    tokenizer, template = load_text_components(cfg)
+    combined = list(get_dataset(cfg, tokenizer, template).eval["input_ids"])
+    each = eval_sets_by_name(cfg, tokenizer, template)
+    assert [len(part) for part in each.values()] == [6, 8]
+    assert list(each["demo_identity"]["input_ids"]) + list(each["demo_alpaca"]["input_ids"]) == combined
+
+
+@pytest.mark.parametrize("padding_free", [True, False])
+def test_train_on_prompt_counts_each_rows_first_token(tmp_path, monkeypatch, padding_free):
+    """sft with train_on_prompt: each row's first token is a label, which LLaMA-Factory's transformers counts (and
+    the shifted loss does not score); its eval_loss is the mean of the batches' summed cross-entropy over that count."""
+    from engine.demo import ensure_demo_model
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("LF_ENGINE_CACHE", "off")
+    config = tmp_path / "top.yaml"
+    config.write_text(json.dumps({
+        "model_name_or_path": str(ensure_demo_model()), "template": "chatml", "stage": "sft", "finetuning_type": "lora",
+        "do_train": False, "do_eval": True, "eval_dataset": "demo_alpaca", "dataset_dir": "examples/data",
+        "cutoff_len": 32, "train_on_prompt": True, "per_device_eval_batch_size": 3, "padding_free": padding_free,
+        "max_samples": 20, "output_dir": str(tmp_path / "out"), "report_to": "none"}))
+    assert main(["eval", str(config)]) == 0
+    results = json.loads((tmp_path / "out" / "eval_results.json").read_text())
+    _, model, batches = _padded_batches(config, 3)
+    losses = []
+    for ids, mask, labels in batches:
+        assert (labels[:, 0] != -100).all()  # the prompt's first token is trained
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=mask).logits
+        summed = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten(),
+                                                   ignore_index=-100, reduction="sum")
+        losses.append((summed / (labels != -100).sum()).item())
+    assert results["eval_loss"] == pytest.approx(float(np.mean(losses)), rel=1e-5)

@@ -137,36 +137,42 @@ def test_accuracy_without_evaluation_data_says_so(tmp_path, monkeypatch, caplog)
         build_config({"compute_accuracy": True, "predict_with_generate": True})
 
 
-def _pt_reference(cfg_path: Path, batch: int) -> float:
-    """Pre-training eval_loss as LLaMA-Factory's transformers computes it: each padded batch's summed cross-entropy
-    over its labels that are not -100, position 0 included; then the mean over rows (its pt trainer is the plain
-    Trainer, whose gather_for_metrics counts the last, smaller batch by its rows)."""
+def _counted_losses(cfg_path: Path, batch: int) -> list[tuple[float, int]]:
+    """Each padded batch's loss as LLaMA-Factory's transformers computes it, and its rows: the summed cross-entropy
+    of the shifted tokens over the count of labels that are not -100, position 0 included."""
     _, model, batches = _padded_batches(cfg_path, batch)
-    losses = []
+    out = []
     for ids, mask, labels in batches:
         with torch.no_grad():
             logits = model(input_ids=ids, attention_mask=mask).logits
         summed = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten(),
                                                    ignore_index=-100, reduction="sum")
-        losses += [(summed / (labels != -100).sum()).item()] * len(ids)
-    return float(np.mean(losses))
+        out.append(((summed / (labels != -100).sum()).item(), len(ids)))
+    return out
 
 
-@pytest.mark.parametrize("packing", [True, False])
-def test_pretraining_loss_counts_tokens_as_llamafactory(tmp_path, monkeypatch, packing):
+def _eval_run(tmp_path: Path, monkeypatch, **keys) -> tuple[Path, dict]:
+    """`lf-engine eval` of the demo model on a config of ``keys``; the config and its eval_results.json."""
     from engine.demo import ensure_demo_model
 
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("LF_ENGINE_CACHE", "off")
-    config = tmp_path / "pt.yaml"
+    config = tmp_path / "eval.yaml"
     config.write_text(json.dumps({
-        "model_name_or_path": str(ensure_demo_model()), "template": "chatml", "stage": "pt", "finetuning_type": "lora",
-        "do_train": False, "do_eval": True, "eval_dataset": "demo_pt", "dataset_dir": "examples/data",
-        "cutoff_len": 16, "packing": packing, "per_device_eval_batch_size": 3, "output_dir": str(tmp_path / "out"),
-        "report_to": "none"}))
+        "model_name_or_path": str(ensure_demo_model()), "template": "chatml", "finetuning_type": "lora",
+        "do_train": False, "do_eval": True, "dataset_dir": "examples/data", "per_device_eval_batch_size": 3,
+        "output_dir": str(tmp_path / "out"), "report_to": "none", **keys}))
     assert main(["eval", str(config)]) == 0
-    results = json.loads((tmp_path / "out" / "eval_results.json").read_text())
-    assert results["eval_loss"] == pytest.approx(_pt_reference(config, 3), rel=1e-5)
+    return config, json.loads((tmp_path / "out" / "eval_results.json").read_text())
+
+
+@pytest.mark.parametrize("packing", [True, False])
+def test_pretraining_loss_counts_tokens_as_llamafactory(tmp_path, monkeypatch, packing):
+    config, results = _eval_run(tmp_path, monkeypatch, stage="pt", eval_dataset="demo_pt", cutoff_len=16,
+                                packing=packing)
+    # its pt trainer is the plain Trainer, whose gather_for_metrics counts the last, smaller batch by its rows
+    weighted = [loss for loss, rows in _counted_losses(config, 3) for _ in range(rows)]
+    assert results["eval_loss"] == pytest.approx(float(np.mean(weighted)), rel=1e-5)
     assert results["eval_perplexity"] == math.exp(results["eval_loss"]) and "perplexity" not in results  # its key
 
 
@@ -269,26 +275,10 @@ def test_each_eval_set_holds_the_rows_of_the_combined_set(tmp_path, monkeypatch)
 @pytest.mark.parametrize("padding_free", [True, False])
 def test_train_on_prompt_counts_each_rows_first_token(tmp_path, monkeypatch, padding_free):
     """sft with train_on_prompt: each row's first token is a label, which LLaMA-Factory's transformers counts (and
-    the shifted loss does not score); its eval_loss is the mean of the batches' summed cross-entropy over that count."""
-    from engine.demo import ensure_demo_model
-
-    monkeypatch.chdir(REPO)
-    monkeypatch.setenv("LF_ENGINE_CACHE", "off")
-    config = tmp_path / "top.yaml"
-    config.write_text(json.dumps({
-        "model_name_or_path": str(ensure_demo_model()), "template": "chatml", "stage": "sft", "finetuning_type": "lora",
-        "do_train": False, "do_eval": True, "eval_dataset": "demo_alpaca", "dataset_dir": "examples/data",
-        "cutoff_len": 32, "train_on_prompt": True, "per_device_eval_batch_size": 3, "padding_free": padding_free,
-        "max_samples": 20, "output_dir": str(tmp_path / "out"), "report_to": "none"}))
-    assert main(["eval", str(config)]) == 0
-    results = json.loads((tmp_path / "out" / "eval_results.json").read_text())
-    _, model, batches = _padded_batches(config, 3)
-    losses = []
-    for ids, mask, labels in batches:
-        assert (labels[:, 0] != -100).all()  # the prompt's first token is trained
-        with torch.no_grad():
-            logits = model(input_ids=ids, attention_mask=mask).logits
-        summed = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten(),
-                                                   ignore_index=-100, reduction="sum")
-        losses.append((summed / (labels != -100).sum()).item())
+    the shifted loss does not score); its eval_loss is the plain mean of those batch losses (Seq2SeqTrainer)."""
+    config, results = _eval_run(tmp_path, monkeypatch, stage="sft", eval_dataset="demo_alpaca", cutoff_len=32,
+                                train_on_prompt=True, padding_free=padding_free, max_samples=20)
+    _, _, batches = _padded_batches(config, 3)
+    assert all((labels[:, 0] != -100).all() for _, _, labels in batches)  # the prompt's first token is trained
+    losses = [loss for loss, _ in _counted_losses(config, 3)]
     assert results["eval_loss"] == pytest.approx(float(np.mean(losses)), rel=1e-5)

@@ -128,6 +128,10 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
         from engine.data.each_eval import eval_sets_by_name  # the Trainer evaluates a dict one set at a time
 
         trainer.eval_dataset = eval_sets_by_name(cfg, tokenizer, template, media)
+    if media is not None and cfg.finetuning.stage in ("sft", "pt"):
+        # as LLaMA-Factory's sft and pt trainers for a model with a multimodal processor: each micro-batch's own mean
+        # loss, divided by the accumulation steps (not one mean over the tokens of all accumulated micro-batches)
+        trainer.model_accepts_loss_kwargs = False
     if cfg.finetuning.stage == "sft":  # as LLaMA-Factory's sft workflow: predict_with_generate evaluates by generating
         from engine.train.generation_eval import generation_eval
 

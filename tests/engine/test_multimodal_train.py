@@ -168,3 +168,50 @@ def test_video_dataset_passes_the_checks_without_torchvision(models, tmp_path, c
     config = _config(tmp_path, models["gemma4"], "gemma4", "mllm_video_demo", SHARED)
     assert main(["check", str(config)]) == 0
     assert "torchvision" not in capsys.readouterr().err
+
+
+def test_accumulated_micro_batches_each_count_as_their_mean(models, tmp_path):
+    """With a multimodal model, LLaMA-Factory's trainers average each micro-batch's own mean loss over the
+    accumulation steps (model_accepts_loss_kwargs off), not the tokens of all of them together: a step's logged
+    loss is the mean of its micro-batches' losses."""
+    import torch
+    from PIL import Image
+    from transformers import AutoModelForImageTextToText
+
+    from engine.config import load_config
+    from engine.data import get_dataset
+    from engine.models.tokenizer_setup import load_text_components
+    from engine.multimodal import media_context
+    from engine.train.sft import _media_collator
+
+    data = tmp_path / "data"
+    (data / "img").mkdir(parents=True)
+    rows = []
+    for index, (color, reply) in enumerate([((220, 20, 20), "Red."),
+                                            ((20, 20, 220), "It is a very deep and dark shade of blue, like the sea.")]):
+        Image.new("RGB", (56, 56), color).save(data / "img" / f"{index}.png")
+        rows.append({"messages": [{"role": "user", "content": "<image>What color is it?"},
+                                  {"role": "assistant", "content": reply}], "images": [f"img/{index}.png"]})
+    (data / "rows.json").write_text(json.dumps(rows))
+    (data / "dataset_info.json").write_text(json.dumps({"rows": {
+        "file_name": "rows.json", "formatting": "sharegpt", "columns": {"messages": "messages", "images": "images"},
+        "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}}}))
+    config = _config(tmp_path, models["qwen2_vl"], "qwen2_vl", "rows", data, per_device_train_batch_size=1,
+                     gradient_accumulation_steps=2, max_steps=1, disable_shuffling=True, learning_rate=1e-6)
+    assert main(["train", str(config)]) == 0
+    logged = _losses(tmp_path / "out")[0]
+
+    cfg = load_config(config)
+    tokenizer, template = load_text_components(cfg)
+    bundle = get_dataset(cfg, tokenizer, template, media=media_context(cfg, tokenizer))
+    collate = _media_collator(tokenizer, bundle)
+    model = AutoModelForImageTextToText.from_pretrained(models["qwen2_vl"]).eval()
+    losses, counts = [], []
+    for index in range(2):  # the untrained LoRA adds nothing: the base model's losses are the step's
+        batch = collate([bundle.train[index]])
+        with torch.no_grad():
+            losses.append(model(**batch).loss.item())
+        counts.append(int((batch["labels"][:, 1:] != -100).sum()))
+    assert counts[0] != counts[1]  # so the two ways of averaging differ
+    assert logged == pytest.approx(sum(losses) / 2, rel=1e-4)
+    assert logged != pytest.approx(sum(l * c for l, c in zip(losses, counts)) / sum(counts), rel=1e-3)

@@ -214,4 +214,4 @@ def test_accumulated_micro_batches_each_count_as_their_mean(models, tmp_path):
         counts.append(int((batch["labels"][:, 1:] != -100).sum()))
     assert counts[0] != counts[1]  # so the two ways of averaging differ
     assert logged == pytest.approx(sum(losses) / 2, rel=1e-4)
-    assert logged != pytest.approx(sum(l * c for l, c in zip(losses, counts)) / sum(counts), rel=1e-3)
+    assert logged != pytest.approx(sum(loss * count for loss, count in zip(losses, counts)) / sum(counts), rel=1e-3)

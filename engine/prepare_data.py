@@ -50,10 +50,9 @@ def quick_report(cfg: Any) -> list[str] | None:
     from engine.data import cache_prune
     from engine.data.quick_key import lookup
 
-    found = lookup(cfg)
-    if found is None:
+    folder = lookup(cfg)
+    if folder is None:
         return None
-    folder, _ = found
     try:
         stats = json.loads((folder / "lf_stats.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):

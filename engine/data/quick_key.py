@@ -17,6 +17,7 @@ changes, go the full way, even where a folder of the demo's name is in the worki
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -49,14 +50,10 @@ def _version(name: str) -> str | None:
 
 
 def _stamps(files: list[Path]) -> list[list[Any]]:
-    out = []
-    for file in sorted(files):
-        try:
-            stat = file.stat()
-        except OSError:
-            continue
-        out.append([str(file), stat.st_size, stat.st_mtime_ns])
-    return out
+    """Path, size and mtime of each file (the cache key's stamps, :func:`engine.data.cache._file_stamp`)."""
+    from engine.data.cache import _file_stamp
+
+    return [stamp for file in sorted(files) for stamp in _file_stamp(file)]
 
 
 def _model_files(folder: Path) -> list[list[Any]]:
@@ -119,8 +116,6 @@ def quick_key(cfg: Any) -> str | None:
 
 
 def _section(section: Any) -> dict[str, Any]:
-    import dataclasses
-
     return {f.name: getattr(section, f.name) for f in dataclasses.fields(section) if f.name not in UNSHAPING}
 
 
@@ -150,8 +145,8 @@ def remember(cfg: Any, key: str) -> None:
         logger.debug("The quick-key record was not written (%s).", err)
 
 
-def lookup(cfg: Any) -> tuple[Path, dict[str, Any]] | None:
-    """The complete cache entry an earlier run recorded for this config's inputs, and its meta; None otherwise."""
+def lookup(cfg: Any) -> Path | None:
+    """The complete cache entry an earlier run recorded for this config's inputs; None otherwise."""
     from engine.data import cache_prune
     from engine.data.cache import FORMAT_VERSION, entry_path
 
@@ -171,7 +166,7 @@ def lookup(cfg: Any) -> tuple[Path, dict[str, Any]] | None:
         if not folder.exists():
             record.unlink(missing_ok=True)  # evicted: the record is of no more use
         return None
-    return folder, meta
+    return folder
 
 
 def forget_evicted(root: Path) -> int:

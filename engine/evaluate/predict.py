@@ -88,7 +88,8 @@ def run_predict(cfg: RunConfig, model: Any, tokenizer: Any, template: Any, rows:
     """Generate for every row in left-padded batches, write the predictions and return the metrics.
 
     Prompts are batched by length (``per_device_eval_batch_size`` at a time) to keep padding small, or in order
-    with a ``repetition_penalty`` (it counts padding tokens too); the output keeps the input order. Decoding follows the ``generation`` section (greedy when ``do_sample`` is false).
+    with a ``repetition_penalty`` (it counts padding tokens too); the output keeps the input order. Decoding
+    follows the ``generation`` section (greedy when ``do_sample`` is false).
 
     Args:
         cfg: The run config (``generation`` settings, ``per_device_eval_batch_size``, ``seed``).
@@ -105,8 +106,8 @@ def run_predict(cfg: RunConfig, model: Any, tokenizer: Any, template: Any, rows:
         write: Write the predictions file and ``{prefix}_results.json`` (an evaluation during training does not).
 
     Returns:
-        ``predict_bleu-4``, ``predict_rouge-1``, ``predict_rouge-2``, ``predict_rouge-l`` (percentages),
-        ``predict_runtime`` (seconds), ``predict_samples_per_second`` and ``predict_steps_per_second``.
+        ``{prefix}_bleu-4``, ``{prefix}_rouge-1``, ``{prefix}_rouge-2``, ``{prefix}_rouge-l`` (percentages),
+        ``{prefix}_runtime`` (seconds), ``{prefix}_samples_per_second`` and ``{prefix}_steps_per_second``.
     """
     from transformers import set_seed
 

@@ -13,7 +13,7 @@ from engine.config import RunConfig, packs_rows
 from engine.train import token_weights
 from engine.train.arguments import build_args
 from engine.train.eval_loss import LFEvalMixin
-from engine.train.generation_eval import GenerationEvalMixin
+from engine.train.generation_eval import GenerationEvalMixin, generation_eval
 from engine.train.head_loss import chunked_head_loss
 from engine.train.lf_token_count import LFTokenCountMixin
 from engine.train.parallel.fsdp import ShardingMixin
@@ -170,14 +170,30 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
         compute_loss_func=token_weights.lm_loss_func(weighting) if weighting is not None else None,
     )
     trainer.token_weighting = weighting
-    trainer.compute_accuracy = accuracy_wanted(cfg, has_eval)
-    trainer.eval_in_data_order = cfg.train.group_by_length is None  # grouped by our default, not by the config
-    trainer.eval_gathers_all = cfg.finetuning.stage == "sft"
-    trainer.count_first_labels = True  # LLaMA-Factory's transformers counts every label (engine.train.lf_token_count)
-    trainer.rows_start_trained = cfg.finetuning.stage == "pt" or bool(cfg.data.train_on_prompt)
     if weighting is not None and weighting.kind == "asft":
         trainer.ref_model = _asft_reference(cfg, model)
     trainer.use_muon = cfg.finetuning.use_muon
     trainer.max_tokens_per_batch = cfg.train.max_tokens_per_batch
     trainer.budget_padded = not padding_free  # padding-free batches: the budget counts the rows' own tokens
     return trainer
+
+
+def follow_llamafactory(trainer: Trainer, cfg: RunConfig, tokenizer: Any, template: Any, bundle: Any,
+                        media: Any) -> None:
+    """Evaluate and count the loss as LLaMA-Factory's sft and pt trainers do (each mixin's module says how, and
+    what was checked against its output)."""
+    stage, has_eval = cfg.finetuning.stage, bundle.eval is not None
+    trainer.compute_accuracy = accuracy_wanted(cfg, has_eval)
+    trainer.eval_in_data_order = cfg.train.group_by_length is None  # grouped by our default, not by the config
+    trainer.eval_gathers_all = stage == "sft"  # its Seq2SeqTrainer's gather; pt's plain Trainer keeps its own
+    trainer.count_first_labels = True  # its transformers counts every label (engine.train.lf_token_count)
+    trainer.rows_start_trained = stage == "pt" or bool(cfg.data.train_on_prompt)
+    if cfg.data.eval_on_each_dataset and cfg.data.eval_dataset and has_eval:
+        from engine.data.each_eval import eval_sets_by_name  # the Trainer evaluates a dict one set at a time
+
+        trainer.eval_dataset = eval_sets_by_name(cfg, tokenizer, template, media)
+    if media is not None:  # a model with a multimodal processor: each micro-batch's own mean loss, divided by the
+        # accumulation steps (not one mean over the tokens of all accumulated micro-batches)
+        trainer.model_accepts_loss_kwargs = False
+    if stage == "sft":  # predict_with_generate: the evaluation generates and scores
+        trainer.generation_eval = generation_eval(cfg, tokenizer, template, bundle)

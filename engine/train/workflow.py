@@ -124,18 +124,8 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     recorder = ParallelRecorder(ctx, extra, launcher=os.environ.get("LF_LAUNCHER"))
     callbacks = [recorder, EventsCallback(ctx, extra), AbortCallback(ctx), *method_callbacks(cfg, ctx)]
     trainer = STAGES[cfg.finetuning.stage](cfg, model, tokenizer, bundle, callbacks)
-    if cfg.data.eval_on_each_dataset and cfg.data.eval_dataset and bundle.eval is not None:
-        from engine.data.each_eval import eval_sets_by_name  # the Trainer evaluates a dict one set at a time
-
-        trainer.eval_dataset = eval_sets_by_name(cfg, tokenizer, template, media)
-    if media is not None and cfg.finetuning.stage in ("sft", "pt"):
-        # as LLaMA-Factory's sft and pt trainers for a model with a multimodal processor: each micro-batch's own mean
-        # loss, divided by the accumulation steps (not one mean over the tokens of all accumulated micro-batches)
-        trainer.model_accepts_loss_kwargs = False
-    if cfg.finetuning.stage == "sft":  # as LLaMA-Factory's sft workflow: predict_with_generate evaluates by generating
-        from engine.train.generation_eval import generation_eval
-
-        trainer.generation_eval = generation_eval(cfg, tokenizer, template, bundle)
+    if cfg.finetuning.stage in ("sft", "pt"):
+        sft.follow_llamafactory(trainer, cfg, tokenizer, template, bundle, media)
     recorder.trainer = trainer
     configure_trainer(trainer, cfg)
     if cfg.parallel.use_hyper_parallel:  # optional backend: HyperParallel prepares the model instead of accelerate

@@ -1,8 +1,10 @@
 """The board's guards: failed-login backoff, the upload size limit, and the folders API configs may write to.
 
 - :class:`LoginGuard` is the ``auth`` callable given to gradio: after ``free_failures`` wrong passwords in a row
-  for one user name, or from one client address, logins for it pause (30 s, doubling up to 15 min), even with the
-  right password; a success clears the count. :class:`ClientAddressMiddleware` tells it the client's address.
+  from one client address, logins from it pause (30 s, doubling up to 15 min), even with the right password; after
+  as many for the board's user name from anywhere, that user's logins pause for the addresses that sent a wrong
+  password, while an address with none on record still logs in (so nobody can lock the owner out by guessing
+  from elsewhere). A success clears the counts. :class:`ClientAddressMiddleware` tells it the client's address.
 - Uploads larger than ``--max-upload-mb`` are refused by gradio (``max_file_size``) and again before a file is
   registered as a dataset.
 - ``tokenized_path`` and ``export_dir`` in a config submitted through the API must lie under one of the allowed
@@ -47,7 +49,11 @@ class LoginRefused(Exception):
 
 
 class LoginGuard:
-    """Checks USER:PASS with a per-user and per-address backoff after repeated failures.
+    """Checks USER:PASS with a per-address and a per-user backoff after repeated failures.
+
+    The per-address pause refuses every login from that address. The per-user pause (failures for the board's own
+    user name, from any address) refuses only addresses that have a failure on record, so an attacker guessing
+    from elsewhere slows guessing down to one try per fresh address without locking the owner out.
 
     Args:
         user: The user name.
@@ -57,6 +63,9 @@ class LoginGuard:
         max_delay: The longest pause.
         clock: Time source (tests).
     """
+
+    MAX_TRACKED = 10_000
+    """Addresses remembered at most; beyond it, those not paused are forgotten (memory stays bounded)."""
 
     def __init__(self, user: str, password: str, *, free_failures: int = 5, base_delay: float = 30.0,
                  max_delay: float = 900.0, clock: Callable[[], float] = time.monotonic):
@@ -70,25 +79,38 @@ class LoginGuard:
     @property
     def message(self) -> str:
         """What the login page says (gradio's ``auth_message``)."""
-        return (f"LF Board. After {self.free_failures} wrong passwords in a row, logins pause for "
-                f"{int(self.base_delay)} s (longer after each further failure), even with the right password.")
+        return (f"LF Board. After {self.free_failures} wrong passwords in a row from one address, logins from it "
+                f"pause for {int(self.base_delay)} s (longer after each further failure), even with the right "
+                "password.")
+
+    def _user_key(self, user: str) -> str | None:
+        """The per-user key, for the board's own user name only (other names are counted per address)."""
+        return "user" if hmac.compare_digest(user.encode(), self.user.encode()) else None
+
+    def _refusal(self, user: str, client: str) -> tuple[float, str]:
+        """(seconds left, whose pause) for a login of ``user`` from ``client``; (0, "") when it may proceed."""
+        now = self.clock()
+        with self._lock:
+            wait = self._until.get(f"ip:{client}", 0.0) - now
+            if wait > 0:
+                return wait, f"from {client}"
+            key = self._user_key(user)
+            wait = self._until.get(key, 0.0) - now if key else 0.0
+            if wait > 0 and self._failures.get(f"ip:{client}", 0) > 0:
+                return wait, f"for `{user}`"
+        return 0.0, ""
 
     def wait_seconds(self, user: str, client: str | None = None) -> float:
-        """How long logins for ``user`` (or from ``client``) are paused; 0 when they are not."""
-        now = self.clock()
-        keys = [f"user:{user}", f"ip:{client if client is not None else _client.get()}"]
-        with self._lock:
-            return max([self._until.get(k, 0.0) - now for k in keys] + [0.0])
+        """How long logins of ``user`` from ``client`` (default: the current request's) are paused; 0 when not."""
+        return self._refusal(user, client if client is not None else _client.get())[0]
 
     def __call__(self, user: str, password: str) -> bool:
         client = _client.get()
-        keys = [f"user:{user}", f"ip:{client}"]
-        wait = self.wait_seconds(user, client)
+        wait, whose = self._refusal(user, client)
         if wait > 0:
-            raise _http_error(f"Too many failed logins for `{user}` or from {client}: wait {int(wait) + 1} s, then "
-                              "try again.")
-        ok = hmac.compare_digest(user.encode(), self.user.encode()) and hmac.compare_digest(
-            password.encode(), self.password.encode())
+            raise _http_error(f"Too many failed logins {whose}: wait {int(wait) + 1} s, then try again.")
+        ok = self._user_key(user) is not None and hmac.compare_digest(password.encode(), self.password.encode())
+        keys = [key for key in (f"ip:{client}", self._user_key(user)) if key]
         with self._lock:
             for key in keys:
                 if ok:
@@ -99,7 +121,16 @@ class LoginGuard:
                 if count >= self.free_failures:
                     delay = min(self.max_delay, self.base_delay * 2 ** (count - self.free_failures))
                     self._until[key] = self.clock() + delay
+            if len(self._failures) > self.MAX_TRACKED:
+                self._forget_unpaused()
         return ok
+
+    def _forget_unpaused(self) -> None:
+        """Drop the counts of addresses not paused now (called with the lock held)."""
+        now = self.clock()
+        for key in [k for k in self._failures if k.startswith("ip:") and self._until.get(k, 0.0) <= now]:
+            self._failures.pop(key, None)
+            self._until.pop(key, None)
 
 
 def _http_error(message: str) -> Exception:

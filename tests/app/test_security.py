@@ -16,6 +16,7 @@ import gradio as gr
 import pytest
 from fastapi import HTTPException
 
+from app import security
 from app.api import Automation
 from app.security import ALLOWED_ROOTS_ENV, LoginGuard, allowed_roots, max_upload_mb, path_problems
 from app.tabs import train
@@ -48,6 +49,59 @@ def test_guessing_many_user_names_from_one_address_pauses_that_address(clock):
         assert not guard(name, "x")
     with pytest.raises(HTTPException, match="Too many failed logins"):
         guard("alice", "s3cret")  # same (unknown) client address
+
+
+@pytest.fixture(autouse=True)
+def _client_address():
+    token = security._client.set("?")
+    yield
+    security._client.reset(token)
+
+
+def _from(address: str) -> None:
+    security._client.set(address)  # what ClientAddressMiddleware records for a request
+
+
+def test_an_attacker_elsewhere_cannot_lock_the_owner_out(clock):
+    guard = LoginGuard("alice", "s3cret", free_failures=3, base_delay=30, clock=clock)
+    _from("203.0.113.9")
+    for _ in range(3):
+        assert not guard("alice", "guess")
+    with pytest.raises(HTTPException, match="from 203.0.113.9"):
+        guard("alice", "s3cret")  # the guessing address is paused, right password or not
+    _from("10.0.0.2")
+    assert guard.wait_seconds("alice") == 0
+    assert guard("alice", "s3cret")  # the owner, from an address with no failure, gets in
+
+
+def test_guessing_one_user_from_many_addresses_leaves_one_try_per_fresh_address(clock):
+    guard = LoginGuard("alice", "s3cret", free_failures=3, base_delay=30, clock=clock)
+    for n in range(3):
+        _from(f"198.51.100.{n}")
+        assert not guard("alice", "guess")
+    _from("198.51.100.0")  # one failure on record, and alice's logins are paused: refused
+    with pytest.raises(HTTPException, match="for `alice`: wait 31 s"):
+        guard("alice", "guess")
+    _from("198.51.100.7")  # a fresh address gets one try, then it is refused too
+    assert not guard("alice", "guess")
+    with pytest.raises(HTTPException, match="for `alice`: wait 61 s"):  # the pause doubled
+        guard("alice", "s3cret")
+    _from("10.0.0.2")
+    assert guard("alice", "s3cret")  # the owner's clean address still gets in, and success clears the counts
+    _from("198.51.100.7")
+    assert guard("alice", "s3cret")
+
+
+def test_names_other_than_the_users_are_counted_per_address_only_and_memory_stays_bounded(clock, monkeypatch):
+    guard = LoginGuard("alice", "s3cret", free_failures=3, clock=clock)
+    monkeypatch.setattr(LoginGuard, "MAX_TRACKED", 50)
+    for n in range(500):
+        _from(f"192.0.2.{n}")
+        assert not guard(f"user{n}", "x")
+    assert all(key.startswith("ip:") for key in guard._failures)
+    assert len(guard._failures) <= 51
+    _from("192.0.2.1")
+    assert guard("alice", "s3cret")
 
 
 def test_upload_limit(board, tmp_path):
@@ -103,6 +157,19 @@ def post_login(url: str, user: str, password: str, opener=None) -> tuple[int, st
         return err.code, err.read().decode()
 
 
+def login_from(source: str, port: int, user: str, password: str) -> int:
+    """POST /login over a connection from the local address ``source``; the HTTP status."""
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30, source_address=(source, 0))
+    try:
+        conn.request("POST", "/login", urllib.parse.urlencode({"username": user, "password": password}),
+                     {"Content-Type": "application/x-www-form-urlencoded"})
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
 @pytest.mark.slow
 def test_live_board_rate_limits_logins_and_limits_uploads(tmp_path):
     port = free_port()
@@ -132,7 +199,9 @@ def test_live_board_rate_limits_logins_and_limits_uploads(tmp_path):
         for _ in range(5):
             assert post_login(url, "alice", "nope")[0] == 400
         status, text = post_login(url, "alice", "s3cret")
-        assert status == 400 and "Too many failed logins" in text
+        assert status == 400 and "Too many failed logins from 127.0.0.1" in text
+        # the owner on another address (Linux routes all of 127/8 to the loopback device) is not locked out
+        assert login_from("127.0.0.2", port, "alice", "s3cret") == 200
         # uploads above --max-upload-mb are refused by the server itself
         boundary = "lfboardboundary"
         body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"big.json\"\r\n"

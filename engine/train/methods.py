@@ -157,21 +157,21 @@ class PissaInitCallback(TrainerCallback):
         logger.info("PiSSA: initial adapter saved to %s for the conversion at the end.", folder)
 
 
-def save_pissa_converted(model: Any, output_dir: str | Path) -> bool:
-    """Re-save a trained PiSSA adapter in ``output_dir`` converted to plain LoRA; False when not a PiSSA model.
+def save_pissa_converted(model: Any, folder: str | Path, init: str | Path) -> bool:
+    """Re-save a trained PiSSA adapter in ``folder`` converted to plain LoRA; False when not a PiSSA model.
 
-    The converted adapter (rank 2r) applied to the original base weights gives the trained weights, so chat,
-    evaluation and export load it like any LoRA adapter.
+    ``init`` is the adapter as initialised (``output_dir/pissa_init``). The converted adapter (rank 2r) applied to
+    the original base weights gives the trained weights, so chat, evaluation and export load it like any LoRA
+    adapter.
     """
     if not is_pissa(model):
         return False
-    out = Path(output_dir)
-    init = out / PISSA_INIT_DIR
+    out, init = Path(folder), Path(init)
     if not (init / "adapter_config.json").is_file():
         raise UserError(f"PiSSA: the initial adapter `{init}` is missing, so the adapter cannot be converted to "
                         "LoRA; train again from the start (it is written when training begins).")
     model.save_pretrained(out, path_initial_model_for_weight_conversion=str(init))
-    logger.info("PiSSA adapter saved converted to plain LoRA in %s.", out)
+    logger.info("PiSSA adapter converted to plain LoRA for the final save.")
     return True
 
 

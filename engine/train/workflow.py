@@ -46,6 +46,17 @@ def _save_processor_files(cfg: RunConfig, out: Path) -> None:
     copy_processor_files(source, out)
 
 
+def _beside_the_weights(cfg: RunConfig, trainer: Any, tokenizer: Any, folder: Path) -> None:
+    """What the final save writes beside the weights (into its staging folder, see engine.train.final_save): a
+    PiSSA adapter converted to LoRA, the tokenizer, a vision-language model's processor files, the provenance."""
+    from engine.train.methods import PISSA_INIT_DIR, save_pissa_converted
+
+    save_pissa_converted(trainer.model, folder, Path(cfg.train.output_dir) / PISSA_INIT_DIR)
+    tokenizer.save_pretrained(folder)
+    _save_processor_files(cfg, folder)
+    save_provenance(cfg, folder)
+
+
 def save_provenance(cfg: RunConfig, folder: Path) -> None:
     """House rule: the resolved config and package versions sit beside every adapter and checkpoint."""
     write_provenance(folder, cfg.to_yaml(minimal=False))
@@ -86,7 +97,8 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     from engine.data import get_dataset
     from engine.models import count_parameters
     from engine.train.callbacks import AbortCallback, EventsCallback
-    from engine.train.methods import configure_trainer, method_callbacks, save_pissa_converted
+    from engine.train.final_save import save_final
+    from engine.train.methods import configure_trainer, method_callbacks
     from engine.train.parallel.recorder import ParallelRecorder
     from engine.train.plotting import plot_loss
 
@@ -140,12 +152,8 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     if cfg.train.do_train:
         result = trainer.train(resume_from_checkpoint=resume)
         phases.mark("steps")  # the first step is its own phase (EventsCallback marks it)
-        trainer.save_model()
-        save_pissa_converted(trainer.model, out)
-        tokenizer.save_pretrained(out)
-        _save_processor_files(cfg, out)
+        save_final(trainer, out, lambda folder: _beside_the_weights(cfg, trainer, tokenizer, folder))
         trainer.save_state()
-        save_provenance(cfg, out)
         for ckpt in out.glob("checkpoint-*"):
             if not (ckpt / "lf_config.yaml").exists():
                 save_provenance(cfg, ckpt)

@@ -290,6 +290,67 @@ def test_training_on_a_full_disk_fails_with_the_free_space(tmp_path, monkeypatch
     assert abs(run["pid_started"] - psutil.Process().create_time()) < 0.1  # the CLI records the process start time
 
 
+def test_a_disk_that_fills_during_the_final_save_leaves_the_earlier_model_whole(tmp_path, monkeypatch, capsys):
+    """The tokenizer is cut off half-way through the final save: nothing half-written lands beside the weights, the
+    earlier final model stays byte for byte, and resuming then finishes the save."""
+    from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+
+    from engine.train.final_save import STAGING_DIR
+
+    monkeypatch.chdir(REPO)
+    out = tmp_path / "run"
+    args = ["train", str(REPO / "examples" / "sft_lora_demo.yaml"), "save_strategy=steps", "save_steps=1",
+            "max_samples=8", f"dataset_dir={REPO / 'examples' / 'data'}", f"output_dir={out}"]
+    assert main([*args, "max_steps=2"]) == 0
+    before = {name: (out / name).read_bytes() for name in ("adapter_model.safetensors", "tokenizer.json",
+                                                           "adapter_config.json", "lf_config.yaml")}
+    whole = PreTrainedTokenizerBase.save_pretrained
+
+    def full(self, folder, *a, **k):
+        if Path(folder).name != STAGING_DIR:  # the checkpoints' saves
+            return whole(self, folder, *a, **k)
+        Path(folder, "tokenizer.json").write_text('{"version": "1.0", "trunc')
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(PreTrainedTokenizerBase, "save_pretrained", full)
+    monkeypatch.setattr(diskfull, "free_mb", lambda path: 3)
+    assert main([*args, "max_steps=4", "resume_from_checkpoint=true"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: No space left on device: {out}, free 3 MB" in err and "resume the run" in err
+    assert {name: (out / name).read_bytes() for name in before} == before  # the step-2 model, whole
+    assert not (out / STAGING_DIR).exists()
+    assert latest_complete(out)[0].name == "checkpoint-4"
+    monkeypatch.setattr(PreTrainedTokenizerBase, "save_pretrained", whole)
+    monkeypatch.setattr(diskfull, "free_mb", lambda path: 500)
+    assert main([*args, "max_steps=4", "resume_from_checkpoint=true"]) == 0
+    assert (out / "adapter_model.safetensors").read_bytes() == (out / "checkpoint-4" /
+                                                               "adapter_model.safetensors").read_bytes()
+    assert json.loads((out / "tokenizer.json").read_text())["model"]
+    assert not (out / STAGING_DIR).exists()
+    assert json.loads((out / "run.json").read_text())["status"] == "completed"
+
+
+def test_publishing_a_final_save_replaces_files_and_an_earlier_saves_extra_shards(tmp_path):
+    from engine.train.final_save import publish
+
+    out, staging = tmp_path / "out", tmp_path / "out" / ".final-save.partial"
+    (out / "processor").mkdir(parents=True)
+    for name in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+                 "model.safetensors.index.json", "config.json", "checkpoint-5.txt", "adapter_model.safetensors"):
+        (out / name).write_text("old")
+    (out / "processor" / "old.json").write_text("old")
+    (staging / "processor").mkdir(parents=True)
+    for name in ("model.safetensors", "config.json"):
+        (staging / name).write_text("new")
+    (staging / "processor" / "new.json").write_text("new")
+    publish(staging, out)
+    assert sorted(p.name for p in out.iterdir()) == ["adapter_model.safetensors", "checkpoint-5.txt", "config.json",
+                                                      "model.safetensors", "processor"]
+    assert (out / "model.safetensors").read_text() == "new" and (out / "config.json").read_text() == "new"
+    assert (out / "adapter_model.safetensors").read_text() == "old"  # another kind of weights: not this save's
+    assert [p.name for p in (out / "processor").iterdir()] == ["new.json"]
+
+
 def test_remove_torn_keeps_complete_checkpoints(tmp_path):
     make_checkpoint(tmp_path, 1)
     make_checkpoint(tmp_path, 2, torn="no_state")

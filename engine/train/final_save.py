@@ -1,0 +1,93 @@
+"""The trained model's final save: whole, or not at all.
+
+The weights, the tokenizer, a vision-language model's processor files and the provenance are written into a staging
+folder inside ``output_dir`` first (``.final-save.partial``), then moved into ``output_dir`` one file at a time by a
+rename, which needs no space. A save that fails half-way (a full disk, a killed process) therefore leaves no cut
+``tokenizer.json`` or weights file where chat, evaluation or export would read them: the staging folder is removed
+(freeing its space for the disk-full message) and the earlier final model, if the folder had one, stays as it was.
+The run's checkpoints are untouched either way; the disk-full message says to resume from them.
+
+In a multi-process run every process takes part in ``trainer.save_model`` (sharded weights are gathered), and the
+processes that save (``args.should_save``: rank 0, or each node's first with ``save_on_each_node``) write the rest
+and move the files.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+STAGING_DIR = ".final-save.partial"
+"""The staging folder inside output_dir (hidden; removed when the save ends, whole or not)."""
+
+_WEIGHT_FILE = re.compile(r"^(?P<stem>adapter_model|model|pytorch_model)(-\d+-of-\d+)?"
+                          r"\.(safetensors|bin)(\.index\.json)?$")
+"""Weight files and shard indexes a save writes; an earlier save's extra shards of the same kind are removed."""
+
+
+def save_final(trainer: Any, out: Path, write_rest: Callable[[Path], None]) -> None:
+    """Save the trained model into ``out`` through a staging folder.
+
+    Args:
+        trainer: The Trainer (``save_model`` writes the weights, collectively in a multi-process run).
+        out: The output folder.
+        write_rest: Writes everything else that belongs beside the weights into the folder it is given (the
+            tokenizer, processor files, provenance); called only by the processes that save.
+    """
+    staging = out / STAGING_DIR
+    saver = bool(trainer.args.should_save)
+    if saver:
+        shutil.rmtree(staging, ignore_errors=True)  # a save an earlier run of this folder did not finish
+    trainer.accelerator.wait_for_everyone()  # before any process writes into it
+    try:
+        trainer.save_model(str(staging))
+        if saver:
+            write_rest(staging)
+    except BaseException:
+        if saver:
+            shutil.rmtree(staging, ignore_errors=True)
+        raise
+    trainer.accelerator.wait_for_everyone()  # every process has written its part before the files move
+    if saver:
+        publish(staging, out)
+    trainer.accelerator.wait_for_everyone()
+
+
+def publish(staging: Path, out: Path) -> None:
+    """Move every file and folder of ``staging`` into ``out`` (replacing what has the same name), then remove
+    ``staging`` and the earlier save's weight files the new save does not have (fewer shards, another format)."""
+    names = sorted(path.name for path in staging.iterdir())
+    new_stems = {m["stem"] for m in map(_WEIGHT_FILE.match, names) if m}
+    # configs first and weights last: a reader that comes between two renames finds the earlier, whole weights
+    for name in sorted(names, key=lambda n: _WEIGHT_FILE.match(n) is not None):
+        source, target = staging / name, out / name
+        if source.is_dir() and not source.is_symlink():
+            _replace_folder(source, target)
+        else:
+            os.replace(source, target)
+    shutil.rmtree(staging, ignore_errors=True)
+    for path in out.iterdir():
+        match = _WEIGHT_FILE.match(path.name)
+        if match and match["stem"] in new_stems and path.name not in names and path.is_file():
+            path.unlink()
+            logger.info("Removed %s, a weight file of an earlier save of this folder.", path.name)
+
+
+def _replace_folder(source: Path, target: Path) -> None:
+    if target.is_dir() and not target.is_symlink():
+        old = target.with_name(f".{target.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(target, old)
+        os.replace(source, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        if target.exists() or target.is_symlink():
+            target.unlink()
+        os.replace(source, target)

@@ -461,11 +461,25 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as err:
         if debug:
             raise
-        print(f"error: {err}", file=sys.stderr)
+        _print_error(err)
         return getattr(err, "exit_code", EXIT_USER_ERROR)
     except (AbortRequested, KeyboardInterrupt):
         print("stopped.", file=sys.stderr)
         return EXIT_ABORTED
+
+
+def _print_error(err: Exception) -> None:
+    """``error: ...`` on stderr; in a multi-process run (torchrun) a config's problems, the same on every rank, are
+    printed by rank 0 alone, and another rank's own error names the rank."""
+    from engine.config import ConfigError
+
+    rank = os.environ.get("RANK", "0")
+    if rank != "0" and int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
+        if isinstance(err, ConfigError):
+            return
+        print(f"error (rank {rank}): {err}", file=sys.stderr)
+        return
+    print(f"error: {err}", file=sys.stderr)
 
 
 def entry() -> int:

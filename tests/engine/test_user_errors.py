@@ -154,6 +154,23 @@ def test_every_config_problem_is_reported_at_once(ws, capsys):
     assert message.count("\n  - ") == 3
 
 
+def test_under_torchrun_a_configs_problems_are_printed_by_rank_0_alone(ws, capsys, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    assert cli(capsys, "train", str(ws / "sft.yaml"), "lora_rnak=8") == (EXIT_USER_ERROR, "")
+    monkeypatch.setenv("RANK", "0")
+    train(ws, capsys, "lora_rnak=8", words=("Unknown key `lora_rnak`",))
+
+
+def test_another_ranks_own_error_names_the_rank(capsys, monkeypatch):
+    from engine import cli as cli_module
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    cli_module._print_error(UserError("its device is busy"))
+    assert capsys.readouterr().err == "error (rank 1): its device is busy\n"
+
+
 def test_cutoff_len_below_the_minimum(ws, capsys):
     train(ws, capsys, "cutoff_len=4", words=("`cutoff_len: 4` is below the minimum 8; raise it",))
 

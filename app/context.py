@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from app.jobs import JobManager
 from app.workspace import Workspace
@@ -19,6 +20,7 @@ class Board:
         default_lang: the language pages open in (``auto`` follows the browser).
         max_upload_mb: the largest upload accepted (MB).
         extra_roots: folders besides the workspace that API configs may write to (``--allowed-root``).
+        scorers: the "try it" scoring processes running now, by browser session (so that Stop can end them).
     """
 
     workspace: Workspace
@@ -26,6 +28,7 @@ class Board:
     default_lang: str = "auto"
     max_upload_mb: int = 512
     extra_roots: list[str] = field(default_factory=list)
+    scorers: dict[str, Any] = field(default_factory=dict)
 
     @property
     def allowed_roots(self) -> list[Path]:

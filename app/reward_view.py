@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 import json
 import math
+import os
+import signal
 import subprocess
 import threading
 import uuid
@@ -228,12 +230,27 @@ def with_builtins(current: str | None, chosen: list[str], builtins: list[str]) -
 
 
 # -- "try it" --------------------------------------------------------------------------------------------
+_SCORERS_LOCK = threading.Lock()
+STOP_FIRST = "stop"
+"""``board.scorers``' value for a session whose Stop came before its scoring process started."""
+
+
 class TryError(RuntimeError):
     """Scoring could not run; the message says why."""
 
 
-def run_try(board: Board, mapping: dict[str, Any], prompts: int = 3, samples: int = 4) -> dict[str, Any]:
-    """Run ``lf-engine rewards`` on ``mapping`` in a child process and return its result (TryError on failure)."""
+class TryStopped(TryError):
+    """Scoring was stopped from the page (:func:`stop_try`)."""
+
+
+def run_try(board: Board, mapping: dict[str, Any], prompts: int = 3, samples: int = 4,
+            session: str = "") -> dict[str, Any]:
+    """Run ``lf-engine rewards`` on ``mapping`` in a child process and return its result (TryError on failure).
+
+    The process is registered under ``session`` (the browser session) in ``board.scorers`` while it runs, so that
+    :func:`stop_try` can end it (a Stop that came before the process started ends it as soon as it starts); a
+    session's new "try it" ends its earlier one.
+    """
     scratch = board.workspace.root / ".scratch"
     scratch.mkdir(parents=True, exist_ok=True)
     stem = scratch / f"rewards-{uuid.uuid4().hex[:8]}"
@@ -242,10 +259,27 @@ def run_try(board: Board, mapping: dict[str, Any], prompts: int = 3, samples: in
     config.write_text(yaml_text(mapping), encoding="utf-8")
     command = [*board.jobs.engine_command, "rewards", str(config), "--out", str(out), "--prompts", str(prompts),
                "--samples", str(samples)]
+    stop_try(board, session)
     try:
         with open(log, "wb") as fh:
-            proc = subprocess.run(command, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                  cwd=board.jobs.cwd, env=child_env(), timeout=TRY_TIMEOUT, check=False)
+            proc = subprocess.Popen(command, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    cwd=board.jobs.cwd, env=child_env(), start_new_session=True)
+        with _SCORERS_LOCK:
+            stop_first = board.scorers.get(session) == STOP_FIRST
+            board.scorers[session] = proc
+        if stop_first:
+            stop_try(board, session)
+        try:
+            proc.wait(timeout=TRY_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            _end(proc)
+            raise
+        finally:
+            with _SCORERS_LOCK:
+                if board.scorers.get(session) is proc:
+                    del board.scorers[session]
+        if getattr(proc, "lf_stopped", False):
+            raise TryStopped("stopped")
         if proc.returncode == 0 and out.is_file():
             return json.loads(out.read_text(encoding="utf-8"))
         lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
@@ -259,6 +293,44 @@ def run_try(board: Board, mapping: dict[str, Any], prompts: int = 3, samples: in
     finally:
         for path in (config, out, log):
             path.unlink(missing_ok=True)
+
+
+def stop_try(board: Board, session: str = "", *, before_start: bool = False) -> bool:
+    """End ``session``'s running "try it" process (and what it started); False when none is running.
+
+    With ``before_start`` (the page's Stop), a Stop that comes while the process is still being started is kept
+    and ends it as soon as it is registered.
+    """
+    with _SCORERS_LOCK:
+        proc = board.scorers.get(session)
+        if not isinstance(proc, subprocess.Popen) or proc.poll() is not None:
+            if before_start:
+                board.scorers[session] = STOP_FIRST
+            return False
+        proc.lf_stopped = True  # type: ignore[attr-defined]
+    _end(proc)
+    return True
+
+
+def forget_stop(board: Board, session: str = "") -> None:
+    """Drop a Stop kept for ``session`` (a new "try it" begins)."""
+    with _SCORERS_LOCK:
+        if board.scorers.get(session) == STOP_FIRST:
+            del board.scorers[session]
+
+
+def _end(proc: subprocess.Popen) -> None:
+    """SIGTERM to the process's session (the scorer and any program a reward started), SIGKILL after 5 s."""
+    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def try_frame(result: dict[str, Any]) -> pd.DataFrame:

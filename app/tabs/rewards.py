@@ -30,6 +30,7 @@ class RewardsSection:
     code: gr.Code
     save_btn: gr.Button
     try_btn: gr.Button
+    stop_btn: gr.Button
     message: gr.Markdown
     try_table: gr.Dataframe
 
@@ -71,12 +72,14 @@ def build_section(start: dict[str, Any], fields: dict[str, Any]) -> RewardsSecti
             code = gr.Code(reward_view.REWARD_CODE, language="python", lines=10, label=L("rl_code_label"),
                            elem_id="lf-rl-code")
             save_btn = gr.Button(L("rl_save_btn"), size="sm")
-        try_btn = gr.Button(L("rl_try_btn"), elem_id="lf-rl-try")
+        with gr.Row():
+            try_btn = gr.Button(L("rl_try_btn"), elem_id="lf-rl-try", scale=4)
+            stop_btn = gr.Button(L("rl_try_stop"), variant="stop", visible=False, elem_id="lf-rl-try-stop", scale=1)
         message = gr.Markdown(elem_id="lf-rl-message")
         try_table = gr.Dataframe(label=L("rl_try_table"), interactive=False, wrap=True, max_height=320,
                                  visible=False, elem_id="lf-rl-try-table")
     return RewardsSection(box=box, builtins=builtins, code=code, save_btn=save_btn, try_btn=try_btn,
-                          message=message, try_table=try_table)
+                          stop_btn=stop_btn, message=message, try_table=try_table)
 
 
 def build_live() -> RewardsLive:
@@ -104,14 +107,17 @@ def save_code(board: Board, code: str, reward_funcs: str | None, lang: str) -> t
     return t(lang, "rl_saved", spec=spec), reward_view.add_reward(reward_funcs, spec)
 
 
-def try_it(board: Board, mapping: dict[str, Any], lang: str) -> tuple[str, Any]:
-    """(message, table) after scoring a few sampled completions in a child process."""
+def try_it(board: Board, mapping: dict[str, Any], lang: str, session: str = "") -> tuple[str, Any]:
+    """(message, table) after scoring a few sampled completions in a child process (``session``'s: Stop ends
+    it)."""
     if not is_rl(mapping.get("stage")):
         return t(lang, "rl_try_stage"), None
     if not mapping.get("dataset"):
         return t(lang, "preview_no_dataset"), None
     try:
-        result = reward_view.run_try(board, mapping)
+        result = reward_view.run_try(board, mapping, session=session)
+    except reward_view.TryStopped:
+        return t(lang, "rl_try_stopped"), None
     except reward_view.TryError as err:
         return t(lang, "rl_try_failed", error=err), None
     parts = reward_view.try_summary(result)
@@ -156,16 +162,30 @@ def wire(section: RewardsSection, live: RewardsLive, tab: Any, top: Any, board: 
                            **private)
     form = tab.form(top)
 
-    def on_try(*values):
+    def on_try(request: gr.Request, *values):
         *values, lang = values
-        message, frame = try_it(board, mapping_of(tab.keys, list(values)), lang)
-        return message, (gr.update(visible=False) if frame is None else gr.update(value=frame, visible=True))
+        message, frame = try_it(board, mapping_of(tab.keys, list(values)), lang, session=_session(request))
+        table = gr.update(visible=False) if frame is None else gr.update(value=frame, visible=True)
+        return message, table, gr.update(visible=False)
 
-    section.try_btn.click(lambda: gr.update(value="…"), None, section.message, **private).then(
-        on_try, [*form, top.lang], [section.message, section.try_table], **private)
+    def on_stop(request: gr.Request):
+        reward_view.stop_try(board, _session(request), before_start=True)  # the "try it" event says it stopped
+
+    def on_begin(request: gr.Request):
+        reward_view.forget_stop(board, _session(request))
+        return gr.update(value="…"), gr.update(visible=True)
+
+    section.try_btn.click(on_begin, None, [section.message, section.stop_btn], **private).then(
+        on_try, [*form, top.lang], [section.message, section.try_table, section.stop_btn], **private)
+    section.stop_btn.click(on_stop, None, None, **private)
     live.timer.tick(
         lambda run_id, seen, lang: live_update(board, run_id, seen, lang),
         [tab.watched, live.seen, top.lang],
         [live.box, live.reward_plot, live.kl_plot, live.length_plot, live.completions, live.seen],
         show_progress="hidden", concurrency_limit=None, **private,
     )
+
+
+def _session(request: Any) -> str:
+    """The browser session a request belongs to ("" outside one: the API, tests)."""
+    return str(getattr(request, "session_hash", None) or "")

@@ -49,6 +49,43 @@ def test_try_it_runs_where_the_board_runs_jobs(workspace, tmp_path):
     assert result["cwd"] == str(here) == jobs.cwd
 
 
+def test_stop_ends_a_hanging_try_it_and_what_its_reward_started(rl_board, tmp_path):
+    import threading
+
+    import psutil
+
+    pid_file = tmp_path / "hang.pid"
+    done: dict = {}
+    mapping = grpo_mapping(reward_funcs="hang.py:f", hang_pid_file=str(pid_file))
+    worker = threading.Thread(target=lambda: done.update(result=rewards.try_it(rl_board, mapping, "en", "tab-1")))
+    worker.start()
+    deadline = time.time() + 60
+    while not pid_file.is_file() or not pid_file.read_text():
+        assert time.time() < deadline and worker.is_alive()
+        time.sleep(0.05)
+    scorer = rl_board.scorers["tab-1"]
+    assert not reward_view.stop_try(rl_board, "another-tab")  # only the session's own scoring stops
+    assert reward_view.stop_try(rl_board, "tab-1")
+    worker.join(30)
+    assert done["result"] == ("Stopped; nothing was scored.", None)
+    assert scorer.poll() is not None and "tab-1" not in rl_board.scorers
+    grandchild = int(pid_file.read_text())
+    assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE
+    assert not list((rl_board.workspace.root / ".scratch").glob("rewards-*"))  # scratch files cleaned up
+    assert not reward_view.stop_try(rl_board, "tab-1")  # nothing left to stop
+
+
+def test_a_stop_that_comes_before_the_scorer_started_ends_it_when_it_starts(rl_board, tmp_path):
+    mapping = grpo_mapping(reward_funcs="hang.py:f", hang_pid_file=str(tmp_path / "hang.pid"))
+    assert not reward_view.stop_try(rl_board, "tab-2", before_start=True)  # Stop clicked as "try it" begins
+    started = time.time()
+    assert rewards.try_it(rl_board, mapping, "zh", "tab-2") == ("已停止，未评分。", None)
+    assert time.time() - started < 60 and "tab-2" not in rl_board.scorers
+    reward_view.stop_try(rl_board, "tab-3", before_start=True)
+    reward_view.forget_stop(rl_board, "tab-3")  # a new "try it" begins: the earlier Stop no longer counts
+    assert rl_board.scorers == {}
+
+
 def test_try_it_reports_the_engine_error_and_refuses_other_stages(rl_board):
     message, frame = rewards.try_it(rl_board, grpo_mapping(reward_funcs="broken.py:f"), "en")
     assert frame is None and "Scoring failed" in message and "does not import: SyntaxError" in message

@@ -55,6 +55,11 @@ def test_grpo_from_the_board_try_it_then_watch_rewards(grpo_last_config, live_bo
             page.wait_for_selector("#lf-rl-try", timeout=60_000)
             checked = page.locator("#lf-rl-builtins input:checked")
             wait_for(lambda: checked.count() == 2, 30, "the ticked built-in rewards")
+            page.locator("#lf-rl-try").click()  # Stop ends the scoring
+            page.locator("#lf-rl-try-stop").click(timeout=30_000)
+            wait_for(lambda: "Stopped; nothing was scored." in page.locator("#lf-rl-message").inner_text(), 60,
+                     "the stopped message")
+            wait_for(lambda: not page.locator("#lf-rl-try-stop").is_visible(), 10, "the Stop button to hide")
             page.locator("#lf-rl-try").click()
             wait_for(lambda: "Scored 12 sampled completions" in page.locator("#lf-rl-message").inner_text(),
                      RUN_TIMEOUT, "the try-it scores")

@@ -84,8 +84,6 @@ AT_DEFAULT_ONLY: dict[str, tuple[Any, str]] = {
                        "shard large models)."),
     "include_effective_tokens_per_second": (False, "Remove `include_effective_tokens_per_second`: every logged step "
                                                    "here reports real (non-padding) tokens per second."),
-    # generation
-    "max_length": (1024, "Set the generation length with `max_new_tokens` here, and remove `max_length`."),
     # training (LLaMA-Factory's own, and Seq2SeqTrainingArguments', which LLaMA-Factory's extend)
     "master_addr": (None, "Give the rendezvous address to torchrun or accelerate (`--master-addr`, or MASTER_ADDR in "
                           "the environment) and remove `master_addr`."),
@@ -160,8 +158,8 @@ SAME_RESULT = {
 }
 
 # LLaMA-Factory keys with no field here that engine.config.loader applies itself (adapter_folder: joined to each
-# adapter path)
-APPLIED = frozenset({"adapter_folder"})
+# adapter path; max_length: see max_length_problems)
+APPLIED = frozenset({"adapter_folder", "max_length"})
 
 # the LLaMA-Factory 0.9.5 defaults of the keys refused only when set (engine.config.method_checks.REFUSED_WHEN_SET)
 REFUSED_WHEN_SET_DEFAULTS: dict[str, Any] = {
@@ -241,6 +239,26 @@ def _reason(key: str, value: Any) -> str | None:
     if reason is None:
         return next(text for prefix, text in FAMILIES.items() if key.startswith(prefix))
     return None if is_default(value, default) else reason
+
+
+def max_length_problems(mapping: dict[str, Any], notes: list[str]) -> list[str]:
+    """LLaMA-Factory's generation ``max_length`` (prompt and reply together) counts only where ``max_new_tokens`` is
+    not positive; with a positive one (its default, 1024) it is ignored there, and here (a note says so)."""
+    value, new = mapping.get("max_length"), mapping.get("max_new_tokens", 1024)
+    if value is None:
+        return []
+    if _positive(new):
+        if not is_default(value, 1024):
+            notes.append(f"`max_length: {_short(value)}` is ignored: `max_new_tokens` ({new}) sets the reply's "
+                         "length, as in LLaMA-Factory.")
+        return []
+    return [f"`max_length: {_short(value)}` with `max_new_tokens: {_short(new)}`: LLaMA-Factory then caps prompt "
+            "and reply together at max_length; here the reply's own length is set: give `max_new_tokens` the most "
+            "tokens a reply may have (LLaMA-Factory's default is 1024) and remove `max_length`."]
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 
 def note(key: str, value: Any) -> str | None:

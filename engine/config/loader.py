@@ -343,6 +343,9 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
             continue
         if key in ("attn_implementation", "flash_attn") and value is not None:
             key, value = "flash_attn", FLASH_ATTN_ALIASES.get(str(value).strip().lower(), value)
+        if key == "max_length":
+            problems.extend(lf_keys.max_length_problems(mapping, notes))
+            continue
         if key in known:
             section, f = known[key]
             try:

@@ -236,7 +236,7 @@ class GenerationArgs:
     top_p: float = opt(0.7, "Nucleus sampling probability mass.", min=0.01, max=1.0, step=0.01)
     top_k: int = opt(50, "Sample among the k most likely tokens.", min=0, max=1000)
     num_beams: int = opt(1, "Beam search width.", min=1, max=16, advanced=True)
-    max_new_tokens: int = opt(512, "Most tokens generated per reply.", min=1, max=131072)
+    max_new_tokens: int = opt(1024, "Most tokens generated per reply.", min=1, max=131072)  # LLaMA-Factory's default
     repetition_penalty: float = opt(1.0, "Penalty for repeated tokens.", min=1.0, max=2.0, step=0.01)
     length_penalty: float = opt(1.0, "Beam search length penalty.", advanced=True)
     skip_special_tokens: bool = opt(True, "Hide special tokens in the output.", advanced=True)

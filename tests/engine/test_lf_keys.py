@@ -55,7 +55,6 @@ def test_each_seq2seq_training_key_llama_factory_takes_is_known():
     ({"ld_alpha": 0.5}, "LD-DPO's length weighting is not implemented here"),
     ({"ignore_pad_token_for_loss": False}, "Padding is never trained here"),
     ({"use_kv_cache": "false"}, "always uses the KV cache"),
-    ({"max_length": 2048}, "`max_new_tokens`"),
     ({"kt_cpu_activation": True}, "KTransformers is not available here"),  # a newer release's member of the family
     ({"use_swanlab": True}, "set `report_to: swanlab` instead"),
     ({"fp8": True}, "FP8 training is not available here"),
@@ -85,6 +84,16 @@ def test_the_swanlab_api_key_is_a_secret_kept_out_of_the_config():
     assert cfg.secrets == {"SWANLAB_API_KEY": "sk-swan-123456"}
     assert "sk-swan-123456" not in cfg.to_yaml(minimal=False) + repr(cfg)
     assert any("SWANLAB_API_KEY" in note for note in cfg.notes)
+
+
+def test_generation_max_length_counts_only_without_max_new_tokens_as_in_llama_factory():
+    assert build_config({**BASE}).generation.max_new_tokens == 1024  # LLaMA-Factory's default
+    cfg = build_config({**BASE, "max_length": 2048})  # ignored there while max_new_tokens is positive
+    assert cfg.generation.max_new_tokens == 1024 and any("`max_length: 2048` is ignored" in n for n in cfg.notes)
+    assert not any("max_length" in n for n in build_config({**BASE, "max_length": 1024}).notes)
+    problems = problems_of({"max_new_tokens": -1, "max_length": 300})
+    assert any("caps prompt and reply together at max_length" in p for p in problems), problems
+    assert lf_keys.handles("max_length")
 
 
 def test_reentrant_checkpointing_says_what_happens_instead():

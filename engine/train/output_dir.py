@@ -11,6 +11,7 @@ import logging
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 from engine.checkpoints import checkpoint_problem, describe_torn, latest_complete, list_checkpoints, step_of
 from engine.config import RunConfig
@@ -160,3 +161,24 @@ def describe_resume(cfg: RunConfig) -> str | None:
         if skipped:
             line += f", skipping the incomplete {describe_torn(skipped)}"
     return line + "."
+
+
+def no_step_past_the_end(trainer: Any) -> None:
+    """Resuming from a checkpoint saved at the run's last step trains nothing more.
+
+    transformers 5.25 resumes such a checkpoint (saved mid-epoch) by running one more optimizer step, past
+    ``max_steps``, and saving another checkpoint; a run whose final save failed (a full disk) and is resumed to
+    finish it would then train again. With this guard the epoch loop is skipped once ``state.global_step`` has reached
+    ``state.max_steps`` (the resumed run's own, so a larger ``max_steps`` or more epochs still train on).
+    """
+    run_epoch = trainer._run_epoch
+
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        state = trainer.state
+        if state.max_steps > 0 and state.global_step >= state.max_steps:
+            trainer.control.should_training_stop = True
+            logger.info("The checkpoint holds all %d steps of this run; nothing more to train.", state.max_steps)
+            return None
+        return run_epoch(*args, **kwargs)
+
+    trainer._run_epoch = guarded

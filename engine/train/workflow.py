@@ -15,7 +15,7 @@ from engine.errors import UserError
 from engine.lifecycle import JobContext
 from engine.runs import forget_steps_after, write_provenance
 from engine.train import phases, preference, rl, sft
-from engine.train.output_dir import check_output_dir, clear_replaced_run, resolve_resume
+from engine.train.output_dir import check_output_dir, clear_replaced_run, no_step_past_the_end, resolve_resume
 from engine.train.rl_checks import RL_STAGES, check_stage, refuse_ppo
 
 logger = logging.getLogger(__name__)
@@ -140,6 +140,7 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
         sft.follow_llamafactory(trainer, cfg, tokenizer, template, bundle, media)
     recorder.trainer = trainer
     configure_trainer(trainer, cfg)
+    no_step_past_the_end(trainer)
     if cfg.parallel.use_hyper_parallel:  # optional backend: HyperParallel prepares the model instead of accelerate
         from engine.train.parallel import hyper
 

@@ -330,6 +330,24 @@ def test_a_disk_that_fills_during_the_final_save_leaves_the_earlier_model_whole(
     assert json.loads((out / "run.json").read_text())["status"] == "completed"
 
 
+def test_resuming_from_the_last_steps_checkpoint_trains_no_step_more(tmp_path, monkeypatch):
+    """transformers resumes a checkpoint saved mid-epoch at max_steps by training one step past it (and saving
+    checkpoint-3); the resume a failed final save asks for must only finish the save."""
+    monkeypatch.chdir(REPO)
+    out = tmp_path / "run"
+    args = ["train", str(REPO / "examples" / "sft_lora_demo.yaml"), "save_strategy=steps", "save_steps=1",
+            "max_steps=2", f"dataset_dir={REPO / 'examples' / 'data'}", f"output_dir={out}"]  # 16 steps an epoch
+    assert main(args) == 0
+    (out / "adapter_model.safetensors").unlink()  # as if the final save had failed
+    assert main([*args, "resume_from_checkpoint=true"]) == 0
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 2
+    assert (out / "adapter_model.safetensors").read_bytes() == (out / "checkpoint-2" /
+                                                               "adapter_model.safetensors").read_bytes()
+    assert main([*args, "resume_from_checkpoint=true", "max_steps=3"]) == 0  # a longer run trains on
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 3
+
+
 def test_publishing_a_final_save_replaces_files_and_an_earlier_saves_extra_shards(tmp_path):
     from engine.train.final_save import publish
 

@@ -1,10 +1,12 @@
 """The board's guards: failed-login backoff, the upload size limit, and the folders API configs may write to.
 
-- :class:`LoginGuard` is the ``auth`` callable given to gradio: after ``free_failures`` wrong passwords in a row
-  from one client address, logins from it pause (30 s, doubling up to 15 min), even with the right password; after
-  as many for the board's user name from anywhere, that user's logins pause for the addresses that sent a wrong
-  password, while an address with none on record still logs in (so nobody can lock the owner out by guessing
-  from elsewhere). A success clears the counts. :class:`ClientAddressMiddleware` tells it the client's address.
+- :class:`LoginGuard` is the ``auth`` callable given to gradio. After ``free_failures`` wrong passwords in a row
+  for the board's user name, or from one client address, logins pause (30 s, doubling up to 15 min), even with the
+  right password. A browser that has logged in here before (it holds a signed device cookie the guard gave it) is
+  exempt from those pauses and paused only by its own wrong passwords, so guessing from elsewhere cannot lock the
+  owner out of a browser they use (OWASP's "device cookies"). A success clears the counts.
+  :class:`ClientAddressMiddleware` tells the guard the client's address and device cookie, and hands a new device
+  cookie to the browser after a successful login.
 - Uploads larger than ``--max-upload-mb`` are refused by gradio (``max_file_size``) and again before a file is
   registered as a dataset.
 - ``tokenized_path`` and ``export_dir`` in a config submitted through the API must lie under one of the allowed
@@ -14,11 +16,15 @@
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import hmac
 import os
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
 from typing import Any
 
@@ -28,20 +34,64 @@ DEFAULT_MAX_UPLOAD_MB = 512
 PATH_KEYS = ("tokenized_path", "export_dir")
 """Config keys naming a folder the job writes to, checked against the allowed roots."""
 
-_client: contextvars.ContextVar[str] = contextvars.ContextVar("lfboard_client", default="?")
+DEVICE_COOKIE = "lfboard-device"
+DEVICE_MAX_AGE = 30 * 24 * 3600
+"""How long a browser keeps its device cookie (seconds); the board's restart also ends it (the key is in memory)."""
+
+
+@dataclass
+class LoginRequest:
+    """What :class:`ClientAddressMiddleware` knows of a request: the client's address, its device cookie, and a
+    device cookie to hand out (set by the guard on a successful login)."""
+
+    client: str = "?"
+    device: str = ""
+    new_device: str = ""
+
+
+_request: contextvars.ContextVar[LoginRequest | None] = contextvars.ContextVar("lfboard_login", default=None)
+
+
+def _current() -> LoginRequest:
+    return _request.get() or LoginRequest()
 
 
 class ClientAddressMiddleware:
-    """A plain ASGI middleware that records the client's address for :class:`LoginGuard` (same task context)."""
+    """A plain ASGI middleware: records the client's address and device cookie for :class:`LoginGuard` (gradio
+    calls the guard in the request's own task), and adds the device cookie the guard hands out to the response."""
 
     def __init__(self, app: Any):
         self.app = app
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope.get("type") == "http":
-            client = scope.get("client") or ("?", 0)
-            _client.set(str(client[0]))
-        await self.app(scope, receive, send)
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        client = scope.get("client") or ("?", 0)
+        info = LoginRequest(client=str(client[0]), device=_cookie(scope, DEVICE_COOKIE))
+        _request.set(info)
+
+        async def send_with_cookie(message: dict[str, Any]) -> None:
+            if message.get("type") == "http.response.start" and info.new_device:
+                cookie = (f"{DEVICE_COOKIE}={info.new_device}; Path=/; Max-Age={DEVICE_MAX_AGE}; HttpOnly; "
+                          "SameSite=Lax")
+                message = {**message, "headers": [*message.get("headers", []), (b"set-cookie", cookie.encode())]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_cookie)
+
+
+def _cookie(scope: dict[str, Any], name: str) -> str:
+    for key, value in scope.get("headers") or []:
+        if key.lower() == b"cookie":
+            jar = SimpleCookie()
+            try:
+                jar.load(value.decode("latin-1"))
+            except CookieError:
+                continue
+            if name in jar:
+                return jar[name].value
+    return ""
 
 
 class LoginRefused(Exception):
@@ -49,11 +99,11 @@ class LoginRefused(Exception):
 
 
 class LoginGuard:
-    """Checks USER:PASS with a per-address and a per-user backoff after repeated failures.
+    """Checks USER:PASS with backoffs after repeated failures (see the module's docstring).
 
-    The per-address pause refuses every login from that address. The per-user pause (failures for the board's own
-    user name, from any address) refuses only addresses that have a failure on record, so an attacker guessing
-    from elsewhere slows guessing down to one try per fresh address without locking the owner out.
+    Pause keys: ``ip:ADDRESS`` (every login from that address), ``user`` (the board's user name, from any browser
+    without a device cookie) and ``device:ID`` (one browser with a device cookie, which the first two do not
+    pause). Wrong passwords for other user names count for their address only.
 
     Args:
         user: The user name.
@@ -65,7 +115,7 @@ class LoginGuard:
     """
 
     MAX_TRACKED = 10_000
-    """Addresses remembered at most; beyond it, those not paused are forgotten (memory stays bounded)."""
+    """Keys remembered at most; beyond it, those not paused now are forgotten (memory stays bounded)."""
 
     def __init__(self, user: str, password: str, *, free_failures: int = 5, base_delay: float = 30.0,
                  max_delay: float = 900.0, clock: Callable[[], float] = time.monotonic):
@@ -75,42 +125,57 @@ class LoginGuard:
         self._lock = threading.Lock()
         self._failures: dict[str, int] = {}
         self._until: dict[str, float] = {}
+        self._key = secrets.token_bytes(32)  # signs device cookies; in memory only
 
     @property
     def message(self) -> str:
         """What the login page says (gradio's ``auth_message``)."""
-        return (f"LF Board. After {self.free_failures} wrong passwords in a row from one address, logins from it "
-                f"pause for {int(self.base_delay)} s (longer after each further failure), even with the right "
-                "password.")
+        return (f"LF Board. After {self.free_failures} wrong passwords in a row, logins pause for "
+                f"{int(self.base_delay)} s (longer after each further failure), even with the right password; a "
+                "browser that has logged in here before is paused only by its own wrong passwords.")
 
-    def _user_key(self, user: str) -> str | None:
-        """The per-user key, for the board's own user name only (other names are counted per address)."""
-        return "user" if hmac.compare_digest(user.encode(), self.user.encode()) else None
+    # -- device cookies
+    def _sign(self, device_id: str) -> str:
+        mac = hmac.new(self._key, f"{self.user}\0{device_id}".encode(), hashlib.sha256).hexdigest()[:32]
+        return f"{device_id}.{mac}"
 
-    def _refusal(self, user: str, client: str) -> tuple[float, str]:
-        """(seconds left, whose pause) for a login of ``user`` from ``client``; (0, "") when it may proceed."""
+    def _device(self, cookie: str) -> str | None:
+        """The device id of a valid cookie for the board's user, else None."""
+        device_id, _, mac = cookie.partition(".")
+        if not device_id or not mac or len(cookie) > 100:
+            return None
+        return device_id if hmac.compare_digest(self._sign(device_id), cookie) else None
+
+    def _keys(self, user: str, request: LoginRequest) -> list[str]:
+        """The pause keys a login of ``user`` in ``request`` counts under."""
+        if not hmac.compare_digest(user.encode(), self.user.encode()):
+            return [f"ip:{request.client}"]
+        device = self._device(request.device)
+        if device is not None:
+            return [f"device:{device}"]
+        return [f"ip:{request.client}", "user"]
+
+    def wait_seconds(self, user: str, request: LoginRequest | None = None) -> float:
+        """How long a login of ``user`` (in ``request``, default the current one) is paused; 0 when it is not."""
+        return self._refusal(self._keys(user, request or _current()))[0]
+
+    def _refusal(self, keys: list[str]) -> tuple[float, str]:
         now = self.clock()
         with self._lock:
-            wait = self._until.get(f"ip:{client}", 0.0) - now
-            if wait > 0:
-                return wait, f"from {client}"
-            key = self._user_key(user)
-            wait = self._until.get(key, 0.0) - now if key else 0.0
-            if wait > 0 and self._failures.get(f"ip:{client}", 0) > 0:
-                return wait, f"for `{user}`"
-        return 0.0, ""
-
-    def wait_seconds(self, user: str, client: str | None = None) -> float:
-        """How long logins of ``user`` from ``client`` (default: the current request's) are paused; 0 when not."""
-        return self._refusal(user, client if client is not None else _client.get())[0]
+            waits = [(self._until.get(key, 0.0) - now, key) for key in keys]
+        wait, key = max(waits)
+        return (wait, key) if wait > 0 else (0.0, "")
 
     def __call__(self, user: str, password: str) -> bool:
-        client = _client.get()
-        wait, whose = self._refusal(user, client)
+        request = _current()
+        keys = self._keys(user, request)
+        wait, key = self._refusal(keys)
         if wait > 0:
+            whose = {"user": f"for `{user}`"}.get(key, f"from {request.client}" if key.startswith("ip:") else
+                                                  "from this browser")
             raise _http_error(f"Too many failed logins {whose}: wait {int(wait) + 1} s, then try again.")
-        ok = self._user_key(user) is not None and hmac.compare_digest(password.encode(), self.password.encode())
-        keys = [key for key in (f"ip:{client}", self._user_key(user)) if key]
+        ok = hmac.compare_digest(user.encode(), self.user.encode()) and hmac.compare_digest(
+            password.encode(), self.password.encode())
         with self._lock:
             for key in keys:
                 if ok:
@@ -119,16 +184,19 @@ class LoginGuard:
                     continue
                 count = self._failures[key] = self._failures.get(key, 0) + 1
                 if count >= self.free_failures:
-                    delay = min(self.max_delay, self.base_delay * 2 ** (count - self.free_failures))
-                    self._until[key] = self.clock() + delay
+                    doublings = min(count - self.free_failures, 32)  # 2 ** 32 x the first pause is past any cap
+                    self._until[key] = self.clock() + min(self.max_delay, self.base_delay * 2 ** doublings)
             if len(self._failures) > self.MAX_TRACKED:
                 self._forget_unpaused()
+        if ok:
+            device = self._device(request.device)
+            request.new_device = self._sign(device if device is not None else secrets.token_urlsafe(12))
         return ok
 
     def _forget_unpaused(self) -> None:
-        """Drop the counts of addresses not paused now (called with the lock held)."""
+        """Drop the counts of keys not paused now (called with the lock held)."""
         now = self.clock()
-        for key in [k for k in self._failures if k.startswith("ip:") and self._until.get(k, 0.0) <= now]:
+        for key in [k for k in self._failures if k != "user" and self._until.get(k, 0.0) <= now]:
             self._failures.pop(key, None)
             self._until.pop(key, None)
 

@@ -52,54 +52,84 @@ def test_guessing_many_user_names_from_one_address_pauses_that_address(clock):
 
 
 @pytest.fixture(autouse=True)
-def _client_address():
-    token = security._client.set("?")
+def _request():
+    token = security._request.set(security.LoginRequest())
     yield
-    security._client.reset(token)
+    security._request.reset(token)
 
 
-def _from(address: str) -> None:
-    security._client.set(address)  # what ClientAddressMiddleware records for a request
+def _from(address: str, device: str = "") -> security.LoginRequest:
+    """A new request from ``address`` with ``device`` as its device cookie (what ClientAddressMiddleware records)."""
+    request = security.LoginRequest(client=address, device=device)
+    security._request.set(request)
+    return request
 
 
-def test_an_attacker_elsewhere_cannot_lock_the_owner_out(clock):
+def _owner_browser(guard: LoginGuard, address: str) -> str:
+    """The device cookie the owner's browser gets from a successful login."""
+    request = _from(address)
+    assert guard("alice", "s3cret") and request.new_device
+    return request.new_device
+
+
+def test_guessing_from_many_addresses_pauses_the_user_but_not_the_owners_browser(clock):
     guard = LoginGuard("alice", "s3cret", free_failures=3, base_delay=30, clock=clock)
-    _from("203.0.113.9")
-    for _ in range(3):
-        assert not guard("alice", "guess")
-    with pytest.raises(HTTPException, match="from 203.0.113.9"):
-        guard("alice", "s3cret")  # the guessing address is paused, right password or not
-    _from("10.0.0.2")
-    assert guard.wait_seconds("alice") == 0
-    assert guard("alice", "s3cret")  # the owner, from an address with no failure, gets in
-
-
-def test_guessing_one_user_from_many_addresses_leaves_one_try_per_fresh_address(clock):
-    guard = LoginGuard("alice", "s3cret", free_failures=3, base_delay=30, clock=clock)
-    for n in range(3):
+    cookie = _owner_browser(guard, "10.0.0.2")
+    for n in range(3):  # one guess per address (or per forged X-Forwarded-For)
         _from(f"198.51.100.{n}")
         assert not guard("alice", "guess")
-    _from("198.51.100.0")  # one failure on record, and alice's logins are paused: refused
+    _from("198.51.100.200")  # a fresh address is paused too: guesses stay bounded per user name
     with pytest.raises(HTTPException, match="for `alice`: wait 31 s"):
-        guard("alice", "guess")
-    _from("198.51.100.7")  # a fresh address gets one try, then it is refused too
-    assert not guard("alice", "guess")
-    with pytest.raises(HTTPException, match="for `alice`: wait 61 s"):  # the pause doubled
         guard("alice", "s3cret")
-    _from("10.0.0.2")
-    assert guard("alice", "s3cret")  # the owner's clean address still gets in, and success clears the counts
-    _from("198.51.100.7")
+    _from("10.0.0.9", device=cookie)  # the owner's browser, even from another address, is not
+    assert guard.wait_seconds("alice") == 0
+    _from("10.0.0.9", device=cookie)
+    assert not guard("alice", "typo")  # a typo there counts for that browser only
+    _from("10.0.0.9", device=cookie)
     assert guard("alice", "s3cret")
 
 
-def test_names_other_than_the_users_are_counted_per_address_only_and_memory_stays_bounded(clock, monkeypatch):
+def test_a_browsers_own_wrong_passwords_pause_it_and_a_forged_cookie_counts_for_nothing(clock):
+    guard = LoginGuard("alice", "s3cret", free_failures=3, base_delay=30, clock=clock)
+    cookie = _owner_browser(guard, "10.0.0.2")
+    for _ in range(3):
+        _from("10.0.0.2", device=cookie)
+        assert not guard("alice", "guess")
+    _from("10.0.0.2", device=cookie)
+    with pytest.raises(HTTPException, match="from this browser: wait 31 s"):
+        guard("alice", "s3cret")
+    device_id = cookie.split(".")[0]
+    for forged in (f"{device_id}.{'0' * 32}", "x.y", "nodot", cookie + "0", "a" * 200):
+        _from("203.0.113.9", device=forged)
+        assert guard._keys("alice", security._request.get()) == ["ip:203.0.113.9", "user"]
+    other = LoginGuard("alice", "s3cret", clock=clock)  # a restarted board: earlier cookies are not trusted
+    assert other._keys("alice", _from("10.0.0.2", device=cookie)) == ["ip:10.0.0.2", "user"]
+
+
+def test_an_address_that_guesses_is_paused_for_every_name(clock):
+    guard = LoginGuard("alice", "s3cret", free_failures=3, base_delay=30, clock=clock)
+    _from("203.0.113.9")
+    for name in ("bob", "carol", "dave"):
+        assert not guard(name, "x")
+    with pytest.raises(HTTPException, match="from 203.0.113.9"):
+        guard("alice", "s3cret")
+    _from("10.0.0.2")
+    assert guard("alice", "s3cret")  # other names never pause the user name
+
+
+def test_pauses_stay_capped_after_any_number_of_failures_and_memory_stays_bounded(clock, monkeypatch):
     guard = LoginGuard("alice", "s3cret", free_failures=3, clock=clock)
     monkeypatch.setattr(LoginGuard, "MAX_TRACKED", 50)
-    for n in range(500):
+    for n in range(2000):
         _from(f"192.0.2.{n}")
-        assert not guard(f"user{n}", "x")
-    assert all(key.startswith("ip:") for key in guard._failures)
+        try:
+            assert not guard("alice" if n % 2 else f"user{n}", "x")
+        except HTTPException as refused:
+            assert "Too many failed logins" in refused.detail
+        clock.now += 1000  # every pause (at most 15 min) over: each failure is counted
+    assert guard._until["user"] - clock.now <= 900
     assert len(guard._failures) <= 51
+    clock.now += 1000
     _from("192.0.2.1")
     assert guard("alice", "s3cret")
 
@@ -157,14 +187,14 @@ def post_login(url: str, user: str, password: str, opener=None) -> tuple[int, st
         return err.code, err.read().decode()
 
 
-def login_from(source: str, port: int, user: str, password: str) -> int:
+def login_from(source: str, port: int, user: str, password: str, headers: dict | None = None) -> int:
     """POST /login over a connection from the local address ``source``; the HTTP status."""
     import http.client
 
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30, source_address=(source, 0))
     try:
         conn.request("POST", "/login", urllib.parse.urlencode({"username": user, "password": password}),
-                     {"Content-Type": "application/x-www-form-urlencoded"})
+                     {"Content-Type": "application/x-www-form-urlencoded", **(headers or {})})
         return conn.getresponse().status
     finally:
         conn.close()
@@ -199,9 +229,13 @@ def test_live_board_rate_limits_logins_and_limits_uploads(tmp_path):
         for _ in range(5):
             assert post_login(url, "alice", "nope")[0] == 400
         status, text = post_login(url, "alice", "s3cret")
-        assert status == 400 and "Too many failed logins from 127.0.0.1" in text
-        # the owner on another address (Linux routes all of 127/8 to the loopback device) is not locked out
-        assert login_from("127.0.0.2", port, "alice", "s3cret") == 200
+        assert status == 400 and "Too many failed logins" in text
+        # neither another address (Linux routes all of 127/8 to the loopback device) nor a forged forwarding header
+        # gets more guesses: the user name is paused for browsers without a device cookie
+        assert login_from("127.0.0.2", port, "alice", "s3cret") == 400
+        assert login_from("127.0.0.3", port, "alice", "s3cret", {"X-Forwarded-For": "10.9.8.7"}) == 400
+        # the browser that logged in before holds the board's device cookie: it is not locked out
+        assert post_login(url, "alice", "s3cret", session)[0] == 200
         # uploads above --max-upload-mb are refused by the server itself
         boundary = "lfboardboundary"
         body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"big.json\"\r\n"

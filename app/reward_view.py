@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import logging
 import math
 import os
 import signal
@@ -27,6 +28,8 @@ from app.forms import yaml_text
 from app.jobs import JobError, child_env
 from app.progress_view import typed_frame
 from engine.runs import EventReader
+
+logger = logging.getLogger(__name__)
 
 RL_STAGES = ("grpo", "rloo")
 TRY_TIMEOUT = 300
@@ -278,6 +281,7 @@ def run_try(board: Board, mapping: dict[str, Any], prompts: int = 3, samples: in
             with _SCORERS_LOCK:
                 if board.scorers.get(session) is proc:
                     del board.scorers[session]
+            _kill_group(proc)  # what a reward left running in the background ends with the scoring
         if getattr(proc, "lf_stopped", False):
             raise TryStopped("stopped")
         if proc.returncode == 0 and out.is_file():
@@ -320,17 +324,29 @@ def forget_stop(board: Board, session: str = "") -> None:
 
 
 def _end(proc: subprocess.Popen) -> None:
-    """SIGTERM to the process's session (the scorer and any program a reward started), SIGKILL after 5 s."""
-    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    """SIGTERM to the process's session (the scorer and whatever a reward started), SIGKILL to what is left of it
+    after 5 s, or once the scorer itself has ended (a child that ignores SIGTERM goes too)."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+    _kill_group(proc)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL to what is left of the scorer's process session (a reward's background program), and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignored
+        logger.warning("The scoring process %d did not end.", proc.pid)
 
 
 def try_frame(result: dict[str, Any]) -> pd.DataFrame:

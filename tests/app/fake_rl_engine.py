@@ -2,8 +2,8 @@
 completions.jsonl of an RL run whose reward rises; ``rewards CONFIG --out FILE`` writes a "try it" result.
 
 ``reward_funcs`` in the config names the rewards; one containing ``broken`` makes ``rewards`` fail as the engine
-does on a user error (``error: ...`` and exit 2); one containing ``hang`` starts a program and never returns
-(its pid goes to the config's ``hang_pid_file``).
+does on a user error (``error: ...`` and exit 2); one containing ``hang`` starts a program that ignores SIGTERM and never
+returns, ``background`` starts that program and scores (its pid goes to the config's ``hang_pid_file``).
 """
 
 from __future__ import annotations
@@ -23,12 +23,14 @@ def names_of(cfg: dict) -> list[str]:
 
 
 def rewards(cfg: dict, out: Path, prompts: int) -> int:
-    if "hang" in str(cfg.get("reward_funcs")):  # a reward that starts a program and never returns
-        import subprocess
+    if "hang" in str(cfg.get("reward_funcs")) or "background" in str(cfg.get("reward_funcs")):
+        import subprocess  # a reward that starts a program ignoring SIGTERM, then never returns (or returns)
 
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+        child = subprocess.Popen([sys.executable, "-c", "import signal, time; "
+                                  "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"])
         Path(str(cfg["hang_pid_file"])).write_text(str(child.pid))
-        time.sleep(300)
+        if "hang" in str(cfg.get("reward_funcs")):
+            time.sleep(300)
     if "broken" in str(cfg.get("reward_funcs")):
         print("error: Reward file `broken.py` does not import: SyntaxError: invalid syntax (broken.py, line 1).")
         return 2

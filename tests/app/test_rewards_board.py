@@ -52,7 +52,6 @@ def test_try_it_runs_where_the_board_runs_jobs(workspace, tmp_path):
 def test_stop_ends_a_hanging_try_it_and_what_its_reward_started(rl_board, tmp_path):
     import threading
 
-    import psutil
 
     pid_file = tmp_path / "hang.pid"
     done: dict = {}
@@ -69,10 +68,28 @@ def test_stop_ends_a_hanging_try_it_and_what_its_reward_started(rl_board, tmp_pa
     worker.join(30)
     assert done["result"] == ("Stopped; nothing was scored.", None)
     assert scorer.poll() is not None and "tab-1" not in rl_board.scorers
-    grandchild = int(pid_file.read_text())
-    assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE
+    assert _ended(int(pid_file.read_text()))  # it ignored SIGTERM: SIGKILL ended it
     assert not list((rl_board.workspace.root / ".scratch").glob("rewards-*"))  # scratch files cleaned up
     assert not reward_view.stop_try(rl_board, "tab-1")  # nothing left to stop
+
+
+def _ended(pid: int) -> bool:
+    import psutil
+
+    deadline = time.time() + 10
+    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        if time.time() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_a_program_a_reward_left_running_ends_with_the_scoring(rl_board, tmp_path):
+    pid_file = tmp_path / "bg.pid"
+    message, frame = rewards.try_it(rl_board, grpo_mapping(reward_funcs="background.py:f, format",
+                                                           hang_pid_file=str(pid_file)), "en")
+    assert "Scored 6 sampled completions" in message
+    assert _ended(int(pid_file.read_text()))
 
 
 def test_a_stop_that_comes_before_the_scorer_started_ends_it_when_it_starts(rl_board, tmp_path):

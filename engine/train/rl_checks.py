@@ -19,6 +19,10 @@ from engine.errors import UserError
 
 logger = logging.getLogger(__name__)
 
+SAVED_DEFAULTS = (1024, 512)
+"""``max_new_tokens`` defaults, today's and the earlier one: a run folder's config.yaml holds every key, so a GRPO
+run saved before the default changed writes 512 without anyone having set it."""
+
 RL_STAGES = ("grpo", "rloo")
 
 PPO_WAY = (
@@ -87,7 +91,7 @@ def check_rl(cfg: RunConfig) -> list[str]:
         problems.append(f"`do_sample: false` would make the {ft.num_generations} completions of a prompt identical, "
                         f"and `stage: {ft.stage}` learns from their differences; remove it (lower `temperature` "
                         "for less varied samples).")
-    if gen.max_new_tokens != type(gen)().max_new_tokens:
+    if gen.max_new_tokens not in SAVED_DEFAULTS:
         problems.append(f"`max_new_tokens` sets the length of chat and predict replies; `stage: {ft.stage}` caps its "
                         f"completions with `max_completion_length` (now {ft.max_completion_length}): set that instead.")
     if tr.do_train and ft.finetuning_type == "freeze":

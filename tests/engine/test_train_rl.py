@@ -137,6 +137,13 @@ def test_bad_rl_configs_stop_before_loading(tiny_model, tmp_path, capsys, extra,
     assert not (tmp_path / "bad" / "events.jsonl").exists()
 
 
+def test_a_grpo_config_saved_with_the_earlier_max_new_tokens_default_still_runs(monkeypatch, capsys):
+    repo = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(repo)
+    assert main(["check", str(repo / "examples" / "grpo_demo.yaml"), "max_new_tokens=512"]) == 0
+    assert "is valid for `train`" in capsys.readouterr().out
+
+
 def test_a_non_reward_model_is_refused(tiny_model, tmp_path, capsys):
     assert run(tiny_model, tmp_path / "bad", "reward_funcs=length", f"reward_model={tiny_model}") == 2
     assert "is a LlamaForCausalLM, not a reward model" in capsys.readouterr().err

@@ -10,6 +10,7 @@ import argparse
 import logging
 import os
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -468,15 +469,24 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ABORTED
 
 
+PEER_REPORT_WAIT = 30.0
+"""Seconds a torchrun process other than its node's first waits before printing a config's problems itself."""
+
+
 def _print_error(err: Exception) -> None:
-    """``error: ...`` on stderr; in a multi-process run (torchrun) a config's problems, the same on every rank, are
-    printed by rank 0 alone, and another rank's own error names the rank."""
+    """``error: ...`` on stderr. In a multi-process run (torchrun) a config's problems, the same in every process,
+    are printed by each node's first process; the others wait (torchrun ends them once that one has exited with
+    the error) and print them only if they are still running after :data:`PEER_REPORT_WAIT` seconds. Another
+    process's own error names its rank."""
     from engine.config import ConfigError
 
     rank = os.environ.get("RANK", "0")
     if rank != "0" and int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
-        if isinstance(err, ConfigError):
+        if isinstance(err, ConfigError) and os.environ.get("LOCAL_RANK", rank) == "0":
+            print(f"error: {err}", file=sys.stderr)
             return
+        if isinstance(err, ConfigError):
+            time.sleep(PEER_REPORT_WAIT)
         print(f"error (rank {rank}): {err}", file=sys.stderr)
         return
     print(f"error: {err}", file=sys.stderr)

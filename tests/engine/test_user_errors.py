@@ -154,12 +154,24 @@ def test_every_config_problem_is_reported_at_once(ws, capsys):
     assert message.count("\n  - ") == 3
 
 
-def test_under_torchrun_a_configs_problems_are_printed_by_rank_0_alone(ws, capsys, monkeypatch):
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    monkeypatch.setenv("RANK", "1")
-    assert cli(capsys, "train", str(ws / "sft.yaml"), "lora_rnak=8") == (EXIT_USER_ERROR, "")
+def test_under_torchrun_a_configs_problems_are_printed_by_each_nodes_first_process(ws, capsys, monkeypatch):
+    import time
+
+    from engine import cli as cli_module
+
+    monkeypatch.setattr(cli_module, "PEER_REPORT_WAIT", 0.5)
+    monkeypatch.setenv("WORLD_SIZE", "4")
     monkeypatch.setenv("RANK", "0")
     train(ws, capsys, "lora_rnak=8", words=("Unknown key `lora_rnak`",))
+    monkeypatch.setenv("RANK", "2")  # the second node's first process
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    train(ws, capsys, "lora_rnak=8", words=("Unknown key `lora_rnak`",))
+    monkeypatch.setenv("RANK", "1")  # waits for torchrun to end it; prints only if it is still running
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    started = time.monotonic()
+    code, err = cli(capsys, "train", str(ws / "sft.yaml"), "lora_rnak=8")
+    assert code == EXIT_USER_ERROR and time.monotonic() - started >= 0.5
+    assert err.startswith("error (rank 1): ") and "Unknown key `lora_rnak`" in err
 
 
 def test_another_ranks_own_error_names_the_rank(capsys, monkeypatch):

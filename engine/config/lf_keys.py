@@ -247,6 +247,8 @@ def max_length_problems(mapping: dict[str, Any], notes: list[str]) -> list[str]:
     value, new = mapping.get("max_length"), mapping.get("max_new_tokens", 1024)
     if value is None:
         return []
+    if not _positive(value) or float(value) != int(value):
+        return [f"`max_length: {_short(value)}` must be a whole number of tokens, as in LLaMA-Factory."]
     if _positive(new):
         if not is_default(value, 1024):
             notes.append(f"`max_length: {_short(value)}` is ignored: `max_new_tokens` ({new}) sets the reply's "

@@ -232,7 +232,7 @@ class GenerationArgs:
     """Sampling settings for chat and prediction."""
 
     do_sample: bool = opt(True, "Sample instead of greedy decoding.")
-    temperature: float = opt(0.95, "Sampling temperature.", min=0.01, max=2.0, step=0.01)
+    temperature: float = opt(0.95, "Sampling temperature; 0 decodes greedily.", min=0.0, max=2.0, step=0.01)
     top_p: float = opt(0.7, "Nucleus sampling probability mass.", min=0.01, max=1.0, step=0.01)
     top_k: int = opt(50, "Sample among the k most likely tokens.", min=0, max=1000)
     num_beams: int = opt(1, "Beam search width.", min=1, max=16, advanced=True)

@@ -87,10 +87,11 @@ def check_rl(cfg: RunConfig) -> list[str]:
             f"{tr.gradient_accumulation_steps}{f' x {world} processes' if world > 1 else ''} = {batch} completions) "
             f"must hold whole groups: make it a multiple of {ft.num_generations} (or lower num_generations).")
     gen = cfg.generation
-    if not gen.do_sample:
-        problems.append(f"`do_sample: false` would make the {ft.num_generations} completions of a prompt identical, "
-                        f"and `stage: {ft.stage}` learns from their differences; remove it (lower `temperature` "
-                        "for less varied samples).")
+    if not gen.do_sample or gen.temperature <= 0:
+        key, fix = (("do_sample: false", "remove it (lower `temperature` for less varied samples)") if not gen.do_sample
+                    else ("temperature: 0", "give it a value above 0 (lower ones give less varied samples)"))
+        problems.append(f"`{key}` would make the {ft.num_generations} completions of a prompt identical, and "
+                        f"`stage: {ft.stage}` learns from their differences; {fix}.")
     if gen.max_new_tokens not in SAVED_DEFAULTS:
         problems.append(f"`max_new_tokens` sets the length of chat and predict replies; `stage: {ft.stage}` caps its "
                         f"completions with `max_completion_length` (now {ft.max_completion_length}): set that instead.")

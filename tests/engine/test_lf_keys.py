@@ -94,6 +94,16 @@ def test_generation_max_length_counts_only_without_max_new_tokens_as_in_llama_fa
     problems = problems_of({"max_new_tokens": -1, "max_length": 300})
     assert any("caps prompt and reply together at max_length" in p for p in problems), problems
     assert lf_keys.handles("max_length")
+    assert problems_of({"max_length": "abc"}) == ["`max_length: abc` must be a whole number of tokens, as in "
+                                                  "LLaMA-Factory."]
+
+
+def test_temperature_0_decodes_greedily_as_in_llama_factorys_chat():
+    from engine.infer.generation import generation_kwargs
+
+    cfg = build_config({**BASE, "temperature": 0})
+    kwargs = generation_kwargs(cfg.generation, [2], 0)
+    assert kwargs["do_sample"] is False and kwargs["temperature"] == 1.0  # greedy, with neutral sampling values
 
 
 def test_reentrant_checkpointing_says_what_happens_instead():

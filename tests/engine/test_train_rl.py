@@ -127,6 +127,7 @@ def test_ppo_is_refused_naming_grpo_rloo_and_reward_model(tiny_model, tmp_path, 
     (["reward_funcs=length", "reward_model=/nowhere/rm"], "`reward_model: /nowhere/rm` does not exist"),
     (["reward_funcs=length", "reward_weights=1,2"], "`reward_weights` has 2 value(s) but there are 1"),
     (["reward_funcs=length", "do_sample=false"], "`do_sample: false` would make the 2 completions of a prompt"),
+    (["reward_funcs=length", "temperature=0"], "`temperature: 0` would make the 2 completions of a prompt"),
     (["reward_funcs=length", "max_new_tokens=3"], "caps its completions with `max_completion_length` (now 8)"),
     (["reward_funcs=length", "num_generations=0"], "`num_generations: 0` is below the minimum 2"),
 ])

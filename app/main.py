@@ -110,6 +110,9 @@ def parse_auth(text: str | None) -> tuple[str, str] | None:
     user, sep, password = text.partition(":")
     if not sep or not user or not password:
         raise ValueError("--auth must look like USER:PASS (both parts non-empty), e.g. --auth alice:s3cret")
+    if user != user.strip():
+        raise ValueError("--auth: the user name must not begin or end with spaces (the login page strips them, so "
+                         f"`{user}` could never log in); e.g. --auth {user.strip()}:PASSWORD")
     return user, password
 
 

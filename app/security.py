@@ -18,13 +18,13 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import hmac
+import ipaddress
 import os
 import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
 from typing import Any
 
@@ -68,30 +68,45 @@ class ClientAddressMiddleware:
             await self.app(scope, receive, send)
             return
         client = scope.get("client") or ("?", 0)
-        info = LoginRequest(client=str(client[0]), device=_cookie(scope, DEVICE_COOKIE))
+        info = LoginRequest(client=_address(client[0]), device=_cookie(scope, DEVICE_COOKIE))
         _request.set(info)
 
         async def send_with_cookie(message: dict[str, Any]) -> None:
             if message.get("type") == "http.response.start" and info.new_device:
+                secure = "; Secure" if scope.get("scheme") == "https" else ""
                 cookie = (f"{DEVICE_COOKIE}={info.new_device}; Path=/; Max-Age={DEVICE_MAX_AGE}; HttpOnly; "
-                          "SameSite=Lax")
+                          f"SameSite=Lax{secure}")
                 message = {**message, "headers": [*message.get("headers", []), (b"set-cookie", cookie.encode())]}
             await send(message)
 
         await self.app(scope, receive, send_with_cookie)
 
 
+MAX_COOKIE_HEADER = 65536
+"""Bytes of a Cookie header searched for the device cookie (browsers send at most a few KB)."""
+
+
+def _address(value: Any) -> str:
+    """The client's address, normalised; anything that is not an IP address (a forged forwarding header) is "?"."""
+    try:
+        return str(ipaddress.ip_address(str(value).strip()))
+    except ValueError:
+        return "?"
+
+
 def _cookie(scope: dict[str, Any], name: str) -> str:
+    """The value of cookie ``name`` (the last one given), split by ``;`` as browsers join them: linear in the
+    header and lenient to other cookies' syntax (http.cookies drops the whole header at the first value it rejects,
+    and is quadratic on some quoted values)."""
+    found = ""
     for key, value in scope.get("headers") or []:
-        if key.lower() == b"cookie":
-            jar = SimpleCookie()
-            try:
-                jar.load(value.decode("latin-1"))
-            except CookieError:
-                continue
-            if name in jar:
-                return jar[name].value
-    return ""
+        if key.lower() != b"cookie":
+            continue
+        for part in value[:MAX_COOKIE_HEADER].decode("latin-1").split(";"):
+            cookie_name, sep, cookie_value = part.partition("=")
+            if sep and cookie_name.strip() == name:
+                found = cookie_value.strip().strip('"')
+    return found
 
 
 class LoginRefused(Exception):
@@ -115,7 +130,7 @@ class LoginGuard:
     """
 
     MAX_TRACKED = 10_000
-    """Keys remembered at most; beyond it, those not paused now are forgotten (memory stays bounded)."""
+    """Counts remembered at most; beyond it, address counts are forgotten (see :meth:`_forget_addresses`)."""
 
     def __init__(self, user: str, password: str, *, free_failures: int = 5, base_delay: float = 30.0,
                  max_delay: float = 900.0, clock: Callable[[], float] = time.monotonic):
@@ -135,16 +150,21 @@ class LoginGuard:
                 "browser that has logged in here before is paused only by its own wrong passwords.")
 
     # -- device cookies
-    def _sign(self, device_id: str) -> str:
-        mac = hmac.new(self._key, f"{self.user}\0{device_id}".encode(), hashlib.sha256).hexdigest()[:32]
-        return f"{device_id}.{mac}"
+    def _sign(self, device_id: str, issued: int) -> str:
+        mac = hmac.new(self._key, f"{self.user}\0{device_id}\0{issued}".encode(), hashlib.sha256).hexdigest()[:32]
+        return f"{device_id}.{issued}.{mac}"
 
     def _device(self, cookie: str) -> str | None:
-        """The device id of a valid cookie for the board's user, else None."""
-        device_id, _, mac = cookie.partition(".")
-        if not device_id or not mac or len(cookie) > 100:
+        """The device id of a valid, unexpired cookie for the board's user, else None."""
+        if not cookie or len(cookie) > 100 or not cookie.isascii():
             return None
-        return device_id if hmac.compare_digest(self._sign(device_id), cookie) else None
+        device_id, _, rest = cookie.partition(".")
+        issued, _, mac = rest.partition(".")
+        if not device_id or not mac or not issued.isdigit():
+            return None
+        if not 0 <= time.time() - int(issued) <= DEVICE_MAX_AGE:
+            return None
+        return device_id if hmac.compare_digest(self._sign(device_id, int(issued)).encode(), cookie.encode()) else None
 
     def _keys(self, user: str, request: LoginRequest) -> list[str]:
         """The pause keys a login of ``user`` in ``request`` counts under."""
@@ -157,23 +177,19 @@ class LoginGuard:
 
     def wait_seconds(self, user: str, request: LoginRequest | None = None) -> float:
         """How long a login of ``user`` (in ``request``, default the current one) is paused; 0 when it is not."""
-        return self._refusal(self._keys(user, request or _current()))[0]
+        return self._wait(self._keys(user, request or _current()))
 
-    def _refusal(self, keys: list[str]) -> tuple[float, str]:
+    def _wait(self, keys: list[str]) -> float:
         now = self.clock()
         with self._lock:
-            waits = [(self._until.get(key, 0.0) - now, key) for key in keys]
-        wait, key = max(waits)
-        return (wait, key) if wait > 0 else (0.0, "")
+            return max([self._until.get(key, 0.0) - now for key in keys] + [0.0])
 
     def __call__(self, user: str, password: str) -> bool:
         request = _current()
         keys = self._keys(user, request)
-        wait, key = self._refusal(keys)
-        if wait > 0:
-            whose = {"user": f"for `{user}`"}.get(key, f"from {request.client}" if key.startswith("ip:") else
-                                                  "from this browser")
-            raise _http_error(f"Too many failed logins {whose}: wait {int(wait) + 1} s, then try again.")
+        wait = self._wait(keys)
+        if wait > 0:  # one message whichever pause applies: it tells nothing about the user name
+            raise _http_error(f"Too many failed logins: wait {int(wait) + 1} s, then try again.")
         ok = hmac.compare_digest(user.encode(), self.user.encode()) and hmac.compare_digest(
             password.encode(), self.password.encode())
         with self._lock:
@@ -187,16 +203,22 @@ class LoginGuard:
                     doublings = min(count - self.free_failures, 32)  # 2 ** 32 x the first pause is past any cap
                     self._until[key] = self.clock() + min(self.max_delay, self.base_delay * 2 ** doublings)
             if len(self._failures) > self.MAX_TRACKED:
-                self._forget_unpaused()
+                self._forget_addresses()
         if ok:
             device = self._device(request.device)
-            request.new_device = self._sign(device if device is not None else secrets.token_urlsafe(12))
+            device_id = device if device is not None else secrets.token_urlsafe(12).replace(".", "_")
+            request.new_device = self._sign(device_id, int(time.time()))  # a fresh cookie, 30 more days
         return ok
 
-    def _forget_unpaused(self) -> None:
-        """Drop the counts of keys not paused now (called with the lock held)."""
+    def _forget_addresses(self) -> None:
+        """Drop address counts (called with the lock held, past MAX_TRACKED): those not paused now, then the oldest,
+        down to half the limit. Never the user name's or a device's count (their number is bounded: the one user
+        name, and one device per successful login), so neither is reset by filling the table."""
         now = self.clock()
-        for key in [k for k in self._failures if k != "user" and self._until.get(k, 0.0) <= now]:
+        addresses = [k for k in self._failures if k.startswith("ip:")]
+        idle = [k for k in addresses if self._until.get(k, 0.0) <= now]
+        busy = [k for k in addresses if self._until.get(k, 0.0) > now]
+        for key in idle + busy[:max(0, len(busy) - self.MAX_TRACKED // 2)]:
             self._failures.pop(key, None)
             self._until.pop(key, None)
 

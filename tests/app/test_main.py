@@ -21,6 +21,8 @@ def test_loopback_detection():
 def test_auth_parsing():
     assert parse_auth("alice:s3:cret") == ("alice", "s3:cret")
     assert parse_auth(None) is None
+    with pytest.raises(ValueError, match="must not begin or end with spaces"):
+        parse_auth(" alice:pw")
     with pytest.raises(ValueError, match="USER:PASS"):
         parse_auth("alice")
 

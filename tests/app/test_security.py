@@ -79,7 +79,7 @@ def test_guessing_from_many_addresses_pauses_the_user_but_not_the_owners_browser
         _from(f"198.51.100.{n}")
         assert not guard("alice", "guess")
     _from("198.51.100.200")  # a fresh address is paused too: guesses stay bounded per user name
-    with pytest.raises(HTTPException, match="for `alice`: wait 31 s"):
+    with pytest.raises(HTTPException, match="Too many failed logins: wait 31 s"):
         guard("alice", "s3cret")
     _from("10.0.0.9", device=cookie)  # the owner's browser, even from another address, is not
     assert guard.wait_seconds("alice") == 0
@@ -96,10 +96,12 @@ def test_a_browsers_own_wrong_passwords_pause_it_and_a_forged_cookie_counts_for_
         _from("10.0.0.2", device=cookie)
         assert not guard("alice", "guess")
     _from("10.0.0.2", device=cookie)
-    with pytest.raises(HTTPException, match="from this browser: wait 31 s"):
+    with pytest.raises(HTTPException, match="Too many failed logins: wait 31 s"):
         guard("alice", "s3cret")
-    device_id = cookie.split(".")[0]
-    for forged in (f"{device_id}.{'0' * 32}", "x.y", "nodot", cookie + "0", "a" * 200):
+    device_id, issued, _ = cookie.split(".")
+    expired = guard._sign(device_id, int(time.time()) - security.DEVICE_MAX_AGE - 10)
+    for forged in (f"{device_id}.{issued}.{'0' * 32}", "x.y", "nodot", cookie + "0", "a" * 200, expired,
+                   f"\xe9{cookie[1:]}", f"{device_id}.x.{cookie.split('.')[2]}"):
         _from("203.0.113.9", device=forged)
         assert guard._keys("alice", security._request.get()) == ["ip:203.0.113.9", "user"]
     other = LoginGuard("alice", "s3cret", clock=clock)  # a restarted board: earlier cookies are not trusted
@@ -111,7 +113,7 @@ def test_an_address_that_guesses_is_paused_for_every_name(clock):
     _from("203.0.113.9")
     for name in ("bob", "carol", "dave"):
         assert not guard(name, "x")
-    with pytest.raises(HTTPException, match="from 203.0.113.9"):
+    with pytest.raises(HTTPException, match="Too many failed logins: wait"):
         guard("alice", "s3cret")
     _from("10.0.0.2")
     assert guard("alice", "s3cret")  # other names never pause the user name
@@ -132,6 +134,43 @@ def test_pauses_stay_capped_after_any_number_of_failures_and_memory_stays_bounde
     clock.now += 1000
     _from("192.0.2.1")
     assert guard("alice", "s3cret")
+
+
+def test_filling_the_table_never_resets_a_devices_or_the_users_count(clock, monkeypatch):
+    guard = LoginGuard("alice", "s3cret", free_failures=3, clock=clock)
+    monkeypatch.setattr(LoginGuard, "MAX_TRACKED", 40)
+    stolen = _owner_browser(guard, "10.0.0.2")
+    for n in range(200):  # paused addresses, enough to overflow the table many times
+        for _ in range(3):
+            _from(f"198.51.100.{n}")
+            assert not guard("bob", "x")
+    refused = 0
+    for n in range(20):
+        _from(f"203.0.113.{n}", device=stolen)
+        try:
+            assert not guard("alice", f"guess{n}")
+        except HTTPException:
+            refused += 1
+    assert refused == 17  # 3 guesses, then the browser is paused
+    assert len(guard._failures) <= 41
+
+
+@pytest.mark.parametrize("header", [
+    'prefs={"theme":"dark"}; lfboard-device=COOKIE', "msg=hello world; lfboard-device=COOKIE",
+    "version=1; lfboard-device=COOKIE", 'x="\\\\"; lfboard-device="COOKIE"', "lfboard-device=COOKIE;",
+])
+def test_the_device_cookie_is_found_beside_other_sites_cookies(header):
+    scope = {"headers": [(b"host", b"x"), (b"cookie", header.encode())]}
+    assert security._cookie(scope, security.DEVICE_COOKIE) == "COOKIE"
+
+
+def test_cookie_parsing_is_linear_and_addresses_are_normalised():
+    scope = {"headers": [(b"cookie", b'x="' + b"\\" * 200_000 + b'"; lfboard-device=v')]}
+    started = time.perf_counter()
+    assert security._cookie(scope, security.DEVICE_COOKIE) == ""  # past the searched part of the header
+    assert time.perf_counter() - started < 0.5
+    assert security._address("10.0.0.1") == "10.0.0.1" and security._address(" ::1 ") == "::1"
+    assert security._address("<img src=x onerror=alert(1)>" * 100) == "?"
 
 
 def test_upload_limit(board, tmp_path):

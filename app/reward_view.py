@@ -326,27 +326,27 @@ def forget_stop(board: Board, session: str = "") -> None:
 def _end(proc: subprocess.Popen) -> None:
     """SIGTERM to the process's session (the scorer and whatever a reward started), SIGKILL to what is left of it
     after 5 s, or once the scorer itself has ended (a child that ignores SIGTERM goes too)."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
+    _signal_group(proc, signal.SIGTERM)
     _kill_group(proc)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
     """SIGKILL to what is left of the scorer's process session (a reward's background program), and reap it."""
+    if not _signal_group(proc, signal.SIGKILL):  # pragma: no cover - SIGKILL is not ignored
+        logger.warning("The scoring process %d did not end.", proc.pid)
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> bool:
+    """Send ``sig`` to the scorer's process session and wait up to 5 s for the scorer; True once it has ended."""
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
     try:
         proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignored
-        logger.warning("The scoring process %d did not end.", proc.pid)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
 
 
 def try_frame(result: dict[str, Any]) -> pd.DataFrame:

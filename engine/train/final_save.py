@@ -5,7 +5,8 @@ folder inside ``output_dir`` first (``.final-save.partial``), then moved into ``
 rename, which needs no space. A save that fails half-way (a full disk, a killed process) therefore leaves no cut
 ``tokenizer.json`` or weights file where chat, evaluation or export would read them: the staging folder is removed
 (freeing its space for the disk-full message) and the earlier final model, if the folder had one, stays as it was.
-The run's checkpoints are untouched either way; the disk-full message says to resume from them.
+The run's checkpoints are untouched either way; the disk-full message says to resume from them. Where the disk
+has no room for the new weights beside the earlier ones, the earlier weights are removed first (:func:`make_room`).
 
 In a multi-process run every process takes part in ``trainer.save_model`` (sharded weights are gathered), and the
 processes that save (``args.should_save``: rank 0, or each node's first with ``save_on_each_node``) write the rest
@@ -45,6 +46,7 @@ def save_final(trainer: Any, out: Path, write_rest: Callable[[Path], None]) -> N
     saver = bool(trainer.args.should_save)
     if saver:
         shutil.rmtree(staging, ignore_errors=True)  # a save an earlier run of this folder did not finish
+        make_room(out)
     trainer.accelerator.wait_for_everyone()  # before any process writes into it
     try:
         trainer.save_model(str(staging))
@@ -58,6 +60,26 @@ def save_final(trainer: Any, out: Path, write_rest: Callable[[Path], None]) -> N
     if saver:
         publish(staging, out)
     trainer.accelerator.wait_for_everyone()
+
+
+def make_room(out: Path, margin: int = 64 * 1024 * 1024) -> list[str]:
+    """Remove the earlier final model's weight files when the disk lacks room for a second copy beside them.
+
+    The staging folder is written while the earlier weights are still in ``out``. Where the free space is below their
+    size (plus ``margin``), they are removed first, as an in-place save would have overwritten them: the new save
+    still lands whole or not at all, and the run's checkpoints remain. Returns the names removed.
+    """
+    earlier = [path for path in out.iterdir() if _WEIGHT_FILE.match(path.name) and path.is_file()] \
+        if out.is_dir() else []
+    size = sum(path.stat().st_size for path in earlier)
+    if not earlier or shutil.disk_usage(out).free >= size + margin:
+        return []
+    for path in earlier:
+        path.unlink()
+    names = sorted(path.name for path in earlier)
+    logger.warning("Not enough free space for the new final model beside the earlier one in %s: removed the earlier "
+                   "weights first (%s, %.1f MB); the run's checkpoints are kept.", out, ", ".join(names), size / 2**20)
+    return names
 
 
 def publish(staging: Path, out: Path) -> None:

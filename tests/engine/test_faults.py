@@ -348,6 +348,23 @@ def test_resuming_from_the_last_steps_checkpoint_trains_no_step_more(tmp_path, m
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 3
 
 
+def test_without_room_for_two_copies_the_earlier_final_weights_go_first(tmp_path, monkeypatch, caplog):
+
+    from engine.train import final_save
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "model-00001-of-00002.safetensors").write_bytes(b"x" * 1000)
+    (out / "model-00002-of-00002.safetensors").write_bytes(b"x" * 1000)
+    (out / "config.json").write_text("{}")
+    assert final_save.make_room(out) == []  # room enough: the earlier model stays until the new one is whole
+    monkeypatch.setattr(final_save.shutil, "disk_usage", lambda path: type("U", (), {"free": 1500})())
+    assert final_save.make_room(out, margin=0) == ["model-00001-of-00002.safetensors",
+                                                   "model-00002-of-00002.safetensors"]
+    assert sorted(p.name for p in out.iterdir()) == ["config.json"]
+    assert "removed the earlier weights first" in caplog.text
+
+
 def test_publishing_a_final_save_replaces_files_and_an_earlier_saves_extra_shards(tmp_path):
     from engine.train.final_save import publish
 

@@ -479,9 +479,10 @@ def _print_error(err: Exception) -> None:
     the error) and print them only if they are still running after :data:`PEER_REPORT_WAIT` seconds. Another
     process's own error names its rank."""
     from engine.config import ConfigError
+    from engine.ranks import world_size
 
     rank = os.environ.get("RANK", "0")
-    if rank != "0" and int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
+    if rank != "0" and world_size() > 1:
         if isinstance(err, ConfigError) and os.environ.get("LOCAL_RANK", rank) == "0":
             print(f"error: {err}", file=sys.stderr)
             return

@@ -69,8 +69,9 @@ def make_room(out: Path, margin: int = 64 * 1024 * 1024) -> list[str]:
     size (plus ``margin``), they are removed first, as an in-place save would have overwritten them: the new save
     still lands whole or not at all, and the run's checkpoints remain. Returns the names removed.
     """
-    earlier = [path for path in out.iterdir() if _WEIGHT_FILE.match(path.name) and path.is_file()] \
-        if out.is_dir() else []
+    if not out.is_dir():
+        return []
+    earlier = [path for path in out.iterdir() if _WEIGHT_FILE.match(path.name) and path.is_file()]
     size = sum(path.stat().st_size for path in earlier)
     if not earlier or shutil.disk_usage(out).free >= size + margin:
         return []

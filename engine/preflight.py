@@ -33,6 +33,7 @@ def check(cfg: RunConfig, command: str = "train", *, interactive: bool | None = 
     the device itself (quantization, the inference dtype) to the job's own pre-flight check when it starts."""
     problems: list[str] = []
     problems += _check_model(cfg)
+    problems += _check_packing(cfg)
     problems += _check_template(cfg)
     if command == "data":  # `lf-engine data`: the tokenizer and the datasets only
         from engine.multimodal.checks import check_media
@@ -178,6 +179,29 @@ def _check_model(cfg: RunConfig) -> list[str]:
         else:
             _warn_template_change(cfg, adapter.strip())
     return problems
+
+
+def _check_packing(cfg: RunConfig) -> list[str]:
+    """Packed rows must stay apart in the model (engine.models.packing_support), judged from its config.json where
+    it is here (a local folder or the hub cache); the loaded model is checked again."""
+    from engine.config.schema import packs_rows
+    from engine.models.packing_support import packing_problem
+    from engine.models.registry import read_local_config
+
+    if not packs_rows(cfg.finetuning.stage, cfg.data):
+        return []
+    name = str(cfg.model.model_name_or_path or "").strip()
+    path = Path(name).expanduser() if name else None
+    if path is not None and path.is_dir():
+        config = read_local_config(path)
+    else:
+        try:
+            cached = cached_hub_config(cfg, name) if name and HUB_ID.match(name) else None
+        except (ImportError, ValueError):
+            cached = None
+        config = read_local_config(Path(cached).parent) if cached else None
+    problem = packing_problem(config)
+    return [problem] if problem else []
 
 
 def _warn_template_change(cfg: RunConfig, adapter: str) -> None:

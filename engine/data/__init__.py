@@ -67,9 +67,12 @@ def _tokenized(examples: Sequence[dict], stage: str, tokenizer: Any, template: A
 
         columns, stats = tokenize_media_preference(examples, tokenizer, template, opts, media, stage)
     elif media is not None:
+        from engine.data.lf_batches import lf_batches
         from engine.multimodal.dataset import tokenize_media_sft
 
-        columns, stats = tokenize_media_sft(examples, tokenizer, template, opts, media)
+        # packed rows meet only within LLaMA-Factory's preprocessing batches
+        columns, stats = tokenize_media_sft(examples, tokenizer, template, opts, media,
+                                            lf_batches(len(examples), chunk_rows, workers))
     else:  # chunks straight into a memory-mapped Arrow file: no Python lists of the whole set
         from engine.data.stream import tokenize_to_arrow
 

@@ -282,23 +282,29 @@ def greedy_knapsack(lengths: list[int], capacity: int) -> list[list[int]]:
     return knapsacks
 
 
+def pack_order(lengths: list[int], capacity: int) -> list[list[int]]:
+    """The row indices of each packed sequence, as LLaMA-Factory packs rows of these ``lengths``
+    (:func:`greedy_knapsack`; of rows of one length, the last one first). Every length must be at most ``capacity``."""
+    by_length: dict[int, list[int]] = {}
+    for index, length in enumerate(lengths):
+        by_length.setdefault(length, []).append(index)
+    return [[by_length[length].pop() for length in knapsack] for knapsack in greedy_knapsack(lengths, capacity)]
+
+
 def pack_rows(rows: list[tuple[list[int], list[int]]], cutoff_len: int, mask_first: bool = True) -> dict[str, list]:
-    """Rows packed into sequences of at most ``cutoff_len`` tokens as LLaMA-Factory packs them
-    (:func:`greedy_knapsack`; of rows of one length, the last one first). Every row must fit.
+    """Rows packed into sequences of at most ``cutoff_len`` tokens as LLaMA-Factory packs them (:func:`pack_order`).
+    Every row must fit.
 
     Returns columns ``input_ids``, ``labels``, ``attention_mask`` and ``position_ids`` (restarting at 0 per
     example); with ``mask_first`` the first label of each example is masked (LLaMA-Factory's sft packing keeps it).
     """
-    by_length: dict[int, list[int]] = {}
-    for index, (ids, _) in enumerate(rows):
-        by_length.setdefault(len(ids), []).append(index)
     columns: dict[str, list] = {"input_ids": [], "labels": [], "attention_mask": [], "position_ids": []}
-    for knapsack in greedy_knapsack([len(ids) for ids, _ in rows], cutoff_len):
+    for pack in pack_order([len(ids) for ids, _ in rows], cutoff_len):
         input_ids: list[int] = []
         labels: list[int] = []
         positions: list[int] = []
-        for length in knapsack:
-            ids, lab = rows[by_length[length].pop()]
+        for index in pack:
+            ids, lab = rows[index]
             input_ids += ids
             labels += [IGNORE] + lab[1:] if mask_first else lab
             positions += list(range(len(ids)))

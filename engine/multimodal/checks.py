@@ -6,7 +6,7 @@ Every problem is reported at once, each naming the dataset, the row and the fix:
 - a media file is missing or cannot be opened;
 - a remote URL (never downloaded here);
 - a modality the chosen model cannot take (e.g. video for Gemma 3, audio for a model without an audio encoder);
-- a stage, preference loss or packing setting that cannot train on media rows.
+- a stage or preference loss that cannot train on media rows.
 """
 
 from __future__ import annotations
@@ -157,12 +157,8 @@ def check_media(cfg: Any) -> list[str]:
 
 
 def _stage_problems(cfg: Any) -> list[str]:
-    """The stage, preference-loss and packing settings that cannot train on media rows."""
-    from engine.multimodal.dataset import PACKING_PROBLEM, stage_problem
+    """The stage and preference-loss settings that cannot train on media rows."""
+    from engine.multimodal.dataset import stage_problem
 
-    stage = cfg.finetuning.stage
-    problem = stage_problem(stage, getattr(cfg.finetuning, "pref_loss", None))
-    found = [problem] if problem else []
-    if stage in ("pt", "sft") and (cfg.data.packing or cfg.data.neat_packing):
-        found.append(PACKING_PROBLEM)
-    return found
+    problem = stage_problem(cfg.finetuning.stage, getattr(cfg.finetuning, "pref_loss", None))
+    return [problem] if problem else []

@@ -16,10 +16,10 @@ from engine.data.collator import PaddingCollator
 from engine.multimodal.plugins import unpack_arrays
 
 
-def join_arrays(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Tensors of all rows' media inputs, each key concatenated along axis 0 (zero-padded on other axes)."""
+def join_numpy(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each key's arrays of all ``rows`` concatenated along axis 0, in row order (zero-padded on other axes;
+    scalars stacked)."""
     import numpy as np
-    import torch
 
     keys: list[str] = []
     for row in rows:
@@ -28,15 +28,22 @@ def join_arrays(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for key in keys:
         parts = [row[key] for row in rows if key in row]
         if any(part.ndim == 0 for part in parts):
-            out[key] = torch.as_tensor(np.stack(parts))
+            out[key] = np.stack(parts)
             continue
         shape = [max(part.shape[axis] for part in parts) for axis in range(1, parts[0].ndim)]
         padded = []
         for part in parts:
             gaps = [(0, 0)] + [(0, size - part.shape[axis + 1]) for axis, size in enumerate(shape)]
             padded.append(np.pad(part, gaps) if any(gap for _, gap in gaps) else part)
-        out[key] = torch.from_numpy(np.concatenate(padded, axis=0))
+        out[key] = np.concatenate(padded, axis=0)
     return out
+
+
+def join_arrays(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Tensors of all rows' media inputs, each key concatenated along axis 0 (:func:`join_numpy`)."""
+    import torch
+
+    return {key: torch.from_numpy(value) for key, value in join_numpy(rows).items()}
 
 
 @dataclass

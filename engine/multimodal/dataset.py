@@ -24,8 +24,6 @@ logger = logging.getLogger(__name__)
 
 MEDIA_COLUMNS = ("images", "videos", "audios")
 MEDIA_STAGES = ("sft", "dpo", "kto")
-PACKING_PROBLEM = ("`packing` cannot mix rows that carry images, videos or audio: each row's soft tokens must stay "
-                   "with its own media. Set `packing: false` (and `neat_packing: false`) for multimodal datasets.")
 TEXT_ONLY_PREF_LOSSES = ("orpo", "simpo")  # TRL's experimental trainers behind them re-tokenize text only
 
 
@@ -48,20 +46,22 @@ def _where(example: dict[str, Any], index: int) -> str:
 
 
 def tokenize_media_sft(examples: list[dict], tokenizer: Any, template: Any, opts: TokenizeOptions,
-                       ctx: MediaContext) -> tuple[dict[str, list], dict[str, int]]:
-    """Supervised rows with media (rows without media pass through the same path, with no features).
+                       ctx: MediaContext, batches: list[tuple[int, int]] | None = None,
+                       ) -> tuple[dict[str, list], dict[str, int]]:
+    """Supervised rows with media (rows without media pass through the same path, with no features); with
+    ``opts.packing``, packed within each ``(start, end)`` of ``batches`` over the examples (LLaMA-Factory's
+    preprocessing batches; None: one batch), see :mod:`engine.multimodal.packing`.
 
     Raises:
         MediaError: naming the dataset, row and fix, for a row whose media cannot be used.
     """
-    if opts.packing:
-        raise MediaError(PACKING_PROBLEM)
     check_options(template, opts)
     eos_id = tokenizer.eos_token_id if template.uses_efficient_eos else None
     stats = new_stats(len(examples))
     stats["media_dropped"] = 0
     soft = soft_token_ids(ctx.processor)
     columns: dict[str, list] = {"input_ids": [], "labels": [], "attention_mask": [], "mm_inputs": []}
+    origins: list[int] = []  # each kept row's example index
     if ctx.plugin.type_ids_key:
         columns["mm_token_type_ids"] = []
     for index, example in enumerate(examples):
@@ -81,8 +81,12 @@ def tokenize_media_sft(examples: list[dict], tokenizer: Any, template: Any, opts
             continue
         # the media tokens are labelled as the text around them is, as in LLaMA-Factory: masked in the prompt,
         # trained with `train_on_prompt: true`
+        if opts.packing and len(input_ids) > opts.cutoff_len:  # longer ones: dropped, as LLaMA-Factory drops them
+            stats["dropped"] += 1
+            continue
         if labels.count(IGNORE) == len(labels):
             stats["untrained"] = stats.get("untrained", 0) + 1  # kept even so, as LLaMA-Factory keeps it
+        origins.append(index)
         columns["input_ids"].append(input_ids)
         columns["labels"].append(labels)
         columns["attention_mask"].append([1] * len(input_ids))
@@ -96,6 +100,12 @@ def tokenize_media_sft(examples: list[dict], tokenizer: Any, template: Any, opts
         logger.warning("%d rows were dropped because cutoff_len=%d cut through their images, videos or audio; "
                        "raise cutoff_len (or lower image_max_pixels / video_maxlen) to keep them.",
                        stats["media_dropped"], opts.cutoff_len)
+    if opts.packing:
+        from engine.multimodal.packing import pack_in_batches
+
+        columns = pack_in_batches(columns, origins, batches or [(0, len(examples))], opts.cutoff_len,
+                                  mask_first=opts.mask_packed_starts)
+        stats["packed_sequences"] = len(columns["input_ids"])
     stats["kept"] = len(columns["input_ids"])
     return columns, stats
 

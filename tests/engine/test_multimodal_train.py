@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tinyvlms import save_tiny_vlm  # noqa: E402
+from tinyvlms import save_tiny_vlm, write_image_dataset  # noqa: E402
 
 from engine.cli import main  # noqa: E402
 
@@ -33,22 +33,7 @@ def models(tmp_path_factory):
 
 
 def _image_dataset(folder: Path) -> Path:
-    from PIL import Image
-
-    (folder / "img").mkdir(parents=True)
-    rows = []
-    for index, (color, word) in enumerate([((220, 20, 20), "red"), ((20, 20, 220), "blue")]):
-        Image.new("RGB", (56, 56), color).save(folder / "img" / f"{index}.png")
-        rows.append({"messages": [{"role": "user", "content": "<image>What color is it?"},
-                                  {"role": "assistant", "content": f"It is {word}."}],
-                     "images": [f"img/{index}.png"]})
-    (folder / "colors.json").write_text(json.dumps(rows * 4))
-    info = {"colors": {"file_name": "colors.json", "formatting": "sharegpt",
-                       "columns": {"messages": "messages", "images": "images"},
-                       "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user",
-                                "assistant_tag": "assistant"}}}
-    (folder / "dataset_info.json").write_text(json.dumps(info))
-    return folder
+    return write_image_dataset(folder)
 
 
 def _config(folder: Path, model: Path, template: str, dataset: str, dataset_dir: Path, **extra) -> Path:
@@ -127,11 +112,13 @@ def test_glm4v_trains_on_images(models, tmp_path):
     assert row["input_ids"][-1] == row["labels"][-1]  # one trained EOS closes the sequence (efficient_eos)
 
 
-def test_media_stage_and_packing_are_refused(models, tmp_path, capsys):
+def test_media_rows_train_packed(models, tmp_path):
+    """LLaMA-Factory 0.9.5 packs media rows; so does this (tests/engine/test_multimodal_packing.py has the rest)."""
     data = _image_dataset(tmp_path / "data")
     config = _config(tmp_path, models["qwen2_vl"], "qwen2_vl", "colors", data, packing=True)
-    assert main(["train", str(config)]) == 2
-    assert "`packing` cannot mix rows that carry images" in capsys.readouterr().err
+    assert main(["train", str(config)]) == 0
+    events = _events(tmp_path / "out")
+    assert events[-1]["status"] == "completed" and events[0]["data"]["train"]["packed_sequences"] == 1
 
 
 def test_preflight_reports_every_media_problem_at_once(models, tmp_path, capsys):

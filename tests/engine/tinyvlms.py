@@ -247,3 +247,28 @@ def save_tiny_vlm(family: str, folder: str | Path) -> Path:
     model.save_pretrained(folder)
     save_processor(processor, folder)
     return Path(folder)
+
+
+def write_image_dataset(folder: Path, with_text_row: bool = False) -> Path:
+    """A dataset folder ``colors`` (sharegpt, eight rows: a red and a blue image four times over, plus a text-only
+    row each time with ``with_text_row``) with its dataset_info.json; returns the folder."""
+    import json
+
+    from PIL import Image
+
+    (folder / "img").mkdir(parents=True)
+    rows = []
+    for index, (color, word) in enumerate([((220, 20, 20), "red"), ((20, 20, 220), "blue")]):
+        Image.new("RGB", (56, 56), color).save(folder / "img" / f"{index}.png")
+        rows.append({"messages": [{"role": "user", "content": "<image>What color is it?"},
+                                  {"role": "assistant", "content": f"It is {word}."}],
+                     "images": [f"img/{index}.png"]})
+    if with_text_row:
+        rows.append({"messages": [{"role": "user", "content": "Say hi."}, {"role": "assistant", "content": "Hi."}]})
+    (folder / "colors.json").write_text(json.dumps(rows * 4))
+    info = {"colors": {"file_name": "colors.json", "formatting": "sharegpt",
+                       "columns": {"messages": "messages", "images": "images"},
+                       "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user",
+                                "assistant_tag": "assistant"}}}
+    (folder / "dataset_info.json").write_text(json.dumps(info))
+    return folder

@@ -6,7 +6,8 @@ the training and evaluation rows one by one. Nothing here runs in the test suite
 
 The config (a YAML file or a JSON mapping) needs ``model_name_or_path`` (a local tokenizer), ``stage`` (pt, sft,
 rm/dpo as pairs, kto), ``dataset``, ``dataset_dir``, ``template`` and anything else both tools read (``cutoff_len``,
-``val_size``, ``mix_strategy``, ``packing``, ``preprocessing_num_workers``, ...). Per row it compares the input ids
+``val_size``, ``mix_strategy``, ``packing``, ``preprocessing_num_workers``, ...); a multimodal model folder
+tokenizes the rows' media with its processor on both sides. Per row it compares the input ids
 and labels (KTO: the input ids and the KL pair's; packed rows: without the padding LLaMA-Factory adds) and prints
 how many rows are identical and the first that is not.
 """
@@ -63,16 +64,14 @@ json.dump(out, open(sys.argv[2], "w"))
 def ours(args: dict) -> dict:
     from engine.config import build_config
     from engine.data import get_dataset
-    from engine.models import load_tokenizer
-    from engine.templates import get_template
+    from engine.models.tokenizer_setup import load_text_components
+    from engine.multimodal import media_context
     from engine.train.preference import _with_kl_pairs
 
     os.environ["LF_ENGINE_CACHE"] = "off"
     cfg = build_config(args)
-    tokenizer = load_tokenizer(cfg.model)
-    template = get_template(cfg.model.template, tokenizer)
-    template.fix_tokenizer(tokenizer)
-    bundle = get_dataset(cfg, tokenizer, template)
+    tokenizer, template = load_text_components(cfg)
+    bundle = get_dataset(cfg, tokenizer, template, media=media_context(cfg, tokenizer))  # media: multimodal models
     out = {}
     for split, data in (("train_dataset", bundle.train), ("eval_dataset", bundle.eval)):
         if data is None:

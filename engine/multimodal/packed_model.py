@@ -6,7 +6,8 @@ Gemma 4 without two-way image attention). Two kinds of model need more, added he
 module that builds positions and masks (the ``...Model`` under ``...ForConditionalGeneration``):
 
 - **3D rotary positions** (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, GLM-4V: any model with ``get_rope_index``): given 2D
-  positions, the model would use them for the image tokens too, and build no per-row mask. The hook computes the
+  positions, the model would use them for the image tokens too, and build no per-row mask (so even packed
+  text-only rows would attend to each other). The hook computes the
   3D positions with the model's own ``get_rope_index`` over the packed sequence, moves each row's back to start at
   0 (they are built by counting on from the row before, so a row's own positions are its packed ones less the
   value at its first token), and puts the restarting 1D positions in front, the 4-row form the model reads as
@@ -54,6 +55,8 @@ def rope_positions(module: Any, kwargs: dict[str, Any], position_ids: Any) -> An
 
     accepted = inspect.signature(module.get_rope_index).parameters
     extra = {key: kwargs[key] for key in ROPE_INPUTS if key in accepted and kwargs.get(key) is not None}
+    if "mm_token_type_ids" not in extra:  # text only: the three axes are the text positions
+        return torch.cat([position_ids[None]] * 4, dim=0)
     positions, _ = module.get_rope_index(kwargs["input_ids"], attention_mask=None, **extra)
     index = torch.arange(position_ids.shape[1], device=position_ids.device).expand_as(position_ids)
     first = torch.where(_row_starts(position_ids), index, 0).cummax(dim=1).values  # each token's row start

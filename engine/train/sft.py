@@ -134,9 +134,9 @@ def _media_collator(tokenizer: Any, bundle: Any) -> Any:
     return MediaCollator(tokenizer=tokenizer, type_ids_key=bundle.media.plugin.type_ids_key)
 
 
-def _keep_packed_rows_apart(cfg: RunConfig, model: Any, media: Any) -> None:
-    """Refuse packing for a model whose layers would carry one packed row into the next; give a multimodal model
-    per-row positions and masks for packed batches (engine.multimodal.packed_model)."""
+def _keep_packed_rows_apart(cfg: RunConfig, model: Any) -> None:
+    """Refuse packing for a model whose layers would carry one packed row into the next; give a vision-language
+    model per-row positions and masks for packed batches (engine.multimodal.packed_model)."""
     if not packs_rows(cfg.finetuning.stage, cfg.data):
         return
     from engine.config.loader import ConfigError
@@ -146,10 +146,9 @@ def _keep_packed_rows_apart(cfg: RunConfig, model: Any, media: Any) -> None:
     problem = packing_problem(getattr(base, "config", None))
     if problem:
         raise ConfigError(problem)
-    if media is not None:
-        from engine.multimodal.packed_model import attach
+    from engine.multimodal.packed_model import attach
 
-        attach(model)
+    attach(model)  # a vision-language model, even on text-only rows (a no-op for a text model)
 
 
 def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Trainer:
@@ -159,7 +158,7 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
 
     has_eval = bundle.eval is not None
     media = getattr(bundle, "media", None)
-    _keep_packed_rows_apart(cfg, model, media)
+    _keep_packed_rows_apart(cfg, model)
     padding_free = False
     if media is None and cfg.train.padding_free:
         from engine.models.row_attention import use_row_attention, why_not_padding_free

@@ -215,3 +215,23 @@ def test_text_packing_is_refused_before_the_run_for_a_hybrid_model(tmp_path, cap
                                       "output_dir": str(tmp_path / "out")}))
     assert main(["check", str(config)]) != 0
     assert "`packing` cannot keep packed rows apart in this model (qwen3_next)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("hooked", [True, False])
+def test_packed_text_rows_through_a_qwen_vl_model_stay_apart(hooked):
+    """Text-only packed rows on a 3D-rotary model: without the hook the model builds no per-row mask at all."""
+    from engine.data.collator import PaddingCollator
+
+    model, processor = build_tiny_vlm("qwen2_vl")
+    tokenizer = processor.tokenizer
+    rows = [tokenizer("They are playing soccer on the field.")["input_ids"], tokenizer("A red square.")["input_ids"]]
+    if hooked:
+        attach(model)
+    collate = PaddingCollator(tokenizer=tokenizer)
+    packed = {"input_ids": rows[0] + rows[1], "labels": rows[0] + rows[1],
+              "position_ids": list(range(len(rows[0]))) + list(range(len(rows[1])))}
+    with torch.no_grad():
+        logits = model(**collate([packed])).logits[0]
+        second = model(**collate([{"input_ids": rows[1], "labels": rows[1]}])).logits[0, :len(rows[1])]
+    gap = float((logits[len(rows[0]):len(rows[0]) + len(rows[1])] - second).abs().max())
+    assert (gap < 1e-5) if hooked else (gap > 1e-3)

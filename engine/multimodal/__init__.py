@@ -5,6 +5,8 @@
 - :mod:`engine.multimodal.processor`: the model's processor, assembled without torchvision when needed.
 - :mod:`engine.multimodal.dataset`: rows with media -> tokenized columns plus processed media, once.
 - :mod:`engine.multimodal.collator`: batches of them.
+- :mod:`engine.multimodal.packing`: packed rows with their media (``packing`` / ``neat_packing``).
+- :mod:`engine.multimodal.packed_model`: per-row positions and masks for packed batches in the models that need them.
 - :mod:`engine.multimodal.checks`: every media problem of a config's datasets, before anything heavy loads.
 """
 

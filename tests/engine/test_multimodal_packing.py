@@ -39,22 +39,26 @@ def _image(color: str, size: tuple[int, int] = (56, 84)):
     return Image.new("RGB", size, color)
 
 
-def _examples() -> list[dict]:
-    def row(prompt: str, answer: str, images: list) -> dict:
+def _examples(video: str | None = None) -> list[dict]:
+    def row(prompt: str, answer: str, images: list, videos: tuple = ()) -> dict:
         return {"messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}],
-                "system": "", "tools": "", "images": images}
+                "system": "", "tools": "", "images": images, "videos": list(videos)}
 
-    return [row("<image>What is in the picture?", "A red square. " + LONG, [_image("red")]),
+    rows = [row("<image>What is in the picture?", "A red square. " + LONG, [_image("red")]),
             row("Hello, who are they?", "They are playing.", []),
             row("<image><image>Describe both", "Soccer on the field.", [_image("blue", (84, 56)), _image("green")])]
+    if video:  # a video between image rows, and one beside an image in the same row
+        rows[1:1] = [row("<video>What happens?", "It gets brighter.", [], [video]),
+                     row("<image><video>And here?", "A square, then light.", [_image("red")], [video])]
+    return rows
 
 
-def _tokenized(family: str, processor, packing: bool, batches=None, cutoff_len: int = 4096):
+def _tokenized(family: str, processor, packing: bool, batches=None, cutoff_len: int = 4096, video=None):
     model_type = {"qwen2_5_vl": "qwen2_5_vl", "gemma4": "gemma4"}.get(family, family)
     plugin = plugin_for(model_type, TEMPLATES[family])
     context = MediaContext(plugin, processor, MediaOptions())
     opts = TokenizeOptions(cutoff_len=cutoff_len, packing=packing, mask_packed_starts=False)
-    columns, stats = tokenize_media_sft(_examples(), processor.tokenizer, get_template(TEMPLATES[family]), opts,
+    columns, stats = tokenize_media_sft(_examples(video), processor.tokenizer, get_template(TEMPLATES[family]), opts,
                                         context, batches)
     return [dict(zip(columns, values)) for values in zip(*columns.values())], stats, plugin
 
@@ -64,13 +68,13 @@ def _rows_of(packed: dict) -> list[tuple[int, int]]:
     return list(zip(starts, starts[1:]))
 
 
-def _logits_alone_and_packed(family: str, hooked: bool = True, bidirectional: bool = False):
+def _logits_alone_and_packed(family: str, hooked: bool = True, bidirectional: bool = False, video=None):
     model, processor = build_tiny_vlm(family)
     if bidirectional:  # larger Gemma 4 models attend both ways within an image
         model.config.get_text_config().use_bidirectional_attention = "vision"
-    rows, _, plugin = _tokenized(family, processor, packing=False)
-    packs, stats, _ = _tokenized(family, processor, packing=True)
-    assert stats["packed_sequences"] == len(packs) == 1 and len(_rows_of(packs[0])) == 3
+    rows, _, plugin = _tokenized(family, processor, packing=False, video=video)
+    packs, stats, _ = _tokenized(family, processor, packing=True, video=video)
+    assert stats["packed_sequences"] == len(packs) == 1 and len(_rows_of(packs[0])) == len(rows)
     collate = MediaCollator(tokenizer=processor.tokenizer, type_ids_key=plugin.type_ids_key)
     if hooked:
         attach(model)
@@ -90,6 +94,16 @@ def _logits_alone_and_packed(family: str, hooked: bool = True, bidirectional: bo
 @pytest.mark.parametrize("family", list(TEMPLATES))
 def test_each_packed_row_gets_the_logits_it_gets_alone(family):
     for packed, alone in _logits_alone_and_packed(family):
+        torch.testing.assert_close(packed, alone, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "gemma4"])
+def test_packed_rows_with_video_get_the_logits_they_get_alone(family, tmp_path):
+    """Video grids (Qwen2.5-VL's seconds per temporal patch, Qwen3-VL's timestamped frames) consumed row by row."""
+    from test_multimodal_plugins import _write_video
+
+    video = _write_video(tmp_path / "clip.mp4", seconds=2.0)
+    for packed, alone in _logits_alone_and_packed(family, video=video):
         torch.testing.assert_close(packed, alone, rtol=1e-4, atol=1e-5)
 
 
@@ -235,3 +249,41 @@ def test_packed_text_rows_through_a_qwen_vl_model_stay_apart(hooked):
         second = model(**collate([{"input_ids": rows[1], "labels": rows[1]}])).logits[0, :len(rows[1])]
     gap = float((logits[len(rows[0]):len(rows[0]) + len(rows[1])] - second).abs().max())
     assert (gap < 1e-5) if hooked else (gap > 1e-3)
+
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
+if not SHARED.is_dir():
+    SHARED = Path("/work/shared/data")
+
+
+@pytest.mark.skipif(not (SHARED / "mllm_demo_data" / "3.flac").is_file(), reason="shared data absent")
+def test_packed_audio_rows_get_the_logits_they_get_alone():
+    """Gemma 4 audio: clips of different lengths zero-padded into one pack, each row still its own."""
+    model, processor = build_tiny_vlm("gemma4n")
+    plugin = plugin_for(model.config.model_type, "gemma4n")
+    context = MediaContext(plugin, processor, MediaOptions())
+    audio = SHARED / "mllm_demo_data"
+
+    def row(prompt: str, answer: str, clips: list[str]) -> dict:
+        return {"messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}],
+                "system": "", "tools": "", "images": [], "videos": [], "audios": [str(audio / c) for c in clips]}
+
+    examples = [row("<audio>What is it?", "A sound.", ["1.mp3"]), row("Hi?", "Hello.", []),
+                row("<audio><audio>Both?", "Two sounds.", ["2.wav", "3.flac"])]
+    template = get_template("gemma4n")
+
+    def tokenized(packing: bool) -> list[dict]:
+        opts = TokenizeOptions(cutoff_len=8192, packing=packing, mask_packed_starts=False)
+        columns, _ = tokenize_media_sft(examples, processor.tokenizer, template, opts, context)
+        return [dict(zip(columns, values)) for values in zip(*columns.values())]
+
+    rows, packs = tokenized(False), tokenized(True)
+    assert len(packs) == 1
+    collate = MediaCollator(tokenizer=processor.tokenizer, type_ids_key=plugin.type_ids_key)
+    attach(model)
+    with torch.no_grad():
+        alone = {tuple(r["input_ids"]): model(**collate([r])).logits[0, :len(r["input_ids"])] for r in rows}
+        logits = model(**collate(packs)).logits[0]
+    for start, end in _rows_of(packs[0]):
+        torch.testing.assert_close(logits[start:end], alone[tuple(packs[0]["input_ids"][start:end])],
+                                   rtol=1e-4, atol=1e-5)

@@ -15,7 +15,13 @@ from engine.errors import UserError
 from engine.lifecycle import JobContext
 from engine.runs import forget_steps_after, write_provenance
 from engine.train import phases, preference, rl, sft
-from engine.train.output_dir import check_output_dir, clear_replaced_run, no_step_past_the_end, resolve_resume
+from engine.train.output_dir import (
+    check_output_dir,
+    clear_replaced_run,
+    clear_stale_staging,
+    no_step_past_the_end,
+    resolve_resume,
+)
 from engine.train.rl_checks import RL_STAGES, check_stage, refuse_ppo
 
 logger = logging.getLogger(__name__)
@@ -106,6 +112,7 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     phases.mark("imports")
     check_output_dir(cfg)
     clear_replaced_run(cfg)
+    clear_stale_staging(cfg)
     check_launch(cfg)  # DeepSpeed config and N-D sizes against the world size, before the model loads
     resume = resolve_resume(cfg, running=True) if cfg.train.do_train else None
     if resume:

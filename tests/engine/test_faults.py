@@ -330,6 +330,29 @@ def test_a_disk_that_fills_during_the_final_save_leaves_the_earlier_model_whole(
     assert json.loads((out / "run.json").read_text())["status"] == "completed"
 
 
+def test_a_staging_folder_a_killed_save_left_is_removed_when_the_next_run_starts(tmp_path, monkeypatch):
+    """A final save killed half-way leaves output_dir/.final-save.partial; the next run of that folder frees it at
+    its start, before anything else can fail (here the data)."""
+    import engine.data
+    from engine.train.final_save import STAGING_DIR
+
+    monkeypatch.chdir(REPO)
+    out = tmp_path / "run"
+    staging = out / STAGING_DIR
+    staging.mkdir(parents=True)
+    (staging / "adapter_model.safetensors").write_bytes(b"\0" * 4096)
+
+    def boom(*args, **kwargs):
+        from engine.data.errors import DatasetError
+
+        raise DatasetError("data failed")
+
+    monkeypatch.setattr(engine.data, "get_dataset", boom)
+    assert main(["train", str(REPO / "examples" / "sft_lora_demo.yaml"), "max_steps=1",
+                 f"dataset_dir={REPO / 'examples' / 'data'}", f"output_dir={out}"]) != 0
+    assert not staging.exists()
+
+
 def test_resuming_from_the_last_steps_checkpoint_trains_no_step_more(tmp_path, monkeypatch):
     """transformers resumes a checkpoint saved mid-epoch at max_steps by training one step past it (and saving
     checkpoint-3); the resume a failed final save asks for must only finish the save."""

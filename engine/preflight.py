@@ -33,7 +33,8 @@ def check(cfg: RunConfig, command: str = "train", *, interactive: bool | None = 
     the device itself (quantization, the inference dtype) to the job's own pre-flight check when it starts."""
     problems: list[str] = []
     problems += _check_model(cfg)
-    problems += _check_packing(cfg)
+    if command in ("train", "eval", "data"):  # the commands that pack rows (chat, export and api never do)
+        problems += _check_packing(cfg)
     problems += _check_template(cfg)
     if command == "data":  # `lf-engine data`: the tokenizer and the datasets only
         from engine.multimodal.checks import check_media

@@ -448,6 +448,12 @@ def _cross_checks(cfg: RunConfig) -> list[str]:
                             "numbers, one per dataset, like `0.3,0.7`.")
     if cfg.data.neat_packing and cfg.data.packing is None:
         cfg.data.packing = True
+    if cfg.data.neat_packing and ft.stage not in ("pt", "sft"):  # LLaMA-Factory refuses it too
+        problems.append(f"`neat_packing: true` packs rows of stages sft and pt only (this config has `stage: "
+                        f"{ft.stage}`); remove it.")
+    elif cfg.data.packing and ft.stage not in ("pt", "sft"):
+        logger.info("`packing: true` with `stage: %s`: its rows are not packed, but cutoff_len counts one token less, "
+                    "as in LLaMA-Factory.", ft.stage)
     if tr.eval_strategy != "no" and not (cfg.data.eval_dataset or cfg.data.val_size):
         problems.append(f"`eval_strategy: {tr.eval_strategy}` needs evaluation data: set `eval_dataset` or `val_size`.")
     if tr.save_strategy == "best" and tr.eval_strategy == "no":

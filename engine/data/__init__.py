@@ -173,6 +173,8 @@ def tokenize_options(data: Any, stage: str) -> TokenizeOptions:
         opts.block_len = data.cutoff_len - 1 if data.packing is True and not data.neat_packing else None
     elif stage == "sft" and opts.packing:  # LLaMA-Factory's DataArguments take 1 off cutoff_len when packing
         opts.cutoff_len, opts.mask_packed_starts = data.cutoff_len - 1, False
+    elif data.packing or data.neat_packing:  # ... in every stage, though only pt and sft rows are packed
+        opts.cutoff_len = data.cutoff_len - 1
     return opts
 
 

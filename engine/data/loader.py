@@ -201,8 +201,15 @@ def load_examples(data_args: Any, names: str | list[str] | None, stage: str, see
         import numpy as np
 
         rng = np.random.RandomState(seed)
-    groups = [load_dataset_examples(name, data_args.dataset_dir, stage, getattr(data_args, "max_samples", None),
-                                    getattr(data_args, "media_dir", None), first, rng) for name in items]
+    loaded: dict[str, Any] = {}  # LLaMA-Factory keeps its datasets in a dict by name: a name given twice is loaded
+    for name in items:  # twice (its num_samples draws as well) and used once, where it first appears
+        loaded[name] = load_dataset_examples(name, data_args.dataset_dir, stage, getattr(data_args, "max_samples", None),
+                                             getattr(data_args, "media_dir", None), first, rng)
+    if len(loaded) < len(items):
+        twice = sorted({name for name in items if items.count(name) > 1})
+        logger.warning("Dataset %s is named more than once; its rows are used once, as in LLaMA-Factory.",
+                       ", ".join(f"`{name}`" for name in twice))
+    groups = list(loaded.values())
     probs_text = getattr(data_args, "interleave_probs", None)
     try:
         probs = [float(p) for p in str(probs_text).split(",")] if probs_text else None

@@ -10,11 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
-ATTENTION_LAYERS = frozenset({"full_attention", "sliding_attention", "chunked_attention", "attention"})
-"""Layer types (``layer_types`` / ``layers_block_type`` of a config) that packed rows' masks keep apart."""
-RECURRENT_MODELS = frozenset({"mamba", "mamba2", "falcon_mamba", "falcon_h1", "rwkv", "recurrent_gemma", "xlstm",
-                              "zamba", "zamba2", "bamba", "nemotron_h", "lfm2", "lfm2_moe", "lfm2_vl", "jamba"})
-"""Model types built of layers that carry state along the sequence, whatever their config lists."""
+CARRYING_MARKERS = ("linear", "mamba", "conv", "hybrid", "recurrent", "ssm", "rwkv", "lstm", "delta", "compressed")
+"""Parts of a layer type (``layer_types`` / ``layers_block_type`` of a config) whose layers reach from one row into
+the next: state along the sequence (linear attention, state-space, convolution, recurrent layers) or key/value
+entries compressed over several tokens. Any other type (full, sliding, chunked or indexed attention, an MLP or MoE
+block) is kept to its row by the attention masks."""
+RECURRENT_MODELS = frozenset({
+    "mamba", "mamba2", "falcon_mamba", "falcon_h1", "rwkv", "recurrent_gemma", "xlstm", "zamba", "zamba2", "bamba",
+    "nemotron_h", "lfm2", "lfm2_moe", "lfm2_vl", "jamba", "qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe",
+    "qwen3_5_moe_text", "minimax", "kimi_linear", "granitemoehybrid", "bailing_hybrid", "olmo_hybrid"})
+"""Model types with such layers whatever their config.json lists (a real Qwen3-Next config gives only
+``full_attention_interval``, MiniMax's ``attn_type_list``)."""
 
 
 def _get(config: Any, key: str) -> Any:
@@ -22,19 +28,22 @@ def _get(config: Any, key: str) -> Any:
 
 
 def packing_problem(config: dict[str, Any] | Any) -> str | None:
-    """Why packed rows would read each other in the model of ``config`` (a ``config.json`` mapping or a
+    """Why packed rows would reach each other in the model of ``config`` (a ``config.json`` mapping or a
     transformers config), with the fix; None when packing keeps them apart."""
     if not config:
         return None
     text = _get(config, "text_config") or config
-    model_type = _get(text, "model_type") or _get(config, "model_type")
+    types = {_get(text, "model_type"), _get(config, "model_type")}
     kinds: set[str] = set()
     for source in (text, config):
         for key in ("layer_types", "layers_block_type"):
-            kinds.update(str(kind) for kind in (_get(source, key) or ()) if str(kind) not in ATTENTION_LAYERS)
-    if not kinds and model_type not in RECURRENT_MODELS and _get(config, "model_type") not in RECURRENT_MODELS:
+            values = _get(source, key) or ()
+            kinds.update(str(kind) for kind in (values if isinstance(values, (list, tuple)) else ())
+                         if any(marker in str(kind) for marker in CARRYING_MARKERS))
+    if not kinds and not types & RECURRENT_MODELS:
         return None
-    what = f"its {', '.join(sorted(kinds))} layers carry" if kinds else "its layers carry"
-    return (f"`packing` cannot keep packed rows apart in this model ({model_type}): {what} their state from one "
-            "row into the next, which attention masks do not stop. Set `packing: false` and `neat_packing: false` "
-            "(rows are then padded to the longest of their batch).")
+    name = _get(text, "model_type") or _get(config, "model_type")
+    what = f"its {', '.join(sorted(kinds))} layers reach" if kinds else "some of its layers reach"
+    return (f"`packing` cannot keep packed rows apart in this model ({name}): {what} from one row into the next "
+            "(a state along the sequence, which attention masks do not cut). Set `packing: false` and "
+            "`neat_packing: false` (rows are then padded to the longest of their batch).")

@@ -134,10 +134,17 @@ def _media_collator(tokenizer: Any, bundle: Any) -> Any:
     return MediaCollator(tokenizer=tokenizer, type_ids_key=bundle.media.plugin.type_ids_key)
 
 
-def _keep_packed_rows_apart(cfg: RunConfig, model: Any) -> None:
+def _keep_packed_rows_apart(cfg: RunConfig, model: Any, bundle: Any) -> None:
     """Refuse packing for a model whose layers would carry one packed row into the next; give a vision-language
-    model per-row positions and masks for packed batches (engine.multimodal.packed_model)."""
-    if not packs_rows(cfg.finetuning.stage, cfg.data):
+    model per-row positions and masks for packed batches (engine.multimodal.packed_model). Rows are packed where
+    the config says so, or where the data holds packed rows (``position_ids``: a ``tokenized_path`` saved with
+    packing, whatever the config says now)."""
+    splits = [split for split in (bundle.train, bundle.eval) if split is not None]
+    saved_packed = any("position_ids" in (getattr(split, "column_names", None) or ()) for split in splits)
+    if saved_packed and not packs_rows(cfg.finetuning.stage, cfg.data):
+        logger.warning("The tokenized data (tokenized_path) holds packed rows: they train packed, as they were "
+                       "saved; set `overwrite_cache: true` to tokenize them again without packing.")
+    if not (saved_packed or packs_rows(cfg.finetuning.stage, cfg.data)):
         return
     from engine.config.loader import ConfigError
     from engine.models.packing_support import packing_problem
@@ -145,7 +152,7 @@ def _keep_packed_rows_apart(cfg: RunConfig, model: Any) -> None:
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     problem = packing_problem(getattr(base, "config", None))
     if problem:
-        raise ConfigError(problem)
+        raise ConfigError([problem])
     from engine.multimodal.packed_model import attach
 
     attach(model)  # a vision-language model, even on text-only rows (a no-op for a text model)
@@ -158,7 +165,7 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
 
     has_eval = bundle.eval is not None
     media = getattr(bundle, "media", None)
-    _keep_packed_rows_apart(cfg, model)
+    _keep_packed_rows_apart(cfg, model, bundle)
     padding_free = False
     if media is None and cfg.train.padding_free:
         from engine.models.row_attention import use_row_attention, why_not_padding_free

@@ -205,6 +205,35 @@ def test_sft_packing(fixture_data_dir, chat_tokenizer):
     assert packed.stats["train"]["packed_sequences"] == len(packed.train)
 
 
+@pytest.mark.parametrize(("stage", "dataset"), [("dpo", "dpo_small"), ("rm", "dpo_small"), ("kto", "kto_small")])
+def test_packing_takes_one_token_off_cutoff_len_in_every_stage_as_llamafactory(fixture_data_dir, chat_tokenizer,
+                                                                                stage, dataset):
+    """LLaMA-Factory's DataArguments take 1 off cutoff_len whenever `packing` is set, whatever the stage; only pt and
+    sft rows are then packed (tests/golden/compare_rows.py matched its dpo/rm/kto rows this way)."""
+    template = get_template("chatml", chat_tokenizer)
+    one_less = get_dataset(config(fixture_data_dir, dataset=dataset, stage=stage, template="chatml", cutoff_len=11),
+                           chat_tokenizer, template)
+    packing = get_dataset(config(fixture_data_dir, dataset=dataset, stage=stage, template="chatml", cutoff_len=12,
+                                 packing=True), chat_tokenizer, template)
+    assert packing.train.to_dict() == one_less.train.to_dict()
+
+
+def test_neat_packing_outside_pt_and_sft_is_refused_as_in_llamafactory(fixture_data_dir):
+    from engine.config.loader import ConfigError
+
+    with pytest.raises(ConfigError, match="`neat_packing: true` packs rows of stages sft and pt only"):
+        config(fixture_data_dir, dataset="dpo_small", stage="dpo", neat_packing=True)
+
+
+def test_a_dataset_named_twice_is_used_once_as_in_llamafactory(fixture_data_dir, caplog):
+    data = config(fixture_data_dir).data
+    once = load_examples(data, "alpaca_small,sharegpt_small", "sft")
+    with caplog.at_level("WARNING"):
+        twice = load_examples(data, "alpaca_small,sharegpt_small,alpaca_small", "sft")
+    assert [ex["messages"] for ex in twice] == [ex["messages"] for ex in once]
+    assert "Dataset `alpaca_small` is named more than once" in caplog.text
+
+
 def test_pt_rows_are_llama_factorys_blocks_or_documents(fixture_data_dir, chat_tokenizer):
     # LLaMA-Factory's pre-training processor (the golden test checks ids against it on its own demo data)
     tok, template = chat_tokenizer, get_template("qwen")

@@ -205,7 +205,8 @@ def test_models_with_layers_that_carry_state_refuse_packing(name):
         assert "cannot keep packed rows apart" in packing_problem(source)
 
 
-@pytest.mark.parametrize("name", ["LlamaConfig", "Qwen3Config", "Gemma3TextConfig", "GptOssConfig", "MistralConfig"])
+@pytest.mark.parametrize("name", ["LlamaConfig", "Qwen3Config", "Gemma3TextConfig", "GptOssConfig", "MistralConfig",
+                                  "DeepseekV32Config", "Llama4TextConfig"])
 def test_attention_only_models_pack(name):
     import transformers
 
@@ -287,3 +288,57 @@ def test_packed_audio_rows_get_the_logits_they_get_alone():
     for start, end in _rows_of(packs[0]):
         torch.testing.assert_close(logits[start:end], alone[tuple(packs[0]["input_ids"][start:end])],
                                    rtol=1e-4, atol=1e-5)
+
+
+def test_a_real_qwen3_next_config_json_is_refused_and_only_stateful_layers_are_named():
+    from transformers import NemotronHConfig
+
+    from engine.models.packing_support import packing_problem
+
+    # Qwen/Qwen3-Next-80B-A3B's config.json lists no layer_types, only the interval of its full-attention layers
+    assert "(qwen3_next)" in packing_problem({"model_type": "qwen3_next", "full_attention_interval": 4})
+    problem = packing_problem(NemotronHConfig())
+    assert "its linear_attention layers reach" in problem and "mlp" not in problem and "moe" not in problem
+
+
+def _write(path: Path, config: dict) -> Path:
+    import yaml
+
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_chat_and_export_of_a_packing_config_are_not_refused_for_a_hybrid_model(tmp_path, capsys):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "qwen3_next", "full_attention_interval": 4}))
+    config = _write(tmp_path / "c.yaml", {"model_name_or_path": str(model), "stage": "sft", "do_train": True,
+                                          "dataset": "alpaca_en_demo", "packing": True,
+                                          "output_dir": str(tmp_path / "out")})
+    main(["check", "--for", "chat", str(config)])
+    main(["check", "--for", "export", str(config)])
+    assert "cannot keep packed rows apart" not in capsys.readouterr().err
+    main(["check", str(config)])
+    assert "cannot keep packed rows apart" in capsys.readouterr().err
+
+
+def test_packed_rows_saved_in_tokenized_path_count_as_packing_whatever_the_config_says_now(tmp_path, capsys, caplog):
+    """Rows packed into tokenized_path stay packed when a later config says `packing: false`: the model hook goes
+    on, and a model that cannot keep them apart is refused."""
+    data = _image_dataset(tmp_path / "data")
+    saved = str(tmp_path / "tok")
+    qwen3_vl = save_tiny_vlm("qwen3_vl", tmp_path / "qwen3_vl")
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+    first = _config(tmp_path / "a", qwen3_vl, "qwen3_vl", data, tokenized_path=saved, packing=True)
+    assert main(["data", str(first)]) == 0
+    qwen3_5 = save_tiny_vlm("qwen3_5", tmp_path / "qwen3_5")
+    second = _config(tmp_path / "b", qwen3_5, "qwen3_5", data, tokenized_path=saved, packing=False)
+    assert main(["train", str(second)]) == 2
+    err = capsys.readouterr().err
+    assert "`packing` cannot keep packed rows apart in this model (qwen3_5_text)" in err and "Traceback" not in err
+    (tmp_path / "c").mkdir()
+    third = _config(tmp_path / "c", qwen3_vl, "qwen3_vl", data, tokenized_path=saved, packing=False)
+    with caplog.at_level("WARNING"):
+        assert main(["train", str(third)]) == 0
+    assert "holds packed rows: they train packed" in caplog.text

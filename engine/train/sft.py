@@ -134,19 +134,28 @@ def _media_collator(tokenizer: Any, bundle: Any) -> Any:
     return MediaCollator(tokenizer=tokenizer, type_ids_key=bundle.media.plugin.type_ids_key)
 
 
-def _keep_packed_rows_apart(cfg: RunConfig, model: Any, bundle: Any) -> None:
-    """Refuse packing for a model whose layers would carry one packed row into the next; give a vision-language
-    model per-row positions and masks for packed batches (engine.multimodal.packed_model). Rows are packed where
-    the config says so, or where the data holds packed rows (``position_ids``: a ``tokenized_path`` saved with
-    packing, whatever the config says now)."""
+def _keep_packed_rows_apart(cfg: RunConfig, model: Any, bundle: Any) -> bool:
+    """Whether the rows are packed, after refusing a model whose layers would carry one packed row into the next and
+    giving a vision-language model per-row positions and masks for packed batches (engine.multimodal.packed_model).
+    Rows are packed where the data holds packed rows (``position_ids``), which is where the config says so, or where
+    a ``tokenized_path`` was saved with packing, whatever the config says now."""
+    from engine.config.loader import ConfigError
+
     splits = [split for split in (bundle.train, bundle.eval) if split is not None]
-    saved_packed = any("position_ids" in (getattr(split, "column_names", None) or ()) for split in splits)
-    if saved_packed and not packs_rows(cfg.finetuning.stage, cfg.data):
+    packed_rows = any("position_ids" in (getattr(split, "column_names", None) or ()) for split in splits)
+    if packed_rows and not packs_rows(cfg.finetuning.stage, cfg.data):
+        if cfg.train.max_tokens_per_batch:
+            raise ConfigError(["The tokenized data (tokenized_path) holds packed rows, and `max_tokens_per_batch` "
+                               "works without packing; unset it, or set `overwrite_cache: true` to tokenize the data "
+                               "again without packing."])
         logger.warning("The tokenized data (tokenized_path) holds packed rows: they train packed, as they were "
                        "saved; set `overwrite_cache: true` to tokenize them again without packing.")
-    if not (saved_packed or packs_rows(cfg.finetuning.stage, cfg.data)):
-        return
-    from engine.config.loader import ConfigError
+    if packs_rows(cfg.finetuning.stage, cfg.data) and splits and not packed_rows:
+        logger.warning("`packing` is set, but the tokenized data (tokenized_path) was saved without it: its rows train "
+                       "unpacked; set `overwrite_cache: true` to tokenize them again, packed.")
+        return False
+    if not packed_rows:
+        return False
     from engine.models.packing_support import packing_problem
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
@@ -156,6 +165,7 @@ def _keep_packed_rows_apart(cfg: RunConfig, model: Any, bundle: Any) -> None:
     from engine.multimodal.packed_model import attach
 
     attach(model)  # a vision-language model, even on text-only rows (a no-op for a text model)
+    return True
 
 
 def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Trainer:
@@ -165,18 +175,18 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
 
     has_eval = bundle.eval is not None
     media = getattr(bundle, "media", None)
-    _keep_packed_rows_apart(cfg, model, bundle)
+    packed = _keep_packed_rows_apart(cfg, model, bundle)
     padding_free = False
     if media is None and cfg.train.padding_free:
         from engine.models.row_attention import use_row_attention, why_not_padding_free
 
-        reason = why_not_padding_free(cfg, model)
+        reason = "the rows are packed" if packed else why_not_padding_free(cfg, model)
         padding_free = reason is None and use_row_attention(model)
         if reason is not None:
             logger.info("Batches are padded (padding_free does not apply: %s).", reason)
     group = cfg.train.group_by_length if cfg.train.group_by_length is not None else not padding_free
     specific: dict[str, Any] = {}
-    if group and not packs_rows(cfg.finetuning.stage, cfg.data) and not cfg.train.max_tokens_per_batch:
+    if group and not packed and not cfg.train.max_tokens_per_batch:
         specific["train_sampling_strategy"] = "group_by_length"
     args = build_args(TrainingArguments, cfg, has_eval=has_eval, **specific)
     weighting = token_weights.from_config(cfg) if cfg.finetuning.stage == "sft" else None

@@ -164,3 +164,36 @@ def test_rows_attention_gives_per_row_sdpa_values_and_gradients(path, monkeypatc
             assert torch.equal(full.grad[:, :, start:end], part.grad)
     with pytest.raises(ValueError, match="does not split"):
         rows_sdpa_attention(module, q, k, v, None, cu_seq_lens_q=torch.tensor([0, 5, 14]))
+
+
+def _first_loss(folder) -> float:
+    import json
+
+    events = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines() if line.strip()]
+    return next(event["loss"] for event in events if event["event"] == "log")
+
+
+def test_packed_rows_saved_in_tokenized_path_train_packed_when_the_config_no_longer_packs(tmp_path, caplog,
+                                                                                          monkeypatch):
+    """Row-by-row attention (padding-free) must not meet packed rows: it would attend across them. Such data trains
+    as it trained when it was saved, with a warning; data saved unpacked under `packing: true` says so too."""
+    from pathlib import Path
+
+    from engine.cli import main
+
+    repo = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(repo)
+    base = ["train", str(repo / "examples" / "sft_lora_demo.yaml"), "max_steps=1", "logging_steps=1",
+            f"dataset_dir={repo / 'examples' / 'data'}"]
+    saved = f"tokenized_path={tmp_path / 'packed'}"
+    assert main([*base, "packing=true", saved, f"output_dir={tmp_path / 'a'}"]) == 0
+    with caplog.at_level(logging.INFO):
+        assert main([*base, "packing=false", saved, f"output_dir={tmp_path / 'b'}"]) == 0
+    assert "holds packed rows: they train packed" in caplog.text
+    assert "padding_free does not apply: the rows are packed" in caplog.text
+    assert _first_loss(tmp_path / "b") == _first_loss(tmp_path / "a")
+    unpacked = f"tokenized_path={tmp_path / 'unpacked'}"
+    assert main([*base, unpacked, f"output_dir={tmp_path / 'c'}"]) == 0
+    caplog.clear()
+    assert main([*base, "packing=true", unpacked, f"output_dir={tmp_path / 'd'}"]) == 0
+    assert "was saved without it: its rows train unpacked" in caplog.text

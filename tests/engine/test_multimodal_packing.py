@@ -193,29 +193,6 @@ def test_packing_is_refused_for_a_model_whose_layers_carry_state_across_rows(tmp
     assert not (tmp_path / "out" / "events.jsonl").exists()
 
 
-@pytest.mark.parametrize("name", ["Qwen3NextConfig", "JambaConfig", "MambaConfig", "FalconH1Config", "Lfm2Config",
-                                  "MiniMaxConfig"])
-def test_models_with_layers_that_carry_state_refuse_packing(name):
-    import transformers
-
-    from engine.models.packing_support import packing_problem
-
-    config = getattr(transformers, name)()
-    for source in (config, config.to_dict()):  # the loaded model's config and its config.json
-        assert "cannot keep packed rows apart" in packing_problem(source)
-
-
-@pytest.mark.parametrize("name", ["LlamaConfig", "Qwen3Config", "Gemma3TextConfig", "GptOssConfig", "MistralConfig",
-                                  "DeepseekV32Config", "Llama4TextConfig"])
-def test_attention_only_models_pack(name):
-    import transformers
-
-    from engine.models.packing_support import packing_problem
-
-    config = getattr(transformers, name)()
-    assert packing_problem(config) is None and packing_problem(config.to_dict()) is None
-
-
 def test_text_packing_is_refused_before_the_run_for_a_hybrid_model(tmp_path, capsys):
     """The text path too: `lf-engine check` reads config.json, nothing is loaded."""
     import yaml
@@ -288,17 +265,6 @@ def test_packed_audio_rows_get_the_logits_they_get_alone():
     for start, end in _rows_of(packs[0]):
         torch.testing.assert_close(logits[start:end], alone[tuple(packs[0]["input_ids"][start:end])],
                                    rtol=1e-4, atol=1e-5)
-
-
-def test_a_real_qwen3_next_config_json_is_refused_and_only_stateful_layers_are_named():
-    from transformers import NemotronHConfig
-
-    from engine.models.packing_support import packing_problem
-
-    # Qwen/Qwen3-Next-80B-A3B's config.json lists no layer_types, only the interval of its full-attention layers
-    assert "(qwen3_next)" in packing_problem({"model_type": "qwen3_next", "full_attention_interval": 4})
-    problem = packing_problem(NemotronHConfig())
-    assert "its linear_attention layers reach" in problem and "mlp" not in problem and "moe" not in problem
 
 
 def _write(path: Path, config: dict) -> Path:

@@ -397,6 +397,13 @@ def make_event(enable_timing: bool = True) -> Any:
 # Kernels and processes
 
 
+def attention_is_auto(requested: str | None) -> bool:
+    """Whether a config's attention choice is left to this engine (``auto`` or unset)."""
+    from engine.attention_choice import ATTENTION_ALIASES
+
+    return ATTENTION_ALIASES.get(str(requested or "auto").strip().lower()) == "auto"
+
+
 def pick_attention(requested: str | None = "auto") -> str:
     """The attention implementation to load a model with.
 

@@ -189,8 +189,8 @@ def _check_packing(cfg: RunConfig) -> list[str]:
     from engine.models.packing_support import packing_problem
     from engine.models.registry import read_local_config
 
-    if not packs_rows(cfg.finetuning.stage, cfg.data):
-        return []
+    if not packs_rows(cfg.finetuning.stage, cfg.data) or (cfg.train.predict_with_generate and not cfg.train.do_train):
+        return []  # prediction alone generates from each prompt, unpacked
     name = str(cfg.model.model_name_or_path or "").strip()
     path = Path(name).expanduser() if name else None
     if path is not None and path.is_dir():

@@ -61,6 +61,25 @@ INLINE_HINTS = {"deepspeed": " Give the path of a DeepSpeed JSON file (e.g. exam
 FLASH_ATTN_ALIASES = {"disabled": "eager", "fa2": "flash_attention_2", "fa3": "flash_attention_3"}
 
 
+def _interleave_problems(datasets: Any, weights: list[float]) -> list[str]:
+    """``interleave_probs`` must give one weight per name in ``dataset`` (LLaMA-Factory's rule), and a name given
+    twice cannot take one (LLaMA-Factory uses such a dataset once, and then fails on the extra weight)."""
+    from engine.data.loader import split_names
+
+    names = split_names(datasets)
+    if not names:
+        return []
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        return [f"`interleave_probs` weighs each name in `dataset`, but {', '.join(f'`{n}`' for n in twice)} is named "
+                "more than once (it would be used once, and LLaMA-Factory fails on such a config); name each dataset "
+                "once."]
+    if len(weights) != len(names):
+        return [f"`interleave_probs` gives {len(weights)} weight(s) for {len(names)} dataset(s) in `dataset`; give "
+                "one per dataset, in the same order."]
+    return []
+
+
 class ConfigError(UserError, ValueError):
     """A user error in a config: carries every problem found, each naming the fix."""
 
@@ -442,10 +461,12 @@ def _cross_checks(cfg: RunConfig) -> list[str]:
                         "turn would be trained, but the earlier replies not); set one of them to false.")
     if cfg.data.interleave_probs not in (None, ""):
         try:
-            [float(part) for part in str(cfg.data.interleave_probs).split(",")]
+            weights = [float(part) for part in str(cfg.data.interleave_probs).split(",")]
         except ValueError:
             problems.append(f"`interleave_probs: {shorten(str(cfg.data.interleave_probs), 60)}` must be comma-separated "
                             "numbers, one per dataset, like `0.3,0.7`.")
+        else:
+            problems += _interleave_problems(cfg.data.dataset, weights)
     if cfg.data.neat_packing and cfg.data.packing is None:
         cfg.data.packing = True
     if cfg.data.neat_packing and ft.stage not in ("pt", "sft"):  # LLaMA-Factory refuses it too

@@ -247,7 +247,14 @@ def _load_tokenized(path: Path) -> DatasetBundle:
     stats_file = path / "lf_stats.json"
     stats = json.loads(stats_file.read_text(encoding="utf-8")) if stats_file.exists() else {}
     logger.info("Tokenized data loaded from %s.", path)
-    return DatasetBundle(train=loaded.get("train"), eval=loaded.get("eval"), stats=stats)
+    # LLaMA-Factory saves its evaluation split as `validation` (and `validation_NAME` per dataset)
+    held = loaded.get("eval") or loaded.get("validation")
+    per_name = sorted(key for key in loaded if key.startswith("validation_"))
+    if held is None and per_name:
+        logger.warning("tokenized_path %s holds evaluation sets per dataset (%s, LLaMA-Factory's eval_on_each_dataset), "
+                       "which are not read from a saved folder here: set `overwrite_cache: true` to tokenize them "
+                       "again.", path, ", ".join(per_name))
+    return DatasetBundle(train=loaded.get("train"), eval=held, stats=stats)
 
 
 def load_eval_prompts(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> list[dict[str, Any]]:
@@ -282,7 +289,9 @@ def load_eval_prompts(cfg: Any, tokenizer: Any, template: Any, media: Any = None
         _warn_about_media(examples)
     from engine.data.tokenize import cut_prompt, fit_reply
 
-    opts = TokenizeOptions(cutoff_len=data.cutoff_len, keep_prompt_end=data.keep_prompt_end)
+    # LLaMA-Factory's DataArguments take 1 off cutoff_len when `packing` is set, for prediction rows too
+    cutoff = data.cutoff_len - 1 if data.packing or data.neat_packing else data.cutoff_len
+    opts = TokenizeOptions(cutoff_len=cutoff, keep_prompt_end=data.keep_prompt_end)
     rows = []
     for index, example in enumerate(examples):
         prompt_messages = example["messages"][:-1]
@@ -305,7 +314,7 @@ def load_eval_prompts(cfg: Any, tokenizer: Any, template: Any, media: Any = None
         if media is not None and any(example.get(kind) for kind in ("images", "videos", "audios")):
             from engine.multimodal.predict import media_prompt_row
 
-            row.update(media_prompt_row(example, prompt_messages, tokenizer, template, media, data.cutoff_len, index))
+            row.update(media_prompt_row(example, prompt_messages, tokenizer, template, media, cutoff, index))
         rows.append(row)
     return rows
 

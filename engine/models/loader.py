@@ -49,16 +49,26 @@ def _hub_offline() -> bool:
                                                                                    "TRANSFORMERS_OFFLINE"))
 
 
-def _from_pretrained(model_cls: Any, path: str, config: Any, kwargs: dict[str, Any]) -> Any:
+def _from_pretrained(model_cls: Any, path: str, config: Any, kwargs: dict[str, Any], auto_attention: bool = True,
+                     ) -> Any:
     """``model_cls.from_pretrained``; a composite model whose encoder lacks the chosen attention (Gemma 4 E's audio
-    tower has no SDPA) keeps it for the other parts and gets eager attention in that encoder."""
+    tower has no SDPA) keeps it for the other parts and gets eager attention in that encoder; a model that lacks it
+    altogether (GPT-OSS has no SDPA) loads with eager attention when the choice was ``auto``
+    (``auto_attention``), and is refused with the fix when the config asked for it."""
     try:
         return model_cls.from_pretrained(path, **kwargs)
     except ValueError as err:
         attention = kwargs.get("attn_implementation")
         subs = list(getattr(config, "sub_configs", {}) or {})
-        if "does not support an attention implementation" not in str(err) or attention == "eager" or not subs:
+        if "does not support an attention implementation" not in str(err) or attention == "eager":
             raise
+        if not subs:  # the whole model lacks it (GPT-OSS has no SDPA): eager where the choice was ours
+            if not auto_attention:
+                raise ModelError(f"This model ({getattr(config, 'model_type', '?')}) does not support `{attention}` "
+                                 "attention; set `flash_attn: eager` (or `auto`, which picks what it supports).") from None
+            logger.info("%s attention is not available in this model (%s); it uses eager attention.", attention,
+                        getattr(config, "model_type", "?"))
+            return model_cls.from_pretrained(path, **{**kwargs, "attn_implementation": "eager"})
         eager = [key for key in subs if "audio" in key] or subs
         logger.info("%s: %s attention is not available in %s; those use eager attention.", type(err).__name__,
                     attention, ", ".join(eager))
@@ -370,7 +380,9 @@ def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, 
         config.num_labels = 1
     try:
         with new_reward_head(reward) as new_head:
-            model = _from_pretrained(_model_class(config, reward), path, config, kwargs)
+            model = _from_pretrained(_model_class(config, reward), path, config, kwargs,
+                                     auto_attention=devices.attention_is_auto(model_args.attn_implementation
+                                                                              or model_args.flash_attn))
     except OSError as err:  # no weight files, or damaged ones
         raise ModelError(f"The weights of `{model_args.model_name_or_path}` cannot be loaded: {_first_line(err)} "
                          "The folder needs model.safetensors (or its shards with model.safetensors.index.json) "

@@ -142,8 +142,9 @@ def _base(model: Any) -> Any:
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
-def why_not_padding_free(cfg: Any, model: Any) -> str | None:
-    """Why this pt/sft run cannot take padding-free batches, or None when it can."""
+def why_not_padding_free(cfg: Any, model: Any, packed: bool | None = None) -> str | None:
+    """Why this pt/sft run cannot take padding-free batches, or None when it can; ``packed``: whether its rows are
+    packed (None: as the config says)."""
     config = getattr(_base(model), "config", None)
     model_type = getattr(config, "model_type", None)
     if model_type not in MODEL_TYPES:
@@ -152,7 +153,7 @@ def why_not_padding_free(cfg: Any, model: Any) -> str | None:
         return f"the model runs {getattr(config, '_attn_implementation', None)} attention (needs sdpa)"
     if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
         return "the model uses sliding-window attention"
-    if packs_rows(cfg.finetuning.stage, cfg.data):
+    if packs_rows(cfg.finetuning.stage, cfg.data) if packed is None else packed:
         return "`packing` lays rows out itself"
     if int(getattr(cfg.parallel, "cp_size", 1) or 1) > 1:
         return "context parallelism splits rows itself"

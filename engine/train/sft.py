@@ -160,6 +160,9 @@ def _keep_packed_rows_apart(cfg: RunConfig, model: Any, bundle: Any) -> bool:
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     problem = packing_problem(getattr(base, "config", None))
+    if problem and not packs_rows(cfg.finetuning.stage, cfg.data):
+        problem += (" Here the rows were packed when the tokenized data (tokenized_path) was saved: set "
+                    "`overwrite_cache: true` to tokenize them again without packing.")
     if problem:
         raise ConfigError([problem])
     from engine.multimodal.packed_model import attach
@@ -180,7 +183,7 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
     if media is None and cfg.train.padding_free:
         from engine.models.row_attention import use_row_attention, why_not_padding_free
 
-        reason = "the rows are packed" if packed else why_not_padding_free(cfg, model)
+        reason = why_not_padding_free(cfg, model, packed)
         padding_free = reason is None and use_row_attention(model)
         if reason is not None:
             logger.info("Batches are padded (padding_free does not apply: %s).", reason)

@@ -435,3 +435,37 @@ def test_shared_data_tokenizes(chat_tokenizer, dataset, stage, template):
     assert stats["kept"] > 0 and stats["trainable_tokens"] > 0
     first_column = bundle.train.column_names[0]
     assert all(len(ids) <= 256 for ids in bundle.train[first_column])
+
+
+def test_a_tokenized_path_saved_by_llamafactory_keeps_its_validation_split(fixture_data_dir, chat_tokenizer, tmp_path):
+    """LLaMA-Factory saves `train` and `validation`; the held-out rows must be evaluated, not dropped."""
+    from datasets import Dataset, DatasetDict
+
+    rows = {"input_ids": [[1, 2, 3]], "attention_mask": [[1, 1, 1]], "labels": [[-100, 2, 3]]}
+    DatasetDict({"train": Dataset.from_dict(rows), "validation": Dataset.from_dict(rows)}).save_to_disk(tmp_path / "lf")
+    bundle = get_dataset(config(fixture_data_dir, dataset="alpaca_small", tokenized_path=str(tmp_path / "lf")),
+                         chat_tokenizer, get_template("qwen"))
+    assert bundle.origin == "tokenized_path" and bundle.eval is not None and bundle.eval["labels"] == [[-100, 2, 3]]
+
+
+def test_prediction_prompts_take_the_one_token_packing_takes_off_cutoff_len(fixture_data_dir, chat_tokenizer):
+    template = get_template("qwen")
+    packed = load_eval_prompts(config(fixture_data_dir, eval_dataset="alpaca_small", cutoff_len=12, packing=True),
+                               chat_tokenizer, template)
+    shorter = load_eval_prompts(config(fixture_data_dir, eval_dataset="alpaca_small", cutoff_len=11), chat_tokenizer,
+                                template)
+    plain = load_eval_prompts(config(fixture_data_dir, eval_dataset="alpaca_small", cutoff_len=12), chat_tokenizer,
+                              template)
+    assert [r["prompt_ids"] for r in packed] == [r["prompt_ids"] for r in shorter]
+    assert [r["prompt_ids"] for r in packed] != [r["prompt_ids"] for r in plain]
+
+
+@pytest.mark.parametrize(("datasets", "weights", "message"), [
+    ("alpaca_small,sharegpt_small,alpaca_small", "0.5,0.5", "is named more than once"),
+    ("alpaca_small,sharegpt_small", "0.5,0.3,0.2", "gives 3 weight(s) for 2 dataset(s)"),
+])
+def test_interleave_probs_must_weigh_each_named_dataset_once(fixture_data_dir, datasets, weights, message):
+    from engine.config.loader import ConfigError
+
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        config(fixture_data_dir, dataset=datasets, mix_strategy="interleave_under", interleave_probs=weights)

@@ -230,3 +230,21 @@ def test_training_models_run_their_rmsnorms_as_one_node(tiny_llama):
         assert "RmsNormNodeBackward" in nodes  # transformers' kernelize on train() once put the class forward back
         model.eval()
         model.train()
+
+
+def test_a_model_without_sdpa_loads_with_eager_under_auto_and_explains_under_sdpa(tmp_path):
+    """GPT-OSS has no SDPA: `auto` (the default) must not end in transformers' traceback."""
+    from transformers import GptOssConfig, GptOssForCausalLM
+
+    from engine.errors import ModelError
+    from engine.models.loader import _from_pretrained
+
+    config = GptOssConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                          num_key_value_heads=2, head_dim=8, intermediate_size=32, num_local_experts=2,
+                          num_experts_per_tok=1)
+    GptOssForCausalLM(config).save_pretrained(tmp_path)
+    kwargs = {"config": config, "attn_implementation": "sdpa"}
+    model = _from_pretrained(GptOssForCausalLM, str(tmp_path), config, kwargs, auto_attention=True)
+    assert model.config._attn_implementation == "eager"
+    with pytest.raises(ModelError, match=r"does not support `sdpa` attention; set `flash_attn: eager`"):
+        _from_pretrained(GptOssForCausalLM, str(tmp_path), config, kwargs, auto_attention=False)

@@ -284,6 +284,8 @@ def test_chat_and_export_of_a_packing_config_are_not_refused_for_a_hybrid_model(
     main(["check", "--for", "chat", str(config)])
     main(["check", "--for", "export", str(config)])
     assert "cannot keep packed rows apart" not in capsys.readouterr().err
+    main(["check", "--for", "eval", str(config), "do_train=false", "do_predict=true", "predict_with_generate=true"])
+    assert "cannot keep packed rows apart" not in capsys.readouterr().err  # prediction generates, unpacked
     main(["check", str(config)])
     assert "cannot keep packed rows apart" in capsys.readouterr().err
 

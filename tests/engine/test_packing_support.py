@@ -21,6 +21,9 @@ FAMILIES = {
     # attention over the whole packed sequence
     "bloom": {"n_layer": 2, "n_head": 4}, "mpt": {"d_model": 32, "n_layers": 2, "n_heads": 4},
     "opt": {"ffn_dim": 64, "word_embed_proj_dim": 32}, "xglm": {"d_model": 32, "ffn_dim": 64}, "biogpt": {},
+    # masks built without the positions
+    "gpt_oss": {"num_local_experts": 2, "num_experts_per_tok": 1, "sliding_window": 4}, "afmoe": {},
+    "openai-gpt": {"n_embd": 32, "n_layer": 2, "n_head": 4},
 }
 
 
@@ -32,7 +35,10 @@ def _leak(config) -> float:
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(config).eval()
+    try:
+        model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").eval()
+    except ValueError:  # no SDPA (GPT-OSS): the loader then picks eager
+        model = AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     first, second = list(range(2, 14)), list(range(20, 29))
     collate = PaddingCollator(tokenizer=_Tokenizer())
     with torch.no_grad():
@@ -72,7 +78,7 @@ def test_models_with_layers_that_carry_state_refuse_packing(name):
         assert "cannot keep packed rows apart" in packing_problem(source)
 
 
-@pytest.mark.parametrize("name", ["LlamaConfig", "Qwen3Config", "Gemma3TextConfig", "GptOssConfig", "MistralConfig",
+@pytest.mark.parametrize("name", ["LlamaConfig", "Qwen3Config", "Gemma3TextConfig", "MistralConfig",
                                   "DeepseekV32Config", "Llama4TextConfig"])
 def test_attention_only_models_pack(name):
     import transformers
@@ -94,3 +100,12 @@ def test_a_real_qwen3_next_config_json_is_refused_and_only_stateful_layers_are_n
     assert "its linear_attention layers reach" in problem and "mlp" not in problem and "moe" not in problem
 
 
+
+
+@pytest.mark.parametrize("config", [
+    {"model_type": "minimax_text_01", "attn_type_list": [0, 0, 1]},  # remote code: 0 marks linear attention
+    {"model_type": "rwkv7"}, {"model_type": "plamo2"}, {"model_type": "hymba"},
+    {"model_type": "internvl_chat", "llm_config": {"model_type": "nemotron_h"}},  # the language model under llm_config
+])
+def test_remote_code_and_wrapped_hybrids_are_refused_from_their_config_json(config):
+    assert "cannot keep packed rows apart" in packing_problem(config)

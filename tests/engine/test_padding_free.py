@@ -190,10 +190,12 @@ def test_packed_rows_saved_in_tokenized_path_train_packed_when_the_config_no_lon
     with caplog.at_level(logging.INFO):
         assert main([*base, "packing=false", saved, f"output_dir={tmp_path / 'b'}"]) == 0
     assert "holds packed rows: they train packed" in caplog.text
-    assert "padding_free does not apply: the rows are packed" in caplog.text
+    assert "padding_free does not apply: `packing` lays rows out itself" in caplog.text
     assert _first_loss(tmp_path / "b") == _first_loss(tmp_path / "a")
     unpacked = f"tokenized_path={tmp_path / 'unpacked'}"
     assert main([*base, unpacked, f"output_dir={tmp_path / 'c'}"]) == 0
     caplog.clear()
     assert main([*base, "packing=true", unpacked, f"output_dir={tmp_path / 'd'}"]) == 0
     assert "was saved without it: its rows train unpacked" in caplog.text
+    assert "padding_free does not apply" not in caplog.text  # unpacked rows: padding-free batches, as without packing
+    assert _first_loss(tmp_path / "d") == _first_loss(tmp_path / "c")

@@ -186,11 +186,16 @@ def _check_packing(cfg: RunConfig) -> list[str]:
     """Packed rows must stay apart in the model (engine.models.packing_support), judged from its config.json where
     it is here (a local folder or the hub cache); the loaded model is checked again."""
     from engine.config.schema import packs_rows
-    from engine.models.packing_support import packing_problem
+    from engine.models.packing_support import SAVED_PACKED, packing_problem, saved_packing_problems
     from engine.models.registry import read_local_config
 
-    if not packs_rows(cfg.finetuning.stage, cfg.data) or (cfg.train.predict_with_generate and not cfg.train.do_train):
+    if cfg.train.predict_with_generate and not cfg.train.do_train:
         return []  # prediction alone generates from each prompt, unpacked
+    saved = _saved_packed_rows(cfg)
+    if not (packs_rows(cfg.finetuning.stage, cfg.data) or saved):
+        return []
+    from_saved = saved and not packs_rows(cfg.finetuning.stage, cfg.data)
+    problems = saved_packing_problems(cfg) if from_saved else []
     name = str(cfg.model.model_name_or_path or "").strip()
     path = Path(name).expanduser() if name else None
     if path is not None and path.is_dir():
@@ -202,7 +207,25 @@ def _check_packing(cfg: RunConfig) -> list[str]:
             cached = None
         config = read_local_config(Path(cached).parent) if cached else None
     problem = packing_problem(config)
-    return [problem] if problem else []
+    if problem and from_saved:
+        problem += " " + SAVED_PACKED
+    return problems + ([problem] if problem else [])
+
+
+def _saved_packed_rows(cfg: RunConfig) -> bool:
+    """Whether ``tokenized_path`` (to be loaded as it is) holds packed rows: a ``position_ids`` column in the
+    features its splits' dataset_info.json lists (nothing else of the saved data is read)."""
+    import json
+
+    if not cfg.data.tokenized_path or cfg.data.overwrite_cache:
+        return False
+    for info in Path(cfg.data.tokenized_path).expanduser().glob("*/dataset_info.json"):
+        try:
+            if "position_ids" in (json.loads(info.read_text(encoding="utf-8")).get("features") or {}):
+                return True
+        except (OSError, ValueError, AttributeError):
+            continue
+    return False
 
 
 def _warn_template_change(cfg: RunConfig, adapter: str) -> None:

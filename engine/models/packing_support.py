@@ -70,3 +70,23 @@ def packing_problem(config: dict[str, Any] | Any) -> str | None:
     return (f"`packing` cannot keep packed rows apart in this model ({name}): {what} from one row into the next "
             "(a state along the sequence, which attention masks do not cut). Set `packing: false` and "
             "`neat_packing: false` (rows are then padded to the longest of their batch).")
+
+
+SAVED_PACKED = ("Here the rows were packed when the tokenized data (tokenized_path) was saved: set `overwrite_cache: "
+                "true` to tokenize them again without packing.")
+"""Added to a refusal when the packing comes from a saved ``tokenized_path``, not from the config."""
+
+
+def saved_packing_problems(cfg: Any) -> list[str]:
+    """What a config that does not pack asks of rows that were packed when its ``tokenized_path`` was saved, and
+    packed rows cannot give, each with the fix."""
+    problems = []
+    if cfg.train.max_tokens_per_batch:
+        problems.append("The tokenized data (tokenized_path) holds packed rows, and `max_tokens_per_batch` works "
+                        "without packing; unset it, or set `overwrite_cache: true` to tokenize the data again "
+                        "without packing.")
+    if int(getattr(cfg.parallel, "cp_size", 1) or 1) > 1:
+        problems.append("The tokenized data (tokenized_path) holds packed rows, and `cp_size > 1` splits one sequence "
+                        "across ranks, which packed rows cannot take; set `overwrite_cache: true` to tokenize the "
+                        "data again without packing, or `cp_size: 1`.")
+    return problems

@@ -140,14 +140,14 @@ def _keep_packed_rows_apart(cfg: RunConfig, model: Any, bundle: Any) -> bool:
     Rows are packed where the data holds packed rows (``position_ids``), which is where the config says so, or where
     a ``tokenized_path`` was saved with packing, whatever the config says now."""
     from engine.config.loader import ConfigError
+    from engine.models.packing_support import SAVED_PACKED, packing_problem, saved_packing_problems
 
     splits = [split for split in (bundle.train, bundle.eval) if split is not None]
     packed_rows = any("position_ids" in (getattr(split, "column_names", None) or ()) for split in splits)
     if packed_rows and not packs_rows(cfg.finetuning.stage, cfg.data):
-        if cfg.train.max_tokens_per_batch:
-            raise ConfigError(["The tokenized data (tokenized_path) holds packed rows, and `max_tokens_per_batch` "
-                               "works without packing; unset it, or set `overwrite_cache: true` to tokenize the data "
-                               "again without packing."])
+        problems = saved_packing_problems(cfg)
+        if problems:
+            raise ConfigError(problems)
         logger.warning("The tokenized data (tokenized_path) holds packed rows: they train packed, as they were "
                        "saved; set `overwrite_cache: true` to tokenize them again without packing.")
     if packs_rows(cfg.finetuning.stage, cfg.data) and splits and not packed_rows:
@@ -156,13 +156,10 @@ def _keep_packed_rows_apart(cfg: RunConfig, model: Any, bundle: Any) -> bool:
         return False
     if not packed_rows:
         return False
-    from engine.models.packing_support import packing_problem
-
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     problem = packing_problem(getattr(base, "config", None))
     if problem and not packs_rows(cfg.finetuning.stage, cfg.data):
-        problem += (" Here the rows were packed when the tokenized data (tokenized_path) was saved: set "
-                    "`overwrite_cache: true` to tokenize them again without packing.")
+        problem += " " + SAVED_PACKED
     if problem:
         raise ConfigError([problem])
     from engine.multimodal.packed_model import attach

@@ -199,3 +199,45 @@ def test_packed_rows_saved_in_tokenized_path_train_packed_when_the_config_no_lon
     assert "was saved without it: its rows train unpacked" in caplog.text
     assert "padding_free does not apply" not in caplog.text  # unpacked rows: padding-free batches, as without packing
     assert _first_loss(tmp_path / "d") == _first_loss(tmp_path / "c")
+
+
+def test_packed_saved_rows_refuse_what_packing_cannot_take():
+    """Packed rows from a tokenized_path under `packing: false` meet the rules packing has."""
+    from types import SimpleNamespace
+
+    from datasets import Dataset
+
+    from engine.config.loader import ConfigError
+    from engine.train.sft import _keep_packed_rows_apart
+
+    packed = Dataset.from_dict({"input_ids": [[1, 2, 3]], "labels": [[1, 2, 3]], "position_ids": [[0, 1, 0]]})
+    bundle = SimpleNamespace(train=packed, eval=None)
+    model = _model()
+    cfg = load_config(None, DEMO)
+    cfg.parallel.cp_size = 2
+    with pytest.raises(ConfigError, match="`cp_size > 1` splits one sequence across ranks"):
+        _keep_packed_rows_apart(cfg, model, bundle)
+    cfg = load_config(None, {**DEMO, "max_tokens_per_batch": 512})
+    with pytest.raises(ConfigError, match="`max_tokens_per_batch` works without packing"):
+        _keep_packed_rows_apart(cfg, model, bundle)
+    assert _keep_packed_rows_apart(load_config(None, DEMO), model, bundle) is True
+
+
+def test_the_check_sees_packed_rows_saved_in_tokenized_path_before_anything_loads(tmp_path, capsys, monkeypatch):
+    from pathlib import Path
+
+    from datasets import Dataset, DatasetDict
+
+    from engine.cli import main
+
+    repo = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(repo)
+    saved = tmp_path / "tok"
+    rows = {"input_ids": [[1, 2, 3]], "labels": [[1, 2, 3]], "attention_mask": [[1, 1, 1]], "position_ids": [[0, 1, 0]]}
+    DatasetDict({"train": Dataset.from_dict(rows)}).save_to_disk(saved)
+    base = ["check", str(repo / "examples" / "sft_lora_demo.yaml"), f"tokenized_path={saved}", "packing=false",
+            f"output_dir={tmp_path / 'out'}"]
+    assert main([*base, "max_tokens_per_batch=512"]) != 0
+    assert "holds packed rows, and `max_tokens_per_batch` works without packing" in capsys.readouterr().err
+    assert main(base) == 0
+    assert main([*base, "overwrite_cache=true", "max_tokens_per_batch=512"]) == 0  # tokenized again: not packed

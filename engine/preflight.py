@@ -186,16 +186,15 @@ def _check_packing(cfg: RunConfig) -> list[str]:
     """Packed rows must stay apart in the model (engine.models.packing_support), judged from its config.json where
     it is here (a local folder or the hub cache); the loaded model is checked again."""
     from engine.config.schema import packs_rows
-    from engine.models.packing_support import SAVED_PACKED, packing_problem, saved_packing_problems
+    from engine.models.packing_support import packed_rows_problems
     from engine.models.registry import read_local_config
 
     if cfg.train.predict_with_generate and not cfg.train.do_train:
         return []  # prediction alone generates from each prompt, unpacked
+    configured = packs_rows(cfg.finetuning.stage, cfg.data)
     saved = _saved_packed_rows(cfg)
-    if not (packs_rows(cfg.finetuning.stage, cfg.data) or saved):
+    if not (configured or saved):
         return []
-    from_saved = saved and not packs_rows(cfg.finetuning.stage, cfg.data)
-    problems = saved_packing_problems(cfg) if from_saved else []
     name = str(cfg.model.model_name_or_path or "").strip()
     path = Path(name).expanduser() if name else None
     if path is not None and path.is_dir():
@@ -206,10 +205,7 @@ def _check_packing(cfg: RunConfig) -> list[str]:
         except (ImportError, ValueError):
             cached = None
         config = read_local_config(Path(cached).parent) if cached else None
-    problem = packing_problem(config)
-    if problem and from_saved:
-        problem += " " + SAVED_PACKED
-    return problems + ([problem] if problem else [])
+    return packed_rows_problems(cfg, config, from_saved=saved and not configured)
 
 
 def _saved_packed_rows(cfg: RunConfig) -> bool:

@@ -19,6 +19,7 @@ from typing import Any, Literal, get_args, get_origin
 import yaml
 
 from engine.config import lf_keys
+from engine.config.cross_checks import cross_checks
 from engine.config.limits import (
     expansion_problem,
     format_problems,
@@ -32,7 +33,6 @@ from engine.config.limits import (
     text_problem,
 )
 from engine.config.method_checks import REFUSED_WHEN_SET, is_set, method_checks
-from engine.config.parallel import check_parallel
 from engine.config.schema import (
     SECTIONS,
     DataArgs,
@@ -43,7 +43,6 @@ from engine.config.schema import (
     ModelArgs,
     ParallelArgs,
     TrainArgs,
-    packs_rows,
 )
 from engine.errors import UserError
 
@@ -59,25 +58,6 @@ INLINE_JSON_KEYS = frozenset({"fsdp_config"})
 INLINE_HINTS = {"deepspeed": " Give the path of a DeepSpeed JSON file (e.g. examples/deepspeed/ds_z2.json) and put "
                              "these settings in it."}
 FLASH_ATTN_ALIASES = {"disabled": "eager", "fa2": "flash_attention_2", "fa3": "flash_attention_3"}
-
-
-def _interleave_problems(datasets: Any, weights: list[float]) -> list[str]:
-    """``interleave_probs`` must give one weight per name in ``dataset`` (LLaMA-Factory's rule), and a name given
-    twice cannot take one (LLaMA-Factory uses such a dataset once, and then fails on the extra weight)."""
-    from engine.data.loader import split_names
-
-    names = split_names(datasets)
-    if not names:
-        return []
-    twice = sorted({name for name in names if names.count(name) > 1})
-    if twice:
-        return [f"`interleave_probs` weighs each name in `dataset`, but {', '.join(f'`{n}`' for n in twice)} is named "
-                "more than once (it would be used once, and LLaMA-Factory fails on such a config); name each dataset "
-                "once."]
-    if len(weights) != len(names):
-        return [f"`interleave_probs` gives {len(weights)} weight(s) for {len(names)} dataset(s) in `dataset`; give "
-                "one per dataset, in the same order."]
-    return []
 
 
 class ConfigError(UserError, ValueError):
@@ -420,7 +400,7 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
         # LLaMA-Factory's (Hugging Face's) do_train defaults to false: its predict/eval configs have no `dataset`.
         cfg.train.do_train = False
         notes.append("No `dataset` and no `do_train`: this config evaluates/predicts only (do_train: false).")
-    problems.extend(_cross_checks(cfg))
+    problems.extend(cross_checks(cfg))
     problems.extend(method_checks(cfg))
     if problems:
         raise ConfigError(problems, partial=cfg)
@@ -443,57 +423,6 @@ def _apply_adapter_folder(cfg: RunConfig, folder: Any) -> list[str]:
     cfg.model.adapter_name_or_path = ",".join(joined)
     cfg.notes.append(f"`adapter_folder: {folder.strip()}`: adapters are loaded from {', '.join(joined)}.")
     return []
-
-
-def _cross_checks(cfg: RunConfig) -> list[str]:
-    problems = []
-    ft, tr = cfg.finetuning, cfg.train
-    if tr.bf16 and tr.fp16:
-        problems.append("`bf16` and `fp16` are both true; choose one.")
-    if ft.lora_alpha is None:
-        ft.lora_alpha = ft.lora_rank * 2
-    if ft.pref_loss in ("orpo", "simpo") and ft.stage != "dpo":
-        problems.append(f"`pref_loss: {ft.pref_loss}` applies to `stage: dpo` only (this config has `stage: {ft.stage}`).")
-    if cfg.model.use_unsloth:
-        problems.append("`use_unsloth: true` is not supported by this engine; remove it (sdpa attention is used).")
-    if cfg.data.mask_history and cfg.data.train_on_prompt:  # LLaMA-Factory refuses the pair as well
-        problems.append("`mask_history: true` cannot be combined with `train_on_prompt: true` (the prompts of every "
-                        "turn would be trained, but the earlier replies not); set one of them to false.")
-    if cfg.data.interleave_probs not in (None, ""):
-        try:
-            weights = [float(part) for part in str(cfg.data.interleave_probs).split(",")]
-        except ValueError:
-            problems.append(f"`interleave_probs: {shorten(str(cfg.data.interleave_probs), 60)}` must be comma-separated "
-                            "numbers, one per dataset, like `0.3,0.7`.")
-        else:
-            problems += _interleave_problems(cfg.data.dataset, weights)
-    if cfg.data.neat_packing and cfg.data.packing is None:
-        cfg.data.packing = True
-    if cfg.data.neat_packing and ft.stage not in ("pt", "sft"):  # LLaMA-Factory refuses it too
-        problems.append(f"`neat_packing: true` packs rows of stages sft and pt only (this config has `stage: "
-                        f"{ft.stage}`); remove it.")
-    elif cfg.data.packing and ft.stage not in ("pt", "sft"):
-        logger.info("`packing: true` with `stage: %s`: its rows are not packed, but cutoff_len counts one token less, "
-                    "as in LLaMA-Factory.", ft.stage)
-    if tr.eval_strategy != "no" and not (cfg.data.eval_dataset or cfg.data.val_size):
-        problems.append(f"`eval_strategy: {tr.eval_strategy}` needs evaluation data: set `eval_dataset` or `val_size`.")
-    if tr.save_strategy == "best" and tr.eval_strategy == "no":
-        problems.append("`save_strategy: best` needs `eval_strategy` steps or epoch.")
-    if ft.finetuning_type not in ("lora", "oft") and cfg.model.quantization_bit:
-        problems.append("`quantization_bit` works with `finetuning_type: lora` only (QLoRA).")
-    if ft.use_muon and ft.stage not in ("pt", "sft"):
-        problems.append(f"`use_muon: true` works with stages pt and sft (this config has `stage: {ft.stage}`).")
-    if tr.max_tokens_per_batch and (ft.stage not in ("pt", "sft") or packs_rows(ft.stage, cfg.data)):
-        problems.append("`max_tokens_per_batch` (token-budget batches) works with stages pt and sft without packing; "
-                        "unset it, or set `packing: false`." if packs_rows(ft.stage, cfg.data) else
-                        f"`max_tokens_per_batch` (token-budget batches) works with stages pt and sft (this config has "
-                        f"`stage: {ft.stage}`); unset it.")
-    if cfg.data.streaming:
-        problems.append("`streaming: true` is not supported; remove it (datasets are loaded, then tokenized once).")
-    if ft.finetuning_type == "lora" and ft.use_dora and ft.pissa_init:
-        problems.append("`use_dora` and `pissa_init` cannot be combined; choose one.")
-    problems.extend(check_parallel(cfg))
-    return problems
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:

@@ -77,16 +77,20 @@ SAVED_PACKED = ("Here the rows were packed when the tokenized data (tokenized_pa
 """Added to a refusal when the packing comes from a saved ``tokenized_path``, not from the config."""
 
 
-def saved_packing_problems(cfg: Any) -> list[str]:
-    """What a config that does not pack asks of rows that were packed when its ``tokenized_path`` was saved, and
-    packed rows cannot give, each with the fix."""
+def packed_rows_problems(cfg: Any, model_config: dict[str, Any] | Any, from_saved: bool = False) -> list[str]:
+    """Every problem of training ``cfg`` on packed rows with the model of ``model_config`` (None: not known yet),
+    each with the fix. ``from_saved``: the rows were packed when its ``tokenized_path`` was saved, and the config
+    itself does not pack, so it may also ask for what packed rows cannot give."""
     problems = []
-    if cfg.train.max_tokens_per_batch:
+    if from_saved and cfg.train.max_tokens_per_batch:
         problems.append("The tokenized data (tokenized_path) holds packed rows, and `max_tokens_per_batch` works "
                         "without packing; unset it, or set `overwrite_cache: true` to tokenize the data again "
                         "without packing.")
-    if int(getattr(cfg.parallel, "cp_size", 1) or 1) > 1:
+    if from_saved and int(getattr(cfg.parallel, "cp_size", 1) or 1) > 1:
         problems.append("The tokenized data (tokenized_path) holds packed rows, and `cp_size > 1` splits one sequence "
                         "across ranks, which packed rows cannot take; set `overwrite_cache: true` to tokenize the "
                         "data again without packing, or `cp_size: 1`.")
+    problem = packing_problem(model_config)
+    if problem:
+        problems.append(f"{problem} {SAVED_PACKED}" if from_saved else problem)
     return problems

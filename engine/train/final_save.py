@@ -45,7 +45,7 @@ def save_final(trainer: Any, out: Path, write_rest: Callable[[Path], None]) -> N
     staging = out / STAGING_DIR
     saver = bool(trainer.args.should_save)
     if saver:
-        shutil.rmtree(staging, ignore_errors=True)  # a save an earlier run of this folder did not finish
+        shutil.rmtree(staging, ignore_errors=True)  # left by an unfinished save (a run also clears it as it starts)
         make_room(out)
     trainer.accelerator.wait_for_everyone()  # before any process writes into it
     try:

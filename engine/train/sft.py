@@ -140,28 +140,23 @@ def _keep_packed_rows_apart(cfg: RunConfig, model: Any, bundle: Any) -> bool:
     Rows are packed where the data holds packed rows (``position_ids``), which is where the config says so, or where
     a ``tokenized_path`` was saved with packing, whatever the config says now."""
     from engine.config.loader import ConfigError
-    from engine.models.packing_support import SAVED_PACKED, packing_problem, saved_packing_problems
+    from engine.models.packing_support import packed_rows_problems
 
     splits = [split for split in (bundle.train, bundle.eval) if split is not None]
     packed_rows = any("position_ids" in (getattr(split, "column_names", None) or ()) for split in splits)
-    if packed_rows and not packs_rows(cfg.finetuning.stage, cfg.data):
-        problems = saved_packing_problems(cfg)
-        if problems:
-            raise ConfigError(problems)
-        logger.warning("The tokenized data (tokenized_path) holds packed rows: they train packed, as they were "
-                       "saved; set `overwrite_cache: true` to tokenize them again without packing.")
-    if packs_rows(cfg.finetuning.stage, cfg.data) and splits and not packed_rows:
+    configured = packs_rows(cfg.finetuning.stage, cfg.data)
+    if configured and splits and not packed_rows:
         logger.warning("`packing` is set, but the tokenized data (tokenized_path) was saved without it: its rows train "
                        "unpacked; set `overwrite_cache: true` to tokenize them again, packed.")
-        return False
     if not packed_rows:
         return False
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    problem = packing_problem(getattr(base, "config", None))
-    if problem and not packs_rows(cfg.finetuning.stage, cfg.data):
-        problem += " " + SAVED_PACKED
-    if problem:
-        raise ConfigError([problem])
+    problems = packed_rows_problems(cfg, getattr(base, "config", None), from_saved=not configured)
+    if problems:
+        raise ConfigError(problems)
+    if not configured:
+        logger.warning("The tokenized data (tokenized_path) holds packed rows: they train packed, as they were "
+                       "saved; set `overwrite_cache: true` to tokenize them again without packing.")
     from engine.multimodal.packed_model import attach
 
     attach(model)  # a vision-language model, even on text-only rows (a no-op for a text model)

@@ -1,0 +1,89 @@
+"""Checks across the keys of a run config: pairs that cannot go together, and keys that need another one.
+
+Each key's own value is checked as :mod:`engine.config.loader` reads it; what lies between keys is checked here,
+once the whole config is built, and every problem is reported with the others.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from engine.config.limits import shorten
+from engine.config.parallel import check_parallel
+from engine.config.schema import packs_rows
+
+logger = logging.getLogger(__name__)
+
+
+def cross_checks(cfg: Any) -> list[str]:
+    """The problems of a built :class:`engine.config.loader.RunConfig` that lie between keys (each key's own value
+    was checked as it was read), each naming the fix; fills the defaults that depend on other keys
+    (``lora_alpha``, ``packing`` under ``neat_packing``)."""
+    problems = []
+    ft, tr = cfg.finetuning, cfg.train
+    if tr.bf16 and tr.fp16:
+        problems.append("`bf16` and `fp16` are both true; choose one.")
+    if ft.lora_alpha is None:
+        ft.lora_alpha = ft.lora_rank * 2
+    if ft.pref_loss in ("orpo", "simpo") and ft.stage != "dpo":
+        problems.append(f"`pref_loss: {ft.pref_loss}` applies to `stage: dpo` only (this config has `stage: {ft.stage}`).")
+    if cfg.model.use_unsloth:
+        problems.append("`use_unsloth: true` is not supported by this engine; remove it (sdpa attention is used).")
+    if cfg.data.mask_history and cfg.data.train_on_prompt:  # LLaMA-Factory refuses the pair as well
+        problems.append("`mask_history: true` cannot be combined with `train_on_prompt: true` (the prompts of every "
+                        "turn would be trained, but the earlier replies not); set one of them to false.")
+    if cfg.data.interleave_probs not in (None, ""):
+        try:
+            weights = [float(part) for part in str(cfg.data.interleave_probs).split(",")]
+        except ValueError:
+            problems.append(f"`interleave_probs: {shorten(str(cfg.data.interleave_probs), 60)}` must be comma-separated "
+                            "numbers, one per dataset, like `0.3,0.7`.")
+        else:
+            problems += _interleave_problems(cfg.data.dataset, weights)
+    if cfg.data.neat_packing and cfg.data.packing is None:
+        cfg.data.packing = True
+    if cfg.data.neat_packing and ft.stage not in ("pt", "sft"):  # LLaMA-Factory refuses it too
+        problems.append(f"`neat_packing: true` packs rows of stages sft and pt only (this config has `stage: "
+                        f"{ft.stage}`); remove it.")
+    elif cfg.data.packing and ft.stage not in ("pt", "sft"):
+        logger.info("`packing: true` with `stage: %s`: its rows are not packed, but cutoff_len counts one token less, "
+                    "as in LLaMA-Factory.", ft.stage)
+    if tr.eval_strategy != "no" and not (cfg.data.eval_dataset or cfg.data.val_size):
+        problems.append(f"`eval_strategy: {tr.eval_strategy}` needs evaluation data: set `eval_dataset` or `val_size`.")
+    if tr.save_strategy == "best" and tr.eval_strategy == "no":
+        problems.append("`save_strategy: best` needs `eval_strategy` steps or epoch.")
+    if ft.finetuning_type not in ("lora", "oft") and cfg.model.quantization_bit:
+        problems.append("`quantization_bit` works with `finetuning_type: lora` only (QLoRA).")
+    if ft.use_muon and ft.stage not in ("pt", "sft"):
+        problems.append(f"`use_muon: true` works with stages pt and sft (this config has `stage: {ft.stage}`).")
+    if tr.max_tokens_per_batch and (ft.stage not in ("pt", "sft") or packs_rows(ft.stage, cfg.data)):
+        problems.append("`max_tokens_per_batch` (token-budget batches) works with stages pt and sft without packing; "
+                        "unset it, or set `packing: false`." if packs_rows(ft.stage, cfg.data) else
+                        f"`max_tokens_per_batch` (token-budget batches) works with stages pt and sft (this config has "
+                        f"`stage: {ft.stage}`); unset it.")
+    if cfg.data.streaming:
+        problems.append("`streaming: true` is not supported; remove it (datasets are loaded, then tokenized once).")
+    if ft.finetuning_type == "lora" and ft.use_dora and ft.pissa_init:
+        problems.append("`use_dora` and `pissa_init` cannot be combined; choose one.")
+    problems.extend(check_parallel(cfg))
+    return problems
+
+
+def _interleave_problems(datasets: Any, weights: list[float]) -> list[str]:
+    """``interleave_probs`` must give one weight per name in ``dataset`` (LLaMA-Factory's rule), and a name given
+    twice cannot take one (LLaMA-Factory uses such a dataset once, and then fails on the extra weight)."""
+    from engine.data.loader import split_names
+
+    names = split_names(datasets)
+    if not names:
+        return []
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        return [f"`interleave_probs` weighs each name in `dataset`, but {', '.join(f'`{n}`' for n in twice)} is named "
+                "more than once (it would be used once, and LLaMA-Factory fails on such a config); name each dataset "
+                "once."]
+    if len(weights) != len(names):
+        return [f"`interleave_probs` gives {len(weights)} weight(s) for {len(names)} dataset(s) in `dataset`; give "
+                "one per dataset, in the same order."]
+    return []

@@ -211,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
             # here instead (and gradio still prints a --share link)
             quiet=True,
             prevent_thread_lock=True,
-            **launch_options(board),
+            # a board with a login, or one served openly on purpose, answers any host name
+            **launch_options(board, host=args.host, open_hosts=auth is not None or bool(problem)),
         )
         print(f"* Running on local URL:  {demo.local_url}  (Ctrl+C stops the board; its runs keep going)", flush=True)
         demo.block_thread()

@@ -9,6 +9,9 @@
   cookie to the browser after a successful login.
 - Uploads larger than ``--max-upload-mb`` are refused by gradio (``max_file_size``) and again before a file is
   registered as a dataset.
+- :class:`HostGuardMiddleware` refuses requests that name another host than this machine (the ``Host`` header, and
+  ``Origin`` when a browser sends one) on a board without a login: a web page could otherwise point its own domain
+  at 127.0.0.1 ("DNS rebinding") or post a form to it, and drive the board, which runs code on this machine.
 - ``tokenized_path`` and ``export_dir`` in a config submitted through the API must lie under one of the allowed
   roots (``--allowed-root`` / ``$LF_BOARD_ALLOWED_ROOTS``; default: the workspace).
 """
@@ -27,6 +30,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from engine.hostnames import host_name, is_loopback_name, origin_host
 
 ALLOWED_ROOTS_ENV = "LF_BOARD_ALLOWED_ROOTS"
 MAX_UPLOAD_ENV = "LF_BOARD_MAX_UPLOAD_MB"
@@ -80,6 +85,54 @@ class ClientAddressMiddleware:
             await send(message)
 
         await self.app(scope, receive, send_with_cookie)
+
+
+class HostGuardMiddleware:
+    """A plain ASGI middleware: on a board without a login, HTTP and websocket requests whose ``Host`` (or, when
+    present, ``Origin``) names anything but a loopback name or the address the board serves on get 403.
+
+    A board with a login needs no such check (a rebound page cannot log in: the browser keeps the login cookie for
+    the board's own name), and neither does one the user chose to serve openly (``--allow-insecure``): both are built
+    with ``open_hosts=True``, which lets every request through, as do reverse proxies and share links that way.
+    """
+
+    def __init__(self, app: Any, bind_host: str = "127.0.0.1", open_hosts: bool = False):
+        self.app, self.bind_host, self.open_hosts = app, host_name(bind_host), open_hosts
+
+    def allowed(self, name: str) -> bool:
+        return self.open_hosts or is_loopback_name(name) or (bool(name) and name == self.bind_host)
+
+    def refusal(self, scope: dict[str, Any]) -> str | None:
+        """Why this request is refused, or None."""
+        headers = {key.lower(): value for key, value in scope.get("headers") or []}
+        host = headers.get(b"host", b"").decode("latin-1")
+        if not self.allowed(host_name(host)):
+            return f"requests for host '{host[:100]}'"
+        origin = headers.get(b"origin")
+        if origin is not None:
+            text = origin.decode("latin-1")
+            if text == "null" or not self.allowed(origin_host(text)):
+                return f"requests from the page at '{text[:100]}'"
+        return None
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if self.open_hosts or scope.get("type") not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        why = self.refusal(scope)
+        if why is None:
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        body = (f"LF Board refuses {why}: this board has no login, so it answers only pages of this machine "
+                "(http://127.0.0.1:PORT or http://localhost:PORT). To reach it under another name, start it with "
+                "--auth USER:PASS.\n").encode()
+        await send({"type": "http.response.start", "status": 403,
+                    "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
 
 
 MAX_COOKIE_HEADER = 65536

@@ -60,12 +60,13 @@ def build_ui(board: Board) -> gr.Blocks:
     return demo
 
 
-def launch_options(board: Board) -> dict:
-    """Keyword arguments for ``Blocks.launch`` shared by the CLI and tests: translations, style, icon."""
+def launch_options(board: Board, host: str = "127.0.0.1", open_hosts: bool = False) -> dict:
+    """Keyword arguments for ``Blocks.launch`` shared by the CLI and tests: translations, style, icon, and the
+    middleware (``host`` and ``open_hosts``: see :class:`app.security.HostGuardMiddleware`)."""
     from starlette.middleware import Middleware
 
     from app.i18n import build_i18n
-    from app.security import ClientAddressMiddleware
+    from app.security import ClientAddressMiddleware, HostGuardMiddleware
 
     return {
         "i18n": build_i18n(),
@@ -74,5 +75,8 @@ def launch_options(board: Board) -> dict:
         "theme": gr.themes.Soft(primary_hue="indigo", secondary_hue="sky"),
         "footer_links": ["api", "settings"],
         "max_file_size": f"{board.max_upload_mb}mb",
-        "app_kwargs": {"middleware": [Middleware(ClientAddressMiddleware)]},  # the login backoff sees the client
+        "app_kwargs": {"middleware": [
+            Middleware(HostGuardMiddleware, bind_host=host, open_hosts=open_hosts),  # no DNS rebinding without a login
+            Middleware(ClientAddressMiddleware),  # the login backoff sees the client
+        ]},
     }

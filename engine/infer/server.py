@@ -8,7 +8,6 @@ events, or one JSON answer). One generation runs at a time; a client that goes a
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
 import logging
 import os
@@ -26,6 +25,7 @@ from typing import Any
 from engine import collector
 from engine.config import RunConfig
 from engine.credentials import API_KEY_ENV, LF_API_KEY_ENV, api_key_from_env  # noqa: F401 (re-exported)
+from engine.hostnames import WILDCARD_HOSTS, host_name, is_loopback_name, origin_host
 from engine.infer.board_watch import DEFAULT_GRACE, BoardWatch
 from engine.infer.chat import ChatModel
 from engine.infer.openai_format import (  # noqa: F401 (convert_* re-exported)
@@ -44,27 +44,6 @@ logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
 CHAT_PATH = "/v1/chat/completions"
-LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "localhost.localdomain", "ip6-localhost"})
-WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
-
-
-def _host_name(value: str) -> str:
-    """The host part of a ``Host`` header or an origin's netloc, lower-cased, without port or brackets."""
-    value = value.strip().lower()
-    if value.startswith("["):
-        return value[1:].split("]", 1)[0]
-    if value.count(":") > 1:  # a bare IPv6 address
-        return value
-    return value.rsplit(":", 1)[0] if ":" in value else value
-
-
-def _is_loopback_name(name: str) -> bool:
-    if name in LOOPBACK_NAMES or name.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 class ChatServer(ThreadingHTTPServer):
@@ -81,7 +60,7 @@ class ChatServer(ThreadingHTTPServer):
         self.generation_lock = threading.Lock()
         self.started = int(time.time())
         self.api_key = api_key or None
-        self.bind_host = _host_name(str(address[0]))
+        self.bind_host = host_name(str(address[0]))
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that reset or dropped its connection between requests is routine, not a traceback."""
@@ -96,7 +75,7 @@ class ChatServer(ThreadingHTTPServer):
         Loopback names always; the address the server was started with; any name when the server listens on
         every interface *and* requires an API key (a page that rebinds a name to us cannot know the key).
         """
-        if _is_loopback_name(name) or (name and name == self.bind_host):
+        if is_loopback_name(name) or (name and name == self.bind_host):
             return True
         return self.bind_host in WILDCARD_HOSTS and self.api_key is not None
 
@@ -145,7 +124,7 @@ class ChatHandler(BaseHTTPRequestHandler):
 
     def _refused(self, need_auth: bool = True, need_json: bool = False) -> bool:
         """Answer (and return True) when the request fails the Host, Origin, API-key or content-type checks."""
-        host = _host_name(self.headers.get("Host", ""))
+        host = host_name(self.headers.get("Host", ""))
         if not self.server.host_allowed(host):
             self.close_connection = True
             self._send_error(403, f"Host `{host or '(none)'}` is not served here: use http://127.0.0.1:"
@@ -154,8 +133,7 @@ class ChatHandler(BaseHTTPRequestHandler):
             return True
         origin = self.headers.get("Origin")
         if origin is not None:
-            netloc = origin.split("://", 1)[-1].split("/", 1)[0]
-            if origin == "null" or not self.server.host_allowed(_host_name(netloc)):
+            if origin == "null" or not self.server.host_allowed(origin_host(origin)):
                 self.close_connection = True
                 self._send_error(403, f"Requests from web pages at {origin} are refused: browsers of other sites "
                                  "may not use this server.", kind="forbidden")
@@ -451,7 +429,7 @@ def serve(cfg: RunConfig, host: str = "127.0.0.1", port: int = 8000, run_dir: st
     training state, so nothing is saved.
     """
     api_key = api_key or api_key_from_env()
-    if api_key is None and not _is_loopback_name(_host_name(host)):
+    if api_key is None and not is_loopback_name(host_name(host)):
         logger.warning("Serving on %s without an API key: anyone who can reach this port can use the model. "
                        "Set --api-key or $%s.", host, API_KEY_ENV)
     folder = RunFolder(run_dir) if run_dir else None

@@ -293,3 +293,52 @@ def test_live_board_rate_limits_logins_and_limits_uploads(tmp_path):
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=20)
         log.close()
+
+
+def _guarded(**options):
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route, WebSocketRoute
+    from starlette.testclient import TestClient
+
+    async def hello(request):
+        return PlainTextResponse("hello")
+
+    async def socket(websocket):
+        await websocket.accept()
+        await websocket.send_text("hello")
+        await websocket.close()
+
+    app = Starlette(routes=[Route("/", hello, methods=["GET", "POST"]), WebSocketRoute("/ws", socket)])
+    return TestClient(security.HostGuardMiddleware(app, **options), base_url="http://127.0.0.1:7860")
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:7860", "localhost:7860", "[::1]:7860", "LOCALHOST", "board.localhost:1"])
+def test_a_board_without_a_login_answers_this_machines_names(host):
+    response = _guarded().get("/", headers={"Host": host, "Origin": f"http://{host}"})
+    assert response.status_code == 200 and response.text == "hello"
+
+
+@pytest.mark.parametrize("headers", [
+    {"Host": "evil.example.com:7860"},  # a rebound name: the page's own origin, so the browser sends it along
+    {"Host": "evil.example.com"},
+    {"Host": "127.0.0.1:7860", "Origin": "http://evil.example.com"},  # a cross-site form post
+    {"Host": "127.0.0.1:7860", "Origin": "null"},  # a sandboxed frame or a file:// page
+    {"Host": ""},
+])
+def test_a_board_without_a_login_refuses_other_names_and_pages(headers):
+    client = _guarded()
+    response = client.post("/", headers=headers)
+    assert response.status_code == 403
+    assert "this board has no login" in response.text and "--auth USER:PASS" in response.text
+    from starlette.websockets import WebSocketDisconnect
+
+    with pytest.raises(WebSocketDisconnect), client.websocket_connect("/ws", headers=headers) as ws:
+        ws.receive_text()
+
+
+def test_the_bound_address_and_boards_with_a_login_answer_any_name():
+    assert _guarded(bind_host="192.168.1.5").get("/", headers={"Host": "192.168.1.5:7860"}).status_code == 200
+    assert _guarded(bind_host="192.168.1.5").get("/", headers={"Host": "evil.example.com"}).status_code == 403
+    open_board = _guarded(open_hosts=True)  # --auth (a rebound page cannot log in) or --allow-insecure
+    assert open_board.get("/", headers={"Host": "evil.example.com", "Origin": "http://evil.example.com"}).text == "hello"

@@ -34,6 +34,16 @@ def test_submit_and_watch_a_run(live_board):
     api = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
     assert {"/submit_run", "/list_runs", "/run_status", "/abort_run"} <= set(api)
 
+    # a page that rebinds its own name to 127.0.0.1 (or posts a form here) gets nothing from a board without a login
+    import urllib.error
+    import urllib.request
+
+    for headers in ({"Host": "evil.example.com"}, {"Origin": "http://evil.example.com"}):
+        request = urllib.request.Request(url + "gradio_api/info", headers=headers)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == 403 and b"this board has no login" in refused.value.read()
+
     run_id = client.predict(CONFIG, "train", api_name="/submit_run")
     assert (workspace / "runs" / run_id / "config.yaml").is_file()
     seen = []

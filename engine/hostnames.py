@@ -1,0 +1,36 @@
+"""Host names in requests: the part of a ``Host`` header or an ``Origin`` that names the host, and whether it names
+this machine. The chat worker (``engine.infer.server``) and the board (``app.security``) both refuse requests for
+other names when they have no key or login, so that a web page cannot point its own domain at 127.0.0.1 ("DNS
+rebinding") and drive them. Nothing here imports more than the standard library (the board loads it at start)."""
+
+from __future__ import annotations
+
+import ipaddress
+
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "localhost.localdomain", "ip6-localhost"})
+WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
+
+
+def host_name(value: str) -> str:
+    """The host part of a ``Host`` header or an origin's netloc, lower-cased, without port or brackets."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:].split("]", 1)[0]
+    if value.count(":") > 1:  # a bare IPv6 address
+        return value
+    return value.rsplit(":", 1)[0] if ":" in value else value
+
+
+def origin_host(origin: str) -> str:
+    """The host named by an ``Origin`` header (``scheme://host[:port]``)."""
+    return host_name(origin.split("://", 1)[-1].split("/", 1)[0])
+
+
+def is_loopback_name(name: str) -> bool:
+    """Whether ``name`` (from :func:`host_name`) can only mean this machine."""
+    if name in LOOPBACK_NAMES or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False

@@ -290,8 +290,9 @@ def setup_lora(model: nn.Module, model_args: Any, finetuning_args: Any, composit
         logger.info("%s rank %s on %s.", config.peft_type.value, config.r, ", ".join(sorted(config.target_modules)))
     from engine.models.lora_fused import use_fused_lora
     from engine.models.mlp_fused import use_fused_mlp
-    from engine.models.token_rows import use_sparse_token_rows
+    from engine.models.token_rows import expose_head_bias, use_sparse_token_rows
 
+    expose_head_bias(model)  # TRL's fused output head reads it (DPO, KTO, GRPO, RLOO)
     use_sparse_token_rows(model)  # trained token rows without rebuilding the full matrices on every forward
     use_fused_lora(model)  # one autograd node per LoRA linear, adds fused into the matmuls
     use_fused_mlp(model)  # one node per SwiGLU MLP that keeps half its activations

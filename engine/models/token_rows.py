@@ -113,6 +113,28 @@ def _eligible(layer: Any) -> bool:
     return type(base) is nn.Linear and base.bias is None
 
 
+def expose_head_bias(model: nn.Module) -> int:
+    """Give every PEFT trainable-token wrapper of a linear layer that layer's ``bias``; returns how many.
+
+    The wrapper forwards only ``weight`` (the matrix with the trained rows) to the layer it wraps. TRL's DPO, KTO,
+    GRPO and RLOO trainers score tokens through a fused output head that reads the head's ``weight`` and ``bias``,
+    so a run whose template added tokens (the output head then trains their rows) stopped at its first step with
+    "'TrainableTokensWrapper' object has no attribute 'bias'". The bias is set on the instance outside PyTorch's
+    registry, so the state dict and the saved adapter do not change."""
+    try:
+        from peft.utils.other import TrainableTokensWrapper
+    except ImportError:  # an older PEFT without trainable tokens
+        return 0
+    done = 0
+    for module in model.modules():
+        if isinstance(module, TrainableTokensWrapper) and "bias" not in module.__dict__:
+            base = module.token_adapter.get_base_layer()
+            if isinstance(base, nn.Linear):
+                object.__setattr__(module, "bias", base.bias)
+                done += 1
+    return done
+
+
 def use_sparse_token_rows(model: nn.Module) -> int:
     """Give every PEFT trainable-token layer of ``model`` the row-sparse forward; returns how many were patched."""
     try:

@@ -12,6 +12,7 @@ from typing import Any
 from engine.config import RunConfig
 from engine.errors import UserError
 from engine.train.arguments import build_args
+from engine.train.fused_head import refuse_adapted_head
 
 DPO_COLUMNS = ("prompt_ids", "chosen_ids", "rejected_ids")
 KTO_COLUMNS = ("prompt_ids", "completion_ids", "label")
@@ -115,6 +116,7 @@ def build_dpo_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
         DPOConfig, cfg, has_eval=bundle.eval is not None, beta=ft.pref_beta, loss_type=loss_type,
         loss_weights=weights, label_smoothing=ft.dpo_label_smoothing, **_common(cfg),
     )
+    refuse_adapted_head(model, "dpo")
     ref_model = load_ref_model(cfg)
     trainer = _pretokenized(DPO_COLUMNS)(
         model=model, ref_model=ref_model, args=args, train_dataset=_train_set(bundle), eval_dataset=bundle.eval,
@@ -217,6 +219,7 @@ def build_kto_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
         KTOConfig, cfg, has_eval=bundle.eval is not None, beta=ft.pref_beta,
         desirable_weight=ft.kto_chosen_weight, undesirable_weight=ft.kto_rejected_weight, **_common(cfg), **specific,
     )
+    refuse_adapted_head(model, "kto")
     ref_model = load_ref_model(cfg)
     trainer = _pretokenized(KTO_COLUMNS, cfg)(
         model=model, ref_model=ref_model, args=args, train_dataset=_train_set(bundle), eval_dataset=bundle.eval,

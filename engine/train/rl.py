@@ -25,6 +25,7 @@ from engine.config import RunConfig
 from engine.errors import UserError
 from engine.runs import RUN_SAMPLES
 from engine.train.arguments import build_args
+from engine.train.fused_head import refuse_adapted_head
 from engine.train.rl_checks import check_reward_model, check_rl, check_stage
 
 logger = logging.getLogger(__name__)
@@ -269,6 +270,7 @@ def _build(stage: str, cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, 
         from trl import RLOOTrainer as trainer_cls
     ft = cfg.finetuning
     check_stage(cfg)
+    refuse_adapted_head(model, stage)
     template = get_template(cfg.model.template, tokenizer)
     funcs, weights = build_reward_funcs(cfg, template)
     if os.environ.get("RANK", "0") == "0":

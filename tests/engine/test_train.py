@@ -87,6 +87,26 @@ def test_preference_stages_train(tmp_path, example):
     assert (out / "adapter_config.json").is_file()
 
 
+@pytest.mark.parametrize("example", ["dpo_lora_demo.yaml", "kto_lora_demo.yaml"])
+def test_preference_stages_train_when_the_template_adds_tokens(tmp_path, example):
+    """llama3's turn tokens are new to the demo tokenizer, so the output head trains their rows through PEFT's
+    trainable-token wrapper; TRL's fused head reads the head's bias, which the wrapper did not forward (the run
+    stopped at its first step with "'TrainableTokensWrapper' object has no attribute 'bias'")."""
+    out = tmp_path / "run"
+    assert train(example, out, "template=llama3") == 0
+    logs = [e for e in events(out) if e["event"] == "log"]
+    assert logs and all(e["loss"] is not None for e in logs)
+    assert json.loads((out / "adapter_config.json").read_text())["trainable_token_indices"]
+
+
+@pytest.mark.parametrize("example", ["dpo_lora_demo.yaml", "kto_lora_demo.yaml"])
+def test_lora_on_the_output_head_is_refused_where_trl_scores_through_a_fused_head(tmp_path, example, capsys):
+    """TRL's fused head reads the frozen weight of a LoRA head, so its adapter would train but never score."""
+    assert train(example, tmp_path / "run", "lora_target=q_proj,lm_head") == 2
+    assert "a LoRA adapter on `lm_head` would be trained and saved but never used" in capsys.readouterr().err
+    assert train(example, tmp_path / "whole", "additional_target=lm_head") == 0  # a full copy scores right
+
+
 def test_orpo_and_simpo_count_the_tokens_of_both_answers():
     """ORPO's and CPO's batches have chosen_* and rejected_* sequences and no input_ids: the count is what DPO's
     trainer counts over its two halves (non-padding tokens, or all of them), with no warning per micro-batch."""

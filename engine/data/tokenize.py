@@ -414,9 +414,8 @@ def _preference_rows(examples: list[dict], tokenizer: Any, template: Any, opts: 
         if prompt_keep < len(prompt) or reply_keep < longest:
             stats["truncated"] += 1
         prompt, chosen, rejected = cut_prompt(prompt, prompt_keep, opts), chosen[:reply_keep], rejected[:reply_keep]
-        if not chosen or not rejected:
-            stats["dropped"] += 1
-            continue
+        if not reply_keep:  # kept, as LLaMA-Factory keeps it: the pair then trains nothing
+            stats["untrained"] = stats.get("untrained", 0) + 1
         if stage == "rm":
             columns["chosen_ids"].append(prompt + chosen)
             columns["rejected_ids"].append(prompt + rejected)
@@ -452,9 +451,8 @@ def _kto_rows(examples: list[dict], tokenizer: Any, template: Any, opts: Tokeniz
         prompt_keep, reply_keep = fit_reply(len(prompt), len(completion), opts)
         if prompt_keep < len(prompt) or reply_keep < len(completion):
             stats["truncated"] += 1
-        if not reply_keep:
-            stats["dropped"] += 1
-            continue
+        if not reply_keep:  # kept, as LLaMA-Factory keeps it: the row then trains nothing
+            stats["untrained"] = stats.get("untrained", 0) + 1
         for name, value in source_columns(prompt, completion, prompt_keep, reply_keep, opts).items():
             columns[name].append(value)
         prompt, completion = cut_prompt(prompt, prompt_keep, opts), completion[:reply_keep]

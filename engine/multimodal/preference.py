@@ -86,9 +86,8 @@ def tokenize_media_preference(examples: list[dict], tokenizer: Any, template: An
             stats["dropped"] += 1
             stats["media_dropped"] += 1
             continue
-        if not all(outputs):
-            stats["dropped"] += 1
-            continue
+        if not reply_keep:  # kept, as LLaMA-Factory keeps it: the row then trains nothing
+            stats["untrained"] = stats.get("untrained", 0) + 1
         columns["prompt_ids"].append(kept_prompt)
         for name, ids in zip(replies, outputs):
             columns[name].append(ids)

@@ -294,6 +294,29 @@ def test_dpo_rm_kto_columns(fixture_data_dir, chat_tokenizer):
     assert short.stats["train"]["truncated"] == 2
 
 
+@pytest.mark.parametrize("stage", ["dpo", "rm", "kto"])
+def test_pairs_whose_reply_the_cutoff_leaves_no_token_are_kept_as_llamafactory_keeps_them(chat_tokenizer, stage):
+    """infer_seqlen gives a reply no share when the prompt is long enough against cutoff_len; LLaMA-Factory keeps
+    such a row (its pair trains nothing), so the rows after it keep their places, and KTO's KL partners too."""
+    from engine.data.tokenize import tokenize_examples
+
+    template = get_template("chatml")
+    long_prompt, reply = " ".join(["alpha beta"] * 200), " ".join(["gamma"] * 12)
+    if stage == "kto":
+        examples = [{"messages": [{"role": "user", "content": text}, {"role": "assistant", "content": reply}],
+                     "kto_tag": tag} for text, tag in ((long_prompt, True), ("Hi", False))]
+    else:
+        examples = [{"messages": [{"role": "user", "content": text}], "chosen": {"role": "assistant", "content": reply},
+                     "rejected": {"role": "assistant", "content": "no"}} for text in (long_prompt, "Hi")]
+    columns, stats = tokenize_examples(examples, stage, chat_tokenizer, template, TokenizeOptions(cutoff_len=16))
+    assert stats["kept"] == 2 and stats["dropped"] == 0 and stats["untrained"] == 1
+    if stage == "rm":
+        assert len(columns["chosen_ids"][0]) == 16 == len(columns["rejected_ids"][0])  # the prompt's first 16
+    else:
+        replies = columns["completion_ids" if stage == "kto" else "chosen_ids"]
+        assert replies[0] == [] and replies[1] and len(columns["prompt_ids"][0]) == 16
+
+
 # ------------------------------------------------------------------------------------------------ collator
 def test_collator_pads_to_multiple_of_eight(tokenizer_factory):
     tokenizer = tokenizer_factory()

@@ -432,6 +432,24 @@ def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
     return example
 
 
+def _check_unicode(value: Any, where: str = "") -> None:
+    """Raise RowError for text holding a lone UTF-16 surrogate (a JSON escape such as ``\\ud800`` with no partner):
+    it is not Unicode text, and tokenizers stop on it with a TypeError."""
+    if isinstance(value, str):
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as err:
+                raise RowError(f"{where or 'a text'} holds a lone surrogate ({value[err.start]!r} at character "
+                               f"{err.start}), which is not valid text; fix the escape in the file") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_unicode(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_unicode(item, f"{where}[{index}]")
+
+
 def new_tally() -> dict[str, Any]:
     """Counts kept by :func:`iter_converted`: rows read, examples kept, rows skipped (the first few with reasons)."""
     return {"rows": 0, "kept": 0, "skipped": 0, "shown": []}
@@ -447,6 +465,7 @@ def iter_converted(rows: Iterable[dict[str, Any]], spec: DatasetSpec, stage: str
         tally["rows"] = index + 1
         try:
             example = finalize(converter(row, spec), stage)
+            _check_unicode(example)
         except RowError as err:
             tally["skipped"] += 1
             if len(tally["shown"]) < 5:

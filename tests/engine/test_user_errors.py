@@ -90,6 +90,8 @@ def ws(tmp_path_factory, tokenizer_factory):
     some_bad[2] = {"instruction": ["a list"], "output": "x"}
     some_bad[5] = {"instruction": "no answer", "output": None}
     some_bad[7] = {"unrelated": "columns"}
+    some_bad[8] = {"instruction": "\ud800 a lone surrogate, escaped in the file", "output": "x"}
+    some_bad[9] = {"instruction": "an emoji as an escaped pair \ud83d\ude00", "output": "kept"}
     _write_json(data / "some_bad.json", some_bad)
     _write_json(data / "all_bad.json", [{"instruction": ["x"], "output": "y"}, {"instruction": {"a": 1}, "output": "z"}])
     (data / "broken.json").write_text('[\n {"instruction": "a", "output": "b"},\n {"instruction": "c" "output": "d"}\n]\n',
@@ -385,7 +387,8 @@ def test_some_malformed_rows_are_skipped_with_a_count(ws, capsys, caplog, tmp_pa
     code, err = cli(capsys, "train", str(ws / "sft.yaml"), "dataset=some_bad", f"output_dir={tmp_path / 'out'}")
     assert code == 0, err
     warning = next(r.getMessage() for r in caplog.records if "skipped" in r.getMessage())
-    assert "skipped 3 of 10 rows" in warning and "rows 2 (" in warning and "5 (" in warning and "7 (" in warning
+    assert "skipped 4 of 10 rows" in warning and "rows 2 (" in warning and "5 (" in warning and "7 (" in warning
+    assert "8 (messages[0].content holds a lone surrogate ('\\ud800' at character 0)" in warning  # not a TypeError
     assert json.loads((tmp_path / "out" / "run.json").read_text())["status"] == "completed"
 
 

@@ -474,9 +474,12 @@ def load_yaml_text(text: str, source: str = "The config", warn: bool = True) -> 
     loader = _ConfigLoader(text)
     try:
         data = loader.get_single_data()
+        expanded = expansion_problem(data, source)
+    except RecursionError:
+        raise ConfigError([f"{source} nests lists or mappings too deeply to be read (a config needs only a few "
+                           "levels); fix the file."]) from None
     finally:
         loader.dispose()
-    expanded = expansion_problem(data, source)
     if expanded:
         raise ConfigError([expanded])
     for key, line in loader.repeated if warn else ():

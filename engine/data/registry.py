@@ -84,6 +84,9 @@ def load_dataset_info(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any
                            "re-save it as UTF-8.") from None
     except json.JSONDecodeError as err:
         raise DatasetError(f"{path} is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}.") from None
+    except RecursionError:
+        raise DatasetError(f"{path} nests lists or objects too deeply to be read; a {INFO_FILE} entry needs only a "
+                           "few levels. Fix the file.") from None
     if not isinstance(info, dict) or not all(isinstance(v, dict) for v in info.values()):
         raise DatasetError(f"{path} must be a JSON object mapping dataset names to entries.")
     for name, entry in info.items():

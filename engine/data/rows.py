@@ -20,6 +20,9 @@ BUFFER_CHARS = 1 << 20
 """Characters read at a time from a ``.json`` file (a row longer than that grows the buffer as needed)."""
 PARQUET_BATCH_ROWS = 2048
 
+TOO_DEEP = "lists or objects nested too deeply to be read (a row needs only a few levels)"
+"""The message for a value Python's json cannot decode for its depth (it raises RecursionError)."""
+
 _DECODER = json.JSONDecoder()
 _WHITESPACE = json.decoder.WHITESPACE
 
@@ -97,6 +100,8 @@ class JsonListReader:
                 if self._more():
                     continue
                 raise self.error(err.msg, err.pos) from None
+            except RecursionError:
+                raise self.error(TOO_DEEP, self.pos) from None
             if end == len(self.buf) and self._more():  # a number or literal may go on in the next read
                 continue
             self.pos = end
@@ -135,6 +140,8 @@ def _whole_json(path: Path) -> Iterator[dict[str, Any]]:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise json_error(path, err.msg, err.lineno, err.colno) from None
+    except RecursionError:
+        raise json_error(path, TOO_DEEP, 1, 1) from None
     if isinstance(data, dict):
         lists = [value for value in data.values() if isinstance(value, list)]
         if len(data) == 1 and lists:
@@ -176,6 +183,8 @@ def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
                 row = json.loads(line)
             except json.JSONDecodeError as err:
                 raise json_error(path, err.msg, err.lineno + number - 1, err.colno) from None
+            except RecursionError:
+                raise json_error(path, TOO_DEEP, number, 1) from None
             yield check_object(path, index, row)
             index += 1
 

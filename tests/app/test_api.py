@@ -58,6 +58,7 @@ def test_abort_a_queued_run(board):
         ("model_name_or_path: demo\ndataset: demo_identity\n" + "".join(
             [f"x{i}: &b{i} [" + ", ".join([f"*b{i - 1}" if i else "y"] * 10) + "]\n" for i in range(10)]),
          "more than 100,000 values"),  # an alias bomb: refused before it is expanded
+        ("model_name_or_path: demo\nx: " + "[" * 20000 + "]" * 20000 + "\n", "nests lists or mappings too deeply"),
     ],
 )
 def test_bad_configs_are_refused_with_the_reason(board, text, message):

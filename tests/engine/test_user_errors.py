@@ -382,6 +382,30 @@ def test_a_key_set_twice_warns_that_the_last_value_is_used(ws, capsys, caplog, t
     assert "sets `cutoff_len` more than once (again at line" in caplog.text and "the last value is used" in caplog.text
 
 
+@pytest.mark.parametrize("suffix", [".json", ".jsonl", "-wrapped.json", "-registry"])
+def test_values_nested_deeper_than_json_can_read_are_named_not_a_traceback(ws, capsys, tmp_path, suffix):
+    deep = "[" * 100_000 + "]" * 100_000
+    row = '{"instruction": "a", "output": "b", "x": ' + deep + "}"
+    data = tmp_path / "deep"
+    data.mkdir()
+    if suffix == "-registry":
+        (data / "dataset_info.json").write_text('{"d": {"file_name": "d.json", "x": ' + deep + "}}", encoding="utf-8")
+        words = ("dataset_info.json nests lists or objects too deeply to be read",)
+    else:
+        text = {".json": f"[{row}]", ".jsonl": row + "\n", "-wrapped.json": '{"rows": [' + row + "]}"}[suffix]
+        (data / f"d{suffix}").write_text(text, encoding="utf-8")
+        (data / "dataset_info.json").write_text(json.dumps({"d": {"file_name": f"d{suffix}"}}), encoding="utf-8")
+        words = ("is not valid JSON: lists or objects nested too deeply to be read",)
+    for command in ("check", "data"):
+        user_error(capsys, command, str(ws / "sft.yaml"), f"dataset_dir={data}", "dataset=d", words=words)
+
+
+def test_a_config_nested_deeper_than_yaml_can_read_is_named_not_a_traceback(ws, capsys, tmp_path):
+    config = tmp_path / "deep.yaml"
+    config.write_text((ws / "sft.yaml").read_text() + "x: " + "[" * 20000 + "]" * 20000 + "\n", encoding="utf-8")
+    user_error(capsys, "check", str(config), words=("nests lists or mappings too deeply to be read",))
+
+
 def test_some_malformed_rows_are_skipped_with_a_count(ws, capsys, caplog, tmp_path):
     caplog.set_level(logging.WARNING, logger="engine")
     code, err = cli(capsys, "train", str(ws / "sft.yaml"), "dataset=some_bad", f"output_dir={tmp_path / 'out'}")

@@ -86,6 +86,8 @@ def load_image(source: Any, max_pixels: int = 768 * 768, min_pixels: int = 32 * 
             raise MediaError(f"Image file not found: {source}") from None
         except (UnidentifiedImageError, OSError) as err:
             raise MediaError(f"Image {_name(source)} cannot be read ({err}); replace the file.") from None
+        except Image.DecompressionBombError as err:  # not an OSError: over Pillow's pixel limit
+            raise MediaError(f"Image {_name(source)} is too large to decode ({err}); use a smaller image.") from None
     return resize_into(image, max_pixels, min_pixels)
 
 

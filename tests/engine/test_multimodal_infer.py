@@ -111,6 +111,16 @@ def test_api_answers_an_image_url_request(vlm, png, tmp_path):
         with pytest.raises(urllib.error.HTTPError) as err:
             post([{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}])
         assert err.value.code == 400 and "remote URLs are not fetched" in err.value.read().decode()
+        import io
+
+        from PIL import Image
+
+        bomb = io.BytesIO()  # 13,400 x 13,400 pixels in ~30 KB: over Pillow's limit, which is no OSError
+        Image.new("1", (13_400, 13_400)).save(bomb, format="PNG")
+        with pytest.raises(urllib.error.HTTPError) as err:
+            post([{"type": "image_url",
+                   "image_url": {"url": "data:image/png;base64," + base64.b64encode(bomb.getvalue()).decode()}}])
+        assert err.value.code == 400 and "is too large to decode" in err.value.read().decode()
     finally:
         stop.set()
         thread.join(timeout=30)

@@ -176,12 +176,22 @@ class JobManager:
                             self._live[run_id] = _Live(run_id, int(pid or 0), kind=kind, ended=True, reason="lost")
                         found["failed"].append(run_id)
                 elif status == "queued" and run_id not in self._queue:
+                    lost = [name for name in info.get("secret_env") or [] if name not in os.environ]
+                    if lost:  # kept in the last board's memory only: starting without them would fail later, or
+                        # quietly act without them (a gated model's download, a tracker's login)
+                        self._write(folder, status="failed", finished_at=time.time(), error=(
+                            f"The board restarted before this run started, and the secret it was submitted with "
+                            f"({', '.join(lost)}) was kept only in that board's memory, never on disk; the run was "
+                            "not started. Submit it again."))
+                        found["failed"].append(run_id)
+                        continue
                     queued.append((info.get("created_at", 0), run_id))
             for _, run_id in sorted(queued):
                 self._queue.append(run_id)
                 found["queued"].append(run_id)
         if any(found.values()):
-            words = {"attached": "still going (re-attached)", "failed": "ended while no board was running (marked lost)",
+            words = {"attached": "still going (re-attached)",
+                     "failed": "ended while no board was running, or queued with a secret it no longer has (failed)",
                      "queued": "queued"}
             logger.info("Runs from before this start: %s",
                         ", ".join(f"{len(ids)} {words[key]}" for key, ids in found.items() if ids))
@@ -241,6 +251,8 @@ class JobManager:
         mapping = dict(config)
         mapping["output_dir"] = str(folder.path)
         command = self.command_for(kind, folder.config_path, args, (meta or {}).get("launch"))
+        # the names of its secrets (never their values): a board that restarts before the run starts has lost them
+        names = {"secret_env": sorted(env)} if env else {}
         try:
             folder.create(
                 kind,
@@ -248,6 +260,7 @@ class JobManager:
                 command=command,
                 args=list(args or []),
                 **(meta or {}),
+                **names,
             )
         except OSError as err:
             shutil.rmtree(folder.path, ignore_errors=True)

@@ -202,6 +202,22 @@ def test_rediscovery_after_restart(tmp_path):
         second.shutdown()
 
 
+def test_a_queued_run_whose_secret_died_with_the_board_fails_with_the_fix_instead_of_starting_without_it(tmp_path):
+    runs, cmd = tmp_path / "runs", [sys.executable, str(FAKE)]
+    first = JobManager(runs, cmd, poll_interval=0.05)  # never started: both runs stay queued
+    secret = first.submit("train", {"fake_steps": 1}, env={"LF_TEST_SECRET_TOKEN": "hf_abc123"})
+    plain = first.submit("train", {"fake_steps": 1})
+    info = RunFolder(runs / secret).info()
+    assert info["secret_env"] == ["LF_TEST_SECRET_TOKEN"] and "hf_abc123" not in json.dumps(info)
+    first.shutdown()
+
+    found = JobManager(runs, cmd, poll_interval=0.05).rediscover()
+    assert found["failed"] == [secret] and found["queued"] == [plain]
+    info = RunFolder(runs / secret).info()
+    assert info["status"] == "failed" and "(LF_TEST_SECRET_TOKEN) was kept only in that board's memory" in info["error"]
+    assert "Submit it again" in info["error"]
+
+
 def test_child_gets_repo_on_pythonpath(tmp_path):
     script = tmp_path / "probe.py"
     script.write_text(

@@ -87,8 +87,13 @@ def load_dataset_info(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any
     except RecursionError:
         raise DatasetError(f"{path} nests lists or objects too deeply to be read; a {INFO_FILE} entry needs only a "
                            "few levels. Fix the file.") from None
-    if not isinstance(info, dict) or not all(isinstance(v, dict) for v in info.values()):
+    if not isinstance(info, dict):
         raise DatasetError(f"{path} must be a JSON object mapping dataset names to entries.")
+    for name, entry in info.items():
+        if not isinstance(entry, dict):
+            example = json.dumps({"file_name": entry if isinstance(entry, str) else "data.json"})
+            raise DatasetError(f"{path}: dataset {name!r} is a {type(entry).__name__}, not an object; write it as "
+                               f'"{name}": {example}.')
     for name, entry in info.items():
         problem = entry_problem(name, entry)
         if problem:

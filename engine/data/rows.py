@@ -252,6 +252,9 @@ def data_files(path: Path) -> list[Path]:
         if len(suffixes) > 1:
             raise DatasetError(f"Folder {path} mixes file types ({', '.join(sorted(suffixes))}); keep one type.")
         return files
+    if not path.is_file():  # reading a pipe would wait for a writer forever; a device never ends
+        raise DatasetError(f"{path} is not a regular file (a pipe, device or socket); point `file_name` in "
+                           "dataset_info.json at a data file.")
     if path.suffix.lower() not in ROW_READERS:
         raise DatasetError(f"Unsupported data file type {path.suffix!r} ({path}); use one of: "
                            f"{', '.join(ROW_READERS)}.")

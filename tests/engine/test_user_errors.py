@@ -343,6 +343,7 @@ def test_a_config_or_registry_that_is_not_utf8_names_the_file_and_the_fix(ws, ca
     ({"file_name": "good.json", "num_samples": -3}, ("not -3; remove it to use every row",)),
     ({"file_name": "good.json", "num_samples": 0}, ("`num_samples` must be a whole number",)),
     ({"file_name": "good.json", "ranking": "false"}, ('`ranking` must be true or false (without quotes), not "false"',)),
+    ("good.json", ("is a str, not an object; write it as", '{"file_name": "good.json"}')),
 ])
 def test_a_registry_entry_of_the_wrong_type_is_named_with_its_key(ws, capsys, tmp_path, entry, words):
     """These failed later with a traceback (a list of columns, a number as file name, a text num_samples), or did the
@@ -380,6 +381,16 @@ def test_a_key_set_twice_warns_that_the_last_value_is_used(ws, capsys, caplog, t
     twice.write_text((ws / "sft.yaml").read_text(encoding="utf-8") + "cutoff_len: 48\n", encoding="utf-8")
     assert main(["check", str(twice)]) == 0
     assert "sets `cutoff_len` more than once (again at line" in caplog.text and "the last value is used" in caplog.text
+
+
+def test_a_data_file_that_is_a_pipe_is_refused_instead_of_waiting_for_a_writer(ws, capsys, tmp_path):
+    data = tmp_path / "pipe"
+    data.mkdir()
+    os.mkfifo(data / "d.json")
+    (data / "dataset_info.json").write_text(json.dumps({"d": {"file_name": "d.json"}}), encoding="utf-8")
+    for command in ("check", "data"):
+        user_error(capsys, command, str(ws / "sft.yaml"), f"dataset_dir={data}", "dataset=d",
+                   words=("d.json is not a regular file (a pipe, device or socket)",))
 
 
 @pytest.mark.parametrize("suffix", [".json", ".jsonl", "-wrapped.json", "-registry"])

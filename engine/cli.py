@@ -265,8 +265,16 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     collector.settle()  # with the collector on, the merged model's garbage is freed before the reload check
     run_dir = _run_dir_of(args)
-    if run_dir is None:
-        result = run_export(cfg)
+    if run_dir is None:  # (a run folder's JobContext says the same for a board's export)
+        from engine.diskfull import storage_error
+
+        try:
+            result = run_export(cfg)
+        except Exception as err:  # torch's and safetensors' write failures are not all OSErrors
+            storage = storage_error(err, cfg.export.export_dir, then="export again")
+            if storage is None:
+                raise
+            raise storage from err
     else:
         with JobContext(run_dir, "export") as ctx:
             result = run_export(cfg, run_dir=str(run_dir))

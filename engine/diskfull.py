@@ -4,6 +4,9 @@ A full disk surfaces in many disguises: ``OSError`` with ENOSPC or EDQUOT, torch
 writing file`` / ``unexpected pos 64 vs 0`` / ``basic_ios::clear`` when a checkpoint's zip cannot be written,
 safetensors' ``IoError(Os { code: 28, kind: StorageFull })``. Each is mapped to one message:
 ``No space left on device: <path>, free N MB``.
+
+A file that outgrows what its file system or the process may write (EFBIG: FAT32's 4 GiB, ``ulimit -f``; torch and
+safetensors say "File too large (os error 27)") gets its own message, :func:`file_too_large_message`.
 """
 
 from __future__ import annotations
@@ -20,8 +23,15 @@ _WRITE_FAILED = ("unexpected pos", "basic_ios::clear", "file write failed", "pyt
 NEARLY_FULL_MB = 10
 
 
+_TOO_LARGE = ("file too large", "errno 27", "os error 27")
+
+
 class DiskFullError(UserError, OSError):
     """The disk holding a run's folder filled up; the message names the folder and the free space."""
+
+
+class FileTooLargeError(UserError, OSError):
+    """A file outgrew the largest size its file system or the process may write; the message names the fix."""
 
 
 def free_mb(path: str | Path) -> int | None:
@@ -68,6 +78,32 @@ def is_disk_full(exc: BaseException | None, path: str | Path | None = None) -> b
             if free is not None and free < NEARLY_FULL_MB:
                 return True
     return False
+
+
+def is_file_too_large(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or an exception it came from) is a write refused for the file's size (EFBIG)."""
+    for err in _chain(exc):
+        if isinstance(err, FileTooLargeError) or (isinstance(err, OSError) and err.errno == errno.EFBIG):
+            return True
+        if any(mark in str(err).lower() for mark in _TOO_LARGE):
+            return True
+    return False
+
+
+def file_too_large_message(path: str | Path, then: str = "resume the run") -> str:
+    return (f"File too large: a file under {path} grew past the largest size this file system or this process may "
+            "write (FAT32 drives stop at 4 GiB; `ulimit -f` sets a limit per process). Write to a folder on another "
+            f"file system (`output_dir`, or `export_dir` with a smaller `export_size` per shard), or lift the limit, "
+            f"then {then}.")
+
+
+def storage_error(exc: BaseException, path: str | Path, then: str = "run the command again") -> UserError | None:
+    """The user error for a write that failed for lack of room or for a file's size under ``path``, else None."""
+    if is_disk_full(exc, path):
+        return DiskFullError(disk_full_message(path, then=then))
+    if is_file_too_large(exc):
+        return FileTooLargeError(file_too_large_message(path, then=then))
+    return None
 
 
 def nearly_full(path: str | Path) -> bool:

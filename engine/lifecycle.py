@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from engine.checkpoints import latest_complete, remove_torn
-from engine.diskfull import DiskFullError, disk_full_message, is_disk_full
+from engine.diskfull import (
+    DiskFullError,
+    FileTooLargeError,
+    disk_full_message,
+    file_too_large_message,
+    is_disk_full,
+    is_file_too_large,
+)
 from engine.errors import AbortRequested, RankFailure, UserError
 from engine.ranks import record_rank, stop_with_launcher, world_size
 from engine.runs import (
@@ -142,9 +149,13 @@ class JobContext:
                 raise RankFailure(peer) from exc
             return False
         disk_full = exc_type is not None and is_disk_full(exc, self.folder.path)
+        too_large = exc_type is not None and not disk_full and is_file_too_large(exc)
         if disk_full:
             self.status = "failed"
             self.error = self._disk_full_error()
+        elif too_large:
+            self.status = "failed"
+            self.error = self._too_large_error()
         elif exc_type is None:
             self.status = "aborted" if self.abort_requested else self.status
         elif issubclass(exc_type, (AbortRequested, KeyboardInterrupt)):
@@ -162,7 +173,7 @@ class JobContext:
             tail = "".join(traceback.format_exception(exc_type, exc, tb)[-3:])
             self.metrics.setdefault("traceback_tail", tail[-2000:])
         exit_code = {"completed": 0, "running": 0, "aborted": 130, "failed": 1}.get(self.status, 1)
-        if exc_type is not None and (disk_full or issubclass(exc_type, UserError)):
+        if exc_type is not None and (disk_full or too_large or issubclass(exc_type, UserError)):
             exit_code = 2  # what the CLI exits with for a user error
         if self.status == "running":
             self.status = "completed"
@@ -179,6 +190,8 @@ class JobContext:
             logger.error("Could not record the outcome in %s: %s", self.folder.events_path, err)
         if disk_full and not isinstance(exc, DiskFullError):
             raise DiskFullError(self.error) from exc  # the CLI prints it without a traceback
+        if too_large and not isinstance(exc, FileTooLargeError):
+            raise FileTooLargeError(self.error) from exc
         if peer and not disk_full:
             raise RankFailure(peer) from exc
         return False  # let the CLI decide how to report the exception
@@ -194,6 +207,15 @@ class JobContext:
             EventWriter(self.folder.events_path).write({"event": "end", "status": "failed", "error": error})
         except (OSError, ValueError, TypeError) as err:
             logger.error("Could not record the outcome in %s: %s", self.folder.run_path, err)
+
+    def _too_large_error(self) -> str:
+        """The file-size message; torn checkpoints are removed as for a full disk."""
+        removed = remove_torn(self.folder.path)
+        latest, _ = latest_complete(self.folder.path)
+        message = file_too_large_message(self.folder.path, then="resume the run" if latest else "start the run again")
+        if removed:
+            message += f" Removed the incomplete {', '.join(removed)} (it could not be resumed from)."
+        return message
 
     def _disk_full_error(self) -> str:
         """The disk-full message; torn checkpoints (useless for resuming) are removed to make room for it."""

@@ -290,6 +290,42 @@ def test_training_on_a_full_disk_fails_with_the_free_space(tmp_path, monkeypatch
     assert abs(run["pid_started"] - psutil.Process().create_time()) < 0.1  # the CLI records the process start time
 
 
+def test_a_file_size_limit_is_told_apart_from_a_full_disk_in_its_disguises(tmp_path):
+    from engine.diskfull import FileTooLargeError, is_file_too_large, storage_error
+
+    efbig = OSError(errno.EFBIG, "File too large")
+    rust = Exception("Error while serializing: I/O error: File too large (os error 27)")  # safetensors' own type
+    for err in (efbig, rust):
+        assert is_file_too_large(err) and not is_disk_full(err)
+        found = storage_error(err, tmp_path, then="export again")
+        assert isinstance(found, FileTooLargeError) and "then export again" in str(found)
+    assert isinstance(storage_error(OSError(errno.ENOSPC, "No space left on device"), tmp_path), DiskFullError)
+    assert storage_error(ValueError("bad value"), tmp_path) is None
+
+
+def test_a_file_size_limit_fails_the_run_with_the_fix_instead_of_a_traceback(tmp_path):
+    """EFBIG (FAT32's 4 GiB, `ulimit -f`): safetensors says "File too large (os error 27)" from the checkpoint save."""
+    import resource
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+
+    def limit():  # 300 KB per file: the config and logs fit, a checkpoint's weights do not
+        resource.setrlimit(resource.RLIMIT_FSIZE, (300 * 1024, 300 * 1024))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "engine", "train", str(REPO / "examples" / "sft_lora_demo.yaml"), "max_steps=2",
+         "max_samples=8", f"dataset_dir={REPO / 'examples' / 'data'}", f"output_dir={out}"],
+        cwd=REPO, capture_output=True, text=True, timeout=300, preexec_fn=limit,
+        env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "error: File too large: a file under" in done.stderr and "Traceback" not in done.stderr
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "failed" and run["exit_code"] == 2 and "`ulimit -f` sets a limit" in run["error"]
+    assert not list(out.glob("checkpoint-*"))  # the torn checkpoint was removed
+
+
 def test_a_disk_that_fills_during_the_final_save_leaves_the_earlier_model_whole(tmp_path, monkeypatch, capsys):
     """The tokenizer is cut off half-way through the final save: nothing half-written lands beside the weights, the
     earlier final model stays byte for byte, and resuming then finishes the save."""

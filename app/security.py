@@ -12,8 +12,9 @@
 - :class:`HostGuardMiddleware` refuses requests that name another host than this machine (the ``Host`` header, and
   ``Origin`` when a browser sends one) on a board without a login: a web page could otherwise point its own domain
   at 127.0.0.1 ("DNS rebinding") or post a form to it, and drive the board, which runs code on this machine.
-- ``tokenized_path`` and ``export_dir`` in a config submitted through the API must lie under one of the allowed
-  roots (``--allowed-root`` / ``$LF_BOARD_ALLOWED_ROOTS``; default: the workspace).
+- ``tokenized_path``, ``export_dir``, ``cache_dir`` and ``ray_storage_path`` in a config submitted through the API
+  must lie under one of the allowed roots (``--allowed-root`` / ``$LF_BOARD_ALLOWED_ROOTS``; default: the
+  workspace).
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ from engine.hostnames import host_name, is_loopback_name, origin_host
 ALLOWED_ROOTS_ENV = "LF_BOARD_ALLOWED_ROOTS"
 MAX_UPLOAD_ENV = "LF_BOARD_MAX_UPLOAD_MB"
 DEFAULT_MAX_UPLOAD_MB = 512
-PATH_KEYS = ("tokenized_path", "export_dir")
-"""Config keys naming a folder the job writes to, checked against the allowed roots."""
+PATH_KEYS = ("tokenized_path", "export_dir", "cache_dir", "ray_storage_path")
+"""Config keys naming a folder the job writes to, checked against the allowed roots (``output_dir`` is always the
+run's own folder)."""
 
 DEVICE_COOKIE = "lfboard-device"
 DEVICE_MAX_AGE = 30 * 24 * 3600
@@ -324,7 +326,7 @@ def allowed_roots(workspace_root: Path, given: Iterable[str] | None = None) -> l
 
 
 def path_problems(mapping: dict[str, Any], roots: list[Path]) -> list[str]:
-    """A problem for every ``tokenized_path`` / ``export_dir`` outside the allowed roots."""
+    """A problem for every folder of :data:`PATH_KEYS` outside the allowed roots."""
     problems = []
     for key in PATH_KEYS:
         value = mapping.get(key)

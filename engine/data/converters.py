@@ -51,6 +51,19 @@ class RowError(ValueError):
 
 
 # ------------------------------------------------------------------------------------------------ helpers
+def _columns(spec: DatasetSpec, defaults: dict[str, str]) -> dict[str, str | None]:
+    """The columns read: a dataset_info.json entry's as LLaMA-Factory reads them (``DatasetSpec.lf_columns``), or
+    ``defaults`` with the spec's own for a dataset named by path."""
+    return dict(spec.lf_columns) if spec.lf_columns is not None else {**defaults, **spec.columns}
+
+
+def _kto_column(spec: DatasetSpec, columns: dict[str, str | None]) -> str | None:
+    """The kto_tag column, where one is mapped (an unmapped default never makes a row a KTO row)."""
+    if spec.lf_columns is not None:
+        return columns.get("kto_tag")
+    return columns["kto_tag"] if "kto_tag" in spec.columns else None
+
+
 def _text(value: Any, what: str) -> str:
     if value is None:
         return ""
@@ -121,8 +134,8 @@ def _tools(row: dict[str, Any], column: str | None) -> str:
 
 
 def _calls_json(value: Any) -> str:
-    try:
-        return json.dumps(normalize_calls(value), ensure_ascii=False)
+    try:  # arguments given as JSON text stay text, as LLaMA-Factory writes them
+        return json.dumps(normalize_calls(value, keep_string_arguments=True), ensure_ascii=False)
     except ValueError as err:
         raise RowError(str(err)) from None
 
@@ -192,22 +205,20 @@ def _convert_turn(turn: Any, tags: dict[str, str], role_map: dict[str, str], med
 
 
 def _check_order(messages: list[dict[str, Any]]) -> None:
-    """Prompt turns (user/observation) and replies (assistant/function) must alternate, starting with a prompt."""
+    """Prompt turns (user/observation) and replies (assistant/function) must alternate, a prompt turn first: the one
+    rule LLaMA-Factory's converters check (a tool result may open a conversation or follow a plain reply)."""
     if not messages:
         raise RowError("no messages")
     for index, message in enumerate(messages):
         prompt_turn = message["role"] in ("user", "observation")
         if prompt_turn != (index % 2 == 0):
             raise RowError(f"wrong role order: {message['role']} at turn {index}")
-    if messages[0]["role"] != "user":
-        raise RowError("the conversation must start with a user turn")
-    for before, after in zip(messages, messages[1:]):
-        if after["role"] == "observation" and before["role"] != "function":
-            raise RowError("a tool result follows a turn that called no tool")
 
 
 def _turns(row: dict[str, Any], spec: DatasetSpec, default_tags: dict[str, str]) -> dict[str, Any]:
-    columns = {**SHAREGPT_COLUMNS, **spec.columns}
+    columns = _columns(spec, SHAREGPT_COLUMNS)
+    if spec.formatting == "openai" and spec.lf_columns is not None and not (spec.columns or {}).get("messages"):
+        columns["messages"] = "messages"  # LLaMA-Factory would read `conversations` and fail on OpenAI rows
     tags = {**default_tags, **spec.tags}
     role_map = {tags["user_tag"]: "user", tags["assistant_tag"]: "assistant", tags["observation_tag"]: "observation",
                 tags["function_tag"]: "function", tags["system_tag"]: "system"}
@@ -249,10 +260,11 @@ def _base(row: dict[str, Any], spec: DatasetSpec, columns: dict[str, str], syste
     }
     for kind in MEDIA:
         example[kind] = _media(row, columns.get(kind), spec, kind)
-    if "kto_tag" in spec.columns:
-        if row.get(columns["kto_tag"]) is None:
-            raise RowError(f"column {columns['kto_tag']!r} (kto_tag) is missing")
-        example["kto_tag"] = _bool(row[columns["kto_tag"]], "kto_tag")
+    kto = _kto_column(spec, columns)
+    if kto:
+        if row.get(kto) is None:
+            raise RowError(f"column {kto!r} (kto_tag) is missing")
+        example["kto_tag"] = _bool(row[kto], "kto_tag")
     return example
 
 
@@ -269,7 +281,7 @@ def _reply(value: Any) -> dict[str, Any]:
 
 def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
     """An alpaca row (instruction, input, output, history, system, ...) as a canonical example."""
-    columns = {**ALPACA_COLUMNS, **spec.columns}
+    columns = _columns(spec, ALPACA_COLUMNS)
     messages: list[dict[str, Any]] = []
     history = row.get(columns["history"]) or []
     if not isinstance(history, list):
@@ -279,13 +291,13 @@ def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
             raise RowError("history is not a list of [prompt, response] pairs")
         query, answer = (_text(item, "a history turn") for item in pair)
         messages += [{"role": "user", "content": query}, {"role": "assistant", "content": answer}]
-    parts = [_text(row.get(columns[key]), f"column {columns[key]!r}") for key in ("prompt", "query")]
+    parts = [_text(row.get(columns[key]), f"column {columns[key]!r}") if columns[key] else "" for key in ("prompt", "query")]
     prompt = "\n".join(part for part in parts if part)
     if columns["prompt"] not in row and columns["query"] not in row:  # a column mapping that names nothing here
         raise RowError(f"the prompt column {columns['prompt']!r} is missing")
     messages.append({"role": "user", "content": prompt})
-    system = _text(row.get(columns["system"]), "the system column")
-    response = row.get(columns["response"])
+    system = _text(row.get(columns["system"]), "the system column") if columns["system"] else ""
+    response = row.get(columns["response"]) if columns["response"] else None
     if spec.ranking:
         chosen, rejected = row.get(columns["chosen"]), row.get(columns["rejected"])
         if (chosen is None or rejected is None) and isinstance(response, list) and len(response) == 2:
@@ -304,7 +316,62 @@ def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
 
 def convert_sharegpt(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
     """A sharegpt row (turns with from/value or the entry's tags) as a canonical example."""
+    if spec.lf_columns is not None:
+        return _sharegpt_entry(row, spec)
     return _turns(row, spec, SHAREGPT_TAGS)
+
+
+def _sharegpt_entry(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
+    """A sharegpt row of a dataset_info.json entry, read as LLaMA-Factory 0.9.5's sharegpt converter reads it: the
+    entry's tags only (an unset one matches no turn), a leading system turn before the system column, turns that
+    alternate prompt (user/observation) and reply (assistant/function) by position and nothing more, each turn's
+    content as it is (a turn's ``tool_calls`` or ``reasoning_content`` keys are not read)."""
+    columns = _columns(spec, SHAREGPT_COLUMNS)
+    tags: dict[str, Any] = spec.lf_tags if spec.lf_tags is not None else dict(SHAREGPT_TAGS)
+    role_tag, content_tag = tags["role_tag"], tags["content_tag"]
+    roles = {tags["user_tag"]: "user", tags["assistant_tag"]: "assistant", tags["observation_tag"]: "observation",
+             tags["function_tag"]: "function", tags["system_tag"]: "system"}
+    turns = row.get(columns["messages"]) if columns["messages"] else None
+    if not isinstance(turns, list) or not turns:
+        raise RowError(f"column {columns['messages']!r} is missing or not a list of turns")
+    if not all(isinstance(turn, dict) for turn in turns):
+        raise RowError("a turn is not an object")
+    if tags["system_tag"] and turns[0].get(role_tag) == tags["system_tag"]:
+        system, turns = _text(turns[0].get(content_tag), "the system turn"), turns[1:]
+    else:
+        system = _text(row.get(columns["system"]), "the system column") if columns["system"] else ""
+    allowed = ((tags["user_tag"], tags["observation_tag"]), (tags["assistant_tag"], tags["function_tag"]))
+    for index, turn in enumerate(turns):
+        role = turn.get(role_tag)
+        if role is None or role not in allowed[index % 2]:
+            raise RowError(f"role {role!r} at turn {index} does not fit the entry's tags and the order "
+                           "prompt, reply, prompt, ...")
+    if len(turns) % 2 != (1 if spec.ranking else 0):
+        raise RowError("wrong number of turns (a reply must end it; preference rows end with a prompt)")
+    media: dict[str, list[Any]] = {}
+    messages = [_entry_turn(turn, roles[turn[role_tag]], content_tag, media) for turn in turns]
+    example = _base(row, spec, columns, system, messages)
+    for column, items in media.items():
+        if items and not example[column]:
+            example[column] = _media({column: items}, column, spec, column)
+    if spec.ranking:
+        pair = [row.get(columns[key]) if columns[key] else None for key in ("chosen", "rejected")]
+        if not all(isinstance(turn, dict) for turn in pair):
+            raise RowError("chosen or rejected is missing or not a turn object")
+        for name, turn in zip(("chosen", "rejected"), pair):
+            if turn.get(role_tag) not in allowed[1]:
+                raise RowError(f"the {name} turn's role {turn.get(role_tag)!r} is not a reply of the entry's tags")
+            example[name] = _entry_turn(turn, roles[turn[role_tag]], content_tag, {})
+    return example
+
+
+def _entry_turn(turn: dict[str, Any], role: str, content_tag: str, media: dict[str, list[Any]]) -> dict[str, Any]:
+    text, _, _, found = _parts(turn.get(content_tag))
+    for column, items in found.items():
+        media.setdefault(column, []).extend(items)
+    if role == "function":
+        return {"role": "function", "content": _calls_json(text)}
+    return {"role": role, "content": text}
 
 
 def convert_openai(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
@@ -317,9 +384,9 @@ def convert_openai(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
 def convert_text(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
     """A pre-training row: the ``text`` column (or the column mapped to ``prompt``)."""
     column = spec.columns.get("prompt", "text")
-    text = _text(row.get(column), f"column {column!r}")
-    if not text.strip():
-        raise RowError(f"column {column!r} is missing or empty")
+    if column not in row:
+        raise RowError(f"column {column!r} is missing")
+    text = _text(row.get(column), f"column {column!r}")  # an empty one trains the EOS alone, as in LLaMA-Factory
     return {"messages": [], "system": "", "tools": "", "images": [], "videos": [], "audios": [], "text": text}
 
 
@@ -402,15 +469,10 @@ def _absent_columns(row: Any, spec: DatasetSpec) -> str:
 def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
     """Check (and shape) a converted example for ``stage``; raises RowError when it does not fit."""
     messages = example["messages"]
-    if stage == "pt":
+    if stage == "pt":  # LLaMA-Factory trains the first message of the prompt alone, an empty one as its EOS
         text = example.get("text")
         if text is None:
-            contents = [m.get("content", "") for m in messages]
-            if example.get("chosen"):
-                contents.append(example["chosen"]["content"])
-            text = "\n".join(c for c in contents if c)
-        if not text.strip():
-            raise RowError("no text")
+            text = messages[0].get("content", "") if messages else ""
         return {**example, "text": text}
     if "text" in example and not messages:
         raise RowError("plain text has no prompt and response")

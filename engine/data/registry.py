@@ -26,6 +26,8 @@ HUB_KEYS = ("hf_hub_url", "ms_hub_url", "om_hub_url", "script_url", "cloud_file_
 COLUMN_KEYS = ("prompt", "query", "response", "history", "messages", "system", "tools", "images", "videos", "audios",
                "chosen", "rejected", "kto_tag")
 TAG_KEYS = ("role_tag", "content_tag", "user_tag", "assistant_tag", "observation_tag", "function_tag", "system_tag")
+LF_DEFAULT_COLUMNS = {"prompt": "instruction", "query": "input", "response": "output", "messages": "conversations"}
+"""The columns LLaMA-Factory reads from an entry without ``columns`` (its DatasetAttr's defaults; the rest: none)."""
 FORMATTINGS = ("alpaca", "sharegpt", "openai", "text", "auto")
 
 
@@ -45,6 +47,13 @@ class DatasetSpec:
         media_dir: The folder relative media paths are resolved against (LLaMA-Factory's ``media_dir``; None:
             ``dataset_dir``).
         num_samples: Rows to take from this dataset (dataset_info's ``num_samples``), or None.
+        lf_columns: For an alpaca, sharegpt or openai entry of dataset_info.json, every column key and the column
+            LLaMA-Factory reads for it, None where it reads none: an entry without ``columns`` reads only
+            instruction/input/output (or conversations), and one with ``columns`` reads exactly the keys it names
+            (LLaMA-Factory's ``DatasetAttr.join``); so a ``system`` or ``history`` column nobody mapped is not read.
+            None for a dataset named by its path, whose layout is detected (our own defaults).
+        lf_tags: Likewise the sharegpt tags of an entry that sets ``tags`` (the ones it leaves out are None, so a
+            turn with such a role makes the row unusable, as there), or None (the defaults).
     """
 
     name: str
@@ -58,6 +67,20 @@ class DatasetSpec:
     hub: dict[str, Any] | None = None
     """For hub entries: ``kind`` (hf_hub, ms_hub, om_hub), ``repo``, ``subset``, ``split``, ``folder``, ``revision``."""
     media_dir: Path | None = None
+    lf_columns: dict[str, str | None] | None = None
+    lf_tags: dict[str, str | None] | None = None
+
+
+def entry_columns(entry: dict[str, Any]) -> dict[str, str | None]:
+    """Every column key and the column LLaMA-Factory reads for it from this entry (see ``DatasetSpec.lf_columns``)."""
+    if isinstance(entry.get("columns"), dict):
+        return {key: entry["columns"].get(key) for key in COLUMN_KEYS}
+    return {key: LF_DEFAULT_COLUMNS.get(key) for key in COLUMN_KEYS}
+
+
+def media_column(spec: DatasetSpec, kind: str) -> str | None:
+    """The column holding a row's ``kind`` (images, videos, audios), or None where none is read."""
+    return spec.lf_columns[kind] if spec.lf_columns is not None else spec.columns.get(kind, kind)
 
 
 def info_path(dataset_dir: str | os.PathLike) -> Path:
@@ -159,10 +182,13 @@ def _entry_spec(name: str, entry: dict[str, Any], dataset_dir: Path) -> DatasetS
     if unknown:
         raise DatasetError(f"Dataset {name!r}: unknown columns/tags keys {', '.join(unknown)} in {INFO_FILE}; valid "
                            f"ones: {', '.join(COLUMN_KEYS + TAG_KEYS)}.")
+    exact = formatting in ("alpaca", "sharegpt", "openai")  # LLaMA-Factory's own formattings: read as it reads them
+    lf = {"lf_columns": entry_columns(entry) if exact else None,
+          "lf_tags": {tag: tags.get(tag) for tag in TAG_KEYS} if exact and isinstance(entry.get("tags"), dict) else None}
     if hub is not None:
         return DatasetSpec(name=name, path=Path(hub["repo"]), formatting=formatting,
                            ranking=bool(entry.get("ranking", False)), columns=dict(columns), tags=dict(tags),
-                           dataset_dir=dataset_dir, num_samples=entry.get("num_samples"), hub=hub)
+                           dataset_dir=dataset_dir, num_samples=entry.get("num_samples"), hub=hub, **lf)
     path = Path(entry["file_name"]).expanduser()
     path = path if path.is_absolute() else dataset_dir / path
     if not path.exists():
@@ -171,7 +197,7 @@ def _entry_spec(name: str, entry: dict[str, Any], dataset_dir: Path) -> DatasetS
         )
     return DatasetSpec(name=name, path=path, formatting=formatting, ranking=bool(entry.get("ranking", False)),
                        columns=dict(columns), tags=dict(tags), dataset_dir=dataset_dir,
-                       num_samples=entry.get("num_samples"))
+                       num_samples=entry.get("num_samples"), **lf)
 
 
 def resolve_dataset(name: str, dataset_dir: str | os.PathLike) -> DatasetSpec:

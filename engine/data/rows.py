@@ -220,11 +220,11 @@ def iter_parquet(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def iter_text(path: Path) -> Iterator[dict[str, Any]]:
-    """One ``{"text": line}`` row per non-blank line."""
+    """One ``{"text": line}`` row per line, blank ones too (as the ``datasets`` text loader LLaMA-Factory uses reads
+    them: a blank line trains its EOS alone)."""
     with path.open(encoding="utf-8-sig") as handle:
         for line in handle:
-            if line.strip():
-                yield {"text": line.rstrip("\n")}
+            yield {"text": line.rstrip("\n")}
 
 
 ROW_READERS: dict[str, Callable[[Path], Iterator[dict[str, Any]]]] = {

@@ -202,13 +202,13 @@ class Template:
             match = re.search(f"{re.escape(words[0])}(.*?){re.escape(words[1])}", content, re.DOTALL)
         try:
             if match is not None:
-                return content.replace(match.group(0), "") + fmt.format_calls(normalize_calls(match.group(1)))
+                return content.replace(match.group(0), "") + fmt.format_calls(match.group(1))
             thought = None
             if with_words:
                 thought = re.search(f"{re.escape(self.thought_words[0])}(.*?){re.escape(self.thought_words[1])}",
                                     content, re.DOTALL)
             body = content.replace(thought.group(0), "") if thought else content
-            text = fmt.format_calls(normalize_calls(body))
+            text = fmt.format_calls(body)
         except ValueError as err:
             raise TemplateError(f"Cannot write a tool-call turn: {err}.") from None
         return thought.group(0) + text if thought else text

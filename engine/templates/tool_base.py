@@ -22,8 +22,9 @@ class ToolFormat(ABC):
         return self.declare(declared) if declared else ""
 
     def format_calls(self, calls: Any) -> str:
-        """The text of an assistant turn making ``calls``."""
-        return self.write_calls(normalize_calls(calls))
+        """The text of an assistant turn making ``calls`` (arguments given as a JSON string are written as that string,
+        as LLaMA-Factory writes them; formats that write each argument apart read the string's object)."""
+        return self.write_calls(normalize_calls(calls, keep_string_arguments=True))
 
     def parse_calls(self, text: str) -> list[dict[str, Any]] | None:
         """The calls (``{"name", "arguments": dict}``) written in ``text``, or None when it holds none."""
@@ -69,11 +70,24 @@ def normalize_tools(tools: Any) -> list[dict[str, Any]]:
     return out
 
 
-def normalize_calls(calls: Any) -> list[dict[str, Any]]:
+def argument_items(arguments: Any) -> list[tuple[str, Any]]:
+    """The (name, value) pairs of a call's arguments, a JSON object given as a dict or as its text."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as err:
+            raise ValueError(f"tool call arguments are not valid JSON ({err.msg})") from err
+    if not isinstance(arguments, dict):
+        raise ValueError("tool call arguments are not a JSON object")
+    return list(arguments.items())
+
+
+def normalize_calls(calls: Any, keep_string_arguments: bool = False) -> list[dict[str, Any]]:
     """Tool calls as ``[{"name", "arguments": dict}]`` from JSON text, one call or a list.
 
     Accepts OpenAI's ``{"type": "function", "function": {"name", "arguments": "<json>"}}`` entries and
-    ``parameters`` as a synonym of ``arguments``.
+    ``parameters`` as a synonym of ``arguments``. With ``keep_string_arguments`` (training rows), arguments given as
+    a JSON string stay that string, as LLaMA-Factory writes them (``json.dumps`` of the string: quoted, escaped).
 
     Raises:
         ValueError: when the calls cannot be read.
@@ -99,6 +113,9 @@ def normalize_calls(calls: Any) -> list[dict[str, Any]]:
         if not isinstance(call, dict) or not isinstance(call.get("name"), str) or not call["name"]:
             raise ValueError("a tool call has no name")
         arguments = call.get("arguments", call.get("parameters", {}))
+        if isinstance(arguments, str) and keep_string_arguments:
+            out.append({"name": call["name"], "arguments": arguments})
+            continue
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}

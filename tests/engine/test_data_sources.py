@@ -73,7 +73,8 @@ def test_openai_layout_with_tool_calls_parts_and_media(fixture_data_dir):
     tool_row = examples[0]
     assert tool_row["system"] == "Use tools when needed."
     assert [m["role"] for m in tool_row["messages"]] == ["user", "function", "observation", "assistant"]
-    assert json.loads(tool_row["messages"][1]["content"]) == [{"name": "get_weather", "arguments": {"city": "Rome"}}]
+    # OpenAI's arguments are JSON text, and stay text, as LLaMA-Factory writes them (quoted) in training rows
+    assert json.loads(tool_row["messages"][1]["content"]) == [{"name": "get_weather", "arguments": '{"city": "Rome"}'}]
     assert json.loads(tool_row["tools"])[0]["name"] == "get_weather"
     assert examples[1]["messages"][1] == {"role": "assistant", "content": "4", "thinking": "Two plus two is four."}
     assert examples[2]["messages"][0]["content"] == "<image>What is this?"
@@ -86,7 +87,7 @@ def test_plain_file_paths_are_detected(fixture_data_dir):
     assert len(load_examples(args(fixture_data_dir), path, "sft")) == 3
     assert load_examples(args("/nonexistent"), str(fixture_data_dir / "kto_small.json"), "kto")[1]["kto_tag"] is False
     texts = load_examples(args(fixture_data_dir), "text_small.txt", "pt")
-    assert [e["text"] for e in texts] == ["The first document is short.",
+    assert [e["text"] for e in texts] == ["The first document is short.", "",  # a blank line: its EOS alone
                                           "The second document talks about cats and dogs.",
                                           "A third line of plain text."]
     assert len(load_examples(args(fixture_data_dir), "qa_small.csv", "sft")) == 2
@@ -117,8 +118,58 @@ def test_media_paths_resolved_and_missing_files_skipped(fixture_data_dir, caplog
 def test_pt_from_any_layout(fixture_data_dir):
     assert [e["text"] for e in load_examples(args(fixture_data_dir), "pt_small", "pt")][0] == \
         "Pretraining text number one."
-    joined = load_examples(args(fixture_data_dir), "alpaca_small", "pt")[0]["text"]
-    assert joined == "Say hello.\nHello!"
+    # LLaMA-Factory pre-trains on the first message of the prompt alone (the first history query where there is one)
+    texts = [e["text"] for e in load_examples(args(fixture_data_dir), "alpaca_small", "pt")]
+    assert texts[0] == "Say hello." and texts[1] == "Add the numbers.\n2 and 3" and texts[2] == "Are you there?"
+
+
+def _entries(tmp_path, rows, **entries):
+    (tmp_path / "rows.json").write_text(json.dumps(rows), encoding="utf-8")
+    (tmp_path / "dataset_info.json").write_text(json.dumps(
+        {name: {"file_name": "rows.json", **entry} for name, entry in entries.items()}), encoding="utf-8")
+    return lambda name, stage="sft": load_examples(args(tmp_path), name, stage)
+
+
+def test_an_entry_reads_the_columns_llamafactory_reads_and_no_others(tmp_path):
+    """LLaMA-Factory's DatasetAttr: without `columns`, instruction/input/output only; with `columns`, exactly the
+    keys it names (an outside check found ours reading unmapped system/history/input columns: other tokens)."""
+    row = {"instruction": "Q", "input": "ctx", "output": "A", "system": "SYS", "history": [["h1", "h2"]]}
+    load = _entries(tmp_path, [row], bare={}, partial={"columns": {"prompt": "instruction", "response": "output"}},
+                    full={"columns": {"prompt": "instruction", "query": "input", "response": "output",
+                                      "system": "system", "history": "history"}})
+    bare, partial, full = load("bare")[0], load("partial")[0], load("full")[0]
+    assert bare["system"] == "" and bare["messages"] == [{"role": "user", "content": "Q\nctx"},
+                                                          {"role": "assistant", "content": "A"}]
+    assert partial["messages"][0] == {"role": "user", "content": "Q"}  # `input` is not mapped: not read
+    assert full["system"] == "SYS" and [m["content"] for m in full["messages"]] == ["h1", "h2", "Q\nctx", "A"]
+    assert load("bare", "pt")[0]["text"] == "Q\nctx" and load("full", "pt")[0]["text"] == "h1"  # the first message
+
+
+def test_a_sharegpt_entry_reads_turns_as_llamafactory_does(tmp_path):
+    def turn(role, text):
+        return {"from": role, "value": text}
+
+    rows = [
+        {"conversations": [turn("system", "TURN SYS"), turn("human", "q0"), turn("gpt", "a0")], "system": "COL SYS"},
+        {"conversations": [turn("observation", "obs first"), turn("gpt", "a1")]},  # a tool result may open it
+        {"conversations": [turn("human", "q2"), turn("gpt", "a2"), turn("observation", "o"), turn("gpt", "a2b")]},
+        {"conversations": [turn("user", "q3"), turn("assistant", "a3")]},  # roles outside the tags: skipped
+        {"conversations": [turn("human", "q4"), turn("function_call", "[]"), turn("observation", "x"),
+                           turn("observation", "y"), turn("gpt", "a4")]},  # two results in a row: skipped
+        {"conversations": [turn("human", "q5"), {"from": "gpt", "value": "a5", "reasoning_content": "hidden",
+                                                 "tool_calls": [{"name": "f", "arguments": {}}]}]},
+    ]
+    load = _entries(tmp_path, rows, sg={"formatting": "sharegpt", "columns": {"messages": "conversations",
+                                                                              "system": "system"}},
+                    no_system_tag={"formatting": "sharegpt", "tags": {"role_tag": "from", "content_tag": "value",
+                                                                      "user_tag": "human", "assistant_tag": "gpt"}})
+    examples = load("sg")
+    assert [e["messages"][0]["content"] for e in examples] == ["q0", "obs first", "q2", "q5"]
+    assert examples[0]["system"] == "TURN SYS"  # a leading system turn comes before the system column
+    assert examples[3]["messages"][1] == {"role": "assistant", "content": "a5"}  # only the content is read
+    # an entry whose tags leave out system_tag, observation_tag and function_tag: turns with those roles fit no tag,
+    # so their rows are skipped (LLaMA-Factory's own kto_en_demo and mllm entries are written so)
+    assert [e["messages"][0]["content"] for e in load("no_system_tag")] == ["q5"]
 
 
 # ---------------------------------------------------------------------------------------------- errors

@@ -134,9 +134,10 @@ def big_dir(tmp_path):
     """Two alpaca datasets (1,300 and 700 rows, a few unusable) and a dataset_info.json."""
     (tmp_path / "a.json").write_text(json.dumps(alpaca_rows(1300), indent=1), encoding="utf-8")
     (tmp_path / "b.json").write_text(json.dumps(alpaca_rows(700, 5000)), encoding="utf-8")
-    info = {"a": {"file_name": "a.json"}, "b": {"file_name": "b.json"}, "b100": {"file_name": "b.json",
-                                                                                "num_samples": 100},
-            "b1500": {"file_name": "b.json", "num_samples": 1500}}
+    columns = {"prompt": "instruction", "query": "input", "response": "output", "history": "history"}
+    info = {"a": {"file_name": "a.json", "columns": columns}, "b": {"file_name": "b.json", "columns": columns},
+            "b100": {"file_name": "b.json", "num_samples": 100, "columns": columns},
+            "b1500": {"file_name": "b.json", "num_samples": 1500, "columns": columns}}
     (tmp_path / "dataset_info.json").write_text(json.dumps(info), encoding="utf-8")
     return tmp_path
 
@@ -209,7 +210,7 @@ def test_rows_of_every_file_type_stream(tmp_path):
     for suffix in ("jsonl", "csv", "parquet"):
         stream = iter_rows(tmp_path / f"r.{suffix}")
         assert next(stream) == rows[0] and list(stream) == rows[1:]
-    assert list(iter_rows(tmp_path / "r.txt")) == [{"text": "one"}, {"text": " two"}]
+    assert list(iter_rows(tmp_path / "r.txt")) == [{"text": "one"}, {"text": ""}, {"text": " two"}]  # as datasets
     (tmp_path / "bad.jsonl").write_text('{"a": 1}\n{"a": }\n', encoding="utf-8")
     stream = iter_rows(tmp_path / "bad.jsonl")
     assert next(stream) == {"a": 1}

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.data.errors import DatasetError
+from engine.data.slices import check_split
 
 INFO_FILE = "dataset_info.json"
 HUB_KEYS = ("hf_hub_url", "ms_hub_url", "om_hub_url", "script_url", "cloud_file_name")
@@ -45,6 +46,8 @@ class DatasetSpec:
         media_dir: The folder relative media paths are resolved against (LLaMA-Factory's ``media_dir``; None:
             ``dataset_dir``).
         num_samples: Rows to take from this dataset (dataset_info's ``num_samples``), or None.
+        split: A local file's ``split`` (dataset_info's, e.g. ``train[:10%]``: :mod:`engine.data.slices`), or None
+            for every row; hub entries keep theirs in ``hub``.
     """
 
     name: str
@@ -58,6 +61,7 @@ class DatasetSpec:
     hub: dict[str, Any] | None = None
     """For hub entries: ``kind`` (hf_hub, ms_hub, om_hub), ``repo``, ``subset``, ``split``, ``folder``, ``revision``."""
     media_dir: Path | None = None
+    split: str | None = None
 
 
 def info_path(dataset_dir: str | os.PathLike) -> Path:
@@ -169,9 +173,11 @@ def _entry_spec(name: str, entry: dict[str, Any], dataset_dir: Path) -> DatasetS
         raise DatasetError(
             f"Dataset {name!r}: file not found: {path}. Put the file there or fix `file_name` in {INFO_FILE}."
         )
+    split = entry.get("split")
+    check_split(name, split)  # datasets' split syntax; the rows are sliced as they are read
     return DatasetSpec(name=name, path=path, formatting=formatting, ranking=bool(entry.get("ranking", False)),
                        columns=dict(columns), tags=dict(tags), dataset_dir=dataset_dir,
-                       num_samples=entry.get("num_samples"))
+                       num_samples=entry.get("num_samples"), split=split)
 
 
 def resolve_dataset(name: str, dataset_dir: str | os.PathLike) -> DatasetSpec:

@@ -309,6 +309,8 @@ def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
         return example
     if isinstance(response, list):
         response = response[0] if response else None
+    if isinstance(response, (int, float)) and not isinstance(response, bool):  # a CSV column of numbers: LLaMA-
+        response = None  # Factory takes only text as the reply (the row has none, so sft skips it)
     if response is not None:  # a text, even an empty one, is the reply (LLaMA-Factory: any string)
         messages.append({"role": "assistant", "content": _text(response, f"column {columns['response']!r}")})
     return _base(row, spec, columns, system, messages)

@@ -81,6 +81,9 @@ def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: 
     rows = iter_spec_rows(spec)
     head = next(rows, None)
     if head is None:
+        if spec.split:
+            raise DatasetError(f"Dataset {name!r}: `split: {spec.split}` in dataset_info.json selects no rows of "
+                               f"{spec.path}; change the slice or remove `split`.")
         raise DatasetError(f"Dataset {name!r} ({spec.path}) is empty; add rows to it.")
     sample = spec.num_samples if spec.num_samples and not first else None
     limit = None if sample else min((n for n in (max_samples, spec.num_samples) if n), default=None)

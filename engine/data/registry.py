@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.data.errors import DatasetError
+from engine.data.slices import check_split
 
 INFO_FILE = "dataset_info.json"
 HUB_KEYS = ("hf_hub_url", "ms_hub_url", "om_hub_url", "script_url", "cloud_file_name")
@@ -54,6 +55,8 @@ class DatasetSpec:
             None for a dataset named by its path, whose layout is detected (our own defaults).
         lf_tags: Likewise the sharegpt tags of an entry that sets ``tags`` (the ones it leaves out are None, so a
             turn with such a role makes the row unusable, as there), or None (the defaults).
+        split: A local file's ``split`` (dataset_info's, e.g. ``train[:10%]``: :mod:`engine.data.slices`), or None
+            for every row; hub entries keep theirs in ``hub``.
     """
 
     name: str
@@ -69,6 +72,7 @@ class DatasetSpec:
     media_dir: Path | None = None
     lf_columns: dict[str, str | None] | None = None
     lf_tags: dict[str, str | None] | None = None
+    split: str | None = None
 
 
 def entry_columns(entry: dict[str, Any]) -> dict[str, str | None]:
@@ -195,9 +199,11 @@ def _entry_spec(name: str, entry: dict[str, Any], dataset_dir: Path) -> DatasetS
         raise DatasetError(
             f"Dataset {name!r}: file not found: {path}. Put the file there or fix `file_name` in {INFO_FILE}."
         )
+    split = entry.get("split")
+    check_split(name, split)  # datasets' split syntax; the rows are sliced as they are read
     return DatasetSpec(name=name, path=path, formatting=formatting, ranking=bool(entry.get("ranking", False)),
                        columns=dict(columns), tags=dict(tags), dataset_dir=dataset_dir,
-                       num_samples=entry.get("num_samples"), **lf)
+                       num_samples=entry.get("num_samples"), split=split, **lf)
 
 
 def resolve_dataset(name: str, dataset_dir: str | os.PathLike) -> DatasetSpec:

@@ -1,6 +1,7 @@
 """Rows of a data file read one at a time, so a large file is never held whole in memory.
 
-``iter_rows(path)`` yields the row dicts of a file or a folder of files: JSON lines, CSV and text line by line,
+``iter_rows(path)`` yields the row dicts of a file or a folder of files: JSON lines and text line by line, CSV as
+``datasets`` reads it (pandas, 10,000 rows at a time),
 Parquet by record batches, and a ``.json`` list object by object through :class:`JsonListReader` (a streaming
 parser over a buffered read, on ``json.JSONDecoder.raw_decode``). The rows, and every error (its text, line and
 column), are those of reading the whole file at once (:mod:`engine.data.readers` keeps that list interface).
@@ -8,7 +9,6 @@ column), are those of reading the whole file at once (:mod:`engine.data.readers`
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +19,8 @@ from engine.data.errors import DatasetError
 BUFFER_CHARS = 1 << 20
 """Characters read at a time from a ``.json`` file (a row longer than that grows the buffer as needed)."""
 PARQUET_BATCH_ROWS = 2048
+CSV_CHUNK_ROWS = 10_000
+"""Rows of a CSV file pandas reads (and types) at a time: datasets' csv builder's ``chunksize``."""
 
 TOO_DEEP = "lists or objects nested too deeply to be read (a row needs only a few levels)"
 """The message for a value Python's json cannot decode for its depth (it raises RecursionError)."""
@@ -190,13 +192,70 @@ def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def iter_csv(path: Path) -> Iterator[dict[str, Any]]:
-    """Rows of a CSV file with a header row."""
-    with path.open(encoding="utf-8-sig", newline="") as handle:
-        reader = csv.DictReader(handle)
-        if not reader.fieldnames:
-            raise DatasetError(f"{path} has no header row; the first line must name the columns.")
-        for row in reader:
-            yield dict(row)
+    """Rows of a CSV file with a header row, the values ``datasets`` reads for LLaMA-Factory: pandas' ``read_csv``
+    with its defaults, :data:`CSV_CHUNK_ROWS` rows at a time, each chunk made an Arrow table. So pandas' missing-value
+    strings ('', NA, N/A, NULL, null, None, NaN, nan, #N/A, <NA>, ...) are None, and a column pandas reads as
+    numbers (or True/False) holds ints or floats (bools): ints with a missing value are floats. Types are inferred
+    per chunk and a later chunk is cast to the first one's types, as datasets' writer casts it (a cast that fails
+    fails there too)."""
+    import pandas as pd
+    import pyarrow as pa
+
+    try:
+        reader = pd.read_csv(path, iterator=True, chunksize=CSV_CHUNK_ROWS)
+    except pd.errors.EmptyDataError:
+        raise DatasetError(f"{path} has no header row; the first line must name the columns.") from None
+    except pd.errors.ParserError as err:
+        raise DatasetError(f"{path} is not a readable CSV file: {err}") from None
+    schema = None
+    start = 0
+    with reader:
+        while True:
+            try:
+                frame = next(reader)
+            except StopIteration:
+                return
+            except pd.errors.ParserError as err:
+                raise DatasetError(f"{path} is not a readable CSV file: {err}") from None
+            try:
+                table = pa.Table.from_pandas(frame)
+            except (OverflowError, pa.ArrowException):  # pandas 3 reads integers past 64 bits as Python ints
+                table = pa.Table.from_pandas(_big_ints_as_text(frame))
+            if schema is None:
+                schema = table.schema
+            elif not table.schema.equals(schema, check_metadata=False):
+                table = _cast_chunk(path, table, schema, start)
+            start += table.num_rows
+            yield from table.to_pylist()
+
+
+def _big_ints_as_text(frame: Any) -> Any:
+    """Columns of Python ints (integers past 64 bits, which pandas 3 keeps as ints and Arrow cannot hold) as the
+    text pandas 2 reads them as."""
+    frame = frame.copy()
+    for name in frame.columns:
+        if frame[name].dtype == object:
+            frame[name] = frame[name].map(lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool) else v)
+    return frame
+
+
+def _cast_chunk(path: Path, table: Any, schema: Any, start: int) -> Any:
+    """A later chunk of a CSV file cast to the first chunk's column types, by datasets' own cast."""
+    from datasets.features import Features
+    from datasets.table import table_cast
+
+    try:
+        return table_cast(table, Features.from_arrow_schema(schema).arrow_schema)
+    except Exception as err:  # pyarrow's ArrowInvalid, datasets' ValueError / TypeError
+        changed = [f"{field.name!r} ({field.type} from row {start + 1:,} on, {schema.field(field.name).type} "
+                   "before)" for field in table.schema
+                   if field.name in schema.names and field.type != schema.field(field.name).type]
+        raise DatasetError(
+            f"{path}: pandas reads CSV {CSV_CHUNK_ROWS:,} rows at a time and infers each column's type per chunk; "
+            f"column {', '.join(changed) or '?'} cannot take the first chunk's type ({str(err).splitlines()[0]}). "
+            "LLaMA-Factory (datasets) fails on this file too. Make the column hold one kind of value throughout, "
+            "or convert the file to JSON lines."
+        ) from None
 
 
 def iter_parquet(path: Path) -> Iterator[dict[str, Any]]:

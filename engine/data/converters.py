@@ -177,7 +177,10 @@ def _parts(content: Any) -> tuple[str, str | None, list[Any], dict[str, list[Any
     return "".join(texts), ("\n".join(thinking) if thinking else None), calls, media
 
 
-def _convert_turn(turn: Any, tags: dict[str, str], role_map: dict[str, str], media: dict[str, list[Any]]) -> dict:
+def _convert_turn(turn: Any, tags: dict[str, str], role_map: dict[str, str], media: dict[str, list[Any]],
+                  exact: bool = False) -> dict:
+    """One turn as a canonical message; ``exact`` (an ``openai`` entry of dataset_info.json) reads it as LLaMA-Factory
+    does: no ``reasoning_content``/``thinking`` keys, and a turn with ``tool_calls`` keeps the calls alone."""
     if not isinstance(turn, dict):
         raise RowError("a turn is not an object")
     raw_role = turn.get(tags["role_tag"], turn.get("role", turn.get("from")))
@@ -190,12 +193,12 @@ def _convert_turn(turn: Any, tags: dict[str, str], role_map: dict[str, str], med
         media.setdefault(column, []).extend(items)
     if turn.get("tool_calls"):
         calls.extend(turn["tool_calls"])
-    for key in ("reasoning_content", "thinking"):
+    for key in () if exact else ("reasoning_content", "thinking"):
         if turn.get(key):
             thinking = _text(turn[key], "reasoning")
     if role == "function" or (role == "assistant" and calls):
         message = {"role": "function", "content": _calls_json(calls if calls else text)}
-        if calls and text.strip():
+        if calls and text.strip() and not exact:
             message["text"] = text
     else:  # an empty turn stays, as in LLaMA-Factory (an empty reply trains the end of turn alone)
         message = {"role": role, "content": text}
@@ -225,12 +228,15 @@ def _turns(row: dict[str, Any], spec: DatasetSpec, default_tags: dict[str, str])
     turns = row.get(columns["messages"])
     if not isinstance(turns, list) or not turns:
         raise RowError(f"column {columns['messages']!r} is missing or not a list of turns")
+    exact = spec.lf_columns is not None  # an `openai` entry of dataset_info.json: LLaMA-Factory's OpenAI converter
     media: dict[str, list[Any]] = {}
-    messages = [_convert_turn(turn, tags, role_map, media) for turn in turns]
-    system = _text(row.get(columns["system"]), "the system column") if columns.get("system") else ""
-    if messages[0]["role"] == "system":
-        system = system or messages[0]["content"]
-        messages = messages[1:]
+    messages = [_convert_turn(turn, tags, role_map, media, exact) for turn in turns]
+    if messages[0]["role"] == "system":  # a leading system turn comes before the system column, as there
+        system, messages = messages[0]["content"], messages[1:]
+    else:
+        system = _text(row.get(columns["system"]), "the system column") if columns.get("system") else ""
+    if exact:
+        system = _openai_entry_system(system, row.get(columns["tools"]) if columns.get("tools") else "")
     merged: list[dict[str, Any]] = []
     for message in messages:
         if message["role"] == "system":
@@ -246,9 +252,24 @@ def _turns(row: dict[str, Any], spec: DatasetSpec, default_tags: dict[str, str])
         if items and not example[column]:
             example[column] = _media({column: items}, column, spec, column)
     if spec.ranking:
-        example["chosen"] = _convert_turn(row.get(columns["chosen"]), tags, role_map, {})
-        example["rejected"] = _convert_turn(row.get(columns["rejected"]), tags, role_map, {})
+        example["chosen"] = _convert_turn(row.get(columns["chosen"]), tags, role_map, {}, exact)
+        example["rejected"] = _convert_turn(row.get(columns["rejected"]), tags, role_map, {}, exact)
     return example
+
+
+def _openai_entry_system(system: str, tools: Any) -> str:
+    """The system prompt LLaMA-Factory 0.9.5's OpenAI converter makes: without tools it asks for "detailed thinking
+    off" (alone, or after the given prompt unless that already says on or off); with tools a given prompt gains a
+    line break."""
+    if isinstance(tools, (dict, list)):
+        tools = json.dumps(tools, ensure_ascii=False)
+    if not system:
+        return "" if tools else "detailed thinking off"
+    if tools:
+        return system + "\n"
+    if "detailed thinking on" in system or "detailed thinking off" in system:
+        return system
+    return system + "\ndetailed thinking off"
 
 
 def _base(row: dict[str, Any], spec: DatasetSpec, columns: dict[str, str], system: str,

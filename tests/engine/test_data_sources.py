@@ -71,7 +71,8 @@ def test_openai_layout_with_tool_calls_parts_and_media(fixture_data_dir):
     examples = load_examples(args(fixture_data_dir), "openai_small", "sft")
     assert len(examples) == 3
     tool_row = examples[0]
-    assert tool_row["system"] == "Use tools when needed."
+    assert tool_row["system"] == "Use tools when needed.\n"  # LLaMA-Factory's OpenAI converter adds it with tools
+    assert examples[1]["system"] == "detailed thinking off"  # and, without tools or a system prompt, this one
     assert [m["role"] for m in tool_row["messages"]] == ["user", "function", "observation", "assistant"]
     # OpenAI's arguments are JSON text, and stay text, as LLaMA-Factory writes them (quoted) in training rows
     assert json.loads(tool_row["messages"][1]["content"]) == [{"name": "get_weather", "arguments": '{"city": "Rome"}'}]

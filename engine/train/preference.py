@@ -1,4 +1,4 @@
-"""Reward modelling, DPO (sigmoid/hinge/ipo, plus ORPO and SimPO) and KTO, on TRL's trainers.
+"""Reward modelling, DPO (sigmoid/hinge/ipo) and KTO on TRL's trainers; ORPO and SimPO on LLaMA-Factory's losses.
 
 Our data layer tokenizes with the chosen template and hands TRL pre-tokenized columns, so every stage sees
 exactly the same prompt format as SFT and chat.
@@ -135,69 +135,23 @@ def _with_media(trainer: Any, bundle: Any, stage: str) -> Any:
 
 
 def _build_odds_ratio_family(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Any:
-    """ORPO and SimPO have no reference model; TRL keeps them in ``trl.experimental`` and tokenizes text itself."""
+    """ORPO and SimPO have no reference model: LLaMA-Factory's losses on our pairs (``engine.train.odds_ratio``)."""
+    from torch import nn
+    from transformers import TrainingArguments
+
+    from engine.train.odds_ratio import OddsRatioTrainer, PairCollator
+
     ft = cfg.finetuning
-    train = _as_text(_train_set(bundle), tokenizer)
-    evaluation = _as_text(bundle.eval, tokenizer) if bundle.eval is not None else None
-    common = {"beta": ft.pref_beta, "max_length": cfg.data.cutoff_len}
-    if ft.pref_loss == "orpo":
-        from trl.experimental.orpo import ORPOConfig, ORPOTrainer
-
-        args = build_args(ORPOConfig, cfg, has_eval=evaluation is not None, **common)
-        trainer_cls = ORPOTrainer
-    else:
-        from trl.experimental.cpo import CPOConfig, CPOTrainer
-
-        args = build_args(
-            CPOConfig, cfg, has_eval=evaluation is not None, loss_type="simpo", cpo_alpha=ft.pref_ftx,
-            simpo_gamma=ft.simpo_gamma, **common,
-        )
-        trainer_cls = CPOTrainer
-    return _counting_pair_tokens(trainer_cls)(
-        model=model, args=args, train_dataset=train, eval_dataset=evaluation, processing_class=tokenizer,
-        callbacks=callbacks,
+    for module in model.modules():  # as LLaMA-Factory's preference trainer does (disable_dropout)
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    args = build_args(TrainingArguments, cfg, has_eval=bundle.eval is not None)
+    return OddsRatioTrainer(
+        model=model, args=args, train_dataset=_train_set(bundle), eval_dataset=bundle.eval,
+        processing_class=tokenizer, data_collator=PairCollator(pad), callbacks=callbacks,
+        loss=ft.pref_loss, beta=ft.pref_beta, gamma=ft.simpo_gamma, ftx=ft.pref_ftx,
     )
-
-
-def _counting_pair_tokens(base: type) -> type:
-    """``base`` (TRL's ORPO or CPO trainer) counting the tokens it trains on as DPO's trainer does.
-
-    Their batches hold ``chosen_*`` and ``rejected_*`` sequences (each the prompt and one answer) and no
-    ``input_ids``, so transformers' token counter found nothing to count: ``num_input_tokens_seen`` stayed 0 (no
-    tokens/s on the board) and it logged a warning on every micro-batch. Counted here: the non-padding tokens of
-    both sequences (``include_num_input_tokens_seen: non_padding``, the engine's setting), or all of them
-    (``all``), summed over processes, which is what DPO's trainer counts over its chosen and rejected halves."""
-    import torch
-
-    class PairTokenCounting(base):
-        def _track_num_input_tokens(self, inputs):
-            mode = self.args.include_num_input_tokens_seen
-            names = ("chosen", "rejected")
-            if mode == "no" or not all(f"{name}_input_ids" in inputs for name in names):
-                return super()._track_num_input_tokens(inputs)
-            count = 0
-            for name in names:
-                mask = inputs.get(f"{name}_attention_mask")
-                count += int(mask.sum()) if mode == "non_padding" and mask is not None \
-                    else inputs[f"{name}_input_ids"].numel()
-            tokens = torch.as_tensor(count, device=self.args.device, dtype=torch.int64)
-            self.state.num_input_tokens_seen += self.accelerator.gather(tokens).sum().item()
-
-    PairTokenCounting.__name__ = PairTokenCounting.__qualname__ = base.__name__
-    return PairTokenCounting
-
-
-def _as_text(dataset: Any, tokenizer: Any) -> Any:
-    """Pre-tokenized preference rows back to prompt/chosen/rejected text for TRL's text-only trainers."""
-
-    def decode(row: dict) -> dict:
-        return {
-            "prompt": tokenizer.decode(row["prompt_ids"], skip_special_tokens=False),
-            "chosen": tokenizer.decode(row["chosen_ids"], skip_special_tokens=False),
-            "rejected": tokenizer.decode(row["rejected_ids"], skip_special_tokens=False),
-        }
-
-    return dataset.map(decode, remove_columns=dataset.column_names)
 
 
 def build_kto_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Any:

@@ -107,34 +107,84 @@ def test_lora_on_the_output_head_is_refused_where_trl_scores_through_a_fused_hea
     assert train(example, tmp_path / "whole", "additional_target=lm_head") == 0  # a full copy scores right
 
 
-def test_orpo_and_simpo_count_the_tokens_of_both_answers():
-    """ORPO's and CPO's batches have chosen_* and rejected_* sequences and no input_ids: the count is what DPO's
-    trainer counts over its two halves (non-padding tokens, or all of them), with no warning per micro-batch."""
+# LLaMA-Factory 0.9.5's get_batch_logps, odds_ratio_loss and simpo_loss on the inputs of _seeded_pairs(), read
+# from its own code (CustomDPOTrainer's methods and trainer_utils.get_batch_logps in its environment)
+LF_PAIR_VALUES = {
+    "logps": [-19.014638900756836, -9.417325973510742, -16.29729461669922, -14.739496231079102],
+    "lengths": [4, 2, 4, 4],
+    "orpo_0.1": [4.863166809082031, 4.842940330505371], "simpo_0.1_0.5": [1.0169020891189575, 1.0390245914459229],
+    "orpo_0.25": [5.0274271965026855, 5.044356346130371], "simpo_0.25_1.0": [1.4401805400848389, 1.5065549612045288],
+}
+
+
+def _seeded_pairs():
     import torch
-    from transformers import Trainer
 
-    from engine.train.preference import _counting_pair_tokens
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(4, 7, 11, generator=generator) * 2
+    labels = torch.randint(0, 11, (4, 7), generator=generator)
+    labels[:, :3] = -100
+    labels[1, 5:] = -100
+    return logits, labels
 
-    class Base(Trainer):  # only what the counter touches
-        def __init__(self, mode):
-            self.args = type("Args", (), {"include_num_input_tokens_seen": mode, "device": "cpu"})()
-            self.state = type("State", (), {"num_input_tokens_seen": 0})()
-            self.accelerator = type("Acc", (), {"gather": staticmethod(lambda t: t)})()
-            self.model = torch.nn.Linear(1, 1)
-            self.processing_class = None
 
-    batch = {"chosen_input_ids": torch.ones(2, 5, dtype=torch.long),
-             "chosen_attention_mask": torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]),
-             "rejected_input_ids": torch.ones(2, 4, dtype=torch.long),
-             "rejected_attention_mask": torch.tensor([[1, 1, 0, 0], [1, 1, 1, 0]])}
-    counted = {}
-    for mode in ("non_padding", "all", "no"):
-        trainer = _counting_pair_tokens(Base)(mode)
-        trainer._track_num_input_tokens(batch)
-        trainer._track_num_input_tokens(batch)
-        counted[mode] = trainer.state.num_input_tokens_seen
-    assert counted == {"non_padding": 2 * (8 + 5), "all": 2 * (10 + 8), "no": 0}
-    assert _counting_pair_tokens(Base).__name__ == "Base"
+def test_orpo_and_simpo_losses_equal_llamafactorys():
+    import torch
+
+    from engine.train.odds_ratio import answer_logps, pair_losses
+
+    logits, labels = _seeded_pairs()
+    sums, lengths = answer_logps(logits, labels)
+    assert torch.allclose(sums, torch.tensor(LF_PAIR_VALUES["logps"]), atol=1e-5)
+    assert lengths.tolist() == LF_PAIR_VALUES["lengths"]
+    means = sums / lengths
+    for beta, gamma in ((0.1, 0.5), (0.25, 1.0)):
+        orpo, _ = pair_losses(means[:2], means[2:], "orpo", beta, gamma, 0.0)
+        simpo, _ = pair_losses(means[:2], means[2:], "simpo", beta, gamma, 0.0)
+        assert torch.allclose(orpo, torch.tensor(LF_PAIR_VALUES[f"orpo_{beta}"]), atol=1e-5)
+        assert torch.allclose(simpo, torch.tensor(LF_PAIR_VALUES[f"simpo_{beta}_{gamma}"]), atol=1e-5)
+    with_ftx, sft = pair_losses(means[:2], means[2:], "simpo", 0.1, 0.5, 0.3)
+    assert torch.allclose(with_ftx, torch.tensor(LF_PAIR_VALUES["simpo_0.1_0.5"]) + 0.3 * -means[:2], atol=1e-5)
+
+
+def test_orpo_pairs_are_our_tokens_chosen_first_with_only_the_answers_labelled():
+    """The exact rows DPO trains on (TRL's experimental ORPO/CPO re-tokenized decoded text: an EOS of its own after
+    the template's end of turn, its own truncation)."""
+    from engine.train.odds_ratio import PairCollator
+
+    batch = PairCollator(0)([{"prompt_ids": [5, 6], "chosen_ids": [7, 8, 9], "rejected_ids": [3]},
+                             {"prompt_ids": [4], "chosen_ids": [], "rejected_ids": [2, 2]}])
+    assert batch["input_ids"].tolist() == [[5, 6, 7, 8, 9, 0, 0, 0], [4, 0, 0, 0, 0, 0, 0, 0],
+                                           [5, 6, 3, 0, 0, 0, 0, 0], [4, 2, 2, 0, 0, 0, 0, 0]]
+    assert batch["labels"].tolist() == [[-100, -100, 7, 8, 9, -100, -100, -100], [-100] * 8,
+                                        [-100, -100, 3, -100, -100, -100, -100, -100],
+                                        [-100, 2, 2, -100, -100, -100, -100, -100]]
+    assert batch["attention_mask"].sum(-1).tolist() == [5, 1, 3, 3]
+
+
+@pytest.mark.parametrize("loss", ["orpo", "simpo"])
+def test_a_pair_left_without_an_answer_token_adds_nothing_instead_of_nan(loss):
+    from collections import defaultdict
+
+    import torch
+
+    from engine.train.odds_ratio import OddsRatioTrainer
+
+    trainer = OddsRatioTrainer.__new__(OddsRatioTrainer)  # only what compute_loss touches
+    trainer.pref_loss, trainer.beta, trainer.gamma, trainer.ftx = loss, 0.1, 0.5, 0.0
+    trainer._pair_metrics = {"train": defaultdict(list)}
+    trainer.model = torch.nn.Linear(1, 1)
+    logits, labels = _seeded_pairs()
+    labels[1] = -100  # the second pair's chosen answer was cut to nothing
+
+    class Model(torch.nn.Module):
+        def forward(self, **_):
+            return type("Out", (), {"logits": logits})()
+
+    value = trainer.compute_loss(Model(), {"input_ids": labels.clamp(min=0), "attention_mask": labels * 0 + 1,
+                                           "labels": labels})
+    first = LF_PAIR_VALUES["orpo_0.1" if loss == "orpo" else "simpo_0.1_0.5"][0]
+    assert torch.isfinite(value) and abs(float(value) - first / 2) < 1e-5  # the other pair adds 0 to the mean
 
 
 def test_user_errors_exit_2_without_traceback(tmp_path, capsys):

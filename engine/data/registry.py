@@ -339,6 +339,10 @@ def register_dataset(dataset_dir: str | os.PathLike, name: str, file_name: str, 
     return entry
 
 
+DETECT_ROWS = 1000
+"""Rows read to find a registered file's columns."""
+
+
 def _detect_entry(path: Path) -> tuple[str, bool, dict[str, str], dict[str, str]]:
     """Formatting, ranking, columns and tags (dataset_info.json style) detected from a data file."""
     from engine.data.converters import ALPACA_COLUMNS, OPENAI_TAGS, detect_format
@@ -346,17 +350,29 @@ def _detect_entry(path: Path) -> tuple[str, bool, dict[str, str], dict[str, str]
 
     if not path.exists():
         raise DatasetError(f"Data file not found: {path}; put the file in the dataset folder first.")
-    rows = list(itertools.islice(iter_rows(path), 1))  # the layout comes from the first row
+    # the layout from the first rows' columns (any of them holding one): the entry is read as LLaMA-Factory reads
+    # it, only the columns it names, so a column the first row happens to lack must be named too
+    merged: dict[str, Any] = {}
+    for row in itertools.islice(iter_rows(path), DETECT_ROWS):
+        if isinstance(row, dict):
+            for key, value in row.items():
+                if merged.get(key) in (None, "", []):
+                    merged[key] = value
+    rows = [merged] if merged else []
     spec = detect_format(DatasetSpec(name=path.name, path=path, formatting="auto"), rows)
+    # every column found is written: an entry is read as LLaMA-Factory reads it, only the columns it names
     columns = dict(spec.columns)
     if spec.formatting == "openai":
-        tags = {key: OPENAI_TAGS[key] for key in ("role_tag", "content_tag", "user_tag", "assistant_tag",
-                                                   "observation_tag", "system_tag")}
-        return "sharegpt", spec.ranking, columns, tags
+        tags = {key: OPENAI_TAGS[key] for key in TAG_KEYS}
+        turns = (rows[0].get(columns.get("messages", "messages")) if rows else None) or []
+        calls = any(isinstance(turn, dict) and (turn.get("tool_calls") or turn.get("role") == "tool") for turn in turns)
+        # tool calls need the OpenAI converter (LLaMA-Factory's sharegpt one reads no `tool_calls`); without them
+        # sharegpt with these tags reads the same turns and adds no system prompt of its own
+        return ("openai" if calls else "sharegpt"), spec.ranking, columns, tags
     if spec.formatting == "text":
         return "alpaca", False, {"prompt": "text"}, {}
-    if spec.formatting == "alpaca":
-        columns = {key: value for key, value in columns.items() if key == "kto_tag" or ALPACA_COLUMNS[key] != value}
+    if spec.formatting == "alpaca" and columns == {key: ALPACA_COLUMNS[key] for key in ("prompt", "query", "response")}:
+        columns = {}  # LLaMA-Factory's defaults: an entry without `columns` reads exactly these
     return spec.formatting, spec.ranking, columns, {}
 
 

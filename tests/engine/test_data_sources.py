@@ -315,7 +315,20 @@ def test_register_dataset(data_dir):
     fresh.mkdir()
     shutil.copy(data_dir / "alpaca_small.json", fresh / "a.json")
     register_dataset(fresh, "a", "a.json")
-    assert json.loads((fresh / "dataset_info.json").read_text()) == {"a": {"file_name": "a.json"}}
+    # its second row has a system prompt and its third a history: named, since only named columns are read
+    assert json.loads((fresh / "dataset_info.json").read_text()) == {"a": {"file_name": "a.json", "columns": {
+        "prompt": "instruction", "query": "input", "response": "output", "system": "system", "history": "history"}}}
+    assert load_examples(args(fresh), "a", "sft")[1]["system"] == "You are a calculator."
+    (fresh / "plain.json").write_text(json.dumps([{"instruction": "a", "input": "", "output": "b"}]))
+    assert "columns" not in register_dataset(fresh, "plain", "plain.json")  # LLaMA-Factory's own defaults
+    (fresh / "calls.jsonl").write_text(json.dumps({"messages": [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "w", "arguments": "{}"}}]},
+        {"role": "tool", "content": "sunny"}, {"role": "assistant", "content": "Sunny."}]}) + "\n")
+    calls = register_dataset(fresh, "calls", "calls.jsonl")
+    assert calls["formatting"] == "openai"  # tool calls need the OpenAI converter
+    assert [m["role"] for m in load_examples(args(fresh), "calls", "sft")[0]["messages"]] == \
+        ["user", "function", "observation", "assistant"]
 
 
 # ------------------------------------------------------------------------------------------ mixing / split

@@ -19,6 +19,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from engine.data.registry import media_column
 from engine.multimodal.plugins import KIND_WORD, PLACEHOLDERS
 from engine.multimodal.processor import TORCHVISION_FIX, has_torchvision
 
@@ -50,7 +51,7 @@ def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tu
     text = json.dumps([row.get(columns.get(key, key)) for key in TEXT_COLUMNS], ensure_ascii=False)
     problems = []
     for kind, tag in PLACEHOLDERS.items():
-        items = _media_items(row, spec.columns.get(kind, kind))
+        items = _media_items(row, media_column(spec, kind))
         count = text.count(tag)
         if count != len(items):
             problems.append(f"{count} {tag} placeholder(s) but {len(items)} {KIND_WORD[kind]} file(s): put one {tag} "
@@ -144,14 +145,14 @@ def check_media(cfg: Any) -> list[str]:
         for index, row in enumerate(rows):
             if isinstance(row, dict):
                 found += [f"Dataset `{name}` row {index}: {p}." for p in _row_problems(row, spec, probed, allowed)]
-        videos = sum(bool(_media_items(row, spec.columns.get("videos", "videos"))) for row in rows
+        videos = sum(bool(_media_items(row, media_column(spec, "videos"))) for row in rows
                      if isinstance(row, dict))
         if videos and "videos" in allowed and not has_torchvision() and not getattr(plugin, "pil_video", False):
             found.append(f"Dataset `{name}`: {videos} row(s) have video, and {TORCHVISION_FIX}.")
         if len(found) > MAX_LISTED:
             found = found[:MAX_LISTED] + [f"Dataset `{name}`: {len(found) - MAX_LISTED} more media problems."]
         problems += found
-        with_media = with_media or any(_media_items(row, spec.columns.get(kind, kind)) for row in rows
+        with_media = with_media or any(_media_items(row, media_column(spec, kind)) for row in rows
                                        if isinstance(row, dict) for kind in PLACEHOLDERS)
     if with_media:
         problems += _stage_problems(cfg)

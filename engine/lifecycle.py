@@ -12,6 +12,7 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -152,10 +153,10 @@ class JobContext:
         too_large = exc_type is not None and not disk_full and is_file_too_large(exc)
         if disk_full:
             self.status = "failed"
-            self.error = self._disk_full_error()
+            self.error = self._storage_error(disk_full_message)
         elif too_large:
             self.status = "failed"
-            self.error = self._too_large_error()
+            self.error = self._storage_error(file_too_large_message)
         elif exc_type is None:
             self.status = "aborted" if self.abort_requested else self.status
         elif issubclass(exc_type, (AbortRequested, KeyboardInterrupt)):
@@ -208,24 +209,15 @@ class JobContext:
         except (OSError, ValueError, TypeError) as err:
             logger.error("Could not record the outcome in %s: %s", self.folder.run_path, err)
 
-    def _too_large_error(self) -> str:
-        """The file-size message; torn checkpoints are removed as for a full disk."""
+    def _storage_error(self, message: Callable[..., str]) -> str:
+        """A full disk's or a too-large file's message (``message``: :func:`disk_full_message` or
+        :func:`file_too_large_message`); torn checkpoints (useless for resuming) are removed first, to make room."""
         removed = remove_torn(self.folder.path)
         latest, _ = latest_complete(self.folder.path)
-        message = file_too_large_message(self.folder.path, then="resume the run" if latest else "start the run again")
+        text = message(self.folder.path, then="resume the run" if latest else "start the run again")
         if removed:
-            message += f" Removed the incomplete {', '.join(removed)} (it could not be resumed from)."
-        return message
-
-    def _disk_full_error(self) -> str:
-        """The disk-full message; torn checkpoints (useless for resuming) are removed to make room for it."""
-        removed = remove_torn(self.folder.path)
-        latest, _ = latest_complete(self.folder.path)
-        message = disk_full_message(self.folder.path, then="resume the run" if latest else "start the run again")
-        if removed:
-            message += f" Removed the incomplete {', '.join(removed)} (it could not be resumed from)."
-        return message
-
+            text += f" Removed the incomplete {', '.join(removed)} (it could not be resumed from)."
+        return text
 
 PEER_GONE = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "NCCL communicator was aborted",
              "Socket Timeout", "Connection refused")

@@ -328,9 +328,10 @@ def allowed_roots(workspace_root: Path, given: Iterable[str] | None = None) -> l
 def path_problems(mapping: dict[str, Any], roots: list[Path]) -> list[str]:
     """A problem for every folder of :data:`PATH_KEYS` outside the allowed roots."""
     problems = []
+    ray = bool(mapping.get("use_ray")) or os.environ.get("USE_RAY", "").lower() in ("1", "true")
     for key in PATH_KEYS:
         value = mapping.get(key)
-        if value in (None, ""):
+        if value in (None, "") or (key == "ray_storage_path" and not ray):  # only Ray writes there
             continue
         path = Path(str(value)).expanduser()
         if not path.is_absolute():

@@ -204,9 +204,10 @@ def test_api_paths_must_stay_under_the_allowed_roots(board, tmp_path, monkeypatc
     assert auto.submit_run(base + f"tokenized_path: {outside / 'tok'}\n")
     monkeypatch.setenv(ALLOWED_ROOTS_ENV, f"/srv/a{os.pathsep}/srv/b")
     assert allowed_roots(Path("/w"), None) == [Path("/w"), Path("/srv/a"), Path("/srv/b")]
-    for key in ("cache_dir", "ray_storage_path"):  # hub downloads and Ray's results are written too
-        assert "is outside the folders this board may write to" in path_problems({key: "/etc/x"},
-                                                                                   allowed_roots(Path("/w")))[0]
+    for mapping in ({"cache_dir": "/etc/x"}, {"ray_storage_path": "/etc/x", "use_ray": True}):  # hub downloads, Ray
+        assert "is outside the folders this board may write to" in path_problems(mapping, allowed_roots(Path("/w")))[0]
+    # a saved run's whole config (History's Resume) holds Ray's default folder, which nothing writes to without Ray
+    assert path_problems({"ray_storage_path": "./saves", "use_ray": False}, allowed_roots(Path("/w"))) == []
     assert path_problems({"export_dir": "/srv/a/x/../y"}, allowed_roots(Path("/w"))) == []
     assert path_problems({"export_dir": "/srv/a/../c"}, allowed_roots(Path("/w")))
 

@@ -72,11 +72,15 @@ def test_train_on_prompt_and_mask_history(fixture_data_dir, chat_tokenizer):
 
 
 def test_template_options_from_config(fixture_data_dir, chat_tokenizer):
+    cfg = config(fixture_data_dir, dataset="alpaca_small", template="qwen3", default_system="Sys.")
+    row = get_dataset(cfg, chat_tokenizer, get_template("qwen3")).train[0]
+    assert chat_tokenizer.decode(row["input_ids"]).startswith("<|im_start|>system\nSys.<|im_end|>")
     cfg = config(fixture_data_dir, dataset="openai_small", template="qwen3", enable_thinking=False,
                  default_system="Sys.")
     row = get_dataset(cfg, chat_tokenizer, get_template("qwen3")).train[1]
     text = chat_tokenizer.decode(row["input_ids"])
-    assert text.startswith("<|im_start|>system\nSys.<|im_end|>") and "Two plus two" not in text
+    # a `formatting: openai` row without a system prompt or tools gets LLaMA-Factory's own, before default_system
+    assert text.startswith("<|im_start|>system\ndetailed thinking off<|im_end|>") and "Two plus two" not in text
     assert trained_text(chat_tokenizer, row["input_ids"], row["labels"]) == ["4<|im_end|>\n"]
     thinking = get_dataset(config(fixture_data_dir, dataset="openai_small", template="qwen3"), chat_tokenizer,
                            get_template("qwen3")).train[1]

@@ -20,6 +20,7 @@ from app.tabs import strategy as scaleout
 from app.topbar import TopBar, top_values
 from app.widgets import advanced_keys, collect, fill, make_widget
 from app.workspace import LAST_CONFIG, valid_name
+from engine.data.rows import ROW_READERS
 
 PER_ROW = 4
 ADVANCED_SECTIONS = ("model", "data", "finetuning", "train", "methods")
@@ -128,7 +129,7 @@ def build(board: Board) -> TrainTab:
         with gr.Row(equal_height=True):
             upload_file = gr.File(
                 label=L("train_upload"),
-                file_types=[".json", ".jsonl", ".csv", ".parquet", ".txt"],
+                file_types=list(ROW_READERS),  # every extension the engine reads
                 scale=2,
                 height=110,
             )

@@ -1,52 +1,28 @@
-"""Read data files into lists of row dicts: json (a list of objects), jsonl, csv, parquet, txt, and folders.
+"""Read data files into lists of row dicts: json (a list of objects), jsonl, csv, parquet, arrow, txt, and folders.
 
-A ``.txt`` file gives one row ``{"text": line}`` per non-blank line (pre-training text). A folder is read file by
-file in name order; all its data files must share one extension. These are the list forms of the streaming
-readers in :mod:`engine.data.rows` (the loader streams; a list is for small files and checks).
+These are the list forms of the streaming readers in :mod:`engine.data.rows` (the loader streams; a list is for
+small files and checks): ``READERS`` maps each extension to its reader, and :func:`read_rows` reads a file or a
+folder (file by file in name order; all its data files must share one extension).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from engine.data.rows import ROW_READERS, iter_csv, iter_json, iter_jsonl, iter_parquet, iter_rows, iter_text
+from engine.data.rows import ROW_READERS, iter_rows
 
 
-def read_json(path: Path) -> list[dict[str, Any]]:
-    """A JSON file holding a list of objects (a .json file with one object per line is read as JSON lines)."""
-    return list(iter_json(path))
+def _listing(stream: Callable[[Path], Iterator[dict[str, Any]]]) -> Callable[[Path], list[dict[str, Any]]]:
+    def read(path: Path) -> list[dict[str, Any]]:
+        return list(stream(path))
+
+    read.__doc__ = f"All rows of a file, as a list ({stream.__name__})."
+    return read
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """A file with one JSON object per line (blank lines ignored)."""
-    return list(iter_jsonl(path))
-
-
-def read_csv(path: Path) -> list[dict[str, Any]]:
-    """A CSV file with a header row."""
-    return list(iter_csv(path))
-
-
-def read_parquet(path: Path) -> list[dict[str, Any]]:
-    """A Parquet file (needs pyarrow)."""
-    return list(iter_parquet(path))
-
-
-def read_text(path: Path) -> list[dict[str, Any]]:
-    """One ``{"text": line}`` row per non-blank line."""
-    return list(iter_text(path))
-
-
-READERS: dict[str, Callable[[Path], list[dict[str, Any]]]] = {
-    ".json": read_json,
-    ".jsonl": read_jsonl,
-    ".csv": read_csv,
-    ".parquet": read_parquet,
-    ".txt": read_text,
-}
-assert set(READERS) == set(ROW_READERS)
+READERS: dict[str, Callable[[Path], list[dict[str, Any]]]] = {ext: _listing(stream) for ext, stream in ROW_READERS.items()}
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:

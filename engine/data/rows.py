@@ -278,6 +278,29 @@ def iter_parquet(path: Path) -> Iterator[dict[str, Any]]:
         raise DatasetError(f"{path} is not a readable Parquet file: {err}") from err
 
 
+def iter_arrow(path: Path) -> Iterator[dict[str, Any]]:
+    """Rows of an Arrow IPC file (the stream format ``datasets`` writes, or the file format), a record batch at a
+    time, as the ``datasets`` arrow loader LLaMA-Factory uses for ``.arrow`` files reads them."""
+    try:
+        import pyarrow as pa
+    except ImportError as err:
+        raise DatasetError(f"Reading {path} needs pyarrow: pip install pyarrow.") from err
+    with path.open("rb") as handle:
+        try:
+            try:
+                batches: Any = pa.ipc.open_stream(handle)
+            except (OSError, pa.lib.ArrowInvalid):
+                handle.seek(0)
+                reader = pa.ipc.open_file(handle)
+                batches = (reader.get_batch(index) for index in range(reader.num_record_batches))
+            for batch in batches:
+                yield from batch.to_pylist()
+        except DatasetError:
+            raise
+        except Exception as err:  # pyarrow raises several error types for damaged files
+            raise DatasetError(f"{path} is not a readable Arrow file: {err}") from err
+
+
 def iter_text(path: Path) -> Iterator[dict[str, Any]]:
     """One ``{"text": line}`` row per line, blank ones too (as the ``datasets`` text loader LLaMA-Factory uses reads
     them: a blank line trains its EOS alone)."""
@@ -291,6 +314,7 @@ ROW_READERS: dict[str, Callable[[Path], Iterator[dict[str, Any]]]] = {
     ".jsonl": iter_jsonl,
     ".csv": iter_csv,
     ".parquet": iter_parquet,
+    ".arrow": iter_arrow,
     ".txt": iter_text,
 }
 

@@ -259,6 +259,17 @@ def test_readers(tmp_path):
 
     pq.write_table(pa.Table.from_pylist([{"instruction": "q", "output": "a"}]), tmp_path / "d.parquet")
     assert read_rows(tmp_path / "d.parquet") == [{"instruction": "q", "output": "a"}]
+    # .arrow, as datasets' arrow loader (LLaMA-Factory's for that extension) reads it: the stream format datasets
+    # writes, or the file format; a damaged one is named
+    table = pa.Table.from_pylist([{"instruction": f"q{i}", "output": "a"} for i in range(5)])
+    with pa.ipc.new_stream(tmp_path / "s.arrow", table.schema) as writer:
+        writer.write_table(table, max_chunksize=2)
+    with pa.ipc.new_file(tmp_path / "f.arrow", table.schema) as writer:
+        writer.write_table(table, max_chunksize=2)
+    assert read_rows(tmp_path / "s.arrow") == read_rows(tmp_path / "f.arrow") == table.to_pylist()
+    (tmp_path / "bad.arrow").write_bytes(b"not arrow at all")
+    with pytest.raises(DatasetError, match="is not a readable Arrow file"):
+        read_rows(tmp_path / "bad.arrow")
     (tmp_path / "lines.json").write_text('{"text": "a"}\n{"text": "b"}\n')
     assert read_rows(tmp_path / "lines.json") == [{"text": "a"}, {"text": "b"}]
     folder = tmp_path / "parts"

@@ -435,7 +435,9 @@ def detect_format(spec: DatasetSpec, rows: list[dict[str, Any]]) -> DatasetSpec:
         turns = first.get(spec.columns.get("messages", "conversations"))
         if isinstance(turns, list) and turns and isinstance(turns[0], dict) and "from" not in turns[0] \
                 and "role" in turns[0]:
-            return DatasetSpec(**{**spec.__dict__, "formatting": "openai",
+            # LLaMA-Factory cannot read these rows (no `from` tag): read as the OpenAI layout with our own defaults,
+            # not as its OpenAI converter (whose "detailed thinking off" system prompt nobody asked for here)
+            return DatasetSpec(**{**spec.__dict__, "formatting": "openai", "lf_columns": None, "lf_tags": None,
                                   "columns": {"messages": "conversations", **spec.columns}})
     if spec.formatting != "auto":
         return spec

@@ -173,6 +173,16 @@ def test_a_sharegpt_entry_reads_turns_as_llamafactory_does(tmp_path):
     assert [e["messages"][0]["content"] for e in load("no_system_tag")] == ["q5"]
 
 
+def test_a_sharegpt_entry_whose_turns_use_role_and_content_is_read_without_the_openai_entry_rules(tmp_path):
+    """LLaMA-Factory cannot read such rows (no `from` tag); they are read as the OpenAI layout, without the system
+    prompt its OpenAI converter adds to `formatting: openai` entries."""
+    rows = [{"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "q"},
+                          {"role": "assistant", "content": "a"}]},
+            {"messages": [{"role": "user", "content": "q2"}, {"role": "assistant", "content": "a2"}]}]
+    load = _entries(tmp_path, rows, sg={"formatting": "sharegpt", "columns": {"messages": "messages"}})
+    assert [e["system"] for e in load("sg")] == ["S", ""]
+
+
 # ---------------------------------------------------------------------------------------------- errors
 def test_malformed_rows_are_counted(fixture_data_dir, caplog):
     with caplog.at_level(logging.WARNING):

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.hostnames import host_name, is_loopback_name, origin_host
+from engine.hostnames import host_name, names_this_machine, origin_host
 
 ALLOWED_ROOTS_ENV = "LF_BOARD_ALLOWED_ROOTS"
 MAX_UPLOAD_ENV = "LF_BOARD_MAX_UPLOAD_MB"
@@ -101,19 +101,16 @@ class HostGuardMiddleware:
     def __init__(self, app: Any, bind_host: str = "127.0.0.1", open_hosts: bool = False):
         self.app, self.bind_host, self.open_hosts = app, host_name(bind_host), open_hosts
 
-    def allowed(self, name: str) -> bool:
-        return self.open_hosts or is_loopback_name(name) or (bool(name) and name == self.bind_host)
-
     def refusal(self, scope: dict[str, Any]) -> str | None:
         """Why this request is refused, or None."""
         headers = {key.lower(): value for key, value in scope.get("headers") or []}
         host = headers.get(b"host", b"").decode("latin-1")
-        if not self.allowed(host_name(host)):
+        if not names_this_machine(host_name(host), self.bind_host):
             return f"requests for host '{host[:100]}'"
         origin = headers.get(b"origin")
         if origin is not None:
             text = origin.decode("latin-1")
-            if text == "null" or not self.allowed(origin_host(text)):
+            if text == "null" or not names_this_machine(origin_host(text), self.bind_host):
                 return f"requests from the page at '{text[:100]}'"
         return None
 

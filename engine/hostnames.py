@@ -26,6 +26,11 @@ def origin_host(origin: str) -> str:
     return host_name(origin.split("://", 1)[-1].split("/", 1)[0])
 
 
+def names_this_machine(name: str, bind_host: str) -> bool:
+    """Whether ``name`` is a loopback name or the address the server was started with (``bind_host``)."""
+    return is_loopback_name(name) or (bool(name) and name == bind_host)
+
+
 def is_loopback_name(name: str) -> bool:
     """Whether ``name`` (from :func:`host_name`) can only mean this machine."""
     if name in LOOPBACK_NAMES or name.endswith(".localhost"):

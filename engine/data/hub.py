@@ -136,15 +136,15 @@ def spec_rows(spec: Any) -> list[dict[str, Any]]:
 def iter_spec_rows(spec: Any) -> Iterator[dict[str, Any]]:
     """:func:`spec_rows` one row at a time (a data file is parsed as it is read, see :mod:`engine.data.rows`); a
     local file's ``split`` selects rows as ``datasets`` does (:mod:`engine.data.slices`)."""
-    from engine.data.rows import iter_rows
-
     hub = getattr(spec, "hub", None)
-    if hub:
-        return iter_hub_rows(spec.name, hub)
-    rows = iter_rows(spec.path)  # the path is checked before the first row
-    split = getattr(spec, "split", None)
-    if not split:
-        return rows
+    return iter_hub_rows(spec.name, hub) if hub else iter_local_rows(spec)
+
+
+def iter_local_rows(spec: Any) -> Iterator[dict[str, Any]]:
+    """The rows of a local dataset's file or folder that its ``split`` selects (all of them without one)."""
+    from engine.data.rows import iter_rows
     from engine.data.slices import split_rows
 
-    return split_rows(lambda: iter_rows(spec.path), split, spec.name)
+    rows = iter_rows(spec.path)  # the path is checked before the first row
+    split = getattr(spec, "split", None)
+    return split_rows(lambda: iter_rows(spec.path), split, spec.name) if split else rows

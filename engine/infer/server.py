@@ -25,7 +25,7 @@ from typing import Any
 from engine import collector
 from engine.config import RunConfig
 from engine.credentials import API_KEY_ENV, LF_API_KEY_ENV, api_key_from_env  # noqa: F401 (re-exported)
-from engine.hostnames import WILDCARD_HOSTS, host_name, is_loopback_name, origin_host
+from engine.hostnames import WILDCARD_HOSTS, host_name, is_loopback_name, names_this_machine, origin_host
 from engine.infer.board_watch import DEFAULT_GRACE, BoardWatch
 from engine.infer.chat import ChatModel
 from engine.infer.openai_format import (  # noqa: F401 (convert_* re-exported)
@@ -75,7 +75,7 @@ class ChatServer(ThreadingHTTPServer):
         Loopback names always; the address the server was started with; any name when the server listens on
         every interface *and* requires an API key (a page that rebinds a name to us cannot know the key).
         """
-        if is_loopback_name(name) or (name and name == self.bind_host):
+        if names_this_machine(name, self.bind_host):
             return True
         return self.bind_host in WILDCARD_HOSTS and self.api_key is not None
 

@@ -12,7 +12,6 @@ Every problem is reported at once, each naming the dataset, the row and the fix:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import json
 import logging
@@ -113,10 +112,9 @@ def check_media(cfg: Any) -> list[str]:
     the dataset checks report those)."""
     from engine.data.converters import detect_format
     from engine.data.errors import DatasetError
+    from engine.data.hub import iter_local_rows
     from engine.data.loader import split_names
     from engine.data.registry import resolve_dataset
-    from engine.data.rows import iter_rows
-    from engine.data.slices import split_rows
 
     names = [n for key in ("dataset", "eval_dataset") for n in split_names(getattr(cfg.data, key) or "")]
     allowed = model_media(cfg)
@@ -130,7 +128,7 @@ def check_media(cfg: Any) -> list[str]:
             spec = resolve_dataset(name, cfg.data.dataset_dir)
             if getattr(cfg.data, "media_dir", None):
                 spec = dataclasses.replace(spec, media_dir=Path(cfg.data.media_dir).expanduser().absolute())
-            stream = split_rows(functools.partial(iter_rows, spec.path), spec.split, spec.name)  # the rows LF reads
+            stream = iter_local_rows(spec)  # the rows its `split` selects
             rows = list(itertools.islice(stream, 1))  # the layout comes from the first row
             spec = detect_format(spec, rows) if rows else spec
             if not any(kind in spec.columns for kind in PLACEHOLDERS):

@@ -70,16 +70,22 @@ def normalize_tools(tools: Any) -> list[dict[str, Any]]:
     return out
 
 
-def argument_items(arguments: Any) -> list[tuple[str, Any]]:
-    """The (name, value) pairs of a call's arguments, a JSON object given as a dict or as its text."""
+def arguments_object(arguments: Any, name: str) -> dict[str, Any]:
+    """A call's arguments as a dict, given as one, as its JSON text (empty: no arguments) or as None.
+
+    Raises:
+        ValueError: naming tool call ``name``, for text that is not JSON or a value that is not an object.
+    """
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
         except json.JSONDecodeError as err:
-            raise ValueError(f"tool call arguments are not valid JSON ({err.msg})") from err
+            raise ValueError(f"the arguments of tool call {name!r} are not valid JSON") from err
+    if arguments is None:
+        arguments = {}
     if not isinstance(arguments, dict):
-        raise ValueError("tool call arguments are not a JSON object")
-    return list(arguments.items())
+        raise ValueError(f"the arguments of tool call {name!r} are not a JSON object")
+    return arguments
 
 
 def normalize_calls(calls: Any, keep_string_arguments: bool = False) -> list[dict[str, Any]]:
@@ -113,17 +119,7 @@ def normalize_calls(calls: Any, keep_string_arguments: bool = False) -> list[dic
         if not isinstance(call, dict) or not isinstance(call.get("name"), str) or not call["name"]:
             raise ValueError("a tool call has no name")
         arguments = call.get("arguments", call.get("parameters", {}))
-        if isinstance(arguments, str) and keep_string_arguments:
-            out.append({"name": call["name"], "arguments": arguments})
-            continue
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments) if arguments.strip() else {}
-            except json.JSONDecodeError as err:
-                raise ValueError(f"the arguments of tool call {call['name']!r} are not valid JSON") from err
-        if arguments is None:
-            arguments = {}
-        if not isinstance(arguments, dict):
-            raise ValueError(f"the arguments of tool call {call['name']!r} are not a JSON object")
+        if not (isinstance(arguments, str) and keep_string_arguments):
+            arguments = arguments_object(arguments, call["name"])
         out.append({"name": call["name"], "arguments": arguments})
     return out

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from engine.templates.gemma4_tools import Gemma4ToolFormat
-from engine.templates.tool_base import ToolFormat, argument_items, normalize_calls
+from engine.templates.tool_base import ToolFormat, arguments_object, normalize_calls
 
 
 def _dumps(value: Any, **kwargs: Any) -> str:
@@ -241,7 +241,7 @@ class GLM4MoeToolFormat(ToolFormat):
         texts = []
         for call in calls:
             text = "\n<tool_call>" + call["name"]
-            for key, value in argument_items(call["arguments"]):
+            for key, value in arguments_object(call["arguments"], call["name"]).items():
                 text += f"\n<arg_key>{key}</arg_key>\n<arg_value>{value if isinstance(value, str) else _dumps(value)}" \
                         "</arg_value>"
             texts.append(text)
@@ -337,7 +337,7 @@ class Qwen35ToolFormat(ToolFormat):
         texts = []
         for call in calls:
             text = f"<tool_call>\n<function={call['name']}>"
-            for key, value in argument_items(call["arguments"]):
+            for key, value in arguments_object(call["arguments"], call["name"]).items():
                 text += f"\n<parameter={key}>\n{value if isinstance(value, str) else _dumps(value)}\n</parameter>"
             texts.append(text + "\n</function>\n</tool_call>")
         return "\n".join(texts)

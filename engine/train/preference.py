@@ -136,15 +136,13 @@ def _with_media(trainer: Any, bundle: Any, stage: str) -> Any:
 
 def _build_odds_ratio_family(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Any:
     """ORPO and SimPO have no reference model: LLaMA-Factory's losses on our pairs (``engine.train.odds_ratio``)."""
-    from torch import nn
     from transformers import TrainingArguments
+    from trl.trainer.utils import disable_dropout_in_model
 
     from engine.train.odds_ratio import OddsRatioTrainer, PairCollator
 
     ft = cfg.finetuning
-    for module in model.modules():  # as LLaMA-Factory's preference trainer does (disable_dropout)
-        if isinstance(module, nn.Dropout):
-            module.p = 0.0
+    disable_dropout_in_model(model)  # as LLaMA-Factory's preference trainer does (its disable_dropout)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     args = build_args(TrainingArguments, cfg, has_eval=bundle.eval is not None)
     return OddsRatioTrainer(

@@ -77,15 +77,19 @@ class LabelPositionsTrainer(ShardingMixin, MuonMixin, TokenBudgetMixin, Accuracy
         backbone, head = parts
         inputs = dict(inputs)
         labels = inputs.pop("labels")
-        hidden = backbone(**{**inputs, "use_cache": False}).last_hidden_state  # packed batches carry it too
         targets = labels[:, 1:]
         keep = targets != -100
-        selected, wanted = hidden[:, :-1][keep], targets[keep]
-        loss = chunked_head_loss(head, selected, wanted, weighting)  # frozen head: chunked, no full logits kept
-        if loss is None and weighting is None:
-            loss = F.cross_entropy(head(selected).float(), wanted, reduction="sum")
-        elif loss is None:
-            loss = token_weights.token_losses(head(selected).float(), wanted, weighting).sum()
+        # The parts are called directly, past the model's forward, which accelerate wraps in the mixed-precision
+        # autocast (bf16/fp16): the same context here, or a model whose trained layers were upcast to float32
+        # beside frozen bfloat16 ones (freeze tuning) fails on the dtypes, and LoRA computes in another precision.
+        with self.accelerator.autocast():
+            hidden = backbone(**{**inputs, "use_cache": False}).last_hidden_state  # packed batches carry it too
+            selected, wanted = hidden[:, :-1][keep], targets[keep]
+            loss = chunked_head_loss(head, selected, wanted, weighting)  # frozen head: chunked, no full logits
+            if loss is None and weighting is None:
+                loss = F.cross_entropy(head(selected).float(), wanted, reduction="sum")
+            elif loss is None:
+                loss = token_weights.token_losses(head(selected).float(), wanted, weighting).sum()
         if num_items_in_batch is None:
             return loss / keep.sum().clamp(min=1)
         if torch.is_tensor(num_items_in_batch):

@@ -83,3 +83,28 @@ def test_trained_token_rows_take_the_chunked_head_with_the_models_loss_and_gradi
     for name, param in model.named_parameters():
         if param.requires_grad:
             torch.testing.assert_close(param.grad, grads[name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_mixed_precision_runs_the_parts_under_the_models_autocast(tmp_path):
+    """With bf16 mixed precision, accelerate wraps the model's forward in autocast; the parts called past it run
+    under the same context. Freeze tuning upcasts its trained layers to float32 beside frozen bfloat16 ones (the
+    head among them): without the context the head met float32 states and the first step failed on the dtypes."""
+    model = tiny_model().to(torch.bfloat16)
+    for param in model.parameters():
+        param.requires_grad_(False)
+    for param in model.model.layers[-1].parameters():
+        param.data = param.data.float()
+        param.requires_grad_(True)
+    inputs = batch()
+    args = TrainingArguments(output_dir=str(tmp_path), report_to=[], use_cpu=True, bf16=True)
+    trainer = LabelPositionsTrainer(model=model, args=args)
+    ours = trainer.compute_loss(model, inputs)
+    ours.backward()
+    grads = [p.grad.clone() for p in model.parameters() if p.requires_grad]
+    model.zero_grad()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        reference = model(**inputs).loss
+    reference.backward()
+    torch.testing.assert_close(ours, reference.float(), rtol=1e-3, atol=1e-3)
+    for g, p in zip(grads, [p for p in model.parameters() if p.requires_grad]):
+        torch.testing.assert_close(g, p.grad, rtol=2e-2, atol=1e-3)

@@ -56,6 +56,7 @@ def test_qlora_config_reaches_the_loader_and_the_model_is_prepared(tiny, monkeyp
     assert type(model).__name__ == "PeftModelForCausalLM"
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without a GPU")
 def test_quantization_without_a_gpu_is_refused():
     from engine.errors import ModelError
     from engine.models.loader import check_quantization

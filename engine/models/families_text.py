@@ -74,5 +74,34 @@ TEXT_FAMILIES: dict[str, tuple[str, dict[str, str], tuple[str, ...]]] = {
     "TeleChat2": ("telechat2", _ids("Tele-AI", ["TeleChat2-3B", "TeleChat2-7B", "TeleChat2-35B"]), ()),
     "XuanYuan": ("xuanyuan", _ids("Duxiaoman-DI", ["XuanYuan-6B-Chat", "XuanYuan-13B-Chat", "XuanYuan-70B-Chat"]),
                  ()),
+    # LLaMA-Factory 0.9.5's later text families (templates in engine/templates/families_later.py)
+    "ChatGLM3": ("chatglm3", {"ChatGLM3-6B-Base": "zai-org/chatglm3-6b-base", "ChatGLM3-6B-Chat": "zai-org/chatglm3-6b"},
+                 ()),
+    "Chinese Llama 2": ("llama2_zh", _ids("hfl", [
+        "chinese-llama-2-1.3b", "chinese-llama-2-7b", "chinese-llama-2-13b", "chinese-alpaca-2-1.3b",
+        "chinese-alpaca-2-7b", "chinese-alpaca-2-13b"]), ()),
+    "DBRX": ("dbrx", _ids("databricks", ["dbrx-base", "dbrx-instruct"]), ("dbrx",)),
+    "Mistral Small": ("mistral_small", _ids("mistralai", [
+        "Mistral-Small-24B-Base-2501", "Mistral-Small-24B-Instruct-2501", "Devstral-Small-2507"]), ()),
+    "ERNIE 4.5 Thinking": ("ernie", _ids("baidu", ["ERNIE-4.5-21B-A3B-Thinking"]), ()),
+    "GLM-4.7": ("glm4_7", _ids("zai-org", ["GLM-4.7-Flash"]), ()),
+    "Aeva": ("aeva", _ids("louzongzhi", ["Aeva-Flash", "Aeva-Air", "Aeva", "Aeva-Pro", "Aeva-Max"]), ()),
+    "MiniMax-M1": ("minimax1", _ids("MiniMaxAI", ["MiniMax-Text-01-hf", "MiniMax-M1-40k-hf", "MiniMax-M1-80k-hf"]),
+                   ("minimax",)),
+    "MiniMax-M2": ("minimax2", _ids("MiniMaxAI", ["MiniMax-M2", "MiniMax-M2.1"]), ("minimax_m2",)),
+    "Hunyuan small": ("hunyuan_small", _ids("tencent", ["HY-MT1.5-1.8B"]), ()),
+    "Hunyuan 3": ("hy3", _ids("tencent", ["Hy3-preview"]), ()),
+    "Youtu-LLM": ("youtu", _ids("tencent", ["Youtu-LLM-2B", "Youtu-LLM-2B-Base"]), ()),
+    "Index": ("index", _ids("IndexTeam", [
+        "Index-1.9B", "Index-1.9B-Pure", "Index-1.9B-Chat", "Index-1.9B-Character", "Index-1.9B-32K"]), ()),
+    "LFM2.5": ("lfm2", _ids("LiquidAI", ["LFM2.5-1.2B-Base", "LFM2.5-1.2B-Instruct"]), ("lfm2",)),
+    "MiMo-V2": ("mimo_v2", _ids("XiaomiMiMo", ["MiMo-V2-Flash-Base", "MiMo-V2-Flash"]), ("mimo_v2_flash",)),
+    "OpenChat 3.6": ("openchat-3.6", _ids("openchat", ["openchat-3.6-8b-20240522"]), ()),
+    "Phi-3 small": ("phi_small", _ids("microsoft", ["Phi-3-small-8k-instruct", "Phi-3-small-128k-instruct"]),
+                    ()),
+    "Phi-4-mini": ("phi4_mini", _ids("microsoft", ["Phi-4-mini-instruct"]), ()),
+    "Seed-OSS": ("seed_oss", _ids("ByteDance-Seed", [
+        "Seed-OSS-36B-Base", "Seed-OSS-36B-Base-woSyn", "Seed-OSS-36B-Instruct"]), ("seed_oss",)),
+    "Yuan 2": ("yuan", _ids("IEITYuan", ["Yuan2-2B-hf", "Yuan2-51B-hf", "Yuan2-102B-hf"]), ()),
 }
 """Family name -> (template, models, model types)."""

@@ -64,10 +64,13 @@ class Template:
             removed while thinking is off, and history thoughts are kept in multi-turn training.
         thought_words: The strings opening and closing a thought block.
         empty_thought: Whether reasoning templates add the empty thought block to replies without one.
+        empty_thought_closes_only: The empty thought block is the closing word alone (GLM-4.7).
         think_signal: Text put at the start of the system turn while thinking is enabled.
         enable_thinking: Keep thinking (trained) or drop it (an empty block then goes into the prompt).
         preserve_thinking: Keep history thoughts also in single-turn encodings (preference data, generation).
         tool_format: Name of the tool format (see ``engine.templates.tool_formats``).
+        tools_pattern: A pattern for the tools exactly as given (JSON text), used instead of the tool format's
+            declarations (Phi-4-mini's ``<|tool|>...<|/tool|>``); a run's ``tool_format`` replaces it.
         tool_call_words: Markers around calls written inside a function turn's content (prose before them).
         bos_text: The family's BOS string, used for ``{bos}`` when rendering without a tokenizer.
         eos_text: The family's EOS string, used for ``{eos}`` when rendering without a tokenizer.
@@ -93,10 +96,12 @@ class Template:
     reasoning: bool = False
     thought_words: tuple[str, str] = ("<think>\n", "\n</think>\n\n")
     empty_thought: bool = True
+    empty_thought_closes_only: bool = False
     think_signal: str = ""
     enable_thinking: bool = True
     preserve_thinking: bool = False
     tool_format: str = "default"
+    tools_pattern: str = ""
     tool_call_words: tuple[str, str] = ("<tool_call>", "</tool_call>")
     bos_text: str = ""
     eos_text: str = ""
@@ -132,12 +137,15 @@ class Template:
             except ValueError as err:
                 raise TemplateError(str(err)) from None
             changes["tool_format"] = tool_format
+            changes["tools_pattern"] = ""
             changes["function"] = "{content}" if self.uses_efficient_eos else "{content}{eos}"
         return dataclasses.replace(self, **changes) if changes else self
 
     # ------------------------------------------------------------------------------------------- thinking
     def add_thought(self, content: str = "") -> str:
         """``content`` behind the empty thought block."""
+        if self.empty_thought_closes_only:
+            return self.thought_words[1] + content
         return self.thought_words[0] + self.thought_words[1] + content
 
     def remove_thought(self, content: str) -> str:
@@ -178,11 +186,14 @@ class Template:
         return text + self._tool_text(tools)
 
     def _tool_text(self, tools: Any) -> str:
+        if self.tools_pattern:
+            given = tools if isinstance(tools, str) else json.dumps(tools, ensure_ascii=False)
+            return first_text(self.tools_pattern, given) if given else ""
         try:
             declared = normalize_tools(tools)
         except ValueError as err:
             raise TemplateError(f"Cannot read the tools: {err}.") from None
-        return get_tool_format(self.tool_format).format_tools(declared) if declared else ""
+        return get_tool_format(self.tool_format).format_tools(tools) if declared else ""
 
     def reply_text(self, message: dict[str, Any], body: str | None = None) -> str:
         """A reply's text without its thinking (a function turn's calls written in the template's tool format)."""

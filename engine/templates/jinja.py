@@ -59,7 +59,7 @@ def template_to_jinja(template: Template) -> str:
     """The Jinja chat template equivalent to ``template.render_oneturn``."""
     t = template
     open_word, close_word = t.thought_words
-    block = jinja_literal(open_word + close_word)
+    block = jinja_literal(t.add_thought())
     gen = t.gen_prompt
     obs_gen = gen if t.observation_gen is None else t.observation_gen
     lines = [

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from engine.templates.base import Template
 from engine.templates.families_core import CORE_TEMPLATES
+from engine.templates.families_later import LATER_TEMPLATES
 from engine.templates.families_more import MORE_TEMPLATES
 from engine.templates.vision import VISION_TEMPLATES
 
 TEMPLATES: dict[str, Template] = {
-    template.name: template for template in (*CORE_TEMPLATES, *MORE_TEMPLATES, *VISION_TEMPLATES.values())
+    template.name: template for template in (*CORE_TEMPLATES, *MORE_TEMPLATES, *LATER_TEMPLATES, *VISION_TEMPLATES.values())
 }
 
 

@@ -19,7 +19,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from engine.errors import UserError
 from engine.templates.text_ids import text_ids
+
+
+class MissingTokenError(UserError, ValueError):
+    """A ``{token:NAME}`` slot names a token the tokenizer does not have."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,13 @@ def element_ids(tokenizer: Any, elements: list[Element]) -> list[int]:
             if element:
                 ids += text_ids(tokenizer, element)
         elif element.kind == "token":
-            ids.append(tokenizer.convert_tokens_to_ids(element.token))
+            token_id = tokenizer.convert_tokens_to_ids(element.token)
+            if token_id is None:
+                raise MissingTokenError(
+                    f"The tokenizer has no token {element.token!r}, which the chat template writes as one token: "
+                    "use the model's own tokenizer, or another `template`."
+                )
+            ids.append(token_id)
         elif element.kind == "bos":
             if tokenizer.bos_token_id is not None:
                 ids.append(tokenizer.bos_token_id)

@@ -15,10 +15,14 @@ class ToolFormat(ABC):
     """
 
     name = ""
+    keeps_wrappers = False
+    """Whether ``declare`` gets the tools as given (OpenAI's wrappers kept), not the bare declarations."""
 
     def format_tools(self, tools: Any) -> str:
         """The text declaring ``tools`` (placed in the system prompt); "" when there are none."""
         declared = normalize_tools(tools)
+        if declared and self.keeps_wrappers:
+            return self.declare(tool_list(tools))
         return self.declare(declared) if declared else ""
 
     def format_calls(self, calls: Any) -> str:
@@ -43,11 +47,11 @@ class ToolFormat(ABC):
         """The plain content of ``text`` and its calls; ``(text, [])`` when it holds no well-formed call."""
 
 
-def normalize_tools(tools: Any) -> list[dict[str, Any]]:
-    """Bare function declarations from JSON text, one dict or a list (OpenAI's wrapper removed).
+def tool_list(tools: Any) -> list[Any]:
+    """The tools as given, as a list: JSON text read, one dict made a list of one.
 
     Raises:
-        ValueError: when the text is not JSON or an entry has no name.
+        ValueError: when the text is not JSON or not a list or object.
     """
     if tools is None or tools == "" or tools == []:
         return []
@@ -60,8 +64,17 @@ def normalize_tools(tools: Any) -> list[dict[str, Any]]:
         tools = [tools]
     if not isinstance(tools, list):
         raise ValueError("tools must be a JSON list of function declarations")
+    return tools
+
+
+def normalize_tools(tools: Any) -> list[dict[str, Any]]:
+    """Bare function declarations from JSON text, one dict or a list (OpenAI's wrapper removed).
+
+    Raises:
+        ValueError: when the text is not JSON or an entry has no name.
+    """
     out = []
-    for tool in tools:
+    for tool in tool_list(tools):
         if isinstance(tool, dict) and isinstance(tool.get("function"), dict):
             tool = tool["function"]
         if not isinstance(tool, dict) or not tool.get("name"):

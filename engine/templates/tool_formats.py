@@ -20,6 +20,7 @@ from typing import Any
 
 from engine.templates.gemma4_tools import Gemma4ToolFormat
 from engine.templates.tool_base import ToolFormat, arguments_object, normalize_calls
+from engine.templates.tool_formats_more import MORE_TOOL_FORMATS
 
 
 def _dumps(value: Any, **kwargs: Any) -> str:
@@ -95,6 +96,14 @@ QWEN35_TOOL_PROMPT = (
     "and do not tell the user about function calls\n</IMPORTANT>"
 )
 
+
+LING_TOOL_PROMPT = (
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>{tool_text}"
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    """<tool_call></tool_call> XML tags:\n<tool_call>\n{{"name": <function-name>, """
+    """"arguments": <args-json-object>}}\n</tool_call>"""
+)
 
 def today() -> str:
     """Today's date as Llama 3's tool prompt writes it (``26 Jul 2024``); tests replace this function."""
@@ -358,6 +367,16 @@ class Qwen35ToolFormat(ToolFormat):
         return text[:matches[0].start()].strip(), calls
 
 
+class LingToolFormat(QwenToolFormat):
+    """Ling v2 (Bailing): Qwen's calls; its declarations end with 'detailed thinking off'."""
+
+    name = "ling"
+
+    def declare(self, tools: list[dict[str, Any]]) -> str:
+        return LING_TOOL_PROMPT.format(tool_text="".join("\n" + _dumps(_wrapped(tool)) for tool in tools)) + \
+            "\ndetailed thinking off"
+
+
 TOOL_FORMATS: dict[str, ToolFormat] = {
     "default": DefaultToolFormat(),
     "qwen": QwenToolFormat(),
@@ -367,6 +386,8 @@ TOOL_FORMATS: dict[str, ToolFormat] = {
     "glm4_moe": GLM4MoeToolFormat(),
     "qwen3_5": Qwen35ToolFormat(),
     "gemma4": Gemma4ToolFormat(),
+    "ling": LingToolFormat(),
+    **{fmt.name: fmt for fmt in MORE_TOOL_FORMATS},
 }
 
 

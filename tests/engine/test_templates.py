@@ -283,3 +283,30 @@ def test_template_is_a_frozen_dataclass():
         template.name = "other"  # type: ignore[misc]
     assert get_template("qwen3", enable_thinking=False) is not TEMPLATES["qwen3"]
     assert TEMPLATES["qwen3"].enable_thinking is True
+
+
+def test_a_token_slot_the_tokenizer_lacks_is_a_clear_error(tokenizer_factory):
+    """ChatGLM3 writes its role markers as single tokens; a tokenizer without them (LLaMA-Factory writes None as
+    their id and fails later) is refused, naming the token and the fix."""
+    from engine.errors import UserError
+
+    template = get_template("chatglm3")
+    tokenizer = tokenizer_factory(markers=[])
+    template.fix_tokenizer(tokenizer)
+    with pytest.raises(UserError, match=r"no token '\[gMASK\]'.*model's own tokenizer, or another `template`"):
+        template.encode_multiturn(tokenizer, CONVERSATION)
+    tokenizer = tokenizer_factory(markers=["[gMASK]", "sop", "<|system|>", "<|user|>", "<|assistant|>"])
+    template.fix_tokenizer(tokenizer)
+    prompt, reply = template.encode_oneturn(tokenizer, CONVERSATION[:2])
+    vocab = tokenizer.get_vocab()
+    assert prompt[:3] == [vocab["[gMASK]"], vocab["sop"], vocab["<|user|>"]]
+    assert prompt[-1] == vocab["<|assistant|>"] and tokenizer.decode(reply) == "\nHello!"
+
+
+def test_glm47_empty_thought_is_the_closing_word_alone(chat_tokenizer):
+    """GLM-4.7 (and Aeva) write an empty thought as ``</think>`` alone, in training and in generation prompts."""
+    for name in ("glm4_7", "aeva"):
+        on = get_template(name).segments(CONVERSATION[:2])
+        assert on[1][0].startswith("</think>") and "<think>" not in on[1][0]
+        off = get_template(name, enable_thinking=False).segments(CONVERSATION[:2])
+        assert off[0][0].endswith("<|assistant|></think>") and "think" not in off[1][0]

@@ -53,6 +53,11 @@ def template_entry(lf_template, name: str, conversations) -> dict:
                 except Exception as err:  # noqa: BLE001 - recorded: ours must fail too
                     entry["cases"].setdefault(key, {})[setup] = {"error": type(err).__name__}
                     continue
+                if any(None in ids for pair in pairs for ids in pair) or None in prompt + response:
+                    # a token slot the tokenizer lacks (ChatGLM3's role tokens in the plain setup): LLaMA-Factory
+                    # writes None as its id and fails later; ours must refuse the conversation
+                    entry["cases"].setdefault(key, {})[setup] = {"error": "NoneTokenId"}
+                    continue
 
                 def text(ids, tokenizer=tokenizer):
                     return tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
@@ -94,7 +99,8 @@ def main() -> None:
     out: dict = {"date": FIXED_DATE.strftime("%d %b %Y"), "templates": {}, "tools": {}}
     for name in FAMILY_SPECIALS:
         out["templates"][name] = template_entry(lf_template, name, cases.conversations)
-    for fmt_name in ("default", "qwen", "glm4", "llama3", "mistral", "gemma4", "glm4_moe", "qwen3_5"):
+    for fmt_name in ("default", "qwen", "glm4", "llama3", "mistral", "gemma4", "glm4_moe", "qwen3_5", "ling", "minimax1",
+                     "minimax2", "seed_oss", "lfm2"):
         utils = tool_utils.TOOLS[fmt_name]
         calls = [tool_utils.FunctionCall(c["name"], json.dumps(c["arguments"], ensure_ascii=False)) for c in cases.CALL]
         written = utils.function_formatter(calls)

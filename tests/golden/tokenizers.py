@@ -30,6 +30,15 @@ MARKERS = [
     "<_user>", "<_bot>", "<_system>", "<_end>", "<|startoftext|>", "<|extra_0|>", "<|extra_4|>", "<|eos|>",
     "<|begin_of_sentence|>", "<|end_of_sentence|>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
     "<|endoftext|>", "<bos>", "<eos>", "<|end_of_turn|>", "<[begin▁of▁sentence]>", "<[end▁of▁sentence]>",
+    # later families (Llama 4, MiniMax, Seed-OSS, LFM2, Hunyuan, ChatGLM3, ...)
+    "<|header_start|>", "<|header_end|>", "<|eot|>", "<|eom|>", "sop", "<role>", "</role>", "<|role_end|>",
+    "<beginning_of_sentence>", "<end_of_sentence>", "]~b]", "]~!b[", "[e~[", "<｜hy_User｜>", "<｜hy_Assistant｜>",
+    "<｜hy_eos｜>", "<｜hy_begin▁of▁sentence｜>", "<｜hy_place▁holder▁no▁2｜>", "<｜hy_place▁holder▁no▁3｜>",
+    "<｜hy_place▁holder▁no▁8｜>", "<|tool_response_start|>", "<|tool_response_end|>", "<|tool_call_start|>",
+    "<|tool_call_end|>", "<|tool_list_start|>", "<|tool_list_end|>", "<seed:bos>", "<seed:eos>", "<seed:think>",
+    "</seed:think>", "<seed:tool_call>", "</seed:tool_call>", "<sep>", "<eod>", "<|User|>", "<|Assistant|>",
+    "<|tool|>", "<|/tool|>", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "<tool_calls>", "</tool_calls>",
+    "<minimax:tool_call>", "</minimax:tool_call>",
 ]
 
 # template -> (BOS, EOS) of the family's real tokenizer (None: the family has no BOS token)
@@ -57,6 +66,16 @@ FAMILY_SPECIALS = {
     "breeze": ("<s>", "</s>"), "seed_coder": ("<[begin▁of▁sentence]>", "<[end▁of▁sentence]>"),
     "hunyuan": ("<|startoftext|>", "<|eos|>"), "ernie_nothink": ("<s>", "</s>"), "telechat2": ("<_start>", "<_end>"),
     "xuanyuan": ("<s>", "</s>"),
+    "llama4": ("<|begin_of_text|>", "<|eot|>"), "glm4_7": (None, "<|endoftext|>"), "aeva": (None, "<|endoftext|>"),
+    "chatglm3": (None, "</s>"), "mistral_small": ("<s>", "</s>"), "ministral3": ("<s>", "</s>"),
+    "phi4_mini": (None, "<|endoftext|>"), "phi_small": ("<|endoftext|>", "<|endoftext|>"),
+    "lfm2": ("<|startoftext|>", "<|im_end|>"), "mimo_v2": (None, "<|im_end|>"),
+    "minimax1": (None, "<end_of_sentence>"), "minimax2": (None, "[e~["), "seed_oss": ("<seed:bos>", "<seed:eos>"),
+    "hy3": ("<｜hy_begin▁of▁sentence｜>", "<｜hy_eos｜>"), "hunyuan_small": (None, "<｜hy_place▁holder▁no▁2｜>"),
+    "youtu": ("<|begin_of_text|>", "<|end_of_text|>"), "openchat-3.6": ("<|begin_of_text|>", "<|eot_id|>"),
+    "bailing": (None, "<|endoftext|>"), "bailing_v2": (None, "<|endoftext|>"), "dbrx": (None, "<|endoftext|>"),
+    "chatml_de": (None, "<|endoftext|>"), "ernie": ("<s>", "</s>"), "llama2_zh": ("<s>", "</s>"),
+    "yuan": (None, "<eod>"), "index": ("<s>", "</s>"), "fewshot": ("<s>", "</s>"),
 }
 # vision-language / omni templates (tests/golden/lf_vision_templates.json.gz)
 VISION_FAMILY_SPECIALS = {

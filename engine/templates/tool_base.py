@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 
@@ -99,6 +100,23 @@ def arguments_object(arguments: Any, name: str) -> dict[str, Any]:
     if not isinstance(arguments, dict):
         raise ValueError(f"the arguments of tool call {name!r} are not a JSON object")
     return arguments
+
+
+def argument_text(value: Any) -> str:
+    """An argument written inside tags: a string as it is, anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def tagged_calls(calls: list[dict[str, Any]], head: Callable[[str], str], argument: Callable[[str, str], str],
+                 tail: str) -> str:
+    """Calls written one per block, each argument in tags of its own (the XML-style formats): ``head(name)``, then
+    ``argument(key, text)`` per argument (:func:`argument_text`), then ``tail``; blocks joined by newlines."""
+    texts = []
+    for call in calls:
+        pieces = [argument(key, argument_text(value))
+                  for key, value in arguments_object(call["arguments"], call["name"]).items()]
+        texts.append(head(call["name"]) + "".join(pieces) + tail)
+    return "\n".join(texts)
 
 
 def normalize_calls(calls: Any, keep_string_arguments: bool = False) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from engine.templates.gemma4_tools import Gemma4ToolFormat
-from engine.templates.tool_base import ToolFormat, arguments_object, normalize_calls
+from engine.templates.tool_base import ToolFormat, normalize_calls, tagged_calls
 from engine.templates.tool_formats_more import MORE_TOOL_FORMATS
 
 
@@ -247,14 +247,8 @@ class GLM4MoeToolFormat(ToolFormat):
         return GLM4_MOE_TOOL_PROMPT.format(tool_text="".join("\n" + _dumps(_wrapped(tool)) for tool in tools))
 
     def write_calls(self, calls: list[dict[str, Any]]) -> str:
-        texts = []
-        for call in calls:
-            text = "\n<tool_call>" + call["name"]
-            for key, value in arguments_object(call["arguments"], call["name"]).items():
-                text += f"\n<arg_key>{key}</arg_key>\n<arg_value>{value if isinstance(value, str) else _dumps(value)}" \
-                        "</arg_value>"
-            texts.append(text)
-        return "\n".join(texts)
+        return tagged_calls(calls, lambda name: "\n<tool_call>" + name,
+                            lambda key, text: f"\n<arg_key>{key}</arg_key>\n<arg_value>{text}</arg_value>", "")
 
     def extract(self, text: str) -> tuple[str, list[dict[str, Any]]]:
         matches = list(self._CALL.finditer(text))
@@ -343,13 +337,8 @@ class Qwen35ToolFormat(ToolFormat):
         return QWEN35_TOOL_PROMPT.format(tool_text="".join("\n" + _dumps(tool) for tool in tools))
 
     def write_calls(self, calls: list[dict[str, Any]]) -> str:
-        texts = []
-        for call in calls:
-            text = f"<tool_call>\n<function={call['name']}>"
-            for key, value in arguments_object(call["arguments"], call["name"]).items():
-                text += f"\n<parameter={key}>\n{value if isinstance(value, str) else _dumps(value)}\n</parameter>"
-            texts.append(text + "\n</function>\n</tool_call>")
-        return "\n".join(texts)
+        return tagged_calls(calls, lambda name: f"<tool_call>\n<function={name}>",
+                            lambda key, text: f"\n<parameter={key}>\n{text}\n</parameter>", "\n</function>\n</tool_call>")
 
     def extract(self, text: str) -> tuple[str, list[dict[str, Any]]]:
         matches = list(self._CALL.finditer(text))

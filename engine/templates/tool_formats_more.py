@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from engine.templates.tool_base import ToolFormat, arguments_object, normalize_calls
+from engine.templates.tool_base import ToolFormat, arguments_object, normalize_calls, tagged_calls
 
 MINIMAX_M1_TOOL_PROMPT = (
     "You are provided with these tools:\n<tools>\n{tool_text}</tools>\n\n"
@@ -42,11 +42,6 @@ LFM2_TOOL_PROMPT = "List of tools: <|tool_list_start|>{tool_text}<|tool_list_end
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
-
-
-def _value_text(value: Any) -> str:
-    """An argument written inside XML-style tags: strings as they are, anything else as JSON."""
-    return value if isinstance(value, str) else _dumps(value)
 
 
 def _parsed_value(raw: str) -> Any:
@@ -97,13 +92,8 @@ class MiniMaxM2ToolFormat(ToolFormat):
         return MINIMAX_M2_TOOL_PROMPT.format(tool_text="".join(f"<tool>{_dumps(tool)}</tool>\n" for tool in tools))
 
     def write_calls(self, calls: list[dict[str, Any]]) -> str:
-        texts = []
-        for call in calls:
-            text = f'<invoke name="{call["name"]}">'
-            for key, value in arguments_object(call["arguments"], call["name"]).items():
-                text += f'\n<parameter name="{key}">{_value_text(value)}</parameter>'
-            texts.append(text + "\n</invoke>")
-        return "\n".join(texts)
+        return tagged_calls(calls, lambda name: f'<invoke name="{name}">',
+                            lambda key, text: f'\n<parameter name="{key}">{text}</parameter>', "\n</invoke>")
 
     def extract(self, text: str) -> tuple[str, list[dict[str, Any]]]:
         matches = list(self._INVOKE.finditer(text))
@@ -132,13 +122,8 @@ class SeedToolFormat(ToolFormat):
         return SEED_TOOL_PROMPT.format(tool_text="\n" + _dumps(tools))
 
     def write_calls(self, calls: list[dict[str, Any]]) -> str:
-        texts = []
-        for call in calls:
-            text = "\n<seed:tool_call>\n<function=" + call["name"]
-            for key, value in arguments_object(call["arguments"], call["name"]).items():
-                text += f"\n<parameter={key}>{_value_text(value)}</parameter>"
-            texts.append(text + "\n</function>\n</seed:tool_call>")
-        return "\n".join(texts)
+        return tagged_calls(calls, lambda name: "\n<seed:tool_call>\n<function=" + name,
+                            lambda key, text: f"\n<parameter={key}>{text}</parameter>", "\n</function>\n</seed:tool_call>")
 
     def extract(self, text: str) -> tuple[str, list[dict[str, Any]]]:
         matches = list(self._CALL.finditer(text))

@@ -68,6 +68,8 @@ _QWEN_VL_KEYS = {
     "vision_keys": ("visual.patch_embed", "visual.blocks"),
     "language_keys": ("language_model", "lm_head"),
 }
+_LLAVA_KEYS = {"projector_keys": ("multi_modal_projector",), "vision_keys": ("vision_tower",),
+               "language_keys": ("language_model", "lm_head")}
 
 _GLM4V_KEYS = {  # LLaMA-Factory lists only patch_embed and blocks; the rest of the tower is frozen with it here
     "projector_keys": ("visual.merger",),
@@ -311,10 +313,27 @@ FAMILIES: dict[str, ModelFamily] = {
         models={"LLaVA-1.5-7B-Chat": "llava-hf/llava-1.5-7b-hf", "LLaVA-1.5-13B-Chat": "llava-hf/llava-1.5-13b-hf"},
         multimodal=True,
         model_types=("llava",),
-        projector_keys=("multi_modal_projector",),
-        vision_keys=("vision_tower",),
-        language_keys=("language_model", "lm_head"),
+        **_LLAVA_KEYS,
     ),
+    "Yi-VL": ModelFamily(
+        name="Yi-VL", template="yi_vl", multimodal=True, **_LLAVA_KEYS,
+        models={"Yi-VL-6B-Chat": "BUAADreamer/Yi-VL-6B-hf", "Yi-VL-34B-Chat": "BUAADreamer/Yi-VL-34B-hf"},
+    ),
+    "MiMo-VL": ModelFamily(
+        name="MiMo-VL", template="mimo_vl", multimodal=True, **_QWEN_VL_KEYS,
+        models={"MiMo-VL-7B-RL": "XiaomiMiMo/MiMo-VL-7B-RL", "MiMo-VL-7B-RL-2508": "XiaomiMiMo/MiMo-VL-7B-RL-2508"},
+    ),
+    # LLaVA-NeXT over other language models and Granite Vision: one model type (llava_next), told apart by name
+    **{name: ModelFamily(name=name, template=template, models=models, multimodal=True, **_LLAVA_KEYS)
+       for name, template, models in (
+           ("LLaVA-NeXT-Mistral", "llava_next_mistral",
+            {"LLaVA-NeXT-Mistral-7B-Chat": "llava-hf/llava-v1.6-mistral-7b-hf"}),
+           ("LLaVA-NeXT-Llama3", "llava_next_llama3", {"LLaVA-NeXT-Llama3-8B-Chat": "llava-hf/llama3-llava-next-8b-hf"}),
+           ("LLaVA-NeXT-Yi", "llava_next_yi", {"LLaVA-NeXT-34B-Chat": "llava-hf/llava-v1.6-34b-hf"}),
+           ("LLaVA-NeXT-Qwen", "llava_next_qwen", {"LLaVA-NeXT-72B-Chat": "llava-hf/llava-next-72b-hf",
+                                                   "LLaVA-NeXT-110B-Chat": "llava-hf/llava-next-110b-hf"}),
+           ("Granite Vision", "granite3_vision", {"Granite-Vision-3.2-2B": "ibm-granite/granite-vision-3.2-2b"}),
+       )},
     "MiniCPM-V": ModelFamily(
         name="MiniCPM-V",
         template="minicpm_v",
@@ -339,9 +358,7 @@ FAMILIES: dict[str, ModelFamily] = {
                 "LLaVA-NeXT-13B-Chat": "llava-hf/llava-v1.6-vicuna-13b-hf"},
         multimodal=True,
         model_types=("llava_next",),
-        projector_keys=("multi_modal_projector",),
-        vision_keys=("vision_tower",),
-        language_keys=("language_model", "lm_head"),
+        **_LLAVA_KEYS,
     ),
     "Gemma 3n": ModelFamily(
         name="Gemma 3n",

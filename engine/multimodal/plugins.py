@@ -228,6 +228,9 @@ PLUGINS: dict[str, MediaPlugin] = {
     "gemma3": MediaPlugin("gemma3", ("images",), ("gemma3",), type_ids_key="token_type_ids"),
     "gemma4": MediaPlugin("gemma4", ("images", "videos", "audios"), ("gemma4",), video_metadata=True, pil_video=True),
     "llava": MediaPlugin("llava", ("images",), ("llava",), type_ids_key=None),
+    # LLaVA-NeXT: each image's tokens count its base view and its any-resolution grid (``image_sizes``); rows
+    # with different grid sizes are zero-padded on the patch axis, which the model cuts by ``image_sizes``
+    "llava_next": MediaPlugin("llava_next", ("images",), ("llava_next",), type_ids_key=None),
 }
 """Plugin name -> plugin; the one dispatch table of the multimodal room."""
 

@@ -9,8 +9,11 @@ itself (tests/golden/lf_vision_templates.json.gz). Gemma 3 / 4 / 4n live in ``fa
 
 from __future__ import annotations
 
+import dataclasses
+
 from engine.templates.base import Template
-from engine.templates.families_core import _GEMMA, CHATML, IM_END, QWEN_TOOL_RESULT
+from engine.templates.families_core import _GEMMA, CHATML, CORE_TEMPLATES, IM_END, QWEN_TOOL_RESULT
+from engine.templates.families_more import MORE_TEMPLATES
 
 _HELPFUL = "You are a helpful assistant."
 _QWEN = {**CHATML, "observation": QWEN_TOOL_RESULT, "stop_words": IM_END, "replace_eos": True,
@@ -24,6 +27,12 @@ _VICUNA_SYSTEM = ("A chat between a curious user and an artificial intelligence 
                   "helpful, detailed, and polite answers to the user's questions.")
 _LLAVA = {"user": "USER: {content} ", "gen_prompt": "ASSISTANT:", "assistant": "{content}{eos}",
           "default_system": _VICUNA_SYSTEM, "bos_text": "<s>", "eos_text": "</s>"}
+_YI_VL_SYSTEM = (
+    "This is a chat between an inquisitive human and an AI assistant. Assume the role of the AI assistant. Read all "
+    "the images carefully, and respond to the human's questions with informative, helpful, detailed and polite "
+    "answers. 这是一个好奇的人类和一个人工智能助手之间的对话。假设你扮演这个AI助手的角色。仔细阅读所有的图像，并对人类的问题做出"
+    "信息丰富、有帮助、详细的和礼貌的回答。\n\n"
+)
 _IMAGE_VIDEO = ("image", "video")
 _ALL = ("image", "video", "audio")
 
@@ -32,6 +41,12 @@ def _qwen(name: str, description: str, *, thinking: bool, modalities: tuple[str,
           default_system: str = "", tool_format: str = "qwen") -> Template:
     return Template(name=name, **_QWEN, default_system=default_system, tool_format=tool_format,
                     reasoning=thinking, modalities=modalities, description=description)
+
+
+def _text_family(text: str, name: str, description: str, **changes) -> Template:
+    """A vision template whose turns are a text template's (LLaVA-NeXT over Llama 3, Mistral, Qwen, Yi)."""
+    base = next(t for t in (*CORE_TEMPLATES, *MORE_TEMPLATES) if t.name == text)
+    return dataclasses.replace(base, name=name, modalities=("image",), description=description, **changes)
 
 
 def _minicpm(name: str, default_system: str, modalities: tuple[str, ...], description: str) -> Template:
@@ -68,4 +83,17 @@ VISION_TEMPLATES: dict[str, Template] = {template.name: template for template in
     Template(name="llava", **_LLAVA, modalities=("image",), description="LLaVA 1.5 (USER: ... ASSISTANT:; image)."),
     Template(name="llava_next", **_LLAVA, modalities=("image",),
              description="LLaVA-NeXT with a Vicuna language model (USER: ... ASSISTANT:; image)."),
+    _text_family("llama3", "llava_next_llama3", "LLaVA-NeXT with Llama 3 (image)."),
+    _text_family("mistral", "llava_next_mistral", "LLaVA-NeXT with Mistral (image)."),
+    _text_family("qwen", "llava_next_qwen", "LLaVA-NeXT with Qwen (image).", default_system=_HELPFUL),
+    _text_family("yi", "llava_next_yi", "LLaVA-NeXT with Yi (image)."),
+    Template(name="granite3_vision", system="<|system|>\n{content}\n", user="<|user|>\n{content}\n",
+             gen_prompt="<|assistant|>\n", assistant="{content}{eos}", default_system=_VICUNA_SYSTEM,
+             modalities=("image",), description="IBM Granite 3.x Vision (LLaVA-NeXT; image)."),
+    Template(name="yi_vl", user="### Human: {content}\n", gen_prompt="### Assistant:", assistant="{content}\n",
+             default_system=_YI_VL_SYSTEM, stop_words=("###",), efficient_eos=True, modalities=("image",),
+             description="Yi-VL (LLaVA; image)."),
+    Template(name="mimo_vl", **_QWEN, default_system="You are MiMo, an AI assistant developed by Xiaomi.",
+             tool_format="qwen", reasoning=True, modalities=_IMAGE_VIDEO,
+             description="Xiaomi MiMo-VL (Qwen2.5-VL; thinking; image and video)."),
 )}

@@ -34,7 +34,11 @@ GROUPS = {
     "gemma4": (("model.vision_tower",), ("model.embed_vision",)),
     "gemma4n": (("model.vision_tower", "model.audio_tower"), ("model.embed_vision", "model.embed_audio")),
     "llava": (("model.vision_tower",), ("model.multi_modal_projector",)),
+    "llava_next": (("model.vision_tower",), ("model.multi_modal_projector",)),
 }
+# Parameters outside the three groups: LLaVA-NeXT's image_newline (the row-end embedding of its any-resolution grid),
+# which LLaMA-Factory trains in full tuning whatever the freeze keys say, and leaves frozen with LoRA and freeze tuning.
+OTHERS = {"llava_next": ("model.image_newline",)}
 
 
 @pytest.fixture(scope="module", params=list(GROUPS))
@@ -45,6 +49,8 @@ def family_model(request):
 
 def _group(family: str, name: str) -> str:
     name = name.replace("base_model.model.", "")
+    if name.startswith(OTHERS.get(family, ("-",))):
+        return "other"
     towers, projectors = GROUPS[family]
     if name.startswith(towers):
         return "tower"
@@ -55,7 +61,7 @@ def _group(family: str, name: str) -> str:
 
 
 def _trainable_groups(family: str, model) -> dict[str, int]:
-    counts = {"tower": 0, "projector": 0, "language": 0}
+    counts = {"tower": 0, "projector": 0, "language": 0, "other": 0}
     for name, param in model.named_parameters():
         if param.requires_grad:
             counts[_group(family, name)] += 1
@@ -83,7 +89,7 @@ def test_lora_all_never_reaches_tower_or_projectors(family_model):
             assert all(_group(family, n) == "language" for n in full)
     peft_model = adapters.setup_lora(_fresh(model), ModelArgs(), FinetuningArgs(), composite, is_trainable=True)
     counts = _trainable_groups(family, peft_model)
-    assert counts["language"] > 0 and counts["tower"] == 0 and counts["projector"] == 0
+    assert counts["language"] > 0 and counts["tower"] == 0 and counts["projector"] == 0 and counts["other"] == 0
     assert all("lora_" in n for n, p in peft_model.named_parameters() if p.requires_grad)
 
 
@@ -94,7 +100,7 @@ def test_lora_with_trainable_projectors_trains_every_projector(family_model):
     trained = {n for n, p in peft_model.named_parameters() if p.requires_grad and _group(family, n) == "projector"}
     for prefix in GROUPS[family][1]:  # each projector of a list-valued key set (Gemma 4 E: vision and audio)
         assert any(prefix in name for name in trained), prefix
-    assert _trainable_groups(family, peft_model)["tower"] == 0
+    assert _trainable_groups(family, peft_model)["tower"] == 0 and _trainable_groups(family, peft_model)["other"] == 0
 
 
 @pytest.mark.parametrize(("settings", "expected"), [
@@ -111,9 +117,9 @@ def test_full_tuning_follows_the_freeze_keys(family_model, settings, expected):
         group = _group(family, name)
         if group == "language" and expected["language"]:
             continue
-        assert param.requires_grad == expected[group], (name, settings)
+        assert param.requires_grad == expected.get(group, True), (name, settings)  # "other": trained, as in LF
     counts = _trainable_groups(family, clone)
-    assert all((counts[g] > 0) == expected[g] for g in counts)
+    assert all((counts[g] > 0) == expected[g] for g in expected)
 
 
 def test_freeze_tuning_adds_projectors_unless_frozen(family_model):
@@ -122,7 +128,7 @@ def test_freeze_tuning_adds_projectors_unless_frozen(family_model):
     args = FinetuningArgs(finetuning_type="freeze", freeze_trainable_layers=1, freeze_multi_modal_projector=False)
     adapters.setup_freeze(clone, args, composite_info(model))
     counts = _trainable_groups(family, clone)
-    assert counts["projector"] > 0 and counts["tower"] == 0 and counts["language"] > 0
+    assert counts["projector"] > 0 and counts["tower"] == 0 and counts["language"] > 0 and counts["other"] == 0
     clone = _fresh(model)
     adapters.setup_freeze(clone, replace(args, freeze_multi_modal_projector=True), composite_info(model))
     assert _trainable_groups(family, clone)["projector"] == 0

@@ -13,7 +13,7 @@ import torch
 
 CORPUS = ("Hello, who are they? They are playing soccer on the field.", "What is in the picture? A red square.",
           "Describe the video and the sound.")
-FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "glm4v", "gemma3", "gemma4", "llava")
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "glm4v", "gemma3", "gemma4", "llava", "llava_next")
 
 
 def _tokenizer(specials: list[str], *, eos: str, pad: str, bos: str | None = None, named: dict | None = None):
@@ -213,6 +213,24 @@ def _llava():
         "vision_feature_select_strategy": "default", "num_additional_image_tokens": 1}
 
 
+def _llava_next():
+    from transformers import (
+        LlavaNextConfig,
+        LlavaNextForConditionalGeneration,
+        LlavaNextImageProcessorPil,
+        LlavaNextProcessor,
+    )
+
+    _, llava, _, parts = _llava()
+    config = LlavaNextConfig(text_config=llava.text_config.to_dict(), vision_config=llava.vision_config.to_dict(),
+                             image_token_index=llava.image_token_index, vision_feature_layer=-1,
+                             image_grid_pinpoints=[[28, 28], [28, 56], [56, 28], [56, 56]])
+    parts["image_processor"] = LlavaNextImageProcessorPil(
+        size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28},
+        image_grid_pinpoints=[[28, 28], [28, 56], [56, 28], [56, 56]])
+    return LlavaNextForConditionalGeneration, config, LlavaNextProcessor, parts
+
+
 def build_tiny_vlm(family: str, seed: int = 0):
     """(model in eval mode, processor) of one family, deterministic for a seed."""
     from engine.multimodal.processor import build_processor
@@ -231,6 +249,8 @@ def build_tiny_vlm(family: str, seed: int = 0):
         model_cls, config, processor_cls, parts = _gemma4(audio=family == "gemma4n")
     elif family == "llava":
         model_cls, config, processor_cls, parts = _llava()
+    elif family == "llava_next":
+        model_cls, config, processor_cls, parts = _llava_next()
     else:
         raise ValueError(family)
     processor = build_processor(processor_cls, parts)

@@ -85,6 +85,10 @@ VISION_FAMILY_SPECIALS = {
     "minicpm_v": (None, "<|im_end|>"), "minicpm_o": (None, "<|im_end|>"), "glm4v": (None, "<|endoftext|>"),
     "glm4_5v": (None, "<|endoftext|>"), "glm_ocr": (None, "<|endoftext|>"), "llava": ("<s>", "</s>"),
     "llava_next": ("<s>", "</s>"), "gemma3n": ("<bos>", "<eos>"),
+    "llava_next_llama3": ("<|begin_of_text|>", "<|eot_id|>"), "llava_next_mistral": ("<s>", "</s>"),
+    "llava_next_qwen": (None, "<|im_end|>"), "llava_next_yi": ("<|startoftext|>", "<|im_end|>"),
+    "granite3_vision": (None, "<|end_of_text|>"), "yi_vl": ("<|startoftext|>", "<|endoftext|>"),
+    "mimo_vl": (None, "<|im_end|>"),
 }
 
 _CORPUS = [

@@ -283,6 +283,7 @@ def _model_class(config: Any, reward: bool):
     from transformers.models.auto.modeling_auto import (
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
         MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+        MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES,
         MODEL_FOR_TEXT_TO_WAVEFORM_MAPPING_NAMES,
     )
 
@@ -298,6 +299,8 @@ def _model_class(config: Any, reward: bool):
         return AutoModelForCausalLM
     if model_type in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES:
         return AutoModelForImageTextToText
+    if model_type in MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES and getattr(config, "audio_config", None):
+        return getattr(transformers, MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES[model_type])  # audio-text (Qwen2-Audio)
     raise ModelError(f"Model type `{model_type}` is not a text-generation model that transformers can load; "
                      "choose a causal language model or a vision-language model.")
 

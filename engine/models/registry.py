@@ -334,6 +334,11 @@ FAMILIES: dict[str, ModelFamily] = {
                                                    "LLaVA-NeXT-110B-Chat": "llava-hf/llava-next-110b-hf"}),
            ("Granite Vision", "granite3_vision", {"Granite-Vision-3.2-2B": "ibm-granite/granite-vision-3.2-2b"}),
        )},
+    "Qwen2-Audio": ModelFamily(
+        name="Qwen2-Audio", template="qwen2_audio", multimodal=True, model_types=("qwen2_audio",),
+        models={"Qwen2-Audio-7B": "Qwen/Qwen2-Audio-7B", "Qwen2-Audio-7B-Instruct": "Qwen/Qwen2-Audio-7B-Instruct"},
+        projector_keys=("multi_modal_projector",), vision_keys=("audio_tower",), language_keys=("language_model", "lm_head"),
+    ),
     "MiniCPM-V": ModelFamily(
         name="MiniCPM-V",
         template="minicpm_v",

@@ -92,9 +92,13 @@ class MediaPlugin:
             features.update(out)
         if audios:
             out = self._audios(processor, audios, opts)
-            replacements["audios"] = [processor.replace_audio_token(out, i) for i in range(len(audios))]
+            replacements["audios"] = [self.audio_text(processor, out, i) for i in range(len(audios))]
             features.update(out)
         return expand_placeholders(messages, replacements), self._arrays(features)
+
+    def audio_text(self, processor: Any, features: dict[str, Any], index: int) -> str:
+        """The soft-token text of audio ``index`` of the processed ``features``."""
+        return processor.replace_audio_token(features, index)
 
     def _images(self, processor: Any, images: list[Any], opts: MediaOptions) -> dict[str, Any]:
         loaded = [media.load_image(image, opts.image_max_pixels, opts.image_min_pixels) for image in images]
@@ -155,6 +159,26 @@ class MediaPlugin:
     def type_ids(self, processor: Any, input_ids: list[int]) -> list[int]:
         """Per-token modality ids (0 text, 1 image, 2 video, 3 audio) as the processor defines them."""
         return processor.create_mm_token_type_ids([input_ids])[0]
+
+
+class Qwen2AudioPlugin(MediaPlugin):
+    """Qwen2-Audio: LLaMA-Factory's audio inputs (Whisper features padded to the full 30 s window, with their mask
+    as ``feature_attention_mask``) and its soft-token count, the audio encoder's output length of the mask's
+    frames, between the processor's ``<|audio_bos|>`` and ``<|audio_eos|>``."""
+
+    def _audios(self, processor: Any, audios: list[Any], opts: MediaOptions) -> dict[str, Any]:
+        extractor = processor.feature_extractor
+        rate = int(getattr(processor, "audio_sampling_rate", None) or opts.audio_sampling_rate)
+        waves = [media.read_audio(audio, rate) for audio in audios]
+        out = dict(extractor(waves, sampling_rate=rate, return_attention_mask=True, padding="max_length",
+                             return_tensors="pt"))
+        out["feature_attention_mask"] = out.pop("attention_mask")
+        frames = out["feature_attention_mask"].sum(-1)
+        out["num_audio_tokens"] = (((frames - 1) // 2 + 1 - 2) // 2 + 1).tolist()
+        return out
+
+    def audio_text(self, processor: Any, features: dict[str, Any], index: int) -> str:
+        return processor.audio_bos_token + processor.replace_audio_token(features, index) + processor.audio_eos_token
 
 
 def soft_token_ids(processor: Any) -> set[int]:
@@ -231,6 +255,7 @@ PLUGINS: dict[str, MediaPlugin] = {
     # LLaVA-NeXT: each image's tokens count its base view and its any-resolution grid (``image_sizes``); rows
     # with different grid sizes are zero-padded on the patch axis, which the model cuts by ``image_sizes``
     "llava_next": MediaPlugin("llava_next", ("images",), ("llava_next",), type_ids_key=None),
+    "qwen2_audio": Qwen2AudioPlugin("qwen2_audio", ("audios",), ("qwen2_audio",), type_ids_key=None),
 }
 """Plugin name -> plugin; the one dispatch table of the multimodal room."""
 

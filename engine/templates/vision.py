@@ -93,6 +93,8 @@ VISION_TEMPLATES: dict[str, Template] = {template.name: template for template in
     Template(name="yi_vl", user="### Human: {content}\n", gen_prompt="### Assistant:", assistant="{content}\n",
              default_system=_YI_VL_SYSTEM, stop_words=("###",), efficient_eos=True, modalities=("image",),
              description="Yi-VL (LLaVA; image)."),
+    Template(name="qwen2_audio", **CHATML, default_system=_HELPFUL, stop_words=IM_END, replace_eos=True,
+             modalities=("audio",), description="Qwen2-Audio (audio)."),
     Template(name="mimo_vl", **_QWEN, default_system="You are MiMo, an AI assistant developed by Xiaomi.",
              tool_format="qwen", reasoning=True, modalities=_IMAGE_VIDEO,
              description="Xiaomi MiMo-VL (Qwen2.5-VL; thinking; image and video)."),

@@ -258,3 +258,34 @@ def test_join_arrays_pads_ragged_audio():
     assert out["input_features"].shape == (2, 5, 2) and out["input_features"][1, 3:].sum() == 0
     blob = pack_arrays({"a": np.arange(3)})
     assert unpack_arrays(blob)["a"].tolist() == [0, 1, 2] and unpack_arrays(b"") == {}
+
+
+def test_qwen2_audio_expansion_and_features_equal_the_processor(tmp_path):
+    """Qwen2-Audio: the soft tokens between <|audio_bos|> and <|audio_eos|> and the padded Whisper features with
+    their mask (``feature_attention_mask``) are what transformers' processor makes of the same audio."""
+    import av
+
+    model, processor = build_tiny_vlm("qwen2_audio")
+    path = tmp_path / "a.wav"
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("pcm_s16le", rate=22050, layout="mono")
+        samples = (np.sin(np.arange(22050) / 10) * 8000).astype(np.int16)[None]
+        frame = av.AudioFrame.from_ndarray(samples, format="s16", layout="mono")
+        frame.sample_rate = 22050
+        for packet in stream.encode(frame):
+            container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    expanded, arrays = PLUGINS["qwen2_audio"].process(processor, [{"role": "user", "content": "<audio>Hi"}], [], [],
+                                                      [str(path)], MediaOptions())
+    wave = media.read_audio(str(path), 16000)
+    raw = processor.audio_bos_token + processor.audio_token + processor.audio_eos_token + "Hi"
+    reference = processor(text=[raw], audio=[wave], return_tensors="np")
+    ours = processor.tokenizer(expanded[0]["content"], add_special_tokens=False)["input_ids"]
+    assert ours == reference["input_ids"][0].tolist()
+    assert sum(t == processor.audio_token_id for t in ours) == 25  # 1 s: 100 frames, halved twice by the encoder
+    np.testing.assert_allclose(arrays["input_features"], reference["input_features"], rtol=1e-5, atol=1e-5)
+    assert arrays["feature_attention_mask"].tolist() == reference["feature_attention_mask"].tolist()
+    with pytest.raises(MediaError, match="takes audios, not images"):
+        PLUGINS["qwen2_audio"].process(processor, [{"role": "user", "content": "<image>"}], [_image(tmp_path, "i.png")],
+                                       [], [], MediaOptions())

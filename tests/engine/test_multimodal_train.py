@@ -29,7 +29,8 @@ def _losses(folder: Path) -> list[float]:
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("vlms")
-    return {family: save_tiny_vlm(family, root / family) for family in ("qwen2_vl", "gemma4", "qwen3_5", "glm4v", "llava_next")}
+    return {family: save_tiny_vlm(family, root / family) for family in ("qwen2_vl", "gemma4", "qwen3_5", "glm4v", "llava_next",
+                                                                           "qwen2_audio")}
 
 
 def _image_dataset(folder: Path) -> Path:
@@ -85,6 +86,15 @@ def test_two_steps_on_mllm_demo(models, tmp_path, family, template):
     assert main(["train", str(config)]) == 0
     events = _events(tmp_path / "out")
     assert events[0]["event"] == "start" and events[0]["num_examples"] == 6
+    assert len(_losses(tmp_path / "out")) == 2 and events[-1]["status"] == "completed"
+
+
+@pytest.mark.skipif(not (SHARED / "mllm_audio_demo.json").is_file(), reason="shared data absent")
+def test_qwen2_audio_trains_on_llamafactorys_audio_demo(models, tmp_path):
+    config = _config(tmp_path, models["qwen2_audio"], "qwen2_audio", "mllm_audio_demo", SHARED)
+    assert main(["train", str(config)]) == 0
+    events = _events(tmp_path / "out")
+    assert events[0]["num_examples"] == 3 and events[0]["data"]["train"]["media_tokens"] > 0
     assert len(_losses(tmp_path / "out")) == 2 and events[-1]["status"] == "completed"
 
 

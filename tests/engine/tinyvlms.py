@@ -231,6 +231,26 @@ def _llava_next():
     return LlavaNextForConditionalGeneration, config, LlavaNextProcessor, parts
 
 
+def _qwen2_audio():
+    from transformers import (
+        Qwen2AudioConfig,
+        Qwen2AudioForConditionalGeneration,
+        Qwen2AudioProcessor,
+        WhisperFeatureExtractor,
+    )
+
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|AUDIO|>", "<|audio_bos|>", "<|audio_eos|>"]
+    tokenizer = _tokenizer(specials, eos="<|im_end|>", pad="<|endoftext|>")
+    config = Qwen2AudioConfig(
+        text_config={"model_type": "qwen2", **_qwen_text(tokenizer)},
+        audio_config={"model_type": "qwen2_audio_encoder", "num_mel_bins": 16, "encoder_layers": 1,
+                      "encoder_attention_heads": 2, "encoder_ffn_dim": 32, "d_model": 16, "max_source_positions": 1500},
+        audio_token_index=tokenizer.convert_tokens_to_ids("<|AUDIO|>"))
+    extractor = WhisperFeatureExtractor(feature_size=16, sampling_rate=16000)
+    return Qwen2AudioForConditionalGeneration, config, Qwen2AudioProcessor, {
+        "feature_extractor": extractor, "tokenizer": tokenizer}
+
+
 def build_tiny_vlm(family: str, seed: int = 0):
     """(model in eval mode, processor) of one family, deterministic for a seed."""
     from engine.multimodal.processor import build_processor
@@ -251,6 +271,8 @@ def build_tiny_vlm(family: str, seed: int = 0):
         model_cls, config, processor_cls, parts = _llava()
     elif family == "llava_next":
         model_cls, config, processor_cls, parts = _llava_next()
+    elif family == "qwen2_audio":
+        model_cls, config, processor_cls, parts = _qwen2_audio()
     else:
         raise ValueError(family)
     processor = build_processor(processor_cls, parts)

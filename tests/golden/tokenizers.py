@@ -88,7 +88,7 @@ VISION_FAMILY_SPECIALS = {
     "llava_next_llama3": ("<|begin_of_text|>", "<|eot_id|>"), "llava_next_mistral": ("<s>", "</s>"),
     "llava_next_qwen": (None, "<|im_end|>"), "llava_next_yi": ("<|startoftext|>", "<|im_end|>"),
     "granite3_vision": (None, "<|end_of_text|>"), "yi_vl": ("<|startoftext|>", "<|endoftext|>"),
-    "mimo_vl": (None, "<|im_end|>"),
+    "mimo_vl": (None, "<|im_end|>"), "qwen2_audio": (None, "<|endoftext|>"),
 }
 
 _CORPUS = [

@@ -334,6 +334,15 @@ FAMILIES: dict[str, ModelFamily] = {
                                                    "LLaVA-NeXT-110B-Chat": "llava-hf/llava-next-110b-hf"}),
            ("Granite Vision", "granite3_vision", {"Granite-Vision-3.2-2B": "ibm-granite/granite-vision-3.2-2b"}),
        )},
+    "InternVL": ModelFamily(
+        name="InternVL", template="intern_vl", multimodal=True, model_types=("internvl",), **_LLAVA_KEYS,
+        models={
+            **{f"InternVL2.5-{size}-MPO": f"OpenGVLab/InternVL2_5-{size}-MPO-hf" for size in ("2B", "8B")},
+            **{f"InternVL3-{size}-hf": f"OpenGVLab/InternVL3-{size}-hf" for size in ("1B", "2B", "8B", "14B", "38B", "78B")},
+            **{f"InternVL3.5-{size}-hf": f"OpenGVLab/InternVL3_5-{size}-HF"
+               for size in ("1B", "2B", "4B", "8B", "14B", "30B-A3B", "38B")},
+        },
+    ),
     "Qwen2-Audio": ModelFamily(
         name="Qwen2-Audio", template="qwen2_audio", multimodal=True, model_types=("qwen2_audio",),
         models={"Qwen2-Audio-7B": "Qwen/Qwen2-Audio-7B", "Qwen2-Audio-7B-Instruct": "Qwen/Qwen2-Audio-7B-Instruct"},

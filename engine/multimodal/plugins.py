@@ -255,6 +255,10 @@ PLUGINS: dict[str, MediaPlugin] = {
     # LLaVA-NeXT: each image's tokens count its base view and its any-resolution grid (``image_sizes``); rows
     # with different grid sizes are zero-padded on the patch axis, which the model cuts by ``image_sizes``
     "llava_next": MediaPlugin("llava_next", ("images",), ("llava_next",), type_ids_key=None),
+    # InternVL 3 / 3.5 images: <img>, the tiles' <IMG_CONTEXT> tokens, </img> (LLaMA-Factory's video layout, frames
+    # through the image processor, is not built here: video rows are refused)
+    "intern_vl": MediaPlugin("intern_vl", ("images",), ("internvl",), type_ids_key=None,
+                             drop_keys=(*MediaPlugin.drop_keys, "num_patches")),
     "qwen2_audio": Qwen2AudioPlugin("qwen2_audio", ("audios",), ("qwen2_audio",), type_ids_key=None),
 }
 """Plugin name -> plugin; the one dispatch table of the multimodal room."""

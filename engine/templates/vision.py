@@ -33,6 +33,7 @@ _YI_VL_SYSTEM = (
     "answers. 这是一个好奇的人类和一个人工智能助手之间的对话。假设你扮演这个AI助手的角色。仔细阅读所有的图像，并对人类的问题做出"
     "信息丰富、有帮助、详细的和礼貌的回答。\n\n"
 )
+_INTERN_VL_SYSTEM = "你是书生·万象，英文名是InternVL，是由上海人工智能实验室、清华大学及多家合作单位联合开发的多模态大语言模型。"
 _IMAGE_VIDEO = ("image", "video")
 _ALL = ("image", "video", "audio")
 
@@ -93,6 +94,8 @@ VISION_TEMPLATES: dict[str, Template] = {template.name: template for template in
     Template(name="yi_vl", user="### Human: {content}\n", gen_prompt="### Assistant:", assistant="{content}\n",
              default_system=_YI_VL_SYSTEM, stop_words=("###",), efficient_eos=True, modalities=("image",),
              description="Yi-VL (LLaVA; image)."),
+    Template(name="intern_vl", prefix="{bos}", **CHATML, default_system=_INTERN_VL_SYSTEM, stop_words=IM_END,
+             bos_text="<s>", modalities=("image",), description="InternVL 2.5 / 3 / 3.5 (ChatML after BOS; image)."),
     Template(name="qwen2_audio", **CHATML, default_system=_HELPFUL, stop_words=IM_END, replace_eos=True,
              modalities=("audio",), description="Qwen2-Audio (audio)."),
     Template(name="mimo_vl", **_QWEN, default_system="You are MiMo, an AI assistant developed by Xiaomi.",

@@ -30,7 +30,7 @@ def _losses(folder: Path) -> list[float]:
 def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("vlms")
     return {family: save_tiny_vlm(family, root / family) for family in ("qwen2_vl", "gemma4", "qwen3_5", "glm4v", "llava_next",
-                                                                           "qwen2_audio")}
+                                                                           "qwen2_audio", "intern_vl")}
 
 
 def _image_dataset(folder: Path) -> Path:
@@ -79,7 +79,8 @@ def test_tiny_vlm_learns_from_images(models, tmp_path):
 
 
 @pytest.mark.parametrize(("family", "template"), [("qwen2_vl", "qwen2_vl"), ("gemma4", "gemma4"),
-                                                  ("qwen3_5", "qwen3_5"), ("llava_next", "llava_next")])
+                                                  ("qwen3_5", "qwen3_5"), ("llava_next", "llava_next"),
+                                                  ("intern_vl", "intern_vl")])
 @pytest.mark.skipif(not (SHARED / "mllm_demo.json").is_file(), reason="shared data absent")
 def test_two_steps_on_mllm_demo(models, tmp_path, family, template):
     config = _config(tmp_path, models[family], template, "mllm_demo", SHARED)

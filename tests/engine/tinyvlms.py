@@ -13,7 +13,8 @@ import torch
 
 CORPUS = ("Hello, who are they? They are playing soccer on the field.", "What is in the picture? A red square.",
           "Describe the video and the sound.")
-FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "glm4v", "gemma3", "gemma4", "llava", "llava_next")
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "glm4v", "gemma3", "gemma4", "llava", "llava_next",
+            "intern_vl")
 
 
 def _tokenizer(specials: list[str], *, eos: str, pad: str, bos: str | None = None, named: dict | None = None):
@@ -251,6 +252,30 @@ def _qwen2_audio():
         "feature_extractor": extractor, "tokenizer": tokenizer}
 
 
+def _intern_vl():
+    from transformers import (
+        GotOcr2ImageProcessorPil,
+        InternVLConfig,
+        InternVLForConditionalGeneration,
+        InternVLProcessor,
+    )
+
+    named = {"start_image_token": "<img>", "end_image_token": "</img>", "context_image_token": "<IMG_CONTEXT>",
+             "video_token": "<video>"}
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<s>", *named.values()]
+    tokenizer = _tokenizer(specials, eos="<|im_end|>", pad="<|endoftext|>", bos="<s>", named=named)
+    config = InternVLConfig(
+        vision_config={"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
+                       "image_size": [56, 56], "patch_size": [14, 14]},
+        text_config={"model_type": "qwen2", **_qwen_text(tokenizer)},
+        image_token_id=tokenizer.convert_tokens_to_ids("<IMG_CONTEXT>"), image_seq_length=4, downsample_ratio=0.5,
+        tie_word_embeddings=False)
+    image_processor = GotOcr2ImageProcessorPil(size={"height": 56, "width": 56}, crop_to_patches=True, min_patches=1,
+                                               max_patches=4)
+    return InternVLForConditionalGeneration, config, InternVLProcessor, {
+        "image_processor": image_processor, "tokenizer": tokenizer, "image_seq_length": 4}
+
+
 def build_tiny_vlm(family: str, seed: int = 0):
     """(model in eval mode, processor) of one family, deterministic for a seed."""
     from engine.multimodal.processor import build_processor
@@ -273,6 +298,8 @@ def build_tiny_vlm(family: str, seed: int = 0):
         model_cls, config, processor_cls, parts = _llava_next()
     elif family == "qwen2_audio":
         model_cls, config, processor_cls, parts = _qwen2_audio()
+    elif family == "intern_vl":
+        model_cls, config, processor_cls, parts = _intern_vl()
     else:
         raise ValueError(family)
     processor = build_processor(processor_cls, parts)

@@ -20,6 +20,7 @@ from transformers import StoppingCriteria, StoppingCriteriaList, TextIteratorStr
 
 from engine.config import RunConfig
 from engine.infer.generation import generation_kwargs, stop_token_ids, template_for
+from engine.templates.tool_base import loads
 
 logger = logging.getLogger(__name__)
 
@@ -467,7 +468,7 @@ def _normalise_call(call: dict[str, Any]) -> dict[str, Any]:
     arguments = call.get("arguments", {})
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments)
+            arguments = loads(arguments)
         except json.JSONDecodeError:
             pass
     return {"name": str(call.get("name", "")), "arguments": arguments}
@@ -478,7 +479,7 @@ def _tools_text(tools: Any) -> str:
         return ""
     if isinstance(tools, str):
         try:
-            json.loads(tools)
+            loads(tools)
         except json.JSONDecodeError:
             raise ValueError("`tools` must be JSON text of a list of tool declarations.") from None
         return tools

@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 from engine.infer.chat import Reply
+from engine.templates.tool_base import loads
 
 
 class RequestError(ValueError):
@@ -58,7 +59,7 @@ def _tool_call_message(calls: Any, index: int) -> str:
         arguments = function.get("arguments") or "{}"
         if isinstance(arguments, str):
             try:
-                arguments = json.loads(arguments)
+                arguments = loads(arguments)
             except json.JSONDecodeError:
                 raise RequestError(f"messages[{index}]: tool call arguments must be JSON text.") from None
         out.append({"name": function["name"], "arguments": arguments})

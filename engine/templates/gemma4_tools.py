@@ -150,7 +150,10 @@ def _continues_word(text: str, pos: int) -> bool:
 def from_gemma_value(text: str) -> Any:
     """Read one value written in Gemma 4's notation (the whole text must be consumed)."""
     reader = _Reader(text)
-    value = reader.value()
+    try:
+        value = reader.value()
+    except RecursionError:
+        raise GemmaSyntaxError("the value is nested too deeply") from None
     reader.skip_space()
     if reader.pos != len(text):
         raise GemmaSyntaxError(f"unexpected text after the value at offset {reader.pos}")
@@ -242,6 +245,6 @@ class Gemma4ToolFormat(ToolFormat):
         try:
             arguments = reader.mapping()
             reader.expect(CALL_CLOSE)
-        except GemmaSyntaxError:
+        except (GemmaSyntaxError, RecursionError):  # RecursionError: values nested too deeply to read
             return None
         return {"name": name.group(), "arguments": arguments}, reader.pos

@@ -48,6 +48,15 @@ class ToolFormat(ABC):
         """The plain content of ``text`` and its calls; ``(text, [])`` when it holds no well-formed call."""
 
 
+def loads(text: str) -> Any:
+    """``json.loads``, where text nested too deeply for the decoder (a RecursionError) is a JSONDecodeError like any
+    other text that is not JSON: tool calls are parsed from generated text and from data rows."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", text, 0) from None
+
+
 def tool_list(tools: Any) -> list[Any]:
     """The tools as given, as a list: JSON text read, one dict made a list of one.
 
@@ -58,7 +67,7 @@ def tool_list(tools: Any) -> list[Any]:
         return []
     if isinstance(tools, str):
         try:
-            tools = json.loads(tools)
+            tools = loads(tools)
         except json.JSONDecodeError as err:
             raise ValueError(f"the tools are not valid JSON ({err.msg} at column {err.colno})") from err
     if isinstance(tools, dict):
@@ -92,7 +101,7 @@ def arguments_object(arguments: Any, name: str) -> dict[str, Any]:
     """
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
+            arguments = loads(arguments) if arguments.strip() else {}
         except json.JSONDecodeError as err:
             raise ValueError(f"the arguments of tool call {name!r} are not valid JSON") from err
     if arguments is None:
@@ -131,7 +140,7 @@ def normalize_calls(calls: Any, keep_string_arguments: bool = False) -> list[dic
     """
     if isinstance(calls, str):
         try:
-            calls = json.loads(calls)
+            calls = loads(calls)
         except json.JSONDecodeError as err:
             raise ValueError(f"a tool call is not valid JSON ({err.msg} at column {err.colno})") from err
     if isinstance(calls, dict):
@@ -142,7 +151,7 @@ def normalize_calls(calls: Any, keep_string_arguments: bool = False) -> list[dic
     for call in calls:
         if isinstance(call, str):
             try:
-                call = json.loads(call)
+                call = loads(call)
             except json.JSONDecodeError as err:
                 raise ValueError(f"a tool call is not valid JSON ({err.msg} at column {err.colno})") from err
         if isinstance(call, dict) and isinstance(call.get("function"), dict):

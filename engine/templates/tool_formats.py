@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from engine.templates.gemma4_tools import Gemma4ToolFormat
-from engine.templates.tool_base import ToolFormat, normalize_calls, tagged_calls
+from engine.templates.tool_base import ToolFormat, loads, normalize_calls, tagged_calls
 from engine.templates.tool_formats_more import MORE_TOOL_FORMATS
 
 
@@ -39,7 +39,7 @@ def _raw_json_objects(text: str, start: int) -> tuple[list[Any], int]:
             return values, pos
         try:
             value, pos = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return values, pos
         values.append(value)
 
@@ -153,7 +153,7 @@ class DefaultToolFormat(ToolFormat):
             if raw.startswith("json"):  # a fenced ```json block
                 raw = raw[len("json"):]
             try:
-                arguments = json.loads(raw)
+                arguments = loads(raw)
             except json.JSONDecodeError:
                 return text, []
             if not isinstance(arguments, dict):
@@ -184,7 +184,7 @@ class QwenToolFormat(ToolFormat):
         calls = []
         for match in matches:
             try:
-                value = json.loads(match.group(1).strip())
+                value = loads(match.group(1).strip())
             except json.JSONDecodeError:
                 return text, []
             if not isinstance(value, dict) or "name" not in value or "arguments" not in value:
@@ -228,7 +228,7 @@ class GLM4ToolFormat(ToolFormat):
                 start += 1
             try:
                 arguments, pos = decoder.raw_decode(text, start)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 return text, []
             if not isinstance(arguments, dict):
                 return text, []
@@ -259,7 +259,7 @@ class GLM4MoeToolFormat(ToolFormat):
             arguments: dict[str, Any] = {}
             for key, raw in self._ARG.findall(match.group(2)):
                 try:
-                    arguments[key] = json.loads(raw)
+                    arguments[key] = loads(raw)
                 except json.JSONDecodeError:
                     arguments[key] = raw
             calls.append({"name": match.group(1).strip(), "arguments": arguments})
@@ -313,7 +313,7 @@ class MistralToolFormat(ToolFormat):
         if "[TOOL_CALLS]" in body:
             prose, body = (part.strip() for part in body.split("[TOOL_CALLS]", 1))
         try:
-            value = json.loads(body)
+            value = loads(body)
         except json.JSONDecodeError:
             return text, []
         values = value if isinstance(value, list) else [value]
@@ -349,7 +349,7 @@ class Qwen35ToolFormat(ToolFormat):
             arguments: dict[str, Any] = {}
             for key, raw in self._PARAM.findall(match.group(2).strip()):
                 try:
-                    arguments[key] = json.loads(raw.strip())
+                    arguments[key] = loads(raw.strip())
                 except json.JSONDecodeError:
                     arguments[key] = raw.strip()
             calls.append({"name": match.group(1).strip(), "arguments": arguments})

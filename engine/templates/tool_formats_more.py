@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from engine.templates.tool_base import ToolFormat, arguments_object, normalize_calls, tagged_calls
+from engine.templates.tool_base import ToolFormat, arguments_object, loads, normalize_calls, tagged_calls
 
 MINIMAX_M1_TOOL_PROMPT = (
     "You are provided with these tools:\n<tools>\n{tool_text}</tools>\n\n"
@@ -47,7 +47,7 @@ def _dumps(value: Any) -> str:
 def _parsed_value(raw: str) -> Any:
     """An argument read back from XML-style tags: JSON where it parses, else the text."""
     try:
-        return json.loads(raw.strip())
+        return loads(raw.strip())
     except json.JSONDecodeError:
         return raw
 
@@ -193,7 +193,7 @@ class LFM2ToolFormat(ToolFormat):
                 if len(raw) >= 2 and raw[0] == raw[-1] == '"':
                     arguments[key.group(1)] = raw[1:-1]
                 else:
-                    arguments[key.group(1)] = json.loads(raw)
+                    arguments[key.group(1)] = loads(raw)
             calls.append({"name": match.group(1), "arguments": arguments})
         if not calls:
             raise ValueError("no call")
@@ -207,7 +207,7 @@ class LFM2ToolFormat(ToolFormat):
         body = text[start + len(self._START):end].strip()
         try:
             calls = self._python_calls(body)
-        except (SyntaxError, ValueError, TypeError):
+        except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
             try:
                 calls = self._written_calls(body)
             except (ValueError, TypeError):

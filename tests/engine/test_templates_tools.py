@@ -147,3 +147,29 @@ def test_normalizers():
         normalize_calls("{oops")
     with pytest.raises(ValueError, match="unknown|Unknown"):
         get_tool_format("nope")
+
+
+@pytest.mark.parametrize("name", sorted(TOOL_FORMATS))
+def test_text_nested_too_deeply_is_no_call_not_a_crash(name):
+    """Generated text (or a data row) with values nested past the JSON decoder's recursion limit holds no call; it
+    used to raise RecursionError out of the parser (a chat or API reply would fail)."""
+    from engine.templates.tool_base import normalize_calls
+
+    deep = "[" * 100_000
+    fmt = TOOL_FORMATS[name]
+    for text in (f"<tool_call>{deep}</tool_call>", f"Action: f\nAction Input: {deep}", f"[TOOL_CALLS]{deep}",
+                 '{"name": "f", "parameters": ' + deep, f"<tool_calls>\n{deep}\n</tool_calls>", f"f\n{deep}",
+                 f'<invoke name="f"><parameter name="a">{deep}</parameter></invoke>',
+                 f"<|tool_call_start|>[f(a={deep})]<|tool_call_end|>", f"<|tool_call>call:f{{a:{deep}}}<tool_call|>"):
+        content, calls = fmt.extract(text)
+        assert all(isinstance(call["name"], str) for call in calls)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        normalize_calls(deep)
+
+
+def test_api_tool_call_arguments_nested_too_deeply_are_a_request_error():
+    from engine.infer.openai_format import RequestError, convert_messages
+
+    call = {"type": "function", "function": {"name": "f", "arguments": "[" * 100_000}}
+    with pytest.raises(RequestError, match="must be JSON text"):
+        convert_messages([{"role": "user", "content": "hi"}, {"role": "assistant", "content": None, "tool_calls": [call]}])

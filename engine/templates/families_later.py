@@ -4,7 +4,8 @@ Hunyuan, Mistral Small, Phi-4-mini, ...) and older ones still found in configs (
 Same slot syntax as ``families_core``. ``{|}`` marks where LLaMA-Factory's slot lists split a text (ChatGLM3's
 ``"\\n"`` and ``"{{content}}"`` are tokenized apart). A tool result turn written here in full (the assistant
 header included) has ``observation_gen=""``. Templates whose LLaMA-Factory entry also processes images or video
-(Llama 4, Mistral Small, Ministral 3) are registered for text; rows with media are refused for them.
+(Llama 4, Mistral Small, Ministral 3) are registered for their text turns only: no media plugin serves them, so a
+text model trains such rows on their text (with the warning every text model gives).
 """
 
 from __future__ import annotations

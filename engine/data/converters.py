@@ -130,7 +130,9 @@ def _tools(row: dict[str, Any], column: str | None) -> str:
         raise RowError(str(err)) from None
     if not tools:  # an empty list written as text ("[]") still opens an empty system turn, as in LLaMA-Factory
         return value if isinstance(value, str) and value.strip() else ""
-    return value if isinstance(value, str) else json.dumps(tools, ensure_ascii=False)
+    # kept as given (OpenAI's wrappers and all), as LLaMA-Factory writes it: formats that keep the wrappers (Seed-OSS)
+    # or the text itself (Phi-4-mini) read it so
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def _calls_json(value: Any) -> str:

@@ -195,7 +195,6 @@ FAMILIES: dict[str, ModelFamily] = {
         models={
             "GLM-4-9B-Chat-0414": "zai-org/GLM-4-9B-0414",
             "GLM-4-32B-Chat-0414": "zai-org/GLM-4-32B-0414",
-            "GLM-Z1-9B-0414": "zai-org/GLM-Z1-9B-0414",
         },
         model_types=("glm4", "glm"),
     ),
@@ -225,15 +224,13 @@ FAMILIES: dict[str, ModelFamily] = {
         template="mistral",
         models={
             "Mistral-7B-Instruct-v0.3": "mistralai/Mistral-7B-Instruct-v0.3",
-            "Mistral-Nemo-Instruct-2407": "mistralai/Mistral-Nemo-Instruct-2407",
-            "Mistral-Small-24B-Instruct-2501": "mistralai/Mistral-Small-24B-Instruct-2501",
         },
         model_types=("mistral",),
     ),
     "Phi-4": ModelFamily(
         name="Phi-4",
         template="phi4",
-        models={"Phi-4-14B-Instruct": "microsoft/phi-4", "Phi-4-Mini-Instruct": "microsoft/Phi-4-mini-instruct"},
+        models={"Phi-4-14B-Instruct": "microsoft/phi-4"},
         # `phi3` is the architecture of Phi-3 as well, whose template differs.
     ),
     "DeepSeek-V3": ModelFamily(

@@ -56,8 +56,13 @@ def _strip_thought(t: Template) -> list[str]:
 
 
 def template_to_jinja(template: Template) -> str:
-    """The Jinja chat template equivalent to ``template.render_oneturn``."""
+    """The Jinja chat template equivalent to ``template.render_oneturn``; "" for a template that writes single tokens
+    by name (``{token:...}``, ChatGLM3, Yuan), whose text need not tokenize back to those tokens: the tokenizer's own
+    chat template is kept then, as LLaMA-Factory keeps it ("Dict is not supported")."""
     t = template
+    patterns = (t.prefix, t.system, t.user, t.gen_prompt, t.assistant, t.observation, t.observation_gen or "", t.function)
+    if any("{token:" in pattern for pattern in patterns):
+        return ""
     open_word, close_word = t.thought_words
     block = jinja_literal(t.add_thought())
     gen = t.gen_prompt

@@ -17,13 +17,14 @@ class ToolFormat(ABC):
 
     name = ""
     keeps_wrappers = False
-    """Whether ``declare`` gets the tools as given (OpenAI's wrappers kept), not the bare declarations."""
+    """Whether ``declare`` gets the tools as given (OpenAI's wrappers kept, an object not made a list), not the bare
+    declarations."""
 
     def format_tools(self, tools: Any) -> str:
         """The text declaring ``tools`` (placed in the system prompt); "" when there are none."""
         declared = normalize_tools(tools)
-        if declared and self.keeps_wrappers:
-            return self.declare(tool_list(tools))
+        if declared and self.keeps_wrappers:  # as given: an object stays an object, as LLaMA-Factory dumps it
+            return self.declare(loads(tools) if isinstance(tools, str) else tools)
         return self.declare(declared) if declared else ""
 
     def format_calls(self, calls: Any) -> str:

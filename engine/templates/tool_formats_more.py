@@ -76,7 +76,7 @@ class MiniMaxM1ToolFormat(ToolFormat):
             try:
                 calls.extend(normalize_calls(line.strip()))
             except ValueError:
-                return text, []
+                continue  # a line that is not a call is skipped, as LLaMA-Factory skips it
         return (text[:match.start()].strip(), calls) if calls else (text, [])
 
 

@@ -45,6 +45,19 @@ class HeadCrossEntropySum(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, hidden, weight, targets, rows=None, index=None, weighting=None):
+        # The products run in the mixed-precision dtype where autocast is on (as the head's own matmul would), else
+        # in the wider of the two inputs'; the dtypes are made explicit, since in-place products are not autocast.
+        device = hidden.device.type
+        if torch.is_autocast_enabled(device):
+            compute = torch.get_autocast_dtype(device)
+            with torch.autocast(device_type=device, enabled=False):
+                return HeadCrossEntropySum._forward(ctx, hidden, weight, targets, rows, index, weighting, compute)
+        compute = torch.promote_types(hidden.dtype, weight.dtype)
+        return HeadCrossEntropySum._forward(ctx, hidden, weight, targets, rows, index, weighting, compute)
+
+    @staticmethod
+    def _forward(ctx, hidden, weight, targets, rows, index, weighting, compute):
+        weight = weight.to(compute)
         wide = torch.promote_types(hidden.dtype, torch.float32)  # float32 at least, as the plain path's .float()
         total = hidden.new_zeros((), dtype=wide)
         grad_hidden = torch.empty_like(hidden)
@@ -55,7 +68,7 @@ class HeadCrossEntropySum(torch.autograd.Function):
             shift = rows - weight.index_select(0, index)  # W = weight + scatter(index, shift)
             grad_rows = torch.zeros_like(rows, dtype=wide)
         for start in range(0, hidden.shape[0], CHUNK):
-            part = hidden[start:start + CHUNK]
+            part = hidden[start:start + CHUNK].to(compute)
             logits = part.mm(weight.t())
             if rows is not None:
                 logits.index_copy_(1, index, part.mm(rows.t()))

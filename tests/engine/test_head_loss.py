@@ -132,3 +132,24 @@ def test_softmax_is_written_over_the_logits_with_torchs_logsumexp():
     assert probs.data_ptr() == work.data_ptr()  # no tokens x vocabulary temporary
     assert torch.equal(lse, expected_lse)  # the loss is bit for bit torch.logsumexp's
     torch.testing.assert_close(probs[2:], expected_probs, rtol=1e-5, atol=1e-7)
+
+
+def test_under_bf16_autocast_with_float32_weights_and_trained_rows(small_chunks):
+    """Under mixed-precision autocast the products run in bfloat16, as the head's own matmul would, whatever the
+    stored dtypes: a float32 head with trained rows failed in the in-place product ("must have the same dtype")."""
+    head = _token_rows_head()
+    delta = next(p for n, p in head.named_parameters() if "trainable_tokens_delta" in n)
+    torch.manual_seed(5)
+    hidden = torch.randn(30, 16, requires_grad=True)
+    targets = torch.randint(0, 50, (30,))
+    targets[:4] = torch.tensor([47, 3, 49, 47])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ours = chunked_head_loss(head, hidden, targets)
+        ours.backward()
+        got = hidden.grad.clone(), delta.grad.clone()
+        hidden.grad = delta.grad = None
+        reference = F.cross_entropy(head(hidden).float(), targets, reduction="sum")
+    reference.backward()
+    torch.testing.assert_close(ours, reference, rtol=2e-2, atol=1e-1)
+    torch.testing.assert_close(got[0], hidden.grad, rtol=5e-2, atol=5e-2)
+    torch.testing.assert_close(got[1], delta.grad, rtol=5e-2, atol=5e-2)

@@ -35,6 +35,20 @@ def test_every_family_template_is_registered_with_a_family():
     assert set(TEMPLATES) - used == generic | unlisted
 
 
+def test_no_model_is_listed_in_two_families():
+    """A hub id in two families takes the first one's template: Mistral-Small-24B-Instruct-2501 got `mistral`, and
+    Phi-4-mini `phi4`, where LLaMA-Factory uses `mistral_small` and `phi4_mini`."""
+    seen: dict[str, str] = {}
+    for family in FAMILIES.values():
+        for hub in family.models.values():
+            assert hub.lower() not in seen, f"{hub} is in {seen[hub.lower()]} and {family.name}"
+            seen[hub.lower()] = family.name
+    assert default_template("mistralai/Mistral-Small-24B-Instruct-2501") == "mistral_small"
+    assert default_template("microsoft/Phi-4-mini-instruct") == "phi4_mini"
+    assert default_template("zai-org/GLM-Z1-9B-0414") == "glmz1"
+    assert default_template("mistralai/Mistral-Nemo-Instruct-2407") == "ministral"
+
+
 def test_list_models():
     models = list_models()
     assert models["LF-Demo"] == "demo"

@@ -239,7 +239,10 @@ JINJA_CASES = [
 ]
 
 
-@pytest.mark.parametrize("name", sorted(TEMPLATES))
+TOKEN_SLOT_TEMPLATES = ("chatglm3", "yuan")  # write single tokens by name: no Jinja export, as in LLaMA-Factory
+
+
+@pytest.mark.parametrize("name", sorted(set(TEMPLATES) - set(TOKEN_SLOT_TEMPLATES)))
 def test_to_jinja_matches_render(name, tokenizer_factory):
     template = get_template(name)
     tokenizer = tokenizer_factory(chat_template=template.to_jinja())
@@ -250,6 +253,15 @@ def test_to_jinja_matches_render(name, tokenizer_factory):
             rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation,
                                                      enable_thinking=thinking)
             assert rendered == expected, (name, messages, generation, thinking)
+
+
+def test_templates_with_token_slots_export_no_jinja():
+    """ChatGLM3 and Yuan write some tokens by name ({token:...}), which their text need not tokenize back to: export
+    keeps the tokenizer's own chat template (LLaMA-Factory refuses these: "Dict is not supported")."""
+    for name in TOKEN_SLOT_TEMPLATES:
+        assert get_template(name).to_jinja() == ""
+    assert {name for name, t in TEMPLATES.items() if "{token:" in t.prefix + t.user + t.observation} == set(
+        TOKEN_SLOT_TEMPLATES)
 
 
 # ------------------------------------------------------------------------------------------------ fallback

@@ -173,3 +173,29 @@ def test_api_tool_call_arguments_nested_too_deeply_are_a_request_error():
     call = {"type": "function", "function": {"name": "f", "arguments": "[" * 100_000}}
     with pytest.raises(RequestError, match="must be JSON text"):
         convert_messages([{"role": "user", "content": "hi"}, {"role": "assistant", "content": None, "tool_calls": [call]}])
+
+
+def test_llamafactory_details_the_golden_cases_leave_out():
+    """Facts read off LLaMA-Factory 0.9.5 for shapes its golden conversations do not have."""
+    from engine.templates import get_template
+
+    # LFM2 writes prose before calls with its own call markers around them
+    content = 'I will call.<|tool_call_start|>[{"name": "f", "arguments": {"a": 1}}]<|tool_call_end|>'
+    segments = get_template("lfm2").segments([{"role": "user", "content": "hi"}, {"role": "function", "content": content}])
+    assert segments[1][0] == "I will call.<|tool_call_start|>[f(a=1)]<|tool_call_end|><|im_end|>\n"
+    # Seed-OSS dumps the tools as given: one object stays an object (its OpenAI wrapper kept)
+    tools = json.dumps({"type": "function", "function": {"name": "f", "parameters": {}}})
+    assert '\n{"type": "function", "function": {"name": "f", "parameters": {}}}\n工具调用' in \
+        get_template("seed_oss").system_text(None, tools)
+    # MiniMax-M1 skips a line of its call block that is not a call
+    text = '<tool_calls>\n{"name": "f", "arguments": {"a": 1}}\nnot json\n</tool_calls>'
+    assert TOOL_FORMATS["minimax1"].extract(text) == ("", [{"name": "f", "arguments": {"a": 1}}])
+
+
+def test_a_tools_column_given_as_a_list_is_kept_as_given():
+    """A dataset's tools column stored as a JSON list keeps OpenAI's wrappers, as LLaMA-Factory writes it (Seed-OSS
+    and Phi-4-mini write the tools as given)."""
+    from engine.data.converters import _tools
+
+    wrapped = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+    assert json.loads(_tools({"tools": wrapped}, "tools")) == wrapped

@@ -320,7 +320,8 @@ FAMILIES: dict[str, ModelFamily] = {
         name="MiMo-VL", template="mimo_vl", multimodal=True, **_QWEN_VL_KEYS,
         models={"MiMo-VL-7B-RL": "XiaomiMiMo/MiMo-VL-7B-RL", "MiMo-VL-7B-RL-2508": "XiaomiMiMo/MiMo-VL-7B-RL-2508"},
     ),
-    # LLaVA-NeXT over other language models and Granite Vision: one model type (llava_next), told apart by name
+    # LLaVA-NeXT over other language models and Granite Vision: one model type (llava_next), told apart by name or,
+    # for a local folder, by the language model in its config (_llava_family)
     **{name: ModelFamily(name=name, template=template, models=models, multimodal=True, **_LLAVA_KEYS)
        for name, template, models in (
            ("LLaVA-NeXT-Mistral", "llava_next_mistral",
@@ -418,7 +419,26 @@ def family_of_config(config: dict[str, Any] | Any) -> ModelFamily | None:
     model_type = get("model_type", None)
     if model_type == "gemma4" and get("audio_config", None):
         return FAMILIES["Gemma 4 E"]
+    if model_type in ("llava", "llava_next"):
+        return FAMILIES[_llava_family(model_type, get("text_config", None))]
     return _BY_MODEL_TYPE.get(str(model_type)) if model_type else None
+
+
+def _llava_family(model_type: str, text_config: Any) -> str:
+    """The LLaVA / LLaVA-NeXT family of a config, told apart by its language model (one model type serves several
+    templates): Mistral, Qwen2 and Granite by their type, Llama 3 and Yi by their vocabulary (128k and 64k tokens; the
+    Vicuna models have 32k)."""
+    text = text_config.to_dict() if hasattr(text_config, "to_dict") else dict(text_config or {})
+    text_type, vocab = text.get("model_type"), int(text.get("vocab_size") or 0)
+    yi = text_type == "llama" and 60_000 <= vocab < 70_000
+    if model_type == "llava":
+        return "Yi-VL" if yi else "LLaVA"
+    by_type = {"mistral": "LLaVA-NeXT-Mistral", "qwen2": "LLaVA-NeXT-Qwen", "granite": "Granite Vision"}
+    if text_type in by_type:
+        return by_type[text_type]
+    if text_type == "llama" and vocab >= 128_000:
+        return "LLaVA-NeXT-Llama3"
+    return "LLaVA-NeXT-Yi" if yi else "LLaVA-NeXT"
 
 
 def family_of(name_or_path: str | None) -> ModelFamily | None:

@@ -49,6 +49,25 @@ def test_no_model_is_listed_in_two_families():
     assert default_template("mistralai/Mistral-Nemo-Instruct-2407") == "ministral"
 
 
+@pytest.mark.parametrize(("model_type", "text", "template"), [
+    ("llava_next", {"model_type": "llama", "vocab_size": 32064}, "llava_next"),  # llava-v1.6-vicuna
+    ("llava_next", {"model_type": "mistral", "vocab_size": 32064}, "llava_next_mistral"),
+    ("llava_next", {"model_type": "llama", "vocab_size": 128320}, "llava_next_llama3"),  # llama3-llava-next-8b
+    ("llava_next", {"model_type": "llama", "vocab_size": 64064}, "llava_next_yi"),  # llava-v1.6-34b
+    ("llava_next", {"model_type": "qwen2", "vocab_size": 152064}, "llava_next_qwen"),
+    ("llava_next", {"model_type": "granite", "vocab_size": 49156}, "granite3_vision"),
+    ("llava", {"model_type": "llama", "vocab_size": 32064}, "llava"),
+    ("llava", {"model_type": "llama", "vocab_size": 64000}, "yi_vl"),
+])
+def test_a_local_llava_folder_gets_its_language_models_template(tmp_path, model_type, text, template):
+    """One model type serves several LLaVA templates: a folder not named after its hub repo is told apart by the
+    language model in its config."""
+    folder = tmp_path / "my-vlm"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": model_type, "text_config": text}), encoding="utf-8")
+    assert default_template(str(folder)) == template
+
+
 def test_list_models():
     models = list_models()
     assert models["LF-Demo"] == "demo"

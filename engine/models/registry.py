@@ -59,6 +59,10 @@ class ModelFamily:
         return bool(self.projector_keys)
 
 
+def _ids_of(org: str, names: list[str]) -> dict[str, str]:
+    return {name: f"{org}/{name}" for name in names}
+
+
 def _qwen(sizes: list[str], prefix: str, org: str = "Qwen") -> dict[str, str]:
     return {f"{prefix}-{size}": f"{org}/{prefix}-{size}" for size in sizes}
 
@@ -345,6 +349,25 @@ FAMILIES: dict[str, ModelFamily] = {
         name="Qwen2-Audio", template="qwen2_audio", multimodal=True, model_types=("qwen2_audio",),
         models={"Qwen2-Audio-7B": "Qwen/Qwen2-Audio-7B", "Qwen2-Audio-7B-Instruct": "Qwen/Qwen2-Audio-7B-Instruct"},
         projector_keys=("multi_modal_projector",), vision_keys=("audio_tower",), language_keys=("language_model", "lm_head"),
+    ),
+    # Vision-language checkpoints whose templates serve text rows here (no media plugin yet): their encoders and
+    # projectors are still told apart, so `lora_target: all` and the freeze keys leave them alone, as in LLaMA-Factory
+    "Llama 4": ModelFamily(
+        name="Llama 4", template="llama4", multimodal=True, model_types=("llama4",),
+        projector_keys=("multi_modal_projector",),
+        vision_keys=("vision_model",), language_keys=("language_model", "lm_head"),
+        models=_ids_of("meta-llama", ["Llama-4-Scout-17B-16E", "Llama-4-Scout-17B-16E-Instruct",
+                                      "Llama-4-Maverick-17B-128E", "Llama-4-Maverick-17B-128E-Instruct"]),
+    ),
+    "Mistral Small 3.1": ModelFamily(
+        name="Mistral Small 3.1", template="mistral_small", multimodal=True, model_types=("mistral3",), **_LLAVA_KEYS,
+        models=_ids_of("mistralai", ["Mistral-Small-3.1-24B-Base-2503", "Mistral-Small-3.1-24B-Instruct-2503",
+                                     "Mistral-Small-3.2-24B-Instruct-2506"]),
+    ),
+    "Ministral 3": ModelFamily(
+        name="Ministral 3", template="ministral3", multimodal=True, **_LLAVA_KEYS,  # type mistral3 too: by name
+        models=_ids_of("mistralai", [f"Ministral-3-{size}-{kind}-2512" for kind in ("Base", "Instruct")
+                                     for size in ("3B", "8B", "14B")]),
     ),
     "MiniCPM-V": ModelFamily(
         name="MiniCPM-V",

@@ -29,9 +29,8 @@ def test_every_family_template_is_registered_with_a_family():
 
     used = {f.template for f in FAMILIES.values()}
     generic = {"default", "empty", "alpaca"}  # formats, not model families
-    # LLaMA-Factory 0.9.5 defines them but lists no model for them (or, for Llama 4 and Ministral 3, only its
-    # vision-language ones, which these text templates do not serve)
-    unlisted = {"qwen3_5_nothink", "qwen3_6", "bailing", "bailing_v2", "chatml_de", "fewshot", "llama4", "ministral3"}
+    # LLaMA-Factory 0.9.5 defines them but lists no model for them
+    unlisted = {"qwen3_5_nothink", "qwen3_6", "bailing", "bailing_v2", "chatml_de", "fewshot"}
     assert set(TEMPLATES) - used == generic | unlisted
 
 

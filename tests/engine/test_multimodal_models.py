@@ -148,3 +148,31 @@ def test_gemma4_e_loads_with_eager_attention_only_in_its_audio_tower(tmp_path):
     config = model.config
     assert config.audio_config._attn_implementation == "eager"
     assert config.text_config._attn_implementation == config.vision_config._attn_implementation == "sdpa"
+
+
+def test_text_template_vlms_keep_lora_off_their_encoders():
+    """Llama 4 and Mistral Small 3.1 checkpoints (templates for text rows only here) still have their vision encoder
+    and projector told apart: `lora_target: all` reaches only the language model, as in LLaMA-Factory."""
+    from transformers import (
+        Llama4Config,
+        Llama4ForConditionalGeneration,
+        Mistral3Config,
+        Mistral3ForConditionalGeneration,
+    )
+
+    vision = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64,
+              "image_size": 28, "patch_size": 14}
+    text = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "vocab_size": 100}
+    models = [
+        Llama4ForConditionalGeneration(Llama4Config(
+            vision_config={**vision, "vision_output_dim": 32, "projector_input_dim": 32, "projector_output_dim": 32},
+            text_config={**text, "head_dim": 8, "intermediate_size_mlp": 64, "num_local_experts": 2})),
+        Mistral3ForConditionalGeneration(Mistral3Config(vision_config={**vision, "head_dim": 16},
+                                                        text_config={"model_type": "mistral", **text})),
+    ]
+    for model, family in zip(models, ("Llama 4", "Mistral Small 3.1")):
+        composite = composite_info(model)
+        assert composite is not None and composite.name == family
+        targets = adapters.find_all_linear_modules(model, composite, FinetuningArgs())
+        assert targets and all("language_model" in name for name in targets)

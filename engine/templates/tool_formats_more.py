@@ -178,22 +178,37 @@ class LFM2ToolFormat(ToolFormat):
                           "arguments": {item.arg: self._value(item.value) for item in node.keywords}})
         return calls
 
+    @staticmethod
+    def _complete(raw: str) -> bool:
+        """Whether ``raw`` is a whole argument value: text in quotes, or JSON."""
+        if raw[:1] == '"':
+            return len(raw) >= 2 and raw[-1] == '"'
+        try:
+            loads(raw)
+        except ValueError:
+            return False
+        return True
+
     def _written_calls(self, body: str) -> list[dict[str, Any]]:
         """Calls as LLaMA-Factory writes them, whose strings are put in quotes unescaped (``city="a "b""``): each
-        value runs to the next ``, key=``; quoted text is a string, anything else JSON."""
+        value runs to the first following ``, key=`` at which it is whole (so a string holding ``, key=`` stays one
+        value); quoted text is a string, anything else JSON."""
         body = body.strip()
         if body.startswith("[") and body.endswith("]"):
             body = body[1:-1].strip()
         calls = []
         for match in self._CALL.finditer(body):
             arguments: dict[str, Any] = {}
-            keys = list(self._KEY.finditer(match.group(2)))
-            for key, after in zip(keys, [*keys[1:], None]):
-                raw = match.group(2)[key.end():after.start() if after else None].strip()
-                if len(raw) >= 2 and raw[0] == raw[-1] == '"':
-                    arguments[key.group(1)] = raw[1:-1]
-                else:
-                    arguments[key.group(1)] = loads(raw)
+            args = match.group(2)
+            keys = list(self._KEY.finditer(args))
+            index = 0
+            while index < len(keys):
+                key, end = keys[index], index + 1
+                while end < len(keys) and not self._complete(args[key.end():keys[end].start()].strip()):
+                    end += 1
+                raw = args[key.end():keys[end].start() if end < len(keys) else None].strip()
+                arguments[key.group(1)] = raw[1:-1] if self._complete(raw) and raw[:1] == '"' else loads(raw)
+                index = end
             calls.append({"name": match.group(1), "arguments": arguments})
         if not calls:
             raise ValueError("no call")

@@ -199,3 +199,11 @@ def test_a_tools_column_given_as_a_list_is_kept_as_given():
 
     wrapped = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
     assert json.loads(_tools({"tools": wrapped}, "tools")) == wrapped
+
+
+def test_lfm2_reads_a_string_holding_a_key_like_text():
+    """LLaMA-Factory writes LFM2 strings in quotes unescaped; a value holding ", b=1" stays one value."""
+    text = '<|tool_call_start|>[f(a="x, b=1", c=2), g(city="Paris, \\"la\\" x")]<|tool_call_end|>'
+    assert TOOL_FORMATS["lfm2"].extract(text)[1][0] == {"name": "f", "arguments": {"a": "x, b=1", "c": 2}}
+    written = TOOL_FORMATS["lfm2"].format_calls([{"name": "f", "arguments": {"q": 'a, b="c"', "n": 1}}])
+    assert TOOL_FORMATS["lfm2"].extract(written)[1] == [{"name": "f", "arguments": {"q": 'a, b="c"', "n": 1}}]

@@ -196,11 +196,10 @@ def test_resampling_is_band_limited_and_keeps_a_tone(tmp_path):
     assert odd.shape == (2, 3, math.ceil(1001 * 160 / 441))
 
 
-def test_gemma4_audio_expansion_equals_the_processor(tmp_path):
+def _write_tone(path: Path) -> Path:
+    """One second of a mono tone at 22,050 Hz (resampled to 16 kHz when read)."""
     import av
 
-    model, processor = build_tiny_vlm("gemma4n")
-    path = tmp_path / "a.wav"
     with av.open(str(path), "w") as container:
         stream = container.add_stream("pcm_s16le", rate=22050, layout="mono")
         samples = (np.sin(np.arange(22050) / 10) * 8000).astype(np.int16)[None]
@@ -210,6 +209,12 @@ def test_gemma4_audio_expansion_equals_the_processor(tmp_path):
             container.mux(packet)
         for packet in stream.encode(None):
             container.mux(packet)
+    return path
+
+
+def test_gemma4_audio_expansion_equals_the_processor(tmp_path):
+    model, processor = build_tiny_vlm("gemma4n")
+    path = _write_tone(tmp_path / "a.wav")
     expanded, arrays = PLUGINS["gemma4"].process(processor, [{"role": "user", "content": "<audio>Hi"}], [], [],
                                                  [str(path)], MediaOptions())
     wave = media.read_audio(str(path), 16000)
@@ -263,19 +268,8 @@ def test_join_arrays_pads_ragged_audio():
 def test_qwen2_audio_expansion_and_features_equal_the_processor(tmp_path):
     """Qwen2-Audio: the soft tokens between <|audio_bos|> and <|audio_eos|> and the padded Whisper features with
     their mask (``feature_attention_mask``) are what transformers' processor makes of the same audio."""
-    import av
-
     model, processor = build_tiny_vlm("qwen2_audio")
-    path = tmp_path / "a.wav"
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("pcm_s16le", rate=22050, layout="mono")
-        samples = (np.sin(np.arange(22050) / 10) * 8000).astype(np.int16)[None]
-        frame = av.AudioFrame.from_ndarray(samples, format="s16", layout="mono")
-        frame.sample_rate = 22050
-        for packet in stream.encode(frame):
-            container.mux(packet)
-        for packet in stream.encode(None):
-            container.mux(packet)
+    path = _write_tone(tmp_path / "a.wav")
     expanded, arrays = PLUGINS["qwen2_audio"].process(processor, [{"role": "user", "content": "<audio>Hi"}], [], [],
                                                       [str(path)], MediaOptions())
     wave = media.read_audio(str(path), 16000)

@@ -104,18 +104,23 @@ def _efficient_eos(template: Any) -> bool:
 
 # ------------------------------------------------------------------------------------------------------ sft
 def sft_row(pairs: list[tuple[list[int], list[int]]], opts: TokenizeOptions, eos_id: int | None = None,
-            ) -> tuple[list[int], list[int], bool]:
+            prefix: list[int] | None = None) -> tuple[list[int], list[int], bool]:
     """One supervised row from (prompt, response) pairs: input ids, labels and whether it was truncated.
 
     ``eos_id`` is given for templates with ``efficient_eos`` (LLaMA-Factory's rule, see the module docstring).
+    ``prefix``: ids that open the row outside the loss and count against ``cutoff_len`` (PaliGemma's image tokens;
+    LLaMA-Factory starts the row with them, so with ``mask_history`` the turns are put before them, as there).
     """
+    prefix = list(prefix or [])
     if opts.keep_prompt_end:
-        return _sft_row_keep_end(pairs, opts)
+        input_ids, labels, truncated = _sft_row_keep_end(
+            pairs, dataclasses.replace(opts, cutoff_len=max(opts.cutoff_len - len(prefix), 0)))
+        return prefix + input_ids, [IGNORE] * len(prefix) + labels, truncated
     efficient = eos_id is not None
     order = pairs[::-1] if opts.mask_history else pairs
-    total = 1 if efficient else 0
-    input_ids: list[int] = []
-    labels: list[int] = []
+    total = len(prefix) + (1 if efficient else 0)
+    input_ids: list[int] = prefix
+    labels: list[int] = [IGNORE] * len(prefix)
     truncated = False
     for turn, (source, target) in enumerate(order):
         if total >= opts.cutoff_len:

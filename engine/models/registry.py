@@ -345,6 +345,15 @@ FAMILIES: dict[str, ModelFamily] = {
                for size in ("1B", "2B", "4B", "8B", "14B", "30B-A3B", "38B")},
         },
     ),
+    "PaliGemma": ModelFamily(
+        name="PaliGemma", template="paligemma", multimodal=True, model_types=("paligemma",), **_LLAVA_KEYS,
+        models={
+            **{f"PaliGemma-3B-{kind}": f"google/paligemma-3b-{kind}"
+               for kind in ("pt-224", "pt-448", "pt-896", "mix-224", "mix-448")},
+            **{f"PaliGemma2-{size}-{kind}": f"google/paligemma2-{size.lower()}-{kind}"
+               for size in ("3B", "10B", "28B") for kind in ("pt-224", "pt-448", "pt-896", "mix-224", "mix-448")},
+        },
+    ),
     "Qwen2-Audio": ModelFamily(
         name="Qwen2-Audio", template="qwen2_audio", multimodal=True, model_types=("qwen2_audio",),
         models={"Qwen2-Audio-7B": "Qwen/Qwen2-Audio-7B", "Qwen2-Audio-7B-Instruct": "Qwen/Qwen2-Audio-7B-Instruct"},

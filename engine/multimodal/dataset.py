@@ -72,9 +72,10 @@ def tokenize_media_sft(examples: list[dict], tokenizer: Any, template: Any, opts
         except MediaError as err:
             raise MediaError(f"{_where(example, index)}: {err}") from None
         pairs = encode_pairs(tokenizer, template, {**example, "messages": messages}, opts)
-        input_ids, labels, truncated = sft_row(pairs, opts, eos_id)
+        prefix = ctx.plugin.prefix_ids(ctx.processor, len(example.get("images") or []))
+        input_ids, labels, truncated = sft_row(pairs, opts, eos_id, prefix)
         stats["truncated"] += truncated
-        expected = sum(token in soft for prompt, response in pairs for token in prompt + response)
+        expected = len(prefix) + sum(token in soft for prompt, response in pairs for token in prompt + response)
         if truncated and sum(token in soft for token in input_ids) != expected:
             stats["dropped"] += 1
             stats["media_dropped"] += 1

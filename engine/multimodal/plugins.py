@@ -82,8 +82,7 @@ class MediaPlugin:
         replacements: dict[str, list[str]] = {kind: [] for kind in PLACEHOLDERS}
         if images:
             out = self._images(processor, images, opts)
-            replacements["images"] = [self.image_wrap[0] + processor.replace_image_token(out, i) + self.image_wrap[1]
-                                      for i in range(len(images))]
+            replacements["images"] = [self.image_text(processor, out, i) for i in range(len(images))]
             features.update(out)
         if videos:
             out = self._videos(processor, videos, opts)
@@ -96,9 +95,21 @@ class MediaPlugin:
             features.update(out)
         return expand_placeholders(messages, replacements), self._arrays(features)
 
+    def image_text(self, processor: Any, features: dict[str, Any], index: int) -> str:
+        """The text put at image ``index``'s placeholder: its soft tokens, wrapped."""
+        return self.image_wrap[0] + processor.replace_image_token(features, index) + self.image_wrap[1]
+
     def audio_text(self, processor: Any, features: dict[str, Any], index: int) -> str:
         """The soft-token text of audio ``index`` of the processed ``features``."""
         return processor.replace_audio_token(features, index)
+
+    def prefix_ids(self, processor: Any, images: int) -> list[int]:
+        """Token ids put before the whole text of a row with ``images`` images (none: the soft tokens sit at the
+        placeholders)."""
+        return []
+
+    text_type_id = 0
+    """The token type of text tokens (PaliGemma: 1, as LLaMA-Factory gives them)."""
 
     def _images(self, processor: Any, images: list[Any], opts: MediaOptions) -> dict[str, Any]:
         loaded = [media.load_image(image, opts.image_max_pixels, opts.image_min_pixels) for image in images]
@@ -181,6 +192,23 @@ class Qwen2AudioPlugin(MediaPlugin):
         return processor.audio_bos_token + processor.replace_audio_token(features, index) + processor.audio_eos_token
 
 
+class PaliGemmaPlugin(MediaPlugin):
+    """PaliGemma, as LLaMA-Factory feeds it: the placeholders are removed and each image's ``image_seq_length``
+    tokens go before the whole text (BOS included), outside the loss; token types are 0 for the image tokens and 1
+    for the text (LLaMA-Factory's, which keep the text causal)."""
+
+    text_type_id = 1
+
+    def image_text(self, processor: Any, features: dict[str, Any], index: int) -> str:
+        return ""
+
+    def prefix_ids(self, processor: Any, images: int) -> list[int]:
+        return [processor.image_token_id] * (processor.image_seq_length * images)
+
+    def type_ids(self, processor: Any, input_ids: list[int]) -> list[int]:
+        return [0 if token == processor.image_token_id else 1 for token in input_ids]
+
+
 def soft_token_ids(processor: Any) -> set[int]:
     """Ids of the tokens that stand for media features."""
     ids: set[int] = set()
@@ -259,6 +287,7 @@ PLUGINS: dict[str, MediaPlugin] = {
     # through the image processor, is not built here: video rows are refused)
     "intern_vl": MediaPlugin("intern_vl", ("images",), ("internvl",), type_ids_key=None,
                              drop_keys=(*MediaPlugin.drop_keys, "num_patches")),
+    "paligemma": PaliGemmaPlugin("paligemma", ("images",), ("paligemma",), type_ids_key="token_type_ids"),
     "qwen2_audio": Qwen2AudioPlugin("qwen2_audio", ("audios",), ("qwen2_audio",), type_ids_key=None),
 }
 """Plugin name -> plugin; the one dispatch table of the multimodal room."""

@@ -76,6 +76,7 @@ def tokenize_media_preference(examples: list[dict], tokenizer: Any, template: An
         row = {**example, "messages": messages}
         prompt, first = prompt_and_reply(tokenizer, template, row, example["_reply"][0])
         outputs = [first] + [prompt_and_reply(tokenizer, template, row, reply)[1] for reply in example["_reply"][1:]]
+        prompt = ctx.plugin.prefix_ids(ctx.processor, len(example.get("images") or [])) + prompt  # PaliGemma
         longest = max(len(ids) for ids in outputs)
         prompt_keep, reply_keep = infer_seqlen(len(prompt), longest, opts.cutoff_len)
         if prompt_keep < len(prompt) or reply_keep < longest:
@@ -109,11 +110,13 @@ def tokenize_media_preference(examples: list[dict], tokenizer: Any, template: An
 
 
 def token_types(plugin: Any, processor: Any) -> dict[int, int]:
-    """Soft-token id -> modality id (1 image, 2 video, 3 audio) as the processor's own type ids define them."""
+    """Soft-token id -> token type (1 image, 2 video, 3 audio; PaliGemma: 0 image, text 1) as the plugin defines
+    them; the text tokens get ``plugin.text_type_id``."""
     ids = sorted(soft_token_ids(processor))
     if not ids or not plugin.type_ids_key:
         return {}
-    return {token: int(kind) for token, kind in zip(ids, plugin.type_ids(processor, ids)) if int(kind)}
+    return {token: int(kind) for token, kind in zip(ids, plugin.type_ids(processor, ids))
+            if int(kind) != plugin.text_type_id}
 
 
 @dataclass
@@ -133,11 +136,12 @@ class MediaPreferenceCollator:
     types: dict[int, int] = field(default_factory=dict)
     type_ids_key: str | None = "mm_token_type_ids"
     pairwise: bool = True
+    text_type: int = 0
 
     def _type_ids(self, input_ids: Any) -> Any:
         import torch
 
-        out = torch.zeros_like(input_ids)
+        out = torch.full_like(input_ids, self.text_type)
         for token, kind in self.types.items():
             out[input_ids == token] = kind
         return out
@@ -173,5 +177,5 @@ def build_preference_collator(trainer: Any, bundle: Any, stage: str) -> MediaPre
     return MediaPreferenceCollator(
         text_collator=trainer.data_collator, soft_ids=soft_token_ids(ctx.processor),
         types=token_types(ctx.plugin, ctx.processor), type_ids_key=ctx.plugin.type_ids_key,
-        pairwise=stage == "dpo",
+        pairwise=stage == "dpo", text_type=ctx.plugin.text_type_id,
     )

@@ -283,3 +283,17 @@ def test_qwen2_audio_expansion_and_features_equal_the_processor(tmp_path):
     with pytest.raises(MediaError, match="takes audios, not images"):
         PLUGINS["qwen2_audio"].process(processor, [{"role": "user", "content": "<image>"}], [_image(tmp_path, "i.png")],
                                        [], [], MediaOptions())
+
+
+def test_paligemma_images_leave_the_text_and_match_the_processors_pixels(tmp_path):
+    """PaliGemma's placeholders are removed (its image tokens open the row, see test_multimodal_train); the pixel
+    values are the processor's."""
+    model, processor = build_tiny_vlm("paligemma")
+    images = [_image(tmp_path, "a.png"), _image(tmp_path, "b.png", size=(40, 90))]
+    messages = [{"role": "user", "content": "<image><image>Compare them."}]
+    expanded, arrays = PLUGINS["paligemma"].process(processor, messages, images, [], [], MediaOptions())
+    assert expanded[0]["content"] == "Compare them."
+    assert PLUGINS["paligemma"].prefix_ids(processor, 2) == [processor.image_token_id] * 8
+    loaded = [media.load_image(path, MediaOptions().image_max_pixels, MediaOptions().image_min_pixels) for path in images]
+    reference = processor(text=["<image><image>Compare them."], images=loaded, return_tensors="np")
+    np.testing.assert_allclose(arrays["pixel_values"], reference["pixel_values"], rtol=1e-5, atol=1e-5)

@@ -288,3 +288,26 @@ def test_check_names_stages_that_cannot_train_on_media_before_loading(qwen2_vl, 
     assert main(["check", str(_config(tmp_path, qwen2_vl, data, pref_loss="simpo"))]) == 2
     assert "`pref_loss: simpo` trains on text only" in capsys.readouterr().err
     assert main(["check", str(_config(tmp_path, qwen2_vl, data))]) == 0
+
+
+@pytest.mark.parametrize("stage", ["dpo", "kto"])
+def test_paligemma_preference_rows_put_the_image_tokens_first_and_train(tmp_path, stage):
+    """PaliGemma, as LLaMA-Factory feeds it: the image tokens open the prompt (placeholders removed), and the batch's
+    token types are 0 for them and 1 for the text."""
+    from engine.multimodal.plugins import PLUGINS
+    from engine.multimodal.preference import MediaPreferenceCollator, token_types
+
+    model = save_tiny_vlm("paligemma", tmp_path / "paligemma")
+    data = _pairwise(tmp_path / "data")
+    extra = {"stage": "kto", "dataset": "colors_kto"} if stage == "kto" else {}
+    config = _config(tmp_path, model, data, template="paligemma", max_steps=2, **extra)
+    assert main(["train", str(config)]) == 0
+    assert len(_losses(tmp_path / "out")) == 2
+    _, processor = __import__("tinyvlms").build_tiny_vlm("paligemma")
+    import torch
+
+    types = token_types(PLUGINS["paligemma"], processor)
+    assert types == {processor.image_token_id: 0}
+    collate = MediaPreferenceCollator(text_collator=None, types=types, type_ids_key="token_type_ids", text_type=1)
+    ids = torch.tensor([[processor.image_token_id] * 4 + [5, 6]])
+    assert collate._type_ids(ids).tolist() == [[0, 0, 0, 0, 1, 1]]

@@ -213,3 +213,40 @@ def test_accumulated_micro_batches_each_count_as_their_mean(models, tmp_path):
     assert counts[0] != counts[1]  # so the two ways of averaging differ
     assert logged == pytest.approx(sum(losses) / 2, rel=1e-4)
     assert logged != pytest.approx(sum(loss * count for loss, count in zip(losses, counts)) / sum(counts), rel=1e-3)
+
+
+@pytest.mark.skipif(not (SHARED / "mllm_demo.json").is_file(), reason="shared data absent")
+def test_paligemma_rows_open_with_their_image_tokens_and_train(tmp_path):
+    """PaliGemma's image tokens open each row (before BOS), outside the loss, with token types 0 (the text 1), as
+    LLaMA-Factory builds them; the placeholders are removed from the text; mask_history puts the turns before them,
+    as there; it trains on LLaMA-Factory's mllm_demo."""
+    from PIL import Image
+
+    from engine.config import load_config
+    from engine.data.tokenize import IGNORE, TokenizeOptions
+    from engine.models.loader import load_tokenizer
+    from engine.multimodal import media_context
+    from engine.multimodal.dataset import tokenize_media_sft
+    from engine.templates import get_template
+
+    model = save_tiny_vlm("paligemma", tmp_path / "paligemma")
+    cfg = load_config(None, {"model_name_or_path": str(model), "template": "paligemma"})
+    tokenizer = load_tokenizer(cfg.model)
+    template = get_template("paligemma")
+    template.fix_tokenizer(tokenizer)
+    ctx = media_context(cfg, tokenizer)
+    Image.new("RGB", (40, 30), (200, 10, 10)).save(tmp_path / "a.png")
+    example = {"messages": [{"role": "user", "content": "<image>What color?"}, {"role": "assistant", "content": "Red."}],
+               "images": [str(tmp_path / "a.png")]}
+    image = ctx.processor.image_token_id
+    rows, _ = tokenize_media_sft([example], tokenizer, template, TokenizeOptions(cutoff_len=256), ctx)
+    ids, labels = rows["input_ids"][0], rows["labels"][0]
+    assert ids[:5] == [image] * 4 + [tokenizer.bos_token_id] and image not in ids[5:]
+    assert labels[:5] == [IGNORE] * 5 and labels[-1] == tokenizer.eos_token_id
+    assert ctx.plugin.type_ids(ctx.processor, ids) == [0] * 4 + [1] * (len(ids) - 4)
+    reversed_rows, _ = tokenize_media_sft([example], tokenizer, template,
+                                          TokenizeOptions(cutoff_len=256, mask_history=True), ctx)
+    assert reversed_rows["input_ids"][0][-4:] == [image] * 4
+    config = _config(tmp_path, model, "paligemma", "mllm_demo", SHARED)
+    assert main(["train", str(config)]) == 0
+    assert len(_losses(tmp_path / "out")) == 2

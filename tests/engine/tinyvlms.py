@@ -276,6 +276,32 @@ def _intern_vl():
         "image_processor": image_processor, "tokenizer": tokenizer, "image_seq_length": 4}
 
 
+def _paligemma():
+    from transformers import (
+        PaliGemmaConfig,
+        PaliGemmaForConditionalGeneration,
+        PaliGemmaProcessor,
+        SiglipImageProcessorPil,
+    )
+
+    tokenizer = _tokenizer(["<pad>", "<eos>", "<bos>", "<image>"], eos="<eos>", pad="<pad>", bos="<bos>",
+                           named={"image_token": "<image>"})
+    image_processor = SiglipImageProcessorPil(size={"height": 28, "width": 28})
+    image_processor.image_seq_length = 4  # (28 / 14) ** 2
+    processor_parts = {"image_processor": image_processor, "tokenizer": tokenizer}
+    size = len(tokenizer) + 1152 + 8  # the processor adds PaliGemma's <loc> and <seg> tokens
+    config = PaliGemmaConfig(
+        text_config={"model_type": "gemma", "vocab_size": size, "hidden_size": 32, "intermediate_size": 64,
+                     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
+                     "pad_token_id": tokenizer.pad_token_id, "eos_token_id": tokenizer.eos_token_id,
+                     "bos_token_id": tokenizer.bos_token_id},
+        vision_config={"model_type": "siglip_vision_model", "hidden_size": 32, "intermediate_size": 64,
+                       "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": 28, "patch_size": 14,
+                       "projection_dim": 32},
+        image_token_index=tokenizer.convert_tokens_to_ids("<image>"), projection_dim=32)
+    return PaliGemmaForConditionalGeneration, config, PaliGemmaProcessor, processor_parts
+
+
 def build_tiny_vlm(family: str, seed: int = 0):
     """(model in eval mode, processor) of one family, deterministic for a seed."""
     from engine.multimodal.processor import build_processor
@@ -300,6 +326,8 @@ def build_tiny_vlm(family: str, seed: int = 0):
         model_cls, config, processor_cls, parts = _qwen2_audio()
     elif family == "intern_vl":
         model_cls, config, processor_cls, parts = _intern_vl()
+    elif family == "paligemma":
+        model_cls, config, processor_cls, parts = _paligemma()
     else:
         raise ValueError(family)
     processor = build_processor(processor_cls, parts)

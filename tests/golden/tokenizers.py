@@ -89,7 +89,7 @@ VISION_FAMILY_SPECIALS = {
     "llava_next_qwen": (None, "<|im_end|>"), "llava_next_yi": ("<|startoftext|>", "<|im_end|>"),
     "granite3_vision": (None, "<|end_of_text|>"), "yi_vl": ("<|startoftext|>", "<|endoftext|>"),
     "mimo_vl": (None, "<|im_end|>"), "qwen2_audio": (None, "<|endoftext|>"),
-    "intern_vl": ("<s>", "<|im_end|>"),
+    "intern_vl": ("<s>", "<|im_end|>"), "paligemma": ("<bos>", "<eos>"), "paligemma_chat": ("<bos>", "<eos>"),
 }
 
 _CORPUS = [

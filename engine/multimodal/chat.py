@@ -49,7 +49,8 @@ def media_prompt(chat_model: Any, messages: list[dict[str, Any]], media: dict[st
     expanded, arrays = context.plugin.process(context.processor, messages, list(media.get("images") or []),
                                               list(media.get("videos") or []), list(media.get("audios") or []),
                                               context.options)
-    prompt_ids = chat_model.encode(expanded, system, tools)
+    prefix = context.plugin.prefix_ids(context.processor, len(media.get("images") or []))  # PaliGemma's image tokens
+    prompt_ids = prefix + chat_model.encode(expanded, system, tools)
     extra: dict[str, Any] = {}
     if arrays:
         dtype = next(chat_model.model.parameters()).dtype

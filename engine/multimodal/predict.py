@@ -33,7 +33,8 @@ def media_prompt_row(example: dict[str, Any], messages: list[dict[str, Any]], to
     except MediaError as err:
         where = f"dataset `{example.get('_dataset', '?')}` row {example.get('_row', index)}"
         raise MediaError(f"{where}: {err}") from None
-    prompt_ids = template.encode_prompt(tokenizer, expanded, example.get("system"), example.get("tools"))
+    prompt_ids = ctx.plugin.prefix_ids(ctx.processor, len(example.get("images") or [])) + template.encode_prompt(
+        tokenizer, expanded, example.get("system"), example.get("tools"))  # PaliGemma's image tokens open the prompt
     soft = soft_token_ids(ctx.processor)
     cut = prompt_ids[-cutoff_len:]
     if sum(token in soft for token in cut) == sum(token in soft for token in prompt_ids):

@@ -250,3 +250,26 @@ def test_paligemma_rows_open_with_their_image_tokens_and_train(tmp_path):
     config = _config(tmp_path, model, "paligemma", "mllm_demo", SHARED)
     assert main(["train", str(config)]) == 0
     assert len(_losses(tmp_path / "out")) == 2
+
+
+def test_paligemma_prediction_and_chat_prompts_open_with_the_image_tokens(tmp_path):
+    from PIL import Image
+
+    from engine.config import load_config
+    from engine.models.loader import load_tokenizer
+    from engine.multimodal import media_context
+    from engine.multimodal.predict import media_prompt_row
+    from engine.templates import get_template
+
+    model = save_tiny_vlm("paligemma", tmp_path / "paligemma")
+    cfg = load_config(None, {"model_name_or_path": str(model), "template": "paligemma"})
+    tokenizer = load_tokenizer(cfg.model)
+    template = get_template("paligemma")
+    template.fix_tokenizer(tokenizer)
+    ctx = media_context(cfg, tokenizer)
+    Image.new("RGB", (40, 30), (200, 10, 10)).save(tmp_path / "a.png")
+    messages = [{"role": "user", "content": "<image>caption en"}]
+    row = media_prompt_row({"images": [str(tmp_path / "a.png")]}, messages, tokenizer, template, ctx, 256)
+    assert row["prompt_ids"][:5] == [ctx.processor.image_token_id] * 4 + [tokenizer.bos_token_id]
+    assert main(["chat", str(_config(tmp_path, model, "paligemma", "mllm_demo", SHARED, max_new_tokens=3)),
+                 "--query", "caption en", "--image", str(tmp_path / "a.png")]) == 0

@@ -215,27 +215,33 @@ def test_accumulated_micro_batches_each_count_as_their_mean(models, tmp_path):
     assert logged != pytest.approx(sum(loss * count for loss, count in zip(losses, counts)) / sum(counts), rel=1e-3)
 
 
+def _paligemma(folder: Path):
+    """(model folder, tokenizer, template, media context) of a tiny PaliGemma, and an image at folder/a.png."""
+    from PIL import Image
+
+    from engine.config import load_config
+    from engine.models.loader import load_tokenizer
+    from engine.multimodal import media_context
+    from engine.templates import get_template
+
+    model = save_tiny_vlm("paligemma", folder / "paligemma")
+    cfg = load_config(None, {"model_name_or_path": str(model), "template": "paligemma"})
+    tokenizer = load_tokenizer(cfg.model)
+    template = get_template("paligemma")
+    template.fix_tokenizer(tokenizer)
+    Image.new("RGB", (40, 30), (200, 10, 10)).save(folder / "a.png")
+    return model, tokenizer, template, media_context(cfg, tokenizer)
+
+
 @pytest.mark.skipif(not (SHARED / "mllm_demo.json").is_file(), reason="shared data absent")
 def test_paligemma_rows_open_with_their_image_tokens_and_train(tmp_path):
     """PaliGemma's image tokens open each row (before BOS), outside the loss, with token types 0 (the text 1), as
     LLaMA-Factory builds them; the placeholders are removed from the text; mask_history puts the turns before them,
     as there; it trains on LLaMA-Factory's mllm_demo."""
-    from PIL import Image
-
-    from engine.config import load_config
     from engine.data.tokenize import IGNORE, TokenizeOptions
-    from engine.models.loader import load_tokenizer
-    from engine.multimodal import media_context
     from engine.multimodal.dataset import tokenize_media_sft
-    from engine.templates import get_template
 
-    model = save_tiny_vlm("paligemma", tmp_path / "paligemma")
-    cfg = load_config(None, {"model_name_or_path": str(model), "template": "paligemma"})
-    tokenizer = load_tokenizer(cfg.model)
-    template = get_template("paligemma")
-    template.fix_tokenizer(tokenizer)
-    ctx = media_context(cfg, tokenizer)
-    Image.new("RGB", (40, 30), (200, 10, 10)).save(tmp_path / "a.png")
+    model, tokenizer, template, ctx = _paligemma(tmp_path)
     example = {"messages": [{"role": "user", "content": "<image>What color?"}, {"role": "assistant", "content": "Red."}],
                "images": [str(tmp_path / "a.png")]}
     image = ctx.processor.image_token_id
@@ -253,21 +259,9 @@ def test_paligemma_rows_open_with_their_image_tokens_and_train(tmp_path):
 
 
 def test_paligemma_prediction_and_chat_prompts_open_with_the_image_tokens(tmp_path):
-    from PIL import Image
-
-    from engine.config import load_config
-    from engine.models.loader import load_tokenizer
-    from engine.multimodal import media_context
     from engine.multimodal.predict import media_prompt_row
-    from engine.templates import get_template
 
-    model = save_tiny_vlm("paligemma", tmp_path / "paligemma")
-    cfg = load_config(None, {"model_name_or_path": str(model), "template": "paligemma"})
-    tokenizer = load_tokenizer(cfg.model)
-    template = get_template("paligemma")
-    template.fix_tokenizer(tokenizer)
-    ctx = media_context(cfg, tokenizer)
-    Image.new("RGB", (40, 30), (200, 10, 10)).save(tmp_path / "a.png")
+    model, tokenizer, template, ctx = _paligemma(tmp_path)
     messages = [{"role": "user", "content": "<image>caption en"}]
     row = media_prompt_row({"images": [str(tmp_path / "a.png")]}, messages, tokenizer, template, ctx, 256)
     assert row["prompt_ids"][:5] == [ctx.processor.image_token_id] * 4 + [tokenizer.bos_token_id]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.models.families_text import TEXT_FAMILIES
+from engine.models.families_text import TEXT_FAMILIES, hub_ids
 
 logger = logging.getLogger(__name__)
 
@@ -57,10 +57,6 @@ class ModelFamily:
     def is_composite(self) -> bool:
         """True when the model has projectors joining encoders to a language model."""
         return bool(self.projector_keys)
-
-
-def _ids_of(org: str, names: list[str]) -> dict[str, str]:
-    return {name: f"{org}/{name}" for name in names}
 
 
 def _qwen(sizes: list[str], prefix: str, org: str = "Qwen") -> dict[str, str]:
@@ -365,17 +361,17 @@ FAMILIES: dict[str, ModelFamily] = {
         name="Llama 4", template="llama4", multimodal=True, model_types=("llama4",),
         projector_keys=("multi_modal_projector",),
         vision_keys=("vision_model",), language_keys=("language_model", "lm_head"),
-        models=_ids_of("meta-llama", ["Llama-4-Scout-17B-16E", "Llama-4-Scout-17B-16E-Instruct",
+        models=hub_ids("meta-llama", ["Llama-4-Scout-17B-16E", "Llama-4-Scout-17B-16E-Instruct",
                                       "Llama-4-Maverick-17B-128E", "Llama-4-Maverick-17B-128E-Instruct"]),
     ),
     "Mistral Small 3.1": ModelFamily(
         name="Mistral Small 3.1", template="mistral_small", multimodal=True, model_types=("mistral3",), **_LLAVA_KEYS,
-        models=_ids_of("mistralai", ["Mistral-Small-3.1-24B-Base-2503", "Mistral-Small-3.1-24B-Instruct-2503",
+        models=hub_ids("mistralai", ["Mistral-Small-3.1-24B-Base-2503", "Mistral-Small-3.1-24B-Instruct-2503",
                                      "Mistral-Small-3.2-24B-Instruct-2506"]),
     ),
     "Ministral 3": ModelFamily(
         name="Ministral 3", template="ministral3", multimodal=True, **_LLAVA_KEYS,  # type mistral3 too: by name
-        models=_ids_of("mistralai", [f"Ministral-3-{size}-{kind}-2512" for kind in ("Base", "Instruct")
+        models=hub_ids("mistralai", [f"Ministral-3-{size}-{kind}-2512" for kind in ("Base", "Instruct")
                                      for size in ("3B", "8B", "14B")]),
     ),
     "MiniCPM-V": ModelFamily(

@@ -54,6 +54,8 @@ class MediaPlugin:
     drop_keys: tuple[str, ...] = ("num_soft_tokens_per_image", "num_soft_tokens_per_video", "video_metadata",
                                   "num_crops")
 
+    text_type_id = 0  # not a field: the token type of text tokens (PaliGemma: 1, as LLaMA-Factory gives them)
+
     # -------------------------------------------------------------------------------------------- checks
     def unsupported(self, kinds: list[str]) -> list[str]:
         """The media kinds among ``kinds`` this family cannot take."""
@@ -107,9 +109,6 @@ class MediaPlugin:
         """Token ids put before the whole text of a row with ``images`` images (none: the soft tokens sit at the
         placeholders)."""
         return []
-
-    text_type_id = 0
-    """The token type of text tokens (PaliGemma: 1, as LLaMA-Factory gives them)."""
 
     def _images(self, processor: Any, images: list[Any], opts: MediaOptions) -> dict[str, Any]:
         loaded = [media.load_image(image, opts.image_max_pixels, opts.image_min_pixels) for image in images]

@@ -24,7 +24,7 @@ from typing import Any
 
 from engine.errors import UserError
 from engine.templates.slots import Element, element_ids, element_text, fill, first_text
-from engine.templates.tool_base import normalize_calls, normalize_tools
+from engine.templates.tool_base import normalize_calls
 from engine.templates.tool_formats import get_tool_format
 
 logger = logging.getLogger(__name__)
@@ -190,10 +190,9 @@ class Template:
             given = tools if isinstance(tools, str) else json.dumps(tools, ensure_ascii=False)
             return first_text(self.tools_pattern, given) if given else ""
         try:
-            declared = normalize_tools(tools)
+            return get_tool_format(self.tool_format).format_tools(tools)
         except ValueError as err:
             raise TemplateError(f"Cannot read the tools: {err}.") from None
-        return get_tool_format(self.tool_format).format_tools(tools) if declared else ""
 
     def reply_text(self, message: dict[str, Any], body: str | None = None) -> str:
         """A reply's text without its thinking (a function turn's calls written in the template's tool format)."""

@@ -58,11 +58,11 @@ def loads(text: str) -> Any:
         raise json.JSONDecodeError("nested too deeply", text, 0) from None
 
 
-def tool_list(tools: Any) -> list[Any]:
-    """The tools as given, as a list: JSON text read, one dict made a list of one.
+def normalize_tools(tools: Any) -> list[dict[str, Any]]:
+    """Bare function declarations from JSON text, one dict or a list (OpenAI's wrapper removed).
 
     Raises:
-        ValueError: when the text is not JSON or not a list or object.
+        ValueError: when the text is not JSON or an entry has no name.
     """
     if tools is None or tools == "" or tools == []:
         return []
@@ -75,17 +75,8 @@ def tool_list(tools: Any) -> list[Any]:
         tools = [tools]
     if not isinstance(tools, list):
         raise ValueError("tools must be a JSON list of function declarations")
-    return tools
-
-
-def normalize_tools(tools: Any) -> list[dict[str, Any]]:
-    """Bare function declarations from JSON text, one dict or a list (OpenAI's wrapper removed).
-
-    Raises:
-        ValueError: when the text is not JSON or an entry has no name.
-    """
     out = []
-    for tool in tool_list(tools):
+    for tool in tools:
         if isinstance(tool, dict) and isinstance(tool.get("function"), dict):
             tool = tool["function"]
         if not isinstance(tool, dict) or not tool.get("name"):
@@ -112,9 +103,22 @@ def arguments_object(arguments: Any, name: str) -> dict[str, Any]:
     return arguments
 
 
+def tag_value(raw: str, text: str | None = None) -> Any:
+    """An argument read back from between tags: its JSON value where it parses, else ``text`` (default: as written)."""
+    try:
+        return loads(raw)
+    except json.JSONDecodeError:
+        return raw if text is None else text
+
+
+def dumps(value: Any, **kwargs: Any) -> str:
+    """JSON text as the tool formats write it (non-ASCII kept, as LLaMA-Factory writes it)."""
+    return json.dumps(value, ensure_ascii=False, **kwargs)
+
+
 def argument_text(value: Any) -> str:
     """An argument written inside tags: a string as it is, anything else as JSON."""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return value if isinstance(value, str) else dumps(value)
 
 
 def tagged_calls(calls: list[dict[str, Any]], head: Callable[[str], str], argument: Callable[[str, str], str],

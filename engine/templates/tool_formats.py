@@ -19,12 +19,8 @@ from datetime import datetime
 from typing import Any
 
 from engine.templates.gemma4_tools import Gemma4ToolFormat
-from engine.templates.tool_base import ToolFormat, loads, normalize_calls, tagged_calls
+from engine.templates.tool_base import ToolFormat, dumps, loads, normalize_calls, tag_value, tagged_calls
 from engine.templates.tool_formats_more import MORE_TOOL_FORMATS
-
-
-def _dumps(value: Any, **kwargs: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, **kwargs)
 
 
 def _raw_json_objects(text: str, start: int) -> tuple[list[Any], int]:
@@ -105,6 +101,7 @@ LING_TOOL_PROMPT = (
     """"arguments": <args-json-object>}}\n</tool_call>"""
 )
 
+
 def today() -> str:
     """Today's date as Llama 3's tool prompt writes it (``26 Jul 2024``); tests replace this function."""
     return datetime.now().strftime("%d %b %Y")
@@ -141,7 +138,7 @@ class DefaultToolFormat(ToolFormat):
         return DEFAULT_TOOL_PROMPT.format(tool_text=tool_text, tool_names=names)
 
     def write_calls(self, calls: list[dict[str, Any]]) -> str:
-        return "\n".join(f"Action: {call['name']}\nAction Input: {_dumps(call['arguments'])}" for call in calls)
+        return "\n".join(f"Action: {call['name']}\nAction Input: {dumps(call['arguments'])}" for call in calls)
 
     def extract(self, text: str) -> tuple[str, list[dict[str, Any]]]:
         matches = list(self._CALL.finditer(text))
@@ -169,11 +166,11 @@ class QwenToolFormat(ToolFormat):
     _CALL = re.compile(r"<tool_call>(.+?)</tool_call>(?=\s*<tool_call>|\s*$)", re.DOTALL)
 
     def declare(self, tools: list[dict[str, Any]]) -> str:
-        return QWEN_TOOL_PROMPT.format(tool_text="".join("\n" + _dumps(_wrapped(tool)) for tool in tools))
+        return QWEN_TOOL_PROMPT.format(tool_text="".join("\n" + dumps(_wrapped(tool)) for tool in tools))
 
     def write_calls(self, calls: list[dict[str, Any]]) -> str:
         return "\n".join(
-            f'<tool_call>\n{_dumps({"name": call["name"], "arguments": call["arguments"]})}\n</tool_call>'
+            f'<tool_call>\n{dumps({"name": call["name"], "arguments": call["arguments"]})}\n</tool_call>'
             for call in calls
         )
 
@@ -207,13 +204,13 @@ class GLM4ToolFormat(ToolFormat):
 
     def declare(self, tools: list[dict[str, Any]]) -> str:
         tool_text = "".join(
-            f"\n\n## {tool['name']}\n\n{_dumps(tool, indent=4)}\n在调用上述函数时，请使用 Json 格式表示调用的参数。"
+            f"\n\n## {tool['name']}\n\n{dumps(tool, indent=4)}\n在调用上述函数时，请使用 Json 格式表示调用的参数。"
             for tool in tools
         )
         return GLM4_TOOL_PROMPT.format(tool_text=tool_text)
 
     def write_calls(self, calls: list[dict[str, Any]]) -> str:
-        return "\n".join(f"{call['name']}\n{_dumps(call['arguments'])}" for call in calls)
+        return "\n".join(f"{call['name']}\n{dumps(call['arguments'])}" for call in calls)
 
     def extract(self, text: str) -> tuple[str, list[dict[str, Any]]]:
         calls = []
@@ -244,7 +241,7 @@ class GLM4MoeToolFormat(ToolFormat):
     _ARG = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.DOTALL)
 
     def declare(self, tools: list[dict[str, Any]]) -> str:
-        return GLM4_MOE_TOOL_PROMPT.format(tool_text="".join("\n" + _dumps(_wrapped(tool)) for tool in tools))
+        return GLM4_MOE_TOOL_PROMPT.format(tool_text="".join("\n" + dumps(_wrapped(tool)) for tool in tools))
 
     def write_calls(self, calls: list[dict[str, Any]]) -> str:
         return tagged_calls(calls, lambda name: "\n<tool_call>" + name,
@@ -258,10 +255,7 @@ class GLM4MoeToolFormat(ToolFormat):
         for match in matches:
             arguments: dict[str, Any] = {}
             for key, raw in self._ARG.findall(match.group(2)):
-                try:
-                    arguments[key] = loads(raw)
-                except json.JSONDecodeError:
-                    arguments[key] = raw
+                arguments[key] = tag_value(raw)
             calls.append({"name": match.group(1).strip(), "arguments": arguments})
         return text[:matches[0].start()].strip(), calls
 
@@ -272,12 +266,12 @@ class Llama3ToolFormat(ToolFormat):
     name = "llama3"
 
     def declare(self, tools: list[dict[str, Any]]) -> str:
-        tool_text = "".join(_dumps(_wrapped(tool), indent=4) + "\n\n" for tool in tools)
+        tool_text = "".join(dumps(_wrapped(tool), indent=4) + "\n\n" for tool in tools)
         return LLAMA3_TOOL_PROMPT.format(date=today(), tool_text=tool_text)
 
     def write_calls(self, calls: list[dict[str, Any]]) -> str:
         objects = [{"name": call["name"], "parameters": call["arguments"]} for call in calls]
-        return _dumps(objects[0] if len(objects) == 1 else objects)
+        return dumps(objects[0] if len(objects) == 1 else objects)
 
     def extract(self, text: str) -> tuple[str, list[dict[str, Any]]]:
         start = min((i for i in (text.find('{"name"'), text.find('[{"name"')) if i >= 0), default=-1)
@@ -302,10 +296,10 @@ class MistralToolFormat(ToolFormat):
     name = "mistral"
 
     def declare(self, tools: list[dict[str, Any]]) -> str:
-        return "[AVAILABLE_TOOLS] " + _dumps([_wrapped(tool) for tool in tools]) + "[/AVAILABLE_TOOLS]"
+        return "[AVAILABLE_TOOLS] " + dumps([_wrapped(tool) for tool in tools]) + "[/AVAILABLE_TOOLS]"
 
     def write_calls(self, calls: list[dict[str, Any]]) -> str:
-        return _dumps([{"name": call["name"], "arguments": call["arguments"]} for call in calls])
+        return dumps([{"name": call["name"], "arguments": call["arguments"]} for call in calls])
 
     def extract(self, text: str) -> tuple[str, list[dict[str, Any]]]:
         body = text.strip()
@@ -334,7 +328,7 @@ class Qwen35ToolFormat(ToolFormat):
     _PARAM = re.compile(r"<parameter=(.*?)>(.*?)</parameter>", re.DOTALL)
 
     def declare(self, tools: list[dict[str, Any]]) -> str:
-        return QWEN35_TOOL_PROMPT.format(tool_text="".join("\n" + _dumps(tool) for tool in tools))
+        return QWEN35_TOOL_PROMPT.format(tool_text="".join("\n" + dumps(tool) for tool in tools))
 
     def write_calls(self, calls: list[dict[str, Any]]) -> str:
         return tagged_calls(calls, lambda name: f"<tool_call>\n<function={name}>",
@@ -348,10 +342,7 @@ class Qwen35ToolFormat(ToolFormat):
         for match in matches:
             arguments: dict[str, Any] = {}
             for key, raw in self._PARAM.findall(match.group(2).strip()):
-                try:
-                    arguments[key] = loads(raw.strip())
-                except json.JSONDecodeError:
-                    arguments[key] = raw.strip()
+                arguments[key] = tag_value(raw, raw.strip())
             calls.append({"name": match.group(1).strip(), "arguments": arguments})
         return text[:matches[0].start()].strip(), calls
 
@@ -362,7 +353,7 @@ class LingToolFormat(QwenToolFormat):
     name = "ling"
 
     def declare(self, tools: list[dict[str, Any]]) -> str:
-        return LING_TOOL_PROMPT.format(tool_text="".join("\n" + _dumps(_wrapped(tool)) for tool in tools)) + \
+        return LING_TOOL_PROMPT.format(tool_text="".join("\n" + dumps(_wrapped(tool)) for tool in tools)) + \
             "\ndetailed thinking off"
 
 

@@ -10,11 +10,18 @@ training text leaves out), so a trained model's calls come back as calls.
 from __future__ import annotations
 
 import ast
-import json
 import re
 from typing import Any
 
-from engine.templates.tool_base import ToolFormat, arguments_object, loads, normalize_calls, tagged_calls
+from engine.templates.tool_base import (
+    ToolFormat,
+    arguments_object,
+    dumps,
+    loads,
+    normalize_calls,
+    tag_value,
+    tagged_calls,
+)
 
 MINIMAX_M1_TOOL_PROMPT = (
     "You are provided with these tools:\n<tools>\n{tool_text}</tools>\n\n"
@@ -40,17 +47,6 @@ SEED_TOOL_PROMPT = (
 LFM2_TOOL_PROMPT = "List of tools: <|tool_list_start|>{tool_text}<|tool_list_end|>"
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _parsed_value(raw: str) -> Any:
-    """An argument read back from XML-style tags: JSON where it parses, else the text."""
-    try:
-        return loads(raw.strip())
-    except json.JSONDecodeError:
-        return raw
-
 
 class MiniMaxM1ToolFormat(ToolFormat):
     """MiniMax-M1: one JSON schema per line in ``<tools>``; calls as JSON lines inside ``<tool_calls>``."""
@@ -59,10 +55,10 @@ class MiniMaxM1ToolFormat(ToolFormat):
     _BLOCK = re.compile(r"<tool_calls>\s*(.+?)\s*</tool_calls>", re.DOTALL)
 
     def declare(self, tools: list[dict[str, Any]]) -> str:
-        return MINIMAX_M1_TOOL_PROMPT.format(tool_text="".join(_dumps(tool) + "\n" for tool in tools))
+        return MINIMAX_M1_TOOL_PROMPT.format(tool_text="".join(dumps(tool) + "\n" for tool in tools))
 
     def write_calls(self, calls: list[dict[str, Any]]) -> str:
-        lines = [_dumps({"name": call["name"], "arguments": call["arguments"]}) for call in calls]
+        lines = [dumps({"name": call["name"], "arguments": call["arguments"]}) for call in calls]
         return "<tool_calls>\n" + "\n".join(lines) + "\n</tool_calls>"
 
     def extract(self, text: str) -> tuple[str, list[dict[str, Any]]]:
@@ -89,7 +85,7 @@ class MiniMaxM2ToolFormat(ToolFormat):
     _PARAM = re.compile(r"<parameter name=\"(.*?)\">(.*?)</parameter>", re.DOTALL)
 
     def declare(self, tools: list[dict[str, Any]]) -> str:
-        return MINIMAX_M2_TOOL_PROMPT.format(tool_text="".join(f"<tool>{_dumps(tool)}</tool>\n" for tool in tools))
+        return MINIMAX_M2_TOOL_PROMPT.format(tool_text="".join(f"<tool>{dumps(tool)}</tool>\n" for tool in tools))
 
     def write_calls(self, calls: list[dict[str, Any]]) -> str:
         return tagged_calls(calls, lambda name: f'<invoke name="{name}">',
@@ -99,7 +95,7 @@ class MiniMaxM2ToolFormat(ToolFormat):
         matches = list(self._INVOKE.finditer(text))
         if not matches:
             return text, []
-        calls = [{"name": name.strip(), "arguments": {key: _parsed_value(raw) for key, raw in self._PARAM.findall(body)}}
+        calls = [{"name": name.strip(), "arguments": {key: tag_value(raw) for key, raw in self._PARAM.findall(body)}}
                  for name, body in (match.groups() for match in matches)]
         start = matches[0].start()
         wrapper = text.rfind("<minimax:tool_call>", 0, start)
@@ -119,7 +115,7 @@ class SeedToolFormat(ToolFormat):
     _PARAM = re.compile(r"<parameter=(.*?)>(.*?)</parameter>", re.DOTALL)
 
     def declare(self, tools: list[dict[str, Any]]) -> str:
-        return SEED_TOOL_PROMPT.format(tool_text="\n" + _dumps(tools))
+        return SEED_TOOL_PROMPT.format(tool_text="\n" + dumps(tools))
 
     def write_calls(self, calls: list[dict[str, Any]]) -> str:
         return tagged_calls(calls, lambda name: "\n<seed:tool_call>\n<function=" + name,
@@ -130,7 +126,7 @@ class SeedToolFormat(ToolFormat):
         if not matches:
             return text, []
         calls = [{"name": match.group(1).strip(),
-                  "arguments": {key: _parsed_value(raw) for key, raw in self._PARAM.findall(match.group(2).strip())}}
+                  "arguments": {key: tag_value(raw) for key, raw in self._PARAM.findall(match.group(2).strip())}}
                  for match in matches]
         return text[:matches[0].start()].strip(), calls
 
@@ -144,12 +140,12 @@ class LFM2ToolFormat(ToolFormat):
     _JSON_NAMES = {"true": True, "false": False, "null": None}
 
     def declare(self, tools: list[dict[str, Any]]) -> str:
-        return LFM2_TOOL_PROMPT.format(tool_text=_dumps(tools))
+        return LFM2_TOOL_PROMPT.format(tool_text=dumps(tools))
 
     def write_calls(self, calls: list[dict[str, Any]]) -> str:
         texts = []
         for call in calls:
-            parts = [f'{key}="{value}"' if isinstance(value, str) else f"{key}={_dumps(value)}"
+            parts = [f'{key}="{value}"' if isinstance(value, str) else f"{key}={dumps(value)}"
                      for key, value in arguments_object(call["arguments"], call["name"]).items()]
             texts.append(f"{call['name']}({', '.join(parts)})")
         return f"{self._START}[{', '.join(texts)}]{self._END}"

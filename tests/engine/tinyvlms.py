@@ -302,34 +302,22 @@ def _paligemma():
     return PaliGemmaForConditionalGeneration, config, PaliGemmaProcessor, processor_parts
 
 
+BUILDERS = {
+    "qwen2_vl": lambda: _qwen("qwen2_vl"), "qwen3_vl": lambda: _qwen("qwen3_vl"), "qwen2_5_vl": _qwen2_5_vl,
+    "qwen3_5": _qwen3_5, "glm4v": _glm4v, "gemma3": _gemma3, "gemma4": lambda: _gemma4(audio=False),
+    "gemma4n": lambda: _gemma4(audio=True), "llava": _llava, "llava_next": _llava_next, "qwen2_audio": _qwen2_audio,
+    "intern_vl": _intern_vl, "paligemma": _paligemma,
+}
+"""Family -> builder of (model class, config, processor class, processor parts)."""
+
+
 def build_tiny_vlm(family: str, seed: int = 0):
     """(model in eval mode, processor) of one family, deterministic for a seed."""
     from engine.multimodal.processor import build_processor
 
-    if family in ("qwen2_vl", "qwen3_vl"):
-        model_cls, config, processor_cls, parts = _qwen(family)
-    elif family == "qwen2_5_vl":
-        model_cls, config, processor_cls, parts = _qwen2_5_vl()
-    elif family == "qwen3_5":
-        model_cls, config, processor_cls, parts = _qwen3_5()
-    elif family == "glm4v":
-        model_cls, config, processor_cls, parts = _glm4v()
-    elif family == "gemma3":
-        model_cls, config, processor_cls, parts = _gemma3()
-    elif family in ("gemma4", "gemma4n"):
-        model_cls, config, processor_cls, parts = _gemma4(audio=family == "gemma4n")
-    elif family == "llava":
-        model_cls, config, processor_cls, parts = _llava()
-    elif family == "llava_next":
-        model_cls, config, processor_cls, parts = _llava_next()
-    elif family == "qwen2_audio":
-        model_cls, config, processor_cls, parts = _qwen2_audio()
-    elif family == "intern_vl":
-        model_cls, config, processor_cls, parts = _intern_vl()
-    elif family == "paligemma":
-        model_cls, config, processor_cls, parts = _paligemma()
-    else:
+    if family not in BUILDERS:
         raise ValueError(family)
+    model_cls, config, processor_cls, parts = BUILDERS[family]()
     processor = build_processor(processor_cls, parts)
     torch.manual_seed(seed)
     model = model_cls(config).eval()

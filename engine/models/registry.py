@@ -355,8 +355,8 @@ FAMILIES: dict[str, ModelFamily] = {
         models={"Qwen2-Audio-7B": "Qwen/Qwen2-Audio-7B", "Qwen2-Audio-7B-Instruct": "Qwen/Qwen2-Audio-7B-Instruct"},
         projector_keys=("multi_modal_projector",), vision_keys=("audio_tower",), language_keys=("language_model", "lm_head"),
     ),
-    # Vision-language checkpoints whose templates serve text rows here (no media plugin yet): their encoders and
-    # projectors are still told apart, so `lora_target: all` and the freeze keys leave them alone, as in LLaMA-Factory
+    # Llama 4's template serves text rows here (no media plugin yet): its encoder and projector are still told
+    # apart, so `lora_target: all` and the freeze keys leave them alone, as in LLaMA-Factory
     "Llama 4": ModelFamily(
         name="Llama 4", template="llama4", multimodal=True, model_types=("llama4",),
         projector_keys=("multi_modal_projector",),
@@ -364,10 +364,15 @@ FAMILIES: dict[str, ModelFamily] = {
         models=hub_ids("meta-llama", ["Llama-4-Scout-17B-16E", "Llama-4-Scout-17B-16E-Instruct",
                                       "Llama-4-Maverick-17B-128E", "Llama-4-Maverick-17B-128E-Instruct"]),
     ),
+    # Mistral 3 (Pixtral vision tower), images through the pixtral plugin
     "Mistral Small 3.1": ModelFamily(
         name="Mistral Small 3.1", template="mistral_small", multimodal=True, model_types=("mistral3",), **_LLAVA_KEYS,
         models=hub_ids("mistralai", ["Mistral-Small-3.1-24B-Base-2503", "Mistral-Small-3.1-24B-Instruct-2503",
                                      "Mistral-Small-3.2-24B-Instruct-2506"]),
+    ),
+    "Pixtral": ModelFamily(  # a LLaVA model with a Pixtral vision tower: told apart by its vision config
+        name="Pixtral", template="pixtral", multimodal=True, **_LLAVA_KEYS,
+        models={"Pixtral-12B": "mistral-community/pixtral-12b"},
     ),
     "Ministral 3": ModelFamily(
         name="Ministral 3", template="ministral3", multimodal=True, **_LLAVA_KEYS,  # type mistral3 too: by name
@@ -447,9 +452,17 @@ def family_of_config(config: dict[str, Any] | Any) -> ModelFamily | None:
     model_type = get("model_type", None)
     if model_type == "gemma4" and get("audio_config", None):
         return FAMILIES["Gemma 4 E"]
+    if model_type == "llava" and _sub_type(get("vision_config", None)) == "pixtral":
+        return FAMILIES["Pixtral"]
     if model_type in ("llava", "llava_next"):
         return FAMILIES[_llava_family(model_type, get("text_config", None))]
     return _BY_MODEL_TYPE.get(str(model_type)) if model_type else None
+
+
+def _sub_type(sub_config: Any) -> str | None:
+    """The model type of a sub-config (a mapping or a transformers config)."""
+    return (sub_config.get("model_type") if isinstance(sub_config, dict)
+            else getattr(sub_config, "model_type", None))
 
 
 def _llava_family(model_type: str, text_config: Any) -> str:

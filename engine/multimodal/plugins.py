@@ -286,6 +286,11 @@ PLUGINS: dict[str, MediaPlugin] = {
     # through the image processor, is not built here: video rows are refused)
     "intern_vl": MediaPlugin("intern_vl", ("images",), ("internvl",), type_ids_key=None,
                              drop_keys=(*MediaPlugin.drop_keys, "num_patches")),
+    # Pixtral / Mistral Small 3.x / Ministral 3: a row of [IMG] tokens per patch row, each row closed by
+    # [IMG_BREAK] and the last by [IMG_END] (the processor's rule on the image processor's sizes, as LLaMA-Factory
+    # computes it); images of different sizes are zero-padded, which the vision tower cuts by ``image_sizes``.
+    # Pixtral 12B is a LLaVA model (model type llava), served by the llava plugin the same way
+    "pixtral": MediaPlugin("pixtral", ("images",), ("mistral3",), type_ids_key=None),
     "paligemma": PaliGemmaPlugin("paligemma", ("images",), ("paligemma",), type_ids_key="token_type_ids"),
     "qwen2_audio": Qwen2AudioPlugin("qwen2_audio", ("audios",), ("qwen2_audio",), type_ids_key=None),
 }

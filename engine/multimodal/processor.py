@@ -4,7 +4,9 @@ transformers 5 gives most families a PIL image processor (``*ImageProcessorPil``
 its video processors do. ``AutoProcessor`` therefore fails for a vision-language folder on a torch build without
 torchvision. :func:`load_media_processor` then assembles the same processor class from its parts: the PIL image
 processor, the tokenizer, the audio feature extractor, and in place of the video processor a stand-in that
-refuses video with a message naming the install. Images and audio work either way.
+refuses video with a message naming the install. Images and audio work either way. A few processor modules
+import a helper from their family's torchvision image processor (Pixtral's); :func:`processor_class` loads them
+with the same helper from the Pillow image processor's module (:data:`TORCHVISION_HELPERS`).
 
 The data options (``image_max_pixels`` ...) ride on the processor as attributes (``lf_media``) so that readers
 and plugins take them from one place.
@@ -72,6 +74,41 @@ def _no_video_class():
     return NoVideoProcessor
 
 
+TORCHVISION_HELPERS = {"PixtralProcessor": ("pixtral", ("get_resize_output_image_size",))}
+"""Processor class -> (its model folder in transformers, the names its module imports from the torchvision image
+processor module; the Pillow one, ``image_processing_pil_<folder>``, defines the same functions)."""
+
+
+def processor_class(name: str) -> type | None:
+    """transformers' processor class of that name, the real one also where its module needs torchvision only for
+    a helper (:data:`TORCHVISION_HELPERS`); None when transformers has no such class."""
+    import importlib
+    import sys
+    import types
+
+    import transformers
+
+    if name not in TORCHVISION_HELPERS or has_torchvision():
+        return getattr(transformers, name, None)
+    folder, helpers = TORCHVISION_HELPERS[name]
+    package = f"transformers.models.{folder}"
+    pil = importlib.import_module(f"{package}.image_processing_pil_{folder}")
+    torchvision_module = f"{package}.image_processing_{folder}"
+    stand_in = types.ModuleType(torchvision_module)
+    for helper in helpers:
+        setattr(stand_in, helper, getattr(pil, helper))
+    previous = sys.modules.get(torchvision_module)
+    sys.modules[torchvision_module] = stand_in
+    try:
+        module = importlib.import_module(f"{package}.processing_{folder}")
+    finally:
+        if previous is None:
+            sys.modules.pop(torchvision_module, None)
+        else:
+            sys.modules[torchvision_module] = previous
+    return getattr(module, name)
+
+
 def build_processor(processor_cls: type, parts: dict[str, Any]) -> Any:
     """``processor_cls(**parts)``, with a stand-in video processor where the class wants one and none is given: the
     Pillow one of :mod:`engine.multimodal.video_pil` for the Qwen VL families, else one that refuses video."""
@@ -105,7 +142,6 @@ def _assemble(path: str, trust_remote_code: bool, tokenizer: Any) -> Any:
     import json
     from pathlib import Path
 
-    import transformers
     from transformers import AutoFeatureExtractor, AutoImageProcessor
 
     config_file = Path(path) / "processor_config.json"
@@ -121,7 +157,7 @@ def _assemble(path: str, trust_remote_code: bool, tokenizer: Any) -> Any:
                 name = json.loads(file.read_text(encoding="utf-8")).get("processor_class")
                 if name:
                     break
-    processor_cls = getattr(transformers, str(name), None) if name else None
+    processor_cls = processor_class(str(name)) if name else None
     if processor_cls is None:
         return None
     parts: dict[str, Any] = {"tokenizer": tokenizer}

@@ -3,9 +3,9 @@ Hunyuan, Mistral Small, Phi-4-mini, ...) and older ones still found in configs (
 
 Same slot syntax as ``families_core``. ``{|}`` marks where LLaMA-Factory's slot lists split a text (ChatGLM3's
 ``"\\n"`` and ``"{{content}}"`` are tokenized apart). A tool result turn written here in full (the assistant
-header included) has ``observation_gen=""``. Templates whose LLaMA-Factory entry also processes images or video
-(Llama 4, Mistral Small, Ministral 3) are registered for their text turns only: no media plugin serves them, so a
-text model trains such rows on their text (with the warning every text model gives).
+header included) has ``observation_gen=""``. Mistral Small 3.x and Ministral 3 take images through the ``pixtral``
+media plugin. Llama 4's template is registered for its text turns only: no media plugin serves it, so its image
+rows are trained on their text (with the warning every text model gives).
 """
 
 from __future__ import annotations
@@ -55,12 +55,12 @@ LATER_TEMPLATES: tuple[Template, ...] = (
              eos_text="</s>", description="ChatGLM3 (role tokens, [gMASK]sop)."),
     Template(name="mistral_small", prefix="{bos}", system="[SYSTEM_PROMPT]{content}[/SYSTEM_PROMPT]",
              user="[INST]{content}[/INST]", assistant="{content}{eos}", function="[TOOL_CALLS]{content}{eos}",
-             observation=_MISTRAL_RESULT, tool_format="mistral", bos_text="<s>", eos_text="</s>",
-             description="Mistral Small 3.x (text; [SYSTEM_PROMPT] turn)."),
+             observation=_MISTRAL_RESULT, tool_format="mistral", bos_text="<s>", eos_text="</s>", modalities=("image",),
+             description="Mistral Small 3.1 / 3.2 ([SYSTEM_PROMPT] turn; image)."),
     Template(name="ministral3", prefix="{bos}", system="{content}\n\n", system_in_user=True,
              user="[INST]{content}[/INST]", assistant="{content}{eos}", function="[TOOL_CALLS]{content}{eos}",
-             observation=_MISTRAL_RESULT, tool_format="mistral", bos_text="<s>", eos_text="</s>",
-             description="Ministral 3 (text; the system text opens the first turn)."),
+             observation=_MISTRAL_RESULT, tool_format="mistral", bos_text="<s>", eos_text="</s>", modalities=("image",),
+             description="Ministral 3 (the system text opens the first turn; image)."),
     Template(name="phi4_mini", system="<|system|>{content}<|end|>", user="<|user|>{content}<|end|>",
              gen_prompt="<|assistant|>", assistant="{content}<|end|>", tools_pattern="<|tool|>{content}<|/tool|>",
              stop_words=("<|end|>",), replace_eos=True, description="Phi-4-mini (tools as given in <|tool|>)."),

@@ -13,6 +13,7 @@ import dataclasses
 
 from engine.templates.base import Template
 from engine.templates.families_core import _GEMMA, CHATML, CORE_TEMPLATES, IM_END, QWEN_TOOL_RESULT
+from engine.templates.families_later import LATER_TEMPLATES
 from engine.templates.families_more import MORE_TEMPLATES
 
 _HELPFUL = "You are a helpful assistant."
@@ -45,8 +46,9 @@ def _qwen(name: str, description: str, *, thinking: bool, modalities: tuple[str,
 
 
 def _text_family(text: str, name: str, description: str, **changes) -> Template:
-    """A vision template whose turns are a text template's (LLaVA-NeXT over Llama 3, Mistral, Qwen, Yi)."""
-    base = next(t for t in (*CORE_TEMPLATES, *MORE_TEMPLATES) if t.name == text)
+    """A vision template whose turns are a text template's (LLaVA-NeXT over Llama 3, Mistral, Qwen, Yi; Pixtral over
+    Ministral 3)."""
+    base = next(t for t in (*CORE_TEMPLATES, *MORE_TEMPLATES, *LATER_TEMPLATES) if t.name == text)
     return dataclasses.replace(base, name=name, modalities=("image",), description=description, **changes)
 
 
@@ -88,6 +90,7 @@ VISION_TEMPLATES: dict[str, Template] = {template.name: template for template in
     _text_family("mistral", "llava_next_mistral", "LLaVA-NeXT with Mistral (image)."),
     _text_family("qwen", "llava_next_qwen", "LLaVA-NeXT with Qwen (image).", default_system=_HELPFUL),
     _text_family("yi", "llava_next_yi", "LLaVA-NeXT with Yi (image)."),
+    _text_family("ministral3", "pixtral", "Pixtral 12B (Ministral 3 turns; image)."),
     Template(name="granite3_vision", system="<|system|>\n{content}\n", user="<|user|>\n{content}\n",
              gen_prompt="<|assistant|>\n", assistant="{content}{eos}", default_system=_VICUNA_SYSTEM,
              modalities=("image",), description="IBM Granite 3.x Vision (LLaVA-NeXT; image)."),

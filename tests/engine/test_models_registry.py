@@ -67,6 +67,19 @@ def test_a_local_llava_folder_gets_its_language_models_template(tmp_path, model_
     assert default_template(str(folder)) == template
 
 
+def test_a_llava_folder_with_a_pixtral_tower_is_pixtral(tmp_path):
+    """Pixtral 12B is a LLaVA model whose vision config is Pixtral's; Mistral Small 3.x has its own model type."""
+    for name, config, template in (
+            ("pixtral-12b-copy", {"model_type": "llava", "vision_config": {"model_type": "pixtral"},
+                                  "text_config": {"model_type": "mistral", "vocab_size": 131072}}, "pixtral"),
+            ("my-mistral3", {"model_type": "mistral3", "vision_config": {"model_type": "pixtral"}}, "mistral_small")):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        assert default_template(str(folder)) == template
+    assert default_template("mistral-community/pixtral-12b") == "pixtral"
+
+
 def test_list_models():
     models = list_models()
     assert models["LF-Demo"] == "demo"

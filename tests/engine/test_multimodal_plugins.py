@@ -297,3 +297,43 @@ def test_paligemma_images_leave_the_text_and_match_the_processors_pixels(tmp_pat
     loaded = [media.load_image(path, MediaOptions().image_max_pixels, MediaOptions().image_min_pixels) for path in images]
     reference = processor(text=["<image><image>Compare them."], images=loaded, return_tensors="np")
     np.testing.assert_allclose(arrays["pixel_values"], reference["pixel_values"], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["mistral3", "pixtral"])
+def test_pixtral_images_are_rows_of_image_tokens_as_llamafactory_writes_them(tmp_path, family):
+    """LLaMA-Factory's pixtral plugin: the image processor's sizes (called on its own, as there) cut into
+    ``patch_size * spatial_merge_size`` cells, a row of [IMG] per cell row closed by [IMG_BREAK], the last by
+    [IMG_END]; rows whose images differ in size are zero-padded and the model takes the batch."""
+    import torch
+
+    from engine.multimodal.processor import processor_class
+
+    model, processor = build_tiny_vlm(family)
+    assert type(processor) is processor_class("PixtralProcessor")  # transformers' own class, torchvision or not
+    images = [_image(tmp_path, "a.png", size=(50, 30)), _image(tmp_path, "b.png", size=(30, 60))]
+    messages = [{"role": "user", "content": "<image>Compare<image>"}]
+    expanded, arrays = PLUGINS["pixtral"].process(processor, messages, images, [], [], MediaOptions())
+    loaded = [media.load_image(path, MediaOptions().image_max_pixels, MediaOptions().image_min_pixels) for path in images]
+    reference = processor.image_processor(loaded, return_tensors="np")
+    cell = processor.patch_size * processor.spatial_merge_size
+    layouts = []
+    for height, width in reference["image_sizes"].tolist():
+        tokens = (["[IMG]"] * (width // cell) + ["[IMG_BREAK]"]) * (height // cell)
+        layouts.append("".join(tokens[:-1] + ["[IMG_END]"]))
+    assert expanded[0]["content"] == f"{layouts[0]}Compare{layouts[1]}"
+    assert layouts[0] != layouts[1]
+    np.testing.assert_allclose(arrays["pixel_values"], reference["pixel_values"], rtol=1e-5, atol=1e-5)
+    assert arrays["image_sizes"].tolist() == reference["image_sizes"].tolist()
+
+    # two rows, one image each, of different sizes: padded into one batch the model takes
+    rows = []
+    for path in images:
+        text, row_arrays = PLUGINS["pixtral"].process(processor, [{"role": "user", "content": "<image>hi"}], [path],
+                                                      [], [], MediaOptions())
+        ids = processor.tokenizer(text[0]["content"])["input_ids"]
+        rows.append({"input_ids": ids, "attention_mask": [1] * len(ids), "labels": ids,
+                     "mm_inputs": pack_arrays(row_arrays)})
+    batch = MediaCollator(tokenizer=processor.tokenizer, type_ids_key=None)(rows)
+    assert batch["pixel_values"].shape[0] == 2 and batch["image_sizes"].tolist() == reference["image_sizes"].tolist()
+    with torch.no_grad():
+        assert torch.isfinite(model(**batch).loss)

@@ -30,7 +30,8 @@ def _losses(folder: Path) -> list[float]:
 def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("vlms")
     return {family: save_tiny_vlm(family, root / family) for family in ("qwen2_vl", "gemma4", "qwen3_5", "glm4v", "llava_next",
-                                                                           "qwen2_audio", "intern_vl")}
+                                                                           "qwen2_audio", "intern_vl", "mistral3",
+                                                                           "pixtral")}
 
 
 def _image_dataset(folder: Path) -> Path:
@@ -80,7 +81,8 @@ def test_tiny_vlm_learns_from_images(models, tmp_path):
 
 @pytest.mark.parametrize(("family", "template"), [("qwen2_vl", "qwen2_vl"), ("gemma4", "gemma4"),
                                                   ("qwen3_5", "qwen3_5"), ("llava_next", "llava_next"),
-                                                  ("intern_vl", "intern_vl")])
+                                                  ("intern_vl", "intern_vl"), ("mistral3", "mistral_small"),
+                                                  ("mistral3", "ministral3"), ("pixtral", "pixtral")])
 @pytest.mark.skipif(not (SHARED / "mllm_demo.json").is_file(), reason="shared data absent")
 def test_two_steps_on_mllm_demo(models, tmp_path, family, template):
     config = _config(tmp_path, models[family], template, "mllm_demo", SHARED)

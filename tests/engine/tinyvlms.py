@@ -302,11 +302,44 @@ def _paligemma():
     return PaliGemmaForConditionalGeneration, config, PaliGemmaProcessor, processor_parts
 
 
+def _mistral3(llava: bool = False):
+    """Mistral 3 (Mistral Small 3.x / Ministral 3) with a Pixtral vision tower; ``llava``: Pixtral 12B's layout, a
+    LLaVA model with the same tower and no patch merger."""
+    from transformers import Mistral3Config, Mistral3ForConditionalGeneration
+    from transformers.models.pixtral.image_processing_pil_pixtral import PixtralImageProcessorPil
+
+    from engine.multimodal.processor import processor_class
+
+    named = {"image_token": "[IMG]", "image_break_token": "[IMG_BREAK]", "image_end_token": "[IMG_END]"}
+    specials = ["<unk>", "<s>", "</s>", "<pad>", "[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]",
+                "[TOOL_CALLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]", *named.values()]
+    tokenizer = _tokenizer(specials, eos="</s>", pad="<pad>", bos="<s>", named=named)
+    text = {"model_type": "mistral", "vocab_size": len(tokenizer) + 8, "hidden_size": 32, "intermediate_size": 64,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
+            "max_position_embeddings": 4096, "pad_token_id": tokenizer.pad_token_id,
+            "eos_token_id": tokenizer.eos_token_id, "bos_token_id": tokenizer.bos_token_id}
+    vision = {"model_type": "pixtral", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+              "num_attention_heads": 2, "head_dim": 16, "image_size": 56, "patch_size": 14}
+    image_token = tokenizer.convert_tokens_to_ids("[IMG]")
+    merge = 1 if llava else 2
+    parts = {"image_processor": PixtralImageProcessorPil(size={"longest_edge": 56}, patch_size=14),
+             "tokenizer": tokenizer, "patch_size": 14, "spatial_merge_size": merge}
+    if llava:
+        from transformers import LlavaConfig, LlavaForConditionalGeneration
+
+        config = LlavaConfig(text_config=text, vision_config=vision, image_token_index=image_token,
+                             vision_feature_layer=-1, vision_feature_select_strategy="full")
+        return LlavaForConditionalGeneration, config, processor_class("PixtralProcessor"), parts
+    config = Mistral3Config(text_config=text, vision_config=vision, image_token_index=image_token,
+                            spatial_merge_size=merge, vision_feature_layer=-1)
+    return Mistral3ForConditionalGeneration, config, processor_class("PixtralProcessor"), parts
+
+
 BUILDERS = {
     "qwen2_vl": lambda: _qwen("qwen2_vl"), "qwen3_vl": lambda: _qwen("qwen3_vl"), "qwen2_5_vl": _qwen2_5_vl,
     "qwen3_5": _qwen3_5, "glm4v": _glm4v, "gemma3": _gemma3, "gemma4": lambda: _gemma4(audio=False),
     "gemma4n": lambda: _gemma4(audio=True), "llava": _llava, "llava_next": _llava_next, "qwen2_audio": _qwen2_audio,
-    "intern_vl": _intern_vl, "paligemma": _paligemma,
+    "intern_vl": _intern_vl, "paligemma": _paligemma, "mistral3": _mistral3, "pixtral": lambda: _mistral3(llava=True),
 }
 """Family -> builder of (model class, config, processor class, processor parts)."""
 

@@ -13,6 +13,7 @@ OPTIMIZER_PACKAGES = {
     "use_galore": ("galore_torch", "galore-torch"),
     "use_apollo": ("apollo_torch", "apollo-torch"),
     "use_badam": ("badam", "badam"),
+    "use_adam_mini": ("adam_mini", "adam-mini"),
 }
 
 
@@ -44,8 +45,6 @@ def tracker_problems(report_to: str | None) -> list[str]:
 
 # LLaMA-Factory keys this engine accepts only when off: set, each is refused with the reason (not silently ignored).
 REFUSED_WHEN_SET = {
-    "use_adam_mini": "Adam-mini is not available here; remove it (AdamW is used), or save memory with `use_galore`, "
-                     "`use_apollo` or `use_badam`.",
     "shift_attn": "LongLoRA's shift short attention is not implemented here; remove it (`rope_scaling` extends the "
                   "context).",
     "mixture_of_depths": "Mixture-of-depths conversion is not implemented here; remove it.",

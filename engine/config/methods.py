@@ -75,6 +75,9 @@ class MethodArgs:
                                                           advanced=True)
     badam_verbose: int = opt(0, "BAdam: 0 quiet, 1 block names, 2 trainable parameters.", min=0, max=2,
                              advanced=True)
+    # Adam-mini (adam-mini)
+    use_adam_mini: bool = opt(False, "Adam-mini: Adam with one learning rate per block (head, neuron, token), about "
+                                     "half AdamW's optimizer memory (extra `methods`).", advanced=True)
     # RoPE scaling (applied to the model config)
     rope_scaling: RopeScaling = opt(None, "RoPE scaling to reach cutoff_len beyond the model's length: linear, "
                                           "dynamic, yarn or llama3.", advanced=True)

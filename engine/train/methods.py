@@ -6,10 +6,12 @@
   the method's rank, interval, scale and projection passed as ``optim_target_modules`` / ``optim_args``.
 - BAdam (``use_badam``): the badam package's ``BlockOptimizer`` (layer mode) or ``BlockOptimizerRatio`` (ratio
   mode) around the Trainer's own optimizer class, with its ``BAdamCallback``.
+- Adam-mini (``use_adam_mini``): the adam-mini package's ``Adam_mini`` over the named parameters, told the language
+  model's width and head counts (it gives queries and keys one learning rate per head), as LLaMA-Factory builds it.
 - PiSSA: the initial adapter is kept so the final adapter is saved converted to plain LoRA (PEFT's
   ``path_initial_model_for_weight_conversion``), which loads correctly on the original base model.
 
-:func:`configure_trainer` applies the first four to any ``transformers.Trainer`` (TRL's included).
+:func:`configure_trainer` applies the first five to any ``transformers.Trainer`` (TRL's included).
 """
 
 from __future__ import annotations
@@ -93,6 +95,25 @@ def build_badam_optimizer(model: Any, args: Any, cfg: Any):
                                verbose=m.badam_verbose, include_embedding=False, **kwargs)
 
 
+def build_adam_mini_optimizer(model: Any, args: Any, cfg: Any):
+    """Adam-mini with the Trainer's learning rate, betas, epsilon and weight decay; sharded models (FSDP, ZeRO-3)
+    are told so. Its own printing is off: one log line says what it found."""
+    from adam_mini import Adam_mini
+    from transformers.integrations import is_deepspeed_zero3_enabled
+
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    shape = {key: getattr(config, name, None) for key, name in (("dim", "hidden_size"), ("n_heads", "num_attention_heads"),
+                                                               ("n_kv_heads", "num_key_value_heads"))}
+    optimizer = Adam_mini(named_parameters=model.named_parameters(), lr=args.learning_rate,
+                          betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_epsilon,
+                          weight_decay=args.weight_decay,
+                          model_sharding=bool(getattr(args, "fsdp", None)) or is_deepspeed_zero3_enabled(),
+                          verbose=False, **{key: value for key, value in shape.items() if value is not None})
+    logger.info("Adam-mini optimizer: width %s, %s heads (%s key/value heads), %d parameter blocks.", optimizer.dim,
+                optimizer.n_heads, optimizer.n_kv_heads, len(optimizer.param_groups))
+    return optimizer
+
+
 def _own_optimizer(trainer: Any, builder: Any, cfg: Any) -> None:
     """Make ``trainer.create_optimizer`` build its optimizer with ``builder(model, args, cfg)``."""
 
@@ -105,7 +126,8 @@ def _own_optimizer(trainer: Any, builder: Any, cfg: Any) -> None:
 
 
 def configure_trainer(trainer: Any, cfg: Any) -> None:
-    """Apply LoRA+, GaLore, APOLLO or BAdam, and ``disable_shuffling``, to a built Trainer before training."""
+    """Apply LoRA+, GaLore, APOLLO, BAdam or Adam-mini, and ``disable_shuffling``, to a built Trainer before
+    training."""
     from transformers.training_args import OptimizerNames
 
     m = cfg.methods
@@ -128,6 +150,8 @@ def configure_trainer(trainer: Any, cfg: Any) -> None:
         trainer.accelerator.clip_grad_norm_ = types.MethodType(clip_grad_norm_old_version, trainer.accelerator)
         trainer.add_callback(BAdamCallback)
         logger.info("BAdam optimizer, %s mode.", m.badam_mode)
+    elif m.use_adam_mini:
+        _own_optimizer(trainer, build_adam_mini_optimizer, cfg)
     elif m.loraplus_lr_ratio is not None:
         _own_optimizer(trainer, build_loraplus_optimizer, cfg)
         logger.info("LoRA+ optimizer: B matrices at %g x the learning rate.", m.loraplus_lr_ratio)

@@ -74,6 +74,9 @@ def test_predict_config_without_dataset_does_not_train():
     ({"pissa_init": True, "stage": "kto"}, "cannot be used with `stage: kto`"),
     ({"finetuning_type": "oft", "use_dora": True}, "only valid for LoRA"),
     ({"use_apollo": True, "apollo_scale_front": True, "finetuning_type": "full"}, "apollo_scale_front"),
+    # Adam-mini gives queries and keys one rate per head of the weight itself: a LoRA matrix cannot be cut so
+    ({"use_adam_mini": True}, "cannot be combined with `finetuning_type: lora`"),
+    ({"use_adam_mini": True, "use_badam": True, "finetuning_type": "full"}, "cannot be combined; choose one"),
 ])
 def test_conflicting_method_keys_are_refused(mapping, message):
     with pytest.raises(ConfigError) as err:
@@ -81,7 +84,7 @@ def test_conflicting_method_keys_are_refused(mapping, message):
     assert message in str(err.value)
 
 
-@pytest.mark.parametrize("key", ["use_adam_mini", "shift_attn", "mixture_of_depths",
+@pytest.mark.parametrize("key", ["shift_attn", "mixture_of_depths",
                                  "upcast_layernorm", "upcast_lmhead_output", "push_to_hub"])
 def test_unimplemented_llamafactory_switches_are_refused_when_on(key):
     with pytest.raises(ConfigError, match=rf"`{key}: .*not|`{key}: .*remove it"):
@@ -165,6 +168,26 @@ def test_badam_updates_one_block_at_a_time(tiny, tmp_path, monkeypatch):
 
     assert isinstance(opt, BlockOptimizer)
     assert len(opt.block_prefix_list) >= 2  # one block per decoder layer, plus the rest
+    assert loss[-1] < loss[0]
+
+
+@needs("adam_mini")
+def test_adam_mini_keeps_one_second_moment_per_block(tiny, tmp_path, monkeypatch):
+    """Adam-mini as LLaMA-Factory builds it (the model's width and heads): queries and keys keep one second moment
+    per head, the other matrices one per row, so its state is about half of AdamW's; the loss falls."""
+    opt, loss = _optimizer_after_training(tiny, tmp_path, monkeypatch, "finetuning_type=full", "use_adam_mini=true",
+                                          "max_steps=4", "learning_rate=0.003")
+    from adam_mini import Adam_mini
+    from transformers import AutoConfig
+
+    assert isinstance(opt, Adam_mini)
+    config = AutoConfig.from_pretrained(tiny)
+    assert (opt.dim, opt.n_heads) == (config.hidden_size, config.num_attention_heads)
+    states = {group["name"]: opt.state[group["params"][0]] for group in opt.param_groups}
+    query = next(state for name, state in states.items() if "q_proj" in name)
+    assert query["vmean"].numel() == config.num_attention_heads
+    down = next(state for name, state in states.items() if "down_proj" in name)
+    assert down["vmean"].numel() == config.hidden_size  # one per output neuron
     assert loss[-1] < loss[0]
 
 

@@ -38,6 +38,7 @@ GROUPS = {
     "qwen2_audio": (("model.audio_tower",), ("model.multi_modal_projector",)),
     "intern_vl": (("model.vision_tower",), ("model.multi_modal_projector",)),
     "paligemma": (("model.vision_tower",), ("model.multi_modal_projector",)),  # the audio encoder as the "tower"
+    "mllama": (("model.vision_model",), ("model.multi_modal_projector",)),
 }
 # Parameters outside the three groups: LLaVA-NeXT's image_newline (the row-end embedding of its any-resolution grid),
 # which LLaMA-Factory trains in full tuning whatever the freeze keys say, and leaves frozen with LoRA and freeze tuning.

@@ -90,6 +90,7 @@ VISION_FAMILY_SPECIALS = {
     "granite3_vision": (None, "<|end_of_text|>"), "yi_vl": ("<|startoftext|>", "<|endoftext|>"),
     "mimo_vl": (None, "<|im_end|>"), "qwen2_audio": (None, "<|endoftext|>"),
     "intern_vl": ("<s>", "<|im_end|>"), "paligemma": ("<bos>", "<eos>"), "paligemma_chat": ("<bos>", "<eos>"),
+    "mllama": ("<|begin_of_text|>", "<|eot_id|>"),
 }
 
 _CORPUS = [

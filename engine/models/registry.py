@@ -355,6 +355,13 @@ FAMILIES: dict[str, ModelFamily] = {
         models={"Qwen2-Audio-7B": "Qwen/Qwen2-Audio-7B", "Qwen2-Audio-7B-Instruct": "Qwen/Qwen2-Audio-7B-Instruct"},
         projector_keys=("multi_modal_projector",), vision_keys=("audio_tower",), language_keys=("language_model", "lm_head"),
     ),
+    "Llama 3.2 Vision": ModelFamily(
+        name="Llama 3.2 Vision", template="mllama", multimodal=True, model_types=("mllama",),
+        projector_keys=("multi_modal_projector",), vision_keys=("vision_model",),
+        language_keys=("language_model", "lm_head"),
+        models=hub_ids("meta-llama", ["Llama-3.2-11B-Vision", "Llama-3.2-11B-Vision-Instruct", "Llama-3.2-90B-Vision",
+                                      "Llama-3.2-90B-Vision-Instruct"]),
+    ),
     # Llama 4's template serves text rows here (no media plugin yet): its encoder and projector are still told
     # apart, so `lora_target: all` and the freeze keys leave them alone, as in LLaMA-Factory
     "Llama 4": ModelFamily(

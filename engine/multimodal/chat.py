@@ -39,7 +39,7 @@ def media_prompt(chat_model: Any, messages: list[dict[str, Any]], media: dict[st
     """
     import torch
 
-    from engine.multimodal.collator import join_arrays
+    from engine.multimodal.collator import batch_media, to_tensors
 
     context = getattr(chat_model, "media", None)
     if context is None:
@@ -54,7 +54,8 @@ def media_prompt(chat_model: Any, messages: list[dict[str, Any]], media: dict[st
     extra: dict[str, Any] = {}
     if arrays:
         dtype = next(chat_model.model.parameters()).dtype
-        for key, value in join_arrays([arrays]).items():
+        cross = context.plugin.cross_attention(context.processor)  # Llama 3.2 Vision: the prompt's cross-attention mask
+        for key, value in to_tensors(batch_media([arrays], cross, [prompt_ids], len(prompt_ids))).items():
             value = value.to(chat_model.device)
             extra[key] = value.to(dtype) if value.is_floating_point() else value
     if context.plugin.type_ids_key:

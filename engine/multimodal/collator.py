@@ -4,7 +4,8 @@ Per-row media inputs (``mm_inputs`` blobs, see :mod:`engine.multimodal.dataset`)
 first axis (images, frames or audio clips of the whole batch, in row order, as the models expect); arrays whose
 other axes differ between rows (audio features of different lengths) are zero-padded to the longest first.
 ``mm_token_type_ids`` are padded with 0 on the tokenizer's padding side, so they stay aligned with ``input_ids``
-(Gemma 3 gets them as ``token_type_ids``).
+(Gemma 3 gets them as ``token_type_ids``). Cross-attention models (Llama 3.2 Vision) take their images per row and a
+cross-attention mask instead (:mod:`engine.multimodal.cross_attention`, :func:`batch_media`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.data.collator import PaddingCollator
+from engine.multimodal.cross_attention import (
+    CrossAttention,
+    cross_attention_mask,
+    keep_first_tile,
+    num_tiles,
+    per_row_arrays,
+)
 from engine.multimodal.plugins import unpack_arrays
 
 
@@ -41,16 +49,41 @@ def join_numpy(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def join_arrays(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Tensors of all rows' media inputs, each key concatenated along axis 0 (:func:`join_numpy`)."""
+    return to_tensors(join_numpy(rows))
+
+
+def batch_media(arrays: list[dict[str, Any]], cross: CrossAttention | None = None, rows: list[list[int]] | None = None,
+                length: int = 0, left: bool = False) -> dict[str, Any]:
+    """The numpy media inputs of a batch from each row's ``arrays`` ({} for a row without media): joined along the
+    first axis (:func:`join_numpy`); for a cross-attention model (``cross``) joined per row, with the
+    cross-attention mask of the rows' unpadded ids ``rows`` padded to ``length`` on the left or right; {} without
+    media."""
+    if cross is None:
+        kept = [row for row in arrays if row]
+        return join_numpy(kept) if kept else {}
+    full = per_row_arrays(arrays)
+    if not full:
+        return {}
+    joined = keep_first_tile(join_numpy(full))
+    joined["cross_attention_mask"] = cross_attention_mask(cross, rows or [], [num_tiles(row) for row in full], length,
+                                                          left)
+    return joined
+
+
+def to_tensors(arrays: dict[str, Any]) -> dict[str, Any]:
+    """The numpy arrays of :func:`batch_media` as tensors."""
     import torch
 
-    return {key: torch.from_numpy(value) for key, value in join_numpy(rows).items()}
+    return {key: torch.from_numpy(value) for key, value in arrays.items()}
 
 
 @dataclass
 class MediaCollator(PaddingCollator):
-    """:class:`engine.data.collator.PaddingCollator` plus media inputs and padded token-type ids."""
+    """:class:`engine.data.collator.PaddingCollator` plus media inputs and padded token-type ids (and a cross-attention
+    model's mask, with ``cross``)."""
 
     type_ids_key: str | None = "mm_token_type_ids"
+    cross: CrossAttention | None = None
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         import torch
@@ -70,6 +103,6 @@ class MediaCollator(PaddingCollator):
                 rows.append(filler + ids if left else ids + filler)
             batch[self.type_ids_key] = torch.tensor(rows, dtype=torch.long)
         arrays = [unpack_arrays(blob) for blob in blobs]
-        if any(arrays):
-            batch.update(join_arrays([row for row in arrays if row]))
+        row_ids = [list(feature["input_ids"]) for feature in features]
+        batch.update(to_tensors(batch_media(arrays, self.cross, row_ids, length, left)))
         return batch

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.multimodal import media
+from engine.multimodal.cross_attention import CrossAttention
 from engine.multimodal.errors import MediaError
 from engine.multimodal.processor import TORCHVISION_FIX, MediaOptions, video_ready
 
@@ -109,6 +110,10 @@ class MediaPlugin:
         """Token ids put before the whole text of a row with ``images`` images (none: the soft tokens sit at the
         placeholders)."""
         return []
+
+    def cross_attention(self, processor: Any) -> CrossAttention | None:
+        """What a cross-attention model's batches need for their mask (None: the family has no cross-attention)."""
+        return None
 
     def _images(self, processor: Any, images: list[Any], opts: MediaOptions) -> dict[str, Any]:
         loaded = [media.load_image(image, opts.image_max_pixels, opts.image_min_pixels) for image in images]
@@ -208,6 +213,17 @@ class PaliGemmaPlugin(MediaPlugin):
         return [0 if token == processor.image_token_id else 1 for token in input_ids]
 
 
+class MllamaPlugin(MediaPlugin):
+    """Llama 3.2 Vision (``mllama``), as LLaMA-Factory feeds it: each ``<image>`` becomes one ``<|image|>`` token (no
+    soft tokens: the text cross-attends to the image tiles); a row's images are processed together (``pixel_values``
+    (1, images, tiles, 3, H, W), ``aspect_ratio_ids``, ``aspect_ratio_mask``), and each batch gets its
+    ``cross_attention_mask`` from the rows' ids (:mod:`engine.multimodal.cross_attention`)."""
+
+    def cross_attention(self, processor: Any) -> CrossAttention | None:
+        return CrossAttention(image_token_id=int(processor.image_token_id),
+                              max_tiles=int(processor.image_processor.max_image_tiles))
+
+
 def soft_token_ids(processor: Any) -> set[int]:
     """Ids of the tokens that stand for media features."""
     ids: set[int] = set()
@@ -292,6 +308,7 @@ PLUGINS: dict[str, MediaPlugin] = {
     # Pixtral 12B is a LLaVA model (model type llava), served by the llava plugin the same way
     "pixtral": MediaPlugin("pixtral", ("images",), ("mistral3",), type_ids_key=None),
     "paligemma": PaliGemmaPlugin("paligemma", ("images",), ("paligemma",), type_ids_key="token_type_ids"),
+    "mllama": MllamaPlugin("mllama", ("images",), ("mllama",), type_ids_key=None),
     "qwen2_audio": Qwen2AudioPlugin("qwen2_audio", ("audios",), ("qwen2_audio",), type_ids_key=None),
 }
 """Plugin name -> plugin; the one dispatch table of the multimodal room."""

@@ -3,7 +3,7 @@
 :func:`media_prompt_row` turns an evaluation row into a prediction row whose ``prompt_ids`` hold the expanded soft
 tokens and whose ``mm_inputs`` hold the processed media (as in training, processed once);
 :func:`batch_media_inputs` gives ``generate`` the media of a left-padded batch, in row order, with the token-type
-ids padded on the left like the prompts.
+ids padded on the left like the prompts (and, for Llama 3.2 Vision, the prompts' cross-attention mask).
 """
 
 from __future__ import annotations
@@ -43,6 +43,9 @@ def media_prompt_row(example: dict[str, Any], messages: list[dict[str, Any]], to
         logger.warning("Prediction prompt %d is longer than cutoff_len=%d with its media; it is kept whole so that "
                        "its images, videos or audio stay complete.", index, cutoff_len)
     row: dict[str, Any] = {"prompt_ids": prompt_ids, "mm_inputs": arrays}
+    cross = ctx.plugin.cross_attention(ctx.processor)
+    if cross is not None:  # Llama 3.2 Vision: the batch builds the prompts' cross-attention mask
+        row["cross_attention"] = cross
     if ctx.plugin.type_ids_key:
         row["mm_type_ids"] = (ctx.plugin.type_ids_key, ctx.plugin.type_ids(ctx.processor, prompt_ids))
     return row
@@ -52,11 +55,13 @@ def batch_media_inputs(rows: list[dict[str, Any]], width: int, device: Any, dtyp
     """Extra ``generate`` inputs for a left-padded batch of prediction rows ({} when none carries media)."""
     import torch
 
-    from engine.multimodal.collator import join_arrays
+    from engine.multimodal.collator import batch_media, to_tensors
 
-    arrays = [row["mm_inputs"] for row in rows if row.get("mm_inputs")]
+    cross = next((row["cross_attention"] for row in rows if row.get("cross_attention")), None)
+    arrays = batch_media([row.get("mm_inputs") or {} for row in rows], cross, [row["prompt_ids"] for row in rows],
+                         width, left=True)
     extra: dict[str, Any] = {}
-    for key, value in (join_arrays(arrays).items() if arrays else ()):
+    for key, value in to_tensors(arrays).items():
         value = value.to(device)
         extra[key] = value.to(dtype) if value.is_floating_point() else value
     typed = [row.get("mm_type_ids") for row in rows]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.data.tokenize import TokenizeOptions, infer_seqlen, new_stats, prompt_and_reply
+from engine.multimodal.cross_attention import CrossAttention
 from engine.multimodal.errors import MediaError
 from engine.multimodal.plugins import PLACEHOLDERS, pack_arrays, soft_token_ids, unpack_arrays
 
@@ -129,6 +130,9 @@ class MediaPreferenceCollator:
         types: Soft-token id -> modality id, for the token-type ids (empty: the model takes none).
         type_ids_key: The model's token-type input (``mm_token_type_ids``; ``token_type_ids`` for Gemma 3).
         pairwise: DPO batches (chosen rows, then rejected rows: the media are repeated for each half).
+        cross: A cross-attention model's mask settings (Llama 3.2 Vision): the media go per row, with the
+            ``cross_attention_mask`` of the rows (``KL_cross_attention_mask`` of the KTO KL rows), as LLaMA-Factory's
+            pairwise and KTO collators give them.
     """
 
     text_collator: Any
@@ -137,6 +141,7 @@ class MediaPreferenceCollator:
     type_ids_key: str | None = "mm_token_type_ids"
     pairwise: bool = True
     text_type: int = 0
+    cross: CrossAttention | None = None
 
     def _type_ids(self, input_ids: Any) -> Any:
         import torch
@@ -165,9 +170,31 @@ class MediaPreferenceCollator:
             self._unmask_soft(batch, prefix)
             if self.type_ids_key and self.types and prefix + "input_ids" in batch:
                 batch[prefix + self.type_ids_key] = self._type_ids(batch[prefix + "input_ids"])
+        if self.cross is not None:
+            return self._cross_attention(batch, [unpack_arrays(blob) for blob in blobs])
         arrays = [row for row in (unpack_arrays(blob) for blob in blobs) if row]
         if arrays:
             batch.update(join_arrays(arrays + arrays if self.pairwise else arrays))
+        return batch
+
+    def _cross_attention(self, batch: dict[str, Any], arrays: list[dict[str, Any]]) -> dict[str, Any]:
+        import torch
+
+        from engine.multimodal.collator import batch_media, to_tensors
+
+        arrays = arrays + arrays if self.pairwise else arrays
+        for prefix in ("", "KL_"):
+            ids, mask = batch.get(prefix + "input_ids"), batch.get(prefix + "attention_mask")
+            if ids is None or mask is None:
+                continue
+            rows = [row[keep.bool()].tolist() for row, keep in zip(ids, mask)]  # TRL pads on the right
+            joined = batch_media(arrays, self.cross, rows, ids.shape[1], left=False)
+            if not joined:
+                break
+            if prefix:
+                batch[prefix + "cross_attention_mask"] = torch.from_numpy(joined["cross_attention_mask"])
+            else:
+                batch.update(to_tensors(joined))
         return batch
 
 
@@ -177,5 +204,5 @@ def build_preference_collator(trainer: Any, bundle: Any, stage: str) -> MediaPre
     return MediaPreferenceCollator(
         text_collator=trainer.data_collator, soft_ids=soft_token_ids(ctx.processor),
         types=token_types(ctx.plugin, ctx.processor), type_ids_key=ctx.plugin.type_ids_key,
-        pairwise=stage == "dpo", text_type=ctx.plugin.text_type_id,
+        pairwise=stage == "dpo", text_type=ctx.plugin.text_type_id, cross=ctx.plugin.cross_attention(ctx.processor),
     )

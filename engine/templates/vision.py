@@ -87,6 +87,8 @@ VISION_TEMPLATES: dict[str, Template] = {template.name: template for template in
     Template(name="llava_next", **_LLAVA, modalities=("image",),
              description="LLaVA-NeXT with a Vicuna language model (USER: ... ASSISTANT:; image)."),
     _text_family("llama3", "llava_next_llama3", "LLaVA-NeXT with Llama 3 (image)."),
+    _text_family("llama3", "mllama", "Llama 3.2 Vision (Llama 3 turns; one <|image|> per image, cross-attended; "
+                 "image)."),
     _text_family("mistral", "llava_next_mistral", "LLaVA-NeXT with Mistral (image)."),
     _text_family("qwen", "llava_next_qwen", "LLaVA-NeXT with Qwen (image).", default_system=_HELPFUL),
     _text_family("yi", "llava_next_yi", "LLaVA-NeXT with Yi (image)."),

@@ -79,6 +79,19 @@ def _pretokenized(columns: tuple[str, ...], cfg: RunConfig | None = None) -> typ
                 return dataset.remove_columns([name for name in SOURCE_COLUMNS if name in dataset.column_names])
             return dataset
 
+        if base is KTOTrainer:
+            # Llama 3.2 Vision: the KL rows have their own cross-attention mask (as LLaMA-Factory's KTO trainer gives
+            # them kl_cross_attention_mask); TRL would pass the rows' mask with the KL rows
+            def _compute_loss(self, model, inputs, return_outputs):
+                self._kl_cross_attention = inputs.pop("KL_cross_attention_mask", None)
+                return super()._compute_loss(model, inputs, return_outputs)
+
+            def _compute_kl_logps(self, model, batch):
+                mask = getattr(self, "_kl_cross_attention", None)
+                if mask is not None and "KL_input_ids" in batch:
+                    batch = {**batch, "cross_attention_mask": mask.to(batch["KL_input_ids"].device)}
+                return super()._compute_kl_logps(model, batch)
+
     PretokenizedTrainer.__name__ = f"Pretokenized{base.__name__}"
     return PretokenizedTrainer
 

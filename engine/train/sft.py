@@ -135,7 +135,9 @@ def _asft_reference(cfg: RunConfig, model: Any) -> Any:
 def _media_collator(tokenizer: Any, bundle: Any) -> Any:
     from engine.multimodal.collator import MediaCollator
 
-    return MediaCollator(tokenizer=tokenizer, type_ids_key=bundle.media.plugin.type_ids_key)
+    ctx = bundle.media
+    return MediaCollator(tokenizer=tokenizer, type_ids_key=ctx.plugin.type_ids_key,
+                         cross=ctx.plugin.cross_attention(ctx.processor))
 
 
 def _keep_packed_rows_apart(cfg: RunConfig, model: Any, bundle: Any) -> bool:

@@ -35,11 +35,12 @@ GROUPS = {
     "gemma4n": (("model.vision_tower", "model.audio_tower"), ("model.embed_vision", "model.embed_audio")),
     "llava": (("model.vision_tower",), ("model.multi_modal_projector",)),
     "llava_next": (("model.vision_tower",), ("model.multi_modal_projector",)),
-    "qwen2_audio": (("model.audio_tower",), ("model.multi_modal_projector",)),
+    "qwen2_audio": (("model.audio_tower",), ("model.multi_modal_projector",)),  # the audio encoder as the "tower"
     "intern_vl": (("model.vision_tower",), ("model.multi_modal_projector",)),
-    "paligemma": (("model.vision_tower",), ("model.multi_modal_projector",)),  # the audio encoder as the "tower"
+    "paligemma": (("model.vision_tower",), ("model.multi_modal_projector",)),
     "mistral3": (("model.vision_tower",), ("model.multi_modal_projector",)),
     "pixtral": (("model.vision_tower",), ("model.multi_modal_projector",)),
+    "mllama": (("model.vision_model",), ("model.multi_modal_projector",)),
 }
 # Parameters outside the three groups: LLaVA-NeXT's image_newline (the row-end embedding of its any-resolution grid),
 # which LLaMA-Factory trains in full tuning whatever the freeze keys say, and leaves frozen with LoRA and freeze tuning.

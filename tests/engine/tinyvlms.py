@@ -335,11 +335,37 @@ def _mistral3(llava: bool = False):
     return Mistral3ForConditionalGeneration, config, processor_class("PixtralProcessor"), parts
 
 
+def _mllama():
+    from transformers import (
+        MllamaConfig,
+        MllamaForConditionalGeneration,
+        MllamaImageProcessorPil,
+        MllamaProcessor,
+    )
+
+    specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",
+                "<|eom_id|>", "<|python_tag|>", "<|finetune_right_pad_id|>", "<|image|>"]
+    tokenizer = _tokenizer(specials, eos="<|eot_id|>", pad="<|finetune_right_pad_id|>", bos="<|begin_of_text|>")
+    config = MllamaConfig(
+        text_config={"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+                     "cross_attention_layers": [1], "num_attention_heads": 4, "num_key_value_heads": 2,
+                     "max_position_embeddings": 4096, "pad_token_id": tokenizer.pad_token_id,
+                     "eos_token_id": tokenizer.eos_token_id, "bos_token_id": tokenizer.bos_token_id},
+        vision_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_global_layers": 1,
+                       "attention_heads": 2, "image_size": 28, "patch_size": 14, "max_num_tiles": 4,
+                       "intermediate_layers_indices": [0], "vision_output_dim": 64},
+        image_token_index=tokenizer.convert_tokens_to_ids("<|image|>"))
+    image_processor = MllamaImageProcessorPil(size={"height": 28, "width": 28}, max_image_tiles=4)
+    return MllamaForConditionalGeneration, config, MllamaProcessor, {"image_processor": image_processor,
+                                                                     "tokenizer": tokenizer}
+
+
 BUILDERS = {
     "qwen2_vl": lambda: _qwen("qwen2_vl"), "qwen3_vl": lambda: _qwen("qwen3_vl"), "qwen2_5_vl": _qwen2_5_vl,
     "qwen3_5": _qwen3_5, "glm4v": _glm4v, "gemma3": _gemma3, "gemma4": lambda: _gemma4(audio=False),
     "gemma4n": lambda: _gemma4(audio=True), "llava": _llava, "llava_next": _llava_next, "qwen2_audio": _qwen2_audio,
     "intern_vl": _intern_vl, "paligemma": _paligemma, "mistral3": _mistral3, "pixtral": lambda: _mistral3(llava=True),
+    "mllama": _mllama,
 }
 """Family -> builder of (model class, config, processor class, processor parts)."""
 

@@ -91,6 +91,7 @@ VISION_FAMILY_SPECIALS = {
     "mimo_vl": (None, "<|im_end|>"), "qwen2_audio": (None, "<|endoftext|>"),
     "intern_vl": ("<s>", "<|im_end|>"), "paligemma": ("<bos>", "<eos>"), "paligemma_chat": ("<bos>", "<eos>"),
     "pixtral": ("<s>", "</s>"), "mistral_small": ("<s>", "</s>"), "ministral3": ("<s>", "</s>"),
+    "mllama": ("<|begin_of_text|>", "<|eot_id|>"),
 }
 
 _CORPUS = [

@@ -89,7 +89,10 @@ def processor_class(name: str) -> type | None:
     import transformers
 
     if name not in TORCHVISION_HELPERS or has_torchvision():
-        return getattr(transformers, name, None)
+        from transformers.processing_utils import ProcessorMixin
+
+        found = getattr(transformers, name, None) if name.isidentifier() else None
+        return found if isinstance(found, type) and issubclass(found, ProcessorMixin) else None
     folder, helpers = TORCHVISION_HELPERS[name]
     package = f"transformers.models.{folder}"
     pil = importlib.import_module(f"{package}.image_processing_pil_{folder}")
@@ -144,21 +147,32 @@ def _assemble(path: str, trust_remote_code: bool, tokenizer: Any) -> Any:
 
     from transformers import AutoFeatureExtractor, AutoImageProcessor
 
+    def read(file: Path) -> dict[str, Any]:
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as err:
+            raise MediaError(f"{file} cannot be read ({err}); copy it again from the original model.") from None
+        return data if isinstance(data, dict) else {}
+
     config_file = Path(path) / "processor_config.json"
     name = None
     extra: dict[str, Any] = {}
     if config_file.is_file():
-        extra = json.loads(config_file.read_text(encoding="utf-8"))
+        extra = read(config_file)
         name = extra.pop("processor_class", None)
     if name is None:
         for candidate in ("preprocessor_config.json", "tokenizer_config.json"):
             file = Path(path) / candidate
             if file.is_file():
-                name = json.loads(file.read_text(encoding="utf-8")).get("processor_class")
+                name = read(file).get("processor_class")
                 if name:
                     break
     processor_cls = processor_class(str(name)) if name else None
     if processor_cls is None:
+        if name:
+            raise MediaError(f"The model folder {path} names `processor_class: {name}`, which is not a transformers "
+                             "processor; copy the processor files (processor_config.json, preprocessor_config.json) "
+                             "from the original model.")
         return None
     parts: dict[str, Any] = {"tokenizer": tokenizer}
     params = inspect.signature(processor_cls.__init__).parameters
@@ -201,7 +215,7 @@ def load_media_processor(model_args: Any, tokenizer: Any = None) -> Any:
         if "torchvision" not in str(err).lower():
             raise MediaError(f"The processor of `{model_args.model_name_or_path}` cannot be loaded: {err}") from None
         processor = _assemble(path, model_args.trust_remote_code, tokenizer)
-    except (OSError, ValueError, TypeError, KeyError) as err:
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as err:
         logger.debug("AutoProcessor failed for %s (%s); assembling it.", path, err)
         processor = _assemble(path, model_args.trust_remote_code, tokenizer)
     if processor is None or not hasattr(processor, "tokenizer"):

@@ -337,3 +337,26 @@ def test_pixtral_images_are_rows_of_image_tokens_as_llamafactory_writes_them(tmp
     assert batch["pixel_values"].shape[0] == 2 and batch["image_sizes"].tolist() == reference["image_sizes"].tolist()
     with torch.no_grad():
         assert torch.isfinite(model(**batch).loss)
+
+
+def test_a_damaged_processor_config_is_refused_with_the_file_named(tmp_path):
+    """A processor_config.json naming something that is not a processor, or not JSON at all, stops with the file and
+    the fix, not a traceback from transformers."""
+    import json
+
+    from tinyvlms import save_tiny_vlm
+
+    from engine.config import build_config
+    from engine.multimodal.processor import load_media_processor
+
+    folder = save_tiny_vlm("pixtral", tmp_path / "model")
+    model_args = build_config({"model_name_or_path": str(folder)}).model
+    assert load_media_processor(model_args) is not None
+    config_file = folder / "processor_config.json"
+    config = json.loads(config_file.read_text())
+    config_file.write_text(json.dumps({**config, "processor_class": "Trainer"}))
+    with pytest.raises(MediaError, match="`processor_class: Trainer`, which is not a transformers processor"):
+        load_media_processor(model_args)
+    config_file.write_text("{broken")
+    with pytest.raises(MediaError, match="processor_config.json cannot be read"):
+        load_media_processor(model_args)

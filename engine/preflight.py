@@ -277,7 +277,48 @@ def _check_template(cfg: RunConfig) -> list[str]:
         if tool_format not in TOOL_FORMATS:
             problems.append(f"Unknown `tool_format: {tool_format}`; use one of {', '.join(TOOL_FORMATS)}, or leave it "
                             "empty for the template's own format.")
-    return problems + _check_template_name(cfg)
+    problems += _check_template_name(cfg)
+    return problems if problems else _check_template_tokens(cfg)
+
+
+def _check_template_tokens(cfg: RunConfig) -> list[str]:
+    """A template that writes named tokens (``{token:[gMASK]}``) needs them in the tokenizer, which tokenizing would
+    find only after the model loads. Read from a local folder's tokenizer.json (other tokenizer files are left to
+    that later check); a token added by ``add_special_tokens`` / ``add_tokens``, or an unk token (which the template
+    then writes, as LLaMA-Factory does) lets it pass."""
+    import json
+
+    folder = model_dir(cfg)
+    if not cfg.model.template or folder is None or not (folder / "tokenizer.json").is_file():
+        return []
+    from engine.templates import get_template
+    from engine.templates.slots import token_slots
+
+    names = token_slots(get_template(cfg.model.template))
+    if not names:
+        return []
+    def read(name: str) -> dict:
+        try:
+            data = json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            return {}  # absent, or unreadable: the tokenizer's own load reports that
+        return data if isinstance(data, dict) else {}
+
+    if any(read(name).get("unk_token") for name in ("tokenizer_config.json", "special_tokens_map.json")):
+        return []  # transformers gives the unk token for a missing one
+    data = read("tokenizer.json")
+    model = data.get("model") or {}
+    vocab = model.get("vocab") or {}
+    known = set(vocab) if isinstance(vocab, dict) else {entry[0] for entry in vocab if isinstance(entry, list) and entry}
+    known |= {token.get("content") for token in data.get("added_tokens") or [] if isinstance(token, dict)}
+    for key in ("add_special_tokens", "add_tokens"):
+        known |= {token.strip() for token in str(getattr(cfg.model, key, None) or "").split(",") if token.strip()}
+    missing = sorted(names - known)
+    if not missing:
+        return []
+    return [f"`template: {cfg.model.template}` writes {', '.join(repr(name) for name in missing)} as single tokens, "
+            f"and the tokenizer of {folder} has no such token: use the model's own template (or leave `template` "
+            "empty for its chat template), or a model whose tokenizer has them."]
 
 
 def _check_template_name(cfg: RunConfig) -> list[str]:

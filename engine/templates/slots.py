@@ -62,6 +62,19 @@ def parse_pattern(pattern: str) -> tuple[Element, ...]:
     return tuple(out)
 
 
+def token_slots(template: Any) -> set[str]:
+    """The tokens a template writes through ``{token:NAME}`` slots (ChatGLM3's, Yuan's), from all its patterns."""
+    import dataclasses
+
+    names: set[str] = set()
+    for item in dataclasses.fields(template):
+        value = getattr(template, item.name)
+        if isinstance(value, str) and "{token:" in value:
+            names.update(element.token for element in parse_pattern(value)
+                         if isinstance(element, Special) and element.kind == "token")
+    return names
+
+
 def fill(pattern: str, content: str = "") -> list[Element]:
     """The elements of ``pattern`` with ``{content}`` replaced (first occurrence per text piece, as LF does)."""
     return [piece.replace("{content}", content, 1) if isinstance(piece, str) else piece

@@ -315,6 +315,24 @@ def test_a_token_slot_the_tokenizer_lacks_is_a_clear_error(tokenizer_factory):
     assert prompt[-1] == vocab["<|assistant|>"] and tokenizer.decode(reply) == "\nHello!"
 
 
+def test_lf_engine_check_finds_the_missing_tokens_before_the_model_loads(tmp_path):
+    """The same refusal comes from the pre-flight check (`lf-engine check`, the board's Start), read from the
+    folder's tokenizer.json, so a run does not load the model first; tokens added by `add_special_tokens` pass."""
+    from engine.config import build_config
+    from engine.preflight import check
+    from tests.engine.tinymodels import build_tiny_model
+
+    folder = build_tiny_model(tmp_path / "model")
+    cfg = build_config({"model_name_or_path": str(folder), "template": "chatglm3"})
+    problems = check(cfg, "chat")
+    assert any("`template: chatglm3` writes" in p and "'[gMASK]'" in p and "own template" in p for p in problems)
+    added = build_config({"model_name_or_path": str(folder), "template": "chatglm3",
+                          "add_special_tokens": "[gMASK],sop,<|system|>,<|user|>,<|assistant|>,<|observation|>"})
+    assert not [p for p in check(added, "chat") if "chatglm3" in p]
+    assert not [p for p in check(build_config({"model_name_or_path": str(folder), "template": "glm4"}), "chat")
+                if "writes" in p]
+
+
 def test_glm47_empty_thought_is_the_closing_word_alone(chat_tokenizer):
     """GLM-4.7 (and Aeva) write an empty thought as ``</think>`` alone, in training and in generation prompts."""
     for name in ("glm4_7", "aeva"):

@@ -371,6 +371,66 @@ FAMILIES: dict[str, ModelFamily] = {
         models=hub_ids("meta-llama", ["Llama-4-Scout-17B-16E", "Llama-4-Scout-17B-16E-Instruct",
                                       "Llama-4-Maverick-17B-128E", "Llama-4-Maverick-17B-128E-Instruct"]),
     ),
+    # LLaMA-Factory's vision families whose media no plugin serves here yet: text rows only (their templates are in
+    # engine/templates/vision_text_only.py; a media row is refused); the towers are told apart, so `lora_target: all`
+    # and the freeze keys leave them alone (LLaMA-Factory's composite keys where it has them; transformers' module
+    # names for the rest)
+    "LLaVA-NeXT-Video": ModelFamily(
+        name="LLaVA-NeXT-Video", template="llava_next_video", multimodal=True, model_types=("llava_next_video",),
+        **_LLAVA_KEYS, models={"LLaVA-NeXT-Video-7B-Chat": "llava-hf/LLaVA-NeXT-Video-7B-hf",
+                               "LLaVA-NeXT-Video-7B-DPO-Chat": "llava-hf/LLaVA-NeXT-Video-7B-DPO-hf"},
+    ),
+    "LLaVA-NeXT-Video-Mistral": ModelFamily(
+        name="LLaVA-NeXT-Video-Mistral", template="llava_next_video_mistral", multimodal=True, **_LLAVA_KEYS,
+        models={"LLaVA-NeXT-Video-7B-32k-Chat": "llava-hf/LLaVA-NeXT-Video-7B-32K-hf"},
+    ),
+    "LLaVA-NeXT-Video-Yi": ModelFamily(
+        name="LLaVA-NeXT-Video-Yi", template="llava_next_video_yi", multimodal=True, **_LLAVA_KEYS,
+        models={"LLaVA-NeXT-Video-34B-Chat": "llava-hf/LLaVA-NeXT-Video-34B-hf",
+                "LLaVA-NeXT-Video-34B-DPO-Chat": "llava-hf/LLaVA-NeXT-Video-34B-DPO-hf"},
+    ),
+    "Video-LLaVA": ModelFamily(
+        name="Video-LLaVA", template="video_llava", multimodal=True, model_types=("video_llava",),
+        projector_keys=("multi_modal_projector",), vision_keys=("image_tower", "video_tower"),
+        language_keys=("language_model", "lm_head"), models={"Video-LLaVA-7B-Chat": "LanguageBind/Video-LLaVA-7B-hf"},
+    ),
+    "LFM2-VL": ModelFamily(
+        name="LFM2-VL", template="lfm2_vl", multimodal=True, model_types=("lfm2_vl",), **_LLAVA_KEYS,
+        models={"LFM2.5-VL-1.6B": "LiquidAI/LFM2.5-VL-1.6B"},
+    ),
+    "MiniCPM-V-4.6": ModelFamily(
+        name="MiniCPM-V-4.6", template="minicpm_v_4_6", multimodal=True, model_types=("minicpmv4_6",),
+        projector_keys=("merger",), vision_keys=("vision_tower",), language_keys=("language_model", "lm_head"),
+        models={"MiniCPM-V-4.6": "openbmb/MiniCPM-V-4_6"},
+    ),
+    "ERNIE-4.5-VL": ModelFamily(
+        name="ERNIE-4.5-VL", template="ernie_vl", multimodal=True, model_types=("ernie4_5_vl_moe",),
+        projector_keys=("resampler_model",), vision_keys=("vision_tower",), language_keys=("language_model", "lm_head"),
+        models={"ERNIE-4.5-VL-28B-A3B-Instruct": "baidu/ERNIE-4.5-VL-28B-A3B-PT",
+                "ERNIE-4.5-VL-28B-A3B-Thinking": "baidu/ERNIE-4.5-VL-28B-A3B-Thinking",
+                "ERNIE-4.5-VL-424B-A47B-Instruct": "baidu/ERNIE-4.5-VL-424B-A47B-PT"},
+    ),
+    "Kimi-VL": ModelFamily(
+        name="Kimi-VL", template="kimi_vl", multimodal=True, model_types=("kimi_vl",), **_LLAVA_KEYS,
+        models=hub_ids("moonshotai", ["Kimi-VL-A3B-Instruct", "Kimi-VL-A3B-Thinking", "Kimi-VL-A3B-Thinking-2506"]),
+    ),
+    "Keye-VL": ModelFamily(
+        name="Keye-VL", template="keye_vl", multimodal=True, model_types=("Keye",), projector_keys=("mlp_AR",),
+        vision_keys=("visual.vision_model.patch_embedding", "visual.vision_model.encoder"),
+        language_keys=("model", "lm_head"), models={"Keye-VL-8B-Chat": "Kwai-Keye/Keye-VL-8B-Preview"},
+    ),
+    "dots.ocr": ModelFamily(
+        name="dots.ocr", template="dots_ocr", multimodal=True, model_types=("dots_ocr",),
+        projector_keys=("vision_tower.merger",), vision_keys=("vision_tower",), language_keys=("model", "lm_head"),
+        models={"dots.ocr": "rednote-hilab/dots.ocr"},
+    ),
+    "Intern-S1": ModelFamily(
+        name="Intern-S1", template="intern_s1", multimodal=True, model_types=("interns1",), **_LLAVA_KEYS,
+        models={"Intern-S1-mini": "internlm/Intern-S1-mini"},
+    ),
+    "Youtu-VL": ModelFamily(
+        name="Youtu-VL", template="youtu_vl", multimodal=True, models={"Youtu-VL-4B-Instruct": "tencent/Youtu-VL-4B-Instruct"},
+    ),
     # Mistral 3 (Pixtral vision tower), images through the pixtral plugin
     "Mistral Small 3.1": ModelFamily(
         name="Mistral Small 3.1", template="mistral_small", multimodal=True, model_types=("mistral3",), **_LLAVA_KEYS,
@@ -463,6 +523,10 @@ def family_of_config(config: dict[str, Any] | Any) -> ModelFamily | None:
         return FAMILIES["Pixtral"]
     if model_type in ("llava", "llava_next"):
         return FAMILIES[_llava_family(model_type, get("text_config", None))]
+    if model_type == "llava_next_video":  # Vicuna, Mistral or Yi, told apart as LLaVA-NeXT's are
+        text = _llava_family("llava_next", get("text_config", None))
+        return FAMILIES[{"LLaVA-NeXT-Mistral": "LLaVA-NeXT-Video-Mistral",
+                         "LLaVA-NeXT-Yi": "LLaVA-NeXT-Video-Yi"}.get(text, "LLaVA-NeXT-Video")]
     return _BY_MODEL_TYPE.get(str(model_type)) if model_type else None
 
 

@@ -12,9 +12,11 @@ from engine.templates.families_core import CORE_TEMPLATES
 from engine.templates.families_later import LATER_TEMPLATES
 from engine.templates.families_more import MORE_TEMPLATES
 from engine.templates.vision import VISION_TEMPLATES
+from engine.templates.vision_text_only import TEXT_ONLY_VISION_TEMPLATES
 
 TEMPLATES: dict[str, Template] = {
-    template.name: template for template in (*CORE_TEMPLATES, *MORE_TEMPLATES, *LATER_TEMPLATES, *VISION_TEMPLATES.values())
+    template.name: template for template in (*CORE_TEMPLATES, *MORE_TEMPLATES, *LATER_TEMPLATES,
+                                             *VISION_TEMPLATES.values(), *TEXT_ONLY_VISION_TEMPLATES)
 }
 
 

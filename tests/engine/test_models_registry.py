@@ -57,6 +57,9 @@ def test_no_model_is_listed_in_two_families():
     ("llava_next", {"model_type": "granite", "vocab_size": 49156}, "granite3_vision"),
     ("llava", {"model_type": "llama", "vocab_size": 32064}, "llava"),
     ("llava", {"model_type": "llama", "vocab_size": 64000}, "yi_vl"),
+    ("llava_next_video", {"model_type": "llama", "vocab_size": 32064}, "llava_next_video"),
+    ("llava_next_video", {"model_type": "mistral", "vocab_size": 32064}, "llava_next_video_mistral"),
+    ("llava_next_video", {"model_type": "llama", "vocab_size": 64064}, "llava_next_video_yi"),
 ])
 def test_a_local_llava_folder_gets_its_language_models_template(tmp_path, model_type, text, template):
     """One model type serves several LLaVA templates: a folder not named after its hub repo is told apart by the

@@ -91,6 +91,11 @@ VISION_FAMILY_SPECIALS = {
     "mimo_vl": (None, "<|im_end|>"), "qwen2_audio": (None, "<|endoftext|>"),
     "intern_vl": ("<s>", "<|im_end|>"), "paligemma": ("<bos>", "<eos>"), "paligemma_chat": ("<bos>", "<eos>"),
     "pixtral": ("<s>", "</s>"), "mistral_small": ("<s>", "</s>"), "ministral3": ("<s>", "</s>"),
+    "kimi_vl": (None, "<|im_end|>"), "keye_vl": (None, "<|im_end|>"), "dots_ocr": (None, "<|endofassistant|>"),
+    "intern_s1": ("<s>", "<|im_end|>"), "ernie_vl": ("<s>", "<|end_of_sentence|>"), "lfm2_vl": (None, "<|im_end|>"),
+    "minicpm_v_4_6": (None, "<|im_end|>"), "video_llava": ("<s>", "</s>"), "llava_next_video": ("<s>", "</s>"),
+    "llava_next_video_mistral": ("<s>", "</s>"), "llava_next_video_yi": (None, "<|im_end|>"),
+    "youtu_vl": (None, "<|end_of_text|>"),
     "mllama": ("<|begin_of_text|>", "<|eot_id|>"),
 }
 

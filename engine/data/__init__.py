@@ -194,8 +194,10 @@ def _build(cfg: Any, tokenizer: Any, template: Any, media: Any) -> DatasetBundle
             train_examples, eval_examples = split_eval(train_examples, data.val_size, seed)
     bundle = DatasetBundle()
     if media is not None and (count_media(train_examples) or count_media(eval_examples)):
+        from engine.multimodal import refuse_unserved
         from engine.multimodal.dataset import check_stage
 
+        refuse_unserved(media)
         check_stage(stage, itertools.chain(train_examples, eval_examples), getattr(cfg.finetuning, "pref_loss", None))
         bundle.media = media
     else:
@@ -312,8 +314,10 @@ def load_eval_prompts(cfg: Any, tokenizer: Any, template: Any, media: Any = None
             "tools": example.get("tools", ""),
         }
         if media is not None and any(example.get(kind) for kind in ("images", "videos", "audios")):
+            from engine.multimodal import refuse_unserved
             from engine.multimodal.predict import media_prompt_row
 
+            refuse_unserved(media)
             row.update(media_prompt_row(example, prompt_messages, tokenizer, template, media, cutoff, index))
         rows.append(row)
     return rows

@@ -34,6 +34,10 @@ def eval_sets_by_name(cfg: Any, tokenizer: Any, template: Any, media: Any = None
     sets: dict[str, Any] = {}
     for name in split_names(data.eval_dataset):
         examples = load_examples(data, name, stage, seed, rng=rng)
+        if media is not None and count_media(examples):
+            from engine.multimodal import refuse_unserved
+
+            refuse_unserved(media)
         sets[name], _ = _tokenized(examples, stage, tokenizer, template, opts, f"eval ({name})",
                                    media if media is not None and count_media(examples) else None,
                                    data.preprocessing_num_workers, data.preprocessing_batch_size)

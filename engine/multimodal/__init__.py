@@ -13,16 +13,38 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 logger = logging.getLogger(__name__)
 
 
-def media_context(cfg: Any, tokenizer: Any) -> Any:
-    """The :class:`engine.multimodal.dataset.MediaContext` for a run's model, or None for a text-only model.
+@dataclass(frozen=True)
+class UnservedMedia:
+    """The media context of a multimodal model no plugin serves yet: its text rows train and chat as text; a row with
+    images, video or audio is refused with ``reason`` (:func:`refuse_unserved`) rather than trained without them."""
+
+    reason: str
+
+
+def refuse_unserved(media: Any) -> None:
+    """Raise the refusal of an :class:`UnservedMedia` context (call where rows with media meet the context).
 
     Raises:
-        MediaError: for a multimodal model family no plugin serves.
+        MediaError: ``media`` is an :class:`UnservedMedia`.
+    """
+    if isinstance(media, UnservedMedia):
+        from engine.multimodal.errors import MediaError
+
+        raise MediaError(media.reason)
+
+
+def media_context(cfg: Any, tokenizer: Any) -> Any:
+    """The :class:`engine.multimodal.dataset.MediaContext` for a run's model, None for a text-only model, and an
+    :class:`UnservedMedia` for a multimodal model no plugin serves (its text rows train; rows with media are refused).
+
+    Raises:
+        MediaError: a multimodal model folder without its processor files.
     """
     from engine.models.loader import resolve_model_path
     from engine.models.registry import read_local_config
@@ -37,8 +59,9 @@ def media_context(cfg: Any, tokenizer: Any) -> Any:
         return None
     plugin = plugin_for(config.get("model_type"), cfg.model.template)
     if plugin is None:
-        raise MediaError(f"No media plugin serves model type `{config.get('model_type')}` yet (plugins: "
-                         f"{', '.join(PLUGINS)}); train it on text-only data, or use one of those families.")
+        return UnservedMedia(f"No media plugin serves model type `{config.get('model_type')}` yet (plugins: "
+                             f"{', '.join(PLUGINS)}), so its images, video and audio cannot be given to it: drop the "
+                             "rows' media columns to train it on their text, or use one of those families.")
     processor = load_media_processor(cfg.model, tokenizer)
     if processor is None:
         raise MediaError(f"`{cfg.model.model_name_or_path}` is a vision-language model but its folder has no "
@@ -46,4 +69,4 @@ def media_context(cfg: Any, tokenizer: Any) -> Any:
     return MediaContext(plugin=plugin, processor=processor, options=MediaOptions.from_data_args(cfg.data))
 
 
-__all__ = ["media_context"]
+__all__ = ["UnservedMedia", "media_context", "refuse_unserved"]

@@ -45,6 +45,9 @@ def media_prompt(chat_model: Any, messages: list[dict[str, Any]], media: dict[st
     if context is None:
         raise MediaError(f"`{chat_model.cfg.model.model_name_or_path}` is a text-only model; it cannot take images, "
                          "video or audio. Choose a vision-language model (e.g. `demo-vlm`).")
+    from engine.multimodal import refuse_unserved
+
+    refuse_unserved(context)
     messages = with_placeholders(messages, media)
     expanded, arrays = context.plugin.process(context.processor, messages, list(media.get("images") or []),
                                               list(media.get("videos") or []), list(media.get("audios") or []),

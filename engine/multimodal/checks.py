@@ -99,11 +99,14 @@ def _model(cfg: Any) -> tuple[Any, dict[str, Any]]:
 
 
 def model_media(cfg: Any) -> tuple[str, ...] | None:
-    """The media kinds the config's model takes; None when unknown here: a text-only model, or one that is not a
-    local folder (nothing is built or downloaded for a check; the data map still refuses bad rows by name)."""
+    """The media kinds the config's model takes (() for a multimodal model no plugin serves yet); None when unknown
+    here: a text-only model, or one that is not a local folder (nothing is built or downloaded for a check; the data
+    map still refuses bad rows by name)."""
     from engine.multimodal.plugins import model_modalities
 
     plugin, config = _model(cfg)
+    if plugin is None and config:  # a multimodal model no plugin serves yet: its rows' media are refused
+        return ()
     return model_modalities(plugin, config) if plugin is not None else None
 
 

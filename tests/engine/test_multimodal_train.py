@@ -269,3 +269,43 @@ def test_paligemma_prediction_and_chat_prompts_open_with_the_image_tokens(tmp_pa
     assert row["prompt_ids"][:5] == [ctx.processor.image_token_id] * 4 + [tokenizer.bos_token_id]
     assert main(["chat", str(_config(tmp_path, model, "paligemma", "mllm_demo", SHARED, max_new_tokens=3)),
                  "--query", "caption en", "--image", str(tmp_path / "a.png")]) == 0
+
+
+def _tiny_llava_next_video(folder: Path) -> Path:
+    """A tiny LLaVA-NeXT-Video (a vision-language model no media plugin serves here) with its tokenizer."""
+    from tinyvlms import BUILDERS
+    from transformers import LlavaNextVideoConfig, LlavaNextVideoForConditionalGeneration
+
+    _, llava, _, parts = BUILDERS["llava_next"]()
+    config = LlavaNextVideoConfig(text_config=llava.text_config.to_dict(), vision_config=llava.vision_config.to_dict(),
+                                  image_token_index=llava.image_token_index, video_token_index=llava.image_token_index,
+                                  vision_feature_layer=-1)
+    LlavaNextVideoForConditionalGeneration(config).save_pretrained(folder)
+    parts["tokenizer"].save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.skipif(not (SHARED / "mllm_demo.json").is_file(), reason="shared data absent")
+def test_a_vision_model_no_plugin_serves_trains_its_text_rows_and_refuses_media_rows(tmp_path):
+    """LLaMA-Factory's vision templates without a plugin here (llava_next_video, kimi_vl, ...) train their models on
+    text rows; a row with media is refused with the reason (before, even text rows were refused), by the pre-flight
+    check and by the data layer itself."""
+    from engine.config import build_config
+    from engine.data import get_dataset
+    from engine.models.tokenizer_setup import load_text_components
+    from engine.multimodal import UnservedMedia, media_context
+    from engine.multimodal.checks import check_media
+    from engine.multimodal.errors import MediaError
+
+    model = _tiny_llava_next_video(tmp_path / "model")
+    text = _config(tmp_path, model, "llava_next_video", "alpaca_en_demo", SHARED, max_samples=8, cutoff_len=128)
+    assert main(["train", str(text)]) == 0
+    assert _events(tmp_path / "out")[-1]["status"] == "completed"
+    cfg = build_config({"model_name_or_path": str(model), "template": "llava_next_video", "dataset": "mllm_demo",
+                        "dataset_dir": str(SHARED)})
+    assert any("has image input, which this model cannot take" in p for p in check_media(cfg))
+    tokenizer, template = load_text_components(cfg)
+    media = media_context(cfg, tokenizer)
+    assert isinstance(media, UnservedMedia)
+    with pytest.raises(MediaError, match="No media plugin serves model type `llava_next_video`.*drop the rows' media"):
+        get_dataset(cfg, tokenizer, template, media=media)

@@ -396,6 +396,9 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
         secrets=secrets,
     )
     problems.extend(_apply_adapter_folder(cfg, mapping.get("adapter_folder")))
+    if cfg.train.eval_strategy not in (None, "no") and not cfg.train.do_eval:
+        # as Hugging Face's TrainingArguments (LLaMA-Factory's) do: evaluating during training also evaluates at the end
+        cfg.train.do_eval = True
     if "do_train" not in mapping and not cfg.data.dataset and (cfg.train.do_predict or cfg.train.do_eval):
         # LLaMA-Factory's (Hugging Face's) do_train defaults to false: its predict/eval configs have no `dataset`.
         cfg.train.do_train = False

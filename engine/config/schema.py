@@ -224,6 +224,9 @@ class TrainArgs:
     fsdp: str | None = opt(None, "FSDP options, e.g. `full_shard auto_wrap`.", advanced=True)
     fsdp_config: str | None = opt(None, "FSDP settings: a JSON file's path, or the settings inline (a YAML mapping "
                                         "or a JSON object).", advanced=True)
+    fsdp_transformer_layer_cls_to_wrap: str | None = opt(
+        None, "FSDP: the decoder layer classes wrapped as units (comma-separated, e.g. `LlamaDecoderLayer`; default: "
+              "the model's own).", advanced=True)
     predict_with_generate: bool = opt(False, "Generate text when predicting (for BLEU/ROUGE).")
 
 

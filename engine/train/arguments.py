@@ -83,7 +83,7 @@ def training_kwargs(cfg: RunConfig, *, has_eval: bool) -> dict[str, Any]:
         kwargs["use_cpu"] = True  # transformers refuses bf16 mixed precision on the CPU without it
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # torchrun on CPUs: DDP/FSDP over gloo
             kwargs.setdefault("ddp_backend", "gloo")
-    fsdp_config = resolve_fsdp(tr.fsdp, tr.fsdp_config)  # legacy words folded in: no deprecation warning
+    fsdp_config = resolve_fsdp(tr.fsdp, tr.fsdp_config, tr.fsdp_transformer_layer_cls_to_wrap)  # legacy words folded in: no deprecation warning
     if fsdp_config is not None and int(os.environ.get("WORLD_SIZE", "1")) == 1:
         logger.info("`fsdp` is set but this is a single process: training unsharded (launch with torchrun to shard).")
     elif fsdp_config is not None:

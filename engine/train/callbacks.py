@@ -92,6 +92,10 @@ class EventsCallback(TrainerCallback):
             if isinstance(event.get("eval_loss"), float):
                 event["perplexity"] = math.exp(min(event["eval_loss"], 50.0))
             self.ctx.events.write(event)
+            shown = {k: v for k, v in event.items() if k.startswith("eval_") and isinstance(v, (int, float))
+                     and not k.endswith(("_runtime", "_per_second"))}
+            logger.info("evaluation%s  %s", f" at step {step}/{total}" if total > 0 else "",
+                        "  ".join(f"{k.removeprefix('eval_')} {v:.4g}" for k, v in shown.items()))
             return
         if "train_loss" in logs:  # the closing summary: it goes into the end event's metrics
             self.ctx.metrics.update({k: _clean(v) for k, v in logs.items() if isinstance(v, (int, float))})

@@ -179,3 +179,12 @@ def test_a_number_that_is_not_one_gets_an_example_of_its_kind(key, example):
     with pytest.raises(ConfigError) as info:
         build_config({key: "x"})
     assert f"must be a number (e.g. {example})" in str(info.value)
+
+
+def test_evaluating_during_training_also_evaluates_at_the_end():
+    """Hugging Face's TrainingArguments (so LLaMA-Factory) turn do_eval on with any eval_strategy but `no`: the run
+    ends with an evaluation and eval_results.json, as there."""
+    from engine.config import build_config
+
+    assert build_config({"eval_strategy": "steps", "eval_steps": 2, "val_size": 0.1}).train.do_eval is True
+    assert build_config({"val_size": 0.1}).train.do_eval is False

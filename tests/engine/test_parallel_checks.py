@@ -46,6 +46,19 @@ def test_fsdp_words_fold_into_an_fsdp2_config():
         resolve_fsdp(None, "examples/fsdp/fsdp2.json")
 
 
+def test_llamafactorys_top_level_layer_class_key_reaches_the_fsdp_config():
+    """LLaMA-Factory 0.9.5's fp8_fsdp example gives `fsdp_transformer_layer_cls_to_wrap` at the top level (a
+    transformers 4 field): it is accepted and becomes the FSDP config's `transformer_layer_cls_to_wrap`."""
+    got = resolve_fsdp(["full_shard", "auto_wrap"], None, "LlamaDecoderLayer")
+    assert got["transformer_layer_cls_to_wrap"] == ["LlamaDecoderLayer"]
+    assert cfg_of(fsdp="full_shard auto_wrap",
+                  fsdp_transformer_layer_cls_to_wrap="LlamaDecoderLayer").train.fsdp_transformer_layer_cls_to_wrap
+    own = resolve_fsdp("full_shard", '{"transformer_layer_cls_to_wrap": ["Qwen2DecoderLayer"]}', "LlamaDecoderLayer")
+    assert own["transformer_layer_cls_to_wrap"] == ["Qwen2DecoderLayer"]  # the FSDP config's own setting wins
+    with pytest.raises(UserError, match="`fsdp_transformer_layer_cls_to_wrap` is set but `fsdp` is not"):
+        resolve_fsdp(None, None, "LlamaDecoderLayer")
+
+
 def test_training_arguments_get_fsdp_true_without_the_deprecation(monkeypatch):
     from engine.train.arguments import training_kwargs
 

@@ -53,7 +53,8 @@ FSDP_OPTIONS = ("full_shard", "shard_grad_op", "hybrid_shard", "hybrid_shard_zer
 """The words LLaMA-Factory / transformers accept in the legacy ``fsdp`` string."""
 
 
-def resolve_fsdp(fsdp: str | bool | None, fsdp_config: str | dict | None) -> dict[str, Any] | None:
+def resolve_fsdp(fsdp: str | bool | list | None, fsdp_config: str | dict | None,
+                 layer_classes: str | None = None) -> dict[str, Any] | None:
     """``fsdp`` / ``fsdp_config`` as the config gives them → the one ``fsdp_config`` dict transformers 5 wants.
 
     ``fsdp_config`` is the path of a JSON file, or the settings themselves (a mapping, or its JSON text: a mapping
@@ -61,6 +62,8 @@ def resolve_fsdp(fsdp: str | bool | None, fsdp_config: str | dict | None) -> dic
 
     The legacy words (``full_shard auto_wrap``, ``offload``) are folded into the dict here, so transformers gets
     ``fsdp=True`` and never warns that the string form is deprecated. FSDP2 is the default version.
+    ``layer_classes`` (``fsdp_transformer_layer_cls_to_wrap``, the top-level key of transformers 4, which LLaMA-Factory
+    0.9.5's examples use) becomes the dict's ``transformer_layer_cls_to_wrap``, unless the dict names its own.
     Raises :class:`engine.errors.UserError` naming the problem and the fix.
     """
     import json
@@ -68,10 +71,13 @@ def resolve_fsdp(fsdp: str | bool | None, fsdp_config: str | dict | None) -> dic
 
     from engine.errors import UserError
 
+    if isinstance(fsdp, (list, tuple)):  # a YAML list of words, as LLaMA-Factory's examples write them
+        fsdp = " ".join(str(word) for word in fsdp)
     if fsdp in (None, False, "", "false", "False"):
-        if fsdp_config:
-            raise UserError("`fsdp_config` is set but `fsdp` is not: add `fsdp: full_shard auto_wrap` (or remove "
-                            "`fsdp_config`).")
+        if fsdp_config or layer_classes:
+            key = "fsdp_config" if fsdp_config else "fsdp_transformer_layer_cls_to_wrap"
+            raise UserError(f"`{key}` is set but `fsdp` is not: add `fsdp: full_shard auto_wrap` (or remove "
+                            f"`{key}`).")
         return None
     if isinstance(fsdp_config, dict):
         config = dict(fsdp_config)
@@ -98,6 +104,9 @@ def resolve_fsdp(fsdp: str | bool | None, fsdp_config: str | dict | None) -> dic
     else:
         config = {}
     config = {(k[5:] if k.startswith("fsdp_") else k): v for k, v in config.items()}
+    if layer_classes:
+        config.setdefault("transformer_layer_cls_to_wrap",
+                          [name.strip() for name in str(layer_classes).split(",") if name.strip()])
     version = int(config.setdefault("version", 2))
     if version not in (1, 2):
         raise UserError(f"`fsdp_config` version {version} is unknown; use 2 (FSDP2) or 1.")

@@ -530,6 +530,9 @@ def read_yaml(path: str | Path, warn: bool = True) -> dict[str, Any]:
 def load_config(path: str | Path | None = None, overrides: list[str] | dict[str, Any] | None = None) -> RunConfig:
     """Read a YAML file, apply overrides, validate and return the typed config."""
     mapping: dict[str, Any] = read_yaml(path) if path else {}
+    foreign = lf_keys.foreign_file_problem(mapping) if isinstance(mapping, dict) else None
+    if foreign:  # judged on the file alone: `key=value` overrides would hide what it is
+        raise ConfigError([foreign])
     if isinstance(overrides, dict):
         mapping.update(overrides)
     elif overrides:

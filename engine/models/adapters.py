@@ -287,7 +287,9 @@ def setup_lora(model: nn.Module, model_args: Any, finetuning_args: Any, composit
             config = lora_config(model, finetuning_args, composite, resize_vocab=bool(model_args.resize_vocab),
                                  pissa_iter=pissa_iter)
         model = get_peft_model(model, config)
-        logger.info("%s rank %s on %s.", config.peft_type.value, config.r, ", ".join(sorted(config.target_modules)))
+        size = (f"rank {config.r}" if getattr(config, "r", 0) or not getattr(config, "oft_block_size", 0)
+                else f"block size {config.oft_block_size}")  # OFT gives one of r and oft_block_size (the other 0)
+        logger.info("%s %s on %s.", config.peft_type.value, size, ", ".join(sorted(config.target_modules)))
     from engine.models.lora_fused import use_fused_lora
     from engine.models.mlp_fused import use_fused_mlp
     from engine.models.token_rows import expose_head_bias, use_sparse_token_rows

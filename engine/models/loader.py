@@ -238,7 +238,11 @@ def load_processor(model_args: Any):
 
 
 def _requested_dtype(model_args: Any, train_args: Any, is_trainable: bool) -> str:
-    if is_trainable and train_args is not None:
+    """The load dtype: a training job's precision (also for the frozen models it loads beside the trained one: a
+    reference model, an evaluation-only run, unless ``infer_dtype`` says otherwise, as LLaMA-Factory's
+    ``compute_dtype``), else ``infer_dtype``."""
+    infer = getattr(model_args, "infer_dtype", "auto") or "auto"
+    if train_args is not None and (is_trainable or infer == "auto"):
         if getattr(train_args, "pure_bf16", False):
             return "pure_bf16"
         if getattr(train_args, "bf16", False):
@@ -246,7 +250,7 @@ def _requested_dtype(model_args: Any, train_args: Any, is_trainable: bool) -> st
         if getattr(train_args, "fp16", False):
             return "float16"
         return "auto"
-    return getattr(model_args, "infer_dtype", "auto") or "auto"
+    return infer
 
 
 def check_quantization(bits: int) -> None:

@@ -87,7 +87,7 @@ def build_badam_optimizer(model: Any, args: Any, cfg: Any):
         return BlockOptimizer(base_optimizer=optimizer_cls(groups, **kwargs),
                               named_parameters_list=list(model.named_parameters()), block_prefix_list=None,
                               switch_block_every=m.badam_switch_interval, start_block=m.badam_start_block,
-                              switch_mode=m.badam_switch_mode, verbose=m.badam_verbose, ds_zero3_enabled=False)
+                              switch_mode=m.badam_switch_mode, verbose=m.badam_verbose)
     from badam import BlockOptimizerRatio
 
     return BlockOptimizerRatio(param_groups=groups, named_parameters_list=list(model.named_parameters()),

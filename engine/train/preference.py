@@ -207,4 +207,4 @@ def load_ref_model(cfg: RunConfig) -> Any:
     from engine.models import load_model
 
     ref_args = replace(cfg.model, model_name_or_path=cfg.finetuning.ref_model, adapter_name_or_path=None)
-    return load_model(ref_args, cfg.finetuning, is_trainable=False)
+    return load_model(ref_args, cfg.finetuning, is_trainable=False, train_args=cfg.train)  # the training precision

@@ -127,7 +127,7 @@ def _asft_reference(cfg: RunConfig, model: Any) -> Any:
     elif ft.finetuning_type == "lora":
         return None
     else:
-        reference = load_model(cfg.model, ft, is_trainable=False)
+        reference = load_model(cfg.model, ft, is_trainable=False, train_args=cfg.train)  # in the training precision
     reference.eval()
     return reference.to(next(model.parameters()).device)
 

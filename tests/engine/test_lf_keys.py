@@ -159,6 +159,19 @@ def test_files_that_are_not_training_configs_are_named(mapping, expected):
     assert len(err.value.problems) == 1 and expected in err.value.problems[0]
 
 
+def test_a_file_that_is_not_a_training_config_is_named_with_overrides_too(tmp_path):
+    """`key=value` overrides add training keys, which must not hide what the file is (16 "Unknown key" lines)."""
+    import yaml
+
+    from engine.config import load_config
+
+    path = tmp_path / "tokens_cfg.yaml"
+    path.write_text(yaml.safe_dump({"<|START_OF_SVG|>": "Marks the beginning", "<|END_OF_SVG|>": "Marks the end"}))
+    with pytest.raises(ConfigError) as err:
+        load_config(path, ["dataset_dir=data", "model_name_or_path=demo"])
+    assert len(err.value.problems) == 1 and "`new_special_tokens_config`" in err.value.problems[0]
+
+
 def test_adapter_folder_is_the_subfolder_of_each_adapter(tmp_path):
     cfg = build_config({**BASE, "adapter_name_or_path": f"{tmp_path}/a,{tmp_path}/b", "adapter_folder": "sub"})
     assert cfg.model.adapter_name_or_path == f"{tmp_path}/a/sub,{tmp_path}/b/sub"

@@ -206,13 +206,49 @@ def _entry_spec(name: str, entry: dict[str, Any], dataset_dir: Path) -> DatasetS
                        num_samples=entry.get("num_samples"), split=split, **lf)
 
 
+def remote_dataset_info(repo: str) -> dict[str, dict[str, Any]]:
+    """The dataset_info.json of hub dataset repository ``repo`` (``dataset_dir: REMOTE:repo``), from the local cache
+    when downloads are off.
+
+    Raises:
+        DatasetError: the file cannot be fetched (with the reason), or its entries are malformed.
+    """
+    from huggingface_hub import hf_hub_download
+
+    if not repo:
+        raise DatasetError("`dataset_dir: REMOTE:` names no repository; write `REMOTE:owner/name`.")
+    try:
+        path = hf_hub_download(repo_id=repo, filename=INFO_FILE, repo_type="dataset")
+    except Exception as err:  # offline and uncached, no such repository, no network: all say why
+        raise DatasetError(f"The {INFO_FILE} of the hub dataset repository {repo!r} (`dataset_dir: REMOTE:{repo}`) "
+                           f"cannot be fetched ({type(err).__name__}: {str(err).splitlines()[0][:200]}). Fetch it "
+                           "where there is network, or download the repository and set `dataset_dir` to its "
+                           "folder.") from None
+    return load_dataset_info(Path(path).parent)
+
+
 def resolve_dataset(name: str, dataset_dir: str | os.PathLike) -> DatasetSpec:
-    """The DatasetSpec for a registered name or a file/folder path.
+    """The DatasetSpec for a registered name or a file/folder path (``dataset_dir`` may also be LLaMA-Factory's
+    ``ONLINE``, every name a hub dataset, or ``REMOTE:owner/repo``, a hub repository's dataset_info.json).
 
     Raises:
         DatasetError: for an unknown name (with the nearest registered names), a hub entry or a missing file.
     """
     name = name.strip()
+    where = str(dataset_dir).strip()
+    if where == "ONLINE":  # LLaMA-Factory: every dataset name is a hub dataset, read with the default columns
+        return _entry_spec(name, {"hf_hub_url": name}, Path.cwd())
+    if where.startswith("REMOTE:"):  # LLaMA-Factory: the dataset_info.json of a hub dataset repository
+        info = remote_dataset_info(where[len("REMOTE:"):].strip())
+        if name not in info:
+            near = difflib.get_close_matches(name, list(info), n=3, cutoff=0.5)
+            hint = f" Did you mean {' or '.join(repr(n) for n in near)}?" if near else ""
+            raise DatasetError(f"Unknown dataset {name!r} in the {INFO_FILE} of `dataset_dir: {where}`.{hint}")
+        if info[name].get("file_name"):
+            raise DatasetError(f"Dataset {name!r} in the {INFO_FILE} of `dataset_dir: {where}` names a local "
+                               f"`file_name`, which has no folder here; give it a `hf_hub_url`, or download the "
+                               "repository and set `dataset_dir` to its folder.")
+        return _entry_spec(name, info[name], Path.cwd())
     folder = Path(dataset_dir).expanduser().absolute()
     has_info = info_path(folder).is_file()
     info = load_dataset_info(folder) if has_info else {}

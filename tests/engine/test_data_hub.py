@@ -134,3 +134,37 @@ def test_modelscope_models_use_its_snapshot_or_are_refused(tmp_path, monkeypatch
                                  str(tmp_path))
     monkeypatch.setitem(sys.modules, "modelscope", fake)
     assert resolve_model_path("Qwen/Qwen3-0.6B") == str(tmp_path) and fetched == ["Qwen/Qwen3-0.6B"]
+
+
+def test_llamafactorys_online_and_remote_dataset_dirs(tmp_path, monkeypatch):
+    """`dataset_dir: ONLINE` makes every dataset name a hub dataset; `dataset_dir: REMOTE:owner/repo` reads that hub
+    repository's dataset_info.json (here from a local hub cache, downloads off), as LLaMA-Factory 0.9.5 does."""
+    import datasets
+
+    calls = []
+    monkeypatch.setattr(datasets, "load_dataset",
+                        lambda path, **kwargs: calls.append((path, kwargs)) or datasets.Dataset.from_list(ROWS))
+    args = Args(tmp_path)
+    args.dataset_dir = "ONLINE"
+    examples = load_examples(args, "llamafactory/alpaca_en", "sft")
+    assert calls[0][0] == "llamafactory/alpaca_en" and len(examples) == 2
+
+    cache = tmp_path / "hub"
+    snapshot = cache / "datasets--llamafactory--demo_data" / "snapshots" / ("a" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot / "dataset_info.json").write_text(json.dumps({
+        "alpaca_remote": {"hf_hub_url": "llamafactory/alpaca_en", "split": "train"},
+        "local_only": {"file_name": "data.json"}}))
+    (cache / "datasets--llamafactory--demo_data" / "refs").mkdir()
+    (cache / "datasets--llamafactory--demo_data" / "refs" / "main").write_text("a" * 40)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    spec = resolve_dataset("alpaca_remote", "REMOTE:llamafactory/demo_data")
+    assert str(spec.path) == "llamafactory/alpaca_en"
+    with pytest.raises(DatasetError, match="names a local `file_name`"):
+        resolve_dataset("local_only", "REMOTE:llamafactory/demo_data")
+    with pytest.raises(DatasetError, match="Unknown dataset 'alpaca_remot'.*Did you mean 'alpaca_remote'"):
+        resolve_dataset("alpaca_remot", "REMOTE:llamafactory/demo_data")
+    with pytest.raises(DatasetError, match="'other/repo'.*cannot be fetched"):
+        resolve_dataset("x", "REMOTE:other/repo")

@@ -359,9 +359,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         note = (f"(Checked for `{args.purpose}`, as the config's keys suggest; add `--for train`, `eval`, `export` or "
                 "`chat` to check it for another command.)")
         raise ConfigError([*err.problems[:-1], f"{err.problems[-1]} {note}" if err.problems else note]) from None
-    print(f"OK: {args.config} is valid for `{args.purpose}` (stage {cfg.finetuning.stage}, "
-          f"{cfg.finetuning.finetuning_type}, model {cfg.model.model_name_or_path}); `--for` checks it for another "
-          "command.")
+    if args.purpose in ("train", "eval"):
+        what = f"stage {cfg.finetuning.stage}, {cfg.finetuning.finetuning_type}, model {cfg.model.model_name_or_path}"
+    else:  # chat, export, api: no stage or method, but the model and its adapters
+        adapters = cfg.model.adapter_name_or_path
+        what = f"model {cfg.model.model_name_or_path}" + (f", adapters {adapters}" if adapters else "")
+    print(f"OK: {args.config} is valid for `{args.purpose}` ({what}); `--for` checks it for another command.")
     if args.purpose == "train":
         from engine.train.output_dir import describe_resume
 

@@ -60,8 +60,6 @@ AT_DEFAULT_ONLY: dict[str, tuple[Any, str]] = {
     "image_do_pan_and_scan": (False, "Gemma 3's pan-and-scan image crops are not made here; remove "
                                      "`image_do_pan_and_scan`."),
     "crop_to_patches": (False, "Cropping images to patches (InternVL) is not done here; remove `crop_to_patches`."),
-    "use_audio_in_video": (False, "The audio track of a video is not read here; give the audio as its own `audios` "
-                                  "entry and remove `use_audio_in_video`."),
     "export_quantization_dataset": (None, _EXPORT_QUANT),
     "export_quantization_nsamples": (128, _EXPORT_QUANT),
     "export_quantization_maxlen": (1024, _EXPORT_QUANT),

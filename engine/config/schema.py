@@ -117,6 +117,8 @@ class DataArgs:
     video_max_pixels: int = opt(256 * 256, "Largest video frame size in pixels.", advanced=True)
     video_min_pixels: int = opt(16 * 16, "Smallest video frame size in pixels.", advanced=True)
     audio_sampling_rate: int = opt(16000, "Audio sampling rate when the processor names none.", advanced=True)
+    use_audio_in_video: bool = opt(False, "Qwen-Omni: each video's <audio> is its sound track, interleaved with the "
+                                   "frames in 2-second chunks.", advanced=True)
 
 
 @dataclass

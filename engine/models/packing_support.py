@@ -1,15 +1,16 @@
 """Which models can train on packed rows (``packing`` / ``neat_packing``) with each row kept to itself.
 
 Packed rows are kept apart by their attention masks and restarting positions (engine.data.collator,
-engine.multimodal.packed_model). Three kinds of model cannot keep them apart, and are refused with packing, before the
-run (``engine.preflight``) and again once the model is loaded:
+engine.multimodal.packed_model). Three kinds of model cannot keep them apart, and a fourth is not packed by
+LLaMA-Factory; all are refused with packing, before the run (``engine.preflight``) and again once the model is loaded:
 
 - a layer that is not attention (a linear-attention, state-space or convolution layer: Qwen3-Next, Qwen3.5, Mamba,
   Jamba, LFM2, ...) carries its state from one row into the next one;
 - a model whose transformers code builds no per-row attention from restarting ``position_ids`` (BLOOM, MPT, OPT,
   XGLM, BioGPT) attends over the whole packed sequence as one row;
 - a model whose text cross-attends to images from one image token to the next (Llama 3.2 Vision) lets one row's
-  text see another row's image.
+  text see another row's image;
+- Qwen-Omni, whose rotary positions interleave video and audio per row, is refused as LLaMA-Factory refuses it.
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ builds on a CPU: a packed row's logits differ from the row's alone by 7e-4 to 28
 set of them against Llama, Qwen, Mistral, Gemma, Phi, GPT-2, GPT-J, GPT-NeoX and Falcon (ALiBi or rotary), which
 match to 1e-7."""
 
+OMNI_MODELS = frozenset({"qwen2_5_omni", "qwen2_5_omni_thinker", "qwen3_omni_moe", "qwen3_omni_moe_thinker"})
+"""Model types whose 3D rotary positions interleave video and audio (Qwen-Omni): LLaMA-Factory 0.9.5 refuses packed
+sequences for them ("Omni models are not supported for packed sequences"), and so does this engine."""
+
 CROSS_ATTENTION_MODELS = frozenset({"mllama"})
 """Model types whose text cross-attends to the images through a mask that runs from an image token to the next one
 (Llama 3.2 Vision): in a packed sequence the text of one row would see another row's image."""
@@ -68,6 +73,10 @@ def packing_problem(config: dict[str, Any] | Any) -> str | None:
                 "cross-attends to the images by a mask that runs from one image token to the next, across the rows of "
                 "a packed sequence, and it takes its images per row. Set `packing: false` and `neat_packing: false` "
                 "(rows are then padded to the longest of their batch).")
+    if _get(config, "model_type") in OMNI_MODELS:
+        return (f"`packing` is not available for this model ({_get(config, 'model_type')}): its rotary positions "
+                "interleave video and audio per row, and LLaMA-Factory 0.9.5 does not pack Qwen-Omni rows either. Set "
+                "`packing: false` and `neat_packing: false` (rows are then padded to the longest of their batch).")
     if types & ROW_BLIND_MODELS:
         return (f"`packing` cannot keep packed rows apart in this model ({name}): transformers runs its attention over "
                 "the whole packed sequence as one row (it does not restart with each row's positions). Set `packing: "

@@ -78,9 +78,10 @@ _GLM4V_KEYS = {  # LLaMA-Factory lists only patch_embed and blocks; the rest of 
     "language_keys": ("language_model", "lm_head"),
 }
 
-_OMNI_KEYS = {
-    "projector_keys": ("visual.merger", "audio_tower.proj"),
-    "vision_keys": ("visual.patch_embed", "visual.blocks", "audio_tower"),
+_OMNI_KEYS = {  # Qwen3-Omni; its deepstack mergers (merger_list) are projectors, as LLaMA-Factory's substring
+    # match of `visual.merger` makes them there
+    "projector_keys": ("visual.merger", "visual.merger_list", "audio_tower.proj"),
+    "vision_keys": ("visual.pos_embed", "visual.patch_embed", "visual.blocks", "audio_tower"),
     "language_keys": ("language_model", "lm_head"),
 }
 

@@ -51,10 +51,10 @@ def media_context(cfg: Any, tokenizer: Any) -> Any:
     from engine.multimodal.dataset import MediaContext
     from engine.multimodal.errors import MediaError
     from engine.multimodal.plugins import PLUGINS, plugin_for
-    from engine.multimodal.processor import MediaOptions, load_media_processor
+    from engine.multimodal.processor import MediaOptions, load_media_processor, media_config
 
     path = resolve_model_path(cfg.model.model_name_or_path, cfg.model.cache_dir, cfg.model.model_revision)
-    config = read_local_config(path) or {}
+    config = media_config(read_local_config(path) or {})
     if not any(config.get(key) for key in ("vision_config", "audio_config")):
         return None
     plugin = plugin_for(config.get("model_type"), cfg.model.template)

@@ -16,10 +16,11 @@ KINDS = tuple(PLACEHOLDERS)
 
 
 def with_placeholders(messages: list[dict[str, Any]], media: dict[str, list[Any]]) -> list[dict[str, Any]]:
-    """Messages where every media file has its placeholder (missing ones prepended to the last user turn)."""
+    """Messages where every media file has its placeholder (missing ones prepended to the last user turn, images
+    first, then videos, then audio: ``<video><audio>`` as Qwen-Omni's ``use_audio_in_video`` pairs them)."""
     messages = [dict(m) for m in messages]
     users = [i for i, m in enumerate(messages) if m["role"] == "user"]
-    for kind in KINDS:
+    for kind in reversed(KINDS):
         tag = PLACEHOLDERS[kind]
         missing = len(media.get(kind) or []) - sum(str(m.get("content") or "").count(tag) for m in messages)
         if missing > 0:
@@ -61,6 +62,7 @@ def media_prompt(chat_model: Any, messages: list[dict[str, Any]], media: dict[st
         for key, value in to_tensors(batch_media([arrays], cross, [prompt_ids], len(prompt_ids))).items():
             value = value.to(chat_model.device)
             extra[key] = value.to(dtype) if value.is_floating_point() else value
+    extra.update(context.plugin.batch_flags(context.options))
     if context.plugin.type_ids_key:
         ids = context.plugin.type_ids(context.processor, prompt_ids)
         extra[context.plugin.type_ids_key] = torch.tensor([ids], dtype=torch.long, device=chat_model.device)

@@ -85,6 +85,7 @@ def _model(cfg: Any) -> tuple[Any, dict[str, Any]]:
     """(media plugin, config.json) of the config's model when known here without loading anything, else (None, {})."""
     from engine.models.registry import read_local_config
     from engine.multimodal.plugins import PLUGINS, plugin_for
+    from engine.multimodal.processor import media_config
 
     name = str(cfg.model.model_name_or_path or "").strip()
     if name.lower() == "demo-vlm":  # known without building it
@@ -92,7 +93,7 @@ def _model(cfg: Any) -> tuple[Any, dict[str, Any]]:
     path = Path(name).expanduser()
     if not name or not path.is_dir():
         return None, {}
-    config = read_local_config(path) or {}
+    config = media_config(read_local_config(path) or {})
     if not any(config.get(key) for key in ("vision_config", "audio_config")):
         return None, {}
     return plugin_for(config.get("model_type"), cfg.model.template), config

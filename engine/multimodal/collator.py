@@ -4,7 +4,8 @@ Per-row media inputs (``mm_inputs`` blobs, see :mod:`engine.multimodal.dataset`)
 first axis (images, frames or audio clips of the whole batch, in row order, as the models expect); arrays whose
 other axes differ between rows (audio features of different lengths) are zero-padded to the longest first.
 ``mm_token_type_ids`` are padded with 0 on the tokenizer's padding side, so they stay aligned with ``input_ids``
-(Gemma 3 gets them as ``token_type_ids``). Cross-attention models (Llama 3.2 Vision) take their images per row and a
+(Gemma 3 gets them as ``token_type_ids``); a plugin's flags (Qwen-Omni's ``use_audio_in_video``) ride along with
+each batch. Cross-attention models (Llama 3.2 Vision) take their images per row and a
 cross-attention mask instead (:mod:`engine.multimodal.cross_attention`, :func:`batch_media`).
 """
 
@@ -84,6 +85,7 @@ class MediaCollator(PaddingCollator):
 
     type_ids_key: str | None = "mm_token_type_ids"
     cross: CrossAttention | None = None
+    flags: dict[str, Any] | None = None  # keyword arguments every batch carries (Qwen-Omni's use_audio_in_video)
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         import torch
@@ -105,4 +107,5 @@ class MediaCollator(PaddingCollator):
         arrays = [unpack_arrays(blob) for blob in blobs]
         row_ids = [list(feature["input_ids"]) for feature in features]
         batch.update(to_tensors(batch_media(arrays, self.cross, row_ids, length, left)))
+        batch.update(self.flags or {})
         return batch

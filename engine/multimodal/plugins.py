@@ -71,16 +71,7 @@ class MediaPlugin:
             MediaError: placeholder counts that differ from the media, a modality the family cannot take,
                 unreadable media, or video without torchvision.
         """
-        given = {"images": images, "videos": videos, "audios": audios}
-        counts = {kind: sum(str(m.get("content") or "").count(tag) for m in messages) for kind, tag in PLACEHOLDERS.items()}
-        for kind, items in given.items():
-            if counts[kind] != len(items):
-                raise MediaError(f"{counts[kind]} {PLACEHOLDERS[kind]} placeholder(s) but {len(items)} "
-                                 f"{KIND_WORD[kind]} file(s); put one {PLACEHOLDERS[kind]} in the text per file.")
-        refused = self.unsupported([kind for kind, items in given.items() if items])
-        if refused:
-            raise MediaError(f"This model ({self.name}) takes {', '.join(self.modalities)}, not "
-                             f"{', '.join(refused)}; choose a model that does or drop those columns.")
+        self.check_media(messages, images, videos, audios)
         features: dict[str, Any] = {}
         replacements: dict[str, list[str]] = {kind: [] for kind in PLACEHOLDERS}
         if images:
@@ -97,6 +88,28 @@ class MediaPlugin:
             replacements["audios"] = [self.audio_text(processor, out, i) for i in range(len(audios))]
             features.update(out)
         return expand_placeholders(messages, replacements), self._arrays(features)
+
+    def check_media(self, messages: list[dict[str, Any]], images: list[Any], videos: list[Any],
+                    audios: list[Any]) -> None:
+        """Refuse placeholder counts that differ from the media, and media kinds the family cannot take.
+
+        Raises:
+            MediaError: naming the fix.
+        """
+        given = {"images": images, "videos": videos, "audios": audios}
+        counts = {kind: sum(str(m.get("content") or "").count(tag) for m in messages) for kind, tag in PLACEHOLDERS.items()}
+        for kind, items in given.items():
+            if counts[kind] != len(items):
+                raise MediaError(f"{counts[kind]} {PLACEHOLDERS[kind]} placeholder(s) but {len(items)} "
+                                 f"{KIND_WORD[kind]} file(s); put one {PLACEHOLDERS[kind]} in the text per file.")
+        refused = self.unsupported([kind for kind, items in given.items() if items])
+        if refused:
+            raise MediaError(f"This model ({self.name}) takes {', '.join(self.modalities)}, not "
+                             f"{', '.join(refused)}; choose a model that does or drop those columns.")
+
+    def batch_flags(self, opts: MediaOptions) -> dict[str, Any]:
+        """Keyword arguments every forward of the model gets beside the batch (none for most families)."""
+        return {}
 
     def image_text(self, processor: Any, features: dict[str, Any], index: int) -> str:
         """The text put at image ``index``'s placeholder: its soft tokens, wrapped."""
@@ -203,6 +216,28 @@ class PaliGemmaPlugin(MediaPlugin):
 
     text_type_id = 1
 
+    def check_media(self, messages: list[dict[str, Any]], images: list[Any], videos: list[Any],
+                    audios: list[Any]) -> None:
+        """Refuse placeholder counts that differ from the media, and media kinds the family cannot take.
+
+        Raises:
+            MediaError: naming the fix.
+        """
+        given = {"images": images, "videos": videos, "audios": audios}
+        counts = {kind: sum(str(m.get("content") or "").count(tag) for m in messages) for kind, tag in PLACEHOLDERS.items()}
+        for kind, items in given.items():
+            if counts[kind] != len(items):
+                raise MediaError(f"{counts[kind]} {PLACEHOLDERS[kind]} placeholder(s) but {len(items)} "
+                                 f"{KIND_WORD[kind]} file(s); put one {PLACEHOLDERS[kind]} in the text per file.")
+        refused = self.unsupported([kind for kind, items in given.items() if items])
+        if refused:
+            raise MediaError(f"This model ({self.name}) takes {', '.join(self.modalities)}, not "
+                             f"{', '.join(refused)}; choose a model that does or drop those columns.")
+
+    def batch_flags(self, opts: MediaOptions) -> dict[str, Any]:
+        """Keyword arguments every forward of the model gets beside the batch (none for most families)."""
+        return {}
+
     def image_text(self, processor: Any, features: dict[str, Any], index: int) -> str:
         return ""
 
@@ -222,6 +257,144 @@ class MllamaPlugin(MediaPlugin):
     def cross_attention(self, processor: Any) -> CrossAttention | None:
         return CrossAttention(image_token_id=int(processor.image_token_id),
                               max_tiles=int(processor.image_processor.max_image_tiles))
+
+
+@dataclass(frozen=True)
+class QwenOmniPlugin(MediaPlugin):
+    """Qwen2.5-Omni / Qwen3-Omni (their thinker), as LLaMA-Factory's ``qwen2_omni`` plugin feeds it.
+
+    Images and videos are Qwen2-VL's (grid tokens between the vision bos/eos tokens; videos get
+    ``video_second_per_grid``, the temporal patch over the sampled frame rate); audio is Whisper features padded to
+    the 30 s window with their mask as ``feature_attention_mask``, its token count LLaMA-Factory's formula of the
+    mask's frames (Qwen2.5-Omni: two stride-2 steps; Qwen3-Omni: per 100-frame window, 13 tokens a full one), between
+    the audio bos/eos tokens. With ``use_audio_in_video`` each ``<video>`` takes the next ``<audio>`` of its message
+    as its sound track: one block ``vision_bos audio_bos (video chunk, audio chunk)... audio_eos vision_eos`` in
+    2-second chunks of rotary time (``position_id_per_seconds``), the ``<audio>`` removed, and the model told
+    ``use_audio_in_video`` at each forward (its 3D rotary positions then interleave the two).
+    """
+
+    audio_wrap: tuple[str, str] = ("", "")
+    qwen3_audio: bool = False
+    # LLaMA-Factory reads the processor's ``position_id_per_seconds``, which its transformers (5.6) processors do not
+    # have, so 25 for both families (transformers 5.25's Qwen3-Omni processor says 13)
+    position_id_per_seconds: int = 25
+
+    def video_text(self, processor: Any, features: dict[str, Any], index: int) -> str:
+        merge = processor.image_processor.merge_size
+        count = int(features["video_grid_thw"][index].prod()) // merge ** 2
+        return self.video_wrap[0] + processor.video_token * count + self.video_wrap[1]
+
+    def audio_text(self, processor: Any, features: dict[str, Any], index: int) -> str:
+        count = int(features["num_audio_tokens"][index])
+        return self.audio_wrap[0] + processor.audio_token * count + self.audio_wrap[1]
+
+    def audio_tokens(self, frames: Any) -> list[int]:
+        """Soft tokens of each audio from its feature frames (the mask's sums), by LLaMA-Factory's formula."""
+        if self.qwen3_audio:
+            leave = frames % 100
+            features = (leave - 1) // 2 + 1
+            counts = ((features - 1) // 2 + 1 - 1) // 2 + 1 + (frames // 100) * 13
+        else:
+            counts = ((frames - 1) // 2 + 1 - 2) // 2 + 1
+        return [int(count) for count in counts]
+
+    def batch_flags(self, opts: MediaOptions) -> dict[str, Any]:
+        return {"use_audio_in_video": True} if opts.use_audio_in_video else {}
+
+    def process(self, processor: Any, messages: list[dict[str, Any]], images: list[Any], videos: list[Any],
+                audios: list[Any], opts: MediaOptions) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        self.check_media(messages, images, videos, audios)
+        paired = bool(opts.use_audio_in_video and videos and audios)
+        if paired and len(videos) != len(audios):
+            raise MediaError(f"{len(videos)} video(s) but {len(audios)} audio file(s): with `use_audio_in_video` each "
+                             "video takes one audio file, its sound track; give one per video or turn it off.")
+        features: dict[str, Any] = {}
+        texts: dict[str, list[str]] = {kind: [] for kind in PLACEHOLDERS}
+        if images:
+            out = self._images(processor, images, opts)
+            texts["images"] = [self.image_text(processor, out, i) for i in range(len(images))]
+            features.update(out)
+        if videos:
+            out = self._videos(processor, videos, opts)
+            texts["videos"] = [self.video_text(processor, out, i) for i in range(len(videos))]
+            features.update(out)
+        if audios:
+            out = self._audios(processor, audios, opts)
+            texts["audios"] = [self.audio_text(processor, out, i) for i in range(len(audios))]
+            features.update(out)
+        if not paired:
+            return expand_placeholders(messages, texts), self._arrays(features)
+        blocks = [self.video_with_audio_text(processor, features, i) for i in range(len(videos))]
+        return pair_video_audio(expand_placeholders(messages, {"images": texts["images"]}), blocks), \
+            self._arrays(features)
+
+    def video_with_audio_text(self, processor: Any, features: dict[str, Any], index: int) -> str:
+        """Video ``index`` with audio ``index`` as its sound track: their tokens in 2-second chunks of rotary time,
+        video first in each chunk, as LLaMA-Factory lays them out."""
+        import torch
+
+        per_second = self.position_id_per_seconds
+        merge = processor.image_processor.merge_size
+        grid_t, grid_h, grid_w = (int(v) for v in features["video_grid_thw"][index])
+        video_time = (torch.arange(grid_t).view(-1, 1, 1).expand(-1, grid_h // merge, grid_w // merge).flatten()
+                      * features["video_second_per_grid"][index] * per_second).long()
+        audio_time = torch.arange(int(features["num_audio_tokens"][index]))
+        per_chunk = per_second * 2
+        video_chunks = processor.get_chunked_index(video_time, per_chunk)
+        audio_chunks = processor.get_chunked_index(audio_time, per_chunk)
+        text = self.video_wrap[0] + self.audio_wrap[0]
+        for j in range(max(len(video_chunks), len(audio_chunks))):
+            if j < len(video_chunks):
+                text += processor.video_token * int(video_chunks[j][1] - video_chunks[j][0])
+            if j < len(audio_chunks):
+                text += processor.audio_token * int(audio_chunks[j][1] - audio_chunks[j][0])
+        return text + self.audio_wrap[1] + self.video_wrap[1]
+
+    def _videos(self, processor: Any, videos: list[Any], opts: MediaOptions) -> dict[str, Any]:
+        import torch
+
+        if not video_ready(processor):
+            raise MediaError(f"This model's {TORCHVISION_FIX}.")
+        clips = self.read_videos(videos, opts)
+        out = dict(processor.video_processor(videos=[clip.frames for clip in clips], return_tensors="pt"))
+        temporal = getattr(processor.image_processor, "temporal_patch_size", 2)
+        out["video_second_per_grid"] = torch.tensor([temporal / (clip.sampled_fps or opts.video_fps)
+                                                     for clip in clips])
+        return out
+
+    def _audios(self, processor: Any, audios: list[Any], opts: MediaOptions) -> dict[str, Any]:
+        extractor = processor.feature_extractor
+        rate = int(opts.audio_sampling_rate)
+        waves = [media.read_audio(audio, rate) for audio in audios]
+        out = dict(extractor(waves, sampling_rate=rate, return_attention_mask=True, padding="max_length",
+                             return_tensors="pt"))
+        out["feature_attention_mask"] = out.pop("attention_mask")
+        out["num_audio_tokens"] = self.audio_tokens(out["feature_attention_mask"].sum(-1))
+        return out
+
+
+def pair_video_audio(messages: list[dict[str, Any]], blocks: list[str]) -> list[dict[str, Any]]:
+    """Messages with the n-th ``<video>`` replaced by ``blocks[n]`` and an ``<audio>`` removed for each, as
+    LLaMA-Factory does with ``use_audio_in_video``: each ``<video>`` must have an ``<audio>`` after it in its message.
+
+    Raises:
+        MediaError: a ``<video>`` with no ``<audio>`` after it in its message.
+    """
+    video, audio = PLACEHOLDERS["videos"], PLACEHOLDERS["audios"]
+    out, index = [], 0
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str) and video in content:
+            while video in content:
+                at = content.find(video)
+                if content.find(audio, at) == -1:
+                    raise MediaError(f"With `use_audio_in_video` each {video} must be followed by its {audio} in the "
+                                     f"same message (e.g. `{video}{audio}What happens?`).")
+                content = content.replace(video, blocks[index], 1).replace(audio, "", 1)
+                index += 1
+            message = {**message, "content": content}
+        out.append(message)
+    return out
 
 
 def soft_token_ids(processor: Any) -> set[int]:
@@ -310,6 +483,15 @@ PLUGINS: dict[str, MediaPlugin] = {
     "paligemma": PaliGemmaPlugin("paligemma", ("images",), ("paligemma",), type_ids_key="token_type_ids"),
     "mllama": MllamaPlugin("mllama", ("images",), ("mllama",), type_ids_key=None),
     "qwen2_audio": Qwen2AudioPlugin("qwen2_audio", ("audios",), ("qwen2_audio",), type_ids_key=None),
+    # the omni models' thinker; LLaMA-Factory's mm_plugin tokens of the qwen2_omni / qwen3_omni templates
+    "qwen2_omni": QwenOmniPlugin("qwen2_omni", ("images", "videos", "audios"), ("qwen2_5_omni", "qwen2_5_omni_thinker"),
+                                 image_wrap=("<|vision_bos|>", "<|vision_eos|>"),
+                                 video_wrap=("<|vision_bos|>", "<|vision_eos|>"), even_frames=True, pil_video=True,
+                                 type_ids_key=None, audio_wrap=("<|audio_bos|>", "<|audio_eos|>")),
+    "qwen3_omni": QwenOmniPlugin("qwen3_omni", ("images", "videos", "audios"),
+                                 ("qwen3_omni_moe", "qwen3_omni_moe_thinker"), image_wrap=_QWEN_WRAP,
+                                 video_wrap=_QWEN_WRAP, even_frames=True, pil_video=True, type_ids_key=None,
+                                 audio_wrap=("<|audio_start|>", "<|audio_end|>"), qwen3_audio=True),
 }
 """Plugin name -> plugin; the one dispatch table of the multimodal room."""
 

@@ -52,6 +52,7 @@ class MediaOptions:
     video_fps: float = 2.0
     video_maxlen: int = 128
     audio_sampling_rate: int = 16000
+    use_audio_in_video: bool = False
 
     @classmethod
     def from_data_args(cls, data: Any) -> MediaOptions:
@@ -193,6 +194,16 @@ def _assemble(path: str, trust_remote_code: bool, tokenizer: Any) -> Any:
     return processor
 
 
+def media_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The part of a ``config.json`` that names the media towers: the thinker's for a whole Qwen-Omni checkpoint
+    (whose ``vision_config`` / ``audio_config`` sit under ``thinker_config``), with the checkpoint's model type; the
+    config itself otherwise."""
+    thinker = config.get("thinker_config")
+    if isinstance(thinker, dict) and not any(config.get(key) for key in ("vision_config", "audio_config")):
+        return {**thinker, "model_type": config.get("model_type")}
+    return config
+
+
 def load_media_processor(model_args: Any, tokenizer: Any = None) -> Any:
     """The multimodal processor of the model in ``model_args``, or None for a text-only model.
 
@@ -205,7 +216,7 @@ def load_media_processor(model_args: Any, tokenizer: Any = None) -> Any:
     path = resolve_model_path(model_args.model_name_or_path, model_args.cache_dir, model_args.model_revision)
     from engine.models.registry import read_local_config
 
-    config = read_local_config(path) or {}
+    config = media_config(read_local_config(path) or {})
     if not any(key in config for key in ("vision_config", "audio_config")):
         return None
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model_args)

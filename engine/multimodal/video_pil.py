@@ -21,8 +21,9 @@ from typing import Any
 
 from engine.multimodal.errors import MediaError
 
-QWEN_PROCESSORS = {"Qwen2VLProcessor": "qwen2_vl", "Qwen2_5_VLProcessor": "qwen2_vl", "Qwen3VLProcessor": "qwen3_vl"}
-"""Processor class -> the resize rule of its video processor."""
+QWEN_PROCESSORS = {"Qwen2VLProcessor": "qwen2_vl", "Qwen2_5_VLProcessor": "qwen2_vl", "Qwen3VLProcessor": "qwen3_vl",
+                   "Qwen2_5OmniProcessor": "qwen2_vl", "Qwen3OmniMoeProcessor": "qwen2_vl"}
+"""Processor class -> the resize rule of its video processor (the omni models take Qwen2-VL's video processor)."""
 
 GEMMA4_PROCESSORS = ("Gemma4Processor",)
 

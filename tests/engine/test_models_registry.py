@@ -145,7 +145,9 @@ def test_default_template_from_local_config(tmp_path):
 def test_composite_info():
     omni = composite_info("qwen2_5_omni_thinker")
     assert omni.projector_keys == ("visual.merger", "audio_tower.proj")
-    assert composite_info("qwen3_omni_moe_thinker").projector_keys == ("visual.merger", "audio_tower.proj")
+    # the deepstack mergers too, which LLaMA-Factory's substring match of `visual.merger` freezes with the projector
+    assert composite_info("qwen3_omni_moe_thinker").projector_keys == ("visual.merger", "visual.merger_list",
+                                                                       "audio_tower.proj")
     assert composite_info("qwen3_5").projector_keys == ("model.visual.merger",)
     assert composite_info("qwen2_vl").projector_keys == ("visual.merger",)
     assert composite_info("minicpmv").projector_keys == ("resampler",)

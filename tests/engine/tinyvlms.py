@@ -14,7 +14,7 @@ import torch
 CORPUS = ("Hello, who are they? They are playing soccer on the field.", "What is in the picture? A red square.",
           "Describe the video and the sound.")
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "glm4v", "gemma3", "gemma4", "llava", "llava_next",
-            "intern_vl")
+            "intern_vl", "qwen2_5_omni")
 
 
 def _tokenizer(specials: list[str], *, eos: str, pad: str, bos: str | None = None, named: dict | None = None):
@@ -360,12 +360,85 @@ def _mllama():
                                                                      "tokenizer": tokenizer}
 
 
+def _qwen2_5_omni():
+    """The Qwen2.5-Omni thinker (the trainable part of the omni checkpoints): a Qwen2.5-VL vision tower, a Whisper-style
+    audio tower and the tokenizer's named omni tokens (``<|IMAGE|>``, ``<|vision_bos|>``, ``<|AUDIO|>`` ...), as the
+    real checkpoint's tokenizer declares them."""
+    from transformers import (
+        Qwen2_5OmniProcessor,
+        Qwen2_5OmniThinkerConfig,
+        Qwen2_5OmniThinkerForConditionalGeneration,
+        Qwen2VLImageProcessorPil,
+        WhisperFeatureExtractor,
+    )
+
+    named = {"image_token": "<|IMAGE|>", "audio_token": "<|AUDIO|>", "video_token": "<|VIDEO|>",
+             "vision_bos_token": "<|vision_bos|>", "vision_eos_token": "<|vision_eos|>",
+             "audio_bos_token": "<|audio_bos|>", "audio_eos_token": "<|audio_eos|>"}
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", *named.values()]
+    tokenizer = _tokenizer(specials, eos="<|im_end|>", pad="<|endoftext|>", named=named)
+    tid = tokenizer.convert_tokens_to_ids
+    config = Qwen2_5OmniThinkerConfig(
+        text_config=_qwen_text(tokenizer, rope_parameters={"rope_type": "default", "mrope_section": [2, 1, 1],
+                                                           "rope_theta": 10000.0}),
+        vision_config={"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "in_channels": 3,
+                       "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 32,
+                       "window_size": 56, "fullatt_block_indexes": [1]},
+        audio_config={"num_mel_bins": 16, "encoder_layers": 1, "encoder_attention_heads": 2, "encoder_ffn_dim": 32,
+                      "d_model": 16, "output_dim": 32, "n_window": 100, "max_source_positions": 1500},
+        audio_token_index=tid("<|AUDIO|>"), image_token_index=tid("<|IMAGE|>"), video_token_index=tid("<|VIDEO|>"),
+        audio_start_token_id=tid("<|audio_bos|>"), audio_end_token_id=tid("<|audio_eos|>"),
+        vision_start_token_id=tid("<|vision_bos|>"), vision_end_token_id=tid("<|vision_eos|>"),
+        user_token_id=tid("<|im_start|>"))
+    parts = {"image_processor": Qwen2VLImageProcessorPil(min_pixels=28 * 28, max_pixels=56 * 56 * 4),
+             "feature_extractor": WhisperFeatureExtractor(feature_size=16, sampling_rate=16000), "tokenizer": tokenizer}
+    return Qwen2_5OmniThinkerForConditionalGeneration, config, Qwen2_5OmniProcessor, parts
+
+
+def _qwen3_omni():
+    """The Qwen3-Omni thinker: a Qwen3-VL vision tower, Qwen3-Omni's windowed audio tower, a small MoE language model
+    and Qwen3-Omni's named tokens (``<|image_pad|>``, ``<|vision_start|>``, ``<|audio_pad|>``, ``<|audio_start|>``
+    ...)."""
+    from transformers import (
+        Qwen2VLImageProcessorPil,
+        Qwen3OmniMoeProcessor,
+        Qwen3OmniMoeThinkerConfig,
+        Qwen3OmniMoeThinkerForConditionalGeneration,
+        WhisperFeatureExtractor,
+    )
+
+    named = {"image_token": "<|image_pad|>", "audio_token": "<|audio_pad|>", "video_token": "<|video_pad|>",
+             "vision_bos_token": "<|vision_start|>", "vision_eos_token": "<|vision_end|>",
+             "audio_bos_token": "<|audio_start|>", "audio_eos_token": "<|audio_end|>"}
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", *named.values()]
+    tokenizer = _tokenizer(specials, eos="<|im_end|>", pad="<|endoftext|>", named=named)
+    tid = tokenizer.convert_tokens_to_ids
+    config = Qwen3OmniMoeThinkerConfig(
+        text_config=_qwen_text(tokenizer, head_dim=8, moe_intermediate_size=16, num_experts=4, num_experts_per_tok=2,
+                               rope_parameters={"rope_type": "default", "mrope_section": [2, 1, 1],
+                                                "rope_theta": 10000.0, "mrope_interleaved": True}),
+        vision_config={"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "in_channels": 3,
+                       "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 32,
+                       "num_position_embeddings": 64, "deepstack_visual_indexes": [0]},
+        audio_config={"num_mel_bins": 16, "encoder_layers": 1, "encoder_attention_heads": 2, "encoder_ffn_dim": 32,
+                      "d_model": 16, "output_dim": 32, "n_window": 50, "n_window_infer": 100,
+                      "downsample_hidden_size": 8, "max_source_positions": 1500},
+        audio_token_id=tid("<|audio_pad|>"), image_token_id=tid("<|image_pad|>"), video_token_id=tid("<|video_pad|>"),
+        audio_start_token_id=tid("<|audio_start|>"), audio_end_token_id=tid("<|audio_end|>"),
+        vision_start_token_id=tid("<|vision_start|>"), vision_end_token_id=tid("<|vision_end|>"),
+        user_token_id=tid("<|im_start|>"))
+    parts = {"image_processor": Qwen2VLImageProcessorPil(min_pixels=32 * 32, max_pixels=64 * 64 * 4, patch_size=16),
+             "feature_extractor": WhisperFeatureExtractor(feature_size=16, sampling_rate=16000), "tokenizer": tokenizer}
+    return Qwen3OmniMoeThinkerForConditionalGeneration, config, Qwen3OmniMoeProcessor, parts
+
+
 BUILDERS = {
     "qwen2_vl": lambda: _qwen("qwen2_vl"), "qwen3_vl": lambda: _qwen("qwen3_vl"), "qwen2_5_vl": _qwen2_5_vl,
     "qwen3_5": _qwen3_5, "glm4v": _glm4v, "gemma3": _gemma3, "gemma4": lambda: _gemma4(audio=False),
     "gemma4n": lambda: _gemma4(audio=True), "llava": _llava, "llava_next": _llava_next, "qwen2_audio": _qwen2_audio,
     "intern_vl": _intern_vl, "paligemma": _paligemma, "mistral3": _mistral3, "pixtral": lambda: _mistral3(llava=True),
-    "mllama": _mllama,
+    "mllama": _mllama, "qwen2_5_omni": _qwen2_5_omni,
+    "qwen3_omni": _qwen3_omni,
 }
 """Family -> builder of (model class, config, processor class, processor parts)."""
 

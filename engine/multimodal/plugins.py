@@ -72,22 +72,22 @@ class MediaPlugin:
                 unreadable media, or video without torchvision.
         """
         self.check_media(messages, images, videos, audios)
-        features: dict[str, Any] = {}
-        replacements: dict[str, list[str]] = {kind: [] for kind in PLACEHOLDERS}
-        if images:
-            out = self._images(processor, images, opts)
-            replacements["images"] = [self.image_text(processor, out, i) for i in range(len(images))]
-            features.update(out)
-        if videos:
-            out = self._videos(processor, videos, opts)
-            replacements["videos"] = [self.video_wrap[0] + processor.replace_video_token(out, i) + self.video_wrap[1]
-                                      for i in range(len(videos))]
-            features.update(out)
-        if audios:
-            out = self._audios(processor, audios, opts)
-            replacements["audios"] = [self.audio_text(processor, out, i) for i in range(len(audios))]
-            features.update(out)
+        replacements, features = self.media_texts(processor, images, videos, audios, opts)
         return expand_placeholders(messages, replacements), self._arrays(features)
+
+    def media_texts(self, processor: Any, images: list[Any], videos: list[Any], audios: list[Any],
+                    opts: MediaOptions) -> tuple[dict[str, list[str]], dict[str, Any]]:
+        """(each kind's placeholder texts in order, the processed features of all the row's media)."""
+        features: dict[str, Any] = {}
+        texts: dict[str, list[str]] = {kind: [] for kind in PLACEHOLDERS}
+        for kind, items, read, text in (("images", images, self._images, self.image_text),
+                                        ("videos", videos, self._videos, self.video_text),
+                                        ("audios", audios, self._audios, self.audio_text)):
+            if items:
+                out = read(processor, items, opts)
+                texts[kind] = [text(processor, out, i) for i in range(len(items))]
+                features.update(out)
+        return texts, features
 
     def check_media(self, messages: list[dict[str, Any]], images: list[Any], videos: list[Any],
                     audios: list[Any]) -> None:
@@ -114,6 +114,10 @@ class MediaPlugin:
     def image_text(self, processor: Any, features: dict[str, Any], index: int) -> str:
         """The text put at image ``index``'s placeholder: its soft tokens, wrapped."""
         return self.image_wrap[0] + processor.replace_image_token(features, index) + self.image_wrap[1]
+
+    def video_text(self, processor: Any, features: dict[str, Any], index: int) -> str:
+        """The text put at video ``index``'s placeholder: its soft tokens, wrapped."""
+        return self.video_wrap[0] + processor.replace_video_token(features, index) + self.video_wrap[1]
 
     def audio_text(self, processor: Any, features: dict[str, Any], index: int) -> str:
         """The soft-token text of audio ``index`` of the processed ``features``."""
@@ -216,28 +220,6 @@ class PaliGemmaPlugin(MediaPlugin):
 
     text_type_id = 1
 
-    def check_media(self, messages: list[dict[str, Any]], images: list[Any], videos: list[Any],
-                    audios: list[Any]) -> None:
-        """Refuse placeholder counts that differ from the media, and media kinds the family cannot take.
-
-        Raises:
-            MediaError: naming the fix.
-        """
-        given = {"images": images, "videos": videos, "audios": audios}
-        counts = {kind: sum(str(m.get("content") or "").count(tag) for m in messages) for kind, tag in PLACEHOLDERS.items()}
-        for kind, items in given.items():
-            if counts[kind] != len(items):
-                raise MediaError(f"{counts[kind]} {PLACEHOLDERS[kind]} placeholder(s) but {len(items)} "
-                                 f"{KIND_WORD[kind]} file(s); put one {PLACEHOLDERS[kind]} in the text per file.")
-        refused = self.unsupported([kind for kind, items in given.items() if items])
-        if refused:
-            raise MediaError(f"This model ({self.name}) takes {', '.join(self.modalities)}, not "
-                             f"{', '.join(refused)}; choose a model that does or drop those columns.")
-
-    def batch_flags(self, opts: MediaOptions) -> dict[str, Any]:
-        """Keyword arguments every forward of the model gets beside the batch (none for most families)."""
-        return {}
-
     def image_text(self, processor: Any, features: dict[str, Any], index: int) -> str:
         return ""
 
@@ -308,20 +290,7 @@ class QwenOmniPlugin(MediaPlugin):
         if paired and len(videos) != len(audios):
             raise MediaError(f"{len(videos)} video(s) but {len(audios)} audio file(s): with `use_audio_in_video` each "
                              "video takes one audio file, its sound track; give one per video or turn it off.")
-        features: dict[str, Any] = {}
-        texts: dict[str, list[str]] = {kind: [] for kind in PLACEHOLDERS}
-        if images:
-            out = self._images(processor, images, opts)
-            texts["images"] = [self.image_text(processor, out, i) for i in range(len(images))]
-            features.update(out)
-        if videos:
-            out = self._videos(processor, videos, opts)
-            texts["videos"] = [self.video_text(processor, out, i) for i in range(len(videos))]
-            features.update(out)
-        if audios:
-            out = self._audios(processor, audios, opts)
-            texts["audios"] = [self.audio_text(processor, out, i) for i in range(len(audios))]
-            features.update(out)
+        texts, features = self.media_texts(processor, images, videos, audios, opts)
         if not paired:
             return expand_placeholders(messages, texts), self._arrays(features)
         blocks = [self.video_with_audio_text(processor, features, i) for i in range(len(videos))]

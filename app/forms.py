@@ -140,6 +140,11 @@ def absolute_paths(mapping: dict[str, Any], cwd: Path | None = None) -> dict[str
         value = out.get(key)
         if not isinstance(value, str) or not value or value in ("demo", "true", "false") or key not in out:
             continue
+        if key == "dataset_dir":
+            from engine.data.registry import hub_dataset_dir
+
+            if hub_dataset_dir(value):  # LLaMA-Factory's ONLINE / REMOTE:owner/repo, not folders
+                continue
         parts = []
         for item in value.split(",") if key == "adapter_name_or_path" else [value]:
             p = Path(item.strip()).expanduser()

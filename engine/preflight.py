@@ -304,13 +304,19 @@ def _check_template_tokens(cfg: RunConfig) -> list[str]:
             return {}  # absent, or unreadable: the tokenizer's own load reports that
         return data if isinstance(data, dict) else {}
 
-    if any(read(name).get("unk_token") for name in ("tokenizer_config.json", "special_tokens_map.json")):
+    configs = [read(name) for name in ("tokenizer_config.json", "special_tokens_map.json")]
+    if any(config.get("unk_token") for config in configs):
         return []  # transformers gives the unk token for a missing one
     data = read("tokenizer.json")
     model = data.get("model") or {}
     vocab = model.get("vocab") or {}
     known = set(vocab) if isinstance(vocab, dict) else {entry[0] for entry in vocab if isinstance(entry, list) and entry}
-    known |= {token.get("content") for token in data.get("added_tokens") or [] if isinstance(token, dict)}
+    added = list(data.get("added_tokens") or [])
+    for config in configs:  # tokens transformers adds when it loads the tokenizer
+        added += list(config.get("additional_special_tokens") or [])
+        decoder = config.get("added_tokens_decoder")
+        added += list(decoder.values()) if isinstance(decoder, dict) else []
+    known |= {token.get("content") if isinstance(token, dict) else token for token in added}
     for key in ("add_special_tokens", "add_tokens"):
         known |= {token.strip() for token in str(getattr(cfg.model, key, None) or "").split(",") if token.strip()}
     missing = sorted(names - known)

@@ -206,6 +206,17 @@ def _entry_spec(name: str, entry: dict[str, Any], dataset_dir: Path) -> DatasetS
                        num_samples=entry.get("num_samples"), split=split, **lf)
 
 
+def hub_dataset_dir(value: Any) -> bool:
+    """Whether a ``dataset_dir`` is LLaMA-Factory's ``ONLINE`` or ``REMOTE:owner/repo`` rather than a folder."""
+    text = str(value or "").strip()
+    return text == "ONLINE" or text.startswith("REMOTE:")
+
+
+def _near_hint(name: str, info: dict[str, Any]) -> str:
+    near = difflib.get_close_matches(name, list(info), n=3, cutoff=0.5)
+    return f" Did you mean {' or '.join(repr(n) for n in near)}?" if near else ""
+
+
 def remote_dataset_info(repo: str) -> dict[str, dict[str, Any]]:
     """The dataset_info.json of hub dataset repository ``repo`` (``dataset_dir: REMOTE:repo``), from the local cache
     when downloads are off.
@@ -236,19 +247,22 @@ def resolve_dataset(name: str, dataset_dir: str | os.PathLike) -> DatasetSpec:
     """
     name = name.strip()
     where = str(dataset_dir).strip()
-    if where == "ONLINE":  # LLaMA-Factory: every dataset name is a hub dataset, read with the default columns
-        return _entry_spec(name, {"hf_hub_url": name}, Path.cwd())
+    if where == "ONLINE":  # LLaMA-Factory: every name is a dataset of the chosen hub, read with the default columns
+        from engine.data.hub import HUB_URL_KEYS, use_modelscope, use_openmind
+
+        kind = "ms_hub" if use_modelscope() else "om_hub" if use_openmind() else "hf_hub"
+        return _entry_spec(name, {HUB_URL_KEYS[kind]: name}, Path.cwd())
     if where.startswith("REMOTE:"):  # LLaMA-Factory: the dataset_info.json of a hub dataset repository
         info = remote_dataset_info(where[len("REMOTE:"):].strip())
         if name not in info:
-            near = difflib.get_close_matches(name, list(info), n=3, cutoff=0.5)
-            hint = f" Did you mean {' or '.join(repr(n) for n in near)}?" if near else ""
-            raise DatasetError(f"Unknown dataset {name!r} in the {INFO_FILE} of `dataset_dir: {where}`.{hint}")
-        if info[name].get("file_name"):
-            raise DatasetError(f"Dataset {name!r} in the {INFO_FILE} of `dataset_dir: {where}` names a local "
+            raise DatasetError(f"Unknown dataset {name!r} in the {INFO_FILE} of `dataset_dir: {where}`."
+                               f"{_near_hint(name, info)}")
+        entry = info[name]
+        if not any(entry.get(key) for key in ("hf_hub_url", "ms_hub_url", "om_hub_url")):
+            raise DatasetError(f"Dataset {name!r} in the {INFO_FILE} of `dataset_dir: {where}` names only a local "
                                f"`file_name`, which has no folder here; give it a `hf_hub_url`, or download the "
                                "repository and set `dataset_dir` to its folder.")
-        return _entry_spec(name, info[name], Path.cwd())
+        return _entry_spec(name, {k: v for k, v in entry.items() if k != "file_name"}, Path.cwd())  # the hub first
     folder = Path(dataset_dir).expanduser().absolute()
     has_info = info_path(folder).is_file()
     info = load_dataset_info(folder) if has_info else {}
@@ -269,11 +283,9 @@ def resolve_dataset(name: str, dataset_dir: str | os.PathLike) -> DatasetSpec:
             f"Dataset {name!r} is neither a file nor registered: there is no {INFO_FILE} in {folder}. Set "
             "`dataset_dir` to the folder holding dataset_info.json, or give a path to a data file."
         )
-    near = difflib.get_close_matches(name, list(info), n=3, cutoff=0.5)
-    hint = f" Did you mean {' or '.join(repr(n) for n in near)}?" if near else ""
     local = [key for key, entry in info.items() if entry.get("file_name")]
     raise DatasetError(
-        f"Unknown dataset {name!r} in {info_path(folder)}.{hint} Datasets with local files: "
+        f"Unknown dataset {name!r} in {info_path(folder)}.{_near_hint(name, info)} Datasets with local files: "
         f"{', '.join(local) or '(none)'}."
     )
 

@@ -10,7 +10,8 @@ LLaMA-Factory; all are refused with packing, before the run (``engine.preflight`
   XGLM, BioGPT) attends over the whole packed sequence as one row;
 - a model whose text cross-attends to images from one image token to the next (Llama 3.2 Vision) lets one row's
   text see another row's image;
-- Qwen-Omni, whose rotary positions interleave video and audio per row, is refused as LLaMA-Factory refuses it.
+- Qwen-Omni, whose rotary positions interleave video and audio per row, cannot get per-row positions in a packed
+  sequence (LLaMA-Factory 0.9.5 refuses its `neat_packing`, the packing that keeps rows apart as ours does).
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ set of them against Llama, Qwen, Mistral, Gemma, Phi, GPT-2, GPT-J, GPT-NeoX and
 match to 1e-7."""
 
 OMNI_MODELS = frozenset({"qwen2_5_omni", "qwen2_5_omni_thinker", "qwen3_omni_moe", "qwen3_omni_moe_thinker"})
-"""Model types whose 3D rotary positions interleave video and audio (Qwen-Omni): LLaMA-Factory 0.9.5 refuses packed
-sequences for them ("Omni models are not supported for packed sequences"), and so does this engine."""
+"""Model types whose 3D rotary positions interleave video and audio (Qwen-Omni): LLaMA-Factory 0.9.5 refuses its
+row-separating packing for them (`neat_packing`: "Omni models are not supported for packed sequences"); packing here
+always keeps rows apart, so it is refused for them too."""
 
 CROSS_ATTENTION_MODELS = frozenset({"mllama"})
 """Model types whose text cross-attends to the images through a mask that runs from an image token to the next one
@@ -75,7 +77,8 @@ def packing_problem(config: dict[str, Any] | Any) -> str | None:
                 "(rows are then padded to the longest of their batch).")
     if _get(config, "model_type") in OMNI_MODELS:
         return (f"`packing` is not available for this model ({_get(config, 'model_type')}): its rotary positions "
-                "interleave video and audio per row, and LLaMA-Factory 0.9.5 does not pack Qwen-Omni rows either. Set "
+                "interleave video and audio per row, which a packed sequence cannot keep apart (LLaMA-Factory 0.9.5 refuses "
+                "`neat_packing` for Qwen-Omni for that reason). Set "
                 "`packing: false` and `neat_packing: false` (rows are then padded to the longest of their batch).")
     if types & ROW_BLIND_MODELS:
         return (f"`packing` cannot keep packed rows apart in this model ({name}): transformers runs its attention over "

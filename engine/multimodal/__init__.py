@@ -60,8 +60,8 @@ def media_context(cfg: Any, tokenizer: Any) -> Any:
     plugin = plugin_for(config.get("model_type"), cfg.model.template)
     if plugin is None:
         return UnservedMedia(f"No media plugin serves model type `{config.get('model_type')}` yet (plugins: "
-                             f"{', '.join(PLUGINS)}), so its images, video and audio cannot be given to it: drop the "
-                             "rows' media columns to train it on their text, or use one of those families.")
+                             f"{', '.join(PLUGINS)}), so images, video and audio cannot be given to it here: use it "
+                             "with text only (drop the rows' media columns), or use one of those families.")
     processor = load_media_processor(cfg.model, tokenizer)
     if processor is None:
         raise MediaError(f"`{cfg.model.model_name_or_path}` is a vision-language model but its folder has no "

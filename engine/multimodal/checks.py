@@ -20,7 +20,7 @@ from typing import Any
 
 from engine.data.registry import media_column
 from engine.multimodal.plugins import KIND_WORD, PLACEHOLDERS
-from engine.multimodal.processor import TORCHVISION_FIX, has_torchvision
+from engine.multimodal.processor import TORCHVISION_FIX, MediaOptions, has_torchvision
 
 logger = logging.getLogger(__name__)
 
@@ -56,8 +56,10 @@ def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tu
             problems.append(f"{count} {tag} placeholder(s) but {len(items)} {KIND_WORD[kind]} file(s): put one {tag} "
                             "in the text per file")
         if items and allowed is not None and kind not in allowed:
-            problems.append(f"has {KIND_WORD[kind]} input, which this model cannot take (it takes "
-                            f"{', '.join(allowed) or 'text only'}): choose a model that does or drop that column")
+            took = (f"it takes {', '.join(allowed)}" if allowed else
+                    "no media plugin serves this model type yet, so it is used with text only here")
+            problems.append(f"has {KIND_WORD[kind]} input, which this model cannot take ({took}): choose a model "
+                            "that does or drop that column")
         for item in items:
             path = _item_path(item)
             if not isinstance(path, str) or not path:
@@ -99,6 +101,12 @@ def _model(cfg: Any) -> tuple[Any, dict[str, Any]]:
     return plugin_for(config.get("model_type"), cfg.model.template), config
 
 
+def _known_locally(cfg: Any) -> bool:
+    """Whether the config's model is known without loading anything (the demo VLM, a local folder)."""
+    name = str(cfg.model.model_name_or_path or "").strip()
+    return name.lower() in ("demo", "demo-vlm") or (bool(name) and Path(name).expanduser().is_dir())
+
+
 def model_media(cfg: Any) -> tuple[str, ...] | None:
     """The media kinds the config's model takes (() for a multimodal model no plugin serves yet); None when unknown
     here: a text-only model, or one that is not a local folder (nothing is built or downloaded for a check; the data
@@ -123,9 +131,13 @@ def check_media(cfg: Any) -> list[str]:
     names = [n for key in ("dataset", "eval_dataset") for n in split_names(getattr(cfg.data, key) or "")]
     allowed = model_media(cfg)
     plugin = _model(cfg)[0]
-    if allowed is None:  # a text-only model trains on the text and ignores media (the data layer warns)
-        return []
     problems: list[str] = []
+    if getattr(cfg.data, "use_audio_in_video", False) and _known_locally(cfg) and (
+            plugin is None or not plugin.batch_flags(MediaOptions(use_audio_in_video=True))):
+        problems.append("`use_audio_in_video: true` lays a video's sound track into its frames for Qwen2.5-Omni and "
+                        "Qwen3-Omni; this model does not take it. Remove it (give the audio as its own <audio>).")
+    if allowed is None:  # a text-only model trains on the text and ignores media (the data layer warns)
+        return problems
     with_media = False
     for name in dict.fromkeys(names):
         try:

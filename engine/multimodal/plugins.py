@@ -199,14 +199,9 @@ class Qwen2AudioPlugin(MediaPlugin):
     frames, between the processor's ``<|audio_bos|>`` and ``<|audio_eos|>``."""
 
     def _audios(self, processor: Any, audios: list[Any], opts: MediaOptions) -> dict[str, Any]:
-        extractor = processor.feature_extractor
-        rate = int(getattr(processor, "audio_sampling_rate", None) or opts.audio_sampling_rate)
-        waves = [media.read_audio(audio, rate) for audio in audios]
-        out = dict(extractor(waves, sampling_rate=rate, return_attention_mask=True, padding="max_length",
-                             return_tensors="pt"))
-        out["feature_attention_mask"] = out.pop("attention_mask")
-        frames = out["feature_attention_mask"].sum(-1)
-        out["num_audio_tokens"] = (((frames - 1) // 2 + 1 - 2) // 2 + 1).tolist()
+        out = whisper_window(processor, audios, int(getattr(processor, "audio_sampling_rate", None)
+                                                    or opts.audio_sampling_rate))
+        out["num_audio_tokens"] = qwen2_audio_tokens(out["feature_attention_mask"].sum(-1))
         return out
 
     def audio_text(self, processor: Any, features: dict[str, Any], index: int) -> str:
@@ -272,13 +267,11 @@ class QwenOmniPlugin(MediaPlugin):
 
     def audio_tokens(self, frames: Any) -> list[int]:
         """Soft tokens of each audio from its feature frames (the mask's sums), by LLaMA-Factory's formula."""
-        if self.qwen3_audio:
-            leave = frames % 100
-            features = (leave - 1) // 2 + 1
-            counts = ((features - 1) // 2 + 1 - 1) // 2 + 1 + (frames // 100) * 13
-        else:
-            counts = ((frames - 1) // 2 + 1 - 2) // 2 + 1
-        return [int(count) for count in counts]
+        if not self.qwen3_audio:
+            return qwen2_audio_tokens(frames)
+        leave = frames % 100
+        features = (leave - 1) // 2 + 1
+        return [int(count) for count in ((features - 1) // 2 + 1 - 1) // 2 + 1 + (frames // 100) * 13]
 
     def batch_flags(self, opts: MediaOptions) -> dict[str, Any]:
         return {"use_audio_in_video": True} if opts.use_audio_in_video else {}
@@ -332,14 +325,24 @@ class QwenOmniPlugin(MediaPlugin):
         return out
 
     def _audios(self, processor: Any, audios: list[Any], opts: MediaOptions) -> dict[str, Any]:
-        extractor = processor.feature_extractor
-        rate = int(opts.audio_sampling_rate)
-        waves = [media.read_audio(audio, rate) for audio in audios]
-        out = dict(extractor(waves, sampling_rate=rate, return_attention_mask=True, padding="max_length",
-                             return_tensors="pt"))
-        out["feature_attention_mask"] = out.pop("attention_mask")
+        out = whisper_window(processor, audios, int(opts.audio_sampling_rate))
         out["num_audio_tokens"] = self.audio_tokens(out["feature_attention_mask"].sum(-1))
         return out
+
+
+def whisper_window(processor: Any, audios: list[Any], rate: int) -> dict[str, Any]:
+    """The Qwen audio families' inputs as LLaMA-Factory builds them: Whisper features of the full 30 s window, their
+    frame mask as ``feature_attention_mask``."""
+    waves = [media.read_audio(audio, rate) for audio in audios]
+    out = dict(processor.feature_extractor(waves, sampling_rate=rate, return_attention_mask=True,
+                                           padding="max_length", return_tensors="pt"))
+    out["feature_attention_mask"] = out.pop("attention_mask")
+    return out
+
+
+def qwen2_audio_tokens(frames: Any) -> list[int]:
+    """Soft tokens of each Qwen2-Audio / Qwen2.5-Omni audio: its encoder's output length of the mask's frames."""
+    return [int(count) for count in ((frames - 1) // 2 + 1 - 2) // 2 + 1]
 
 
 def pair_video_audio(messages: list[dict[str, Any]], blocks: list[str]) -> list[dict[str, Any]]:

@@ -46,6 +46,9 @@ def media_prompt_row(example: dict[str, Any], messages: list[dict[str, Any]], to
     cross = ctx.plugin.cross_attention(ctx.processor)
     if cross is not None:  # Llama 3.2 Vision: the batch builds the prompts' cross-attention mask
         row["cross_attention"] = cross
+    flags = ctx.plugin.batch_flags(ctx.options)
+    if flags:  # Qwen-Omni's use_audio_in_video: generate() is told, as training's forward is
+        row["flags"] = flags
     if ctx.plugin.type_ids_key:
         row["mm_type_ids"] = (ctx.plugin.type_ids_key, ctx.plugin.type_ids(ctx.processor, prompt_ids))
     return row
@@ -61,6 +64,8 @@ def batch_media_inputs(rows: list[dict[str, Any]], width: int, device: Any, dtyp
     arrays = batch_media([row.get("mm_inputs") or {} for row in rows], cross, [row["prompt_ids"] for row in rows],
                          width, left=True)
     extra: dict[str, Any] = {}
+    for row in rows:
+        extra.update(row.get("flags") or {})
     for key, value in to_tensors(arrays).items():
         value = value.to(device)
         extra[key] = value.to(dtype) if value.is_floating_point() else value

@@ -133,6 +133,7 @@ class MediaPreferenceCollator:
         cross: A cross-attention model's mask settings (Llama 3.2 Vision): the media go per row, with the
             ``cross_attention_mask`` of the rows (``KL_cross_attention_mask`` of the KTO KL rows), as LLaMA-Factory's
             pairwise and KTO collators give them.
+        flags: Keyword arguments every batch carries to the model (Qwen-Omni's ``use_audio_in_video``).
     """
 
     text_collator: Any
@@ -142,6 +143,7 @@ class MediaPreferenceCollator:
     pairwise: bool = True
     text_type: int = 0
     cross: CrossAttention | None = None
+    flags: dict[str, Any] = field(default_factory=dict)
 
     def _type_ids(self, input_ids: Any) -> Any:
         import torch
@@ -170,6 +172,7 @@ class MediaPreferenceCollator:
             self._unmask_soft(batch, prefix)
             if self.type_ids_key and self.types and prefix + "input_ids" in batch:
                 batch[prefix + self.type_ids_key] = self._type_ids(batch[prefix + "input_ids"])
+        batch.update(self.flags)
         if self.cross is not None:
             return self._cross_attention(batch, [unpack_arrays(blob) for blob in blobs])
         arrays = [row for row in (unpack_arrays(blob) for blob in blobs) if row]
@@ -205,4 +208,5 @@ def build_preference_collator(trainer: Any, bundle: Any, stage: str) -> MediaPre
         text_collator=trainer.data_collator, soft_ids=soft_token_ids(ctx.processor),
         types=token_types(ctx.plugin, ctx.processor), type_ids_key=ctx.plugin.type_ids_key,
         pairwise=stage == "dpo", text_type=ctx.plugin.text_type_id, cross=ctx.plugin.cross_attention(ctx.processor),
+        flags=ctx.plugin.batch_flags(ctx.options),
     )

@@ -77,6 +77,10 @@ def media_preview(example: dict[str, Any], context: Any = None, options: Any = N
 
     if not any(example.get(kind) for kind in KIND_TOKEN_ATTR):
         return None
+    from engine.multimodal import UnservedMedia
+
+    unserved = context.reason if isinstance(context, UnservedMedia) else None  # previewed without soft tokens
+    context = None if unserved else context
     options = options or (context.options if context is not None else MediaOptions())
     out: dict[str, Any] = {"images": [], "videos": [], "audios": [], "soft_tokens": None}
     for source in example.get("images") or []:
@@ -99,4 +103,6 @@ def media_preview(example: dict[str, Any], context: Any = None, options: Any = N
             out["soft_tokens"] = soft_token_counts(context, example)
         except MediaError as err:
             out["error"] = str(err)
+    if unserved:
+        out["error"] = unserved
     return out

@@ -45,11 +45,16 @@ def _qwen(name: str, description: str, *, thinking: bool, modalities: tuple[str,
                     reasoning=thinking, modalities=modalities, description=description)
 
 
-def _text_family(text: str, name: str, description: str, **changes) -> Template:
-    """A vision template whose turns are a text template's (LLaVA-NeXT over Llama 3, Mistral, Qwen, Yi; Pixtral over
-    Ministral 3)."""
+def like_text_template(text: str, name: str, description: str, **changes) -> Template:
+    """A template whose turns are text template ``text``'s, renamed, with ``changes``."""
     base = next(t for t in (*CORE_TEMPLATES, *MORE_TEMPLATES, *LATER_TEMPLATES) if t.name == text)
-    return dataclasses.replace(base, name=name, modalities=("image",), description=description, **changes)
+    return dataclasses.replace(base, name=name, description=description, **changes)
+
+
+def _text_family(text: str, name: str, description: str, **changes) -> Template:
+    """An image template whose turns are a text template's (LLaVA-NeXT over Llama 3, Mistral, Qwen, Yi; Pixtral over
+    Ministral 3)."""
+    return like_text_template(text, name, description, modalities=("image",), **changes)
 
 
 def _minicpm(name: str, default_system: str, modalities: tuple[str, ...], description: str) -> Template:

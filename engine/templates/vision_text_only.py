@@ -1,33 +1,21 @@
 """LLaMA-Factory 0.9.5's vision templates whose media no plugin serves here yet, registered for their text turns.
 
 A config naming one of these (Kimi-VL, Keye-VL, dots.ocr, Intern-S1, ERNIE-4.5-VL, LFM2-VL, MiniCPM-V 4.6,
-Video-LLaVA, LLaVA-NeXT-Video, Youtu-VL) trains and chats on text rows with LLaMA-Factory's exact strings; a row with
-images, videos or audio on such a model is refused before training (``engine.multimodal.media_context``: no plugin
-serves its model type), so no media is dropped silently. Their ``modalities`` stay empty for that reason.
+Video-LLaVA, LLaVA-NeXT-Video, Youtu-VL) trains and chats on text rows with LLaMA-Factory's exact strings. On such a
+vision-language model a row with images, videos or audio is refused (the pre-flight check, then the data layer:
+``engine.multimodal.UnservedMedia``), so no media is dropped silently; with a text-only model the rows train on their
+text with the warning every text model gives. Their ``modalities`` stay empty for that reason.
 tests/engine/test_templates_vision.py checks each against ids produced by LLaMA-Factory itself.
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 from engine.templates.base import Template
-from engine.templates.families_core import CHATML, CORE_TEMPLATES, IM_END, QWEN_TOOL_RESULT
-from engine.templates.families_later import LATER_TEMPLATES
-from engine.templates.families_more import MORE_TEMPLATES
+from engine.templates.families_core import CHATML, IM_END, QWEN_TOOL_RESULT
+from engine.templates.vision import _HELPFUL, _LLAVA, like_text_template
 
-_HELPFUL = "You are a helpful assistant."
-_VICUNA = {"user": "USER: {content} ", "gen_prompt": "ASSISTANT:", "assistant": "{content}{eos}",
-           "default_system": ("A chat between a curious user and an artificial intelligence assistant. The assistant "
-                              "gives helpful, detailed, and polite answers to the user's questions."),
-           "bos_text": "<s>", "eos_text": "</s>"}
 _YOUTU = "<|begin_of_text|>{role}\n{{content}}<|end_of_text|>\n"
 
-
-def _like(text: str, name: str, description: str, **changes) -> Template:
-    """A template whose turns are a text template's."""
-    base = next(t for t in (*CORE_TEMPLATES, *MORE_TEMPLATES, *LATER_TEMPLATES) if t.name == text)
-    return dataclasses.replace(base, name=name, description=description, **changes)
 
 
 TEXT_ONLY_VISION_TEMPLATES: tuple[Template, ...] = (
@@ -48,17 +36,17 @@ TEXT_ONLY_VISION_TEMPLATES: tuple[Template, ...] = (
              "<|end_of_sentence|>", stop_words=("<|end_of_sentence|>",), replace_eos=True,
              eos_text="<|end_of_sentence|>", reasoning=True,
              description="Baidu ERNIE-4.5-VL (thinking; text turns: its media are not processed here yet)."),
-    _like("lfm2", "lfm2_vl", "Liquid LFM2-VL / LFM2.5-VL (text turns: its images are not processed here yet).",
+    like_text_template("lfm2", "lfm2_vl", "Liquid LFM2-VL / LFM2.5-VL (text turns: its images are not processed here yet).",
           default_system="You are a helpful multimodal assistant by Liquid AI."),
     Template(name="minicpm_v_4_6", **CHATML, default_system=_HELPFUL, stop_words=IM_END,
              description="MiniCPM-V 4.6 (ChatML; text turns: its media are not processed here yet)."),
-    Template(name="video_llava", **_VICUNA,
+    Template(name="video_llava", **_LLAVA,
              description="Video-LLaVA (USER: ... ASSISTANT:; text turns: its media are not processed here yet)."),
-    Template(name="llava_next_video", **_VICUNA,
+    Template(name="llava_next_video", **_LLAVA,
              description="LLaVA-NeXT-Video with Vicuna (text turns: its media are not processed here yet)."),
-    _like("mistral", "llava_next_video_mistral",
+    like_text_template("mistral", "llava_next_video_mistral",
           "LLaVA-NeXT-Video with Mistral (text turns: its media are not processed here yet)."),
-    _like("yi", "llava_next_video_yi", "LLaVA-NeXT-Video with Yi (text turns: its media are not processed here yet)."),
+    like_text_template("yi", "llava_next_video_yi", "LLaVA-NeXT-Video with Yi (text turns: its media are not processed here yet)."),
     Template(name="youtu_vl", system=_YOUTU.format(role="system"), user=_YOUTU.format(role="user"),
              gen_prompt="<|begin_of_text|>assistant\n", assistant="{content}<|end_of_text|>\n",
              default_system=_HELPFUL, stop_words=("<|end_of_text|>",),

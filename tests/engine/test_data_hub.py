@@ -154,6 +154,7 @@ def test_llamafactorys_online_and_remote_dataset_dirs(tmp_path, monkeypatch):
     snapshot.mkdir(parents=True)
     (snapshot / "dataset_info.json").write_text(json.dumps({
         "alpaca_remote": {"hf_hub_url": "llamafactory/alpaca_en", "split": "train"},
+        "both": {"file_name": "data.json", "hf_hub_url": "llamafactory/both"},
         "local_only": {"file_name": "data.json"}}))
     (cache / "datasets--llamafactory--demo_data" / "refs").mkdir()
     (cache / "datasets--llamafactory--demo_data" / "refs" / "main").write_text("a" * 40)
@@ -162,9 +163,24 @@ def test_llamafactorys_online_and_remote_dataset_dirs(tmp_path, monkeypatch):
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
     spec = resolve_dataset("alpaca_remote", "REMOTE:llamafactory/demo_data")
     assert str(spec.path) == "llamafactory/alpaca_en"
-    with pytest.raises(DatasetError, match="names a local `file_name`"):
+    assert str(resolve_dataset("both", "REMOTE:llamafactory/demo_data").path) == "llamafactory/both"  # the hub first
+    with pytest.raises(DatasetError, match="names only a local `file_name`"):
         resolve_dataset("local_only", "REMOTE:llamafactory/demo_data")
     with pytest.raises(DatasetError, match="Unknown dataset 'alpaca_remot'.*Did you mean 'alpaca_remote'"):
         resolve_dataset("alpaca_remot", "REMOTE:llamafactory/demo_data")
     with pytest.raises(DatasetError, match="'other/repo'.*cannot be fetched"):
         resolve_dataset("x", "REMOTE:other/repo")
+
+
+def test_online_follows_the_chosen_hub_and_the_board_keeps_both_words(monkeypatch):
+    """ONLINE names a ModelScope dataset when ModelScope is the chosen hub (LLaMA-Factory's USE_MODELSCOPE_HUB); the
+    board does not turn ONLINE or REMOTE:owner/repo into folder paths."""
+    from app.forms import absolute_paths
+
+    monkeypatch.setenv("USE_OPENMIND_HUB", "0")
+    monkeypatch.setenv("USE_MODELSCOPE_HUB", "1")
+    assert resolve_dataset("AI-ModelScope/alpaca", "ONLINE").hub["kind"] == "ms_hub"
+    monkeypatch.setenv("USE_MODELSCOPE_HUB", "0")
+    assert resolve_dataset("llamafactory/alpaca_en", "ONLINE").hub["kind"] == "hf_hub"
+    for value in ("ONLINE", "REMOTE:llamafactory/demo_data"):
+        assert absolute_paths({"dataset_dir": value})["dataset_dir"] == value

@@ -212,7 +212,9 @@ def test_evaluations_during_training_generate_when_asked(tmp_path, monkeypatch):
     assert main(["train", str(config)]) == 0
     events = [json.loads(line) for line in (tmp_path / "out" / "events.jsonl").read_text().splitlines()]
     evals = [e for e in events if e.get("event") == "eval"]
-    assert [e["step"] for e in evals] == [2, 4] and all("eval_bleu-4" in e for e in evals)
+    # at steps 2 and 4, then the final evaluation (eval_strategy turns do_eval on, as in LLaMA-Factory)
+    assert [e["step"] for e in evals] == [2, 4, 4] and all("eval_bleu-4" in e for e in evals)
+    assert "eval_bleu-4" in json.loads((tmp_path / "out" / "eval_results.json").read_text())
 
 
 def test_each_eval_dataset_is_evaluated_on_its_own(tmp_path, monkeypatch):

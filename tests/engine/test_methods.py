@@ -432,4 +432,4 @@ def test_early_stopping_ends_training_when_the_eval_loss_stops_improving(tiny, t
                "save_strategy=steps", "save_steps=1", "early_stopping_steps=1") == 0
     events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
     assert max(e.get("step", 0) for e in events) == 2
-    assert [e["step"] for e in events if e["event"] == "eval"] == [1, 2]
+    assert [e["step"] for e in events if e["event"] == "eval"] == [1, 2, 2]  # the last: the final evaluation

@@ -252,8 +252,8 @@ def test_a_model_without_sdpa_loads_with_eager_under_auto_and_explains_under_sdp
 
 def test_frozen_models_of_a_training_job_load_in_its_precision():
     """A reference model (DPO/KTO `ref_model`, ASFT's frozen copy) or an evaluation-only run loads in the training
-    precision, as LLaMA-Factory's compute_dtype, unless infer_dtype is set; chat and export (no training arguments)
-    keep infer_dtype."""
+    precision, as LLaMA-Factory's compute_dtype (bf16 / fp16 win over infer_dtype there too); chat and export (no
+    training arguments) keep infer_dtype."""
     from engine.config import build_config
     from engine.models.loader import _requested_dtype
 
@@ -262,4 +262,6 @@ def test_frozen_models_of_a_training_job_load_in_its_precision():
     assert _requested_dtype(cfg.model, cfg.train, is_trainable=True) == "bfloat16"
     assert _requested_dtype(cfg.model, None, is_trainable=False) == "auto"
     chosen = build_config({"bf16": True, "infer_dtype": "float32"})
-    assert _requested_dtype(chosen.model, chosen.train, is_trainable=False) == "float32"
+    assert _requested_dtype(chosen.model, chosen.train, is_trainable=False) == "bfloat16"
+    plain = build_config({"infer_dtype": "float16"})  # no mixed precision: a frozen model takes infer_dtype
+    assert _requested_dtype(plain.model, plain.train, is_trainable=False) == "float16"

@@ -276,3 +276,37 @@ def test_tiny_omni_trains_with_lora_and_chats(tmp_path, capsys, family, template
                                                           "output_dir": str(tmp_path / "packed")}))
     assert main(["train", str(tmp_path / "packed.yaml")]) != 0
     assert "`packing` is not available for this model" in capsys.readouterr().err
+
+
+def test_preference_and_prediction_batches_carry_use_audio_in_video(omni, tmp_path):
+    """DPO/KTO batches and prediction's generate() inputs get the flag too, as LLaMA-Factory's pairwise / KTO
+    collators build positions with it (without it the interleaved rows get other rotary positions)."""
+    from types import SimpleNamespace
+
+    from engine.multimodal.plugins import pack_arrays
+    from engine.multimodal.predict import batch_media_inputs
+    from engine.multimodal.preference import build_preference_collator
+
+    _, processor = omni
+    video, audio = _write_video(tmp_path / "v.mp4"), _tone(tmp_path / "a.wav", 2.5)
+    opts = MediaOptions(use_audio_in_video=True)
+    expanded, arrays = PLUGIN.process(processor, [{"role": "user", "content": "<video><audio>Hm?"}], [], [video],
+                                      [audio], opts)
+    ids = _ids(processor, expanded)
+    ctx = SimpleNamespace(plugin=PLUGIN, processor=processor, options=opts)
+    trainer = SimpleNamespace(data_collator=lambda rows: {})
+    collator = build_preference_collator(trainer, SimpleNamespace(media=ctx), "dpo")
+    assert collator([{"mm_inputs": pack_arrays(arrays)}])["use_audio_in_video"] is True
+    extra = batch_media_inputs([{"prompt_ids": ids, "mm_inputs": arrays, "flags": PLUGIN.batch_flags(opts)}],
+                               len(ids), "cpu", None)
+    assert extra["use_audio_in_video"] is True and "video_grid_thw" in extra
+
+
+def test_use_audio_in_video_on_another_model_is_refused():
+    """The key only changes Qwen-Omni rows; on another model it would do nothing, so the check refuses it."""
+    from engine.config import build_config
+    from engine.multimodal.checks import check_media
+
+    cfg = build_config({"model_name_or_path": "demo-vlm", "use_audio_in_video": True})
+    assert any("`use_audio_in_video: true`" in p and "Remove it" in p for p in check_media(cfg))
+    assert not check_media(build_config({"model_name_or_path": "demo-vlm"}))

@@ -309,3 +309,13 @@ def test_a_vision_model_no_plugin_serves_trains_its_text_rows_and_refuses_media_
     assert isinstance(media, UnservedMedia)
     with pytest.raises(MediaError, match="No media plugin serves model type `llava_next_video`.*drop the rows' media"):
         get_dataset(cfg, tokenizer, template, media=media)
+    # the board's dataset preview shows the rows, their images, and the reason instead of soft-token counts
+    import yaml
+
+    from app.preview_worker import run
+
+    path = tmp_path / "preview.yaml"
+    path.write_text(yaml.safe_dump({"model_name_or_path": str(model), "template": "llava_next_video",
+                                    "dataset": "mllm_demo", "dataset_dir": str(SHARED)}))
+    shown = run(str(path), 2)["rows"][0]["media"]
+    assert shown["images"] and shown["soft_tokens"] is None and "No media plugin serves" in shown["error"]

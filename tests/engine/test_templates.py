@@ -329,6 +329,13 @@ def test_lf_engine_check_finds_the_missing_tokens_before_the_model_loads(tmp_pat
     added = build_config({"model_name_or_path": str(folder), "template": "chatglm3",
                           "add_special_tokens": "[gMASK],sop,<|system|>,<|user|>,<|assistant|>,<|observation|>"})
     assert not [p for p in check(added, "chat") if "chatglm3" in p]
+    import json
+
+    config_file = folder / "tokenizer_config.json"  # tokens transformers adds on load count too
+    config = json.loads(config_file.read_text())
+    config_file.write_text(json.dumps({**config, "additional_special_tokens": [
+        "[gMASK]", "sop", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"]}))
+    assert not [p for p in check(cfg, "chat") if "chatglm3" in p]
     assert not [p for p in check(build_config({"model_name_or_path": str(folder), "template": "glm4"}), "chat")
                 if "writes" in p]
 

@@ -124,6 +124,9 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
         loaded = _load_tokenized(cached)
         split = loaded.train if loaded.train is not None else loaded.eval
         if media is not None and split is not None and "mm_inputs" in split.column_names:
+            from engine.multimodal import refuse_unserved
+
+            refuse_unserved(media)  # rows saved with media, for a model no plugin serves
             loaded.media = media
         loaded.origin = "tokenized_path"
         return loaded

@@ -372,10 +372,8 @@ FAMILIES: dict[str, ModelFamily] = {
         models=hub_ids("meta-llama", ["Llama-4-Scout-17B-16E", "Llama-4-Scout-17B-16E-Instruct",
                                       "Llama-4-Maverick-17B-128E", "Llama-4-Maverick-17B-128E-Instruct"]),
     ),
-    # LLaMA-Factory's vision families whose media no plugin serves here yet: text rows only (their templates are in
-    # engine/templates/vision_text_only.py; a media row is refused); the towers are told apart, so `lora_target: all`
-    # and the freeze keys leave them alone (LLaMA-Factory's composite keys where it has them; transformers' module
-    # names for the rest)
+    # LLaVA-NeXT-Video and Video-LLaVA: images through their plugins; video through transformers' torchvision video
+    # processors (refused without torchvision)
     "LLaVA-NeXT-Video": ModelFamily(
         name="LLaVA-NeXT-Video", template="llava_next_video", multimodal=True, model_types=("llava_next_video",),
         **_LLAVA_KEYS, models={"LLaVA-NeXT-Video-7B-Chat": "llava-hf/LLaVA-NeXT-Video-7B-hf",
@@ -395,6 +393,10 @@ FAMILIES: dict[str, ModelFamily] = {
         projector_keys=("multi_modal_projector",), vision_keys=("image_tower", "video_tower"),
         language_keys=("language_model", "lm_head"), models={"Video-LLaVA-7B-Chat": "LanguageBind/Video-LLaVA-7B-hf"},
     ),
+    # LLaMA-Factory's vision families whose media no plugin serves here yet: text rows only (their templates are in
+    # engine/templates/vision_text_only.py; a media row is refused); the towers are told apart, so `lora_target: all`
+    # and the freeze keys leave them alone (LLaMA-Factory's composite keys where it has them; transformers' module
+    # names for the rest)
     "LFM2-VL": ModelFamily(
         name="LFM2-VL", template="lfm2_vl", multimodal=True, model_types=("lfm2_vl",), **_LLAVA_KEYS,
         models={"LFM2.5-VL-1.6B": "LiquidAI/LFM2.5-VL-1.6B"},

@@ -452,6 +452,10 @@ PLUGINS: dict[str, MediaPlugin] = {
     # computes it); images of different sizes are zero-padded, which the vision tower cuts by ``image_sizes``.
     # Pixtral 12B is a LLaVA model (model type llava), served by the llava plugin the same way
     "pixtral": MediaPlugin("pixtral", ("images",), ("mistral3",), type_ids_key=None),
+    # LLaVA-NeXT-Video (images as LLaVA-NeXT's any-resolution grids) and Video-LLaVA: the processors' own counts are
+    # LLaMA-Factory's; their video goes through transformers' torchvision video processors
+    "llava_next_video": MediaPlugin("llava_next_video", ("images", "videos"), ("llava_next_video",), type_ids_key=None),
+    "video_llava": MediaPlugin("video_llava", ("images", "videos"), ("video_llava",), type_ids_key=None),
     "paligemma": PaliGemmaPlugin("paligemma", ("images",), ("paligemma",), type_ids_key="token_type_ids"),
     "mllama": MllamaPlugin("mllama", ("images",), ("mllama",), type_ids_key=None),
     "qwen2_audio": Qwen2AudioPlugin("qwen2_audio", ("audios",), ("qwen2_audio",), type_ids_key=None),

@@ -1,7 +1,7 @@
 """LLaMA-Factory 0.9.5's vision templates whose media no plugin serves here yet, registered for their text turns.
 
 A config naming one of these (Kimi-VL, Keye-VL, dots.ocr, Intern-S1, ERNIE-4.5-VL, LFM2-VL, MiniCPM-V 4.6,
-Video-LLaVA, LLaVA-NeXT-Video, Youtu-VL) trains and chats on text rows with LLaMA-Factory's exact strings. On such a
+Youtu-VL) trains and chats on text rows with LLaMA-Factory's exact strings. On such a
 vision-language model a row with images, videos or audio is refused (the pre-flight check, then the data layer:
 ``engine.multimodal.UnservedMedia``), so no media is dropped silently; with a text-only model the rows train on their
 text with the warning every text model gives. Their ``modalities`` stay empty for that reason.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from engine.templates.base import Template
 from engine.templates.families_core import CHATML, IM_END, QWEN_TOOL_RESULT
-from engine.templates.vision import _HELPFUL, _LLAVA, like_text_template
+from engine.templates.vision import _HELPFUL, like_text_template
 
 _YOUTU = "<|begin_of_text|>{role}\n{{content}}<|end_of_text|>\n"
 
@@ -40,13 +40,6 @@ TEXT_ONLY_VISION_TEMPLATES: tuple[Template, ...] = (
           default_system="You are a helpful multimodal assistant by Liquid AI."),
     Template(name="minicpm_v_4_6", **CHATML, default_system=_HELPFUL, stop_words=IM_END,
              description="MiniCPM-V 4.6 (ChatML; text turns: its media are not processed here yet)."),
-    Template(name="video_llava", **_LLAVA,
-             description="Video-LLaVA (USER: ... ASSISTANT:; text turns: its media are not processed here yet)."),
-    Template(name="llava_next_video", **_LLAVA,
-             description="LLaVA-NeXT-Video with Vicuna (text turns: its media are not processed here yet)."),
-    like_text_template("mistral", "llava_next_video_mistral",
-          "LLaVA-NeXT-Video with Mistral (text turns: its media are not processed here yet)."),
-    like_text_template("yi", "llava_next_video_yi", "LLaVA-NeXT-Video with Yi (text turns: its media are not processed here yet)."),
     Template(name="youtu_vl", system=_YOUTU.format(role="system"), user=_YOUTU.format(role="user"),
              gen_prompt="<|begin_of_text|>assistant\n", assistant="{content}<|end_of_text|>\n",
              default_system=_HELPFUL, stop_words=("<|end_of_text|>",),

@@ -39,12 +39,14 @@ GROUPS = {
     "intern_vl": (("model.vision_tower",), ("model.multi_modal_projector",)),
     "paligemma": (("model.vision_tower",), ("model.multi_modal_projector",)),
     "mistral3": (("model.vision_tower",), ("model.multi_modal_projector",)),
+    "llava_next_video": (("model.vision_tower",), ("model.multi_modal_projector",)),
+    "video_llava": (("model.image_tower", "model.video_tower"), ("model.multi_modal_projector",)),
     "pixtral": (("model.vision_tower",), ("model.multi_modal_projector",)),
     "mllama": (("model.vision_model",), ("model.multi_modal_projector",)),
 }
 # Parameters outside the three groups: LLaVA-NeXT's image_newline (the row-end embedding of its any-resolution grid),
 # which LLaMA-Factory trains in full tuning whatever the freeze keys say, and leaves frozen with LoRA and freeze tuning.
-OTHERS = {"llava_next": ("model.image_newline",)}
+OTHERS = {"llava_next": ("model.image_newline",), "llava_next_video": ("model.image_newline",)}
 
 
 @pytest.fixture(scope="module", params=list(GROUPS))

@@ -31,7 +31,8 @@ def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("vlms")
     return {family: save_tiny_vlm(family, root / family) for family in ("qwen2_vl", "gemma4", "qwen3_5", "glm4v", "llava_next",
                                                                            "qwen2_audio", "intern_vl", "mistral3",
-                                                                           "pixtral")}
+                                                                           "pixtral", "llava_next_video",
+                                                                           "video_llava")}
 
 
 def _image_dataset(folder: Path) -> Path:
@@ -82,7 +83,9 @@ def test_tiny_vlm_learns_from_images(models, tmp_path):
 @pytest.mark.parametrize(("family", "template"), [("qwen2_vl", "qwen2_vl"), ("gemma4", "gemma4"),
                                                   ("qwen3_5", "qwen3_5"), ("llava_next", "llava_next"),
                                                   ("intern_vl", "intern_vl"), ("mistral3", "mistral_small"),
-                                                  ("mistral3", "ministral3"), ("pixtral", "pixtral")])
+                                                  ("mistral3", "ministral3"), ("pixtral", "pixtral"),
+                                                  ("llava_next_video", "llava_next_video"),
+                                                  ("video_llava", "video_llava")])
 @pytest.mark.skipif(not (SHARED / "mllm_demo.json").is_file(), reason="shared data absent")
 def test_two_steps_on_mllm_demo(models, tmp_path, family, template):
     config = _config(tmp_path, models[family], template, "mllm_demo", SHARED)
@@ -271,23 +274,29 @@ def test_paligemma_prediction_and_chat_prompts_open_with_the_image_tokens(tmp_pa
                  "--query", "caption en", "--image", str(tmp_path / "a.png")]) == 0
 
 
-def _tiny_llava_next_video(folder: Path) -> Path:
-    """A tiny LLaVA-NeXT-Video (a vision-language model no media plugin serves here) with its tokenizer."""
-    from tinyvlms import BUILDERS
-    from transformers import LlavaNextVideoConfig, LlavaNextVideoForConditionalGeneration
+def _tiny_lfm2_vl(folder: Path) -> Path:
+    """A tiny LFM2-VL (a vision-language model no media plugin serves here) with its tokenizer."""
+    from tinyvlms import _tokenizer
+    from transformers import Lfm2VlConfig, Lfm2VlForConditionalGeneration
 
-    _, llava, _, parts = BUILDERS["llava_next"]()
-    config = LlavaNextVideoConfig(text_config=llava.text_config.to_dict(), vision_config=llava.vision_config.to_dict(),
-                                  image_token_index=llava.image_token_index, video_token_index=llava.image_token_index,
-                                  vision_feature_layer=-1)
-    LlavaNextVideoForConditionalGeneration(config).save_pretrained(folder)
-    parts["tokenizer"].save_pretrained(folder)
+    tokenizer = _tokenizer(["<|pad|>", "<|im_start|>", "<|im_end|>", "<image>"], eos="<|im_end|>", pad="<|pad|>",
+                           named={"image_token": "<image>"})
+    config = Lfm2VlConfig(
+        text_config={"model_type": "lfm2", "vocab_size": len(tokenizer) + 8, "hidden_size": 32, "intermediate_size": 64,
+                     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                     "layer_types": ["conv", "full_attention"], "pad_token_id": tokenizer.pad_token_id,
+                     "eos_token_id": tokenizer.eos_token_id},
+        vision_config={"model_type": "siglip2_vision_model", "hidden_size": 32, "intermediate_size": 64,
+                       "num_hidden_layers": 1, "num_attention_heads": 2, "num_patches": 64, "patch_size": 16},
+        image_token_id=tokenizer.convert_tokens_to_ids("<image>"), projector_hidden_size=32)
+    Lfm2VlForConditionalGeneration(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
     return folder
 
 
 @pytest.mark.skipif(not (SHARED / "mllm_demo.json").is_file(), reason="shared data absent")
 def test_a_vision_model_no_plugin_serves_trains_its_text_rows_and_refuses_media_rows(tmp_path):
-    """LLaMA-Factory's vision templates without a plugin here (llava_next_video, kimi_vl, ...) train their models on
+    """LLaMA-Factory's vision templates without a plugin here (lfm2_vl, kimi_vl, ...) train their models on
     text rows; a row with media is refused with the reason (before, even text rows were refused), by the pre-flight
     check and by the data layer itself."""
     from engine.config import build_config
@@ -297,17 +306,17 @@ def test_a_vision_model_no_plugin_serves_trains_its_text_rows_and_refuses_media_
     from engine.multimodal.checks import check_media
     from engine.multimodal.errors import MediaError
 
-    model = _tiny_llava_next_video(tmp_path / "model")
-    text = _config(tmp_path, model, "llava_next_video", "alpaca_en_demo", SHARED, max_samples=8, cutoff_len=128)
+    model = _tiny_lfm2_vl(tmp_path / "model")
+    text = _config(tmp_path, model, "lfm2_vl", "alpaca_en_demo", SHARED, max_samples=8, cutoff_len=128)
     assert main(["train", str(text)]) == 0
     assert _events(tmp_path / "out")[-1]["status"] == "completed"
-    cfg = build_config({"model_name_or_path": str(model), "template": "llava_next_video", "dataset": "mllm_demo",
+    cfg = build_config({"model_name_or_path": str(model), "template": "lfm2_vl", "dataset": "mllm_demo",
                         "dataset_dir": str(SHARED)})
     assert any("has image input, which this model cannot take" in p for p in check_media(cfg))
     tokenizer, template = load_text_components(cfg)
     media = media_context(cfg, tokenizer)
     assert isinstance(media, UnservedMedia)
-    with pytest.raises(MediaError, match="No media plugin serves model type `llava_next_video`.*drop the rows' media"):
+    with pytest.raises(MediaError, match="No media plugin serves model type `lfm2_vl`.*drop the rows' media"):
         get_dataset(cfg, tokenizer, template, media=media)
     # the board's dataset preview shows the rows, their images, and the reason instead of soft-token counts
     import yaml
@@ -315,7 +324,7 @@ def test_a_vision_model_no_plugin_serves_trains_its_text_rows_and_refuses_media_
     from app.preview_worker import run
 
     path = tmp_path / "preview.yaml"
-    path.write_text(yaml.safe_dump({"model_name_or_path": str(model), "template": "llava_next_video",
+    path.write_text(yaml.safe_dump({"model_name_or_path": str(model), "template": "lfm2_vl",
                                     "dataset": "mllm_demo", "dataset_dir": str(SHARED)}))
     shown = run(str(path), 2)["rows"][0]["media"]
     assert shown["images"] and shown["soft_tokens"] is None and "No media plugin serves" in shown["error"]

@@ -14,7 +14,7 @@ import torch
 CORPUS = ("Hello, who are they? They are playing soccer on the field.", "What is in the picture? A red square.",
           "Describe the video and the sound.")
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "glm4v", "gemma3", "gemma4", "llava", "llava_next",
-            "intern_vl", "qwen2_5_omni")
+            "intern_vl", "qwen2_5_omni", "llava_next_video", "video_llava")
 
 
 def _tokenizer(specials: list[str], *, eos: str, pad: str, bos: str | None = None, named: dict | None = None):
@@ -432,12 +432,47 @@ def _qwen3_omni():
     return Qwen3OmniMoeThinkerForConditionalGeneration, config, Qwen3OmniMoeProcessor, parts
 
 
+def _video_llava(next_video: bool):
+    """LLaVA-NeXT-Video (``next_video``: LLaVA-NeXT's any-resolution images, pooled video frames) or Video-LLaVA (its
+    own image processor for images and frames), with an <image> and a <video> token; their video processors need
+    torchvision, so video is refused here (the stand-in)."""
+    from transformers import (
+        LlavaNextVideoConfig,
+        LlavaNextVideoForConditionalGeneration,
+        LlavaNextVideoProcessor,
+        VideoLlavaConfig,
+        VideoLlavaForConditionalGeneration,
+        VideoLlavaImageProcessor,
+        VideoLlavaProcessor,
+    )
+
+    _, llava, _, parts = _llava_next()
+    tokenizer = _tokenizer(["<pad>", "</s>", "<s>", "<image>", "<video>"], eos="</s>", pad="<pad>", bos="<s>",
+                           named={"image_token": "<image>", "video_token": "<video>"})
+    text = {**llava.text_config.to_dict(), "vocab_size": len(tokenizer) + 8}
+    tokens = {"image_token_index": tokenizer.convert_tokens_to_ids("<image>"),
+              "video_token_index": tokenizer.convert_tokens_to_ids("<video>")}
+    processor_parts = {"tokenizer": tokenizer, "patch_size": 14, "vision_feature_select_strategy": "default",
+                       "num_additional_image_tokens": 1}
+    if next_video:
+        config = LlavaNextVideoConfig(text_config=text, vision_config=llava.vision_config.to_dict(), **tokens,
+                                      vision_feature_layer=-1, image_grid_pinpoints=llava.image_grid_pinpoints)
+        return LlavaNextVideoForConditionalGeneration, config, LlavaNextVideoProcessor, {
+            **processor_parts, "image_processor": parts["image_processor"]}
+    config = VideoLlavaConfig(text_config=text, vision_config=llava.vision_config.to_dict(), **tokens,
+                              vision_feature_layer=-1)
+    image_processor = VideoLlavaImageProcessor(size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28})
+    return VideoLlavaForConditionalGeneration, config, VideoLlavaProcessor, {**processor_parts,
+                                                                            "image_processor": image_processor}
+
+
 BUILDERS = {
     "qwen2_vl": lambda: _qwen("qwen2_vl"), "qwen3_vl": lambda: _qwen("qwen3_vl"), "qwen2_5_vl": _qwen2_5_vl,
     "qwen3_5": _qwen3_5, "glm4v": _glm4v, "gemma3": _gemma3, "gemma4": lambda: _gemma4(audio=False),
     "gemma4n": lambda: _gemma4(audio=True), "llava": _llava, "llava_next": _llava_next, "qwen2_audio": _qwen2_audio,
     "intern_vl": _intern_vl, "paligemma": _paligemma, "mistral3": _mistral3, "pixtral": lambda: _mistral3(llava=True),
-    "mllama": _mllama, "qwen2_5_omni": _qwen2_5_omni,
+    "mllama": _mllama, "llava_next_video": lambda: _video_llava(next_video=True),
+    "video_llava": lambda: _video_llava(next_video=False), "qwen2_5_omni": _qwen2_5_omni,
     "qwen3_omni": _qwen3_omni,
 }
 """Family -> builder of (model class, config, processor class, processor parts)."""

@@ -103,6 +103,16 @@ def datasets(dataset_dir: str | Path | None) -> tuple[dict[str, dict[str, Any]],
     """(name -> info, note) for the datasets of a folder with a dataset_info.json."""
     if not dataset_dir:
         return {}, None
+    text = str(dataset_dir).strip()
+    if text == "ONLINE":  # LLaMA-Factory's: every dataset name is a hub dataset
+        return {}, ("`ONLINE`: each dataset is a hub dataset; type its name (owner/name) in Datasets. Offline, it "
+                    "must be in the local cache.")
+    if text.startswith("REMOTE:"):  # LLaMA-Factory's: the dataset_info.json of a hub dataset repository
+        try:
+            remote = _engine_attr(("engine.data.registry",), "remote_dataset_info")(text[len("REMOTE:"):].strip())
+        except Exception as err:  # the engine's message (or EngineMissing's) says why and what to do
+            return {}, str(err)
+        return {str(name): dict(entry) for name, entry in remote.items()}, None
     folder = Path(dataset_dir).expanduser()
     if folder.is_file():
         return {}, (f"{folder} is a file, not a folder; pick the folder that holds dataset_info.json and the data "

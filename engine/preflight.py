@@ -313,10 +313,16 @@ def _check_template_tokens(cfg: RunConfig) -> list[str]:
     known = set(vocab) if isinstance(vocab, dict) else {entry[0] for entry in vocab if isinstance(entry, list) and entry}
     added = list(data.get("added_tokens") or [])
     for config in configs:  # tokens transformers adds when it loads the tokenizer
-        added += list(config.get("additional_special_tokens") or [])
+        extra = config.get("extra_special_tokens")  # transformers 5; 4's name only where 5's is absent
+        extra = config.get("additional_special_tokens") if extra is None else extra
+        added += list(extra.values() if isinstance(extra, dict) else extra if isinstance(extra, list) else [])
         decoder = config.get("added_tokens_decoder")
         added += list(decoder.values()) if isinstance(decoder, dict) else []
-    known |= {token.get("content") if isinstance(token, dict) else token for token in added}
+        added += [config.get(f"{name}_token") for name in ("bos", "eos", "pad", "sep", "cls", "mask")]
+    for token in added:
+        token = token.get("content") if isinstance(token, dict) else token
+        if isinstance(token, str):
+            known.add(token)
     for key in ("add_special_tokens", "add_tokens"):
         known |= {token.strip() for token in str(getattr(cfg.model, key, None) or "").split(",") if token.strip()}
     missing = sorted(names - known)

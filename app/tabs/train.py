@@ -111,6 +111,7 @@ def build(board: Board) -> TrainTab:
             choices=choices,
             value=forms.split_names(start.get("dataset")),
             multiselect=True,
+            allow_custom_value=True,  # a data file's path, or a hub dataset with dataset_dir ONLINE
             label=L("train_dataset"),
             info=L("train_dataset_info"),
             scale=3,
@@ -120,6 +121,7 @@ def build(board: Board) -> TrainTab:
             choices=choices,
             value=forms.split_names(start.get("eval_dataset")),
             multiselect=True,
+            allow_custom_value=True,
             label=L("train_eval_dataset"),
             info=L("train_eval_dataset_info"),
             scale=2,
@@ -442,6 +444,8 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     def on_dataset_dir(dataset_dir: str, selected: list[str], selected_eval: list[str], lang: str):
         choices, note = dataset_choices(dataset_dir)
         names = {value for _, value in choices}
+        if str(dataset_dir or "").strip() == "ONLINE":  # hub names are typed, not listed: keep them
+            names = set(selected or []) | set(selected_eval or [])
         keep = [s for s in selected or [] if s in names]
         keep_eval = [s for s in selected_eval or [] if s in names]
         return (

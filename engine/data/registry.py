@@ -258,7 +258,7 @@ def resolve_dataset(name: str, dataset_dir: str | os.PathLike) -> DatasetSpec:
             raise DatasetError(f"Unknown dataset {name!r} in the {INFO_FILE} of `dataset_dir: {where}`."
                                f"{_near_hint(name, info)}")
         entry = info[name]
-        if not any(entry.get(key) for key in ("hf_hub_url", "ms_hub_url", "om_hub_url")):
+        if entry.get("file_name") and not any(entry.get(key) for key in ("hf_hub_url", "ms_hub_url", "om_hub_url")):
             raise DatasetError(f"Dataset {name!r} in the {INFO_FILE} of `dataset_dir: {where}` names only a local "
                                f"`file_name`, which has no folder here; give it a `hf_hub_url`, or download the "
                                "repository and set `dataset_dir` to its folder.")

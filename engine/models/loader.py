@@ -239,8 +239,8 @@ def load_processor(model_args: Any):
 
 def _requested_dtype(model_args: Any, train_args: Any, is_trainable: bool) -> str:
     """The load dtype: a training job's precision, also for the frozen models it loads beside the trained one (a
-    reference model, an evaluation-only run), as LLaMA-Factory's ``compute_dtype`` (bf16 / fp16 win; without them a
-    frozen model takes ``infer_dtype``); without training arguments (chat, export) ``infer_dtype``."""
+    reference model, an evaluation-only run), so they compute in the policy's precision (bf16 / fp16 win; without
+    them a frozen model takes ``infer_dtype``); without training arguments (chat, export) ``infer_dtype``."""
     infer = getattr(model_args, "infer_dtype", "auto") or "auto"
     mixed = train_args is not None and any(getattr(train_args, key, False) for key in ("pure_bf16", "bf16", "fp16"))
     if train_args is not None and (is_trainable or mixed or infer == "auto"):

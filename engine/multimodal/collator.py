@@ -36,6 +36,14 @@ def join_numpy(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key in keys:
         parts = [row[key] for row in rows if key in row]
+        frames = sorted({part.shape[1] for part in parts if part.ndim == 5})
+        if key == "pixel_values_videos" and len(frames) > 1:  # (videos, frames, C, H, W): LLaVA-NeXT-Video, Video-LLaVA
+            from engine.multimodal.errors import MediaError
+
+            raise MediaError(f"The videos of one batch sample {', '.join(map(str, frames))} frames; this model reads "
+                             "every frame of a padded video, so they must be equal. Set "
+                             "`per_device_train_batch_size: 1` (and `per_device_eval_batch_size: 1`), or `video_maxlen` "
+                             "low enough that every clip samples the same number of frames.")
         if any(part.ndim == 0 for part in parts):
             out[key] = np.stack(parts)
             continue

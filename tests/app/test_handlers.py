@@ -316,6 +316,17 @@ def test_an_upload_never_replaces_or_removes_a_file_it_did_not_write(board, tmp_
     assert note and "is a file, not a folder" in note
 
 
+def test_llamafactorys_hub_dataset_dirs_in_the_board(monkeypatch):
+    """`dataset_dir: ONLINE` explains that names are typed; `REMOTE:owner/repo` lists that repository's registry, or
+    says why it cannot (here: offline, not cached)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    found, note = catalog.datasets("ONLINE")
+    assert found == {} and "type its name" in note
+    found, note = catalog.datasets("REMOTE:nobody/nothing")
+    assert found == {} and "cannot be fetched" in note
+
+
 def test_history_diff_overlay_and_delete(board):
     a = board.jobs.submit("train", {"fake_steps": 3, "learning_rate": 0.1, "stage": "sft"})
     b = board.jobs.submit("train", {"fake_steps": 4, "learning_rate": 0.2, "stage": "sft"})

@@ -252,8 +252,8 @@ def test_a_model_without_sdpa_loads_with_eager_under_auto_and_explains_under_sdp
 
 def test_frozen_models_of_a_training_job_load_in_its_precision():
     """A reference model (DPO/KTO `ref_model`, ASFT's frozen copy) or an evaluation-only run loads in the training
-    precision, as LLaMA-Factory's compute_dtype (bf16 / fp16 win over infer_dtype there too); chat and export (no
-    training arguments) keep infer_dtype."""
+    precision, the policy's (bf16 / fp16 win over infer_dtype; LLaMA-Factory loads both in the checkpoint's dtype,
+    which for released checkpoints is that precision); chat and export (no training arguments) keep infer_dtype."""
     from engine.config import build_config
     from engine.models.loader import _requested_dtype
 

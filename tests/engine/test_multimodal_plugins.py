@@ -363,3 +363,19 @@ def test_a_damaged_processor_config_is_refused_with_the_file_named(tmp_path):
     config_file.write_text("{broken")
     with pytest.raises(MediaError, match="processor_config.json cannot be read"):
         load_media_processor(model_args)
+
+
+def test_videos_of_different_lengths_in_one_batch_are_refused_where_frames_are_an_axis():
+    """LLaVA-NeXT-Video / Video-LLaVA take (videos, frames, C, H, W) and read every frame, so zero frames padded onto
+    a shorter clip would give features without tokens (transformers' ValueError mid-training): refused with the fix.
+    Families whose frames are concatenated (Gemma 4, the Qwen-VL patches) are padded as before."""
+    from engine.multimodal.collator import join_numpy
+
+    three, two = np.zeros((1, 3, 3, 4, 4), np.float32), np.zeros((1, 2, 3, 4, 4), np.float32)
+    assert join_numpy([{"pixel_values_videos": three}, {"pixel_values_videos": three}])["pixel_values_videos"].shape \
+        == (2, 3, 3, 4, 4)
+    with pytest.raises(MediaError, match=r"sample 2, 3 frames.*per_device_train_batch_size: 1"):
+        join_numpy([{"pixel_values_videos": three}, {"pixel_values_videos": two}])
+    flat = join_numpy([{"pixel_values_videos": np.zeros((4, 8), np.float32)},
+                       {"pixel_values_videos": np.zeros((2, 8), np.float32)}])
+    assert flat["pixel_values_videos"].shape == (6, 8)

@@ -333,9 +333,15 @@ def test_lf_engine_check_finds_the_missing_tokens_before_the_model_loads(tmp_pat
 
     config_file = folder / "tokenizer_config.json"  # tokens transformers adds on load count too
     config = json.loads(config_file.read_text())
-    config_file.write_text(json.dumps({**config, "additional_special_tokens": [
-        "[gMASK]", "sop", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"]}))
+    markers = ["[gMASK]", "sop", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"]
+    config_file.write_text(json.dumps({**config, "extra_special_tokens": markers}))
     assert not [p for p in check(cfg, "chat") if "chatglm3" in p]
+    from transformers import AutoTokenizer
+
+    loaded = AutoTokenizer.from_pretrained(folder)  # and transformers does add them
+    assert all(loaded.convert_tokens_to_ids(token) is not None for token in markers)
+    config_file.write_text(json.dumps({**config, "extra_special_tokens": [["[gMASK]"]]}))  # malformed: no crash
+    assert any("`template: chatglm3` writes" in p for p in check(cfg, "chat"))
     assert not [p for p in check(build_config({"model_name_or_path": str(folder), "template": "glm4"}), "chat")
                 if "writes" in p]
 

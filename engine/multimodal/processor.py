@@ -33,7 +33,7 @@ STAND_INS = ("NoVideoProcessor", "PilQwenVideoProcessor", "PilGemma4VideoProcess
 
 TORCHVISION_FIX = ("video needs torchvision, which the CPU torch 2.13 build cannot import; install the pair "
                    "`pip install torch==2.14.1 torchvision==0.29.1` (or the torchvision matching your torch), or "
-                   "train on images and audio only")
+                   "drop the rows with video")
 
 
 def has_torchvision() -> bool:

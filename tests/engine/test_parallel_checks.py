@@ -140,6 +140,19 @@ def test_nd_sizes_must_multiply_to_the_world_size_and_cpu_refuses_device_only_ax
         cfg_of(cp_size=2)
 
 
+def test_context_parallel_is_refused_for_media_models(tmp_path):
+    """Splitting a sequence across ranks would part a row's soft tokens from its media features (and Llama 3.2
+    Vision's cross-attention mask, Qwen-VL's 3D positions): refused for vision-language and audio models."""
+    folder = tmp_path / "vlm"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "mllama", "vision_config": {"hidden_size": 32}}))
+    for model in (str(folder), "demo-vlm"):
+        found = "\n".join(nd.check(cfg_of(model_name_or_path=model, dp_shard_size=2, cp_size=2, fsdp="full_shard"),
+                                   4, "cuda"))
+        assert "a vision-language or audio model needs a row's media features" in found
+    assert not nd.check(cfg_of(dp_shard_size=2, cp_size=2, fsdp="full_shard"), 4, "cuda")
+
+
 # -- context parallelism ---------------------------------------------------------------------------------------
 def test_cp_shifts_on_the_full_sequence_then_pads_then_balances():
     labels = torch.tensor([[10, 11, 12, 13, 14]])

@@ -42,7 +42,24 @@ def check(cfg: Any, world_size: int, device: str) -> list[str]:
                            "kernels); on CPU processes use `dp_shard_size` (FSDP2) only. Run it on GPUs/NPUs.")
     if got["cp_size"] > 1 and packs_rows(cfg.finetuning.stage, cfg.data):
         out.append("`cp_size > 1` splits one sequence across ranks; it cannot be combined with `packing` here.")
+    if got["cp_size"] > 1 and _multimodal(cfg):
+        out.append("`cp_size > 1` splits each sequence across ranks, but a vision-language or audio model needs a "
+                   "row's media features beside all their soft tokens (and its mask and positions whole); set "
+                   "`cp_size: 1` (shard with `dp_shard_size`).")
     return out
+
+
+def _multimodal(cfg: Any) -> bool:
+    """Whether the config's model is a local (or demo) vision-language / audio model."""
+    from pathlib import Path
+
+    from engine.models.registry import read_local_config
+
+    name = str(cfg.model.model_name_or_path or "").strip()
+    if name.lower() == "demo-vlm":
+        return True
+    config = read_local_config(Path(name).expanduser()) if name and Path(name).expanduser().is_dir() else None
+    return bool(config) and any(config.get(key) for key in ("vision_config", "audio_config", "thinker_config"))
 
 
 def training_kwargs(cfg: Any, world_size: int, device: str) -> dict[str, Any]:

@@ -41,6 +41,8 @@ class MediaPlugin:
         type_ids_key: The model's token-type input (None: the model takes none).
         pil_video: Video works without torchvision (:mod:`engine.multimodal.video_pil`).
         drop_keys: Processor outputs that only served to count tokens and must not reach the model.
+        time_scale_key: The model input taking each video's seconds per temporal patch (Qwen-Omni's
+            ``video_second_per_grid``; None: Qwen2.5-VL's ``second_per_grid_ts`` where the processor lists it).
     """
 
     name: str
@@ -54,6 +56,7 @@ class MediaPlugin:
     pil_video: bool = False
     drop_keys: tuple[str, ...] = ("num_soft_tokens_per_image", "num_soft_tokens_per_video", "video_metadata",
                                   "num_crops")
+    time_scale_key: str | None = None
 
     text_type_id = 0  # not a field: the token type of text tokens (PaliGemma: 1, as LLaMA-Factory gives them)
 
@@ -157,12 +160,15 @@ class MediaPlugin:
             kwargs.update(video_metadata=[clip.metadata(opts.video_fps) for clip in clips], do_sample_frames=False,
                           return_metadata=True)
         out = dict(processor.video_processor(videos=[clip.frames for clip in clips], **kwargs))
-        if "second_per_grid_ts" in (getattr(processor, "model_input_names", None) or []):  # Qwen2.5-VL's time scale
+        listed = "second_per_grid_ts" in (getattr(processor, "model_input_names", None) or [])
+        key = self.time_scale_key or ("second_per_grid_ts" if listed else None)
+        if key:  # seconds per temporal patch of each video (Qwen2.5-VL, Qwen-Omni)
             import torch
 
-            temporal = getattr(processor.video_processor, "temporal_patch_size", 2)
-            out["second_per_grid_ts"] = torch.tensor([temporal / (clip.sampled_fps or opts.video_fps)
-                                                      for clip in clips], dtype=torch.float32)
+            temporal = (getattr(processor.video_processor, "temporal_patch_size", None)
+                        or getattr(processor.image_processor, "temporal_patch_size", 2))
+            out[key] = torch.tensor([temporal / (clip.sampled_fps or opts.video_fps) for clip in clips],
+                                    dtype=torch.float32)
         return out
 
     def _audios(self, processor: Any, audios: list[Any], opts: MediaOptions) -> dict[str, Any]:
@@ -312,18 +318,6 @@ class QwenOmniPlugin(MediaPlugin):
                 text += processor.audio_token * int(audio_chunks[j][1] - audio_chunks[j][0])
         return text + self.audio_wrap[1] + self.video_wrap[1]
 
-    def _videos(self, processor: Any, videos: list[Any], opts: MediaOptions) -> dict[str, Any]:
-        import torch
-
-        if not video_ready(processor):
-            raise MediaError(f"This model's {TORCHVISION_FIX}.")
-        clips = self.read_videos(videos, opts)
-        out = dict(processor.video_processor(videos=[clip.frames for clip in clips], return_tensors="pt"))
-        temporal = getattr(processor.image_processor, "temporal_patch_size", 2)
-        out["video_second_per_grid"] = torch.tensor([temporal / (clip.sampled_fps or opts.video_fps)
-                                                     for clip in clips])
-        return out
-
     def _audios(self, processor: Any, audios: list[Any], opts: MediaOptions) -> dict[str, Any]:
         out = whisper_window(processor, audios, int(opts.audio_sampling_rate))
         out["num_audio_tokens"] = self.audio_tokens(out["feature_attention_mask"].sum(-1))
@@ -463,11 +457,13 @@ PLUGINS: dict[str, MediaPlugin] = {
     "qwen2_omni": QwenOmniPlugin("qwen2_omni", ("images", "videos", "audios"), ("qwen2_5_omni", "qwen2_5_omni_thinker"),
                                  image_wrap=("<|vision_bos|>", "<|vision_eos|>"),
                                  video_wrap=("<|vision_bos|>", "<|vision_eos|>"), even_frames=True, pil_video=True,
-                                 type_ids_key=None, audio_wrap=("<|audio_bos|>", "<|audio_eos|>")),
+                                 type_ids_key=None, audio_wrap=("<|audio_bos|>", "<|audio_eos|>"),
+                                 time_scale_key="video_second_per_grid"),
     "qwen3_omni": QwenOmniPlugin("qwen3_omni", ("images", "videos", "audios"),
                                  ("qwen3_omni_moe", "qwen3_omni_moe_thinker"), image_wrap=_QWEN_WRAP,
                                  video_wrap=_QWEN_WRAP, even_frames=True, pil_video=True, type_ids_key=None,
-                                 audio_wrap=("<|audio_start|>", "<|audio_end|>"), qwen3_audio=True),
+                                 audio_wrap=("<|audio_start|>", "<|audio_end|>"), qwen3_audio=True,
+                                 time_scale_key="video_second_per_grid"),
 }
 """Plugin name -> plugin; the one dispatch table of the multimodal room."""
 

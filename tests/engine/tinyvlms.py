@@ -360,6 +360,16 @@ def _mllama():
                                                                      "tokenizer": tokenizer}
 
 
+def _omni_tokenizer(pads: tuple[str, str, str], vision: tuple[str, str], audio: tuple[str, str],
+                    extra: tuple[str, ...] = ()):
+    """A ChatML tokenizer with an omni family's named tokens: image, audio and video pads, vision and audio
+    bos/eos."""
+    named = {"image_token": pads[0], "audio_token": pads[1], "video_token": pads[2], "vision_bos_token": vision[0],
+             "vision_eos_token": vision[1], "audio_bos_token": audio[0], "audio_eos_token": audio[1]}
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", *extra, *named.values()]
+    return _tokenizer(specials, eos="<|im_end|>", pad="<|endoftext|>", named=named)
+
+
 def _qwen2_5_omni():
     """The Qwen2.5-Omni thinker (the trainable part of the omni checkpoints): a Qwen2.5-VL vision tower, a Whisper-style
     audio tower and the tokenizer's named omni tokens (``<|IMAGE|>``, ``<|vision_bos|>``, ``<|AUDIO|>`` ...), as the
@@ -372,11 +382,8 @@ def _qwen2_5_omni():
         WhisperFeatureExtractor,
     )
 
-    named = {"image_token": "<|IMAGE|>", "audio_token": "<|AUDIO|>", "video_token": "<|VIDEO|>",
-             "vision_bos_token": "<|vision_bos|>", "vision_eos_token": "<|vision_eos|>",
-             "audio_bos_token": "<|audio_bos|>", "audio_eos_token": "<|audio_eos|>"}
-    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", *named.values()]
-    tokenizer = _tokenizer(specials, eos="<|im_end|>", pad="<|endoftext|>", named=named)
+    tokenizer = _omni_tokenizer(("<|IMAGE|>", "<|AUDIO|>", "<|VIDEO|>"), ("<|vision_bos|>", "<|vision_eos|>"),
+                                ("<|audio_bos|>", "<|audio_eos|>"))
     tid = tokenizer.convert_tokens_to_ids
     config = Qwen2_5OmniThinkerConfig(
         text_config=_qwen_text(tokenizer, rope_parameters={"rope_type": "default", "mrope_section": [2, 1, 1],
@@ -407,11 +414,9 @@ def _qwen3_omni():
         WhisperFeatureExtractor,
     )
 
-    named = {"image_token": "<|image_pad|>", "audio_token": "<|audio_pad|>", "video_token": "<|video_pad|>",
-             "vision_bos_token": "<|vision_start|>", "vision_eos_token": "<|vision_end|>",
-             "audio_bos_token": "<|audio_start|>", "audio_eos_token": "<|audio_end|>"}
-    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", *named.values()]
-    tokenizer = _tokenizer(specials, eos="<|im_end|>", pad="<|endoftext|>", named=named)
+    tokenizer = _omni_tokenizer(("<|image_pad|>", "<|audio_pad|>", "<|video_pad|>"),
+                                ("<|vision_start|>", "<|vision_end|>"), ("<|audio_start|>", "<|audio_end|>"),
+                                extra=("<think>", "</think>"))
     tid = tokenizer.convert_tokens_to_ids
     config = Qwen3OmniMoeThinkerConfig(
         text_config=_qwen_text(tokenizer, head_dim=8, moe_intermediate_size=16, num_experts=4, num_experts_per_tok=2,

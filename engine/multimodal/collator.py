@@ -113,7 +113,7 @@ class MediaCollator(PaddingCollator):
                 rows.append(filler + ids if left else ids + filler)
             batch[self.type_ids_key] = torch.tensor(rows, dtype=torch.long)
         arrays = [unpack_arrays(blob) for blob in blobs]
-        row_ids = [list(feature["input_ids"]) for feature in features]
+        row_ids = [list(feature["input_ids"]) for feature in features] if self.cross is not None else None
         batch.update(to_tensors(batch_media(arrays, self.cross, row_ids, length, left)))
         batch.update(self.flags or {})
         return batch

@@ -111,11 +111,18 @@ def iter_hub_rows(name: str, hub: dict[str, Any], cache_dir: str | None = None) 
         where = " and the hub cannot be reached (offline)" if offline or "offline" in str(err).lower() or \
             "connect" in str(err).lower() else ""
         first = str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
+        if hub.get("local_file"):  # LLaMA-Factory reads the hub first too; the local file is one edit away
+            fix = (f"The entry also names `file_name: {hub['local_file']}`, which is not read while it has a hub URL "
+                   f"(LLaMA-Factory does the same): remove `{HUB_URL_KEYS[kind]}` (and any other hub URL) from "
+                   f"{name!r} in dataset_info.json to train on that file, or download the data on a machine with "
+                   "access.")
+        else:
+            fix = (f"Download it on a machine with access (e.g. `hf download {repo} --repo-type dataset --local-dir "
+                   f"<folder>`), then set `file_name` for {name!r} in dataset_info.json to that folder's data file, "
+                   "with no hub URL in the entry.")
         raise DatasetError(
             f"{what} could not be loaded (subset {hub['subset'] or '-'}, split {hub['split']}): it is not in the "
-            f"local cache{where}. Download it on a machine with access (e.g. `hf download {repo} --repo-type "
-            f"dataset --local-dir <folder>`), then set `file_name` for {name!r} in dataset_info.json to that "
-            f"folder's data file. ({type(err).__name__}: {first})"
+            f"local cache{where}. {fix} ({type(err).__name__}: {first})"
         ) from None
     logger.info("Loading %s rows of %s from the %s.", _size(data), name, kind.replace("_", " "))
     return (dict(row) for row in data)

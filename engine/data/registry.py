@@ -1,10 +1,11 @@
 """The dataset registry: ``dataset_info.json`` in ``dataset_dir`` (LLaMA-Factory's format).
 
-Each entry names a local file (``file_name``, relative to ``dataset_dir``) and how to read it: ``formatting``
-(``alpaca``, the default, or ``sharegpt``), ``ranking`` (preference pairs), ``columns`` (which column holds the
+Each entry names a local file (``file_name``, relative to ``dataset_dir``) or a hub dataset, and how to read it:
+``formatting`` (``alpaca``, the default, or ``sharegpt``), ``ranking`` (preference pairs), ``columns`` (which column holds the
 prompt, query, response, history, messages, system, tools, images, videos, audios, chosen, rejected, kto_tag) and
 ``tags`` (sharegpt role names). Hub entries (``hf_hub_url``, ``ms_hub_url``, ``om_hub_url``) load through
-:mod:`engine.data.hub` (from the local cache when offline). A dataset name that is not registered but is an existing
+:mod:`engine.data.hub` (from the local cache when offline); as in LLaMA-Factory, an entry with a hub URL is read
+from the hub even when it also names a ``file_name``. A dataset name that is not registered but is an existing
 file or folder is accepted as a plain file whose format is detected from its rows.
 """
 
@@ -162,15 +163,17 @@ def entry_problem(name: str, entry: dict[str, Any]) -> str | None:
 
 
 def _entry_spec(name: str, entry: dict[str, Any], dataset_dir: Path) -> DatasetSpec:
-    hub = None
-    if not entry.get("file_name"):
-        from engine.data.hub import hub_options, hub_source
+    from engine.data.hub import hub_options, hub_source
 
-        source = hub_source(entry)
+    hub = None
+    source = hub_source(entry)  # LLaMA-Factory reads a hub URL before a `file_name` in the same entry
+    if source is not None:
+        hub = {"kind": source[0], "repo": source[1], **hub_options(entry)}
+        if entry.get("file_name"):
+            hub["local_file"] = str(entry["file_name"])
+    elif not entry.get("file_name"):
         other = next((key for key in ("script_url", "cloud_file_name") if entry.get(key)), None)
-        if source is not None:
-            hub = {"kind": source[0], "repo": source[1], **hub_options(entry)}
-        elif other:
+        if other:
             raise DatasetError(
                 f"Dataset {name!r} is loaded by `{other}: {entry[other]}`, which this engine does not run (dataset "
                 f"scripts and cloud files); download the data, then set `file_name` for {name!r} in {INFO_FILE}."
@@ -308,7 +311,8 @@ def detect_kind(entry: dict[str, Any]) -> str:
 def list_datasets(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
     """Registered datasets for the board's dropdown: name -> entry details plus ``kind`` and ``available``.
 
-    ``available`` is true when the entry's local file exists; hub-only entries are listed with ``hub: true``.
+    ``available`` is true when the entry's local file exists; entries read from a hub (every entry with a hub URL,
+    as LLaMA-Factory reads them, and script or cloud entries without a file) are listed with ``hub: true``.
     Returns an empty dict when there is no dataset_info.json.
     """
     folder = Path(dataset_dir).expanduser().absolute()
@@ -323,7 +327,8 @@ def list_datasets(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
             "ranking": bool(entry.get("ranking", False)),
             "columns": dict(entry.get("columns") or {}),
             "kind": detect_kind(entry),
-            "hub": not file_name and any(entry.get(key) for key in HUB_KEYS),
+            "hub": any(entry.get(key) for key in ("hf_hub_url", "ms_hub_url", "om_hub_url")) or (
+                not file_name and any(entry.get(key) for key in HUB_KEYS)),
             "available": bool(file_name) and (folder / file_name).exists(),
         }
     return out

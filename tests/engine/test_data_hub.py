@@ -62,6 +62,34 @@ def test_uncached_entry_offline_names_the_entry(hub_dir, monkeypatch):
         load_examples(Args(hub_dir), "alpaca_hub", "sft")
 
 
+def test_an_entry_with_a_hub_url_and_a_file_name_reads_the_hub_as_llamafactory(hub_dir, monkeypatch):
+    """LLaMA-Factory 0.9.5 (get_dataset_list) takes an entry's hub URL before its `file_name`, so the same config
+    trains on the same rows; offline without a cache, the error names the local file and the one edit that reads it."""
+    import datasets
+
+    (hub_dir / "local.json").write_text(json.dumps([{"instruction": "Local", "input": "", "output": "file"}]))
+    info = json.loads((hub_dir / "dataset_info.json").read_text())
+    info["hub_and_file"] = {"file_name": "local.json", "hf_hub_url": "org/alpaca"}
+    (hub_dir / "dataset_info.json").write_text(json.dumps(info))
+    spec = resolve_dataset("hub_and_file", hub_dir)
+    assert spec.hub["kind"] == "hf_hub" and str(spec.path) == "org/alpaca"
+    from engine.data.registry import list_datasets
+
+    assert list_datasets(hub_dir)["hub_and_file"]["hub"] is True
+    monkeypatch.setattr(datasets, "load_dataset", lambda path, **kwargs: datasets.Dataset.from_list(ROWS))
+    assert [e["messages"][-1]["content"] for e in load_examples(Args(hub_dir), "hub_and_file", "sft")] == ["Hi!", "4"]
+
+    def offline(path, **kwargs):
+        raise ConnectionError("Couldn't reach the Hugging Face Hub (offline mode is enabled)")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(DatasetError, match=r"also names `file_name: local.json`.*remove `hf_hub_url`"):
+        load_examples(Args(hub_dir), "hub_and_file", "sft")
+    del info["hub_and_file"]["hf_hub_url"]  # the edit the message names: the local file is read
+    (hub_dir / "dataset_info.json").write_text(json.dumps(info))
+    assert [e["messages"][-1]["content"] for e in load_examples(Args(hub_dir), "hub_and_file", "sft")] == ["file"]
+
+
 def test_hub_choice_follows_llamafactory(hub_dir, monkeypatch):
     assert hub_source({"hf_hub_url": "a", "ms_hub_url": "b"}) == ("hf_hub", "a")
     assert hub_source({"ms_hub_url": "b"}) == ("ms_hub", "b")

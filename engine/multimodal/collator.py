@@ -6,7 +6,8 @@ other axes differ between rows (audio features of different lengths) are zero-pa
 ``mm_token_type_ids`` are padded with 0 on the tokenizer's padding side, so they stay aligned with ``input_ids``
 (Gemma 3 gets them as ``token_type_ids``); a plugin's flags (Qwen-Omni's ``use_audio_in_video``) ride along with
 each batch. Cross-attention models (Llama 3.2 Vision) take their images per row and a
-cross-attention mask instead (:mod:`engine.multimodal.cross_attention`, :func:`batch_media`).
+cross-attention mask instead (:mod:`engine.multimodal.cross_attention`, :func:`batch_media`). On runs of more than
+one process a batch without media gets LLaMA-Factory's stand-in media (:mod:`engine.multimodal.stand_in`).
 """
 
 from __future__ import annotations
@@ -94,12 +95,17 @@ class MediaCollator(PaddingCollator):
     type_ids_key: str | None = "mm_token_type_ids"
     cross: CrossAttention | None = None
     flags: dict[str, Any] | None = None  # keyword arguments every batch carries (Qwen-Omni's use_audio_in_video)
+    stand_ins: list[Any] | None = None  # multi-process runs: media for batches without (engine.multimodal.stand_in)
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         import torch
 
-        blobs = [feature.get("mm_inputs") for feature in features]
+        arrays = [unpack_arrays(feature.get("mm_inputs")) for feature in features]
         type_ids = [feature.get("mm_token_type_ids") for feature in features]
+        if self.stand_ins:
+            from engine.multimodal.stand_in import add_stand_ins
+
+            features, arrays, type_ids = add_stand_ins(features, arrays, type_ids, self.stand_ins)
         text = [{k: v for k, v in feature.items() if k not in ("mm_inputs", "mm_token_type_ids")}
                 for feature in features]
         batch = super().__call__(text)
@@ -112,7 +118,6 @@ class MediaCollator(PaddingCollator):
                 filler = [0] * (length - len(ids))
                 rows.append(filler + ids if left else ids + filler)
             batch[self.type_ids_key] = torch.tensor(rows, dtype=torch.long)
-        arrays = [unpack_arrays(blob) for blob in blobs]
         row_ids = [list(feature["input_ids"]) for feature in features] if self.cross is not None else None
         batch.update(to_tensors(batch_media(arrays, self.cross, row_ids, length, left)))
         batch.update(self.flags or {})

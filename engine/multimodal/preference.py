@@ -144,6 +144,8 @@ class MediaPreferenceCollator:
     text_type: int = 0
     cross: CrossAttention | None = None
     flags: dict[str, Any] = field(default_factory=dict)
+    stand_ins: list[Any] | None = None  # multi-process runs: media for batches without (engine.multimodal.stand_in)
+    pad_id: int = 0
 
     def _type_ids(self, input_ids: Any) -> Any:
         import torch
@@ -168,29 +170,38 @@ class MediaPreferenceCollator:
         blobs = [feature.get("mm_inputs") for feature in features]
         text = [{k: v for k, v in feature.items() if k != "mm_inputs"} for feature in features]
         batch = dict(self.text_collator(text))
+        rows = [unpack_arrays(blob) for blob in blobs]
+        rows = rows + rows if self.pairwise else rows  # DPO: the chosen rows, then the rejected rows
+        reach: dict[str, int] = {}  # stand-in tokens on the first row: where its tokens end, per prefix
+        if self.stand_ins:
+            from engine.multimodal.stand_in import add_stand_ins_to_batch
+
+            rows, reach = add_stand_ins_to_batch(batch, rows, self.stand_ins, self.pad_id)
         for prefix in ("", "KL_"):
             self._unmask_soft(batch, prefix)
             if self.type_ids_key and self.types and prefix + "input_ids" in batch:
                 batch[prefix + self.type_ids_key] = self._type_ids(batch[prefix + "input_ids"])
         batch.update(self.flags)
         if self.cross is not None:
-            return self._cross_attention(batch, [unpack_arrays(blob) for blob in blobs])
-        arrays = [row for row in (unpack_arrays(blob) for blob in blobs) if row]
+            return self._cross_attention(batch, rows, reach)
+        arrays = [row for row in rows if row]
         if arrays:
-            batch.update(join_arrays(arrays + arrays if self.pairwise else arrays))
+            batch.update(join_arrays(arrays))
         return batch
 
-    def _cross_attention(self, batch: dict[str, Any], arrays: list[dict[str, Any]]) -> dict[str, Any]:
+    def _cross_attention(self, batch: dict[str, Any], arrays: list[dict[str, Any]],
+                         reach: dict[str, int]) -> dict[str, Any]:
         import torch
 
         from engine.multimodal.collator import batch_media, to_tensors
 
-        arrays = arrays + arrays if self.pairwise else arrays
         for prefix in ("", "KL_"):
             ids, mask = batch.get(prefix + "input_ids"), batch.get(prefix + "attention_mask")
             if ids is None or mask is None:
                 continue
             rows = [row[keep.bool()].tolist() for row, keep in zip(ids, mask)]  # TRL pads on the right
+            if prefix in reach:  # the stand-in image's token, outside attention, still has its image
+                rows[0] = ids[0, :reach[prefix]].tolist()
             joined = batch_media(arrays, self.cross, rows, ids.shape[1], left=False)
             if not joined:
                 break
@@ -203,10 +214,15 @@ class MediaPreferenceCollator:
 
 def build_preference_collator(trainer: Any, bundle: Any, stage: str) -> MediaPreferenceCollator:
     """The media collator for a DPO or KTO trainer built by TRL (its own text collator inside)."""
+    from engine.multimodal.stand_in import stand_ins_for_ranks
+
     ctx = bundle.media
+    tokenizer = getattr(ctx.processor, "tokenizer", None) or trainer.processing_class
+    pad_id = getattr(tokenizer, "pad_token_id", None)
     return MediaPreferenceCollator(
         text_collator=trainer.data_collator, soft_ids=soft_token_ids(ctx.processor),
         types=token_types(ctx.plugin, ctx.processor), type_ids_key=ctx.plugin.type_ids_key,
         pairwise=stage == "dpo", text_type=ctx.plugin.text_type_id, cross=ctx.plugin.cross_attention(ctx.processor),
-        flags=ctx.plugin.batch_flags(ctx.options),
+        flags=ctx.plugin.batch_flags(ctx.options), stand_ins=stand_ins_for_ranks(ctx, tokenizer, getattr(trainer, "model", None)),
+        pad_id=pad_id if pad_id is not None else 0,
     )

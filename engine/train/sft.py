@@ -132,12 +132,14 @@ def _asft_reference(cfg: RunConfig, model: Any) -> Any:
     return reference.to(next(model.parameters()).device)
 
 
-def _media_collator(tokenizer: Any, bundle: Any) -> Any:
+def _media_collator(tokenizer: Any, bundle: Any, model: Any) -> Any:
     from engine.multimodal.collator import MediaCollator
+    from engine.multimodal.stand_in import stand_ins_for_ranks
 
     ctx = bundle.media
     return MediaCollator(tokenizer=tokenizer, type_ids_key=ctx.plugin.type_ids_key,
-                         cross=ctx.plugin.cross_attention(ctx.processor), flags=ctx.plugin.batch_flags(ctx.options))
+                         cross=ctx.plugin.cross_attention(ctx.processor), flags=ctx.plugin.batch_flags(ctx.options),
+                         stand_ins=stand_ins_for_ranks(ctx, tokenizer, model))
 
 
 def _keep_packed_rows_apart(cfg: RunConfig, model: Any, bundle: Any) -> bool:
@@ -198,7 +200,7 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
         eval_dataset=bundle.eval,
         data_collator=wrap_collator(  # CP: shift, pad to 2 x cp
             build_collator(tokenizer, cfg, padding_free=padding_free) if media is None
-            else _media_collator(tokenizer, bundle),
+            else _media_collator(tokenizer, bundle, model),
             cfg, tokenizer,
         ),
         processing_class=tokenizer,

@@ -1,0 +1,152 @@
+"""Stand-in media for batches without any, on runs of more than one process (LLaMA-Factory's guard, the same
+inputs).
+
+Under FSDP and DeepSpeed ZeRO-3 a vision (or audio) tower's parameters are sharded, and each rank gathers them from
+all the others when the tower runs. When one rank's batch has an image and another's has none, only the first runs
+the tower, the ranks' collectives stop pairing up, and the run dies ("Received data size doesn't match expected
+size" over gloo) or hangs (NCCL). LLaMA-Factory's collator therefore gives a batch without images or videos one
+blank 64 x 64 white image, and a batch without audio (on a model that hears) 0.1 s of silence: their soft tokens
+go at the end of the batch's first row, outside attention (mask 0; their own position run in packed rows) and
+outside the loss (labels -100), so every rank runs every tower and the loss and gradients stay those of the real
+tokens. On one process nothing could mismatch, so nothing is added there.
+
+Known gap, shared with LLaMA-Factory: a model that runs its tower once for images and once more for videos (Qwen2-VL)
+still mismatches when one rank's batch holds both kinds and another's only one.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.data.collator import IGNORE
+from engine.multimodal.plugins import PLACEHOLDERS, model_modalities
+
+logger = logging.getLogger(__name__)
+
+STAND_IN_SIZE = 64
+STAND_IN_AUDIO_SAMPLES = 1600
+
+
+@dataclass(frozen=True)
+class StandIn:
+    """One kind's stand-in: its tokens, token types and processed inputs, and the input keys that show a row has
+    media of that kind."""
+
+    kind: str  # "visual" (images and videos) or "audio"
+    ids: list[int]
+    type_ids: list[int]
+    arrays: dict[str, Any] = field(repr=False)
+    marks: tuple[str, ...]
+
+    def present(self, row: dict[str, Any]) -> bool:
+        """Whether a row's media inputs already hold this kind."""
+        return any(key in row for key in self.marks)
+
+
+def stand_ins_for_ranks(ctx: Any, tokenizer: Any, model: Any) -> list[StandIn] | None:
+    """The stand-ins of a multi-process run's media collator (None on one process)."""
+    from engine.ranks import world_size
+
+    if world_size() <= 1:
+        return None
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    stand_ins = build_stand_ins(ctx, tokenizer, getattr(base, "config", None))
+    logger.info("%d processes: a batch without %s gets LLaMA-Factory's stand-in media, outside attention and loss, so "
+                "every rank runs the same towers.", world_size(),
+                " or ".join("images or videos" if s.kind == "visual" else "audio" for s in stand_ins))
+    return stand_ins
+
+
+def build_stand_ins(ctx: Any, tokenizer: Any, config: Any = None) -> list[StandIn]:
+    """The stand-ins of a model's plugin (``ctx``: engine.multimodal.dataset.MediaContext): a white image when it
+    takes images or videos, silence when it takes audio (and its config has an audio tower)."""
+    from PIL import Image
+
+    kinds = model_modalities(ctx.plugin, config) if config is not None else ctx.plugin.modalities
+    out = []
+    if "images" in kinds:
+        image = Image.new("RGB", (STAND_IN_SIZE, STAND_IN_SIZE), (255, 255, 255))
+        out.append(_stand_in(ctx, tokenizer, "visual", images=[image]))
+    if "audios" in kinds:
+        import numpy as np
+
+        out.append(_stand_in(ctx, tokenizer, "audio", audios=[np.zeros(STAND_IN_AUDIO_SAMPLES, dtype=np.float32)]))
+    return out
+
+
+def _stand_in(ctx: Any, tokenizer: Any, kind: str, images: list[Any] | None = None,
+              audios: list[Any] | None = None) -> StandIn:
+    placeholder = PLACEHOLDERS["images" if images else "audios"]
+    messages, arrays = ctx.plugin.process(ctx.processor, [{"role": "user", "content": placeholder}], images or [], [],
+                                          audios or [], ctx.options)
+    ids = ctx.plugin.prefix_ids(ctx.processor, len(images or [])) + list(
+        tokenizer.encode(messages[0]["content"], add_special_tokens=False))
+    type_ids = ctx.plugin.type_ids(ctx.processor, ids) if ctx.plugin.type_ids_key else []
+    if kind == "visual":
+        marks = tuple(key for key in arrays if key.startswith("pixel_values")) + ("pixel_values_videos",
+                                                                                   "pixel_values_images")
+    else:
+        marks = tuple(arrays)
+    return StandIn(kind=kind, ids=ids, type_ids=list(type_ids), arrays=arrays, marks=marks)
+
+
+def add_stand_ins(features: list[dict[str, Any]], arrays: list[dict[str, Any]], type_ids: list[Any],
+                  stand_ins: list[StandIn]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
+    """The batch's rows, media inputs and token types with the stand-ins its rows lack put after its first row's
+    tokens (unchanged when it lacks none)."""
+    missing = [stand_in for stand_in in stand_ins if not any(stand_in.present(row) for row in arrays)]
+    if not missing or not features:
+        return features, arrays, type_ids
+    first = dict(features[0])
+    real = len(first["input_ids"])
+    ids = [token for stand_in in missing for token in stand_in.ids]
+    first["input_ids"] = list(first["input_ids"]) + ids
+    first["labels"] = list(first.get("labels", first["input_ids"][:real])) + [IGNORE] * len(ids)
+    first["attention_mask"] = list(first.get("attention_mask") or [1] * real) + [0] * len(ids)
+    if "position_ids" in first:  # packed rows: a run of its own, so no packed example reaches it
+        first["position_ids"] = list(first["position_ids"]) + list(range(len(ids)))
+    media = dict(arrays[0]) if arrays else {}
+    for stand_in in missing:
+        media.update(stand_in.arrays)
+    types = list(type_ids)
+    if types and any(stand_in.type_ids for stand_in in missing):
+        base = list(types[0]) if types[0] is not None else [0] * real
+        types[0] = base + [t for stand_in in missing for t in (stand_in.type_ids or [0] * len(stand_in.ids))]
+    return [first, *features[1:]], [media, *arrays[1:]], types
+
+
+
+def add_stand_ins_to_batch(batch: dict[str, Any], arrays: list[dict[str, Any]], stand_ins: list[StandIn],
+                           pad_id: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """For a DPO/KTO batch TRL's collator built (right-padded tensors, ``KL_`` rows beside the rows): the stand-ins
+    its rows (``arrays``, in the batch's row order) lack, put after the first row's tokens of each part, outside
+    attention and the completion. Returns the rows' media inputs with the stand-ins' on the first row, and per part
+    prefix where the first row's stand-in tokens end (empty when none was added)."""
+    import torch
+
+    missing = [stand_in for stand_in in stand_ins if not any(stand_in.present(row) for row in arrays)]
+    if not missing or not arrays:
+        return arrays, {}
+    ids = torch.tensor([token for stand_in in missing for token in stand_in.ids])
+    reach = {}
+    for prefix in ("", "KL_"):
+        input_ids, mask = batch.get(prefix + "input_ids"), batch.get(prefix + "attention_mask")
+        if input_ids is None or mask is None:
+            continue
+        real = int(mask[0].sum())
+        for name, fill in (("input_ids", pad_id), ("attention_mask", 0), ("completion_mask", 0)):
+            key = prefix + name
+            if key not in batch:
+                continue
+            value = batch[key]
+            wider = torch.cat([value, value.new_full((value.shape[0], len(ids)), fill)], dim=1)
+            if name == "input_ids":
+                wider[0, real:real + len(ids)] = ids.to(value.dtype)
+            batch[key] = wider
+        reach[prefix] = real + len(ids)
+    media = dict(arrays[0])
+    for stand_in in missing:
+        media.update(stand_in.arrays)
+    return [media, *arrays[1:]], reach

@@ -1,0 +1,163 @@
+"""Stand-in media for batches without media on multi-process runs (LLaMA-Factory's guard against ranks whose sharded
+towers run a different number of times): the batch gains a blank image (and silence for models that hear) after its
+first row, and the model's loss on the real tokens is unchanged; on one process nothing is added; a real 2-process
+FSDP2 run over rows with and without images, which died with a gloo collective mismatch before, trains."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tinyvlms import build_tiny_vlm  # noqa: E402
+
+from engine.multimodal.collator import MediaCollator  # noqa: E402
+from engine.multimodal.dataset import MediaContext  # noqa: E402
+from engine.multimodal.plugins import pack_arrays, plugin_for  # noqa: E402
+from engine.multimodal.processor import MediaOptions  # noqa: E402
+from engine.multimodal.stand_in import add_stand_ins, build_stand_ins, stand_ins_for_ranks  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _text_rows(tokenizer, plugin, processor) -> list[dict]:
+    rows = []
+    for prompt, answer in (("Say hello to the world.", "Hello, world!"), ("Count to three.", "One two three.")):
+        prompt_ids = tokenizer.encode(prompt, add_special_tokens=False)
+        answer_ids = tokenizer.encode(answer, add_special_tokens=False)
+        row = {"input_ids": prompt_ids + answer_ids, "labels": [-100] * len(prompt_ids) + answer_ids,
+               "attention_mask": [1] * (len(prompt_ids) + len(answer_ids)), "mm_inputs": pack_arrays({})}
+        if plugin.type_ids_key:
+            row["mm_token_type_ids"] = plugin.type_ids(processor, row["input_ids"])
+        rows.append(row)
+    return rows
+
+
+@pytest.mark.parametrize("family,marks", [
+    ("qwen2_vl", {"pixel_values", "image_grid_thw"}),  # token types and M-RoPE
+    ("paligemma", {"pixel_values"}),  # image tokens before the text (its prefix)
+    ("mllama", {"pixel_values", "cross_attention_mask"}),  # cross-attention
+    ("qwen2_audio", {"input_features", "feature_attention_mask"}),  # audio only
+    ("qwen2_5_omni", {"pixel_values", "input_features"}),  # both stand-ins at once
+])
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_stand_ins_leave_the_loss_of_a_text_batch_unchanged(family, marks, side):
+    model, processor = build_tiny_vlm(family)
+    tokenizer = processor.tokenizer
+    tokenizer.padding_side = side
+    plugin = plugin_for(model.config.model_type)
+    ctx = MediaContext(plugin, processor, MediaOptions())
+    stand_ins = build_stand_ins(ctx, tokenizer, model.config)
+    assert stand_ins and all(stand_in.ids for stand_in in stand_ins)
+    rows = _text_rows(tokenizer, plugin, processor)
+    common = {"tokenizer": tokenizer, "type_ids_key": plugin.type_ids_key, "cross": plugin.cross_attention(processor)}
+    plain = MediaCollator(**common)(rows)
+    padded = MediaCollator(**common, stand_ins=stand_ins)(rows)
+    assert marks <= set(padded) and not marks & set(plain)
+    added = sum(len(stand_in.ids) for stand_in in stand_ins)
+    assert int(padded["attention_mask"].sum()) == int(plain["attention_mask"].sum())  # outside attention
+    assert int((padded["labels"] != -100).sum()) == int((plain["labels"] != -100).sum())  # outside the loss
+    assert padded["input_ids"].shape[1] >= len(rows[0]["input_ids"]) + added
+    with torch.no_grad():
+        want = model(**plain).loss
+        got = model(**padded).loss
+    assert torch.isfinite(got) and torch.allclose(got, want, rtol=1e-5, atol=1e-6), (float(got), float(want))
+
+
+def test_a_batch_with_media_gets_no_stand_in_and_packed_rows_get_their_own_run():
+    model, processor = build_tiny_vlm("qwen2_vl")
+    plugin = plugin_for(model.config.model_type)
+    (visual,) = build_stand_ins(MediaContext(plugin, processor, MediaOptions()), processor.tokenizer, model.config)
+    rows = [{"input_ids": [1, 2, 3], "labels": [1, 2, 3], "position_ids": [0, 1, 2]}]
+    with_image = [{"pixel_values": visual.arrays["pixel_values"]}]
+    assert add_stand_ins(rows, with_image, [None], [visual])[0] is rows
+    out, arrays, types = add_stand_ins(rows, [{}], [None], [visual])
+    n = len(visual.ids)
+    assert out[0]["position_ids"] == [0, 1, 2, *range(n)]  # a new packed example: no real row reaches it
+    assert out[0]["attention_mask"] == [1, 1, 1] + [0] * n and out[0]["labels"][3:] == [-100] * n
+    assert set(arrays[0]) == set(visual.arrays) and types[0] == [0, 0, 0, *visual.type_ids]
+    assert rows[0]["input_ids"] == [1, 2, 3]  # the caller's row is not changed
+
+
+def test_only_runs_of_more_than_one_process_get_stand_ins(monkeypatch):
+    model, processor = build_tiny_vlm("qwen2_vl")
+    ctx = MediaContext(plugin_for(model.config.model_type), processor, MediaOptions())
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert stand_ins_for_ranks(ctx, processor.tokenizer, model) is None
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert [s.kind for s in stand_ins_for_ranks(ctx, processor.tokenizer, model)] == ["visual"]
+
+
+def test_fsdp2_over_rows_with_and_without_images_trains_on_two_cpu_ranks(tmp_path):
+    """Two rows, one with an image and one without, one per rank at every step: before the stand-ins, rank 1's
+    vision blocks gathered their shards while rank 0 gathered its first decoder layer's, and gloo stopped with
+    "Received data size doesn't match expected size"."""
+    rows = json.loads((REPO / "examples" / "data" / "demo_vlm.json").read_text())
+    image_row = dict(rows[0], images=[str(REPO / "examples" / "data" / p) for p in rows[0]["images"]])
+    text_row = {"messages": [{"role": "user", "content": "Say hello."},
+                             {"role": "assistant", "content": "Hello there, friend."}], "images": []}
+    (tmp_path / "mix.json").write_text(json.dumps([image_row, text_row] * 4))
+    info = json.loads((REPO / "examples" / "data" / "dataset_info.json").read_text())["demo_vlm"]
+    (tmp_path / "dataset_info.json").write_text(json.dumps({"mix": dict(info, file_name="mix.json")}))
+    out = tmp_path / "out"
+    config = {"model_name_or_path": "demo-vlm", "template": "qwen2_vl", "stage": "sft", "do_train": True,
+              "finetuning_type": "full", "freeze_vision_tower": False, "dataset": "mix", "dataset_dir": str(tmp_path),
+              "cutoff_len": 512, "image_max_pixels": 12544, "output_dir": str(out), "logging_steps": 1,
+              "save_strategy": "no", "fsdp": "full_shard auto_wrap",
+              "fsdp_config": str(REPO / "examples" / "fsdp" / "fsdp2.json"), "per_device_train_batch_size": 1,
+              "max_steps": 4, "learning_rate": 1e-5, "disable_shuffling": True, "ddp_timeout": 120,
+              "report_to": "none"}
+    (tmp_path / "fsdp_vlm.yaml").write_text(json.dumps(config))  # JSON is YAML
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "engine", "train",
+           str(tmp_path / "fsdp_vlm.yaml")]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "stand-in media" in proc.stderr
+    events = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines() if x.strip()]
+    losses = [e["loss"] for e in events if e["event"] == "log"]
+    assert len(losses) == 4 and all(math.isfinite(x) for x in losses)
+
+
+def _completion_logps(model, batch) -> torch.Tensor:
+    inputs = {k: v for k, v in batch.items() if k not in ("completion_mask", "labels") and not k.startswith("KL_")}
+    with torch.no_grad():
+        logits = model(**inputs).logits[:, :-1].float()
+    targets = batch["input_ids"][:, 1:]
+    logps = torch.log_softmax(logits, -1).gather(-1, targets[..., None])[..., 0]
+    return (logps * batch["completion_mask"][:, 1:]).sum(-1)
+
+
+@pytest.mark.parametrize("family", ["qwen2_vl", "mllama", "qwen2_5_omni"])
+def test_dpo_batches_get_stand_ins_outside_attention_and_completion(family):
+    """TRL's own DPO collator, then the media collator: the chosen and rejected rows' completion log-probs (what DPO's
+    loss is made of) are unchanged by the stand-ins."""
+    from trl.trainer.dpo_trainer import DataCollatorForPreference
+
+    from engine.multimodal.preference import MediaPreferenceCollator, token_types
+
+    model, processor = build_tiny_vlm(family)
+    tokenizer = processor.tokenizer
+    plugin = plugin_for(model.config.model_type)
+    stand_ins = build_stand_ins(MediaContext(plugin, processor, MediaOptions()), tokenizer, model.config)
+    encode = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    features = [{"prompt_ids": encode(p), "chosen_ids": encode(c), "rejected_ids": encode(r), "mm_inputs": b""}
+                for p, c, r in (("Say hello.", "Hello there!", "No."), ("Name a colour.", "Blue.", "Seven."))]
+    common = {"text_collator": DataCollatorForPreference(pad_token_id=tokenizer.pad_token_id or 0),
+              "types": token_types(plugin, processor), "type_ids_key": plugin.type_ids_key,
+              "cross": plugin.cross_attention(processor), "pad_id": tokenizer.pad_token_id or 0}
+    plain = MediaPreferenceCollator(**common)([dict(f) for f in features])
+    padded = MediaPreferenceCollator(**common, stand_ins=stand_ins)([dict(f) for f in features])
+    added = sum(len(stand_in.ids) for stand_in in stand_ins)
+    assert padded["input_ids"].shape == (4, plain["input_ids"].shape[1] + added)
+    assert "pixel_values" in padded and "pixel_values" not in plain
+    assert torch.equal(padded["attention_mask"].sum(), plain["attention_mask"].sum())
+    assert torch.equal(padded["completion_mask"].sum(), plain["completion_mask"].sum())
+    assert torch.allclose(_completion_logps(model, padded), _completion_logps(model, plain), atol=1e-5)

@@ -1,17 +1,21 @@
-"""Stand-in media for batches without any, on runs of more than one process (LLaMA-Factory's guard, the same
-inputs).
+"""Stand-in media for batches without some kind of media, on runs of more than one process (LLaMA-Factory's guard,
+taken one kind further).
 
 Under FSDP and DeepSpeed ZeRO-3 a vision (or audio) tower's parameters are sharded, and each rank gathers them from
-all the others when the tower runs. When one rank's batch has an image and another's has none, only the first runs
-the tower, the ranks' collectives stop pairing up, and the run dies ("Received data size doesn't match expected
-size" over gloo) or hangs (NCCL). LLaMA-Factory's collator therefore gives a batch without images or videos one
-blank 64 x 64 white image, and a batch without audio (on a model that hears) 0.1 s of silence: their soft tokens
-go at the end of the batch's first row, outside attention (mask 0; their own position run in packed rows) and
-outside the loss (labels -100), so every rank runs every tower and the loss and gradients stay those of the real
+all the others each time the tower runs. When one rank's batch has an image and another's has none, only the first
+runs the tower, the ranks' collectives stop pairing up, and the run dies ("Received data size doesn't match expected
+size" over gloo) or hangs (NCCL). LLaMA-Factory's collator therefore gives a batch without images or videos one blank
+64 x 64 white image, and a batch without audio (on a model that hears) 0.1 s of silence. Here each kind the model
+takes is checked on its own: a batch without images gets the image, one without videos a two-frame white clip, one
+without audio the silence. Models such as Qwen2-VL run their tower once for a batch's images and once more for its
+videos, so with LLaMA-Factory's rule a rank whose batch held both kinds still ran the tower once more than a rank
+whose batch held one. The stand-ins' soft tokens go after the batch's first row, outside attention (mask 0; their
+own position run in packed rows) and outside the loss (labels -100): the loss and gradients stay those of the real
 tokens. On one process nothing could mismatch, so nothing is added there.
 
-Known gap, shared with LLaMA-Factory: a model that runs its tower once for images and once more for videos (Qwen2-VL)
-still mismatches when one rank's batch holds both kinds and another's only one.
+Not covered: Qwen-Omni with ``use_audio_in_video`` (each video must come with its audio, so no video stand-in is
+added; an image-only rank beside a video rank still mismatches there), and families whose video needs torchvision
+where it is not installed (no video is read there at all).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.data.collator import IGNORE
+from engine.multimodal.errors import MediaError
 from engine.multimodal.plugins import PLACEHOLDERS, model_modalities
 
 logger = logging.getLogger(__name__)
@@ -34,7 +39,7 @@ class StandIn:
     """One kind's stand-in: its tokens, token types and processed inputs, and the input keys that show a row has
     media of that kind."""
 
-    kind: str  # "visual" (images and videos) or "audio"
+    kind: str  # "images", "videos" or "audios"
     ids: list[int]
     type_ids: list[int]
     arrays: dict[str, Any] = field(repr=False)
@@ -53,42 +58,65 @@ def stand_ins_for_ranks(ctx: Any, tokenizer: Any, model: Any) -> list[StandIn] |
         return None
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     stand_ins = build_stand_ins(ctx, tokenizer, getattr(base, "config", None))
-    logger.info("%d processes: a batch without %s gets LLaMA-Factory's stand-in media, outside attention and loss, so "
-                "every rank runs the same towers.", world_size(),
-                " or ".join("images or videos" if s.kind == "visual" else "audio" for s in stand_ins))
+    logger.info("%d processes: a batch without %s gets a stand-in (as LLaMA-Factory does), outside attention and the "
+                "loss, so every rank runs the same towers.", world_size(),
+                " or without ".join(s.kind.removesuffix("s") if s.kind != "audios" else "audio" for s in stand_ins))
     return stand_ins
 
 
 def build_stand_ins(ctx: Any, tokenizer: Any, config: Any = None) -> list[StandIn]:
-    """The stand-ins of a model's plugin (``ctx``: engine.multimodal.dataset.MediaContext): a white image when it
-    takes images or videos, silence when it takes audio (and its config has an audio tower)."""
-    from PIL import Image
-
+    """The stand-ins of a model's plugin (``ctx``: engine.multimodal.dataset.MediaContext), one per kind the model
+    takes (its config without an audio tower: no audio)."""
     kinds = model_modalities(ctx.plugin, config) if config is not None else ctx.plugin.modalities
     out = []
-    if "images" in kinds:
-        image = Image.new("RGB", (STAND_IN_SIZE, STAND_IN_SIZE), (255, 255, 255))
-        out.append(_stand_in(ctx, tokenizer, "visual", images=[image]))
-    if "audios" in kinds:
-        import numpy as np
-
-        out.append(_stand_in(ctx, tokenizer, "audio", audios=[np.zeros(STAND_IN_AUDIO_SAMPLES, dtype=np.float32)]))
+    for kind in ("images", "videos", "audios"):
+        if kind not in kinds or (kind == "videos" and ctx.options.use_audio_in_video):
+            continue
+        try:
+            out.append(_stand_in(ctx, tokenizer, kind))
+        except MediaError as err:  # video without torchvision: no video is read in this run at all
+            logger.info("No stand-in %s for batches without one: %s", kind[:-1], err)
     return out
 
 
-def _stand_in(ctx: Any, tokenizer: Any, kind: str, images: list[Any] | None = None,
-              audios: list[Any] | None = None) -> StandIn:
-    placeholder = PLACEHOLDERS["images" if images else "audios"]
-    messages, arrays = ctx.plugin.process(ctx.processor, [{"role": "user", "content": placeholder}], images or [], [],
-                                          audios or [], ctx.options)
-    ids = ctx.plugin.prefix_ids(ctx.processor, len(images or [])) + list(
+def _white_clip() -> bytes:
+    """Two white 64 x 64 frames, one second, as an MPEG-4 file in memory."""
+    import io
+
+    import av
+    import numpy as np
+
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="mp4") as container:
+        stream = container.add_stream("mpeg4", rate=2)
+        stream.width = stream.height = STAND_IN_SIZE
+        stream.pix_fmt = "yuv420p"
+        frame = av.VideoFrame.from_ndarray(np.full((STAND_IN_SIZE, STAND_IN_SIZE, 3), 255, np.uint8), format="rgb24")
+        for _ in range(2):
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return buffer.getvalue()
+
+
+def _stand_in(ctx: Any, tokenizer: Any, kind: str) -> StandIn:
+    import numpy as np
+    from PIL import Image
+
+    media: dict[str, list[Any]] = {"images": [], "videos": [], "audios": []}
+    if kind == "images":
+        media[kind] = [Image.new("RGB", (STAND_IN_SIZE, STAND_IN_SIZE), (255, 255, 255))]
+    elif kind == "videos":
+        media[kind] = [_white_clip()]
+    else:
+        media[kind] = [np.zeros(STAND_IN_AUDIO_SAMPLES, dtype=np.float32)]
+    messages, arrays = ctx.plugin.process(ctx.processor, [{"role": "user", "content": PLACEHOLDERS[kind]}],
+                                          media["images"], media["videos"], media["audios"], ctx.options)
+    ids = ctx.plugin.prefix_ids(ctx.processor, len(media["images"])) + list(
         tokenizer.encode(messages[0]["content"], add_special_tokens=False))
     type_ids = ctx.plugin.type_ids(ctx.processor, ids) if ctx.plugin.type_ids_key else []
-    if kind == "visual":
-        marks = tuple(key for key in arrays if key.startswith("pixel_values")) + ("pixel_values_videos",
-                                                                                   "pixel_values_images")
-    else:
-        marks = tuple(arrays)
+    marks = tuple(key for key in arrays if key.startswith("pixel_values")) if kind != "audios" else tuple(arrays)
     return StandIn(kind=kind, ids=ids, type_ids=list(type_ids), arrays=arrays, marks=marks)
 
 

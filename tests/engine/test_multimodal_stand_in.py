@@ -41,11 +41,11 @@ def _text_rows(tokenizer, plugin, processor) -> list[dict]:
 
 
 @pytest.mark.parametrize("family,marks", [
-    ("qwen2_vl", {"pixel_values", "image_grid_thw"}),  # token types and M-RoPE
+    ("qwen2_vl", {"pixel_values", "image_grid_thw", "pixel_values_videos"}),  # token types and M-RoPE
     ("paligemma", {"pixel_values"}),  # image tokens before the text (its prefix)
     ("mllama", {"pixel_values", "cross_attention_mask"}),  # cross-attention
     ("qwen2_audio", {"input_features", "feature_attention_mask"}),  # audio only
-    ("qwen2_5_omni", {"pixel_values", "input_features"}),  # both stand-ins at once
+    ("qwen2_5_omni", {"pixel_values", "pixel_values_videos", "input_features"}),  # three stand-ins at once
 ])
 @pytest.mark.parametrize("side", ["right", "left"])
 def test_stand_ins_leave_the_loss_of_a_text_batch_unchanged(family, marks, side):
@@ -74,7 +74,7 @@ def test_stand_ins_leave_the_loss_of_a_text_batch_unchanged(family, marks, side)
 def test_a_batch_with_media_gets_no_stand_in_and_packed_rows_get_their_own_run():
     model, processor = build_tiny_vlm("qwen2_vl")
     plugin = plugin_for(model.config.model_type)
-    (visual,) = build_stand_ins(MediaContext(plugin, processor, MediaOptions()), processor.tokenizer, model.config)
+    visual, _ = build_stand_ins(MediaContext(plugin, processor, MediaOptions()), processor.tokenizer, model.config)
     rows = [{"input_ids": [1, 2, 3], "labels": [1, 2, 3], "position_ids": [0, 1, 2]}]
     with_image = [{"pixel_values": visual.arrays["pixel_values"]}]
     assert add_stand_ins(rows, with_image, [None], [visual])[0] is rows
@@ -92,20 +92,63 @@ def test_only_runs_of_more_than_one_process_get_stand_ins(monkeypatch):
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     assert stand_ins_for_ranks(ctx, processor.tokenizer, model) is None
     monkeypatch.setenv("WORLD_SIZE", "2")
-    assert [s.kind for s in stand_ins_for_ranks(ctx, processor.tokenizer, model)] == ["visual"]
+    assert [s.kind for s in stand_ins_for_ranks(ctx, processor.tokenizer, model)] == ["images", "videos"]
+    omni = build_tiny_vlm("qwen2_5_omni")
+    paired = MediaContext(plugin_for(omni[0].config.model_type), omni[1], MediaOptions(use_audio_in_video=True))
+    assert [s.kind for s in build_stand_ins(paired, omni[1].tokenizer, omni[0].config)] == ["images", "audios"]
 
 
-def test_fsdp2_over_rows_with_and_without_images_trains_on_two_cpu_ranks(tmp_path):
-    """Two rows, one with an image and one without, one per rank at every step: before the stand-ins, rank 1's
-    vision blocks gathered their shards while rank 0 gathered its first decoder layer's, and gloo stopped with
-    "Received data size doesn't match expected size"."""
+def test_each_kind_is_stood_in_for_on_its_own_and_real_media_keep_their_loss(tmp_path):
+    """Qwen2-VL runs its tower once for images and once for videos: a batch with a real image gets only the stand-in
+    video (and the loss of its real tokens, image included, is unchanged); a batch with only a video gets the image."""
+    from PIL import Image
+
+    model, processor = build_tiny_vlm("qwen2_vl")
+    tokenizer = processor.tokenizer
+    plugin = plugin_for(model.config.model_type)
+    ctx = MediaContext(plugin, processor, MediaOptions())
+    stand_ins = build_stand_ins(ctx, tokenizer, model.config)
+    Image.new("RGB", (56, 56), (200, 30, 30)).save(tmp_path / "red.png")
+    messages, arrays = plugin.process(processor, [{"role": "user", "content": "<image>What colour?"}],
+                                      [str(tmp_path / "red.png")], [], [], ctx.options)
+    ids = tokenizer.encode(messages[0]["content"] + " Red.", add_special_tokens=False)
+    row = {"input_ids": ids, "labels": [-100] * (len(ids) - 2) + ids[-2:], "attention_mask": [1] * len(ids),
+           "mm_inputs": pack_arrays(arrays), "mm_token_type_ids": plugin.type_ids(processor, ids)}
+    text = _text_rows(tokenizer, plugin, processor)
+    common = {"tokenizer": tokenizer, "type_ids_key": plugin.type_ids_key}
+    plain = MediaCollator(**common)([text[0], row])
+    padded = MediaCollator(**common, stand_ins=stand_ins)([text[0], row])
+    assert torch.equal(padded["pixel_values"], plain["pixel_values"])  # the real image only: no stand-in image
+    assert "pixel_values_videos" in padded and "pixel_values_videos" not in plain
+    with torch.no_grad():
+        assert torch.allclose(model(**padded).loss, model(**plain).loss, rtol=1e-5, atol=1e-6)
+    video_only = add_stand_ins([text[0]], [{"pixel_values_videos": padded["pixel_values_videos"].numpy()}], [None],
+                               stand_ins)[1]
+    assert "image_grid_thw" in video_only[0]
+
+
+@pytest.mark.parametrize("pair", ["image_and_text", "image_video_and_image"])
+def test_fsdp2_over_rows_with_different_media_trains_on_two_cpu_ranks(tmp_path, pair):
+    """Two rows, one per rank at every step. An image row beside a text row: before the stand-ins, one rank's vision
+    blocks gathered their shards while the other gathered its first decoder layer's, and gloo stopped with "Received
+    data size doesn't match expected size". A row with an image and a video beside a row with an image: the tower
+    runs twice on the first rank, which LLaMA-Factory's rule (a stand-in only for a batch with neither) leaves
+    mismatched."""
+    from engine.multimodal.stand_in import _white_clip
+
     rows = json.loads((REPO / "examples" / "data" / "demo_vlm.json").read_text())
-    image_row = dict(rows[0], images=[str(REPO / "examples" / "data" / p) for p in rows[0]["images"]])
-    text_row = {"messages": [{"role": "user", "content": "Say hello."},
-                             {"role": "assistant", "content": "Hello there, friend."}], "images": []}
-    (tmp_path / "mix.json").write_text(json.dumps([image_row, text_row] * 4))
+    image_row = dict(rows[0], images=[str(REPO / "examples" / "data" / p) for p in rows[0]["images"]], videos=[])
+    if pair == "image_and_text":
+        other = {"messages": [{"role": "user", "content": "Say hello."},
+                              {"role": "assistant", "content": "Hello there, friend."}], "images": [], "videos": []}
+    else:
+        (tmp_path / "clip.mp4").write_bytes(_white_clip())
+        other = dict(image_row, messages=[{"role": "user", "content": "<image><video>Same colour?"},
+                                          {"role": "assistant", "content": "No."}], videos=[str(tmp_path / "clip.mp4")])
+    (tmp_path / "mix.json").write_text(json.dumps([other, image_row] * 4))
     info = json.loads((REPO / "examples" / "data" / "dataset_info.json").read_text())["demo_vlm"]
-    (tmp_path / "dataset_info.json").write_text(json.dumps({"mix": dict(info, file_name="mix.json")}))
+    info = dict(info, file_name="mix.json", columns=dict(info["columns"], videos="videos"))
+    (tmp_path / "dataset_info.json").write_text(json.dumps({"mix": info}))
     out = tmp_path / "out"
     config = {"model_name_or_path": "demo-vlm", "template": "qwen2_vl", "stage": "sft", "do_train": True,
               "finetuning_type": "full", "freeze_vision_tower": False, "dataset": "mix", "dataset_dir": str(tmp_path),
@@ -120,7 +163,7 @@ def test_fsdp2_over_rows_with_and_without_images_trains_on_two_cpu_ranks(tmp_pat
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "stand-in media" in proc.stderr
+    assert "gets a stand-in (as LLaMA-Factory does)" in proc.stderr
     events = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines() if x.strip()]
     losses = [e["loss"] for e in events if e["event"] == "log"]
     assert len(losses) == 4 and all(math.isfinite(x) for x in losses)

@@ -13,6 +13,7 @@ from engine.config import RunConfig
 from engine.errors import UserError
 from engine.train.arguments import build_args
 from engine.train.fused_head import refuse_adapted_head
+from engine.train.parallel.fsdp import ShardingMixin
 
 DPO_COLUMNS = ("prompt_ids", "chosen_ids", "rejected_ids")
 KTO_COLUMNS = ("prompt_ids", "completion_ids", "label")
@@ -67,7 +68,7 @@ def _pretokenized(columns: tuple[str, ...], cfg: RunConfig | None = None) -> typ
 
     base = KTOTrainer if "completion_ids" in columns else DPOTrainer
 
-    class PretokenizedTrainer(base):
+    class PretokenizedTrainer(ShardingMixin, base):
         def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
             if not set(columns) <= set(dataset.column_names):
                 return super()._prepare_dataset(dataset, processing_class, args, dataset_name)

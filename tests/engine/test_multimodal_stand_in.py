@@ -204,3 +204,48 @@ def test_dpo_batches_get_stand_ins_outside_attention_and_completion(family):
     assert torch.equal(padded["attention_mask"].sum(), plain["attention_mask"].sum())
     assert torch.equal(padded["completion_mask"].sum(), plain["completion_mask"].sum())
     assert torch.allclose(_completion_logps(model, padded), _completion_logps(model, plain), atol=1e-5)
+
+
+@pytest.mark.parametrize("stage", ["dpo", "kto"])
+def test_fsdp2_dpo_and_kto_over_rows_with_and_without_images_train_on_two_cpu_ranks(tmp_path, stage):
+    """DPO and KTO trainers shard with FSDP2 on CPU processes too (they ran as DDP there before), and their
+    batches get the stand-ins: without them these runs stopped with gloo's collective mismatch."""
+    image = str(REPO / "examples" / "data" / "demo_vlm" / "red_square.png")
+    if stage == "dpo":
+        rows = [{"conversations": [{"from": "human", "value": "<image>What color is it?"}],
+                 "chosen": {"from": "gpt", "value": "It is red."}, "rejected": {"from": "gpt", "value": "No idea."},
+                 "images": [image]},
+                {"conversations": [{"from": "human", "value": "Say hi."}], "chosen": {"from": "gpt", "value": "Hi!"},
+                 "rejected": {"from": "gpt", "value": "Go away."}, "images": []}]
+        entry = {"file_name": "rows.json", "formatting": "sharegpt", "ranking": True,
+                 "columns": {"messages": "conversations", "chosen": "chosen", "rejected": "rejected",
+                             "images": "images"}}
+    else:
+        rows = [{"messages": [{"role": "user", "content": "<image>What color is it?"},
+                              {"role": "assistant", "content": "It is red."}], "label": True, "images": [image]},
+                {"messages": [{"role": "user", "content": "Say hi."}, {"role": "assistant", "content": "Hi!"}],
+                 "label": False, "images": []}]
+        entry = {"file_name": "rows.json", "formatting": "sharegpt",
+                 "columns": {"messages": "messages", "kto_tag": "label", "images": "images"},
+                 "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}}
+    (tmp_path / "rows.json").write_text(json.dumps(rows * 4))
+    (tmp_path / "dataset_info.json").write_text(json.dumps({"rows": entry}))
+    out = tmp_path / "out"
+    config = {"model_name_or_path": "demo-vlm", "template": "qwen2_vl", "stage": stage, "do_train": True,
+              "finetuning_type": "lora", "lora_target": "all", "dataset": "rows", "dataset_dir": str(tmp_path),
+              "cutoff_len": 512, "image_max_pixels": 12544, "output_dir": str(out), "logging_steps": 1,
+              "save_strategy": "no", "fsdp": "full_shard auto_wrap",
+              "fsdp_config": str(REPO / "examples" / "fsdp" / "fsdp2.json"), "per_device_train_batch_size": 1,
+              "max_steps": 4, "learning_rate": 1e-5, "disable_shuffling": True, "ddp_timeout": 120,
+              "report_to": "none"}
+    (tmp_path / "run.yaml").write_text(json.dumps(config))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "engine", "train",
+           str(tmp_path / "run.yaml")]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads((out / "run.json").read_text())["parallel"]["strategy"] == "fsdp2"
+    events = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines() if x.strip()]
+    losses = [e["loss"] for e in events if e["event"] == "log"]
+    assert len(losses) == 4 and all(math.isfinite(x) for x in losses)
+    assert (out / "adapter_model.safetensors").is_file()

@@ -168,6 +168,14 @@ VISION_FAMILIES: dict[str, ModelFamily] = {
         projector_keys=("multi_modal_projector",), vision_keys=("image_tower", "video_tower"),
         language_keys=("language_model", "lm_head"), models={"Video-LLaVA-7B-Chat": "LanguageBind/Video-LLaVA-7B-hf"},
     ),
+    # ERNIE-4.5-VL images (the ernie_vl plugin; the vision tower and resampler kept out of `lora_target: all`)
+    "ERNIE-4.5-VL": ModelFamily(
+        name="ERNIE-4.5-VL", template="ernie_vl", multimodal=True, model_types=("ernie4_5_vl_moe",),
+        projector_keys=("resampler_model",), vision_keys=("vision_tower",), language_keys=("language_model", "lm_head"),
+        models={"ERNIE-4.5-VL-28B-A3B-Instruct": "baidu/ERNIE-4.5-VL-28B-A3B-PT",
+                "ERNIE-4.5-VL-28B-A3B-Thinking": "baidu/ERNIE-4.5-VL-28B-A3B-Thinking",
+                "ERNIE-4.5-VL-424B-A47B-Instruct": "baidu/ERNIE-4.5-VL-424B-A47B-PT"},
+    ),
     # LLaMA-Factory's vision families whose media no plugin serves here yet: text rows only (their templates are in
     # engine/templates/vision_text_only.py; a media row is refused); the towers are told apart, so `lora_target: all`
     # and the freeze keys leave them alone (LLaMA-Factory's composite keys where it has them; transformers' module
@@ -180,13 +188,6 @@ VISION_FAMILIES: dict[str, ModelFamily] = {
         name="MiniCPM-V-4.6", template="minicpm_v_4_6", multimodal=True, model_types=("minicpmv4_6",),
         projector_keys=("merger",), vision_keys=("vision_tower",), language_keys=("language_model", "lm_head"),
         models={"MiniCPM-V-4.6": "openbmb/MiniCPM-V-4_6"},
-    ),
-    "ERNIE-4.5-VL": ModelFamily(
-        name="ERNIE-4.5-VL", template="ernie_vl", multimodal=True, model_types=("ernie4_5_vl_moe",),
-        projector_keys=("resampler_model",), vision_keys=("vision_tower",), language_keys=("language_model", "lm_head"),
-        models={"ERNIE-4.5-VL-28B-A3B-Instruct": "baidu/ERNIE-4.5-VL-28B-A3B-PT",
-                "ERNIE-4.5-VL-28B-A3B-Thinking": "baidu/ERNIE-4.5-VL-28B-A3B-Thinking",
-                "ERNIE-4.5-VL-424B-A47B-Instruct": "baidu/ERNIE-4.5-VL-424B-A47B-PT"},
     ),
     "Kimi-VL": ModelFamily(
         name="Kimi-VL", template="kimi_vl", multimodal=True, model_types=("kimi_vl",), **LLAVA_KEYS,

@@ -2,6 +2,7 @@
 
 - :mod:`engine.multimodal.media`: images (Pillow), video and audio (PyAV), frame sampling and timestamps.
 - :mod:`engine.multimodal.plugins`: :data:`PLUGINS`, one plugin per family (the dispatch table).
+- :mod:`engine.multimodal.plugin_ernie`: ERNIE-4.5-VL's image text and MoE routing token types.
 - :mod:`engine.multimodal.processor`: the model's processor, assembled without torchvision when needed.
 - :mod:`engine.multimodal.dataset`: rows with media -> tokenized columns plus processed media, once.
 - :mod:`engine.multimodal.collator`: batches of them.

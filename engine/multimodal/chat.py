@@ -40,7 +40,7 @@ def media_prompt(chat_model: Any, messages: list[dict[str, Any]], media: dict[st
     """
     import torch
 
-    from engine.multimodal.collator import batch_media, to_tensors
+    from engine.multimodal.collator import batch_media, extra_typed, to_tensors
 
     context = getattr(chat_model, "media", None)
     if context is None:
@@ -66,6 +66,8 @@ def media_prompt(chat_model: Any, messages: list[dict[str, Any]], media: dict[st
     if context.plugin.type_ids_key:
         ids = context.plugin.type_ids(context.processor, prompt_ids)
         extra[context.plugin.type_ids_key] = torch.tensor([ids], dtype=torch.long, device=chat_model.device)
+    tables = context.plugin.extra_type_ids(context.processor)  # ERNIE-4.5-VL's moe_mm_token_type_ids
+    extra.update(extra_typed(tables, torch.tensor([prompt_ids], dtype=torch.long, device=chat_model.device)))
     return prompt_ids, extra
 
 

@@ -4,7 +4,8 @@ Per-row media inputs (``mm_inputs`` blobs, see :mod:`engine.multimodal.dataset`)
 first axis (images, frames or audio clips of the whole batch, in row order, as the models expect); arrays whose
 other axes differ between rows (audio features of different lengths) are zero-padded to the longest first.
 ``mm_token_type_ids`` are padded with 0 on the tokenizer's padding side, so they stay aligned with ``input_ids``
-(Gemma 3 gets them as ``token_type_ids``); a plugin's flags (Qwen-Omni's ``use_audio_in_video``) ride along with
+(Gemma 3 gets them as ``token_type_ids``), and a plugin's further token types are built from the padded ids
+(ERNIE-4.5-VL's ``moe_mm_token_type_ids``: padding is text); a plugin's flags (Qwen-Omni's ``use_audio_in_video``) ride along with
 each batch. Cross-attention models (Llama 3.2 Vision) take their images per row and a
 cross-attention mask instead (:mod:`engine.multimodal.cross_attention`, :func:`batch_media`). On runs of more than
 one process a batch without media gets LLaMA-Factory's stand-in media (:mod:`engine.multimodal.stand_in`).
@@ -87,6 +88,21 @@ def to_tensors(arrays: dict[str, Any]) -> dict[str, Any]:
     return {key: torch.from_numpy(value) for key, value in arrays.items()}
 
 
+def typed_ids(table: dict[int, int], input_ids: Any) -> Any:
+    """Token-type ids of a batch of ``input_ids`` (a tensor) from ``table`` (token id -> type; other tokens 0)."""
+    import torch
+
+    out = torch.zeros_like(input_ids)
+    for token, kind in table.items():
+        out[input_ids == token] = kind
+    return out
+
+
+def extra_typed(tables: dict[str, dict[int, int]] | None, input_ids: Any, prefix: str = "") -> dict[str, Any]:
+    """A plugin's further token-type inputs (``extra_type_ids``) for a batch of ``input_ids``, keys prefixed."""
+    return {prefix + name: typed_ids(table, input_ids) for name, table in (tables or {}).items()}
+
+
 @dataclass
 class MediaCollator(PaddingCollator):
     """:class:`engine.data.collator.PaddingCollator` plus media inputs and padded token-type ids (and a cross-attention
@@ -96,6 +112,7 @@ class MediaCollator(PaddingCollator):
     cross: CrossAttention | None = None
     flags: dict[str, Any] | None = None  # keyword arguments every batch carries (Qwen-Omni's use_audio_in_video)
     stand_ins: list[Any] | None = None  # multi-process runs: media for batches without (engine.multimodal.stand_in)
+    extra_types: dict[str, dict[int, int]] | None = None  # ERNIE-4.5-VL's moe_mm_token_type_ids, from the ids
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         import torch
@@ -118,6 +135,7 @@ class MediaCollator(PaddingCollator):
                 filler = [0] * (length - len(ids))
                 rows.append(filler + ids if left else ids + filler)
             batch[self.type_ids_key] = torch.tensor(rows, dtype=torch.long)
+        batch.update(extra_typed(self.extra_types, batch["input_ids"]))
         row_ids = [list(feature["input_ids"]) for feature in features] if self.cross is not None else None
         batch.update(to_tensors(batch_media(arrays, self.cross, row_ids, length, left)))
         batch.update(self.flags or {})

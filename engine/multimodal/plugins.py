@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.multimodal import media
+from engine.multimodal import plugin_ernie as ernie
 from engine.multimodal.cross_attention import CrossAttention
 from engine.multimodal.errors import MediaError
 from engine.multimodal.processor import TORCHVISION_FIX, MediaOptions, video_ready
@@ -198,6 +199,11 @@ class MediaPlugin:
         """Per-token modality ids (0 text, 1 image, 2 video, 3 audio) as the processor defines them."""
         return processor.create_mm_token_type_ids([input_ids])[0]
 
+    def extra_type_ids(self, processor: Any) -> dict[str, dict[int, int]]:
+        """Further token-type inputs of the model, built on each batch's ids: input name -> (token id -> type; other
+        tokens 0). None for most families; ERNIE-4.5-VL's ``moe_mm_token_type_ids``."""
+        return {}
+
 
 class Qwen2AudioPlugin(MediaPlugin):
     """Qwen2-Audio: LLaMA-Factory's audio inputs (Whisper features padded to the full 30 s window, with their mask
@@ -322,6 +328,26 @@ class QwenOmniPlugin(MediaPlugin):
         out = whisper_window(processor, audios, int(opts.audio_sampling_rate))
         out["num_audio_tokens"] = self.audio_tokens(out["feature_attention_mask"].sum(-1))
         return out
+
+
+class ErnieVLPlugin(MediaPlugin):
+    """ERNIE-4.5-VL images as LLaMA-Factory writes them, with the processor's MoE routing column
+    (:mod:`engine.multimodal.plugin_ernie`); video is refused with the reason."""
+
+    video_refusal = ernie.VIDEO_REFUSAL
+
+    def check_media(self, messages: list[dict[str, Any]], images: list[Any], videos: list[Any],
+                    audios: list[Any]) -> None:
+        if videos:
+            raise MediaError(self.video_refusal)
+        super().check_media(messages, images, videos, audios)
+
+    def image_text(self, processor: Any, features: dict[str, Any], index: int) -> str:
+        ernie.check_tokens(processor)
+        return ernie.image_text(processor, features, index)
+
+    def extra_type_ids(self, processor: Any) -> dict[str, dict[int, int]]:
+        return {"moe_mm_token_type_ids": ernie.moe_token_types(processor)}
 
 
 def whisper_window(processor: Any, audios: list[Any], rate: int) -> dict[str, Any]:
@@ -464,6 +490,7 @@ PLUGINS: dict[str, MediaPlugin] = {
                                  video_wrap=_QWEN_WRAP, even_frames=True, pil_video=True, type_ids_key=None,
                                  audio_wrap=("<|audio_start|>", "<|audio_end|>"), qwen3_audio=True,
                                  time_scale_key="video_second_per_grid"),
+    "ernie_vl": ErnieVLPlugin("ernie_vl", ("images",), ("ernie4_5_vl_moe",)),
 }
 """Plugin name -> plugin; the one dispatch table of the multimodal room."""
 

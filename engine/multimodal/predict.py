@@ -51,6 +51,9 @@ def media_prompt_row(example: dict[str, Any], messages: list[dict[str, Any]], to
         row["flags"] = flags
     if ctx.plugin.type_ids_key:
         row["mm_type_ids"] = (ctx.plugin.type_ids_key, ctx.plugin.type_ids(ctx.processor, prompt_ids))
+    tables = ctx.plugin.extra_type_ids(ctx.processor)
+    if tables:  # ERNIE-4.5-VL's moe_mm_token_type_ids, built on the padded batch
+        row["mm_extra_types"] = tables
     return row
 
 
@@ -58,7 +61,7 @@ def batch_media_inputs(rows: list[dict[str, Any]], width: int, device: Any, dtyp
     """Extra ``generate`` inputs for a left-padded batch of prediction rows ({} when none carries media)."""
     import torch
 
-    from engine.multimodal.collator import batch_media, to_tensors
+    from engine.multimodal.collator import batch_media, extra_typed, to_tensors
 
     cross = next((row["cross_attention"] for row in rows if row.get("cross_attention")), None)
     arrays = batch_media([row.get("mm_inputs") or {} for row in rows], cross, [row["prompt_ids"] for row in rows],
@@ -77,4 +80,9 @@ def batch_media_inputs(rows: list[dict[str, Any]], width: int, device: Any, dtyp
             ids = list(item[1]) if item else [0] * len(row["prompt_ids"])
             padded.append([0] * (width - len(ids)) + ids)
         extra[key] = torch.tensor(padded, dtype=torch.long, device=device)
+    tables = next((row["mm_extra_types"] for row in rows if row.get("mm_extra_types")), None)
+    if tables:
+        ids = torch.tensor([[-1] * (width - len(row["prompt_ids"])) + list(row["prompt_ids"]) for row in rows],
+                           dtype=torch.long, device=device)
+        extra.update(extra_typed(tables, ids))
     return extra

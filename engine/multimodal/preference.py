@@ -134,6 +134,8 @@ class MediaPreferenceCollator:
             ``cross_attention_mask`` of the rows (``KL_cross_attention_mask`` of the KTO KL rows), as LLaMA-Factory's
             pairwise and KTO collators give them.
         flags: Keyword arguments every batch carries to the model (Qwen-Omni's ``use_audio_in_video``).
+        extra_types: The plugin's further token-type inputs (ERNIE-4.5-VL's ``moe_mm_token_type_ids``), input name ->
+            (token id -> type), built for the rows and (``KL_``) their KL rows.
     """
 
     text_collator: Any
@@ -146,6 +148,7 @@ class MediaPreferenceCollator:
     flags: dict[str, Any] = field(default_factory=dict)
     stand_ins: list[Any] | None = None  # multi-process runs: media for batches without (engine.multimodal.stand_in)
     pad_id: int = 0
+    extra_types: dict[str, dict[int, int]] = field(default_factory=dict)
 
     def _type_ids(self, input_ids: Any) -> Any:
         import torch
@@ -165,7 +168,7 @@ class MediaPreferenceCollator:
         batch[prefix + "completion_mask"] = mask.masked_fill(soft, 0)
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
-        from engine.multimodal.collator import join_arrays
+        from engine.multimodal.collator import extra_typed, join_arrays
 
         blobs = [feature.get("mm_inputs") for feature in features]
         text = [{k: v for k, v in feature.items() if k != "mm_inputs"} for feature in features]
@@ -181,6 +184,8 @@ class MediaPreferenceCollator:
             self._unmask_soft(batch, prefix)
             if self.type_ids_key and self.types and prefix + "input_ids" in batch:
                 batch[prefix + self.type_ids_key] = self._type_ids(batch[prefix + "input_ids"])
+            if prefix + "input_ids" in batch:
+                batch.update(extra_typed(self.extra_types, batch[prefix + "input_ids"], prefix))
         batch.update(self.flags)
         if self.cross is not None:
             return self._cross_attention(batch, rows, reach)
@@ -223,6 +228,7 @@ def build_preference_collator(trainer: Any, bundle: Any, stage: str) -> MediaPre
         text_collator=trainer.data_collator, soft_ids=soft_token_ids(ctx.processor),
         types=token_types(ctx.plugin, ctx.processor), type_ids_key=ctx.plugin.type_ids_key,
         pairwise=stage == "dpo", text_type=ctx.plugin.text_type_id, cross=ctx.plugin.cross_attention(ctx.processor),
-        flags=ctx.plugin.batch_flags(ctx.options), stand_ins=stand_ins_for_ranks(ctx, tokenizer, getattr(trainer, "model", None)),
+        flags=ctx.plugin.batch_flags(ctx.options), extra_types=ctx.plugin.extra_type_ids(ctx.processor),
+        stand_ins=stand_ins_for_ranks(ctx, tokenizer, getattr(trainer, "model", None)),
         pad_id=pad_id if pad_id is not None else 0,
     )

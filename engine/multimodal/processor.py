@@ -67,6 +67,8 @@ def _no_video_class():
     class NoVideoProcessor(BaseVideoProcessor):
         """Stands in for a video processor that needs torchvision; any video is refused with the fix."""
 
+        font = ""  # ERNIE-4.5-VL's processor copies its video processor's timestamp font when saved: none here
+
         def __call__(self, *args: Any, **kwargs: Any) -> Any:
             raise MediaError(f"This model's {TORCHVISION_FIX}.")
 
@@ -255,6 +257,12 @@ def real_video_processor(processor_class: str) -> str | None:
     return name if hasattr(transformers, name) else None
 
 
+VIDEO_CONFIG_FIXES = {"Ernie4_5_VLMoeProcessor": {"temporal_patch_size": 2, "draw_on_frames": False}}
+"""Settings the real video processor of a processor class needs in place of the stand-in's: ERNIE-4.5-VL's takes a
+temporal patch of 2 (its image processor's is 1), and draws timestamps only with the font file a stand-in never
+had."""
+
+
 def fix_processor_config(folder: Any) -> None:
     """Make a saved processor_config.json name the family's real video processor instead of the stand-in, so
     transformers with torchvision loads the folder as it loads the original model."""
@@ -277,6 +285,7 @@ def fix_processor_config(folder: Any) -> None:
                  if k in image})
     # the settings our Pillow video processor used, so transformers' own one processes video the same way
     real.update({k: video[k] for k in VIDEO_KEYS if video.get(k) is not None})
+    real.update(VIDEO_CONFIG_FIXES.get(str(config.get("processor_class", "")), {}))
     config["video_processor"] = real
     path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
@@ -300,5 +309,26 @@ def copy_processor_files(source: Any, target: Any) -> list[str]:
         if (Path(source) / name).is_file():
             shutil.copyfile(Path(source) / name, Path(target) / name)
             copied.append(name)
+    for name in _named_fonts(Path(source)):  # ERNIE-4.5-VL's video timestamp font, which its processor loads
+        shutil.copyfile(Path(source) / name, Path(target) / name)
+        copied.append(name)
     fix_processor_config(target)
     return copied
+
+
+def _named_fonts(folder: Any) -> list[str]:
+    """Font files of ``folder`` its video processor config names (``font``: ERNIE-4.5-VL draws timestamps with it)."""
+    import json
+    from pathlib import Path
+
+    names = []
+    for file, key in (("processor_config.json", "video_processor"), ("video_preprocessor_config.json", None)):
+        try:
+            data = json.loads((Path(folder) / file).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue
+        data = data.get(key) if key and isinstance(data, dict) else data
+        font = data.get("font") if isinstance(data, dict) else None
+        if isinstance(font, str) and font and Path(font).name == font and (Path(folder) / font).is_file():
+            names.append(font)
+    return list(dict.fromkeys(names))

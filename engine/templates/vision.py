@@ -124,6 +124,10 @@ VISION_TEMPLATES: dict[str, Template] = {template.name: template for template in
              description="PaliGemma 2 mix / chat (Gemma turns; image)."),
     Template(name="qwen2_audio", **CHATML, default_system=_HELPFUL, stop_words=IM_END, replace_eos=True,
              modalities=("audio",), description="Qwen2-Audio (audio)."),
+    Template(name="ernie_vl", system="{content}\n", user="User: {content}", assistant="\nAssistant: {content}"
+             "<|end_of_sentence|>", stop_words=("<|end_of_sentence|>",), replace_eos=True,
+             eos_text="<|end_of_sentence|>", reasoning=True, modalities=("image",),
+             description="Baidu ERNIE-4.5-VL (thinking; image)."),
     Template(name="mimo_vl", **_QWEN, default_system="You are MiMo, an AI assistant developed by Xiaomi.",
              tool_format="qwen", reasoning=True, modalities=_IMAGE_VIDEO,
              description="Xiaomi MiMo-VL (Qwen2.5-VL; thinking; image and video)."),

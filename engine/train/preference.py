@@ -62,6 +62,10 @@ class KLPairCollator:
         return batch
 
 
+KL_MODEL_INPUTS = ("cross_attention_mask", "moe_mm_token_type_ids")
+"""Model inputs the media collator builds for KTO's KL rows too (as ``KL_<name>``), which TRL does not pass itself."""
+
+
 def _pretokenized(columns: tuple[str, ...], cfg: RunConfig | None = None) -> type:
     """TRL's DPO/KTO trainer that takes our template-tokenized rows as they are instead of re-tokenizing text."""
     from trl import DPOTrainer, KTOTrainer
@@ -81,16 +85,17 @@ def _pretokenized(columns: tuple[str, ...], cfg: RunConfig | None = None) -> typ
             return dataset
 
         if base is KTOTrainer:
-            # Llama 3.2 Vision: the KL rows have their own cross-attention mask (as LLaMA-Factory's KTO trainer gives
-            # them kl_cross_attention_mask); TRL would pass the rows' mask with the KL rows
+            # The KL rows' own model inputs that TRL does not know: Llama 3.2 Vision's cross-attention mask (as
+            # LLaMA-Factory's KTO trainer gives them kl_cross_attention_mask) and ERNIE-4.5-VL's MoE routing types;
+            # TRL would pass the rows' ones with the KL rows
             def _compute_loss(self, model, inputs, return_outputs):
-                self._kl_cross_attention = inputs.pop("KL_cross_attention_mask", None)
+                self._kl_inputs = {name: inputs.pop("KL_" + name) for name in KL_MODEL_INPUTS if "KL_" + name in inputs}
                 return super()._compute_loss(model, inputs, return_outputs)
 
             def _compute_kl_logps(self, model, batch):
-                mask = getattr(self, "_kl_cross_attention", None)
-                if mask is not None and "KL_input_ids" in batch:
-                    batch = {**batch, "cross_attention_mask": mask.to(batch["KL_input_ids"].device)}
+                extra = getattr(self, "_kl_inputs", None) or {}
+                if extra and "KL_input_ids" in batch:
+                    batch = {**batch, **{k: v.to(batch["KL_input_ids"].device) for k, v in extra.items()}}
                 return super()._compute_kl_logps(model, batch)
 
     PretokenizedTrainer.__name__ = f"Pretokenized{base.__name__}"

@@ -139,6 +139,7 @@ def _media_collator(tokenizer: Any, bundle: Any, model: Any) -> Any:
     ctx = bundle.media
     return MediaCollator(tokenizer=tokenizer, type_ids_key=ctx.plugin.type_ids_key,
                          cross=ctx.plugin.cross_attention(ctx.processor), flags=ctx.plugin.batch_flags(ctx.options),
+                         extra_types=ctx.plugin.extra_type_ids(ctx.processor),
                          stand_ins=stand_ins_for_ranks(ctx, tokenizer, model))
 
 

@@ -29,7 +29,7 @@ from engine.multimodal.processor import MediaOptions  # noqa: E402
 from engine.templates import get_template  # noqa: E402
 
 TEMPLATES = {"qwen2_vl": "qwen2_vl", "qwen2_5_vl": "qwen2_vl", "qwen3_vl": "qwen3_vl", "glm4v": "glm4v",
-             "gemma3": "gemma3", "gemma4": "gemma4", "llava": "llava"}
+             "gemma3": "gemma3", "gemma4": "gemma4", "llava": "llava", "ernie_vl": "ernie_vl"}
 LONG = " ".join(["They are playing soccer on the field."] * 12)  # past Gemma's 64-token sliding window
 
 
@@ -54,7 +54,7 @@ def _examples(video: str | None = None) -> list[dict]:
 
 
 def _tokenized(family: str, processor, packing: bool, batches=None, cutoff_len: int = 4096, video=None):
-    model_type = {"qwen2_5_vl": "qwen2_5_vl", "gemma4": "gemma4"}.get(family, family)
+    model_type = {"qwen2_5_vl": "qwen2_5_vl", "gemma4": "gemma4", "ernie_vl": "ernie4_5_vl_moe"}.get(family, family)
     plugin = plugin_for(model_type, TEMPLATES[family])
     context = MediaContext(plugin, processor, MediaOptions())
     opts = TokenizeOptions(cutoff_len=cutoff_len, packing=packing, mask_packed_starts=False)
@@ -75,7 +75,8 @@ def _logits_alone_and_packed(family: str, hooked: bool = True, bidirectional: bo
     rows, _, plugin = _tokenized(family, processor, packing=False, video=video)
     packs, stats, _ = _tokenized(family, processor, packing=True, video=video)
     assert stats["packed_sequences"] == len(packs) == 1 and len(_rows_of(packs[0])) == len(rows)
-    collate = MediaCollator(tokenizer=processor.tokenizer, type_ids_key=plugin.type_ids_key)
+    collate = MediaCollator(tokenizer=processor.tokenizer, type_ids_key=plugin.type_ids_key,
+                            extra_types=plugin.extra_type_ids(processor))  # ERNIE-4.5-VL's MoE routing types
     if hooked:
         attach(model)
     alone = {}
@@ -112,7 +113,8 @@ def test_gemma4_two_way_image_attention_stays_within_each_packed_row():
         torch.testing.assert_close(packed, alone, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize(("family", "bidirectional"), [("qwen2_vl", False), ("gemma3", False), ("gemma4", True)])
+@pytest.mark.parametrize(("family", "bidirectional"), [("qwen2_vl", False), ("gemma3", False), ("gemma4", True),
+                                                    ("ernie_vl", False)])
 def test_without_the_model_hook_packed_rows_would_differ(family, bidirectional):
     """What engine.multimodal.packed_model fixes: 2D positions for 3D rotary models, and transformers' sliding-window
     two-way image mask on packed positions."""

@@ -46,6 +46,7 @@ def _text_rows(tokenizer, plugin, processor) -> list[dict]:
     ("mllama", {"pixel_values", "cross_attention_mask"}),  # cross-attention
     ("qwen2_audio", {"input_features", "feature_attention_mask"}),  # audio only
     ("qwen2_5_omni", {"pixel_values", "pixel_values_videos", "input_features"}),  # three stand-ins at once
+    ("ernie_vl", {"pixel_values", "image_grid_thw"}),  # MoE routing by token type; its video is refused
 ])
 @pytest.mark.parametrize("side", ["right", "left"])
 def test_stand_ins_leave_the_loss_of_a_text_batch_unchanged(family, marks, side):
@@ -57,7 +58,8 @@ def test_stand_ins_leave_the_loss_of_a_text_batch_unchanged(family, marks, side)
     stand_ins = build_stand_ins(ctx, tokenizer, model.config)
     assert stand_ins and all(stand_in.ids for stand_in in stand_ins)
     rows = _text_rows(tokenizer, plugin, processor)
-    common = {"tokenizer": tokenizer, "type_ids_key": plugin.type_ids_key, "cross": plugin.cross_attention(processor)}
+    common = {"tokenizer": tokenizer, "type_ids_key": plugin.type_ids_key, "cross": plugin.cross_attention(processor),
+              "extra_types": plugin.extra_type_ids(processor)}
     plain = MediaCollator(**common)(rows)
     padded = MediaCollator(**common, stand_ins=stand_ins)(rows)
     assert marks <= set(padded) and not marks & set(plain)

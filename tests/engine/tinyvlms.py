@@ -471,6 +471,43 @@ def _video_llava(next_video: bool):
                                                                             "image_processor": image_processor}
 
 
+ERNIE_TOKENS = {"image_token": "<|IMAGE_PLACEHOLDER|>", "image_start_token": "<|IMAGE_START|>",
+                "image_end_token": "<|IMAGE_END|>", "video_token": "<|VIDEO_PLACEHOLDER|>",
+                "video_start_token": "<|VIDEO_START|>", "video_end_token": "<|VIDEO_END|>"}
+"""ERNIE-4.5-VL's named media tokens, as its tokenizer declares them (its processor reads them by these names)."""
+
+
+def _ernie_vl():
+    """ERNIE-4.5-VL (``ernie4_5_vl_moe``): a dense first layer and a sparse one with two text and two vision experts
+    (routed by ``moe_mm_token_type_ids``), a one-block vision tower and the variable-resolution resampler."""
+    from transformers import Ernie4_5_VLMoeConfig, Ernie4_5_VLMoeForConditionalGeneration, Ernie4_5_VLMoeProcessor
+    from transformers.models.ernie4_5_vl_moe.image_processing_pil_ernie4_5_vl_moe import (
+        Ernie4_5_VLMoeImageProcessorPil,
+    )
+
+    specials = ["<unk>", "<s>", "</s>", "<|begin_of_sentence|>", "<|end_of_sentence|>", "<think>", "</think>",
+                *ERNIE_TOKENS.values()]
+    tokenizer = _tokenizer(specials, eos="</s>", pad="<unk>", bos="<s>", named=ERNIE_TOKENS)
+    tid = tokenizer.convert_tokens_to_ids
+    config = Ernie4_5_VLMoeConfig(
+        text_config={"vocab_size": len(tokenizer) + 8, "hidden_size": 64, "intermediate_size": 64,
+                     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                     "max_position_embeddings": 4096, "moe_num_experts": 2, "moe_k": 1,
+                     "moe_intermediate_size": [32, 16], "moe_num_shared_experts": 1,
+                     "mlp_layer_types": ["dense", "sparse"],
+                     "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [3, 3, 2]},
+                     "pad_token_id": tokenizer.pad_token_id, "eos_token_id": tokenizer.eos_token_id,
+                     "bos_token_id": tokenizer.bos_token_id},
+        vision_config={"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "patch_size": 14,
+                       "spatial_merge_size": 2, "temporal_merge_size": 2},
+        image_token_id=tid("<|IMAGE_PLACEHOLDER|>"), image_start_token_id=tid("<|IMAGE_START|>"),
+        image_end_token_id=tid("<|IMAGE_END|>"), video_token_id=tid("<|VIDEO_PLACEHOLDER|>"),
+        video_start_token_id=tid("<|VIDEO_START|>"), video_end_token_id=tid("<|VIDEO_END|>"))
+    image_processor = Ernie4_5_VLMoeImageProcessorPil(size={"shortest_edge": 28 * 28, "longest_edge": 56 * 56 * 4})
+    return Ernie4_5_VLMoeForConditionalGeneration, config, Ernie4_5_VLMoeProcessor, {
+        "image_processor": image_processor, "tokenizer": tokenizer}
+
+
 BUILDERS = {
     "qwen2_vl": lambda: _qwen("qwen2_vl"), "qwen3_vl": lambda: _qwen("qwen3_vl"), "qwen2_5_vl": _qwen2_5_vl,
     "qwen3_5": _qwen3_5, "glm4v": _glm4v, "gemma3": _gemma3, "gemma4": lambda: _gemma4(audio=False),
@@ -478,7 +515,7 @@ BUILDERS = {
     "intern_vl": _intern_vl, "paligemma": _paligemma, "mistral3": _mistral3, "pixtral": lambda: _mistral3(llava=True),
     "mllama": _mllama, "llava_next_video": lambda: _video_llava(next_video=True),
     "video_llava": lambda: _video_llava(next_video=False), "qwen2_5_omni": _qwen2_5_omni,
-    "qwen3_omni": _qwen3_omni,
+    "qwen3_omni": _qwen3_omni, "ernie_vl": _ernie_vl,
 }
 """Family -> builder of (model class, config, processor class, processor parts)."""
 

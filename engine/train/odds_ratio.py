@@ -128,12 +128,24 @@ class OddsRatioTrainer(Trainer):
             loss = self.compute_loss(model, inputs)
         return loss.detach(), None, None
 
+    def _metric_names(self) -> list[str]:
+        names = ["rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins", "logps/chosen",
+                 "logps/rejected", "logits/chosen", "logits/rejected"]
+        return names + (["sft_loss", "odds_ratio_loss"] if self.pref_loss == "orpo" else [])
+
     def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
-        """The step's (or evaluation's) averaged pair metrics beside the loss, ``eval_``-prefixed for evaluation."""
+        """The step's (or evaluation's) pair metrics beside the loss, ``eval_``-prefixed for evaluation: averaged
+        over the batches since the last log, of every rank (as LLaMA-Factory reduces them; every rank logs at the
+        same steps, so each joins the one sum)."""
         mode, prefix = ("train", "") if "loss" in logs else ("eval", "eval_")
         stored = self._pair_metrics[mode]
-        for key, values in stored.items():
-            if values:
-                logs[f"{prefix}{key}"] = sum(values) / len(values)
+        names = self._metric_names()
+        totals = torch.tensor([[sum(stored.get(name, [])), len(stored.get(name, []))] for name in names],
+                              dtype=torch.float32)
+        if self.accelerator.num_processes > 1:
+            totals = self.accelerator.reduce(totals.to(self.accelerator.device), "sum").cpu()
+        for name, (total, count) in zip(names, totals.tolist()):
+            if count:
+                logs[f"{prefix}{name}"] = total / count
         stored.clear()
         super().log(logs, *args, **kwargs)

@@ -187,6 +187,27 @@ def test_a_pair_left_without_an_answer_token_adds_nothing_instead_of_nan(loss):
     assert torch.isfinite(value) and abs(float(value) - first / 2) < 1e-5  # the other pair adds 0 to the mean
 
 
+def test_orpo_metrics_are_those_of_every_rank(tmp_path):
+    """ORPO's logged pair metrics on two processes (one batch of two pairs each) equal those of one process over the
+    same four pairs, as LLaMA-Factory reduces them across ranks (rank 0 logged only its own pairs before)."""
+    common = ["max_steps=1", "logging_steps=1", "save_strategy=no", "disable_shuffling=true", "max_samples=4",
+              "learning_rate=1e-4", f"dataset_dir={EXAMPLES / 'data'}"]
+    single = tmp_path / "single"
+    assert main(["train", str(EXAMPLES / "orpo_lora_demo.yaml"), f"output_dir={single}", *common,
+                 "per_device_train_batch_size=4"]) == 0
+    ranks = tmp_path / "ranks"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "engine", "train",
+           str(EXAMPLES / "orpo_lora_demo.yaml"), f"output_dir={ranks}", *common, "per_device_train_batch_size=2"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    want, got = ([e for e in events(folder) if e["event"] == "log"][0] for folder in (single, ranks))
+    keys = ["rewards/chosen", "rewards/rejected", "rewards/margins", "logps/chosen", "logps/rejected", "sft_loss",
+            "odds_ratio_loss", "loss"]
+    for key in keys:
+        assert got[key] == pytest.approx(want[key], rel=1e-4, abs=1e-5), key
+
+
 def test_user_errors_exit_2_without_traceback(tmp_path, capsys):
     code = main(["train", str(EXAMPLES / "sft_lora_demo.yaml"), "lerning_rate=1", "dataset=nope",
                  f"output_dir={tmp_path}"])

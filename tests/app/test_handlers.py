@@ -325,6 +325,9 @@ def test_llamafactorys_hub_dataset_dirs_in_the_board(monkeypatch):
     assert found == {} and "type its name" in note
     found, note = catalog.datasets("REMOTE:nobody/nothing")
     assert found == {} and "cannot be fetched" in note
+    # switching to ONLINE keeps typed hub names, not the local names of the folder left behind
+    assert train.kept_datasets("ONLINE", [], ["demo_alpaca", "llamafactory/alpaca_en"]) == ["llamafactory/alpaca_en"]
+    assert train.kept_datasets("/data", [("a", "a")], ["a", "b"]) == ["a"]
 
 
 def test_history_diff_overlay_and_delete(board):

@@ -176,11 +176,6 @@ VISION_FAMILIES: dict[str, ModelFamily] = {
         name="LFM2-VL", template="lfm2_vl", multimodal=True, model_types=("lfm2_vl",), **LLAVA_KEYS,
         models={"LFM2.5-VL-1.6B": "LiquidAI/LFM2.5-VL-1.6B"},
     ),
-    "MiniCPM-V-4.6": ModelFamily(
-        name="MiniCPM-V-4.6", template="minicpm_v_4_6", multimodal=True, model_types=("minicpmv4_6",),
-        projector_keys=("merger",), vision_keys=("vision_tower",), language_keys=("language_model", "lm_head"),
-        models={"MiniCPM-V-4.6": "openbmb/MiniCPM-V-4_6"},
-    ),
     "ERNIE-4.5-VL": ModelFamily(
         name="ERNIE-4.5-VL", template="ernie_vl", multimodal=True, model_types=("ernie4_5_vl_moe",),
         projector_keys=("resampler_model",), vision_keys=("vision_tower",), language_keys=("language_model", "lm_head"),
@@ -240,6 +235,13 @@ VISION_FAMILIES: dict[str, ModelFamily] = {
         multimodal=True,
         model_types=("minicpmo",),
         **MINICPM_KEYS,
+    ),
+    # MiniCPM-V 4.6 (transformers' minicpmv4_6), images through its plugin; LLaMA-Factory's composite keys
+    # (model.vision_tower, model.merger), so `lora_target: all` and the freeze keys leave the tower and merger alone
+    "MiniCPM-V-4.6": ModelFamily(
+        name="MiniCPM-V-4.6", template="minicpm_v_4_6", multimodal=True, model_types=("minicpmv4_6",),
+        projector_keys=("model.merger",), vision_keys=("model.vision_tower",),
+        language_keys=("model.language_model", "lm_head"), models={"MiniCPM-V-4.6": "openbmb/MiniCPM-V-4_6"},
     ),
     "LLaVA-NeXT": ModelFamily(
         name="LLaVA-NeXT",

@@ -208,5 +208,5 @@ def build_preference_collator(trainer: Any, bundle: Any, stage: str) -> MediaPre
         text_collator=trainer.data_collator, soft_ids=soft_token_ids(ctx.processor),
         types=token_types(ctx.plugin, ctx.processor), type_ids_key=ctx.plugin.type_ids_key,
         pairwise=stage == "dpo", text_type=ctx.plugin.text_type_id, cross=ctx.plugin.cross_attention(ctx.processor),
-        flags=ctx.plugin.batch_flags(ctx.options),
+        flags=ctx.plugin.batch_flags(ctx.options, ctx.processor),
     )

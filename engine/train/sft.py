@@ -137,7 +137,8 @@ def _media_collator(tokenizer: Any, bundle: Any) -> Any:
 
     ctx = bundle.media
     return MediaCollator(tokenizer=tokenizer, type_ids_key=ctx.plugin.type_ids_key,
-                         cross=ctx.plugin.cross_attention(ctx.processor), flags=ctx.plugin.batch_flags(ctx.options))
+                         cross=ctx.plugin.cross_attention(ctx.processor),
+                         flags=ctx.plugin.batch_flags(ctx.options, ctx.processor))
 
 
 def _keep_packed_rows_apart(cfg: RunConfig, model: Any, bundle: Any) -> bool:

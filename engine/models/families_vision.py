@@ -184,11 +184,6 @@ VISION_FAMILIES: dict[str, ModelFamily] = {
         name="LFM2-VL", template="lfm2_vl", multimodal=True, model_types=("lfm2_vl",), **LLAVA_KEYS,
         models={"LFM2.5-VL-1.6B": "LiquidAI/LFM2.5-VL-1.6B"},
     ),
-    "MiniCPM-V-4.6": ModelFamily(
-        name="MiniCPM-V-4.6", template="minicpm_v_4_6", multimodal=True, model_types=("minicpmv4_6",),
-        projector_keys=("merger",), vision_keys=("vision_tower",), language_keys=("language_model", "lm_head"),
-        models={"MiniCPM-V-4.6": "openbmb/MiniCPM-V-4_6"},
-    ),
     "Kimi-VL": ModelFamily(
         name="Kimi-VL", template="kimi_vl", multimodal=True, model_types=("kimi_vl",), **LLAVA_KEYS,
         models=hub_ids("moonshotai", ["Kimi-VL-A3B-Instruct", "Kimi-VL-A3B-Thinking", "Kimi-VL-A3B-Thinking-2506"]),
@@ -241,6 +236,13 @@ VISION_FAMILIES: dict[str, ModelFamily] = {
         multimodal=True,
         model_types=("minicpmo",),
         **MINICPM_KEYS,
+    ),
+    # MiniCPM-V 4.6 (transformers' minicpmv4_6), images through its plugin; LLaMA-Factory's composite keys
+    # (model.vision_tower, model.merger), so `lora_target: all` and the freeze keys leave the tower and merger alone
+    "MiniCPM-V-4.6": ModelFamily(
+        name="MiniCPM-V-4.6", template="minicpm_v_4_6", multimodal=True, model_types=("minicpmv4_6",),
+        projector_keys=("model.merger",), vision_keys=("model.vision_tower",),
+        language_keys=("model.language_model", "lm_head"), models={"MiniCPM-V-4.6": "openbmb/MiniCPM-V-4_6"},
     ),
     "LLaVA-NeXT": ModelFamily(
         name="LLaVA-NeXT",

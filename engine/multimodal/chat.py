@@ -62,7 +62,7 @@ def media_prompt(chat_model: Any, messages: list[dict[str, Any]], media: dict[st
         for key, value in to_tensors(batch_media([arrays], cross, [prompt_ids], len(prompt_ids))).items():
             value = value.to(chat_model.device)
             extra[key] = value.to(dtype) if value.is_floating_point() else value
-    extra.update(context.plugin.batch_flags(context.options))
+    extra.update(context.plugin.batch_flags(context.options, context.processor))
     if context.plugin.type_ids_key:
         ids = context.plugin.type_ids(context.processor, prompt_ids)
         extra[context.plugin.type_ids_key] = torch.tensor([ids], dtype=torch.long, device=chat_model.device)

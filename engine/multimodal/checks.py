@@ -42,7 +42,8 @@ def _item_path(item: Any) -> Any:
     return (item.get("path") or item.get("url")) if isinstance(item, dict) else item
 
 
-def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tuple[str, ...] | None) -> list[str]:
+def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tuple[str, ...] | None,
+                  why_not: str = "") -> list[str]:
     from engine.data.converters import media_path
     from engine.multimodal.media import is_remote, probe
 
@@ -56,7 +57,7 @@ def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tu
             problems.append(f"{count} {tag} placeholder(s) but {len(items)} {KIND_WORD[kind]} file(s): put one {tag} "
                             "in the text per file")
         if items and allowed is not None and kind not in allowed:
-            took = (f"it takes {', '.join(allowed)}" if allowed else
+            took = (f"it takes {', '.join(allowed)}" + (f"; {why_not}" if why_not else "") if allowed else
                     "no media plugin serves this model type yet, so it is used with text only here")
             problems.append(f"has {KIND_WORD[kind]} input, which this model cannot take ({took}): choose a model "
                             "that does or drop that column")
@@ -158,7 +159,8 @@ def check_media(cfg: Any) -> list[str]:
         probed = [0]
         for index, row in enumerate(rows):
             if isinstance(row, dict):
-                found += [f"Dataset `{name}` row {index}: {p}." for p in _row_problems(row, spec, probed, allowed)]
+                problems_here = _row_problems(row, spec, probed, allowed, getattr(plugin, "why_not", ""))
+                found += [f"Dataset `{name}` row {index}: {p}." for p in problems_here]
         videos = sum(bool(_media_items(row, media_column(spec, "videos"))) for row in rows
                      if isinstance(row, dict))
         if videos and "videos" in allowed and not has_torchvision() and not getattr(plugin, "pil_video", False):

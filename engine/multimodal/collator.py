@@ -24,20 +24,26 @@ from engine.multimodal.cross_attention import (
     num_tiles,
     per_row_arrays,
 )
-from engine.multimodal.plugins import unpack_arrays
+from engine.multimodal.plugins import JOIN_LAST, unpack_arrays
 
 
 def join_numpy(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Each key's arrays of all ``rows`` concatenated along axis 0, in row order (zero-padded on other axes;
-    scalars stacked)."""
+    scalars stacked); the keys a row lists under :data:`JOIN_LAST` along their last axis instead."""
     import numpy as np
 
     keys: list[str] = []
     for row in rows:
         keys += [key for key in row if key not in keys]
-    out: dict[str, Any] = {}
+    last = sorted({str(name) for row in rows for name in row.get(JOIN_LAST, ())})
+    out: dict[str, Any] = {JOIN_LAST: np.array(last)} if last else {}
     for key in keys:
         parts = [row[key] for row in rows if key in row]
+        if key == JOIN_LAST:
+            continue
+        if key in last:  # one sequence: MiniCPM-V 4.6's NaViT-packed pixel values (1, 3, patch, length)
+            out[key] = np.concatenate(parts, axis=-1)
+            continue
         frames = sorted({part.shape[1] for part in parts if part.ndim == 5})
         if key == "pixel_values_videos" and len(frames) > 1:  # (videos, frames, C, H, W): LLaVA-NeXT-Video, Video-LLaVA
             from engine.multimodal.errors import MediaError
@@ -82,10 +88,10 @@ def batch_media(arrays: list[dict[str, Any]], cross: CrossAttention | None = Non
 
 
 def to_tensors(arrays: dict[str, Any]) -> dict[str, Any]:
-    """The numpy arrays of :func:`batch_media` as tensors."""
+    """The numpy arrays of :func:`batch_media` as tensors (the :data:`JOIN_LAST` list left out)."""
     import torch
 
-    return {key: torch.from_numpy(value) for key, value in arrays.items()}
+    return {key: torch.from_numpy(value) for key, value in arrays.items() if key != JOIN_LAST}
 
 
 def typed_ids(table: dict[int, int], input_ids: Any) -> Any:

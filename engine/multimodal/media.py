@@ -1,6 +1,7 @@
 """Media readers: images with Pillow, video and audio with PyAV (``av``), and the frame-sampling rules.
 
-- Images are opened, converted to RGB and resized (aspect ratio kept) into ``[min_pixels, max_pixels]``.
+- Images are opened, converted to RGB and resized (aspect ratio kept) into ``[min_pixels, max_pixels]`` (or, for a
+  family whose processor sizes them itself, loaded at their own size: :func:`load_image_as_is`).
 - Video frames are sampled at ``video_fps`` (at most ``video_maxlen`` frames, evenly spread over the stream, at
   least one); the sampled indices are kept, and for Gemma 4 and Qwen3-VL rescaled to ``index / original_fps *
   video_fps`` so the processor's timestamps match the frames used (its own re-sampling is switched off).
@@ -68,8 +69,8 @@ def resize_into(image: Any, max_pixels: int, min_pixels: int) -> Any:
     return image if image.mode == "RGB" else image.convert("RGB")
 
 
-def load_image(source: Any, max_pixels: int = 768 * 768, min_pixels: int = 32 * 32) -> Any:
-    """An RGB PIL image from a path, bytes or PIL image, resized into the pixel bounds.
+def open_image(source: Any) -> Any:
+    """The PIL image of a path, bytes or PIL image, decoded as it is (mode and size unchanged).
 
     Raises:
         MediaError: for a missing or unreadable file.
@@ -77,18 +78,37 @@ def load_image(source: Any, max_pixels: int = 768 * 768, min_pixels: int = 32 * 
     from PIL import Image, UnidentifiedImageError
 
     if isinstance(source, Image.Image):
-        image = source
-    else:
-        try:
-            image = Image.open(_open(source))
-            image.load()
-        except FileNotFoundError:
-            raise MediaError(f"Image file not found: {source}") from None
-        except (UnidentifiedImageError, OSError) as err:
-            raise MediaError(f"Image {_name(source)} cannot be read ({err}); replace the file.") from None
-        except Image.DecompressionBombError as err:  # not an OSError: over Pillow's pixel limit
-            raise MediaError(f"Image {_name(source)} is too large to decode ({err}); use a smaller image.") from None
-    return resize_into(image, max_pixels, min_pixels)
+        return source
+    try:
+        image = Image.open(_open(source))
+        image.load()
+    except FileNotFoundError:
+        raise MediaError(f"Image file not found: {source}") from None
+    except (UnidentifiedImageError, OSError) as err:
+        raise MediaError(f"Image {_name(source)} cannot be read ({err}); replace the file.") from None
+    except Image.DecompressionBombError as err:  # not an OSError: over Pillow's pixel limit
+        raise MediaError(f"Image {_name(source)} is too large to decode ({err}); use a smaller image.") from None
+    return image
+
+
+def load_image(source: Any, max_pixels: int = 768 * 768, min_pixels: int = 32 * 32) -> Any:
+    """An RGB PIL image from a path, bytes or PIL image, resized into the pixel bounds.
+
+    Raises:
+        MediaError: for a missing or unreadable file.
+    """
+    return resize_into(open_image(source), max_pixels, min_pixels)
+
+
+def load_image_as_is(source: Any) -> Any:
+    """An RGB PIL image from a path, bytes or PIL image at its own size, as transformers' processors load a file
+    (a file's EXIF orientation applied; a PIL image taken as given)."""
+    from PIL import Image, ImageOps
+
+    image = open_image(source)
+    if not isinstance(source, Image.Image):
+        image = ImageOps.exif_transpose(image)
+    return image if image.mode == "RGB" else image.convert("RGB")
 
 
 def _name(source: Any) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 from engine.multimodal import media
 from engine.multimodal import plugin_ernie as ernie
+from engine.multimodal import plugin_minicpm as minicpm
 from engine.multimodal.cross_attention import CrossAttention
 from engine.multimodal.errors import MediaError
 from engine.multimodal.processor import TORCHVISION_FIX, MediaOptions, video_ready
@@ -25,6 +26,9 @@ logger = logging.getLogger(__name__)
 
 PLACEHOLDERS = {"images": "<image>", "videos": "<video>", "audios": "<audio>"}
 KIND_WORD = {"images": "image", "videos": "video", "audios": "audio"}
+JOIN_LAST = "join_last_axis"
+"""A row's list of its inputs that a batch (or a packed row) joins along their last axis instead of the first
+(MiniCPM-V 4.6's NaViT-packed ``pixel_values`` (1, 3, patch, length): one sequence for all the batch's images)."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,8 @@ class MediaPlugin:
         drop_keys: Processor outputs that only served to count tokens and must not reach the model.
         time_scale_key: The model input taking each video's seconds per temporal patch (Qwen-Omni's
             ``video_second_per_grid``; None: Qwen2.5-VL's ``second_per_grid_ts`` where the processor lists it).
+        why_not: Why media kinds the family's models have are refused here, said with the refusal (MiniCPM-V 4.6's
+            video).
     """
 
     name: str
@@ -58,6 +64,7 @@ class MediaPlugin:
     drop_keys: tuple[str, ...] = ("num_soft_tokens_per_image", "num_soft_tokens_per_video", "video_metadata",
                                   "num_crops")
     time_scale_key: str | None = None
+    why_not: str = ""
 
     text_type_id = 0  # not a field: the token type of text tokens (PaliGemma: 1, as LLaMA-Factory gives them)
 
@@ -108,10 +115,11 @@ class MediaPlugin:
                                  f"{KIND_WORD[kind]} file(s); put one {PLACEHOLDERS[kind]} in the text per file.")
         refused = self.unsupported([kind for kind, items in given.items() if items])
         if refused:
+            why = f" ({self.why_not})" if self.why_not else ""
             raise MediaError(f"This model ({self.name}) takes {', '.join(self.modalities)}, not "
-                             f"{', '.join(refused)}; choose a model that does or drop those columns.")
+                             f"{', '.join(refused)}{why}; choose a model that does or drop those columns.")
 
-    def batch_flags(self, opts: MediaOptions) -> dict[str, Any]:
+    def batch_flags(self, opts: MediaOptions, processor: Any = None) -> dict[str, Any]:
         """Keyword arguments every forward of the model gets beside the batch (none for most families)."""
         return {}
 
@@ -248,6 +256,34 @@ class MllamaPlugin(MediaPlugin):
                               max_tiles=int(processor.image_processor.max_image_tiles))
 
 
+class MiniCPMV46Plugin(MediaPlugin):
+    """MiniCPM-V 4.6 images as LLaMA-Factory's ``minicpm_v_4_6`` plugin gives them (:mod:`engine.multimodal.
+    plugin_minicpm`): unscaled images, its placeholder layout, ``downsample_mode`` at every forward, NaViT-packed
+    pixel values joined along their last axis; video refused with the reason."""
+
+    def check_media(self, messages: list[dict[str, Any]], images: list[Any], videos: list[Any],
+                    audios: list[Any]) -> None:
+        minicpm.check_rows(images, videos)
+        super().check_media(messages, images, videos, audios)
+
+    def batch_flags(self, opts: MediaOptions, processor: Any = None) -> dict[str, Any]:
+        return {"downsample_mode": minicpm.downsample_mode(processor)} if processor is not None else {}
+
+    def _images(self, processor: Any, images: list[Any], opts: MediaOptions) -> dict[str, Any]:
+        return minicpm.process_images(processor, images, opts)
+
+    def image_text(self, processor: Any, features: dict[str, Any], index: int) -> str:
+        return minicpm.image_text(processor, features, index)
+
+    def _arrays(self, features: dict[str, Any]) -> dict[str, Any]:
+        import numpy as np
+
+        arrays = super()._arrays(features)
+        if "pixel_values" in arrays:
+            arrays[JOIN_LAST] = np.array(["pixel_values"])
+        return arrays
+
+
 @dataclass(frozen=True)
 class QwenOmniPlugin(MediaPlugin):
     """Qwen2.5-Omni / Qwen3-Omni (their thinker), as LLaMA-Factory's ``qwen2_omni`` plugin feeds it.
@@ -285,7 +321,7 @@ class QwenOmniPlugin(MediaPlugin):
         features = (leave - 1) // 2 + 1
         return [int(count) for count in ((features - 1) // 2 + 1 - 1) // 2 + 1 + (frames // 100) * 13]
 
-    def batch_flags(self, opts: MediaOptions) -> dict[str, Any]:
+    def batch_flags(self, opts: MediaOptions, processor: Any = None) -> dict[str, Any]:
         return {"use_audio_in_video": True} if opts.use_audio_in_video else {}
 
     def process(self, processor: Any, messages: list[dict[str, Any]], images: list[Any], videos: list[Any],
@@ -478,6 +514,10 @@ PLUGINS: dict[str, MediaPlugin] = {
     "video_llava": MediaPlugin("video_llava", ("images", "videos"), ("video_llava",), type_ids_key=None),
     "paligemma": PaliGemmaPlugin("paligemma", ("images",), ("paligemma",), type_ids_key="token_type_ids"),
     "mllama": MllamaPlugin("mllama", ("images",), ("mllama",), type_ids_key=None),
+    # MiniCPM-V 4.6 images (video refused: LLaMA-Factory's plugin fails on video rows, and its video processor needs
+    # torchvision)
+    "minicpm_v_4_6": MiniCPMV46Plugin("minicpm_v_4_6", ("images",), ("minicpmv4_6",), type_ids_key=None,
+                                      why_not=minicpm.VIDEO_REFUSED),
     "qwen2_audio": Qwen2AudioPlugin("qwen2_audio", ("audios",), ("qwen2_audio",), type_ids_key=None),
     # the omni models' thinker; LLaMA-Factory's mm_plugin tokens of the qwen2_omni / qwen3_omni templates
     "qwen2_omni": QwenOmniPlugin("qwen2_omni", ("images", "videos", "audios"), ("qwen2_5_omni", "qwen2_5_omni_thinker"),

@@ -46,7 +46,7 @@ def media_prompt_row(example: dict[str, Any], messages: list[dict[str, Any]], to
     cross = ctx.plugin.cross_attention(ctx.processor)
     if cross is not None:  # Llama 3.2 Vision: the batch builds the prompts' cross-attention mask
         row["cross_attention"] = cross
-    flags = ctx.plugin.batch_flags(ctx.options)
+    flags = ctx.plugin.batch_flags(ctx.options, ctx.processor)
     if flags:  # Qwen-Omni's use_audio_in_video: generate() is told, as training's forward is
         row["flags"] = flags
     if ctx.plugin.type_ids_key:

@@ -228,7 +228,8 @@ def build_preference_collator(trainer: Any, bundle: Any, stage: str) -> MediaPre
         text_collator=trainer.data_collator, soft_ids=soft_token_ids(ctx.processor),
         types=token_types(ctx.plugin, ctx.processor), type_ids_key=ctx.plugin.type_ids_key,
         pairwise=stage == "dpo", text_type=ctx.plugin.text_type_id, cross=ctx.plugin.cross_attention(ctx.processor),
-        flags=ctx.plugin.batch_flags(ctx.options), extra_types=ctx.plugin.extra_type_ids(ctx.processor),
+        flags=ctx.plugin.batch_flags(ctx.options, ctx.processor),
+        extra_types=ctx.plugin.extra_type_ids(ctx.processor),
         stand_ins=stand_ins_for_ranks(ctx, tokenizer, getattr(trainer, "model", None)),
         pad_id=pad_id if pad_id is not None else 0,
     )

@@ -61,6 +61,21 @@ class MediaOptions:
         return cls(**{name: getattr(data, name, getattr(defaults, name)) for name in defaults.__dict__})
 
 
+FRAME_KEYS = ("slice_mode", "downsample_mode", "use_image_id")
+"""Image-processor settings a stand-in video processor carries, for processors that read their video processor's
+at init (MiniCPM-V 4.6's slice mode and token divisor)."""
+
+
+def no_video_processor(image_processor: Any = None) -> Any:
+    """The stand-in that refuses video (with the install to make), carrying ``image_processor``'s
+    :data:`FRAME_KEYS`."""
+    stand_in = _no_video_class()()
+    for key in FRAME_KEYS:
+        if hasattr(image_processor, key):
+            setattr(stand_in, key, getattr(image_processor, key))
+    return stand_in
+
+
 def _no_video_class():
     from transformers.video_processing_utils import BaseVideoProcessor
 
@@ -124,7 +139,7 @@ def build_processor(processor_cls: type, parts: dict[str, Any]) -> Any:
         from engine.multimodal.video_pil import pil_video_processor
 
         parts["video_processor"] = (pil_video_processor(processor_cls.__name__, parts.get("image_processor"), {})
-                                    or _no_video_class()())
+                                    or no_video_processor(parts.get("image_processor")))
     if "feature_extractor" in params and parts.get("feature_extractor") is None:
         raise MediaError(f"{processor_cls.__name__} needs an audio feature extractor, and none was found.")
     from transformers.processing_utils import ProcessorMixin
@@ -284,7 +299,7 @@ def fix_processor_config(folder: Any) -> None:
     real.update({k: image[k] for k in ("patch_size", "temporal_patch_size", "merge_size", "pooling_kernel_size")
                  if k in image})
     # the settings our Pillow video processor used, so transformers' own one processes video the same way
-    real.update({k: video[k] for k in VIDEO_KEYS if video.get(k) is not None})
+    real.update({k: video[k] for k in (*VIDEO_KEYS, *FRAME_KEYS) if video.get(k) is not None})
     real.update(VIDEO_CONFIG_FIXES.get(str(config.get("processor_class", "")), {}))
     config["video_processor"] = real
     path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -76,6 +76,8 @@ VISION_TEMPLATES: dict[str, Template] = {template.name: template for template in
     _qwen("qwen3_omni", "Qwen3-Omni (thinking; image, video, audio).", thinking=True, modalities=_ALL),
     _qwen("qwen3_omni_nothink", "Qwen3-Omni instruct (image, video, audio).", thinking=False, modalities=_ALL),
     _minicpm("minicpm_v", _HELPFUL, _IMAGE_VIDEO, "MiniCPM-V 2.6 / 4 (ChatML; image and video)."),
+    _minicpm("minicpm_v_4_6", _HELPFUL, ("image",), "MiniCPM-V 4.6 (ChatML; image: video is refused, as LLaMA-Factory "
+             "0.9.5 cannot build its video rows)."),
     _minicpm("minicpm_o", "You are a helpful assistant. You can accept audio and text input and output voice and "
              "text.", _ALL, "MiniCPM-o (ChatML; image, video, audio)."),
     Template(name="glm4v", **_GLM, stop_words=("<|user|>", "<|observation|>", "</answer>"), reasoning=True,

@@ -1,6 +1,6 @@
 """LLaMA-Factory 0.9.5's vision templates whose media no plugin serves here yet, registered for their text turns.
 
-A config naming one of these (Kimi-VL, Keye-VL, dots.ocr, Intern-S1, LFM2-VL, MiniCPM-V 4.6,
+A config naming one of these (Kimi-VL, Keye-VL, dots.ocr, Intern-S1, LFM2-VL,
 Youtu-VL) trains and chats on text rows with LLaMA-Factory's exact strings. On such a
 vision-language model a row with images, videos or audio is refused (the pre-flight check, then the data layer:
 ``engine.multimodal.UnservedMedia``), so no media is dropped silently; with a text-only model the rows train on their
@@ -34,8 +34,6 @@ TEXT_ONLY_VISION_TEMPLATES: tuple[Template, ...] = (
              description="Intern-S1 (ChatML after BOS; text turns: its media are not processed here yet)."),
     like_text_template("lfm2", "lfm2_vl", "Liquid LFM2-VL / LFM2.5-VL (text turns: its images are not processed here yet).",
           default_system="You are a helpful multimodal assistant by Liquid AI."),
-    Template(name="minicpm_v_4_6", **CHATML, default_system=_HELPFUL, stop_words=IM_END,
-             description="MiniCPM-V 4.6 (ChatML; text turns: its media are not processed here yet)."),
     Template(name="youtu_vl", system=_YOUTU.format(role="system"), user=_YOUTU.format(role="user"),
              gen_prompt="<|begin_of_text|>assistant\n", assistant="{content}<|end_of_text|>\n",
              default_system=_HELPFUL, stop_words=("<|end_of_text|>",),

@@ -132,13 +132,14 @@ def _asft_reference(cfg: RunConfig, model: Any) -> Any:
     return reference.to(next(model.parameters()).device)
 
 
-def _media_collator(tokenizer: Any, bundle: Any, model: Any) -> Any:
+def _media_collator(tokenizer: Any, bundle: Any, model: Any = None) -> Any:
     from engine.multimodal.collator import MediaCollator
     from engine.multimodal.stand_in import stand_ins_for_ranks
 
     ctx = bundle.media
     return MediaCollator(tokenizer=tokenizer, type_ids_key=ctx.plugin.type_ids_key,
-                         cross=ctx.plugin.cross_attention(ctx.processor), flags=ctx.plugin.batch_flags(ctx.options),
+                         cross=ctx.plugin.cross_attention(ctx.processor),
+                         flags=ctx.plugin.batch_flags(ctx.options, ctx.processor),
                          extra_types=ctx.plugin.extra_type_ids(ctx.processor),
                          stand_ins=stand_ins_for_ranks(ctx, tokenizer, model))
 

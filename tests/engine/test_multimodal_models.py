@@ -44,6 +44,7 @@ GROUPS = {
     "pixtral": (("model.vision_tower",), ("model.multi_modal_projector",)),
     "mllama": (("model.vision_model",), ("model.multi_modal_projector",)),
     "ernie_vl": (("model.vision_tower",), ("model.resampler_model",)),
+    "minicpmv4_6": (("model.vision_tower",), ("model.merger",)),  # vision_tower holds its window merger (vit_merger)
 }
 # Parameters outside the three groups: LLaVA-NeXT's image_newline (the row-end embedding of its any-resolution grid),
 # which LLaMA-Factory trains in full tuning whatever the freeze keys say, and leaves frozen with LoRA and freeze tuning.

@@ -47,6 +47,7 @@ def _text_rows(tokenizer, plugin, processor) -> list[dict]:
     ("qwen2_audio", {"input_features", "feature_attention_mask"}),  # audio only
     ("qwen2_5_omni", {"pixel_values", "pixel_values_videos", "input_features"}),  # three stand-ins at once
     ("ernie_vl", {"pixel_values", "image_grid_thw"}),  # MoE routing by token type; its video is refused
+    ("minicpmv4_6", {"pixel_values", "target_sizes"}),  # the batch's images joined into one sequence
 ])
 @pytest.mark.parametrize("side", ["right", "left"])
 def test_stand_ins_leave_the_loss_of_a_text_batch_unchanged(family, marks, side):

@@ -32,7 +32,8 @@ def models(tmp_path_factory):
     return {family: save_tiny_vlm(family, root / family) for family in ("qwen2_vl", "gemma4", "qwen3_5", "glm4v", "llava_next",
                                                                            "qwen2_audio", "intern_vl", "mistral3",
                                                                            "pixtral", "llava_next_video",
-                                                                           "video_llava", "ernie_vl")}
+                                                                           "video_llava", "ernie_vl",
+                                                                           "minicpmv4_6")}
 
 
 def _image_dataset(folder: Path) -> Path:
@@ -85,7 +86,8 @@ def test_tiny_vlm_learns_from_images(models, tmp_path):
                                                   ("intern_vl", "intern_vl"), ("mistral3", "mistral_small"),
                                                   ("mistral3", "ministral3"), ("pixtral", "pixtral"),
                                                   ("llava_next_video", "llava_next_video"),
-                                                  ("video_llava", "video_llava"), ("ernie_vl", "ernie_vl")])
+                                                  ("video_llava", "video_llava"), ("ernie_vl", "ernie_vl"),
+                                                  ("minicpmv4_6", "minicpm_v_4_6")])
 @pytest.mark.skipif(not (SHARED / "mllm_demo.json").is_file(), reason="shared data absent")
 def test_two_steps_on_mllm_demo(models, tmp_path, family, template):
     config = _config(tmp_path, models[family], template, "mllm_demo", SHARED)

@@ -114,6 +114,7 @@ def test_board_picker_shows_media_badges():
     ("Qwen/Qwen3-Omni-30B-A3B-Instruct", "qwen3_omni_nothink"), ("Qwen/Qwen3-Omni-30B-A3B-Thinking", "qwen3_omni"),
     ("zai-org/GLM-4.5V", "glm4_5v"), ("zai-org/GLM-OCR", "glm_ocr"), ("openbmb/MiniCPM-o-2_6", "minicpm_o"),
     ("llava-hf/llava-v1.6-vicuna-7b-hf", "llava_next"), ("google/gemma-3n-E2B-it", "gemma3n"),
+    ("openbmb/MiniCPM-V-4_6", "minicpm_v_4_6"),
 ])
 def test_family_templates_follow_llamafactory(model, template):
     from engine.models.registry import default_template, model_media

@@ -14,7 +14,7 @@ import torch
 CORPUS = ("Hello, who are they? They are playing soccer on the field.", "What is in the picture? A red square.",
           "Describe the video and the sound.")
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "glm4v", "gemma3", "gemma4", "llava", "llava_next",
-            "intern_vl", "qwen2_5_omni", "llava_next_video", "video_llava")
+            "intern_vl", "qwen2_5_omni", "llava_next_video", "video_llava", "minicpmv4_6")
 
 
 def _tokenizer(specials: list[str], *, eos: str, pad: str, bos: str | None = None, named: dict | None = None):
@@ -508,6 +508,32 @@ def _ernie_vl():
         "image_processor": image_processor, "tokenizer": tokenizer}
 
 
+def _minicpm_v4_6(scale_resolution: int = 112, downsample_mode: str = "16x"):
+    """MiniCPM-V 4.6: a NaViT vision tower with its window-attention merger after layer 0, a Qwen3.5 language model,
+    and the tokenizer's named image tokens (MiniCPM-V's ``<image>``/``<slice>``/``<image_id>`` markers); the image
+    processor slices an image larger than ``scale_resolution`` squared into at most 4 slices."""
+    from transformers import MiniCPMV4_6Config, MiniCPMV4_6ForConditionalGeneration, MiniCPMV4_6Processor
+    from transformers.models.minicpmv4_6.image_processing_pil_minicpmv4_6 import MiniCPMV4_6ImageProcessorPil
+
+    named = {"image_token": "<|image_pad|>", "video_token": "<|video_pad|>", "image_start_token": "<image>",
+             "image_end_token": "</image>", "slice_start_token": "<slice>", "slice_end_token": "</slice>",
+             "image_id_start_token": "<image_id>", "image_id_end_token": "</image_id>"}
+    tokenizer = _tokenizer(["<|endoftext|>", "<|im_start|>", "<|im_end|>", *named.values()], eos="<|im_end|>",
+                           pad="<|endoftext|>", named=named)
+    text = _qwen_text(tokenizer, model_type="qwen3_5_text", head_dim=8, layer_types=["linear_attention", "full_attention"],
+                      linear_key_head_dim=8, linear_value_head_dim=8, linear_num_key_heads=2, linear_num_value_heads=4,
+                      rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5})
+    config = MiniCPMV4_6Config(
+        text_config=text, vision_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+                                         "num_attention_heads": 2, "image_size": 56, "patch_size": 14},
+        insert_layer_id=0, downsample_mode=downsample_mode, image_token_id=tokenizer.convert_tokens_to_ids("<|image_pad|>"),
+        video_token_id=tokenizer.convert_tokens_to_ids("<|video_pad|>"))
+    image_processor = MiniCPMV4_6ImageProcessorPil(scale_resolution=scale_resolution, max_slice_nums=4,
+                                                   downsample_mode=downsample_mode)
+    return MiniCPMV4_6ForConditionalGeneration, config, MiniCPMV4_6Processor, {"image_processor": image_processor,
+                                                                             "tokenizer": tokenizer}
+
+
 BUILDERS = {
     "qwen2_vl": lambda: _qwen("qwen2_vl"), "qwen3_vl": lambda: _qwen("qwen3_vl"), "qwen2_5_vl": _qwen2_5_vl,
     "qwen3_5": _qwen3_5, "glm4v": _glm4v, "gemma3": _gemma3, "gemma4": lambda: _gemma4(audio=False),
@@ -515,7 +541,8 @@ BUILDERS = {
     "intern_vl": _intern_vl, "paligemma": _paligemma, "mistral3": _mistral3, "pixtral": lambda: _mistral3(llava=True),
     "mllama": _mllama, "llava_next_video": lambda: _video_llava(next_video=True),
     "video_llava": lambda: _video_llava(next_video=False), "qwen2_5_omni": _qwen2_5_omni,
-    "qwen3_omni": _qwen3_omni, "ernie_vl": _ernie_vl,
+    "qwen3_omni": _qwen3_omni, "ernie_vl": _ernie_vl, "minicpmv4_6": _minicpm_v4_6,
+    "minicpmv4_6_4x": lambda: _minicpm_v4_6(scale_resolution=224, downsample_mode="4x"),
 }
 """Family -> builder of (model class, config, processor class, processor parts)."""
 

@@ -28,6 +28,12 @@ import torch.nn.functional as F
 from transformers import Trainer
 
 from engine.data.tokenize import IGNORE
+from engine.train.parallel.fsdp import ShardingMixin
+
+PAIR_METRICS = ("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins", "logps/chosen",
+                "logps/rejected", "logits/chosen", "logits/rejected")
+ORPO_METRICS = ("sft_loss", "odds_ratio_loss")
+"""The logged pair metrics (LLaMA-Factory's names); ORPO adds the last two."""
 
 
 class PairCollator:
@@ -77,7 +83,7 @@ def pair_losses(chosen: torch.Tensor, rejected: torch.Tensor, loss: str, beta: f
     return losses, sft
 
 
-class OddsRatioTrainer(Trainer):
+class OddsRatioTrainer(ShardingMixin, Trainer):
     """transformers' Trainer with LLaMA-Factory's ORPO or SimPO loss on :class:`PairCollator` batches."""
 
     def __init__(self, *args: Any, loss: str, beta: float, gamma: float, ftx: float, **kwargs: Any) -> None:
@@ -108,16 +114,12 @@ class OddsRatioTrainer(Trainer):
                 losses: torch.Tensor, sft: torch.Tensor) -> None:
         metrics = self._pair_metrics["train" if self.model.training else "eval"]
         rewards_chosen, rewards_rejected = self.beta * chosen, self.beta * rejected
-        values = {
-            "rewards/chosen": rewards_chosen.mean(), "rewards/rejected": rewards_rejected.mean(),
-            "rewards/accuracies": (rewards_chosen > rewards_rejected).float().mean(),
-            "rewards/margins": (rewards_chosen - rewards_rejected).mean(),
-            "logps/chosen": chosen.mean(), "logps/rejected": rejected.mean(),
-            "logits/chosen": logits[:pairs].mean(), "logits/rejected": logits[pairs:].mean(),
-        }
+        values = dict(zip(PAIR_METRICS, (
+            rewards_chosen.mean(), rewards_rejected.mean(), (rewards_chosen > rewards_rejected).float().mean(),
+            (rewards_chosen - rewards_rejected).mean(), chosen.mean(), rejected.mean(), logits[:pairs].mean(),
+            logits[pairs:].mean()), strict=True))
         if self.pref_loss == "orpo":
-            values["sft_loss"] = sft.mean()
-            values["odds_ratio_loss"] = ((losses - sft) / self.beta).mean()
+            values.update(zip(ORPO_METRICS, (sft.mean(), ((losses - sft) / self.beta).mean()), strict=True))
         for key, value in values.items():
             metrics[key].append(float(value))
 
@@ -129,9 +131,7 @@ class OddsRatioTrainer(Trainer):
         return loss.detach(), None, None
 
     def _metric_names(self) -> list[str]:
-        names = ["rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins", "logps/chosen",
-                 "logps/rejected", "logits/chosen", "logits/rejected"]
-        return names + (["sft_loss", "odds_ratio_loss"] if self.pref_loss == "orpo" else [])
+        return list(PAIR_METRICS) + (list(ORPO_METRICS) if self.pref_loss == "orpo" else [])
 
     def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
         """The step's (or evaluation's) pair metrics beside the loss, ``eval_``-prefixed for evaluation: averaged

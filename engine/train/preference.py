@@ -115,8 +115,11 @@ def _train_set(bundle: Any) -> Any:
 def build_rm_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Any:
     from trl import RewardConfig, RewardTrainer
 
+    class ShardedRewardTrainer(ShardingMixin, RewardTrainer):  # FSDP2 on CPU processes too
+        pass
+
     args = build_args(RewardConfig, cfg, has_eval=bundle.eval is not None, **_common(cfg))
-    return RewardTrainer(
+    return ShardedRewardTrainer(
         model=model, args=args, train_dataset=_train_set(bundle), eval_dataset=bundle.eval,
         processing_class=tokenizer, callbacks=callbacks,
     )

@@ -313,6 +313,22 @@ def test_torchrun_two_processes_share_the_work(tmp_path, example):
     assert (out / "adapter_model.safetensors").is_file() or (out / "model.safetensors").is_file()
 
 
+@pytest.mark.parametrize("example", ["orpo_lora_demo.yaml", "rm_lora_demo.yaml"])
+def test_preference_and_reward_trainers_shard_with_fsdp2_on_cpu_ranks(tmp_path, example):
+    """ORPO / SimPO's and the reward model's trainers take FSDP2 on CPU processes as SFT's do (they ran as DDP)."""
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "engine", "train",
+           str(EXAMPLES / example), f"output_dir={out}", "fsdp=full_shard auto_wrap",
+           f"fsdp_config={EXAMPLES / 'fsdp' / 'fsdp2.json'}", "max_steps=2", "logging_steps=1", "save_strategy=no",
+           f"dataset_dir={EXAMPLES / 'data'}"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    parallel = json.loads((out / "run.json").read_text())["parallel"]
+    assert parallel["strategy"] == "fsdp2" and parallel["sharded"] is True
+    assert (out / "adapter_model.safetensors").is_file()
+
+
 def test_muon_trains_full_finetuning(tmp_path):
     out = tmp_path / "muon"
     assert train("sft_full_demo.yaml", out, "use_muon=true", "learning_rate=0.02", "max_steps=3",

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.data.errors import DatasetError
+from engine.data.hub import HUB_URL_KEYS
 from engine.data.slices import check_split
 
 INFO_FILE = "dataset_info.json"
@@ -171,14 +172,20 @@ def _entry_spec(name: str, entry: dict[str, Any], dataset_dir: Path) -> DatasetS
         hub = {"kind": source[0], "repo": source[1], **hub_options(entry)}
         if entry.get("file_name"):
             hub["local_file"] = str(entry["file_name"])
-    elif not entry.get("file_name"):
+    else:
         other = next((key for key in ("script_url", "cloud_file_name") if entry.get(key)), None)
+        if other and entry.get("file_name"):  # LLaMA-Factory loads it by `other`, before the file: other rows
+            raise DatasetError(
+                f"Dataset {name!r} in {INFO_FILE} names both `{other}` and `file_name`; LLaMA-Factory loads it by "
+                f"`{other}` (which this engine does not run), so the local file could hold other rows. Remove "
+                f"`{other}` from {name!r} to train on `{entry['file_name']}`."
+            )
         if other:
             raise DatasetError(
                 f"Dataset {name!r} is loaded by `{other}: {entry[other]}`, which this engine does not run (dataset "
                 f"scripts and cloud files); download the data, then set `file_name` for {name!r} in {INFO_FILE}."
             )
-        else:
+        if not entry.get("file_name"):
             raise DatasetError(f"Dataset {name!r} in {INFO_FILE} has no `file_name`; add the data file's name.")
     formatting = str(entry.get("formatting", "alpaca")).lower()
     if formatting not in FORMATTINGS:
@@ -251,7 +258,7 @@ def resolve_dataset(name: str, dataset_dir: str | os.PathLike) -> DatasetSpec:
     name = name.strip()
     where = str(dataset_dir).strip()
     if where == "ONLINE":  # LLaMA-Factory: every name is a dataset of the chosen hub, read with the default columns
-        from engine.data.hub import HUB_URL_KEYS, use_modelscope, use_openmind
+        from engine.data.hub import use_modelscope, use_openmind
 
         kind = "ms_hub" if use_modelscope() else "om_hub" if use_openmind() else "hf_hub"
         return _entry_spec(name, {HUB_URL_KEYS[kind]: name}, Path.cwd())
@@ -261,7 +268,7 @@ def resolve_dataset(name: str, dataset_dir: str | os.PathLike) -> DatasetSpec:
             raise DatasetError(f"Unknown dataset {name!r} in the {INFO_FILE} of `dataset_dir: {where}`."
                                f"{_near_hint(name, info)}")
         entry = info[name]
-        if entry.get("file_name") and not any(entry.get(key) for key in ("hf_hub_url", "ms_hub_url", "om_hub_url")):
+        if entry.get("file_name") and not any(entry.get(key) for key in HUB_URL_KEYS.values()):
             raise DatasetError(f"Dataset {name!r} in the {INFO_FILE} of `dataset_dir: {where}` names only a local "
                                f"`file_name`, which has no folder here; give it a `hf_hub_url`, or download the "
                                "repository and set `dataset_dir` to its folder.")
@@ -327,7 +334,7 @@ def list_datasets(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
             "ranking": bool(entry.get("ranking", False)),
             "columns": dict(entry.get("columns") or {}),
             "kind": detect_kind(entry),
-            "hub": any(entry.get(key) for key in ("hf_hub_url", "ms_hub_url", "om_hub_url")) or (
+            "hub": any(entry.get(key) for key in HUB_URL_KEYS.values()) or (
                 not file_name and any(entry.get(key) for key in HUB_KEYS)),
             "available": bool(file_name) and (folder / file_name).exists(),
         }

@@ -165,8 +165,6 @@ def check_media(cfg: Any) -> list[str]:
                      if isinstance(row, dict))
         if videos and "videos" in allowed and not has_torchvision() and not getattr(plugin, "pil_video", False):
             found.append(f"Dataset `{name}`: {videos} row(s) have video, and {TORCHVISION_FIX}.")
-        if videos and "videos" not in allowed and getattr(plugin, "video_refusal", None):  # why: ERNIE-4.5-VL
-            found.append(f"Dataset `{name}`: {videos} row(s) have video. {plugin.video_refusal}")
         if len(found) > MAX_LISTED:
             found = found[:MAX_LISTED] + [f"Dataset `{name}`: {len(found) - MAX_LISTED} more media problems."]
         problems += found

@@ -125,10 +125,11 @@ class MediaCollator(PaddingCollator):
 
         arrays = [unpack_arrays(feature.get("mm_inputs")) for feature in features]
         type_ids = [feature.get("mm_token_type_ids") for feature in features]
+        added = 0
         if self.stand_ins:
             from engine.multimodal.stand_in import add_stand_ins
 
-            features, arrays, type_ids = add_stand_ins(features, arrays, type_ids, self.stand_ins)
+            features, arrays, type_ids, added = add_stand_ins(features, arrays, type_ids, self.stand_ins)
         text = [{k: v for k, v in feature.items() if k not in ("mm_inputs", "mm_token_type_ids")}
                 for feature in features]
         batch = super().__call__(text)
@@ -145,4 +146,8 @@ class MediaCollator(PaddingCollator):
         row_ids = [list(feature["input_ids"]) for feature in features] if self.cross is not None else None
         batch.update(to_tensors(batch_media(arrays, self.cross, row_ids, length, left)))
         batch.update(self.flags or {})
+        if self.stand_ins and "attention_mask" not in batch:  # packed: on every batch, so every rank counts alike
+            from engine.train.stand_in_count import STAND_IN_TOKENS
+
+            batch[STAND_IN_TOKENS] = torch.tensor(added)
         return batch

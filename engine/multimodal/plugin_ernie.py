@@ -27,10 +27,11 @@ IMAGE_TOKENS = {"image_start_token": "<|IMAGE_START|>", "image_token": "<|IMAGE_
                 "image_end_token": "<|IMAGE_END|>"}
 """The tokens LLaMA-Factory's ``ernie_vl`` template writes around and for each image (processor attribute -> text)."""
 
-VIDEO_REFUSAL = (
-    "ERNIE-4.5-VL video is not served here: transformers' ERNIE video processor needs torchvision and a timestamp font, "
-    "and LLaMA-Factory 0.9.5 has no ERNIE video rows to match (its video call fails with transformers 5.6, and its "
-    "token count is twice the features the model makes of a video). Drop the rows with video (images train).")
+VIDEO_REFUSED = ("ERNIE-4.5-VL video is refused here: transformers' ERNIE video processor needs torchvision and a "
+                 "timestamp font, and LLaMA-Factory 0.9.5 has no ERNIE video rows to match (its video call fails "
+                 "with transformers 5.6, and its token count is twice the features the model makes of a video); "
+                 "images train")
+"""Why video is refused (said in the pre-flight check and by the data layer)."""
 
 
 def check_tokens(processor: Any) -> None:

@@ -370,14 +370,6 @@ class ErnieVLPlugin(MediaPlugin):
     """ERNIE-4.5-VL images as LLaMA-Factory writes them, with the processor's MoE routing column
     (:mod:`engine.multimodal.plugin_ernie`); video is refused with the reason."""
 
-    video_refusal = ernie.VIDEO_REFUSAL
-
-    def check_media(self, messages: list[dict[str, Any]], images: list[Any], videos: list[Any],
-                    audios: list[Any]) -> None:
-        if videos:
-            raise MediaError(self.video_refusal)
-        super().check_media(messages, images, videos, audios)
-
     def image_text(self, processor: Any, features: dict[str, Any], index: int) -> str:
         ernie.check_tokens(processor)
         return ernie.image_text(processor, features, index)
@@ -530,7 +522,7 @@ PLUGINS: dict[str, MediaPlugin] = {
                                  video_wrap=_QWEN_WRAP, even_frames=True, pil_video=True, type_ids_key=None,
                                  audio_wrap=("<|audio_start|>", "<|audio_end|>"), qwen3_audio=True,
                                  time_scale_key="video_second_per_grid"),
-    "ernie_vl": ErnieVLPlugin("ernie_vl", ("images",), ("ernie4_5_vl_moe",)),
+    "ernie_vl": ErnieVLPlugin("ernie_vl", ("images",), ("ernie4_5_vl_moe",), why_not=ernie.VIDEO_REFUSED),
 }
 """Plugin name -> plugin; the one dispatch table of the multimodal room."""
 

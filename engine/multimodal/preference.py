@@ -223,7 +223,10 @@ def build_preference_collator(trainer: Any, bundle: Any, stage: str) -> MediaPre
 
     ctx = bundle.media
     tokenizer = getattr(ctx.processor, "tokenizer", None) or trainer.processing_class
-    pad_id = getattr(tokenizer, "pad_token_id", None)
+    text = trainer.data_collator
+    pad_id = next((value for value in (getattr(text, "pad_token_id", None),  # TRL's own padding id
+                                       getattr(getattr(text, "inner", None), "pad_token_id", None),
+                                       getattr(tokenizer, "pad_token_id", None)) if value is not None), None)
     return MediaPreferenceCollator(
         text_collator=trainer.data_collator, soft_ids=soft_token_ids(ctx.processor),
         types=token_types(ctx.plugin, ctx.processor), type_ids_key=ctx.plugin.type_ids_key,

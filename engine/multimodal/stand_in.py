@@ -11,7 +11,9 @@ without audio the silence. Models such as Qwen2-VL run their tower once for a ba
 videos, so with LLaMA-Factory's rule a rank whose batch held both kinds still ran the tower once more than a rank
 whose batch held one. The stand-ins' soft tokens go after the batch's first row, outside attention (mask 0; their
 own position run in packed rows) and outside the loss (labels -100): the loss and gradients stay those of the real
-tokens. On one process nothing could mismatch, so nothing is added there.
+tokens, and packed batches report them so that they are not counted as tokens seen (engine.train.stand_in_count).
+They make a batch longer than its rows by their own tokens, beyond ``cutoff_len`` and a token budget by that much.
+On one process nothing could mismatch, so nothing is added there (LLaMA-Factory adds its stand-in there too).
 
 Not covered: Qwen-Omni with ``use_audio_in_video`` (each video must come with its audio, so no video stand-in is
 added; an image-only rank beside a video rank still mismatches there), and families whose video needs torchvision
@@ -74,8 +76,9 @@ def build_stand_ins(ctx: Any, tokenizer: Any, config: Any = None) -> list[StandI
             continue
         try:
             out.append(_stand_in(ctx, tokenizer, kind))
-        except MediaError as err:  # video without torchvision: no video is read in this run at all
-            logger.info("No stand-in %s for batches without one: %s", kind[:-1], err)
+        except MediaError as err:  # video without torchvision: then no video row is read in this run either
+            logger.warning("No stand-in %s for batches without one (%s); should rows with one train beside rows "
+                           "without, the ranks' towers would run unevenly.", kind[:-1], err)
     return out
 
 
@@ -120,13 +123,25 @@ def _stand_in(ctx: Any, tokenizer: Any, kind: str) -> StandIn:
     return StandIn(kind=kind, ids=ids, type_ids=list(type_ids), arrays=arrays, marks=marks)
 
 
-def add_stand_ins(features: list[dict[str, Any]], arrays: list[dict[str, Any]], type_ids: list[Any],
-                  stand_ins: list[StandIn]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
-    """The batch's rows, media inputs and token types with the stand-ins its rows lack put after its first row's
-    tokens (unchanged when it lacks none)."""
+def _missing(arrays: list[dict[str, Any]], stand_ins: list[StandIn]) -> tuple[list[StandIn], list[dict[str, Any]]]:
+    """The stand-ins a batch's rows (their media inputs) lack, and the rows' media inputs with the lacking kinds'
+    put on the first row (unchanged when none is lacking)."""
     missing = [stand_in for stand_in in stand_ins if not any(stand_in.present(row) for row in arrays)]
+    if not missing or not arrays:
+        return [], arrays
+    media = dict(arrays[0])
+    for stand_in in missing:
+        media.update(stand_in.arrays)
+    return missing, [media, *arrays[1:]]
+
+
+def add_stand_ins(features: list[dict[str, Any]], arrays: list[dict[str, Any]], type_ids: list[Any],
+                  stand_ins: list[StandIn]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Any], int]:
+    """The batch's rows, media inputs and token types with the stand-ins its rows lack put after its first row's
+    tokens, and how many tokens they added (unchanged, 0, when it lacks none)."""
+    missing, arrays = _missing(arrays, stand_ins)
     if not missing or not features:
-        return features, arrays, type_ids
+        return features, arrays, type_ids, 0
     first = dict(features[0])
     real = len(first["input_ids"])
     ids = [token for stand_in in missing for token in stand_in.ids]
@@ -135,15 +150,11 @@ def add_stand_ins(features: list[dict[str, Any]], arrays: list[dict[str, Any]], 
     first["attention_mask"] = list(first.get("attention_mask") or [1] * real) + [0] * len(ids)
     if "position_ids" in first:  # packed rows: a run of its own, so no packed example reaches it
         first["position_ids"] = list(first["position_ids"]) + list(range(len(ids)))
-    media = dict(arrays[0]) if arrays else {}
-    for stand_in in missing:
-        media.update(stand_in.arrays)
     types = list(type_ids)
     if types and any(stand_in.type_ids for stand_in in missing):
         base = list(types[0]) if types[0] is not None else [0] * real
         types[0] = base + [t for stand_in in missing for t in (stand_in.type_ids or [0] * len(stand_in.ids))]
-    return [first, *features[1:]], [media, *arrays[1:]], types
-
+    return [first, *features[1:]], arrays, types, len(ids)
 
 
 def add_stand_ins_to_batch(batch: dict[str, Any], arrays: list[dict[str, Any]], stand_ins: list[StandIn],
@@ -154,8 +165,8 @@ def add_stand_ins_to_batch(batch: dict[str, Any], arrays: list[dict[str, Any]], 
     prefix where the first row's stand-in tokens end (empty when none was added)."""
     import torch
 
-    missing = [stand_in for stand_in in stand_ins if not any(stand_in.present(row) for row in arrays)]
-    if not missing or not arrays:
+    missing, arrays = _missing(arrays, stand_ins)
+    if not missing:
         return arrays, {}
     ids = torch.tensor([token for stand_in in missing for token in stand_in.ids])
     reach = {}
@@ -174,7 +185,4 @@ def add_stand_ins_to_batch(batch: dict[str, Any], arrays: list[dict[str, Any]], 
                 wider[0, real:real + len(ids)] = ids.to(value.dtype)
             batch[key] = wider
         reach[prefix] = real + len(ids)
-    media = dict(arrays[0])
-    for stand_in in missing:
-        media.update(stand_in.arrays)
-    return [media, *arrays[1:]], reach
+    return arrays, reach

@@ -17,6 +17,7 @@ from engine.train.generation_eval import GenerationEvalMixin, generation_eval
 from engine.train.head_loss import chunked_head_loss
 from engine.train.lf_token_count import LFTokenCountMixin
 from engine.train.parallel.fsdp import ShardingMixin
+from engine.train.stand_in_count import StandInTokensMixin
 from engine.train.token_accuracy import AccuracyMixin, accuracy_wanted
 from engine.train.token_budget import TokenBudgetMixin
 
@@ -50,7 +51,7 @@ class MuonMixin:
         return super().create_optimizer(model)
 
 
-class LabelPositionsTrainer(ShardingMixin, MuonMixin, TokenBudgetMixin, AccuracyMixin, LFEvalMixin, GenerationEvalMixin,
+class LabelPositionsTrainer(StandInTokensMixin, ShardingMixin, MuonMixin, TokenBudgetMixin, AccuracyMixin, LFEvalMixin, GenerationEvalMixin,
                             LFTokenCountMixin, Trainer):
     """Applies the output head only where a label is trained.
 

@@ -90,6 +90,18 @@ def test_an_entry_with_a_hub_url_and_a_file_name_reads_the_hub_as_llamafactory(h
     assert [e["messages"][-1]["content"] for e in load_examples(Args(hub_dir), "hub_and_file", "sft")] == ["file"]
 
 
+def test_a_script_or_cloud_entry_with_a_file_name_is_refused_with_the_edit(hub_dir):
+    """LLaMA-Factory loads such an entry by its script or cloud file, not the local file: refused, naming the edit."""
+    info = json.loads((hub_dir / "dataset_info.json").read_text())
+    (hub_dir / "local.json").write_text(json.dumps(ROWS))
+    info["scripted_file"] = {"script_url": "my_script", "file_name": "local.json"}
+    info["cloud_file"] = {"cloud_file_name": "s3://bucket/data.json", "file_name": "local.json"}
+    (hub_dir / "dataset_info.json").write_text(json.dumps(info))
+    for name, key in (("scripted_file", "script_url"), ("cloud_file", "cloud_file_name")):
+        with pytest.raises(DatasetError, match=f"names both `{key}` and `file_name`.*Remove `{key}`"):
+            resolve_dataset(name, hub_dir)
+
+
 def test_hub_choice_follows_llamafactory(hub_dir, monkeypatch):
     assert hub_source({"hf_hub_url": "a", "ms_hub_url": "b"}) == ("hf_hub", "a")
     assert hub_source({"ms_hub_url": "b"}) == ("ms_hub", "b")

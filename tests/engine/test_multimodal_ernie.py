@@ -138,7 +138,8 @@ def test_the_model_gets_the_processors_positions_and_routing(tiny, tmp_path):
 
 def test_video_and_a_foreign_tokenizer_are_refused(tiny, tmp_path):
     _, processor = tiny
-    with pytest.raises(MediaError, match="ERNIE-4.5-VL video is not served.*torchvision.*Drop the rows with video"):
+    with pytest.raises(MediaError, match="takes images, not videos .ERNIE-4.5-VL video is refused.*torchvision.*images "
+                                         "train.; choose a model that does or drop those columns"):
         PLUGIN.process(processor, [{"role": "user", "content": "<video>What happens?"}], [], ["clip.mp4"], [],
                        MediaOptions())
     other = copy.copy(processor)

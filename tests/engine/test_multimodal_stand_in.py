@@ -81,12 +81,54 @@ def test_a_batch_with_media_gets_no_stand_in_and_packed_rows_get_their_own_run()
     rows = [{"input_ids": [1, 2, 3], "labels": [1, 2, 3], "position_ids": [0, 1, 2]}]
     with_image = [{"pixel_values": visual.arrays["pixel_values"]}]
     assert add_stand_ins(rows, with_image, [None], [visual])[0] is rows
-    out, arrays, types = add_stand_ins(rows, [{}], [None], [visual])
+    out, arrays, types, added = add_stand_ins(rows, [{}], [None], [visual])
+    assert added == len(visual.ids)
     n = len(visual.ids)
     assert out[0]["position_ids"] == [0, 1, 2, *range(n)]  # a new packed example: no real row reaches it
     assert out[0]["attention_mask"] == [1, 1, 1] + [0] * n and out[0]["labels"][3:] == [-100] * n
     assert set(arrays[0]) == set(visual.arrays) and types[0] == [0, 0, 0, *visual.type_ids]
     assert rows[0]["input_ids"] == [1, 2, 3]  # the caller's row is not changed
+
+
+def test_packed_batches_do_not_count_the_stand_ins_as_tokens_seen():
+    """Packed batches carry no attention mask, so transformers counts the ids that are not padding: the collator
+    gives the stand-ins' count, and the trainer leaves it out (and the key never reaches the model)."""
+    from types import SimpleNamespace
+
+    from transformers import Trainer
+
+    from engine.train.stand_in_count import STAND_IN_TOKENS, StandInTokensMixin
+
+    model, processor = build_tiny_vlm("qwen2_vl")
+    tokenizer = processor.tokenizer
+    plugin = plugin_for(model.config.model_type)
+    stand_ins = build_stand_ins(MediaContext(plugin, processor, MediaOptions()), tokenizer, model.config)
+    rows = _text_rows(tokenizer, plugin, processor)
+    packed = [dict(row, position_ids=list(range(len(row["input_ids"])))) for row in rows]
+    batch = MediaCollator(tokenizer=tokenizer, type_ids_key=plugin.type_ids_key, stand_ins=stand_ins)(packed)
+    assert "attention_mask" not in batch and int(batch[STAND_IN_TOKENS]) == sum(len(s.ids) for s in stand_ins)
+    real = sum(len(row["input_ids"]) for row in rows)
+
+    class Base:
+        def _track_num_input_tokens(self, inputs):  # transformers' count of a mask-free batch
+            self.state.num_input_tokens_seen += int((inputs["input_ids"] != tokenizer.pad_token_id).sum())
+
+        def _prepare_inputs(self, inputs):
+            return inputs
+
+    class Counting(StandInTokensMixin, Base):
+        args = SimpleNamespace(include_num_input_tokens_seen="non_padding", device="cpu")
+        state = SimpleNamespace(num_input_tokens_seen=0)
+        accelerator = SimpleNamespace(gather=lambda tensor: tensor)
+        processing_class = processor
+
+    trainer = Counting()
+    trainer._track_num_input_tokens(batch)
+    assert trainer.state.num_input_tokens_seen == real
+    assert STAND_IN_TOKENS not in trainer._prepare_inputs(batch)
+    assert hasattr(Trainer, "_track_num_input_tokens") and hasattr(Trainer, "_prepare_inputs")  # the hooks exist
+    with torch.no_grad():
+        model(**{k: v for k, v in trainer._prepare_inputs(batch).items()})  # the model takes the rest
 
 
 def test_only_runs_of_more_than_one_process_get_stand_ins(monkeypatch):

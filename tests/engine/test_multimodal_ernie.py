@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import sys
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -14,14 +15,23 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tinyvlms import build_tiny_vlm, save_tiny_vlm, write_image_dataset  # noqa: E402
+from tinyvlms import (  # noqa: E402
+    build_tiny_vlm,
+    image_file,
+    load_default,
+    logged_losses,
+    save_tiny_vlm,
+    sft_config,
+    write_image_dataset,
+)
 
 from engine.cli import main  # noqa: E402
-from engine.multimodal import media  # noqa: E402
 from engine.multimodal.collator import MediaCollator  # noqa: E402
 from engine.multimodal.errors import MediaError  # noqa: E402
 from engine.multimodal.plugins import PLUGINS, pack_arrays, plugin_for  # noqa: E402
 from engine.multimodal.processor import MediaOptions  # noqa: E402
+
+_config = partial(sft_config, template="ernie_vl")
 
 PLUGIN = PLUGINS["ernie_vl"]
 START, IMAGE, END = "<|IMAGE_START|>", "<|IMAGE_PLACEHOLDER|>", "<|IMAGE_END|>"
@@ -37,17 +47,8 @@ def folder(tmp_path_factory):
     return save_tiny_vlm("ernie_vl", tmp_path_factory.mktemp("ernie") / "ernie_vl")
 
 
-def _image(tmp_path: Path, name: str, size=(100, 60), color=(200, 30, 30)) -> str:
-    from PIL import Image
-
-    path = tmp_path / name
-    Image.new("RGB", size, color).save(path)
-    return str(path)
 
 
-def _load(path: str):
-    opts = MediaOptions()
-    return media.load_image(path, opts.image_max_pixels, opts.image_min_pixels)
 
 
 def test_images_are_numbered_pictures_as_llamafactory_writes_them(tiny, tmp_path):
@@ -55,11 +56,11 @@ def test_images_are_numbered_pictures_as_llamafactory_writes_them(tiny, tmp_path
     row's images across its messages; pixel values and grids are the image processor's."""
     _, processor = tiny
     assert plugin_for("ernie4_5_vl_moe") is PLUGIN and PLUGIN.modalities == ("images",)
-    images = [_image(tmp_path, "a.png"), _image(tmp_path, "b.png", size=(40, 90))]
+    images = [image_file(tmp_path, "a.png"), image_file(tmp_path, "b.png", size=(40, 90))]
     messages = [{"role": "user", "content": "<image>Who?"}, {"role": "assistant", "content": "Them."},
                 {"role": "user", "content": "And<image>?"}]
     expanded, arrays = PLUGIN.process(processor, messages, images, [], [], MediaOptions())
-    reference = processor.image_processor([_load(path) for path in images], return_tensors="np")
+    reference = processor.image_processor([load_default(path) for path in images], return_tensors="np")
     counts = [int(np.prod(grid)) // 4 for grid in reference["image_grid_thw"]]
     assert counts[0] != counts[1]
     assert expanded[0]["content"] == f"Picture 1:{START}{IMAGE * counts[0]}{END}Who?"
@@ -71,8 +72,8 @@ def test_images_are_numbered_pictures_as_llamafactory_writes_them(tiny, tmp_path
 def _rows(processor, tmp_path: Path) -> list[tuple[dict, dict | None]]:
     """(our collator feature, transformers' processor output for the same text) for a two-image row, a one-image
     row and a text row."""
-    a, b = _image(tmp_path, "a.png"), _image(tmp_path, "b.png", size=(40, 90), color=(10, 200, 10))
-    c = _image(tmp_path, "c.png", size=(56, 56), color=(10, 10, 200))
+    a, b = image_file(tmp_path, "a.png"), image_file(tmp_path, "b.png", size=(40, 90), color=(10, 200, 10))
+    c = image_file(tmp_path, "c.png", size=(56, 56), color=(10, 10, 200))
     out = []
     for text, paths in (("<image>Compare<image>them.", [a, b]), ("What is <image>?", [c]), ("Say hi.", [])):
         expanded, arrays = PLUGIN.process(processor, [{"role": "user", "content": text}], paths, [], [],
@@ -85,7 +86,7 @@ def _rows(processor, tmp_path: Path) -> list[tuple[dict, dict | None]]:
             raw = text
             for number in range(1, len(paths) + 1):
                 raw = raw.replace("<image>", f"Picture {number}:{START}{IMAGE}{END}", 1)
-            reference = processor(text=[raw], images=[_load(path) for path in paths], return_tensors="pt")
+            reference = processor(text=[raw], images=[load_default(path) for path in paths], return_tensors="pt")
         out.append((feature, reference))
     return out
 
@@ -145,7 +146,7 @@ def test_video_and_a_foreign_tokenizer_are_refused(tiny, tmp_path):
     other = copy.copy(processor)
     other.image_start_token_id = processor.image_end_token_id  # a tokenizer whose <|IMAGE_START|> is another id
     with pytest.raises(MediaError, match=r"does not map <\|IMAGE_START\|>.*model's own tokenizer files"):
-        PLUGIN.process(other, [{"role": "user", "content": "<image>Hi"}], [_image(tmp_path, "a.png")], [], [],
+        PLUGIN.process(other, [{"role": "user", "content": "<image>Hi"}], [image_file(tmp_path, "a.png")], [], [],
                        MediaOptions())
 
 
@@ -179,22 +180,8 @@ def test_preference_batches_route_the_rows_and_the_kl_rows(tiny, tmp_path):
         assert batch[prefix + "mm_token_type_ids"].tolist() == processor.create_mm_token_type_ids(ids.tolist())
 
 
-def _config(folder: Path, model: Path, data: Path, dataset: str = "colors", **extra) -> Path:
-    import yaml
-
-    config = {"model_name_or_path": str(model), "template": "ernie_vl", "stage": "sft", "do_train": True,
-              "finetuning_type": "lora", "lora_target": "all", "dataset": dataset, "dataset_dir": str(data),
-              "cutoff_len": 1024, "output_dir": str(folder / "out"), "per_device_train_batch_size": 3,
-              "learning_rate": 0.01, "max_steps": 2, "logging_steps": 1, "save_strategy": "no", "plot_loss": False,
-              "report_to": "none", **extra}
-    path = folder / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
-def _losses(folder: Path) -> list[float]:
-    events = [json.loads(x) for x in (folder / "events.jsonl").read_text().splitlines() if x.strip()]
-    return [e["loss"] for e in events if e["event"] == "log"]
 
 
 @pytest.fixture
@@ -229,7 +216,7 @@ def test_lora_trains_on_images_routed_and_leaves_the_towers_alone(folder, tmp_pa
 
     data = write_image_dataset(tmp_path / "data", with_text_row=True)
     assert main(["train", str(_config(tmp_path, folder, data))]) == 0
-    losses = _losses(tmp_path / "out")
+    losses = logged_losses(tmp_path / "out")
     assert len(losses) == 2 and all(math.isfinite(loss) for loss in losses)
     _all_routed(routed)
     with safe_open(str(tmp_path / "out" / "adapter_model.safetensors"), "pt") as handle:
@@ -245,7 +232,7 @@ def test_preference_stages_train_routed(folder, tmp_path, stage, routed):
     data = _pairwise(tmp_path / "data")
     extra = {"stage": "kto", "dataset": "colors_kto"} if stage == "kto" else {"stage": "dpo", "dataset": "pairs"}
     assert main(["train", str(_config(tmp_path, folder, data, per_device_train_batch_size=2, **extra))]) == 0
-    assert len(_losses(tmp_path / "out")) == 2
+    assert len(logged_losses(tmp_path / "out")) == 2
     _all_routed(routed)
 
 
@@ -260,7 +247,7 @@ def test_chat_prediction_and_export(folder, tmp_path, capsys):
     from engine.multimodal.predict import batch_media_inputs, media_prompt_row
     from engine.templates import get_template
 
-    png = _image(tmp_path, "red.png", size=(56, 56))
+    png = image_file(tmp_path, "red.png", size=(56, 56))
     chat = tmp_path / "chat.yaml"
     chat.write_text(yaml.safe_dump({"model_name_or_path": str(folder), "template": "ernie_vl", "do_sample": False,
                                     "max_new_tokens": 4}))

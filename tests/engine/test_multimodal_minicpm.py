@@ -12,19 +12,22 @@ import json
 import logging
 import math
 import sys
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tinyvlms import build_tiny_vlm, save_tiny_vlm, write_image_dataset  # noqa: E402
+from tinyvlms import build_tiny_vlm, image_file, logged_losses, save_tiny_vlm, sft_config, write_image_dataset  # noqa: E402
 
 from engine.cli import main  # noqa: E402
 from engine.multimodal.collator import MediaCollator  # noqa: E402
 from engine.multimodal.errors import MediaError  # noqa: E402
 from engine.multimodal.plugins import JOIN_LAST, PLUGINS, pack_arrays, plugin_for, unpack_arrays  # noqa: E402
 from engine.multimodal.processor import MediaOptions  # noqa: E402
+
+_config = partial(sft_config, template="minicpm_v_4_6")
 
 PLUGIN = PLUGINS["minicpm_v_4_6"]
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
@@ -53,12 +56,6 @@ def folder(tmp_path_factory):
     return save_tiny_vlm("minicpmv4_6", tmp_path_factory.mktemp("minicpm") / "model")
 
 
-def _image(folder: Path, name: str, size: tuple[int, int], color=(200, 30, 30)) -> str:
-    from PIL import Image
-
-    path = folder / name
-    Image.new("RGB", size, color).save(path)
-    return str(path)
 
 
 def _expand(processor, messages, images, opts=None):
@@ -74,7 +71,7 @@ def test_layout_written_out_by_hand(tiny, tmp_path):
     """scale_resolution 112, patch 14: a 224 px square is cut into 2 x 2 slices of 112 px, each and the 112 px base
     view 8 x 8 patches = 4 tokens (16x); a 40 x 36 image is upscaled to one 112 px view with no slices."""
     _, processor = tiny
-    big, small = _image(tmp_path, "big.png", (224, 224)), _image(tmp_path, "small.png", (40, 36))
+    big, small = image_file(tmp_path, "big.png", (224, 224)), image_file(tmp_path, "small.png", (40, 36))
     messages = [{"role": "user", "content": "<image>Who?"}, {"role": "assistant", "content": "A."},
                 {"role": "user", "content": "And<image>"}]
     expanded, arrays = _expand(processor, messages, [big, small])
@@ -92,7 +89,7 @@ def test_downsample_mode_from_the_environment(tiny, tmp_path, monkeypatch):
     """DOWNSAMPLE_MODE=4x counts a quarter of the patches per token (the processor's sizes stay), and every forward is
     told the mode; anything but 16x / 4x is refused."""
     _, processor = tiny
-    big = _image(tmp_path, "big.png", (224, 224))
+    big = image_file(tmp_path, "big.png", (224, 224))
     monkeypatch.setenv("DOWNSAMPLE_MODE", "4x")
     expanded, arrays = _expand(processor, [{"role": "user", "content": "<image>"}], [big])
     one = "<slice>" + T * 16 + "</slice>"
@@ -108,7 +105,7 @@ def test_downsample_mode_from_the_environment(tiny, tmp_path, monkeypatch):
 def test_a_4x_processor_and_a_16x_environment_are_refused_where_the_model_cannot_merge(tiny_4x, tmp_path,
                                                                                           monkeypatch):
     _, processor = tiny_4x
-    image = _image(tmp_path, "wide.png", (100, 50))  # sized for 4x: 12 x 22 patches
+    image = image_file(tmp_path, "wide.png", (100, 50))  # sized for 4x: 12 x 22 patches
     expanded, arrays = _expand(processor, [{"role": "user", "content": "<image>"}], [image])
     assert arrays["target_sizes"].tolist() == [[12, 22]]
     assert expanded[0]["content"].count(T) == 12 * 22 // 4
@@ -123,14 +120,14 @@ def test_image_id_and_slices_follow_the_processor_settings(tmp_path):
     processor.default_use_image_id = False
     processor.slice_mode = False
     expanded, _ = _expand(processor, [{"role": "user", "content": "<image>"}],
-                          [_image(tmp_path, "big.png", (224, 224))])
+                          [image_file(tmp_path, "big.png", (224, 224))])
     assert expanded[0]["content"] == "<image>" + T * 4 + "</image>"
 
 
 def test_images_keep_their_size(tiny, tmp_path, caplog):
     """As LLaMA-Factory gives them: image_max_pixels does not shrink them first (a warning says so)."""
     _, processor = tiny
-    big = _image(tmp_path, "big.png", (224, 224))
+    big = image_file(tmp_path, "big.png", (224, 224))
     messages = [{"role": "user", "content": "<image>"}]
     default, _ = _expand(processor, messages, [big])
     with caplog.at_level(logging.WARNING, logger="engine.multimodal.plugin_minicpm"):
@@ -154,7 +151,7 @@ def test_exif_orientation_is_applied_as_transformers_loads_files(tiny, tmp_path)
 
 def test_video_and_mixed_rows_are_refused_with_the_reason(tiny, tmp_path):
     _, processor = tiny
-    image = _image(tmp_path, "a.png", (56, 56))
+    image = image_file(tmp_path, "a.png", (56, 56))
     with pytest.raises(MediaError, match="Video is refused for MiniCPM-V 4.6: LLaMA-Factory 0.9.5's plugin fails"):
         PLUGIN.process(processor, [{"role": "user", "content": "<video>"}], [], ["clip.mp4"], [], MediaOptions())
     with pytest.raises(MediaError, match="images and videos in the same row"):
@@ -170,10 +167,10 @@ def _rows(processor, tmp_path):
     template = get_template("minicpm_v_4_6")
     tokenizer = processor.tokenizer
     rows = []
-    for content, images in (("<image>What is it?", [_image(tmp_path, "a.png", (224, 224))]),
+    for content, images in (("<image>What is it?", [image_file(tmp_path, "a.png", (224, 224))]),
                             ("Say hi.", []),
-                            ("<image>and<image>", [_image(tmp_path, "b.png", (40, 36), (10, 10, 200)),
-                                                   _image(tmp_path, "c.png", (90, 200), (10, 200, 10))])):
+                            ("<image>and<image>", [image_file(tmp_path, "b.png", (40, 36), (10, 10, 200)),
+                                                   image_file(tmp_path, "c.png", (90, 200), (10, 200, 10))])):
         messages = [{"role": "user", "content": content}, {"role": "assistant", "content": "Red."}]
         expanded, arrays = PLUGIN.process(processor, messages, images, [], [], MediaOptions())
         ids = template.encode_prompt(tokenizer, expanded[:1]) + tokenizer.encode("Red.", add_special_tokens=False)
@@ -209,22 +206,8 @@ def test_a_batch_joins_the_pixel_values_along_the_sequence_and_each_row_sees_its
         assert not torch.allclose(model(**wrong).logits[0], out.logits[0], atol=1e-4)
 
 
-def _config(folder: Path, model: Path, data: Path, **extra) -> Path:
-    import yaml
-
-    config = {"model_name_or_path": str(model), "template": "minicpm_v_4_6", "stage": "sft", "do_train": True,
-              "finetuning_type": "lora", "lora_target": "all", "dataset": "colors", "dataset_dir": str(data),
-              "cutoff_len": 1024, "output_dir": str(folder / "out"), "per_device_train_batch_size": 3,
-              "learning_rate": 0.01, "max_steps": 2, "logging_steps": 1, "save_strategy": "no", "plot_loss": False,
-              "report_to": "none", **extra}
-    path = folder / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
-def _losses(folder: Path) -> list[float]:
-    events = [json.loads(x) for x in (folder / "events.jsonl").read_text().splitlines() if x.strip()]
-    return [e["loss"] for e in events if e["event"] == "log"]
 
 
 def test_lora_trains_on_images_and_leaves_the_vision_tower_and_merger_alone(folder, tmp_path):
@@ -232,7 +215,7 @@ def test_lora_trains_on_images_and_leaves_the_vision_tower_and_merger_alone(fold
 
     data = write_image_dataset(tmp_path / "data", with_text_row=True)
     assert main(["train", str(_config(tmp_path, folder, data))]) == 0
-    losses = _losses(tmp_path / "out")
+    losses = logged_losses(tmp_path / "out")
     assert len(losses) == 2 and all(math.isfinite(loss) for loss in losses)
     with safe_open(str(tmp_path / "out" / "adapter_model.safetensors"), "pt") as handle:
         names = list(handle.keys())
@@ -246,7 +229,7 @@ def test_preference_stages_train(folder, tmp_path, stage):
     data = _pairwise(tmp_path / "data")
     extra = {"stage": "kto", "dataset": "colors_kto"} if stage == "kto" else {"stage": "dpo", "dataset": "pairs"}
     assert main(["train", str(_config(tmp_path, folder, data, per_device_train_batch_size=2, **extra))]) == 0
-    assert len(_losses(tmp_path / "out")) == 2
+    assert len(logged_losses(tmp_path / "out")) == 2
 
 
 def test_chat_with_an_image_then_export_reloads_in_transformers(folder, tmp_path, capsys):
@@ -254,7 +237,7 @@ def test_chat_with_an_image_then_export_reloads_in_transformers(folder, tmp_path
     import yaml
     from transformers import AutoModelForImageTextToText
 
-    png = _image(tmp_path, "red.png", (120, 80))
+    png = image_file(tmp_path, "red.png", (120, 80))
     chat = tmp_path / "chat.yaml"
     chat.write_text(yaml.safe_dump({"model_name_or_path": str(folder), "template": "minicpm_v_4_6",
                                     "do_sample": False, "max_new_tokens": 3}))

@@ -4,21 +4,30 @@ and functions; SFT with LoRA, DPO and KTO training, prediction and chat on a tin
 from __future__ import annotations
 
 import copy
-import json
 import sys
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tinyvlms import build_tiny_vlm, save_tiny_vlm, write_image_dataset  # noqa: E402
+from tinyvlms import (  # noqa: E402
+    build_tiny_vlm,
+    image_file,
+    load_default,
+    logged_losses,
+    save_tiny_vlm,
+    sft_config,
+    write_image_dataset,
+)
 
 from engine.cli import main  # noqa: E402
-from engine.multimodal import media  # noqa: E402
 from engine.multimodal.collator import MediaCollator  # noqa: E402
 from engine.multimodal.plugins import PLUGINS, pack_arrays, plugin_for  # noqa: E402
 from engine.multimodal.processor import MediaOptions  # noqa: E402
+
+_config = partial(sft_config, template="mllama")
 
 PLUGIN = PLUGINS["mllama"]
 
@@ -33,17 +42,8 @@ def folder(tmp_path_factory):
     return save_tiny_vlm("mllama", tmp_path_factory.mktemp("mllama") / "mllama")
 
 
-def _image(tmp_path: Path, name: str, size=(100, 60), color=(200, 30, 30)) -> str:
-    from PIL import Image
-
-    path = tmp_path / name
-    Image.new("RGB", size, color).save(path)
-    return str(path)
 
 
-def _load(path: str):
-    opts = MediaOptions()
-    return media.load_image(path, opts.image_max_pixels, opts.image_min_pixels)
 
 
 def test_placeholders_become_one_image_token_and_inputs_equal_the_processor(tiny, tmp_path):
@@ -51,11 +51,11 @@ def test_placeholders_become_one_image_token_and_inputs_equal_the_processor(tiny
     aspect-ratio inputs are the processor's for the row's images."""
     _, processor = tiny
     assert plugin_for("mllama") is PLUGIN and PLUGIN.type_ids_key is None
-    images = [_image(tmp_path, "a.png"), _image(tmp_path, "b.png", size=(40, 90))]
+    images = [image_file(tmp_path, "a.png"), image_file(tmp_path, "b.png", size=(40, 90))]
     messages = [{"role": "user", "content": "<image><image>Compare them."}]
     expanded, arrays = PLUGIN.process(processor, messages, images, [], [], MediaOptions())
     assert expanded[0]["content"] == "<|image|><|image|>Compare them."
-    reference = processor(text=["<|image|><|image|>Compare them."], images=[[_load(path) for path in images]],
+    reference = processor(text=["<|image|><|image|>Compare them."], images=[[load_default(path) for path in images]],
                           return_tensors="np")
     assert sorted(arrays) == ["aspect_ratio_ids", "aspect_ratio_mask", "pixel_values"]
     assert arrays["pixel_values"].shape == (1, 2, 4, 3, 28, 28)
@@ -67,8 +67,8 @@ def test_placeholders_become_one_image_token_and_inputs_equal_the_processor(tiny
 
 def _features(processor, tmp_path: Path) -> tuple[list[dict], list[list]]:
     """Three rows: two images, one image mid-text, none (a mixed batch)."""
-    a, b = _image(tmp_path, "a.png"), _image(tmp_path, "b.png", size=(40, 90), color=(10, 200, 10))
-    c = _image(tmp_path, "c.png", size=(30, 30), color=(10, 10, 200))
+    a, b = image_file(tmp_path, "a.png"), image_file(tmp_path, "b.png", size=(40, 90), color=(10, 200, 10))
+    c = image_file(tmp_path, "c.png", size=(30, 30), color=(10, 10, 200))
     rows = [("<image><image>Compare them.", [a, b]), ("What is <image> in the picture?", [c]), ("Say hi.", [])]
     features, images = [], []
     for text, paths in rows:
@@ -76,7 +76,7 @@ def _features(processor, tmp_path: Path) -> tuple[list[dict], list[list]]:
         ids = processor.tokenizer.encode(expanded[0]["content"], add_special_tokens=False)
         features.append({"input_ids": ids, "labels": ids, "attention_mask": [1] * len(ids),
                          "mm_inputs": pack_arrays(arrays)})
-        images.append([_load(path) for path in paths])
+        images.append([load_default(path) for path in paths])
     return features, images
 
 
@@ -141,22 +141,8 @@ def test_text_only_batches_get_no_media_inputs(tiny, tmp_path):
     assert set(batch) == {"input_ids", "labels", "attention_mask"}
 
 
-def _config(folder: Path, model: Path, data: Path, dataset: str = "colors", **extra) -> Path:
-    import yaml
-
-    config = {"model_name_or_path": str(model), "template": "mllama", "stage": "sft", "do_train": True,
-              "finetuning_type": "lora", "lora_target": "all", "dataset": dataset, "dataset_dir": str(data),
-              "cutoff_len": 1024, "output_dir": str(folder / "out"), "per_device_train_batch_size": 3,
-              "learning_rate": 0.01, "max_steps": 2, "logging_steps": 1, "save_strategy": "no", "plot_loss": False,
-              "report_to": "none", **extra}
-    path = folder / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
-def _losses(folder: Path) -> list[float]:
-    events = [json.loads(x) for x in (folder / "events.jsonl").read_text().splitlines() if x.strip()]
-    return [e["loss"] for e in events if e["event"] == "log"]
 
 
 def test_lora_trains_on_images_and_leaves_the_vision_model_alone(folder, tmp_path):
@@ -169,7 +155,7 @@ def test_lora_trains_on_images_and_leaves_the_vision_model_alone(folder, tmp_pat
 
     data = write_image_dataset(tmp_path / "data", with_text_row=True)
     assert main(["train", str(_config(tmp_path, folder, data, save_strategy="no"))]) == 0
-    losses = _losses(tmp_path / "out")
+    losses = logged_losses(tmp_path / "out")
     assert len(losses) == 2 and all(math.isfinite(loss) for loss in losses)
     with safe_open(str(tmp_path / "out" / "adapter_model.safetensors"), "pt") as handle:
         names = list(handle.keys())
@@ -191,7 +177,7 @@ def test_preference_stages_train(folder, tmp_path, stage):
     data = _pairwise(tmp_path / "data")
     extra = {"stage": "kto", "dataset": "colors_kto"} if stage == "kto" else {"stage": "dpo", "dataset": "pairs"}
     assert main(["train", str(_config(tmp_path, folder, data, per_device_train_batch_size=2, **extra))]) == 0
-    assert len(_losses(tmp_path / "out")) == 2
+    assert len(logged_losses(tmp_path / "out")) == 2
 
 
 def test_kto_collator_gives_the_kl_rows_their_own_mask(tiny, tmp_path):
@@ -227,7 +213,7 @@ def test_chat_and_prediction_prompts_carry_the_cross_attention_mask(folder, tmp_
     from engine.multimodal.predict import batch_media_inputs, media_prompt_row
     from engine.templates import get_template
 
-    png = _image(tmp_path, "red.png", size=(56, 56))
+    png = image_file(tmp_path, "red.png", size=(56, 56))
     chat = tmp_path / "chat.yaml"
     chat.write_text(yaml.safe_dump({"model_name_or_path": str(folder), "template": "mllama", "do_sample": False,
                                     "max_new_tokens": 4}))

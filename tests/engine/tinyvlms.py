@@ -593,3 +593,43 @@ def write_image_dataset(folder: Path, with_text_row: bool = False) -> Path:
                                 "assistant_tag": "assistant"}}}
     (folder / "dataset_info.json").write_text(json.dumps(info))
     return folder
+
+
+def image_file(folder: Path, name: str, size: tuple[int, int] = (100, 60), color=(200, 30, 30)) -> str:
+    """A plain-colour PNG in ``folder``; its path."""
+    from PIL import Image
+
+    path = Path(folder) / name
+    Image.new("RGB", size, color).save(path)
+    return str(path)
+
+
+def load_default(path: str):
+    """An image as the data layer loads it with the default pixel bounds."""
+    from engine.multimodal import media
+    from engine.multimodal.processor import MediaOptions
+
+    opts = MediaOptions()
+    return media.load_image(path, opts.image_max_pixels, opts.image_min_pixels)
+
+
+def sft_config(folder: Path, model: Path, data: Path, dataset: str = "colors", *, template: str, **extra) -> Path:
+    """A two-step LoRA SFT config (batches of three, every logged step) for a tiny model; its path."""
+    import yaml
+
+    config = {"model_name_or_path": str(model), "template": template, "stage": "sft", "do_train": True,
+              "finetuning_type": "lora", "lora_target": "all", "dataset": dataset, "dataset_dir": str(data),
+              "cutoff_len": 1024, "output_dir": str(folder / "out"), "per_device_train_batch_size": 3,
+              "learning_rate": 0.01, "max_steps": 2, "logging_steps": 1, "save_strategy": "no", "plot_loss": False,
+              "report_to": "none", **extra}
+    path = folder / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def logged_losses(folder: Path) -> list[float]:
+    """The training losses a run logged in its events.jsonl."""
+    import json
+
+    events = [json.loads(x) for x in (folder / "events.jsonl").read_text().splitlines() if x.strip()]
+    return [e["loss"] for e in events if e["event"] == "log"]

@@ -15,9 +15,9 @@ tokens, and packed batches report them so that they are not counted as tokens se
 They make a batch longer than its rows by their own tokens, beyond ``cutoff_len`` and a token budget by that much.
 On one process nothing could mismatch, so nothing is added there (LLaMA-Factory adds its stand-in there too).
 
-Not covered: Qwen-Omni with ``use_audio_in_video`` (each video must come with its audio, so no video stand-in is
-added; an image-only rank beside a video rank still mismatches there), and families whose video needs torchvision
-where it is not installed (no video is read there at all).
+With Qwen-Omni's ``use_audio_in_video`` the stand-in video comes with one second of silence as its sound track (each
+video must have one). Not covered: families whose video needs torchvision where it is not installed (no video is read
+there at all).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ class StandIn:
     type_ids: list[int]
     arrays: dict[str, Any] = field(repr=False)
     marks: tuple[str, ...]
+    covers: tuple[str, ...] = ()  # further kinds it stands in for (Qwen-Omni's video with its audio)
 
     def present(self, row: dict[str, Any]) -> bool:
         """Whether a row's media inputs already hold this kind."""
@@ -72,7 +73,7 @@ def build_stand_ins(ctx: Any, tokenizer: Any, config: Any = None) -> list[StandI
     kinds = model_modalities(ctx.plugin, config) if config is not None else ctx.plugin.modalities
     out = []
     for kind in ("images", "videos", "audios"):
-        if kind not in kinds or (kind == "videos" and ctx.options.use_audio_in_video):
+        if kind not in kinds:
             continue
         try:
             out.append(_stand_in(ctx, tokenizer, kind))
@@ -108,30 +109,43 @@ def _stand_in(ctx: Any, tokenizer: Any, kind: str) -> StandIn:
     from PIL import Image
 
     media: dict[str, list[Any]] = {"images": [], "videos": [], "audios": []}
+    content, covers = PLACEHOLDERS[kind], ()
     if kind == "images":
         media[kind] = [Image.new("RGB", (STAND_IN_SIZE, STAND_IN_SIZE), (255, 255, 255))]
     elif kind == "videos":
         media[kind] = [_white_clip()]
+        if ctx.options.use_audio_in_video:  # Qwen-Omni: each video comes with its sound track, one second of silence
+            media["audios"] = [np.zeros(int(ctx.options.audio_sampling_rate), dtype=np.float32)]
+            content, covers = PLACEHOLDERS["videos"] + PLACEHOLDERS["audios"], ("audios",)
     else:
         media[kind] = [np.zeros(STAND_IN_AUDIO_SAMPLES, dtype=np.float32)]
-    messages, arrays = ctx.plugin.process(ctx.processor, [{"role": "user", "content": PLACEHOLDERS[kind]}],
+    messages, arrays = ctx.plugin.process(ctx.processor, [{"role": "user", "content": content}],
                                           media["images"], media["videos"], media["audios"], ctx.options)
     ids = ctx.plugin.prefix_ids(ctx.processor, len(media["images"])) + list(
         tokenizer.encode(messages[0]["content"], add_special_tokens=False))
     type_ids = ctx.plugin.type_ids(ctx.processor, ids) if ctx.plugin.type_ids_key else []
     marks = tuple(key for key in arrays if key.startswith("pixel_values")) if kind != "audios" else tuple(arrays)
-    return StandIn(kind=kind, ids=ids, type_ids=list(type_ids), arrays=arrays, marks=marks)
+    return StandIn(kind=kind, ids=ids, type_ids=list(type_ids), arrays=arrays, marks=marks, covers=covers)
 
 
 def _missing(arrays: list[dict[str, Any]], stand_ins: list[StandIn]) -> tuple[list[StandIn], list[dict[str, Any]]]:
     """The stand-ins a batch's rows (their media inputs) lack, and the rows' media inputs with the lacking kinds'
     put on the first row (unchanged when none is lacking)."""
-    missing = [stand_in for stand_in in stand_ins if not any(stand_in.present(row) for row in arrays)]
+    from engine.multimodal.collator import join_numpy
+
+    missing: list[StandIn] = []
+    covered: set[str] = set()
+    for stand_in in stand_ins:
+        if stand_in.kind not in covered and not any(stand_in.present(row) for row in arrays):
+            missing.append(stand_in)
+            covered.update(stand_in.covers)
     if not missing or not arrays:
         return [], arrays
     media = dict(arrays[0])
-    for stand_in in missing:
-        media.update(stand_in.arrays)
+    for stand_in in missing:  # after the first row's own inputs of the same name, as its tokens come after its own
+        shared = [key for key in stand_in.arrays if key in media]
+        joined = join_numpy([{key: media[key] for key in shared}, {key: stand_in.arrays[key] for key in shared}])
+        media.update({**stand_in.arrays, **joined})
     return missing, [media, *arrays[1:]]
 
 

@@ -140,7 +140,40 @@ def test_only_runs_of_more_than_one_process_get_stand_ins(monkeypatch):
     assert [s.kind for s in stand_ins_for_ranks(ctx, processor.tokenizer, model)] == ["images", "videos"]
     omni = build_tiny_vlm("qwen2_5_omni")
     paired = MediaContext(plugin_for(omni[0].config.model_type), omni[1], MediaOptions(use_audio_in_video=True))
-    assert [s.kind for s in build_stand_ins(paired, omni[1].tokenizer, omni[0].config)] == ["images", "audios"]
+    stand_ins = build_stand_ins(paired, omni[1].tokenizer, omni[0].config)
+    assert [(s.kind, s.covers) for s in stand_ins] == [("images", ()), ("videos", ("audios",)), ("audios", ())]
+
+
+def test_qwen_omni_with_audio_in_video_gets_a_video_with_its_sound_track(tmp_path):
+    """With `use_audio_in_video` every video comes with its audio: the stand-in video brings one second of silence
+    (and then no separate audio stand-in is needed); a first row with a real audio clip keeps its features first.
+    The loss of the real tokens is unchanged either way."""
+    import numpy as np
+
+    model, processor = build_tiny_vlm("qwen2_5_omni")
+    tokenizer = processor.tokenizer
+    plugin = plugin_for(model.config.model_type)
+    opts = MediaOptions(use_audio_in_video=True)
+    ctx = MediaContext(plugin, processor, opts)
+    stand_ins = build_stand_ins(ctx, tokenizer, model.config)
+    common = {"tokenizer": tokenizer, "type_ids_key": plugin.type_ids_key, "flags": plugin.batch_flags(opts)}
+    text = _text_rows(tokenizer, plugin, processor)
+    messages, arrays = plugin.process(processor, [{"role": "user", "content": "<audio>What is it?"}], [], [],
+                                      [np.full(8000, 0.1, dtype=np.float32)], opts)
+    ids = tokenizer.encode(messages[0]["content"] + " Noise.", add_special_tokens=False)
+    heard = {"input_ids": ids, "labels": [-100] * (len(ids) - 2) + ids[-2:], "attention_mask": [1] * len(ids),
+             "mm_inputs": pack_arrays(arrays)}
+    for rows, clips in (([text[0], text[1]], 1), ([heard, text[0]], 2)):
+        plain = MediaCollator(**common)(rows)
+        padded = MediaCollator(**common, stand_ins=stand_ins)(rows)
+        assert padded["input_features"].shape[0] == clips  # the stand-in video's sound track, after any real clip
+        assert "pixel_values_videos" in padded and "pixel_values" in padded
+        if clips == 2:
+            assert torch.equal(padded["input_features"][0], plain["input_features"][0])
+        with torch.no_grad():
+            want = model(**plain).loss
+            got = model(**padded).loss
+        assert torch.allclose(got, want, rtol=1e-5, atol=1e-6), (float(got), float(want))
 
 
 def test_each_kind_is_stood_in_for_on_its_own_and_real_media_keep_their_loss(tmp_path):

@@ -47,8 +47,11 @@ def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tu
     from engine.data.converters import media_path
     from engine.multimodal.media import is_remote, probe
 
-    columns = {"messages": "conversations" if spec.formatting == "sharegpt" else "instruction", **spec.columns}
-    text = json.dumps([row.get(columns.get(key, key)) for key in TEXT_COLUMNS], ensure_ascii=False)
+    defaults = ({"prompt": "instruction", "query": "input", "response": "output"} if spec.formatting == "alpaca"
+                else {"messages": "conversations"})  # LLaMA-Factory's default columns
+    columns = {**defaults, **spec.columns}
+    read = dict.fromkeys(columns[key] for key in TEXT_COLUMNS if columns.get(key))  # each column once
+    text = json.dumps([row.get(name) for name in read], ensure_ascii=False)
     problems = []
     for kind, tag in PLACEHOLDERS.items():
         items = _media_items(row, media_column(spec, kind))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tinyvlms import save_tiny_vlm, write_image_dataset  # noqa: E402
+from tinyvlms import image_file, save_tiny_vlm, write_image_dataset  # noqa: E402
 
 from engine.cli import main  # noqa: E402
 
@@ -173,6 +173,26 @@ def test_video_dataset_passes_the_checks_without_torchvision(models, tmp_path, c
     config = _config(tmp_path, models["gemma4"], "gemma4", "mllm_video_demo", SHARED)
     assert main(["check", str(config)]) == 0
     assert "torchvision" not in capsys.readouterr().err
+
+
+def test_alpaca_rows_count_each_column_once(models, tmp_path, capsys):
+    """An alpaca entry naming `prompt: instruction` (as LLaMA-Factory's demo entries do) had its instruction counted
+    twice, once as the prompt and once as the messages column, so a row with one <image> and one image was refused;
+    a placeholder in `input` (the default query column) is counted too."""
+    data = tmp_path / "data"
+    data.mkdir()
+    image = image_file(data, "red.png", (56, 56))
+    rows = [{"instruction": "<image>What colour?", "input": "", "output": "Red.", "images": [image]},
+            {"instruction": "Describe it.", "input": "<image>", "output": "Red.", "images": [image]},
+            {"instruction": "<image>And this?", "input": "<image>", "output": "Red.", "images": [image]}]
+    (data / "rows.json").write_text(json.dumps(rows))
+    (data / "dataset_info.json").write_text(json.dumps({"rows": {"file_name": "rows.json", "columns": {
+        "prompt": "instruction", "query": "input", "response": "output", "images": "images"}}}))
+    config = _config(tmp_path, models["qwen2_vl"], "qwen2_vl", "rows", data)
+    assert main(["check", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "row 0" not in err and "row 1" not in err
+    assert "Dataset `rows` row 2: 2 <image> placeholder(s) but 1 image file(s)" in err
 
 
 def test_accumulated_micro_batches_each_count_as_their_mean(models, tmp_path):

@@ -26,7 +26,14 @@ from engine.diskfull import (
     is_file_too_large,
 )
 from engine.errors import AbortRequested, RankFailure, UserError
-from engine.ranks import record_rank, stop_with_launcher, world_size
+from engine.ranks import (
+    clear_rank_error,
+    rank_errors,
+    record_rank,
+    record_rank_error,
+    stop_with_launcher,
+    world_size,
+)
 from engine.runs import (
     REWARD_CODE,
     RUN_SAMPLES,
@@ -67,6 +74,7 @@ class JobContext:
         self.error: str | None = None
         self.metrics: dict[str, Any] = {}
         self._old_handlers: dict[int, Any] = {}
+        self._entered = time.time()
 
     # -- signals -------------------------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: Any) -> None:
@@ -93,12 +101,14 @@ class JobContext:
             live = live_run_problem(self.folder.path)
             if live:
                 raise UserError(live)
+        self._entered = time.time()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # SIGHUP: the terminal or ssh went away
             try:
                 self._old_handlers[sig] = signal.signal(sig, self._on_signal)
             except ValueError:  # not in the main thread (tests)
                 pass
         record_rank(self.folder.path)  # multi-process runs: the board's abort reaches every rank
+        clear_rank_error(self.folder.path)  # this rank's failure of a run in this folder before
         stop_with_launcher()  # and a launcher killed outright takes its ranks with it
         if not self.is_main_process:
             self.events = _NullWriter()
@@ -148,6 +158,9 @@ class JobContext:
             if peer:
                 self._record_for_a_dead_writer(peer)
                 raise RankFailure(peer) from exc
+            if exc_type is not None and not issubclass(exc_type, (AbortRequested, KeyboardInterrupt)):
+                record_rank_error(self.folder.path, str(exc) if issubclass(exc_type, UserError)
+                                  else f"{exc_type.__name__}: {exc}")
             return False
         disk_full = exc_type is not None and is_disk_full(exc, self.folder.path)
         too_large = exc_type is not None and not disk_full and is_file_too_large(exc)
@@ -173,6 +186,9 @@ class JobContext:
             self.error = f"{exc_type.__name__}: {exc}"
             tail = "".join(traceback.format_exception(exc_type, exc, tb)[-3:])
             self.metrics.setdefault("traceback_tail", tail[-2000:])
+        other = self._other_rank_failure() if (exc_type is not None or self.abort_requested) else None
+        if other and self.status in ("aborted", "failed") and not disk_full and not too_large:
+            self.status, self.error = "failed", other  # torchrun's SIGTERM (or the lost peer) came of that failure
         exit_code = {"completed": 0, "running": 0, "aborted": 130, "failed": 1}.get(self.status, 1)
         if exc_type is not None and (disk_full or too_large or issubclass(exc_type, UserError)):
             exit_code = 2  # what the CLI exits with for a user error
@@ -194,8 +210,21 @@ class JobContext:
         if too_large and not isinstance(exc, FileTooLargeError):
             raise FileTooLargeError(self.error) from exc
         if peer and not disk_full:
-            raise RankFailure(peer) from exc
+            raise RankFailure(other or peer) from exc
+        if other and self.error == other:  # not "stopped.": the run failed, and the CLI says why
+            raise RankFailure(other) from exc
         return False  # let the CLI decide how to report the exception
+
+    def _other_rank_failure(self) -> str | None:
+        """The first failure another rank of this multi-process run recorded, as run.json's error (None: none)."""
+        if world_size() <= 1:
+            return None
+        errors = rank_errors(self.folder.path, since=self._entered - 60)
+        if not errors:
+            return None
+        first = errors[0]
+        return (f"Rank {first.get('rank')} of this {world_size()}-process run failed, so the run stopped: "
+                f"{first.get('error')}")
 
     def _record_for_a_dead_writer(self, error: str) -> None:
         """Rank 0 writes run.json; when it is the process that died (run.json names it, and it is gone), a

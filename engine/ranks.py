@@ -70,6 +70,45 @@ def record_rank(run_dir: str | Path) -> Path | None:
         return None
 
 
+def record_rank_error(run_dir: str | Path, error: str) -> None:
+    """A non-main rank's reason for failing, for rank 0 to report (only rank 0 writes run.json, and torchrun stops it
+    with SIGTERM when another rank fails, which alone would read as a stop on request). Errors are not fatal."""
+    if world_size() <= 1:
+        return
+    folder = Path(run_dir) / RANKS_DIR
+    rank = int(os.environ.get("RANK", "0") or 0)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{rank}.{os.getpid()}.error.tmp"
+        tmp.write_text(json.dumps({"rank": rank, "error": error, "at": time.time()}), encoding="utf-8")
+        os.replace(tmp, folder / f"{rank}.error")
+    except OSError:
+        pass
+
+
+def clear_rank_error(run_dir: str | Path) -> None:
+    """Remove this rank's recorded failure of an earlier run in the folder."""
+    if world_size() > 1:
+        rank = int(os.environ.get("RANK", "0") or 0)
+        try:
+            (Path(run_dir) / RANKS_DIR / f"{rank}.error").unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def rank_errors(run_dir: str | Path, since: float) -> list[dict[str, Any]]:
+    """The failures other ranks recorded (:func:`record_rank_error`) since ``since``, by rank."""
+    out = []
+    for path in (Path(run_dir) / RANKS_DIR).glob("*.error"):
+        try:
+            entry = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(entry, dict) and float(entry.get("at") or 0) >= since:
+            out.append(entry)
+    return sorted(out, key=lambda e: e.get("rank", 0))
+
+
 def read_ranks(run_dir: str | Path) -> list[dict[str, Any]]:
     """The recorded ranks of a run, by rank."""
     out = []

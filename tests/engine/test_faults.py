@@ -488,6 +488,42 @@ def test_a_rank_whose_peer_died_says_so_without_a_traceback(tmp_path, monkeypatc
             raise RuntimeError("shape mismatch")
 
 
+def test_a_run_stopped_because_another_rank_failed_is_recorded_as_that_failure(tmp_path, monkeypatch):
+    """torchrun ends rank 0 with SIGTERM when another rank fails (while preparing data, say): run.json said
+    'aborted', 'stopped by request', and the real error was only in a log. The failing rank records its error; rank 0
+    reports it (failed, exit 1), also when a lost peer is what it saw; a stop on request stays a stop."""
+    from engine.errors import AbortRequested, RankFailure
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    with pytest.raises(ValueError):
+        with JobContext(tmp_path, "train"):
+            raise ValueError("absolute aspect ratio must be smaller than 200")
+    assert not (tmp_path / "run.json").exists()  # rank 1 writes no run.json, only its error for rank 0
+    monkeypatch.setenv("RANK", "0")
+    with pytest.raises(RankFailure) as err:
+        with JobContext(tmp_path, "train"):
+            raise AbortRequested()  # torchrun's SIGTERM
+    assert err.value.exit_code == 1
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["status"] == "failed" and run["exit_code"] == 1
+    assert run["error"] == ("Rank 1 of this 2-process run failed, so the run stopped: ValueError: absolute aspect "
+                            "ratio must be smaller than 200")
+    ends = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines() if '"end"' in x]
+    assert ends[-1]["status"] == "failed" and ends[-1]["error"] == run["error"]
+
+    # a new run in the folder: rank 1's old error is gone once it starts, and a stop on request is a stop
+    monkeypatch.setenv("RANK", "1")
+    with JobContext(tmp_path, "train"):
+        pass
+    monkeypatch.setenv("RANK", "0")
+    with pytest.raises(AbortRequested):
+        with JobContext(tmp_path, "train"):
+            raise AbortRequested()
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["status"] == "aborted" and run["error"] == "stopped by request"
+
+
 def test_a_live_run_folder_is_refused_by_rank_0_only(tmp_path, monkeypatch):
     """Rank 0 checks output_dir for the launch; another rank's own pre-flight check would see the run.json rank 0
     has just written for this same run (a live process that is neither it nor its launcher)."""

@@ -114,11 +114,18 @@ def datasets(dataset_dir: str | Path | None) -> tuple[dict[str, dict[str, Any]],
             return {}, str(err)
         return {str(name): dict(entry) for name, entry in remote.items()}, None
     folder = Path(dataset_dir).expanduser()
-    if folder.is_file():
+    try:
+        is_file, is_dir = folder.is_file(), folder.is_dir()
+    except OSError as err:  # a name too long for the system, say
+        return {}, f"The dataset folder cannot be read ({err.strerror or err}); pick another one or upload a file."
+    if is_file:
         return {}, (f"{folder} is a file, not a folder; pick the folder that holds dataset_info.json and the data "
                     "files, or upload the file.")
-    if not folder.is_dir():
+    if not is_dir:
         return {}, f"The dataset folder {folder} does not exist; pick another one or upload a file."
+    if not (folder / "dataset_info.json").is_file():
+        return {}, (f"{folder} has no dataset_info.json, so no dataset is listed; pick the folder that holds it, or "
+                    "upload a data file.")
     try:
         lister = _engine_attr(("engine.data.registry", "engine.data"), "list_datasets")
     except EngineMissing as err:

@@ -7,6 +7,7 @@ with status 2, without a Python traceback; set LF_DEBUG=1 or pass --debug to see
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import sys
@@ -478,6 +479,14 @@ def main(argv: list[str] | None = None) -> int:
     except (AbortRequested, KeyboardInterrupt):
         print("stopped.", file=sys.stderr)
         return EXIT_ABORTED
+    except OSError as err:
+        if err.errno != errno.ENAMETOOLONG or debug:
+            raise
+        name = str(err.filename or "")
+        shown = name if len(name) <= 120 else f"{name[:60]}…{name[-40:]} ({len(name)} characters)"
+        _print_error(UserError(f"A file or folder name is too long for this system: {shown}. Shorten the path in "
+                               "the config or the dataset (each name at most 255 bytes, a path at most 4096)."))
+        return EXIT_USER_ERROR
 
 
 PEER_REPORT_WAIT = 30.0

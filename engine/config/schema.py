@@ -110,13 +110,14 @@ class DataArgs:
     tool_format: str | None = opt(None, "Tool-call format; empty uses the template's own.", advanced=True)
     media_dir: str | None = opt(None, "Folder that relative image, video and audio paths are resolved against "
                                 "(empty: dataset_dir).", advanced=True)
-    image_max_pixels: int = opt(768 * 768, "Largest image size in pixels.", advanced=True)
-    image_min_pixels: int = opt(32 * 32, "Smallest image size in pixels.", advanced=True)
-    video_fps: float = opt(2.0, "Frames sampled per second of video.", advanced=True)
-    video_maxlen: int = opt(128, "Most frames sampled from a video.", advanced=True)
-    video_max_pixels: int = opt(256 * 256, "Largest video frame size in pixels.", advanced=True)
-    video_min_pixels: int = opt(16 * 16, "Smallest video frame size in pixels.", advanced=True)
-    audio_sampling_rate: int = opt(16000, "Audio sampling rate when the processor names none.", advanced=True)
+    image_max_pixels: int = opt(768 * 768, "Largest image size in pixels.", advanced=True, min=1)
+    image_min_pixels: int = opt(32 * 32, "Smallest image size in pixels.", advanced=True, min=0)
+    video_fps: float = opt(2.0, "Frames sampled per second of video.", advanced=True, min=0.01)
+    video_maxlen: int = opt(128, "Most frames sampled from a video.", advanced=True, min=1)
+    video_max_pixels: int = opt(256 * 256, "Largest video frame size in pixels.", advanced=True, min=1)
+    video_min_pixels: int = opt(16 * 16, "Smallest video frame size in pixels.", advanced=True, min=0)
+    audio_sampling_rate: int = opt(16000, "Audio sampling rate when the processor names none.", advanced=True,
+                                  min=1)
     use_audio_in_video: bool = opt(False, "Qwen-Omni: each video's <audio> is its sound track, interleaved with the "
                                    "frames in 2-second chunks.", advanced=True)
 

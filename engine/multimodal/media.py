@@ -91,6 +91,19 @@ def open_image(source: Any) -> Any:
     return image
 
 
+def qwen_sides(image: Any) -> Any:
+    """LLaMA-Factory's Qwen2-VL rule after the pixel bounds (its Qwen2-VL, Qwen3-VL, GLM-4V and Qwen-Omni plugins,
+    for images and video frames alike): each side at least 28 pixels, and an aspect ratio above 200 brought to 180
+    (the processors refuse one above 200)."""
+    if min(image.width, image.height) < 28:
+        image = image.resize((max(image.width, 28), max(image.height, 28)))
+    if image.width / image.height > 200:
+        image = image.resize((image.height * 180, image.height))
+    if image.height / image.width > 200:
+        image = image.resize((image.width, image.width * 180))
+    return image
+
+
 def load_image(source: Any, max_pixels: int = 768 * 768, min_pixels: int = 32 * 32) -> Any:
     """An RGB PIL image from a path, bytes or PIL image, resized into the pixel bounds.
 

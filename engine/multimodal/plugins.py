@@ -48,6 +48,7 @@ class MediaPlugin:
         drop_keys: Processor outputs that only served to count tokens and must not reach the model.
         time_scale_key: The model input taking each video's seconds per temporal patch (Qwen-Omni's
             ``video_second_per_grid``; None: Qwen2.5-VL's ``second_per_grid_ts`` where the processor lists it).
+        qwen_sides: Images and video frames get LLaMA-Factory's Qwen2-VL side rule (:func:`media.qwen_sides`).
         why_not: Why media kinds the family's models have are refused here, said with the refusal (MiniCPM-V 4.6's
             video).
     """
@@ -64,6 +65,7 @@ class MediaPlugin:
     drop_keys: tuple[str, ...] = ("num_soft_tokens_per_image", "num_soft_tokens_per_video", "video_metadata",
                                   "num_crops")
     time_scale_key: str | None = None
+    qwen_sides: bool = False
     why_not: str = ""
 
     text_type_id = 0  # not a field: the token type of text tokens (PaliGemma: 1, as LLaMA-Factory gives them)
@@ -146,12 +148,17 @@ class MediaPlugin:
 
     def _images(self, processor: Any, images: list[Any], opts: MediaOptions) -> dict[str, Any]:
         loaded = [media.load_image(image, opts.image_max_pixels, opts.image_min_pixels) for image in images]
+        if self.qwen_sides:
+            loaded = [media.qwen_sides(image) for image in loaded]
         return dict(processor.image_processor(loaded, return_tensors="pt"))
 
     def read_videos(self, videos: list[Any], opts: MediaOptions) -> list[media.VideoClip]:
         """Decoded, sampled clips (an even frame count where the family needs one)."""
         clips = [media.read_video(video, opts.video_fps, opts.video_maxlen, opts.video_max_pixels,
                                   opts.video_min_pixels) for video in videos]
+        if self.qwen_sides:
+            for clip in clips:
+                clip.frames[:] = [media.qwen_sides(frame) for frame in clip.frames]
         if self.even_frames:
             for clip in clips:
                 if len(clip.frames) % 2:
@@ -478,13 +485,14 @@ _QWEN_WRAP = ("<|vision_start|>", "<|vision_end|>")
 
 PLUGINS: dict[str, MediaPlugin] = {
     "qwen2_vl": MediaPlugin("qwen2_vl", ("images", "videos"), ("qwen2_vl", "qwen2_5_vl"), image_wrap=_QWEN_WRAP,
-                            video_wrap=_QWEN_WRAP, video_metadata=True, even_frames=True, pil_video=True),
+                            video_wrap=_QWEN_WRAP, video_metadata=True, even_frames=True, pil_video=True,
+                            qwen_sides=True),
     "qwen3_vl": MediaPlugin("qwen3_vl", ("images", "videos"), ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"),
                             image_wrap=_QWEN_WRAP,
-                            video_metadata=True, even_frames=True, pil_video=True),
+                            video_metadata=True, even_frames=True, pil_video=True, qwen_sides=True),
     # GLM-4.1V / 4.5V images (their timestamped video layout is not built here: video rows are refused)
     "glm4v": MediaPlugin("glm4v", ("images",), ("glm4v", "glm4v_moe"),
-                         image_wrap=("<|begin_of_image|>", "<|end_of_image|>")),
+                         image_wrap=("<|begin_of_image|>", "<|end_of_image|>"), qwen_sides=True),
     "gemma3": MediaPlugin("gemma3", ("images",), ("gemma3",), type_ids_key="token_type_ids"),
     "gemma4": MediaPlugin("gemma4", ("images", "videos", "audios"), ("gemma4",), video_metadata=True, pil_video=True),
     "llava": MediaPlugin("llava", ("images",), ("llava",), type_ids_key=None),
@@ -516,12 +524,12 @@ PLUGINS: dict[str, MediaPlugin] = {
                                  image_wrap=("<|vision_bos|>", "<|vision_eos|>"),
                                  video_wrap=("<|vision_bos|>", "<|vision_eos|>"), even_frames=True, pil_video=True,
                                  type_ids_key=None, audio_wrap=("<|audio_bos|>", "<|audio_eos|>"),
-                                 time_scale_key="video_second_per_grid"),
+                                 time_scale_key="video_second_per_grid", qwen_sides=True),
     "qwen3_omni": QwenOmniPlugin("qwen3_omni", ("images", "videos", "audios"),
                                  ("qwen3_omni_moe", "qwen3_omni_moe_thinker"), image_wrap=_QWEN_WRAP,
                                  video_wrap=_QWEN_WRAP, even_frames=True, pil_video=True, type_ids_key=None,
                                  audio_wrap=("<|audio_start|>", "<|audio_end|>"), qwen3_audio=True,
-                                 time_scale_key="video_second_per_grid"),
+                                 time_scale_key="video_second_per_grid", qwen_sides=True),
     "ernie_vl": ErnieVLPlugin("ernie_vl", ("images",), ("ernie4_5_vl_moe",), why_not=ernie.VIDEO_REFUSED),
 }
 """Plugin name -> plugin; the one dispatch table of the multimodal room."""

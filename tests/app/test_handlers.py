@@ -316,7 +316,7 @@ def test_an_upload_never_replaces_or_removes_a_file_it_did_not_write(board, tmp_
     assert note and "is a file, not a folder" in note
 
 
-def test_llamafactorys_hub_dataset_dirs_in_the_board(monkeypatch):
+def test_llamafactorys_hub_dataset_dirs_in_the_board(monkeypatch, tmp_path):
     """`dataset_dir: ONLINE` explains that names are typed; `REMOTE:owner/repo` lists that repository's registry, or
     says why it cannot (here: offline, not cached)."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -325,6 +325,9 @@ def test_llamafactorys_hub_dataset_dirs_in_the_board(monkeypatch):
     assert found == {} and "type its name" in note
     found, note = catalog.datasets("REMOTE:nobody/nothing")
     assert found == {} and "cannot be fetched" in note
+    # a folder name too long for the system, and a folder without dataset_info.json, each get a note
+    assert "cannot be read" in catalog.datasets("/tmp/" + "b" * 5000)[1]
+    assert "has no dataset_info.json" in catalog.datasets(tmp_path)[1]
     # switching to ONLINE keeps typed hub names, not the local names of the folder left behind
     assert train.kept_datasets("ONLINE", [], ["demo_alpaca", "llamafactory/alpaca_en"]) == ["llamafactory/alpaca_en"]
     assert train.kept_datasets("/data", [("a", "a")], ["a", "b"]) == ["a"]

@@ -64,6 +64,19 @@ def test_every_problem_is_reported_at_once_with_hints():
     assert "`cutoff_len: 2` is below the minimum 8" in text
 
 
+def test_media_bounds_are_checked_before_any_media_is_read():
+    """A negative pixel bound crashed in a square root, `video_maxlen: 0` with an IndexError and `video_fps: 0` went
+    through; each is now a config problem naming its floor."""
+    with pytest.raises(ConfigError) as info:
+        build_config({"image_max_pixels": -5, "video_max_pixels": 0, "video_maxlen": 0, "video_fps": 0,
+                      "audio_sampling_rate": 0})
+    text = "\n".join(info.value.problems)
+    for key, value, floor in (("image_max_pixels", -5, 1), ("video_max_pixels", 0, 1), ("video_maxlen", 0, 1),
+                              ("video_fps", 0.0, 0.01), ("audio_sampling_rate", 0, 1)):
+        assert f"`{key}: {value}` is below the minimum {floor}" in text
+    assert build_config({"image_min_pixels": 0, "video_min_pixels": 0}).data.image_min_pixels == 0
+
+
 def test_strings_from_yaml_and_cli_are_coerced():
     cfg = build_config({"learning_rate": "1e-4", "bf16": "true", "num_train_epochs": "2", "max_samples": "null"})
     assert cfg.train.learning_rate == pytest.approx(1e-4)

@@ -379,3 +379,24 @@ def test_videos_of_different_lengths_in_one_batch_are_refused_where_frames_are_a
     flat = join_numpy([{"pixel_values_videos": np.zeros((4, 8), np.float32)},
                        {"pixel_values_videos": np.zeros((2, 8), np.float32)}])
     assert flat["pixel_values_videos"].shape == (6, 8)
+
+
+def test_qwen_families_bring_thin_images_to_llamafactorys_sides(tmp_path):
+    """LLaMA-Factory's Qwen2-VL plugin (and its Qwen3-VL, GLM-4V and Qwen-Omni subclasses) widens a side under 28
+    pixels to 28 and brings an aspect ratio above 200 to 180, for images and video frames; a 10000 x 1 image made
+    transformers' processor raise "absolute aspect ratio must be smaller than 200" here. (The rows of such images
+    were compared with LLaMA-Factory 0.9.5's for qwen2_vl, qwen3_vl and glm4v: identical.)"""
+    from PIL import Image
+
+    assert media.qwen_sides(Image.new("RGB", (10000, 1))).size == (28 * 180, 28)
+    assert media.qwen_sides(Image.new("RGB", (300, 5))).size == (300, 28)
+    assert media.qwen_sides(Image.new("RGB", (5, 300))).size == (28, 300)
+    assert media.qwen_sides(Image.new("RGB", (64, 64))).size == (64, 64)
+    assert {name for name, plugin in PLUGINS.items() if plugin.qwen_sides} == {
+        "qwen2_vl", "qwen3_vl", "glm4v", "qwen2_omni", "qwen3_omni"}
+    model, processor = build_tiny_vlm("qwen2_vl")
+    Image.new("RGB", (10000, 1), (200, 30, 30)).save(tmp_path / "thin.png")
+    messages, arrays = PLUGINS["qwen2_vl"].process(processor, [{"role": "user", "content": "<image>Thin?"}],
+                                                   [str(tmp_path / "thin.png")], [], [], MediaOptions())
+    grid = arrays["image_grid_thw"][0]
+    assert messages[0]["content"].count("<|image_pad|>") == int(np.prod(grid)) // 4 > 0

@@ -643,3 +643,12 @@ def test_a_model_folder_whose_weights_are_cut_off(ws, capsys, tmp_path):
     (cut / "model.safetensors").write_bytes(data[: len(data) // 2])
     user_error(capsys, "chat", str(ws / "sft.yaml"), f"model_name_or_path={cut}", "--query", "hi",
                words=(f"`model_name_or_path: {cut}` cannot be loaded", "cut off", "copy the weight files again"))
+
+
+def test_a_path_too_long_for_the_system_is_a_user_error(tmp_path, capsys):
+    """A dataset file name over 255 bytes crashed `check` and `train` with OSError's traceback (errno 36)."""
+    (tmp_path / "dataset_info.json").write_text(json.dumps({"d": {"file_name": "a" * 5000 + ".json"}}))
+    code = main(["check", str(REPO / "examples" / "sft_lora_demo.yaml"), "dataset=d", f"dataset_dir={tmp_path}",
+                 f"output_dir={tmp_path / 'out'}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "A file or folder name is too long for this system" in err and "Traceback" not in err

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from engine.data.embedded import embedded_image, is_data_url
 from engine.data.errors import DatasetError
 from engine.data.registry import DatasetSpec
 from engine.templates.tool_base import normalize_calls, normalize_tools
@@ -106,10 +107,17 @@ def _media(row: dict[str, Any], column: str | None, spec: DatasetSpec, kind: str
     items = value if isinstance(value, list) else [value]
     paths = []
     for item in items:
+        if kind == "images" and (embedded := embedded_image(item)) is not None:  # bytes, PIL, data URL: as LF
+            paths.append(embedded)
+            continue
         if isinstance(item, dict):
             item = item.get("path") or item.get("url")
         if not isinstance(item, str) or not item:
-            raise RowError(f"{kind} must be file paths (embedded bytes are not supported; save the files)")
+            raise RowError(f"{kind} must be file paths (embedded {kind} are read for images only; save the files "
+                           "and give their paths)")
+        if is_data_url(item):
+            raise RowError(f"{kind} entry is a data URL; data URLs are read for images only: save the file and "
+                           "give its path")
         if "://" in item:
             raise RowError(f"{kind} entry {item!r} is a URL; download the file and use its path")
         path = media_path(item, spec)

@@ -18,6 +18,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from engine.data.embedded import embedded_image
 from engine.data.registry import media_column
 from engine.multimodal.plugins import KIND_WORD, PLACEHOLDERS
 from engine.multimodal.processor import TORCHVISION_FIX, MediaOptions, has_torchvision
@@ -65,9 +66,18 @@ def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tu
             problems.append(f"has {KIND_WORD[kind]} input, which this model cannot take ({took}): choose a model "
                             "that does or drop that column")
         for item in items:
+            embedded = embedded_image(item) if kind == "images" else None
+            if embedded is not None:  # bytes, a PIL image or a data URL in the row: read as LLaMA-Factory reads it
+                if probed[0] < MAX_PROBED:
+                    probed[0] += 1
+                    reason = probe(kind, embedded)
+                    if reason:
+                        problems.append(f"an image embedded in the row {reason}: replace it")
+                continue
             path = _item_path(item)
             if not isinstance(path, str) or not path:
-                problems.append(f"a {KIND_WORD[kind]} entry is not a file path: save the media as files")
+                problems.append(f"an entry of {KIND_WORD[kind]} is not a file path (embedded media are read for images "
+                                "only): save it as a file and give its path")
                 continue
             if is_remote(path):
                 problems.append(f"{KIND_WORD[kind]} {path} is a remote URL and downloads are off: save the file "

@@ -51,6 +51,8 @@ def _open(source: Any) -> Any:
     """A path or a file-like object for PIL/PyAV (bytes are wrapped)."""
     if isinstance(source, (bytes, bytearray)):
         return io.BytesIO(source)
+    if isinstance(source, str) and source.startswith("data:"):  # an image embedded in a dataset row
+        return io.BytesIO(decode_data_url(source)[1])
     if isinstance(source, str) and is_remote(source):
         raise MediaError(f"{source} is a remote URL; downloads are off here. Save the file and give its path.")
     return source
@@ -125,7 +127,9 @@ def load_image_as_is(source: Any) -> Any:
 
 
 def _name(source: Any) -> str:
-    return "(uploaded bytes)" if isinstance(source, (bytes, bytearray)) else str(source)
+    if isinstance(source, (bytes, bytearray)):
+        return "(uploaded bytes)"
+    return "(an image embedded in the data)" if isinstance(source, str) and source.startswith("data:") else str(source)
 
 
 def sample_indices(total_frames: int, duration: float | None, video_fps: float, video_maxlen: int) -> list[int]:
@@ -292,9 +296,15 @@ def probe(kind: str, path: str) -> str | None:
     """Why a local media file cannot be used (missing, unreadable), or None when it opens."""
     if is_remote(path):
         return "is a remote URL and downloads are off; save the file and give its path"
-    if Path(path).is_dir():
+    embedded = path.startswith("data:")  # an image embedded in the row (engine.data.embedded)
+    if embedded:
+        try:
+            path = _open(path)
+        except MediaError as err:
+            return f"cannot be read ({err})"
+    elif Path(path).is_dir():
         return "is a folder, not a file"
-    if not Path(path).is_file():
+    elif not Path(path).is_file():
         return "is missing"
     try:
         if kind == "images":

@@ -13,6 +13,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from engine.data.embedded import media_name
 from engine.multimodal.errors import MediaError
 
 logger = logging.getLogger(__name__)
@@ -25,14 +26,16 @@ def thumbnail(source: Any, size: int = THUMB_SIZE) -> str:
     """A PNG data URL of the image scaled to fit ``size`` x ``size`` (MediaError when it cannot be read)."""
     from PIL import Image, UnidentifiedImageError
 
+    from engine.multimodal.media import _open
+
     try:
-        with Image.open(source) as image:
+        with Image.open(_open(source)) as image:
             image = image.convert("RGB")
             image.thumbnail((size, size))
             buffer = io.BytesIO()
             image.save(buffer, format="PNG")
     except (OSError, UnidentifiedImageError) as err:
-        raise MediaError(f"Image {Path(str(source)).name} cannot be read ({err}).") from None
+        raise MediaError(f"Image {media_name(source)} cannot be read ({err}).") from None
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
@@ -84,7 +87,7 @@ def media_preview(example: dict[str, Any], context: Any = None, options: Any = N
     options = options or (context.options if context is not None else MediaOptions())
     out: dict[str, Any] = {"images": [], "videos": [], "audios": [], "soft_tokens": None}
     for source in example.get("images") or []:
-        item: dict[str, Any] = {"name": Path(str(source)).name}
+        item: dict[str, Any] = {"name": media_name(source)}
         try:
             item["thumb"] = thumbnail(source)
         except MediaError as err:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -350,3 +351,55 @@ def test_a_vision_model_no_plugin_serves_trains_its_text_rows_and_refuses_media_
                                     "dataset": "mllm_demo", "dataset_dir": str(SHARED)}))
     shown = run(str(path), 2)["rows"][0]["media"]
     assert shown["images"] and shown["soft_tokens"] is None and "No media plugin serves" in shown["error"]
+
+
+def test_images_embedded_in_the_rows_train_as_llamafactory_reads_them(models, tmp_path, capsys, monkeypatch):
+    """Hub vision datasets keep their images in the rows (`datasets`' Image feature: {"bytes", "path"} in parquet,
+    PIL images once decoded), and LLaMA-Factory reads them; they were refused here ("save the files"). A parquet
+    file with an Image column, a hub dataset that `datasets` decodes to PIL images, and a data URL now check and
+    train; a damaged embedded image is named by `check`. (The rows of such parquet files were compared with
+    LLaMA-Factory 0.9.5's: identical.)"""
+    import base64
+    import io
+
+    import datasets
+    from PIL import Image
+
+    def png(color) -> bytes:
+        buffer = io.BytesIO()
+        Image.new("RGB", (56, 56), color).save(buffer, format="PNG")
+        return buffer.getvalue()
+
+    def row(word, images):
+        return {"messages": [{"role": "user", "content": "<image>What color is it?"},
+                             {"role": "assistant", "content": f"It is {word}."}], "images": images}
+
+    entry = {"formatting": "sharegpt", "columns": {"messages": "messages", "images": "images"},
+             "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}}
+    data = tmp_path / "data"
+    data.mkdir()
+    features = datasets.Features({"messages": [{"role": datasets.Value("string"), "content": datasets.Value("string")}],
+                                  "images": datasets.Sequence(datasets.Image())})
+    rows = [row("red", [{"bytes": png((220, 20, 20)), "path": None}]),
+            row("blue", [{"bytes": png((20, 20, 220)), "path": None}])]
+    datasets.Dataset.from_list(rows * 2, features=features).to_parquet(str(data / "rows.parquet"))
+    url = "data:image/png;base64," + base64.b64encode(png((20, 220, 20))).decode()
+    (data / "urls.json").write_text(json.dumps([row("green", [url])] * 4))
+    (data / "bad.json").write_text(json.dumps([row("red", ["data:image/png;base64," + base64.b64encode(
+        b"not a png").decode()])]))
+    (data / "dataset_info.json").write_text(json.dumps({
+        "rows": {"file_name": "rows.parquet", **entry}, "urls": {"file_name": "urls.json", **entry},
+        "bad": {"file_name": "bad.json", **entry}, "hub": {"hf_hub_url": "someone/colors", **entry}}))
+    hub = datasets.Dataset.from_list(rows * 2, features=features)  # `datasets` gives decoded PIL images
+    assert isinstance(hub[0]["images"][0], Image.Image)
+    monkeypatch.setattr(datasets, "load_dataset", lambda path, **kwargs: hub)
+    for name in ("rows", "urls", "hub", "bad"):
+        (tmp_path / name).mkdir()
+    for name in ("rows", "urls", "hub"):
+        config = _config(tmp_path / name, models["qwen2_vl"], "qwen2_vl", name, data, max_steps=1)
+        assert main(["check", str(config)]) == 0, capsys.readouterr().err
+        assert main(["train", str(config)]) == 0
+        assert all(math.isfinite(x) for x in _losses(tmp_path / name / "out"))
+    capsys.readouterr()
+    assert main(["check", str(_config(tmp_path / "bad", models["qwen2_vl"], "qwen2_vl", "bad", data))]) == 2
+    assert "row 0: an image embedded in the row cannot be read" in capsys.readouterr().err

@@ -36,16 +36,17 @@ def check(cfg: RunConfig, command: str = "train", *, interactive: bool | None = 
     if command in ("train", "eval", "data"):  # the commands that pack rows (chat, export and api never do)
         problems += _check_packing(cfg)
     problems += _check_template(cfg)
+    saved = _saved_tokenized(cfg)  # the rows load from there: the datasets and their files are not read
     if command == "data":  # `lf-engine data`: the tokenizer and the datasets only
         from engine.multimodal.checks import check_media
 
-        return problems + _check_data(cfg, command) + check_media(cfg)
+        return problems + ([] if saved else _check_data(cfg, command) + check_media(cfg))
     problems += _check_device(cfg, command, device)
     if command in ("train", "eval"):
-        problems += _check_data(cfg, command)
-        from engine.multimodal.checks import check_media
+        if not saved:
+            from engine.multimodal.checks import check_media
 
-        problems += check_media(cfg)
+            problems += _check_data(cfg, command) + check_media(cfg)
         problems += _check_output(cfg, command)
         problems += _check_precision(cfg, device)
     if command == "train":
@@ -313,6 +314,13 @@ def _check_template_name(cfg: RunConfig) -> list[str]:
         problem = train_on_prompt_problem(get_template(cfg.model.template))
         return [problem] if problem else []
     return []
+
+
+def _saved_tokenized(cfg: RunConfig) -> bool:
+    """Whether the rows come from a saved ``tokenized_path`` (as in LLaMA-Factory, which then reads no dataset: the
+    data can be tokenized on one machine and trained on another without the raw files or media)."""
+    path = cfg.data.tokenized_path
+    return bool(path) and Path(path).expanduser().exists() and not cfg.data.overwrite_cache
 
 
 def _check_data(cfg: RunConfig, command: str) -> list[str]:

@@ -143,6 +143,22 @@ def test_tokenized_path_is_written_then_named(model_dir, data_dir, cache, tmp_pa
     assert not (cache / "tokenized").exists()  # the user's own copy, not the cache
 
 
+def test_a_saved_tokenized_path_needs_no_raw_data(model_dir, data_dir, cache, tmp_path, capsys):
+    """As in LLaMA-Factory, a saved tokenized_path is what the rows load from: data tokenized on one machine checks
+    and trains on another without the dataset files (they were required, and `dataset` could not be left out)."""
+    import shutil
+
+    saved = tmp_path / "tokenized"
+    moved = tmp_path / "data_copy"
+    shutil.copytree(data_dir, moved)
+    assert main(["data", *_args(model_dir, moved, f"tokenized_path={saved}")]) == 0
+    shutil.rmtree(moved)  # the raw data is gone
+    capsys.readouterr()
+    assert main(["check", *_args(model_dir, moved, f"tokenized_path={saved}")]) == 0, capsys.readouterr().err
+    assert main(["check", *_args(model_dir, moved, f"tokenized_path={saved}", "dataset=")]) == 0
+    assert main(["check", *_args(model_dir, moved, f"tokenized_path={saved}", "overwrite_cache=true")]) == 2
+
+
 def test_cache_off_says_it_is_not_kept(model_dir, data_dir, monkeypatch, capsys):
     monkeypatch.setenv("LF_ENGINE_CACHE", "off")
     assert main(["data", *_args(model_dir, data_dir)]) == 0

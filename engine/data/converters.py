@@ -334,7 +334,9 @@ def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
         if (chosen is None or rejected is None) and isinstance(response, list) and len(response) == 2:
             chosen, rejected = response
         if chosen is None or rejected is None:
-            raise RowError("chosen or rejected is missing")
+            raise RowError("chosen or rejected is missing (`ranking: true` in dataset_info.json reads a pair per row: "
+                           "map `chosen` and `rejected` in `columns`, give the response column a list of two answers, "
+                           "or drop `ranking` for a dataset of single answers)")
         example = _base(row, spec, columns, system, messages)
         example["chosen"], example["rejected"] = _reply(chosen), _reply(rejected)
         return example
@@ -390,7 +392,9 @@ def _sharegpt_entry(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
     if spec.ranking:
         pair = [row.get(columns[key]) if columns[key] else None for key in ("chosen", "rejected")]
         if not all(isinstance(turn, dict) for turn in pair):
-            raise RowError("chosen or rejected is missing or not a turn object")
+            raise RowError("chosen or rejected is missing or not a turn object (`ranking: true` in dataset_info.json "
+                           "reads a pair per row: map `chosen` and `rejected` in `columns` to turn objects, or drop "
+                           "`ranking` for a dataset of single answers)")
         for name, turn in zip(("chosen", "rejected"), pair):
             if turn.get(role_tag) not in allowed[1]:
                 raise RowError(f"the {name} turn's role {turn.get(role_tag)!r} is not a reply of the entry's tags")

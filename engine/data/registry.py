@@ -455,8 +455,41 @@ def check_datasets(dataset_dir: str | os.PathLike, names: str, stage: str, key: 
                 raise DatasetError(f"Dataset {name!r} ({spec.path}) is empty; add rows to it.")
             spec = detect_format(spec, rows)
             check_stage(spec, stage, rows[0])
+            missing_columns(spec, rows[0])
         except DatasetError as err:
             message = f"`{key}`: {err}" if not str(err).startswith("`dataset_dir") else str(err)
             if message not in problems:
                 problems.append(message)
     return problems
+
+
+def missing_columns(spec: DatasetSpec, first_row: dict[str, Any]) -> None:
+    """Refuse a dataset whose required columns (the turns, the prompt, the chosen and rejected answers, the KTO
+    label) are not in its first row, naming the entry's key and the columns there are.
+
+    Raises:
+        DatasetError: naming the missing column, the ``columns`` key that maps it and the fix.
+    """
+    if not isinstance(first_row, dict) or spec.formatting in ("text", "auto"):
+        return
+    if spec.formatting == "alpaca":
+        required = {"prompt": spec.columns.get("prompt", "instruction")}
+    else:
+        required = {"messages": spec.columns.get("messages", "conversations")}
+    if spec.ranking:
+        required.update({key: spec.columns[key] for key in ("chosen", "rejected") if spec.columns.get(key)})
+    if spec.columns.get("kto_tag"):
+        required["kto_tag"] = spec.columns["kto_tag"]
+    for key, column in required.items():
+        if column in first_row:
+            continue
+        present = [str(name) for name in first_row]
+        near = [key] if key in present else difflib.get_close_matches(column, present, n=1, cutoff=0.5)
+        mapped = (f"`columns: {{\"{key}\": \"{column}\"}}`" if key in spec.columns else
+                  f"the default column for `{key}`")
+        if key in ("chosen", "rejected"):
+            mapped += "; `ranking: true` needs chosen and rejected answers"
+        hint = f" Did you mean `{near[0]}`? Set `columns: {{\"{key}\": \"{near[0]}\"}}`." if near else (
+            f" Map `{key}` to one of them in `columns`.")
+        raise DatasetError(f"Dataset {spec.name!r}: its rows have no column `{column}` ({mapped} in {INFO_FILE}); "
+                           f"the first row has {', '.join(present) or 'no columns'}.{hint}")

@@ -231,5 +231,14 @@ def test_columns_that_the_rows_lack_are_named(model_dir, cache, tmp_path, capsys
         {"rows": {"file_name": "rows.json", "columns": {"prompt": "question", "response": "answer"}}}))
     assert main(["data", *_args(model_dir, folder)]) == 2
     err = capsys.readouterr().err
-    assert "dataset_info.json maps prompt: 'question', response: 'answer', which the row does not have" in err
-    assert "its columns: input, instruction, output" in err
+    # named by the pre-flight check, before anything is tokenized (the column, the key mapping it, the fix)
+    assert "its rows have no column `question` (`columns: {\"prompt\": \"question\"}` in dataset_info.json)" in err
+    assert "the first row has instruction, input, output" in err and 'Set `columns: {"prompt": "instruction"}`' in err
+    # OpenAI-style rows without a `columns` mapping: LLaMA-Factory's default turns column is `conversations`
+    (folder / "chat.json").write_text(json.dumps([{"messages": [{"role": "user", "content": "hi"},
+                                                                {"role": "assistant", "content": "yo"}]}] * 2))
+    (folder / "dataset_info.json").write_text(json.dumps({"rows": {"file_name": "chat.json", "formatting": "openai"}}))
+    assert main(["data", *_args(model_dir, folder)]) == 2
+    err = capsys.readouterr().err
+    assert "its rows have no column `conversations` (the default column for `messages`" in err
+    assert 'Set `columns: {"messages": "messages"}`' in err

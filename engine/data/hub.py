@@ -116,6 +116,10 @@ def iter_hub_rows(name: str, hub: dict[str, Any], cache_dir: str | None = None) 
                    f"(LLaMA-Factory does the same): remove `{HUB_URL_KEYS[kind]}` (and any other hub URL) from "
                    f"{name!r} in dataset_info.json to train on that file, or download the data on a machine with "
                    "access.")
+        elif hub.get("online"):  # `dataset_dir: ONLINE`: there is no dataset_info.json
+            fix = (f"Download it on a machine with access (e.g. `hf download {repo} --repo-type dataset --local-dir "
+                   "<folder>`), then set `dataset_dir` to a folder whose dataset_info.json names its data file "
+                   "(`file_name`), or give the data file's path as the dataset.")
         else:
             fix = (f"Download it on a machine with access (e.g. `hf download {repo} --repo-type dataset --local-dir "
                    f"<folder>`), then set `file_name` for {name!r} in dataset_info.json to that folder's data file, "

@@ -261,7 +261,9 @@ def resolve_dataset(name: str, dataset_dir: str | os.PathLike) -> DatasetSpec:
         from engine.data.hub import use_modelscope, use_openmind
 
         kind = "ms_hub" if use_modelscope() else "om_hub" if use_openmind() else "hf_hub"
-        return _entry_spec(name, {HUB_URL_KEYS[kind]: name}, Path.cwd())
+        spec = _entry_spec(name, {HUB_URL_KEYS[kind]: name}, Path.cwd())
+        spec.hub["online"] = True  # no dataset_info.json to edit: the fix offline is a folder of its own
+        return spec
     if where.startswith("REMOTE:"):  # LLaMA-Factory: the dataset_info.json of a hub dataset repository
         info = remote_dataset_info(where[len("REMOTE:"):].strip())
         if name not in info:

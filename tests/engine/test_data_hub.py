@@ -212,6 +212,22 @@ def test_llamafactorys_online_and_remote_dataset_dirs(tmp_path, monkeypatch):
         resolve_dataset("x", "REMOTE:other/repo")
 
 
+def test_an_uncached_online_dataset_names_a_fix_without_dataset_info(monkeypatch):
+    """Under `dataset_dir: ONLINE` there is no dataset_info.json to edit: the offline fix says what to do instead."""
+    import datasets
+
+    def offline(path, **kwargs):
+        raise ConnectionError("Couldn't reach the Hugging Face Hub (offline mode is enabled)")
+
+    monkeypatch.setenv("USE_MODELSCOPE_HUB", "0")
+    monkeypatch.setenv("USE_OPENMIND_HUB", "0")
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    args = Args("ONLINE")
+    with pytest.raises(DatasetError, match="set `dataset_dir` to a folder whose dataset_info.json names") as err:
+        load_examples(args, "someone/nothing", "sft")
+    assert "set `file_name` for" not in str(err.value)
+
+
 def test_online_follows_the_chosen_hub_and_the_board_keeps_both_words(monkeypatch):
     """ONLINE names a ModelScope dataset when ModelScope is the chosen hub (LLaMA-Factory's USE_MODELSCOPE_HUB); the
     board does not turn ONLINE or REMOTE:owner/repo into folder paths."""

@@ -142,6 +142,15 @@ def datasets(dataset_dir: str | Path | None) -> tuple[dict[str, dict[str, Any]],
     return {str(name): {} for name in found}, None
 
 
+def kept_datasets(dataset_dir: str, choices: list[tuple[str, str]], selected: list[str] | None) -> list[str]:
+    """The selected datasets that stay selected in a newly chosen dataset folder: those it lists; under ``ONLINE``
+    (hub names are typed, not listed) the typed hub names (owner/name), not the names of the folder left behind."""
+    if str(dataset_dir or "").strip() == "ONLINE":
+        return [name for name in selected or [] if "/" in str(name).strip("/")]
+    names = {value for _, value in choices}
+    return [name for name in selected or [] if name in names]
+
+
 def dataset_kind(info: dict[str, Any]) -> str:
     """A short description of a dataset's detected kind for the picker."""
     for key in ("kind", "detected_kind", "stage", "formatting"):

@@ -435,15 +435,6 @@ def preview_data(board: Board, mapping: dict[str, Any], lang: str) -> tuple[str,
     return summary, rows, hist
 
 
-def kept_datasets(dataset_dir: str, choices: list[tuple[str, str]], selected: list[str] | None) -> list[str]:
-    """The selected datasets that stay selected in a newly chosen dataset folder: those it lists; under ``ONLINE``
-    (hub names are typed, not listed) the typed hub names (owner/name), not the names of the folder left behind."""
-    if str(dataset_dir or "").strip() == "ONLINE":
-        return [name for name in selected or [] if "/" in str(name).strip("/")]
-    names = {value for _, value in choices}
-    return [name for name in selected or [] if name in names]
-
-
 # -- events ---------------------------------------------------------------------------------------------------
 def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     follow_end(tab.log)
@@ -452,8 +443,8 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
 
     def on_dataset_dir(dataset_dir: str, selected: list[str], selected_eval: list[str], lang: str):
         choices, note = dataset_choices(dataset_dir)
-        keep = kept_datasets(dataset_dir, choices, selected)
-        keep_eval = kept_datasets(dataset_dir, choices, selected_eval)
+        keep = catalog.kept_datasets(dataset_dir, choices, selected)
+        keep_eval = catalog.kept_datasets(dataset_dir, choices, selected_eval)
         return (
             gr.update(choices=choices, value=keep),
             gr.update(choices=choices, value=keep_eval),

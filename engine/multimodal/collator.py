@@ -94,11 +94,12 @@ def to_tensors(arrays: dict[str, Any]) -> dict[str, Any]:
     return {key: torch.from_numpy(value) for key, value in arrays.items() if key != JOIN_LAST}
 
 
-def typed_ids(table: dict[int, int], input_ids: Any) -> Any:
-    """Token-type ids of a batch of ``input_ids`` (a tensor) from ``table`` (token id -> type; other tokens 0)."""
+def typed_ids(table: dict[int, int], input_ids: Any, text: int = 0) -> Any:
+    """Token-type ids of a batch of ``input_ids`` (a tensor) from ``table`` (token id -> type; other tokens
+    ``text``)."""
     import torch
 
-    out = torch.zeros_like(input_ids)
+    out = torch.full_like(input_ids, text)
     for token, kind in table.items():
         out[input_ids == token] = kind
     return out

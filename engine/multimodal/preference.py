@@ -151,12 +151,9 @@ class MediaPreferenceCollator:
     extra_types: dict[str, dict[int, int]] = field(default_factory=dict)
 
     def _type_ids(self, input_ids: Any) -> Any:
-        import torch
+        from engine.multimodal.collator import typed_ids
 
-        out = torch.full_like(input_ids, self.text_type)
-        for token, kind in self.types.items():
-            out[input_ids == token] = kind
-        return out
+        return typed_ids(self.types, input_ids, text=self.text_type)
 
     def _unmask_soft(self, batch: dict[str, Any], prefix: str = "") -> None:
         import torch

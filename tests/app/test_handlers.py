@@ -329,8 +329,8 @@ def test_llamafactorys_hub_dataset_dirs_in_the_board(monkeypatch, tmp_path):
     assert "cannot be read" in catalog.datasets("/tmp/" + "b" * 5000)[1]
     assert "has no dataset_info.json" in catalog.datasets(tmp_path)[1]
     # switching to ONLINE keeps typed hub names, not the local names of the folder left behind
-    assert train.kept_datasets("ONLINE", [], ["demo_alpaca", "llamafactory/alpaca_en"]) == ["llamafactory/alpaca_en"]
-    assert train.kept_datasets("/data", [("a", "a")], ["a", "b"]) == ["a"]
+    assert catalog.kept_datasets("ONLINE", [], ["demo_alpaca", "llamafactory/alpaca_en"]) == ["llamafactory/alpaca_en"]
+    assert catalog.kept_datasets("/data", [("a", "a")], ["a", "b"]) == ["a"]
 
 
 def test_history_diff_overlay_and_delete(board):

@@ -26,6 +26,7 @@ from engine.errors import UserError
 from engine.runs import RUN_SAMPLES
 from engine.train.arguments import build_args
 from engine.train.fused_head import refuse_adapted_head
+from engine.train.parallel.fsdp import ShardingMixin
 from engine.train.rl_checks import check_reward_model, check_rl, check_stage
 
 logger = logging.getLogger(__name__)
@@ -158,7 +159,7 @@ def _rl_trainer(base: type) -> type:
     """TRL's GRPO/RLOO trainer that takes our template-rendered prompt ids as they are and samples completions
     into completions.jsonl."""
 
-    class RLTrainer(base):
+    class RLTrainer(ShardingMixin, base):  # FSDP2 on CPU processes too
         lf_prompt_ids: dict[str, list[int]] = {}
         lf_every = 1
         lf_weights: list[float] | None = None

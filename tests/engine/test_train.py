@@ -313,9 +313,10 @@ def test_torchrun_two_processes_share_the_work(tmp_path, example):
     assert (out / "adapter_model.safetensors").is_file() or (out / "model.safetensors").is_file()
 
 
-@pytest.mark.parametrize("example", ["orpo_lora_demo.yaml", "rm_lora_demo.yaml"])
-def test_preference_and_reward_trainers_shard_with_fsdp2_on_cpu_ranks(tmp_path, example):
-    """ORPO / SimPO's and the reward model's trainers take FSDP2 on CPU processes as SFT's do (they ran as DDP)."""
+@pytest.mark.parametrize("example", ["orpo_lora_demo.yaml", "rm_lora_demo.yaml", "grpo_demo.yaml"])
+def test_preference_reward_and_rl_trainers_shard_with_fsdp2_on_cpu_ranks(tmp_path, example):
+    """ORPO / SimPO's, the reward model's and GRPO / RLOO's trainers take FSDP2 on CPU processes as SFT's do (they
+    ran as DDP, with `fsdp` silently dropped)."""
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "engine", "train",
            str(EXAMPLES / example), f"output_dir={out}", "fsdp=full_shard auto_wrap",
@@ -327,6 +328,8 @@ def test_preference_and_reward_trainers_shard_with_fsdp2_on_cpu_ranks(tmp_path, 
     parallel = json.loads((out / "run.json").read_text())["parallel"]
     assert parallel["strategy"] == "fsdp2" and parallel["sharded"] is True
     assert (out / "adapter_model.safetensors").is_file()
+    if example == "grpo_demo.yaml":  # rank 0 sampled completions from the sharded model
+        assert (out / "completions.jsonl").stat().st_size > 0
 
 
 def test_muon_trains_full_finetuning(tmp_path):

@@ -16,6 +16,7 @@ import torch
 
 from engine.config import RunConfig
 from engine.evaluate.metrics import compute_generation_metrics
+from engine.evaluate.predict_ranks import gather_replies, rank_and_world, rank_batches
 from engine.infer.generation import generation_kwargs, stop_token_ids
 from engine.runs import EventWriter, write_text_atomic
 
@@ -126,30 +127,38 @@ def run_predict(cfg: RunConfig, model: Any, tokenizer: Any, template: Any, rows:
     # else a repetition penalty also counts the left padding's tokens, so rows are batched in order, as
     # LLaMA-Factory batches them: the same padding, the same replies
     batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
-    predictions: list[str] = [""] * len(fields)
+    rank, world = rank_and_world()
+    rounds = rank_batches(batches, rows, rank, world)  # one batch per rank and round (all of them on one process)
+    if world > 1:  # a rank whose rows have stopped keeps stepping with the others (their sharded layers gather)
+        kwargs["synced_gpus"] = True
+    replies: dict[int, str] = {}
     was_training = getattr(model, "training", False)
     model.eval()
     set_seed(cfg.train.seed)
     started = time.perf_counter()
-    logger.info("Predicting %d examples in %d batches of up to %d.", len(fields), len(batches), batch_size)
+    logger.info("Predicting %d examples in %d batches of up to %d%s.", len(fields), len(batches), batch_size,
+                f", shared by {world} processes" if world > 1 else "")
     try:
-        for done, batch in enumerate(batches, start=1):
+        for done, (batch, own) in enumerate(rounds, start=1):
             input_ids, attention_mask = _left_pad([fields[i][0] for i in batch], pad_id, device)
             extra = _media_inputs([rows[i] for i in batch], input_ids.shape[1], model, device)
             with torch.inference_mode():
                 output = model.generate(input_ids=input_ids, attention_mask=attention_mask, **extra, **kwargs)
-            new_tokens = output[:, input_ids.shape[1]:].tolist()
+            new_tokens = output[:own, input_ids.shape[1]:].tolist()  # borrowed rows' replies are dropped
             for index, ids in zip(batch, new_tokens):
                 ids = _cut_at_stop(ids, set(stop_ids), pad_id)
-                text = tokenizer.decode(ids, skip_special_tokens=cfg.generation.skip_special_tokens)
-                predictions[index] = text  # as LLaMA-Factory decodes it (not stripped)
+                # as LLaMA-Factory decodes it (not stripped)
+                replies[index] = tokenizer.decode(ids, skip_special_tokens=cfg.generation.skip_special_tokens)
             if event_writer is not None:
-                event_writer.write({"event": "progress", "stage": "predict", "fraction": round(done / len(batches), 4),
-                                    "done": min(done * batch_size, len(fields)), "total": len(fields)})
+                event_writer.write({"event": "progress", "stage": "predict", "fraction": round(done / len(rounds), 4),
+                                    "done": min(done * world * batch_size, len(fields)), "total": len(fields)})
     finally:
         if was_training:
             model.train()
+    replies = gather_replies(replies, world)
+    predictions = [replies[index] for index in range(len(fields))]
     runtime = time.perf_counter() - started
+    write = write and rank == 0  # the other ranks return the same metrics
 
     if write:
         with open(out / PREDICTIONS_FILE, "w", encoding="utf-8") as fh:
@@ -160,7 +169,7 @@ def run_predict(cfg: RunConfig, model: Any, tokenizer: Any, template: Any, rows:
     metrics.update({
         f"{prefix}_runtime": round(runtime, 4),
         f"{prefix}_samples_per_second": round(len(fields) / runtime, 3) if runtime > 0 else 0.0,
-        f"{prefix}_steps_per_second": round(len(batches) / runtime, 3) if runtime > 0 else 0.0,
+        f"{prefix}_steps_per_second": round(len(rounds) / runtime, 3) if runtime > 0 else 0.0,
     })
     scores = ", ".join(f"{name}={value}" for name, value in metrics.items() if "bleu" in name or "rouge" in name)
     if write:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import itertools
 import json
+import logging
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ from typing import Any
 from engine.data.errors import DatasetError
 from engine.data.hub import HUB_URL_KEYS
 from engine.data.slices import check_split
+
+logger = logging.getLogger(__name__)
 
 INFO_FILE = "dataset_info.json"
 HUB_KEYS = ("hf_hub_url", "ms_hub_url", "om_hub_url", "script_url", "cloud_file_name")
@@ -107,7 +110,8 @@ def load_dataset_info(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any
             "as a path to a data file."
         )
     try:
-        info = json.loads(path.read_text(encoding="utf-8-sig"))
+        repeated: list[str] = []
+        info = json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_noting_repeats(repeated))
     except UnicodeDecodeError as err:
         raise DatasetError(f"{path} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at position {err.start:,}); "
                            "re-save it as UTF-8.") from None
@@ -118,6 +122,8 @@ def load_dataset_info(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any
                            "few levels. Fix the file.") from None
     if not isinstance(info, dict):
         raise DatasetError(f"{path} must be a JSON object mapping dataset names to entries.")
+    if repeated:
+        _warn_repeats(path, repeated)
     for name, entry in info.items():
         if not isinstance(entry, dict):
             example = json.dumps({"file_name": entry if isinstance(entry, str) else "data.json"})
@@ -128,6 +134,38 @@ def load_dataset_info(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any
         if problem:
             raise DatasetError(f"{path}: {problem}")
     return info
+
+
+def _noting_repeats(repeated: list[str]):
+    """A ``json`` object hook that builds each object as ``json`` does (the last of a repeated key wins, as
+    LLaMA-Factory reads the file) and notes the repeated keys."""
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen and key not in repeated:
+                repeated.append(key)
+            seen.add(key)
+        return dict(pairs)
+
+    return hook
+
+
+_WARNED: set[tuple[str, float, tuple[str, ...]]] = set()
+
+
+def _warn_repeats(path: Path, repeated: list[str]) -> None:
+    """Warn once per version of the file about keys written twice in one object."""
+    try:
+        stamp = path.stat().st_mtime
+    except OSError:
+        stamp = 0.0
+    mark = (str(path), stamp, tuple(repeated))
+    if mark in _WARNED:
+        return
+    _WARNED.add(mark)
+    names = ", ".join(f"`{key}`" for key in repeated[:5]) + (" and more" if len(repeated) > 5 else "")
+    logger.warning("%s: %s written more than once in the same object; the last one is used (as LLaMA-Factory reads "
+                   "it) and the earlier ones are ignored. Remove or rename the duplicates.", path, names)
 
 
 TEXT_FIELDS = ("file_name", "formatting", "hf_hub_url", "ms_hub_url", "om_hub_url", "subset", "split", "folder")

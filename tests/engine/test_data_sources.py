@@ -231,6 +231,26 @@ def test_bad_json_reports_line_and_column(tmp_path):
         load_examples(args(tmp_path), "a", "sft")
 
 
+def test_a_name_written_twice_in_dataset_info_takes_the_last_entry_and_is_warned_about_once(tmp_path, caplog):
+    """LLaMA-Factory's json.load keeps the last of a repeated key without a word; the same entry is used here and
+    the duplicate is named (it had been taken silently)."""
+    from engine.data.registry import load_dataset_info
+
+    (tmp_path / "first.json").write_text(json.dumps([{"instruction": "FIRST", "output": "a"}]))
+    (tmp_path / "second.json").write_text(json.dumps([{"instruction": "SECOND", "output": "b"}]))
+    (tmp_path / "dataset_info.json").write_text(
+        '{"mine": {"file_name": "first.json"},\n "other": {"file_name": "first.json", "columns": {"prompt": "x", '
+        '"prompt": "instruction"}},\n "mine": {"file_name": "second.json"}}')
+    with caplog.at_level(logging.WARNING, logger="engine.data.registry"):
+        info = load_dataset_info(tmp_path)
+        load_dataset_info(tmp_path)
+    assert info["mine"] == {"file_name": "second.json"} and info["other"]["columns"] == {"prompt": "instruction"}
+    warnings = [r.getMessage() for r in caplog.records if "more than once" in r.getMessage()]
+    assert len(warnings) == 1 and "`mine`" in warnings[0] and "`prompt`" in warnings[0]
+    assert "the last one is used" in warnings[0]
+    assert "SECOND" in str(load_examples(args(tmp_path), "mine", "sft")[0])
+
+
 def test_empty_and_unusable_datasets(tmp_path):
     (tmp_path / "empty.json").write_text("[]")
     with pytest.raises(DatasetError, match="is empty"):

@@ -66,6 +66,10 @@ def test_start_demo_run_watch_loss_and_switch_language(live_board):
             # the fresh workspace preselects the demo model and the demo datasets
             assert "demo_identity" in page.locator("#lf-dataset").inner_text()
             wait_for(lambda: "No run yet" in page.locator("#lf-train-status").inner_text(), 30, "the empty status")
+            # three epochs instead of the demo's ten (48 steps; CI's time), typed as a person would
+            epochs = page.locator("#cfg-num_train_epochs input")
+            epochs.fill("3")
+            epochs.press("Tab")
 
             shot = os.environ.get("LF_BOARD_SCREENSHOT")
             if shot:  # fold the long panels so that the picture shows the form, the progress and the charts
@@ -90,6 +94,9 @@ def test_start_demo_run_watch_loss_and_switch_language(live_board):
                 "the run to complete",
             )
             run_id = next((workspace / "runs").iterdir()).name
+            import yaml
+
+            assert yaml.safe_load((workspace / "runs" / run_id / "config.yaml").read_text())["num_train_epochs"] == 3
             points = loss_points(page)
             assert points >= 10
 

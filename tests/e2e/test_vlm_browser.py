@@ -38,7 +38,7 @@ def wait_for(predicate, timeout: float, what: str):
 @pytest.fixture()
 def vlm_last_config(tmp_path):
     """The workspace's last-used config is the demo VLM example (shortened), so the page opens on it."""
-    open_on_example(tmp_path, "sft_vlm_demo.yaml", max_steps=12, logging_steps=2)
+    open_on_example(tmp_path, "sft_vlm_demo.yaml", max_steps=4, logging_steps=2)
 
 
 def chat_about_the_picture(page, question: str) -> str:

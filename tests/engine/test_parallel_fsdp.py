@@ -50,7 +50,8 @@ def test_fsdp2_full_finetuning_shards_across_two_cpu_ranks(tmp_path):
     assert par["sharded_params"] == par["params"] > 0  # every parameter is a DTensor with a Shard placement
     half = sum(par["rank_numel"]) / 2
     assert len(par["rank_numel"]) == 2 and all(abs(n - half) / half < 0.05 for n in par["rank_numel"])
-    assert _events(sharded)[0]["parallel"]["strategy"] == "fsdp2"
+    assert _events(sharded)[0]["parallel"]["strategy"] == "fsdp2" and _events(sharded)[0]["world_size"] == 2
+    assert _events(sharded)[-1]["status"] == "completed"
 
     # One process over the same global batch (2 ranks x 2 = 4): the same first losses.
     assert main(["train", str(EXAMPLES / "sft_full_fsdp2_demo.yaml"), f"output_dir={single}", *COMMON,

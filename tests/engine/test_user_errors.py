@@ -572,17 +572,30 @@ def test_a_real_process_prints_one_line_and_exits_2(ws):
     assert "error: Problem in the config:\n  - Unknown key `lora_rnak`. Did you mean `lora_rank`?" in proc.stderr
 
 
+def _side_by_side(cwd: Path, *programs: str) -> list[subprocess.CompletedProcess]:
+    """Run Python programs in child processes at the same time (each pays the imports); their outcomes in order."""
+    procs = [subprocess.Popen([sys.executable, "-c", program], cwd=cwd, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for program in programs]
+    results = []
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                other.kill()
+            raise
+        results.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    return results
+
+
 @pytest.mark.skipif(importlib.util.find_spec("bitsandbytes") is None, reason="bitsandbytes not installed")
 def test_the_engine_log_has_no_bitsandbytes_cpu_kernel_chatter():
     """bitsandbytes (pulled in by GaLore) warns on import that an optional 4-bit CPU kernel package is missing;
     the engine's log leaves that out (without the engine's setup the warning is there)."""
     root = Path(__file__).resolve().parents[2]
     probe = "import logging, sys; {setup}; import bitsandbytes"
-    plain = subprocess.run([sys.executable, "-c", probe.format(setup="logging.basicConfig(level=logging.INFO)")],
-                           cwd=root, capture_output=True, text=True, timeout=120)
-    ours = subprocess.run([sys.executable, "-c", probe.format(
-        setup="from engine.cli import _setup_logging; _setup_logging(False)")],
-        cwd=root, capture_output=True, text=True, timeout=120)
+    plain, ours = _side_by_side(root, probe.format(setup="logging.basicConfig(level=logging.INFO)"),
+                                probe.format(setup="from engine.cli import _setup_logging; _setup_logging(False)"))
     assert ours.returncode == 0, ours.stderr[-2000:]
     if "kernels-community" not in plain.stderr:
         pytest.skip("this bitsandbytes build does not warn about its CPU kernels")
@@ -597,11 +610,8 @@ def test_the_engine_log_has_no_galore_adamw_deprecation_chatter():
     probe = ("import warnings, torch; {setup}; from galore_torch import GaLoreAdamW; "
              "GaLoreAdamW([torch.nn.Parameter(torch.zeros(2))]); "
              "warnings.warn('something else is deprecated', FutureWarning)")
-    plain = subprocess.run([sys.executable, "-c", probe.format(setup="pass")],
-                           cwd=REPO, capture_output=True, text=True, timeout=120)
-    ours = subprocess.run([sys.executable, "-c", probe.format(
-        setup="from engine.cli import _setup_logging; _setup_logging(False)")],
-        cwd=REPO, capture_output=True, text=True, timeout=120)
+    plain, ours = _side_by_side(REPO, probe.format(setup="pass"),
+                                probe.format(setup="from engine.cli import _setup_logging; _setup_logging(False)"))
     assert plain.returncode == 0 and ours.returncode == 0, plain.stderr[-2000:] + ours.stderr[-2000:]
     assert "AdamW is deprecated" in plain.stderr
     assert "AdamW is deprecated" not in ours.stderr

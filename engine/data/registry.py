@@ -150,6 +150,16 @@ def _noting_repeats(repeated: list[str]):
     return hook
 
 
+def _repeated_keys(path: Path) -> list[str]:
+    """The keys written more than once in one object of a readable JSON file ([] when none, or unreadable)."""
+    repeated: list[str] = []
+    try:
+        json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_noting_repeats(repeated))
+    except (OSError, ValueError, RecursionError):
+        return []
+    return repeated
+
+
 _WARNED: set[tuple[str, float, tuple[str, ...]]] = set()
 
 
@@ -408,6 +418,12 @@ def register_dataset(dataset_dir: str | os.PathLike, name: str, file_name: str, 
     if not name or "," in name:
         raise DatasetError("A dataset name must be non-empty and contain no comma.")
     info = load_dataset_info(folder) if info_path(folder).is_file() else {}
+    repeated = _repeated_keys(info_path(folder)) if info else []
+    if repeated:  # the rewrite below would drop the earlier entries of each repeated key for good
+        names = ", ".join(f"`{key}`" for key in repeated[:5]) + (" and more" if len(repeated) > 5 else "")
+        raise DatasetError(f"{info_path(folder)} has {names} written more than once in the same object; rewriting "
+                           "it to add a dataset would delete the earlier ones. Remove or rename the duplicates "
+                           "first.")
     if name in info and not overwrite:
         raise DatasetError(f"Dataset {name!r} already exists in {info_path(folder)}; pick another name.")
     if formatting is None:

@@ -16,7 +16,7 @@ import torch
 
 from engine.config import RunConfig
 from engine.evaluate.metrics import compute_generation_metrics
-from engine.evaluate.predict_ranks import gather_replies, rank_and_world, rank_batches
+from engine.evaluate.predict_ranks import gather_replies, model_is_sharded, rank_and_world, rank_batches
 from engine.infer.generation import generation_kwargs, stop_token_ids
 from engine.runs import EventWriter, write_text_atomic
 
@@ -128,8 +128,10 @@ def run_predict(cfg: RunConfig, model: Any, tokenizer: Any, template: Any, rows:
     # LLaMA-Factory batches them: the same padding, the same replies
     batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
     rank, world = rank_and_world()
-    rounds = rank_batches(batches, rows, rank, world)  # one batch per rank and round (all of them on one process)
-    if world > 1:  # a rank whose rows have stopped keeps stepping with the others (their sharded layers gather)
+    # a sharded model's forwards gather parameters from every rank: the ranks step together (a whole copy need not)
+    sharded = world > 1 and (bool(getattr(cfg.parallel, "use_hyper_parallel", False)) or model_is_sharded(model))
+    rounds = rank_batches(batches, rows, rank, world, sharded)  # one batch per rank and round (all on one process)
+    if sharded:  # a rank whose rows have stopped keeps stepping with the others (their sharded layers gather)
         kwargs["synced_gpus"] = True
     replies: dict[int, str] = {}
     was_training = getattr(model, "training", False)

@@ -28,18 +28,42 @@ def rank_and_world() -> tuple[int, int]:
     return 0, 1
 
 
+def model_is_sharded(model: Any) -> bool:
+    """Whether the model's forward gathers parameters from the other ranks (FSDP2 DTensors, FSDP1, DeepSpeed
+    ZeRO-3), so that every rank must make the same forward calls through the same modules. True when unsure."""
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # pragma: no cover - torch without distributed
+        return True
+    try:
+        for param in model.parameters():
+            if isinstance(param, DTensor) or hasattr(param, "ds_id"):
+                return True
+        for module in model.modules():
+            name = type(module).__name__
+            if name in ("FullyShardedDataParallel", "DistributedDataParallel") or name.startswith("FSDP"):
+                return True
+    except (AttributeError, TypeError):
+        return True
+    return False
+
+
 def media_keys(row: dict[str, Any]) -> frozenset[str]:
     """The processed-media inputs of a prediction row (their names show which towers the row runs)."""
     return frozenset(row.get("mm_inputs") or {})
 
 
 def rank_batches(batches: list[list[int]], rows: list[dict[str, Any]], rank: int,
-                 world: int) -> list[tuple[list[int], int]]:
+                 world: int, sharded: bool = True) -> list[tuple[list[int], int]]:
     """This rank's batch in each round: (the row indices it generates for, how many of them are its own).
 
     The indices after the first ``own`` ones are borrowed (their replies are dropped): the round's first batch
     when this rank has none left, and rows carrying media that another batch of the round has and this one lacks.
+    Without a sharded model (``sharded`` false: DDP, or whole copies) the ranks' forwards are independent: each rank
+    takes its own batches only, none borrowed and none generated again.
     """
+    if not sharded:
+        return [(list(batch), len(batch)) for batch in batches[rank::world]]
     out = []
     for start in range(0, len(batches), world):
         round_batches = batches[start:start + world]

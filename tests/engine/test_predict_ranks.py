@@ -47,6 +47,26 @@ def test_a_batch_without_the_rounds_media_borrows_a_row_that_has_them():
     assert rank_batches(batches, rows, 2, 3)[0] == ([3, 5, 0], 2)
 
 
+def test_without_a_sharded_model_each_rank_takes_its_own_batches_only():
+    """DDP or whole copies: no forward gathers from another rank, so nothing is borrowed or generated again."""
+    rows = _rows("iitvtt")
+    batches = [[0, 1], [2, 4], [3, 5]]
+    assert rank_batches(batches, rows, 0, 2, sharded=False) == [([0, 1], 2), ([3, 5], 2)]
+    assert rank_batches(batches, rows, 1, 2, sharded=False) == [([2, 4], 2)]
+    assert rank_batches(batches, rows, 3, 4, sharded=False) == []
+
+
+def test_a_model_is_sharded_when_its_parameters_are_dtensors_or_zero3_partitions():
+    import torch
+
+    from engine.evaluate.predict_ranks import model_is_sharded
+
+    plain = torch.nn.Linear(2, 2)
+    assert not model_is_sharded(plain)
+    plain.weight.ds_id = 0  # DeepSpeed ZeRO-3 marks its partitioned parameters so
+    assert model_is_sharded(plain)
+
+
 def test_fsdp2_prediction_over_image_and_text_rows_is_shared_and_equals_one_process(tmp_path):
     """Train the demo VLM on 2 CPU ranks with FSDP2, then predict on image and text rows (rounds with and without
     images, and a last round with one batch); the predictions equal a one-process prediction with the saved

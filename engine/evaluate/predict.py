@@ -160,9 +160,9 @@ def run_predict(cfg: RunConfig, model: Any, tokenizer: Any, template: Any, rows:
     replies = gather_replies(replies, world)
     predictions = [replies[index] for index in range(len(fields))]
     runtime = time.perf_counter() - started
-    write = write and rank == 0  # the other ranks return the same metrics
+    writer = write and rank == 0  # the other ranks return the same metrics
 
-    if write:
+    if writer:
         with open(out / PREDICTIONS_FILE, "w", encoding="utf-8") as fh:
             for (_, prompt, label), predict in zip(fields, predictions):
                 fh.write(json.dumps({"prompt": prompt, "predict": predict, "label": label}, ensure_ascii=False) + "\n")
@@ -174,9 +174,9 @@ def run_predict(cfg: RunConfig, model: Any, tokenizer: Any, template: Any, rows:
         f"{prefix}_steps_per_second": round(len(rounds) / runtime, 3) if runtime > 0 else 0.0,
     })
     scores = ", ".join(f"{name}={value}" for name, value in metrics.items() if "bleu" in name or "rouge" in name)
-    if write:
+    if writer:
         save_split_metrics(out, prefix, metrics)
         logger.info("Predictions written to %s: %s", out / PREDICTIONS_FILE, scores)
-    else:
+    elif not write:  # an evaluation that generates (the other ranks of a prediction say nothing)
         logger.info("Generated on %d evaluation rows: %s", len(fields), scores)
     return metrics

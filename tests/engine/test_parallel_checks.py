@@ -371,3 +371,26 @@ def test_fsdp_settings_written_inline_in_a_yaml_config(tmp_path):
     saved = tmp_path / "saved.yaml"
     saved.write_text(cfg.to_yaml(), encoding="utf-8")
     assert load_config(str(saved)).train.fsdp_config == cfg.train.fsdp_config
+
+
+def test_fsdp1_on_cpu_processes_is_refused_with_the_fix(monkeypatch):
+    """accelerate raised a RuntimeError about `sync_module_states` while the Trainer was built (found by an outside
+    test); FSDP1 on several CPU processes is now a user error pointing at FSDP2. One process or FSDP2: no change."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from engine.errors import UserError
+    from engine.train.parallel.fsdp import refuse_fsdp1_on_cpu
+
+    def args(version, device="cpu"):
+        return SimpleNamespace(fsdp=True, fsdp_config={"version": version}, device=torch.device(device))
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(UserError, match=r"FSDP1 .* does not run on CPU processes.*`fsdp_version: 2`"):
+        refuse_fsdp1_on_cpu(args(1))
+    refuse_fsdp1_on_cpu(args(2))
+    refuse_fsdp1_on_cpu(args(1, "meta"))  # an accelerator's processes
+    refuse_fsdp1_on_cpu(SimpleNamespace(fsdp=False, fsdp_config={"version": 1}, device=torch.device("cpu")))
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    refuse_fsdp1_on_cpu(args(1))

@@ -45,8 +45,27 @@ class ShardingMixin:
     """Put before ``transformers.Trainer`` (or a TRL trainer) in the bases to get FSDP2 on CPUs too."""
 
     def create_accelerator_and_postprocess(self):
+        refuse_fsdp1_on_cpu(self.args)
         super().create_accelerator_and_postprocess()
         enable_fsdp_on_cpu(self)
+
+
+def refuse_fsdp1_on_cpu(args: Any) -> None:
+    """FSDP1 syncs module states from rank 0, which torch refuses on CPUs (accelerate raised a RuntimeError while
+    the Trainer was built): raise :class:`engine.errors.UserError` with the fix instead."""
+    config = getattr(args, "fsdp_config", None) or {}
+    version = config.get("version", config.get("fsdp_version", 1)) if isinstance(config, dict) else 1
+    if not getattr(args, "fsdp", None) or str(version) != "1" or getattr(args.device, "type", "cpu") != "cpu":
+        return
+    from engine.ranks import world_size
+
+    if world_size() <= 1:  # one process shards nothing: the setting has no effect there
+        return
+    from engine.errors import UserError
+
+    raise UserError("FSDP1 (`fsdp_version: 1` in fsdp_config) does not run on CPU processes (torch refuses its "
+                    "module-state sync there); use FSDP2: set `fsdp_version: 2`, as examples/fsdp/fsdp2.json does, "
+                    "or run on accelerators.")
 
 
 FSDP_OPTIONS = ("full_shard", "shard_grad_op", "hybrid_shard", "hybrid_shard_zero2", "no_shard", "offload", "auto_wrap")

@@ -162,10 +162,10 @@ def run_predict(cfg: RunConfig, model: Any, tokenizer: Any, template: Any, rows:
     runtime = time.perf_counter() - started
     writer = write and rank == 0  # the other ranks return the same metrics
 
-    if writer:
-        with open(out / PREDICTIONS_FILE, "w", encoding="utf-8") as fh:
-            for (_, prompt, label), predict in zip(fields, predictions):
-                fh.write(json.dumps({"prompt": prompt, "predict": predict, "label": label}, ensure_ascii=False) + "\n")
+    if writer:  # whole or not at all: a full disk leaves the predictions of an earlier run as they were
+        write_text_atomic(out / PREDICTIONS_FILE, "".join(
+            json.dumps({"prompt": prompt, "predict": predict, "label": label}, ensure_ascii=False) + "\n"
+            for (_, prompt, label), predict in zip(fields, predictions)))
     scored = compute_generation_metrics(predictions, [label for _, _, label in fields])
     metrics: dict[str, Any] = {f"{prefix}_{name.removeprefix('predict_')}": value for name, value in scored.items()}
     metrics.update({

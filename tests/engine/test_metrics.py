@@ -165,6 +165,36 @@ def test_run_predict_scores_against_labels(tmp_path):
     assert metrics["predict_bleu-4"] == 100.0
 
 
+def test_a_prediction_that_cannot_write_keeps_the_earlier_predictions_whole(tmp_path, monkeypatch):
+    """The predictions file was written line by line over the earlier one: a full disk left it cut short."""
+    import errno
+    from pathlib import Path
+
+    from engine.evaluate.predict import run_predict
+    from engine.infer.generation import template_for
+
+    model, tokenizer = tiny_model_and_tokenizer()
+    cfg = build_config({"model_name_or_path": "tiny", "template": "chatml", "do_sample": False, "max_new_tokens": 3})
+    template = template_for(cfg, tokenizer)
+    rows = [{"prompt_ids": template.encode_prompt(tokenizer, [{"role": "user", "content": "Hello"}]),
+             "prompt": "Hello", "label": "Hi"}]
+    earlier = '{"prompt": "an earlier run", "predict": "kept", "label": "kept"}\n'
+    (tmp_path / "generated_predictions.jsonl").write_text(earlier)
+    real = Path.write_text
+
+    def full_disk(self, text, *args, **kwargs):
+        if "generated_predictions" in self.name:
+            real(self, text[: len(text) // 2], *args, **kwargs)
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        run_predict(cfg, model, tokenizer, template, rows, tmp_path)
+    assert (tmp_path / "generated_predictions.jsonl").read_text() == earlier
+    assert [p.name for p in tmp_path.iterdir()] == ["generated_predictions.jsonl"]  # no temp file left behind
+
+
 def test_prediction_rows_are_llamafactory_own(tmp_path):
     """tests/golden/lf_predictions.jsonl is LLaMA-Factory 0.9.5's predictions file on the demo model (identity and
     tool-call rows, cutoff_len 48 cutting some prompts): our rows have the same prompts and labels, so the same

@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from engine.runs import write_text_atomic
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_WORKSPACE = "lfboard-workspace"
 WORKSPACE_ENV = "LF_BOARD_WORKSPACE"
@@ -127,8 +129,15 @@ class Workspace:
             pass
         self.root.mkdir(parents=True, exist_ok=True)
         text = secrets.token_urlsafe(24)
-        path.write_text(text, encoding="utf-8")
-        path.chmod(0o600)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        try:  # readable by the owner alone from the first byte, and whole or absent
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         return text
 
     @property
@@ -189,7 +198,8 @@ class Workspace:
         """Write a flat config mapping as YAML under ``configs/NAME.yaml``."""
         path = self.config_path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(yaml.safe_dump(mapping, sort_keys=False, allow_unicode=True), encoding="utf-8")
+        # whole or not at all: a full disk keeps the config saved before under that name
+        write_text_atomic(path, yaml.safe_dump(mapping, sort_keys=False, allow_unicode=True))
         return path
 
     def read_config(self, name: str) -> dict[str, Any]:

@@ -302,7 +302,9 @@ def fix_processor_config(folder: Any) -> None:
     real.update({k: video[k] for k in (*VIDEO_KEYS, *FRAME_KEYS) if video.get(k) is not None})
     real.update(VIDEO_CONFIG_FIXES.get(str(config.get("processor_class", "")), {}))
     config["video_processor"] = real
-    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    from engine.runs import write_text_atomic
+
+    write_text_atomic(path, json.dumps(config, indent=2, sort_keys=True) + "\n")  # whole or as it was
 
 
 def save_processor(processor: Any, folder: Any) -> None:

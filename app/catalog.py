@@ -137,9 +137,13 @@ def datasets(dataset_dir: str | Path | None) -> tuple[dict[str, dict[str, Any]],
         found = lister(str(folder))
     except Exception as err:
         return {}, f"Cannot list the datasets of {folder}: {err}"
+    try:  # a name or column written twice: the engine uses the last, as LLaMA-Factory does; say so here too
+        note = _engine_attr(("engine.data.registry",), "repeated_keys_note")(str(folder))
+    except Exception:
+        note = None
     if isinstance(found, dict):
-        return {str(k): (v if isinstance(v, dict) else {"info": v}) for k, v in found.items()}, None
-    return {str(name): {} for name in found}, None
+        return {str(k): (v if isinstance(v, dict) else {"info": v}) for k, v in found.items()}, note
+    return {str(name): {} for name in found}, note
 
 
 def kept_datasets(dataset_dir: str, choices: list[tuple[str, str]], selected: list[str] | None) -> list[str]:

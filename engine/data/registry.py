@@ -173,9 +173,24 @@ def _warn_repeats(path: Path, repeated: list[str]) -> None:
     if mark in _WARNED:
         return
     _WARNED.add(mark)
-    names = ", ".join(f"`{key}`" for key in repeated[:5]) + (" and more" if len(repeated) > 5 else "")
-    logger.warning("%s: %s written more than once in the same object; the last one is used (as LLaMA-Factory reads "
-                   "it) and the earlier ones are ignored. Remove or rename the duplicates.", path, names)
+    logger.warning("%s", repeats_message(path, repeated))
+
+
+def _key_names(repeated: list[str]) -> str:
+    return ", ".join(f"`{key}`" for key in repeated[:5]) + (" and more" if len(repeated) > 5 else "")
+
+
+def repeats_message(path: Path, repeated: list[str]) -> str:
+    """What to say about keys written twice in one object of dataset_info.json (the board shows it too)."""
+    return (f"{path}: {_key_names(repeated)} written more than once in the same object; the last one is used (as "
+            "LLaMA-Factory reads it) and the earlier ones are ignored. Remove or rename the duplicates.")
+
+
+def repeated_keys_note(dataset_dir: str | os.PathLike) -> str | None:
+    """:func:`repeats_message` for the dataset_info.json of ``dataset_dir`` (None when no key repeats)."""
+    path = info_path(dataset_dir)
+    repeated = _repeated_keys(path)
+    return repeats_message(path, repeated) if repeated else None
 
 
 TEXT_FIELDS = ("file_name", "formatting", "hf_hub_url", "ms_hub_url", "om_hub_url", "subset", "split", "folder")
@@ -420,7 +435,7 @@ def register_dataset(dataset_dir: str | os.PathLike, name: str, file_name: str, 
     info = load_dataset_info(folder) if info_path(folder).is_file() else {}
     repeated = _repeated_keys(info_path(folder)) if info else []
     if repeated:  # the rewrite below would drop the earlier entries of each repeated key for good
-        names = ", ".join(f"`{key}`" for key in repeated[:5]) + (" and more" if len(repeated) > 5 else "")
+        names = _key_names(repeated)
         raise DatasetError(f"{info_path(folder)} has {names} written more than once in the same object; rewriting "
                            "it to add a dataset would delete the earlier ones. Remove or rename the duplicates "
                            "first.")

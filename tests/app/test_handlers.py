@@ -373,3 +373,15 @@ def test_history_reason_is_one_bounded_line():
     assert reason({"status": "aborted", "error": "stopped by request"}) == "stopped by request"
     long = reason({"status": "failed", "error": "E" * 1000 + "\nlast"})
     assert len(long) == REASON_CHARS and long.endswith("…")
+
+
+def test_a_dataset_info_with_a_name_written_twice_gets_a_note_in_the_board(tmp_path):
+    """The engine warns in its log only; the board's dataset picker says it too (found by an outside test), and an
+    upload into that folder is refused rather than rewriting the file without the earlier entry."""
+    (tmp_path / "rows.json").write_text(json.dumps([{"instruction": "x", "input": "", "output": "y"}]))
+    (tmp_path / "dataset_info.json").write_text('{"mine": {"file_name": "rows.json", "formatting": "sharegpt"},\n'
+                                                ' "mine": {"file_name": "rows.json"}}')
+    found, note = catalog.datasets(tmp_path)
+    assert list(found) == ["mine"] and found["mine"]["formatting"] == "alpaca"  # the last entry, as LLaMA-Factory
+    assert note and "`mine` written more than once" in note and "Remove or rename the duplicates" in note
+    assert catalog.datasets(DEMO_DATA)[1] is None

@@ -80,8 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="DIR",
-        help="a folder (besides the workspace) that configs submitted through the API may write tokenized_path or "
-        "export_dir to; repeat for several (default: $LF_BOARD_ALLOWED_ROOTS, separated by ':')",
+        help="a folder (besides the workspace) that configs submitted through the API may write tokenized_path, "
+        "export_dir, cache_dir or ray_storage_path to; repeat for several (default: $LF_BOARD_ALLOWED_ROOTS, "
+        "separated by ':')",
     )
     parser.add_argument("--debug", action="store_true", help="verbose logging")
     return parser

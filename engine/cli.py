@@ -145,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     _config_arg(p)
     p.add_argument("--for", dest="purpose", default=None, choices=["train", "eval", "export", "chat", "api"],
                    help="what the config is for (default: read from it: `export_dir` -> export, `do_eval` or "
-                        "`do_predict` without `do_train: true` -> eval, else train)")
+                        "`do_predict` without `do_train: true` -> eval, `infer_backend` without `dataset` -> chat, "
+                        "else train)")
 
     sub.add_parser("env", help="show versions, devices and memory", description="Print the environment report.")
 
@@ -326,14 +327,21 @@ def _check_purpose(args: argparse.Namespace) -> str:
     `do_train`)."""
     if args.purpose:
         return args.purpose
-    if str(args.config) == "-":
-        return "train"  # standard input can be read once only
     from engine.config import ConfigError, parse_overrides, read_yaml
 
+    text = None
+    if str(args.config) == "-":  # standard input can be read once: keep its text for the check that follows
+        import io
+
+        text = sys.stdin.read()
+        sys.stdin = io.StringIO(text)
     try:
         mapping = {**read_yaml(args.config, warn=False), **parse_overrides(args.overrides or [])}
     except ConfigError:
         return "train"  # the check itself reports the problem (an alias bomb among them, before any value is read)
+    finally:
+        if text is not None:
+            sys.stdin = io.StringIO(text)
 
     def on(key: str) -> bool:
         return str(mapping.get(key)).strip().lower() in ("true", "1", "yes", "on")
@@ -355,7 +363,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         cfg = _load(args, args.purpose)
     except ConfigError as err:
-        if chosen or not Path(args.config).is_file():  # no keys were read to suggest a purpose
+        if chosen or not (str(args.config) == "-" or Path(args.config).is_file()):  # no keys suggested a purpose
             raise
         note = (f"(Checked for `{args.purpose}`, as the config's keys suggest; add `--for train`, `eval`, `export` or "
                 "`chat` to check it for another command.)")

@@ -357,7 +357,7 @@ def test_a_registry_entry_of_the_wrong_type_is_named_with_its_key(ws, capsys, tm
                    words=("dataset 'odd'", *words))
 
 
-def test_check_reads_what_the_config_is_for(ws, capsys, tmp_path):
+def test_check_reads_what_the_config_is_for(ws, capsys, tmp_path, monkeypatch):
     """`lf-engine check` without --for used to check every config as a training one (an export config got `dataset is
     empty`; a predict config passed as valid for train)."""
     export = tmp_path / "export.yaml"
@@ -372,6 +372,13 @@ def test_check_reads_what_the_config_is_for(ws, capsys, tmp_path):
     assert main(["check", str(ws / "sft.yaml"), "do_train=false", "do_predict=true", "eval_dataset=good"]) == 0
     assert "is valid for `eval`" in capsys.readouterr().out
     assert main(["check", str(chat), "--for", "train"]) == 2  # --for still decides
+    # a config piped in is read for its purpose too (it was always checked for train: `dataset` is empty)
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(chat.read_text()))
+    assert main(["check", "-"]) == 0 and "- is valid for `chat`" in capsys.readouterr().out
+    monkeypatch.setattr("sys.stdin", io.StringIO(export.read_text()))
+    user_error(capsys, "check", "-", words=("nothing` does not exist", "Checked for `export`"))
 
 
 def test_a_key_set_twice_warns_that_the_last_value_is_used(ws, capsys, caplog, tmp_path):

@@ -12,6 +12,8 @@
 - :class:`HostGuardMiddleware` refuses requests that name another host than this machine (the ``Host`` header, and
   ``Origin`` when a browser sends one) on a board without a login: a web page could otherwise point its own domain
   at 127.0.0.1 ("DNS rebinding") or post a form to it, and drive the board, which runs code on this machine.
+- :class:`ContentPolicyMiddleware` gives the page a Content-Security-Policy: nothing it shows (a model's reply, a
+  quoted name) can load images or media from elsewhere or send a form elsewhere.
 - ``tokenized_path``, ``export_dir``, ``cache_dir`` and ``ray_storage_path`` in a config submitted through the API
   must lie under one of the allowed roots (``--allowed-root`` / ``$LF_BOARD_ALLOWED_ROOTS``; default: the
   workspace).
@@ -132,6 +134,37 @@ class HostGuardMiddleware:
                     "headers": [(b"content-type", b"text/plain; charset=utf-8"),
                                 (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
+
+
+CONTENT_POLICY = ("img-src 'self' data: blob:; media-src 'self' data: blob:; frame-src 'self'; object-src 'none'; "
+                  "form-action 'self'; base-uri 'self'")
+"""The page's Content-Security-Policy: images, sound, video and frames from the board alone, forms sent to it alone.
+The page shows text from outside (model replies in the chat, quoted names and errors); gradio's sanitizer keeps
+``<img>``, ``<video>`` and ``<form>`` in it, and Markdown images, so without this a reply or a name could load a
+remote image (and tell a third party the page was opened, and what the URL carries) or post a form elsewhere.
+Scripts and styles are left to gradio's own rules (its page needs inline ones)."""
+
+
+class ContentPolicyMiddleware:
+    """A plain ASGI middleware: adds :data:`CONTENT_POLICY` to every HTTP response that sets none itself."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_policy(message: dict[str, Any]) -> None:
+            if message.get("type") == "http.response.start":
+                headers = list(message.get("headers", []))
+                if not any(key.lower() == b"content-security-policy" for key, _ in headers):
+                    headers.append((b"content-security-policy", CONTENT_POLICY.encode()))
+                    message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_policy)
 
 
 MAX_COOKIE_HEADER = 65536

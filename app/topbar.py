@@ -12,6 +12,7 @@ from app.context import Board
 from app.forms import TopValues
 from app.history import checkpoints
 from app.i18n import LANGUAGES, SET_LOCALE_JS, L, t
+from app.markup import SafeMarkdown
 from app.widgets import make_widget
 from app.workspace import REPO_ROOT
 
@@ -104,8 +105,8 @@ def build(board: Board) -> TopBar:
         )
         refresh = gr.Button(L("top_refresh"), scale=0, min_width=90, size="sm", elem_classes=["lf-refresh"])
     with gr.Row():
-        devices = gr.Markdown(L("top_devices_loading"), elem_classes=["lf-devices"])
-        note = gr.Markdown(visible=False)
+        devices = SafeMarkdown(L("top_devices_loading"), elem_classes=["lf-devices"])
+        note = SafeMarkdown(visible=False)
     return TopBar(
         lang_choice=lang_choice,
         lang=gr.Textbox("en", visible=False, elem_id="lf-lang-code"),

@@ -66,7 +66,7 @@ def launch_options(board: Board, host: str = "127.0.0.1", open_hosts: bool = Fal
     from starlette.middleware import Middleware
 
     from app.i18n import build_i18n
-    from app.security import ClientAddressMiddleware, HostGuardMiddleware
+    from app.security import ClientAddressMiddleware, ContentPolicyMiddleware, HostGuardMiddleware
 
     return {
         "i18n": build_i18n(),
@@ -78,5 +78,6 @@ def launch_options(board: Board, host: str = "127.0.0.1", open_hosts: bool = Fal
         "app_kwargs": {"middleware": [
             Middleware(HostGuardMiddleware, bind_host=host, open_hosts=open_hosts),  # no DNS rebinding without a login
             Middleware(ClientAddressMiddleware),  # the login backoff sees the client
+            Middleware(ContentPolicyMiddleware),  # what the page shows loads nothing from elsewhere (app.markup)
         ]},
     }

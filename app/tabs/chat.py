@@ -20,6 +20,7 @@ from app.chat_client import ChatError, merge_streams, parse_tools, prepare, stre
 from app.context import Board
 from app.i18n import L, t
 from app.jobs import JobError
+from app.markup import SafeMarkdown
 from app.topbar import TopBar, top_values
 from app.widgets import collect, make_widget
 
@@ -56,7 +57,7 @@ def build(board: Board) -> ChatTab:
         compare = gr.Checkbox(label=L("chat_compare"), info=L("chat_compare_info"), value=False, scale=2)
         load_btn = gr.Button(L("chat_load"), variant="primary", scale=1, elem_id="lf-chat-load")
         unload_btn = gr.Button(L("chat_unload"), variant="stop", scale=1)
-    status = gr.Markdown(L("chat_not_loaded"), elem_id="lf-chat-status")
+    status = SafeMarkdown(L("chat_not_loaded"), elem_id="lf-chat-status")
     with gr.Row():
         with gr.Column(scale=3):
             with gr.Row():

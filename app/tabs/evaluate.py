@@ -14,6 +14,7 @@ from app import forms, progress_view
 from app.context import Board
 from app.i18n import L, t
 from app.jobs import JobError
+from app.markup import SafeMarkdown
 from app.scrolling import follow_end
 from app.tabs.train import abort_run, dataset_choices
 from app.topbar import TopBar, top_values
@@ -85,7 +86,7 @@ def build(board: Board) -> EvaluateTab:
     with gr.Row():
         start_btn = gr.Button(L("eval_start"), variant="primary")
         abort_btn = gr.Button(L("job_abort"), variant="stop")
-    message = gr.Markdown()
+    message = SafeMarkdown()
     status = gr.HTML(progress_view.empty_card(board.default_lang), js_on_load=None)
     error = gr.Textbox(label=L("train_error"), lines=8, visible=False, elem_classes=["lf-error"])
     metrics = gr.Dataframe(

@@ -18,6 +18,7 @@ from app import forms, progress_view
 from app.context import Board
 from app.i18n import L, t
 from app.jobs import JobError
+from app.markup import SafeMarkdown
 from app.scrolling import follow_end
 from app.tabs.train import abort_run
 from app.topbar import TopBar, top_values
@@ -52,7 +53,7 @@ def build(board: Board) -> ExportTab:
     with gr.Row():
         start_btn = gr.Button(L("export_start"), variant="primary")
         abort_btn = gr.Button(L("job_abort"), variant="stop")
-    message = gr.Markdown()
+    message = SafeMarkdown()
     status = gr.HTML(progress_view.empty_card(board.default_lang), js_on_load=None)
     result = gr.HTML(js_on_load=None)
     error = gr.Textbox(label=L("train_error"), lines=8, visible=False, elem_classes=["lf-error"])
@@ -130,7 +131,9 @@ def result_card(board: Board, run_id: str, lang: str) -> str:
     metrics = dict((mon.end or {}).get("metrics") or {})
     metrics.update({k: v for k, v in (mon.last_progress or {}).items() if k not in ("event", "time", "stage")})
     target = Path(str(metrics.get("export_dir") or mon.info.get("export_dir") or ""))
-    size = metrics.get("size_bytes") or folder_size(target)
+    size = metrics.get("size_bytes")
+    if not isinstance(size, (int, float)) or isinstance(size, bool) or size <= 0:  # a run folder's word, not trusted
+        size = folder_size(target)
     rows = [
         (t(lang, "export_where"), f"<code>{html.escape(str(target))}</code>"),
         (t(lang, "export_size_label"), html.escape(human_size(float(size)))),

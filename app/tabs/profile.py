@@ -11,6 +11,7 @@ import pandas as pd
 
 from app.context import Board
 from app.i18n import L, t
+from app.markup import SafeMarkdown
 from engine.train.profile_files import read_profile
 
 COLUMNS = ["module", "calls", "forward_ms", "backward_ms", "total_ms", "share"]
@@ -30,7 +31,7 @@ def build(board: Board) -> ProfilePanel:
             run = gr.Dropdown(choices=[], label=L("profile_run"), info=L("profile_run_info"), scale=4,
                               elem_id="lf-profile-run")
             refresh_btn = gr.Button(L("top_refresh"), size="sm", scale=0, min_width=100)
-        summary = gr.Markdown()
+        summary = SafeMarkdown()
         table = gr.Dataframe(headers=COLUMNS, interactive=False, wrap=True, max_height=420,
                              elem_id="lf-profile-table")
     return ProfilePanel(run=run, refresh_btn=refresh_btn, summary=summary, table=table)

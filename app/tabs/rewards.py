@@ -11,6 +11,7 @@ import gradio as gr
 from app import reward_view
 from app.context import Board
 from app.i18n import L, t
+from app.markup import SafeMarkdown
 from app.widgets import make_widget
 from engine.rewards.builtin import BUILTIN_REWARDS
 
@@ -75,7 +76,7 @@ def build_section(start: dict[str, Any], fields: dict[str, Any]) -> RewardsSecti
         with gr.Row():
             try_btn = gr.Button(L("rl_try_btn"), elem_id="lf-rl-try", scale=4)
             stop_btn = gr.Button(L("rl_try_stop"), variant="stop", visible=False, elem_id="lf-rl-try-stop", scale=1)
-        message = gr.Markdown(elem_id="lf-rl-message")
+        message = SafeMarkdown(elem_id="lf-rl-message")
         try_table = gr.Dataframe(label=L("rl_try_table"), interactive=False, wrap=True, max_height=320,
                                  visible=False, elem_id="lf-rl-try-table")
     return RewardsSection(box=box, builtins=builtins, code=code, save_btn=save_btn, try_btn=try_btn,

@@ -14,6 +14,7 @@ from app import forms, history, reward_view
 from app.context import Board
 from app.i18n import L, t
 from app.jobs import JobError
+from app.markup import SafeMarkdown
 from app.monitor import final_loss
 from app.progress_view import typed_frame
 from app.tabs.train import abort_message
@@ -75,11 +76,11 @@ def build(board: Board) -> RunsTab:
         resume_btn = gr.Button(L("runs_resume"), scale=1, elem_id="lf-runs-resume")
         delete_btn = gr.Button(L("runs_delete"), variant="stop", scale=1)
     with gr.Group(visible=False) as confirm_box:
-        confirm_text = gr.Markdown()
+        confirm_text = SafeMarkdown()
         with gr.Row():
             confirm_btn = gr.Button(L("runs_confirm_delete"), variant="stop")
             cancel_btn = gr.Button(L("runs_cancel"))
-    message = gr.Markdown()
+    message = SafeMarkdown()
     overlay = gr.LinePlot(
         None,
         x="step",

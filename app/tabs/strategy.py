@@ -19,6 +19,7 @@ import gradio as gr
 
 from app.context import Board
 from app.i18n import L, t
+from app.markup import SafeMarkdown
 from app.worker_process import log_tail, run_worker
 
 STRATEGY_CHOICES = [
@@ -53,7 +54,7 @@ def build(board: Board) -> StrategyBox:
             nproc = gr.Slider(1, max_processes(), value=1, step=1, label=L("strategy_nproc"),
                               info=L("strategy_nproc_info"), scale=2, elem_id="lf-nproc")
             check_btn = gr.Button(L("strategy_check_btn"), scale=1, size="sm")
-        report = gr.Markdown(elem_id="lf-strategy-report")
+        report = SafeMarkdown(elem_id="lf-strategy-report")
     return StrategyBox(accordion=accordion, strategy=strategy, nproc=nproc, check_btn=check_btn, report=report)
 
 
@@ -219,7 +220,7 @@ def check_text(mapping: dict[str, Any], strategy: str, nproc: int, lang: str) ->
                        available=format_gb(plan.available_gb), nproc=plan.nproc))
         parts = ", ".join(f"{t(lang, 'strategy_part_' + k) if k in PARTS else k} {v:.3f}"
                           for k, v in plan.breakdown.items())
-        lines.append(f"<small>{html.escape(parts)} GiB</small>")
+        lines.append(f"_{html.escape(parts)} GiB_")  # shown as text (app.markup): no HTML here
     lines.extend(f"- {html.escape(n)}" for n in plan.notes)
     if plan.problems:
         lines.append(t(lang, "strategy_refused"))

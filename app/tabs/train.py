@@ -14,6 +14,7 @@ from app import catalog, dataset_preview, forms, progress_view
 from app.context import Board
 from app.i18n import L, t
 from app.jobs import JobError
+from app.markup import SafeMarkdown
 from app.scrolling import follow_end
 from app.tabs import rewards
 from app.tabs import strategy as scaleout
@@ -126,7 +127,7 @@ def build(board: Board) -> TrainTab:
             info=L("train_eval_dataset_info"),
             scale=2,
         )
-    dataset_note = gr.Markdown(visible=False)
+    dataset_note = SafeMarkdown(visible=False)
     with gr.Accordion(L("train_data_tools"), open=False):
         with gr.Row(equal_height=True):
             upload_file = gr.File(
@@ -138,7 +139,7 @@ def build(board: Board) -> TrainTab:
             upload_name = gr.Textbox(label=L("train_upload_name"), info=L("train_upload_name_info"), scale=2)
             upload_btn = gr.Button(L("train_upload_btn"), scale=1)
         preview_btn = gr.Button(L("train_preview_btn"), size="sm")
-        preview_summary = gr.Markdown()
+        preview_summary = SafeMarkdown()
         with gr.Row():
             preview_rows = gr.HTML(elem_classes=["lf-preview"], js_on_load=None)
             preview_hist = gr.BarPlot(
@@ -184,7 +185,7 @@ def build(board: Board) -> TrainTab:
     with gr.Row():
         start_btn = gr.Button(L("train_start"), variant="primary", elem_id="lf-train-start")
         abort_btn = gr.Button(L("train_abort"), variant="stop", elem_id="lf-train-abort")
-    message = gr.Markdown(elem_id="lf-train-message")
+    message = SafeMarkdown(elem_id="lf-train-message")
     status = gr.HTML(progress_view.empty_card(board.default_lang), elem_id="lf-train-status", js_on_load=None)
     with gr.Row():
         loss_plot = gr.LinePlot(

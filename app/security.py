@@ -65,9 +65,8 @@ def _current() -> LoginRequest:
     return _request.get() or LoginRequest()
 
 
-class ClientAddressMiddleware:
-    """A plain ASGI middleware: records the client's address and device cookie for :class:`LoginGuard` (gradio
-    calls the guard in the request's own task), and adds the device cookie the guard hands out to the response."""
+class HTTPMiddleware:
+    """A plain ASGI middleware that handles HTTP requests (:meth:`handle`) and passes everything else through."""
 
     def __init__(self, app: Any):
         self.app = app
@@ -76,6 +75,17 @@ class ClientAddressMiddleware:
         if scope.get("type") != "http":
             await self.app(scope, receive, send)
             return
+        await self.handle(scope, receive, send)
+
+    async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        raise NotImplementedError
+
+
+class ClientAddressMiddleware(HTTPMiddleware):
+    """Records the client's address and device cookie for :class:`LoginGuard` (gradio calls the guard in the
+    request's own task), and adds the device cookie the guard hands out to the response."""
+
+    async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         client = scope.get("client") or ("?", 0)
         info = LoginRequest(client=_address(client[0]), device=_cookie(scope, DEVICE_COOKIE))
         _request.set(info)
@@ -145,17 +155,10 @@ remote image (and tell a third party the page was opened, and what the URL carri
 Scripts and styles are left to gradio's own rules (its page needs inline ones)."""
 
 
-class ContentPolicyMiddleware:
-    """A plain ASGI middleware: adds :data:`CONTENT_POLICY` to every HTTP response that sets none itself."""
+class ContentPolicyMiddleware(HTTPMiddleware):
+    """Adds :data:`CONTENT_POLICY` to every HTTP response that sets none itself."""
 
-    def __init__(self, app: Any):
-        self.app = app
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope.get("type") != "http":
-            await self.app(scope, receive, send)
-            return
-
+    async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         async def send_with_policy(message: dict[str, Any]) -> None:
             if message.get("type") == "http.response.start":
                 headers = list(message.get("headers", []))

@@ -110,8 +110,8 @@ def load_dataset_info(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any
             "as a path to a data file."
         )
     try:
-        repeated: list[str] = []
-        info = json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_noting_repeats(repeated))
+        found: list[tuple[str, dict]] = []
+        info = json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_noting_repeats(found))
     except UnicodeDecodeError as err:
         raise DatasetError(f"{path} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at position {err.start:,}); "
                            "re-save it as UTF-8.") from None
@@ -122,8 +122,8 @@ def load_dataset_info(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any
                            "few levels. Fix the file.") from None
     if not isinstance(info, dict):
         raise DatasetError(f"{path} must be a JSON object mapping dataset names to entries.")
-    if repeated:
-        _warn_repeats(path, repeated)
+    if found:
+        _warn_repeats(path, _repeat_labels(info, found))
     for name, entry in info.items():
         if not isinstance(entry, dict):
             example = json.dumps({"file_name": entry if isinstance(entry, str) else "data.json"})
@@ -136,28 +136,56 @@ def load_dataset_info(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any
     return info
 
 
-def _noting_repeats(repeated: list[str]):
+def _noting_repeats(found: list[tuple[str, dict]]):
     """A ``json`` object hook that builds each object as ``json`` does (the last of a repeated key wins, as
-    LLaMA-Factory reads the file) and notes the repeated keys."""
+    LLaMA-Factory reads the file) and notes each repeated key with the object it is in."""
     def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        seen: set[str] = set()
+        built, seen = dict(pairs), set()
         for key, _ in pairs:
-            if key in seen and key not in repeated:
-                repeated.append(key)
+            if key in seen:
+                found.append((key, built))
             seen.add(key)
-        return dict(pairs)
+        return built
 
     return hook
 
 
+def _holds(value: Any, target: dict) -> bool:
+    """Whether ``target`` is ``value`` or nested in it."""
+    if value is target:
+        return True
+    if isinstance(value, dict):
+        return any(_holds(item, target) for item in value.values())
+    if isinstance(value, list):
+        return any(_holds(item, target) for item in value)
+    return False
+
+
+def _repeat_labels(info: Any, found: list[tuple[str, dict]]) -> list[str]:
+    """Each repeated key as the message names it: a dataset name alone, a key inside an entry with that entry's
+    name (```prompt` in `mine```)."""
+    labels: list[str] = []
+    for key, where in found:
+        if where is info:
+            label = f"`{key}`"
+        else:
+            owner = next((name for name, entry in info.items() if _holds(entry, where)), None) \
+                if isinstance(info, dict) else None
+            label = f"`{key}` in `{owner}`" if owner is not None else f"`{key}`"
+        if label not in labels:
+            labels.append(label)
+    return labels
+
+
 def _repeated_keys(path: Path) -> list[str]:
-    """The keys written more than once in one object of a readable JSON file ([] when none, or unreadable)."""
-    repeated: list[str] = []
+    """The repeated keys of a readable JSON file, labelled as :func:`_repeat_labels` does ([] when none, or
+    unreadable)."""
+    found: list[tuple[str, dict]] = []
     try:
-        json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_noting_repeats(repeated))
+        info = json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_noting_repeats(found))
     except (OSError, ValueError, RecursionError):
         return []
-    return repeated
+    return _repeat_labels(info, found)
 
 
 _WARNED: set[tuple[str, float, tuple[str, ...]]] = set()
@@ -177,7 +205,7 @@ def _warn_repeats(path: Path, repeated: list[str]) -> None:
 
 
 def _key_names(repeated: list[str]) -> str:
-    return ", ".join(f"`{key}`" for key in repeated[:5]) + (" and more" if len(repeated) > 5 else "")
+    return ", ".join(repeated[:5]) + (" and more" if len(repeated) > 5 else "")
 
 
 def repeats_message(path: Path, repeated: list[str]) -> str:

@@ -246,12 +246,12 @@ def test_a_name_written_twice_in_dataset_info_takes_the_last_entry_and_is_warned
         load_dataset_info(tmp_path)
     assert info["mine"] == {"file_name": "second.json"} and info["other"]["columns"] == {"prompt": "instruction"}
     warnings = [r.getMessage() for r in caplog.records if "more than once" in r.getMessage()]
-    assert len(warnings) == 1 and "`mine`" in warnings[0] and "`prompt`" in warnings[0]
+    assert len(warnings) == 1 and "`prompt` in `other`, `mine` written more than once" in warnings[0]
     assert "the last one is used" in warnings[0]
     assert "SECOND" in str(load_examples(args(tmp_path), "mine", "sft")[0])
     # registering another dataset rewrites the file: refused, since the rewrite would delete the first `mine`
     before = (tmp_path / "dataset_info.json").read_text()
-    with pytest.raises(DatasetError, match="`prompt`, `mine` written more than once.*would delete the earlier"):
+    with pytest.raises(DatasetError, match="`prompt` in `other`, `mine` written more than once.*would delete the earlier"):
         register_dataset(tmp_path, "new", "first.json", formatting="alpaca")
     assert (tmp_path / "dataset_info.json").read_text() == before
 

@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import abc
 import contextvars
 import hashlib
 import hmac
@@ -65,7 +66,7 @@ def _current() -> LoginRequest:
     return _request.get() or LoginRequest()
 
 
-class HTTPMiddleware:
+class HTTPMiddleware(abc.ABC):
     """A plain ASGI middleware that handles HTTP requests (:meth:`handle`) and passes everything else through."""
 
     def __init__(self, app: Any):
@@ -77,8 +78,9 @@ class HTTPMiddleware:
             return
         await self.handle(scope, receive, send)
 
+    @abc.abstractmethod
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        raise NotImplementedError
+        """Serve one HTTP request (pass it to ``self.app``, wrapping ``send`` as needed)."""
 
 
 class ClientAddressMiddleware(HTTPMiddleware):

@@ -85,7 +85,8 @@ def training_kwargs(cfg: RunConfig, *, has_eval: bool) -> dict[str, Any]:
             kwargs.setdefault("ddp_backend", "gloo")
     fsdp_config = resolve_fsdp(tr.fsdp, tr.fsdp_config, tr.fsdp_transformer_layer_cls_to_wrap)  # legacy words folded in: no deprecation warning
     if fsdp_config is not None and int(os.environ.get("WORLD_SIZE", "1")) == 1:
-        logger.info("`fsdp` is set but this is a single process: training unsharded (launch with torchrun to shard).")
+        logger.warning("`fsdp` is set but this is a single process, so nothing is sharded: training unsharded. "
+                       "Launch with torchrun (`torchrun --nproc-per-node N -m engine train ...`) to shard.")
     elif fsdp_config is not None:
         kwargs["fsdp"] = True
         kwargs["fsdp_config"] = fsdp_config

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import sys
 import types
 from pathlib import Path
@@ -59,7 +60,7 @@ def test_llamafactorys_top_level_layer_class_key_reaches_the_fsdp_config():
         resolve_fsdp(None, None, "LlamaDecoderLayer")
 
 
-def test_training_arguments_get_fsdp_true_without_the_deprecation(monkeypatch):
+def test_training_arguments_get_fsdp_true_without_the_deprecation(monkeypatch, caplog):
     from engine.train.arguments import training_kwargs
 
     monkeypatch.setenv("WORLD_SIZE", "2")
@@ -67,7 +68,9 @@ def test_training_arguments_get_fsdp_true_without_the_deprecation(monkeypatch):
                              has_eval=False)
     assert kwargs["fsdp"] is True and kwargs["fsdp_config"]["reshard_after_forward"] is True
     monkeypatch.setenv("WORLD_SIZE", "1")
-    assert "fsdp" not in training_kwargs(cfg_of(fsdp="full_shard"), has_eval=False)  # one process: unsharded
+    with caplog.at_level(logging.WARNING, logger="engine.train.arguments"):
+        assert "fsdp" not in training_kwargs(cfg_of(fsdp="full_shard"), has_eval=False)  # one process: unsharded
+    assert "single process, so nothing is sharded" in caplog.text and "torchrun" in caplog.text
 
 
 # -- DeepSpeed -------------------------------------------------------------------------------------------------
@@ -392,5 +395,8 @@ def test_fsdp1_on_cpu_processes_is_refused_with_the_fix(monkeypatch):
     refuse_fsdp1_on_cpu(args(2))
     refuse_fsdp1_on_cpu(args(1, "meta"))  # an accelerator's processes
     refuse_fsdp1_on_cpu(SimpleNamespace(fsdp=False, fsdp_config={"version": 1}, device=torch.device("cpu")))
+    # one process: the arguments drop `fsdp` (with a warning), so FSDP1 there reaches no refusal and trains unsharded
+    from engine.train.arguments import training_kwargs
+
     monkeypatch.setenv("WORLD_SIZE", "1")
-    refuse_fsdp1_on_cpu(args(1))
+    assert "fsdp" not in training_kwargs(cfg_of(fsdp="full_shard", fsdp_config='{"fsdp_version": 1}'), has_eval=False)

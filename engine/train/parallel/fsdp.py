@@ -55,11 +55,8 @@ def refuse_fsdp1_on_cpu(args: Any) -> None:
     the Trainer was built): raise :class:`engine.errors.UserError` with the fix instead."""
     config = getattr(args, "fsdp_config", None) or {}
     version = config.get("version", config.get("fsdp_version", 1)) if isinstance(config, dict) else 1
+    # (one process never gets here with `fsdp`: engine.train.arguments drops it there, with a warning)
     if not getattr(args, "fsdp", None) or str(version) != "1" or getattr(args.device, "type", "cpu") != "cpu":
-        return
-    from engine.ranks import world_size
-
-    if world_size() <= 1:  # one process shards nothing: the setting has no effect there
         return
     from engine.errors import UserError
 

@@ -129,15 +129,7 @@ class Workspace:
             pass
         self.root.mkdir(parents=True, exist_ok=True)
         text = secrets.token_urlsafe(24)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        try:  # readable by the owner alone from the first byte, and whole or absent
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        write_text_atomic(path, text, mode=0o600)  # readable by the owner alone from the first byte, and whole
         return text
 
     @property

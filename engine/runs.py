@@ -54,11 +54,17 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to a temp file beside ``path``, then rename it over ``path`` (see :func:`write_json_atomic`)."""
+def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:
+    """Write ``text`` to a temp file beside ``path``, then rename it over ``path`` (see :func:`write_json_atomic`).
+    ``mode`` (e.g. ``0o600``): the file's permissions from its first byte, not the umask's."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
+        if mode is None:
+            tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
+        else:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as handle:
+                handle.write(text)
         os.replace(tmp, path)
     except BaseException:
         try:

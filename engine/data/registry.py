@@ -110,8 +110,7 @@ def load_dataset_info(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any
             "as a path to a data file."
         )
     try:
-        found: list[tuple[str, dict]] = []
-        info = json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_noting_repeats(found))
+        info, repeated = _parse_noting_repeats(path)
     except UnicodeDecodeError as err:
         raise DatasetError(f"{path} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at position {err.start:,}); "
                            "re-save it as UTF-8.") from None
@@ -122,8 +121,8 @@ def load_dataset_info(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any
                            "few levels. Fix the file.") from None
     if not isinstance(info, dict):
         raise DatasetError(f"{path} must be a JSON object mapping dataset names to entries.")
-    if found:
-        _warn_repeats(path, _repeat_labels(info, found))
+    if repeated:
+        _warn_repeats(path, repeated)
     for name, entry in info.items():
         if not isinstance(entry, dict):
             example = json.dumps({"file_name": entry if isinstance(entry, str) else "data.json"})
@@ -177,15 +176,20 @@ def _repeat_labels(info: Any, found: list[tuple[str, dict]]) -> list[str]:
     return labels
 
 
-def _repeated_keys(path: Path) -> list[str]:
-    """The repeated keys of a readable JSON file, labelled as :func:`_repeat_labels` does ([] when none, or
-    unreadable)."""
+def _parse_noting_repeats(path: Path) -> tuple[Any, list[str]]:
+    """A JSON file's value, parsed as ``json`` parses it, and its repeated keys labelled as :func:`_repeat_labels`
+    does. Raises what reading and ``json.loads`` raise."""
     found: list[tuple[str, dict]] = []
+    info = json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_noting_repeats(found))
+    return info, _repeat_labels(info, found)
+
+
+def _repeated_keys(path: Path) -> list[str]:
+    """The labelled repeated keys of a readable JSON file ([] when none, or unreadable)."""
     try:
-        info = json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_noting_repeats(found))
+        return _parse_noting_repeats(path)[1]
     except (OSError, ValueError, RecursionError):
         return []
-    return _repeat_labels(info, found)
 
 
 _WARNED: set[tuple[str, float, tuple[str, ...]]] = set()

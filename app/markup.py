@@ -1,19 +1,4 @@
-"""Board messages as Markdown that shows text, never markup, from whatever the message quotes.
-
-The board's messages are Markdown built from templates (``locales/*.json``) with values filled in, and many values
-come from outside: a dataset_info.json's names and columns, an uploaded file's column names, a run folder's names
-and files, an engine error quoting a config. gradio sanitizes what Markdown renders, but keeps ``<img>``, ``<a>``,
-``<form>`` and Markdown images and links: a quoted value could load a remote image (and tell a third party that the
-page was opened), or show a link or a form that looks like the board's own. A backtick in a value ends the code
-span a template puts it in, so quoting is no guard.
-
-:func:`inert` makes such text show as it is written: a zero-width space after each ``<`` (no HTML tag, comment or
-autolink can start there) and after each ``]`` (no inline link or image, reference link or link definition can
-form). Everything else of Markdown (code spans, bold, lists) still renders, and the text reads the same.
-:class:`SafeMarkdown` is a ``gr.Markdown`` passing every value through :func:`inert`; the board's messages use it.
-The board's page also carries a Content-Security-Policy (:class:`app.security.ContentPolicyMiddleware`) that keeps
-every sink (the chat's model replies, error pop-ups) from loading anything from elsewhere.
-"""
+"""The board's message boxes: Markdown that shows quoted text as text (:mod:`app.inert_text`)."""
 
 from __future__ import annotations
 
@@ -21,12 +6,7 @@ from typing import Any
 
 import gradio as gr
 
-ZWSP = "\u200b"
-
-
-def inert(text: str) -> str:
-    """``text`` with no HTML, link or image markup left for Markdown to render (see the module's docstring)."""
-    return text.replace("<", "<" + ZWSP).replace("]", "]" + ZWSP)
+from app.inert_text import ZWSP, inert  # noqa: F401  (ZWSP: for callers that look for it)
 
 
 class SafeMarkdown(gr.Markdown):

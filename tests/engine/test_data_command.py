@@ -56,10 +56,30 @@ def _args(model_dir, data_dir, *extra):
 
 
 def _probe(args, cache):
+    """`lf-engine data` in a fresh process: whether it answered without importing torch or transformers."""
     env = {**__import__("os").environ, "LF_ENGINE_CACHE": str(cache), "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, "-c", PROBE, "data", *args], capture_output=True, text=True, env=env,
                           cwd=REPO, timeout=300)
     return done.returncode, done.stdout, done.stderr
+
+
+@pytest.fixture()
+def full_way(monkeypatch, capsys):
+    """`lf-engine data` in this process (a fresh process costs seconds of imports): its exit code, its output, and
+    whether it loaded the tokenizer (the full way) instead of answering from the files alone."""
+    from engine.models import tokenizer_setup
+
+    real = tokenizer_setup.load_text_components
+
+    def run(args):
+        loaded = []
+        monkeypatch.setattr(tokenizer_setup, "load_text_components",
+                            lambda cfg: loaded.append(cfg) or real(cfg))
+        capsys.readouterr()
+        rc = main(["data", *args])
+        return rc, capsys.readouterr().out, bool(loaded)
+
+    return run
 
 
 def test_tokenizes_reports_and_then_finds_it_from_the_files_alone(model_dir, data_dir, cache, capsys):
@@ -100,8 +120,16 @@ def test_a_training_run_loads_what_the_command_tokenized_and_records_it(model_di
     assert len(found) == 1 and found[0] is not None and len(found[0].train) == 31  # loaded, not tokenized
 
 
+def test_without_a_change_this_process_answers_from_the_files_alone_too(model_dir, data_dir, cache, full_way):
+    """The control for the tests below, which run the second ask in this process: with nothing changed it loads no
+    tokenizer here either."""
+    assert full_way(_args(model_dir, data_dir))[::2] == (0, True)
+    rc, stdout, loaded = full_way(_args(model_dir, data_dir))
+    assert rc == 0 and not loaded and "Already tokenized: cache entry" in stdout
+
+
 @pytest.mark.parametrize("change", ["file", "setting", "tokenizer_file", "overwrite_cache", "entry_evicted"])
-def test_any_change_goes_the_full_way(change, model_dir, data_dir, cache, tmp_path):
+def test_any_change_goes_the_full_way(change, model_dir, data_dir, cache, tmp_path, full_way):
     import shutil
 
     model = tmp_path / "model"
@@ -122,9 +150,8 @@ def test_any_change_goes_the_full_way(change, model_dir, data_dir, cache, tmp_pa
         extra = ["overwrite_cache=true"]
     else:
         shutil.rmtree(cache / "tokenized")
-    rc, stdout, stderr = _probe(_args(model, data_dir, *extra), cache)
-    assert rc == 0, stderr
-    assert "IMPORTED True True" in stdout  # the tokenizer was loaded
+    rc, stdout, loaded = full_way(_args(model, data_dir, *extra))
+    assert rc == 0 and loaded  # the tokenizer was loaded
     if change == "file":
         assert stdout.startswith("train: 10 rows -> 10 sequences") and "Tokenized and cached in" in stdout
     elif change == "tokenizer_file":
@@ -198,7 +225,7 @@ def test_cache_clear_forgets_the_records_of_what_it_removed(model_dir, data_dir,
     assert not list((cache / "quick").glob("*.json"))
 
 
-def test_a_folder_named_demo_here_is_not_the_demo(model_dir, data_dir, cache, tmp_path, monkeypatch):
+def test_a_folder_named_demo_here_is_not_the_demo(model_dir, data_dir, cache, tmp_path, monkeypatch, full_way):
     import shutil
 
     monkeypatch.chdir(tmp_path)
@@ -206,11 +233,11 @@ def test_a_folder_named_demo_here_is_not_the_demo(model_dir, data_dir, cache, tm
     args = [str(EXAMPLES / "sft_lora_demo.yaml"), "model_name_or_path=demo", "dataset=rows",
             f"dataset_dir={data_dir}", "cutoff_len=64"]
     assert main(["data", *args]) == 0
-    rc, stdout, _ = _probe(args, cache)
-    assert rc == 0 and "IMPORTED True True" in stdout  # found after loading the tokenizer, never from ./demo's files
+    rc, _, loaded = full_way(args)
+    assert rc == 0 and loaded  # found after loading the tokenizer, never from ./demo's files
 
 
-def test_a_chat_template_in_a_subfolder_is_part_of_the_quick_key(model_dir, data_dir, cache, tmp_path):
+def test_a_chat_template_in_a_subfolder_is_part_of_the_quick_key(model_dir, data_dir, cache, tmp_path, full_way):
     import shutil
 
     model = tmp_path / "model"
@@ -219,8 +246,8 @@ def test_a_chat_template_in_a_subfolder_is_part_of_the_quick_key(model_dir, data
     (model / "additional_chat_templates").mkdir()
     (model / "additional_chat_templates" / "tool_use.jinja").write_text("{% for m in messages %}{{ m['content'] }}"
                                                                         "{% endfor %}")
-    rc, stdout, _ = _probe(_args(model, data_dir), cache)
-    assert rc == 0 and "IMPORTED True True" in stdout  # transformers reads it: the tokenizer is loaded again
+    rc, _, loaded = full_way(_args(model, data_dir))
+    assert rc == 0 and loaded  # transformers reads it: the tokenizer is loaded again
 
 
 def test_columns_that_the_rows_lack_are_named(model_dir, cache, tmp_path, capsys):

@@ -189,7 +189,9 @@ def test_a_pair_left_without_an_answer_token_adds_nothing_instead_of_nan(loss):
 
 def test_orpo_metrics_are_those_of_every_rank(tmp_path):
     """ORPO's logged pair metrics on two processes (one batch of two pairs each) equal those of one process over the
-    same four pairs, as LLaMA-Factory reduces them across ranks (rank 0 logged only its own pairs before)."""
+    same four pairs, as LLaMA-Factory reduces them across ranks (rank 0 logged only its own pairs before). The two
+    processes shard the model with FSDP2, which ORPO / SimPO's trainer takes as SFT's does (it ran as DDP, with
+    `fsdp` silently dropped)."""
     common = ["max_steps=1", "logging_steps=1", "save_strategy=no", "disable_shuffling=true", "max_samples=4",
               "learning_rate=1e-4", f"dataset_dir={EXAMPLES / 'data'}"]
     single = tmp_path / "single"
@@ -197,10 +199,13 @@ def test_orpo_metrics_are_those_of_every_rank(tmp_path):
                  "per_device_train_batch_size=4"]) == 0
     ranks = tmp_path / "ranks"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "engine", "train",
-           str(EXAMPLES / "orpo_lora_demo.yaml"), f"output_dir={ranks}", *common, "per_device_train_batch_size=2"]
+           str(EXAMPLES / "orpo_lora_demo.yaml"), f"output_dir={ranks}", *common, "per_device_train_batch_size=2",
+           "fsdp=full_shard auto_wrap", f"fsdp_config={EXAMPLES / 'fsdp' / 'fsdp2.json'}"]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    parallel = json.loads((ranks / "run.json").read_text())["parallel"]
+    assert parallel["strategy"] == "fsdp2" and parallel["sharded"] is True
     want, got = ([e for e in events(folder) if e["event"] == "log"][0] for folder in (single, ranks))
     keys = ["rewards/chosen", "rewards/rejected", "rewards/margins", "logps/chosen", "logps/rejected", "sft_loss",
             "odds_ratio_loss", "loss"]
@@ -313,10 +318,10 @@ def test_torchrun_two_processes_share_the_work(tmp_path):
     assert (out / "adapter_model.safetensors").is_file()
 
 
-@pytest.mark.parametrize("example", ["orpo_lora_demo.yaml", "rm_lora_demo.yaml", "grpo_demo.yaml"])
+@pytest.mark.parametrize("example", ["rm_lora_demo.yaml", "grpo_demo.yaml"])
 def test_preference_reward_and_rl_trainers_shard_with_fsdp2_on_cpu_ranks(tmp_path, example):
-    """ORPO / SimPO's, the reward model's and GRPO / RLOO's trainers take FSDP2 on CPU processes as SFT's do (they
-    ran as DDP, with `fsdp` silently dropped)."""
+    """The reward model's and GRPO / RLOO's trainers take FSDP2 on CPU processes as SFT's do (they ran as DDP, with
+    `fsdp` silently dropped; ORPO's is checked with its metrics above)."""
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "engine", "train",
            str(EXAMPLES / example), f"output_dir={out}", "fsdp=full_shard auto_wrap",

@@ -8,7 +8,7 @@ Each pass allocates, eight times over (one decoder layer of the README's referen
 attention output, the MLP's gate and up) and the temporaries freed in between, with malloc set up as ``lf-engine``
 sets it (``engine.allocator.keep_freed_memory``). After each pass it prints glibc's ``mallinfo2``: the heap, what is in
 use and what is free. An allocator that reused freed blocks of the same size would hold the heap near "in use"; the
-README's "Speed" section has the figures. Nothing here asserts anything.
+figures are in SITTINGS.md beside this file. Nothing here asserts anything.
 """
 
 from __future__ import annotations

@@ -51,6 +51,9 @@ def _text_problem(what: str, text: str) -> str | None:
                 f"{column}; send UTF-8 text.")
     return None
 
+API_NAMES = ("submit_run", "list_runs", "run_status", "abort_run", "resume_run")
+"""The automation API's endpoints (:func:`register`)."""
+
 VALIDATE_FOR = {"train": "train", "eval": "eval", "predict": "eval", "export": "export", "chat": "api"}
 
 
@@ -211,14 +214,11 @@ def register(board: Board) -> Automation:
         sessions.seen(request)
         return auto.abort_run(run_id)
 
-    gr.api(submit_run, api_name="submit_run", concurrency_limit=None)
-    gr.api(list_runs, api_name="list_runs", concurrency_limit=None)
-    gr.api(run_status, api_name="run_status", concurrency_limit=None)
     def resume_run(run_id: str, request: gr.Request = None) -> str:
         """Continue a failed or aborted training run from its latest complete checkpoint; returns the new run id."""
         sessions.seen(request)
         return auto.resume_run(run_id)
 
-    gr.api(abort_run, api_name="abort_run", concurrency_limit=None)
-    gr.api(resume_run, api_name="resume_run", concurrency_limit=None)
+    for handler in (submit_run, list_runs, run_status, abort_run, resume_run):
+        gr.api(handler, api_name=handler.__name__, concurrency_limit=None)
     return auto

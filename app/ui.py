@@ -1,7 +1,8 @@
 """Builds the board's page: the top bar over the Train, Evaluate, Chat, Export and History tabs.
 
 Each tab module builds its components and returns them in a small dataclass; events are wired after the whole
-layout exists. The automation API endpoints are declared here too.
+layout exists. The automation API endpoints are declared here too. Every handler but the API's is wrapped so that an
+unexpected error reaches the page as text (:mod:`app.handler_errors`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import gradio as gr
 
 from app import api, topbar
 from app.context import Board
+from app.handler_errors import guard_handlers
 from app.i18n import L
 from app.tabs import chat, evaluate, export, profile, runs, train
 from app.workspace import REPO_ROOT
@@ -57,6 +59,7 @@ def build_ui(board: Board) -> gr.Blocks:
         runs.wire(runs_tab, board, demo, tabs, watchers, top.lang, opened=tab_history)
         profile.wire(profile_panel, board, demo, top.lang)
         api.register(board)
+    guard_handlers(demo, api.API_NAMES)
     return demo
 
 

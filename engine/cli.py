@@ -12,61 +12,16 @@ import logging
 import os
 import sys
 import time
-import warnings
 from pathlib import Path
 
 from engine import __version__, collector
 from engine.errors import AbortRequested, UserError
+from engine.log_setup import quiet_transformers_logs, setup_logging
 
 EXIT_USER_ERROR = 2
 EXIT_ABORTED = 130
 
 logger = logging.getLogger("engine")
-
-
-def _setup_logging(debug: bool, quiet_transformers: bool = True) -> None:
-    from engine.credentials import install_log_redaction, install_stream_redaction
-
-    install_stream_redaction()  # before the log handler takes its stream
-    logging.basicConfig(
-        level=logging.DEBUG if debug else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        datefmt="%H:%M:%S",
-        stream=sys.stderr,
-    )
-    install_log_redaction()
-    for noisy in ("httpx", "urllib3", "datasets", "filelock", "matplotlib", "PIL"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    # bitsandbytes (pulled in by GaLore) warns on every import on a CPU that an optional `kernels` package for 4-bit
-    # CPU kernels is missing; nothing a run without quantization can act on.
-    logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
-    # and with the `kernels` package installed (transformers >= 5.25 requires it) that kernel lookup warns that it
-    # skipped a publisher check when the hub is offline
-    logging.getLogger("kernels").setLevel(logging.ERROR)
-    if "TOKENIZERS_PARALLELISM" not in os.environ:  # off for forked children; batched tokenization turns it on
-        os.environ["TOKENIZERS_PARALLELISM"] = "false"
-        os.environ["LF_ENGINE_TOKENIZERS_PARALLELISM_DEFAULTED"] = "1"
-    # Library deprecation chatter says nothing the user can act on; keep the log readable.
-    warnings.filterwarnings("ignore", message=r".*deprecated and will be removed in v6.*", category=FutureWarning)
-    warnings.filterwarnings("ignore", message=r".*'pin_memory' argument is set as true.*", category=UserWarning)
-    # galore-torch and apollo-torch warn that their own AdamW is deprecated each time the Trainer builds it; a
-    # GaLore or APOLLO run has no other optimizer to switch to
-    warnings.filterwarnings("ignore", message=r"This implementation of AdamW is deprecated", category=FutureWarning)
-    os.environ.setdefault("WANDB_DISABLED", "true")
-    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")  # no \r progress bars in stdout.log
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    if quiet_transformers:
-        _quiet_transformers()
-
-
-def _quiet_transformers() -> None:
-    try:
-        import transformers
-
-        transformers.logging.set_verbosity_warning()
-        transformers.utils.logging.disable_progress_bar()
-    except ImportError:
-        pass
 
 
 def _config_arg(p: argparse.ArgumentParser) -> None:
@@ -396,7 +351,7 @@ def cmd_data(args: argparse.Namespace) -> int:
         if lines:
             print("\n".join(lines))
             return 0
-    _quiet_transformers()
+    quiet_transformers_logs()
     cfg = _load(args, "data")
     print("\n".join(prepare(cfg)))
     return 0
@@ -476,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USER_ERROR
     debug = args.debug or os.environ.get("LF_DEBUG", "") not in ("", "0")
-    _setup_logging(debug, quiet_transformers=args.command != "data")  # `data` may need no transformers at all
+    setup_logging(debug, quiet_transformers=args.command != "data")  # `data` may need no transformers at all
     try:
         return COMMANDS[args.command](args)
     except UserError as err:

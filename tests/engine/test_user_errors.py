@@ -602,7 +602,7 @@ def test_the_engine_log_has_no_bitsandbytes_cpu_kernel_chatter():
     root = Path(__file__).resolve().parents[2]
     probe = "import logging, sys; {setup}; import bitsandbytes"
     plain, ours = _side_by_side(root, probe.format(setup="logging.basicConfig(level=logging.INFO)"),
-                                probe.format(setup="from engine.cli import _setup_logging; _setup_logging(False)"))
+                                probe.format(setup="from engine.log_setup import setup_logging; setup_logging(False)"))
     assert ours.returncode == 0, ours.stderr[-2000:]
     if "kernels-community" not in plain.stderr:
         pytest.skip("this bitsandbytes build does not warn about its CPU kernels")
@@ -618,7 +618,7 @@ def test_the_engine_log_has_no_galore_adamw_deprecation_chatter():
              "GaLoreAdamW([torch.nn.Parameter(torch.zeros(2))]); "
              "warnings.warn('something else is deprecated', FutureWarning)")
     plain, ours = _side_by_side(REPO, probe.format(setup="pass"),
-                                probe.format(setup="from engine.cli import _setup_logging; _setup_logging(False)"))
+                                probe.format(setup="from engine.log_setup import setup_logging; setup_logging(False)"))
     assert plain.returncode == 0 and ours.returncode == 0, plain.stderr[-2000:] + ours.stderr[-2000:]
     assert "AdamW is deprecated" in plain.stderr
     assert "AdamW is deprecated" not in ours.stderr
@@ -669,3 +669,22 @@ def test_a_path_too_long_for_the_system_is_a_user_error(tmp_path, capsys):
                  f"output_dir={tmp_path / 'out'}"])
     err = capsys.readouterr().err
     assert code == 2 and "A file or folder name is too long for this system" in err and "Traceback" not in err
+
+
+def test_hub_and_datasets_lines_are_printed_once_in_the_engines_format():
+    """huggingface_hub and datasets add their own stderr handler on import and pass records on as well, so each of
+    their lines came twice (a hub dataset without a network: twenty lines of retries for ten), whether they were
+    imported before the engine's setup (as transformers imports the hub) or after it."""
+    probe = ("import logging; {before}; {setup}; import datasets; "
+             "logging.getLogger('huggingface_hub.utils._http').warning('hub says hi'); "
+             "logging.getLogger('datasets.load').warning('datasets says hi')")
+    setup = "from engine.log_setup import setup_logging; setup_logging(False, quiet_transformers=False)"
+    plain, late, early = _side_by_side(
+        REPO, probe.format(before="pass", setup="logging.basicConfig(level=logging.INFO)"),
+        probe.format(before="pass", setup=setup), probe.format(before="import huggingface_hub", setup=setup))
+    assert plain.stderr.count("hub says hi") == 2 and plain.stderr.count("datasets says hi") == 2  # the defect
+    for done in (late, early):
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stderr.count("hub says hi") == 1 and done.stderr.count("datasets says hi") == 1, done.stderr
+        assert " WARNING huggingface_hub.utils._http: hub says hi" in done.stderr
+        assert " WARNING datasets.load: datasets says hi" in done.stderr

@@ -320,9 +320,10 @@ def llama_pro_layers(num_layers: int, expanded: int) -> range:
     ``num_layers / expanded`` original layers): with ``freeze_trainable_layers`` of them among ``num_layers``, every
     ``num_layers // expanded``-th layer, the last included."""
     if expanded <= 0 or num_layers % expanded:
-        raise ModelError(f"`use_llama_pro` trains the {expanded} expanded blocks, so `freeze_trainable_layers` must be "
-                         f"a positive divisor of the model's {num_layers} layers: set it to the number of blocks "
-                         "the expansion added.")
+        raise ModelError(f"`freeze_trainable_layers: {expanded}` does not fit this model's {num_layers} layers: with "
+                         "`use_llama_pro` it is the number of blocks the expansion added (`lf-engine expand ... "
+                         f"--num-expand N`), one after every few original layers, so it must divide {num_layers}. "
+                         "Set it to the expansion's N, or expand the model first.")
     stride = num_layers // expanded
     return range(stride - 1, num_layers + stride - 1, stride)
 

@@ -20,7 +20,7 @@ def test_the_expanded_blocks_are_every_strideth_layer_as_llama_factory_picks_the
     assert list(llama_pro_layers(6, 2)) == [2, 5]
     from engine.models.adapters import ModelError
 
-    with pytest.raises(ModelError, match="positive divisor of the model's 12 layers"):
+    with pytest.raises(ModelError, match="does not fit this model's 12 layers"):
         llama_pro_layers(12, 5)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from engine.checkpoints import checkpoint_problem, describe_torn, latest_complete, list_checkpoints, step_of
 from engine.config import RunConfig
 from engine.errors import UserError
+from engine.train.resume_fit import check_fits
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +122,7 @@ def resolve_resume(cfg: RunConfig, running: bool = False) -> str | bool | None:
             _NOTED.add(note)  # the pre-flight check and the run itself both resolve it: say it once
             logger.warning(note)
         _check_sharding_matches(cfg, latest, running)
+        check_fits(cfg, latest)
         return str(latest)
     folder = Path(value).expanduser()
     if not folder.is_dir():
@@ -136,6 +138,7 @@ def resolve_resume(cfg: RunConfig, running: bool = False) -> str | bool | None:
         hint = f" The latest complete one is `{latest}`." if latest else ""
         raise UserError(f"`resume_from_checkpoint: {value}` is incomplete ({problem}); it cannot be resumed from.{hint}")
     _check_sharding_matches(cfg, folder, running)
+    check_fits(cfg, folder)
     return str(folder)
 
 

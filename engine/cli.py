@@ -203,13 +203,24 @@ def _load(args: argparse.Namespace, purpose: str):
     return cfg
 
 
-def _run_dir_of(args: argparse.Namespace) -> Path | None:
+def _run_dir_of(args: argparse.Namespace, kind: str) -> Path | None:
+    """The run folder a ``kind`` job records itself in: ``--run-dir``, or the config's folder when it is a run
+    folder of that kind (the board's). A config taken from another job's run folder (a training run's config.yaml
+    given to export) records nothing there: that run's run.json and events stay its own."""
     if getattr(args, "run_dir", None):
         return Path(args.run_dir)
     if args.config == "-":  # read from stdin: no folder to infer
         return None
     parent = Path(args.config).resolve().parent
-    return parent if (parent / "run.json").is_file() else None
+    if not (parent / "run.json").is_file():
+        return None
+    from engine.train.output_dir import recorded_kind
+
+    recorded = recorded_kind(parent)
+    if recorded is not None and recorded[0] != kind:
+        logger.info("%s is the folder of a %s run; this %s job keeps no run record there.", parent, recorded[0], kind)
+        return None
+    return parent
 
 
 def cmd_train(args: argparse.Namespace, kind: str = "train") -> int:
@@ -266,7 +277,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from engine.lifecycle import JobContext
 
     collector.settle()  # with the collector on, the merged model's garbage is freed before the reload check
-    run_dir = _run_dir_of(args)
+    run_dir = _run_dir_of(args, "export")
     if run_dir is None:  # (a run folder's JobContext says the same for a board's export)
         from engine.diskfull import storage_error
 
@@ -295,7 +306,7 @@ def cmd_api(args: argparse.Namespace) -> int:
     from engine.infer.server import serve
 
     collector.settle()
-    run_dir = _run_dir_of(args)
+    run_dir = _run_dir_of(args, "chat")
     serve(cfg, args.host, args.port, run_dir=str(run_dir) if run_dir else None, api_key=args.api_key or None,
           board_lock=args.board_lock or None, board_grace=args.board_grace)
     return 0

@@ -95,10 +95,23 @@ def _has_any(folder: Path, patterns: tuple[str, ...]) -> bool:
     return any(next(folder.glob(pattern), None) is not None for pattern in patterns)
 
 
+def _adapter_as_model(name: str, folder: Path) -> str:
+    try:
+        base = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8")).get("base_model_name_or_path")
+    except (OSError, ValueError, AttributeError):
+        base = None
+    model = f"`model_name_or_path: {base}` (its base model)" if isinstance(base, str) and base else \
+        "`model_name_or_path` to its base model"
+    return (f"`model_name_or_path: {name}` is a LoRA adapter (adapter_config.json), not a model: set "
+            f"`adapter_name_or_path: {name}` and {model}, or export it first (`lf-engine export`) to get a model.")
+
+
 def _check_model_folder(name: str, folder: Path) -> list[str]:
     """A local model folder must hold a readable config.json, weights and a tokenizer."""
     config = folder / "config.json"
     if not config.is_file():
+        if (folder / "adapter_config.json").is_file():  # a LoRA run's output given as the model
+            return [_adapter_as_model(name, folder)]
         return [f"`model_name_or_path: {name}` has no config.json; is it a Hugging Face model folder?"]
     try:
         json.loads(config.read_text(encoding="utf-8"))

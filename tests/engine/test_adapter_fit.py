@@ -80,3 +80,17 @@ def test_a_fitting_adapter_loads_without_a_note(model_dir, tmp_path, capsys, cap
     adapter = _adapter(model_dir, tmp_path / "good")
     assert _export(model_dir, adapter, tmp_path / "merged") == 0, capsys.readouterr().err
     assert not [r for r in caplog.records if "fits this model" in r.getMessage()]
+
+
+def test_an_adapter_given_as_the_model_names_both_keys(tmp_path, capsys):
+    """A LoRA run's output in `model_name_or_path` (a common slip) says how to load it, not only 'no config.json'."""
+    adapter = tmp_path / "sft-lora"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text('{"peft_type": "LORA", "base_model_name_or_path": "/models/base"}')
+    config = tmp_path / "chat.yaml"
+    config.write_text(f"model_name_or_path: {adapter}\ntemplate: chatml\n")
+    assert main(["check", "--for", "chat", str(config)]) == EXIT_USER_ERROR
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert f"`model_name_or_path: {adapter}` is a LoRA adapter" in err, err
+    assert f"`adapter_name_or_path: {adapter}` and `model_name_or_path: /models/base` (its base model)" in err

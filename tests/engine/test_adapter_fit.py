@@ -94,3 +94,19 @@ def test_an_adapter_given_as_the_model_names_both_keys(tmp_path, capsys):
     assert "Traceback" not in err
     assert f"`model_name_or_path: {adapter}` is a LoRA adapter" in err, err
     assert f"`adapter_name_or_path: {adapter}` and `model_name_or_path: /models/base` (its base model)" in err
+
+
+def test_a_ref_model_that_is_an_adapter_or_missing_is_named_before_training(tmp_path, capsys):
+    """`ref_model` was loaded only after the policy model, and an adapter folder there was reported as
+    '`model_name_or_path` ... has no config.json' (the wrong key)."""
+    adapter = tmp_path / "sft-lora"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text('{"peft_type": "LORA"}')
+    config = tmp_path / "dpo.yaml"
+    config.write_text("model_name_or_path: demo\ntemplate: chatml\nstage: dpo\ndataset: demo_dpo\n"
+                      f"dataset_dir: {Path(__file__).resolve().parents[2] / 'examples' / 'data'}\n"
+                      f"output_dir: {tmp_path / 'out'}\n")
+    for ref, words in ((adapter, "is a LoRA adapter, not a model"), (tmp_path / "nowhere", "is not a model folder")):
+        assert main(["check", str(config), f"ref_model={ref}"]) == EXIT_USER_ERROR
+        err = capsys.readouterr().err
+        assert f"`ref_model: {ref}` {words}" in err and "model_name_or_path" not in err, err

@@ -277,7 +277,8 @@ def _check_loaded(model: nn.Module, path: str, caught: list[warnings.WarningMess
     if not missing:
         return
     adapter_name = "default"
-    expected = [name for name, _ in model.named_parameters() if f".{adapter_name}." in name]
+    expected = [name for name, _ in model.named_parameters()
+                if f".{adapter_name}." in name or name.endswith(f".{adapter_name}")]  # trainable token rows end so
     base = _adapter_base(path)
     made_for = f" It was trained on `{base}`." if base else ""
     if len(missing) >= len(expected):

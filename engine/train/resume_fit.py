@@ -60,8 +60,23 @@ def _refuse(value: Any, what: str, fix: str) -> UserError:
                      "a new run.")
 
 
+def _note_missing_state(folder: Path) -> None:
+    """transformers resumes without optimizer.pt or scheduler.pt and says nothing: the optimizer's moments start
+    from zero, and the learning-rate schedule from its first step (warmup again) while the step count goes on."""
+    names = {p.name for p in folder.iterdir()}
+    missing = [] if any(n.startswith("optimizer") for n in names) else ["optimizer.pt (the optimizer's state)"]
+    if "scheduler.pt" not in names:
+        missing.append("scheduler.pt (the learning-rate schedule's position)")
+    if not missing or any(n.startswith("global_step") for n in names) or f"state:{folder}" in _WARNED:
+        return  # DeepSpeed keeps both in global_step*
+    _WARNED.add(f"state:{folder}")
+    logger.warning("`%s` has no %s: training resumes from its weights and step, but %s start anew.", folder,
+                   " and no ".join(missing), "they" if len(missing) > 1 else "that")
+
+
 def check_fits(cfg: RunConfig, folder: Path) -> None:
     """Refuse a checkpoint whose weights cannot be loaded into this run's setup (method, adapter type, LoRA rank)."""
+    _note_missing_state(folder)
     ft = cfg.finetuning
     has_adapter = any((folder / name).is_file() for name in ADAPTER_FILES)
     has_full = any((folder / name).is_file() for name in FULL_FILES)

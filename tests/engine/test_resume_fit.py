@@ -111,3 +111,23 @@ def test_a_trainer_state_that_is_not_an_object_is_named(lora_checkpoint, tmp_pat
     shutil.copytree(lora_checkpoint, ckpt)
     (ckpt / "trainer_state.json").write_text("[]")
     assert checkpoint_problem(ckpt) == "trainer_state.json is not a JSON object"
+
+
+def test_a_checkpoint_without_optimizer_or_scheduler_state_is_named(lora_checkpoint, tmp_path, caplog):
+    """transformers resumes such a checkpoint without a word, with fresh Adam moments and the learning-rate
+    schedule from its first step (warmup again, an lr of 0 at a linear warmup's start) while the step goes on."""
+    ckpt = tmp_path / "checkpoint-1"
+    shutil.copytree(lora_checkpoint, ckpt)
+    (ckpt / "scheduler.pt").unlink()
+    caplog.set_level(logging.WARNING, logger="engine")
+    cfg = build_config({"model_name_or_path": "demo", "output_dir": str(tmp_path / "out"), "lora_rank": 8,
+                        "resume_from_checkpoint": str(ckpt)})
+    from engine.train.output_dir import resolve_resume
+
+    assert resolve_resume(cfg) == str(ckpt) and resolve_resume(cfg) == str(ckpt)
+    notes = [r.getMessage() for r in caplog.records if "has no scheduler.pt" in r.getMessage()]
+    assert len(notes) == 1 and "optimizer.pt" not in notes[0] and "start anew" in notes[0], notes
+    caplog.clear()
+    assert resolve_resume(build_config({"model_name_or_path": "demo", "output_dir": str(tmp_path / "o2"),
+                                        "lora_rank": 8, "resume_from_checkpoint": str(lora_checkpoint)}))
+    assert not [r for r in caplog.records if "start anew" in r.getMessage()]

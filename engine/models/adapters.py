@@ -231,6 +231,11 @@ def _load_adapter(model: nn.Module, path: str, *, is_trainable: bool) -> nn.Modu
     from peft import PeftModel
 
     _check_token_rows(model, path)
+    if _adapter_config(path).get("task_type") == "SEQ_CLS" and not type(model).__name__.endswith(
+            "ForSequenceClassification"):
+        logger.warning("Adapter `%s` is a reward model's (stage rm): on this language model only its LoRA weights "
+                       "apply and its score head is left out, so replies are not what it was trained for. Use it as "
+                       "`reward_model`, or export it (a reward model) to score with it.", path)
     init = str(_adapter_config(path).get("init_lora_weights", ""))
     if not is_trainable and init.startswith("pissa"):
         raise ModelError(f"Adapter `{path}` is an unconverted PiSSA adapter (a checkpoint): its weights only fit the "

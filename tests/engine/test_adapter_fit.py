@@ -110,3 +110,22 @@ def test_a_ref_model_that_is_an_adapter_or_missing_is_named_before_training(tmp_
         assert main(["check", str(config), f"ref_model={ref}"]) == EXIT_USER_ERROR
         err = capsys.readouterr().err
         assert f"`ref_model: {ref}` {words}" in err and "model_name_or_path" not in err, err
+
+
+def test_a_reward_adapter_on_a_language_model_is_named(model_dir, tmp_path, capsys, caplog):
+    """Chat, predict or the api with a `stage: rm` run's adapter merged its LoRA into the language model and
+    dropped its score head without a word."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForSequenceClassification
+
+    reward = get_peft_model(AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=1),
+                            LoraConfig(task_type="SEQ_CLS", r=4, target_modules=["q_proj", "v_proj"]))
+    reward.save_pretrained(tmp_path / "rm")
+    caplog.set_level(logging.WARNING, logger="engine")
+    config = tmp_path / "chat.yaml"
+    config.write_text(f"model_name_or_path: {model_dir}\ntemplate: chatml\nadapter_name_or_path: {tmp_path / 'rm'}\n"
+                      "max_new_tokens: 2\n")
+    code = main(["chat", str(config), "--query", "hi"])
+    assert code == 0, capsys.readouterr().err
+    notes = [r.getMessage() for r in caplog.records if "is a reward model's (stage rm)" in r.getMessage()]
+    assert notes and "score head is left out" in notes[0]

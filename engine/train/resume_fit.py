@@ -100,7 +100,8 @@ def check_fits(cfg: RunConfig, folder: Path) -> None:
         return
     peft_type, wanted = str(adapter.get("peft_type", "")).upper(), ADAPTER_METHODS[ft.finetuning_type]
     if peft_type and peft_type != wanted:
-        raise _refuse(folder, f"holds a {peft_type} adapter, but this run trains `finetuning_type: "
+        article = "an" if peft_type[0] in "AEIOU" else "a"
+        raise _refuse(folder, f"holds {article} {peft_type} adapter, but this run trains `finetuning_type: "
                       f"{ft.finetuning_type}`", fix)
     rank = adapter.get("r")
     if wanted == "LORA" and isinstance(rank, int) and rank and rank != ft.lora_rank:

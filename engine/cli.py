@@ -238,8 +238,11 @@ def cmd_train(args: argparse.Namespace, kind: str = "train") -> int:
             return ray_launcher.launch(cfg)
     from engine.train.output_dir import resumes
 
-    fresh = kind == "train" and not resumes(cfg)
-    with JobContext(cfg.train.output_dir, kind, cfg.to_yaml(minimal=False), fresh=fresh) as ctx:
+    recorded = kind  # LLaMA-Factory evaluates with `train` and do_train false: a job that trains nothing is no
+    if kind == "train" and not cfg.train.do_train:  # new training run (it must not empty a run's events.jsonl)
+        recorded = "predict" if cfg.train.do_predict else "eval"
+    fresh = recorded == "train" and not resumes(cfg)
+    with JobContext(cfg.train.output_dir, recorded, cfg.to_yaml(minimal=False), fresh=fresh) as ctx:
         metrics = (run_train if kind == "train" else run_eval)(cfg, ctx)
     if ctx.status == "aborted":
         logger.warning("Stopped on request; a checkpoint was saved in %s.", cfg.train.output_dir)

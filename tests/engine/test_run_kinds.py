@@ -67,3 +67,18 @@ def test_a_new_training_run_in_an_old_evaluations_folder_is_recorded_as_training
     with JobContext(folder, "train", TRAIN_CONFIG, fresh=True):
         pass
     assert RunFolder(folder).info()["kind"] == "train"
+
+
+def test_llamafactorys_way_to_predict_keeps_the_training_runs_events(tmp_path, capsys, monkeypatch):
+    """`train` with `do_train: false` (how LLaMA-Factory predicts) counted as a new training run: pointed at the
+    training run's folder it emptied that run's events.jsonl (its loss curve) and replaced its config.yaml."""
+    monkeypatch.chdir(REPO)
+    run = _finished(tmp_path / "sft")
+    (run / "events.jsonl").write_text("".join(json.dumps({"event": "log", "step": i, "loss": 1.0}) + "\n"
+                                              for i in range(1, 4)))
+    before = _snapshot(run)
+    code = main(["train", str(REPO / "examples" / "predict_demo.yaml"), f"output_dir={run}",
+                 "adapter_name_or_path=null", "max_samples=2"])
+    err = capsys.readouterr().err
+    assert code == EXIT_USER_ERROR and "holds a train run (completed): this predict job" in err, err
+    assert _snapshot(run) == before

@@ -305,6 +305,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_api(args: argparse.Namespace) -> int:
     if not args.board_grace > 0:
         raise UserError(f"--board-grace {args.board_grace:g} must be a positive number of seconds.")
+    if not 0 <= args.port <= 65535:  # before the model loads (socket.bind raised an OverflowError after it)
+        raise UserError(f"--port {args.port} is not a TCP port; give 1 to 65535 (0 picks a free one).")
     cfg = _load(args, "api")
     from engine.infer.server import serve
 

@@ -82,3 +82,9 @@ def test_llamafactorys_way_to_predict_keeps_the_training_runs_events(tmp_path, c
     err = capsys.readouterr().err
     assert code == EXIT_USER_ERROR and "holds a train run (completed): this predict job" in err, err
     assert _snapshot(run) == before
+
+
+def test_an_api_port_out_of_range_is_a_user_error(capsys):
+    assert main(["api", str(REPO / "examples" / "chat_demo.yaml"), "--port", "99999"]) == EXIT_USER_ERROR
+    err = capsys.readouterr().err
+    assert "--port 99999 is not a TCP port" in err and "Traceback" not in err

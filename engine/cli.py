@@ -317,11 +317,24 @@ def cmd_api(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_rewards_args(args: argparse.Namespace) -> None:
+    if args.samples is not None and args.samples < 1:
+        raise UserError(f"--samples {args.samples}: give at least 1 completion per prompt.")
+    if args.out:
+        out = Path(args.out).expanduser()
+        if out.is_dir():
+            raise UserError(f"--out {args.out} is a folder; give a file name, e.g. {out / 'rewards.json'}.")
+        if not out.parent.is_dir():
+            raise UserError(f"--out {args.out}: the folder {out.parent} does not exist; create it or give another "
+                            "path.")
+
+
 def cmd_rewards(args: argparse.Namespace) -> int:
     import json
 
     from engine.config import ConfigError
 
+    _check_rewards_args(args)  # before the model loads and the sampling: both take a while
     cfg = _load(args, "chat")
     from engine.rewards.trial import format_table, try_rewards
     from engine.train.rl_checks import check_rl

@@ -88,3 +88,15 @@ def test_an_api_port_out_of_range_is_a_user_error(capsys):
     assert main(["api", str(REPO / "examples" / "chat_demo.yaml"), "--port", "99999"]) == EXIT_USER_ERROR
     err = capsys.readouterr().err
     assert "--port 99999 is not a TCP port" in err and "Traceback" not in err
+
+
+def test_rewards_options_are_checked_before_sampling(tmp_path, capsys):
+    """`lf-engine rewards --samples -1` was an IndexError, and an --out that is a folder or in a missing folder an
+    OSError traceback after every completion had been sampled."""
+    config = str(REPO / "examples" / "grpo_demo.yaml")
+    for extra, words in ((["--samples", "-1"], "--samples -1: give at least 1"),
+                         (["--out", str(tmp_path)], "is a folder; give a file name"),
+                         (["--out", str(tmp_path / "no" / "r.json")], "does not exist; create it")):
+        assert main(["rewards", config, *extra]) == EXIT_USER_ERROR
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err, err

@@ -481,6 +481,9 @@ def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
         _check_order(messages + [example["chosen"]])
         _check_order(messages + [example["rejected"]])
         return example
+    if example.get("kto_tag") is False and stage != "kto":  # LLaMA-Factory drops every KTO row outside kto; training
+        raise RowError(f"an undesirable answer (kto_tag false), which stage {stage} does not learn from (only the "
+                       "desirable ones are used)")  # (or scoring) on a wrong answer as if it were right is worse
     if stage == "sft" and "chosen" in example:
         messages = messages + [example["chosen"]]
         example = {key: value for key, value in example.items() if key not in ("chosen", "rejected")}

@@ -132,9 +132,11 @@ def checkpoint_problem(folder: str | Path) -> str | None:
                                                                                  f"{len(names)} files")
         return f"no {STATE_FILE} ({held}): the save was cut off"
     try:
-        json.loads(state.read_text(encoding="utf-8"))
+        saved = json.loads(state.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return f"{STATE_FILE} is cut off"
+    if not isinstance(saved, dict):
+        return f"{STATE_FILE} is not a JSON object"
     problem = weights_problem(folder)
     if problem:
         return problem

@@ -158,13 +158,24 @@ def _load(args: argparse.Namespace, purpose: str):
     return cfg
 
 
-def _run_dir_of(args: argparse.Namespace) -> Path | None:
+def _run_dir_of(args: argparse.Namespace, kind: str) -> Path | None:
+    """The run folder a ``kind`` job records itself in: ``--run-dir``, or the config's folder when it is a run
+    folder of that kind (the board's). A config taken from another job's run folder (a training run's config.yaml
+    given to export) records nothing there: that run's run.json and events stay its own."""
     if getattr(args, "run_dir", None):
         return Path(args.run_dir)
     if args.config == "-":  # read from stdin: no folder to infer
         return None
     parent = Path(args.config).resolve().parent
-    return parent if (parent / "run.json").is_file() else None
+    if not (parent / "run.json").is_file():
+        return None
+    from engine.train.output_dir import recorded_kind
+
+    recorded = recorded_kind(parent)
+    if recorded is not None and recorded[0] != kind:
+        logger.info("%s is the folder of a %s run; this %s job keeps no run record there.", parent, recorded[0], kind)
+        return None
+    return parent
 
 
 def cmd_train(args: argparse.Namespace, kind: str = "train") -> int:
@@ -182,8 +193,11 @@ def cmd_train(args: argparse.Namespace, kind: str = "train") -> int:
             return ray_launcher.launch(cfg)
     from engine.train.output_dir import resumes
 
-    fresh = kind == "train" and not resumes(cfg)
-    with JobContext(cfg.train.output_dir, kind, cfg.to_yaml(minimal=False), fresh=fresh) as ctx:
+    recorded = kind  # LLaMA-Factory evaluates with `train` and do_train false: a job that trains nothing is no
+    if kind == "train" and not cfg.train.do_train:  # new training run (it must not empty a run's events.jsonl)
+        recorded = "predict" if cfg.train.do_predict else "eval"
+    fresh = recorded == "train" and not resumes(cfg)
+    with JobContext(cfg.train.output_dir, recorded, cfg.to_yaml(minimal=False), fresh=fresh) as ctx:
         metrics = (run_train if kind == "train" else run_eval)(cfg, ctx)
     if ctx.status == "aborted":
         logger.warning("Stopped on request; a checkpoint was saved in %s.", cfg.train.output_dir)
@@ -221,7 +235,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from engine.lifecycle import JobContext
 
     collector.settle()  # with the collector on, the merged model's garbage is freed before the reload check
-    run_dir = _run_dir_of(args)
+    run_dir = _run_dir_of(args, "export")
     if run_dir is None:  # (a run folder's JobContext says the same for a board's export)
         from engine.diskfull import storage_error
 
@@ -246,14 +260,28 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_api(args: argparse.Namespace) -> int:
     if not args.board_grace > 0:
         raise UserError(f"--board-grace {args.board_grace:g} must be a positive number of seconds.")
+    if not 0 <= args.port <= 65535:  # before the model loads (socket.bind raised an OverflowError after it)
+        raise UserError(f"--port {args.port} is not a TCP port; give 1 to 65535 (0 picks a free one).")
     cfg = _load(args, "api")
     from engine.infer.server import serve
 
     collector.settle()
-    run_dir = _run_dir_of(args)
+    run_dir = _run_dir_of(args, "chat")
     serve(cfg, args.host, args.port, run_dir=str(run_dir) if run_dir else None, api_key=args.api_key or None,
           board_lock=args.board_lock or None, board_grace=args.board_grace)
     return 0
+
+
+def _check_rewards_args(args: argparse.Namespace) -> None:
+    if args.samples is not None and args.samples < 1:
+        raise UserError(f"--samples {args.samples}: give at least 1 completion per prompt.")
+    if args.out:
+        out = Path(args.out).expanduser()
+        if out.is_dir():
+            raise UserError(f"--out {args.out} is a folder; give a file name, e.g. {out / 'rewards.json'}.")
+        if not out.parent.is_dir():
+            raise UserError(f"--out {args.out}: the folder {out.parent} does not exist; create it or give another "
+                            "path.")
 
 
 def cmd_rewards(args: argparse.Namespace) -> int:
@@ -261,6 +289,7 @@ def cmd_rewards(args: argparse.Namespace) -> int:
 
     from engine.config import ConfigError
 
+    _check_rewards_args(args)  # before the model loads and the sampling: both take a while
     cfg = _load(args, "chat")
     from engine.rewards.trial import format_table, try_rewards
     from engine.train.rl_checks import check_rl

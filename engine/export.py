@@ -82,12 +82,28 @@ def _export_device(cfg: RunConfig) -> torch.device:
     return current_device()
 
 
+def _reward_adapter(cfg: RunConfig) -> bool:
+    """Whether the adapters are a reward model's (a `stage: rm` run saves a SEQ_CLS adapter with its score head):
+    merged into a causal LM, the head would be dropped and the export would be no reward model."""
+    from engine.models.adapters import split_names
+
+    adapters = split_names(cfg.model.adapter_name_or_path)
+    if not adapters:
+        return False
+    try:
+        config = json.loads((Path(adapters[-1]).expanduser() / "adapter_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and config.get("task_type") == "SEQ_CLS"
+
+
 def _load_merged(cfg: RunConfig, tokenizer: Any, device: torch.device, dtype: torch.dtype) -> Any:
     """The base model with every adapter merged in, on ``device`` in ``dtype``, ready to save."""
     from engine.models import load_model
 
     model_args = dataclasses.replace(cfg.model, infer_dtype=str(dtype).split(".")[-1])
-    model = load_model(model_args, cfg.finetuning, tokenizer, is_trainable=False, methods=cfg.methods)
+    task = "reward" if _reward_adapter(cfg) else "causal_lm"  # an rm run's adapter keeps its trained score head
+    model = load_model(model_args, cfg.finetuning, tokenizer, is_trainable=False, methods=cfg.methods, task=task)
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
     if getattr(model, "peft_config", None):
@@ -129,9 +145,11 @@ def _clear_previous(export_dir: Path) -> None:
 
 
 def _reload_class(model: Any) -> Any:
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
+    if type(model).__name__.endswith("ForSequenceClassification"):  # a reward model
+        return AutoModelForSequenceClassification
     if getattr(model.config, "model_type", None) in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         return AutoModelForCausalLM
     return type(model)  # composite (vision-language) models reload with their own class

@@ -96,9 +96,11 @@ class JobContext:
 
     def __enter__(self) -> JobContext:
         if self.is_main_process:  # before anything here is written: another live run's run.json and config stay
-            from engine.train.output_dir import live_run_problem
+            from engine.train.output_dir import live_run_problem, other_job_problem
 
             live = live_run_problem(self.folder.path)
+            if not self.fresh:  # a new training run replaces whatever was there (check_output_dir decides)
+                live = live or other_job_problem(self.folder.path, self.kind)
             if live:
                 raise UserError(live)
         self._entered = time.time()
@@ -137,7 +139,8 @@ class JobContext:
         launcher = (os.getppid(), int(os.environ.get("LF_LAUNCHER_PID", "0") or 0))  # torchrun / the Ray driver
         launched = bool(info.get("pid")) and info.get("pid") in launcher and world_size() > 1
         self.folder.update(
-            id=info.get("id", self.folder.id), kind=info.get("kind", self.kind), status="running",
+            id=info.get("id", self.folder.id), kind=self.kind if self.fresh else info.get("kind", self.kind),
+            status="running",
             pid=info["pid"] if launched else os.getpid(), pgid=info.get("pgid") if launched else os.getpgid(0),
             pid_started=(info.get("pid_started") or process_start_time(info["pid"])) if launched
             else process_start_time(os.getpid()),

@@ -95,11 +95,27 @@ def _has_any(folder: Path, patterns: tuple[str, ...]) -> bool:
     return any(next(folder.glob(pattern), None) is not None for pattern in patterns)
 
 
-def _check_model_folder(name: str, folder: Path) -> list[str]:
+def _adapter_as_model(name: str, folder: Path) -> str:
+    try:
+        base = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8")).get("base_model_name_or_path")
+    except (OSError, ValueError, AttributeError):
+        base = None
+    model = f"`model_name_or_path: {base}` (its base model)" if isinstance(base, str) and base else \
+        "`model_name_or_path` to its base model"
+    return (f"`model_name_or_path: {name}` is a LoRA adapter (adapter_config.json), not a model: set "
+            f"`adapter_name_or_path: {name}` and {model}, or export it first (`lf-engine export`) to get a model.")
+
+
+def _check_model_folder(name: str, folder: Path, key: str = "model_name_or_path") -> list[str]:
     """A local model folder must hold a readable config.json, weights and a tokenizer."""
     config = folder / "config.json"
     if not config.is_file():
-        return [f"`model_name_or_path: {name}` has no config.json; is it a Hugging Face model folder?"]
+        if (folder / "adapter_config.json").is_file() and key == "model_name_or_path":  # a LoRA run's output
+            return [_adapter_as_model(name, folder)]
+        if (folder / "adapter_config.json").is_file():
+            return [f"`{key}: {name}` is a LoRA adapter, not a model; merge it into its base model first "
+                    "(`lf-engine export`) and give the exported folder."]
+        return [f"`{key}: {name}` has no config.json; is it a Hugging Face model folder?"]
     try:
         json.loads(config.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
@@ -109,13 +125,13 @@ def _check_model_folder(name: str, folder: Path) -> list[str]:
         return [f"{config} cannot be read ({err}); check the file."]
     problems = []
     if not _has_any(folder, WEIGHT_PATTERNS):
-        problems.append(f"`model_name_or_path: {name}` holds config.json but no weights (model.safetensors, its "
+        problems.append(f"`{key}: {name}` holds config.json but no weights (model.safetensors, its "
                         "shards, or pytorch_model.bin); copy the weight files into the folder.")
     elif (cut := weights_problem(folder)) and cut != "no model or adapter weights":
-        problems.append(f"`model_name_or_path: {name}` cannot be loaded: {cut}; copy the weight files again from the "
+        problems.append(f"`{key}: {name}` cannot be loaded: {cut}; copy the weight files again from the "
                         "original model.")
-    if not _has_any(folder, TOKENIZER_PATTERNS):
-        problems.append(f"`model_name_or_path: {name}` has no tokenizer files (tokenizer.json, or tokenizer.model "
+    if key == "model_name_or_path" and not _has_any(folder, TOKENIZER_PATTERNS):  # a ref_model's is not read
+        problems.append(f"`{key}: {name}` has no tokenizer files (tokenizer.json, or tokenizer.model "
                         "/ vocab.json with tokenizer_config.json); copy them from the original model.")
     return problems
 
@@ -166,6 +182,14 @@ def _check_model(cfg: RunConfig) -> list[str]:
             problems.append(f"`model_name_or_path: {name}` does not exist; check the path (or use `demo`).")
         else:
             problems += _check_hub_model(cfg)
+    ref = cfg.finetuning.ref_model
+    if ref and cfg.finetuning.stage in ("dpo", "kto") and not _is_demo(ref):  # loaded only after the policy model
+        p = Path(ref).expanduser()
+        if p.is_dir():
+            problems += _check_model_folder(ref, p, "ref_model")
+        elif p.exists() or not HUB_ID.match(ref) or ref.startswith((".", "/", "~")):
+            problems.append(f"`ref_model: {ref}` is not a model folder; give a local model folder, a hub id, or "
+                            "remove it to use the base model as the reference.")
     for adapter in filter(None, (cfg.model.adapter_name_or_path or "").split(",")):
         a = Path(adapter.strip()).expanduser()
         if not a.is_dir():

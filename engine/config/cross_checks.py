@@ -62,6 +62,10 @@ def cross_checks(cfg: Any) -> list[str]:
                         "unset it, or set `packing: false`." if packs_rows(ft.stage, cfg.data) else
                         f"`max_tokens_per_batch` (token-budget batches) works with stages pt and sft (this config has "
                         f"`stage: {ft.stage}`); unset it.")
+    if ft.stage == "rm" and tr.do_predict:  # the reward model has no generate(): a traceback after loading it
+        problems.append("`do_predict: true` with `stage: rm`: a reward model scores answer pairs and does not generate "
+                        "replies, and writing its scores as predictions is not implemented here. Use `do_eval: true` "
+                        "(reward accuracy and margins on eval_dataset) instead of `do_predict`.")
     if cfg.data.streaming:
         problems.append("`streaming: true` is not supported; remove it (datasets are loaded, then tokenized once).")
     if ft.finetuning_type == "lora" and ft.use_dora and ft.pissa_init:

@@ -14,6 +14,7 @@ from typing import Any
 
 from engine import collector
 from engine.config.schema import packs_rows
+from engine.data import saved_fit
 from engine.data.collator import PaddingCollator, build_collator
 from engine.data.converters import CONVERTERS, convert_rows
 from engine.data.errors import DatasetError
@@ -122,6 +123,7 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
     cached = Path(data.tokenized_path).expanduser() if data.tokenized_path else None
     if cached is not None and cached.exists() and not data.overwrite_cache:
         loaded = _load_tokenized(cached)
+        saved_fit.check(cached, [loaded.train, loaded.eval], cfg, tokenizer)
         split = loaded.train if loaded.train is not None else loaded.eval
         if media is not None and split is not None and "mm_inputs" in split.column_names:
             from engine.multimodal import refuse_unserved
@@ -145,6 +147,7 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
         bundle = _build(cfg, tokenizer, template, media)
     if cached is not None:
         _save_tokenized(bundle, cached)
+        saved_fit.record(cached, cfg, tokenizer)
     elif key and bundle.media is None:
         from engine.data.cache import describe_source, save_entry
 

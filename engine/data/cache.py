@@ -32,7 +32,7 @@ from engine.data import cache_prune
 
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 4  # 4: CSV values as datasets reads them (None, numbers)
+FORMAT_VERSION = 5  # 4: CSV values as datasets reads them (None, numbers); 5: no undesirable KTO rows outside kto
 """Bump when tokenization changes what it produces for the same inputs: old entries are then never matched."""
 
 DATA_KEYS = (

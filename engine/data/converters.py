@@ -311,13 +311,26 @@ def _reply(value: Any) -> dict[str, Any]:
     return {"role": "assistant", "content": text}  # an empty one stays, as in LLaMA-Factory
 
 
+_IGNORED_HISTORY: set[str] = set()
+
+
+def _note_ignored_history(spec: DatasetSpec, column: str, value: Any) -> None:
+    if spec.name in _IGNORED_HISTORY:
+        return
+    _IGNORED_HISTORY.add(spec.name)
+    logger.warning("Dataset %s: the history column %r holds %s, not a list of [prompt, response] pairs; such rows "
+                   "train without their history, as in LLaMA-Factory. Store it as a JSON list to use it.", spec.name,
+                   column, f"text ({str(value)[:40]!r})" if isinstance(value, str) else type(value).__name__)
+
+
 def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
     """An alpaca row (instruction, input, output, history, system, ...) as a canonical example."""
     columns = _columns(spec, ALPACA_COLUMNS)
     messages: list[dict[str, Any]] = []
     history = row.get(columns["history"]) or []
-    if not isinstance(history, list):
-        raise RowError("history is not a list of [prompt, response] pairs")
+    if not isinstance(history, list):  # LLaMA-Factory reads a list only and trains the row without anything else
+        _note_ignored_history(spec, columns["history"], history)  # (a CSV cell holding "[]" or a list as text)
+        history = []
     for pair in history:
         if not isinstance(pair, (list, tuple)) or len(pair) != 2:
             raise RowError("history is not a list of [prompt, response] pairs")
@@ -436,13 +449,16 @@ CONVERTERS: dict[str, Callable[[dict[str, Any], DatasetSpec], dict[str, Any]]] =
 }
 
 # ------------------------------------------------------------------------------------------------ driver
+OPTIONAL_COLUMNS = {"query", "history", "system", "tools"}  # a row without them is whole (their absence is no cause)
+
+
 def _absent_columns(row: Any, spec: DatasetSpec) -> str:
     """For a rejected row: the columns dataset_info.json names for it that the row does not have (the likely cause
     of "no assistant reply" and the like when the mapping names the wrong columns)."""
     if not isinstance(row, dict) or not spec.columns:
         return ""
     absent = [f"{key}: {name!r}" for key, name in spec.columns.items()
-              if isinstance(name, str) and key not in MEDIA and name not in row]
+              if isinstance(name, str) and key not in MEDIA and key not in OPTIONAL_COLUMNS and name not in row]
     if not absent:
         return ""
     return (f" (dataset_info.json maps {', '.join(absent)}, which the row does not have; its columns: "
@@ -465,6 +481,9 @@ def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
         _check_order(messages + [example["chosen"]])
         _check_order(messages + [example["rejected"]])
         return example
+    if example.get("kto_tag") is False and stage != "kto":  # LLaMA-Factory drops every KTO row outside kto; training
+        raise RowError(f"an undesirable answer (kto_tag false), which stage {stage} does not learn from (only the "
+                       "desirable ones are used)")  # (or scoring) on a wrong answer as if it were right is worse
     if stage == "sft" and "chosen" in example:
         messages = messages + [example["chosen"]]
         example = {key: value for key, value in example.items() if key not in ("chosen", "rejected")}

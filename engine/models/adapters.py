@@ -7,7 +7,9 @@ matches a module when it equals a run of whole dotted components of the module's
 
 from __future__ import annotations
 
+import ast
 import logging
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -229,6 +231,11 @@ def _load_adapter(model: nn.Module, path: str, *, is_trainable: bool) -> nn.Modu
     from peft import PeftModel
 
     _check_token_rows(model, path)
+    if _adapter_config(path).get("task_type") == "SEQ_CLS" and not type(model).__name__.endswith(
+            "ForSequenceClassification"):
+        logger.warning("Adapter `%s` is a reward model's (stage rm): on this language model only its LoRA weights "
+                       "apply and its score head is left out, so replies are not what it was trained for. Use it as "
+                       "`reward_model`, or export it (a reward model) to score with it.", path)
     init = str(_adapter_config(path).get("init_lora_weights", ""))
     if not is_trainable and init.startswith("pissa"):
         raise ModelError(f"Adapter `{path}` is an unconverted PiSSA adapter (a checkpoint): its weights only fit the "
@@ -236,7 +243,9 @@ def _load_adapter(model: nn.Module, path: str, *, is_trainable: bool) -> nn.Modu
                          "outputs. Use the run's output_dir (the final adapter is saved converted to LoRA), or "
                          "resume training from this checkpoint.")
     try:
-        return PeftModel.from_pretrained(model, path, is_trainable=is_trainable)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            loaded = PeftModel.from_pretrained(model, path, is_trainable=is_trainable)
     except RuntimeError as err:
         if "size mismatch" not in str(err):
             raise
@@ -248,6 +257,48 @@ def _load_adapter(model: nn.Module, path: str, *, is_trainable: bool) -> nn.Modu
             "Set `model_name_or_path` to the base model the adapter was trained on, or remove "
             "`adapter_name_or_path`."
         ) from None
+    _check_loaded(loaded, path, caught)
+    return loaded
+
+
+MISSING_KEYS = "Found missing adapter keys while loading the checkpoint: "  # PEFT's wording (its tests pin it)
+
+
+def _check_loaded(model: nn.Module, path: str, caught: list[warnings.WarningMessage]) -> None:
+    """Refuse an adapter none of whose weights landed in the model (its layers have other names: another model
+    family), which PEFT only warns about: the adapter would silently be the untrained one. A partial fit is a
+    warning naming how much is missing. Other warnings are passed on."""
+    missing: list[str] = []
+    for caught_warning in caught:
+        text = str(caught_warning.message)
+        if MISSING_KEYS in text:
+            try:
+                missing = list(ast.literal_eval(text[text.index("["):text.rindex("]") + 1]))
+                continue
+            except (ValueError, SyntaxError):
+                pass
+        warnings.warn_explicit(caught_warning.message, caught_warning.category, caught_warning.filename,
+                               caught_warning.lineno)
+    if not missing:
+        return
+    adapter_name = "default"
+    expected = [name for name, _ in model.named_parameters()
+                if f".{adapter_name}." in name or name.endswith(f".{adapter_name}")]  # trainable token rows end so
+    base = _adapter_base(path)
+    made_for = f" It was trained on `{base}`." if base else ""
+    if len(missing) >= len(expected):
+        raise ModelError(
+            f"Adapter `{path}` does not fit this model: none of its weights match a layer of this model (the "
+            f"{len(missing)} weights this model takes are named like `{_short(missing[0])}`; the adapter has none "
+            f"of them).{made_for} "
+            "Set `model_name_or_path` to the base model the adapter was trained on, or remove "
+            "`adapter_name_or_path`.")
+    logger.warning("Adapter `%s` fits this model only in part: %d of its %d weights have no layer here and stay as "
+                   "initialised (e.g. `%s`).%s", path, len(missing), len(expected), _short(missing[0]), made_for)
+
+
+def _short(key: str) -> str:
+    return key.removeprefix("base_model.model.")
 
 
 def setup_lora(model: nn.Module, model_args: Any, finetuning_args: Any, composite: ModelFamily | None = None, *,

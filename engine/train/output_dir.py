@@ -16,6 +16,7 @@ from typing import Any
 from engine.checkpoints import checkpoint_problem, describe_torn, latest_complete, list_checkpoints, step_of
 from engine.config import RunConfig
 from engine.errors import UserError
+from engine.train.resume_fit import check_fits
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +44,39 @@ def live_run_problem(folder: str | Path) -> str | None:
     return (f"`{folder}` is the output folder of a run that is still going (`{info.get('id', folder.name)}`, process "
             f"{info['pid']}); a second run there would mix its files into that run's. Wait for it to end or stop it "
             "(the board's Abort, or SIGTERM to that process), or choose another output_dir.")
+
+
+def _family(kind: str) -> str:
+    return "eval" if kind in ("eval", "predict") else kind
+
+
+def recorded_kind(folder: str | Path) -> tuple[str, str] | None:
+    """(kind, status) of the job recorded in ``folder/run.json`` once it has started (a queued record, which the
+    board writes before it starts the job that fills it, and an unreadable one give None)."""
+    from engine.runs import RunFolder
+
+    folder = Path(folder)
+    try:
+        info = RunFolder(folder).info() if (folder / "run.json").is_file() else {}
+    except Exception:  # an unreadable run.json: the run folder's own reader reports it where it matters
+        return None
+    kind, status = info.get("kind"), info.get("status")
+    if not isinstance(kind, str) or not kind or status in (None, "queued"):
+        return None
+    return kind, str(status)
+
+
+def other_job_problem(folder: str | Path, kind: str) -> str | None:
+    """Why a ``kind`` job may not record itself in ``folder``: it holds another kind of job (an evaluation pointed
+    at the training run it evaluates), whose run.json and config.yaml it would replace and whose events it would
+    join, so that the board shows it as that job and `lf-engine train config.yaml` no longer reproduces the run."""
+    recorded = recorded_kind(folder)
+    if recorded is None or _family(recorded[0]) == _family(kind):
+        return None
+    other, status = recorded
+    return (f"`output_dir: {folder}` holds a {other} run ({status}): this {kind} job would replace its run.json and "
+            f"config.yaml and join its events.jsonl. Set `output_dir` to a folder of its own, e.g. "
+            f"`{Path(folder) / kind}`.")
 
 
 def check_output_dir(cfg: RunConfig) -> None:
@@ -121,6 +155,7 @@ def resolve_resume(cfg: RunConfig, running: bool = False) -> str | bool | None:
             _NOTED.add(note)  # the pre-flight check and the run itself both resolve it: say it once
             logger.warning(note)
         _check_sharding_matches(cfg, latest, running)
+        check_fits(cfg, latest)
         return str(latest)
     folder = Path(value).expanduser()
     if not folder.is_dir():
@@ -136,6 +171,7 @@ def resolve_resume(cfg: RunConfig, running: bool = False) -> str | bool | None:
         hint = f" The latest complete one is `{latest}`." if latest else ""
         raise UserError(f"`resume_from_checkpoint: {value}` is incomplete ({problem}); it cannot be resumed from.{hint}")
     _check_sharding_matches(cfg, folder, running)
+    check_fits(cfg, folder)
     return str(folder)
 
 

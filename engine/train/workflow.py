@@ -22,6 +22,7 @@ from engine.train.output_dir import (
     no_step_past_the_end,
     resolve_resume,
 )
+from engine.train.resume_fit import guard_loads
 from engine.train.rl_checks import RL_STAGES, check_stage, refuse_ppo
 
 logger = logging.getLogger(__name__)
@@ -148,6 +149,8 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     recorder.trainer = trainer
     configure_trainer(trainer, cfg)
     no_step_past_the_end(trainer)
+    if resume:
+        guard_loads(trainer, cfg, resume)
     if cfg.parallel.use_hyper_parallel:  # optional backend: HyperParallel prepares the model instead of accelerate
         from engine.train.parallel import hyper
 

@@ -1,0 +1,141 @@
+"""Whether a checkpoint fits the run that resumes it: the same method (an adapter or the full weights), LoRA rank and
+trained modules. Otherwise transformers fails deep inside its load, after the model and data have loaded, with a
+shape or optimizer-group error and a traceback.
+
+``check_fits`` compares what the checkpoint's files say before anything loads (the pre-flight check runs it too);
+``guard_loads`` turns the errors of transformers' own checkpoint loads into a user error that names the settings the
+checkpoint was saved with, for the mismatches the files alone do not show (another base model, other targets).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from engine.config import RunConfig
+from engine.errors import UserError
+
+logger = logging.getLogger(__name__)
+_WARNED: set[str] = set()
+
+ADAPTER_FILES = ("adapter_model.safetensors", "adapter_model.bin")
+FULL_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+ADAPTER_METHODS = {"lora": "LORA", "oft": "OFT"}
+# settings that decide which weights a run trains, and so the shapes of the checkpoint's weights and optimizer state
+SHAPING = ("model_name_or_path", "finetuning_type", "lora_rank", "lora_target", "additional_target", "use_dora",
+           "freeze_trainable_layers", "freeze_trainable_modules", "freeze_extra_modules", "use_llama_pro",
+           "freeze_vision_tower", "freeze_multi_modal_projector", "freeze_language_model", "resize_vocab",
+           "add_tokens", "add_special_tokens", "quantization_bit", "stage")
+
+
+def _saved_config(folder: Path) -> dict[str, Any]:
+    """The flat config saved beside the checkpoint (lf_config.yaml; {} when absent or unreadable)."""
+    import yaml
+
+    try:
+        saved = yaml.safe_load((folder / "lf_config.yaml").read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError):
+        return {}
+    return saved if isinstance(saved, dict) else {}
+
+
+def _current(cfg: RunConfig) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for section in (cfg.model, cfg.finetuning):
+        flat.update(vars(section))
+    return flat
+
+
+def differences(cfg: RunConfig, folder: Path) -> list[str]:
+    """``key: saved -> now`` for each weight-shaping setting the checkpoint was saved with that this run changes."""
+    saved, now = _saved_config(folder), _current(cfg)
+    return [f"`{key}: {saved[key]}` (this run: `{now.get(key)}`)" for key in SHAPING
+            if key in saved and key in now and saved[key] != now.get(key)]
+
+
+def _refuse(value: Any, what: str, fix: str) -> UserError:
+    return UserError(f"`resume_from_checkpoint: {value}` {what}. {fix} Or remove `resume_from_checkpoint` to start "
+                     "a new run.")
+
+
+def _note_missing_state(folder: Path) -> None:
+    """transformers resumes without optimizer.pt or scheduler.pt and says nothing: the optimizer's moments start
+    from zero, and the learning-rate schedule from its first step (warmup again) while the step count goes on."""
+    names = {p.name for p in folder.iterdir()}
+    missing = [] if any(n.startswith("optimizer") for n in names) else ["optimizer.pt (the optimizer's state)"]
+    if "scheduler.pt" not in names:
+        missing.append("scheduler.pt (the learning-rate schedule's position)")
+    if not missing or any(n.startswith("global_step") for n in names) or f"state:{folder}" in _WARNED:
+        return  # DeepSpeed keeps both in global_step*
+    _WARNED.add(f"state:{folder}")
+    logger.warning("`%s` has no %s: training resumes from its weights and step, but %s start anew.", folder,
+                   " and no ".join(missing), "they" if len(missing) > 1 else "that")
+
+
+def check_fits(cfg: RunConfig, folder: Path) -> None:
+    """Refuse a checkpoint whose weights cannot be loaded into this run's setup (method, adapter type, LoRA rank)."""
+    _note_missing_state(folder)
+    ft = cfg.finetuning
+    has_adapter = any((folder / name).is_file() for name in ADAPTER_FILES)
+    has_full = any((folder / name).is_file() for name in FULL_FILES)
+    saved = _saved_config(folder)
+    was = f"a `finetuning_type: {saved['finetuning_type']}` run" if isinstance(saved.get("finetuning_type"), str) \
+        else "another run"
+    fix = "Resume it with the settings it was trained with."
+    if ft.finetuning_type in ADAPTER_METHODS and has_full and not has_adapter:
+        raise _refuse(folder, f"holds full model weights (saved by {was}), but this run trains a "
+                      f"`{ft.finetuning_type}` adapter", fix)
+    if ft.finetuning_type not in ADAPTER_METHODS and has_adapter and not has_full:
+        raise _refuse(folder, f"holds an adapter (saved by {was}), but this run trains "
+                      f"`finetuning_type: {ft.finetuning_type}`", fix)
+    if ft.finetuning_type not in ADAPTER_METHODS or not has_adapter:
+        return
+    try:
+        adapter = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # the loader names an unreadable adapter_config.json
+    if not isinstance(adapter, dict):
+        return
+    peft_type, wanted = str(adapter.get("peft_type", "")).upper(), ADAPTER_METHODS[ft.finetuning_type]
+    if peft_type and peft_type != wanted:
+        article = "an" if peft_type[0] in "AEIOU" else "a"
+        raise _refuse(folder, f"holds {article} {peft_type} adapter, but this run trains `finetuning_type: "
+                      f"{ft.finetuning_type}`", fix)
+    rank = adapter.get("r")
+    if wanted == "LORA" and isinstance(rank, int) and rank and rank != ft.lora_rank:
+        raise _refuse(folder, f"holds a LoRA adapter of rank {rank}, but this run has `lora_rank: {ft.lora_rank}`",
+                      f"Set `lora_rank: {rank}` to resume it.")
+    if isinstance(saved.get("stage"), str) and saved["stage"] != ft.stage and str(folder) not in _WARNED:
+        _WARNED.add(str(folder))  # the pre-flight check and the run itself both resolve the resume: say it once
+        logger.warning("`%s` was saved by a `stage: %s` run and this run is `stage: %s`: its weights, optimizer "
+                       "state and step count carry over.", folder, saved["stage"], ft.stage)
+
+
+def guard_loads(trainer: Any, cfg: RunConfig, checkpoint: str) -> None:
+    """Report a checkpoint that transformers cannot load into this run as a user error, not a traceback."""
+    import torch
+
+    def guarded(method: Any) -> Any:
+        def load(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(*args, **kwargs)
+            except torch.OutOfMemoryError:
+                raise
+            except (RuntimeError, ValueError, KeyError) as err:
+                first = next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
+                changed = differences(cfg, Path(checkpoint))
+                if changed:
+                    saved = f" It was saved with {', '.join(changed)}"
+                elif _saved_config(Path(checkpoint)):
+                    saved = " The settings saved beside it match this run's, so it may be damaged"
+                else:
+                    saved = " It has no lf_config.yaml that would tell the settings it was saved with"
+                raise _refuse(checkpoint, f"does not fit this run: {first.rstrip('.')[:300]}.{saved}",
+                              "Resume it with the model and method it was trained with.") from None
+        return load
+
+    for name in ("_load_from_checkpoint", "_load_optimizer_and_scheduler"):
+        if hasattr(trainer, name):
+            setattr(trainer, name, guarded(getattr(trainer, name)))

@@ -306,9 +306,10 @@ def test_errors_keep_their_text(big_dir, tmp_path):
     (tmp_path / "empty.json").write_text("[]", encoding="utf-8")
     with pytest.raises(DatasetError, match=r"is empty; add rows to it"):
         load_examples(args(tmp_path), str(tmp_path / "empty.json"), "sft")
-    (tmp_path / "useless.json").write_text(json.dumps([{"instruction": "q", "output": "x", "history": "nope"}] * 3),
+    (tmp_path / "useless.json").write_text(json.dumps([{"instruction": "q", "output": "x", "system": ["a"]}] * 3),
                                            encoding="utf-8")
-    with pytest.raises(DatasetError, match=r"no usable rows for stage sft \(3 rows read; first problem: history is "):
+    with pytest.raises(DatasetError, match=r"no usable rows for stage sft \(3 rows read; first problem: the system "
+                                           r"column is a list"):
         load_examples(args(tmp_path), str(tmp_path / "useless.json"), "sft")
     with pytest.raises(DatasetError, match="needs preference pairs"):
         load_examples(args(big_dir), "a", "dpo")

@@ -142,8 +142,10 @@ def build(board: Board) -> TrainTab:
         preview_summary = SafeMarkdown()
         with gr.Row():
             preview_rows = gr.HTML(elem_classes=["lf-preview"], js_on_load=None)
+            # no data until a preview: a chart drawn as the page opens may draw before the page's translations
+            # are ready and keep `__i18n__{...}` as its axis titles (the loss charts start empty the same way)
             preview_hist = gr.BarPlot(
-                progress_view.typed_frame([], HIST_TYPES),
+                None,
                 x="tokens",
                 y="rows",
                 x_title=L("axis_tokens"),
@@ -474,8 +476,10 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     def on_preview(*values):
         *values, lang = values
         summary, rows, hist = preview_data(board, mapping_of(tab.keys, list(values)), lang)
-        # the chart's axis titles are plain text in the page's language (an I18n title would show as raw JSON)
-        return summary, rows, gr.update(value=hist, x_title=t(lang, "axis_tokens"), y_title=t(lang, "axis_rows"))
+        # the chart's axis titles are plain text in the page's language (an I18n title would show as raw JSON);
+        # no rows: no chart (None), as the page starts, rather than empty axes
+        return summary, rows, gr.update(value=hist if len(hist) else None, x_title=t(lang, "axis_tokens"),
+                                        y_title=t(lang, "axis_rows"))
 
     tab.upload_btn.click(
         on_upload,

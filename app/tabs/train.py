@@ -464,14 +464,22 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     def on_upload(file, name, lang):
         message, registered = upload_dataset(board, file, name, lang)
         if registered is None:
-            return message, gr.skip(), gr.skip()
+            return message, gr.skip(), gr.skip(), False
         folder = str(board.workspace.datasets_dir)
         choices, _ = dataset_choices(folder)
         return (
             message,
             gr.update(value=folder, choices=board.workspace.dataset_dirs()),
             gr.update(choices=choices, value=[registered]),
+            True,
         )
+
+    def on_preview_uploaded(registered, *values):
+        # a refused file leaves the preview as it was: a preview of the datasets still selected would look like
+        # the preview of the file just uploaded
+        if not registered:
+            return gr.skip(), gr.skip(), gr.skip()
+        return on_preview(*values)
 
     def on_preview(*values):
         *values, lang = values
@@ -481,14 +489,16 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         return summary, rows, gr.update(value=hist if len(hist) else None, x_title=t(lang, "axis_tokens"),
                                         y_title=t(lang, "axis_rows"))
 
+    registered = gr.State(False)
     tab.upload_btn.click(
         on_upload,
         [tab.upload_file, tab.upload_name, top.lang],
-        [tab.dataset_note, tab.dataset_dir, tab.dataset],
+        [tab.dataset_note, tab.dataset_dir, tab.dataset, registered],
         **private,
     ).then(lambda: gr.update(visible=True), None, tab.dataset_note, **private).then(
         # the preview follows the new selection (the registered dataset) without another click
-        on_preview, [*form, top.lang], [tab.preview_summary, tab.preview_rows, tab.preview_hist], **private
+        on_preview_uploaded, [registered, *form, top.lang], [tab.preview_summary, tab.preview_rows, tab.preview_hist],
+        **private,
     )
 
     tab.preview_btn.click(

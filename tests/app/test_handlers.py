@@ -283,6 +283,28 @@ def test_upload_registers_into_the_workspace(board, tmp_path):
     assert train.upload_dataset(board, str(data), "../bad", "en")[1] is None
 
 
+def test_a_refused_upload_leaves_the_data_preview_alone(board, tmp_path):
+    """After Register dataset the preview follows the new dataset; when the file is refused (bad JSON) nothing was
+    registered, and the preview must not be redrawn for the datasets still selected (it showed the demo data's 125
+    rows under the error, as if they were the uploaded file's)."""
+    from app.ui import build_ui
+
+    demo = build_ui(board)
+    button = next(b for b in demo.blocks.values() if "\"train_upload_btn\"" in str(getattr(b, "value", "")))
+    chain = [next(f for f in demo.fns.values() if (button._id, "click") in f.targets)]
+    while nxt := [f for f in demo.fns.values() if f.trigger_after == chain[-1]._id]:
+        chain.append(nxt[0])
+    upload, preview = chain[0], chain[-1]
+    broken = tmp_path / "broken.json"
+    broken.write_text('[{"instruction": "hi" "output": }]')
+    values = {upload.inputs[0]: str(broken), upload.inputs[1]: "", upload.inputs[2]: "en"}
+    out = upload.fn(*[values[b] for b in upload.inputs])
+    assert "not valid JSON" in out[0]
+    registered = out[upload.outputs.index(preview.inputs[0])]
+    shown = preview.fn(registered, *[None] * (len(preview.inputs) - 1))
+    assert all(isinstance(v, type(gr.skip())) for v in shown), shown
+
+
 def test_an_upload_never_replaces_or_removes_a_file_it_did_not_write(board, tmp_path):
     """A reused name or a file called dataset_info.json is refused before anything is copied: the dataset already
     there and the workspace's registry stay as they were (they used to be overwritten, then deleted)."""

@@ -407,3 +407,14 @@ def test_a_dataset_info_with_a_name_written_twice_gets_a_note_in_the_board(tmp_p
     assert list(found) == ["mine"] and found["mine"]["formatting"] == "alpaca"  # the last entry, as LLaMA-Factory
     assert note and "`mine` written more than once" in note and "Remove or rename the duplicates" in note
     assert catalog.datasets(DEMO_DATA)[1] is None
+
+
+def test_the_history_table_scrolls_sideways_in_a_narrow_window():
+    """The History table's columns have widths in pixels, about a wide window's width in all: shares of the window
+    left 30 px for `queue` and 37 px for `kind` in an 800 px window, and gradio broke headers and values letter by
+    letter ("q/u/e/u/e", "0:1/0", "0.6/694"); in pixels a narrow window scrolls the table instead."""
+    widths = [runs.WIDTHS[c] for c in runs.COLUMNS]
+    assert all(w.endswith("px") for w in widths), widths
+    total = sum(int(w[:-2]) for w in widths)
+    assert 1200 <= total <= 1340, total  # the whole table in a 1400 px window
+    assert all(int(runs.WIDTHS[c][:-2]) >= 60 for c in runs.COLUMNS)

@@ -78,7 +78,8 @@ def status_card(board: Board, run_id: str, lang: str) -> str:
     if prog["memory_gb"]:
         facts.append(t(lang, "progress_memory", gb=_num(prog["memory_gb"], 3)))
     if prog["stage"]:
-        stage = str(prog["stage"])
+        # a completed run's last progress event may name the stage it was in ("predicting · 32/32"): it is done
+        stage = "done" if status == "completed" else str(prog["stage"])
         if stage in STAGES:
             stage = t(lang, "stage_" + stage)
         facts.append(t(lang, "progress_stage", stage=stage))

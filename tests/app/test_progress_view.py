@@ -21,6 +21,19 @@ def test_status_card_and_charts_of_a_finished_run(board):
     assert "accuracy" not in card
 
 
+def test_a_completed_run_is_not_shown_in_its_last_stage(board):
+    """A prediction's last progress event says "predicting 32/32"; once the run completed its card said
+    "completed ... stage: predicting · 32/32" (an export, whose last event is "done", read right)."""
+    run_id = board.jobs.submit("predict", {"fake_steps": 2, "fake_stage": "predict"})
+    assert board.jobs.wait(run_id, 30) == "completed"
+    card = progress_view.status_card(board, run_id, "en")
+    assert "stage: done · 2/2" in card and "predicting" not in card, card
+    assert "阶段：完成" in progress_view.status_card(board, run_id, "zh")
+    failed = board.jobs.submit("predict", {"fake_steps": 2, "fake_stage": "predict", "fake_fail": True})
+    assert board.jobs.wait(failed, 30) == "failed"
+    assert "stage: predicting" in progress_view.status_card(board, failed, "en")  # where it stopped
+
+
 def test_the_card_shows_eval_accuracy_when_the_run_computes_it(board):
     run_id = board.jobs.submit("train", {"fake_steps": 2, "compute_accuracy": True})
     assert board.jobs.wait(run_id, 30) == "completed"

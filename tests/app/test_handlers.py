@@ -93,6 +93,27 @@ def test_numeric_widgets_are_bounded_never_free_text():
                 assert not isinstance(default, (int, float)) or isinstance(default, bool), key
 
 
+def test_out_of_range_numbers_reach_the_check_that_names_them(board):
+    """Typed out-of-range numbers (cutoff 0, epochs -3, batch size 1e11) used to be refused by gradio before any
+    handler ran, with one English toast naming no field ("Value 0 is less than minimum value 8."), even on a
+    Chinese page; they now reach Start, whose message names every key out of range at once."""
+    with gr.Blocks():
+        box = widgets.make_widget("cutoff_len")
+        ints = widgets.make_widget("per_device_train_batch_size")
+    assert box.get_block_name() == "number" and box.minimum == 8  # drawn as gradio's, its bounds for the arrows
+    assert box.preprocess(0) == 0 and ints.preprocess(1e11) == 100_000_000_000 and box.preprocess(None) is None
+    assert isinstance(box.preprocess(12.6), int)  # still rounded to the box's precision
+    mapping = dict(model_name_or_path="demo", stage="sft", dataset="demo_identity", template="chatml",
+                   dataset_dir=str(Path(__file__).resolve().parents[2] / "examples" / "data"),
+                   cutoff_len=box.preprocess(0), num_train_epochs=-3.0,
+                   per_device_train_batch_size=ints.preprocess(1e11))
+    message, run_id = train.start_run(board, mapping, None, "zh")
+    assert run_id is None
+    assert message.startswith("运行未开始")
+    for key in ("cutoff_len: 0", "num_train_epochs: -3.0", "per_device_train_batch_size: 100000000000"):
+        assert key in message, message
+
+
 def test_widget_value_round_trip():
     assert widgets.from_widget("quantization_bit", "none") is None
     assert widgets.to_widget("quantization_bit", 4) == "4"

@@ -126,6 +126,15 @@ def parallel_text(info: dict[str, Any], lang: str) -> str:
     return " · ".join(parts)
 
 
+def live_run(board: Board, kinds: tuple[str, ...]) -> str:
+    """The newest queued or running run of ``kinds`` ("" when none): what a tab that watches no run shows, so that a
+    second browser (or one whose storage was cleared) does not say "No run yet" beside a running run."""
+    for info in board.jobs.list():
+        if info.get("kind") in kinds and info.get("status") in ("queued", "running"):
+            return str(info["id"])
+    return ""
+
+
 def empty_card(lang: str) -> str:
     return f'<div class="lf-status lf-empty">{html.escape(t(lang, "progress_none"))}</div>'
 

@@ -90,3 +90,31 @@ def test_generating_evaluations_show_their_scores():
     assert eval_scores({"eval_bleu-4": 13.9, "eval_rouge-l": 19.8, "eval_rouge-1": 25.0, "eval_runtime": 1.0}) == [
         ("BLEU-4", 13.9), ("ROUGE-L", 19.8)]
     assert eval_scores({"eval_loss": 1.0, "eval_a_loss": 2.0, "eval_a_runtime": 0.1}) == [("a", 2.0)]
+
+
+def test_a_page_that_watches_no_run_watches_the_live_one(board):
+    """A second browser (or one whose storage was cleared) said "No run yet. The progress of the next run shows up
+    here." beside a running training run, inviting a second Start; as it loads, each tab that watches no run now
+    watches the newest queued or running run of its kinds."""
+    import gradio as gr
+
+    from app.ui import build_ui
+
+    demo = build_ui(board)
+    states = {}
+    for fn in demo.fns.values():
+        if any(t[1] == "load" for t in fn.targets) and len(fn.outputs) == 1 and fn.outputs == fn.inputs:
+            if isinstance(fn.outputs[0], gr.BrowserState):
+                states[fn.outputs[0].storage_key] = fn
+    assert set(states) >= {"lfboard-train-run", "lfboard-eval-run", "lfboard-export-run"}, set(states)
+    train_load, eval_load = states["lfboard-train-run"], states["lfboard-eval-run"]
+    skip = type(gr.skip())
+    assert isinstance(train_load.fn(""), skip)  # nothing running: still "No run yet"
+    run_id = board.jobs.submit("train", {"fake_steps": 400, "fake_sleep": 0.05})
+    board.jobs.wait(run_id, 30, statuses=("running",))
+    assert train_load.fn("") == run_id
+    assert isinstance(train_load.fn("20260101-000000-train-abcd"), skip)  # the page's own run stays
+    assert isinstance(eval_load.fn(""), skip)  # another kind
+    board.jobs.abort(run_id)
+    board.jobs.wait(run_id, 30)
+    assert isinstance(train_load.fn(""), skip)

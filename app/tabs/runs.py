@@ -138,6 +138,8 @@ def table_frame(board: Board, lang: str) -> tuple[pd.DataFrame, list[str]]:
 
     rows = history.summaries(runs, board.jobs.runs_dir, last_loss)
     for row in rows:
+        if row["status"] == "aborted" and not row["reason"]:  # Abort (the engine records no error for it)
+            row["reason"] = t(lang, "runs_reason_stopped")
         row["status"] = t(lang, "status_" + row["status"]) if row["status"] else ""
         row["kind"] = t(lang, "kind_" + row["kind"]) if row["kind"] in KINDS else row["kind"]
         row["queue"] = row["queue"] or ""

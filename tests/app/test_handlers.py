@@ -408,6 +408,18 @@ def test_history_says_why_a_run_failed(board):
     assert reasons[silent].endswith("… something went badly wrong") and "\n" not in reasons[silent]
 
 
+def test_history_says_an_aborted_run_was_stopped(board):
+    """The engine records no error for a run stopped with Abort: its reason was empty, as for a completed run."""
+    run_id = board.jobs.submit("train", {"fake_steps": 400, "fake_sleep": 0.05, "stage": "sft"})
+    board.jobs.wait(run_id, 30, statuses=("running",))
+    board.jobs.abort(run_id)
+    assert board.jobs.wait(run_id, 30) == "aborted"
+    board.jobs.folder(run_id).update(error=None)  # as the engine writes it (the fake engine writes one)
+    for lang, words in (("en", "stopped on request"), ("zh", "已按要求停止")):
+        frame, ids = runs.table_frame(board, lang)
+        assert frame.iloc[ids.index(run_id), -1] == words
+
+
 def test_history_reason_is_one_bounded_line():
     from app.history import REASON_CHARS, reason
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from typing import Any
 
 import pandas as pd
@@ -139,6 +140,13 @@ def empty_card(lang: str) -> str:
     return f'<div class="lf-status lf-empty">{html.escape(t(lang, "progress_none"))}</div>'
 
 
+def missing_card(run_id: str, lang: str) -> str:
+    """The card of a watched run whose folder is gone: that, and that the next run shows here."""
+    text = html.escape(t(lang, "run_missing", run=run_id) + " " + t(lang, "progress_next"))
+    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+    return f'<div class="lf-status lf-empty">{text}</div>'
+
+
 def typed_frame(rows: list[dict[str, Any]], dtypes: dict[str, str]) -> pd.DataFrame:
     """A frame with fixed column types, so that an empty chart already has a numeric (not a category) axis."""
     return pd.DataFrame(rows, columns=list(dtypes)).astype(dtypes)
@@ -187,10 +195,11 @@ def watch(board: Board, run_id: str | None, seen: Any, lang: str) -> dict[str, A
         marker = [run_id, -1, lang]
         if seen == marker:
             return None
+        # deleted (in History, or by hand): said in the card, not in the box headed "Why the run failed"
         return {
-            "card": empty_card(lang),
+            "card": missing_card(run_id, lang),
             "log": "",
-            "error": t(lang, "run_missing", run=run_id),
+            "error": "",
             "final": True,
             "seen": marker,
             "exists": False,

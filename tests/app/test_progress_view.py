@@ -69,8 +69,14 @@ def test_watch_redraw_rules(board):
     assert not second["reset"] and second["changed"] and second["final"]
     assert progress_view.watch(board, run_id, second["seen"], "en") is None
     assert progress_view.watch(board, run_id, second["seen"], "zh")["reset"]  # new language, new series names
+    # a watched run deleted in History: said in the card, not in the box headed "Why the run failed" (the red box
+    # said a completed run "failed" once it was deleted)
     gone = progress_view.watch(board, "20200101-000000-train-dead", None, "en")
-    assert "no longer exists" in gone["error"]
+    assert gone["error"] == ""
+    assert "Run <code>20200101-000000-train-dead</code> no longer exists" in gone["card"]
+    assert "next run shows up here" in gone["card"]
+    assert "运行 <code>20200101-000000-train-dead</code> 已不在" in progress_view.watch(
+        board, "20200101-000000-train-dead", None, "zh")["card"]
 
 
 def test_the_parallel_strategy_reads_in_the_page_language():

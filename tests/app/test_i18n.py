@@ -74,6 +74,7 @@ def test_every_key_used_in_the_app_exists():
     from app.dataset_preview import MEDIA_LABELS
     from app.progress_view import PARALLEL_WORDS, STAGES
     from app.tabs.evaluate import METRIC_COLUMNS, PREDICTION_COLUMNS
+    from app.tabs.profile import COLUMNS as PROFILE_COLUMNS
     from app.tabs.runs import COLUMNS
     from app.tabs.strategy import PARTS
     from engine.config import all_keys
@@ -82,7 +83,7 @@ def test_every_key_used_in_the_app_exists():
     families = {
         "status_": [*STATUSES, "unknown"],
         "abort_": ["cancelled", "stopping", "finished"],
-        "col_": [*COLUMNS, *METRIC_COLUMNS, *PREDICTION_COLUMNS],
+        "col_": [*COLUMNS, *METRIC_COLUMNS, *PREDICTION_COLUMNS, *PROFILE_COLUMNS],
         "stage_": STAGES,
         "preview_": ["trained", "masked", "chosen", "rejected", "kto_tag", *MEDIA_LABELS],
         "f_": list(all_keys()),

@@ -451,3 +451,17 @@ def test_the_history_table_scrolls_sideways_in_a_narrow_window():
     total = sum(int(w[:-2]) for w in widths)
     assert 1200 <= total <= 1340, total  # the whole table in a 1400 px window
     assert all(int(runs.WIDTHS[c][:-2]) >= 60 for c in runs.COLUMNS)
+
+
+def test_generation_settings_show_only_for_predict(board):
+    """Eval (loss, perplexity) generates nothing, yet the Evaluate tab showed its generation settings (max new
+    tokens, temperature, top-p, ...) in that mode too, as if they changed the result."""
+    from app.ui import build_ui
+
+    demo = build_ui(board)
+    mode = next(b for b in demo.blocks.values() if isinstance(b, gr.Radio) and '"eval_mode"' in str(b.label))
+    fns = [f for f in demo.fns.values() if (mode._id, "change") in f.targets]
+    accordions = [o for f in fns for o in f.outputs if isinstance(o, gr.Accordion)]
+    assert len(accordions) == 1 and '"eval_generation"' in str(accordions[0].label)
+    fn = next(f for f in fns if accordions[0] in f.outputs)
+    assert fn.fn("eval")["visible"] is False and fn.fn("predict")["visible"] is True

@@ -345,13 +345,14 @@ def abort_message(board: Board, run_id: str, outcome: str, lang: str) -> str:
 
 def loaded_message(lang: str, name: str, mapping: dict[str, Any], keys: list[str]) -> str:
     """"Loaded", and the keys of the file the form does not carry (they would not reach the run), if any."""
-    from app.config_import import left_out, named
+    from app.config_import import left_out, misspelt, named
 
     message = t(lang, "config_loaded", name=name)
     missing = left_out(mapping, keys)
     if missing:
         message += t(lang, "config_left_out", keys=named(missing), name=name)  # en starts with a space, zh not
-    return message
+    typos = [t(lang, "config_did_you_mean", typo=key, close=close) for key, close in misspelt(mapping)]
+    return "\n\n".join([message, *typos])
 
 
 def form_values(tab: TrainTab, mapping: dict[str, Any], board: Board) -> list[Any]:
@@ -599,8 +600,10 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             return [gr.skip() for _ in range(len(form) + 1)]
         try:
             mapping = read_yaml(file)
-        except ConfigError as err:
-            return [str(err), *(gr.skip() for _ in form)]
+        except ConfigError as err:  # named as the user knows it, not by gradio's copy of it
+            name = Path(file).name
+            problems = "\n".join(f"- {p.replace(str(file), name)}" for p in err.problems)
+            return [t(lang, "config_unreadable", name=name) + "\n" + problems, *(gr.skip() for _ in form)]
         return [loaded_message(lang, Path(file).name, mapping, tab.keys), *form_values(tab, mapping, board)]
 
     tab.load_file.upload(on_load_file, [tab.load_file, top.lang], [tab.message, *form], **private)

@@ -97,8 +97,15 @@ def status_card(board: Board, run_id: str, lang: str) -> str:
         facts.append(t(lang, "progress_parallel", text=parallel_text(mon.info["parallel"], lang)))
     if status == "running" and prog["step"] is None and fraction is None:
         lines.append(t(lang, "progress_starting"))
-    if status == "aborted":
-        lines.append(t(lang, "progress_aborted"))
+    if status == "aborted":  # cancelled in the queue, stopped before its first checkpoint, or stopped with one kept
+        if not mon.info.get("started_at"):
+            lines.append(t(lang, "progress_cancelled"))
+        elif mon.info.get("kind") != "train":  # an evaluation or export keeps no checkpoint
+            lines.append(t(lang, "progress_stopped"))
+        elif prog["checkpoints"]:
+            lines.append(t(lang, "progress_aborted"))
+        else:
+            lines.append(t(lang, "progress_aborted_no_checkpoint"))
     body = "".join(f"<div>{html.escape(line)}</div>" for line in lines)
     facts_html = f'<div class="lf-facts">{" · ".join(html.escape(f) for f in facts)}</div>' if facts else ""
     return f'<div class="lf-status">{head}{bar}{facts_html}{body}</div>'

@@ -137,8 +137,11 @@ def table_frame(board: Board, lang: str) -> tuple[pd.DataFrame, list[str]]:
             return None
 
     rows = history.summaries(runs, board.jobs.runs_dir, last_loss)
+    started = {info["id"] for info in runs if info.get("started_at")}
     for row in rows:
-        if row["status"] == "aborted" and not row["reason"]:  # Abort (the engine records no error for it)
+        if row["status"] == "aborted" and row["id"] not in started:  # cancelled while it waited in the queue
+            row["reason"] = t(lang, "runs_reason_cancelled")
+        elif row["status"] == "aborted" and not row["reason"]:  # Abort (the engine records no error for it)
             row["reason"] = t(lang, "runs_reason_stopped")
         row["status"] = t(lang, "status_" + row["status"]) if row["status"] else ""
         row["kind"] = t(lang, "kind_" + row["kind"]) if row["kind"] in KINDS else row["kind"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 from app import progress_view
 
@@ -124,3 +125,38 @@ def test_a_page_that_watches_no_run_watches_the_live_one(board):
     board.jobs.abort(run_id)
     board.jobs.wait(run_id, 30)
     assert isinstance(train_load.fn(""), skip)
+
+
+def test_a_stopped_run_says_what_it_kept(board):
+    """Every aborted run's card said "Stopped on request; the last checkpoint is kept.", also a run cancelled while
+    it waited in the queue (History gave its reason in English: "cancelled before it started"), a training run
+    stopped before its first checkpoint, and an evaluation, which keeps none."""
+    from app.tabs import runs
+
+    first = board.jobs.submit("train", {"fake_steps": 400, "fake_sleep": 0.05})
+    queued = board.jobs.submit("train", {"fake_steps": 2})
+    assert board.jobs.status(queued)["status"] == "queued"
+    assert board.jobs.abort(queued) == "cancelled"
+    card = progress_view.status_card(board, queued, "zh")
+    assert "在开始前已取消" in card and "检查点" not in card
+    frame, ids = runs.table_frame(board, "zh")
+    assert frame.iloc[ids.index(queued), -1] == "开始前已取消"
+    board.jobs.wait(first, 30, statuses=("running",))
+    board.jobs.abort(first)  # at once: stopped before any checkpoint
+    assert board.jobs.wait(first, 30) == "aborted"
+    if not board.jobs.monitor(first).progress()["checkpoints"]:
+        assert "before any checkpoint was saved" in progress_view.status_card(board, first, "en")
+    second = board.jobs.submit("train", {"fake_steps": 400, "fake_sleep": 0.05})
+    deadline = time.time() + 30
+    while (board.jobs.status(second).get("step") or 0) < 3:
+        assert time.time() < deadline
+        time.sleep(0.05)
+    board.jobs.abort(second)
+    assert board.jobs.wait(second, 30) == "aborted"  # the fake engine records a checkpoint as it stops
+    assert "the last checkpoint is kept" in progress_view.status_card(board, second, "en")
+    evaluation = board.jobs.submit("eval", {"fake_steps": 400, "fake_sleep": 0.05})
+    board.jobs.wait(evaluation, 30, statuses=("running",))
+    board.jobs.abort(evaluation)
+    assert board.jobs.wait(evaluation, 30) == "aborted"
+    card = progress_view.status_card(board, evaluation, "en")
+    assert "<div>Stopped on request.</div>" in card and "checkpoint is kept" not in card

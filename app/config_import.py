@@ -92,3 +92,22 @@ def named(items: list[str]) -> str:
     """The list for a message: the first :data:`MAX_NAMED`, then how many more."""
     shown = ", ".join(items[:MAX_NAMED])
     return shown if len(items) <= MAX_NAMED else f"{shown} (+{len(items) - MAX_NAMED})"
+
+
+def misspelt(mapping: dict[str, Any]) -> list[tuple[str, str]]:
+    """(key, the config key it is close to) for each key of ``mapping`` that the engine does not know, as the
+    engine's own check suggests them (``learning_rat`` → ``learning_rate``): a typo read as "not in the form" alone
+    would look deliberate."""
+    import difflib
+
+    from engine.config import all_keys
+
+    vocabulary = list(all_keys())
+    out = []
+    for key in map(str, mapping):
+        if key in vocabulary or key in SET_BY_THE_BOARD or lf_keys.handles(key) or key in _hf_defaults():
+            continue
+        close = difflib.get_close_matches(key, vocabulary, n=1, cutoff=0.8)
+        if close:
+            out.append((key, close[0]))
+    return out

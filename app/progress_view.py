@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from typing import Any
 
 import pandas as pd
@@ -78,7 +79,8 @@ def status_card(board: Board, run_id: str, lang: str) -> str:
     if prog["memory_gb"]:
         facts.append(t(lang, "progress_memory", gb=_num(prog["memory_gb"], 3)))
     if prog["stage"]:
-        stage = str(prog["stage"])
+        # a completed run's last progress event may name the stage it was in ("predicting · 32/32"): it is done
+        stage = "done" if status == "completed" else str(prog["stage"])
         if stage in STAGES:
             stage = t(lang, "stage_" + stage)
         facts.append(t(lang, "progress_stage", stage=stage))
@@ -95,8 +97,15 @@ def status_card(board: Board, run_id: str, lang: str) -> str:
         facts.append(t(lang, "progress_parallel", text=parallel_text(mon.info["parallel"], lang)))
     if status == "running" and prog["step"] is None and fraction is None:
         lines.append(t(lang, "progress_starting"))
-    if status == "aborted":
-        lines.append(t(lang, "progress_aborted"))
+    if status == "aborted":  # cancelled in the queue, stopped before its first checkpoint, or stopped with one kept
+        if not mon.info.get("started_at"):
+            lines.append(t(lang, "progress_cancelled"))
+        elif mon.info.get("kind") != "train":  # an evaluation or export keeps no checkpoint
+            lines.append(t(lang, "progress_stopped"))
+        elif prog["checkpoints"]:
+            lines.append(t(lang, "progress_aborted"))
+        else:
+            lines.append(t(lang, "progress_aborted_no_checkpoint"))
     body = "".join(f"<div>{html.escape(line)}</div>" for line in lines)
     facts_html = f'<div class="lf-facts">{" · ".join(html.escape(f) for f in facts)}</div>' if facts else ""
     return f'<div class="lf-status">{head}{bar}{facts_html}{body}</div>'
@@ -125,8 +134,24 @@ def parallel_text(info: dict[str, Any], lang: str) -> str:
     return " · ".join(parts)
 
 
+def live_run(board: Board, kinds: tuple[str, ...]) -> str:
+    """The newest queued or running run of ``kinds`` ("" when none): what a tab that watches no run shows, so that a
+    second browser (or one whose storage was cleared) does not say "No run yet" beside a running run."""
+    for info in board.jobs.list():
+        if info.get("kind") in kinds and info.get("status") in ("queued", "running"):
+            return str(info["id"])
+    return ""
+
+
 def empty_card(lang: str) -> str:
     return f'<div class="lf-status lf-empty">{html.escape(t(lang, "progress_none"))}</div>'
+
+
+def missing_card(run_id: str, lang: str) -> str:
+    """The card of a watched run whose folder is gone: that, and that the next run shows here."""
+    text = html.escape(t(lang, "run_missing", run=run_id) + " " + t(lang, "progress_next"))
+    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+    return f'<div class="lf-status lf-empty">{text}</div>'
 
 
 def typed_frame(rows: list[dict[str, Any]], dtypes: dict[str, str]) -> pd.DataFrame:
@@ -177,10 +202,11 @@ def watch(board: Board, run_id: str | None, seen: Any, lang: str) -> dict[str, A
         marker = [run_id, -1, lang]
         if seen == marker:
             return None
+        # deleted (in History, or by hand): said in the card, not in the box headed "Why the run failed"
         return {
-            "card": empty_card(lang),
+            "card": missing_card(run_id, lang),
             "log": "",
-            "error": t(lang, "run_missing", run=run_id),
+            "error": "",
             "final": True,
             "seen": marker,
             "exists": False,

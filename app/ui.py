@@ -7,9 +7,12 @@ unexpected error reaches the page as text (:mod:`app.handler_errors`).
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import gradio as gr
 
-from app import api, topbar
+from app import api, progress_view, topbar
 from app.context import Board
 from app.handler_errors import guard_handlers
 from app.i18n import L
@@ -57,10 +60,22 @@ def build_ui(board: Board) -> gr.Blocks:
             "export": ("export", export_tab.watched),
         }
         runs.wire(runs_tab, board, demo, tabs, watchers, top.lang, opened=tab_history)
+        # a page that watches no run in a tab (another browser than the one that started it) watches the live one
+        for state, kinds in ((train_tab.watched, ("train",)), (eval_tab.watched, ("eval", "predict")),
+                             (export_tab.watched, ("export",))):
+            demo.load(functools.partial(adopt_live_run, board, kinds), state, state, api_visibility="private",
+                      show_progress="hidden")
         profile.wire(profile_panel, board, demo, top.lang)
         api.register(board)
     guard_handlers(demo, api.API_NAMES)
     return demo
+
+
+def adopt_live_run(board: Board, kinds: tuple[str, ...], watched: str | None) -> Any:
+    """The run a tab watches as the page loads: its own, else the newest live run of ``kinds`` (else unchanged)."""
+    if watched:
+        return gr.skip()
+    return progress_view.live_run(board, kinds) or gr.skip()
 
 
 def launch_options(board: Board, host: str = "127.0.0.1", open_hosts: bool = False) -> dict:

@@ -16,6 +16,7 @@ from typing import Any, get_args, get_origin
 import gradio as gr
 
 from app.i18n import L
+from app.number_box import NumberBox
 from engine.config import all_keys, field_type, literal_choices
 
 AUTO = "auto"
@@ -154,7 +155,7 @@ def make_widget(key: str, value: Any = None, **kwargs: Any) -> gr.components.Com
         _, optional = _plain(field_type(section, key))
         # an optional number (max_samples, eval_steps...) is "not set" at 0, so its box starts at 0
         low = min(0, meta["min"]) if optional and meta.get("min") is not None else meta.get("min")
-        return gr.Number(
+        return NumberBox(
             value=shown,
             minimum=low,
             maximum=meta.get("max"),

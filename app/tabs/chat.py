@@ -377,16 +377,43 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     )
 
     def on_page_load(servers, lang):
+        # also when the page's language is set: the load's line is composed before it is known (a Chinese page
+        # kept it in English)
         live = live_servers(board, servers)
-        if not live:  # a new browser, or the page of an earlier board: adopt the workers still running
+        adopted = not live
+        if adopted:  # a new browser, or the page of an earlier board: adopt the workers still running
             live = live_servers(board, chat_workers.adopt(board))
         if not live:
             return gr.skip(), {}, gr.update(visible=False)
-        ports = ", ".join(f"{side}: {s.get('port')}" for side, s in live.items())
+        loading = not adopted and not all(s.get("ready") for s in live.values())  # Load tells its progress
         return (
-            t(lang, "chat_reattached", ports=ports),
+            gr.skip() if loading else served_line(board, live, lang, adopted),
             {s: v["id"] for s, v in live.items()},
             gr.update(visible="base" in live),
         )
 
-    demo.load(on_page_load, [tab.servers, top.lang], [tab.status, tab.servers, tab.chatbot_base], **private)
+    gr.on([demo.load, top.lang.change], on_page_load, [tab.servers, top.lang],
+          [tab.status, tab.servers, tab.chatbot_base], show_progress="hidden", **private)
+
+
+def served_line(board: Board, live: dict[str, dict[str, Any]], lang: str, adopted: bool) -> str:
+    """The status line of running chat servers: the model and adapter the main one serves (read from its config,
+    not from the top bar, which a reopened page shows as it starts) and the ports; ``adopted``: the page found
+    them running (not loaded from it)."""
+    from app.history import read_config
+    from engine.runs import RunFolder
+
+    ports = ", ".join(f"{side}: {s.get('port')}" for side, s in live.items())
+    main = live.get("main") or next(iter(live.values()))
+    config = read_config(RunFolder(board.jobs.runs_dir / main["id"]))
+    model = config.get("model_name_or_path") or "?"
+    adapter = config.get("adapter_name_or_path")
+    if isinstance(adapter, list):
+        adapter = ", ".join(map(str, adapter))
+    if adopted:
+        if adapter:
+            return t(lang, "chat_reattached", model=model, adapter=adapter, ports=ports)
+        return t(lang, "chat_reattached_no_adapter", model=model, ports=ports)
+    if adapter:
+        return t(lang, "chat_ready", model=model, adapter=adapter, ports=ports)
+    return t(lang, "chat_ready_no_adapter", model=model, ports=ports)

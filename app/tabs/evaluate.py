@@ -45,6 +45,7 @@ class EvaluateTab:
     timer: gr.Timer
     keys: list[str] = field(default_factory=list)
     fields: dict[str, Any] = field(default_factory=dict)
+    generation: gr.Accordion | None = None
 
 
 def build(board: Board) -> EvaluateTab:
@@ -79,7 +80,7 @@ def build(board: Board) -> EvaluateTab:
     with gr.Row():
         for key in EVAL_KEYS:
             fields[key] = make_widget(key, {"max_samples": 50, "cutoff_len": start.get("cutoff_len")}.get(key))
-    with gr.Accordion(L("eval_generation"), open=True):
+    with gr.Accordion(L("eval_generation"), open=True) as generation:
         with gr.Row():
             for key in forms.GENERATION_KEYS:
                 fields[key] = make_widget(key, {"do_sample": False, "max_new_tokens": 64}.get(key))
@@ -122,6 +123,7 @@ def build(board: Board) -> EvaluateTab:
         timer=gr.Timer(1.5),
         keys=list(fields),
         fields=fields,
+        generation=generation,
     )
 
 
@@ -204,6 +206,8 @@ def wire(tab: EvaluateTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         return gr.update(choices=choices, value=[s for s in selected or [] if s in names])
 
     tab.dataset_dir.change(on_dataset_dir, [tab.dataset_dir, tab.dataset], tab.dataset, **private)
+    # the generation settings only matter to Predict: Eval (loss, perplexity) generates nothing
+    tab.mode.change(lambda mode: gr.update(visible=mode == "predict"), tab.mode, tab.generation, **private)
 
     def on_start(*values):
         *values, lang = values

@@ -44,7 +44,8 @@ def profiled_runs(runs_dir: Path, runs: list[dict[str, Any]]) -> list[str]:
 
 def profile_view(runs_dir: Path, run_id: str | None, lang: str | None) -> tuple[str, pd.DataFrame]:
     """(summary line, table) of one run's profile; a hint and an empty table when there is none."""
-    empty = pd.DataFrame(columns=COLUMNS)
+    headers = [t(lang, f"col_{c}") for c in COLUMNS]  # in the page's language
+    empty = pd.DataFrame(columns=headers)
     if not run_id:
         return t(lang, "profile_empty"), empty
     report = read_profile(runs_dir / run_id)
@@ -53,7 +54,9 @@ def profile_view(runs_dir: Path, run_id: str | None, lang: str | None) -> tuple[
     rows = [{**r, "share": f"{100 * float(r.get('share', 0)):.1f}%"} for r in report["modules"]]
     summary = t(lang, "profile_summary", steps=report.get("steps", 0), device=report.get("device", "?"),
                 clock=report.get("clock", "?"), step_ms=report.get("step_ms", 0))
-    return summary, pd.DataFrame(rows, columns=COLUMNS)
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    frame.columns = headers
+    return summary, frame
 
 
 def wire(panel: ProfilePanel, board: Board, demo: gr.Blocks, lang: gr.State) -> None:
@@ -67,6 +70,7 @@ def wire(panel: ProfilePanel, board: Board, demo: gr.Blocks, lang: gr.State) -> 
 
     outputs = [panel.run, panel.summary, panel.table]
     panel.refresh_btn.click(on_refresh, [panel.run, lang], outputs, **private)
-    demo.load(on_refresh, [panel.run, lang], outputs, **private)
+    # and again when the page's language is known (composed on load, a Chinese page kept its hint in English)
+    gr.on([demo.load, lang.change], on_refresh, [panel.run, lang], outputs, show_progress="hidden", **private)
     panel.run.input(lambda r, lc: profile_view(board.jobs.runs_dir, r, lc), [panel.run, lang],
                     [panel.summary, panel.table], **private)

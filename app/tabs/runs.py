@@ -20,9 +20,11 @@ from app.progress_view import typed_frame
 from app.tabs.train import abort_message
 from engine.runs import FINAL_STATUSES, KINDS, RunFolder
 
-# column: share of the table's width (run ids and dates stay on one line; a failure's reason wraps in what is left)
-WIDTHS = {"id": "18%", "kind": "5%", "status": "7%", "queue": "4%", "stage": "5%", "model": "7%", "dataset": "10%",
-          "started": "11%", "duration": "6%", "final_loss": "6%", "reason": "21%"}
+# column widths in pixels (about 1,330 in all: a wide window shows the whole table; a narrow one scrolls it sideways
+# instead of breaking headers and values letter by letter, as shares of a narrow window's width did); run ids and
+# dates stay on one line, a failure's reason wraps in its column
+WIDTHS = {"id": "260px", "kind": "80px", "status": "95px", "queue": "65px", "stage": "60px", "model": "90px",
+          "dataset": "140px", "started": "165px", "duration": "95px", "final_loss": "85px", "reason": "195px"}
 COLUMNS = list(WIDTHS)
 
 
@@ -135,7 +137,12 @@ def table_frame(board: Board, lang: str) -> tuple[pd.DataFrame, list[str]]:
             return None
 
     rows = history.summaries(runs, board.jobs.runs_dir, last_loss)
+    started = {info["id"] for info in runs if info.get("started_at")}
     for row in rows:
+        if row["status"] == "aborted" and row["id"] not in started:  # cancelled while it waited in the queue
+            row["reason"] = t(lang, "runs_reason_cancelled")
+        elif row["status"] == "aborted" and not row["reason"]:  # Abort (the engine records no error for it)
+            row["reason"] = t(lang, "runs_reason_stopped")
         row["status"] = t(lang, "status_" + row["status"]) if row["status"] else ""
         row["kind"] = t(lang, "kind_" + row["kind"]) if row["kind"] in KINDS else row["kind"]
         row["queue"] = row["queue"] or ""

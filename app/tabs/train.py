@@ -142,8 +142,10 @@ def build(board: Board) -> TrainTab:
         preview_summary = SafeMarkdown()
         with gr.Row():
             preview_rows = gr.HTML(elem_classes=["lf-preview"], js_on_load=None)
+            # no data until a preview: a chart drawn as the page opens may draw before the page's translations
+            # are ready and keep `__i18n__{...}` as its axis titles (the loss charts start empty the same way)
             preview_hist = gr.BarPlot(
-                progress_view.typed_frame([], HIST_TYPES),
+                None,
                 x="tokens",
                 y="rows",
                 x_title=L("axis_tokens"),
@@ -343,13 +345,14 @@ def abort_message(board: Board, run_id: str, outcome: str, lang: str) -> str:
 
 def loaded_message(lang: str, name: str, mapping: dict[str, Any], keys: list[str]) -> str:
     """"Loaded", and the keys of the file the form does not carry (they would not reach the run), if any."""
-    from app.config_import import left_out, named
+    from app.config_import import left_out, misspelt, named
 
     message = t(lang, "config_loaded", name=name)
     missing = left_out(mapping, keys)
     if missing:
         message += t(lang, "config_left_out", keys=named(missing), name=name)  # en starts with a space, zh not
-    return message
+    typos = [t(lang, "config_did_you_mean", typo=key, close=close) for key, close in misspelt(mapping)]
+    return "\n\n".join([message, *typos])
 
 
 def form_values(tab: TrainTab, mapping: dict[str, Any], board: Board) -> list[Any]:
@@ -462,29 +465,41 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     def on_upload(file, name, lang):
         message, registered = upload_dataset(board, file, name, lang)
         if registered is None:
-            return message, gr.skip(), gr.skip()
+            return message, gr.skip(), gr.skip(), False
         folder = str(board.workspace.datasets_dir)
         choices, _ = dataset_choices(folder)
         return (
             message,
             gr.update(value=folder, choices=board.workspace.dataset_dirs()),
             gr.update(choices=choices, value=[registered]),
+            True,
         )
+
+    def on_preview_uploaded(registered, *values):
+        # a refused file leaves the preview as it was: a preview of the datasets still selected would look like
+        # the preview of the file just uploaded
+        if not registered:
+            return gr.skip(), gr.skip(), gr.skip()
+        return on_preview(*values)
 
     def on_preview(*values):
         *values, lang = values
         summary, rows, hist = preview_data(board, mapping_of(tab.keys, list(values)), lang)
-        # the chart's axis titles are plain text in the page's language (an I18n title would show as raw JSON)
-        return summary, rows, gr.update(value=hist, x_title=t(lang, "axis_tokens"), y_title=t(lang, "axis_rows"))
+        # the chart's axis titles are plain text in the page's language (an I18n title would show as raw JSON);
+        # no rows: no chart (None), as the page starts, rather than empty axes
+        return summary, rows, gr.update(value=hist if len(hist) else None, x_title=t(lang, "axis_tokens"),
+                                        y_title=t(lang, "axis_rows"))
 
+    registered = gr.State(False)
     tab.upload_btn.click(
         on_upload,
         [tab.upload_file, tab.upload_name, top.lang],
-        [tab.dataset_note, tab.dataset_dir, tab.dataset],
+        [tab.dataset_note, tab.dataset_dir, tab.dataset, registered],
         **private,
     ).then(lambda: gr.update(visible=True), None, tab.dataset_note, **private).then(
         # the preview follows the new selection (the registered dataset) without another click
-        on_preview, [*form, top.lang], [tab.preview_summary, tab.preview_rows, tab.preview_hist], **private
+        on_preview_uploaded, [registered, *form, top.lang], [tab.preview_summary, tab.preview_rows, tab.preview_hist],
+        **private,
     )
 
     tab.preview_btn.click(
@@ -585,8 +600,10 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             return [gr.skip() for _ in range(len(form) + 1)]
         try:
             mapping = read_yaml(file)
-        except ConfigError as err:
-            return [str(err), *(gr.skip() for _ in form)]
+        except ConfigError as err:  # named as the user knows it, not by gradio's copy of it
+            name = Path(file).name
+            problems = "\n".join(f"- {p.replace(str(file), name)}" for p in err.problems)
+            return [t(lang, "config_unreadable", name=name) + "\n" + problems, *(gr.skip() for _ in form)]
         return [loaded_message(lang, Path(file).name, mapping, tab.keys), *form_values(tab, mapping, board)]
 
     tab.load_file.upload(on_load_file, [tab.load_file, top.lang], [tab.message, *form], **private)

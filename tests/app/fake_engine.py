@@ -6,7 +6,8 @@ traceback-like message after the steps), ``fake_ignore_term`` (ignore SIGTERM: t
 ``fake_silent_exit`` (exit 3 without writing a final status), ``fake_disk_full`` (print an ENOSPC error and exit 1
 without a final status, as an engine whose disk filled up), ``fake_no_status`` (exit 0 without a final status or
 end event, as an engine that could not write them), ``fake_os_exit`` (exit 0 without either and without saying
-why, as user code calling ``os._exit(0)``).
+why, as user code calling ``os._exit(0)``), ``fake_stage`` (a last ``progress`` event in that stage, done/total =
+steps, as evaluation and export write).
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ def main() -> int:
             eta=(steps - step) * 0.01,
         )
         print(f"step {step}/{steps} loss={loss:.3f}", flush=True)
+    if cfg.get("fake_stage"):
+        emit(event="progress", stage=cfg["fake_stage"], done=steps, total=steps, fraction=1.0)
     if cfg.get("fake_disk_full"):
         print("OSError: [Errno 28] No space left on device: 'checkpoint-5/optimizer.pt'", flush=True)
         return 1

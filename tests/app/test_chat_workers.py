@@ -81,3 +81,35 @@ def test_load_after_unload_does_not_pile_up_servers(board):
     stray = start_worker(board)  # e.g. left by another tab
     wait_ready(board, first), wait_ready(board, stray)
     assert set(chat.unload(board, {"main": first})) == {first, stray}
+
+
+def test_the_chat_line_names_what_is_served_in_the_page_language(board):
+    """A page that finds a running worker says which model and adapter it serves (the top bar, as a page opens, shows
+    no adapter), and says it in the page's language: the line was composed on load, before the page's language
+    was known, and a Chinese page kept it in English."""
+    from app.ui import build_ui
+
+    run_id = board.jobs.new_run_id("chat")
+    board.jobs.submit("chat", {**LONG, "adapter_name_or_path": "/ws/runs/r1/checkpoint-84"}, run_id=run_id,
+                      args=["--host", "127.0.0.1", "--port", "0"], meta={"side": "main"},
+                      env=chat_workers.worker_env(board, run_id))
+    wait_ready(board, run_id)
+    demo = build_ui(board)
+    lang = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-lang-code")
+    status = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-chat-status")
+    fns = [f for f in demo.fns.values() if status in f.outputs and (lang._id, "change") in f.targets]
+    assert len(fns) == 1, "the chat line is not composed again when the page's language is set"
+    fn = fns[0]
+    assert any(t[1] == "load" for t in fn.targets)
+
+    def call(servers, code):
+        out = fn.fn(*[servers if b is not lang else code for b in fn.inputs])
+        return out[fn.outputs.index(status)], out
+
+    line, out = call({}, "zh")  # a new browser: the worker is adopted
+    assert line.startswith("已重新连接") and "demo" in line and "/ws/runs/r1/checkpoint-84" in line, line
+    servers = out[1]
+    assert servers == {"main": run_id}
+    line, _ = call(servers, "en")  # the page already knew it: the same state, in English now
+    assert line.startswith("Ready: demo with adapter /ws/runs/r1/checkpoint-84"), line
+    assert chat.unload(board, servers) == [run_id]

@@ -93,6 +93,27 @@ def test_numeric_widgets_are_bounded_never_free_text():
                 assert not isinstance(default, (int, float)) or isinstance(default, bool), key
 
 
+def test_out_of_range_numbers_reach_the_check_that_names_them(board):
+    """Typed out-of-range numbers (cutoff 0, epochs -3, batch size 1e11) used to be refused by gradio before any
+    handler ran, with one English toast naming no field ("Value 0 is less than minimum value 8."), even on a
+    Chinese page; they now reach Start, whose message names every key out of range at once."""
+    with gr.Blocks():
+        box = widgets.make_widget("cutoff_len")
+        ints = widgets.make_widget("per_device_train_batch_size")
+    assert box.get_block_name() == "number" and box.minimum == 8  # drawn as gradio's, its bounds for the arrows
+    assert box.preprocess(0) == 0 and ints.preprocess(1e11) == 100_000_000_000 and box.preprocess(None) is None
+    assert isinstance(box.preprocess(12.6), int)  # still rounded to the box's precision
+    mapping = dict(model_name_or_path="demo", stage="sft", dataset="demo_identity", template="chatml",
+                   dataset_dir=str(Path(__file__).resolve().parents[2] / "examples" / "data"),
+                   cutoff_len=box.preprocess(0), num_train_epochs=-3.0,
+                   per_device_train_batch_size=ints.preprocess(1e11))
+    message, run_id = train.start_run(board, mapping, None, "zh")
+    assert run_id is None
+    assert message.startswith("运行未开始")
+    for key in ("cutoff_len: 0", "num_train_epochs: -3.0", "per_device_train_batch_size: 100000000000"):
+        assert key in message, message
+
+
 def test_widget_value_round_trip():
     assert widgets.from_widget("quantization_bit", "none") is None
     assert widgets.to_widget("quantization_bit", 4) == "4"
@@ -283,6 +304,28 @@ def test_upload_registers_into_the_workspace(board, tmp_path):
     assert train.upload_dataset(board, str(data), "../bad", "en")[1] is None
 
 
+def test_a_refused_upload_leaves_the_data_preview_alone(board, tmp_path):
+    """After Register dataset the preview follows the new dataset; when the file is refused (bad JSON) nothing was
+    registered, and the preview must not be redrawn for the datasets still selected (it showed the demo data's 125
+    rows under the error, as if they were the uploaded file's)."""
+    from app.ui import build_ui
+
+    demo = build_ui(board)
+    button = next(b for b in demo.blocks.values() if "\"train_upload_btn\"" in str(getattr(b, "value", "")))
+    chain = [next(f for f in demo.fns.values() if (button._id, "click") in f.targets)]
+    while nxt := [f for f in demo.fns.values() if f.trigger_after == chain[-1]._id]:
+        chain.append(nxt[0])
+    upload, preview = chain[0], chain[-1]
+    broken = tmp_path / "broken.json"
+    broken.write_text('[{"instruction": "hi" "output": }]')
+    values = {upload.inputs[0]: str(broken), upload.inputs[1]: "", upload.inputs[2]: "en"}
+    out = upload.fn(*[values[b] for b in upload.inputs])
+    assert "not valid JSON" in out[0]
+    registered = out[upload.outputs.index(preview.inputs[0])]
+    shown = preview.fn(registered, *[None] * (len(preview.inputs) - 1))
+    assert all(isinstance(v, type(gr.skip())) for v in shown), shown
+
+
 def test_an_upload_never_replaces_or_removes_a_file_it_did_not_write(board, tmp_path):
     """A reused name or a file called dataset_info.json is refused before anything is copied: the dataset already
     there and the workspace's registry stay as they were (they used to be overwritten, then deleted)."""
@@ -365,6 +408,18 @@ def test_history_says_why_a_run_failed(board):
     assert reasons[silent].endswith("… something went badly wrong") and "\n" not in reasons[silent]
 
 
+def test_history_says_an_aborted_run_was_stopped(board):
+    """The engine records no error for a run stopped with Abort: its reason was empty, as for a completed run."""
+    run_id = board.jobs.submit("train", {"fake_steps": 400, "fake_sleep": 0.05, "stage": "sft"})
+    board.jobs.wait(run_id, 30, statuses=("running",))
+    board.jobs.abort(run_id)
+    assert board.jobs.wait(run_id, 30) == "aborted"
+    board.jobs.folder(run_id).update(error=None)  # as the engine writes it (the fake engine writes one)
+    for lang, words in (("en", "stopped on request"), ("zh", "已按要求停止")):
+        frame, ids = runs.table_frame(board, lang)
+        assert frame.iloc[ids.index(run_id), -1] == words
+
+
 def test_history_reason_is_one_bounded_line():
     from app.history import REASON_CHARS, reason
 
@@ -385,3 +440,28 @@ def test_a_dataset_info_with_a_name_written_twice_gets_a_note_in_the_board(tmp_p
     assert list(found) == ["mine"] and found["mine"]["formatting"] == "alpaca"  # the last entry, as LLaMA-Factory
     assert note and "`mine` written more than once" in note and "Remove or rename the duplicates" in note
     assert catalog.datasets(DEMO_DATA)[1] is None
+
+
+def test_the_history_table_scrolls_sideways_in_a_narrow_window():
+    """The History table's columns have widths in pixels, about a wide window's width in all: shares of the window
+    left 30 px for `queue` and 37 px for `kind` in an 800 px window, and gradio broke headers and values letter by
+    letter ("q/u/e/u/e", "0:1/0", "0.6/694"); in pixels a narrow window scrolls the table instead."""
+    widths = [runs.WIDTHS[c] for c in runs.COLUMNS]
+    assert all(w.endswith("px") for w in widths), widths
+    total = sum(int(w[:-2]) for w in widths)
+    assert 1200 <= total <= 1340, total  # the whole table in a 1400 px window
+    assert all(int(runs.WIDTHS[c][:-2]) >= 60 for c in runs.COLUMNS)
+
+
+def test_generation_settings_show_only_for_predict(board):
+    """Eval (loss, perplexity) generates nothing, yet the Evaluate tab showed its generation settings (max new
+    tokens, temperature, top-p, ...) in that mode too, as if they changed the result."""
+    from app.ui import build_ui
+
+    demo = build_ui(board)
+    mode = next(b for b in demo.blocks.values() if isinstance(b, gr.Radio) and '"eval_mode"' in str(b.label))
+    fns = [f for f in demo.fns.values() if (mode._id, "change") in f.targets]
+    accordions = [o for f in fns for o in f.outputs if isinstance(o, gr.Accordion)]
+    assert len(accordions) == 1 and '"eval_generation"' in str(accordions[0].label)
+    fn = next(f for f in fns if accordions[0] in f.outputs)
+    assert fn.fn("eval")["visible"] is False and fn.fn("predict")["visible"] is True

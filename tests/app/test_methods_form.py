@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gradio as gr
+
 from app import forms, widgets
 from app.tabs import train
 from engine.config import build_config
@@ -42,6 +44,31 @@ def test_loading_a_config_names_the_keys_the_form_does_not_carry():
     for quiet in ("learning_rate", "output_dir", "save_only_model", "use_swanlab", "vllm_maxlen", "include_num"):
         assert quiet not in message  # in the form, set for every run, or changing nothing
     assert train.loaded_message("zh", "a.yaml", {"learning_rate": 1e-4}, keys) == "已加载 `a.yaml`。"
+
+
+def test_loading_a_config_points_out_a_misspelt_key_and_names_an_unreadable_file(board, tmp_path):
+    """A loaded file's `learning_rat: 0.1` was listed with `run_name` as "not in the form" only, as if left out on
+    purpose; a broken YAML file was reported in English on a Chinese page, under gradio's temporary path."""
+    from engine.config import all_keys
+
+    keys = [k for k, (section, _) in all_keys().items() if section in train.ADVANCED_SECTIONS]
+    mapping = {"model_name_or_path": "demo", "learning_rat": 0.1, "run_name": "exp-7", "lora_rnak": 8}
+    message = train.loaded_message("zh", "x.yaml", mapping, keys)
+    assert "`learning_rat`：是否想写 `learning_rate`？" in message and "`lora_rnak`：是否想写 `lora_rank`？" in message
+    assert "run_name`：是否" not in message  # a real key of other tools, not a typo
+    assert "`learning_rat`: did you mean `learning_rate`?" in train.loaded_message("en", "x.yaml", mapping, keys)
+
+    from app.ui import build_ui
+
+    demo = build_ui(board)
+    loader = next(b for b in demo.blocks.values() if isinstance(b, gr.File) and '"train_load_file"' in str(b.label))
+    fn = next(f for f in demo.fns.values() if (loader._id, "upload") in f.targets)
+    broken = tmp_path / "gradio-copy" / "broken.yaml"
+    broken.parent.mkdir()
+    broken.write_text("model_name_or_path: demo\n  stage: [sft\n")
+    out = fn.fn(str(broken), "zh")
+    assert out[0].startswith("无法读取 `broken.yaml`，表单未改动：") and "gradio-copy" not in out[0], out[0]
+    assert all(isinstance(v, type(gr.skip())) for v in out[1:])
 
 
 def test_fsdp_settings_given_inline_reach_the_form_as_json_and_come_back_the_same():

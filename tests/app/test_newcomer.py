@@ -66,8 +66,8 @@ def test_eval_only_progress_card_is_sensible(board):
     folder = make_eval_run(board, status="completed")
     card = progress_view.status_card(board, folder.id, "en")
     assert "step 0" not in card and "/?" not in card and "epoch" not in card
-    assert "predicting" in card and "4/4" in card
-    assert "预测中" in progress_view.status_card(board, folder.id, "zh")
+    assert "stage: done · 4/4" in card and "predicting" not in card  # completed: no longer "predicting"
+    assert "阶段：完成" in progress_view.status_card(board, folder.id, "zh")
 
 
 def test_evaluate_tables_have_translated_headers(board):

@@ -23,10 +23,11 @@ def test_only_profiled_runs_are_offered_and_shown(board):
     assert profiled_runs(runs_dir, board.jobs.list()) == ["run-a"]
     summary, frame = profile_view(runs_dir, "run-a", "en")
     assert "3 step(s)" in summary and "12.5 ms" in summary
-    assert frame.to_dict("records") == [{"module": "model.layers.0.mlp", "calls": 1, "forward_ms": 2.0,
-                                         "backward_ms": 3.0, "total_ms": 5.0, "share": "40.0%"}]
+    assert frame.to_dict("records") == [{"module": "model.layers.0.mlp", "calls": 1, "forward (ms)": 2.0,
+                                         "backward (ms)": 3.0, "total (ms)": 5.0, "share": "40.0%"}]
     summary, frame = profile_view(runs_dir, "run-b", "zh")
     assert "run-b" in summary and frame.empty
+    assert list(frame.columns) == ["模块", "调用次数", "前向（毫秒）", "反向（毫秒）", "合计（毫秒）", "占比"]
     assert "profile_modules" in profile_view(runs_dir, None, "en")[0]
 
 
@@ -36,3 +37,17 @@ def test_the_page_builds_with_the_panel(board):
     demo = build_ui(board)
     ids = {getattr(block, "elem_id", None) for block in demo.blocks.values()}
     assert {"lf-profile", "lf-profile-run", "lf-profile-table"} <= ids
+
+
+def test_the_panel_is_composed_again_when_the_page_language_is_set(board):
+    """Composed on load, before the page's language is known, a Chinese page kept the panel's hint ("No profiled
+    run yet: set profile_modules ...") and its table headers in English."""
+    from app.ui import build_ui
+
+    demo = build_ui(board)
+    lang = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-lang-code")
+    table = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-profile-table")
+    fns = [f for f in demo.fns.values() if table in f.outputs and (lang._id, "change") in f.targets]
+    assert len(fns) == 1
+    out = fns[0].fn(*[None if b is not lang else "zh" for b in fns[0].inputs])
+    assert out[1].startswith("还没有剖析过的运行") and list(out[2].columns)[0] == "模块"

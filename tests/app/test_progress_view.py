@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 from app import progress_view
 
@@ -19,6 +20,19 @@ def test_status_card_and_charts_of_a_finished_run(board):
     lr = progress_view.lr_frame(board, run_id)
     assert len(lr) == 4 and lr["lr"].is_monotonic_decreasing
     assert "accuracy" not in card
+
+
+def test_a_completed_run_is_not_shown_in_its_last_stage(board):
+    """A prediction's last progress event says "predicting 32/32"; once the run completed its card said
+    "completed ... stage: predicting · 32/32" (an export, whose last event is "done", read right)."""
+    run_id = board.jobs.submit("predict", {"fake_steps": 2, "fake_stage": "predict"})
+    assert board.jobs.wait(run_id, 30) == "completed"
+    card = progress_view.status_card(board, run_id, "en")
+    assert "stage: done · 2/2" in card and "predicting" not in card, card
+    assert "阶段：完成" in progress_view.status_card(board, run_id, "zh")
+    failed = board.jobs.submit("predict", {"fake_steps": 2, "fake_stage": "predict", "fake_fail": True})
+    assert board.jobs.wait(failed, 30) == "failed"
+    assert "stage: predicting" in progress_view.status_card(board, failed, "en")  # where it stopped
 
 
 def test_the_card_shows_eval_accuracy_when_the_run_computes_it(board):
@@ -56,8 +70,14 @@ def test_watch_redraw_rules(board):
     assert not second["reset"] and second["changed"] and second["final"]
     assert progress_view.watch(board, run_id, second["seen"], "en") is None
     assert progress_view.watch(board, run_id, second["seen"], "zh")["reset"]  # new language, new series names
+    # a watched run deleted in History: said in the card, not in the box headed "Why the run failed" (the red box
+    # said a completed run "failed" once it was deleted)
     gone = progress_view.watch(board, "20200101-000000-train-dead", None, "en")
-    assert "no longer exists" in gone["error"]
+    assert gone["error"] == ""
+    assert "Run <code>20200101-000000-train-dead</code> no longer exists" in gone["card"]
+    assert "next run shows up here" in gone["card"]
+    assert "运行 <code>20200101-000000-train-dead</code> 已不在" in progress_view.watch(
+        board, "20200101-000000-train-dead", None, "zh")["card"]
 
 
 def test_the_parallel_strategy_reads_in_the_page_language():
@@ -77,3 +97,66 @@ def test_generating_evaluations_show_their_scores():
     assert eval_scores({"eval_bleu-4": 13.9, "eval_rouge-l": 19.8, "eval_rouge-1": 25.0, "eval_runtime": 1.0}) == [
         ("BLEU-4", 13.9), ("ROUGE-L", 19.8)]
     assert eval_scores({"eval_loss": 1.0, "eval_a_loss": 2.0, "eval_a_runtime": 0.1}) == [("a", 2.0)]
+
+
+def test_a_page_that_watches_no_run_watches_the_live_one(board):
+    """A second browser (or one whose storage was cleared) said "No run yet. The progress of the next run shows up
+    here." beside a running training run, inviting a second Start; as it loads, each tab that watches no run now
+    watches the newest queued or running run of its kinds."""
+    import gradio as gr
+
+    from app.ui import build_ui
+
+    demo = build_ui(board)
+    states = {}
+    for fn in demo.fns.values():
+        if any(t[1] == "load" for t in fn.targets) and len(fn.outputs) == 1 and fn.outputs == fn.inputs:
+            if isinstance(fn.outputs[0], gr.BrowserState):
+                states[fn.outputs[0].storage_key] = fn
+    assert set(states) >= {"lfboard-train-run", "lfboard-eval-run", "lfboard-export-run"}, set(states)
+    train_load, eval_load = states["lfboard-train-run"], states["lfboard-eval-run"]
+    skip = type(gr.skip())
+    assert isinstance(train_load.fn(""), skip)  # nothing running: still "No run yet"
+    run_id = board.jobs.submit("train", {"fake_steps": 400, "fake_sleep": 0.05})
+    board.jobs.wait(run_id, 30, statuses=("running",))
+    assert train_load.fn("") == run_id
+    assert isinstance(train_load.fn("20260101-000000-train-abcd"), skip)  # the page's own run stays
+    assert isinstance(eval_load.fn(""), skip)  # another kind
+    board.jobs.abort(run_id)
+    board.jobs.wait(run_id, 30)
+    assert isinstance(train_load.fn(""), skip)
+
+
+def test_a_stopped_run_says_what_it_kept(board):
+    """Every aborted run's card said "Stopped on request; the last checkpoint is kept.", also a run cancelled while
+    it waited in the queue (History gave its reason in English: "cancelled before it started"), a training run
+    stopped before its first checkpoint, and an evaluation, which keeps none."""
+    from app.tabs import runs
+
+    first = board.jobs.submit("train", {"fake_steps": 400, "fake_sleep": 0.05})
+    queued = board.jobs.submit("train", {"fake_steps": 2})
+    assert board.jobs.status(queued)["status"] == "queued"
+    assert board.jobs.abort(queued) == "cancelled"
+    card = progress_view.status_card(board, queued, "zh")
+    assert "在开始前已取消" in card and "检查点" not in card
+    frame, ids = runs.table_frame(board, "zh")
+    assert frame.iloc[ids.index(queued), -1] == "开始前已取消"
+    board.jobs.wait(first, 30, statuses=("running",))
+    board.jobs.abort(first)  # at once: stopped before any checkpoint
+    assert board.jobs.wait(first, 30) == "aborted"
+    if not board.jobs.monitor(first).progress()["checkpoints"]:
+        assert "before any checkpoint was saved" in progress_view.status_card(board, first, "en")
+    second = board.jobs.submit("train", {"fake_steps": 400, "fake_sleep": 0.05})
+    deadline = time.time() + 30
+    while (board.jobs.status(second).get("step") or 0) < 3:
+        assert time.time() < deadline
+        time.sleep(0.05)
+    board.jobs.abort(second)
+    assert board.jobs.wait(second, 30) == "aborted"  # the fake engine records a checkpoint as it stops
+    assert "the last checkpoint is kept" in progress_view.status_card(board, second, "en")
+    evaluation = board.jobs.submit("eval", {"fake_steps": 400, "fake_sleep": 0.05})
+    board.jobs.wait(evaluation, 30, statuses=("running",))
+    board.jobs.abort(evaluation)
+    assert board.jobs.wait(evaluation, 30) == "aborted"
+    card = progress_view.status_card(board, evaluation, "en")
+    assert "<div>Stopped on request.</div>" in card and "checkpoint is kept" not in card

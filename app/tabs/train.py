@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
-import pandas as pd
 
-from app import catalog, dataset_preview, forms, progress_view
+from app import catalog, forms, progress_view
 from app.context import Board
 from app.i18n import L, t
 from app.jobs import JobError
@@ -18,6 +16,7 @@ from app.markup import SafeMarkdown
 from app.scrolling import follow_end
 from app.tabs import rewards
 from app.tabs import strategy as scaleout
+from app.tabs.train_data import preview_data, upload_dataset
 from app.topbar import TopBar, top_values
 from app.widgets import advanced_keys, collect, fill, make_widget
 from app.workspace import LAST_CONFIG, valid_name
@@ -25,7 +24,6 @@ from engine.data.rows import ROW_READERS
 
 PER_ROW = 4
 ADVANCED_SECTIONS = ("model", "data", "finetuning", "train", "methods")
-HIST_TYPES = {"tokens": "int64", "rows": "int64"}
 
 
 @dataclass
@@ -371,72 +369,6 @@ def form_values(tab: TrainTab, mapping: dict[str, Any], board: Board) -> list[An
         gr.update(value=forms.split_names(mapping.get("eval_dataset")), choices=choices),
         *fill(tab.keys, mapping),
     ]
-
-
-def upload_dataset(board: Board, file: str | None, name: str, lang: str) -> tuple[str, str | None]:
-    """Copy an uploaded file into the workspace's dataset folder and register it; (message, name or None)."""
-    if not file:
-        return t(lang, "upload_no_file"), None
-    source = Path(file)
-    from app.security import upload_problem
-
-    too_large = upload_problem(source, board.max_upload_mb)
-    if too_large:
-        return t(lang, "upload_failed", error=too_large), None
-    name = (name or source.stem).strip()
-    if not valid_name(name):
-        return t(lang, "upload_bad_name", name=name), None
-    folder = board.workspace.datasets_dir
-    folder.mkdir(parents=True, exist_ok=True)
-    target = folder / f"{name}{source.suffix.lower()}"
-    taken = t(lang, "upload_taken", file=target.name, name=name, folder=folder)
-    if target.name == "dataset_info.json" or name in catalog.datasets(folder)[0]:
-        return taken, None
-    created = False
-    try:  # created here or not at all: an upload never replaces or removes a file it did not write
-        with source.open("rb") as src, target.open("xb") as dst:
-            created = True
-            shutil.copyfileobj(src, dst)
-        info = catalog.register_dataset(folder, name, target.name)
-    except FileExistsError:
-        return taken, None
-    except Exception as err:
-        if created:
-            target.unlink(missing_ok=True)
-        return t(lang, "upload_failed", error=err), None
-    kind = catalog.dataset_kind(catalog.datasets(folder)[0].get(name) or info)  # as the picker shows it
-    return t(lang, "upload_done", name=name, kind=kind or "?", folder=folder), name
-
-
-def preview_data(board: Board, mapping: dict[str, Any], lang: str) -> tuple[str, str, pd.DataFrame]:
-    """(summary markdown, rows HTML, histogram frame) for the chosen datasets."""
-    empty = progress_view.typed_frame([], HIST_TYPES)
-    if not mapping.get("dataset"):
-        return t(lang, "preview_no_dataset"), "", empty
-    try:
-        result = dataset_preview.run_preview(mapping, board.workspace.root / ".scratch")
-    except dataset_preview.PreviewError as err:
-        return t(lang, "preview_failed", error=err), "", empty
-    lengths = dataset_preview.lengths_of(result)
-    over = dataset_preview.over_cutoff(result)
-    summary = t(
-        lang,
-        "preview_summary",
-        rows=len(lengths),
-        cutoff=mapping.get("cutoff_len") or "?",
-        over="?" if over is None else over,
-    )
-    if lengths:
-        summary += " " + t(
-            lang, "preview_lengths", min=min(lengths), max=max(lengths), mean=round(sum(lengths) / len(lengths), 1)
-        )
-    labels = {name: t(lang, f"preview_{name}")
-              for name in ("trained", "masked", "chosen", "rejected", "kto_tag", *dataset_preview.MEDIA_LABELS)}
-    rows = dataset_preview.render_rows(result, labels)
-    hist = progress_view.typed_frame(
-        [{"tokens": a, "rows": n} for a, n in dataset_preview.histogram(lengths)], HIST_TYPES
-    )
-    return summary, rows, hist
 
 
 # -- events ---------------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from engine.cli import main
 
@@ -378,7 +379,8 @@ def test_overwrite_output_dir_replaces_the_earlier_run(tmp_path):
     assert [p.name for p in out.glob("checkpoint-*")] == ["checkpoint-1"]
     evs = events(out)
     assert [e["event"] for e in evs].count("start") == 1 and [e["step"] for e in evs if e["event"] == "log"] == [1]
-    cfg = build_config({"model_name_or_path": "demo", "output_dir": str(out), "resume_from_checkpoint": True})
+    example = yaml.safe_load((EXAMPLES / "sft_lora_demo.yaml").read_text())  # the run's own settings (rank 16)
+    cfg = build_config({**example, "output_dir": str(out), "resume_from_checkpoint": True})
     assert resolve_resume(cfg) == str(out / "checkpoint-1")
     # a resumed run keeps the run's events and checkpoints
     assert train("sft_lora_demo.yaml", out, "max_steps=2", "save_strategy=steps", "save_steps=1",

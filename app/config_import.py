@@ -95,9 +95,9 @@ def named(items: list[str]) -> str:
 
 
 def misspelt(mapping: dict[str, Any]) -> list[tuple[str, str]]:
-    """(key, the config key it is close to) for each key of ``mapping`` that the engine does not know, as the
-    engine's own check suggests them (``learning_rat`` → ``learning_rate``): a typo read as "not in the form" alone
-    would look deliberate."""
+    """(key, the config key it is close to) for each key of ``mapping`` that the engine does not know
+    (``learning_rat`` → ``learning_rate``; a closer match than the engine's own check asks for, so that only a near
+    miss is named): a typo read as "not in the form" alone would look deliberate."""
     import difflib
 
     from engine.config import all_keys

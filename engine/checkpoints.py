@@ -78,6 +78,16 @@ def _file_problem(path: Path) -> str | None:
     return None
 
 
+def read_adapter_config(folder: str | Path) -> dict:
+    """``folder/adapter_config.json`` as a dict ({} when it is absent, unreadable or not a JSON object). Light: the
+    pre-flight checks read it without importing torch or PEFT; :func:`adapter_config_problem` says why it fails."""
+    try:
+        config = json.loads((Path(folder).expanduser() / "adapter_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
 def adapter_config_problem(folder: Path) -> str | None:
     """Why ``folder/adapter_config.json`` cannot be read as PEFT reads it (None when it can, or is absent)."""
     path = Path(folder) / "adapter_config.json"

@@ -85,16 +85,11 @@ def _export_device(cfg: RunConfig) -> torch.device:
 def _reward_adapter(cfg: RunConfig) -> bool:
     """Whether the adapters are a reward model's (a `stage: rm` run saves a SEQ_CLS adapter with its score head):
     merged into a causal LM, the head would be dropped and the export would be no reward model."""
+    from engine.checkpoints import read_adapter_config
     from engine.models.adapters import split_names
 
     adapters = split_names(cfg.model.adapter_name_or_path)
-    if not adapters:
-        return False
-    try:
-        config = json.loads((Path(adapters[-1]).expanduser() / "adapter_config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(config, dict) and config.get("task_type") == "SEQ_CLS"
+    return bool(adapters) and read_adapter_config(adapters[-1]).get("task_type") == "SEQ_CLS"
 
 
 def _load_merged(cfg: RunConfig, tokenizer: Any, device: torch.device, dtype: torch.dtype) -> Any:

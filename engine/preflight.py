@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from engine.checkpoints import adapter_config_problem, weights_problem
+from engine.checkpoints import adapter_config_problem, read_adapter_config, weights_problem
 from engine.config import RunConfig
 
 logger = logging.getLogger(__name__)
@@ -96,10 +96,7 @@ def _has_any(folder: Path, patterns: tuple[str, ...]) -> bool:
 
 
 def _adapter_as_model(name: str, folder: Path) -> str:
-    try:
-        base = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8")).get("base_model_name_or_path")
-    except (OSError, ValueError, AttributeError):
-        base = None
+    base = read_adapter_config(folder).get("base_model_name_or_path")
     model = f"`model_name_or_path: {base}` (its base model)" if isinstance(base, str) and base else \
         "`model_name_or_path` to its base model"
     return (f"`model_name_or_path: {name}` is a LoRA adapter (adapter_config.json), not a model: set "

@@ -197,13 +197,9 @@ def _check_adapter(path: str) -> None:
 
 def _adapter_config(path: str) -> dict[str, Any]:
     """The adapter's adapter_config.json ({} when unreadable)."""
-    import json
+    from engine.checkpoints import read_adapter_config
 
-    try:
-        config = json.loads((Path(path).expanduser() / "adapter_config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return config if isinstance(config, dict) else {}
+    return read_adapter_config(path)
 
 
 def _adapter_base(path: str) -> str:

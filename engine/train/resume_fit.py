@@ -9,11 +9,11 @@ checkpoint was saved with, for the mismatches the files alone do not show (anoth
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
+from engine.checkpoints import read_adapter_config
 from engine.config import RunConfig
 from engine.errors import UserError
 
@@ -92,12 +92,9 @@ def check_fits(cfg: RunConfig, folder: Path) -> None:
                       f"`finetuning_type: {ft.finetuning_type}`", fix)
     if ft.finetuning_type not in ADAPTER_METHODS or not has_adapter:
         return
-    try:
-        adapter = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    adapter = read_adapter_config(folder)
+    if not adapter:
         return  # the loader names an unreadable adapter_config.json
-    if not isinstance(adapter, dict):
-        return
     peft_type, wanted = str(adapter.get("peft_type", "")).upper(), ADAPTER_METHODS[ft.finetuning_type]
     if peft_type and peft_type != wanted:
         article = "an" if peft_type[0] in "AEIOU" else "a"

@@ -7,6 +7,7 @@ needs ``--auth USER:PASS``; ``--allow-insecure`` overrides that refusal, with a 
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
 import logging
 import os
@@ -135,6 +136,25 @@ def security_problem(host: str, share: bool, auth: tuple[str, str] | None, port:
     return None
 
 
+def port_problem(host: str, port: int) -> str | None:
+    """Why the board cannot listen on ``host:port`` (None when it can). Checked before the page is built: gradio
+    would fail only after building it, with a traceback about its ``server_port``."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except OSError as err:
+        return f"--host {host} is not an address of this machine ({err.strerror or err}); try --host 127.0.0.1."
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: a just-closed port is free
+        try:
+            probe.bind(address)
+        except OSError as err:
+            if err.errno == errno.EADDRINUSE:
+                return (f"port {port} is already in use (another lf-board, or another program). Open the board "
+                        f"that is running, or start this one on another port: lf-board --port {port + 1}")
+            return f"cannot listen on {host}:{port} ({err.strerror or err}); pick another --port or --host."
+    return None
+
+
 def queue_settings() -> None:
     """gradio's queue settings, which it reads from the environment when a page is built (a value the user set
     is kept): the concurrency limit and the bounds on its event records."""
@@ -182,6 +202,11 @@ def main(argv: list[str] | None = None) -> int:
         lock = workspace.lock()
     except WorkspaceBusy as err:
         print(f"lf-board refuses to start: {err}", file=sys.stderr)
+        return EXIT_REFUSED
+    busy = port_problem(args.host, args.port)  # (after the lock: a second board here is named as such)
+    if busy:
+        lock.close()
+        print(f"lf-board cannot start: {busy}", file=sys.stderr)
         return EXIT_REFUSED
     jobs = JobManager(workspace.runs_dir).start()
     board = Board(

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from app.main import is_loopback, main, parse_auth, security_problem
+from app.main import is_loopback, main, parse_auth, port_problem, security_problem
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,6 +42,18 @@ def test_refuses_to_start(argv, capsys, tmp_path):
     err = capsys.readouterr().err
     assert "lf-board" in err and ("--auth" in err or "USER:PASS" in err)
     assert not (tmp_path / "runs").exists()  # refused before touching the workspace
+
+
+def test_a_port_in_use_is_named_with_the_fix(capsys, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["--port", str(port), "--workspace", str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert f"port {port} is already in use" in err and f"--port {port + 1}" in err
+        assert "Traceback" not in err
+    assert port_problem("127.0.0.1", port) is None  # free again once the other server is gone
 
 
 def test_building_the_page_imports_no_torch(tmp_path):
@@ -79,7 +92,7 @@ def test_one_board_per_workspace(tmp_path, capsys):
         )
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
         assert "BUSY" in out.stdout and "--workspace" in out.stdout
-        assert main(["--workspace", str(ws.root)]) == 2
+        assert main(["--workspace", str(ws.root)]) == 2  # named first, whether or not its port is in use
         assert "Another lf-board" in capsys.readouterr().err
     finally:
         held.close()

@@ -191,8 +191,12 @@ def cmd_train(args: argparse.Namespace, kind: str = "train") -> int:
 
         if ray_launcher.use_ray(cfg):  # this process becomes the Ray driver; the workers run the job
             return ray_launcher.launch(cfg)
+    from engine.models.loader import resolve_model_path
     from engine.train.output_dir import resumes
 
+    # the model first (built, found in the hub cache or downloaded): one that cannot be had (a hub id with no network)
+    # stops the job here, before it replaces an earlier run's records and checkpoints in output_dir
+    resolve_model_path(cfg.model.model_name_or_path, cfg.model.cache_dir, cfg.model.model_revision)
     recorded = kind  # LLaMA-Factory evaluates with `train` and do_train false: a job that trains nothing is no
     if kind == "train" and not cfg.train.do_train:  # new training run (it must not empty a run's events.jsonl)
         recorded = "predict" if cfg.train.do_predict else "eval"

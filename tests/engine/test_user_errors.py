@@ -239,6 +239,30 @@ def test_the_loader_reports_a_hub_model_it_cannot_get_as_a_user_error(monkeypatc
     assert isinstance(info.value, UserError) and isinstance(info.value, ValueError)
 
 
+def test_a_hub_model_that_cannot_be_downloaded_leaves_the_earlier_run_in_output_dir(ws, capsys, monkeypatch, tmp_path):
+    """No HF_HUB_OFFLINE, so the pre-flight check lets a hub id through and only the download finds out: that must
+    happen before an earlier run in output_dir (overwrite_output_dir: true) is replaced."""
+    import huggingface_hub
+
+    def no_network(*args, **kwargs):
+        raise OSError("no network")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", no_network)
+    out = tmp_path / "earlier"
+    (out / "checkpoint-4").mkdir(parents=True)
+    (out / "checkpoint-4" / "trainer_state.json").write_text("{}", encoding="utf-8")
+    (out / "config.yaml").write_text("model_name_or_path: earlier\n", encoding="utf-8")
+    (out / "events.jsonl").write_text('{"event": "end", "status": "completed"}\n', encoding="utf-8")
+    (out / "run.json").write_text(json.dumps({"id": "earlier", "kind": "train", "status": "completed"}), encoding="utf-8")
+    before = {path.name: path.read_bytes() for path in out.iterdir() if path.is_file()}
+    train(ws, capsys, "model_name_or_path=no-such-org/no-such-model", f"output_dir={out}",
+          words=("no-such-org/no-such-model", "no network", "hf download"))
+    assert (out / "checkpoint-4" / "trainer_state.json").is_file()
+    assert {path.name: path.read_bytes() for path in out.iterdir() if path.is_file()} == before
+
+
 def test_model_far_too_large_for_the_memory(ws, capsys):
     for command, words in (("train", ("70.55 B parameters", "for lora training", "GiB in all", "a smaller model")),
                            ("chat", ("70.55 B parameters", "for inference", "GiB in all"))):

@@ -9,6 +9,7 @@ dataset map) and the child's peak memory. A benchmark, not a test: nothing here 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import resource
@@ -19,7 +20,11 @@ import time
 from pathlib import Path
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("overrides", nargs="*", metavar="key=value",
+                        help="extra config keys for the training job, e.g. per_device_train_batch_size=8")
+    args = parser.parse_args(argv)
     here = Path(__file__).resolve()
     repo = here.parents[2]
     out = Path(tempfile.mkdtemp(prefix="lfboard-vlm-bench-"))
@@ -27,7 +32,7 @@ def main() -> int:
     subprocess.run([sys.executable, "-c", "from engine.demo_vlm import ensure_demo_vlm; ensure_demo_vlm()"],
                    env=env, check=True, cwd=repo)
     cmd = [sys.executable, "-m", "engine", "train", "examples/sft_vlm_demo.yaml", f"output_dir={out}",
-           "num_train_epochs=1", "logging_steps=1", "plot_loss=false", "save_strategy=no", *sys.argv[1:]]
+           "num_train_epochs=1", "logging_steps=1", "plot_loss=false", "save_strategy=no", *args.overrides]
     t0 = time.time()
     proc = subprocess.run(cmd, env=env, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     wall = time.time() - t0

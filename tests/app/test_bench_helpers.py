@@ -53,3 +53,16 @@ def test_the_heap_pattern_keeps_a_decoder_layers_activations_per_layer():
     # per layer: two normalized inputs, q, k, v and the attention output (hidden wide), gate and up (inter wide)
     assert len(kept) == 16 and [t.numel() for t in kept[:8]] == [24] * 6 + [60] * 2
     assert len({t.data_ptr() for t in kept}) == 16
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (Path(__file__).resolve().parents[2] / "examples" /
+                                                             "benchmark").glob("run_*.py")))
+def test_every_benchmark_script_answers_help_without_running(script):
+    """The README lists these scripts; `--help` must print their usage and exit, never start a benchmark."""
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, f"examples/benchmark/{script}", "--help"], cwd=repo, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("usage:")

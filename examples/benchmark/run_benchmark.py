@@ -29,6 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
+DATA_HINT = ("pass --data PATH/alpaca_en_demo.json: LLaMA-Factory's data/alpaca_en_demo.json (999 alpaca rows), "
+             "from a clone of https://github.com/hiyouga/LLaMA-Factory")
+"""Where the reference data come from (the default --data is ../shared/data/alpaca_en_demo.json beside this clone)."""
 SPECIALS = ["<|pad|>", "<|bos|>", "<|eos|>", "<|user|>", "<|assistant|>", "<|system|>"]
 HIDDEN, INTER, LAYERS, VOCAB = 512, 1376, 8, 8192
 # The tokenizer's own chat template, written with its own special tokens: with no `template` in the job both tools
@@ -199,7 +202,7 @@ def main() -> int:
     args = parser.parse_args()
     data = Path(args.data)
     if not data.is_file():
-        print(f"error: {data} not found; pass --data PATH/alpaca_en_demo.json", file=sys.stderr)
+        print(f"error: {data} not found; {DATA_HINT}", file=sys.stderr)
         return 2
     work = Path(args.work)
     model_dir = build_reference_model_apart(data, work / "model")

@@ -69,9 +69,10 @@ def our_env() -> dict[str, str]:
 def resolve_model(name: str, data: Path, work: Path) -> Path:
     """The model folder: the reference model (built once), the demo model, or a folder."""
     if name == "reference":
+        from run_benchmark import DATA_HINT, build_reference_model_apart
+
         if not data.is_file():
-            raise SystemExit(f"error: {data} not found; pass --data PATH/alpaca_en_demo.json or --model demo")
-        from run_benchmark import build_reference_model_apart
+            raise SystemExit(f"error: {data} not found; {DATA_HINT} (or --model demo)")
 
         return build_reference_model_apart(data, work / "model")
     if name == "demo":

@@ -29,7 +29,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
 
-from run_benchmark import build_reference_model_apart  # noqa: E402
+from run_benchmark import DATA_HINT, build_reference_model_apart  # noqa: E402
 
 OURS = """
 import json, sys, time
@@ -117,7 +117,7 @@ def main() -> int:
     args = parser.parse_args()
     demo = Path(args.data)
     if not demo.is_file():
-        print(f"error: {demo} not found; pass --data PATH/alpaca_en_demo.json", file=sys.stderr)
+        print(f"error: {demo} not found; {DATA_HINT}", file=sys.stderr)
         return 2
     work = Path(args.work)
     model = build_reference_model_apart(demo, work / "model")

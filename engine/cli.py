@@ -69,8 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("api", help="serve an OpenAI-compatible chat API",
                        description="Serve POST /v1/chat/completions (streaming or not), GET /v1/models, GET /health.")
     _config_arg(p)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000, help="0 picks a free port (written to run.json)")
+    p.add_argument("--host", default="127.0.0.1", help="address to serve on (default: 127.0.0.1, this machine only; "
+                   "another address without --api-key logs a warning)")
+    p.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 picks a free port, written to "
+                   "run.json)")
     p.add_argument("--run-dir", help="run folder for run.json/events.jsonl (default: the config's folder if it "
                    "holds run.json)")
     p.add_argument("--api-key", help="require `Authorization: Bearer KEY` on every route but /health (default: "

@@ -1,0 +1,26 @@
+"""`lf-engine --help` and each subcommand's --help: every option says what it does (a newcomer reads these first)."""
+
+from __future__ import annotations
+
+import argparse
+
+from engine.cli import build_parser
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def test_every_subcommand_option_has_a_help_text():
+    commands = _subparsers(build_parser())
+    assert {"train", "eval", "chat", "export", "api", "check", "data", "env", "cache", "demo"} <= set(commands)
+    silent = [f"lf-engine {name} {action.option_strings[0]}"
+              for name, sub in commands.items() for action in sub._actions
+              if action.option_strings and not action.help]
+    assert not silent, silent
+
+
+def test_the_api_help_names_its_defaults():
+    text = _subparsers(build_parser())["api"].format_help()
+    assert "127.0.0.1" in text and "8000" in text

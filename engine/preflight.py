@@ -190,7 +190,9 @@ def _check_model(cfg: RunConfig) -> list[str]:
     for adapter in filter(None, (cfg.model.adapter_name_or_path or "").split(",")):
         a = Path(adapter.strip()).expanduser()
         if not a.is_dir():
-            problems.append(f"`adapter_name_or_path: {adapter}` does not exist; give an adapter folder.")
+            problems.append(f"`adapter_name_or_path: {adapter}` does not exist{_read_from(a)}; give an adapter folder: "
+                            "the output_dir of a LoRA training run (run that training first) or one of its "
+                            "checkpoint-N folders.")
         elif not (a / "adapter_config.json").is_file():
             problems.append(f"`adapter_name_or_path: {adapter}` has no adapter_config.json; is it a LoRA adapter?")
         elif unreadable := adapter_config_problem(a):
@@ -202,6 +204,12 @@ def _check_model(cfg: RunConfig) -> list[str]:
         else:
             _warn_template_change(cfg, adapter.strip())
     return problems
+
+
+def _read_from(path: Path) -> str:
+    """For a relative path that is not there: the folder it was looked for from (a config run from another folder
+    than the one its paths are relative to, such as the repository root for examples/)."""
+    return "" if path.is_absolute() else f" (looked for in {Path.cwd()})"
 
 
 def _check_packing(cfg: RunConfig) -> list[str]:

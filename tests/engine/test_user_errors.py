@@ -275,6 +275,8 @@ def test_model_far_too_large_for_the_memory(ws, capsys):
 # ---------------------------------------------------------------------------------------------------- adapters
 def test_missing_adapter_folder(ws, capsys):
     train(ws, capsys, f"adapter_name_or_path={ws / 'no-adapter'}", words=("`adapter_name_or_path:", "does not exist"))
+    user_error(capsys, "chat", str(ws / "sft.yaml"), "adapter_name_or_path=saves/not-trained-yet",  # examples/chat_demo's case
+               words=("saves/not-trained-yet` does not exist (looked for in", "run that training first"))
     train(ws, capsys, f"adapter_name_or_path={ws / 'empty'}", words=("has no adapter_config.json",))
 
 

@@ -24,3 +24,19 @@ def test_every_subcommand_option_has_a_help_text():
 def test_the_api_help_names_its_defaults():
     text = _subparsers(build_parser())["api"].format_help()
     assert "127.0.0.1" in text and "8000" in text
+
+
+def test_the_readme_command_list_matches_the_cli():
+    """Each `lf-engine COMMAND` line of the README's command-line block is a subcommand, and the `--for` choices it
+    names for `check` are the parser's."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## The command line", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    commands = _subparsers(build_parser())
+    named = re.findall(r"^lf-engine (\w+)", block, re.M)
+    assert named and set(named) <= set(commands), set(named) - set(commands)
+    check = commands["check"]
+    purposes = next(a for a in check._actions if "--for" in a.option_strings).choices
+    assert f"--for {'|'.join(purposes)}" in block

@@ -193,16 +193,18 @@ def cmd_train(args: argparse.Namespace, kind: str = "train") -> int:
 
         if ray_launcher.use_ray(cfg):  # this process becomes the Ray driver; the workers run the job
             return ray_launcher.launch(cfg)
-    from engine.models.loader import resolve_model_path
-    from engine.train.output_dir import resumes
+    from engine.train.output_dir import resumes, trained_outputs
 
-    # the model first (built, found in the hub cache or downloaded): one that cannot be had (a hub id with no network)
-    # stops the job here, before it replaces an earlier run's records and checkpoints in output_dir
-    resolve_model_path(cfg.model.model_name_or_path, cfg.model.cache_dir, cfg.model.model_revision)
     recorded = kind  # LLaMA-Factory evaluates with `train` and do_train false: a job that trains nothing is no
     if kind == "train" and not cfg.train.do_train:  # new training run (it must not empty a run's events.jsonl)
         recorded = "predict" if cfg.train.do_predict else "eval"
     fresh = recorded == "train" and not resumes(cfg)
+    if fresh and trained_outputs(cfg.train.output_dir):  # an earlier run there, which this one replaces (overwrite)
+        from engine.models.loader import resolve_model_path
+
+        # the model first (the hub cache, or a download): one that cannot be had (a hub id with no network) stops
+        # the job before it replaces that run's records and checkpoints; elsewhere the run records the error itself
+        resolve_model_path(cfg.model.model_name_or_path, cfg.model.cache_dir, cfg.model.model_revision)
     with JobContext(cfg.train.output_dir, recorded, cfg.to_yaml(minimal=False), fresh=fresh) as ctx:
         metrics = (run_train if kind == "train" else run_eval)(cfg, ctx)
     if ctx.status == "aborted":

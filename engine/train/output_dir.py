@@ -79,6 +79,14 @@ def other_job_problem(folder: str | Path, kind: str) -> str | None:
             f"`{Path(folder) / kind}`.")
 
 
+def trained_outputs(folder: str | Path) -> list[str]:
+    """The names of a trained run's outputs in ``folder`` (checkpoint-N folders, final weights), sorted."""
+    out = Path(folder)
+    if not out.is_dir():
+        return []
+    return sorted(p.name for p in out.iterdir() if p.name.startswith("checkpoint-") or p.name in OUTPUT_MARKERS)
+
+
 def check_output_dir(cfg: RunConfig) -> None:
     """Refuse to silently mix a new run into an old one's outputs."""
     out = Path(cfg.train.output_dir)
@@ -87,7 +95,7 @@ def check_output_dir(cfg: RunConfig) -> None:
         raise UserError(live)
     if not out.is_dir() or cfg.train.overwrite_output_dir or cfg.train.resume_from_checkpoint:
         return
-    old = sorted(p.name for p in out.iterdir() if p.name.startswith("checkpoint-") or p.name in OUTPUT_MARKERS)
+    old = trained_outputs(out)
     if old and cfg.train.do_train:
         raise UserError(
             f"output_dir `{out}` already holds a trained run ({', '.join(old[:3])}). Choose a new output_dir, "

@@ -261,6 +261,10 @@ def test_a_hub_model_that_cannot_be_downloaded_leaves_the_earlier_run_in_output_
           words=("no-such-org/no-such-model", "no network", "hf download"))
     assert (out / "checkpoint-4" / "trainer_state.json").is_file()
     assert {path.name: path.read_bytes() for path in out.iterdir() if path.is_file()} == before
+    fresh = tmp_path / "fresh"  # nothing to lose there (a board's new run folder): the run records why it failed
+    train(ws, capsys, "model_name_or_path=no-such-org/no-such-model", f"output_dir={fresh}", words=("no network",))
+    info = json.loads((fresh / "run.json").read_text(encoding="utf-8"))
+    assert info["status"] == "failed" and info["error"].startswith("Model `no-such-org/no-such-model`")
 
 
 def test_model_far_too_large_for_the_memory(ws, capsys):

@@ -85,3 +85,16 @@ def test_a_secret_in_a_submitted_config_is_noted_by_name_in_the_board_log(board,
     assert "hf_abcdefghijklmnop123" not in caplog.text
     assert "hf_abcdefghijklmnop123" not in (board.jobs.runs_dir / run_id / "config.yaml").read_text()
     board.jobs.wait(run_id, 30)
+
+
+def test_relative_paths_of_a_submitted_config_are_read_from_the_boards_folder(board, monkeypatch, tmp_path):
+    """The README's gradio_client example submits examples/sft_lora_demo.yaml (`dataset_dir: examples/data`): it runs
+    on a board started in the repository root, and elsewhere is refused naming the folder it looked in."""
+    auto = Automation(board)
+    relative = CONFIG.replace(f"dataset_dir: {DEMO_DATA}", "dataset_dir: examples/data")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(gr.Error, match=str(tmp_path / "examples" / "data")):
+        auto.submit_run(relative)
+    monkeypatch.chdir(DEMO_DATA.parents[1])
+    run_id = auto.submit_run(relative)
+    assert board.jobs.wait(run_id, 30) == "completed"

@@ -26,7 +26,7 @@ from app.context import Board
 from app.jobs import JobError
 from app.resume import resolve_resume_value, resume_mapping
 from engine.config.limits import format_problems, shorten, surrogate_at
-from engine.config.loader import ConfigError, load_yaml_text
+from engine.config.loader import ConfigError, load_yaml_text, yaml_error_message
 
 logger = logging.getLogger(__name__)
 
@@ -90,10 +90,7 @@ class Automation:
         except ConfigError as err:
             raise reject("submit_run", err.problems[0]) from None
         except yaml.YAMLError as err:
-            mark = getattr(err, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark else ""
-            what = shorten(getattr(err, "problem", None) or err, 200)
-            raise reject("submit_run", f"The config is not valid YAML{where}: {what}.") from None
+            raise reject("submit_run", yaml_error_message("The config", config_yaml, err)) from None
         if not isinstance(mapping, dict):
             raise reject("submit_run", "The config must be YAML `key: value` lines (LLaMA-Factory keys).")
         if kind == "eval" and mapping.get("do_predict"):

@@ -491,6 +491,23 @@ def load_yaml_text(text: str, source: str = "The config", warn: bool = True) -> 
     return data
 
 
+def yaml_error_message(source: str, text: str, err: yaml.YAMLError) -> str:
+    """Where ``text`` stops being YAML, with the line the parser was reading when that began: PyYAML reports a key
+    without its colon (``stage sft``) or an unclosed ``[`` at the line after it, which may be past the file's end."""
+    mark = getattr(err, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    message = f"{source} is not valid YAML{where}: {getattr(err, 'problem', None) or err}"
+    start = getattr(err, "context_mark", None)
+    lines = text.splitlines()
+    if start is not None and mark is not None and start.line != mark.line and 0 <= start.line < len(lines):
+        quoted = lines[start.line].strip()
+        quoted = quoted if len(quoted) <= 80 else quoted[:79] + "…"
+        message += f" (in what begins at line {start.line + 1}: `{quoted}`)"
+    if "'\\t'" in message:
+        message += "; YAML indents with spaces, never tabs"
+    return message + "."
+
+
 def read_yaml(path: str | Path, warn: bool = True) -> dict[str, Any]:
     """Read a YAML (or JSON) config file into a mapping, with a clear error for a missing or broken file.
 
@@ -517,9 +534,7 @@ def read_yaml(path: str | Path, warn: bool = True) -> dict[str, Any]:
     try:
         data = load_yaml_text(text, f"`{path}`", warn)
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError([f"`{path}` is not valid YAML{where}: {getattr(err, 'problem', err)}."]) from None
+        raise ConfigError([yaml_error_message(f"`{path}`", text, err)]) from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -121,6 +121,20 @@ def test_broken_yaml_names_the_line(tmp_path):
         load_config(tmp_path / "missing.yaml")
 
 
+@pytest.mark.parametrize(("text", "words"), [
+    # PyYAML finds a key without its colon only on the next line (here past the file's end): the line is quoted
+    ("model_name_or_path: demo\nstage sft\n", ("at line 3", "in what begins at line 2: `stage sft`")),
+    ("model_name_or_path: demo\n\tstage: sft\n", ("at line 2", "spaces, never tabs")),
+])
+def test_broken_yaml_quotes_the_line_to_fix(tmp_path, text, words):
+    p = tmp_path / "bad.yaml"
+    p.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(p)
+    for word in words:
+        assert word in str(info.value)
+
+
 def test_every_field_is_documented():
     for key, (_, f) in all_keys().items():
         assert f.metadata.get("help"), f"{key} has no help text"

@@ -26,7 +26,8 @@ logger = logging.getLogger("engine")
 
 def _config_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", help="YAML config file with LLaMA-Factory keys (- reads it from standard input)")
-    p.add_argument("overrides", nargs="*", metavar="key=value", help="override config keys, e.g. learning_rate=1e-4")
+    p.add_argument("overrides", nargs="*", default=[], metavar="key=value",
+                   help="override config keys, e.g. learning_rate=1e-4")
 
 
 def build_parser() -> argparse.ArgumentParser:

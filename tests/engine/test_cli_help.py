@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from engine.cli import build_parser
+import pytest
+
+from engine.cli import build_parser, main
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -40,3 +42,11 @@ def test_the_readme_command_list_matches_the_cli():
     check = commands["check"]
     purposes = next(a for a in check._actions if "--for" in a.option_strings).choices
     assert f"--for {'|'.join(purposes)}" in block
+
+
+def test_a_missing_config_names_only_the_config(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["train"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "the following arguments are required: config" in err and "key=value" not in err.splitlines()[-1]

@@ -297,6 +297,7 @@ def build_demo_model(target_dir: str | Path, data_dir: str | Path | None = None,
     from transformers import GenerationConfig
 
     start = time.perf_counter()
+    logger.info("Building the demo model, offline (once: 15-30 s on 2 CPU cores, longer on a busy machine)...")
     spec = spec or SPEC
     target = Path(target_dir).expanduser()
     folder = Path(data_dir).expanduser() if data_dir else demo_data_dir()

@@ -228,6 +228,7 @@ def build_demo_vlm(target_dir: str | Path, data_dir: str | Path | None = None, s
     from engine.templates import get_template
 
     started = time.perf_counter()
+    logger.info("Building the demo VLM, offline (once; it takes a while on a busy machine)...")
     spec = spec or SPEC
     folder = Path(data_dir).expanduser() if data_dir else demo_data_dir()
     rows = _rows(folder)

@@ -32,6 +32,15 @@ def test_two_builds_are_byte_identical(tmp_path):
         assert _sha(first / name) == _sha(second / name), name
 
 
+def test_a_build_says_so_when_it_starts(tmp_path, caplog):
+    """The first run of the demo (the board's Start, `lf-engine train`) builds it before training, for up to a minute
+    or two on a busy machine: its log says so at once, not only when the build is done."""
+    caplog.set_level("INFO", logger="engine.demo")
+    demo.build_demo_model(tmp_path / "a", spec=demo.DemoSpec(warmup_steps=0))
+    lines = [record.getMessage() for record in caplog.records if record.name == "engine.demo"]
+    assert lines[0].startswith("Building the demo model") and lines[-1].startswith("Built the demo model")
+
+
 def test_the_cached_demo_model_loads_chats_and_generates():
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -173,7 +173,8 @@ def run_predict(cfg: RunConfig, model: Any, tokenizer: Any, template: Any, rows:
         f"{prefix}_samples_per_second": round(len(fields) / runtime, 3) if runtime > 0 else 0.0,
         f"{prefix}_steps_per_second": round(len(rounds) / runtime, 3) if runtime > 0 else 0.0,
     })
-    scores = ", ".join(f"{name}={value}" for name, value in metrics.items() if "bleu" in name or "rouge" in name)
+    scores = ", ".join(f"{name}={value:.4f}" for name, value in metrics.items()  # (the files keep every digit)
+                       if "bleu" in name or "rouge" in name)
     if writer:
         save_split_metrics(out, prefix, metrics)
         logger.info("Predictions written to %s: %s", out / PREDICTIONS_FILE, scores)

@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -113,11 +114,12 @@ def test_perplexity():
 # -- prediction on a tiny model ---------------------------------------------------------------------------------
 
 
-def test_run_predict_writes_predictions_and_scores(tmp_path):
+def test_run_predict_writes_predictions_and_scores(tmp_path, caplog):
     from engine.evaluate.predict import run_predict
     from engine.infer.generation import template_for
     from engine.runs import EventReader, EventWriter
 
+    caplog.set_level("INFO", logger="engine.evaluate.predict")
     model, tokenizer = tiny_model_and_tokenizer()
     cfg = build_config({"model_name_or_path": "tiny", "template": "chatml", "do_sample": False,
                         "max_new_tokens": 6, "per_device_eval_batch_size": 2})
@@ -138,6 +140,9 @@ def test_run_predict_writes_predictions_and_scores(tmp_path):
     assert METRIC_KEYS | {"predict_runtime", "predict_samples_per_second", "predict_steps_per_second"} <= set(saved)
     progress = [e for e in EventReader(tmp_path / "events.jsonl").read_new() if e["event"] == "progress"]
     assert [e["fraction"] for e in progress] == [0.5, 1.0]
+    written = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("Predictions written"))
+    scores = written.split(": ", 1)[1].split(", ")  # shown to four decimals, not as 86.86537000000001
+    assert len(scores) == 4 and all(re.fullmatch(r"predict_[\w-]+=\d+\.\d{4}", score) for score in scores), written
     assert all(e["stage"] == "predict" for e in progress)
 
     # Left-padded batches give the same greedy output as one prompt at a time.

@@ -447,6 +447,21 @@ COMMANDS = {
 }
 
 
+def _key_hint(args: argparse.Namespace, stray: list[str]) -> str:
+    """For `--learning_rate 1e-4` (transformers' and LLaMA-Factory's command-line style): how config keys are given
+    here."""
+    dashed = [item[2:].split("=", 1)[0] for item in stray if item.startswith("--") and len(item) > 2]
+    if not dashed or not hasattr(args, "overrides"):
+        return ""
+    from engine.config.loader import all_keys
+
+    options = f"`lf-engine {args.command} --help` lists the options"
+    key = next((name for name in dashed if name in all_keys()), None)
+    if key is None:
+        return f" ({options})"
+    return f" (config keys follow the config file as key=value, e.g. `{key}=...`; {options})"
+
+
 def main(argv: list[str] | None = None) -> int:
     # Before torch loads: put large CPU tensors on page-aligned blocks (on the reference workload ~12 % less peak
     # RSS), without transparent huge pages (their compaction stalled the first step 2-3 s),
@@ -460,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     stray = [item for item in unknown if item.startswith("-") or "=" not in item]
     if stray:
-        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+        parser.error(f"unrecognized arguments: {' '.join(stray)}{_key_hint(args, stray)}")
     if unknown:  # key=value overrides written after an option (`check CONFIG --for export key=value`)
         if not hasattr(args, "overrides"):
             parser.error(f"unrecognized arguments: {' '.join(unknown)}")

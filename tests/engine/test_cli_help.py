@@ -50,3 +50,15 @@ def test_a_missing_config_names_only_the_config(capsys):
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert "the following arguments are required: config" in err and "key=value" not in err.splitlines()[-1]
+
+
+@pytest.mark.parametrize(("argv", "hint"), [
+    (["check", "c.yaml", "--learning_rate", "1e-4"], "config keys follow the config file as key=value, e.g. `learning_rate=...`"),
+    (["train", "c.yaml", "--lora_rank=8"], "e.g. `lora_rank=...`"),
+    (["check", "c.yaml", "--fro", "export"], "(`lf-engine check --help` lists the options)"),
+])
+def test_a_key_written_as_an_option_is_answered_with_the_key_value_form(capsys, argv, hint):
+    """transformers' and LLaMA-Factory's `--learning_rate 1e-4` style is how many newcomers write an override."""
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert hint in capsys.readouterr().err

@@ -51,6 +51,9 @@ def check(cfg: RunConfig, command: str = "train", *, interactive: bool | None = 
         problems += _check_precision(cfg, device)
     if command == "train":
         problems += _check_deepspeed(cfg)
+        from engine.train.parallel.ray_check import ray_problems
+
+        problems += ray_problems(cfg)
         problems += _check_schedule(cfg)
         problems += _check_trackers(cfg, interactive)
         from engine.train.rl_checks import check_rl

@@ -68,6 +68,22 @@ def test_noset_variables_pick_the_device_ray_assigned(monkeypatch):
     assert os.environ["LOCAL_RANK"] == "0"  # Ray narrowed the visible devices itself: keep the local rank
 
 
+def test_check_names_a_missing_ray_before_the_run(monkeypatch, tmp_path, capsys):
+    """`lf-engine check` said OK to `use_ray: true` without Ray installed; only `train` then refused it."""
+    import importlib.util
+
+    from engine.cli import main
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    monkeypatch.delenv("USE_RAY", raising=False)
+    monkeypatch.delenv("LF_RAY_WORKER", raising=False)
+    argv = ["check", str(REPO / "examples/sft_lora_demo.yaml"), f"output_dir={tmp_path}"]
+    assert main([*argv, "use_ray=true"]) == 2
+    assert "pip install 'ray[train]'" in capsys.readouterr().err
+    assert main(argv) == 0  # without use_ray, nothing is asked of Ray
+
+
 def test_use_ray_switches_and_missing_ray(monkeypatch, tmp_path):
     cfg = build_config({"model_name_or_path": "demo", "dataset": "demo_alpaca", "output_dir": str(tmp_path)})
     monkeypatch.delenv("USE_RAY", raising=False)

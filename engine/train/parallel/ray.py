@@ -19,10 +19,10 @@ from typing import Any
 
 from engine import devices
 from engine.errors import UserError
+from engine.train.parallel.ray_check import RAY_MISSING, WORKER_FLAG, use_ray  # noqa: F401 (use_ray: the launcher's)
 
 logger = logging.getLogger(__name__)
 
-WORKER_FLAG = "LF_RAY_WORKER"
 # NOSET variable -> the name of that accelerator among Ray's resources / accelerator ids
 NOSET_RESOURCES = {
     "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "GPU",
@@ -34,22 +34,13 @@ NOSET_RESOURCES = {
 }
 
 
-def use_ray(cfg: Any) -> bool:
-    """``use_ray: true`` or LLaMA-Factory's ``USE_RAY=1``; never inside a Ray worker itself."""
-    if os.environ.get(WORKER_FLAG) == "1":
-        return False
-    env = os.environ.get("USE_RAY", "").strip().lower() in ("1", "true", "y", "yes")
-    return bool(cfg.parallel.use_ray or env)
-
-
 def _import_ray() -> Any:
     try:
         import ray
         import ray.train  # noqa: F401
         import ray.train.torch  # noqa: F401
     except ImportError:
-        raise UserError("`use_ray: true` needs Ray Train: `pip install 'ray[train]'`, or remove `use_ray` and launch "
-                        "with torchrun.") from None
+        raise UserError(RAY_MISSING) from None
     return ray
 
 

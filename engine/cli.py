@@ -366,7 +366,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     else:  # chat, export, api: no stage or method, but the model and its adapters
         adapters = cfg.model.adapter_name_or_path
         what = f"model {cfg.model.model_name_or_path}" + (f", adapters {adapters}" if adapters else "")
-    print(f"OK: {args.config} is valid for `{args.purpose}` ({what}); `--for` checks it for another command.")
+    name = "the config from standard input" if args.config == "-" else args.config
+    print(f"OK: {name} is valid for `{args.purpose}` ({what}); `--for` checks it for another command.")
     if args.purpose == "train":
         from engine.train.output_dir import describe_resume
 

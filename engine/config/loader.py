@@ -534,7 +534,8 @@ def read_yaml(path: str | Path, warn: bool = True) -> dict[str, Any]:
     try:
         data = load_yaml_text(text, f"`{path}`", warn)
     except yaml.YAMLError as err:
-        raise ConfigError([yaml_error_message(f"`{path}`", text, err)]) from None
+        source = "The config from standard input" if str(path) == "-" else f"`{path}`"
+        raise ConfigError([yaml_error_message(source, text, err)]) from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -62,3 +62,19 @@ def test_a_key_written_as_an_option_is_answered_with_the_key_value_form(capsys, 
     with pytest.raises(SystemExit):
         main(argv)
     assert hint in capsys.readouterr().err
+
+
+def test_a_config_from_standard_input_is_named_as_such(capsys, monkeypatch, tmp_path):
+    """The board's "Command and YAML" box runs `lf-engine train - <<'EOF' ...`: its messages name no file `-`."""
+    import io
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parents[2] / "examples" / "data"
+    text = (f"model_name_or_path: demo\ntemplate: chatml\nstage: sft\ndataset: demo_identity\ndataset_dir: {data}\n"
+            f"output_dir: {tmp_path}\n")
+    monkeypatch.setattr("sys.stdin", io.StringIO(text))
+    assert main(["check", "-"]) == 0
+    assert capsys.readouterr().out.startswith("OK: the config from standard input is valid for `train`")
+    monkeypatch.setattr("sys.stdin", io.StringIO("a: [1\n"))
+    assert main(["check", "-"]) == 2
+    assert "The config from standard input is not valid YAML" in capsys.readouterr().err

@@ -259,8 +259,10 @@ def entry_problem(name: str, entry: dict[str, Any]) -> str | None:
 
 
 def _entry_spec(name: str, entry: dict[str, Any], dataset_dir: Path) -> DatasetSpec:
+    from engine.data.entry_keys import warn_misspelt_keys
     from engine.data.hub import hub_options, hub_source
 
+    warn_misspelt_keys(name, entry, INFO_FILE)
     hub = None
     source = hub_source(entry)  # LLaMA-Factory reads a hub URL before a `file_name` in the same entry
     if source is not None:

@@ -387,6 +387,22 @@ def test_a_registry_entry_of_the_wrong_type_is_named_with_its_key(ws, capsys, tm
                    words=("dataset 'odd'", *words))
 
 
+def test_a_misspelt_registry_key_is_named_with_the_key_meant(ws, capsys, caplog, tmp_path):
+    """`formating: sharegpt` was ignored without a word (LLaMA-Factory ignores it too): the rows were read as alpaca.
+    It is still ignored, as there, but a warning names `formatting`, once; a key near no entry key stays quiet."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    _write_json(folder / "good.json", GOOD_ROWS)
+    _write_json(folder / "dataset_info.json", {"typo": {"file_name": "good.json", "formating": "alpaca",
+                                                        "note": "from the team drive"}})
+    code, _ = cli(capsys, "check", str(ws / "sft.yaml"), "dataset=typo", f"dataset_dir={folder}")
+    assert code == 0
+    warned = [r.getMessage() for r in caplog.records if "formating" in r.getMessage()]
+    assert warned == ["Dataset 'typo': `formating` is not a dataset_info.json key, so it is ignored (as in "
+                      "LLaMA-Factory); did you mean `formatting`?"]
+    assert "note" not in caplog.text
+
+
 def test_check_reads_what_the_config_is_for(ws, capsys, tmp_path, monkeypatch):
     """`lf-engine check` without --for used to check every config as a training one (an export config got `dataset is
     empty`; a predict config passed as valid for train)."""

@@ -100,6 +100,9 @@ def _has_any(folder: Path, patterns: tuple[str, ...]) -> bool:
 
 def _adapter_as_model(name: str, folder: Path) -> str:
     base = read_adapter_config(folder).get("base_model_name_or_path")
+    for stamp, short in (("lf_demo.json", "demo"), ("lf_demo_vlm.json", "demo-vlm")):  # a built-in demo's own cache
+        if isinstance(base, str) and base and (Path(base) / stamp).is_file():
+            base = short
     model = f"`model_name_or_path: {base}` (its base model)" if isinstance(base, str) and base else \
         "`model_name_or_path` to its base model"
     return (f"`model_name_or_path: {name}` is a LoRA adapter (adapter_config.json), not a model: set "

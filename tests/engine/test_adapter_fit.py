@@ -2,6 +2,7 @@
 model's `model.language_model.layers` against a text model's `model.layers`) loads none of its weights: PEFT only
 warns, and export, chat and eval went on with the untrained adapter (an export 'passed' and was the base model)."""
 
+import json
 import logging
 from pathlib import Path
 
@@ -94,6 +95,13 @@ def test_an_adapter_given_as_the_model_names_both_keys(tmp_path, capsys):
     assert "Traceback" not in err
     assert f"`model_name_or_path: {adapter}` is a LoRA adapter" in err, err
     assert f"`adapter_name_or_path: {adapter}` and `model_name_or_path: /models/base` (its base model)" in err
+    demo_cache = tmp_path / "demo-model"  # a demo run's adapter names the demo's cache folder: `demo` is suggested
+    demo_cache.mkdir()
+    (demo_cache / "lf_demo.json").write_text("{}")
+    (adapter / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA",
+                                                             "base_model_name_or_path": str(demo_cache)}))
+    assert main(["check", "--for", "chat", str(config)]) == EXIT_USER_ERROR
+    assert "`model_name_or_path: demo` (its base model)" in capsys.readouterr().err
 
 
 def test_a_ref_model_that_is_an_adapter_or_missing_is_named_before_training(tmp_path, capsys):

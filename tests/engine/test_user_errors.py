@@ -422,7 +422,7 @@ def test_check_reads_what_the_config_is_for(ws, capsys, tmp_path, monkeypatch):
     import io
 
     monkeypatch.setattr("sys.stdin", io.StringIO(chat.read_text()))
-    assert main(["check", "-"]) == 0 and "- is valid for `chat`" in capsys.readouterr().out
+    assert main(["check", "-"]) == 0 and "the config from standard input is valid for `chat`" in capsys.readouterr().out
     monkeypatch.setattr("sys.stdin", io.StringIO(export.read_text()))
     user_error(capsys, "check", "-", words=("nothing` does not exist", "Checked for `export`"))
 

@@ -23,7 +23,7 @@ def test_the_train_command_works_when_pasted(board, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
     result = subprocess.run(["bash", "-c", pasted], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.startswith("OK: - is valid for `train`")
+    assert result.stdout.startswith("OK: the config from standard input is valid for `train`")
 
 
 def test_a_config_containing_the_marker_still_pastes():

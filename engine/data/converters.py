@@ -354,10 +354,14 @@ def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
         example = _base(row, spec, columns, system, messages)
         example["chosen"], example["rejected"] = _reply(chosen), _reply(rejected)
         return example
-    if isinstance(response, list):
-        response = response[0] if response else None
     if isinstance(response, (int, float)) and not isinstance(response, bool):  # a CSV column of numbers: LLaMA-
         response = None  # Factory takes only text as the reply (the row has none, so sft skips it)
+    if isinstance(response, list):  # likewise a list (a pair of answers without `ranking: true`)
+        example = _base(row, spec, columns, system, messages)
+        example["no_reply"] = (f"column {columns['response']!r} holds a list, not text; a list of two answers is a "
+                               "preference pair, read only with `ranking: true` in dataset_info.json (and a stage "
+                               "that trains on pairs: rm, dpo)")
+        return example
     if response is not None:  # a text, even an empty one, is the reply (LLaMA-Factory: any string)
         messages.append({"role": "assistant", "content": _text(response, f"column {columns['response']!r}")})
     return _base(row, spec, columns, system, messages)
@@ -467,6 +471,7 @@ def _absent_columns(row: Any, spec: DatasetSpec) -> str:
 
 def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
     """Check (and shape) a converted example for ``stage``; raises RowError when it does not fit."""
+    no_reply = example.pop("no_reply", None)  # why a row has no reply, where that is not plain
     messages = example["messages"]
     if stage == "pt":  # LLaMA-Factory trains the first message of the prompt alone, an empty one as its EOS
         text = example.get("text")
@@ -490,7 +495,7 @@ def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
         example["messages"] = messages
     _check_order(messages)
     if messages[-1]["role"] not in ("assistant", "function"):
-        raise RowError("the conversation does not end with an assistant reply")
+        raise RowError(no_reply or "the conversation does not end with an assistant reply")
     if stage == "kto" and "kto_tag" not in example:
         raise RowError("no kto_tag")
     return example

@@ -1,0 +1,36 @@
+"""Inputs LLaMA-Factory 0.9.5 refuses (or reads in one particular way) are refused or read the same way here, each
+checked against its code and a run of it (see each test)."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from engine.data import DatasetError, load_examples
+
+
+def _args(folder):
+    return SimpleNamespace(dataset_dir=str(folder), max_samples=None, mix_strategy="concat", interleave_probs=None)
+
+
+def _write(folder, name: str, rows: list, **entry) -> None:
+    (folder / f"{name}.json").write_text(json.dumps(rows), encoding="utf-8")
+    info = folder / "dataset_info.json"
+    registry = json.loads(info.read_text(encoding="utf-8")) if info.is_file() else {}
+    registry[name] = {"file_name": f"{name}.json", **entry}
+    info.write_text(json.dumps(registry), encoding="utf-8")
+
+
+def test_an_alpaca_reply_that_is_a_list_is_no_reply_without_ranking(tmp_path):
+    """LLaMA-Factory's alpaca converter takes a reply only when it is text (or a pair with `ranking: true`): a list
+    leaves the row without one, so sft drops it ("Cannot find valid samples" when all are such). Here the first
+    answer of the list was trained on."""
+    _write(tmp_path, "pairs", [{"instruction": f"Pick {i}", "output": [f"good {i}", f"bad {i}"]} for i in range(3)])
+    with pytest.raises(DatasetError, match=r"no usable rows for stage sft .*column 'output' holds a list, not text; "
+                                           r".*`ranking: true` in dataset_info.json"):
+        load_examples(_args(tmp_path), "pairs", "sft")
+    assert [e["text"] for e in load_examples(_args(tmp_path), "pairs", "pt")] == ["Pick 0", "Pick 1", "Pick 2"]
+    _write(tmp_path, "ranked", [{"instruction": "a", "output": ["x", "y"]}], ranking=True)
+    assert [e["chosen"]["content"] for e in load_examples(_args(tmp_path), "ranked", "dpo")] == ["x"]

@@ -15,6 +15,8 @@ from engine.config.schema import packs_rows
 
 logger = logging.getLogger(__name__)
 
+VAL_SIZE_OFF = 1e-6  # LLaMA-Factory splits off evaluation rows only for a val_size above this
+
 
 def cross_checks(cfg: Any) -> list[str]:
     """The problems of a built :class:`engine.config.loader.RunConfig` that lie between keys (each key's own value
@@ -49,6 +51,7 @@ def cross_checks(cfg: Any) -> list[str]:
     elif cfg.data.packing and ft.stage not in ("pt", "sft"):
         logger.info("`packing: true` with `stage: %s`: its rows are not packed, but cutoff_len counts one token less, "
                     "as in LLaMA-Factory.", ft.stage)
+    problems += _val_size_problems(cfg.data)
     if tr.eval_strategy != "no" and not (cfg.data.eval_dataset or cfg.data.val_size):
         problems.append(f"`eval_strategy: {tr.eval_strategy}` needs evaluation data: set `eval_dataset` or `val_size`.")
     if tr.save_strategy == "best" and tr.eval_strategy == "no":
@@ -91,3 +94,19 @@ def _interleave_problems(datasets: Any, weights: list[float]) -> list[str]:
         return [f"`interleave_probs` gives {len(weights)} weight(s) for {len(names)} dataset(s) in `dataset`; give "
                 "one per dataset, in the same order."]
     return []
+
+
+def _val_size_problems(data: Any) -> list[str]:
+    """``val_size`` splits ``dataset``: LLaMA-Factory refuses it without one, and beside ``eval_dataset`` (it would
+    not say which evaluation set is meant)."""
+    if data.val_size <= VAL_SIZE_OFF:
+        return []
+    if not data.dataset:
+        return [f"`val_size: {data.val_size}` holds out part of `dataset`, which is not set (LLaMA-Factory refuses "
+                "this too); set `dataset`, or remove `val_size`."]
+    if data.eval_dataset:
+        return [f"`val_size: {data.val_size}` and `eval_dataset: {shorten(str(data.eval_dataset), 60)}` are both set; "
+                "evaluation uses one of them (LLaMA-Factory refuses the pair too): remove `val_size` to evaluate on "
+                "eval_dataset, or `eval_dataset` to hold out part of `dataset`."]
+    return []
+

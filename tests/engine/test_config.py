@@ -199,5 +199,5 @@ def test_evaluating_during_training_also_evaluates_at_the_end():
     ends with an evaluation and eval_results.json, as there."""
     from engine.config import build_config
 
-    assert build_config({"eval_strategy": "steps", "eval_steps": 2, "val_size": 0.1}).train.do_eval is True
-    assert build_config({"val_size": 0.1}).train.do_eval is False
+    assert build_config({"eval_strategy": "steps", "eval_steps": 2, "dataset": "a", "val_size": 0.1}).train.do_eval is True
+    assert build_config({"dataset": "a", "val_size": 0.1}).train.do_eval is False

@@ -34,3 +34,22 @@ def test_an_alpaca_reply_that_is_a_list_is_no_reply_without_ranking(tmp_path):
     assert [e["text"] for e in load_examples(_args(tmp_path), "pairs", "pt")] == ["Pick 0", "Pick 1", "Pick 2"]
     _write(tmp_path, "ranked", [{"instruction": "a", "output": ["x", "y"]}], ranking=True)
     assert [e["chosen"]["content"] for e in load_examples(_args(tmp_path), "ranked", "dpo")] == ["x"]
+
+
+@pytest.mark.parametrize("keys", [{"dataset": "a", "eval_dataset": "b", "val_size": 0.1},
+                                  {"eval_dataset": "b", "val_size": 3}, {"do_predict": True, "val_size": 0.2}])
+def test_val_size_needs_dataset_and_no_eval_dataset(keys):
+    """LLaMA-Factory's DataArguments refuse `val_size` (above 1e-6) beside `eval_dataset`, and without `dataset`;
+    here the first was taken as the evaluation set and val_size ignored, and the second ignored."""
+    from engine.config import ConfigError, build_config
+
+    with pytest.raises(ConfigError) as err:
+        build_config(keys)
+    if "dataset" in keys:
+        assert f"`val_size: {float(keys['val_size'])}` and `eval_dataset: b` are both set" in str(err.value)
+        assert "remove `val_size`" in str(err.value)
+    else:
+        assert "holds out part of `dataset`, which is not set" in str(err.value)
+    for fine in ({"dataset": "a", "eval_dataset": "b", "val_size": 0}, {"dataset": "a", "val_size": 0.1},
+                 {"eval_dataset": "b"}):
+        build_config(fine)

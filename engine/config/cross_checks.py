@@ -98,8 +98,14 @@ def _interleave_problems(datasets: Any, weights: list[float]) -> list[str]:
 
 def _val_size_problems(data: Any) -> list[str]:
     """``val_size`` splits ``dataset``: LLaMA-Factory refuses it without one, and beside ``eval_dataset`` (it would
-    not say which evaluation set is meant)."""
+    not say which evaluation set is meant); one of at most 1e-6 (a negative one too) holds out nothing there, so it is
+    set to 0 here."""
     if data.val_size <= VAL_SIZE_OFF:
+        if data.val_size:
+            logger.warning("`val_size: %s` holds out no rows (LLaMA-Factory splits off evaluation rows only for a "
+                           "val_size above 1e-6); give a fraction such as 0.1 or a row count to evaluate.",
+                           data.val_size)
+            data.val_size = 0.0
         return []
     if not data.dataset:
         return [f"`val_size: {data.val_size}` holds out part of `dataset`, which is not set (LLaMA-Factory refuses "

@@ -53,3 +53,27 @@ def test_val_size_needs_dataset_and_no_eval_dataset(keys):
     for fine in ({"dataset": "a", "eval_dataset": "b", "val_size": 0}, {"dataset": "a", "val_size": 0.1},
                  {"eval_dataset": "b"}):
         build_config(fine)
+
+
+def test_val_size_is_read_by_its_value_as_written(caplog):
+    """LLaMA-Factory holds out int(val_size) rows above 1 and the fraction val_size up to 1, by the value as the YAML
+    gives it: `1` holds out one row, while `1.0` asks `datasets` for every row and is refused there (here it held
+    out one row). A val_size of at most 1e-6, a negative one included, holds out nothing there (here a negative one
+    was refused and a tiny one held out a row)."""
+    from engine.config import ConfigError, build_config
+    from engine.data.loader import split_eval
+
+    with pytest.raises(ConfigError, match=r"`val_size: 1.0` is the fraction 1.0 of the rows: all held out.*"
+                                          r"`val_size: 1` holds out one row"):
+        build_config({"dataset": "a", "val_size": 1.0})
+    one = build_config({"dataset": "a", "val_size": 1})
+    assert type(one.data.val_size) is int and "val_size: 1\n" in one.to_yaml()  # written again as a count
+    assert [len(part) for part in split_eval(list(range(10)), one.data.val_size)] == [9, 1]
+    assert build_config({"dataset": "a", "val_size": 2.0}).data.val_size == 2.0  # above 1: a count, as there
+    for off in (-0.1, -3, 1e-7):
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            assert build_config({"dataset": "a", "val_size": off}).data.val_size == 0
+        assert f"`val_size: {off}` holds out no rows" in caplog.text
+    with pytest.raises(DatasetError, match="val_size 10 leaves no training examples out of 10"):
+        split_eval(list(range(10)), 10)  # every row as a count: refused, as `datasets` refuses it there

@@ -52,6 +52,10 @@ class RowError(ValueError):
     """A row that cannot be converted; the message says why."""
 
 
+class RefusedRow(ValueError):
+    """A row on which LLaMA-Factory's whole run stops (not one it skips): the dataset is refused, naming the row."""
+
+
 # ------------------------------------------------------------------------------------------------ helpers
 def _columns(spec: DatasetSpec, defaults: dict[str, str]) -> dict[str, str | None]:
     """The columns read: a dataset_info.json entry's as LLaMA-Factory reads them (``DatasetSpec.lf_columns``), or
@@ -402,6 +406,9 @@ def _sharegpt_entry(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
     if len(turns) % 2 != (1 if spec.ranking else 0):
         raise RowError("wrong number of turns (a reply must end it; preference rows end with a prompt)")
     media: dict[str, list[Any]] = {}
+    skipped = len(row[columns["messages"]]) - len(turns)  # a leading system turn
+    no_text = [(i, f"turn {i + skipped} ({turn[role_tag]!r})") for i, turn in enumerate(turns)
+               if turn.get(content_tag) is None]
     messages = [_entry_turn(turn, roles[turn[role_tag]], content_tag, media) for turn in turns]
     example = _base(row, spec, columns, system, messages)
     for column, items in media.items():
@@ -416,8 +423,22 @@ def _sharegpt_entry(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
         for name, turn in zip(("chosen", "rejected"), pair):
             if turn.get(role_tag) not in allowed[1]:
                 raise RowError(f"the {name} turn's role {turn.get(role_tag)!r} is not a reply of the entry's tags")
+            if turn.get(content_tag) is None:
+                no_text.append((len(messages), f"the {name} turn"))
             example[name] = _entry_turn(turn, roles[turn[role_tag]], content_tag, {})
+    if no_text:
+        example["no_text"] = (*no_text[0], content_tag)
     return example
+
+
+def _refuse_no_text(found: tuple[int, str, str], stage: str) -> None:
+    """A turn with no text (null, or no content key: ``datasets`` reads both as None), at ``found`` (its message
+    index, where it is, the content key), stops LLaMA-Factory's run as its template formats the turn ("Expected a
+    string, got None"); pre-training reads the first message alone. An empty text is fine."""
+    index, where, content_tag = found
+    if stage != "pt" or index == 0:
+        raise RefusedRow(f"{where} has no {content_tag!r} text (null or missing); LLaMA-Factory stops on such a turn. "
+                         "Give it text (an empty string \"\" trains an empty turn), or remove the row.")
 
 
 def _entry_turn(turn: dict[str, Any], role: str, content_tag: str, media: dict[str, list[Any]]) -> dict[str, Any]:
@@ -472,6 +493,8 @@ def _absent_columns(row: Any, spec: DatasetSpec) -> str:
 def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
     """Check (and shape) a converted example for ``stage``; raises RowError when it does not fit."""
     no_reply = example.pop("no_reply", None)  # why a row has no reply, where that is not plain
+    if (no_text := example.pop("no_text", None)) is not None:
+        _refuse_no_text(no_text, stage)
     messages = example["messages"]
     if stage == "pt":  # LLaMA-Factory trains the first message of the prompt alone, an empty one as its EOS
         text = example.get("text")
@@ -535,6 +558,8 @@ def iter_converted(rows: Iterable[dict[str, Any]], spec: DatasetSpec, stage: str
         try:
             example = finalize(converter(row, spec), stage)
             _check_unicode(example)
+        except RefusedRow as err:
+            raise DatasetError(f"Dataset {spec.name!r}, row {index}: {err}") from None
         except RowError as err:
             tally["skipped"] += 1
             if len(tally["shown"]) < 5:

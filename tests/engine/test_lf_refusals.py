@@ -77,3 +77,36 @@ def test_val_size_is_read_by_its_value_as_written(caplog):
         assert f"`val_size: {off}` holds out no rows" in caplog.text
     with pytest.raises(DatasetError, match="val_size 10 leaves no training examples out of 10"):
         split_eval(list(range(10)), 10)  # every row as a count: refused, as `datasets` refuses it there
+
+
+def _chat(*turns):
+    return {"conversations": [dict(zip(("from", "value"), turn)) if len(turn) == 2 else {"from": turn[0]}
+                              for turn in turns]}
+
+
+def test_a_sharegpt_turn_without_text_refuses_the_dataset(tmp_path):
+    """LLaMA-Factory's template stops the whole run on a turn whose content is null or missing (`datasets` reads
+    both as None): "Expected a string, got None". Here such a turn trained as an empty one. Rows it skips first (a
+    wrong role order) are skipped here too, a null system turn is its default system prompt there, and pre-training
+    reads the first turn alone (all checked against LLaMA-Factory 0.9.5 with tests/golden/compare_rows)."""
+    good = _chat(("human", "hi"), ("gpt", "yo"))
+    _write(tmp_path, "null", [good, _chat(("human", "hi"), ("gpt", None))], formatting="sharegpt")
+    _write(tmp_path, "missing", [good, good, _chat(("human", "hi"), ("gpt",))], formatting="sharegpt")
+    for name, row in (("null", 1), ("missing", 2)):
+        with pytest.raises(DatasetError, match=rf"Dataset '{name}', row {row}: turn 1 \('gpt'\) has no 'value' text "
+                                               r"\(null or missing\); LLaMA-Factory stops"):
+            load_examples(_args(tmp_path), name, "sft")
+    assert [e["text"] for e in load_examples(_args(tmp_path), "null", "pt")] == ["hi", "hi"]
+    _write(tmp_path, "first", [_chat(("human", None), ("gpt", "yo"))], formatting="sharegpt")
+    with pytest.raises(DatasetError, match=r"row 0: turn 0 \('human'\) has no 'value' text"):
+        load_examples(_args(tmp_path), "first", "pt")
+    _write(tmp_path, "system", [_chat(("system", None), ("human", "hi"), ("gpt", "yo"))], formatting="sharegpt")
+    assert load_examples(_args(tmp_path), "system", "sft")[0]["system"] == ""
+    _write(tmp_path, "skipped", [good, _chat(("human", "hi"), ("human", None))], formatting="sharegpt")
+    assert len(load_examples(_args(tmp_path), "skipped", "sft")) == 1
+    pairs = [{"conversations": [{"from": "human", "value": "hi"}], "chosen": {"from": "gpt", "value": "a"},
+              "rejected": {"from": "gpt", "value": None}}]
+    _write(tmp_path, "pairs", pairs, formatting="sharegpt", ranking=True,
+           columns={"messages": "conversations", "chosen": "chosen", "rejected": "rejected"})
+    with pytest.raises(DatasetError, match="row 0: the rejected turn has no 'value' text"):
+        load_examples(_args(tmp_path), "pairs", "dpo")

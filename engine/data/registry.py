@@ -282,9 +282,13 @@ def _entry_spec(name: str, entry: dict[str, Any], dataset_dir: Path) -> DatasetS
             )
         if not entry.get("file_name"):
             raise DatasetError(f"Dataset {name!r} in {INFO_FILE} has no `file_name`; add the data file's name.")
-    formatting = str(entry.get("formatting", "alpaca")).lower()
+    written = str(entry.get("formatting", "alpaca"))
+    formatting = written.lower()
     if formatting not in FORMATTINGS:
-        raise DatasetError(f"Dataset {name!r}: unknown formatting {formatting!r}; use alpaca or sharegpt.")
+        raise DatasetError(f"Dataset {name!r}: unknown formatting {written!r}; use alpaca, sharegpt or openai.")
+    if formatting != written:  # LLaMA-Factory looks its converter up by the name as written
+        raise DatasetError(f"Dataset {name!r}: `formatting: {written}` must be written in lower case, "
+                           f"`{formatting}`, in {INFO_FILE} (LLaMA-Factory has no converter named {written!r}).")
     columns = entry.get("columns") or {}
     tags = entry.get("tags") or {}
     unknown = [key for key in columns if key not in COLUMN_KEYS] + [key for key in tags if key not in TAG_KEYS]

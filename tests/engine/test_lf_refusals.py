@@ -110,3 +110,17 @@ def test_a_sharegpt_turn_without_text_refuses_the_dataset(tmp_path):
            columns={"messages": "conversations", "chosen": "chosen", "rejected": "rejected"})
     with pytest.raises(DatasetError, match="row 0: the rejected turn has no 'value' text"):
         load_examples(_args(tmp_path), "pairs", "dpo")
+
+
+def test_formatting_is_read_as_written(tmp_path):
+    """LLaMA-Factory looks up its converter by `formatting` as written: `ShareGPT` is "Dataset converter ShareGPT not
+    found" there (here any case was read as sharegpt)."""
+    rows = [_chat(("human", "hi"), ("gpt", "yo"))]
+    _write(tmp_path, "upper", rows, formatting="ShareGPT")
+    with pytest.raises(DatasetError, match=r"`formatting: ShareGPT` must be written in lower case, `sharegpt`"):
+        load_examples(_args(tmp_path), "upper", "sft")
+    _write(tmp_path, "typo", rows, formatting="sharegtp")
+    with pytest.raises(DatasetError, match="unknown formatting 'sharegtp'; use alpaca, sharegpt or openai"):
+        load_examples(_args(tmp_path), "typo", "sft")
+    _write(tmp_path, "lower", rows, formatting="sharegpt")
+    assert len(load_examples(_args(tmp_path), "lower", "sft")) == 1

@@ -226,14 +226,18 @@ def repeated_keys_note(dataset_dir: str | os.PathLike) -> str | None:
 
 
 TEXT_FIELDS = ("file_name", "formatting", "hf_hub_url", "ms_hub_url", "om_hub_url", "subset", "split", "folder")
+NOT_NULL = ("formatting", "split", "columns", "tags")
 
 
 def entry_problem(name: str, entry: dict[str, Any]) -> str | None:
     """What is wrong with the types of one dataset_info.json entry (None when nothing is): the values LLaMA-Factory
     reads as text, a ``columns``/``tags`` object of names, a boolean ``ranking``, a whole ``num_samples`` of at least
-    1. Checked when the file is read, so that ``lf-engine check``, training and the board's picker all name the entry
-    and the key instead of failing later."""
+    1, no null where LLaMA-Factory reads the key as given. Checked when the file is read, so that ``lf-engine check``,
+    training and the board's picker all name the entry and the key instead of failing later."""
     where = f"dataset {name!r}"
+    null = next((key for key in NOT_NULL if key in entry and entry[key] is None), None)
+    if null is not None:  # LLaMA-Factory reads these as given when the key is there, and fails on a null
+        return f"{where}: `{null}` is null; give it a value or remove the key (LLaMA-Factory fails on a null one)."
     for key in TEXT_FIELDS:
         value = entry.get(key)
         if value is not None and not isinstance(value, str):

@@ -124,3 +124,16 @@ def test_formatting_is_read_as_written(tmp_path):
         load_examples(_args(tmp_path), "typo", "sft")
     _write(tmp_path, "lower", rows, formatting="sharegpt")
     assert len(load_examples(_args(tmp_path), "lower", "sft")) == 1
+
+
+@pytest.mark.parametrize("key", ["columns", "tags", "split", "formatting"])
+def test_a_null_entry_key_is_refused(tmp_path, key):
+    """LLaMA-Factory reads `columns`, `tags`, `split` and `formatting` as given once the key is there and fails on a
+    null (`None.get`, a split dict, no converter None); here a null columns, tags or split was read as left out."""
+    _write(tmp_path, "null", [{"instruction": "q", "output": "a"}], **{key: None})
+    with pytest.raises(DatasetError, match=rf"dataset 'null': `{key}` is null; give it a value or remove the key"):
+        load_examples(_args(tmp_path), "null", "sft")
+    fine = tmp_path / "fine"
+    fine.mkdir()
+    _write(fine, "fine", [{"instruction": "q", "output": "a"}], subset=None, num_samples=None, ranking=None)
+    assert len(load_examples(_args(fine), "fine", "sft")) == 1  # read as left out there too

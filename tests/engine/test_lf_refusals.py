@@ -137,3 +137,25 @@ def test_a_null_entry_key_is_refused(tmp_path, key):
     fine.mkdir()
     _write(fine, "fine", [{"instruction": "q", "output": "a"}], subset=None, num_samples=None, ranking=None)
     assert len(load_examples(_args(fine), "fine", "sft")) == 1  # read as left out there too
+
+
+def test_data_files_are_those_llama_factory_reads(tmp_path):
+    """LLaMA-Factory types a data file by its extension as written (`.JSON`: "Allowed file types: ..."), and reads
+    every entry of a `file_name` folder, refusing one that is not a data file of the folder's type ("File types
+    should be identical"), .json and .jsonl being both JSON. Here the case was ignored, other entries were skipped,
+    and .json beside .jsonl was refused."""
+    from engine.data.readers import read_rows
+
+    rows = [{"instruction": "q", "output": "a"}]
+    (tmp_path / "upper.JSON").write_text(json.dumps(rows), encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"write its extension in lower case \(.json\); LLaMA-Factory reads only"):
+        read_rows(tmp_path / "upper.JSON")
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    (folder / "a.json").write_text(json.dumps(rows), encoding="utf-8")
+    (folder / "b.jsonl").write_text(json.dumps({"instruction": "r", "output": "b"}) + "\n", encoding="utf-8")
+    assert [row["instruction"] for row in read_rows(folder)] == ["q", "r"]
+    (folder / "README.md").write_text("notes", encoding="utf-8")
+    (folder / ".DS_Store").write_bytes(b"\0")
+    with pytest.raises(DatasetError, match=r"holds .DS_Store, README.md, not data files .*Move them out"):
+        read_rows(folder)

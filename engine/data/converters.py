@@ -80,16 +80,6 @@ def _text(value: Any, what: str) -> str:
     return value
 
 
-def _bool(value: Any, what: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
-        return value.strip().lower() in ("true", "1", "yes")
-    raise RowError(f"{what} must be true or false, got {value!r}")
-
-
 def media_path(item: str, spec: DatasetSpec) -> Path:
     """Where a media entry of a row points: relative paths resolve against ``media_dir`` (default ``dataset_dir``);
     as in LLaMA-Factory, a relative path found there wins, else the path as given (relative to the current folder)
@@ -297,10 +287,13 @@ def _base(row: dict[str, Any], spec: DatasetSpec, columns: dict[str, str], syste
     for kind in MEDIA:
         example[kind] = _media(row, columns.get(kind), spec, kind)
     kto = _kto_column(spec, columns)
-    if kto:
-        if row.get(kto) is None:
-            raise RowError(f"column {kto!r} (kto_tag) is missing")
-        example["kto_tag"] = _bool(row[kto], "kto_tag")
+    tag = row.get(kto) if kto else None
+    if isinstance(tag, bool):
+        example["kto_tag"] = tag
+    elif kto:  # LLaMA-Factory makes a KTO row only of a true or false tag; any other row is a plain one there
+        example["no_kto_tag"] = (f"column {kto!r} (kto_tag) is missing" if tag is None else
+                                 f"column {kto!r} (kto_tag) is {json.dumps(tag)[:40]}, not true or false (JSON "
+                                 "booleans, no quotes)")
     return example
 
 
@@ -493,6 +486,7 @@ def _absent_columns(row: Any, spec: DatasetSpec) -> str:
 def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
     """Check (and shape) a converted example for ``stage``; raises RowError when it does not fit."""
     no_reply = example.pop("no_reply", None)  # why a row has no reply, where that is not plain
+    no_kto_tag = example.pop("no_kto_tag", None)  # why a row of a KTO dataset is no KTO row
     if (no_text := example.pop("no_text", None)) is not None:
         _refuse_no_text(no_text, stage)
     messages = example["messages"]
@@ -520,7 +514,7 @@ def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
     if messages[-1]["role"] not in ("assistant", "function"):
         raise RowError(no_reply or "the conversation does not end with an assistant reply")
     if stage == "kto" and "kto_tag" not in example:
-        raise RowError("no kto_tag")
+        raise RowError(no_kto_tag or "no kto_tag")
     return example
 
 

@@ -159,3 +159,21 @@ def test_data_files_are_those_llama_factory_reads(tmp_path):
     (folder / ".DS_Store").write_bytes(b"\0")
     with pytest.raises(DatasetError, match=r"holds .DS_Store, README.md, not data files .*Move them out"):
         read_rows(folder)
+
+
+def test_only_a_true_or_false_kto_tag_makes_a_kto_row(tmp_path):
+    """LLaMA-Factory's converters make a KTO row only of a boolean tag; a text "true", a 1 or a null makes a plain
+    row there, which kto drops ("Cannot find valid samples" when all are such) and sft trains as it is. Here text and
+    numbers were read as tags, and a row with a null tag was skipped in every stage."""
+    columns = {"prompt": "instruction", "response": "output", "kto_tag": "tag"}
+    _write(tmp_path, "text", [{"instruction": f"q{i}", "output": "a", "tag": ["true", "false"][i % 2]}
+                              for i in range(4)], columns=columns)
+    with pytest.raises(DatasetError, match=r"no usable rows for stage kto .*column 'tag' \(kto_tag\) is \"true\", "
+                                           r"not true or false"):
+        load_examples(_args(tmp_path), "text", "kto")
+    assert len(load_examples(_args(tmp_path), "text", "sft")) == 4  # plain rows, every one trained, as there
+    _write(tmp_path, "mixed", [{"instruction": "a", "output": "x", "tag": True},
+                               {"instruction": "b", "output": "y", "tag": 0},
+                               {"instruction": "c", "output": "z", "tag": None}], columns=columns)
+    assert [e["kto_tag"] for e in load_examples(_args(tmp_path), "mixed", "kto")] == [True]
+    assert [e["messages"][0]["content"] for e in load_examples(_args(tmp_path), "mixed", "sft")] == ["a", "b", "c"]

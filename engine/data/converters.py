@@ -21,9 +21,11 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from engine.data import null_turns
 from engine.data.detect import detect_format
 from engine.data.embedded import embedded_image, is_data_url
 from engine.data.errors import DatasetError
+from engine.data.null_turns import RefusedRow
 from engine.data.registry import DatasetSpec
 from engine.templates.tool_base import normalize_calls, normalize_tools
 
@@ -50,10 +52,6 @@ _PART_MEDIA = {"image": "images", "image_url": "images", "video": "videos", "vid
 
 class RowError(ValueError):
     """A row that cannot be converted; the message says why."""
-
-
-class RefusedRow(ValueError):
-    """A row on which LLaMA-Factory's whole run stops (not one it skips): the dataset is refused, naming the row."""
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -259,7 +257,17 @@ def _turns(row: dict[str, Any], spec: DatasetSpec, default_tags: dict[str, str])
     if spec.ranking:
         example["chosen"] = _convert_turn(row.get(columns["chosen"]), tags, role_map, {}, exact)
         example["rejected"] = _convert_turn(row.get(columns["rejected"]), tags, role_map, {}, exact)
+    if exact:
+        null_turns.note(example, _openai_null_turns(turns, tags), f"its {tags['content_tag']!r} is null or missing")
     return example
+
+
+def _openai_null_turns(turns: list[dict[str, Any]], tags: dict[str, str]) -> list[tuple[int, str]]:
+    """The turns of an ``openai`` entry's row that LLaMA-Factory's converter leaves without text: a null or missing
+    content, but for a leading system turn and a reply whose ``tool_calls`` stand for it."""
+    lead = 1 if turns[0].get(tags["role_tag"]) == tags["system_tag"] else 0
+    return [(i - lead, f"turn {i} ({turn.get(tags['role_tag'])!r})") for i, turn in enumerate(turns[lead:], lead)
+            if turn.get(tags["content_tag"]) is None and not turn.get("tool_calls")]
 
 
 def _openai_entry_system(system: str, tools: Any) -> str:
@@ -328,9 +336,12 @@ def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
     if not isinstance(history, list):  # LLaMA-Factory reads a list only and trains the row without anything else
         _note_ignored_history(spec, columns["history"], history)  # (a CSV cell holding "[]" or a list as text)
         history = []
-    for pair in history:
+    no_text: list[tuple[int, str]] = []
+    for number, pair in enumerate(history):
         if not isinstance(pair, (list, tuple)) or len(pair) != 2:
             raise RowError("history is not a list of [prompt, response] pairs")
+        no_text += [(len(messages) + side, f"history pair {number}'s {('prompt', 'answer')[side]}")
+                    for side in (0, 1) if pair[side] is None]
         query, answer = (_text(item, "a history turn") for item in pair)
         messages += [{"role": "user", "content": query}, {"role": "assistant", "content": answer}]
     parts = [_text(row.get(columns[key]), f"column {columns[key]!r}") if columns[key] else "" for key in ("prompt", "query")]
@@ -350,6 +361,7 @@ def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
                            "or drop `ranking` for a dataset of single answers)")
         example = _base(row, spec, columns, system, messages)
         example["chosen"], example["rejected"] = _reply(chosen), _reply(rejected)
+        null_turns.note(example, no_text, f"null in column {columns['history']!r}")
         return example
     if isinstance(response, (int, float)) and not isinstance(response, bool):  # a CSV column of numbers: LLaMA-
         response = None  # Factory takes only text as the reply (the row has none, so sft skips it)
@@ -358,10 +370,13 @@ def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
         example["no_reply"] = (f"column {columns['response']!r} holds a list, not text; a list of two answers is a "
                                "preference pair, read only with `ranking: true` in dataset_info.json (and a stage "
                                "that trains on pairs: rm, dpo)")
+        null_turns.note(example, no_text, f"null in column {columns['history']!r}")
         return example
     if response is not None:  # a text, even an empty one, is the reply (LLaMA-Factory: any string)
         messages.append({"role": "assistant", "content": _text(response, f"column {columns['response']!r}")})
-    return _base(row, spec, columns, system, messages)
+    example = _base(row, spec, columns, system, messages)
+    null_turns.note(example, no_text, f"null in column {columns['history']!r}")
+    return example
 
 
 def convert_sharegpt(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
@@ -419,19 +434,8 @@ def _sharegpt_entry(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
             if turn.get(content_tag) is None:
                 no_text.append((len(messages), f"the {name} turn"))
             example[name] = _entry_turn(turn, roles[turn[role_tag]], content_tag, {})
-    if no_text:
-        example["no_text"] = (*no_text[0], content_tag)
+    null_turns.note(example, no_text, f"its {content_tag!r} is null or missing")
     return example
-
-
-def _refuse_no_text(found: tuple[int, str, str], stage: str) -> None:
-    """A turn with no text (null, or no content key: ``datasets`` reads both as None), at ``found`` (its message
-    index, where it is, the content key), stops LLaMA-Factory's run as its template formats the turn ("Expected a
-    string, got None"); pre-training reads the first message alone. An empty text is fine."""
-    index, where, content_tag = found
-    if stage != "pt" or index == 0:
-        raise RefusedRow(f"{where} has no {content_tag!r} text (null or missing); LLaMA-Factory stops on such a turn. "
-                         "Give it text (an empty string \"\" trains an empty turn), or remove the row.")
 
 
 def _entry_turn(turn: dict[str, Any], role: str, content_tag: str, media: dict[str, list[Any]]) -> dict[str, Any]:
@@ -487,10 +491,10 @@ def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
     """Check (and shape) a converted example for ``stage``; raises RowError when it does not fit."""
     no_reply = example.pop("no_reply", None)  # why a row has no reply, where that is not plain
     no_kto_tag = example.pop("no_kto_tag", None)  # why a row of a KTO dataset is no KTO row
-    if (no_text := example.pop("no_text", None)) is not None:
-        _refuse_no_text(no_text, stage)
+    no_text = example.pop(null_turns.KEY, None)  # a turn with no text: refused once the row is known to be read
     messages = example["messages"]
     if stage == "pt":  # LLaMA-Factory trains the first message of the prompt alone, an empty one as its EOS
+        null_turns.refuse(no_text, stage)
         text = example.get("text")
         if text is None:
             text = messages[0].get("content", "") if messages else ""
@@ -502,6 +506,7 @@ def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
             raise RowError("no chosen/rejected answers")
         _check_order(messages + [example["chosen"]])
         _check_order(messages + [example["rejected"]])
+        null_turns.refuse(no_text, stage)
         return example
     if example.get("kto_tag") is False and stage != "kto":  # LLaMA-Factory drops every KTO row outside kto; training
         raise RowError(f"an undesirable answer (kto_tag false), which stage {stage} does not learn from (only the "
@@ -515,6 +520,7 @@ def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
         raise RowError(no_reply or "the conversation does not end with an assistant reply")
     if stage == "kto" and "kto_tag" not in example:
         raise RowError(no_kto_tag or "no kto_tag")
+    null_turns.refuse(no_text, stage)
     return example
 
 

@@ -93,12 +93,12 @@ def test_a_sharegpt_turn_without_text_refuses_the_dataset(tmp_path):
     _write(tmp_path, "null", [good, _chat(("human", "hi"), ("gpt", None))], formatting="sharegpt")
     _write(tmp_path, "missing", [good, good, _chat(("human", "hi"), ("gpt",))], formatting="sharegpt")
     for name, row in (("null", 1), ("missing", 2)):
-        with pytest.raises(DatasetError, match=rf"Dataset '{name}', row {row}: turn 1 \('gpt'\) has no 'value' text "
-                                               r"\(null or missing\); LLaMA-Factory stops"):
+        with pytest.raises(DatasetError, match=rf"Dataset '{name}', row {row}: turn 1 \('gpt'\) has no text \(its "
+                                               r"'value' is null or missing\); LLaMA-Factory stops"):
             load_examples(_args(tmp_path), name, "sft")
     assert [e["text"] for e in load_examples(_args(tmp_path), "null", "pt")] == ["hi", "hi"]
     _write(tmp_path, "first", [_chat(("human", None), ("gpt", "yo"))], formatting="sharegpt")
-    with pytest.raises(DatasetError, match=r"row 0: turn 0 \('human'\) has no 'value' text"):
+    with pytest.raises(DatasetError, match=r"row 0: turn 0 \('human'\) has no text \(its 'value'"):
         load_examples(_args(tmp_path), "first", "pt")
     _write(tmp_path, "system", [_chat(("system", None), ("human", "hi"), ("gpt", "yo"))], formatting="sharegpt")
     assert load_examples(_args(tmp_path), "system", "sft")[0]["system"] == ""
@@ -108,7 +108,7 @@ def test_a_sharegpt_turn_without_text_refuses_the_dataset(tmp_path):
               "rejected": {"from": "gpt", "value": None}}]
     _write(tmp_path, "pairs", pairs, formatting="sharegpt", ranking=True,
            columns={"messages": "conversations", "chosen": "chosen", "rejected": "rejected"})
-    with pytest.raises(DatasetError, match="row 0: the rejected turn has no 'value' text"):
+    with pytest.raises(DatasetError, match="row 0: the rejected turn has no text"):
         load_examples(_args(tmp_path), "pairs", "dpo")
 
 
@@ -177,3 +177,27 @@ def test_only_a_true_or_false_kto_tag_makes_a_kto_row(tmp_path):
                                {"instruction": "c", "output": "z", "tag": None}], columns=columns)
     assert [e["kto_tag"] for e in load_examples(_args(tmp_path), "mixed", "kto")] == [True]
     assert [e["messages"][0]["content"] for e in load_examples(_args(tmp_path), "mixed", "sft")] == ["a", "b", "c"]
+
+
+def test_a_null_history_turn_or_openai_content_refuses_the_dataset(tmp_path):
+    """The same stop in LLaMA-Factory for an alpaca history pair holding a null and for an `openai` entry's turn with
+    a null content (a leading system turn and a reply whose tool_calls stand for its text are fine there). Here they
+    trained as empty turns."""
+    rows = [{"instruction": "q", "output": "a", "history": [["earlier", None]]}]
+    _write(tmp_path, "history", rows,
+           columns={"prompt": "instruction", "response": "output", "history": "history"})
+    with pytest.raises(DatasetError, match=r"row 0: history pair 0's answer has no text \(null in column 'history'\)"):
+        load_examples(_args(tmp_path), "history", "sft")
+    assert [e["text"] for e in load_examples(_args(tmp_path), "history", "pt")] == ["earlier"]
+    tags = {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant",
+            "observation_tag": "tool", "function_tag": "function", "system_tag": "system"}
+    call = [{"type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    fine = {"messages": [{"role": "system", "content": None}, {"role": "user", "content": "q"},
+                         {"role": "assistant", "content": None, "tool_calls": call},
+                         {"role": "tool", "content": "42"}, {"role": "assistant", "content": "It is 42."}]}
+    null = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": None}]}
+    _write(tmp_path, "openai", [fine, null], formatting="openai", columns={"messages": "messages"}, tags=tags)
+    with pytest.raises(DatasetError, match=r"row 1: turn 1 \('assistant'\) has no text \(its 'content' is null"):
+        load_examples(_args(tmp_path), "openai", "sft")
+    _write(tmp_path, "calls", [fine], formatting="openai", columns={"messages": "messages"}, tags=tags)
+    assert len(load_examples(_args(tmp_path), "calls", "sft")) == 1

@@ -42,7 +42,7 @@ def cross_checks(cfg: Any) -> list[str]:
             problems.append(f"`interleave_probs: {shorten(str(cfg.data.interleave_probs), 60)}` must be comma-separated "
                             "numbers, one per dataset, like `0.3,0.7`.")
         else:
-            problems += _interleave_problems(cfg.data.dataset, weights)
+            problems += _interleave_problems(cfg.data, weights)
     if cfg.data.neat_packing and cfg.data.packing is None:
         cfg.data.packing = True
     if cfg.data.neat_packing and ft.stage not in ("pt", "sft"):  # LLaMA-Factory refuses it too
@@ -77,12 +77,21 @@ def cross_checks(cfg: Any) -> list[str]:
     return problems
 
 
-def _interleave_problems(datasets: Any, weights: list[float]) -> list[str]:
-    """``interleave_probs`` must give one weight per name in ``dataset`` (LLaMA-Factory's rule), and a name given
-    twice cannot take one (LLaMA-Factory uses such a dataset once, and then fails on the extra weight)."""
+def _interleave_problems(data: Any, weights: list[float]) -> list[str]:
+    """``interleave_probs`` weighs interleaved datasets only, and must give one weight per name in ``dataset`` and
+    in ``eval_dataset`` (LLaMA-Factory's rules), and a name given twice cannot take one (LLaMA-Factory uses such a
+    dataset once, and then fails on the extra weight)."""
     from engine.data.loader import split_names
 
-    names = split_names(datasets)
+    if data.mix_strategy == "concat":
+        return ["`interleave_probs` weighs datasets that are interleaved, but `mix_strategy` is `concat` (the "
+                "default: one after another); set `mix_strategy: interleave_under` or `interleave_over`, or remove "
+                "`interleave_probs` (LLaMA-Factory refuses the pair too)."]
+    evaluated = split_names(data.eval_dataset)
+    if evaluated and len(evaluated) != len(weights):  # the same weights mix the evaluation datasets
+        return [f"`interleave_probs` gives {len(weights)} weight(s) for {len(evaluated)} dataset(s) in `eval_dataset`, "
+                "which it weighs too; give as many evaluation datasets as weights (LLaMA-Factory refuses it too)."]
+    names = split_names(data.dataset)
     if not names:
         return []
     twice = sorted({name for name in names if names.count(name) > 1})

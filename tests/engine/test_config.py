@@ -183,7 +183,8 @@ def test_refused_as_llamafactory_refuses_them():
         build_config({"model_name_or_path": "demo", "mask_history": True, "train_on_prompt": True})
     with pytest.raises(ConfigError, match="`interleave_probs: xval` must be comma-separated numbers"):
         build_config({"model_name_or_path": "demo", "mix_strategy": "interleave_under", "interleave_probs": "xval"})
-    assert build_config({"model_name_or_path": "demo", "interleave_probs": "0.3,0.7", "mask_history": True})
+    assert build_config({"model_name_or_path": "demo", "mix_strategy": "interleave_under", "interleave_probs": "0.3,0.7",
+                         "mask_history": True})
 
 
 @pytest.mark.parametrize(("key", "example"), [("learning_rate", "1.0e-4"), ("num_train_epochs", "3 or 0.5")])

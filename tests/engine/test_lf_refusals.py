@@ -201,3 +201,18 @@ def test_a_null_history_turn_or_openai_content_refuses_the_dataset(tmp_path):
         load_examples(_args(tmp_path), "openai", "sft")
     _write(tmp_path, "calls", [fine], formatting="openai", columns={"messages": "messages"}, tags=tags)
     assert len(load_examples(_args(tmp_path), "calls", "sft")) == 1
+
+
+@pytest.mark.parametrize(("keys", "message"), [
+    ({"dataset": "a,b", "interleave_probs": "0.5,0.5"}, "but `mix_strategy` is `concat`"),
+    ({"dataset": "a,b", "eval_dataset": "c", "mix_strategy": "interleave_under", "interleave_probs": "0.5,0.5"},
+     r"gives 2 weight\(s\) for 1 dataset\(s\) in `eval_dataset`"),
+])
+def test_interleave_probs_as_llama_factory_reads_them(keys, message):
+    """LLaMA-Factory's DataArguments refuse `interleave_probs` with `mix_strategy: concat`, and a count of weights
+    other than the evaluation datasets' (it mixes those with the same weights); both passed here."""
+    from engine.config import ConfigError, build_config
+
+    with pytest.raises(ConfigError, match=message):
+        build_config(keys)
+    build_config({"dataset": "a,b", "eval_dataset": "c,d", "mix_strategy": "interleave_over", "interleave_probs": "0.5,0.5"})

@@ -52,6 +52,7 @@ def cross_checks(cfg: Any) -> list[str]:
         logger.info("`packing: true` with `stage: %s`: its rows are not packed, but cutoff_len counts one token less, "
                     "as in LLaMA-Factory.", ft.stage)
     problems += _val_size_problems(cfg.data)
+    problems += _stage_key_problems(cfg)
     if tr.eval_strategy != "no" and not (cfg.data.eval_dataset or cfg.data.val_size):
         problems.append(f"`eval_strategy: {tr.eval_strategy}` needs evaluation data: set `eval_dataset` or `val_size`.")
     if tr.save_strategy == "best" and tr.eval_strategy == "no":
@@ -124,4 +125,31 @@ def _val_size_problems(data: Any) -> list[str]:
                 "evaluation uses one of them (LLaMA-Factory refuses the pair too): remove `val_size` to evaluate on "
                 "eval_dataset, or `eval_dataset` to hold out part of `dataset`."]
     return []
+
+
+def _stage_key_problems(cfg: Any) -> list[str]:
+    """What LLaMA-Factory 0.9.5 refuses as it reads a training or evaluation config (its get_train_args): keys of
+    the sft stage elsewhere, predictions that would not be generated, a best-model reload for rm, and an evaluation
+    with no data to evaluate on."""
+    ft, tr, data = cfg.finetuning, cfg.train, cfg.data
+    problems = []
+    sft_only = [key for key, on in (("predict_with_generate", tr.predict_with_generate),
+                                    ("train_on_prompt", data.train_on_prompt), ("mask_history", data.mask_history)) if on]
+    if ft.stage != "sft" and sft_only:
+        one = len(sft_only) == 1
+        problems.append(f"{' and '.join(f'`{key}: true`' for key in sft_only)} {'applies' if one else 'apply'} to "
+                        f"`stage: sft` only (this config has `stage: {ft.stage}`; LLaMA-Factory refuses "
+                        f"{'it' if one else 'them'} too); remove {'it' if one else 'them'}.")
+    if ft.stage == "sft" and tr.do_predict and not tr.predict_with_generate:
+        problems.append("`do_predict: true` writes generated replies, which needs `predict_with_generate: true` "
+                        "(LLaMA-Factory refuses it without); add it.")
+    if ft.stage in ("rm", "ppo") and cfg.extra.get("load_best_model_at_end"):
+        problems.append(f"`load_best_model_at_end: true` does not work with `stage: {ft.stage}` (LLaMA-Factory refuses "
+                        "it too); remove it.")
+    if (tr.do_eval or tr.do_predict or tr.predict_with_generate) and not data.eval_dataset \
+            and data.val_size <= VAL_SIZE_OFF:
+        wanted = next(key for key in ("do_eval", "do_predict", "predict_with_generate") if getattr(tr, key))
+        problems.append(f"`{wanted}: true` needs evaluation data: set `eval_dataset`, or `val_size` to hold out part "
+                        "of `dataset` (LLaMA-Factory refuses it without).")
+    return problems
 

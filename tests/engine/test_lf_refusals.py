@@ -216,3 +216,26 @@ def test_interleave_probs_as_llama_factory_reads_them(keys, message):
     with pytest.raises(ConfigError, match=message):
         build_config(keys)
     build_config({"dataset": "a,b", "eval_dataset": "c,d", "mix_strategy": "interleave_over", "interleave_probs": "0.5,0.5"})
+
+
+@pytest.mark.parametrize(("keys", "message"), [
+    ({"stage": "dpo", "dataset": "a", "train_on_prompt": True}, r"`train_on_prompt: true` applies to `stage: sft` only"),
+    ({"stage": "pt", "dataset": "a", "mask_history": True, "predict_with_generate": True, "val_size": 0.1},
+     r"`predict_with_generate: true` and `mask_history: true` apply to `stage: sft` only"),
+    ({"eval_dataset": "b", "do_predict": True}, r"`do_predict: true` writes generated replies, which needs "
+                                                r"`predict_with_generate: true`"),
+    ({"stage": "rm", "dataset": "a", "val_size": 0.1, "load_best_model_at_end": True},
+     r"`load_best_model_at_end: true` does not work with `stage: rm`"),
+    ({"dataset": "a", "do_eval": True}, r"`do_eval: true` needs evaluation data: set `eval_dataset`, or `val_size`"),
+    ({"dataset": "a", "do_predict": True, "predict_with_generate": True}, r"`do_predict: true` needs evaluation data"),
+])
+def test_keys_llama_factory_refuses_as_it_reads_a_training_config(keys, message):
+    """LLaMA-Factory's get_train_args refuses these (the sft keys elsewhere, predictions not generated, rm's best
+    model reload, an evaluation without data); here they passed: the keys were ignored, do_predict generated anyway,
+    and an evaluation without data was skipped or predicted on the training set."""
+    from engine.config import ConfigError, build_config
+
+    with pytest.raises(ConfigError, match=message):
+        build_config(keys)
+    build_config({"dataset": "a", "do_eval": True, "do_predict": True, "predict_with_generate": True, "val_size": 2,
+                  "train_on_prompt": True})

@@ -61,9 +61,10 @@ def too_few_rows(rows: int, tokens: int, policy_name: str, ref_name: str) -> str
     """The problem when the reference's embedding table (``rows``) has no row for some of the policy's ``tokens``."""
     if rows >= tokens:
         return None
-    return (f"`ref_model: {ref_name}` has {rows} token embeddings but the tokenizer of `model_name_or_path: "
-            f"{policy_name}` has {tokens} tokens, so the reference cannot score them. Give a reference model with "
-            "the same tokenizer, or remove `ref_model` to use the model's own frozen weights.")
+    return (f"`ref_model: {ref_name}` has {rows} token embeddings, but the tokenizer of `model_name_or_path: "
+            f"{policy_name}` has {tokens} tokens (with those the template or `add_tokens` / `add_special_tokens` "
+            f"add), so the reference cannot score ids {rows} and above. Remove `ref_model` to use the model's own "
+            "frozen weights (which gain those rows), or give a reference whose embeddings cover them.")
 
 
 def ref_vocab_problems(policy_name: str, ref_name: str, cache_dir: str | None = None) -> list[str]:

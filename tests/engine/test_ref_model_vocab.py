@@ -85,6 +85,9 @@ def test_the_reference_is_checked_again_as_it_loads(ws, monkeypatch):
         preference.load_ref_model(cfg, policy)
     same = build_config({"model_name_or_path": str(ws / "policy"), "stage": "dpo", "ref_model": str(ws / "same")})
     assert preference.load_ref_model(same, policy) is not None
+    policy.add_special_tokens({"additional_special_tokens": ["<|new|>"]})  # as a template's stop word is added
+    with pytest.raises(ModelError, match=r"has \d+ token embeddings, but the tokenizer of .* cannot score ids"):
+        preference.load_ref_model(same, policy)  # (an index error in the reference's forward, where the id occurs)
 
 
 def test_tokens_added_after_the_reference_vocabulary_are_no_mismatch():

@@ -69,12 +69,12 @@ def _kto_column(spec: DatasetSpec, columns: dict[str, str | None]) -> str | None
 
 
 def _text(value: Any, what: str) -> str:
+    """A text value (None: empty); anything else, a number too, is a row LLaMA-Factory cannot read."""
     if value is None:
         return ""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
     if not isinstance(value, str):
-        raise RowError(f"{what} is a {type(value).__name__}, not text")
+        kind = "number" if isinstance(value, (int, float)) and not isinstance(value, bool) else type(value).__name__
+        raise RowError(f"{what} is a {kind}, not text")
     return value
 
 
@@ -344,12 +344,14 @@ def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
                     for side in (0, 1) if pair[side] is None]
         query, answer = (_text(item, "a history turn") for item in pair)
         messages += [{"role": "user", "content": query}, {"role": "assistant", "content": answer}]
-    parts = [_text(row.get(columns[key]), f"column {columns[key]!r}") if columns[key] else "" for key in ("prompt", "query")]
+    parts = [_text(row[columns[key]], f"column {columns[key]!r}") if columns[key] and row.get(columns[key]) else ""
+             for key in ("prompt", "query")]  # LLaMA-Factory leaves out an empty (falsy) part
     prompt = "\n".join(part for part in parts if part)
     if columns["prompt"] not in row and columns["query"] not in row:  # a column mapping that names nothing here
         raise RowError(f"the prompt column {columns['prompt']!r} is missing")
     messages.append({"role": "user", "content": prompt})
-    system = _text(row.get(columns["system"]), "the system column") if columns["system"] else ""
+    system = _text(row[columns["system"]], "the system column") if columns["system"] and row.get(columns["system"]) \
+        else ""  # an empty (falsy) one is the template's default there
     response = row.get(columns["response"]) if columns["response"] else None
     if spec.ranking:
         chosen, rejected = row.get(columns["chosen"]), row.get(columns["rejected"])

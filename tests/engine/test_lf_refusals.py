@@ -239,3 +239,23 @@ def test_keys_llama_factory_refuses_as_it_reads_a_training_config(keys, message)
         build_config(keys)
     build_config({"dataset": "a", "do_eval": True, "do_predict": True, "predict_with_generate": True, "val_size": 2,
                   "train_on_prompt": True})
+
+
+def test_a_number_where_text_belongs_is_not_read_as_text(tmp_path):
+    """LLaMA-Factory joins and formats text only: a number as the instruction or input ("expected str instance, int
+    found"), the system prompt, a history turn or a pre-training text stops it; here each was read as its digits.
+    Such rows are skipped with the reason, as rows of other non-text values are (a dataset of nothing else is
+    refused); an empty (falsy) instruction, input or system is left out as there."""
+    _write(tmp_path, "numbers", [{"instruction": 7, "output": "a"}, {"instruction": "q", "input": 2.5, "output": "b"},
+                                 {"instruction": "q", "output": "c", "system": 3},
+                                 {"instruction": "q", "output": "d", "history": [[1, "x"]]},
+                                 {"instruction": "q", "input": 0, "output": "kept", "system": 0}],
+           columns={"prompt": "instruction", "query": "input", "response": "output", "system": "system",
+                    "history": "history"})
+    examples = load_examples(_args(tmp_path), "numbers", "sft")
+    assert [(e["messages"][-2]["content"], e["messages"][-1]["content"], e["system"]) for e in examples] == [
+        ("q", "kept", "")]
+    _write(tmp_path, "all", [{"instruction": i + 1, "output": "a"} for i in range(3)])
+    with pytest.raises(DatasetError, match=r"no usable rows for stage sft .*column 'instruction' is a number, not "
+                                           r"text"):
+        load_examples(_args(tmp_path), "all", "sft")

@@ -117,6 +117,8 @@ def from_widget(key: str, value: Any) -> Any:
         if optional and value == 0:
             return None  # optional numbers show "not set" as 0 (see make_widget)
         inner, _ = _plain(field_type(section, key))
+        if key == "val_size" and float(value) >= 1 and float(value).is_integer():
+            return int(value)  # a row count: LLaMA-Factory reads 1.0 as the fraction "every row" (refused)
         return int(value) if inner is int else float(value)
     if kind == "slider":
         inner, _ = _plain(field_type(section, key))

@@ -193,6 +193,11 @@ def _check_model(cfg: RunConfig) -> list[str]:
         elif p.exists() or not HUB_ID.match(ref) or ref.startswith((".", "/", "~")):
             problems.append(f"`ref_model: {ref}` is not a model folder; give a local model folder, a hub id, or "
                             "remove it to use the base model as the reference.")
+    scored = cfg.finetuning.stage == "kto" or cfg.finetuning.pref_loss not in ("orpo", "simpo")  # ORPO, SimPO: none
+    if ref and cfg.finetuning.stage in ("dpo", "kto") and scored and not problems:
+        from engine.models.vocab_match import ref_vocab_problems
+
+        problems += ref_vocab_problems(name, ref, cfg.model.cache_dir)
     for adapter in filter(None, (cfg.model.adapter_name_or_path or "").split(",")):
         a = Path(adapter.strip()).expanduser()
         if not a.is_dir():

@@ -15,6 +15,8 @@ from engine.config.schema import packs_rows
 
 logger = logging.getLogger(__name__)
 
+VAL_SIZE_OFF = 1e-6  # LLaMA-Factory splits off evaluation rows only for a val_size above this
+
 
 def cross_checks(cfg: Any) -> list[str]:
     """The problems of a built :class:`engine.config.loader.RunConfig` that lie between keys (each key's own value
@@ -40,7 +42,7 @@ def cross_checks(cfg: Any) -> list[str]:
             problems.append(f"`interleave_probs: {shorten(str(cfg.data.interleave_probs), 60)}` must be comma-separated "
                             "numbers, one per dataset, like `0.3,0.7`.")
         else:
-            problems += _interleave_problems(cfg.data.dataset, weights)
+            problems += _interleave_problems(cfg.data, weights)
     if cfg.data.neat_packing and cfg.data.packing is None:
         cfg.data.packing = True
     if cfg.data.neat_packing and ft.stage not in ("pt", "sft"):  # LLaMA-Factory refuses it too
@@ -49,6 +51,8 @@ def cross_checks(cfg: Any) -> list[str]:
     elif cfg.data.packing and ft.stage not in ("pt", "sft"):
         logger.info("`packing: true` with `stage: %s`: its rows are not packed, but cutoff_len counts one token less, "
                     "as in LLaMA-Factory.", ft.stage)
+    problems += _val_size_problems(cfg.data)
+    problems += _stage_key_problems(cfg)
     if tr.eval_strategy != "no" and not (cfg.data.eval_dataset or cfg.data.val_size):
         problems.append(f"`eval_strategy: {tr.eval_strategy}` needs evaluation data: set `eval_dataset` or `val_size`.")
     if tr.save_strategy == "best" and tr.eval_strategy == "no":
@@ -74,12 +78,21 @@ def cross_checks(cfg: Any) -> list[str]:
     return problems
 
 
-def _interleave_problems(datasets: Any, weights: list[float]) -> list[str]:
-    """``interleave_probs`` must give one weight per name in ``dataset`` (LLaMA-Factory's rule), and a name given
-    twice cannot take one (LLaMA-Factory uses such a dataset once, and then fails on the extra weight)."""
+def _interleave_problems(data: Any, weights: list[float]) -> list[str]:
+    """``interleave_probs`` weighs interleaved datasets only, and must give one weight per name in ``dataset`` and
+    in ``eval_dataset`` (LLaMA-Factory's rules), and a name given twice cannot take one (LLaMA-Factory uses such a
+    dataset once, and then fails on the extra weight)."""
     from engine.data.loader import split_names
 
-    names = split_names(datasets)
+    if data.mix_strategy == "concat":
+        return ["`interleave_probs` weighs datasets that are interleaved, but `mix_strategy` is `concat` (the "
+                "default: one after another); set `mix_strategy: interleave_under` or `interleave_over`, or remove "
+                "`interleave_probs` (LLaMA-Factory refuses the pair too)."]
+    evaluated = split_names(data.eval_dataset)
+    if evaluated and len(evaluated) != len(weights):  # the same weights mix the evaluation datasets
+        return [f"`interleave_probs` gives {len(weights)} weight(s) for {len(evaluated)} dataset(s) in `eval_dataset`, "
+                "which it weighs too; give as many evaluation datasets as weights (LLaMA-Factory refuses it too)."]
+    names = split_names(data.dataset)
     if not names:
         return []
     twice = sorted({name for name in names if names.count(name) > 1})
@@ -91,3 +104,52 @@ def _interleave_problems(datasets: Any, weights: list[float]) -> list[str]:
         return [f"`interleave_probs` gives {len(weights)} weight(s) for {len(names)} dataset(s) in `dataset`; give "
                 "one per dataset, in the same order."]
     return []
+
+
+def _val_size_problems(data: Any) -> list[str]:
+    """``val_size`` splits ``dataset``: LLaMA-Factory refuses it without one, and beside ``eval_dataset`` (it would
+    not say which evaluation set is meant); one of at most 1e-6 (a negative one too) holds out nothing there, so it is
+    set to 0 here."""
+    if data.val_size <= VAL_SIZE_OFF:
+        if data.val_size:
+            logger.warning("`val_size: %s` holds out no rows (LLaMA-Factory splits off evaluation rows only for a "
+                           "val_size above 1e-6); give a fraction such as 0.1 or a row count to evaluate.",
+                           data.val_size)
+            data.val_size = 0.0
+        return []
+    if not data.dataset:
+        return [f"`val_size: {data.val_size}` holds out part of `dataset`, which is not set (LLaMA-Factory refuses "
+                "this too); set `dataset`, or remove `val_size`."]
+    if data.eval_dataset:
+        return [f"`val_size: {data.val_size}` and `eval_dataset: {shorten(str(data.eval_dataset), 60)}` are both set; "
+                "evaluation uses one of them (LLaMA-Factory refuses the pair too): remove `val_size` to evaluate on "
+                "eval_dataset, or `eval_dataset` to hold out part of `dataset`."]
+    return []
+
+
+def _stage_key_problems(cfg: Any) -> list[str]:
+    """What LLaMA-Factory 0.9.5 refuses as it reads a training or evaluation config (its get_train_args): keys of
+    the sft stage elsewhere, predictions that would not be generated, a best-model reload for rm, and an evaluation
+    with no data to evaluate on."""
+    ft, tr, data = cfg.finetuning, cfg.train, cfg.data
+    problems = []
+    sft_only = [key for key, on in (("predict_with_generate", tr.predict_with_generate),
+                                    ("train_on_prompt", data.train_on_prompt), ("mask_history", data.mask_history)) if on]
+    if ft.stage != "sft" and sft_only:
+        one = len(sft_only) == 1
+        problems.append(f"{' and '.join(f'`{key}: true`' for key in sft_only)} {'applies' if one else 'apply'} to "
+                        f"`stage: sft` only (this config has `stage: {ft.stage}`; LLaMA-Factory refuses "
+                        f"{'it' if one else 'them'} too); remove {'it' if one else 'them'}.")
+    if ft.stage == "sft" and tr.do_predict and not tr.predict_with_generate:
+        problems.append("`do_predict: true` writes generated replies, which needs `predict_with_generate: true` "
+                        "(LLaMA-Factory refuses it without); add it.")
+    if ft.stage in ("rm", "ppo") and cfg.extra.get("load_best_model_at_end"):
+        problems.append(f"`load_best_model_at_end: true` does not work with `stage: {ft.stage}` (LLaMA-Factory refuses "
+                        "it too); remove it.")
+    if (tr.do_eval or tr.do_predict or tr.predict_with_generate) and not data.eval_dataset \
+            and data.val_size <= VAL_SIZE_OFF:
+        wanted = next(key for key in ("do_eval", "do_predict", "predict_with_generate") if getattr(tr, key))
+        problems.append(f"`{wanted}: true` needs evaluation data: set `eval_dataset`, or `val_size` to hold out part "
+                        "of `dataset` (LLaMA-Factory refuses it without).")
+    return problems
+

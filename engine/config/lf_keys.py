@@ -300,3 +300,16 @@ def foreign_file_problem(mapping: dict[str, Any]) -> str | None:
                 "`per_device_train_batch_size` for `micro_batch_size`, `finetuning_type: lora` with `lora_rank`, "
                 "`lora_alpha` and `lora_target` for `peft_config`, `stage: sft` and `do_train: true`.")
     return None
+
+
+WHOLE_VAL_SIZE = ("`val_size: 1.0` is the fraction 1.0 of the rows: all held out, none left to train on; "
+                  "LLaMA-Factory refuses it too. Give a fraction below 1 (`val_size: 0.1` holds out a tenth) or a "
+                  "row count without a decimal point (`val_size: 1` holds out one row).")
+
+
+def whole_fraction(value: Any) -> bool:
+    """Whether ``val_size`` was written as the fraction 1.0: LLaMA-Factory reads a value up to 1 as a fraction and
+    above 1 as a count, by its value as written, so ``1.0`` asks ``datasets`` for a split that leaves no training row
+    (refused there) while the whole number ``1`` holds out one row."""
+    return isinstance(value, float) and value == 1.0
+

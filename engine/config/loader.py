@@ -345,6 +345,9 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
         if key == "max_length":
             problems.extend(lf_keys.max_length_problems(mapping, notes))
             continue
+        if key == "val_size" and lf_keys.whole_fraction(value):
+            problems.append(lf_keys.WHOLE_VAL_SIZE)
+            continue
         if key in known:
             section, f = known[key]
             try:
@@ -352,10 +355,12 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
             except ValueError as err:
                 problems.append(str(err))
                 continue
+            if key == "val_size" and type(value) is int:  # a row count stays one when the config is written again
+                values[section][key] = value  # (LLaMA-Factory tells `1`, one row, from `1.0`, every row)
             meta = f.metadata
             v = values[section][key]
             if isinstance(v, (int, float)) and not isinstance(v, bool):
-                if "min" in meta and v < meta["min"]:
+                if "min" in meta and v < meta["min"] and not meta.get("off_below_min"):
                     problems.append(f"`{key}: {v}` is below the minimum {meta['min']}; raise it.")
                 if "max" in meta and v > meta["max"]:
                     problems.append(f"`{key}: {v}` is above the maximum {meta['max']}; lower it.")

@@ -14,11 +14,15 @@ from engine.config.parallel import ParallelArgs
 
 
 def opt(default: Any, help: str, *, min: float | None = None, max: float | None = None, step: float | None = None,
-        advanced: bool = False) -> Any:
-    """A dataclass field with documentation and optional bounds."""
+        advanced: bool = False, off_below_min: bool = False) -> Any:
+    """A dataclass field with documentation and optional bounds. ``off_below_min``: a config value below ``min``
+    is not refused, since LLaMA-Factory reads it as off (the cross checks warn and set it to ``min``); the board's
+    widget keeps the bound."""
     meta: dict[str, Any] = {"help": help, "advanced": advanced}
     if min is not None:
         meta["min"] = min
+    if off_below_min:
+        meta["off_below_min"] = True
     if max is not None:
         meta["max"] = max
     if step is not None:
@@ -83,7 +87,8 @@ class DataArgs:
     dataset_dir: str = opt("data", "Folder holding dataset_info.json and the data files.")
     cutoff_len: int = opt(2048, "Maximum tokens per example after tokenization.", min=8, max=1_048_576, step=8)
     max_samples: int | None = opt(None, "Use at most this many rows of each dataset.", min=1)
-    val_size: float = opt(0.0, "Fraction (<1) or count (>=1) of rows held out for evaluation.", min=0.0)
+    val_size: float = opt(0.0, "Fraction (<1) or count (>=1) of rows held out for evaluation.", min=0.0,
+                          off_below_min=True)
     train_on_prompt: bool = opt(False, "Also compute the loss on prompt tokens.")
     mask_history: bool = opt(False, "Train only on the last assistant turn.")
     packing: bool | None = opt(None, "sft: pack several examples into one sequence without cross attention. pt: "

@@ -193,11 +193,8 @@ def _build(cfg: Any, tokenizer: Any, template: Any, media: Any) -> DatasetBundle
     rng = np.random.RandomState(seed)  # num_samples draws, training datasets first (LLaMA-Factory's global one)
     train_examples = load_examples(data, data.dataset, stage, seed, rng=rng) if data.dataset else []
     eval_examples = load_examples(data, data.eval_dataset, stage, seed, rng=rng) if data.eval_dataset else []
-    if data.val_size and train_examples:
-        if eval_examples:
-            logger.info("eval_dataset is set, so val_size=%s is ignored.", data.val_size)
-        else:
-            train_examples, eval_examples = split_eval(train_examples, data.val_size, seed)
+    if data.val_size and train_examples and not eval_examples:  # both set: refused with the config
+        train_examples, eval_examples = split_eval(train_examples, data.val_size, seed)
     bundle = DatasetBundle()
     if media is not None and (count_media(train_examples) or count_media(eval_examples)):
         from engine.multimodal import refuse_unserved

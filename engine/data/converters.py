@@ -21,9 +21,11 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from engine.data import null_turns
 from engine.data.detect import detect_format
 from engine.data.embedded import embedded_image, is_data_url
 from engine.data.errors import DatasetError
+from engine.data.null_turns import RefusedRow
 from engine.data.registry import DatasetSpec
 from engine.templates.tool_base import normalize_calls, normalize_tools
 
@@ -67,23 +69,13 @@ def _kto_column(spec: DatasetSpec, columns: dict[str, str | None]) -> str | None
 
 
 def _text(value: Any, what: str) -> str:
+    """A text value (None: empty); anything else, a number too, is a row LLaMA-Factory cannot read."""
     if value is None:
         return ""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
     if not isinstance(value, str):
-        raise RowError(f"{what} is a {type(value).__name__}, not text")
+        kind = "number" if isinstance(value, (int, float)) and not isinstance(value, bool) else type(value).__name__
+        raise RowError(f"{what} is a {kind}, not text")
     return value
-
-
-def _bool(value: Any, what: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
-        return value.strip().lower() in ("true", "1", "yes")
-    raise RowError(f"{what} must be true or false, got {value!r}")
 
 
 def media_path(item: str, spec: DatasetSpec) -> Path:
@@ -265,7 +257,17 @@ def _turns(row: dict[str, Any], spec: DatasetSpec, default_tags: dict[str, str])
     if spec.ranking:
         example["chosen"] = _convert_turn(row.get(columns["chosen"]), tags, role_map, {}, exact)
         example["rejected"] = _convert_turn(row.get(columns["rejected"]), tags, role_map, {}, exact)
+    if exact:
+        null_turns.note(example, _openai_null_turns(turns, tags), f"its {tags['content_tag']!r} is null or missing")
     return example
+
+
+def _openai_null_turns(turns: list[dict[str, Any]], tags: dict[str, str]) -> list[tuple[int, str]]:
+    """The turns of an ``openai`` entry's row that LLaMA-Factory's converter leaves without text: a null or missing
+    content, but for a leading system turn and a reply whose ``tool_calls`` stand for it."""
+    lead = 1 if turns[0].get(tags["role_tag"]) == tags["system_tag"] else 0
+    return [(i - lead, f"turn {i} ({turn.get(tags['role_tag'])!r})") for i, turn in enumerate(turns[lead:], lead)
+            if turn.get(tags["content_tag"]) is None and not turn.get("tool_calls")]
 
 
 def _openai_entry_system(system: str, tools: Any) -> str:
@@ -293,10 +295,13 @@ def _base(row: dict[str, Any], spec: DatasetSpec, columns: dict[str, str], syste
     for kind in MEDIA:
         example[kind] = _media(row, columns.get(kind), spec, kind)
     kto = _kto_column(spec, columns)
-    if kto:
-        if row.get(kto) is None:
-            raise RowError(f"column {kto!r} (kto_tag) is missing")
-        example["kto_tag"] = _bool(row[kto], "kto_tag")
+    tag = row.get(kto) if kto else None
+    if isinstance(tag, bool):
+        example["kto_tag"] = tag
+    elif kto:  # LLaMA-Factory makes a KTO row only of a true or false tag; any other row is a plain one there
+        example["no_kto_tag"] = (f"column {kto!r} (kto_tag) is missing" if tag is None else
+                                 f"column {kto!r} (kto_tag) is {json.dumps(tag)[:40]}, not true or false (JSON "
+                                 "booleans, no quotes)")
     return example
 
 
@@ -331,17 +336,22 @@ def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
     if not isinstance(history, list):  # LLaMA-Factory reads a list only and trains the row without anything else
         _note_ignored_history(spec, columns["history"], history)  # (a CSV cell holding "[]" or a list as text)
         history = []
-    for pair in history:
+    no_text: list[tuple[int, str]] = []
+    for number, pair in enumerate(history):
         if not isinstance(pair, (list, tuple)) or len(pair) != 2:
             raise RowError("history is not a list of [prompt, response] pairs")
+        no_text += [(len(messages) + side, f"history pair {number}'s {('prompt', 'answer')[side]}")
+                    for side in (0, 1) if pair[side] is None]
         query, answer = (_text(item, "a history turn") for item in pair)
         messages += [{"role": "user", "content": query}, {"role": "assistant", "content": answer}]
-    parts = [_text(row.get(columns[key]), f"column {columns[key]!r}") if columns[key] else "" for key in ("prompt", "query")]
+    parts = [_text(row[columns[key]], f"column {columns[key]!r}") if columns[key] and row.get(columns[key]) else ""
+             for key in ("prompt", "query")]  # LLaMA-Factory leaves out an empty (falsy) part
     prompt = "\n".join(part for part in parts if part)
     if columns["prompt"] not in row and columns["query"] not in row:  # a column mapping that names nothing here
         raise RowError(f"the prompt column {columns['prompt']!r} is missing")
     messages.append({"role": "user", "content": prompt})
-    system = _text(row.get(columns["system"]), "the system column") if columns["system"] else ""
+    system = _text(row[columns["system"]], "the system column") if columns["system"] and row.get(columns["system"]) \
+        else ""  # an empty (falsy) one is the template's default there
     response = row.get(columns["response"]) if columns["response"] else None
     if spec.ranking:
         chosen, rejected = row.get(columns["chosen"]), row.get(columns["rejected"])
@@ -353,14 +363,22 @@ def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
                            "or drop `ranking` for a dataset of single answers)")
         example = _base(row, spec, columns, system, messages)
         example["chosen"], example["rejected"] = _reply(chosen), _reply(rejected)
+        null_turns.note(example, no_text, f"null in column {columns['history']!r}")
         return example
-    if isinstance(response, list):
-        response = response[0] if response else None
     if isinstance(response, (int, float)) and not isinstance(response, bool):  # a CSV column of numbers: LLaMA-
         response = None  # Factory takes only text as the reply (the row has none, so sft skips it)
+    if isinstance(response, list):  # likewise a list (a pair of answers without `ranking: true`)
+        example = _base(row, spec, columns, system, messages)
+        example["no_reply"] = (f"column {columns['response']!r} holds a list, not text; a list of two answers is a "
+                               "preference pair, read only with `ranking: true` in dataset_info.json (and a stage "
+                               "that trains on pairs: rm, dpo)")
+        null_turns.note(example, no_text, f"null in column {columns['history']!r}")
+        return example
     if response is not None:  # a text, even an empty one, is the reply (LLaMA-Factory: any string)
         messages.append({"role": "assistant", "content": _text(response, f"column {columns['response']!r}")})
-    return _base(row, spec, columns, system, messages)
+    example = _base(row, spec, columns, system, messages)
+    null_turns.note(example, no_text, f"null in column {columns['history']!r}")
+    return example
 
 
 def convert_sharegpt(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
@@ -398,6 +416,9 @@ def _sharegpt_entry(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
     if len(turns) % 2 != (1 if spec.ranking else 0):
         raise RowError("wrong number of turns (a reply must end it; preference rows end with a prompt)")
     media: dict[str, list[Any]] = {}
+    skipped = len(row[columns["messages"]]) - len(turns)  # a leading system turn
+    no_text = [(i, f"turn {i + skipped} ({turn[role_tag]!r})") for i, turn in enumerate(turns)
+               if turn.get(content_tag) is None]
     messages = [_entry_turn(turn, roles[turn[role_tag]], content_tag, media) for turn in turns]
     example = _base(row, spec, columns, system, messages)
     for column, items in media.items():
@@ -412,7 +433,10 @@ def _sharegpt_entry(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
         for name, turn in zip(("chosen", "rejected"), pair):
             if turn.get(role_tag) not in allowed[1]:
                 raise RowError(f"the {name} turn's role {turn.get(role_tag)!r} is not a reply of the entry's tags")
+            if turn.get(content_tag) is None:
+                no_text.append((len(messages), f"the {name} turn"))
             example[name] = _entry_turn(turn, roles[turn[role_tag]], content_tag, {})
+    null_turns.note(example, no_text, f"its {content_tag!r} is null or missing")
     return example
 
 
@@ -467,8 +491,12 @@ def _absent_columns(row: Any, spec: DatasetSpec) -> str:
 
 def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
     """Check (and shape) a converted example for ``stage``; raises RowError when it does not fit."""
+    no_reply = example.pop("no_reply", None)  # why a row has no reply, where that is not plain
+    no_kto_tag = example.pop("no_kto_tag", None)  # why a row of a KTO dataset is no KTO row
+    no_text = example.pop(null_turns.KEY, None)  # a turn with no text: refused once the row is known to be read
     messages = example["messages"]
     if stage == "pt":  # LLaMA-Factory trains the first message of the prompt alone, an empty one as its EOS
+        null_turns.refuse(no_text, stage)
         text = example.get("text")
         if text is None:
             text = messages[0].get("content", "") if messages else ""
@@ -480,6 +508,7 @@ def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
             raise RowError("no chosen/rejected answers")
         _check_order(messages + [example["chosen"]])
         _check_order(messages + [example["rejected"]])
+        null_turns.refuse(no_text, stage)
         return example
     if example.get("kto_tag") is False and stage != "kto":  # LLaMA-Factory drops every KTO row outside kto; training
         raise RowError(f"an undesirable answer (kto_tag false), which stage {stage} does not learn from (only the "
@@ -490,9 +519,10 @@ def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
         example["messages"] = messages
     _check_order(messages)
     if messages[-1]["role"] not in ("assistant", "function"):
-        raise RowError("the conversation does not end with an assistant reply")
+        raise RowError(no_reply or "the conversation does not end with an assistant reply")
     if stage == "kto" and "kto_tag" not in example:
-        raise RowError("no kto_tag")
+        raise RowError(no_kto_tag or "no kto_tag")
+    null_turns.refuse(no_text, stage)
     return example
 
 
@@ -530,6 +560,8 @@ def iter_converted(rows: Iterable[dict[str, Any]], spec: DatasetSpec, stage: str
         try:
             example = finalize(converter(row, spec), stage)
             _check_unicode(example)
+        except RefusedRow as err:
+            raise DatasetError(f"Dataset {spec.name!r}, row {index}: {err}") from None
         except RowError as err:
             tally["skipped"] += 1
             if len(tally["shown"]) < 5:

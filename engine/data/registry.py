@@ -226,14 +226,18 @@ def repeated_keys_note(dataset_dir: str | os.PathLike) -> str | None:
 
 
 TEXT_FIELDS = ("file_name", "formatting", "hf_hub_url", "ms_hub_url", "om_hub_url", "subset", "split", "folder")
+NOT_NULL = ("formatting", "split", "columns", "tags")
 
 
 def entry_problem(name: str, entry: dict[str, Any]) -> str | None:
     """What is wrong with the types of one dataset_info.json entry (None when nothing is): the values LLaMA-Factory
     reads as text, a ``columns``/``tags`` object of names, a boolean ``ranking``, a whole ``num_samples`` of at least
-    1. Checked when the file is read, so that ``lf-engine check``, training and the board's picker all name the entry
-    and the key instead of failing later."""
+    1, no null where LLaMA-Factory reads the key as given. Checked when the file is read, so that ``lf-engine check``,
+    training and the board's picker all name the entry and the key instead of failing later."""
     where = f"dataset {name!r}"
+    null = next((key for key in NOT_NULL if key in entry and entry[key] is None), None)
+    if null is not None:  # LLaMA-Factory reads these as given when the key is there, and fails on a null
+        return f"{where}: `{null}` is null; give it a value or remove the key (LLaMA-Factory fails on a null one)."
     for key in TEXT_FIELDS:
         value = entry.get(key)
         if value is not None and not isinstance(value, str):
@@ -284,9 +288,13 @@ def _entry_spec(name: str, entry: dict[str, Any], dataset_dir: Path) -> DatasetS
             )
         if not entry.get("file_name"):
             raise DatasetError(f"Dataset {name!r} in {INFO_FILE} has no `file_name`; add the data file's name.")
-    formatting = str(entry.get("formatting", "alpaca")).lower()
+    written = str(entry.get("formatting", "alpaca"))
+    formatting = written.lower()
     if formatting not in FORMATTINGS:
-        raise DatasetError(f"Dataset {name!r}: unknown formatting {formatting!r}; use alpaca or sharegpt.")
+        raise DatasetError(f"Dataset {name!r}: unknown formatting {written!r}; use alpaca, sharegpt or openai.")
+    if formatting != written:  # LLaMA-Factory looks its converter up by the name as written
+        raise DatasetError(f"Dataset {name!r}: `formatting: {written}` must be written in lower case, "
+                           f"`{formatting}`, in {INFO_FILE} (LLaMA-Factory has no converter named {written!r}).")
     columns = entry.get("columns") or {}
     tags = entry.get("tags") or {}
     unknown = [key for key in columns if key not in COLUMN_KEYS] + [key for key in tags if key not in TAG_KEYS]

@@ -327,18 +327,27 @@ def data_files(path: Path) -> list[Path]:
     """
     if not path.exists():
         raise DatasetError(f"Data file not found: {path}. Check `file_name` in dataset_info.json and `dataset_dir`.")
-    if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in ROW_READERS)
+    if path.is_dir():  # LLaMA-Factory reads every entry of the folder, each a data file of the same type
+        files = sorted(path.iterdir())
         if not files:
             raise DatasetError(f"Folder {path} holds no data files ({', '.join(ROW_READERS)}).")
-        suffixes = {p.suffix.lower() for p in files}
+        others = [p.name for p in files if not (p.is_file() and p.suffix in ROW_READERS)]
+        if others:
+            shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+            raise DatasetError(f"Folder {path} holds {shown}, not data files ({', '.join(ROW_READERS)}, the extension "
+                               "in lower case); LLaMA-Factory reads every entry of a data folder and refuses it too. "
+                               "Move them out of the folder.")
+        suffixes = {".json" if p.suffix == ".jsonl" else p.suffix for p in files}  # both JSON to `datasets`
         if len(suffixes) > 1:
             raise DatasetError(f"Folder {path} mixes file types ({', '.join(sorted(suffixes))}); keep one type.")
         return files
     if not path.is_file():  # reading a pipe would wait for a writer forever; a device never ends
         raise DatasetError(f"{path} is not a regular file (a pipe, device or socket); point `file_name` in "
                            "dataset_info.json at a data file.")
-    if path.suffix.lower() not in ROW_READERS:
+    if path.suffix.lower() in ROW_READERS and path.suffix not in ROW_READERS:
+        raise DatasetError(f"Data file {path}: write its extension in lower case ({path.suffix.lower()}); "
+                           f"LLaMA-Factory reads only {', '.join(ROW_READERS)} and refuses {path.suffix!r}.")
+    if path.suffix not in ROW_READERS:
         raise DatasetError(f"Unsupported data file type {path.suffix!r} ({path}); use one of: "
                            f"{', '.join(ROW_READERS)}.")
     return [path]
@@ -367,6 +376,6 @@ def iter_rows(path: Path) -> Iterator[dict[str, Any]]:
 def _rows_of(files: list[Path]) -> Iterator[dict[str, Any]]:
     for file in files:
         try:
-            yield from ROW_READERS[file.suffix.lower()](file)
+            yield from ROW_READERS[file.suffix](file)
         except UnicodeDecodeError:
             raise _not_utf8(file) from None

@@ -139,7 +139,7 @@ def build_dpo_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
         loss_weights=weights, label_smoothing=ft.dpo_label_smoothing, **_common(cfg),
     )
     refuse_adapted_head(model, "dpo")
-    ref_model = load_ref_model(cfg)
+    ref_model = load_ref_model(cfg, tokenizer)
     trainer = _pretokenized(DPO_COLUMNS)(
         model=model, ref_model=ref_model, args=args, train_dataset=_train_set(bundle), eval_dataset=bundle.eval,
         processing_class=tokenizer, callbacks=callbacks,
@@ -194,7 +194,7 @@ def build_kto_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
         desirable_weight=ft.kto_chosen_weight, undesirable_weight=ft.kto_rejected_weight, **_common(cfg), **specific,
     )
     refuse_adapted_head(model, "kto")
-    ref_model = load_ref_model(cfg)
+    ref_model = load_ref_model(cfg, tokenizer)
     trainer = _pretokenized(KTO_COLUMNS, cfg)(
         model=model, ref_model=ref_model, args=args, train_dataset=_train_set(bundle), eval_dataset=bundle.eval,
         processing_class=tokenizer, callbacks=callbacks,
@@ -207,13 +207,26 @@ def build_kto_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
     return _with_media(trainer, bundle, "kto")
 
 
-def load_ref_model(cfg: RunConfig) -> Any:
-    """An explicit reference model when configured; otherwise TRL uses the base (adapters disabled) or a copy."""
+def load_ref_model(cfg: RunConfig, tokenizer: Any = None) -> Any:
+    """An explicit reference model when configured; otherwise TRL uses the base (adapters disabled) or a copy.
+
+    With ``tokenizer`` (the policy's) the reference must read its token ids as the same tokens: its own tokenizer
+    is compared before the weights load, and its embedding table must have a row for each of them."""
     if not cfg.finetuning.ref_model:
         return None
     from dataclasses import replace
 
-    from engine.models import load_model
+    from engine.errors import ModelError
+    from engine.models import load_model, load_tokenizer
+    from engine.models.vocab_match import too_few_rows, vocab_mismatch
 
+    names = (cfg.model.model_name_or_path, cfg.finetuning.ref_model)
     ref_args = replace(cfg.model, model_name_or_path=cfg.finetuning.ref_model, adapter_name_or_path=None)
-    return load_model(ref_args, cfg.finetuning, is_trainable=False, train_args=cfg.train)  # the training precision
+    if tokenizer is not None and (problem := vocab_mismatch(tokenizer.get_vocab(), load_tokenizer(ref_args).get_vocab(),
+                                                            *names)):
+        raise ModelError(problem)
+    model = load_model(ref_args, cfg.finetuning, is_trainable=False, train_args=cfg.train)  # the training precision
+    if tokenizer is not None and (problem := too_few_rows(model.get_input_embeddings().num_embeddings,
+                                                          len(tokenizer), *names)):
+        raise ModelError(problem)
+    return model

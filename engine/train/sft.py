@@ -116,7 +116,7 @@ class LabelPositionsTrainer(StandInTokensMixin, ShardingMixin, MuonMixin, TokenB
         return token_weights.asft_loss(logits, labels, ref_logits, self.token_weighting.alpha)
 
 
-def _asft_reference(cfg: RunConfig, model: Any) -> Any:
+def _asft_reference(cfg: RunConfig, model: Any, tokenizer: Any = None) -> Any:
     """ASFT's reference model: ``ref_model`` when set; with LoRA none (the adapters are disabled for it, where
     LLaMA-Factory's would fail), else a frozen copy of the model being trained, as LLaMA-Factory loads it."""
     from engine.models import load_model
@@ -124,7 +124,7 @@ def _asft_reference(cfg: RunConfig, model: Any) -> Any:
 
     ft = cfg.finetuning
     if ft.ref_model:
-        reference = load_ref_model(cfg)
+        reference = load_ref_model(cfg, tokenizer)
     elif ft.finetuning_type == "lora":
         return None
     else:
@@ -212,7 +212,7 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
     )
     trainer.token_weighting = weighting
     if weighting is not None and weighting.kind == "asft":
-        trainer.ref_model = _asft_reference(cfg, model)
+        trainer.ref_model = _asft_reference(cfg, model, tokenizer)
     trainer.use_muon = cfg.finetuning.use_muon
     trainer.max_tokens_per_batch = cfg.train.max_tokens_per_batch
     trainer.budget_padded = not padding_free  # padding-free batches: the budget counts the rows' own tokens

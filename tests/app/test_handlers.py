@@ -122,6 +122,7 @@ def test_widget_value_round_trip():
     assert widgets.from_widget("max_samples", 0) is None and widgets.to_widget("max_samples", None) == 0
     assert widgets.from_widget("max_samples", 100.0) == 100
     assert widgets.from_widget("per_device_train_batch_size", 8.0) == 8
+    assert type(widgets.from_widget("val_size", 1.0)) is int and widgets.from_widget("val_size", 0.1) == 0.1  # 1 row
     assert widgets.from_widget("adapter_name_or_path", "  ") is None
     assert widgets.from_widget("lora_target", " all ") == "all"
     assert widgets.fill(["lora_rank", "bf16"], {"lora_rank": 32}) == [32, False]

@@ -197,7 +197,8 @@ def test_refused_as_llamafactory_refuses_them():
         build_config({"model_name_or_path": "demo", "mask_history": True, "train_on_prompt": True})
     with pytest.raises(ConfigError, match="`interleave_probs: xval` must be comma-separated numbers"):
         build_config({"model_name_or_path": "demo", "mix_strategy": "interleave_under", "interleave_probs": "xval"})
-    assert build_config({"model_name_or_path": "demo", "interleave_probs": "0.3,0.7", "mask_history": True})
+    assert build_config({"model_name_or_path": "demo", "mix_strategy": "interleave_under", "interleave_probs": "0.3,0.7",
+                         "mask_history": True})
 
 
 @pytest.mark.parametrize(("key", "example"), [("learning_rate", "1.0e-4"), ("num_train_epochs", "3 or 0.5")])
@@ -213,5 +214,5 @@ def test_evaluating_during_training_also_evaluates_at_the_end():
     ends with an evaluation and eval_results.json, as there."""
     from engine.config import build_config
 
-    assert build_config({"eval_strategy": "steps", "eval_steps": 2, "val_size": 0.1}).train.do_eval is True
-    assert build_config({"val_size": 0.1}).train.do_eval is False
+    assert build_config({"eval_strategy": "steps", "eval_steps": 2, "dataset": "a", "val_size": 0.1}).train.do_eval is True
+    assert build_config({"dataset": "a", "val_size": 0.1}).train.do_eval is False

@@ -398,8 +398,8 @@ def test_val_size_eval_dataset_and_cache(fixture_data_dir, chat_tokenizer, tmp_p
     template = get_template("qwen")
     split = get_dataset(config(fixture_data_dir, dataset="alpaca_small", val_size=0.25), chat_tokenizer, template)
     assert len(split.train) == 3 and len(split.eval) == 1 and split.stats["eval"]["rows"] == 1
-    named = get_dataset(config(fixture_data_dir, dataset="alpaca_small", eval_dataset="sharegpt_small", val_size=0.5,
-                               packing=True), chat_tokenizer, template)
+    named = get_dataset(config(fixture_data_dir, dataset="alpaca_small", eval_dataset="sharegpt_small", packing=True),
+                        chat_tokenizer, template)
     assert len(named.eval) == 1 and "position_ids" in named.eval.column_names  # packed too, as LLaMA-Factory does
     cache = tmp_path / "tokenized"
     first = get_dataset(config(fixture_data_dir, dataset="alpaca_small", tokenized_path=str(cache)), chat_tokenizer,

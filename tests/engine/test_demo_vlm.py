@@ -53,7 +53,8 @@ def test_predict_on_demo_vlm_gives_the_images_to_generate(tmp_path, monkeypatch)
 
     monkeypatch.setattr(Qwen2VLForConditionalGeneration, "generate", spy)
     config = {"model_name_or_path": "demo-vlm", "template": "qwen2_vl", "stage": "sft", "do_predict": True,
-              "eval_dataset": "demo_vlm", "dataset_dir": str(REPO / "examples" / "data"), "max_samples": 3,
+              "predict_with_generate": True, "eval_dataset": "demo_vlm",
+              "dataset_dir": str(REPO / "examples" / "data"), "max_samples": 3,
               "cutoff_len": 512, "image_max_pixels": 12544, "image_min_pixels": 3136, "max_new_tokens": 6,
               "do_sample": False, "per_device_eval_batch_size": 2, "output_dir": str(tmp_path / "out"),
               "report_to": "none"}

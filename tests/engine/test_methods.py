@@ -57,10 +57,11 @@ def test_disabled_attention_loads_eager(tiny):
 
 
 def test_predict_config_without_dataset_does_not_train():
-    cfg = build_config({"stage": "sft", "do_predict": True, "eval_dataset": "identity", "finetuning_type": "lora"})
+    predict = {"do_predict": True, "predict_with_generate": True}
+    cfg = build_config({"stage": "sft", **predict, "eval_dataset": "identity", "finetuning_type": "lora"})
     assert cfg.train.do_train is False
-    assert build_config({"dataset": "x", "do_predict": True}).train.do_train is True
-    assert build_config({"do_predict": True, "eval_dataset": "x", "do_train": True}).train.do_train is True
+    assert build_config({"dataset": "x", **predict, "val_size": 0.1}).train.do_train is True
+    assert build_config({**predict, "eval_dataset": "x", "do_train": True}).train.do_train is True
 
 
 @pytest.mark.parametrize(("mapping", "message"), [

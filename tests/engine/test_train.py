@@ -233,25 +233,31 @@ def test_dataset_problems_are_found_before_loading(tmp_path, capsys):
 def test_eval_and_predict_write_metrics(tmp_path):
     adapter = tmp_path / "sft"
     assert train("sft_lora_demo.yaml", adapter) == 0
-    out = tmp_path / "pred"
-    code = main(["eval", str(EXAMPLES / "predict_demo.yaml"), f"adapter_name_or_path={adapter}", f"output_dir={out}",
-                 "max_samples=4", "max_new_tokens=8", f"dataset_dir={EXAMPLES / 'data'}", "do_eval=true",
-                 "predict_with_generate=false"])  # eval loss (with predict_with_generate, evaluation generates too)
+    common = [f"adapter_name_or_path={adapter}", "max_samples=4", "max_new_tokens=8", f"dataset_dir={EXAMPLES / 'data'}"]
+    # eval loss in a run of its own: do_predict needs predict_with_generate (as in LLaMA-Factory), under which
+    # evaluation generates too
+    scored = tmp_path / "eval"
+    code = main(["eval", str(EXAMPLES / "predict_demo.yaml"), *common, f"output_dir={scored}", "do_eval=true",
+                 "do_predict=false", "predict_with_generate=false"])
     assert code == 0
-    results = json.loads((out / "all_results.json").read_text())
+    results = json.loads((scored / "all_results.json").read_text())
     assert "eval_loss" in results and "perplexity" in results
+    # an eval-only run reports no training counters (they would all be 0), and shows evaluation progress
+    assert not {"epoch", "num_input_tokens_seen", "eval_model_preparation_time"} & set(results)
+    evs = events(scored)
+    assert all("step" not in e and "epoch" not in e for e in evs if e["event"] == "eval")
+    assert any(e["event"] == "progress" and e["stage"] == "eval" for e in evs)
+    out = tmp_path / "pred"
+    assert main(["eval", str(EXAMPLES / "predict_demo.yaml"), *common, f"output_dir={out}", "do_eval=true"]) == 0
+    results = json.loads((out / "all_results.json").read_text())
     # as transformers' save_metrics (LLaMA-Factory calls it for both): every split merged into all_results.json
-    assert {"predict_bleu-4", "predict_rouge-1", "predict_rouge-2", "predict_rouge-l"} <= set(results)
+    assert {"eval_bleu-4", "predict_bleu-4", "predict_rouge-1", "predict_rouge-2", "predict_rouge-l"} <= set(results)
     predicted = (out / "predict_results.json").read_text()
     assert predicted == json.dumps(json.loads(predicted), indent=4, sort_keys=True)
     rows = [json.loads(x) for x in (out / "generated_predictions.jsonl").read_text().splitlines()]
     assert len(rows) == 4 and {"prompt", "predict", "label"} <= set(rows[0])
     assert json.loads((out / "run.json").read_text())["kind"] == "predict"
-    # an eval-only run reports no training counters (they would all be 0), and shows evaluation progress
-    assert not {"epoch", "num_input_tokens_seen", "eval_model_preparation_time"} & set(results)
-    evs = events(out)
-    assert all("step" not in e and "epoch" not in e for e in evs if e["event"] == "eval")
-    assert any(e["event"] == "progress" and e["stage"] == "eval" for e in evs)
+    assert not {"epoch", "num_input_tokens_seen"} & set(results)
 
 
 def test_resume_from_checkpoint_continues(tmp_path):

@@ -415,7 +415,8 @@ def test_check_reads_what_the_config_is_for(ws, capsys, tmp_path, monkeypatch):
     chat = tmp_path / "chat.yaml"
     chat.write_text(f"model_name_or_path: {ws / 'model'}\ntemplate: chatml\ninfer_backend: huggingface\n")
     assert main(["check", str(chat)]) == 0 and "is valid for `chat`" in capsys.readouterr().out
-    assert main(["check", str(ws / "sft.yaml"), "do_train=false", "do_predict=true", "eval_dataset=good"]) == 0
+    assert main(["check", str(ws / "sft.yaml"), "do_train=false", "do_predict=true",
+                 "predict_with_generate=true", "eval_dataset=good"]) == 0
     assert "is valid for `eval`" in capsys.readouterr().out
     assert main(["check", str(chat), "--for", "train"]) == 2  # --for still decides
     # a config piped in is read for its purpose too (it was always checked for train: `dataset` is empty)

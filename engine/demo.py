@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from engine.demo_names import demo_home
 from engine.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -88,10 +89,6 @@ def demo_data_dir() -> Path:
     return Path(override).expanduser() if override else Path(__file__).resolve().parents[1] / "examples" / "data"
 
 
-def demo_home() -> Path:
-    """Where the demo model is cached: ``$LF_BOARD_HOME/demo-model`` (default ``~/.cache/lf-board``)."""
-    base = os.environ.get("LF_BOARD_HOME") or Path("~/.cache/lf-board").expanduser()
-    return Path(base).expanduser() / "demo-model"
 
 
 # ---------------------------------------------------------------------------------------------------------

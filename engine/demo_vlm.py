@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 import torch
 
 from engine.demo import DemoDataMissing, build_once, demo_data_dir, load_demo_texts
+from engine.demo_names import demo_vlm_home
 
 logger = logging.getLogger(__name__)
 
@@ -67,10 +67,6 @@ class DemoVLMSpec:
 SPEC = DemoVLMSpec()
 
 
-def demo_vlm_home() -> Path:
-    """Where the demo VLM is cached: ``$LF_BOARD_HOME/demo-vlm`` (default ``~/.cache/lf-board``)."""
-    base = os.environ.get("LF_BOARD_HOME") or Path("~/.cache/lf-board").expanduser()
-    return Path(base).expanduser() / "demo-vlm"
 
 
 def _rows(data_dir: Path) -> list[dict[str, Any]]:

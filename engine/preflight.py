@@ -84,9 +84,9 @@ def model_dir(cfg: RunConfig) -> Path | None:
 
 
 def _is_demo(name: str) -> bool:
-    from engine.models.registry import DEMO_MODEL_NAME, DEMO_MODEL_PATH
+    from engine.demo_names import is_demo_name
 
-    return name.strip().lower() in (DEMO_MODEL_PATH, DEMO_MODEL_NAME.lower(), "demo-vlm")
+    return is_demo_name(name)
 
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "*.bin", "*.bin.index.json", "*.pt", "*.pth")

@@ -79,11 +79,11 @@ def _engine_files() -> list[list[Any]]:
 
 def _local_folder(value: Any) -> Path | None:
     """The model folder a name stands for, when it is a local folder that the loader would use as it is."""
-    from engine.models.registry import DEMO_MODEL_NAME, DEMO_MODEL_PATH
+    from engine.demo_names import is_demo_name
 
     if not isinstance(value, str) or not value.strip():
         return None
-    if value.strip().lower() in (DEMO_MODEL_PATH, DEMO_MODEL_NAME.lower(), "demo-vlm"):
+    if is_demo_name(value):
         return None  # the built-in demo (rebuilt when its stamp changes), even with a folder of that name here
     path = Path(value).expanduser()
     return path.resolve() if (path / "config.json").is_file() else None

@@ -16,14 +16,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from engine.demo_names import DEMO_MODEL_NAME, DEMO_MODEL_PATH  # noqa: F401 - imported from here too
 from engine.models.families_text import TEXT_FAMILIES
 from engine.models.families_vision import VISION_FAMILIES
 from engine.models.family import GLM4V_KEYS, ModelFamily, qwen_ids
 
 logger = logging.getLogger(__name__)
 
-DEMO_MODEL_NAME = "LF-Demo"
-DEMO_MODEL_PATH = "demo"
 
 
 FAMILIES: dict[str, ModelFamily] = {

@@ -8,8 +8,9 @@ on without an error. Light: reading a tokenizer file needs ``tokenizers`` only, 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
+
+from engine.demo_names import built_demo_folder, is_demo_name
 
 SHOWN = 3  # differing tokens quoted in a message
 
@@ -84,10 +85,8 @@ def local_folder(name: str, cache_dir: str | None = None) -> Path | None:
     """The local folder holding model ``name`` when it is here without downloading or building anything: a folder,
     the built-in demo models once built, or a hub id's snapshot in the Hugging Face cache."""
     text = str(name or "").strip()
-    if text.lower() in ("demo", "lf-demo", "demo-vlm"):
-        base = Path(os.environ.get("LF_BOARD_HOME") or "~/.cache/lf-board").expanduser()
-        folder = base / ("demo-vlm" if text.lower() == "demo-vlm" else "demo-model")
-        return folder if folder.is_dir() else None
+    if is_demo_name(text):
+        return built_demo_folder(text)
     path = Path(text).expanduser()
     if path.is_dir():
         return path

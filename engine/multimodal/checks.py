@@ -20,6 +20,7 @@ from typing import Any
 
 from engine.data.embedded import embedded_image
 from engine.data.registry import media_column
+from engine.demo_names import is_demo_name
 from engine.multimodal.plugins import KIND_WORD, PLACEHOLDERS
 from engine.multimodal.processor import TORCHVISION_FIX, MediaOptions, has_torchvision
 
@@ -118,7 +119,7 @@ def _model(cfg: Any) -> tuple[Any, dict[str, Any]]:
 def _known_locally(cfg: Any) -> bool:
     """Whether the config's model is known without loading anything (the demo VLM, a local folder)."""
     name = str(cfg.model.model_name_or_path or "").strip()
-    return name.lower() in ("demo", "demo-vlm") or (bool(name) and Path(name).expanduser().is_dir())
+    return is_demo_name(name) or (bool(name) and Path(name).expanduser().is_dir())
 
 
 def model_media(cfg: Any) -> tuple[str, ...] | None:

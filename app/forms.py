@@ -179,6 +179,7 @@ class Checked:
 def validate(mapping: dict[str, Any], command: str) -> Checked:
     """Build the engine's typed config (all problems together), then run its pre-flight checks for ``command``."""
     from engine.config import ConfigError, build_config
+    from engine.errors import Problem
 
     try:
         cfg = build_config(dict(mapping))
@@ -187,7 +188,7 @@ def validate(mapping: dict[str, Any], command: str) -> Checked:
     try:
         problems = catalog.preflight(cfg, command)
     except Exception as err:  # a checker bug must not hide the form
-        problems = [f"The pre-flight check failed: {err}"]
+        problems = [Problem(f"The pre-flight check failed: {err}", "check_failed")]
     return Checked(cfg, mapping, problems)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from app.context import Board
+from app.engine_text import error_text
 from app.history import format_seconds
 from app.i18n import t
 from app.jobs import JobError
@@ -223,7 +224,7 @@ def watch(board: Board, run_id: str | None, seen: Any, lang: str) -> dict[str, A
     return {
         "card": status_card(board, run_id, lang),
         "log": mon.log_text(),
-        "error": mon.error_lines(),
+        "error": error_text(lang, mon.error_code, mon.error_lines()),
         "final": not live,
         "seen": marker,
         "exists": True,

@@ -18,6 +18,7 @@ import yaml
 from app import chat_media, chat_workers, forms
 from app.chat_client import ChatError, merge_streams, parse_tools, prepare, stream_chat
 from app.context import Board
+from app.engine_text import problems_text
 from app.i18n import L, t
 from app.jobs import JobError
 from app.markup import SafeMarkdown
@@ -246,7 +247,7 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         started, problems = start_servers(board, top_vals, sampling, compare, reuse=keep)
         if problems:
             unload(board, started)
-            yield t(lang, "train_problems") + "\n" + "\n".join(f"- {p}" for p in problems), {}, gr.skip()
+            yield problems_text(lang, t(lang, "train_problems"), problems), {}, gr.skip()
             return
         yield t(lang, "chat_loading", elapsed=0), started, gr.update(visible=compare)
         begin = time.time()

@@ -12,6 +12,7 @@ import pandas as pd
 
 from app import forms, progress_view
 from app.context import Board
+from app.engine_text import problems_text
 from app.i18n import L, t
 from app.jobs import JobError
 from app.markup import SafeMarkdown
@@ -137,7 +138,7 @@ def start_eval(board: Board, values: list[Any], keys: list[str], lang: str) -> t
         return t(lang, "eval_no_dataset"), None
     checked = forms.validate(mapping, "eval")
     if not checked.ok:
-        return t(lang, "train_problems") + "\n" + "\n".join(f"- {p}" for p in checked.problems), None
+        return problems_text(lang, t(lang, "train_problems"), checked.problems), None
     kind = "predict" if mode == "predict" else "eval"
     run_id = board.jobs.new_run_id(kind)
     try:

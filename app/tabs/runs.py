@@ -12,6 +12,7 @@ import pandas as pd
 
 from app import forms, history, reward_view
 from app.context import Board
+from app.engine_text import reason_text
 from app.i18n import L, t
 from app.jobs import JobError
 from app.markup import SafeMarkdown
@@ -138,11 +139,15 @@ def table_frame(board: Board, lang: str) -> tuple[pd.DataFrame, list[str]]:
 
     rows = history.summaries(runs, board.jobs.runs_dir, last_loss)
     started = {info["id"] for info in runs if info.get("started_at")}
+    codes = {info["id"]: info.get("error_code") for info in runs}
     for row in rows:
         if row["status"] == "aborted" and row["id"] not in started:  # cancelled while it waited in the queue
             row["reason"] = t(lang, "runs_reason_cancelled")
         elif row["status"] == "aborted" and not row["reason"]:  # Abort (the engine records no error for it)
             row["reason"] = t(lang, "runs_reason_stopped")
+        elif row["reason"]:  # the engine's words, headed by their kind in the page's language
+            code = codes.get(row["id"]) or ("aborted" if row["status"] == "aborted" else None)
+            row["reason"] = reason_text(lang, code, row["reason"])
         row["status"] = t(lang, "status_" + row["status"]) if row["status"] else ""
         row["kind"] = t(lang, "kind_" + row["kind"]) if row["kind"] in KINDS else row["kind"]
         row["queue"] = row["queue"] or ""

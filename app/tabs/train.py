@@ -10,6 +10,7 @@ import gradio as gr
 
 from app import catalog, forms, progress_view
 from app.context import Board
+from app.engine_text import problems_text
 from app.i18n import L, t
 from app.jobs import JobError
 from app.markup import SafeMarkdown
@@ -304,7 +305,7 @@ def start_run(board: Board, mapping: dict[str, Any], pending: str, lang: str,
     """Validate and submit (``launch``: strategy and processes, see app.launch); returns (message, run id or None)."""
     checked = forms.validate(mapping, "train")
     if not checked.ok:
-        return t(lang, "train_problems") + "\n" + "\n".join(f"- {p}" for p in checked.problems), None
+        return problems_text(lang, t(lang, "train_problems"), checked.problems), None
     output_dir = board.jobs.runs_dir / (pending or "x")
     resolved = forms.resolved_mapping(checked.config, output_dir)
     try:

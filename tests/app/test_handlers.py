@@ -402,9 +402,10 @@ def test_history_says_why_a_run_failed(board):
     assert set(frame["类型"]) == {"训练"}  # the kind reads in the page's language too
     reasons = dict(zip(ids, frame.iloc[:, -1]))
     assert reasons[ok] == ""
-    assert reasons[bad] == "ValueError: the fake engine was told to fail"
+    # the engine's words, headed by their kind in the page's language (this fake engine records no code)
+    assert reasons[bad] == "【引擎提示】ValueError: the fake engine was told to fail"
     # an error quoting the end of the run's log: its first line and the log's last line, on one line
-    assert reasons[silent].startswith("The process exited with code 3.")
+    assert reasons[silent].startswith("【进程异常退出】The process exited with code 3.")
     assert reasons[silent].endswith("… something went badly wrong") and "\n" not in reasons[silent]
 
 

@@ -23,6 +23,7 @@ from app.i18n import L, t
 from app.jobs import JobError
 from app.markup import SafeMarkdown
 from app.topbar import TopBar, top_values
+from app.visible_text import reveal
 from app.widgets import collect, make_widget
 
 CHAT_KEYS = ["temperature", "top_p", "top_k", "max_new_tokens", "repetition_penalty"]
@@ -206,6 +207,9 @@ def to_chatbot(convo: list[dict[str, Any]], lang: str) -> list[dict[str, Any]]:
             )
         else:
             shown.extend(chat_media.shown(msg))
+    for item in shown:  # a reordering character in a message or a reply shows as a mark (app.visible_text)
+        if isinstance(item.get("content"), str):
+            item["content"] = reveal(item["content"], names=False)
     return shown
 
 

@@ -19,6 +19,7 @@ from app.markup import SafeMarkdown
 from app.scrolling import follow_end
 from app.tabs.train import abort_run, dataset_choices
 from app.topbar import TopBar, top_values
+from app.visible_text import reveal
 from app.widgets import collect, make_widget
 
 EVAL_KEYS = ["cutoff_len", "max_samples", "per_device_eval_batch_size"]
@@ -193,7 +194,7 @@ def read_predictions(folder: Path, limit: int = MAX_PREDICTIONS) -> list[list[st
                 row = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            rows.append([str(row.get("prompt", "")), str(row.get("label", "")), str(row.get("predict", ""))])
+            rows.append([reveal(str(row.get(key, "")), names=False) for key in ("prompt", "label", "predict")])
     return rows
 
 

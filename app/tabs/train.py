@@ -19,6 +19,7 @@ from app.tabs import rewards
 from app.tabs import strategy as scaleout
 from app.tabs.train_data import preview_data, upload_dataset
 from app.topbar import TopBar, top_values
+from app.visible_text import name_problem, reveal
 from app.widgets import advanced_keys, collect, fill, make_widget
 from app.workspace import LAST_CONFIG, valid_name
 from engine.data.rows import ROW_READERS
@@ -88,7 +89,7 @@ def dataset_choices(dataset_dir: str | None) -> tuple[list[tuple[str, str]], str
     choices = []
     for name, info in found.items():
         kind = catalog.dataset_kind(info)
-        choices.append((f"{name} · {kind}" if kind else name, name))
+        choices.append((reveal(f"{name} · {kind}" if kind else name), name))
     return choices, note
 
 
@@ -510,6 +511,8 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
 
     def on_save(name, *values):
         *values, lang = values
+        if name_problem(name or ""):
+            return t(lang, "name_hidden_chars", name=name, chars=name_problem(name)), gr.skip()
         if not valid_name(name or ""):
             return t(lang, "config_bad_name", name=name or ""), gr.skip()
         mapping = {k: v for k, v in mapping_of(tab.keys, list(values)).items() if v is not None}

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from engine.checkpoints import adapter_config_problem, read_adapter_config, weights_problem
 from engine.config import RunConfig
-from engine.errors import coded
+from engine.errors import Problem, coded
+from engine.hub_reach import endpoint, unreachable
 
 logger = logging.getLogger(__name__)
 
@@ -151,19 +152,32 @@ def cached_hub_config(cfg: RunConfig, name: str) -> str | None:
 
 
 def _check_hub_model(cfg: RunConfig) -> list[str]:
-    """A hub id must be in the local cache when downloads are switched off."""
+    """A hub id must be in the local cache when downloads are switched off or the hub cannot be reached (found out in
+    seconds, :mod:`engine.hub_reach`, rather than after the download's own retries)."""
+    from engine.data.hub import use_modelscope, use_openmind
+
     name = cfg.model.model_name_or_path
-    if not _hub_offline():
-        return []  # the loader downloads it, or explains why it cannot
+    offline = _hub_offline()
+    if not offline and (use_modelscope() or use_openmind() or getattr(cfg.methods, "use_modelscope_hub", False)
+                        or getattr(cfg.methods, "use_openmind_hub", False)):
+        return []  # another hub: the loader fetches it, or explains why it cannot
     try:
         cached = cached_hub_config(cfg, name)
     except ImportError:
         return []
     if cached is not None:
         return []
-    return [f"`model_name_or_path: {name}` is a hub id that is not in the local cache, and downloads are off "
-            f"(HF_HUB_OFFLINE). Download it where there is network (`hf download {name} --local-dir DIR`), copy "
-            "DIR here and set `model_name_or_path` to it."]
+    fetch = (f"Download it where there is network (`hf download {name} --local-dir DIR`), copy DIR here and set "
+             "`model_name_or_path` to it.")
+    if offline:
+        return [Problem(f"`model_name_or_path: {name}` is a hub id that is not in the local cache, and downloads are "
+                        f"off (HF_HUB_OFFLINE). {fetch}", "hub_offline")]
+    reason = unreachable()
+    if reason is None:
+        return []  # the loader downloads it, or explains why it cannot
+    return [Problem(f"`model_name_or_path: {name}` is a hub id that is not in the local cache, and the hub "
+                    f"({endpoint()}) cannot be reached ({reason}). Connect this machine to the network, or: {fetch} "
+                    "With HF_HUB_OFFLINE=1 the board does not try the hub at all.", "hub_offline")]
 
 
 def _check_model(cfg: RunConfig) -> list[str]:

@@ -73,6 +73,7 @@ def test_every_key_used_in_the_app_exists():
     # keys composed at run time: each prefix with every suffix the code can produce
     from app.dataset_preview import MEDIA_LABELS
     from app.engine_text import CODES as ENGINE_CODES
+    from app.page_script import CHROME
     from app.progress_view import PARALLEL_WORDS, STAGES
     from app.tabs.evaluate import METRIC_COLUMNS, PREDICTION_COLUMNS
     from app.tabs.profile import COLUMNS as PROFILE_COLUMNS
@@ -93,6 +94,7 @@ def test_every_key_used_in_the_app_exists():
         "parallel_": list(PARALLEL_WORDS),
         "kind_": list(KINDS),
         "ekind_": list(ENGINE_CODES),
+        "chrome_": list(CHROME.values()),
     }
     assert prefixes <= set(families), f"new run-time key families: {prefixes - set(families)}"
     missing = [p + s for p in prefixes for s in families[p] if p + s not in en]

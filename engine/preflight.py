@@ -167,17 +167,17 @@ def _check_hub_model(cfg: RunConfig) -> list[str]:
         return []
     if cached is not None:
         return []
-    fetch = (f"Download it where there is network (`hf download {name} --local-dir DIR`), copy DIR here and set "
-             "`model_name_or_path` to it.")
+    fetch = (f"download it where there is network (`hf download {name} --local-dir DIR`), copy DIR here and set "
+             "`model_name_or_path` to it")
     if offline:
         return [Problem(f"`model_name_or_path: {name}` is a hub id that is not in the local cache, and downloads are "
-                        f"off (HF_HUB_OFFLINE). {fetch}", "hub_offline")]
+                        f"off (HF_HUB_OFFLINE). To use it, {fetch}.", "hub_offline")]
     reason = unreachable()
     if reason is None:
         return []  # the loader downloads it, or explains why it cannot
     return [Problem(f"`model_name_or_path: {name}` is a hub id that is not in the local cache, and the hub "
-                    f"({endpoint()}) cannot be reached ({reason}). Connect this machine to the network, or: {fetch} "
-                    "With HF_HUB_OFFLINE=1 the board does not try the hub at all.", "hub_offline")]
+                    f"({endpoint()}) cannot be reached ({reason}). Connect this machine to the network, or {fetch}; "
+                    "with HF_HUB_OFFLINE=1 the hub is not tried at all.", "hub_offline")]
 
 
 def _check_model(cfg: RunConfig) -> list[str]:

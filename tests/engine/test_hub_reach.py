@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import threading
 import time
 
 import pytest
@@ -55,20 +56,57 @@ def test_a_refused_or_hanging_hub_is_found_out_in_seconds(online):
     assert time.monotonic() - started < 0.1
 
 
-def test_a_hub_that_answers_is_reachable_and_a_proxy_is_probed_instead(online):
+def fake_proxy(answer: bytes | None) -> tuple[socket.socket, int]:
+    """A proxy on localhost that answers each CONNECT with ``answer`` (None: accepts, then says nothing)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    held = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            held.append(conn)
+            conn.recv(1024)
+            if answer is not None:
+                conn.sendall(answer)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server, server.getsockname()[1]
+
+
+def test_a_hub_that_answers_is_reachable_and_a_proxy_is_asked_for_it(online):
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(4)
-        port = server.getsockname()[1]
-        online.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+        online.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
         assert hub_reach.unreachable() is None
-        hub_reach.forget()
-        online.setenv("HF_ENDPOINT", "https://hub.invalid")
+    online.setenv("HF_ENDPOINT", "https://hub.invalid")
+    good, port = fake_proxy(b"HTTP/1.1 200 Connection established\r\n\r\n")
+    with good:
         online.setenv("HTTPS_PROXY", f"http://127.0.0.1:{port}")
-        assert hub_reach._target("https://hub.invalid") == ("127.0.0.1", port)
-        assert hub_reach.unreachable() is None  # the proxy answers: downloads go through it
+        hub_reach.forget()
+        assert hub_reach._target("https://hub.invalid") == ("127.0.0.1", port, "hub.invalid:443")
+        assert hub_reach.unreachable() is None  # the proxy reaches the hub: downloads go through it
+    refusing, port = fake_proxy(b"HTTP/1.1 502 Bad Gateway\r\n\r\n")
+    with refusing:
+        online.setenv("HTTPS_PROXY", f"http://127.0.0.1:{port}")
+        hub_reach.forget()
+        assert "502 Bad Gateway" in hub_reach.unreachable()
+    silent, port = fake_proxy(None)  # accepts, never forwards: what hangs a download behind a dead proxy
+    with silent:
+        online.setenv("HTTPS_PROXY", f"http://127.0.0.1:{port}")
+        online.setenv("LF_HUB_PROBE_TIMEOUT", "0.5")
+        hub_reach.forget()
+        started = time.monotonic()
+        assert "timed out" in hub_reach.unreachable() or "no answer" in hub_reach.unreachable()
+        assert time.monotonic() - started < 2
     online.setenv("LF_HUB_PROBE_TIMEOUT", "0")
     hub_reach.forget()
+    online.delenv("HTTPS_PROXY")
     online.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port()}")
     assert hub_reach.unreachable() is None  # the probe switched off
 

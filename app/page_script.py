@@ -45,6 +45,13 @@ CHROME = {
     "More tabs": "more_tabs",
     "Table actions": "table_actions",
     "Open cell menu": "cell_menu",
+    "File upload": "file_upload",
+    "Empty value": "empty_value",
+    "chatbot conversation": "conversation",
+    "Multimedia input field": "multimodal_input",
+    "Fold line": "fold_line",
+    "Unfold line": "unfold_line",
+    "Gradio footer navigation": "footer_navigation",
 }
 """gradio's hard-coded English chrome string -> the name of its locale key (``chrome_<name>``)."""
 

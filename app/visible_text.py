@@ -37,6 +37,11 @@ def reveal(text: str, names: bool = True) -> str:
     return pattern.sub(lambda m: mark(m.group(0)), text) if isinstance(text, str) else text
 
 
+def choices(values: list[str]) -> list[tuple[str, str]]:
+    """Dropdown choices (shown, value) for names or paths from outside: each shown with its marks."""
+    return [(reveal(v), v) for v in values]
+
+
 def hidden_chars(name: str) -> list[str]:
     """The characters of ``name`` that would not show as themselves: reordering, invisible, control characters."""
     found = []

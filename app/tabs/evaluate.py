@@ -19,6 +19,7 @@ from app.markup import SafeMarkdown
 from app.scrolling import follow_end
 from app.tabs.train import abort_run, dataset_choices
 from app.topbar import TopBar, top_values
+from app.visible_text import choices as shown_choices
 from app.visible_text import reveal
 from app.widgets import collect, make_widget
 
@@ -64,7 +65,7 @@ def build(board: Board) -> EvaluateTab:
             scale=2,
         )
         dataset_dir_w = gr.Dropdown(
-            choices=board.workspace.dataset_dirs(),
+            choices=shown_choices(board.workspace.dataset_dirs()),
             value=dataset_dir,
             allow_custom_value=True,
             label=L("train_dataset_dir"),

@@ -19,6 +19,7 @@ from app.tabs import rewards
 from app.tabs import strategy as scaleout
 from app.tabs.train_data import preview_data, upload_dataset
 from app.topbar import TopBar, top_values
+from app.visible_text import choices as shown_choices
 from app.visible_text import name_problem, reveal
 from app.widgets import advanced_keys, collect, fill, make_widget
 from app.workspace import LAST_CONFIG, valid_name
@@ -101,7 +102,7 @@ def build(board: Board) -> TrainTab:
     with gr.Row():
         stage = make_widget("stage", start.get("stage"), scale=1)
         dataset_dir_w = gr.Dropdown(
-            choices=board.workspace.dataset_dirs(),
+            choices=shown_choices(board.workspace.dataset_dirs()),
             value=dataset_dir,
             allow_custom_value=True,
             label=L("train_dataset_dir"),
@@ -171,7 +172,7 @@ def build(board: Board) -> TrainTab:
             config_name = gr.Textbox(label=L("train_config_name"), info=L("train_config_name_info"), scale=2)
             save_btn = gr.Button(L("train_save_btn"), scale=1)
             saved_configs = gr.Dropdown(
-                choices=board.workspace.list_configs(), label=L("train_saved_configs"), scale=2
+                choices=shown_choices(board.workspace.list_configs()), label=L("train_saved_configs"), scale=2
             )
             load_btn = gr.Button(L("train_load_btn"), scale=1)
             load_file = gr.File(label=L("train_load_file"), file_types=[".yaml", ".yml"], scale=2, height=110)
@@ -366,7 +367,8 @@ def form_values(tab: TrainTab, mapping: dict[str, Any], board: Board) -> list[An
         checkpoint if isinstance(checkpoint, str) else "",
         mapping.get("template") or "",
         mapping.get("stage") or "sft",
-        gr.update(value=dataset_dir, choices=list(dict.fromkeys([*board.workspace.dataset_dirs(), dataset_dir]))),
+        gr.update(value=dataset_dir,
+                  choices=shown_choices(list(dict.fromkeys([*board.workspace.dataset_dirs(), dataset_dir])))),
         gr.update(value=forms.split_names(mapping.get("dataset")), choices=choices),
         gr.update(value=forms.split_names(mapping.get("eval_dataset")), choices=choices),
         *fill(tab.keys, mapping),
@@ -404,7 +406,7 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         choices, _ = dataset_choices(folder)
         return (
             message,
-            gr.update(value=folder, choices=board.workspace.dataset_dirs()),
+            gr.update(value=folder, choices=shown_choices(board.workspace.dataset_dirs())),
             gr.update(choices=choices, value=[registered]),
             True,
         )
@@ -517,7 +519,8 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             return t(lang, "config_bad_name", name=name or ""), gr.skip()
         mapping = {k: v for k, v in mapping_of(tab.keys, list(values)).items() if v is not None}
         path = board.workspace.save_config(name, mapping)
-        return t(lang, "config_saved", path=path), gr.update(choices=board.workspace.list_configs(), value=name)
+        configs = shown_choices(board.workspace.list_configs())
+        return t(lang, "config_saved", path=path), gr.update(choices=configs, value=name)
 
     tab.save_btn.click(on_save, [tab.config_name, *form, top.lang], [tab.message, tab.saved_configs], **private)
 

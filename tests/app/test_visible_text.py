@@ -63,3 +63,14 @@ def test_new_names_with_hidden_characters_are_refused(board, tmp_path):
     upload.write_text(json.dumps([{"instruction": "a", "output": "b"}]))
     message, name = train_data.upload_dataset(board, str(upload), f"data{RLO}set", "zh")
     assert name is None and "U+202E" in message and "请去掉" in message
+
+
+def test_folder_and_config_pickers_show_marks(board):
+    """A config file put in the workspace by hand (typed names are refused) shows its marks in the Train tab's picker."""
+    from app.ui import build_ui
+
+    board.workspace.configs_dir.mkdir(parents=True, exist_ok=True)
+    (board.workspace.configs_dir / f"cfg{RLO}lmay.yaml").write_text("model_name_or_path: demo\n")
+    demo = build_ui(board)
+    picker = next(b for b in demo.blocks.values() if getattr(getattr(b, "label", None), "key", None) == "train_saved_configs")
+    assert [tuple(c) for c in picker.choices] == [("cfg⟪U+202E⟫lmay", f"cfg{RLO}lmay")]

@@ -1,7 +1,7 @@
 """Script the board's page runs once it has loaded (``Blocks.launch(js=...)``).
 
-Copying: :func:`app.inert_text.inert` puts a zero-width space after a ``<`` or ``]`` in quoted text so that Markdown
-shows it as text; a copy (Ctrl+C, the context menu) out of the page drops exactly those, so what is pasted is what
+Copying: :func:`app.inert_text.inert` puts a zero-width space after a ``<``, ``]``, ``://``, ``www.`` or ``@`` in
+quoted text so that Markdown shows it as text; a copy (Ctrl+C, the context menu) out of the page drops exactly those, so what is pasted is what
 was shown. Zero-width spaces that are part of the text itself are left (the board shows those as visible marks).
 
 gradio's own chrome: gradio 6.31 writes some of its components' tooltips, placeholders and screen-reader labels in
@@ -62,6 +62,9 @@ def chrome_table() -> dict[str, dict[str, str]]:
 
 
 COPY_JS = r"""
+  // the zero-width spaces app.inert_text.inert puts after these (and only those) are dropped
+  const MARKS = /(<|\]|:\/\/|www\.|@)\u200b/gi;
+  const HTML_MARKS = /(&lt;|\]|:\/\/|www\.|@)\u200b/gi;
   document.addEventListener('copy', (event) => {
     const selection = document.getSelection();
     if (!selection || selection.rangeCount === 0 || !event.clipboardData) { return; }
@@ -69,8 +72,8 @@ COPY_JS = r"""
     if (!text.includes('\u200b')) { return; }
     const holder = document.createElement('div');
     for (let i = 0; i < selection.rangeCount; i++) { holder.appendChild(selection.getRangeAt(i).cloneContents()); }
-    event.clipboardData.setData('text/plain', text.replace(/([<\]])\u200b/g, '$1'));
-    event.clipboardData.setData('text/html', holder.innerHTML.replace(/(&lt;|\])\u200b/g, '$1'));
+    event.clipboardData.setData('text/plain', text.replace(MARKS, '$1'));
+    event.clipboardData.setData('text/html', holder.innerHTML.replace(HTML_MARKS, '$1'));
     event.preventDefault();
   });
 """

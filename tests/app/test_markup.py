@@ -29,7 +29,14 @@ def test_inert_leaves_no_tag_link_or_image_to_render():
         assert not re.search(r"<\S", text.replace("<" + markup.ZWSP, ""))  # no < starts markup
         assert not re.search(r"\][(\[:]", text.replace("]" + markup.ZWSP, ""))  # no ] goes on into a link
         assert text.replace(markup.ZWSP, "") == payload  # reads the same
-    assert markup.inert("<1@evil.example> <=a@evil.example>") == f"<{markup.ZWSP}1@evil.example> <{markup.ZWSP}=a@evil.example>"
+    z = markup.ZWSP
+    assert markup.inert("<1@evil.example> <=a@evil.example>") == f"<{z}1@{z}evil.example> <{z}=a@{z}evil.example>"
+
+
+def test_inert_leaves_no_bare_address_to_turn_into_a_link():
+    text = markup.inert("see https://evil.example/a, www.evil.example or me@evil.example")
+    assert text == ("see https://" + markup.ZWSP + "evil.example/a, www." + markup.ZWSP + "evil.example or me@"
+                    + markup.ZWSP + "evil.example")
 
 
 def test_inert_leaves_text_that_starts_no_markup_unmarked():

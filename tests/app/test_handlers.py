@@ -466,3 +466,12 @@ def test_generation_settings_show_only_for_predict(board):
     assert len(accordions) == 1 and '"eval_generation"' in str(accordions[0].label)
     fn = next(f for f in fns if accordions[0] in f.outputs)
     assert fn.fn("eval")["visible"] is False and fn.fn("predict")["visible"] is True
+
+
+def test_a_file_named_in_chinese_asks_for_a_typed_dataset_name(board, tmp_path):
+    data = tmp_path / "客服 数据.json"
+    data.write_text(json.dumps([{"instruction": "hi", "input": "", "output": "hello"}]))
+    message, name = train.upload_dataset(board, str(data), "", "zh")
+    assert name is None and "`客服 数据`" in message and "数据集名称" in message and "my_data" in message
+    message, name = train.upload_dataset(board, str(data), "kefu", "zh")
+    assert name == "kefu", message

@@ -59,3 +59,8 @@ def error_text(lang: str | None, code: str | None, text: str) -> str:
 def reason_text(lang: str | None, code: str | None, text: str) -> str:
     """A one-line reason (History's table) framed in ``lang``: '' for no text."""
     return t(lang, "engine_reason", kind=kind(lang, code), text=text) if text else ""
+
+
+def note_text(lang: str | None, note: object, default: str | None = None) -> str:
+    """One engine note (a warning, not a list item) framed in ``lang``: '' for no note."""
+    return t(lang, "engine_problem", kind=kind(lang, code_of(note, default)), text=str(note)) if note else ""

@@ -10,7 +10,7 @@ import gradio as gr
 
 from app import catalog, forms, progress_view
 from app.context import Board
-from app.engine_text import problems_text
+from app.engine_text import note_text, problems_text
 from app.i18n import L, t
 from app.jobs import JobError
 from app.markup import SafeMarkdown
@@ -388,7 +388,7 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         return (
             gr.update(choices=choices, value=keep),
             gr.update(choices=choices, value=keep_eval),
-            gr.update(value=note or "", visible=bool(note)),
+            gr.update(value=note_text(lang, note, "data"), visible=bool(note)),
         )
 
     tab.dataset_dir.change(

@@ -97,3 +97,13 @@ def test_the_board_codes_the_outcomes_it_decides(tmp_path):
     assert status == "failed" and error.code == "exit_code"
     assert decide(folder, None, "aborted")[1].code == "aborted"
     assert decide(folder, 1, "lost")[1].code == "lost"
+
+
+def test_a_dataset_folder_note_gets_a_heading_in_chinese(board, tmp_path):
+    from app.ui import build_ui
+
+    demo = build_ui(board)
+    on_dir = next(f.fn for f in demo.fns.values() if "on_dataset_dir" in getattr(f.fn, "__qualname__", ""))
+    _, _, note = on_dir(str(tmp_path / "nowhere"), [], [], "zh")
+    assert note["value"].startswith("**数据集**：") and str(tmp_path / "nowhere") in note["value"]
+    assert engine_text.note_text("zh", "", "data") == ""

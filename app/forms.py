@@ -191,9 +191,9 @@ def hidden_char_problems(mapping: dict[str, Any]) -> list[Any]:
         value = mapping.get(key)
         found = name_problem(value) if isinstance(value, str) else None
         if found:
-            problems.append(Problem(f"`{key}: {value}` contains {found}: characters that are invisible or reorder the "
-                                    "text around them, so the name would not read as it is shown. Type it again "
-                                    "without them.", "hidden_chars"))
+            problems.append(Problem(f"`{key}: {value}` contains {found}: invisible, control or text-reordering "
+                                    "characters, so the name would not read as it is shown. Type it again without "
+                                    "them.", "hidden_chars"))
     return problems
 
 

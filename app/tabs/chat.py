@@ -356,6 +356,12 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
                 yield frame()
         finally:
             stop.set()
+        if errors and not any(replies[s]["content"] or replies[s].get("tool_calls") for s in sides):
+            # refused before a word (a prompt too long for the model, a worker gone): the turn is taken back and
+            # its text returned to the box, so that the next message is not refused for this one too
+            yield ({"text": text, "files": files}, to_chatbot(convo, lang), to_chatbot(convo_base, lang), convo,
+                   convo_base, t(lang, "chat_error", error=errors[0]))
+            return
         yield frame(t(lang, "chat_error", error=errors[0]) if errors else None)
 
     send_io = {

@@ -517,10 +517,14 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             return t(lang, "name_hidden_chars", name=name, chars=name_problem(name)), gr.skip()
         if not valid_name(name or ""):
             return t(lang, "config_bad_name", name=name or ""), gr.skip()
+        if name == LAST_CONFIG:  # every Start rewrites it
+            return t(lang, "config_reserved_name", name=name), gr.skip()
         mapping = {k: v for k, v in mapping_of(tab.keys, list(values)).items() if v is not None}
+        replaced = board.workspace.config_path(name).exists()
         path = board.workspace.save_config(name, mapping)
         configs = shown_choices(board.workspace.list_configs())
-        return t(lang, "config_saved", path=path), gr.update(choices=configs, value=name)
+        return t(lang, "config_replaced" if replaced else "config_saved", path=path), gr.update(choices=configs,
+                                                                                              value=name)
 
     tab.save_btn.click(on_save, [tab.config_name, *form, top.lang], [tab.message, tab.saved_configs], **private)
 

@@ -475,3 +475,16 @@ def test_a_file_named_in_chinese_asks_for_a_typed_dataset_name(board, tmp_path):
     assert name is None and "`客服 数据`" in message and "数据集名称" in message and "my_data" in message
     message, name = train.upload_dataset(board, str(data), "kefu", "zh")
     assert name == "kefu", message
+
+
+def test_saving_a_config_says_when_it_replaces_one_and_keeps_off_the_last_used_name(board):
+    from app.ui import build_ui
+
+    demo = build_ui(board)
+    block_fn = next(f for f in demo.fns.values() if "on_save" in getattr(f.fn, "__qualname__", ""))
+    values = [block.value for block in block_fn.inputs[1:-1]]
+    first, _ = block_fn.fn("mine", *values, "en")
+    again, _ = block_fn.fn("mine", *values, "en")
+    assert "replacing" not in first and "replacing the one saved there before" in again
+    reserved, update = block_fn.fn("last-used", *values, "zh")
+    assert "last-used" in reserved and "请换一个名称" in reserved and not board.workspace.config_path("last-used").exists()

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from app.forms import yaml_text
+from app.visible_text import reveal
 from app.worker_process import log_tail, run_worker
 
 PREVIEW_TIMEOUT = 600
@@ -81,7 +82,7 @@ def over_cutoff(result: dict[str, Any]) -> int | None:
 
 def _spans_html(spans: list[tuple[str, bool]]) -> str:
     return "".join(
-        f'<span class="{"lf-trained" if trained else "lf-masked"}">{html.escape(text)}</span>'
+        f'<span class="{"lf-trained" if trained else "lf-masked"}">{html.escape(reveal(text, names=False))}</span>'
         for text, trained in spans
     )
 

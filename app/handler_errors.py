@@ -20,6 +20,7 @@ from typing import Any
 import gradio as gr
 
 from app.inert_text import inert
+from app.visible_text import reveal
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ def as_page_error(err: Exception, where: str) -> gr.Error:
     """The pop-up for an unexpected error: its message as inert text (logged here with the traceback)."""
     logger.error("Board handler %s failed", where, exc_info=err)
     message = str(err).strip() or type(err).__name__
-    return gr.Error(inert(message), print_exception=False)
+    return gr.Error(inert(reveal(message)), print_exception=False)
 
 
 def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -97,6 +97,8 @@ async (choice) => {
       if (mod.changeLocale) { mod.changeLocale(codes[lang] || lang); }
     }
   } catch (err) { console.warn("LF Board: cannot switch the language", err); }
+  window.lfBoardLang = lang;  // gradio's hard-coded chrome strings follow it (app.page_script)
+  if (window.lfBoardLocalize) { window.lfBoardLocalize(); }
   return [lang, choice];
 }
 """.replace("__CODES__", json.dumps(BROWSER_LOCALES)).replace("__DEFAULT__", DEFAULT_LANG)

@@ -182,7 +182,7 @@ class JobManager:
                         self._write(folder, status="failed", finished_at=time.time(), error=(
                             f"The board restarted before this run started, and the secret it was submitted with "
                             f"({', '.join(lost)}) was kept only in that board's memory, never on disk; the run was "
-                            "not started. Submit it again."))
+                            "not started. Submit it again."), error_code="secret_lost")
                         found["failed"].append(run_id)
                         continue
                     queued.append((info.get("created_at", 0), run_id))
@@ -295,7 +295,8 @@ class JobManager:
         folder = self.folder(run_id)
         with self._lock:
             if run_id in self._queue:
-                self._write(folder, status="aborted", finished_at=time.time(), error="cancelled before it started")
+                self._write(folder, status="aborted", finished_at=time.time(), error="cancelled before it started",
+                                error_code="cancelled")
                 self._queue.remove(run_id)  # only once the cancellation is on disk
                 return "cancelled"
             live = self._live.get(run_id)
@@ -308,7 +309,8 @@ class JobManager:
                 )
             if live is None:
                 if info.get("status") == "queued":  # queued by a board that is gone
-                    self._write(folder, status="aborted", finished_at=time.time(), error="cancelled before it started")
+                    self._write(folder, status="aborted", finished_at=time.time(), error="cancelled before it started",
+                                error_code="cancelled")
                     return "cancelled"
                 if info.get("status") == "running":
                     if info.get("pid_started") or not (info.get("pid") and pid_alive(int(info["pid"]))):
@@ -525,11 +527,12 @@ class JobManager:
                     start_new_session=True,
                 )
         except OSError as err:
-            error = f"Could not start `{' '.join(command)}`: {err}"
+            error, code = f"Could not start `{' '.join(command)}`: {err}", "start_failed"
             if is_disk_full(err, folder.path):
-                error = disk_full_message(folder.path)
+                error, code = disk_full_message(folder.path), "disk_full"
             failed = _Live(folder.id, 0, kind=kind, ended=True)
-            failed.pending = dict(status="failed", finished_at=time.time(), exit_code=None, error=error)
+            failed.pending = dict(status="failed", finished_at=time.time(), exit_code=None, error=error,
+                                  error_code=code)
             self._live[folder.id] = failed  # the tick writes the outcome (and retries it)
             return True
         live = _Live(folder.id, proc.pid, kind=kind, proc=proc, started=time.time())
@@ -557,7 +560,8 @@ class JobManager:
                 fields["finished_at"] = time.time()
         else:
             status, error = decide(folder, exit_code, reason)
-            fields = {"status": status, "error": error, "exit_code": exit_code, "finished_at": time.time()}
+            fields = {"status": status, "error": error, "error_code": getattr(error, "code", None),
+                      "exit_code": exit_code, "finished_at": time.time()}
         if fields and not self._try_write(folder, live, fields):
             return False
         logger.info("Run %s ended: %s", folder.id, folder.status())

@@ -7,11 +7,13 @@ from typing import Any
 import gradio as gr
 
 from app.inert_text import ZWSP, inert  # noqa: F401  (ZWSP: for callers that look for it)
+from app.visible_text import reveal
 
 from gradio.events import Dependency
 
 class SafeMarkdown(gr.Markdown):
-    """``gr.Markdown`` whose values (given at build or set by an event) are passed through :func:`inert`;
+    """``gr.Markdown`` whose values (given at build or set by an event) are passed through :func:`inert` (after
+    :func:`app.visible_text.reveal`: a hidden character in a quoted name shows as a mark);
     translations given as ``gr.I18n`` keys (the board's own texts) are shown as gradio shows them.
 
     A subclass, so that it stays one when gradio rebuilds a component for an update of its properties (it calls
@@ -21,7 +23,7 @@ class SafeMarkdown(gr.Markdown):
         return "markdown"
 
     def postprocess(self, value: Any) -> Any:
-        return super().postprocess(inert(value) if isinstance(value, str) else value)
+        return super().postprocess(inert(reveal(value)) if isinstance(value, str) else value)
     from typing import Callable, Literal, Sequence, Any, TYPE_CHECKING
     from gradio.blocks import Block
     if TYPE_CHECKING:

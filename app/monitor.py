@@ -138,6 +138,11 @@ class RunMonitor:
             parts.append(detail)
         return "\n\n".join(parts)
 
+    @property
+    def error_code(self) -> str | None:
+        """The stable code of why the run failed or was aborted (run.json's, else the end event's; None: not told)."""
+        return self._info.get("error_code") or (self.end or {}).get("error_code")
+
     def progress(self) -> dict[str, Any]:
         """Step, total, fraction, loss, learning rate, tokens/s, elapsed and ETA as far as known."""
         info = self._info

@@ -13,9 +13,11 @@ from typing import Any
 import pandas as pd
 
 from app.context import Board
+from app.engine_text import error_text
 from app.history import format_seconds
 from app.i18n import t
 from app.jobs import JobError
+from app.visible_text import reveal
 
 STATUS_CLASSES = {
     "queued": "lf-queued",
@@ -222,8 +224,8 @@ def watch(board: Board, run_id: str | None, seen: Any, lang: str) -> dict[str, A
         marker = [run_id, -1, lang, mon.status]  # draw the charts on the next tick, after they were cleared
     return {
         "card": status_card(board, run_id, lang),
-        "log": mon.log_text(),
-        "error": mon.error_lines(),
+        "log": reveal(mon.log_text(), names=False),
+        "error": error_text(lang, mon.error_code, reveal(mon.error_lines(), names=False)),
         "final": not live,
         "seen": marker,
         "exists": True,

@@ -11,6 +11,7 @@ from typing import Any
 
 from app.monitor import ERROR_LINES
 from engine.diskfull import disk_full_message, nearly_full
+from engine.errors import Problem
 from engine.runs import FINAL_STATUSES, RunFolder, tail_text
 
 LOG_TAIL = "Last lines of its log:"
@@ -34,25 +35,27 @@ def end_event(folder: RunFolder) -> dict[str, Any] | None:
 
 def decide(folder: RunFolder, exit_code: int | None, reason: str | None) -> tuple[str, str | None]:
     """(status, error) of a run whose process ended without a final status in run.json; ``reason`` is "aborted"
-    (the board stopped it), "lost" (it ended while no board watched) or None."""
+    (the board stopped it), "lost" (it ended while no board watched) or None. The error, when there is one, is an
+    :class:`engine.errors.Problem`: its code is recorded as run.json's ``error_code``."""
     end = end_event(folder)
     tail = tail_text(folder.log_path, 8192).strip().splitlines()[-ERROR_LINES:]
 
-    def with_tail(text: str) -> str:
-        return f"{text} {LOG_TAIL}\n" + "\n".join(tail) if tail else text
+    def with_tail(text: str, code: str) -> str:
+        return Problem(f"{text} {LOG_TAIL}\n" + "\n".join(tail) if tail else text, code)
 
     if end and end.get("status") in FINAL_STATUSES:
-        return end["status"], end.get("error")
+        error = end.get("error")
+        return end["status"], Problem(error, end["error_code"]) if error and end.get("error_code") else error
     if reason == "aborted":
-        return "aborted", "stopped by request"
+        return "aborted", Problem("stopped by request", "aborted")
     if exit_code == 0 and any(NOT_RECORDED in line for line in tail):
         return "completed", None  # it finished, but could not write its outcome (a full disk)
     if exit_code == 0:  # the engine always records its end: something ended the process early
         return "failed", with_tail("The process exited (code 0) without recording how the run ended: something in "
                                    "it ended the process early (user code such as a reward function calling "
-                                   "os._exit?). Its last checkpoint, if any, stays.")
+                                   "os._exit?). Its last checkpoint, if any, stays.", "exited_early")
     if any("no space left on device" in line.lower() for line in tail) or nearly_full(folder.path):
-        return "failed", disk_full_message(folder.path)
+        return "failed", Problem(disk_full_message(folder.path), "disk_full")
     if reason == "lost":
-        return "failed", with_tail("The process ended while the board was not watching and left no result.")
-    return "failed", with_tail(f"The process exited with code {exit_code}.")
+        return "failed", with_tail("The process ended while the board was not watching and left no result.", "lost")
+    return "failed", with_tail(f"The process exited with code {exit_code}.", "exit_code")

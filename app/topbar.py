@@ -13,6 +13,7 @@ from app.forms import TopValues
 from app.history import checkpoints
 from app.i18n import LANGUAGES, SET_LOCALE_JS, L, t
 from app.markup import SafeMarkdown
+from app.visible_text import reveal
 from app.widgets import make_widget
 from app.workspace import REPO_ROOT
 
@@ -52,7 +53,7 @@ def logo_html() -> str:
 def checkpoint_choices(found: list[tuple[str, str]]) -> list[tuple[Any, str]]:
     """The checkpoint picker's choices: "none" and ``found`` (``history.checkpoints``). The page is built with
     "none" only; the workspace's runs are read when a page loads, not while the board starts."""
-    return [(L("top_no_checkpoint"), ""), *found]
+    return [(L("top_no_checkpoint"), ""), *((reveal(shown), value) for shown, value in found)]
 
 
 def template_choices() -> list[tuple[Any, str]]:

@@ -84,10 +84,12 @@ def launch_options(board: Board, host: str = "127.0.0.1", open_hosts: bool = Fal
     from starlette.middleware import Middleware
 
     from app.i18n import build_i18n
+    from app.page_script import page_js
     from app.security import ClientAddressMiddleware, ContentPolicyMiddleware, HostGuardMiddleware
 
     return {
         "i18n": build_i18n(),
+        "js": page_js(),  # copying out of the page drops the marks app.inert_text inserts
         "css_paths": [CSS_PATH] if CSS_PATH.is_file() else None,
         "favicon_path": str(FAVICON) if FAVICON.is_file() else None,
         "theme": gr.themes.Soft(primary_hue="indigo", secondary_hue="sky"),

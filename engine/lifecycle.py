@@ -25,7 +25,7 @@ from engine.diskfull import (
     is_disk_full,
     is_file_too_large,
 )
-from engine.errors import AbortRequested, RankFailure, UserError
+from engine.errors import AbortRequested, RankFailure, UserError, error_code
 from engine.ranks import (
     clear_rank_error,
     rank_errors,
@@ -197,7 +197,9 @@ class JobContext:
             exit_code = 2  # what the CLI exits with for a user error
         if self.status == "running":
             self.status = "completed"
-        outcome = {"status": self.status, "finished_at": time.time(), "exit_code": exit_code, "error": self.error}
+        code = self._error_code(exc_type, disk_full, too_large, bool(other and self.error == other) or bool(peer))
+        outcome = {"status": self.status, "finished_at": time.time(), "exit_code": exit_code, "error": self.error,
+                   "error_code": code}
         try:  # run.json first: on a full disk the room a removed torn checkpoint freed goes to the outcome
             self.folder.update(**outcome)
         except OSError as err:
@@ -205,7 +207,8 @@ class JobContext:
                 # the board records the outcome from the exit code and the log
                 logger.error("Could not record the outcome in %s: %s", self.folder.run_path, err)
         try:
-            self.events.write({"event": "end", "status": self.status, "error": self.error, "metrics": self.metrics})
+            self.events.write({"event": "end", "status": self.status, "error": self.error, "error_code": code,
+                               "metrics": self.metrics})
         except OSError as err:
             logger.error("Could not record the outcome in %s: %s", self.folder.events_path, err)
         if disk_full and not isinstance(exc, DiskFullError):
@@ -217,6 +220,18 @@ class JobContext:
         if other and self.error == other:  # not "stopped.": the run failed, and the CLI says why
             raise RankFailure(other) from exc
         return False  # let the CLI decide how to report the exception
+
+    def _error_code(self, exc_type, disk_full: bool, too_large: bool, rank: bool) -> str | None:
+        """The stable code of why the run ended (``engine.errors.error_code``), None when it completed."""
+        if self.status not in ("failed", "aborted"):
+            return None
+        if disk_full or too_large:
+            return "disk_full" if disk_full else "file_too_large"
+        if rank:
+            return "rank_failure"
+        if self.status == "aborted":
+            return "aborted"
+        return error_code(exc_type)
 
     def _other_rank_failure(self) -> str | None:
         """The first failure another rank of this multi-process run recorded, as run.json's error (None: none)."""
@@ -236,8 +251,10 @@ class JobContext:
             info = self.folder.info()
             if info.get("status") != "running" or not info.get("pid") or pid_alive(int(info["pid"])):
                 return
-            self.folder.update(status="failed", finished_at=time.time(), exit_code=1, error=error)
-            EventWriter(self.folder.events_path).write({"event": "end", "status": "failed", "error": error})
+            self.folder.update(status="failed", finished_at=time.time(), exit_code=1, error=error,
+                               error_code="rank_failure")
+            EventWriter(self.folder.events_path).write({"event": "end", "status": "failed", "error": error,
+                                                        "error_code": "rank_failure"})
         except (OSError, ValueError, TypeError) as err:
             logger.error("Could not record the outcome in %s: %s", self.folder.run_path, err)
 

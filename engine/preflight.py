@@ -14,6 +14,8 @@ from pathlib import Path
 
 from engine.checkpoints import adapter_config_problem, read_adapter_config, weights_problem
 from engine.config import RunConfig
+from engine.errors import Problem, coded
+from engine.hub_reach import endpoint, unreachable
 
 logger = logging.getLogger(__name__)
 
@@ -23,48 +25,49 @@ BYTES_PER_DTYPE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int
 
 def check(cfg: RunConfig, command: str = "train", *, interactive: bool | None = None,
           device: dict | None = None) -> list[str]:
-    """Every problem found in the config for ``command`` (train, eval, export, chat, api). ``interactive``: whether
-    the job will have a terminal to ask on (a tracker's login); by default whether this process has one. The board
-    says False: its jobs run in the background.
+    """Every problem found in the config for ``command`` (train, eval, export, chat, api), each an
+    :class:`engine.errors.Problem` whose code names the check that found it (``model``, ``data``, ``memory``...).
+    ``interactive``: whether the job will have a terminal to ask on (a tracker's login); by default whether this
+    process has one. The board says False: its jobs run in the background.
 
     ``device``: the accelerator the job will use, as ``{"type": "cuda", "label": "CUDA"}`` (None for the type: not
     known yet), for a process that must not import torch (the board, whose environment report comes from a
     subprocess). The device checks then judge the attention choice from those facts and leave what needs torch on
     the device itself (quantization, the inference dtype) to the job's own pre-flight check when it starts."""
     problems: list[str] = []
-    problems += _check_model(cfg)
+    problems += coded("model", _check_model(cfg))
     if command in ("train", "eval", "data"):  # the commands that pack rows (chat, export and api never do)
-        problems += _check_packing(cfg)
-    problems += _check_template(cfg)
+        problems += coded("packing", _check_packing(cfg))
+    problems += coded("template", _check_template(cfg))
     saved = _saved_tokenized(cfg)  # the rows load from there: the datasets and their files are not read
     if command == "data":  # `lf-engine data`: the tokenizer and the datasets only
         from engine.multimodal.checks import check_media
 
-        return problems + ([] if saved else _check_data(cfg, command) + check_media(cfg))
-    problems += _check_device(cfg, command, device)
+        return problems + ([] if saved else coded("data", _check_data(cfg, command)) + coded("media", check_media(cfg)))
+    problems += coded("device", _check_device(cfg, command, device))
     if command in ("train", "eval"):
         if not saved:
             from engine.multimodal.checks import check_media
 
-            problems += _check_data(cfg, command) + check_media(cfg)
-        problems += _check_output(cfg, command)
-        problems += _check_precision(cfg, device)
+            problems += coded("data", _check_data(cfg, command)) + coded("media", check_media(cfg))
+        problems += coded("output", _check_output(cfg, command))
+        problems += coded("precision", _check_precision(cfg, device))
     if command == "train":
-        problems += _check_deepspeed(cfg)
+        problems += coded("deepspeed", _check_deepspeed(cfg))
         from engine.train.parallel.ray_check import ray_problems
 
-        problems += ray_problems(cfg)
-        problems += _check_schedule(cfg)
-        problems += _check_trackers(cfg, interactive)
+        problems += coded("ray", ray_problems(cfg))
+        problems += coded("schedule", _check_schedule(cfg))
+        problems += coded("tracker", _check_trackers(cfg, interactive))
         from engine.train.rl_checks import check_rl
 
-        problems += check_rl(cfg)
+        problems += coded("rl", check_rl(cfg))
     if command == "export":
         from engine.export_checks import check_export
 
         named = {_subject(p) for p in problems}
-        problems += [p for p in check_export(cfg) if _subject(p) not in named]
-    problems += _check_memory(cfg, command)
+        problems += coded("export", [p for p in check_export(cfg) if _subject(p) not in named])
+    problems += coded("memory", _check_memory(cfg, command))
     return problems
 
 
@@ -155,19 +158,32 @@ def cached_hub_config(cfg: RunConfig, name: str) -> str | None:
 
 
 def _check_hub_model(cfg: RunConfig) -> list[str]:
-    """A hub id must be in the local cache when downloads are switched off."""
+    """A hub id must be in the local cache when downloads are switched off or the hub cannot be reached (found out in
+    seconds, :mod:`engine.hub_reach`, rather than after the download's own retries)."""
+    from engine.data.hub import use_modelscope, use_openmind
+
     name = cfg.model.model_name_or_path
-    if not _hub_offline():
-        return []  # the loader downloads it, or explains why it cannot
+    offline = _hub_offline()
+    if not offline and (use_modelscope() or use_openmind() or getattr(cfg.methods, "use_modelscope_hub", False)
+                        or getattr(cfg.methods, "use_openmind_hub", False)):
+        return []  # another hub: the loader fetches it, or explains why it cannot
     try:
         cached = cached_hub_config(cfg, name)
     except ImportError:
         return []
     if cached is not None:
         return []
-    return [f"`model_name_or_path: {name}` is a hub id that is not in the local cache, and downloads are off "
-            f"(HF_HUB_OFFLINE). Download it where there is network (`hf download {name} --local-dir DIR`), copy "
-            "DIR here and set `model_name_or_path` to it."]
+    fetch = (f"download it where there is network (`hf download {name} --local-dir DIR`), copy DIR here and set "
+             "`model_name_or_path` to it")
+    if offline:
+        return [Problem(f"`model_name_or_path: {name}` is a hub id that is not in the local cache, and downloads are "
+                        f"off (HF_HUB_OFFLINE). To use it, {fetch}.", "hub_offline")]
+    reason = unreachable()
+    if reason is None:
+        return []  # the loader downloads it, or explains why it cannot
+    return [Problem(f"`model_name_or_path: {name}` is a hub id that is not in the local cache, and the hub "
+                    f"({endpoint()}) cannot be reached ({reason}). Connect this machine to the network, or {fetch}; "
+                    "with HF_HUB_OFFLINE=1 the hub is not tried at all.", "hub_offline")]
 
 
 def _check_model(cfg: RunConfig) -> list[str]:

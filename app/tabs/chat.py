@@ -18,10 +18,12 @@ import yaml
 from app import chat_media, chat_workers, forms
 from app.chat_client import ChatError, merge_streams, parse_tools, prepare, stream_chat
 from app.context import Board
+from app.engine_text import problems_text
 from app.i18n import L, t
 from app.jobs import JobError
 from app.markup import SafeMarkdown
 from app.topbar import TopBar, top_values
+from app.visible_text import reveal
 from app.widgets import collect, make_widget
 
 CHAT_KEYS = ["temperature", "top_p", "top_k", "max_new_tokens", "repetition_penalty"]
@@ -205,6 +207,9 @@ def to_chatbot(convo: list[dict[str, Any]], lang: str) -> list[dict[str, Any]]:
             )
         else:
             shown.extend(chat_media.shown(msg))
+    for item in shown:  # a reordering character in a message or a reply shows as a mark (app.visible_text)
+        if isinstance(item.get("content"), str):
+            item["content"] = reveal(item["content"], names=False)
     return shown
 
 
@@ -246,7 +251,7 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         started, problems = start_servers(board, top_vals, sampling, compare, reuse=keep)
         if problems:
             unload(board, started)
-            yield t(lang, "train_problems") + "\n" + "\n".join(f"- {p}" for p in problems), {}, gr.skip()
+            yield problems_text(lang, t(lang, "train_problems"), problems), {}, gr.skip()
             return
         yield t(lang, "chat_loading", elapsed=0), started, gr.update(visible=compare)
         begin = time.time()
@@ -351,6 +356,12 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
                 yield frame()
         finally:
             stop.set()
+        if errors and not any(replies[s]["content"] or replies[s].get("tool_calls") for s in sides):
+            # refused before a word (a prompt too long for the model, a worker gone): the turn is taken back and
+            # its text returned to the box, so that the next message is not refused for this one too
+            yield ({"text": text, "files": files}, to_chatbot(convo, lang), to_chatbot(convo_base, lang), convo,
+                   convo_base, t(lang, "chat_error", error=errors[0]))
+            return
         yield frame(t(lang, "chat_error", error=errors[0]) if errors else None)
 
     send_io = {

@@ -12,12 +12,15 @@ import pandas as pd
 
 from app import forms, progress_view
 from app.context import Board
+from app.engine_text import problems_text
 from app.i18n import L, t
 from app.jobs import JobError
 from app.markup import SafeMarkdown
 from app.scrolling import follow_end
 from app.tabs.train import abort_run, dataset_choices
 from app.topbar import TopBar, top_values
+from app.visible_text import choices as shown_choices
+from app.visible_text import reveal
 from app.widgets import collect, make_widget
 
 EVAL_KEYS = ["cutoff_len", "max_samples", "per_device_eval_batch_size"]
@@ -62,7 +65,7 @@ def build(board: Board) -> EvaluateTab:
             scale=2,
         )
         dataset_dir_w = gr.Dropdown(
-            choices=board.workspace.dataset_dirs(),
+            choices=shown_choices(board.workspace.dataset_dirs()),
             value=dataset_dir,
             allow_custom_value=True,
             label=L("train_dataset_dir"),
@@ -137,7 +140,7 @@ def start_eval(board: Board, values: list[Any], keys: list[str], lang: str) -> t
         return t(lang, "eval_no_dataset"), None
     checked = forms.validate(mapping, "eval")
     if not checked.ok:
-        return t(lang, "train_problems") + "\n" + "\n".join(f"- {p}" for p in checked.problems), None
+        return problems_text(lang, t(lang, "train_problems"), checked.problems), None
     kind = "predict" if mode == "predict" else "eval"
     run_id = board.jobs.new_run_id(kind)
     try:
@@ -192,7 +195,7 @@ def read_predictions(folder: Path, limit: int = MAX_PREDICTIONS) -> list[list[st
                 row = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            rows.append([str(row.get("prompt", "")), str(row.get("label", "")), str(row.get("predict", ""))])
+            rows.append([reveal(str(row.get(key, "")), names=False) for key in ("prompt", "label", "predict")])
     return rows
 
 

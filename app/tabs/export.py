@@ -16,6 +16,7 @@ import gradio as gr
 
 from app import forms, progress_view
 from app.context import Board
+from app.engine_text import problems_text
 from app.i18n import L, t
 from app.jobs import JobError
 from app.markup import SafeMarkdown
@@ -94,7 +95,7 @@ def start_export(board: Board, values: list[Any], keys: list[str], lang: str) ->
     mapping = forms.export_mapping(top, target, collect(keys, rest))
     checked = forms.validate(mapping, "export")
     if not checked.ok:
-        return t(lang, "train_problems") + "\n" + "\n".join(f"- {p}" for p in checked.problems), None
+        return problems_text(lang, t(lang, "train_problems"), checked.problems), None
     run_id = board.jobs.new_run_id("export")
     try:
         run_id = board.jobs.submit(

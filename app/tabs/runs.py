@@ -12,12 +12,14 @@ import pandas as pd
 
 from app import forms, history, reward_view
 from app.context import Board
+from app.engine_text import reason_text
 from app.i18n import L, t
 from app.jobs import JobError
 from app.markup import SafeMarkdown
 from app.monitor import final_loss
 from app.progress_view import typed_frame
 from app.tabs.train import abort_message
+from app.visible_text import reveal
 from engine.runs import FINAL_STATUSES, KINDS, RunFolder
 
 # column widths in pixels (about 1,330 in all: a wide window shows the whole table; a narrow one scrolls it sideways
@@ -138,32 +140,45 @@ def table_frame(board: Board, lang: str) -> tuple[pd.DataFrame, list[str]]:
 
     rows = history.summaries(runs, board.jobs.runs_dir, last_loss)
     started = {info["id"] for info in runs if info.get("started_at")}
+    codes = {info["id"]: info.get("error_code") for info in runs}
     for row in rows:
         if row["status"] == "aborted" and row["id"] not in started:  # cancelled while it waited in the queue
             row["reason"] = t(lang, "runs_reason_cancelled")
         elif row["status"] == "aborted" and not row["reason"]:  # Abort (the engine records no error for it)
             row["reason"] = t(lang, "runs_reason_stopped")
+        elif row["reason"]:  # the engine's words, headed by their kind in the page's language
+            code = codes.get(row["id"]) or ("aborted" if row["status"] == "aborted" else None)
+            row["reason"] = reason_text(lang, code, row["reason"])
         row["status"] = t(lang, "status_" + row["status"]) if row["status"] else ""
         row["kind"] = t(lang, "kind_" + row["kind"]) if row["kind"] in KINDS else row["kind"]
         row["queue"] = row["queue"] or ""
         row["final_loss"] = "" if row["final_loss"] is None else row["final_loss"]
+    ids = [row["id"] for row in rows]
+    for row in rows:  # names from run folders and configs: no hidden character reorders what the table shows
+        for key in ("id", "model", "dataset", "reason"):
+            row[key] = reveal(str(row[key]))
     frame = pd.DataFrame(rows, columns=COLUMNS)
     frame.columns = [t(lang, f"col_{c}") for c in COLUMNS]
-    return frame, [row["id"] for row in rows]
+    return frame, ids
+
+
+def run_choices(ids: list[str]) -> list[tuple[str, str]]:
+    """The run picker's choices: each id shown with its hidden characters as marks (app.visible_text)."""
+    return [(reveal(i), i) for i in ids]
 
 
 def overlay_frame(board: Board, run_ids: list[str]) -> pd.DataFrame:
     rows = []
     for run_id in run_ids:
         for step, loss in history.loss_points(board.jobs.runs_dir / run_id):
-            rows.append({"step": step, "loss": loss, "run": run_id})
+            rows.append({"step": step, "loss": loss, "run": reveal(run_id)})
     return typed_frame(rows, {"step": "int64", "loss": "float64", "run": "str"})
 
 
 def diff_frame(board: Board, run_ids: list[str], lang: str) -> pd.DataFrame:
     configs = {run_id: history.read_config(RunFolder(board.jobs.runs_dir / run_id)) for run_id in run_ids}
-    rows = forms.config_diff(configs)
-    return pd.DataFrame(rows, columns=[t(lang, "col_key"), *run_ids])
+    rows = [[reveal(str(cell)) for cell in row] for row in forms.config_diff(configs)]
+    return pd.DataFrame(rows, columns=[t(lang, "col_key"), *map(reveal, run_ids)])
 
 
 def delete_runs(board: Board, run_ids: list[str], lang: str) -> str:
@@ -208,7 +223,7 @@ def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: d
         if snapshot == known and not force:
             return gr.skip(), gr.skip(), known
         keep = [s for s in selected or [] if s in ids]
-        return frame, gr.update(choices=ids, value=keep), snapshot
+        return frame, gr.update(choices=run_choices(ids), value=keep), snapshot
 
     tab.timer.tick(
         on_refresh,
@@ -296,7 +311,7 @@ def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: d
             return message, gr.skip(), gr.skip(), gr.skip()
         frame, ids = table_frame(board, lang_code)
         snapshot = [frame.to_dict("split")["data"], lang_code]
-        return message, frame, gr.update(choices=ids, value=new_ids), snapshot
+        return message, frame, gr.update(choices=run_choices(ids), value=new_ids), snapshot
 
     tab.resume_btn.click(
         on_resume, [tab.selected, tab.known, lang], [tab.message, tab.table, tab.selected, tab.known], **private

@@ -18,9 +18,11 @@ from typing import Any
 import gradio as gr
 
 from app.context import Board
+from app.engine_text import code_of, problems_text
 from app.i18n import L, t
 from app.markup import SafeMarkdown
 from app.worker_process import log_tail, run_worker
+from engine.errors import Problem
 
 STRATEGY_CHOICES = [
     ("single", "single"), ("DDP (torchrun)", "ddp"), ("FSDP2 (torchrun)", "fsdp2"),
@@ -213,7 +215,7 @@ def check_text(mapping: dict[str, Any], strategy: str, nproc: int, lang: str) ->
     except CheckFailed as err:
         return html.escape(str(err))
     if plan is None:
-        return t(lang, "train_problems") + "\n" + "\n".join(f"- {html.escape(p)}" for p in problems)
+        return problems_text(lang, t(lang, "train_problems"), [Problem(html.escape(p), code_of(p)) for p in problems])
     lines = []
     if plan.per_device_gb is not None:
         lines.append(t(lang, "strategy_estimate", gb=format_gb(plan.per_device_gb), device=plan.device,
@@ -223,8 +225,7 @@ def check_text(mapping: dict[str, Any], strategy: str, nproc: int, lang: str) ->
         lines.append(f"_{html.escape(parts)} GiB_")  # shown as text (app.markup): no HTML here
     lines.extend(f"- {html.escape(n)}" for n in plan.notes)
     if plan.problems:
-        lines.append(t(lang, "strategy_refused"))
-        lines.extend(f"- {html.escape(p)}" for p in plan.problems)
+        lines.append(problems_text(lang, t(lang, "strategy_refused"), [html.escape(p) for p in plan.problems], "strategy"))
     else:
         lines.append(t(lang, "strategy_ok"))
     return "\n\n".join(lines)
@@ -245,7 +246,7 @@ def prepare(mapping: dict[str, Any], strategy: str, nproc: int, lang: str
     if plan is None:
         return mapping, None, None  # the ordinary validation reports the config problems
     if plan.problems:
-        return mapping, None, t(lang, "strategy_refused") + "\n" + "\n".join(f"- {p}" for p in plan.problems)
+        return mapping, None, problems_text(lang, t(lang, "strategy_refused"), plan.problems, "strategy")
     return {**mapping, **keys}, {"strategy": strategy, "nproc": nproc}, None
 
 

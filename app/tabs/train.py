@@ -10,6 +10,7 @@ import gradio as gr
 
 from app import catalog, forms, progress_view
 from app.context import Board
+from app.engine_text import note_text, problems_text
 from app.i18n import L, t
 from app.jobs import JobError
 from app.markup import SafeMarkdown
@@ -18,6 +19,8 @@ from app.tabs import rewards
 from app.tabs import strategy as scaleout
 from app.tabs.train_data import preview_data, upload_dataset
 from app.topbar import TopBar, top_values
+from app.visible_text import choices as shown_choices
+from app.visible_text import name_problem, reveal
 from app.widgets import advanced_keys, collect, fill, make_widget
 from app.workspace import LAST_CONFIG, valid_name
 from engine.data.rows import ROW_READERS
@@ -87,7 +90,7 @@ def dataset_choices(dataset_dir: str | None) -> tuple[list[tuple[str, str]], str
     choices = []
     for name, info in found.items():
         kind = catalog.dataset_kind(info)
-        choices.append((f"{name} · {kind}" if kind else name, name))
+        choices.append((reveal(f"{name} · {kind}" if kind else name), name))
     return choices, note
 
 
@@ -99,7 +102,7 @@ def build(board: Board) -> TrainTab:
     with gr.Row():
         stage = make_widget("stage", start.get("stage"), scale=1)
         dataset_dir_w = gr.Dropdown(
-            choices=board.workspace.dataset_dirs(),
+            choices=shown_choices(board.workspace.dataset_dirs()),
             value=dataset_dir,
             allow_custom_value=True,
             label=L("train_dataset_dir"),
@@ -169,7 +172,7 @@ def build(board: Board) -> TrainTab:
             config_name = gr.Textbox(label=L("train_config_name"), info=L("train_config_name_info"), scale=2)
             save_btn = gr.Button(L("train_save_btn"), scale=1)
             saved_configs = gr.Dropdown(
-                choices=board.workspace.list_configs(), label=L("train_saved_configs"), scale=2
+                choices=shown_choices(board.workspace.list_configs()), label=L("train_saved_configs"), scale=2
             )
             load_btn = gr.Button(L("train_load_btn"), scale=1)
             load_file = gr.File(label=L("train_load_file"), file_types=[".yaml", ".yml"], scale=2, height=110)
@@ -304,7 +307,7 @@ def start_run(board: Board, mapping: dict[str, Any], pending: str, lang: str,
     """Validate and submit (``launch``: strategy and processes, see app.launch); returns (message, run id or None)."""
     checked = forms.validate(mapping, "train")
     if not checked.ok:
-        return t(lang, "train_problems") + "\n" + "\n".join(f"- {p}" for p in checked.problems), None
+        return problems_text(lang, t(lang, "train_problems"), checked.problems), None
     output_dir = board.jobs.runs_dir / (pending or "x")
     resolved = forms.resolved_mapping(checked.config, output_dir)
     try:
@@ -364,7 +367,8 @@ def form_values(tab: TrainTab, mapping: dict[str, Any], board: Board) -> list[An
         checkpoint if isinstance(checkpoint, str) else "",
         mapping.get("template") or "",
         mapping.get("stage") or "sft",
-        gr.update(value=dataset_dir, choices=list(dict.fromkeys([*board.workspace.dataset_dirs(), dataset_dir]))),
+        gr.update(value=dataset_dir,
+                  choices=shown_choices(list(dict.fromkeys([*board.workspace.dataset_dirs(), dataset_dir])))),
         gr.update(value=forms.split_names(mapping.get("dataset")), choices=choices),
         gr.update(value=forms.split_names(mapping.get("eval_dataset")), choices=choices),
         *fill(tab.keys, mapping),
@@ -384,7 +388,7 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         return (
             gr.update(choices=choices, value=keep),
             gr.update(choices=choices, value=keep_eval),
-            gr.update(value=note or "", visible=bool(note)),
+            gr.update(value=note_text(lang, note, "data"), visible=bool(note)),
         )
 
     tab.dataset_dir.change(
@@ -402,7 +406,7 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         choices, _ = dataset_choices(folder)
         return (
             message,
-            gr.update(value=folder, choices=board.workspace.dataset_dirs()),
+            gr.update(value=folder, choices=shown_choices(board.workspace.dataset_dirs())),
             gr.update(choices=choices, value=[registered]),
             True,
         )
@@ -509,11 +513,18 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
 
     def on_save(name, *values):
         *values, lang = values
+        if name_problem(name or ""):
+            return t(lang, "name_hidden_chars", name=name, chars=name_problem(name)), gr.skip()
         if not valid_name(name or ""):
             return t(lang, "config_bad_name", name=name or ""), gr.skip()
+        if name == LAST_CONFIG:  # every Start rewrites it
+            return t(lang, "config_reserved_name", name=name), gr.skip()
         mapping = {k: v for k, v in mapping_of(tab.keys, list(values)).items() if v is not None}
+        replaced = board.workspace.config_path(name).exists()
         path = board.workspace.save_config(name, mapping)
-        return t(lang, "config_saved", path=path), gr.update(choices=board.workspace.list_configs(), value=name)
+        configs = shown_choices(board.workspace.list_configs())
+        return t(lang, "config_replaced" if replaced else "config_saved", path=path), gr.update(choices=configs,
+                                                                                              value=name)
 
     tab.save_btn.click(on_save, [tab.config_name, *form, top.lang], [tab.message, tab.saved_configs], **private)
 

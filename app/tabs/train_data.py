@@ -12,6 +12,7 @@ import pandas as pd
 from app import catalog, dataset_preview, progress_view
 from app.context import Board
 from app.i18n import t
+from app.visible_text import name_problem
 from app.workspace import valid_name
 
 HIST_TYPES = {"tokens": "int64", "rows": "int64"}
@@ -27,7 +28,12 @@ def upload_dataset(board: Board, file: str | None, name: str, lang: str) -> tupl
     too_large = upload_problem(source, board.max_upload_mb)
     if too_large:
         return t(lang, "upload_failed", error=too_large), None
+    typed = bool((name or "").strip())
     name = (name or source.stem).strip()
+    if name_problem(name):
+        return t(lang, "name_hidden_chars", name=name, chars=name_problem(name)), None
+    if not valid_name(name) and not typed:  # a file named in Chinese, with spaces...: the name must be typed
+        return t(lang, "upload_name_from_file", name=name), None
     if not valid_name(name):
         return t(lang, "upload_bad_name", name=name), None
     folder = board.workspace.datasets_dir

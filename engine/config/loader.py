@@ -44,7 +44,7 @@ from engine.config.schema import (
     ParallelArgs,
     TrainArgs,
 )
-from engine.errors import UserError
+from engine.errors import UserError, coded
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class ConfigError(UserError, ValueError):
     """A user error in a config: carries every problem found, each naming the fix."""
 
     def __init__(self, problems: list[str], partial: RunConfig | None = None):
-        self.problems = list(problems)
+        self.problems = coded("config", list(problems))
         self.partial = partial
         """The config built from the keys that were valid, so later checks can still report their problems."""
         super().__init__(self.format())

@@ -210,7 +210,7 @@ class TrainArgs:
     eval_strategy: Strategy = opt("no", "When to evaluate during training.")
     eval_steps: int | None = opt(None, "Evaluate every this many steps.", min=1)
     resume_from_checkpoint: str | None = opt(None, "Checkpoint folder to resume from (or `true` for the last).")
-    seed: int = opt(42, "Random seed.", min=0)
+    seed: int = opt(42, "Random seed (numpy takes 0 to 2**32 - 1).", min=0, max=2**32 - 1)
     bf16: bool = opt(False, "Train in bfloat16 mixed precision.")
     fp16: bool = opt(False, "Train in float16 mixed precision.")
     pure_bf16: bool = opt(False, "Keep the weights themselves in bfloat16.", advanced=True)

@@ -391,7 +391,8 @@ def resolve_dataset(name: str, dataset_dir: str | os.PathLike) -> DatasetSpec:
                                dataset_dir=candidate.absolute().parent if candidate.is_file() else candidate.absolute())
     if not folder.is_dir():
         raise DatasetError(
-            f"`dataset_dir: {dataset_dir}` does not exist{'' if str(folder) == str(dataset_dir) else f' ({folder})'}. "
+            f"`dataset_dir: {dataset_dir}` {'is a file, not a folder' if folder.exists() else 'does not exist'}"
+            f"{'' if str(folder) == str(dataset_dir) else f' ({folder})'}. "
             f"Set it to the folder holding {INFO_FILE} and the data files, or give each dataset as a path to a "
             "data file."
         )

@@ -148,6 +148,10 @@ def _from_hub(repo_id: str, cache_dir: str | None, revision: str) -> str:
         logger.debug("%s is not in the local cache: %s", repo_id, err)
     if _hub_offline():
         raise ModelError(f"Model `{repo_id}` {fix} (HF_HUB_OFFLINE is set)")
+    from engine.hub_reach import endpoint, unreachable
+
+    if reason := unreachable():  # in seconds, not after the download's retries (engine.hub_reach)
+        raise ModelError(f"Model `{repo_id}` {fix} (the hub {endpoint()} cannot be reached: {reason})")
     try:
         return snapshot_download(repo_id, revision=revision, cache_dir=cache_dir, ignore_patterns=_SKIP_DOWNLOAD)
     except Exception as err:

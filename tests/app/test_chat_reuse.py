@@ -62,3 +62,28 @@ def test_load_builds_the_chat_client_before_the_first_message(board, monkeypatch
         assert chat_client._client() is built  # one client for every message
     finally:
         chat.unload(board, servers)
+
+
+def test_a_refused_message_is_taken_back_into_the_box(board, monkeypatch):
+    """A prompt the worker refuses before answering (too long for the model) must not stay in the conversation,
+    where every later message would be refused for it too; its text goes back into the box to be shortened."""
+    from app.chat_client import ChatError
+    from app.tabs import chat
+    from app.ui import build_ui
+
+    monkeypatch.setattr(chat, "live_servers", lambda board, servers: {"main": {"id": "r1", "ready": True}})
+    monkeypatch.setattr(chat.chat_workers, "client_of", lambda board, info: ("http://127.0.0.1:9", "key"))
+
+    def refused(*args, **kwargs):
+        raise ChatError("The prompt is 20,035 tokens; this model reads at most 1,024")
+        yield  # a generator, as stream_chat is
+
+    monkeypatch.setattr(chat, "stream_chat", refused)
+    demo = build_ui(board)
+    on_send = next(f.fn for f in demo.fns.values() if "on_send" in getattr(f.fn, "__qualname__", ""))
+    earlier = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    values = [block.value for block in next(f for f in demo.fns.values() if f.fn is on_send).inputs[8:]]
+    *_, last = on_send({"text": "x" * 100, "files": []}, False, earlier, [], "", "", {"main": "r1"}, "en", *values)
+    box, shown, _, convo, _, status = last
+    assert box == {"text": "x" * 100, "files": []} and convo == earlier and len(shown) == 2
+    assert "20,035 tokens" in status

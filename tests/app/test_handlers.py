@@ -403,9 +403,10 @@ def test_history_says_why_a_run_failed(board):
     assert set(frame["类型"]) == {"训练"}  # the kind reads in the page's language too
     reasons = dict(zip(ids, frame.iloc[:, -1]))
     assert reasons[ok] == ""
-    assert reasons[bad] == "ValueError: the fake engine was told to fail"
+    # the engine's words, headed by their kind in the page's language (this fake engine records no code)
+    assert reasons[bad] == "【引擎提示】ValueError: the fake engine was told to fail"
     # an error quoting the end of the run's log: its first line and the log's last line, on one line
-    assert reasons[silent].startswith("The process exited with code 3.")
+    assert reasons[silent].startswith("【进程异常退出】The process exited with code 3.")
     assert reasons[silent].endswith("… something went badly wrong") and "\n" not in reasons[silent]
 
 
@@ -466,3 +467,25 @@ def test_generation_settings_show_only_for_predict(board):
     assert len(accordions) == 1 and '"eval_generation"' in str(accordions[0].label)
     fn = next(f for f in fns if accordions[0] in f.outputs)
     assert fn.fn("eval")["visible"] is False and fn.fn("predict")["visible"] is True
+
+
+def test_a_file_named_in_chinese_asks_for_a_typed_dataset_name(board, tmp_path):
+    data = tmp_path / "客服 数据.json"
+    data.write_text(json.dumps([{"instruction": "hi", "input": "", "output": "hello"}]))
+    message, name = train.upload_dataset(board, str(data), "", "zh")
+    assert name is None and "`客服 数据`" in message and "数据集名称" in message and "my_data" in message
+    message, name = train.upload_dataset(board, str(data), "kefu", "zh")
+    assert name == "kefu", message
+
+
+def test_saving_a_config_says_when_it_replaces_one_and_keeps_off_the_last_used_name(board):
+    from app.ui import build_ui
+
+    demo = build_ui(board)
+    block_fn = next(f for f in demo.fns.values() if "on_save" in getattr(f.fn, "__qualname__", ""))
+    values = [block.value for block in block_fn.inputs[1:-1]]
+    first, _ = block_fn.fn("mine", *values, "en")
+    again, _ = block_fn.fn("mine", *values, "en")
+    assert "replacing" not in first and "replacing the one saved there before" in again
+    reserved, update = block_fn.fn("last-used", *values, "zh")
+    assert "last-used" in reserved and "请换一个名称" in reserved and not board.workspace.config_path("last-used").exists()

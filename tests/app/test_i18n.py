@@ -72,6 +72,8 @@ def test_every_key_used_in_the_app_exists():
     assert not missing, f"keys used in app/ but missing from locales/en.json: {missing}"
     # keys composed at run time: each prefix with every suffix the code can produce
     from app.dataset_preview import MEDIA_LABELS
+    from app.engine_text import CODES as ENGINE_CODES
+    from app.page_script import CHROME
     from app.progress_view import PARALLEL_WORDS, STAGES
     from app.tabs.evaluate import METRIC_COLUMNS, PREDICTION_COLUMNS
     from app.tabs.profile import COLUMNS as PROFILE_COLUMNS
@@ -91,6 +93,8 @@ def test_every_key_used_in_the_app_exists():
         "strategy_part_": list(PARTS),
         "parallel_": list(PARALLEL_WORDS),
         "kind_": list(KINDS),
+        "ekind_": list(ENGINE_CODES),
+        "chrome_": list(CHROME.values()),
     }
     assert prefixes <= set(families), f"new run-time key families: {prefixes - set(families)}"
     missing = [p + s for p in prefixes for s in families[p] if p + s not in en]
@@ -181,7 +185,7 @@ def test_the_history_table_is_brought_up_to_date_as_its_tab_opens(board):
     run_id = board.jobs.submit("train", {"fake_steps": 1, "stage": "sft"})
     assert board.jobs.wait(run_id, 30) == "completed"
     table, picker, _ = fn.fn(*[None if getattr(b, "elem_id", None) != "lf-lang-code" else "en" for b in fn.inputs])
-    assert run_id in list(table.iloc[:, 0]) and picker["choices"] == [run_id]
+    assert run_id in list(table.iloc[:, 0]) and picker["choices"] == [(run_id, run_id)]
 
 
 def test_no_chart_with_translated_axis_titles_is_drawn_before_the_page_language_is_known(tmp_path):

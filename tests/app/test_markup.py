@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import gradio as gr
 
@@ -25,9 +26,23 @@ PAYLOADS = [
 def test_inert_leaves_no_tag_link_or_image_to_render():
     for payload in PAYLOADS:
         text = markup.inert(payload)
-        assert "<" not in text.replace("<" + markup.ZWSP, "")  # every < is followed by the zero-width space
-        assert "]" not in text.replace("]" + markup.ZWSP, "")
+        assert not re.search(r"<\S", text.replace("<" + markup.ZWSP, ""))  # no < starts markup
+        assert not re.search(r"\][(\[:]", text.replace("]" + markup.ZWSP, ""))  # no ] goes on into a link
         assert text.replace(markup.ZWSP, "") == payload  # reads the same
+    z = markup.ZWSP
+    assert markup.inert("<1@evil.example> <=a@evil.example>") == f"<{z}1@{z}evil.example> <{z}=a@{z}evil.example>"
+
+
+def test_inert_leaves_no_bare_address_to_turn_into_a_link():
+    text = markup.inert("see https://evil.example/a, www.evil.example or me@evil.example")
+    assert text == ("see https://" + markup.ZWSP + "evil.example/a, www." + markup.ZWSP + "evil.example or me@"
+                    + markup.ZWSP + "evil.example")
+
+
+def test_inert_leaves_text_that_starts_no_markup_unmarked():
+    """Copying a message must not carry invisible characters it does not need (a < before a space, a plain ])."""
+    for text in ("loss < 2 and lr <\n", "[demo] run a[0] = 1]", "`dataset: [x]` and [y] ok", "x <"):
+        assert markup.inert(text) == text
 
 
 def test_safe_markdown_passes_values_through_inert_and_keeps_i18n_keys():

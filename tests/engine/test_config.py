@@ -216,3 +216,12 @@ def test_evaluating_during_training_also_evaluates_at_the_end():
 
     assert build_config({"eval_strategy": "steps", "eval_steps": 2, "dataset": "a", "val_size": 0.1}).train.do_eval is True
     assert build_config({"dataset": "a", "val_size": 0.1}).train.do_eval is False
+
+
+def test_a_seed_numpy_refuses_is_refused_before_the_run():
+    """set_seed (numpy) raises for seeds of 2**32 and more, after the model has loaded: the config says it first."""
+    from engine.config import ConfigError, build_config
+
+    assert build_config({"seed": 2**32 - 1}).train.seed == 2**32 - 1
+    with pytest.raises(ConfigError, match=r"`seed: 4294967296` is above the maximum 4294967295"):
+        build_config({"seed": 2**32})

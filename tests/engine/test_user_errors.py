@@ -735,3 +735,13 @@ def test_hub_and_datasets_lines_are_printed_once_in_the_engines_format():
         assert done.stderr.count("hub says hi") == 1 and done.stderr.count("datasets says hi") == 1, done.stderr
         assert " WARNING huggingface_hub.utils._http: hub says hi" in done.stderr
         assert " WARNING datasets.load: datasets says hi" in done.stderr
+
+
+def test_dataset_dir_that_is_a_file_is_called_a_file(tmp_path):
+    from engine.data.errors import DatasetError
+    from engine.data.registry import resolve_dataset
+
+    afile = tmp_path / "notes.txt"
+    afile.write_text("x")
+    with pytest.raises(DatasetError, match=r"`dataset_dir: .*notes.txt` is a file, not a folder"):
+        resolve_dataset("mydata", str(afile))

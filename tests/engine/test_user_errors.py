@@ -240,8 +240,8 @@ def test_the_loader_reports_a_hub_model_it_cannot_get_as_a_user_error(monkeypatc
 
 
 def test_a_hub_model_that_cannot_be_downloaded_leaves_the_earlier_run_in_output_dir(ws, capsys, monkeypatch, tmp_path):
-    """No HF_HUB_OFFLINE, so the pre-flight check lets a hub id through and only the download finds out: that must
-    happen before an earlier run in output_dir (overwrite_output_dir: true) is replaced."""
+    """No HF_HUB_OFFLINE and no hub probe, so the pre-flight check lets a hub id through and only the download finds
+    out: that must happen before an earlier run in output_dir (overwrite_output_dir: true) is replaced."""
     import huggingface_hub
 
     def no_network(*args, **kwargs):
@@ -249,6 +249,7 @@ def test_a_hub_model_that_cannot_be_downloaded_leaves_the_earlier_run_in_output_
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setenv("LF_HUB_PROBE_TIMEOUT", "0")  # no reachability probe: the download itself is what fails here
     monkeypatch.setattr(huggingface_hub, "snapshot_download", no_network)
     out = tmp_path / "earlier"
     (out / "checkpoint-4").mkdir(parents=True)

@@ -32,10 +32,11 @@ from engine.data import cache_prune
 
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 10  # 4: CSV values as datasets reads them (None, numbers); 5: no undesirable KTO rows outside kto;
+FORMAT_VERSION = 11  # 4: CSV values as datasets reads them (None, numbers); 5: no undesirable KTO rows outside kto;
 # 6: an alpaca reply that is a list (no `ranking`) is no reply, as in LLaMA-Factory; 7: a sharegpt turn without
 # text refuses its dataset; 8: only a boolean kto_tag makes a KTO row; 9: a null history turn or openai
-# content refuses it too; 10: a number where text belongs is no text
+# content refuses it too; 10: a number where text belongs is no text; 11: KTO sets carry their KL pairs, formed
+# with the skipped rows' stand-ins
 """Bump when tokenization changes what it produces for the same inputs: old entries are then never matched."""
 
 DATA_KEYS = (
@@ -133,9 +134,9 @@ def cache_key(cfg: Any, tokenizer: Any, template: Any) -> str | None:
         "version": FORMAT_VERSION, "stage": cfg.finetuning.stage, "seed": cfg.train.seed,
         "data": {k: _local_dir(getattr(data, k, None)) if k == "dataset_dir" else getattr(data, k, None)
                  for k in DATA_KEYS if k != "preprocessing_num_workers"},
-        # pre-training blocks join texts within LLaMA-Factory's preprocessing batches, which these two shape
+        # pre-training blocks join texts, and KTO rows pair, within the preprocessing batches these two shape
         "batches": [data.preprocessing_batch_size, data.preprocessing_num_workers]
-        if cfg.finetuning.stage == "pt" or packs_rows(cfg.finetuning.stage, data) else None,
+        if cfg.finetuning.stage in ("pt", "kto") or packs_rows(cfg.finetuning.stage, data) else None,
         "files": files, "info": info,
         "tokenizer": _tokenizer_stamp(tokenizer), "template": _template_stamp(template),
     }

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from engine.data import null_turns
+from engine.data import kl_stand_ins, null_turns
 from engine.data.detect import detect_format
 from engine.data.embedded import embedded_image, is_data_url
 from engine.data.errors import DatasetError
@@ -549,16 +549,18 @@ def new_tally() -> dict[str, Any]:
     return {"rows": 0, "kept": 0, "skipped": 0, "shown": []}
 
 
-def iter_converted(rows: Iterable[dict[str, Any]], spec: DatasetSpec, stage: str,
-                   tally: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def iter_converted(rows: Iterable[dict[str, Any]], spec: DatasetSpec, stage: str, tally: dict[str, Any],
+                   stand_ins: bool = False) -> Iterator[dict[str, Any]]:
     """Canonical examples of ``rows`` (``spec`` already detected), one at a time; unusable rows are counted in
-    ``tally`` (see :func:`report_conversion`)."""
+    ``tally`` (see :func:`report_conversion`), and with ``stand_ins`` (KTO training data) replaced by
+    :mod:`engine.data.kl_stand_ins`' stand-ins."""
     converter = CONVERTERS[spec.formatting]
     for row in rows:
         index = tally["rows"]
         tally["rows"] = index + 1
+        converted = None
         try:
-            example = finalize(converter(row, spec), stage)
+            example = finalize(converted := converter(row, spec), stage)
             _check_unicode(example)
         except RefusedRow as err:
             raise DatasetError(f"Dataset {spec.name!r}, row {index}: {err}") from None
@@ -566,6 +568,8 @@ def iter_converted(rows: Iterable[dict[str, Any]], spec: DatasetSpec, stage: str
             tally["skipped"] += 1
             if len(tally["shown"]) < 5:
                 tally["shown"].append((index, str(err) + _absent_columns(row, spec)))
+            if stand_ins:
+                yield kl_stand_ins.stand_in(converted)
             continue
         tally["kept"] += 1
         yield example

@@ -9,15 +9,20 @@ followed by the partner's cut completion.
 Our tokenizer cuts each row for its own pair, so a KTO row also keeps what the KL pair may need beyond that cut
 (:func:`source_columns`: the whole lengths and the tokens cut off, at most ``cutoff_len`` of each side; empty for
 rows that were not cut). :func:`kl_inputs` then gives every row its KL prompt and KL completion, cut as
-LLaMA-Factory cuts them.
+LLaMA-Factory cuts them, and :func:`with_kl_pairs` adds them to a tokenized set, where the stand-ins of skipped rows
+(:mod:`engine.data.kl_stand_ins`) take part in the pairing and then leave.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from typing import Any
 
 from engine.data.lf_batches import lf_batches
 from engine.data.tokenize import TokenizeOptions, cut_prompt, fit_reply
+
+logger = logging.getLogger(__name__)
 
 SOURCE_COLUMNS = ("prompt_len", "completion_len", "prompt_rest_ids", "completion_rest_ids", "prompt_floor")
 """Columns a tokenized KTO row carries for its KL pairs (dropped once the pairs are built)."""
@@ -73,3 +78,36 @@ def kl_inputs(columns: dict[str, Sequence], partners: Sequence[int], opts: Token
         kl_prompts.append(cut_prompt(prompt, prompt_keep, opts))
         kl_completions.append((list(completions[partner]) + list(completion_rests[partner]))[:reply_keep])
     return kl_prompts, kl_completions
+
+
+def with_kl_pairs(dataset: Any, data: Any = None) -> Any:
+    """``dataset`` (tokenized KTO rows) with LLaMA-Factory's KL pairs (``KL_prompt_ids``, ``KL_completion_ids``),
+    paired over the batches ``data`` (a data config, or None for the defaults) gives, stand-ins included; the
+    stand-ins and :data:`SOURCE_COLUMNS` then leave. A set that has its pairs already is returned as it is.
+
+    Raises:
+        DatasetError: when a kept row would pair with a stand-in that has no reply.
+    """
+    from engine.data.kl_stand_ins import KEY, refuse_unpaired
+
+    if "KL_completion_ids" in dataset.column_names:
+        return dataset
+    partners = kl_partners(len(dataset), getattr(data, "preprocessing_batch_size", None),
+                           getattr(data, "preprocessing_num_workers", None))
+    kinds = dataset[KEY] if KEY in dataset.column_names else [0] * len(dataset)
+    refuse_unpaired(kinds, partners)
+    if not set(SOURCE_COLUMNS) <= set(dataset.column_names):  # tokenized_path written before these columns
+        logger.warning("The tokenized KTO data was saved by an older version and lacks what exact KL pairs need, "
+                       "so each KL pair is the row's cut prompt and its partner's cut completion; set "
+                       "overwrite_cache: true once to tokenize it again.")
+        completions = dataset["completion_ids"]
+        return dataset.add_column("KL_completion_ids", [completions[i] for i in partners])
+    from engine.data import tokenize_options
+
+    opts = tokenize_options(data, "kto") if data is not None else TokenizeOptions()
+    names = ("prompt_ids", "completion_ids", *SOURCE_COLUMNS)
+    prompts, completions = kl_inputs({name: dataset[name] for name in names}, partners, opts)
+    dataset = dataset.add_column("KL_prompt_ids", prompts).add_column("KL_completion_ids", completions)
+    if any(kinds):
+        dataset = dataset.select([row for row, kind in enumerate(kinds) if not kind])
+    return dataset.remove_columns([name for name in (*SOURCE_COLUMNS, KEY) if name in dataset.column_names])

@@ -63,14 +63,16 @@ def check_stage(spec: DatasetSpec, stage: str, first_row: dict[str, Any] | None 
 
 
 def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: int | None = None,
-                          media_dir: str | None = None, first: int | None = None, rng: Any = None) -> Examples:
+                          media_dir: str | None = None, first: int | None = None, rng: Any = None,
+                          stand_ins: bool = False) -> Examples:
     """Canonical examples of one dataset (registered name or path) for ``stage``; relative media paths resolve
     against ``media_dir`` (default: the dataset's folder).
 
     Rows are read and converted one at a time into an Arrow file (:mod:`engine.data.examples`); with ``first``,
     reading stops once that many examples are converted (a preview). ``max_samples`` keeps the first rows read;
     dataset_info's ``num_samples`` samples rows as LLaMA-Factory does (:func:`sample_rows`, drawn from ``rng``, a
-    ``numpy.random.RandomState``; seed 42 when None), then ``max_samples`` keeps the first of those.
+    ``numpy.random.RandomState``; seed 42 when None), then ``max_samples`` keeps the first of those. With
+    ``stand_ins`` (KTO training data), skipped rows stay as :mod:`engine.data.kl_stand_ins` stand-ins.
 
     Raises:
         DatasetError: for any problem with the dataset, naming it and the fix.
@@ -99,7 +101,7 @@ def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: 
     read_as: list[int] = []  # with num_samples: the row number each example was read from
     try:
         with collector.paused():  # rows converted form no reference cycles
-            for example in iter_converted(rows, spec, stage, tally):
+            for example in iter_converted(rows, spec, stage, tally, stand_ins):
                 example["_dataset"] = name
                 writer.add(example)
                 if sample:
@@ -123,7 +125,8 @@ def sample_rows(examples: Examples, read_as: list[int], rows: int, count: int, m
     """dataset_info's ``num_samples`` as LLaMA-Factory 0.9.5 applies it: ``count`` of the ``rows`` rows read, drawn
     from ``rng`` (a ``numpy.random.RandomState``: LLaMA-Factory draws from numpy's global one, seeded with the run's
     seed before the datasets load) as a permutation's first ``count`` rows, plus rows chosen at random when ``count``
-    exceeds ``rows``; then the first ``max_samples`` of those. Rows that were skipped as unusable stay out.
+    exceeds ``rows``; then the first ``max_samples`` of those. Rows that were skipped as unusable stay out
+    (KTO's stand-ins for them are drawn as rows).
     ``read_as`` holds the row number of each example."""
     import numpy as np
 
@@ -186,12 +189,12 @@ def mix_examples(groups: list[Sequence[dict]], strategy: str = "concat", probs: 
 
 
 def load_examples(data_args: Any, names: str | list[str] | None, stage: str, seed: int = 42,
-                  first: int | None = None, rng: Any = None) -> Sequence[dict]:
+                  first: int | None = None, rng: Any = None, stand_ins: bool = False) -> Sequence[dict]:
     """Canonical examples of all datasets in ``names`` (comma separated), mixed as ``data_args`` says, as an
     :class:`engine.data.examples.Examples` (a lazy sequence over an Arrow file).
 
     ``data_args`` provides ``dataset_dir``, ``max_samples`` (per dataset), ``mix_strategy`` and
-    ``interleave_probs``. ``first`` reads only that many examples of each dataset (the first ``first`` mixed
+    ``interleave_probs``. ``stand_ins``: see :func:`load_dataset_examples`. ``first`` reads only that many examples of each dataset (the first ``first`` mixed
     examples are then those of the whole load).
 
     Raises:
@@ -207,7 +210,7 @@ def load_examples(data_args: Any, names: str | list[str] | None, stage: str, see
     loaded: dict[str, Any] = {}  # LLaMA-Factory keeps its datasets in a dict by name: a name given twice is loaded
     for name in items:  # twice (its num_samples draws as well) and used once, where it first appears
         loaded[name] = load_dataset_examples(name, data_args.dataset_dir, stage, getattr(data_args, "max_samples", None),
-                                             getattr(data_args, "media_dir", None), first, rng)
+                                             getattr(data_args, "media_dir", None), first, rng, stand_ins)
     if len(loaded) < len(items):
         twice = sorted({name for name in items if items.count(name) > 1})
         logger.warning("Dataset %s is named more than once; its rows are used once, as in LLaMA-Factory.",

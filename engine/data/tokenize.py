@@ -437,10 +437,11 @@ def tokenize_kto(examples: list[dict], tokenizer: Any, template: Any, opts: Toke
                  ) -> tuple[dict[str, list], dict[str, int]]:
     """KTO rows: prompt, completion and the desirable/undesirable label."""
     stats = new_stats(len(examples))
+    from engine.data.kl_stand_ins import KEY
     from engine.data.kto_pairs import SOURCE_COLUMNS
 
     columns: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "label": [],
-                                **{name: [] for name in SOURCE_COLUMNS}}
+                                **{name: [] for name in SOURCE_COLUMNS}, KEY: []}
     with prefetched(tokenizer, _texts(template, _reply_conversations(examples, ()))):
         _kto_rows(examples, tokenizer, template, opts, columns, stats)
     return columns, stats
@@ -448,9 +449,21 @@ def tokenize_kto(examples: list[dict], tokenizer: Any, template: Any, opts: Toke
 
 def _kto_rows(examples: list[dict], tokenizer: Any, template: Any, opts: TokenizeOptions,
               columns: dict[str, list], stats: dict[str, int]) -> None:
+    from engine.data.kl_stand_ins import KEY
     from engine.data.kto_pairs import source_columns
 
     for example in examples:
+        columns[KEY].append(example.get(KEY, 0))
+        if example.get(KEY):  # a skipped row, kept for the KL pairs: its reply alone
+            completion = prompt_and_reply(tokenizer, template, {**example, "messages": example["messages"][:-1]},
+                                          example["messages"][-1])[1] if example["messages"] else []
+            for name, value in source_columns([], completion, 0, 0, opts).items():
+                columns[name].append(value)
+            columns["prompt_ids"].append([])
+            columns["completion_ids"].append([])
+            columns["label"].append(False)
+            stats["rows"] -= 1  # counted where it was skipped
+            continue
         prompt, completion = prompt_and_reply(tokenizer, template, {**example, "messages": example["messages"][:-1]},
                                               example["messages"][-1])
         prompt_keep, reply_keep = fit_reply(len(prompt), len(completion), opts)

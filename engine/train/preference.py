@@ -22,26 +22,11 @@ logger = logging.getLogger(__name__)
 
 
 def _with_kl_pairs(dataset: Any, cfg: RunConfig | None) -> Any:
-    """``dataset`` with LLaMA-Factory's KL pairs (``KL_prompt_ids``, ``KL_completion_ids``), its
-    :data:`~engine.data.kto_pairs.SOURCE_COLUMNS` dropped."""
-    from engine.data import tokenize_options
-    from engine.data.kto_pairs import SOURCE_COLUMNS, kl_inputs, kl_partners
-    from engine.data.tokenize import TokenizeOptions
+    """``dataset`` with LLaMA-Factory's KL pairs (:func:`engine.data.kto_pairs.with_kl_pairs`; get_dataset pairs
+    its KTO sets already, a set loaded otherwise is paired here)."""
+    from engine.data.kto_pairs import with_kl_pairs
 
-    data = cfg.data if cfg is not None else None
-    partners = kl_partners(len(dataset), getattr(data, "preprocessing_batch_size", None),
-                           getattr(data, "preprocessing_num_workers", None))
-    if not set(SOURCE_COLUMNS) <= set(dataset.column_names):  # tokenized_path written before these columns
-        logger.warning("The tokenized KTO data was saved by an older version and lacks what exact KL pairs need, "
-                       "so each KL pair is the row's cut prompt and its partner's cut completion; set "
-                       "overwrite_cache: true once to tokenize it again.")
-        completions = dataset["completion_ids"]
-        return dataset.add_column("KL_completion_ids", [completions[i] for i in partners])
-    opts = tokenize_options(data, "kto") if data is not None else TokenizeOptions()
-    names = ("prompt_ids", "completion_ids", *SOURCE_COLUMNS)
-    prompts, completions = kl_inputs({name: dataset[name] for name in names}, partners, opts)
-    dataset = dataset.remove_columns(list(SOURCE_COLUMNS))
-    return dataset.add_column("KL_prompt_ids", prompts).add_column("KL_completion_ids", completions)
+    return with_kl_pairs(dataset, cfg.data if cfg is not None else None)
 
 
 class KLPairCollator:
@@ -78,10 +63,14 @@ def _pretokenized(columns: tuple[str, ...], cfg: RunConfig | None = None) -> typ
                 return super()._prepare_dataset(dataset, processing_class, args, dataset_name)
             if base is KTOTrainer and self.calculate_KL:
                 return _with_kl_pairs(dataset, cfg)
-            if base is KTOTrainer:
+            if base is KTOTrainer:  # no KL term: the pairs are not needed
+                from engine.data.kl_stand_ins import KEY
                 from engine.data.kto_pairs import SOURCE_COLUMNS
 
-                return dataset.remove_columns([name for name in SOURCE_COLUMNS if name in dataset.column_names])
+                if KEY in dataset.column_names and any(dataset[KEY]):
+                    dataset = dataset.select([row for row, kind in enumerate(dataset[KEY]) if not kind])
+                unused = (*SOURCE_COLUMNS, KEY, "KL_prompt_ids", "KL_completion_ids")
+                return dataset.remove_columns([name for name in unused if name in dataset.column_names])
             return dataset
 
         if base is KTOTrainer:

@@ -286,10 +286,10 @@ def test_dpo_rm_kto_columns(fixture_data_dir, chat_tokenizer):
     assert rm.train.column_names == ["chosen_ids", "rejected_ids"]
     assert rm.train[1]["chosen_ids"] == row["prompt_ids"] + row["chosen_ids"]
     kto = get_dataset(config(fixture_data_dir, dataset="kto_small", stage="kto", template="chatml"), tok, template)
-    assert kto.train.column_names == ["prompt_ids", "completion_ids", "label", "prompt_len", "completion_len",
-                                      "prompt_rest_ids", "completion_rest_ids", "prompt_floor"]
-    assert kto.train["prompt_rest_ids"] == [[], []] and kto.train["completion_rest_ids"] == [[], []]  # nothing cut
-    assert kto.train["prompt_len"] == [len(ids) for ids in kto.train["prompt_ids"]]
+    # the KL pairs are formed here (engine.data.kto_pairs), and what they needed is gone
+    assert kto.train.column_names == ["prompt_ids", "completion_ids", "label", "KL_prompt_ids", "KL_completion_ids"]
+    assert kto.train["KL_prompt_ids"] == kto.train["prompt_ids"]  # nothing cut
+    assert kto.train["KL_completion_ids"] == kto.train["completion_ids"][::-1]  # two rows: each takes the other's
     assert kto.train["label"] == [True, False] and tok.decode(kto.train[1]["completion_ids"]) == "Lisbon.<|im_end|>\n"
     short = get_dataset(config(fixture_data_dir, dataset="dpo_small", stage="dpo", template="chatml", cutoff_len=8),
                         tok, template)

@@ -7,6 +7,7 @@ exact YAML the engine will run.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -146,14 +147,21 @@ def absolute_paths(mapping: dict[str, Any], cwd: Path | None = None) -> dict[str
 
             if hub_dataset_dir(value):  # LLaMA-Factory's ONLINE / REMOTE:owner/repo, not folders
                 continue
-        parts = []
-        for item in value.split(",") if key == "adapter_name_or_path" else [value]:
-            p = Path(item.strip()).expanduser()
-            if not p.is_absolute() and (_exists(cwd / p) or key in ("dataset_dir", "export_dir")):
-                p = (cwd / p).resolve()
-            parts.append(str(p) if p.is_absolute() else item.strip())
-        out[key] = ",".join(parts)
+        out[key] = ",".join(_absolute(item.strip(), cwd, key in ("dataset_dir", "export_dir"))
+                            for item in (value.split(",") if key == "adapter_name_or_path" else [value]))
     return out
+
+
+def _absolute(text: str, cwd: Path, always: bool) -> str:
+    """``text`` as typed when it is absolute (``~`` expanded), a hub id or anything else that is no folder here (a
+    URL stays a URL: ``Path`` would turn ``https://x`` into ``https:/x``); a relative folder that exists under
+    ``cwd`` (any relative path when ``always``) made absolute."""
+    expanded = os.path.expanduser(text)  # text only: no slashes collapsed
+    if os.path.isabs(expanded):
+        return expanded
+    if "://" not in text and (always or _exists(cwd / text)):
+        return str((cwd / text).resolve())
+    return text
 
 
 def _exists(path: Path) -> bool:

@@ -16,6 +16,7 @@ from engine.checkpoints import adapter_config_problem, read_adapter_config, weig
 from engine.config import RunConfig
 from engine.errors import Problem, coded
 from engine.hub_reach import endpoint, unreachable
+from engine.models.web_address import web_address_problem
 
 logger = logging.getLogger(__name__)
 
@@ -193,7 +194,9 @@ def _check_model(cfg: RunConfig) -> list[str]:
         return ["`model_name_or_path` is empty: give a local model folder, a hub id, or `demo`."]
     if not _is_demo(name):
         p = Path(name).expanduser()
-        if p.exists() and not p.is_dir():
+        if web_address_problem(name):
+            problems.append(web_address_problem(name))
+        elif p.exists() and not p.is_dir():
             problems.append(f"`model_name_or_path: {name}` is a file; give the model's folder.")
         elif p.is_dir():
             problems += _check_model_folder(name, p)

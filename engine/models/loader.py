@@ -112,8 +112,10 @@ def resolve_model_path(name_or_path: str, cache_dir: str | None = None, revision
     if path.exists():
         raise ModelError(f"`model_name_or_path: {text}` is a file; give the folder that contains it.")
     if not looks_like_hub_id(text):
-        raise ModelError(f"Model path `{text}` does not exist; check the path, or give a hub id such as "
-                         "`Qwen/Qwen3-0.6B`, or `demo` for the built-in demo model.")
+        from engine.models.web_address import web_address_problem
+
+        raise ModelError(web_address_problem(text) or f"Model path `{text}` does not exist; check the path, or give "
+                         "a hub id such as `Qwen/Qwen3-0.6B`, or `demo` for the built-in demo model.")
     from engine.data.hub import use_modelscope, use_openmind
 
     if use_modelscope() or use_openmind():

@@ -146,6 +146,22 @@ def test_relative_dataset_dir_becomes_absolute(tmp_path, monkeypatch):
     assert mapping["dataset_dir"] == str(DEMO_DATA)
 
 
+def test_typed_model_paths_keep_their_slashes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models" / "m").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+    def model(text):
+        return forms.absolute_paths(forms.model_mapping(forms.TopValues.of(text, "lora", "", "")))["model_name_or_path"]
+
+    assert model("https://x") == "https://x"  # a URL stays a URL (the engine then says it is not a model)
+    assert model("https://huggingface.co/Qwen/Qwen3-0.6B") == "https://huggingface.co/Qwen/Qwen3-0.6B"
+    assert model(f"{tmp_path}//models//m") == f"{tmp_path}//models//m"  # as typed, not collapsed
+    assert model("~//models/m") == f"{tmp_path}//models/m"
+    assert model("models/m") == str(tmp_path / "models" / "m")  # a relative folder still becomes absolute
+    assert model("Qwen/Qwen3-0.6B") == "Qwen/Qwen3-0.6B"
+
+
 def test_checkpoint_picker_resolves_adapter_or_full_model(tmp_path):
     adapter = tmp_path / "a"
     adapter.mkdir()

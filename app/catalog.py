@@ -23,7 +23,17 @@ DEMO_MODEL = "demo"
 
 
 class EngineMissing(RuntimeError):
-    """An engine module the board needs is not importable; the message names it and the fix."""
+    """An engine module the board needs is not importable; the message names it and the fix (English as ``str()``,
+    the page's language from :meth:`text`)."""
+
+    def __init__(self, function: str, errors: str) -> None:
+        self.function, self.errors = function, errors
+        super().__init__(self.text("en"))
+
+    def text(self, lang: str | None) -> str:
+        from app.i18n import t
+
+        return t(lang, "catalog_engine_missing", function=self.function, errors=self.errors)
 
 
 def _engine_attr(modules: tuple[str, ...], name: str) -> Any:
@@ -33,19 +43,16 @@ def _engine_attr(modules: tuple[str, ...], name: str) -> Any:
             return getattr(importlib.import_module(module), name)
         except (ImportError, AttributeError) as err:
             errors.append(f"{module}.{name}: {err}")
-    raise EngineMissing(
-        f"The engine function `{modules[0]}.{name}` is not available ({'; '.join(errors)}). "
-        "Reinstall LF Board (`pip install -e .`) or update the source checkout."
-    )
+    raise EngineMissing(f"{modules[0]}.{name}", "; ".join(errors))
 
 
-def models() -> tuple[list[tuple[str, str]], str | None]:
-    """(choices as (display, hub id or `demo`), note) for the model picker; the demo always comes first."""
+def models(lang: str | None = "en") -> tuple[list[tuple[str, str]], str | None]:
+    """(choices as (display, hub id or `demo`), note in ``lang``) for the model picker; the demo always comes first."""
     try:
         found = _engine_attr(("engine.models.registry", "engine.models"), "list_models")()
         note = None
     except EngineMissing as err:
-        found, note = {}, str(err)
+        found, note = {}, err.text(lang)
     try:
         media = _engine_attr(("engine.models.registry",), "model_media")
     except EngineMissing:
@@ -80,12 +87,12 @@ def default_template(model: str | None) -> str | None:
         return None
 
 
-def templates() -> tuple[list[str], str | None]:
-    """(template names, note)."""
+def templates(lang: str | None = "en") -> tuple[list[str], str | None]:
+    """(template names, note in ``lang``)."""
     try:
         return list(_engine_attr(("engine.templates", "engine.templates.registry"), "list_templates")()), None
     except EngineMissing as err:
-        return [], str(err)
+        return [], err.text(lang)
 
 
 def _read_dataset_info(dataset_dir: Path) -> dict[str, Any]:

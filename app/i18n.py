@@ -54,6 +54,16 @@ def L(key: str) -> I18nData:
 
 def t(lang: str | None, key: str, **params: Any) -> str:
     """The text of ``key`` in ``lang`` (English when missing there), with ``{name}`` parameters filled in."""
+    return _text(lang, key, params)
+
+
+def translate(lang: str | None, key: str, **params: Any) -> str:
+    """:func:`t` for a key chosen where the message was raised (``JobError("job_...")``), whose literal the
+    locale tests find there."""
+    return _text(lang, key, params)
+
+
+def _text(lang: str | None, key: str, params: dict[str, Any]) -> str:
     text = load_locale(normalize_lang(lang)).get(key) or load_locale(DEFAULT_LANG).get(key)
     if text is None:
         logger.warning("Missing locale key %r", key)

@@ -54,7 +54,26 @@ COMMANDS = {"train": "train", "eval": "eval", "predict": "eval", "export": "expo
 
 
 class JobError(ValueError):
-    """A request the manager cannot carry out (unknown run, wrong state); the message names the fix."""
+    """A request the manager cannot carry out (unknown run, wrong state); the message names the fix.
+
+    ``key`` is a locale key (``job_...``) and ``params`` its placeholders: ``str()`` is the English text (the API's
+    and the log's), :meth:`text` the page's language. Any other ``key`` is a message as it is (a full disk's).
+    """
+
+    def __init__(self, key: str, **params: Any) -> None:
+        self.key, self.params = key, params
+        super().__init__(self.text("en"))
+
+    def text(self, lang: str | None) -> str:
+        """The message in ``lang`` (a run status in it translated too)."""
+        from app.i18n import load_locale, t, translate
+
+        if self.key not in load_locale("en"):
+            return self.key
+        params = dict(self.params)
+        if "status" in params and f"status_{params['status']}" in load_locale("en"):
+            params["status"] = t(lang, f"status_{params['status']}")
+        return translate(lang, self.key, **params)
 
 
 MAX_RUN_ID_CHARS = 128
@@ -202,15 +221,12 @@ class JobManager:
     def folder(self, run_id: str) -> RunFolder:
         """The run folder of ``run_id`` (JobError when it does not exist)."""
         if not isinstance(run_id, str) or len(run_id) > MAX_RUN_ID_CHARS:
-            raise JobError(
-                f"`{shorten(run_id, 40)}` is not a run id (run ids are at most {MAX_RUN_ID_CHARS} characters); pick "
-                "one from the run list."
-            )
+            raise JobError("job_not_run_id_long", run=shorten(run_id, 40), limit=MAX_RUN_ID_CHARS)
         if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith(".") or surrogate_at(run_id) is not None:
-            raise JobError(f"`{shorten(run_id, 40)}` is not a run id; pick one from the run list.")
+            raise JobError("job_not_run_id", run=shorten(run_id, 40))
         folder = RunFolder(self.runs_dir / run_id)
         if not folder.exists():
-            raise JobError(f"There is no run `{run_id}` in {self.runs_dir}; pick one from the run list.")
+            raise JobError("job_no_run", run=run_id, folder=self.runs_dir)
         return folder
 
     def new_run_id(self, kind: str = "train") -> str:
@@ -244,7 +260,7 @@ class JobManager:
             The run id.
         """
         if kind not in KINDS:
-            raise JobError(f"Unknown job kind `{kind}`; use one of {', '.join(KINDS)}.")
+            raise JobError("job_unknown_kind", kind=kind, kinds=", ".join(KINDS))
         if not run_id or (self.runs_dir / run_id).exists() or "/" in run_id:
             run_id = self.new_run_id(kind)
         folder = RunFolder(self.runs_dir / run_id)
@@ -266,7 +282,7 @@ class JobManager:
             shutil.rmtree(folder.path, ignore_errors=True)
             if is_disk_full(err, self.runs_dir):
                 raise JobError(disk_full_message(self.runs_dir, then="try again")) from None
-            raise JobError(f"The run folder {folder.path} could not be written: {err.strerror or err}.") from None
+            raise JobError("job_folder_unwritable", folder=folder.path, reason=err.strerror or err) from None
         with self._lock:
             if env:
                 self._env[run_id] = dict(env)
@@ -275,8 +291,9 @@ class JobManager:
             elif not self._launch(folder):
                 self._env.pop(run_id, None)
                 shutil.rmtree(folder.path, ignore_errors=True)
-                raise JobError(disk_full_message(self.runs_dir, then="try again") if nearly_full(self.runs_dir) else
-                               f"{folder.run_path} could not be written; check the workspace folder.")
+                if nearly_full(self.runs_dir):
+                    raise JobError(disk_full_message(self.runs_dir, then="try again"))
+                raise JobError("job_run_file_unwritable", path=folder.run_path)
         self._wake.set()
         logger.info("Submitted %s run %s", kind, run_id)
         return run_id
@@ -316,12 +333,12 @@ class JobManager:
                     if info.get("pid_started") or not (info.get("pid") and pid_alive(int(info["pid"]))):
                         self._finish(folder, None, reason="lost")  # its process is gone (a re-used pid is not it)
                     else:
-                        raise JobError(_unverified(run_id, info.get("pid")))
+                        raise JobError("job_unverified_pid", run=run_id, pid=info.get("pid"))
                 return "finished"
             if live.ended:
                 return "finished"
             if not live.verified:
-                raise JobError(_unverified(run_id, live.pid))
+                raise JobError("job_unverified_pid", run=run_id, pid=live.pid)
             if live.abort_deadline is None:
                 live.abort_deadline = time.time() + self.kill_grace
                 try:
@@ -348,11 +365,10 @@ class JobManager:
             if run_id in self._queue or run_id in self._live:
                 status = folder.status()
                 if status in FINAL_STATUSES:
-                    raise JobError(f"Run `{run_id}` is {status} but its process has not exited yet; try again in a "
-                                   "moment.")
-                raise JobError(f"Run `{run_id}` is still {status}; abort it before deleting it.")
+                    raise JobError("job_not_exited", run=run_id, status=status)
+                raise JobError("job_abort_first", run=run_id, status=status)
             if folder.path.resolve().parent != self.runs_dir:
-                raise JobError(f"`{folder.path}` is not inside the workspace's runs folder; it is left alone.")
+                raise JobError("job_outside_runs", folder=folder.path)
             self._monitors.pop(run_id, None)
             shutil.rmtree(folder.path)
 
@@ -487,7 +503,7 @@ class JobManager:
         except OSError as err:
             if is_disk_full(err, folder.path):
                 raise JobError(disk_full_message(folder.path, then="try again")) from None
-            raise JobError(f"{folder.run_path} could not be written: {err.strerror or err}.") from None
+            raise JobError("job_file_unwritable", path=folder.run_path, reason=err.strerror or err) from None
 
     def _try_write(self, folder: RunFolder, live: _Live | None, fields: dict[str, Any]) -> bool:
         """Merge ``fields`` into run.json; False when the write fails (logged as one line per run, not per tick)."""
@@ -566,11 +582,3 @@ class JobManager:
             return False
         logger.info("Run %s ended: %s", folder.id, folder.status())
         return True
-
-
-def _unverified(run_id: str, pid: Any) -> str:
-    return (
-        f"Run `{run_id}` was started without a recorded process start time (`pid_started` in run.json), so pid {pid} "
-        "may belong to another program by now; it is not signalled. If that process is the run, stop it yourself "
-        f"(`kill -TERM -- -{pid}`)."
-    )

@@ -168,16 +168,24 @@ def language_choice(board: Board, saved: str | None) -> str:
     return saved if saved in ("auto", *LANGUAGES) else board.default_lang
 
 
-def load_values(board: Board) -> tuple[Any, ...]:
-    """What else a page gets when it loads: notes, the model list and the checkpoint choices (with the list the top
-    bar's refresh compares against). The workspace's runs are read here, not while the board starts."""
+def load_values(board: Board, lang: str | None = None) -> tuple[Any, ...]:
+    """What else a page gets when it loads: notes (in ``lang``, the page's language), the model list and the
+    checkpoint choices (with the list the top bar's refresh compares against). The workspace's runs are read here,
+    not while the board starts."""
     catalog.ENVIRONMENT.start()
-    models, note = catalog.models()
-    _, template_note = catalog.templates()
-    notes = [n for n in (note, template_note) if n]
+    models, note = catalog.models(lang or board.default_lang)
     found = checkpoints(board.workspace.runs_dir)
-    return (gr.update(value="\n\n".join(notes), visible=bool(notes)), gr.update(choices=models),
+    return (engine_notes(lang or board.default_lang, note), gr.update(choices=models),
             gr.update(choices=checkpoint_choices(found)), [list(c) for c in found])
+
+
+def engine_notes(lang: str | None, model_note: Any = False) -> Any:
+    """The top bar's note, in ``lang``: what the model list and the template list lack when engine parts are
+    missing (``model_note``: the model list's note when already asked for)."""
+    if model_note is False:
+        model_note = catalog.models(lang)[1]
+    notes = [n for n in (model_note, catalog.templates(lang)[1]) if n]
+    return gr.update(value="\n\n".join(notes), visible=bool(notes))
 
 
 def wire(bar: TopBar, board: Board, demo: gr.Blocks) -> None:
@@ -192,7 +200,8 @@ def wire(bar: TopBar, board: Board, demo: gr.Blocks) -> None:
         "api_visibility": "private",
         "show_progress": "hidden",
     }
-    bar.lang_choice.input(None, **lang_io)
+    bar.lang_choice.input(None, **lang_io).then(
+        engine_notes, inputs=[bar.lang], outputs=[bar.note], api_visibility="private", show_progress="hidden")
 
     def on_model(model: str, template: str) -> Any:
         found = catalog.default_template(model)
@@ -216,8 +225,7 @@ def wire(bar: TopBar, board: Board, demo: gr.Blocks) -> None:
     demo.load(
         lambda saved: language_choice(board, saved), inputs=[bar.saved_lang], outputs=[bar.lang_choice],
         api_visibility="private", show_progress="hidden", concurrency_limit=None,
-    ).then(None, **lang_io)
-    demo.load(
-        lambda: load_values(board), outputs=[bar.note, bar.model, bar.checkpoint, bar.known_checkpoints],
-        api_visibility="private",
+    ).then(None, **lang_io).then(  # the notes in the page's language, once it is known
+        lambda lang: load_values(board, lang), inputs=[bar.lang],
+        outputs=[bar.note, bar.model, bar.checkpoint, bar.known_checkpoints], api_visibility="private",
     )

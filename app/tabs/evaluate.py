@@ -148,7 +148,7 @@ def start_eval(board: Board, values: list[Any], keys: list[str], lang: str) -> t
             kind, forms.resolved_mapping(checked.config, board.jobs.runs_dir / run_id), run_id=run_id
         )
     except JobError as err:  # the run folder could not be written (a full disk)
-        return str(err), None
+        return err.text(lang), None
     position = board.jobs.queue_position(run_id)
     if position and board.jobs.busy():
         return t(lang, "train_queued", run=run_id, position=position), run_id

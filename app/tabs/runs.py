@@ -188,7 +188,7 @@ def delete_runs(board: Board, run_ids: list[str], lang: str) -> str:
             board.jobs.delete(run_id)
             done.append(run_id)
         except JobError as err:
-            problems.append(str(err))
+            problems.append(err.text(lang))
     lines = [t(lang, "runs_deleted", n=len(done))] + problems
     return "\n\n".join(lines)
 
@@ -298,7 +298,7 @@ def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: d
             try:
                 lines.append(abort_message(board, run_id, board.jobs.abort(run_id), lang_code))
             except JobError as err:
-                lines.append(str(err))
+                lines.append(err.text(lang_code))
         return "\n\n".join(lines)
 
     tab.abort_btn.click(on_abort, [tab.selected, lang], tab.message, **private)

@@ -314,7 +314,7 @@ def start_run(board: Board, mapping: dict[str, Any], pending: str, lang: str,
         run_id = board.jobs.submit("train", resolved, run_id=pending or None,
                                   meta={"launch": launch} if launch else None)
     except JobError as err:  # the run folder could not be written (a full disk)
-        return str(err), None
+        return err.text(lang), None
     board.workspace.save_config(LAST_CONFIG, {k: v for k, v in resolved.items() if k != "output_dir"})
     position = board.jobs.queue_position(run_id)
     if position and board.jobs.busy():
@@ -328,7 +328,7 @@ def abort_run(board: Board, run_id: str, lang: str) -> str:
     try:
         outcome = board.jobs.abort(run_id)
     except JobError as err:
-        return str(err)
+        return err.text(lang)
     return abort_message(board, run_id, outcome, lang)
 
 

@@ -45,8 +45,10 @@ def _key_sites() -> tuple[set[str], set[str]]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
                 continue
-            if node.func.id == "L" and node.args:
+            if node.func.id in ("L", "JobError") and node.args:  # JobError("job_...", **params)
                 arg = node.args[0]
+                if node.func.id == "JobError" and not (isinstance(arg, ast.Constant) and arg.value.startswith("job_")):
+                    continue  # a message as it is (a full disk's)
             elif node.func.id == "t" and len(node.args) >= 2:
                 arg = node.args[1]
             else:

@@ -1,0 +1,52 @@
+"""The board's own messages (the job manager's refusals, the notes on missing engine parts) come in the page's
+language, from locales/, not in English whatever the page shows."""
+
+from __future__ import annotations
+
+import re
+
+from app import catalog, topbar
+from app.jobs import JobError
+from app.tabs import runs
+
+HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+def test_a_job_error_is_english_as_text_and_in_the_pages_language_on_the_page():
+    err = JobError("job_abort_first", run="r1", status="running")
+    assert str(err) == "Run `r1` is still running; abort it before deleting it."
+    zh = err.text("zh")
+    assert "r1" in zh and "运行中" in zh and "abort" not in zh and HAN.search(zh)
+    raw = JobError("No space left on device: /ws/runs. Free some space.")  # a message as it is
+    assert raw.text("zh") == str(raw) == "No space left on device: /ws/runs. Free some space."
+
+
+def test_deleting_a_running_run_says_why_in_chinese(board, monkeypatch):
+    def refuse(run_id):
+        raise JobError("job_abort_first", run=run_id, status="running")
+
+    monkeypatch.setattr(board.jobs, "delete", refuse)
+    text = runs.delete_runs(board, ["r1"], "zh")
+    assert "请先中止" in text and "abort it before deleting" not in text
+    assert "abort it before deleting it" in runs.delete_runs(board, ["r1"], "en")
+
+
+def test_a_missing_run_is_said_in_chinese(board):
+    try:
+        board.jobs.folder("nope")
+    except JobError as err:
+        assert "nope" in err.text("zh") and HAN.search(err.text("zh")) and "There is no run" in str(err)
+    else:
+        raise AssertionError("no JobError")
+
+
+def test_notes_on_missing_engine_parts_follow_the_page_language(board, monkeypatch):
+    def missing(modules, name):
+        raise catalog.EngineMissing(f"{modules[0]}.{name}", "No module named 'engine.x'")
+
+    monkeypatch.setattr(catalog, "_engine_attr", missing)
+    _, note = catalog.models("zh")
+    assert "engine.models.registry.list_models" in note and "pip install -e ." in note and HAN.search(note)
+    assert catalog.templates("en")[1].startswith("The engine function `engine.templates.list_templates`")
+    shown = topbar.load_values(board, "zh")[0]["value"]
+    assert shown.count("引擎函数") == 2 and "is not available" not in shown

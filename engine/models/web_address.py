@@ -31,5 +31,6 @@ def web_address_problem(name: str, key: str = "model_name_or_path") -> str | Non
             parts = parts[1:]
         if len(parts) >= 2 and parts[0] not in _NOT_REPOS:
             hint = f"; this address's hub id is `{parts[0]}/{parts[1]}`"
-    return (f"`{key}: {text}` is a web address, not a model: give a hub id (owner/name, such as `Qwen/Qwen3-0.6B`)"
-            f"{hint}, or a local model folder (or `demo`).")
+    example = "" if hint else ", such as `Qwen/Qwen3-0.6B`"
+    return (f"`{key}: {text}` is a web address, not a model. Give a hub id (owner/name{example}{hint}) or a local "
+            "model folder (or `demo`).")

@@ -18,15 +18,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
 from typing import Any
 
 from engine.data import kl_stand_ins, null_turns
 from engine.data.detect import detect_format
-from engine.data.embedded import embedded_image, is_data_url
-from engine.data.errors import DatasetError
+from engine.data.errors import DatasetError, RowError
 from engine.data.null_turns import RefusedRow
 from engine.data.registry import DatasetSpec
+from engine.data.row_media import row_media
 from engine.templates.tool_base import normalize_calls, normalize_tools
 
 logger = logging.getLogger(__name__)
@@ -48,10 +47,6 @@ EXTRA_ROLES = {"user": "user", "human": "user", "assistant": "assistant", "gpt":
 MEDIA = {"images": "<image>", "videos": "<video>", "audios": "<audio>"}
 _PART_MEDIA = {"image": "images", "image_url": "images", "video": "videos", "video_url": "videos", "audio": "audios",
                "input_audio": "audios"}
-
-
-class RowError(ValueError):
-    """A row that cannot be converted; the message says why."""
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -76,49 +71,6 @@ def _text(value: Any, what: str) -> str:
         kind = "number" if isinstance(value, (int, float)) and not isinstance(value, bool) else type(value).__name__
         raise RowError(f"{what} is a {kind}, not text")
     return value
-
-
-def media_path(item: str, spec: DatasetSpec) -> Path:
-    """Where a media entry of a row points: relative paths resolve against ``media_dir`` (default ``dataset_dir``);
-    as in LLaMA-Factory, a relative path found there wins, else the path as given (relative to the current folder)
-    when that file exists."""
-    path = Path(item).expanduser()
-    if path.is_absolute():
-        return path
-    base = spec.media_dir if spec.media_dir is not None else spec.dataset_dir
-    resolved = Path(base) / path
-    if not resolved.exists() and path.exists():
-        return path.absolute()
-    return resolved
-
-
-def _media(row: dict[str, Any], column: str | None, spec: DatasetSpec, kind: str) -> list[str]:
-    """Absolute paths of the row's media files of one kind (see :func:`media_path`)."""
-    value = row.get(column) if column else None
-    if value is None or value == "":
-        return []
-    items = value if isinstance(value, list) else [value]
-    paths = []
-    for item in items:
-        if kind == "images" and (embedded := embedded_image(item)) is not None:  # bytes, PIL, data URL: as LF
-            paths.append(embedded)
-            continue
-        if isinstance(item, dict):
-            item = item.get("path") or item.get("url")
-        if not isinstance(item, str) or not item:
-            raise RowError(f"{kind} must be file paths (embedded {kind} are read for images only; save the files "
-                           "and give their paths)")
-        if is_data_url(item):
-            raise RowError(f"{kind} entry is a data URL; data URLs are read for images only: save the file and "
-                           "give its path")
-        if "://" in item:
-            raise RowError(f"{kind} entry {item!r} is a URL; download the file and use its path")
-        path = media_path(item, spec)
-        if not path.exists():
-            where = "media_dir" if spec.media_dir is not None else "dataset_dir (or set media_dir)"
-            raise RowError(f"{kind[:-1]} file not found: {path} (relative paths are resolved against {where})")
-        paths.append(str(path))
-    return paths
 
 
 def _tools(row: dict[str, Any], column: str | None) -> str:
@@ -253,7 +205,7 @@ def _turns(row: dict[str, Any], spec: DatasetSpec, default_tags: dict[str, str])
     example = _base(row, spec, columns, system, merged)
     for column, items in media.items():
         if items and not example[column]:
-            example[column] = _media({column: items}, column, spec, column)
+            example[column] = row_media({column: items}, column, spec, column)
     if spec.ranking:
         example["chosen"] = _convert_turn(row.get(columns["chosen"]), tags, role_map, {}, exact)
         example["rejected"] = _convert_turn(row.get(columns["rejected"]), tags, role_map, {}, exact)
@@ -293,7 +245,7 @@ def _base(row: dict[str, Any], spec: DatasetSpec, columns: dict[str, str], syste
         "tools": _tools(row, columns.get("tools")),
     }
     for kind in MEDIA:
-        example[kind] = _media(row, columns.get(kind), spec, kind)
+        example[kind] = row_media(row, columns.get(kind), spec, kind)
     kto = _kto_column(spec, columns)
     tag = row.get(kto) if kto else None
     if isinstance(tag, bool):
@@ -423,7 +375,7 @@ def _sharegpt_entry(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
     example = _base(row, spec, columns, system, messages)
     for column, items in media.items():
         if items and not example[column]:
-            example[column] = _media({column: items}, column, spec, column)
+            example[column] = row_media({column: items}, column, spec, column)
     if spec.ranking:
         pair = [row.get(columns[key]) if columns[key] else None for key in ("chosen", "rejected")]
         if not all(isinstance(turn, dict) for turn in pair):

@@ -46,7 +46,7 @@ def _item_path(item: Any) -> Any:
 
 def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tuple[str, ...] | None,
                   why_not: str = "") -> list[str]:
-    from engine.data.converters import media_path
+    from engine.data.row_media import media_path
     from engine.multimodal.media import is_remote, probe
 
     defaults = ({"prompt": "instruction", "query": "input", "response": "output"} if spec.formatting == "alpaca"

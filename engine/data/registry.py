@@ -23,6 +23,7 @@ from typing import Any
 
 from engine.data.errors import DatasetError
 from engine.data.hub import HUB_URL_KEYS
+from engine.data.info_repeats import key_names, parse_noting_repeats, repeated_keys, repeats_message, warn_repeats
 from engine.data.slices import check_split
 
 logger = logging.getLogger(__name__)
@@ -110,7 +111,7 @@ def load_dataset_info(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any
             "as a path to a data file."
         )
     try:
-        info, repeated = _parse_noting_repeats(path)
+        info, repeated = parse_noting_repeats(path)
     except UnicodeDecodeError as err:
         raise DatasetError(f"{path} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at position {err.start:,}); "
                            "re-save it as UTF-8.") from None
@@ -122,7 +123,7 @@ def load_dataset_info(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any
     if not isinstance(info, dict):
         raise DatasetError(f"{path} must be a JSON object mapping dataset names to entries.")
     if repeated:
-        _warn_repeats(path, repeated)
+        warn_repeats(path, repeated)
     for name, entry in info.items():
         if not isinstance(entry, dict):
             example = json.dumps({"file_name": entry if isinstance(entry, str) else "data.json"})
@@ -135,93 +136,10 @@ def load_dataset_info(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any
     return info
 
 
-def _noting_repeats(found: list[tuple[str, dict]]):
-    """A ``json`` object hook that builds each object as ``json`` does (the last of a repeated key wins, as
-    LLaMA-Factory reads the file) and notes each repeated key with the object it is in."""
-    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        built, seen = dict(pairs), set()
-        for key, _ in pairs:
-            if key in seen:
-                found.append((key, built))
-            seen.add(key)
-        return built
-
-    return hook
-
-
-def _holds(value: Any, target: dict) -> bool:
-    """Whether ``target`` is ``value`` or nested in it."""
-    if value is target:
-        return True
-    if isinstance(value, dict):
-        return any(_holds(item, target) for item in value.values())
-    if isinstance(value, list):
-        return any(_holds(item, target) for item in value)
-    return False
-
-
-def _repeat_labels(info: Any, found: list[tuple[str, dict]]) -> list[str]:
-    """Each repeated key as the message names it: a dataset name alone, a key inside an entry with that entry's
-    name (```prompt` in `mine```)."""
-    labels: list[str] = []
-    for key, where in found:
-        if where is info:
-            label = f"`{key}`"
-        else:
-            owner = next((name for name, entry in info.items() if _holds(entry, where)), None) \
-                if isinstance(info, dict) else None
-            label = f"`{key}` in `{owner}`" if owner is not None else f"`{key}`"
-        if label not in labels:
-            labels.append(label)
-    return labels
-
-
-def _parse_noting_repeats(path: Path) -> tuple[Any, list[str]]:
-    """A JSON file's value, parsed as ``json`` parses it, and its repeated keys labelled as :func:`_repeat_labels`
-    does. Raises what reading and ``json.loads`` raise."""
-    found: list[tuple[str, dict]] = []
-    info = json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_noting_repeats(found))
-    return info, _repeat_labels(info, found)
-
-
-def _repeated_keys(path: Path) -> list[str]:
-    """The labelled repeated keys of a readable JSON file ([] when none, or unreadable)."""
-    try:
-        return _parse_noting_repeats(path)[1]
-    except (OSError, ValueError, RecursionError):
-        return []
-
-
-_WARNED: set[tuple[str, float, tuple[str, ...]]] = set()
-
-
-def _warn_repeats(path: Path, repeated: list[str]) -> None:
-    """Warn once per version of the file about keys written twice in one object."""
-    try:
-        stamp = path.stat().st_mtime
-    except OSError:
-        stamp = 0.0
-    mark = (str(path), stamp, tuple(repeated))
-    if mark in _WARNED:
-        return
-    _WARNED.add(mark)
-    logger.warning("%s", repeats_message(path, repeated))
-
-
-def _key_names(repeated: list[str]) -> str:
-    return ", ".join(repeated[:5]) + (" and more" if len(repeated) > 5 else "")
-
-
-def repeats_message(path: Path, repeated: list[str]) -> str:
-    """What to say about keys written twice in one object of dataset_info.json (the board shows it too)."""
-    return (f"{path}: {_key_names(repeated)} written more than once in the same object; the last one is used (as "
-            "LLaMA-Factory reads it) and the earlier ones are ignored. Remove or rename the duplicates.")
-
-
 def repeated_keys_note(dataset_dir: str | os.PathLike) -> str | None:
     """:func:`repeats_message` for the dataset_info.json of ``dataset_dir`` (None when no key repeats)."""
     path = info_path(dataset_dir)
-    repeated = _repeated_keys(path)
+    repeated = repeated_keys(path)
     return repeats_message(path, repeated) if repeated else None
 
 
@@ -476,9 +394,9 @@ def register_dataset(dataset_dir: str | os.PathLike, name: str, file_name: str, 
     if not name or "," in name:
         raise DatasetError("A dataset name must be non-empty and contain no comma.")
     info = load_dataset_info(folder) if info_path(folder).is_file() else {}
-    repeated = _repeated_keys(info_path(folder)) if info else []
+    repeated = repeated_keys(info_path(folder)) if info else []
     if repeated:  # the rewrite below would drop the earlier entries of each repeated key for good
-        names = _key_names(repeated)
+        names = key_names(repeated)
         raise DatasetError(f"{info_path(folder)} has {names} written more than once in the same object; rewriting "
                            "it to add a dataset would delete the earlier ones. Remove or rename the duplicates "
                            "first.")

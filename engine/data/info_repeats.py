@@ -1,0 +1,95 @@
+"""Keys written twice in one object of a JSON file (dataset_info.json): the file is read as ``json`` reads it (the
+last one wins, as LLaMA-Factory reads it), and each repeated key is named, with the entry it is in, in one warning.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger("engine.data.registry")  # the warning keeps the logger name it always had
+
+
+def _noting_repeats(found: list[tuple[str, dict]]):
+    """A ``json`` object hook that builds each object as ``json`` does (the last of a repeated key wins, as
+    LLaMA-Factory reads the file) and notes each repeated key with the object it is in."""
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        built, seen = dict(pairs), set()
+        for key, _ in pairs:
+            if key in seen:
+                found.append((key, built))
+            seen.add(key)
+        return built
+
+    return hook
+
+
+def _holds(value: Any, target: dict) -> bool:
+    """Whether ``target`` is ``value`` or nested in it."""
+    if value is target:
+        return True
+    if isinstance(value, dict):
+        return any(_holds(item, target) for item in value.values())
+    if isinstance(value, list):
+        return any(_holds(item, target) for item in value)
+    return False
+
+
+def _repeat_labels(info: Any, found: list[tuple[str, dict]]) -> list[str]:
+    """Each repeated key as the message names it: a dataset name alone, a key inside an entry with that entry's
+    name (```prompt` in `mine```)."""
+    labels: list[str] = []
+    for key, where in found:
+        if where is info:
+            label = f"`{key}`"
+        else:
+            owner = next((name for name, entry in info.items() if _holds(entry, where)), None) \
+                if isinstance(info, dict) else None
+            label = f"`{key}` in `{owner}`" if owner is not None else f"`{key}`"
+        if label not in labels:
+            labels.append(label)
+    return labels
+
+
+def parse_noting_repeats(path: Path) -> tuple[Any, list[str]]:
+    """A JSON file's value, parsed as ``json`` parses it, and its repeated keys labelled as :func:`_repeat_labels`
+    does. Raises what reading and ``json.loads`` raise."""
+    found: list[tuple[str, dict]] = []
+    info = json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_noting_repeats(found))
+    return info, _repeat_labels(info, found)
+
+
+def repeated_keys(path: Path) -> list[str]:
+    """The labelled repeated keys of a readable JSON file ([] when none, or unreadable)."""
+    try:
+        return parse_noting_repeats(path)[1]
+    except (OSError, ValueError, RecursionError):
+        return []
+
+
+_WARNED: set[tuple[str, float, tuple[str, ...]]] = set()
+
+
+def warn_repeats(path: Path, repeated: list[str]) -> None:
+    """Warn once per version of the file about keys written twice in one object."""
+    try:
+        stamp = path.stat().st_mtime
+    except OSError:
+        stamp = 0.0
+    mark = (str(path), stamp, tuple(repeated))
+    if mark in _WARNED:
+        return
+    _WARNED.add(mark)
+    logger.warning("%s", repeats_message(path, repeated))
+
+
+def key_names(repeated: list[str]) -> str:
+    return ", ".join(repeated[:5]) + (" and more" if len(repeated) > 5 else "")
+
+
+def repeats_message(path: Path, repeated: list[str]) -> str:
+    """What to say about keys written twice in one object of dataset_info.json (the board shows it too)."""
+    return (f"{path}: {key_names(repeated)} written more than once in the same object; the last one is used (as "
+            "LLaMA-Factory reads it) and the earlier ones are ignored. Remove or rename the duplicates.")

@@ -32,7 +32,8 @@ from engine.data import cache_prune
 
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 5  # 4: CSV values as datasets reads them (None, numbers); 5: no undesirable KTO rows outside kto
+FORMAT_VERSION = 6  # 4: CSV values as datasets reads them (None, numbers); 5: no undesirable KTO rows outside kto;
+# 6: preserve_thinking keeps history thoughts of preference/KTO prompts with thinking off too
 """Bump when tokenization changes what it produces for the same inputs: old entries are then never matched."""
 
 DATA_KEYS = (

@@ -32,8 +32,9 @@ from engine.data import cache_prune
 
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 6  # 4: CSV values as datasets reads them (None, numbers); 5: no undesirable KTO rows outside kto;
-# 6: preserve_thinking keeps history thoughts of preference/KTO prompts with thinking off too
+FORMAT_VERSION = 7  # 4: CSV values as datasets reads them (None, numbers); 5: no undesirable KTO rows outside kto;
+# 6: preserve_thinking keeps history thoughts of preference/KTO prompts with thinking off too; 7: KTO rows keep
+# their prompt's reply-dependent empty thought block (prompt_block_ids) for exact KL pairs
 """Bump when tokenization changes what it produces for the same inputs: old entries are then never matched."""
 
 DATA_KEYS = (

@@ -25,22 +25,22 @@ def _with_kl_pairs(dataset: Any, cfg: RunConfig | None) -> Any:
     """``dataset`` with LLaMA-Factory's KL pairs (``KL_prompt_ids``, ``KL_completion_ids``), its
     :data:`~engine.data.kto_pairs.SOURCE_COLUMNS` dropped."""
     from engine.data import tokenize_options
-    from engine.data.kto_pairs import SOURCE_COLUMNS, kl_inputs, kl_partners
+    from engine.data.kto_pairs import REQUIRED_COLUMNS, SOURCE_COLUMNS, kl_inputs, kl_partners
     from engine.data.tokenize import TokenizeOptions
 
     data = cfg.data if cfg is not None else None
     partners = kl_partners(len(dataset), getattr(data, "preprocessing_batch_size", None),
                            getattr(data, "preprocessing_num_workers", None))
-    if not set(SOURCE_COLUMNS) <= set(dataset.column_names):  # tokenized_path written before these columns
+    if not set(REQUIRED_COLUMNS) <= set(dataset.column_names):  # tokenized_path written before these columns
         logger.warning("The tokenized KTO data was saved by an older version and lacks what exact KL pairs need, "
                        "so each KL pair is the row's cut prompt and its partner's cut completion; set "
                        "overwrite_cache: true once to tokenize it again.")
         completions = dataset["completion_ids"]
         return dataset.add_column("KL_completion_ids", [completions[i] for i in partners])
     opts = tokenize_options(data, "kto") if data is not None else TokenizeOptions()
-    names = ("prompt_ids", "completion_ids", *SOURCE_COLUMNS)
+    names = [name for name in ("prompt_ids", "completion_ids", *SOURCE_COLUMNS) if name in dataset.column_names]
     prompts, completions = kl_inputs({name: dataset[name] for name in names}, partners, opts)
-    dataset = dataset.remove_columns(list(SOURCE_COLUMNS))
+    dataset = dataset.remove_columns([name for name in SOURCE_COLUMNS if name in dataset.column_names])
     return dataset.add_column("KL_prompt_ids", prompts).add_column("KL_completion_ids", completions)
 
 

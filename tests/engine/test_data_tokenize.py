@@ -287,7 +287,7 @@ def test_dpo_rm_kto_columns(fixture_data_dir, chat_tokenizer):
     assert rm.train[1]["chosen_ids"] == row["prompt_ids"] + row["chosen_ids"]
     kto = get_dataset(config(fixture_data_dir, dataset="kto_small", stage="kto", template="chatml"), tok, template)
     assert kto.train.column_names == ["prompt_ids", "completion_ids", "label", "prompt_len", "completion_len",
-                                      "prompt_rest_ids", "completion_rest_ids", "prompt_floor"]
+                                      "prompt_rest_ids", "completion_rest_ids", "prompt_floor", "prompt_block_ids"]
     assert kto.train["prompt_rest_ids"] == [[], []] and kto.train["completion_rest_ids"] == [[], []]  # nothing cut
     assert kto.train["prompt_len"] == [len(ids) for ids in kto.train["prompt_ids"]]
     assert kto.train["label"] == [True, False] and tok.decode(kto.train[1]["completion_ids"]) == "Lisbon.<|im_end|>\n"

@@ -5,6 +5,8 @@
 offsets) and every value in order, read by numpy in one pass (only where all are Python ints). The types are those
 ``datasets`` infers for the same lists (its ``OptimizedTypedSequence``: ``input_ids`` int32, masks int8, anything
 else int64; a wider type where a value does not fit), so a file written either way has the same schema and rows.
+A token-id column of empty lists only (``*_ids``) keeps its int type rather than the null type ``datasets`` would
+give it, so a later chunk with ids can be written after it.
 """
 
 from __future__ import annotations
@@ -32,8 +34,11 @@ def _list_array(name: str, rows: list) -> Any:
     lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
     offsets = np.zeros(len(rows) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    if not offsets[-1]:
-        return rows  # no values at all: datasets infers what it infers for empty lists
+    if not offsets[-1]:  # no values at all: datasets would type the column null, and a later chunk of the same
+        if not name.endswith("_ids"):  # stream with ids then fails to cast to it; token columns keep their int type
+            return rows
+        values = np.zeros(0, dtype=NARROW_TYPES.get(name, np.int64))
+        return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32), type=pa.int32()), pa.array(values))
     try:
         values = np.array(list(itertools.chain.from_iterable(rows)))
     except (TypeError, ValueError, OverflowError):

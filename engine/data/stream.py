@@ -70,7 +70,7 @@ def tokenize_to_arrow(examples: Sequence[dict], stage: str, tokenizer: Any, temp
     size = chunk_rows or CHUNK_ROWS
     if not lf_grouped and len(examples) <= size:  # one chunk: nothing to stream
         columns, stats, _ = parallel.tokenize_parallel(examples, stage, tokenizer, template, opts, workers)
-        return Dataset.from_dict(columns), stats
+        return Dataset.from_dict(to_arrow_columns(columns)), stats  # the column types of a streamed set
     use_pool = bool(workers and workers > 1 and len(examples) > 1
                     and "fork" in multiprocessing.get_all_start_methods())
     if lf_grouped:

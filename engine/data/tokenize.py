@@ -450,14 +450,16 @@ def tokenize_kto(examples: list[dict], tokenizer: Any, template: Any, opts: Toke
 def _kto_rows(examples: list[dict], tokenizer: Any, template: Any, opts: TokenizeOptions,
               columns: dict[str, list], stats: dict[str, int]) -> None:
     from engine.data.kl_stand_ins import KEY
-    from engine.data.kto_pairs import source_columns
+    from engine.data.kto_pairs import reply_block, source_columns
 
     for example in examples:
         columns[KEY].append(example.get(KEY, 0))
         if example.get(KEY):  # a skipped row, kept for the KL pairs: its reply alone
-            completion = prompt_and_reply(tokenizer, template, {**example, "messages": example["messages"][:-1]},
-                                          example["messages"][-1])[1] if example["messages"] else []
-            for name, value in source_columns([], completion, 0, 0, opts).items():
+            prompt, completion = prompt_and_reply(
+                tokenizer, template, {**example, "messages": example["messages"][:-1]}, example["messages"][-1],
+            ) if example["messages"] else ([], [])
+            block = reply_block(template, tokenizer, prompt)  # what its reply leaves at the end of a partner's prompt
+            for name, value in source_columns([], completion, 0, 0, opts, block=block).items():
                 columns[name].append(value)
             columns["prompt_ids"].append([])
             columns["completion_ids"].append([])
@@ -466,12 +468,13 @@ def _kto_rows(examples: list[dict], tokenizer: Any, template: Any, opts: Tokeniz
             continue
         prompt, completion = prompt_and_reply(tokenizer, template, {**example, "messages": example["messages"][:-1]},
                                               example["messages"][-1])
+        block = reply_block(template, tokenizer, prompt)
         prompt_keep, reply_keep = fit_reply(len(prompt), len(completion), opts)
         if prompt_keep < len(prompt) or reply_keep < len(completion):
             stats["truncated"] += 1
         if not reply_keep:  # kept, as LLaMA-Factory keeps it: the row then trains nothing
             stats["untrained"] = stats.get("untrained", 0) + 1
-        for name, value in source_columns(prompt, completion, prompt_keep, reply_keep, opts).items():
+        for name, value in source_columns(prompt, completion, prompt_keep, reply_keep, opts, block=block).items():
             columns[name].append(value)
         prompt, completion = cut_prompt(prompt, prompt_keep, opts), completion[:reply_keep]
         columns["prompt_ids"].append(prompt)

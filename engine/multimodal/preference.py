@@ -63,7 +63,7 @@ def tokenize_media_preference(examples: list[dict], tokenizer: Any, template: An
     replies = ("chosen_ids", "rejected_ids") if stage == "dpo" else ("completion_ids",)
     columns: dict[str, list] = {"prompt_ids": [], **{name: [] for name in replies}, "mm_inputs": []}
     if stage == "kto":
-        from engine.data.kto_pairs import SOURCE_COLUMNS, source_columns
+        from engine.data.kto_pairs import SOURCE_COLUMNS, reply_block, source_columns
 
         columns.update({"label": [], **{name: [] for name in SOURCE_COLUMNS}})
     for index, example in enumerate(examples):
@@ -97,7 +97,8 @@ def tokenize_media_preference(examples: list[dict], tokenizer: Any, template: An
         if stage == "kto":
             columns["label"].append(bool(example["kto_tag"]))
             floor = max((at + 1 for at, token in enumerate(prompt) if token in soft), default=0)
-            for name, value in source_columns(prompt, first, prompt_keep, reply_keep, opts, floor).items():
+            block = reply_block(template, tokenizer, prompt)
+            for name, value in source_columns(prompt, first, prompt_keep, reply_keep, opts, floor, block).items():
                 columns[name].append(value)
         stats["total_tokens"] += len(kept_prompt) * len(outputs) + sum(len(ids) for ids in outputs)
         stats["trainable_tokens"] += sum(len(ids) for ids in outputs)

@@ -248,8 +248,8 @@ class Template:
         for index in replies:
             history = index != last
             strip = not self.enable_thinking
-            if oneturn and history and not self.preserve_thinking:
-                strip = True
+            if oneturn and history:  # single-turn history: only preserve_thinking decides, thinking on or off
+                strip = not self.preserve_thinking
             if not oneturn and discard_history and history:
                 strip = True
             if strip:

@@ -30,9 +30,25 @@ def test_chunks_give_the_rows_and_stats_of_one_pass(stage, names, workers, chat_
     assert chunked_stats == stats
     assert dataset.to_dict() == columns
     assert dataset.cache_files  # memory-mapped from the Arrow file, not held in memory
-    from datasets import Dataset
+    one_pass, _ = tokenize_to_arrow(examples, stage, chat_tokenizer, template, opts, workers, chunk_rows=1000)
+    assert dataset.data.schema.equals(one_pass.data.schema, check_metadata=True)
 
-    assert dataset.data.schema.equals(Dataset.from_dict(columns).data.schema, check_metadata=True)
+
+def test_a_token_column_empty_in_the_first_chunk_takes_ids_in_a_later_one(chat_tokenizer):
+    """KTO rows keep the tokens a cut left out for their KL pairs (empty lists where nothing was cut): a first chunk
+    of uncut rows typed that column null, and the first cut row of a later chunk (more than 2000 rows, or a small
+    ``preprocessing_batch_size``) then failed to write ("Couldn't cast array of type int64 to null")."""
+    cfg = build_config({"dataset": "kto_small", "dataset_dir": str(FIXTURES)})
+    short = list(load_examples(cfg.data, cfg.data.dataset, "kto"))
+    long = {**short[0], "messages": [*short[0]["messages"][:-1],
+                                     {"role": "assistant", "content": "word " * 60}]}
+    examples = short * 2 + [long]  # chunks of 3: the last holds the one row cut at 48 tokens
+    template = get_template("chatml", chat_tokenizer)
+    opts = TokenizeOptions(cutoff_len=48)
+    columns, _, _ = tokenize_parallel(examples, "kto", chat_tokenizer, template, opts, None)
+    assert not any(columns["completion_rest_ids"][:-1]) and columns["completion_rest_ids"][-1]
+    dataset, _ = tokenize_to_arrow(examples, "kto", chat_tokenizer, template, opts, None, chunk_rows=3)
+    assert dataset.to_dict() == columns
 
 
 def test_a_set_within_one_chunk_takes_the_one_pass_path(chat_tokenizer):

@@ -14,7 +14,7 @@ from datasets import Dataset
 from engine.config import build_config
 from engine.data import get_dataset, load_examples
 from engine.data.kto_pairs import SOURCE_COLUMNS, kl_inputs, kl_partners
-from engine.data.tokenize import TokenizeOptions, fit_pair, infer_seqlen, prompt_and_reply
+from engine.data.tokenize import TokenizeOptions, fit_pair, infer_seqlen, prompt_and_reply, tokenize_kto
 from engine.templates import get_template
 from engine.train.preference import KLPairCollator, _with_kl_pairs
 
@@ -131,3 +131,43 @@ def test_data_tokenized_before_these_columns_still_trains_with_a_warning(caplog)
         paired = _with_kl_pairs(train, None)
     assert paired["KL_completion_ids"] == [[6], [4], [5]] and "KL_prompt_ids" not in paired.column_names
     assert any("overwrite_cache: true" in r.getMessage() for r in caplog.records)
+
+
+def _thinking_kto_dataset(tmp_path) -> Path:
+    """KTO rows whose replies have no thought, a whole one, or only the markers that thinking off cannot remove
+    (`<think>x</think>`: Qwen3's thought words carry newlines), so with thinking off only some prompts end with the
+    empty thought block."""
+    replies = ["Four.", "<think>\nAdd them.\n</think>\n\nSix.", "<think>Add.</think>Eight.", "<think></think>Ten.",
+               "Twelve, as six and six make twelve."]
+    data = [{"messages": [{"role": "user", "content": f"What is {i} plus {i}? Answer briefly, please."},
+                          {"role": "assistant", "content": replies[i % len(replies)]}], "label": i % 3 != 0}
+            for i in range(11)]
+    (tmp_path / "kto_think.json").write_text(json.dumps(data), encoding="utf-8")
+    info = {"kto_think": {"file_name": "kto_think.json", "formatting": "sharegpt",
+                          "columns": {"messages": "messages", "kto_tag": "label"},
+                          "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user",
+                                   "assistant_tag": "assistant"}}}
+    (tmp_path / "dataset_info.json").write_text(json.dumps(info), encoding="utf-8")
+    return tmp_path
+
+
+@pytest.mark.parametrize("keep_end", [False, True])
+@pytest.mark.parametrize("cutoff", [24, 1024])
+def test_with_thinking_off_a_kl_prompt_ends_as_the_partners_reply_leaves_it(tmp_path, chat_tokenizer, monkeypatch,
+                                                                          keep_end, cutoff):
+    """LLaMA-Factory encodes the KL pair's prompt with the partner's reply: with thinking off the empty thought
+    block ends that prompt only when the partner's reply has no thought (an outside check found our KL prompts
+    keeping the row's own block: tests/golden/compare_rows.py differed on every such KTO row)."""
+    monkeypatch.setenv("LF_ENGINE_CACHE", "off")
+    cfg = build_config({"model_name_or_path": "unused", "dataset_dir": str(_thinking_kto_dataset(tmp_path)),
+                        "dataset": "kto_think", "stage": "kto", "template": "qwen3", "enable_thinking": False,
+                        "cutoff_len": cutoff, "keep_prompt_end": keep_end, "preprocessing_batch_size": 4})
+    template = get_template("qwen3", enable_thinking=False)
+    template.fix_tokenizer(chat_tokenizer)
+    paired = get_dataset(cfg, chat_tokenizer, template).train  # a KTO set comes with its KL pairs
+    partners = kl_partners(11, 4)
+    examples = list(load_examples(cfg.data, "kto_think", "kto"))
+    blocks = tokenize_kto(examples, chat_tokenizer, template, TokenizeOptions(cutoff_len=cutoff))[0]["prompt_block_ids"]
+    assert any(blocks) and not all(blocks)  # some replies leave the empty thought block, some do not
+    expected = _llama_factory_kl_pairs(examples, chat_tokenizer, template, cutoff, partners, keep_end)
+    assert list(zip(paired["KL_prompt_ids"], paired["KL_completion_ids"])) == [(list(p), list(c)) for p, c in expected]

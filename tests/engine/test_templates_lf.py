@@ -72,10 +72,10 @@ def check_template(name: str, entry: dict | None = None, conversations=cases.con
     convs = conversations(TEMPLATES[name].thought_words)
     problems = []
     for key, per_setup in entry["cases"].items():
-        case, think, discard = key.split("|")
-        thinking, discard = think.endswith("1"), discard.endswith("1")
+        case, think, discard, *preserve = key.split("|")  # preserve=1: preserve_thinking (reasoning templates)
+        thinking, discard, preserve = think.endswith("1"), discard.endswith("1"), preserve == ["preserve=1"]
         conv = convs[case]
-        template = get_template(name, enable_thinking=thinking)
+        template = get_template(name, enable_thinking=thinking, preserve_thinking=preserve)
         for setup in SETUPS:
             expected = per_setup[setup]
             tokenizer = load(setup, name)

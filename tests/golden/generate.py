@@ -35,16 +35,20 @@ def template_entry(lf_template, name: str, conversations) -> dict:
     reasoning = isinstance(base, lf_template.ReasoningTemplate)
     convs = conversations(base.thought_words)
     entry: dict = {"reasoning": reasoning, "cases": {}, "tokenizer": {}}
-    variants = [(True, False), (False, False), (True, True)] if reasoning else [(True, False)]
+    # (enable_thinking, discard history thoughts, preserve_thinking): preserve_thinking keeps history thoughts in
+    # single-turn encodings, thinking on or off
+    variants = ([(True, False, False), (False, False, False), (True, True, False), (True, False, True),
+                 (False, False, True)] if reasoning else [(True, False, False)])
     for setup in SETUPS:
-        for thinking, discard in variants:
+        for thinking, discard, preserve in variants:
             tpl = copy.deepcopy(base)
             tpl.enable_thinking = thinking
+            tpl.preserve_thinking = preserve
             tokenizer = load(setup, name)
             tpl.fix_special_tokens(tokenizer)
             entry["tokenizer"][setup] = tokenizer_state(tokenizer)
             for case, conv in convs.items():
-                key = f"{case}|think={int(thinking)}|discard={int(discard)}"
+                key = f"{case}|think={int(thinking)}|discard={int(discard)}" + ("|preserve=1" if preserve else "")
                 try:
                     pairs = tpl.encode_multiturn(tokenizer, copy.deepcopy(conv["messages"]), conv["system"],
                                                  conv["tools"], discard)

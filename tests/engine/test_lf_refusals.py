@@ -179,6 +179,30 @@ def test_only_a_true_or_false_kto_tag_makes_a_kto_row(tmp_path):
     assert [e["messages"][0]["content"] for e in load_examples(_args(tmp_path), "mixed", "sft")] == ["a", "b", "c"]
 
 
+def test_a_kto_reply_without_text_is_an_undesirable_empty_reply(tmp_path):
+    """LLaMA-Factory 0.9.5 keeps a KTO row (boolean kto_tag) whose reply is empty or null, and its kto tells the
+    label by the reply having text: such a row trains as undesirable, on the empty reply (checked with
+    tests.golden.compare_rows: the same rows and KL pairs, labels [True, False, False, False, False, True]); a null
+    reply tagged false is formatted as it is, and its run stops. Here the rows were skipped (and the data refused
+    where a kept row would pair with one of them)."""
+    columns = {"prompt": "instruction", "response": "output", "kto_tag": "tag"}
+    rows = [{"instruction": "q0", "output": "good", "tag": True}, {"instruction": "q1", "output": None, "tag": True},
+            {"instruction": "q2", "output": "", "tag": True}, {"instruction": "q3", "output": "bad", "tag": False},
+            {"instruction": "q4", "output": "", "tag": False}]
+    _write(tmp_path, "kto", rows, columns=columns)
+    examples = load_examples(_args(tmp_path), "kto", "kto")
+    assert [(e["messages"][0]["content"], e["messages"][-1]["content"], e["kto_tag"]) for e in examples] == [
+        ("q0", "good", True), ("q1", "", False), ("q2", "", False), ("q3", "bad", False), ("q4", "", False)]
+    assert [e["messages"][0]["content"] for e in load_examples(_args(tmp_path), "kto", "sft")] == ["q0"]
+    chat = [{"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": None}], "tag": True}]
+    _write(tmp_path, "chat", chat, formatting="sharegpt", columns={"messages": "conversations", "kto_tag": "tag"})
+    assert [(e["messages"][-1]["content"], e["kto_tag"]) for e in load_examples(_args(tmp_path), "chat", "kto")] \
+        == [("", False)]
+    _write(tmp_path, "null", [*rows, {"instruction": "q5", "output": None, "tag": False}], columns=columns)
+    with pytest.raises(DatasetError, match=r"row 5: the reply of this undesirable \(kto_tag false\) row has no text"):
+        load_examples(_args(tmp_path), "null", "kto")
+
+
 def test_a_null_history_turn_or_openai_content_refuses_the_dataset(tmp_path):
     """The same stop in LLaMA-Factory for an alpaca history pair holding a null and for an `openai` entry's turn with
     a null content (a leading system turn and a reply whose tool_calls stand for its text are fine there). Here they

@@ -162,6 +162,14 @@ def _convert_turn(turn: Any, tags: dict[str, str], role_map: dict[str, str], med
     return message
 
 
+def _prompt_turn_answer(name: str, role: Any) -> RowError:
+    """Why a preference row whose chosen or rejected turn has a prompt role (user, tool result) is skipped."""
+    return RowError(f"the {name} answer is a {role!r} turn, a prompt role, not a reply; LLaMA-Factory 0.9.5 keeps such a "
+                    f"row but formats that turn as a prompt and trains the prompt (with the assistant header after it "
+                    f"and no end of turn) as the {name} answer, so it is skipped here; give the {name} turn the "
+                    "assistant (or function) role")
+
+
 def _check_order(messages: list[dict[str, Any]]) -> None:
     """Prompt turns (user/observation) and replies (assistant/function) must alternate, a prompt turn first: the one
     rule LLaMA-Factory's converters check (a tool result may open a conversation or follow a plain reply)."""
@@ -394,6 +402,8 @@ def _sharegpt_entry(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
                            "reads a pair per row: map `chosen` and `rejected` in `columns` to turn objects, or drop "
                            "`ranking` for a dataset of single answers)")
         for name, turn in zip(("chosen", "rejected"), pair):
+            if turn.get(role_tag) in allowed[0]:
+                raise _prompt_turn_answer(name, turn.get(role_tag))
             if turn.get(role_tag) not in allowed[1]:
                 raise RowError(f"the {name} turn's role {turn.get(role_tag)!r} is not a reply of the entry's tags")
             if turn.get(content_tag) is None:
@@ -469,6 +479,9 @@ def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
     if stage in ("rm", "dpo"):
         if "chosen" not in example:
             raise RowError("no chosen/rejected answers")
+        for name in ("chosen", "rejected"):
+            if example[name]["role"] in ("user", "observation"):
+                raise _prompt_turn_answer(name, example[name]["role"])
         _check_order(messages + [example["chosen"]])
         _check_order(messages + [example["rejected"]])
         null_turns.refuse(no_text, stage)

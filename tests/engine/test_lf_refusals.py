@@ -283,3 +283,27 @@ def test_a_number_where_text_belongs_is_not_read_as_text(tmp_path):
     with pytest.raises(DatasetError, match=r"no usable rows for stage sft .*column 'instruction' is a number, not "
                                            r"text"):
         load_examples(_args(tmp_path), "all", "sft")
+
+
+@pytest.mark.parametrize("formatting", ["sharegpt", "openai"])
+def test_a_preference_answer_with_a_prompt_role_is_skipped_with_the_reason(tmp_path, caplog, formatting):
+    """LLaMA-Factory 0.9.5 keeps a ranking row whose chosen or rejected turn has a user role, formats that turn as a
+    user prompt and trains it, followed by the assistant header and without an end of turn, as the answer (seen with
+    tests.golden.compare_rows: "<|im_start|>user\\ngood<|im_end|>\\n<|im_start|>assistant\\n" as the chosen labels).
+    That trains a prompt as the preferred or rejected reply, so the row is skipped here, saying so."""
+    role, content, user, reply = ("from", "value", "human", "gpt") if formatting == "sharegpt" else \
+        ("role", "content", "user", "assistant")
+
+    def turn(who, text):
+        return {role: who, content: text}
+
+    rows = [{"messages": [turn(user, "q0")], "chosen": turn(reply, "good"), "rejected": turn(reply, "bad")},
+            {"messages": [turn(user, "q1")], "chosen": turn(user, "good"), "rejected": turn(reply, "bad")},
+            {"messages": [turn(user, "q2")], "chosen": turn(reply, "good"), "rejected": turn(user, "bad")}]
+    _write(tmp_path, "pairs", rows, formatting=formatting, ranking=True,
+           columns={"messages": "messages", "chosen": "chosen", "rejected": "rejected"},
+           tags={"role_tag": role, "content_tag": content, "user_tag": user, "assistant_tag": reply})
+    assert [e["messages"][0]["content"] for e in load_examples(_args(tmp_path), "pairs", "dpo")] == ["q0"]
+    for name in ("chosen", "rejected"):
+        assert f"the {name} answer is a {user!r} turn, a prompt role, not a reply; LLaMA-Factory 0.9.5 keeps such a " \
+               f"row but formats that turn as a prompt and trains the prompt" in caplog.text

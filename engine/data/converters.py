@@ -162,6 +162,14 @@ def _convert_turn(turn: Any, tags: dict[str, str], role_map: dict[str, str], med
     return message
 
 
+def _prompt_turn_answer(name: str, role: Any) -> RowError:
+    """Why a preference row whose chosen or rejected turn has a prompt role (user, tool result) is skipped."""
+    return RowError(f"the {name} answer is a {role!r} turn, a prompt role, not a reply; LLaMA-Factory 0.9.5 keeps such a "
+                    f"row but formats that turn as a prompt and trains the prompt (with the assistant header after it "
+                    f"and no end of turn) as the {name} answer, so it is skipped here; give the {name} turn the "
+                    "assistant (or function) role")
+
+
 def _check_order(messages: list[dict[str, Any]]) -> None:
     """Prompt turns (user/observation) and replies (assistant/function) must alternate, a prompt turn first: the one
     rule LLaMA-Factory's converters check (a tool result may open a conversation or follow a plain reply)."""
@@ -247,7 +255,7 @@ def _base(row: dict[str, Any], spec: DatasetSpec, columns: dict[str, str], syste
     for kind in MEDIA:
         example[kind] = row_media(row, columns.get(kind), spec, kind)
     kto = _kto_column(spec, columns)
-    tag = row.get(kto) if kto else None
+    tag = _kto_tag(row, spec, columns)
     if isinstance(tag, bool):
         example["kto_tag"] = tag
     elif kto:  # LLaMA-Factory makes a KTO row only of a true or false tag; any other row is a plain one there
@@ -255,6 +263,11 @@ def _base(row: dict[str, Any], spec: DatasetSpec, columns: dict[str, str], syste
                                  f"column {kto!r} (kto_tag) is {json.dumps(tag)[:40]}, not true or false (JSON "
                                  "booleans, no quotes)")
     return example
+
+
+def _kto_tag(row: dict[str, Any], spec: DatasetSpec, columns: dict[str, str | None]) -> Any:
+    kto = _kto_column(spec, columns)
+    return row.get(kto) if kto else None
 
 
 # ----------------------------------------------------------------------------------------------- formats
@@ -326,10 +339,16 @@ def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
                                "that trains on pairs: rm, dpo)")
         null_turns.note(example, no_text, f"null in column {columns['history']!r}")
         return example
+    null_reply = response is None and isinstance(_kto_tag(row, spec, columns), bool)
     if response is not None:  # a text, even an empty one, is the reply (LLaMA-Factory: any string)
         messages.append({"role": "assistant", "content": _text(response, f"column {columns['response']!r}")})
+    elif null_reply:  # a KTO row's null reply: LLaMA-Factory keeps the row (see finalize)
+        messages.append({"role": "assistant", "content": ""})
     example = _base(row, spec, columns, system, messages)
     null_turns.note(example, no_text, f"null in column {columns['history']!r}")
+    if null_reply and not no_text and example["kto_tag"] is False:  # formatted there as it is: its run stops
+        null_turns.note(example, [(len(messages) - 1, "the reply of this undesirable (kto_tag false) row")],
+                        f"null in column {columns['response']!r}")
     return example
 
 
@@ -383,6 +402,8 @@ def _sharegpt_entry(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
                            "reads a pair per row: map `chosen` and `rejected` in `columns` to turn objects, or drop "
                            "`ranking` for a dataset of single answers)")
         for name, turn in zip(("chosen", "rejected"), pair):
+            if turn.get(role_tag) in allowed[0]:
+                raise _prompt_turn_answer(name, turn.get(role_tag))
             if turn.get(role_tag) not in allowed[1]:
                 raise RowError(f"the {name} turn's role {turn.get(role_tag)!r} is not a reply of the entry's tags")
             if turn.get(content_tag) is None:
@@ -458,10 +479,22 @@ def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
     if stage in ("rm", "dpo"):
         if "chosen" not in example:
             raise RowError("no chosen/rejected answers")
+        for name in ("chosen", "rejected"):
+            if example[name]["role"] in ("user", "observation"):
+                raise _prompt_turn_answer(name, example[name]["role"])
         _check_order(messages + [example["chosen"]])
         _check_order(messages + [example["rejected"]])
         null_turns.refuse(no_text, stage)
         return example
+    if example.get("kto_tag") is True and _textless_reply(messages, no_text):
+        # LLaMA-Factory 0.9.5 tells a KTO row's label by its reply having text: a desirable row whose reply is empty
+        # or null is trained as an undesirable one with the empty reply (a null one read as "")
+        messages = messages[:-1] + [{**messages[-1], "content": ""}]
+        example = {**example, "messages": messages, "kto_tag": False, "kto_textless": True}
+        no_text = None
+    if example.pop("kto_textless", False) and stage != "kto":
+        raise RowError(f"a KTO row (kto_tag true) with an empty or null reply, which LLaMA-Factory's kto trains as an "
+                       f"undesirable answer (the empty reply); stage {stage} does not learn from it")
     if example.get("kto_tag") is False and stage != "kto":  # LLaMA-Factory drops every KTO row outside kto; training
         raise RowError(f"an undesirable answer (kto_tag false), which stage {stage} does not learn from (only the "
                        "desirable ones are used)")  # (or scoring) on a wrong answer as if it were right is worse
@@ -476,6 +509,13 @@ def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
         raise RowError(no_kto_tag or "no kto_tag")
     null_turns.refuse(no_text, stage)
     return example
+
+
+def _textless_reply(messages: list[dict[str, Any]], no_text: tuple[int, str, str] | None) -> bool:
+    """Whether the last turn, a reply, has no text: empty, or null (the turn ``no_text`` names)."""
+    if not messages or messages[-1]["role"] not in ("assistant", "function"):
+        return False
+    return messages[-1]["content"] == "" or (no_text is not None and no_text[0] == len(messages) - 1)
 
 
 def _check_unicode(value: Any, where: str = "") -> None:

@@ -179,6 +179,30 @@ def test_only_a_true_or_false_kto_tag_makes_a_kto_row(tmp_path):
     assert [e["messages"][0]["content"] for e in load_examples(_args(tmp_path), "mixed", "sft")] == ["a", "b", "c"]
 
 
+def test_a_kto_reply_without_text_is_an_undesirable_empty_reply(tmp_path):
+    """LLaMA-Factory 0.9.5 keeps a KTO row (boolean kto_tag) whose reply is empty or null, and its kto tells the
+    label by the reply having text: such a row trains as undesirable, on the empty reply (checked with
+    tests.golden.compare_rows: the same rows and KL pairs, labels [True, False, False, False, False, True]); a null
+    reply tagged false is formatted as it is, and its run stops. Here the rows were skipped (and the data refused
+    where a kept row would pair with one of them)."""
+    columns = {"prompt": "instruction", "response": "output", "kto_tag": "tag"}
+    rows = [{"instruction": "q0", "output": "good", "tag": True}, {"instruction": "q1", "output": None, "tag": True},
+            {"instruction": "q2", "output": "", "tag": True}, {"instruction": "q3", "output": "bad", "tag": False},
+            {"instruction": "q4", "output": "", "tag": False}]
+    _write(tmp_path, "kto", rows, columns=columns)
+    examples = load_examples(_args(tmp_path), "kto", "kto")
+    assert [(e["messages"][0]["content"], e["messages"][-1]["content"], e["kto_tag"]) for e in examples] == [
+        ("q0", "good", True), ("q1", "", False), ("q2", "", False), ("q3", "bad", False), ("q4", "", False)]
+    assert [e["messages"][0]["content"] for e in load_examples(_args(tmp_path), "kto", "sft")] == ["q0"]
+    chat = [{"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": None}], "tag": True}]
+    _write(tmp_path, "chat", chat, formatting="sharegpt", columns={"messages": "conversations", "kto_tag": "tag"})
+    assert [(e["messages"][-1]["content"], e["kto_tag"]) for e in load_examples(_args(tmp_path), "chat", "kto")] \
+        == [("", False)]
+    _write(tmp_path, "null", [*rows, {"instruction": "q5", "output": None, "tag": False}], columns=columns)
+    with pytest.raises(DatasetError, match=r"row 5: the reply of this undesirable \(kto_tag false\) row has no text"):
+        load_examples(_args(tmp_path), "null", "kto")
+
+
 def test_a_null_history_turn_or_openai_content_refuses_the_dataset(tmp_path):
     """The same stop in LLaMA-Factory for an alpaca history pair holding a null and for an `openai` entry's turn with
     a null content (a leading system turn and a reply whose tool_calls stand for its text are fine there). Here they
@@ -259,3 +283,27 @@ def test_a_number_where_text_belongs_is_not_read_as_text(tmp_path):
     with pytest.raises(DatasetError, match=r"no usable rows for stage sft .*column 'instruction' is a number, not "
                                            r"text"):
         load_examples(_args(tmp_path), "all", "sft")
+
+
+@pytest.mark.parametrize("formatting", ["sharegpt", "openai"])
+def test_a_preference_answer_with_a_prompt_role_is_skipped_with_the_reason(tmp_path, caplog, formatting):
+    """LLaMA-Factory 0.9.5 keeps a ranking row whose chosen or rejected turn has a user role, formats that turn as a
+    user prompt and trains it, followed by the assistant header and without an end of turn, as the answer (seen with
+    tests.golden.compare_rows: "<|im_start|>user\\ngood<|im_end|>\\n<|im_start|>assistant\\n" as the chosen labels).
+    That trains a prompt as the preferred or rejected reply, so the row is skipped here, saying so."""
+    role, content, user, reply = ("from", "value", "human", "gpt") if formatting == "sharegpt" else \
+        ("role", "content", "user", "assistant")
+
+    def turn(who, text):
+        return {role: who, content: text}
+
+    rows = [{"messages": [turn(user, "q0")], "chosen": turn(reply, "good"), "rejected": turn(reply, "bad")},
+            {"messages": [turn(user, "q1")], "chosen": turn(user, "good"), "rejected": turn(reply, "bad")},
+            {"messages": [turn(user, "q2")], "chosen": turn(reply, "good"), "rejected": turn(user, "bad")}]
+    _write(tmp_path, "pairs", rows, formatting=formatting, ranking=True,
+           columns={"messages": "messages", "chosen": "chosen", "rejected": "rejected"},
+           tags={"role_tag": role, "content_tag": content, "user_tag": user, "assistant_tag": reply})
+    assert [e["messages"][0]["content"] for e in load_examples(_args(tmp_path), "pairs", "dpo")] == ["q0"]
+    for name in ("chosen", "rejected"):
+        assert f"the {name} answer is a {user!r} turn, a prompt role, not a reply; LLaMA-Factory 0.9.5 keeps such a " \
+               f"row but formats that turn as a prompt and trains the prompt" in caplog.text

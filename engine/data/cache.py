@@ -37,8 +37,8 @@ FORMAT_VERSION = 14  # 4: CSV values as datasets reads them (None, numbers); 5: 
 # text refuses its dataset; 8: only a boolean kto_tag makes a KTO row; 9: a null history turn or openai
 # content refuses it too; 10: a number where text belongs is no text; 11: KTO sets carry their KL pairs, formed
 # with the skipped rows' stand-ins; 12: preserve_thinking keeps history thoughts of preference/KTO prompts with
-# thinking off too; 13: KTO rows keep their prompt's reply-dependent empty thought block for exact KL pairs; 14: a desirable KTO row with an
-# empty or null reply is kept by kto as an undesirable one with the empty reply
+# thinking off too; 13: KTO rows keep their prompt's reply-dependent empty thought block for exact KL pairs;
+# 14: a desirable KTO row with an empty or null reply is kept by kto as an undesirable one with the empty reply
 """Bump when tokenization changes what it produces for the same inputs: old entries are then never matched."""
 
 DATA_KEYS = (

@@ -4,6 +4,7 @@ each batch of LLaMA-Factory's preprocessing map (``preprocessing_batch_size`` ro
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 from pathlib import Path
@@ -158,6 +159,7 @@ def test_with_thinking_off_a_kl_prompt_ends_as_the_partners_reply_leaves_it(tmp_
     """LLaMA-Factory encodes the KL pair's prompt with the partner's reply: with thinking off the empty thought
     block ends that prompt only when the partner's reply has no thought (an outside check found our KL prompts
     keeping the row's own block: tests/golden/compare_rows.py differed on every such KTO row)."""
+    chat_tokenizer = copy.deepcopy(chat_tokenizer)  # fix_tokenizer sets its end of turn: the fixture is session-wide
     monkeypatch.setenv("LF_ENGINE_CACHE", "off")
     cfg = build_config({"model_name_or_path": "unused", "dataset_dir": str(_thinking_kto_dataset(tmp_path)),
                         "dataset": "kto_think", "stage": "kto", "template": "qwen3", "enable_thinking": False,

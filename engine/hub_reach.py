@@ -4,8 +4,9 @@ Without a network, or behind one that drops packets, huggingface_hub finds out o
 (20 s and more, nothing said meanwhile). Before anything downloads a model that is not in the local cache, the
 pre-flight check and the model loader ask :func:`unreachable`: one TCP connection to the hub's host (or, when the
 environment names a proxy for it, a CONNECT through that proxy, which must answer 200), given
-``$LF_HUB_PROBE_TIMEOUT`` seconds (default 3; ``0`` skips the probe), name lookup included. The answer is remembered for a minute. A machine with network connects in milliseconds and goes
-on to download as before; ``HF_HUB_OFFLINE=1`` says the same without probing.
+``$LF_HUB_PROBE_TIMEOUT`` seconds (default 3; ``0`` skips the probe), name lookup included. The answer is remembered
+for a minute. A machine with network connects in milliseconds and goes on to download as before; ``HF_HUB_OFFLINE=1``
+(:func:`downloads_off`) says the same without probing.
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ REMEMBER_S = 60.0
 
 _answers: dict[tuple[str, int, str], tuple[float, str | None]] = {}
 _lock = threading.Lock()
+
+
+def downloads_off() -> bool:
+    """Whether the environment switches hub downloads off (``HF_HUB_OFFLINE`` or ``TRANSFORMERS_OFFLINE``)."""
+    return any(os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+               for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
 
 def endpoint() -> str:

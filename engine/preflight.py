@@ -15,7 +15,7 @@ from pathlib import Path
 from engine.checkpoints import adapter_config_problem, read_adapter_config, weights_problem
 from engine.config import RunConfig
 from engine.errors import Problem, coded
-from engine.hub_reach import endpoint, unreachable
+from engine.hub_reach import downloads_off, endpoint, unreachable
 from engine.models.web_address import web_address_problem
 from engine.preflight_memory import check_memory
 
@@ -143,11 +143,6 @@ def _check_model_folder(name: str, folder: Path, key: str = "model_name_or_path"
     return problems
 
 
-def _hub_offline() -> bool:
-    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
-               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-
-
 def cached_hub_config(cfg: RunConfig, name: str) -> str | None:
     """The path of hub model ``name``'s config.json in the local cache (the config's cache_dir and revision), or
     None when it is not there."""
@@ -164,7 +159,7 @@ def _check_hub_model(cfg: RunConfig) -> list[str]:
     from engine.data.hub import use_modelscope, use_openmind
 
     name = cfg.model.model_name_or_path
-    offline = _hub_offline()
+    offline = downloads_off()
     if not offline and (use_modelscope() or use_openmind() or getattr(cfg.methods, "use_modelscope_hub", False)
                         or getattr(cfg.methods, "use_openmind_hub", False)):
         return []  # another hub: the loader fetches it, or explains why it cannot

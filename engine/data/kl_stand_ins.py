@@ -50,7 +50,7 @@ def refuse_unpaired(kinds: list[int], partners: list[int]) -> None:
     if bad:
         raise DatasetError(
             f"KTO pairs each row with the reply of the row before it (within each preprocessing batch), even where "
-            f"that row is skipped; {len(bad)} kept row(s) (the first at position {bad[0]} of its split, skipped rows counted) would take "
-            "theirs from a skipped row that has no reply to give (an empty reply, or turns that do not alternate). "
-            "LLaMA-Factory 0.9.5 stops on such data with an IndexError. Fix or remove the skipped rows the warning "
-            "above lists.")
+            f"that row is skipped; {len(bad)} kept row(s) (the first at position {bad[0]} of its split, skipped "
+            "rows counted) would take theirs from a skipped row that has no reply to give (an empty reply, or turns "
+            "that do not alternate). LLaMA-Factory 0.9.5 stops on such data with an IndexError. Fix or remove the "
+            "skipped rows the warning above lists.")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
-_OFFLINE_VALUES = {"1", "true", "yes", "on"}
 _SKIP_DOWNLOAD = ["*.pth", "*.pt", "*.h5", "*.msgpack", "*.onnx", "*.ot", "*.gguf", "original/*"]
 
 # Composite checkpoints whose trainable part is one sub-model (the "thinker" of the omni models).
@@ -42,11 +40,6 @@ _THINKER_MODEL_TYPES = {"qwen2_5_omni", "qwen3_omni_moe"}
 def looks_like_hub_id(name: str) -> bool:
     """``org/name`` without a leading ``.``, ``/`` or ``~`` (so ``./org/name`` is a path)."""
     return bool(_HUB_ID.match(name)) and not name.startswith((".", "/", "~")) and ".." not in name
-
-
-def _hub_offline() -> bool:
-    return any(os.environ.get(v, "").strip().lower() in _OFFLINE_VALUES for v in ("HF_HUB_OFFLINE",
-                                                                                   "TRANSFORMERS_OFFLINE"))
 
 
 def _from_pretrained(model_cls: Any, path: str, config: Any, kwargs: dict[str, Any], auto_attention: bool = True,
@@ -148,9 +141,10 @@ def _from_hub(repo_id: str, cache_dir: str | None, revision: str) -> str:
                                  ignore_patterns=_SKIP_DOWNLOAD)
     except Exception as err:  # not cached (LocalEntryNotFoundError) or a partial snapshot
         logger.debug("%s is not in the local cache: %s", repo_id, err)
-    if _hub_offline():
+    from engine.hub_reach import downloads_off, endpoint, unreachable
+
+    if downloads_off():
         raise ModelError(f"Model `{repo_id}` {fix} (HF_HUB_OFFLINE is set)")
-    from engine.hub_reach import endpoint, unreachable
 
     if reason := unreachable():  # in seconds, not after the download's retries (engine.hub_reach)
         raise ModelError(f"Model `{repo_id}` {fix} (the hub {endpoint()} cannot be reached: {reason})")

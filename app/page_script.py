@@ -1,8 +1,8 @@
 """Script the board's page runs once it has loaded (``Blocks.launch(js=...)``).
 
 Copying: :func:`app.inert_text.inert` puts a zero-width space after a ``<``, ``]``, ``://``, ``www.`` or ``@`` in
-quoted text so that Markdown shows it as text; a copy (Ctrl+C, the context menu) out of the page drops exactly those, so what is pasted is what
-was shown. Zero-width spaces that are part of the text itself are left (the board shows those as visible marks).
+quoted text so that Markdown shows it as text; a copy (Ctrl+C, the context menu) out of the page drops exactly those,
+so what is pasted is what was shown. Zero-width spaces that are part of the text itself are left (the board shows those as visible marks).
 
 gradio's own chrome: gradio 6.31 writes some of its components' tooltips, placeholders and screen-reader labels in
 English whatever the page's language (the table search box's "Search...", "Copy table data", "Fullscreen", a code

@@ -106,12 +106,19 @@ class Automation:
                 mapping["resume_from_checkpoint"] = resumed
         return self._queue(kind, mapping, meta, "submit_run")
 
-    def _queue(self, kind: str, mapping: dict[str, Any], meta: dict[str, Any], route: str) -> str:
+    def _queue(self, kind: str, mapping: dict[str, Any], meta: dict[str, Any], route: str,
+               lang: str | None = None) -> str:
+        """Validate and submit; a refusal is in English (the API's), or in ``lang`` for a board page."""
         from app.security import path_problems
 
         mapping = forms.absolute_paths(mapping)
         checked = forms.validate(mapping, VALIDATE_FOR[kind])
         problems = checked.problems + path_problems(mapping, self.board.allowed_roots)
+        if problems and lang is not None:
+            from app.engine_text import problems_text
+            from app.i18n import t
+
+            raise reject(route, problems_text(lang, t(lang, "train_problems"), problems))
         if problems:
             raise reject(route, format_problems("The config cannot run:", problems))
         jobs = self.board.jobs
@@ -129,20 +136,22 @@ class Automation:
                 meta=meta or None, env=env,
             )
         except JobError as err:
-            raise reject(route, str(err)) from None
+            raise reject(route, err.text(lang or "en")) from None
         for note in checked.config.notes:  # e.g. which variable a secret in the config should come from
             logger.info("Run %s: %s", queued, note)
         return queued
 
-    def resume_run(self, run_id: str) -> str:
-        """Queue a new run that continues a failed or aborted training run from its latest complete checkpoint."""
+    def resume_run(self, run_id: str, lang: str | None = None) -> str:
+        """Queue a new run that continues a failed or aborted training run from its latest complete checkpoint.
+
+        A refusal names the problem in English (the API's), or in ``lang`` for the History tab."""
         run_id = str(run_id or "").strip()
         try:
             mapping, checkpoint = resume_mapping(self.board.jobs, run_id)
         except JobError as err:
-            raise reject("resume_run", str(err)) from None
+            raise reject("resume_run", err.text(lang or "en")) from None
         return self._queue("train", mapping, {"resumed_from": run_id, "resumed_checkpoint": str(checkpoint)},
-                           "resume_run")
+                           "resume_run", lang)
 
     def list_runs(self) -> list[dict[str, Any]]:
         """Every run of the workspace, newest first."""

@@ -57,7 +57,8 @@ class JobError(ValueError):
     """A request the manager cannot carry out (unknown run, wrong state); the message names the fix.
 
     ``key`` is a locale key (``job_...``) and ``params`` its placeholders: ``str()`` is the English text (the API's
-    and the log's), :meth:`text` the page's language. Any other ``key`` is a message as it is (a full disk's).
+    and the log's), :meth:`text` the page's language (a run status or kind in it translated too). Any other ``key``
+    is a message as it is.
     """
 
     def __init__(self, key: str, **params: Any) -> None:
@@ -65,7 +66,7 @@ class JobError(ValueError):
         super().__init__(self.text("en"))
 
     def text(self, lang: str | None) -> str:
-        """The message in ``lang`` (a run status in it translated too)."""
+        """The message in ``lang`` (a run status or kind in it translated too)."""
         from app.i18n import load_locale, t, translate
 
         if self.key not in load_locale("en"):
@@ -73,10 +74,21 @@ class JobError(ValueError):
         params = dict(self.params)
         if "status" in params and f"status_{params['status']}" in load_locale("en"):
             params["status"] = t(lang, f"status_{params['status']}")
+        if "kind" in params and f"kind_{params['kind']}" in load_locale("en"):
+            params["kind"] = t(lang, f"kind_{params['kind']}")
         return translate(lang, self.key, **params)
 
 
 MAX_RUN_ID_CHARS = 128
+
+
+def disk_full_error(path: str | Path) -> JobError:
+    """The refusal of a request whose run folder could not be written for a full disk: the folder, the free space
+    and what to do, in the page's language (:meth:`JobError.text`)."""
+    free = free_mb(path)
+    if free is None:
+        return JobError("job_disk_full_unknown", path=path)
+    return JobError("job_disk_full", path=path, free=f"{free:,}")
 
 
 def child_env() -> dict[str, str]:
@@ -281,7 +293,7 @@ class JobManager:
         except OSError as err:
             shutil.rmtree(folder.path, ignore_errors=True)
             if is_disk_full(err, self.runs_dir):
-                raise JobError(disk_full_message(self.runs_dir, then="try again")) from None
+                raise disk_full_error(self.runs_dir) from None
             raise JobError("job_folder_unwritable", folder=folder.path, reason=err.strerror or err) from None
         with self._lock:
             if env:
@@ -292,7 +304,7 @@ class JobManager:
                 self._env.pop(run_id, None)
                 shutil.rmtree(folder.path, ignore_errors=True)
                 if nearly_full(self.runs_dir):
-                    raise JobError(disk_full_message(self.runs_dir, then="try again"))
+                    raise disk_full_error(self.runs_dir)
                 raise JobError("job_run_file_unwritable", path=folder.run_path)
         self._wake.set()
         logger.info("Submitted %s run %s", kind, run_id)
@@ -502,7 +514,7 @@ class JobManager:
             folder.update(**fields)
         except OSError as err:
             if is_disk_full(err, folder.path):
-                raise JobError(disk_full_message(folder.path, then="try again")) from None
+                raise disk_full_error(folder.path) from None
             raise JobError("job_file_unwritable", path=folder.run_path, reason=err.strerror or err) from None
 
     def _try_write(self, folder: RunFolder, live: _Live | None, fields: dict[str, Any]) -> bool:

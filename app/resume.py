@@ -25,11 +25,9 @@ def latest_checkpoint(jobs: JobManager, run_id: str) -> Path:
     folder = jobs.folder(run_id)
     latest, skipped = latest_complete(folder.path)
     if latest is None:
-        torn = f" (incomplete: {describe_torn(skipped)})" if skipped else ""
-        raise JobError(
-            f"Run `{run_id}` saved no complete checkpoint{torn}, so there is nothing to resume; start it again "
-            "instead (a checkpoint is saved every `save_steps` steps)."
-        )
+        if skipped:
+            raise JobError("job_resume_torn", run=run_id, torn=describe_torn(skipped))
+        raise JobError("job_resume_no_checkpoint", run=run_id)
     return latest
 
 
@@ -38,18 +36,15 @@ def resume_mapping(jobs: JobManager, run_id: str) -> tuple[dict[str, Any], Path]
     folder = jobs.folder(run_id)
     info = folder.info()
     if info.get("kind") != "train":
-        raise JobError(f"Run `{run_id}` is a {info.get('kind')} run; only training runs can be resumed.")
+        raise JobError("job_resume_not_train", run=run_id, kind=info.get("kind"))
     if info.get("status") not in RESUMABLE:
-        raise JobError(
-            f"Run `{run_id}` is {info.get('status')}; only a failed or aborted run can be resumed "
-            "(abort a running one first)."
-        )
+        raise JobError("job_resume_not_resumable", run=run_id, status=info.get("status"))
     try:
         mapping = yaml.safe_load(folder.config_path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as err:
-        raise JobError(f"The config of run `{run_id}` cannot be read ({err}); it cannot be resumed.") from None
+        raise JobError("job_resume_config_unreadable", run=run_id, reason=err) from None
     if not isinstance(mapping, dict):
-        raise JobError(f"The config of run `{run_id}` is not a `key: value` mapping; it cannot be resumed.")
+        raise JobError("job_resume_config_not_mapping", run=run_id)
     checkpoint = latest_checkpoint(jobs, run_id)
     mapping = dict(mapping)
     mapping.pop("output_dir", None)
@@ -65,11 +60,7 @@ def resolve_resume_value(jobs: JobManager, value: Any) -> str | None:
         return None
     text = str(value).strip()
     if value is True or text.lower() in TRUE_WORDS:
-        raise JobError(
-            "The board starts every run in a new folder, so `resume_from_checkpoint: true` has nothing to resume. "
-            "Set `resume_from_checkpoint: <run id>` to continue a run of this workspace (or use /resume_run, or the "
-            "Resume button in History), or give a checkpoint folder."
-        )
+        raise JobError("job_resume_true")
     if text and "/" not in text and "\\" not in text and len(text) <= 128 and (jobs.runs_dir / text).is_dir():
         return str(latest_checkpoint(jobs, text))
     return None

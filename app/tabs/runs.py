@@ -201,7 +201,7 @@ def resume_runs(board: Board, run_ids: list[str], lang: str) -> tuple[str, list[
     lines, new_ids = [], []
     for run_id in run_ids:
         try:
-            new_id = auto.resume_run(run_id)
+            new_id = auto.resume_run(run_id, lang)
         except gr.Error as err:
             lines.append(str(getattr(err, "message", err)))
             continue

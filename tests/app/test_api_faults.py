@@ -159,3 +159,39 @@ def test_huge_configs_are_refused_fast_and_short(board):
     assert time.time() - start < 10
     message = rejected(auto.submit_run, CONFIG + "".join(f"unknown_{i}: 1\n" for i in range(300)))
     assert "more problem(s)" in message and len(message) < 8100
+
+
+def test_resume_refusals_come_in_the_pages_language(board):
+    """History's Resume says why a run cannot be resumed in the page's language; the API keeps English."""
+    import re
+
+    han = re.compile(r"[\u4e00-\u9fff]")
+    done = finished_run(board, status="completed")
+    bare = finished_run(board, steps=(), torn=None)
+    torn_only = finished_run(board, steps=(), torn=2)
+    message, new_ids = resume_runs(board, [done, bare, torn_only], "zh")
+    assert new_ids == []
+    lines = message.split("\n\n")
+    assert len(lines) == 3 and all(han.search(line) for line in lines)
+    assert "已完成" in lines[0] and "only a failed" not in message and "saved no complete" not in message
+    assert "checkpoint-2: no trainer_state.json" in lines[2]  # the engine's words on the folder stay as written
+    english, _ = resume_runs(board, [done, bare], "en")
+    assert "only a failed or aborted run" in english and "saved no complete checkpoint" in english
+    assert not han.search(english)
+    eval_run = Automation(board).submit_run(CONFIG, "eval")
+    board.jobs.wait(eval_run, 30)
+    RunFolder(board.jobs.runs_dir / eval_run).update(status="failed")
+    zh, _ = resume_runs(board, [eval_run], "zh")
+    assert "评估运行" in zh and "eval" not in zh.replace(eval_run, "")
+    assert "is a eval run" in rejected(Automation(board).resume_run, eval_run)  # the API: English
+
+
+def test_resume_from_checkpoint_true_in_both_languages(board):
+    from app.jobs import JobError
+    from app.resume import resolve_resume_value
+
+    with pytest.raises(JobError) as err:
+        resolve_resume_value(board.jobs, True)
+    assert "new folder" in str(err.value) and "resume_from_checkpoint: <run id>" in str(err.value)
+    zh = err.value.text("zh")
+    assert "新目录" in zh and "resume_from_checkpoint: <运行 ID>" in zh and "继续训练" in zh

@@ -50,3 +50,30 @@ def test_notes_on_missing_engine_parts_follow_the_page_language(board, monkeypat
     assert catalog.templates("en")[1].startswith("The engine function `engine.templates.list_templates`")
     shown = topbar.load_values(board, "zh")[0]["value"]
     assert shown.count("引擎函数") == 2 and "is not available" not in shown
+
+
+def test_a_full_disk_is_said_in_the_pages_language(tmp_path, monkeypatch):
+    """Submitting on a full disk: the refusal names the folder and its free space in English and in Chinese."""
+    import errno
+
+    from app import jobs as jobs_module
+    from app.jobs import JobManager
+    from engine.runs import RunFolder
+
+    def full(folder, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    manager = JobManager(tmp_path / "runs")
+    monkeypatch.setattr(RunFolder, "create", full)
+    try:
+        manager.submit("train", {"fake_steps": 1})
+    except JobError as err:
+        english, chinese = str(err), err.text("zh")
+    else:
+        raise AssertionError("no JobError")
+    folder = str(manager.runs_dir)
+    assert english.startswith(f"No space left on device: {folder}, free ") and "then try again" in english
+    assert folder in chinese and "设备上没有剩余空间" in chinese and "MB" in chinese and "No space" not in chinese
+    monkeypatch.setattr(jobs_module, "free_mb", lambda path: None)
+    unknown = jobs_module.disk_full_error(folder)
+    assert "cannot be read" in str(unknown) and "无法读取" in unknown.text("zh") and folder in unknown.text("zh")

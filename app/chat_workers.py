@@ -5,12 +5,24 @@ Each worker requires a bearer key. The board derives it from the workspace's pri
 and can derive it again after a restart, so it re-adopts the workers that are still running instead of leaving
 them orphaned. Unload ends every live chat worker of the workspace, adopted or not. A worker whose workspace has
 had no board for ten minutes ends itself (``lf-engine api --board-lock``).
+
+Workers are shared by the board's pages: a Load finds a live worker of the workspace that already serves the same
+model, adapter, template and server settings (started by this page or another) and keeps it, so the same model is
+never loaded twice. Each page keeps its own conversation and sends it whole with every message (the worker holds no
+conversation, and answers one request at a time), so pages never see each other's turns. :data:`LOAD_LOCK` makes two
+Loads at once see each other's workers; :func:`streaming` records the replies in flight, so that a Load of another
+model does not end a worker in the middle of another page's reply.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from app.context import Board
@@ -18,6 +30,16 @@ from app.jobs import JobError
 from engine.credentials import API_KEY_ENV
 
 LIVE = ("queued", "running")
+
+LOAD_LOCK = threading.Lock()
+"""Held by a Load while it picks the workers to keep, ends the others and starts new ones (app.tabs.chat)."""
+
+STREAM_STALE = 900.0
+"""Seconds after which a reply still recorded as in flight no longer counts (a page whose stream was never closed)."""
+
+_streams: dict[int, tuple[frozenset[str], float]] = {}
+_streams_lock = threading.Lock()
+_tokens = itertools.count()
 
 
 def worker_key(board: Board, run_id: str) -> str:
@@ -42,6 +64,32 @@ def live_chat_runs(board: Board) -> list[dict[str, Any]]:
     return [info for info in board.jobs.list() if info.get("kind") == "chat" and info.get("status") in LIVE]
 
 
+def unloading(info: dict[str, Any]) -> bool:
+    """Whether a chat worker (its run.json) has ended or is being ended (an Unload or another Load signalled it)."""
+    return info.get("status") not in LIVE or bool(info.get("abort_requested_at"))
+
+
+@contextmanager
+def streaming(run_ids: Iterable[str]) -> Iterator[None]:
+    """Record a reply in flight from the workers ``run_ids`` for as long as the block runs."""
+    token = next(_tokens)
+    with _streams_lock:
+        _streams[token] = (frozenset(run_ids), time.monotonic())
+    try:
+        yield
+    finally:
+        with _streams_lock:
+            _streams.pop(token, None)
+
+
+def busy(run_ids: Iterable[str]) -> list[str]:
+    """Those of ``run_ids`` that are sending a reply to a page now (this one or another)."""
+    now, wanted = time.monotonic(), set(run_ids)
+    with _streams_lock:
+        live = [ids for ids, since in _streams.values() if now - since < STREAM_STALE]
+    return sorted({run_id for ids in live for run_id in ids & wanted})
+
+
 def adopt(board: Board) -> dict[str, str]:
     """{side: run id} of the running chat workers (the newest per side), for a page that knows none."""
     sides: dict[str, str] = {}
@@ -59,6 +107,18 @@ def stop_all(board: Board, servers: dict[str, str] | None = None, keep: Any = ()
     for run_id in ids:
         if run_id in keep:
             continue
+        try:
+            if board.jobs.abort(run_id) in ("stopping", "cancelled"):
+                stopped.append(run_id)
+        except JobError:
+            continue
+    return stopped
+
+
+def stop_ids(board: Board, run_ids: Iterable[str]) -> list[str]:
+    """End exactly the chat workers ``run_ids`` (a Load's own new workers that failed; never another page's)."""
+    stopped = []
+    for run_id in run_ids:
         try:
             if board.jobs.abort(run_id) in ("stopping", "cancelled"):
                 stopped.append(run_id)

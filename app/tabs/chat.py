@@ -137,28 +137,80 @@ def _identity(mapping: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in mapping.items() if k not in PER_REQUEST and k != "output_dir"}
 
 
-def reusable_servers(board: Board, servers: dict[str, str] | None, plans: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """{side: run id} of this page's ready workers that already serve what ``plans`` asks for (same model, adapter,
-    template and server settings): a second Load of the same model and adapter keeps them instead of loading again."""
-    keep = {}
-    for side, run_id in (servers or {}).items():
-        if side not in plans:
-            continue
-        try:
-            status = board.jobs.status(run_id)
-        except JobError:
-            continue
-        if status["status"] != "running" or not status.get("ready") or not status.get("port"):
-            continue
-        checked = forms.validate(plans[side], "api")
+def _serves(board: Board, run_id: str, mapping: dict[str, Any]) -> bool:
+    """Whether chat worker ``run_id`` serves what ``mapping`` asks for (same model, adapter, template and server
+    settings; the sampling that every message sends along may differ)."""
+    checked = forms.validate(mapping, "api")
+    if not checked.ok:
+        return False
+    try:
         folder = board.jobs.folder(run_id)
-        try:
-            have = yaml.safe_load(folder.config_path.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError):
-            continue
-        if checked.ok and _identity(forms.resolved_mapping(checked.config, folder.path)) == _identity(have):
-            keep[side] = run_id
+        have = yaml.safe_load(folder.config_path.read_text(encoding="utf-8")) or {}
+    except (JobError, OSError, yaml.YAMLError):
+        return False
+    return isinstance(have, dict) and _identity(forms.resolved_mapping(checked.config, folder.path)) == _identity(have)
+
+
+def reusable_servers(board: Board, servers: dict[str, str] | None, plans: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """{side: run id} of the live workers that already serve what ``plans`` asks for: this page's own first, then
+    any other of the workspace (another page's, one still loading included). A Load of a model and adapter that is
+    loaded already keeps its worker instead of loading it again; each page keeps its own conversation."""
+    live = [info for info in chat_workers.live_chat_runs(board) if not chat_workers.unloading(info)]
+    live_ids = [info["id"] for info in live]
+    keep: dict[str, str] = {}
+    for side, mapping in plans.items():
+        mine = (servers or {}).get(side)
+        candidates = ([mine] if mine in live_ids else []) + [i for i in live_ids if i != mine]
+        for run_id in candidates:
+            if run_id not in keep.values() and _serves(board, run_id, mapping):
+                keep[side] = run_id
+                break
     return keep
+
+
+@dataclass
+class LoadPlan:
+    """What a Load did: the page's workers by side, the problems that kept it from starting any, the workers kept
+    from another page, and the workers a reply is streaming from that it refused to end."""
+
+    servers: dict[str, str]
+    problems: list[str] = field(default_factory=list)
+    shared: list[str] = field(default_factory=list)
+    busy: list[str] = field(default_factory=list)
+    started: list[str] = field(default_factory=list)
+
+
+def load_servers(board: Board, top: forms.TopValues, sampling: dict[str, Any], compare: bool,
+                 servers: dict[str, str] | None) -> LoadPlan:
+    """A Load: keep the live workers (of any page) that serve what it asks for, end the others and start the missing
+    ones. Nothing is ended when a plan is invalid, or when a worker it would end is streaming a reply (``busy``)."""
+    plans = plan_servers(top, sampling, compare)
+    problems = [p for mapping in plans.values() for p in forms.validate(mapping, "api").problems]
+    if problems:
+        return LoadPlan({}, problems=problems)
+    with chat_workers.LOAD_LOCK:  # two pages that Load at once see each other's workers
+        keep = reusable_servers(board, servers, plans)
+        ending = {*(servers or {}).values(), *(i["id"] for i in chat_workers.live_chat_runs(board))}
+        busy = chat_workers.busy(ending - set(keep.values()))
+        if busy:
+            return LoadPlan({}, busy=busy)
+        unload(board, servers, keep=set(keep.values()))  # the same model and adapter again: its worker stays
+        started, problems = start_servers(board, top, sampling, compare, reuse=keep)
+    mine = set((servers or {}).values())
+    return LoadPlan(started, problems=problems, shared=[i for i in keep.values() if i not in mine],
+                    started=[i for s, i in started.items() if s not in keep])
+
+
+def served_model(board: Board, run_id: str) -> str:
+    """The model (and adapter) a chat worker serves, for a message."""
+    from app.history import read_config
+    from engine.runs import RunFolder
+
+    config = read_config(RunFolder(board.jobs.runs_dir / run_id))
+    model, adapter = str(config.get("model_name_or_path") or "?"), config.get("adapter_name_or_path")
+    if isinstance(adapter, list):
+        adapter = ", ".join(map(str, adapter))
+    return f"{model} + {adapter}" if adapter else model
 
 
 def start_servers(
@@ -242,38 +294,36 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     def on_load(model, ft, checkpoint, template, compare, servers, lang, *values):
         top_vals = top_values(model, ft, checkpoint, template)
         if compare and not top_vals.checkpoint:
-            unload(board, servers)
-            yield t(lang, "chat_compare_needs_checkpoint"), {}, gr.update(visible=False)
+            yield t(lang, "chat_compare_needs_checkpoint"), gr.skip(), gr.skip()
             return
         sampling = collect(tab.keys, list(values))
-        keep = reusable_servers(board, servers, plan_servers(top_vals, sampling, compare))
-        unload(board, servers, keep=set(keep.values()))  # the same model and adapter again: its worker stays
-        started, problems = start_servers(board, top_vals, sampling, compare, reuse=keep)
-        if problems:
-            unload(board, started)
-            yield problems_text(lang, t(lang, "train_problems"), problems), {}, gr.skip()
+        plan = load_servers(board, top_vals, sampling, compare, servers)
+        if plan.busy:
+            yield t(lang, "chat_busy", model=served_model(board, plan.busy[0])), gr.skip(), gr.skip()
             return
+        if plan.problems:
+            chat_workers.stop_ids(board, plan.started)
+            yield problems_text(lang, t(lang, "train_problems"), plan.problems), {}, gr.skip()
+            return
+        started = plan.servers
         yield t(lang, "chat_loading", elapsed=0), started, gr.update(visible=compare)
         begin = time.time()
         while time.time() - begin < LOAD_TIMEOUT:
             states = {side: board.jobs.status(run_id) for side, run_id in started.items()}
             failed = [s for s in states.values() if s["status"] in ("failed", "aborted", "completed")]
             if failed:
-                unload(board, started)
+                chat_workers.stop_ids(board, plan.started)  # a worker it shares with another page is that page's
                 yield t(lang, "chat_load_failed", error=failed[0]["error"] or failed[0]["status"]), {}, gr.skip()
                 return
             if all(s.get("ready") and s.get("port") for s in states.values()):
                 ports = ", ".join(f"{side}: {s['port']}" for side, s in states.items())
-                yield (
-                    t(lang, "chat_ready", model=top_vals.model, adapter=top_vals.checkpoint, ports=ports)
-                    if top_vals.checkpoint else t(lang, "chat_ready_no_adapter", model=top_vals.model, ports=ports),
-                    started,
-                    gr.skip(),
-                )
+                line = (t(lang, "chat_ready", model=top_vals.model, adapter=top_vals.checkpoint, ports=ports)
+                        if top_vals.checkpoint else t(lang, "chat_ready_no_adapter", model=top_vals.model, ports=ports))
+                yield line + ("\n\n" + t(lang, "chat_shared") if plan.shared else ""), started, gr.skip()
                 return
             time.sleep(1.0)
             yield t(lang, "chat_loading", elapsed=int(time.time() - begin)), started, gr.skip()
-        unload(board, started)
+        chat_workers.stop_ids(board, plan.started)
         yield t(lang, "chat_load_timeout", seconds=int(LOAD_TIMEOUT)), {}, gr.skip()
 
     tab.load_btn.click(
@@ -298,7 +348,7 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             return
         live = live_servers(board, servers)
         if "main" not in live or not live["main"].get("ready"):
-            yield (gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), t(lang, "chat_not_ready"))
+            yield (gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gone_text(board, servers, live, lang))
             return
         try:
             takes = chat_media.model_media(board, live["main"]["id"]) if files else ()
@@ -344,25 +394,27 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         yield frame()
         errors = []
         try:
-            for side, delta in merge_streams(streams, stop):
-                if isinstance(delta, ChatError):
-                    errors.append(str(delta))
-                elif isinstance(delta, dict) and "content" in delta:
-                    replies[side]["content"] += delta["content"]
-                elif isinstance(delta, dict) and "tool_calls" in delta:
-                    replies[side].setdefault("tool_calls", []).extend(
-                        {k: v for k, v in call.items() if k != "index"} for call in delta["tool_calls"]
-                    )
-                yield frame()
+            with chat_workers.streaming(live[s]["id"] for s in sides):  # a Load elsewhere does not end it mid-reply
+                for side, delta in merge_streams(streams, stop):
+                    if isinstance(delta, ChatError):
+                        errors.append((side, str(delta)))
+                    elif isinstance(delta, dict) and "content" in delta:
+                        replies[side]["content"] += delta["content"]
+                    elif isinstance(delta, dict) and "tool_calls" in delta:
+                        replies[side].setdefault("tool_calls", []).extend(
+                            {k: v for k, v in call.items() if k != "index"} for call in delta["tool_calls"]
+                        )
+                    yield frame()
         finally:
             stop.set()
+        note = reply_error_text(board, live, errors, lang) if errors else None
         if errors and not any(replies[s]["content"] or replies[s].get("tool_calls") for s in sides):
             # refused before a word (a prompt too long for the model, a worker gone): the turn is taken back and
             # its text returned to the box, so that the next message is not refused for this one too
             yield ({"text": text, "files": files}, to_chatbot(convo, lang), to_chatbot(convo_base, lang), convo,
-                   convo_base, t(lang, "chat_error", error=errors[0]))
+                   convo_base, note)
             return
-        yield frame(t(lang, "chat_error", error=errors[0]) if errors else None)
+        yield frame(note)
 
     send_io = {
         "inputs": [
@@ -405,6 +457,31 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
 
     gr.on([demo.load, top.lang.change], on_page_load, [tab.servers, top.lang],
           [tab.status, tab.servers, tab.chatbot_base], show_progress="hidden", **private)
+
+
+def gone_text(board: Board, servers: dict[str, str] | None, live: dict[str, dict[str, Any]], lang: str) -> str:
+    """Why a page cannot send: no model loaded yet, or still loading, or the worker it loaded is gone (an Unload, or
+    a Load of another model, in this page or another), naming what is loaded now."""
+    mine = (servers or {}).get("main")
+    if not mine or "main" in live:
+        return t(lang, "chat_not_ready")
+    now = [info for info in chat_workers.live_chat_runs(board) if not chat_workers.unloading(info)]
+    if now:
+        return t(lang, "chat_worker_gone_other", model=served_model(board, now[0]["id"]))
+    return t(lang, "chat_worker_gone")
+
+
+def reply_error_text(board: Board, live: dict[str, dict[str, Any]], errors: list[tuple[str, str]], lang: str) -> str:
+    """The note on a failed reply: the worker's own words, or, when its worker was being ended (an Unload, or a Load
+    of another model, in this page or another), that it was unloaded mid-reply."""
+    side, error = errors[0]
+    try:
+        info = board.jobs.folder(live[side]["id"]).info()
+    except JobError:
+        info = {}
+    if info and chat_workers.unloading(info):
+        return t(lang, "chat_unloaded_mid_reply")
+    return t(lang, "chat_error", error=error)
 
 
 def served_line(board: Board, live: dict[str, dict[str, Any]], lang: str, adopted: bool) -> str:

@@ -1,0 +1,107 @@
+"""Two pages (sessions) of one board and the chat workers: one worker per model shared by the pages, each page with
+its own conversation, and no worker ended from under another page's reply without a clear message."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from app import chat_workers, forms
+from app.tabs import chat
+
+DEMO = forms.TopValues.of("demo", "lora", "", "chatml")
+OTHER = forms.TopValues.of("demo", "lora", "", "default")
+
+
+def _workers(board):
+    return [info["id"] for info in chat_workers.live_chat_runs(board)]
+
+
+def _wait_ready(board, servers):
+    deadline = time.time() + 30
+    while not all(s.get("ready") for s in chat.live_servers(board, servers).values()):
+        assert time.time() < deadline, "the chat worker never became ready"
+        time.sleep(0.05)
+
+
+def test_a_second_page_loading_the_same_model_shares_the_first_pages_worker(board):
+    first = chat.load_servers(board, DEMO, {"temperature": 0.5}, False, {})
+    assert first.problems == [] and first.shared == [] and len(first.started) == 1
+    _wait_ready(board, first.servers)
+    # another page, which knew no worker (opened before the first Load), loads the same model and adapter
+    second = chat.load_servers(board, DEMO, {"temperature": 0.9}, False, {})
+    assert second.servers == first.servers and second.shared == [first.servers["main"]] and second.started == []
+    assert _workers(board) == [first.servers["main"]]  # one worker, not one per page
+    assert chat.live_servers(board, first.servers)["main"]["status"] == "running"  # the first page's still runs
+    # and the first page's next Load keeps it too, rather than ending the worker the second page uses
+    again = chat.load_servers(board, DEMO, {}, False, first.servers)
+    assert again.servers == first.servers and _workers(board) == [first.servers["main"]]
+    chat.unload(board, first.servers)
+
+
+def test_two_pages_loading_at_once_start_one_worker(board):
+    plans, barrier = [], threading.Barrier(2)
+
+    def load():
+        barrier.wait()
+        plans.append(chat.load_servers(board, DEMO, {}, False, {}))
+
+    threads = [threading.Thread(target=load) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(plans) == 2 and plans[0].servers == plans[1].servers
+    assert len(_workers(board)) == 1
+    chat.unload(board, plans[0].servers)
+
+
+def test_loading_another_model_waits_for_another_pages_reply(board):
+    first = chat.load_servers(board, DEMO, {}, False, {})
+    _wait_ready(board, first.servers)
+    worker = first.servers["main"]
+    with chat_workers.streaming([worker]):  # the first page is receiving a reply
+        refused = chat.load_servers(board, OTHER, {}, False, {})
+        assert refused.busy == [worker] and refused.servers == {}
+        assert _workers(board) == [worker]  # nothing was ended, nothing started
+        assert board.jobs.folder(worker).info().get("abort_requested_at") is None
+    replaced = chat.load_servers(board, OTHER, {}, False, {})  # the reply is over: the Load goes ahead
+    assert replaced.busy == [] and replaced.servers["main"] != worker
+    assert board.jobs.wait(worker, 30) == "aborted"
+    chat.unload(board, replaced.servers)
+
+
+def test_a_page_whose_worker_was_replaced_is_told_so(board):
+    first = chat.load_servers(board, DEMO, {}, False, {})
+    _wait_ready(board, first.servers)
+    replaced = chat.load_servers(board, OTHER, {}, False, {})  # another page loads another template
+    _wait_ready(board, replaced.servers)
+    live = chat.live_servers(board, first.servers)
+    assert "main" not in live
+    english = chat.gone_text(board, first.servers, live, "en")
+    assert "no longer running" in english and "demo is loaded now" in english and "another one" in english
+    chinese = chat.gone_text(board, first.servers, live, "zh")
+    assert "已不在运行" in chinese and "demo" in chinese
+    chat.unload(board, replaced.servers)
+    assert "Press Load model" in chat.gone_text(board, first.servers, {}, "en")
+    assert chat.gone_text(board, {}, {}, "en") == "No model is loaded: press Load model first."
+
+
+def test_a_reply_cut_off_by_an_unload_says_so(board):
+    first = chat.load_servers(board, DEMO, {}, False, {})
+    _wait_ready(board, first.servers)
+    live = chat.live_servers(board, first.servers)
+    errors = [("main", "The chat server at http://127.0.0.1:1/v1 did not answer: peer closed connection")]
+    assert chat.reply_error_text(board, live, errors, "en").startswith("The reply failed: The chat server")
+    chat.unload(board, {})  # another page's Unload
+    assert "unloaded while it answered" in chat.reply_error_text(board, live, errors, "en")
+    assert "被卸载" in chat.reply_error_text(board, live, errors, "zh")
+
+
+def test_an_invalid_load_ends_no_worker(board):
+    first = chat.load_servers(board, DEMO, {}, False, {})
+    _wait_ready(board, first.servers)
+    bad = chat.load_servers(board, forms.TopValues.of("demo", "lora", "", "no_such_template"), {}, False, {})
+    assert bad.problems and bad.servers == {}
+    assert _workers(board) == [first.servers["main"]]
+    chat.unload(board, first.servers)

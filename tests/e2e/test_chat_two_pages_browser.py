@@ -1,0 +1,113 @@
+"""Two browser pages (two sessions, one English, one Chinese) chat with the same model: the second Load shares the
+first page's worker instead of loading the model twice, each page sees only its own conversation, and a page whose
+worker another page unloaded is told so.
+
+Set LF_BOARD_TWO_PAGES_SHOTS=folder to keep the screenshots.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = shutil.which("chromium")
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]
+LOAD_TIMEOUT = 600
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def chat_runs(workspace: Path) -> list[dict]:
+    runs = []
+    for run_json in (workspace / "runs").glob("*/run.json"):
+        info = json.loads(run_json.read_text())
+        if info.get("kind") == "chat":
+            runs.append(info)
+    return runs
+
+
+def send(page, text: str) -> None:
+    box = page.locator("#lf-chat-message textarea")
+    box.fill(text)
+    box.press("Enter")
+    bot = page.locator("#lf-chatbot .bot")
+    wait_for(lambda: page.locator("#lf-chatbot").inner_text().count(text) >= 1 and bot.count() >= 1
+             and bot.last.inner_text().strip(), 120, f"an answer to {text!r}")
+    seen = []
+
+    def settled() -> bool:
+        seen.append(page.locator("#lf-chatbot").inner_text())
+        return len(seen) >= 4 and len(set(seen[-4:])) == 1
+
+    wait_for(settled, 120, "the answer to settle")
+
+
+def shoot(page, name: str) -> None:
+    folder = os.environ.get("LF_BOARD_TWO_PAGES_SHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / name), full_page=True)
+
+
+def open_chat(browser, url: str, locale: str, tab: str):
+    page = browser.new_context(locale=locale, viewport={"width": 1400, "height": 1000}).new_page()
+    page.goto(url)
+    page.wait_for_selector("#lf-train-start", timeout=60_000)
+    page.get_by_role("tab", name=tab).click()
+    page.wait_for_selector("#lf-chat-load", timeout=30_000)
+    return page
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_two_pages_share_one_worker_with_their_own_conversations(live_board):
+    from playwright.sync_api import sync_playwright
+
+    url, workspace = live_board
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        try:
+            # both pages are open before any model is loaded: neither knows a worker yet
+            first = open_chat(browser, url, "en-US", "Chat")
+            second = open_chat(browser, url, "zh-CN", "对话")
+            first.locator("#lf-chat-load").click()
+            wait_for(lambda: "Ready" in first.locator("#lf-chat-status").inner_text(), LOAD_TIMEOUT, "the worker")
+            second.locator("#lf-chat-load").click()
+            wait_for(lambda: "共用" in second.locator("#lf-chat-status").inner_text(), 60, "the shared worker")
+            live = [r for r in chat_runs(workspace) if r.get("status") == "running"]
+            assert len(chat_runs(workspace)) == 1 and len(live) == 1, "the second page loaded the model again"
+
+            send(first, "apples from the first page")
+            send(second, "pears from the second page")
+            send(first, "more apples")
+            shoot(first, "first-en.png")
+            shoot(second, "second-zh.png")
+            mine, theirs = first.locator("#lf-chatbot").inner_text(), second.locator("#lf-chatbot").inner_text()
+            assert "apples from the first page" in mine and "more apples" in mine and "pears" not in mine
+            assert "pears from the second page" in theirs and "apples" not in theirs
+
+            # the second page unloads: the first page's next message says its worker is gone, not "load first"
+            second.get_by_role("button", name="卸载（释放内存）").click()
+            wait_for(lambda: not [r for r in chat_runs(workspace) if r.get("status") == "running"], 60, "the unload")
+            box = first.locator("#lf-chat-message textarea")
+            box.fill("still there?")
+            box.press("Enter")
+            wait_for(lambda: "no longer running" in first.locator("#lf-chat-status").inner_text(), 30,
+                     "the note that the worker is gone")
+            shoot(first, "first-gone-en.png")
+        finally:
+            browser.close()

@@ -5,6 +5,7 @@ Nothing is written outside it except the output paths the user names (such as an
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import secrets
@@ -16,6 +17,8 @@ from typing import Any
 import yaml
 
 from engine.runs import write_text_atomic
+
+logger = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_WORKSPACE = "lfboard-workspace"
@@ -54,6 +57,10 @@ def demo_dataset_dir() -> Path | None:
     override = os.environ.get("LF_DEMO_DATA_DIR")
     path = Path(override).expanduser() if override else REPO_ROOT / "examples" / "data"
     return path if (path / "dataset_info.json").is_file() else None
+
+
+class SavedConfigError(ValueError):
+    """A saved config (``configs/NAME.yaml``) that cannot be read; the message names the file and the reason."""
 
 
 def valid_name(name: str) -> bool:
@@ -195,16 +202,30 @@ class Workspace:
         return path
 
     def read_config(self, name: str) -> dict[str, Any]:
-        """A saved config's mapping ({} when missing)."""
+        """A saved config's mapping ({} when missing).
+
+        Raises:
+            SavedConfigError: the file cannot be read or is not YAML (edited by hand, written by another tool);
+                the message says why.
+        """
         path = self.config_path(name)
         if not path.is_file():
             return {}
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+            reason = " ".join(str(err).split())
+            raise SavedConfigError(f"{path}: {reason[:300]}") from None
         return data if isinstance(data, dict) else {}
 
     def startup_settings(self) -> dict[str, Any]:
-        """The form values a page opens with: the last started config, else the demo settings."""
-        last = self.read_config(LAST_CONFIG) if (self.configs_dir / f"{LAST_CONFIG}.yaml").is_file() else {}
+        """The form values a page opens with: the last started config, else the demo settings (also when the last
+        one cannot be read: a broken file must not keep the board from starting)."""
+        try:
+            last = self.read_config(LAST_CONFIG) if (self.configs_dir / f"{LAST_CONFIG}.yaml").is_file() else {}
+        except SavedConfigError as err:
+            logger.warning("The last-used config cannot be read (%s); the form opens on the demo settings.", err)
+            last = {}
         if last:
             return last
         settings = dict(DEMO_SETTINGS)

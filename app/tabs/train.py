@@ -22,7 +22,7 @@ from app.topbar import TopBar, top_values
 from app.visible_text import choices as shown_choices
 from app.visible_text import name_problem, reveal
 from app.widgets import advanced_keys, collect, fill, make_widget
-from app.workspace import LAST_CONFIG, valid_name
+from app.workspace import LAST_CONFIG, SavedConfigError, valid_name
 from engine.data.rows import ROW_READERS
 
 PER_ROW = 4
@@ -531,7 +531,10 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     def on_load_saved(name, lang):
         if not name:
             return [t(lang, "config_pick"), *(gr.skip() for _ in form)]
-        mapping = board.workspace.read_config(name)
+        try:
+            mapping = board.workspace.read_config(name)
+        except SavedConfigError as err:
+            return [t(lang, "config_unreadable", name=name) + f"\n- {err}", *(gr.skip() for _ in form)]
         return [loaded_message(lang, name, mapping, tab.keys), *form_values(tab, mapping, board)]
 
     tab.load_btn.click(on_load_saved, [tab.saved_configs, top.lang], [tab.message, *form], **private)

@@ -38,3 +38,26 @@ def test_the_browser_secret_is_the_owners_alone_and_kept(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert len(secret) >= 16 and ws.secret() == secret
     assert [p.name for p in (tmp_path / "ws").iterdir()] == [".browser-secret"]
+
+
+@pytest.mark.parametrize("content", [b"a: [1, 2\n", b"\xff\xfe not utf-8", b"key: *unknown_alias\n"])
+def test_a_broken_last_used_config_does_not_keep_the_board_from_starting(tmp_path, content):
+    """A last-used.yaml edited by hand into broken YAML (or another tool's bytes) opened the board on a traceback:
+    the page is built from it. The form opens on the demo settings instead, and loading it by name says why."""
+    from app.context import Board
+    from app.i18n import t
+    from app.jobs import JobManager
+    from app.ui import build_ui
+    from app.workspace import DEMO_SETTINGS, LAST_CONFIG, SavedConfigError
+
+    ws = Workspace(tmp_path / "ws").ensure()
+    ws.configs_dir.mkdir(parents=True, exist_ok=True)
+    (ws.configs_dir / f"{LAST_CONFIG}.yaml").write_bytes(content)
+    assert ws.startup_settings()["model_name_or_path"] == DEMO_SETTINGS["model_name_or_path"]
+    with pytest.raises(SavedConfigError, match=LAST_CONFIG):
+        ws.read_config(LAST_CONFIG)
+    demo = build_ui(Board(ws, JobManager(ws.runs_dir)))
+    on_load_saved = next(f.fn for f in demo.fns.values() if "on_load_saved" in getattr(f.fn, "__qualname__", ""))
+    for lang in ("en", "zh"):
+        message, *rest = on_load_saved(LAST_CONFIG, lang)
+        assert message.startswith(t(lang, "config_unreadable", name=LAST_CONFIG)) and "last-used.yaml" in message

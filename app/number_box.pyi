@@ -19,6 +19,17 @@ class NumberBox(gr.Number):
 
     def preprocess(self, payload: float | None) -> float | int | None:
         return None if payload is None else self.round_to_precision(payload, self.precision)
+
+    def postprocess(self, value: float | int | None) -> float | int | None:
+        """As gradio's, except that a whole number past 64 bits (an old config's ``max_samples: 1e21``) goes to the
+        page as a float: the page's JSON cannot carry such an int, and the whole page failed to render."""
+        shown = super().postprocess(value)
+        if isinstance(shown, int) and abs(shown) > MAX_WHOLE_NUMBER:
+            try:
+                return float(shown)
+            except OverflowError:
+                return None
+        return shown
     from typing import Callable, Literal, Sequence, Any, TYPE_CHECKING
     from gradio.blocks import Block
     if TYPE_CHECKING:

@@ -18,6 +18,7 @@ import gradio as gr
 from app.i18n import L
 from app.number_box import NumberBox
 from engine.config import all_keys, field_type, literal_choices
+from engine.config.limits import MAX_WHOLE_NUMBER
 
 AUTO = "auto"
 NONE = "none"
@@ -86,6 +87,13 @@ def to_widget(key: str, value: Any) -> Any:
         return AUTO if value is None else ("true" if value else "false")
     if kind == "number" and value is None:
         return 0  # an optional number that is not set
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_WHOLE_NUMBER:
+        # a whole number past 64 bits (an old config's) cannot travel to the page, which would not render at all;
+        # shown as a float, it stays visible and Start refuses it with the reason
+        try:
+            return float(value)
+        except OverflowError:
+            return None
     if kind == "checkbox":
         return bool(value)
     if kind == "text":

@@ -23,6 +23,9 @@ MAX_VALUES = 100_000
 """Most values (keys, items, scalars) one config may hold with its YAML aliases expanded. A config holds a few
 hundred at most; an alias bomb (a few hundred bytes of nested ``&a [*b, *b, ...]``) expands to billions, and turning
 it into text would take the process's memory."""
+MAX_WHOLE_NUMBER = 2**63 - 1
+"""Largest whole number a numeric setting may hold (a 64-bit integer's): torch, numpy and JSON writers (the board's
+page) take no larger, and no count or seed needs one."""
 MAX_PROBLEMS_SHOWN = 30
 MAX_MESSAGE_CHARS = 8000
 

@@ -21,6 +21,7 @@ import yaml
 from engine.config import lf_keys
 from engine.config.cross_checks import cross_checks
 from engine.config.limits import (
+    MAX_WHOLE_NUMBER,
     expansion_problem,
     format_problems,
     key_problem,
@@ -364,6 +365,9 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
                     problems.append(f"`{key}: {v}` is below the minimum {meta['min']}; raise it.")
                 if "max" in meta and v > meta["max"]:
                     problems.append(f"`{key}: {v}` is above the maximum {meta['max']}; lower it.")
+                elif isinstance(v, int) and abs(v) > MAX_WHOLE_NUMBER and not ("min" in meta and v < meta["min"]):
+                    problems.append(f"`{key}: {shown(v)}` is beyond the largest whole number a setting may hold "
+                                    f"({MAX_WHOLE_NUMBER:,}); use a smaller value.")
         elif key in REFUSED_WHEN_SET:
             if not lf_keys.refused_key_is_off(key, value):
                 problems.append(f"`{key}: {value}`: {REFUSED_WHEN_SET[key]}")

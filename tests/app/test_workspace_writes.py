@@ -61,3 +61,29 @@ def test_a_broken_last_used_config_does_not_keep_the_board_from_starting(tmp_pat
     for lang in ("en", "zh"):
         message, *rest = on_load_saved(LAST_CONFIG, lang)
         assert message.startswith(t(lang, "config_unreadable", name=LAST_CONFIG)) and "last-used.yaml" in message
+
+
+def test_a_whole_number_past_64_bits_neither_starts_a_run_nor_breaks_the_page(tmp_path):
+    """`max_samples` had no upper bound: 10**21 typed in the form started a run and was saved as last-used.yaml, and
+    from then on the page could not be rendered (orjson: "Integer exceeds 64-bit range"), so the board did not start.
+    The value is refused before a run starts, and an old config holding one still opens the page."""
+    from gradio.routes import ORJSONResponse
+
+    from app import forms
+    from app.context import Board
+    from app.jobs import JobManager
+    from app.ui import build_ui
+    from app.workspace import LAST_CONFIG
+
+    checked = forms.validate({"model_name_or_path": "demo", "template": "chatml", "dataset": "demo_identity",
+                              "max_samples": 10**21, "seed": 10**30}, "train")
+    assert not checked.ok
+    text = "\n".join(checked.problems)
+    assert "`max_samples: 1000000000000000000000` is beyond the largest whole number" in text and "`seed: " in text
+    ws = Workspace(tmp_path / "ws").ensure()
+    ws.save_config(LAST_CONFIG, {"model_name_or_path": "demo", "max_samples": 10**21})
+    demo = build_ui(Board(ws, JobManager(ws.runs_dir)))
+    ORJSONResponse._render(demo.get_config_file())  # the page's config, as gradio sends it
+    on_page_load = next(f.fn for f in demo.fns.values() if f.fn is not None and f.fn.__name__ == "on_page_load"
+                        and f.fn.__module__ == "app.tabs.train")
+    ORJSONResponse._render(on_page_load())  # the form's values when the page opens

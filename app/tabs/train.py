@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ from app.visible_text import name_problem, reveal
 from app.widgets import advanced_keys, collect, fill, make_widget
 from app.workspace import LAST_CONFIG, SavedConfigError, valid_name
 from engine.data.rows import ROW_READERS
+
+logger = logging.getLogger(__name__)
 
 PER_ROW = 4
 ADVANCED_SECTIONS = ("model", "data", "finetuning", "train", "methods")
@@ -315,11 +318,27 @@ def start_run(board: Board, mapping: dict[str, Any], pending: str, lang: str,
                                   meta={"launch": launch} if launch else None)
     except JobError as err:  # the run folder could not be written (a full disk)
         return err.text(lang), None
-    board.workspace.save_config(LAST_CONFIG, {k: v for k, v in resolved.items() if k != "output_dir"})
+    note = ""
+    try:  # the run has started whatever happens here: the page must still learn its id and follow it
+        board.workspace.save_config(LAST_CONFIG, {k: v for k, v in resolved.items() if k != "output_dir"})
+    except OSError as err:
+        logger.warning("Run %s: the form could not be kept as %s (%s)", run_id, LAST_CONFIG, err)
+        note = "\n\n" + t(lang, "config_last_unsaved", name=LAST_CONFIG, reason=write_failure(board, err, lang))
     position = board.jobs.queue_position(run_id)
     if position and board.jobs.busy():
-        return t(lang, "train_queued", run=run_id, position=position), run_id
-    return t(lang, "train_started", run=run_id), run_id
+        return t(lang, "train_queued", run=run_id, position=position) + note, run_id
+    return t(lang, "train_started", run=run_id) + note, run_id
+
+
+def write_failure(board: Board, err: OSError, lang: str) -> str:
+    """Why a file of the workspace could not be written, in ``lang`` (a full disk named as such)."""
+    from app.jobs import disk_full_error
+    from engine.diskfull import is_disk_full
+
+    if is_disk_full(err, board.workspace.root):
+        return disk_full_error(board.workspace.root).text(lang)
+    where = f"{err.filename}: " if err.filename else ""
+    return f"{where}{err.strerror or err}."
 
 
 def abort_run(board: Board, run_id: str, lang: str) -> str:
@@ -521,7 +540,10 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             return t(lang, "config_reserved_name", name=name), gr.skip()
         mapping = {k: v for k, v in mapping_of(tab.keys, list(values)).items() if v is not None}
         replaced = board.workspace.config_path(name).exists()
-        path = board.workspace.save_config(name, mapping)
+        try:
+            path = board.workspace.save_config(name, mapping)
+        except OSError as err:  # a full disk, a configs folder that is not writable: the old file is kept
+            return t(lang, "config_save_failed", name=name, reason=write_failure(board, err, lang)), gr.skip()
         configs = shown_choices(board.workspace.list_configs())
         return t(lang, "config_replaced" if replaced else "config_saved", path=path), gr.update(choices=configs,
                                                                                               value=name)

@@ -4,6 +4,7 @@ browser secret is the owner's alone from its first byte."""
 from __future__ import annotations
 
 import errno
+import os
 import stat
 from pathlib import Path
 
@@ -87,3 +88,41 @@ def test_a_whole_number_past_64_bits_neither_starts_a_run_nor_breaks_the_page(tm
     on_page_load = next(f.fn for f in demo.fns.values() if f.fn is not None and f.fn.__name__ == "on_page_load"
                         and f.fn.__module__ == "app.tabs.train")
     ORJSONResponse._render(on_page_load())  # the form's values when the page opens
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EACCES])
+def test_a_failed_config_write_is_said_and_a_started_run_is_still_followed(tmp_path, monkeypatch, code):
+    """Saving a config, and keeping the form as last-used after Start, raised a bare OSError: Save showed gradio's
+    untranslated "Error", and a Start whose run had already begun lost its run id (the page never followed it)."""
+    import sys
+
+    from app.context import Board
+    from app.jobs import JobManager
+    from app.tabs import train
+    from app.ui import build_ui
+    from tests.app.conftest import DEMO_DATA, FAKE_ENGINE
+
+    ws = Workspace(tmp_path / "ws").ensure()
+    jobs = JobManager(ws.runs_dir, [sys.executable, str(FAKE_ENGINE)], poll_interval=0.05).start()
+    board = Board(ws, jobs)
+
+    def fail(name, mapping):
+        raise OSError(code, os.strerror(code), str(ws.configs_dir / f"{name}.yaml"))
+
+    monkeypatch.setattr(ws, "save_config", fail)
+    try:
+        mapping = {"model_name_or_path": "demo", "template": "chatml", "dataset": "demo_identity",
+                   "dataset_dir": str(DEMO_DATA)}
+        message, run_id = train.start_run(board, mapping, "", "zh")
+        assert run_id and jobs.wait(run_id, 30) == "completed"
+        assert run_id in message and "last-used" in message and "运行不受影响" in message
+        demo = build_ui(board)
+        on_save = next(f.fn for f in demo.fns.values() if f.fn is not None and f.fn.__name__ == "on_save")
+        inputs = next(f for f in demo.fns.values() if f.fn is on_save).inputs
+        values = [getattr(block, "value", None) for block in inputs[1:-1]]
+        for lang, words in (("en", "could not be saved"), ("zh", "无法保存")):
+            saved, _ = on_save("mine", *values, lang)
+            assert words in saved and "mine" in saved
+            assert ("No space left" in saved or "设备上没有剩余空间" in saved) == (code == errno.ENOSPC)
+    finally:
+        jobs.shutdown()

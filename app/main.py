@@ -197,11 +197,17 @@ def main(argv: list[str] | None = None) -> int:
     from app.ui import build_ui, launch_options
     from app.workspace import Workspace, WorkspaceBusy
 
-    workspace = Workspace(Path(args.workspace).expanduser() if args.workspace else default_workspace()).ensure()
+    workspace = Workspace(Path(args.workspace).expanduser() if args.workspace else default_workspace())
     try:
-        lock = workspace.lock()
+        lock = workspace.ensure().lock()
     except WorkspaceBusy as err:
         print(f"lf-board refuses to start: {err}", file=sys.stderr)
+        return EXIT_REFUSED
+    except OSError as err:  # a file of that name, a read-only or missing parent, no permission
+        where = f" ({err.filename})" if err.filename and str(err.filename) != str(workspace.root) else ""
+        print(f"lf-board cannot start: the workspace folder {workspace.root} cannot be used: "
+              f"{err.strerror or err}{where}. Pick a folder you can write to with --workspace (or "
+              "$LF_BOARD_WORKSPACE).", file=sys.stderr)
         return EXIT_REFUSED
     busy = port_problem(args.host, args.port)  # (after the lock: a second board here is named as such)
     if busy:

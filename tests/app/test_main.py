@@ -123,3 +123,15 @@ def test_the_queue_keeps_few_event_records_and_never_summarises_them():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "MAX 1000 SUMMARY {'functions': {}}" in out.stdout  # bounded, and the summary was not computed
+
+
+def test_an_unusable_workspace_folder_is_named_with_the_fix(tmp_path, capsys):
+    """--workspace naming a file, or a folder that cannot be created, ended in a raw NotADirectoryError or
+    FileNotFoundError traceback."""
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("x")
+    for workspace in (a_file, a_file / "ws"):
+        assert main(["--workspace", str(workspace)]) == 2
+        err = capsys.readouterr().err
+        assert f"the workspace folder {workspace} cannot be used" in err and "--workspace" in err
+        assert "Not a directory" in err and "Traceback" not in err

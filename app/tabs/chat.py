@@ -137,18 +137,15 @@ def _identity(mapping: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in mapping.items() if k not in PER_REQUEST and k != "output_dir"}
 
 
-def _serves(board: Board, run_id: str, mapping: dict[str, Any]) -> bool:
-    """Whether chat worker ``run_id`` serves what ``mapping`` asks for (same model, adapter, template and server
-    settings; the sampling that every message sends along may differ)."""
-    checked = forms.validate(mapping, "api")
-    if not checked.ok:
-        return False
+def _serves(board: Board, run_id: str, config: Any) -> bool:
+    """Whether chat worker ``run_id`` serves what the checked ``config`` asks for (same model, adapter, template and
+    server settings; the sampling that every message sends along may differ)."""
     try:
         folder = board.jobs.folder(run_id)
         have = yaml.safe_load(folder.config_path.read_text(encoding="utf-8")) or {}
     except (JobError, OSError, yaml.YAMLError):
         return False
-    return isinstance(have, dict) and _identity(forms.resolved_mapping(checked.config, folder.path)) == _identity(have)
+    return isinstance(have, dict) and _identity(forms.resolved_mapping(config, folder.path)) == _identity(have)
 
 
 def reusable_servers(board: Board, servers: dict[str, str] | None, plans: dict[str, dict[str, Any]]) -> dict[str, str]:
@@ -159,10 +156,13 @@ def reusable_servers(board: Board, servers: dict[str, str] | None, plans: dict[s
     live_ids = [info["id"] for info in live]
     keep: dict[str, str] = {}
     for side, mapping in plans.items():
+        checked = forms.validate(mapping, "api")
+        if not checked.ok:
+            continue
         mine = (servers or {}).get(side)
         candidates = ([mine] if mine in live_ids else []) + [i for i in live_ids if i != mine]
         for run_id in candidates:
-            if run_id not in keep.values() and _serves(board, run_id, mapping):
+            if run_id not in keep.values() and _serves(board, run_id, checked.config):
                 keep[side] = run_id
                 break
     return keep

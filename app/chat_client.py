@@ -43,6 +43,15 @@ class ChatError(RuntimeError):
     """The server refused or failed a request; the message is the server's explanation."""
 
 
+class ToolsError(ChatError):
+    """The tools typed in the page are not usable; ``detail`` is the reason (the Chat tab frames it in the page's
+    language, ``chat_tools_unusable``)."""
+
+    def __init__(self, detail: str):
+        self.detail = detail
+        super().__init__(f"The tools are not usable: {detail}. Give a JSON list of tool definitions.")
+
+
 def parse_tools(text: str | None) -> list[dict[str, Any]] | None:
     """Tools typed in the page as JSON (a list of OpenAI tool or function objects); None when empty."""
     if not text or not text.strip():
@@ -52,7 +61,7 @@ def parse_tools(text: str | None) -> list[dict[str, Any]] | None:
     try:
         declarations = normalize_tools(text)
     except ValueError as err:
-        raise ChatError(f"The tools are not usable: {err}. Give a JSON list of tool definitions.") from None
+        raise ToolsError(str(err)) from None
     return [{"type": "function", "function": tool} for tool in declarations]
 
 

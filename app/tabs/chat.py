@@ -16,7 +16,7 @@ import gradio as gr
 import yaml
 
 from app import chat_media, chat_workers, forms
-from app.chat_client import ChatError, merge_streams, parse_tools, prepare, stream_chat
+from app.chat_client import ChatError, ToolsError, merge_streams, parse_tools, prepare, stream_chat
 from app.context import Board
 from app.engine_text import problems_text
 from app.i18n import L, t
@@ -358,8 +358,8 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             return
         try:
             tools = parse_tools(tools_text)
-        except ChatError as err:
-            yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), str(err)
+        except ToolsError as err:
+            yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), t(lang, "chat_tools_unusable", error=err.detail)
             return
         sampling = collect(tab.keys, list(values))
         request = {

@@ -105,3 +105,18 @@ def test_an_invalid_load_ends_no_worker(board):
     assert bad.problems and bad.servers == {}
     assert _workers(board) == [first.servers["main"]]
     chat.unload(board, first.servers)
+
+
+def test_unusable_tools_are_said_in_the_pages_language(board, monkeypatch):
+    """The Tools box's JSON error came in English on a Chinese page, unframed."""
+    from app.ui import build_ui
+
+    monkeypatch.setattr(chat, "live_servers", lambda board, servers: {"main": {"id": "r1", "ready": True}})
+    demo = build_ui(board)
+    on_send = next(f.fn for f in demo.fns.values() if "on_send" in getattr(f.fn, "__qualname__", ""))
+    values = [block.value for block in next(f for f in demo.fns.values() if f.fn is on_send).inputs[8:]]
+    for lang, words in (("zh", "工具定义不可用"), ("en", "The tools are not usable")):
+        *_, last = on_send({"text": "hi", "files": []}, False, [], [], "", "[{]", {"main": "r1"}, lang, *values)
+        status = last[-1]
+        assert status.startswith(words) and "not valid JSON" in status
+        assert ("Give a JSON list" in status) == (lang == "en")

@@ -448,9 +448,8 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             live = live_servers(board, chat_workers.adopt(board))
         if not live:
             return gr.skip(), {}, gr.update(visible=False)
-        loading = not adopted and not all(s.get("ready") for s in live.values())  # Load tells its progress
         return (
-            gr.skip() if loading else served_line(board, live, lang, adopted),
+            served_line(board, live, lang, adopted),
             {s: v["id"] for s, v in live.items()},
             gr.update(visible="base" in live),
         )
@@ -493,6 +492,10 @@ def served_line(board: Board, live: dict[str, dict[str, Any]], lang: str, adopte
 
     ports = ", ".join(f"{side}: {s.get('port')}" for side, s in live.items())
     main = live.get("main") or next(iter(live.values()))
+    if not all(s.get("ready") and s.get("port") for s in live.values()):
+        # still loading (a page reopened during its Load, or another page's): no "ready" and no port 0; a Load running
+        # in this page overwrites the line with its progress a second later
+        return t(lang, "chat_still_loading", model=served_model(board, main["id"]))
     config = read_config(RunFolder(board.jobs.runs_dir / main["id"]))
     model = config.get("model_name_or_path") or "?"
     adapter = config.get("adapter_name_or_path")

@@ -120,3 +120,28 @@ def test_unusable_tools_are_said_in_the_pages_language(board, monkeypatch):
         status = last[-1]
         assert status.startswith(words) and "not valid JSON" in status
         assert ("Give a JSON list" in status) == (lang == "en")
+
+
+def test_a_page_opened_while_a_worker_loads_says_it_is_loading(board, monkeypatch):
+    """A page opened (or reopened) while a worker was still loading said "Reconnected to the running chat server(s)
+    ... (servers main: 0)" (or nothing at all for its own Load), though nothing could answer yet."""
+    from app.ui import build_ui
+
+    first = chat.load_servers(board, DEMO, {}, False, {})
+    worker = first.servers["main"]
+    real = chat.live_servers
+
+    def loading(board, servers):
+        return {side: {**status, "ready": False, "port": 0} for side, status in real(board, servers).items()}
+
+    monkeypatch.setattr(chat, "live_servers", loading)
+    demo = build_ui(board)
+    status = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-chat-status")
+    fn = next(f for f in demo.fns.values() if status in f.outputs and any(t[1] == "load" for t in f.targets))
+    lang = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-lang-code")
+    for servers, code, words in (({}, "en", "is still loading"), (first.servers, "zh", "仍在工作进程中加载")):
+        out = fn.fn(*[servers if b is not lang else code for b in fn.inputs])
+        line = out[fn.outputs.index(status)]
+        assert words in line and "demo" in line and ": 0" not in line, line
+        assert out[1] == {"main": worker}
+    chat.unload(board, first.servers)

@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="127.0.0.1",
         help="address to serve on (default: 127.0.0.1, this machine only); any other address needs --auth",
     )
-    parser.add_argument("--port", type=int, default=7860, help="port (default: 7860)")
+    parser.add_argument("--port", type=port_number, default=7860, help="port, 1-65535 (default: 7860)")
     parser.add_argument(
         "--workspace",
         default=None,
@@ -134,6 +134,17 @@ def security_problem(host: str, share: bool, auth: tuple[str, str] | None, port:
             f"tunnel (ssh -L {port}:127.0.0.1:{port} server)."
         )
     return None
+
+
+def port_number(text: str) -> int:
+    """``--port``: a TCP port, 1-65535 (argparse names the option and the value when it is not)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number; give one from 1 to 65535") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number; give one from 1 to 65535 (default 7860)")
+    return port
 
 
 def port_problem(host: str, port: int) -> str | None:

@@ -135,3 +135,15 @@ def test_an_unusable_workspace_folder_is_named_with_the_fix(tmp_path, capsys):
         err = capsys.readouterr().err
         assert f"the workspace folder {workspace} cannot be used" in err and "--workspace" in err
         assert "Not a directory" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "0", "http"])
+def test_a_port_out_of_range_is_refused_by_name(port, capsys, tmp_path):
+    """--port 99999 ended in an OverflowError traceback from bind(), and --port -1 in advice to use --host
+    127.0.0.1 (which it was)."""
+    with pytest.raises(SystemExit) as stop:
+        main(["--port", port, "--workspace", str(tmp_path / "ws")])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "--port" in err and "1 to 65535" in err and "Traceback" not in err and "--host" not in err.split("error:")[-1]
+    assert not (tmp_path / "ws").exists()

@@ -142,7 +142,7 @@ def port_number(text: str) -> int:
         port = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port number; give one from 1 to 65535") from None
-    if not 1 <= port <= 65535:
+    if not 0 <= port <= 65535:  # 0: the system picks a free one
         raise argparse.ArgumentTypeError(f"{port} is not a port number; give one from 1 to 65535 (default 7860)")
     return port
 

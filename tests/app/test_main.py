@@ -137,7 +137,7 @@ def test_an_unusable_workspace_folder_is_named_with_the_fix(tmp_path, capsys):
         assert "Not a directory" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("port", ["99999", "-1", "0", "http"])
+@pytest.mark.parametrize("port", ["99999", "-1", "65536", "http"])
 def test_a_port_out_of_range_is_refused_by_name(port, capsys, tmp_path):
     """--port 99999 ended in an OverflowError traceback from bind(), and --port -1 in advice to use --host
     127.0.0.1 (which it was)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import math
 import os
 import secrets
 import signal
@@ -144,10 +145,13 @@ def forget_steps_after(folder: Path, step: int, names: tuple[str, ...] = (EVENTS
 
 
 def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object file's contents; {} when it is missing, unreadable, torn, not UTF-8 (a file damaged on disk
+    kept the board from starting) or not an object."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):  # ValueError: JSONDecodeError and UnicodeDecodeError
         return {}
+    return data if isinstance(data, dict) else {}
 
 
 _JSON_CACHE: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}
@@ -178,9 +182,22 @@ def read_json_cached(path: Path) -> dict[str, Any]:
     return copy.deepcopy(hit[1])  # callers may change what they get
 
 
+MAX_PID = 2**31 - 1
+
+
+def as_pid(value: Any) -> int | None:
+    """``value`` as a process id (1 to 2**31-1; a whole number or its digits), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 10:
+        value = int(value.strip())
+    return value if isinstance(value, int) and 1 <= value <= MAX_PID else None
+
+
 def pid_alive(pid: int | None) -> bool:
     """Whether a process with this pid exists (zombies count as dead)."""
-    if not pid:
+    pid = as_pid(pid)
+    if pid is None:
         return False
     try:
         os.kill(pid, 0)
@@ -228,7 +245,21 @@ class RunFolder:
         return self.run_path.is_file()
 
     def info(self) -> dict[str, Any]:
-        return read_json_cached(self.run_path)
+        """run.json's fields; a process id or a creation time that is not one (a file edited by hand or damaged on
+        disk: ``"pid": "abc"``, a pid past 64 bits) is left out, so that no reader trips over it or signals it."""
+        data = read_json_cached(self.run_path)
+        for key in ("pid", "pgid"):
+            if key in data:
+                pid = as_pid(data[key])
+                if pid is None:
+                    del data[key]
+                else:
+                    data[key] = pid
+        created = data.get("created_at")
+        if created is not None and (isinstance(created, bool) or not isinstance(created, (int, float))
+                                    or not math.isfinite(created)):
+            del data["created_at"]
+        return data
 
     def update(self, **fields: Any) -> dict[str, Any]:
         """Merge fields into run.json (atomic replace)."""

@@ -236,3 +236,33 @@ def test_a_reattached_run_is_aborted_and_a_reused_pid_is_not(tmp_path):
     stale.create("train", "output_dir: x\n")
     stale.update(status="running", pid=1, pgid=1, pid_started=time.time() - 5)
     assert second.abort(stale.id) == "finished" and stale.status() == "failed"
+
+
+def test_damaged_run_files_do_not_keep_the_board_from_starting(tmp_path):
+    """A run.json that is not UTF-8, not an object, or holds a pid or a creation time that is not one (damaged on
+    disk, edited by hand) raised UnicodeDecodeError, AttributeError, OverflowError or TypeError out of the job
+    manager's start, so lf-board did not start at all."""
+    runs = tmp_path / "runs"
+    files = {
+        "a-not-utf8": b"\xff\xfe[[",
+        "b-a-list": b"[1, 2, 3]",
+        "c-huge-pid": json.dumps({"kind": "train", "status": "running", "pid": 10**23, "created_at": 5}).encode(),
+        "d-text-pid": json.dumps({"kind": "train", "status": "running", "pid": "abc", "pgid": -4}).encode(),
+        "e-text-time": json.dumps({"kind": "eval", "status": "completed", "created_at": "yesterday"}).encode(),
+        "f-queued": json.dumps({"kind": "train", "status": "queued", "created_at": "soon"}).encode(),
+    }
+    for name, content in files.items():
+        (runs / name).mkdir(parents=True)
+        (runs / name / "run.json").write_bytes(content)
+        (runs / name / "config.yaml").write_text("fake_steps: 1\n")
+    manager = JobManager(runs, [sys.executable, str(FAKE)], poll_interval=0.05)
+    manager.start()
+    try:
+        listed = {info["id"] for info in manager.list()}
+        assert {"c-huge-pid", "d-text-pid", "e-text-time"} <= listed
+        for name in ("c-huge-pid", "d-text-pid"):  # a process that cannot be found: the run is lost, not signalled
+            assert RunFolder(runs / name).status() == "failed"
+            assert "pid" not in RunFolder(runs / name).info()
+        assert manager.status("e-text-time")["status"] == "completed"
+    finally:
+        manager.shutdown()

@@ -186,12 +186,14 @@ MAX_PID = 2**31 - 1
 
 
 def as_pid(value: Any) -> int | None:
-    """``value`` as a process id (1 to 2**31-1; a whole number or its digits), else None."""
+    """``value`` as a run's process id (2 to 2**31-1; a whole number or its digits), else None. Never 1: init is no
+    run's process, and the advice to stop an unconfirmed run's group (``kill -TERM -- -PID``) would signal every
+    process for it."""
     if isinstance(value, bool):
         return None
     if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 10:
         value = int(value.strip())
-    return value if isinstance(value, int) and 1 <= value <= MAX_PID else None
+    return value if isinstance(value, int) and 2 <= value <= MAX_PID else None
 
 
 def pid_alive(pid: int | None) -> bool:

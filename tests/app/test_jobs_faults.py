@@ -240,7 +240,7 @@ def test_a_reattached_run_is_aborted_and_a_reused_pid_is_not(tmp_path):
 
 def test_damaged_run_files_do_not_keep_the_board_from_starting(tmp_path):
     """A run.json that is not UTF-8, not an object, or holds a pid or a creation time that is not one (damaged on
-    disk, edited by hand) raised UnicodeDecodeError, AttributeError, OverflowError or TypeError out of the job
+    disk, edited by hand; pid 1, init, was watched for ever and named in advice to run `kill -TERM -- -1`) raised UnicodeDecodeError, AttributeError, OverflowError or TypeError out of the job
     manager's start, so lf-board did not start at all."""
     runs = tmp_path / "runs"
     files = {
@@ -248,6 +248,7 @@ def test_damaged_run_files_do_not_keep_the_board_from_starting(tmp_path):
         "b-a-list": b"[1, 2, 3]",
         "c-huge-pid": json.dumps({"kind": "train", "status": "running", "pid": 10**23, "created_at": 5}).encode(),
         "d-text-pid": json.dumps({"kind": "train", "status": "running", "pid": "abc", "pgid": -4}).encode(),
+        "g-init": json.dumps({"kind": "chat", "status": "running", "pid": 1, "port": "abc"}).encode(),
         "e-text-time": json.dumps({"kind": "eval", "status": "completed", "created_at": "yesterday"}).encode(),
         "f-queued": json.dumps({"kind": "train", "status": "queued", "created_at": "soon"}).encode(),
     }
@@ -260,7 +261,7 @@ def test_damaged_run_files_do_not_keep_the_board_from_starting(tmp_path):
     try:
         listed = {info["id"] for info in manager.list()}
         assert {"c-huge-pid", "d-text-pid", "e-text-time"} <= listed
-        for name in ("c-huge-pid", "d-text-pid"):  # a process that cannot be found: the run is lost, not signalled
+        for name in ("c-huge-pid", "d-text-pid", "g-init"):  # a process that cannot be found: the run is lost, not signalled
             assert RunFolder(runs / name).status() == "failed"
             assert "pid" not in RunFolder(runs / name).info()
         assert manager.status("e-text-time")["status"] == "completed"

@@ -301,9 +301,9 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         if plan.busy:
             yield t(lang, "chat_busy", model=served_model(board, plan.busy[0])), gr.skip(), gr.skip()
             return
-        if plan.problems:
+        if plan.problems:  # nothing was ended: the page keeps the workers it had
             chat_workers.stop_ids(board, plan.started)
-            yield problems_text(lang, t(lang, "train_problems"), plan.problems), {}, gr.skip()
+            yield problems_text(lang, t(lang, "train_problems"), plan.problems), gr.skip(), gr.skip()
             return
         started = plan.servers
         yield t(lang, "chat_loading", elapsed=0), started, gr.update(visible=compare)

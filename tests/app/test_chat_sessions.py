@@ -145,3 +145,22 @@ def test_a_page_opened_while_a_worker_loads_says_it_is_loading(board, monkeypatc
         assert words in line and "demo" in line and ": 0" not in line, line
         assert out[1] == {"main": worker}
     chat.unload(board, first.servers)
+
+
+def test_an_invalid_load_keeps_the_page_on_its_worker(board):
+    """An invalid Load ends no worker, so the page must not forget the one it has (it then said "No model is loaded"
+    on Send while its worker still ran)."""
+    from app.ui import build_ui
+
+    first = chat.load_servers(board, DEMO, {}, False, {})
+    _wait_ready(board, first.servers)
+    demo = build_ui(board)
+    on_load = next(f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "on_load"
+                   and f.fn.__module__ == "app.tabs.chat")
+    inputs = next(f for f in demo.fns.values() if f.fn is on_load).inputs
+    values = [getattr(block, "value", None) for block in inputs[7:]]
+    *_, last = on_load("demo", "lora", "", "no_such_template", False, first.servers, "en", *values)
+    message, servers, _ = last
+    assert "no_such_template" in message and servers != {}  # gr.skip(): the page's servers stay as they were
+    assert _workers(board) == [first.servers["main"]]
+    chat.unload(board, first.servers)

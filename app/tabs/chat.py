@@ -2,7 +2,9 @@
 
 Load starts one server for the model with the picked adapter, and optionally a second one for the base model,
 so that both answer the same prompt side by side. Replies stream; Stop closes the connection (the server stops
-generating); Unload ends the servers and frees their memory.
+generating); Unload ends the servers and frees their memory. Pages share servers: a Load keeps any live one that
+already serves the same model, adapter, template and settings (see app.chat_workers), and each page keeps its own
+conversation.
 """
 
 from __future__ import annotations

@@ -220,8 +220,8 @@ def _build(cfg: Any, tokenizer: Any, template: Any, media: Any) -> DatasetBundle
     if stage == "kto":  # pairs formed before the stand-ins of skipped rows leave
         from engine.data.kto_pairs import with_kl_pairs
 
-        bundle.train = with_kl_pairs(bundle.train, data) if bundle.train is not None else None
-        bundle.eval = with_kl_pairs(bundle.eval, data) if bundle.eval is not None else None
+        bundle.train = with_kl_pairs(bundle.train, data, train_examples) if bundle.train is not None else None
+        bundle.eval = with_kl_pairs(bundle.eval, data, eval_examples) if bundle.eval is not None else None
     return bundle
 
 

@@ -46,5 +46,5 @@ def eval_sets_by_name(cfg: Any, tokenizer: Any, template: Any, media: Any = None
         if stage == "kto":
             from engine.data.kto_pairs import with_kl_pairs
 
-            sets[name] = with_kl_pairs(sets[name], data)
+            sets[name] = with_kl_pairs(sets[name], data, examples)
     return sets

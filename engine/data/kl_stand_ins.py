@@ -32,7 +32,7 @@ PLACEHOLDER_REPLY = 3
 """A stand-in whose reply holds a media placeholder, in data for a multimodal model (set while tokenizing)."""
 
 
-def stand_in(converted: dict[str, Any] | None) -> dict[str, Any]:
+def stand_in(converted: dict[str, Any] | None, row: int | None = None) -> dict[str, Any]:
     """The stand-in of a row that was dropped; ``converted`` is the row as our converter read it (None when it
     could not): the reply LLaMA-Factory would pair with is its last turn, where the turns alternate (a prompt turn
     first) and end with a reply holding text."""
@@ -40,7 +40,8 @@ def stand_in(converted: dict[str, Any] | None) -> dict[str, Any]:
     reply = messages[-1] if messages and _alternates(messages) else None
     usable = reply is not None and reply.get("role") in ("assistant", "function") and _has_text(reply.get("content"))
     return {"messages": [{"role": "user", "content": ""}, reply] if usable else [], "system": "", "tools": "",
-            "images": [], "videos": [], "audios": [], KEY: 1 if usable else NO_REPLY}
+            "images": [], "videos": [], "audios": [], KEY: 1 if usable else NO_REPLY,
+            **({"_row": row} if row is not None else {})}
 
 
 def without_media(converter: Any, row: dict[str, Any], spec: Any) -> dict[str, Any] | None:
@@ -87,25 +88,38 @@ def _has_text(content: Any) -> bool:
     return isinstance(content, str) and content != ""
 
 
-def refuse_unpaired(kinds: list[int], partners: list[int]) -> None:
+_UNPAIRABLE = {
+    NO_REPLY: ("that has no reply to give (an empty reply, or turns that do not alternate)", "an IndexError",
+               "Fix or remove the skipped row(s) named"),
+    PLACEHOLDER_REPLY: ("whose reply holds a media placeholder (<image>, <video> or <audio>)",
+                        "a ValueError (it counts the placeholders of the pair against the kept row's own media)",
+                        "Take the placeholder out of the reply, or remove the skipped row(s) named"),
+}
+
+
+def origin(example: dict[str, Any], position: int) -> str:
+    """Where a stand-in came from: its dataset and row number, as the warning about skipped rows names them."""
+    if "_row" in example:
+        return f"dataset `{example.get('_dataset', '?')}` row {example['_row']}"
+    return f"position {position} of its split (skipped rows counted)"
+
+
+def refuse_unpaired(kinds: list[int], partners: list[int], examples: Any = None) -> None:
     """Raise when a kept row's KL partner is a stand-in without a usable reply, or (multimodal models) with a media
-    placeholder in its reply: LLaMA-Factory fails there."""
+    placeholder in its reply: LLaMA-Factory fails there. ``examples`` (the rows the kinds were tokenized from, one
+    each) name the skipped rows by dataset and row number."""
     from engine.data.errors import DatasetError
 
-    tagged = [row for row, partner in enumerate(partners) if not kinds[row] and kinds[partner] == PLACEHOLDER_REPLY]
-    if tagged:
+    for kind, (what, failure, fix) in _UNPAIRABLE.items():
+        bad = [row for row, partner in enumerate(partners) if not kinds[row] and kinds[partner] == kind]
+        if not bad:
+            continue
+        skipped = sorted({partners[row] for row in bad})
+        known = examples is not None and len(examples) == len(kinds)
+        named = ", ".join(origin(examples[at] if known else {}, at) for at in skipped[:5])
+        more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
         raise DatasetError(
             f"KTO pairs each row with the reply of the row before it (within each preprocessing batch), even where "
-            f"that row is skipped; {len(tagged)} kept row(s) (the first at position {tagged[0]} of its split, skipped "
-            "rows counted) would take theirs from a skipped row whose reply holds a media placeholder (<image>, "
-            "<video> or <audio>). LLaMA-Factory 0.9.5 counts the placeholders of that pair against the kept row's own "
-            "media and stops with a ValueError. Take the placeholder out of that reply, or remove the skipped row "
-            "(the warning above lists the skipped rows).")
-    bad = [row for row, partner in enumerate(partners) if not kinds[row] and kinds[partner] == NO_REPLY]
-    if bad:
-        raise DatasetError(
-            f"KTO pairs each row with the reply of the row before it (within each preprocessing batch), even where "
-            f"that row is skipped; {len(bad)} kept row(s) (the first at position {bad[0]} of its split, skipped "
-            "rows counted) would take theirs from a skipped row that has no reply to give (an empty reply, or turns "
-            "that do not alternate). LLaMA-Factory 0.9.5 stops on such data with an IndexError. Fix or remove the "
-            "skipped rows the warning above lists.")
+            f"that row is skipped; {len(bad)} kept row(s) would take theirs from a skipped row {what}: {named}{more}. "
+            f"LLaMA-Factory 0.9.5 stops on such data with {failure}. {fix} (the warning above says why it is "
+            "skipped).")

@@ -111,7 +111,7 @@ def test_a_kept_row_pairing_with_a_reply_that_holds_a_placeholder_is_refused(qwe
     rows = [_row(0), _row(1, label=None, reply="See <image>."), _row(2)]
     _write(tmp_path, rows)
     cfg, tokenizer, template, ctx = _media_run(qwen2_vl, tmp_path)
-    with pytest.raises(DatasetError, match="media placeholder"):  # LLaMA-Factory: a ValueError on the count
+    with pytest.raises(DatasetError, match="media placeholder.*: dataset `kto_media` row 1. "):  # LF: ValueError
         _with_kl_pairs(get_dataset(cfg, tokenizer, template, media=ctx).train, cfg)
 
 
@@ -121,7 +121,7 @@ def test_a_kept_media_row_pairing_with_no_reply_is_refused(qwen2_vl, tmp_path, m
     rows[1]["messages"] = rows[1]["messages"][:1]  # no reply: LLaMA-Factory stops with an IndexError on row 2
     _write(tmp_path, rows)
     cfg, tokenizer, template, ctx = _media_run(qwen2_vl, tmp_path)
-    with pytest.raises(DatasetError, match="no reply to give"):
+    with pytest.raises(DatasetError, match=r"no reply to give .*: dataset `kto_media` row 1\. "):
         _with_kl_pairs(get_dataset(cfg, tokenizer, template, media=ctx).train, cfg)
 
 

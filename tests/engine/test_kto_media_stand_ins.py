@@ -155,3 +155,25 @@ def test_eval_on_each_dataset_sets_are_paired_with_their_skipped_rows(tmp_path, 
     for name in ("prompt_ids", "completion_ids", "KL_prompt_ids", "KL_completion_ids"):
         assert [list(ids) for ids in held[name]] == [list(ids) for ids in whole[name]]
     assert list(held["KL_completion_ids"][2]) == _reply_ids(chat_tokenizer, template, "Answer 2.")
+
+
+def test_the_media_check_passes_over_rows_the_stage_skips_anyway(qwen2_vl, tmp_path):
+    """LLaMA-Factory drops a KTO row without a boolean kto_tag before its plugin reads the media, so a bad image count
+    or a missing file there stops nothing; on a row it keeps, both are still reported by name."""
+    from engine.multimodal.checks import check_media
+
+    rows = [_row(0), _row(1, label=None), _row(2, label=..., image="img/missing.png"), _row(3)]
+    rows[1]["messages"][0]["content"] = "<image>" + rows[1]["messages"][0]["content"]  # two placeholders, one image
+    _write(tmp_path, rows)
+    cfg, *_ = _media_run(qwen2_vl, tmp_path)
+    assert check_media(cfg) == []
+    rows[1]["label"], rows[2]["label"] = True, False
+    _write(tmp_path, rows)
+    problems = check_media(cfg)
+    assert any("Dataset `kto_media` row 1: 2 <image> placeholder(s) but 1 image file(s)" in p for p in problems)
+    assert any("Dataset `kto_media` row 2: image file " in p and "is missing" in p for p in problems)
+    sft = build_config({**{k: getattr(cfg.data, k) for k in ("dataset", "dataset_dir")},
+                        "model_name_or_path": str(qwen2_vl), "template": "qwen2_vl", "stage": "sft"})
+    rows[1]["label"] = None  # a plain row for sft: kept there, so checked
+    _write(tmp_path, rows)
+    assert any("row 1: 2 <image> placeholder(s)" in p for p in check_media(sft))

@@ -191,7 +191,7 @@ def _build(cfg: Any, tokenizer: Any, template: Any, media: Any) -> DatasetBundle
     import numpy as np
 
     rng = np.random.RandomState(seed)  # num_samples draws, training datasets first (LLaMA-Factory's global one)
-    stand_ins = stage == "kto" and media is None  # skipped rows take part in KTO's KL pairs (kl_stand_ins)
+    stand_ins = stage == "kto"  # skipped rows take part in KTO's KL pairs (kl_stand_ins)
     train_examples = load_examples(data, data.dataset, stage, seed, rng=rng, stand_ins=stand_ins) if data.dataset else []
     eval_examples = (load_examples(data, data.eval_dataset, stage, seed, rng=rng, stand_ins=stand_ins)
                      if data.eval_dataset else [])
@@ -217,11 +217,11 @@ def _build(cfg: Any, tokenizer: Any, template: Any, media: Any) -> DatasetBundle
         bundle.eval, bundle.stats["eval"] = _tokenized(eval_examples, stage, tokenizer, template, opts, "eval",
                                                        bundle.media, data.preprocessing_num_workers,
                                                        data.preprocessing_batch_size)
-    if stage == "kto" and bundle.media is None:  # pairs formed before the stand-ins of skipped rows leave
+    if stage == "kto":  # pairs formed before the stand-ins of skipped rows leave
         from engine.data.kto_pairs import with_kl_pairs
 
-        bundle.train = with_kl_pairs(bundle.train, data) if bundle.train is not None else None
-        bundle.eval = with_kl_pairs(bundle.eval, data) if bundle.eval is not None else None
+        bundle.train = with_kl_pairs(bundle.train, data, train_examples) if bundle.train is not None else None
+        bundle.eval = with_kl_pairs(bundle.eval, data, eval_examples) if bundle.eval is not None else None
     return bundle
 
 

@@ -560,8 +560,8 @@ def iter_converted(rows: Iterable[dict[str, Any]], spec: DatasetSpec, stage: str
             tally["skipped"] += 1
             if len(tally["shown"]) < 5:
                 tally["shown"].append((index, str(err) + _absent_columns(row, spec)))
-            if stand_ins:
-                yield kl_stand_ins.stand_in(converted)
+            if stand_ins:  # a row whose media are missing still lends its reply
+                yield kl_stand_ins.stand_in(converted or kl_stand_ins.without_media(converter, row, spec), index)
             continue
         tally["kept"] += 1
         yield example

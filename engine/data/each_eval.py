@@ -4,6 +4,8 @@ Trainer evaluates them one by one (``eval_NAME_loss``, ...), as LLaMA-Factory do
 The rows are those of the combined evaluation set: dataset_info's ``num_samples`` draws come from one generator run
 through the training datasets and then the evaluation datasets in order, as LLaMA-Factory's global one (an outside
 check found other rows when each set drew from a fresh generator). These sets are tokenized per run, not cached.
+KTO sets come paired (:func:`engine.data.kto_pairs.with_kl_pairs`), each over its own preprocessing batches as
+LLaMA-Factory preprocesses each set apart, their skipped rows taking part as stand-ins (kl_stand_ins).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def eval_sets_by_name(cfg: Any, tokenizer: Any, template: Any, media: Any = None
     opts = tokenize_options(data, stage)
     sets: dict[str, Any] = {}
     for name in split_names(data.eval_dataset):
-        examples = load_examples(data, name, stage, seed, rng=rng)
+        examples = load_examples(data, name, stage, seed, rng=rng, stand_ins=stage == "kto")
         if media is not None and count_media(examples):
             from engine.multimodal import refuse_unserved
 
@@ -41,4 +43,8 @@ def eval_sets_by_name(cfg: Any, tokenizer: Any, template: Any, media: Any = None
         sets[name], _ = _tokenized(examples, stage, tokenizer, template, opts, f"eval ({name})",
                                    media if media is not None and count_media(examples) else None,
                                    data.preprocessing_num_workers, data.preprocessing_batch_size)
+        if stage == "kto":
+            from engine.data.kto_pairs import with_kl_pairs
+
+            sets[name] = with_kl_pairs(sets[name], data, examples)
     return sets

@@ -107,10 +107,11 @@ def kl_inputs(columns: dict[str, Sequence], partners: Sequence[int], opts: Token
     return kl_prompts, kl_completions
 
 
-def with_kl_pairs(dataset: Any, data: Any = None) -> Any:
+def with_kl_pairs(dataset: Any, data: Any = None, examples: Any = None) -> Any:
     """``dataset`` (tokenized KTO rows) with LLaMA-Factory's KL pairs (``KL_prompt_ids``, ``KL_completion_ids``),
     paired over the batches ``data`` (a data config, or None for the defaults) gives, stand-ins included; the
     stand-ins and :data:`SOURCE_COLUMNS` then leave. A set that has its pairs already is returned as it is.
+    ``examples`` (the rows ``dataset`` was tokenized from) let a refusal name the rows by dataset and row number.
 
     Raises:
         DatasetError: when a kept row would pair with a stand-in that has no reply.
@@ -122,7 +123,7 @@ def with_kl_pairs(dataset: Any, data: Any = None) -> Any:
     partners = kl_partners(len(dataset), getattr(data, "preprocessing_batch_size", None),
                            getattr(data, "preprocessing_num_workers", None))
     kinds = dataset[KEY] if KEY in dataset.column_names else [0] * len(dataset)
-    refuse_unpaired(kinds, partners)
+    refuse_unpaired(kinds, partners, examples)
     if not set(REQUIRED_COLUMNS) <= set(dataset.column_names):  # tokenized_path written before these columns
         logger.warning("The tokenized KTO data was saved by an older version and lacks what exact KL pairs need, "
                        "so each KL pair is the row's cut prompt and its partner's cut completion; set "

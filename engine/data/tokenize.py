@@ -449,21 +449,14 @@ def tokenize_kto(examples: list[dict], tokenizer: Any, template: Any, opts: Toke
 
 def _kto_rows(examples: list[dict], tokenizer: Any, template: Any, opts: TokenizeOptions,
               columns: dict[str, list], stats: dict[str, int]) -> None:
-    from engine.data.kl_stand_ins import KEY
+    from engine.data.kl_stand_ins import KEY, stand_in_columns
     from engine.data.kto_pairs import reply_block, source_columns
 
     for example in examples:
         columns[KEY].append(example.get(KEY, 0))
         if example.get(KEY):  # a skipped row, kept for the KL pairs: its reply alone
-            prompt, completion = prompt_and_reply(
-                tokenizer, template, {**example, "messages": example["messages"][:-1]}, example["messages"][-1],
-            ) if example["messages"] else ([], [])
-            block = reply_block(template, tokenizer, prompt)  # what its reply leaves at the end of a partner's prompt
-            for name, value in source_columns([], completion, 0, 0, opts, block=block).items():
+            for name, value in stand_in_columns(example, tokenizer, template, opts).items():
                 columns[name].append(value)
-            columns["prompt_ids"].append([])
-            columns["completion_ids"].append([])
-            columns["label"].append(False)
             stats["rows"] -= 1  # counted where it was skipped
             continue
         prompt, completion = prompt_and_reply(tokenizer, template, {**example, "messages": example["messages"][:-1]},

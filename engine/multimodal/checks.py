@@ -7,6 +7,10 @@ Every problem is reported at once, each naming the dataset, the row and the fix:
 - a remote URL (never downloaded here);
 - a modality the chosen model cannot take (e.g. video for Gemma 3, audio for a model without an audio encoder);
 - a stage or preference loss that cannot train on media rows.
+
+Rows the stage skips whatever their media (a KTO row without a boolean kto_tag, turns that do not alternate) are not
+checked: LLaMA-Factory drops them before its plugin reads their media (a skipped KTO row still lends its reply's
+text to a KL pair, never its media).
 """
 
 from __future__ import annotations
@@ -98,6 +102,28 @@ def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tu
     return problems
 
 
+def _skipped_anyway(row: dict[str, Any], spec: Any, stage: str) -> bool:
+    """Whether ``stage`` skips ``row`` for a reason that is not its media: it fails conversion with its media columns
+    left out (a refused row, or one that converts, is checked)."""
+    from engine.data.converters import CONVERTERS, finalize
+    from engine.data.errors import RowError
+    from engine.data.loader import STAGES
+    from engine.data.null_turns import RefusedRow
+
+    if stage not in STAGES or spec.formatting not in CONVERTERS:
+        return False
+    media = {media_column(spec, kind) for kind in PLACEHOLDERS} | {spec.columns.get(kind) for kind in PLACEHOLDERS}
+    try:
+        finalize(CONVERTERS[spec.formatting]({k: v for k, v in row.items() if k not in media}, spec), stage)
+    except RefusedRow:
+        return False
+    except RowError:
+        return True
+    except Exception:  # noqa: BLE001 - the data layer reports what else goes wrong
+        return False
+    return False
+
+
 def _model(cfg: Any) -> tuple[Any, dict[str, Any]]:
     """(media plugin, config.json) of the config's model when known here without loading anything, else (None, {})."""
     from engine.models.registry import read_local_config
@@ -172,7 +198,7 @@ def check_media(cfg: Any) -> list[str]:
         found: list[str] = []
         probed = [0]
         for index, row in enumerate(rows):
-            if isinstance(row, dict):
+            if isinstance(row, dict) and not _skipped_anyway(row, spec, cfg.finetuning.stage):
                 problems_here = _row_problems(row, spec, probed, allowed, getattr(plugin, "why_not", ""))
                 found += [f"Dataset `{name}` row {index}: {p}." for p in problems_here]
         videos = sum(bool(_media_items(row, media_column(spec, "videos"))) for row in rows

@@ -3,7 +3,8 @@
 As in LLaMA-Factory, the media placeholders belong to the prompt: the plugin expands them there (soft-token counts
 from the processor), the media are processed once at dataset-map time and stored with the row as an ``mm_inputs``
 blob, and the replies are tokenized as for text rows (``engine.data.tokenize.prompt_and_reply``). A row whose
-prompt would be cut inside its media by ``cutoff_len`` is dropped and counted, like a supervised one.
+prompt would be cut inside its media by ``cutoff_len`` is dropped and counted, like a supervised one (a KTO row then
+stays as a stand-in for the KL pairs, as do the KTO rows skipped in conversion: :mod:`engine.data.kl_stand_ins`).
 
 :class:`MediaPreferenceCollator` batches these rows for TRL's DPO and KTO trainers: TRL's own text collator builds
 ``input_ids``/``attention_mask``/``completion_mask`` (DPO: the chosen rows, then the rejected rows; KTO: the rows
@@ -63,11 +64,16 @@ def tokenize_media_preference(examples: list[dict], tokenizer: Any, template: An
     replies = ("chosen_ids", "rejected_ids") if stage == "dpo" else ("completion_ids",)
     columns: dict[str, list] = {"prompt_ids": [], **{name: [] for name in replies}, "mm_inputs": []}
     if stage == "kto":
+        from engine.data.kl_stand_ins import KEY
         from engine.data.kto_pairs import SOURCE_COLUMNS, reply_block, source_columns
 
-        columns.update({"label": [], **{name: [] for name in SOURCE_COLUMNS}})
+        columns.update({"label": [], **{name: [] for name in SOURCE_COLUMNS}, KEY: []})
     for index, example in enumerate(examples):
         where = _where(example, index)
+        if stage == "kto" and example.get(KEY):  # a skipped row, kept for the KL pairs (engine.data.kl_stand_ins)
+            _add_stand_in(columns, example, tokenizer, template, opts)
+            stats["rows"] -= 1  # counted where it was skipped
+            continue
         if stage == "kto":
             example = {**example, "messages": example["messages"][:-1], "_reply": [example["messages"][-1]]}
         else:
@@ -87,6 +93,11 @@ def tokenize_media_preference(examples: list[dict], tokenizer: Any, template: An
         if sum(token in soft for token in kept_prompt) != sum(token in soft for token in prompt):
             stats["dropped"] += 1
             stats["media_dropped"] += 1
+            if stage == "kto":  # LLaMA-Factory keeps the row, so its reply still takes part in the KL pairs
+                from engine.data.kl_stand_ins import stand_in_of_dropped
+
+                _add_stand_in(columns, stand_in_of_dropped({**example, "messages": example["_reply"]}), tokenizer,
+                              template, opts)
             continue
         if not reply_keep:  # kept, as LLaMA-Factory keeps it: the row then trains nothing
             stats["untrained"] = stats.get("untrained", 0) + 1
@@ -95,6 +106,7 @@ def tokenize_media_preference(examples: list[dict], tokenizer: Any, template: An
             columns[name].append(ids)
         columns["mm_inputs"].append(blob)
         if stage == "kto":
+            columns[KEY].append(0)
             columns["label"].append(bool(example["kto_tag"]))
             floor = max((at + 1 for at, token in enumerate(prompt) if token in soft), default=0)
             block = reply_block(template, tokenizer, prompt)
@@ -109,6 +121,20 @@ def tokenize_media_preference(examples: list[dict], tokenizer: Any, template: An
                        "raise cutoff_len (or lower image_max_pixels / video_maxlen) to keep them.",
                        stats["media_dropped"], opts.cutoff_len)
     return columns, stats
+
+
+def _add_stand_in(columns: dict[str, list], example: dict[str, Any], tokenizer: Any, template: Any,
+                  opts: TokenizeOptions) -> None:
+    """A stand-in's KTO columns (:func:`engine.data.kl_stand_ins.stand_in_columns`), no media; one whose reply holds
+    a media placeholder is marked, since a kept row pairing with it is refused (LLaMA-Factory stops there)."""
+    from engine.data.kl_stand_ins import KEY, PLACEHOLDER_REPLY, stand_in_columns
+
+    for name, value in stand_in_columns(example, tokenizer, template, opts).items():
+        columns[name].append(value)
+    reply = str((example["messages"][-1] if example["messages"] else {}).get("content") or "")
+    tagged = example[KEY] == 1 and any(tag in reply for tag in PLACEHOLDERS.values())
+    columns[KEY].append(PLACEHOLDER_REPLY if tagged else example[KEY])
+    columns["mm_inputs"].append(b"")
 
 
 def token_types(plugin: Any, processor: Any) -> dict[int, int]:

@@ -8,8 +8,10 @@ The config (a YAML file or a JSON mapping) needs ``model_name_or_path`` (a local
 rm/dpo as pairs, kto), ``dataset``, ``dataset_dir``, ``template`` and anything else both tools read (``cutoff_len``,
 ``val_size``, ``mix_strategy``, ``packing``, ``preprocessing_num_workers``, ...); a multimodal model folder
 tokenizes the rows' media with its processor on both sides. Per row it compares the input ids
-and labels (KTO: the input ids and the KL pair's; packed rows: without the padding LLaMA-Factory adds) and prints
-how many rows are identical and the first that is not.
+and labels (KTO: the input ids and labels and the KL pair's; packed rows: without the padding LLaMA-Factory adds) and
+prints how many rows are identical and the first that is not. KTO rows with media also compare their processed media
+(each array's shape and sums, for the arrays both sides hold: the KL pair takes the row's own), and
+``eval_on_each_dataset: true`` compares each evaluation set apart (``eval_dataset/NAME``).
 """
 
 from __future__ import annotations
@@ -37,13 +39,33 @@ stage = {"dpo": "rm"}.get(args["stage"], args["stage"])
 ds = get_dataset(template, model_args, data_args, training_args, stage=stage, **module)
 pad = module["tokenizer"].pad_token_id
 out = {}
+
+def digest(arrays):
+    import numpy as np
+    return {k: [list(np.shape(v)), round(float(np.sum(np.asarray(v, dtype=np.float64))), 3),
+                round(float(np.sum(np.abs(np.asarray(v, dtype=np.float64)))), 3)]
+            for k, v in arrays.items() if hasattr(v, "shape") and np.size(v)}
+
+splits = []
 for split in ("train_dataset", "eval_dataset"):
     d = ds.get(split)
-    if d is None:
-        continue
+    if isinstance(d, dict):  # eval_on_each_dataset
+        splits += [(f"{split}/{name}", part) for name, part in d.items()]
+    elif d is not None:
+        splits.append((split, d))
+for split, d in splits:
     cols = d.column_names
     if "kl_input_ids" in cols:
-        out[split] = [[a, b] for a, b in zip(d["input_ids"], d["kl_input_ids"])]
+        out[split] = [list(r) for r in zip(d["input_ids"], d["labels"], d["kl_input_ids"], d["kl_labels"])]
+        if module.get("processor") is not None and "images" in cols:
+            media = []
+            for i, ids in enumerate(d["input_ids"]):
+                im, vi, au = d["images"][i] or [], d["videos"][i] or [], d["audios"][i] or []
+                mm = template.mm_plugin.get_mm_inputs(im, vi, au, [len(im)], [len(vi)], [len(au)], [ids],
+                                                      module["processor"])
+                media.append(digest(mm))
+            if any(media):  # a set without media is tokenized as text on our side
+                out["media:" + split] = media
     elif "chosen_input_ids" in cols:
         out[split] = [[a, b] for a, b in zip(d["chosen_input_ids"], d["rejected_input_ids"])]
     elif "labels" in cols:
@@ -69,17 +91,31 @@ def ours(args: dict) -> dict:
     from engine.train.preference import _with_kl_pairs
 
     os.environ["LF_ENGINE_CACHE"] = "off"
-    cfg = build_config(args)
+    each = bool(args.get("eval_on_each_dataset"))  # refused here for stages other than sft/pt: its sets built apart
+    cfg = build_config({k: v for k, v in args.items() if k != "eval_on_each_dataset"} if each else args)
     tokenizer, template = load_text_components(cfg)
-    bundle = get_dataset(cfg, tokenizer, template, media=media_context(cfg, tokenizer))  # media: multimodal models
+    media = media_context(cfg, tokenizer)  # multimodal models
+    bundle = get_dataset(cfg, tokenizer, template, media=media)
+    splits = [("train_dataset", bundle.train)]
+    if each and cfg.data.eval_dataset:
+        from engine.data.each_eval import eval_sets_by_name
+
+        splits += [(f"eval_dataset/{name}", part) for name, part in
+                   eval_sets_by_name(cfg, tokenizer, template, media).items()]
+    else:
+        splits.append(("eval_dataset", bundle.eval))
     out = {}
-    for split, data in (("train_dataset", bundle.train), ("eval_dataset", bundle.eval)):
+    for split, data in splits:
         if data is None:
             continue
         if args["stage"] == "kto":
+            from engine.multimodal.plugins import unpack_arrays
+
             d = _with_kl_pairs(data, cfg)
-            out[split] = [[p + c, kp + kc] for p, c, kp, kc in zip(d["prompt_ids"], d["completion_ids"],
-                                                                   d["KL_prompt_ids"], d["KL_completion_ids"])]
+            out[split] = [[p + c, [-100] * len(p) + c, kp + kc, [-100] * len(kp) + kc] for p, c, kp, kc in
+                          zip(d["prompt_ids"], d["completion_ids"], d["KL_prompt_ids"], d["KL_completion_ids"])]
+            if "mm_inputs" in d.column_names:
+                out["media:" + split] = [_digest(unpack_arrays(blob)) for blob in d["mm_inputs"]]
         elif args["stage"] == "dpo":
             out[split] = [[p + c, p + r] for p, c, r in zip(data["prompt_ids"], data["chosen_ids"], data["rejected_ids"])]
         elif args["stage"] == "rm":
@@ -89,6 +125,42 @@ def ours(args: dict) -> dict:
         else:
             out[split] = [[ids, labels] for ids, labels in zip(data["input_ids"], data["labels"])]
     return out
+
+
+def _digest(arrays: dict) -> dict:
+    """Each array's shape, sum and sum of absolute values (as THEIRS gives them)."""
+    import numpy as np
+
+    return {k: [list(np.shape(v)), round(float(np.sum(np.asarray(v, dtype=np.float64))), 3),
+                round(float(np.sum(np.abs(np.asarray(v, dtype=np.float64)))), 3)]
+            for k, v in arrays.items() if hasattr(v, "shape") and np.size(v)}
+
+
+def _same(split: str, a: object, b: object) -> bool:
+    """Rows are equal; media digests on the arrays both sides hold (and at least one where either has any): the same
+    shapes, sums within 0.1% of the sum of absolute values (the two image processors' resizing differs in the last
+    bits)."""
+    if not split.startswith("media:"):
+        return a == b
+    common = set(a) & set(b)
+
+    def close(x: list, y: list) -> bool:
+        scale = 1e-3 * max(x[2], y[2], 1.0)
+        return x[0] == y[0] and abs(x[1] - y[1]) <= scale and abs(x[2] - y[2]) <= scale
+
+    return all(close(a[k], b[k]) for k in common) and (bool(common) or not (a or b))
+
+
+def _in_order(split: str, theirs: list, mine: list) -> int:
+    """How many of ``mine`` match rows of ``theirs`` in order (each of theirs used once, greedily)."""
+    found, at = 0, 0
+    for row in mine:
+        while at < len(theirs) and not _same(split, theirs[at], row):
+            at += 1
+        if at == len(theirs):
+            break
+        found, at = found + 1, at + 1
+    return found
 
 
 def main() -> int:
@@ -112,12 +184,17 @@ def main() -> int:
     identical = True
     for split, rows in theirs.items():
         got = mine.get(split, [])
-        same = sum(a == b for a, b in zip(rows, got))
+        same = sum(_same(split, a, b) for a, b in zip(rows, got))
         print(f"{split}: LLaMA-Factory {len(rows)} rows, ours {len(got)}, identical {same}")
         if same != len(rows) or len(got) != len(rows):
             identical = False
-            first = next((i for i, (a, b) in enumerate(zip(rows, got)) if a != b), min(len(rows), len(got)))
+            first = next((i for i, (a, b) in enumerate(zip(rows, got)) if not _same(split, a, b)),
+                         min(len(rows), len(got)))
             print(f"  first difference at row {first}")
+            if len(got) < len(rows):  # rows we drop (multimodal rows cut through their media): ours in LF's order
+                found = _in_order(split, rows, got)
+                print(f"  {found} of our {len(got)} rows are LLaMA-Factory's, in its order, with "
+                      f"{len(rows) - found} of its rows between them")
     return 0 if identical else 1
 
 

@@ -69,6 +69,11 @@ def prepare(cfg: Any) -> list[str]:
     from engine.models.tokenizer_setup import load_text_components
     from engine.train.rl_checks import RL_STAGES
 
+    if cfg.data.streaming:
+        from engine.data.errors import DatasetError
+
+        raise DatasetError("`streaming: true`: the rows are tokenized while training, so there is nothing to tokenize "
+                           "ahead of it; remove `streaming` to tokenize (and cache) the data now.")
     tokenizer, template = load_text_components(cfg)
     collector.settle()
     if cfg.finetuning.stage in RL_STAGES:

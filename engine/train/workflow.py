@@ -96,6 +96,13 @@ def load_components(cfg: RunConfig, *, trainable: bool) -> tuple[Any, Any, Any]:
     return tokenizer, template, model
 
 
+def _row_count(train: Any) -> int | None:
+    """Training rows, or None for a stream (``streaming: true``: not counted before training)."""
+    if train is None:
+        return 0
+    return len(train) if hasattr(train, "__len__") else None
+
+
 def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     """Train (and optionally evaluate and predict) as the config says; returns all metrics."""
     import torch
@@ -139,7 +146,7 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     trainable, total = count_parameters(model)
     logger.info("Parameters: %s trainable of %s (%.4f%%)", f"{trainable:,}", f"{total:,}", 100 * trainable / max(total, 1))
     stats = dict(getattr(bundle, "stats", {}) or {})
-    extra = {"trainable_params": trainable, "total_params": total, "num_examples": len(bundle.train) if bundle.train is not None else 0,
+    extra = {"trainable_params": trainable, "total_params": total, "num_examples": _row_count(bundle.train),
              "data": stats, "stage": cfg.finetuning.stage}
     recorder = ParallelRecorder(ctx, extra, launcher=os.environ.get("LF_LAUNCHER"))
     callbacks = [recorder, EventsCallback(ctx, extra), AbortCallback(ctx), *method_callbacks(cfg, ctx)]

@@ -1,0 +1,157 @@
+"""``streaming: true``: LLaMA-Factory 0.9.5's streaming order, rows tokenized as without streaming, a training run
+on the demo model that sees the rows in that order (across an epoch), and the refusals."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from engine.config import load_config
+from engine.config.loader import ConfigError
+from engine.data import DatasetError, get_dataset
+from engine.data.stream_order import stream_order
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO / "examples" / "data"
+BASE = {"model_name_or_path": "demo", "template": "chatml", "stage": "sft", "finetuning_type": "lora",
+        "dataset": "demo_identity", "dataset_dir": str(DATA), "cutoff_len": 256, "report_to": "none",
+        "streaming": True, "max_steps": 4, "output_dir": "out"}
+
+# (lengths, seed, buffer_size, mix_strategy, interleave_probs, epoch) -> (dataset, row) of each streamed row, as
+# datasets 4.0.0 (LLaMA-Factory 0.9.5's pin) yields them: datasets.Dataset.to_iterable_dataset(num_shards=1) per
+# dataset, concatenate_datasets / interleave_datasets(probabilities, seed), .shuffle(buffer_size, seed), set_epoch.
+DATASETS_4_0_0 = [
+    (([12], 42, 4, "concat", None, 0), [(0, 0), (0, 3), (0, 2), (0, 1), (0, 7), (0, 5), (0, 4), (0, 6), (0, 8),
+                                        (0, 10), (0, 9), (0, 11)]),
+    (([12], 42, 4, "concat", None, 1), [(0, 2), (0, 1), (0, 0), (0, 4), (0, 5), (0, 8), (0, 7), (0, 3), (0, 6),
+                                        (0, 10), (0, 11), (0, 9)]),
+    (([5, 7], 7, 3, "concat", None, 0), [(0, 2), (0, 1), (0, 3), (1, 0), (0, 4), (1, 1), (1, 3), (0, 0), (1, 5),
+                                         (1, 2), (1, 4), (1, 6)]),
+    (([6, 9], 3, 5, "interleave_under", [0.7, 0.3], 0), [(0, 3), (0, 0), (1, 0), (0, 5), (0, 4), (0, 2), (0, 1)]),
+    (([4, 6], 42, 2, "interleave_over", None, 2), [(0, 0), (0, 1), (1, 0), (0, 2), (1, 2), (0, 3), (1, 3), (0, 0),
+                                                   (1, 1), (1, 4), (0, 1), (1, 5)]),
+]
+
+
+@pytest.mark.parametrize(("case", "expected"), DATASETS_4_0_0)
+def test_the_order_is_llamafactorys_streaming_order(case, expected):
+    lengths, seed, buffer_size, strategy, probs, epoch = case
+    assert list(stream_order(lengths, seed, buffer_size, strategy, probs, epoch)) == expected
+
+
+def _components(cfg):
+    from engine.models.tokenizer_setup import load_text_components
+
+    return load_text_components(cfg)
+
+
+def _pairs(rows):
+    return [(list(row["input_ids"]), list(row["labels"])) for row in rows]
+
+
+def test_each_streamed_row_is_tokenized_as_without_streaming(tmp_path, monkeypatch):
+    monkeypatch.setenv("LF_ENGINE_CACHE", "off")
+    cfg = load_config(None, {**BASE, "dataset": "demo_identity,demo_alpaca", "buffer_size": 16, "val_size": 3,
+                             "output_dir": str(tmp_path)})
+    tokenizer, template = _components(cfg)
+    streamed = get_dataset(cfg, tokenizer, template)
+    assert streamed.origin == "streamed" and not hasattr(streamed.train, "__len__")
+    plain = get_dataset(load_config(None, {**BASE, "dataset": "demo_identity,demo_alpaca", "streaming": False,
+                                           "output_dir": str(tmp_path)}), tokenizer, template)
+    every = sorted(_pairs(plain.train))
+    held, trained = _pairs(streamed.eval), _pairs(streamed.train)
+    assert len(held) == 3 and sorted(held + trained) == every  # the same rows, each tokenized the same
+    assert trained != _pairs(plain.train)[3:]  # ... in the stream's shuffled order
+    streamed.train.set_epoch(1)
+    again = _pairs(streamed.train)
+    # a new epoch reshuffles, and skips the first rows of the new order (LLaMA-Factory's take/skip of one stream)
+    assert again != trained and len(again) == len(trained) and all(pair in every for pair in again)
+
+
+def test_a_streamed_run_trains_the_rows_in_stream_order_across_an_epoch(tmp_path, monkeypatch):
+    """The demo model trains 4 steps of 12 rows on a stream of 32: the Trainer reads the stream (12, 12, 8 rows), then
+    (epoch 1) the reshuffled stream, as LLaMA-Factory's does."""
+    from engine.cli import main
+    from engine.data import collator
+
+    monkeypatch.setenv("LF_ENGINE_CACHE", "off")
+    monkeypatch.chdir(tmp_path)
+    seen: list[list[int]] = []
+    call = collator.PaddingCollator.__call__
+
+    def record(self, features):
+        seen.extend(list(feature["input_ids"]) for feature in features)
+        return call(self, features)
+
+    monkeypatch.setattr(collator.PaddingCollator, "__call__", record)
+    overrides = {**BASE, "per_device_train_batch_size": 12, "buffer_size": 10, "logging_steps": 1,
+                 "save_strategy": "no", "output_dir": str(tmp_path / "out")}
+    args = ["train", str(REPO / "examples" / "sft_lora_demo.yaml"), *(f"{k}={v}" for k, v in overrides.items())]
+    assert main(args) == 0
+    cfg = load_config(None, overrides)
+    bundle = get_dataset(cfg, *_components(cfg))
+    first = [row["input_ids"] for row in bundle.train]
+    bundle.train.set_epoch(1)
+    second = [row["input_ids"] for row in bundle.train]
+    # accelerate's loader collates one batch ahead (to know the last one), so the stream is read past step 4
+    assert len(first) == 32 and seen[:44] == first + second[:12] and seen[44:] == second[12:12 + len(seen) - 44]
+    events = (tmp_path / "out" / "events.jsonl").read_text()
+    assert '"total_steps": 4' in events
+
+
+def test_packed_and_pretraining_rows_stream_in_batches(tmp_path, monkeypatch):
+    monkeypatch.setenv("LF_ENGINE_CACHE", "off")
+    for extra in ({"packing": True}, {"stage": "pt", "dataset": "demo_pt", "cutoff_len": 32}):
+        cfg = load_config(None, {**BASE, **extra, "output_dir": str(tmp_path)})
+        bundle = get_dataset(cfg, *_components(cfg))
+        rows = list(bundle.train)
+        assert rows and all(len(row["input_ids"]) <= cfg.data.cutoff_len for row in rows)
+        if extra.get("packing"):
+            assert "position_ids" in bundle.train.column_names
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"max_steps": -1}, "`streaming: true` needs `max_steps`"),
+    ({"max_samples": 10}, "`max_samples` cannot be used with `streaming: true`"),
+    ({"val_size": 0.1}, "`val_size: 0.1` is a fraction"),
+    ({"stage": "dpo", "dataset": "demo_dpo"}, "streams stages pt and sft here"),
+    ({"max_tokens_per_batch": 512}, "`max_tokens_per_batch`"),
+    ({"dataloader_num_workers": 2}, "`dataloader_num_workers: 1`"),
+    ({"do_predict": True, "val_size": 4}, "`do_predict: true` with `streaming: true`"),
+])
+def test_refusals_name_the_key_and_the_fix(extra, message):
+    with pytest.raises(ConfigError, match=message.replace("`", ".").replace("(", ".").replace(")", ".")):
+        load_config(None, {**BASE, **extra})
+
+
+def test_buffer_size_is_a_setting_now_and_streaming_with_one_worker_is_accepted(caplog):
+    cfg = load_config(None, {**BASE, "buffer_size": 128, "dataloader_num_workers": 1})
+    assert cfg.data.buffer_size == 128
+    with caplog.at_level(logging.INFO, logger="engine.config.streaming_checks"):
+        load_config(None, BASE)
+    assert "LLaMA-Factory 0.9.5 gives with `dataloader_num_workers: 1`" in caplog.text
+
+
+def test_streamed_rows_cannot_be_saved_to_tokenized_path(tmp_path):
+    cfg = load_config(None, {**BASE, "tokenized_path": str(tmp_path / "saved"), "output_dir": str(tmp_path)})
+    with pytest.raises(DatasetError, match="Turn off `streaming` when saving"):
+        get_dataset(cfg, *_components(cfg))
+
+
+def test_a_saved_tokenized_path_streams_in_its_saved_order(tmp_path, monkeypatch):
+    monkeypatch.setenv("LF_ENGINE_CACHE", "off")
+    saved = {**BASE, "streaming": False, "tokenized_path": str(tmp_path / "saved"), "output_dir": str(tmp_path)}
+    cfg = load_config(None, saved)
+    tokenizer, template = _components(cfg)
+    rows = _pairs(get_dataset(cfg, tokenizer, template).train)
+    streamed = get_dataset(load_config(None, {**saved, "streaming": True}), tokenizer, template)
+    assert not hasattr(streamed.train, "__len__") and _pairs(streamed.train) == rows
+
+
+def test_the_data_command_refuses_a_stream(tmp_path):
+    from engine.prepare_data import prepare
+
+    with pytest.raises(DatasetError, match="tokenized while training"):
+        prepare(load_config(None, {**BASE, "output_dir": str(tmp_path)}))

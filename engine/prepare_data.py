@@ -50,6 +50,8 @@ def quick_report(cfg: Any) -> list[str] | None:
     from engine.data import cache_prune
     from engine.data.quick_key import lookup
 
+    if cfg.data.streaming:  # prepare() says why a stream has nothing to prepare
+        return None
     folder = lookup(cfg)
     if folder is None:
         return None

@@ -9,6 +9,13 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 STREAMED_STAGES = ("pt", "sft")
+_SAID: set[str] = set()  # notes logged once per process (a config is often checked more than once)
+
+
+def _note(text: str) -> None:
+    if text not in _SAID:
+        _SAID.add(text)
+        logger.info(text)
 
 
 def streaming_problems(cfg: Any) -> list[str]:
@@ -44,10 +51,10 @@ def streaming_problems(cfg: Any) -> list[str]:
                         "so a streamed `val_size` split is not what it would predict on. Predict in a run without "
                         "`streaming` (`lf-engine eval` with `do_predict: true`).")
     if not problems and tr.dataloader_num_workers == 0:
-        logger.info("`streaming: true` with `dataloader_num_workers: 0`: each dataset streams as one shard, the order "
+        _note("`streaming: true` with `dataloader_num_workers: 0`: each dataset streams as one shard, the order "
                     "LLaMA-Factory 0.9.5 gives with `dataloader_num_workers: 1` (with 0 it splits local files into no "
                     "shards and stops with StopIteration).")
     if not problems and cfg.train.group_by_length:
-        logger.info("`group_by_length` does not apply to streamed rows (a stream has no lengths to sort); rows "
+        _note("`group_by_length` does not apply to streamed rows (a stream has no lengths to sort); rows "
                     "train in the stream's order, as in LLaMA-Factory.")
     return problems

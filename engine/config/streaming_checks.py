@@ -46,10 +46,12 @@ def streaming_problems(cfg: Any) -> list[str]:
                         "then splits each dataset into that many shards, read by the workers in turn, which is not "
                         "done here. Set `dataloader_num_workers: 1` (the same rows in the same order as "
                         "LLaMA-Factory's) or 0.")
-    if tr.do_predict:
-        problems.append("`do_predict: true` with `streaming: true`: prediction reads its rows without streaming here, "
-                        "so a streamed `val_size` split is not what it would predict on. Predict in a run without "
-                        "`streaming` (`lf-engine eval` with `do_predict: true`).")
+    generating = [key for key in ("do_predict", "predict_with_generate") if getattr(tr, key)]
+    if generating:
+        problems.append(f"`{generating[0]}: true` with `streaming: true`: prompts to generate from are read without "
+                        "streaming here, so they would not be the streamed evaluation rows (a streamed `val_size` "
+                        f"split, `eval_dataset` in the stream's order). Remove `{generating[0]}`, and predict in a run "
+                        "without `streaming` (`lf-engine eval` with `do_predict: true`).")
     if not problems and tr.dataloader_num_workers == 0:
         _note("`streaming: true` with `dataloader_num_workers: 0`: each dataset streams as one shard, the order "
                     "LLaMA-Factory 0.9.5 gives with `dataloader_num_workers: 1` (with 0 it splits local files into no "

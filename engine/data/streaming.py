@@ -85,7 +85,7 @@ class StreamedRows(torch.utils.data.IterableDataset):
                 yield {name: columns[name][i] for name in names}
 
 
-def get_streaming_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> Any:
+def get_streaming_dataset(cfg: Any, tokenizer: Any, template: Any) -> Any:
     """The :class:`engine.data.DatasetBundle` of a ``streaming: true`` config: ``train`` a :class:`StreamedRows`,
     ``eval`` a tokenized ``datasets.Dataset`` (``template`` already configured).
 
@@ -104,7 +104,7 @@ def get_streaming_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = 
     if data.dataset:
         train = _streamed(cfg, data.dataset, tokenizer, template, opts, batch_rows, buffer_size, held)
         if held:
-            bundle.eval, bundle.stats["eval"] = _materialize(train, train.batches(train.picks(0, held_out=True)),
+            bundle.eval, bundle.stats["eval"] = _materialize(train.batches(train.picks(0, held_out=True)),
                                                              "held-out (val_size)")
         _first_row(train)
         bundle.train, bundle.stats["train"] = train, {"streaming": True, "rows": sum(map(len, train.positions))}
@@ -113,8 +113,7 @@ def get_streaming_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = 
                     f"; the first {held} rows of the stream are held out for evaluation" if held else "")
     if data.eval_dataset:
         evaluation = _streamed(cfg, data.eval_dataset, tokenizer, template, opts, batch_rows, buffer_size, 0)
-        bundle.eval, bundle.stats["eval"] = _materialize(evaluation, evaluation.batches(evaluation.picks(0)),
-                                                         "eval_dataset")
+        bundle.eval, bundle.stats["eval"] = _materialize(evaluation.batches(evaluation.picks(0)), "eval_dataset")
     return bundle
 
 
@@ -180,7 +179,7 @@ def _first_row(rows: StreamedRows) -> None:
     rows.column_names = list(first)
 
 
-def _materialize(rows: StreamedRows, batches: Iterator[tuple[dict[str, list], dict[str, int]]],
+def _materialize(batches: Iterator[tuple[dict[str, list], dict[str, int]]],
                  what: str) -> tuple[Any, dict[str, int]]:
     """The tokenized rows of ``batches`` as a ``datasets.Dataset`` (the evaluation set), and their stats."""
     from datasets import Dataset

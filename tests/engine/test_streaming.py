@@ -120,6 +120,8 @@ def test_packed_and_pretraining_rows_stream_in_batches(tmp_path, monkeypatch):
     ({"max_tokens_per_batch": 512}, "`max_tokens_per_batch`"),
     ({"dataloader_num_workers": 2}, "`dataloader_num_workers: 1`"),
     ({"do_predict": True, "val_size": 4}, "`do_predict: true` with `streaming: true`"),
+    ({"predict_with_generate": True, "val_size": 4, "eval_strategy": "steps", "eval_steps": 2},
+     "`predict_with_generate: true` with `streaming: true`"),
 ])
 def test_refusals_name_the_key_and_the_fix(extra, message):
     with pytest.raises(ConfigError, match=message.replace("`", ".").replace("(", ".").replace(")", ".")):
@@ -135,6 +137,12 @@ def test_buffer_size_is_a_setting_now_and_streaming_with_one_worker_is_accepted(
     with caplog.at_level(logging.INFO, logger="engine.config.streaming_checks"):
         load_config(None, BASE)
     assert "LLaMA-Factory 0.9.5 gives with `dataloader_num_workers: 1`" in caplog.text
+
+
+def test_rows_with_media_do_not_stream(tmp_path):
+    cfg = load_config(None, {**BASE, "dataset": "demo_vlm", "output_dir": str(tmp_path)})
+    with pytest.raises(DatasetError, match="streams text rows only here"):
+        get_dataset(cfg, *_components(cfg))
 
 
 def test_streamed_rows_cannot_be_saved_to_tokenized_path(tmp_path):

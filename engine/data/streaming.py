@@ -172,6 +172,9 @@ def _first_row(rows: StreamedRows) -> None:
     """Tokenize until the first row (as LLaMA-Factory prints its first example), to fail before training when no
     row is usable, and to know the columns (the Trainer checks for packed rows' ``position_ids``)."""
     first = next(iter(rows), None)
+    if first is None and rows.skip >= sum(map(len, rows.positions)):
+        raise DatasetError(f"`val_size: {rows.skip}` holds out every one of the {sum(map(len, rows.positions))} rows "
+                           "of the stream, leaving none to train on; lower `val_size`.")
     if first is None:
         raise DatasetError(f"No row of the stream has a token to train on after cutting to cutoff_len="
                            f"{rows.opts.cutoff_len} (or, for pre-training, fills a block); raise cutoff_len or check "

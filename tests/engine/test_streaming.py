@@ -139,6 +139,12 @@ def test_buffer_size_is_a_setting_now_and_streaming_with_one_worker_is_accepted(
     assert "LLaMA-Factory 0.9.5 gives with `dataloader_num_workers: 1`" in caplog.text
 
 
+def test_a_val_size_that_holds_out_the_whole_stream_is_refused(tmp_path):
+    cfg = load_config(None, {**BASE, "val_size": 32, "output_dir": str(tmp_path)})
+    with pytest.raises(DatasetError, match="holds out every one of the 32 rows"):
+        get_dataset(cfg, *_components(cfg))
+
+
 def test_rows_with_media_do_not_stream(tmp_path):
     cfg = load_config(None, {**BASE, "dataset": "demo_vlm", "output_dir": str(tmp_path)})
     with pytest.raises(DatasetError, match="streams text rows only here"):

@@ -41,11 +41,6 @@ def streaming_problems(cfg: Any) -> list[str]:
     if tr.max_tokens_per_batch:
         problems.append("`max_tokens_per_batch` (token-budget batches) groups rows of a known set, and `streaming: "
                         "true` has none; remove one of them.")
-    if tr.dataloader_num_workers > 1:
-        problems.append(f"`streaming: true` with `dataloader_num_workers: {tr.dataloader_num_workers}`: LLaMA-Factory "
-                        "then splits each dataset into that many shards, read by the workers in turn, which is not "
-                        "done here. Set `dataloader_num_workers: 1` (the same rows in the same order as "
-                        "LLaMA-Factory's) or 0.")
     generating = [key for key in ("do_predict", "predict_with_generate") if getattr(tr, key)]
     if generating:
         problems.append(f"`{generating[0]}: true` with `streaming: true`: prompts to generate from are read without "

@@ -9,6 +9,10 @@ LLaMA-Factory 0.9.5 pins ``datasets<=4.0.0``; later ``datasets`` releases shuffl
 at a time), so the order is written out here, as ``datasets`` 4.0.0 computes it, rather than taken from the
 ``datasets`` installed beside this engine. Each function yields ``(dataset, row)`` pairs: the position of the
 dataset in ``dataset`` and the row number in its file. Memory: the shuffle buffer, nothing per row.
+
+With ``dataloader_num_workers`` W above 1, LLaMA-Factory splits each dataset into W contiguous shards, and data
+loader worker w streams the w-th shard of a shuffled shard order of each dataset, mixed and buffer-shuffled on its
+own (:func:`stream_order` with ``shards``/``worker``); the loader takes batches from the workers in turn.
 """
 
 from __future__ import annotations
@@ -35,32 +39,56 @@ def _random_batches(draw) -> Iterator[int]:
         yield from (int(i) for i in draw())
 
 
-def _source(dataset: int, rows: int) -> Iterator[tuple[int, int]]:
-    return ((dataset, row) for row in range(rows))
+def _source(dataset: int, rows: range) -> Iterator[tuple[int, int]]:
+    return ((dataset, row) for row in rows)
 
 
-def concatenated(lengths: list[int], generator: np.random.Generator) -> Iterator[tuple[int, int]]:
+def shard_rows(rows: int, shards: int, index: int) -> range:
+    """The rows of shard ``index`` of ``shards`` contiguous shards (``datasets.Dataset.shard(contiguous=True)``)."""
+    div, mod = divmod(rows, shards)
+    start = div * index + min(index, mod)
+    return range(start, start + div + (1 if index < mod else 0))
+
+
+def split_number(count: int, shards: int, index: int) -> int:
+    """The share of ``count`` rows (``take``/``skip``) of shard ``index`` (``SkipExamplesIterable.split_number``)."""
+    div, mod = divmod(count, shards)
+    return div + (1 if index < mod else 0)
+
+
+def worker_rows(lengths: list[int], generator: np.random.Generator, shards: int = 1,
+                worker: int = 0) -> list[range]:
+    """The rows of each dataset that data loader ``worker`` streams: with one shard all of them, else the shard at
+    position ``worker`` of the shard order shuffled by a copy of the generator (the same order for every dataset)."""
+    if shards == 1:
+        return [range(rows) for rows in lengths]
+    order = list(range(shards))
+    deepcopy(generator).shuffle(order)
+    return [shard_rows(rows, shards, order[worker]) for rows in lengths]
+
+
+def concatenated(rows: list[range], generator: np.random.Generator) -> Iterator[tuple[int, int]]:
     """``concatenate_datasets`` of shuffled streams: the datasets come one after another, in an order shuffled by
     a copy of the generator (not mixed: LLaMA-Factory warns so)."""
-    order = list(range(len(lengths)))
+    order = list(range(len(rows)))
     if len(order) > 1:
         deepcopy(generator).shuffle(order)
     for dataset in order:
-        yield from _source(dataset, lengths[dataset])
+        yield from _source(dataset, rows[dataset])
 
 
-def interleaved(lengths: list[int], generator: np.random.Generator, probs: list[float] | None,
+def interleaved(rows: list[range], generator: np.random.Generator, probs: list[float] | None,
                 stopping: str) -> Iterator[tuple[int, int]]:
     """``interleave_datasets`` of streams: without ``probs`` the datasets take turns, with them each row's dataset is
     drawn; ``first_exhausted`` stops once a dataset has given its last row, ``all_exhausted`` once each has (a
     dataset that ran out starts again)."""
-    count = len(lengths)
+    count = len(rows)
     if probs is None:
         picks: Iterator[int] = (k for _ in iter(int, 1) for k in range(count))
     else:
         rng = deepcopy(generator)
         picks = _random_batches(lambda: rng.choice(count, size=RANDOM_BATCH, p=probs))
-    iterators = [_source(k, lengths[k]) for k in range(count)]
+    iterators = [_source(k, rows[k]) for k in range(count)]
     nexts: list = [None] * count
     exhausted = np.zeros(count, dtype=bool)
     done = np.all if stopping == "all_exhausted" else np.any
@@ -74,7 +102,7 @@ def interleaved(lengths: list[int], generator: np.random.Generator, probs: list[
         if nexts[k] is False:
             exhausted[k] = True
             nexts[k] = None
-            iterators[k] = _source(k, lengths[k])
+            iterators[k] = _source(k, rows[k])
         if result is not False:
             yield result
 
@@ -97,20 +125,23 @@ def buffer_shuffled(items: Iterator, buffer_size: int, generator: np.random.Gene
 
 
 def stream_order(lengths: list[int], seed: int, buffer_size: int, strategy: str = "concat",
-                 probs: list[float] | None = None, epoch: int = 0) -> Iterator[tuple[int, int]]:
-    """``(dataset, row)`` of every row of the shuffled mix, in LLaMA-Factory's streaming order for ``epoch``.
+                 probs: list[float] | None = None, epoch: int = 0, shards: int = 1,
+                 worker: int = 0) -> Iterator[tuple[int, int]]:
+    """``(dataset, row)`` of every row of the shuffled mix, in LLaMA-Factory's streaming order for ``epoch`` (of
+    data loader ``worker`` when each dataset is split into ``shards``).
 
     ``lengths``: the row count of each dataset, in the order of ``dataset``. ``strategy``: ``mix_strategy``.
     """
     generator = epoch_generator(seed, epoch)
+    rows = worker_rows(lengths, generator, shards, worker)
     if len(lengths) == 1:
-        mixed: Iterator[tuple[int, int]] = _source(0, lengths[0])
+        mixed: Iterator[tuple[int, int]] = _source(0, rows[0])
     elif strategy == "concat":
-        mixed = concatenated(lengths, generator)
+        mixed = concatenated(rows, generator)
     else:
         if probs is not None and abs(sum(probs) - 1.0) > 1e-8:
             probs = [w / sum(probs) for w in probs]
-        mixed = interleaved(lengths, generator, probs,
+        mixed = interleaved(rows, generator, probs,
                             "first_exhausted" if strategy == "interleave_under" else "all_exhausted")
     return buffer_shuffled(mixed, buffer_size, generator)
 

@@ -11,7 +11,9 @@ LLaMA-Factory's rules: ``max_steps`` is needed and ``max_samples`` refused (engi
 ``num_samples`` of dataset_info.json is not applied; ``val_size`` is a row count, the first rows of the stream,
 which training skips; ``eval_dataset`` is shuffled the same way. The evaluation rows are tokenized up front here (a
 finite set; the Trainer evaluates the same rows in the same order). A new epoch (the stream ran out before
-``max_steps``) reshuffles: the Trainer calls :meth:`StreamedRows.set_epoch`.
+``max_steps``) reshuffles: the Trainer calls :meth:`StreamedRows.set_epoch`. With ``dataloader_num_workers`` W
+above 1, each dataset is split into W shards and each data loader worker streams its own (torch's loader then takes
+a batch from each worker in turn), as LLaMA-Factory's ``to_iterable_dataset(num_shards=W)`` does.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import torch
 from engine.data.errors import DatasetError
 from engine.data.examples import Examples, concat, count_media
 from engine.data.loader import load_dataset_examples, split_names
-from engine.data.stream_order import stream_order
+from engine.data.stream_order import split_number, stream_order
 from engine.data.tokenize import TokenizeOptions, tokenize_examples
 
 logger = logging.getLogger(__name__)
@@ -42,7 +44,8 @@ class StreamedRows(torch.utils.data.IterableDataset):
 
     ``examples``: each dataset's examples; ``positions``: per dataset, the example of each row read (-1 for a row
     the converter skipped, which LLaMA-Factory's preprocessing drops from its batch). ``skip``: rows at the start of
-    the stream held out for evaluation (``val_size``)."""
+    the stream held out for evaluation (``val_size``). ``order["shards"]`` above 1 (``dataloader_num_workers``): each
+    data loader worker streams its own shard (outside a data loader, the workers' streams one after another)."""
 
     def __init__(self, examples: list[Examples], positions: list[Any], order: dict[str, Any], stage: str,
                  tokenizer: Any, template: Any, opts: TokenizeOptions, batch_rows: int, skip: int = 0) -> None:
@@ -59,10 +62,16 @@ class StreamedRows(torch.utils.data.IterableDataset):
         """Reshuffle as ``datasets.IterableDataset.set_epoch`` does (the Trainer calls it at each new epoch)."""
         self.epoch = epoch
 
-    def picks(self, epoch: int | None = None, held_out: bool = False) -> Iterator[tuple[int, int]]:
-        """``(dataset, row)`` of the stream this dataset walks (after the held-out rows), or of the held-out rows."""
-        order = stream_order(epoch=self.epoch if epoch is None else epoch, **self.order)
-        return islice(order, self.skip) if held_out else islice(order, self.skip, None)
+    @property
+    def shards(self) -> int:
+        return self.order.get("shards", 1)
+
+    def picks(self, epoch: int | None = None, held_out: bool = False, worker: int = 0) -> Iterator[tuple[int, int]]:
+        """``(dataset, row)`` of the stream this dataset walks (after the held-out rows), or of the held-out rows (of
+        data loader ``worker``, whose share of the held-out rows is its share of ``skip``)."""
+        order = stream_order(epoch=self.epoch if epoch is None else epoch, worker=worker, **self.order)
+        skip = split_number(self.skip, self.shards, worker)
+        return islice(order, skip) if held_out else islice(order, skip, None)
 
     def batches(self, picks: Iterator[tuple[int, int]]) -> Iterator[tuple[dict[str, list], dict[str, int]]]:
         """Tokenized columns and stats of each preprocessing batch of ``picks`` (LLaMA-Factory's map batches)."""
@@ -79,10 +88,21 @@ class StreamedRows(torch.utils.data.IterableDataset):
             yield tokenize_examples(list(examples), self.stage, self.tokenizer, self.template, self.opts)
 
     def __iter__(self) -> Iterator[dict[str, list]]:
-        for columns, _ in self.batches(self.picks()):
-            names = list(columns)
-            for i in range(len(columns[names[0]])):
-                yield {name: columns[name][i] for name in names}
+        info = torch.utils.data.get_worker_info()
+        if info is not None and self.shards > 1 and info.num_workers != self.shards:
+            raise DatasetError(f"The stream is split into {self.shards} shards (dataloader_num_workers) but is read by "
+                               f"{info.num_workers} data loader workers; they must be equal.")
+        workers = [info.id] if info is not None and self.shards > 1 else range(self.shards)
+        for worker in workers:
+            yield from rows_of(self.batches(self.picks(worker=worker)))
+
+
+def rows_of(batches: Iterator[tuple[dict[str, list], dict[str, int]]]) -> Iterator[dict[str, list]]:
+    """The rows of tokenized batches, one dict per row."""
+    for columns, _ in batches:
+        names = list(columns)
+        for i in range(len(columns[names[0]])):
+            yield {name: columns[name][i] for name in names}
 
 
 def get_streaming_dataset(cfg: Any, tokenizer: Any, template: Any) -> Any:
@@ -104,7 +124,7 @@ def get_streaming_dataset(cfg: Any, tokenizer: Any, template: Any) -> Any:
     if data.dataset:
         train = _streamed(cfg, data.dataset, tokenizer, template, opts, batch_rows, buffer_size, held)
         if held:
-            bundle.eval, bundle.stats["eval"] = _materialize(train.batches(train.picks(0, held_out=True)),
+            bundle.eval, bundle.stats["eval"] = _materialize(train, True, cfg.train.per_device_eval_batch_size,
                                                              "held-out (val_size)")
         _first_row(train)
         bundle.train, bundle.stats["train"] = train, {"streaming": True, "rows": sum(map(len, train.positions))}
@@ -113,7 +133,8 @@ def get_streaming_dataset(cfg: Any, tokenizer: Any, template: Any) -> Any:
                     f"; the first {held} rows of the stream are held out for evaluation" if held else "")
     if data.eval_dataset:
         evaluation = _streamed(cfg, data.eval_dataset, tokenizer, template, opts, batch_rows, buffer_size, 0)
-        bundle.eval, bundle.stats["eval"] = _materialize(evaluation.batches(evaluation.picks(0)), "eval_dataset")
+        bundle.eval, bundle.stats["eval"] = _materialize(evaluation, False, cfg.train.per_device_eval_batch_size,
+                                                         "eval_dataset")
     return bundle
 
 
@@ -163,8 +184,14 @@ def _streamed(cfg: Any, names: str, tokenizer: Any, template: Any, opts: Tokeniz
     probs = [float(p) for p in str(data.interleave_probs).split(",")] if data.interleave_probs else None
     examples = [part for part, _ in loaded.values()]
     positions = [position for _, position in loaded.values()]
+    shards = max(1, cfg.train.dataloader_num_workers)
+    for name, position in zip(loaded, positions):
+        if len(position) < shards:  # datasets' to_iterable_dataset refuses it in LLaMA-Factory
+            raise DatasetError(f"Dataset {name!r} has {len(position)} rows, fewer than the {shards} shards "
+                               f"`dataloader_num_workers: {shards}` splits each streamed dataset into (LLaMA-Factory "
+                               "fails on it too); lower `dataloader_num_workers`.")
     order = {"lengths": [len(position) for position in positions], "seed": cfg.train.seed,
-             "buffer_size": buffer_size, "strategy": strategy, "probs": probs}
+             "buffer_size": buffer_size, "strategy": strategy, "probs": probs, "shards": shards}
     return StreamedRows(examples, positions, order, stage, tokenizer, template, opts, batch_rows, skip)
 
 
@@ -182,19 +209,29 @@ def _first_row(rows: StreamedRows) -> None:
     rows.column_names = list(first)
 
 
-def _materialize(batches: Iterator[tuple[dict[str, list], dict[str, int]]],
-                 what: str) -> tuple[Any, dict[str, int]]:
-    """The tokenized rows of ``batches`` as a ``datasets.Dataset`` (the evaluation set), and their stats."""
+def _materialize(rows: StreamedRows, held_out: bool, batch_size: int, what: str) -> tuple[Any, dict[str, int]]:
+    """The tokenized evaluation rows of ``rows`` (its held-out rows, or all of epoch 0) as a ``datasets.Dataset``,
+    in the order the Trainer's evaluation loader would read the stream (with several workers: a batch of
+    ``batch_size`` rows from each worker in turn, as torch's loader takes them), and their stats."""
     from datasets import Dataset
 
     columns: dict[str, list] = {}
     stats: dict[str, int] = {}
-    for part, part_stats in batches:
-        for name, values in part.items():
-            columns.setdefault(name, []).extend(values)
-        for name, value in part_stats.items():
-            if isinstance(value, int):
-                stats[name] = stats.get(name, 0) + value
+    per_worker: list[list[dict[str, list]]] = []
+    for worker in range(rows.shards):
+        tokenized: list[dict[str, list]] = []
+        for part, part_stats in rows.batches(rows.picks(0, held_out=held_out, worker=worker)):
+            tokenized.append(part)
+            for name, value in part_stats.items():
+                if isinstance(value, int):
+                    stats[name] = stats.get(name, 0) + value
+        per_worker.append(list(rows_of((part, {}) for part in tokenized)))
+    turns = [[rows_[i:i + batch_size] for i in range(0, len(rows_), batch_size)] for rows_ in per_worker]
+    for turn in range(max(map(len, turns), default=0)):
+        for batches in turns:
+            for row in batches[turn] if turn < len(batches) else ():
+                for name, value in row.items():
+                    columns.setdefault(name, []).append(value)
     if not columns or not columns.get("input_ids"):
         raise DatasetError(f"The {what} rows of the stream hold no row to evaluate on after tokenization; give more "
                            "rows (a larger `val_size`) or check the data.")

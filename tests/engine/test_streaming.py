@@ -41,6 +41,32 @@ def test_the_order_is_llamafactorys_streaming_order(case, expected):
     assert list(stream_order(lengths, seed, buffer_size, strategy, probs, epoch)) == expected
 
 
+# with dataloader_num_workers W: each dataset in W shards, read by a torch DataLoader of W workers and batch size B
+# (lengths, seed, buffer_size, mix_strategy, interleave_probs, epoch, W, B, skip) -> the loader's rows, datasets 4.0.0
+DATASETS_4_0_0_WORKERS = [
+    (([7, 11], 5, 3, "concat", None, 0, 2, 2, 3), [(1, 6), (1, 10), (1, 3), (1, 0), (1, 7), (0, 6), (1, 4), (1, 1),
+                                                   (0, 4), (0, 5), (0, 1), (0, 2), (0, 3), (1, 5), (0, 0)]),
+    (([9, 6], 42, 4, "interleave_over", [0.6, 0.4], 1, 3, 2, 0), [(0, 7), (1, 4), (0, 1), (1, 0), (0, 4), (1, 2),
+                                                                  (0, 6), (1, 4), (0, 0), (1, 0), (0, 3), (1, 2),
+                                                                  (1, 5), (0, 8), (1, 1), (0, 2), (1, 3), (0, 5)]),
+]
+
+
+@pytest.mark.parametrize(("case", "expected"), DATASETS_4_0_0_WORKERS)
+def test_each_workers_shard_streams_in_llamafactorys_order(case, expected):
+    from itertools import islice
+
+    from engine.data.stream_order import split_number
+
+    lengths, seed, buffer_size, strategy, probs, epoch, workers, batch, skip = case
+    streams = [list(islice(stream_order(lengths, seed, buffer_size, strategy, probs, epoch, workers, worker),
+                           split_number(skip, workers, worker), None)) for worker in range(workers)]
+    turns = [[stream[i:i + batch] for i in range(0, len(stream), batch)] for stream in streams]
+    loader = [pick for turn in range(max(map(len, turns))) for batches in turns if turn < len(batches)
+              for pick in batches[turn]]  # torch's loader: a batch from each worker in turn
+    assert loader == expected
+
+
 def _components(cfg):
     from engine.models.tokenizer_setup import load_text_components
 
@@ -101,6 +127,27 @@ def test_a_streamed_run_trains_the_rows_in_stream_order_across_an_epoch(tmp_path
     assert '"total_steps": 4' in events
 
 
+def test_two_loader_workers_read_their_shards_in_turn(tmp_path, monkeypatch):
+    """With ``dataloader_num_workers: 2`` the Trainer's loader reads a batch from each worker's shard in turn."""
+    import torch
+
+    monkeypatch.setenv("LF_ENGINE_CACHE", "off")
+    cfg = load_config(None, {**BASE, "dataloader_num_workers": 2, "buffer_size": 5, "val_size": 3,
+                             "per_device_eval_batch_size": 2, "output_dir": str(tmp_path)})
+    bundle = get_dataset(cfg, *_components(cfg))
+    loader = torch.utils.data.DataLoader(bundle.train, batch_size=4, num_workers=2, collate_fn=list)
+    seen = [row["input_ids"] for batch in loader for row in batch]
+    shards = [list(bundle.train.batches(bundle.train.picks(worker=worker))) for worker in (0, 1)]
+    rows = [[ids for columns, _ in shard for ids in columns["input_ids"]] for shard in shards]
+    turns = [[part[i:i + 4] for i in range(0, len(part), 4)] for part in rows]
+    assert len(seen) == 29 and seen == [ids for turn in range(max(map(len, turns))) for part in turns
+                                        if turn < len(part) for ids in part[turn]]
+    held = [[ids for columns, _ in bundle.train.batches(bundle.train.picks(0, True, worker)) for ids in
+             columns["input_ids"]] for worker in (0, 1)]
+    assert [len(part) for part in held] == [2, 1]  # the held-out rows: each worker's share of val_size
+    assert bundle.eval["input_ids"] == held[0][:2] + held[1][:2]
+
+
 def test_packed_and_pretraining_rows_stream_in_batches(tmp_path, monkeypatch):
     monkeypatch.setenv("LF_ENGINE_CACHE", "off")
     for extra in ({"packing": True}, {"stage": "pt", "dataset": "demo_pt", "cutoff_len": 32}):
@@ -118,7 +165,6 @@ def test_packed_and_pretraining_rows_stream_in_batches(tmp_path, monkeypatch):
     ({"val_size": 0.1}, "`val_size: 0.1` is a fraction"),
     ({"stage": "dpo", "dataset": "demo_dpo"}, "streams stages pt and sft here"),
     ({"max_tokens_per_batch": 512}, "`max_tokens_per_batch`"),
-    ({"dataloader_num_workers": 2}, "`dataloader_num_workers: 1`"),
     ({"do_predict": True, "val_size": 4}, "`do_predict: true` with `streaming: true`"),
     ({"predict_with_generate": True, "val_size": 4, "eval_strategy": "steps", "eval_steps": 2},
      "`predict_with_generate: true` with `streaming: true`"),

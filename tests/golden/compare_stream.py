@@ -5,8 +5,10 @@ and compare the training rows in the order each yields them (the stream, then th
     python -m tests.golden.compare_stream --incumbent /path/to/lf-venv/bin/python '{"model_name_or_path": ...}'
 
 The config (a YAML file or a JSON mapping) needs ``model_name_or_path`` (a local tokenizer), ``stage`` (pt or sft),
-``dataset``, ``dataset_dir``, ``template`` and ``max_steps``; ``dataloader_num_workers: 1`` is added for
-LLaMA-Factory when unset (with 0, its 0.9.5 splits local files into no shards and stops with StopIteration).
+``dataset``, ``dataset_dir``, ``template`` and ``max_steps``; ``dataloader_num_workers: 1`` is added when unset
+(with 0, LLaMA-Factory 0.9.5 splits local files into no shards and stops with StopIteration). Both streams are read
+through a torch DataLoader with ``dataloader_num_workers`` workers and ``per_device_train_batch_size`` (eval:
+``per_device_eval_batch_size``), as the Trainers read them, so several workers' turns are compared too.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import yaml
 
 THEIRS = r"""
 import json, sys
+import torch
 from llamafactory.hparams import get_train_args
 from llamafactory.model import load_tokenizer
 from llamafactory.data import get_template_and_fix_tokenizer, get_dataset
@@ -42,37 +45,48 @@ def ids(row):
     return row["input_ids"][:end]
 
 
+def loader(data, batch):
+    workers = training_args.dataloader_num_workers
+    return (row for rows in torch.utils.data.DataLoader(data, batch_size=batch, num_workers=workers,
+                                                        collate_fn=list) for row in rows)
+
+
 out = {}
 for epoch in (0, 1):
     ds["train_dataset"].set_epoch(epoch)
     rows = []
-    for row in ds["train_dataset"]:
+    for row in loader(ds["train_dataset"], training_args.per_device_train_batch_size):
         rows.append(ids(row))
         if epoch and len(rows) >= n:
             break
     out[f"epoch {epoch}"] = rows
 if ds.get("eval_dataset") is not None:
-    out["eval"] = [ids(row) for row in ds["eval_dataset"]]
+    out["eval"] = [ids(row) for row in loader(ds["eval_dataset"], training_args.per_device_eval_batch_size)]
 json.dump(out, open(sys.argv[2], "w"))
 """
 
 
 def ours(args: dict, n: int) -> dict:
+    import torch
+
     from engine.config import build_config
     from engine.data import get_dataset
     from engine.models.tokenizer_setup import load_text_components
 
     os.environ["LF_ENGINE_CACHE"] = "off"
-    cfg = build_config({k: v for k, v in args.items() if k != "dataloader_num_workers"})
+    cfg = build_config(args)
     tokenizer, template = load_text_components(cfg)
     bundle = get_dataset(cfg, tokenizer, template)
     out = {}
     for epoch in (0, 1):
         bundle.train.set_epoch(epoch)
         rows = []
-        for row in bundle.train:
-            rows.append(list(row["input_ids"]))
+        for batch in torch.utils.data.DataLoader(bundle.train, batch_size=cfg.train.per_device_train_batch_size,
+                                                 num_workers=cfg.train.dataloader_num_workers, collate_fn=list):
+            for row in batch:
+                rows.append(list(row["input_ids"]))
             if epoch and len(rows) >= n:
+                rows = rows[:n]
                 break
         out[f"epoch {epoch}"] = rows
     if bundle.eval is not None:
@@ -86,7 +100,8 @@ def main() -> int:
     parser.add_argument("--epoch1-rows", type=int, default=200, help="rows of epoch 1 to compare")
     parser.add_argument("config", help="a YAML file or a JSON mapping")
     opts = parser.parse_args()
-    text = Path(opts.config).read_text(encoding="utf-8") if Path(opts.config).is_file() else opts.config
+    mapping = opts.config.lstrip().startswith("{")
+    text = opts.config if mapping or not Path(opts.config).is_file() else Path(opts.config).read_text(encoding="utf-8")
     args = {"do_train": True, "finetuning_type": "lora", "output_dir": tempfile.mkdtemp(), "report_to": "none",
             "overwrite_cache": True, "streaming": True, "dataloader_num_workers": 1, **yaml.safe_load(text)}
     with tempfile.TemporaryDirectory() as folder:

@@ -1,6 +1,7 @@
 """By hand: train one ``streaming: true`` sft config with LLaMA-Factory's real Trainer and with ours, record the
-input ids of every row each one's data collator receives, and compare them in order (the rows the steps train on,
-across the stream's epochs, plus the batches each data loader reads ahead). Nothing here runs in the test suite.
+input ids of every row of every batch each one's training data loader hands over (in the main process, in the order
+the steps take them; padding removed), and compare them in order (the rows the steps train on, across the stream's
+epochs, plus the batches each loader reads ahead). Nothing here runs in the test suite.
 
     python -m tests.golden.compare_stream_trainer --incumbent /path/to/lf-venv/bin/python config.yaml
 
@@ -23,24 +24,35 @@ import yaml
 
 RECORD = r"""
 import json, sys
-def recorder(cls, path):
-    call = cls.__call__
-    def record(self, features):
-        with open(path, "a") as out:  # the collator runs in the data loader's worker process
-            for feature in features:
-                out.write(json.dumps(list(feature["input_ids"])) + "\n")
-        return call(self, features)
-    cls.__call__ = record
+import torch.utils.data.dataloader as loading
+
+
+def rows_of(batch):
+    ids = batch["input_ids"]
+    if "cu_seq_lens_q" in batch:  # ours, padding-free: the rows back to back
+        flat, bounds = ids[0].tolist(), batch["cu_seq_lens_q"].tolist()
+        return [flat[a:b] for a, b in zip(bounds, bounds[1:])]
+    mask = batch["attention_mask"]
+    return [row[keep.bool()].tolist() for row, keep in zip(ids, mask)]
+
+
+def recorder(path):
+    for kind in (loading._SingleProcessDataLoaderIter, loading._MultiProcessingDataLoaderIter):
+        def record(self, _next=kind._next_data):
+            batch = _next(self)  # in the main process, in the order the Trainer takes the batches
+            with open(path, "a") as out:
+                for row in rows_of(batch):
+                    out.write(json.dumps(row) + "\n")
+            return batch
+        kind._next_data = record
 """
 THEIRS = RECORD + r"""
-import llamafactory.data.collator as collator
-recorder(collator.SFTDataCollatorWith4DAttentionMask, sys.argv[2])
+recorder(sys.argv[2])
 from llamafactory.train.tuner import run_exp
 run_exp(json.loads(sys.argv[1]))
 """
 OURS = RECORD + r"""
-from engine.data import collator
-recorder(collator.PaddingCollator, sys.argv[2])
+recorder(sys.argv[2])
 from engine.cli import main
 sys.exit(main(["train", sys.argv[3]]))
 """
@@ -51,7 +63,8 @@ def main() -> int:
     parser.add_argument("--incumbent", required=True, help="python of an environment with llamafactory installed")
     parser.add_argument("config", help="a YAML file or a JSON mapping")
     opts = parser.parse_args()
-    text = Path(opts.config).read_text(encoding="utf-8") if Path(opts.config).is_file() else opts.config
+    mapping = opts.config.lstrip().startswith("{")
+    text = opts.config if mapping or not Path(opts.config).is_file() else Path(opts.config).read_text(encoding="utf-8")
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "DISABLE_VERSION_CHECK": "1", "LF_ENGINE_CACHE": "off"}
     with tempfile.TemporaryDirectory() as folder:
         seen = {}

@@ -139,7 +139,9 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
     if data.streaming:  # tokenized while training, never cached (engine.data.streaming)
         from engine.data.streaming import get_streaming_dataset
 
-        return get_streaming_dataset(cfg, tokenizer, template)  # refuses rows with media
+        train, evaluation, stats = get_streaming_dataset(cfg, tokenizer, template,  # refuses rows with media
+                                                         tokenize_options(data, cfg.finetuning.stage))
+        return DatasetBundle(train=train, eval=evaluation, stats=stats, origin="streamed")
     key = None
     if cached is None and media is None:  # a second run with the same data and settings skips tokenization
         from engine.data.cache import cache_key, entry_path, load_entry

@@ -105,37 +105,34 @@ def rows_of(batches: Iterator[tuple[dict[str, list], dict[str, int]]]) -> Iterat
             yield {name: columns[name][i] for name in names}
 
 
-def get_streaming_dataset(cfg: Any, tokenizer: Any, template: Any) -> Any:
-    """The :class:`engine.data.DatasetBundle` of a ``streaming: true`` config: ``train`` a :class:`StreamedRows`,
-    ``eval`` a tokenized ``datasets.Dataset`` (``template`` already configured).
+def get_streaming_dataset(cfg: Any, tokenizer: Any, template: Any,
+                          opts: TokenizeOptions) -> tuple[StreamedRows | None, Any, dict[str, Any]]:
+    """The training rows (a :class:`StreamedRows`), the evaluation rows (a tokenized ``datasets.Dataset``) and the
+    stats of a ``streaming: true`` config (``template`` configured, ``opts`` its tokenization settings).
 
     Raises:
         DatasetError: where the data cannot stream here, naming the fix.
     """
-    from engine.data import DatasetBundle, tokenize_options
-
-    data, stage, seed = cfg.data, cfg.finetuning.stage, cfg.train.seed
+    data, seed = cfg.data, cfg.train.seed
     refuse_here(cfg)
-    opts = tokenize_options(data, stage)
     batch_rows = data.preprocessing_batch_size or LF_BATCH_ROWS
     buffer_size = getattr(data, "buffer_size", None) or DEFAULT_BUFFER
-    bundle = DatasetBundle(origin="streamed")
+    train, evaluation, stats = None, None, {}
     held = int(data.val_size) if data.val_size and data.val_size >= 1 else 0
     if data.dataset:
         train = _streamed(cfg, data.dataset, tokenizer, template, opts, batch_rows, buffer_size, held)
         if held:
-            bundle.eval, bundle.stats["eval"] = _materialize(train, True, cfg.train.per_device_eval_batch_size,
-                                                             "held-out (val_size)")
+            evaluation, stats["eval"] = _materialize(train, True, cfg.train.per_device_eval_batch_size,
+                                                     "held-out (val_size)")
         _first_row(train)
-        bundle.train, bundle.stats["train"] = train, {"streaming": True, "rows": sum(map(len, train.positions))}
+        stats["train"] = {"streaming": True, "rows": sum(map(len, train.positions))}
         logger.info("Streaming %d rows of %s: tokenized %d at a time while training (buffer_size %d, seed %d)%s.",
-                    bundle.stats["train"]["rows"], data.dataset, batch_rows, buffer_size, seed,
+                    stats["train"]["rows"], data.dataset, batch_rows, buffer_size, seed,
                     f"; the first {held} rows of the stream are held out for evaluation" if held else "")
     if data.eval_dataset:
-        evaluation = _streamed(cfg, data.eval_dataset, tokenizer, template, opts, batch_rows, buffer_size, 0)
-        bundle.eval, bundle.stats["eval"] = _materialize(evaluation, False, cfg.train.per_device_eval_batch_size,
-                                                         "eval_dataset")
-    return bundle
+        rows = _streamed(cfg, data.eval_dataset, tokenizer, template, opts, batch_rows, buffer_size, 0)
+        evaluation, stats["eval"] = _materialize(rows, False, cfg.train.per_device_eval_batch_size, "eval_dataset")
+    return train, evaluation, stats
 
 
 def refuse_here(cfg: Any) -> None:

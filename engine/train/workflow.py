@@ -74,6 +74,10 @@ def check_launch(cfg: RunConfig) -> None:
     from engine import devices
     from engine.train.parallel import deepspeed, nd
 
+    if cfg.data.streaming and cfg.train.do_train:  # one process, and nothing to save to tokenized_path: say so
+        from engine.data.streaming import refuse_here  # before the model loads
+
+        refuse_here(cfg)
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     device = devices.get_accelerator().type
     deepspeed.validate(cfg, world_size, device)

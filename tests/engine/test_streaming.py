@@ -197,6 +197,14 @@ def test_rows_with_media_do_not_stream(tmp_path):
         get_dataset(cfg, *_components(cfg))
 
 
+def test_several_processes_are_refused_before_the_model_loads(tmp_path, monkeypatch):
+    from engine.train.workflow import check_launch
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(DatasetError, match="runs in one process here, and this run has 2"):
+        check_launch(load_config(None, {**BASE, "output_dir": str(tmp_path)}))
+
+
 def test_streamed_rows_cannot_be_saved_to_tokenized_path(tmp_path):
     cfg = load_config(None, {**BASE, "tokenized_path": str(tmp_path / "saved"), "output_dir": str(tmp_path)})
     with pytest.raises(DatasetError, match="Turn off `streaming` when saving"):

@@ -24,7 +24,7 @@ def streaming_problems(cfg: Any) -> list[str]:
     data, tr, stage = cfg.data, cfg.train, cfg.finetuning.stage
     problems: list[str] = []
     # LLaMA-Factory's refusals (hparams/data_args.py, hparams/parser.py)
-    if tr.do_train and tr.max_steps <= 0:
+    if tr.max_steps <= 0:  # an evaluation-only run too, as there
         problems.append("`streaming: true` needs `max_steps`: a stream has no length to count epochs in (LLaMA-Factory "
                         "refuses it too). Set `max_steps` (e.g. `max_steps: 1000`), or remove `streaming`.")
     if data.max_samples is not None:
@@ -49,9 +49,9 @@ def streaming_problems(cfg: Any) -> list[str]:
                         "without `streaming` (`lf-engine eval` with `do_predict: true`).")
     if not problems and tr.dataloader_num_workers == 0:
         _note("`streaming: true` with `dataloader_num_workers: 0`: each dataset streams as one shard, the order "
-                    "LLaMA-Factory 0.9.5 gives with `dataloader_num_workers: 1` (with 0 it splits local files into no "
-                    "shards and stops with StopIteration).")
+              "LLaMA-Factory 0.9.5 gives with `dataloader_num_workers: 1` (with 0 it splits local files into no "
+              "shards and stops with StopIteration).")
     if not problems and cfg.train.group_by_length:
         _note("`group_by_length` does not apply to streamed rows (a stream has no lengths to sort); rows "
-                    "train in the stream's order, as in LLaMA-Factory.")
+              "train in the stream's order, as in LLaMA-Factory.")
     return problems

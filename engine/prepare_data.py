@@ -50,6 +50,8 @@ def quick_report(cfg: Any) -> list[str] | None:
     from engine.data import cache_prune
     from engine.data.quick_key import lookup
 
+    if cfg.data.streaming:  # prepare() says why a stream has nothing to prepare
+        return None
     folder = lookup(cfg)
     if folder is None:
         return None
@@ -69,6 +71,11 @@ def prepare(cfg: Any) -> list[str]:
     from engine.models.tokenizer_setup import load_text_components
     from engine.train.rl_checks import RL_STAGES
 
+    if cfg.data.streaming:
+        from engine.data.errors import DatasetError
+
+        raise DatasetError("`streaming: true`: the rows are tokenized while training, so there is nothing to tokenize "
+                           "ahead of it; remove `streaming` to tokenize (and cache) the data now.")
     tokenizer, template = load_text_components(cfg)
     collector.settle()
     if cfg.finetuning.stage in RL_STAGES:

@@ -71,7 +71,9 @@ def cross_checks(cfg: Any) -> list[str]:
                         "replies, and writing its scores as predictions is not implemented here. Use `do_eval: true` "
                         "(reward accuracy and margins on eval_dataset) instead of `do_predict`.")
     if cfg.data.streaming:
-        problems.append("`streaming: true` is not supported; remove it (datasets are loaded, then tokenized once).")
+        from engine.config.streaming_checks import streaming_problems
+
+        problems += streaming_problems(cfg)
     if ft.finetuning_type == "lora" and ft.use_dora and ft.pissa_init:
         problems.append("`use_dora` and `pissa_init` cannot be combined; choose one.")
     problems.extend(check_parallel(cfg))

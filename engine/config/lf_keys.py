@@ -161,7 +161,7 @@ APPLIED = frozenset({"adapter_folder", "max_length"})
 
 # the LLaMA-Factory 0.9.5 defaults of the keys refused only when set (engine.config.method_checks.REFUSED_WHEN_SET)
 REFUSED_WHEN_SET_DEFAULTS: dict[str, Any] = {
-    "buffer_size": 16384, "vllm_maxlen": 4096, "vllm_gpu_util": 0.7, "vllm_max_lora_rank": 32,
+    "vllm_maxlen": 4096, "vllm_gpu_util": 0.7, "vllm_max_lora_rank": 32,
     "ppo_buffer_size": 1, "ppo_epochs": 4, "ppo_target": 6.0, "reward_model_type": "lora",
 }
 

@@ -63,7 +63,6 @@ REFUSED_WHEN_SET = {
                          "attention implementation).",
     "image_resolution": "LLaMA-Factory renamed it; use `image_max_pixels` (pixels, e.g. 262144 for 512 x 512).",
     "video_resolution": "LLaMA-Factory renamed it; use `video_max_pixels` (pixels, e.g. 16384 for 128 x 128).",
-    "buffer_size": "Streaming datasets are not supported here, so there is no shuffle buffer; remove it.",
     "infer_backend_kwargs": "Only the transformers inference backend is available here; remove it.",
     "vllm_maxlen": "The vLLM inference backend is not available here; remove the vllm_* keys.",
     "vllm_gpu_util": "The vLLM inference backend is not available here; remove the vllm_* keys.",

@@ -96,7 +96,9 @@ class DataArgs:
                                "row per text.")
     neat_packing: bool = opt(False, "Pack whole examples (sft and pt) into sequences without attention across them.",
                              advanced=True)
-    streaming: bool = opt(False, "Stream the dataset instead of loading it.", advanced=True)
+    streaming: bool = opt(False, "Tokenize rows while training, in LLaMA-Factory's shuffled streaming order (needs "
+                               "max_steps).", advanced=True)
+    buffer_size: int = opt(16384, "streaming: rows in the shuffle buffer.", min=1, advanced=True)
     mix_strategy: Literal["concat", "interleave_under", "interleave_over"] = opt(
         "concat", "How several datasets are mixed.", advanced=True)
     interleave_probs: str | None = opt(None, "Sampling probabilities for interleaving.", advanced=True)

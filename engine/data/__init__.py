@@ -42,7 +42,8 @@ class DatasetBundle:
     eval: Any = None
     stats: dict[str, Any] = field(default_factory=dict)
     media: Any = None  # engine.multimodal.dataset.MediaContext when the rows carry media for a multimodal model
-    origin: str = "tokenized"  # "cache" (the tokenized-data cache) or "tokenized_path" when loaded, not tokenized
+    origin: str = "tokenized"  # "cache" (the tokenized-data cache) or "tokenized_path" when loaded, not tokenized;
+    # "streamed" (streaming: true): ``train`` is tokenized while training
     cache_entry: Any = None  # the cache entry (a Path) that holds this data, when one does
 
 
@@ -131,8 +132,16 @@ def get_dataset(cfg: Any, tokenizer: Any, template: Any, media: Any = None) -> D
             refuse_unserved(media)  # rows saved with media, for a model no plugin serves
             loaded.media = media
         loaded.origin = "tokenized_path"
+        if data.streaming and loaded.train is not None:  # as LLaMA-Factory streams a saved set: in its saved order
+            loaded.train = loaded.train.to_iterable_dataset()
         return loaded
     template = configured_template(cfg, template)
+    if data.streaming:  # tokenized while training, never cached (engine.data.streaming)
+        from engine.data.streaming import get_streaming_dataset
+
+        train, evaluation, stats = get_streaming_dataset(cfg, tokenizer, template,  # refuses rows with media
+                                                         tokenize_options(data, cfg.finetuning.stage))
+        return DatasetBundle(train=train, eval=evaluation, stats=stats, origin="streamed")
     key = None
     if cached is None and media is None:  # a second run with the same data and settings skips tokenization
         from engine.data.cache import cache_key, entry_path, load_entry

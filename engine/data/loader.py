@@ -64,7 +64,7 @@ def check_stage(spec: DatasetSpec, stage: str, first_row: dict[str, Any] | None 
 
 def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: int | None = None,
                           media_dir: str | None = None, first: int | None = None, rng: Any = None,
-                          stand_ins: bool = False) -> Examples:
+                          stand_ins: bool = False, streamed: dict[str, Any] | None = None) -> Examples:
     """Canonical examples of one dataset (registered name or path) for ``stage``; relative media paths resolve
     against ``media_dir`` (default: the dataset's folder).
 
@@ -72,7 +72,9 @@ def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: 
     reading stops once that many examples are converted (a preview). ``max_samples`` keeps the first rows read;
     dataset_info's ``num_samples`` samples rows as LLaMA-Factory does (:func:`sample_rows`, drawn from ``rng``, a
     ``numpy.random.RandomState``; seed 42 when None), then ``max_samples`` keeps the first of those. With
-    ``stand_ins`` (KTO training data), skipped rows stay as :mod:`engine.data.kl_stand_ins` stand-ins.
+    ``stand_ins`` (KTO training data), skipped rows stay as :mod:`engine.data.kl_stand_ins` stand-ins. With
+    ``streamed`` (a dict; ``streaming: true``), ``num_samples`` is not applied (LLaMA-Factory streams every row) and the
+    dict receives ``rows`` (rows read) and ``read_as`` (the row number of each example, a numpy array).
 
     Raises:
         DatasetError: for any problem with the dataset, naming it and the fix.
@@ -87,8 +89,9 @@ def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: 
             raise DatasetError(f"Dataset {name!r}: `split: {spec.split}` in dataset_info.json selects no rows of "
                                f"{spec.path}; change the slice or remove `split`.")
         raise DatasetError(f"Dataset {name!r} ({spec.path}) is empty; add rows to it.")
-    sample = spec.num_samples if spec.num_samples and not first else None
-    limit = None if sample else min((n for n in (max_samples, spec.num_samples) if n), default=None)
+    sample = spec.num_samples if spec.num_samples and not first and streamed is None else None
+    limit = None if sample or streamed is not None else min((n for n in (max_samples, spec.num_samples) if n),
+                                                               default=None)
     rows = itertools.chain([head], rows)
     if limit:
         rows = itertools.islice(rows, limit)
@@ -104,7 +107,7 @@ def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: 
             for example in iter_converted(rows, spec, stage, tally, stand_ins):
                 example["_dataset"] = name
                 writer.add(example)
-                if sample:
+                if sample or streamed is not None:
                     read_as.append(tally["rows"] - 1)
                 if first and writer.count >= first:
                     break
@@ -113,6 +116,10 @@ def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: 
         writer.abort()
         raise
     examples = writer.finish()
+    if streamed is not None:
+        import numpy as np
+
+        streamed.update(rows=tally["rows"], read_as=np.asarray(read_as, dtype=np.int64))
     if sample:
         examples = sample_rows(examples, read_as, tally["rows"], sample, max_samples, rng)
         logger.info("Sampled %d examples from dataset %s (num_samples: %d of %d rows).", len(examples), name, sample,

@@ -76,6 +76,9 @@ def training_kwargs(cfg: RunConfig, *, has_eval: bool) -> dict[str, Any]:
         "save_only_model": False,
         "dataloader_pin_memory": _has_accelerator(),
     }
+    if getattr(cfg.data, "streaming", False):  # the one process reads the stream itself: accelerate would dispatch
+        # an iterable dataset's batches, slicing every tensor along the rows (padding-free batches' offsets too)
+        kwargs["accelerator_config"] = {"dispatch_batches": False}
     if tr.gradient_checkpointing:
         kwargs[_CHECKPOINTING] = True
         kwargs[f"{_CHECKPOINTING}_kwargs"] = {"use_reentrant": False}

@@ -192,7 +192,8 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
             logger.info("Batches are padded (padding_free does not apply: %s).", reason)
     group = cfg.train.group_by_length if cfg.train.group_by_length is not None else not padding_free
     specific: dict[str, Any] = {}
-    if group and not packed and not cfg.train.max_tokens_per_batch:
+    if (group and not packed and not cfg.train.max_tokens_per_batch
+            and (bundle.train is None or hasattr(bundle.train, "__len__"))):  # a stream has no lengths to sort
         specific["train_sampling_strategy"] = "group_by_length"
     args = build_args(TrainingArguments, cfg, has_eval=has_eval, **specific)
     weighting = token_weights.from_config(cfg) if cfg.finetuning.stage == "sft" else None

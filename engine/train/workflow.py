@@ -74,6 +74,10 @@ def check_launch(cfg: RunConfig) -> None:
     from engine import devices
     from engine.train.parallel import deepspeed, nd
 
+    if cfg.data.streaming and cfg.train.do_train:  # one process, and nothing to save to tokenized_path: say so
+        from engine.data.streaming import refuse_here  # before the model loads
+
+        refuse_here(cfg)
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     device = devices.get_accelerator().type
     deepspeed.validate(cfg, world_size, device)
@@ -94,6 +98,13 @@ def load_components(cfg: RunConfig, *, trainable: bool) -> tuple[Any, Any, Any]:
         **({"task": "reward"} if cfg.finetuning.stage == "rm" else {}),
     )
     return tokenizer, template, model
+
+
+def _row_count(train: Any) -> int | None:
+    """Training rows, or None for a stream (``streaming: true``: not counted before training)."""
+    if train is None:
+        return 0
+    return len(train) if hasattr(train, "__len__") else None
 
 
 def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
@@ -139,7 +150,7 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     trainable, total = count_parameters(model)
     logger.info("Parameters: %s trainable of %s (%.4f%%)", f"{trainable:,}", f"{total:,}", 100 * trainable / max(total, 1))
     stats = dict(getattr(bundle, "stats", {}) or {})
-    extra = {"trainable_params": trainable, "total_params": total, "num_examples": len(bundle.train) if bundle.train is not None else 0,
+    extra = {"trainable_params": trainable, "total_params": total, "num_examples": _row_count(bundle.train),
              "data": stats, "stage": cfg.finetuning.stage}
     recorder = ParallelRecorder(ctx, extra, launcher=os.environ.get("LF_LAUNCHER"))
     callbacks = [recorder, EventsCallback(ctx, extra), AbortCallback(ctx), *method_callbacks(cfg, ctx)]

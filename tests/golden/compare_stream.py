@@ -1,0 +1,129 @@
+"""By hand: stream one ``streaming: true`` config with LLaMA-Factory (installed in its own environment) and with ours,
+and compare the training rows in the order each yields them (the stream, then the first rows of epoch 1 after
+``set_epoch(1)``, as the Trainer reshuffles) and the evaluation rows. Nothing here runs in the test suite.
+
+    python -m tests.golden.compare_stream --incumbent /path/to/lf-venv/bin/python '{"model_name_or_path": ...}'
+
+The config (a YAML file or a JSON mapping) needs ``model_name_or_path`` (a local tokenizer), ``stage`` (pt or sft),
+``dataset``, ``dataset_dir``, ``template`` and ``max_steps``; ``dataloader_num_workers: 1`` is added when unset
+(with 0, LLaMA-Factory 0.9.5 splits local files into no shards and stops with StopIteration). Both streams are read
+through a torch DataLoader with ``dataloader_num_workers`` workers and ``per_device_train_batch_size`` (eval:
+``per_device_eval_batch_size``), as the Trainers read them, so several workers' turns are compared too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+THEIRS = r"""
+import json, sys
+import torch
+from llamafactory.hparams import get_train_args
+from llamafactory.model import load_tokenizer
+from llamafactory.data import get_template_and_fix_tokenizer, get_dataset
+args, n = json.loads(sys.argv[1]), int(sys.argv[3])
+model_args, data_args, training_args, _, _ = get_train_args(args)
+module = load_tokenizer(model_args)
+template = get_template_and_fix_tokenizer(module["tokenizer"], data_args)
+ds = get_dataset(template, model_args, data_args, training_args, stage=args["stage"], **module)
+pad = module["tokenizer"].pad_token_id
+
+
+def ids(row):
+    end = len(row["input_ids"])
+    if "position_ids" in row:  # packed: without the padding up to cutoff_len (ours has none)
+        while end and row["input_ids"][end - 1] == pad and row["labels"][end - 1] == -100:
+            end -= 1
+    return row["input_ids"][:end]
+
+
+def loader(data, batch):
+    workers = training_args.dataloader_num_workers
+    return (row for rows in torch.utils.data.DataLoader(data, batch_size=batch, num_workers=workers,
+                                                        collate_fn=list) for row in rows)
+
+
+out = {}
+for epoch in (0, 1):
+    ds["train_dataset"].set_epoch(epoch)
+    rows = []
+    for row in loader(ds["train_dataset"], training_args.per_device_train_batch_size):
+        rows.append(ids(row))
+        if epoch and len(rows) >= n:
+            break
+    out[f"epoch {epoch}"] = rows
+if ds.get("eval_dataset") is not None:
+    out["eval"] = [ids(row) for row in loader(ds["eval_dataset"], training_args.per_device_eval_batch_size)]
+json.dump(out, open(sys.argv[2], "w"))
+"""
+
+
+def ours(args: dict, n: int) -> dict:
+    import torch
+
+    from engine.config import build_config
+    from engine.data import get_dataset
+    from engine.models.tokenizer_setup import load_text_components
+
+    os.environ["LF_ENGINE_CACHE"] = "off"
+    cfg = build_config(args)
+    tokenizer, template = load_text_components(cfg)
+    bundle = get_dataset(cfg, tokenizer, template)
+    out = {}
+    for epoch in (0, 1):
+        bundle.train.set_epoch(epoch)
+        rows = []
+        for batch in torch.utils.data.DataLoader(bundle.train, batch_size=cfg.train.per_device_train_batch_size,
+                                                 num_workers=cfg.train.dataloader_num_workers, collate_fn=list):
+            for row in batch:
+                rows.append(list(row["input_ids"]))
+            if epoch and len(rows) >= n:
+                rows = rows[:n]
+                break
+        out[f"epoch {epoch}"] = rows
+    if bundle.eval is not None:
+        out["eval"] = [list(ids) for ids in bundle.eval["input_ids"]]
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--incumbent", required=True, help="python of an environment with llamafactory installed")
+    parser.add_argument("--epoch1-rows", type=int, default=200, help="rows of epoch 1 to compare")
+    parser.add_argument("config", help="a YAML file or a JSON mapping")
+    opts = parser.parse_args()
+    mapping = opts.config.lstrip().startswith("{")
+    text = opts.config if mapping or not Path(opts.config).is_file() else Path(opts.config).read_text(encoding="utf-8")
+    args = {"do_train": True, "finetuning_type": "lora", "output_dir": tempfile.mkdtemp(), "report_to": "none",
+            "overwrite_cache": True, "streaming": True, "dataloader_num_workers": 1, **yaml.safe_load(text)}
+    with tempfile.TemporaryDirectory() as folder:
+        target = Path(folder) / "theirs.json"
+        proc = subprocess.run([opts.incumbent, "-c", THEIRS, json.dumps(args), str(target), str(opts.epoch1_rows)],
+                              capture_output=True, text=True)
+        if proc.returncode:
+            print(proc.stderr[-3000:])
+            return 1
+        theirs = json.loads(target.read_text(encoding="utf-8"))
+    mine = ours(args, opts.epoch1_rows)
+    identical = True
+    for part, rows in theirs.items():
+        got = mine.get(part, [])
+        same = sum(a == b for a, b in zip(rows, got))
+        print(f"{part}: LLaMA-Factory {len(rows)} rows, ours {len(got)}, identical in order {same}")
+        if same != len(rows) or len(got) != len(rows):
+            identical = False
+            first = next((i for i, (a, b) in enumerate(zip(rows, got)) if a != b), min(len(rows), len(got)))
+            print(f"  first difference at row {first}")
+    return 0 if identical else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -102,17 +102,8 @@ def adopt(board: Board) -> dict[str, str]:
 def stop_all(board: Board, servers: dict[str, str] | None = None, keep: Any = ()) -> list[str]:
     """End the page's chat workers and every other live one of this workspace, except the run ids in ``keep``
     (workers a new Load reuses); returns the run ids signalled."""
-    ids = list(dict.fromkeys([*(servers or {}).values(), *(info["id"] for info in live_chat_runs(board))]))
-    stopped = []
-    for run_id in ids:
-        if run_id in keep:
-            continue
-        try:
-            if board.jobs.abort(run_id) in ("stopping", "cancelled"):
-                stopped.append(run_id)
-        except JobError:
-            continue
-    return stopped
+    ids = dict.fromkeys([*(servers or {}).values(), *(info["id"] for info in live_chat_runs(board))])
+    return stop_ids(board, [run_id for run_id in ids if run_id not in keep])
 
 
 def stop_ids(board: Board, run_ids: Iterable[str]) -> list[str]:

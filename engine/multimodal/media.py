@@ -4,7 +4,8 @@
   family whose processor sizes them itself, loaded at their own size: :func:`load_image_as_is`).
 - Video frames are sampled at ``video_fps`` (at most ``video_maxlen`` frames, evenly spread over the stream, at
   least one); the sampled indices are kept, and for Gemma 4 and Qwen3-VL rescaled to ``index / original_fps *
-  video_fps`` so the processor's timestamps match the frames used (its own re-sampling is switched off).
+  video_fps`` so the processor's timestamps match the frames used (its own re-sampling is switched off). Frames
+  become RGB as PyAV 16 makes them, whatever PyAV is installed (:func:`frame_image`).
 - Audio is decoded to float samples, mixed to mono by the channels' mean and resampled to the processor's sampling
   rate by band-limited sinc interpolation, as LLaMA-Factory (torchaudio) does.
 
@@ -169,6 +170,29 @@ def timestamps_mmss(scaled_indices: list[float], video_fps: float) -> list[str]:
     return [f"{int(t // 60):02d}:{int(t % 60):02d}" for t in (index / video_fps for index in scaled_indices)]
 
 
+def frame_image(frame: Any) -> Any:
+    """A decoded video frame as an RGB PIL image, converted as PyAV 16 and earlier convert it (LLaMA-Factory 0.9.5
+    pins ``av<=16`` and reads frames with ``frame.to_image()``): a YUV frame through the BT.601 matrix whatever
+    colour space it is tagged with, in the range its pixel format implies (full for ``yuvj*``, limited otherwise,
+    whatever range it is tagged with); RGB, palette and grey frames as they are.
+
+    PyAV 17 and later convert with the frame's own tags, so a BT.709 video (most H.264 and VP9 files today) got
+    other colours (LLaMA-Factory's demo videos: a level brighter on average, up to 19 levels on strong colours; the
+    processed Qwen2-VL pixel arrays' sums 4-10% off). Naming the source's matrix and range gives the old conversion
+    on every PyAV version (PyAV 16 and 18 give the same bytes, 8-bit YUV of every kind tried). One difference stays:
+    frames of more than 8 bits per channel (``yuv420p10le``) go through another swscale path in PyAV 18 (a test video:
+    the same mean, pixels up to 41 levels apart); no reformat option brings back PyAV 16's.
+    """
+    from av.video.reformatter import ColorRange, Colorspace
+
+    fmt = frame.format
+    if fmt.is_rgb or fmt.has_palette or getattr(fmt, "is_bayer", False) or fmt.name.startswith(("gray", "ya")):
+        return frame.to_image()
+    full = fmt.name.startswith("yuvj")
+    return frame.to_image(src_colorspace=Colorspace.ITU601,
+                          src_color_range=ColorRange.JPEG if full else ColorRange.MPEG)
+
+
 def read_video(source: Any, video_fps: float = 2.0, video_maxlen: int = 128, max_pixels: int = 256 * 256,
                min_pixels: int = 16 * 16) -> VideoClip:
     """Decode a video with PyAV and keep the frames sampled by :func:`sample_indices`.
@@ -199,7 +223,7 @@ def read_video(source: Any, video_fps: float = 2.0, video_maxlen: int = 128, max
         try:
             for index, frame in enumerate(container.decode(stream)):
                 if index in chosen:
-                    frames.append(resize_into(frame.to_image(), max_pixels, min_pixels))
+                    frames.append(resize_into(frame_image(frame), max_pixels, min_pixels))
                     indices.append(index)
                 if index >= wanted[-1]:
                     break

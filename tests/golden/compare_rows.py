@@ -9,8 +9,8 @@ rm/dpo as pairs, kto), ``dataset``, ``dataset_dir``, ``template`` and anything e
 ``val_size``, ``mix_strategy``, ``packing``, ``preprocessing_num_workers``, ...); a multimodal model folder
 tokenizes the rows' media with its processor on both sides. Per row it compares the input ids
 and labels (KTO: the input ids and labels and the KL pair's; packed rows: without the padding LLaMA-Factory adds) and
-prints how many rows are identical and the first that is not. KTO rows with media also compare their processed media
-(each array's shape and sums, for the arrays both sides hold: the KL pair takes the row's own), and
+prints how many rows are identical and the first that is not. KTO and unpacked SFT rows with media also compare their
+processed media (each array's shape and sums, for the arrays both sides hold: the KL pair takes the row's own), and
 ``eval_on_each_dataset: true`` compares each evaluation set apart (``eval_dataset/NAME``).
 """
 
@@ -46,6 +46,16 @@ def digest(arrays):
                 round(float(np.sum(np.abs(np.asarray(v, dtype=np.float64)))), 3)]
             for k, v in arrays.items() if hasattr(v, "shape") and np.size(v)}
 
+def add_media(split, d):
+    media = []
+    for i, ids in enumerate(d["input_ids"]):
+        im, vi, au = d["images"][i] or [], d["videos"][i] or [], d["audios"][i] or []
+        mm = template.mm_plugin.get_mm_inputs(im, vi, au, [len(im)], [len(vi)], [len(au)], [ids],
+                                              module["processor"])
+        media.append(digest(mm))
+    if any(media):  # a set without media is tokenized as text on our side
+        out["media:" + split] = media
+
 splits = []
 for split in ("train_dataset", "eval_dataset"):
     d = ds.get(split)
@@ -58,14 +68,7 @@ for split, d in splits:
     if "kl_input_ids" in cols:
         out[split] = [list(r) for r in zip(d["input_ids"], d["labels"], d["kl_input_ids"], d["kl_labels"])]
         if module.get("processor") is not None and "images" in cols:
-            media = []
-            for i, ids in enumerate(d["input_ids"]):
-                im, vi, au = d["images"][i] or [], d["videos"][i] or [], d["audios"][i] or []
-                mm = template.mm_plugin.get_mm_inputs(im, vi, au, [len(im)], [len(vi)], [len(au)], [ids],
-                                                      module["processor"])
-                media.append(digest(mm))
-            if any(media):  # a set without media is tokenized as text on our side
-                out["media:" + split] = media
+            add_media(split, d)
     elif "chosen_input_ids" in cols:
         out[split] = [[a, b] for a, b in zip(d["chosen_input_ids"], d["rejected_input_ids"])]
     elif "labels" in cols:
@@ -77,6 +80,8 @@ for split, d in splits:
                     end -= 1
             rows.append([ids[:end], labels[:end]])
         out[split] = rows
+        if module.get("processor") is not None and "images" in cols and "position_ids" not in cols:
+            add_media(split, d)
     else:
         out[split] = [[a] for a in d["input_ids"]]
 json.dump(out, open(sys.argv[2], "w"))
@@ -124,6 +129,10 @@ def ours(args: dict) -> dict:
             out[split] = [[ids] for ids in data["input_ids"]]
         else:
             out[split] = [[ids, labels] for ids, labels in zip(data["input_ids"], data["labels"])]
+            if "mm_inputs" in data.column_names and not cfg.data.packing and not cfg.data.neat_packing:
+                from engine.multimodal.plugins import unpack_arrays
+
+                out["media:" + split] = [_digest(unpack_arrays(blob)) for blob in data["mm_inputs"]]
     return out
 
 

@@ -107,7 +107,11 @@ class DataArgs:
     overwrite_cache: bool = opt(False, "Ignore cached tokenized data.", advanced=True)
     tokenized_path: str | None = opt(None, "Save or load tokenized data here.", advanced=True)
     default_system: str | None = opt(None, "System prompt used when a row has none.", advanced=True)
-    enable_thinking: bool = opt(True, "For reasoning templates: keep the thinking part.", advanced=True)
+    enable_thinking: bool | None = opt(True, "For reasoning templates: keep the thinking part and train on it "
+                                       "(true; a reply without one trains the empty block), drop it (false), or "
+                                       "empty (null) for LLaMA-Factory's mixed mode: a reply's own thinking is "
+                                       "trained, a reply without one gets the empty block in its prompt, untrained.",
+                                       advanced=True)
     preserve_thinking: bool = opt(False, "For reasoning templates: keep history thoughts in single-turn encodings "
                                   "and with mask_history.", advanced=True)
     keep_prompt_end: bool = opt(False, "Cut long prompts from the start, keeping the turns nearest the reply "

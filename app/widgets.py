@@ -53,6 +53,12 @@ def default_value(key: str) -> Any:
     return None
 
 
+def _low(meta: Any) -> Any:
+    """Where a number widget starts: the field's ``board_min`` where it has one (a config may go lower), else its
+    ``min``."""
+    return meta.get("board_min", meta.get("min"))
+
+
 def widget_kind(key: str) -> str:
     """dropdown, checkbox, tristate, slider, number or text."""
     section, f = key_field(key)
@@ -63,7 +69,7 @@ def widget_kind(key: str) -> str:
     if inner is bool:
         return "tristate" if optional else "checkbox"
     if inner in (int, float):
-        lo, hi = f.metadata.get("min"), f.metadata.get("max")
+        lo, hi = _low(f.metadata), f.metadata.get("max")
         if lo is not None and hi is not None and not optional:
             if inner is float and f.metadata.get("step") is not None:
                 return "slider"
@@ -159,12 +165,12 @@ def make_widget(key: str, value: Any = None, **kwargs: Any) -> gr.components.Com
     inner, _ = _plain(field_type(section, key))
     if kind == "slider":
         step = meta.get("step") or (1 if inner is int else 0.01)
-        return gr.Slider(minimum=meta["min"], maximum=meta["max"], step=step, value=shown, **common)
+        return gr.Slider(minimum=_low(meta), maximum=meta["max"], step=step, value=shown, **common)
     if kind == "number":
         step = meta.get("step") or (1 if inner is int else 1e-6)
         _, optional = _plain(field_type(section, key))
         # an optional number (max_samples, eval_steps...) is "not set" at 0, so its box starts at 0
-        low = min(0, meta["min"]) if optional and meta.get("min") is not None else meta.get("min")
+        low = min(0, meta["min"]) if optional and meta.get("min") is not None else _low(meta)
         return NumberBox(
             value=shown,
             minimum=low,

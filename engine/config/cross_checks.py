@@ -51,6 +51,7 @@ def cross_checks(cfg: Any) -> list[str]:
     elif cfg.data.packing and ft.stage not in ("pt", "sft"):
         logger.info("`packing: true` with `stage: %s`: its rows are not packed, but cutoff_len counts one token less, "
                     "as in LLaMA-Factory.", ft.stage)
+    problems += _cutoff_problems(cfg.data)
     problems += _val_size_problems(cfg.data)
     problems += _stage_key_problems(cfg)
     if tr.eval_strategy != "no" and not (cfg.data.eval_dataset or cfg.data.val_size):
@@ -105,6 +106,28 @@ def _interleave_problems(data: Any, weights: list[float]) -> list[str]:
     if len(weights) != len(names):
         return [f"`interleave_probs` gives {len(weights)} weight(s) for {len(names)} dataset(s) in `dataset`; give "
                 "one per dataset, in the same order."]
+    return []
+
+
+TINY_CUTOFF = 8
+"""Below this many tokens a row keeps little of its text: such a cutoff_len is taken (LLaMA-Factory takes it), with a
+warning."""
+
+
+def _cutoff_problems(data: Any) -> list[str]:
+    """A tiny ``cutoff_len`` is LLaMA-Factory's too (it has no lower bound: each (prompt, reply) pair is cut by its
+    ``infer_seqlen``, rows left without a trained token are kept), so it is taken with a warning; but packing takes
+    one token off it there (``DataArguments.__post_init__``), and ``cutoff_len: 1`` with packing leaves none: pt
+    blocks fail with a ZeroDivisionError there and every other row is empty."""
+    packing = bool(data.packing or data.neat_packing)
+    if data.cutoff_len < 2 and packing:
+        return [f"`cutoff_len: {data.cutoff_len}` with `{'neat_packing' if data.neat_packing else 'packing'}: true` "
+                "leaves no token per row: packing takes one token off cutoff_len, as in LLaMA-Factory (which fails "
+                "on this config); raise cutoff_len to 2 or more, or turn packing off."]
+    if data.cutoff_len < TINY_CUTOFF:
+        logger.warning("`cutoff_len: %d` keeps at most %d token(s) of each row (less with packing), so most rows are "
+                       "cut short and some may have no token left to train on (kept, as LLaMA-Factory keeps them); "
+                       "raise cutoff_len to train on whole examples.", data.cutoff_len, data.cutoff_len)
     return []
 
 

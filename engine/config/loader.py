@@ -110,7 +110,8 @@ class RunConfig:
             defaults = RunConfig().to_dict()
             always = {"model_name_or_path", "stage", "finetuning_type", "output_dir", "template", "dataset"}
             flat = {k: v for k, v in flat.items() if k in always or k not in defaults or defaults[k] != v}
-            flat = {k: v for k, v in flat.items() if v is not None or k in always}
+            # a None kept where the default is not None means something (`enable_thinking: null`: the mixed mode)
+            flat = {k: v for k, v in flat.items() if v is not None or k in always or defaults.get(k) is not None}
         for key in INLINE_JSON_KEYS & flat.keys():  # settings given inline go back as the mapping they were
             text = flat[key]
             if isinstance(text, str) and text.lstrip().startswith("{"):

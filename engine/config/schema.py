@@ -14,13 +14,15 @@ from engine.config.parallel import ParallelArgs
 
 
 def opt(default: Any, help: str, *, min: float | None = None, max: float | None = None, step: float | None = None,
-        advanced: bool = False, off_below_min: bool = False) -> Any:
+        advanced: bool = False, off_below_min: bool = False, board_min: float | None = None) -> Any:
     """A dataclass field with documentation and optional bounds. ``off_below_min``: a config value below ``min``
     is not refused, since LLaMA-Factory reads it as off (the cross checks warn and set it to ``min``); the board's
-    widget keeps the bound."""
+    widget keeps the bound. ``board_min``: where the board's widget starts, above ``min`` (a config may go lower)."""
     meta: dict[str, Any] = {"help": help, "advanced": advanced}
     if min is not None:
         meta["min"] = min
+    if board_min is not None:
+        meta["board_min"] = board_min
     if off_below_min:
         meta["off_below_min"] = True
     if max is not None:
@@ -85,7 +87,8 @@ class DataArgs:
     eval_on_each_dataset: bool = opt(False, "Evaluate each eval_dataset on its own (eval_NAME_loss, ...) instead of "
                                             "all together, as LLaMA-Factory.", advanced=True)
     dataset_dir: str = opt("data", "Folder holding dataset_info.json and the data files.")
-    cutoff_len: int = opt(2048, "Maximum tokens per example after tokenization.", min=8, max=1_048_576, step=8)
+    cutoff_len: int = opt(2048, "Maximum tokens per example after tokenization.", min=1, max=1_048_576, step=8,
+                          board_min=8)  # LLaMA-Factory takes any positive cutoff (a tiny one with a warning here)
     max_samples: int | None = opt(None, "Use at most this many rows of each dataset.", min=1)
     val_size: float = opt(0.0, "Fraction (<1) or count (>=1) of rows held out for evaluation.", min=0.0,
                           off_below_min=True)
@@ -109,7 +112,11 @@ class DataArgs:
     overwrite_cache: bool = opt(False, "Ignore cached tokenized data.", advanced=True)
     tokenized_path: str | None = opt(None, "Save or load tokenized data here.", advanced=True)
     default_system: str | None = opt(None, "System prompt used when a row has none.", advanced=True)
-    enable_thinking: bool = opt(True, "For reasoning templates: keep the thinking part.", advanced=True)
+    enable_thinking: bool | None = opt(True, "For reasoning templates: keep the thinking part and train on it "
+                                       "(true; a reply without one trains the empty block), drop it (false), or "
+                                       "empty (null) for LLaMA-Factory's mixed mode: a reply's own thinking is "
+                                       "trained, a reply without one gets the empty block in its prompt, untrained.",
+                                       advanced=True)
     preserve_thinking: bool = opt(False, "For reasoning templates: keep history thoughts in single-turn encodings "
                                   "and with mask_history.", advanced=True)
     keep_prompt_end: bool = opt(False, "Cut long prompts from the start, keeping the turns nearest the reply "

@@ -89,7 +89,8 @@ def _tokenized(examples: Sequence[dict], stage: str, tokenizer: Any, template: A
     if not stats["kept"] or not stats["trainable_tokens"]:
         raise DatasetError(
             f"None of the {stats['rows']} {split} examples has a token to train on after cutting to "
-            f"cutoff_len={opts.cutoff_len}. Raise cutoff_len or check the data."
+            f"cutoff_len={opts.cutoff_len}: such a run would learn nothing (LLaMA-Factory starts it, and a causal LM "
+            "loss over no tokens is NaN). Raise cutoff_len or check the data."
         )
     if stats.get("untrained"):
         logger.warning("%d of %d %s rows have no trained token left after cutting to cutoff_len=%d; they are kept, "

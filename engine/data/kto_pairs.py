@@ -37,8 +37,9 @@ REQUIRED_COLUMNS = SOURCE_COLUMNS[:-1]
 
 
 def reply_block(template: Any, tokenizer: Any, prompt: list[int]) -> list[int]:
-    """The ids that ``prompt`` ends with because of its reply: a reasoning template with thinking off puts the empty
-    thought block there when the reply has no thought (as LLaMA-Factory's ``ReasoningTemplate`` does); [] otherwise."""
+    """The ids that ``prompt`` ends with because of its reply: a reasoning template with thinking off or mixed (None)
+    puts the empty thought block there when the reply has no thought (as LLaMA-Factory's ``ReasoningTemplate``
+    does); [] otherwise."""
     if not (getattr(template, "reasoning", False) and getattr(template, "empty_thought", False)
             and not template.enable_thinking):
         return []

@@ -30,6 +30,17 @@ def split_names(names: str | list[str] | None) -> list[str]:
     return [item.strip() for item in items if item and item.strip()]
 
 
+def ranking_for_stage(spec: DatasetSpec, stage: str) -> DatasetSpec:
+    """``spec`` as ``stage`` reads it: ``ranking: 1`` (a number, which LLaMA-Factory's stage check lets through,
+    data/loader.py:178) is not read by pt, which takes only the prompts (processor/pretrain.py:30), nor for KTO
+    data, whose rows with a true/false kto_tag are KTO rows before ``ranking`` is looked at (data/converter.py:102)."""
+    if spec.ranking and spec.ranking_number is not None and stage == "kto" and "kto_tag" in spec.columns:
+        logger.info("Dataset %s: `ranking: 1` is not read by stage %s, as in LLaMA-Factory; write `ranking: false` "
+                    "or remove it.", spec.name, stage)
+        return dataclasses.replace(spec, ranking=False)
+    return spec
+
+
 def check_stage(spec: DatasetSpec, stage: str, first_row: dict[str, Any] | None = None) -> None:
     """Refuse a dataset that cannot serve ``stage``, saying what it lacks (``first_row`` refines the check).
 
@@ -43,11 +54,22 @@ def check_stage(spec: DatasetSpec, stage: str, first_row: dict[str, Any] | None 
         and "prompt" in spec.columns and set(spec.columns) <= {"prompt", "system"}
         and "output" not in (first_row or {})
     )
+    number = spec.ranking_number
     if stage in ("rm", "dpo") and not spec.ranking:
+        written = (f" (`ranking: {number}` reads as false; LLaMA-Factory's stage check lets a number through, then "
+                   "it drops every row and fails: \"Cannot find valid samples\")") if number is not None else ""
         raise DatasetError(
-            f"Stage {stage} needs preference pairs, but dataset {spec.name!r} has no chosen/rejected answers. Use a "
-            "ranking dataset (`ranking: true` with chosen and rejected columns in dataset_info.json, e.g. "
+            f"Stage {stage} needs preference pairs, but dataset {spec.name!r} has no chosen/rejected answers{written}. "
+            "Use a ranking dataset (`ranking: true` with chosen and rejected columns in dataset_info.json, e.g. "
             "dpo_en_demo) or another stage."
+        )
+    if stage not in ("rm", "dpo", "pt") and number and spec.ranking:
+        raise DatasetError(
+            f"Dataset {spec.name!r} has `ranking: {number}`, which reads as true (preference pairs), so stage {stage} "
+            "cannot use it: LLaMA-Factory's stage check lets a number through (it tests `ranking is True`), then it "
+            "reads the rows as pairs, which this stage drops (sft fails with \"Cannot find valid samples\"). Use "
+            "stage rm or dpo for its pairs, or write `ranking: false` (or remove it) in dataset_info.json if its rows "
+            "are not pairs."
         )
     if stage == "kto" and "kto_tag" not in spec.columns:
         raise DatasetError(
@@ -95,7 +117,7 @@ def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: 
     rows = itertools.chain([head], rows)
     if limit:
         rows = itertools.islice(rows, limit)
-    spec = detect_format(spec, [head])
+    spec = ranking_for_stage(detect_format(spec, [head]), stage)
     check_stage(spec, stage, head)
     if stage == "sft" and spec.ranking:
         logger.info("Dataset %s holds preference pairs; stage sft trains on the chosen answers.", name)

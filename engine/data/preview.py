@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.data.loader import load_examples
+from engine.templates.base import KEEP
 
 _LENGTH_SAMPLE = 2000
 
@@ -73,7 +74,7 @@ def preview_dataset(data_args: Any, stage: str, tokenizer: Any, template: Any, n
     Raises:
         DatasetError: for any dataset problem (as ``load_examples``).
     """
-    template = template.with_options(enable_thinking=getattr(data_args, "enable_thinking", None),
+    template = template.with_options(enable_thinking=getattr(data_args, "enable_thinking", KEEP),
                                      default_system=getattr(data_args, "default_system", None),
                                      tool_format=getattr(data_args, "tool_format", None))
     # only what is shown is read: the first rows, and up to _LENGTH_SAMPLE for the lengths (one more tells

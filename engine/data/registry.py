@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.data.entry_keys import COLUMN_KEYS, TAG_KEYS, known_inner, warn_misspelt_keys
 from engine.data.errors import DatasetError
 from engine.data.hub import HUB_URL_KEYS
 from engine.data.info_repeats import key_names, parse_noting_repeats, repeated_keys, repeats_message, warn_repeats
@@ -30,9 +31,6 @@ logger = logging.getLogger(__name__)
 
 INFO_FILE = "dataset_info.json"
 HUB_KEYS = ("hf_hub_url", "ms_hub_url", "om_hub_url", "script_url", "cloud_file_name")
-COLUMN_KEYS = ("prompt", "query", "response", "history", "messages", "system", "tools", "images", "videos", "audios",
-               "chosen", "rejected", "kto_tag")
-TAG_KEYS = ("role_tag", "content_tag", "user_tag", "assistant_tag", "observation_tag", "function_tag", "system_tag")
 LF_DEFAULT_COLUMNS = {"prompt": "instruction", "query": "input", "response": "output", "messages": "conversations"}
 """The columns LLaMA-Factory reads from an entry without ``columns`` (its DatasetAttr's defaults; the rest: none)."""
 FORMATTINGS = ("alpaca", "sharegpt", "openai", "text", "auto")
@@ -79,6 +77,8 @@ class DatasetSpec:
     lf_columns: dict[str, str | None] | None = None
     lf_tags: dict[str, str | None] | None = None
     split: str | None = None
+    ranking_number: int | None = None
+    """``ranking`` as written where it was the number 0 or 1 (``ranking`` holds its truth value), else None."""
 
 
 def entry_columns(entry: dict[str, Any]) -> dict[str, str | None]:
@@ -167,11 +167,12 @@ def entry_problem(name: str, entry: dict[str, Any]) -> str | None:
         if not isinstance(value, dict):
             return (f"{where}: `{key}` must be an object of names (e.g. {{\"prompt\": \"instruction\"}}), not "
                     f"{json.dumps(value)[:60]}.")
-        bad = next((k for k, v in value.items() if not isinstance(v, str)), None)
+        # only the keys LLaMA-Factory reads (others are ignored there, with a warning here: entry_keys)
+        bad = next((k for k, v in known_inner(entry, key).items() if not isinstance(v, str)), None)
         if bad is not None:
             return f"{where}: `{key}.{bad}` must be a column name (text), not {json.dumps(value[bad])[:60]}."
     ranking = entry.get("ranking")
-    if ranking is not None and not isinstance(ranking, bool):
+    if ranking is not None and not isinstance(ranking, bool) and ranking_number(entry) is None:
         return f"{where}: `ranking` must be true or false (without quotes), not {json.dumps(ranking)[:60]}."
     samples = entry.get("num_samples")
     if samples is not None and (isinstance(samples, bool) or not isinstance(samples, int) or samples < 1):
@@ -180,8 +181,16 @@ def entry_problem(name: str, entry: dict[str, Any]) -> str | None:
     return None
 
 
+def ranking_number(entry: dict[str, Any]) -> int | None:
+    """``ranking`` written as the number 0 or 1 (None otherwise). LLaMA-Factory reads such a number by its truth value
+    where it converts rows (data/converter.py:109,190), but its stage check tests ``ranking is True``/``is False``
+    (data/loader.py:178) and so lets a number through for any stage: see
+    :func:`engine.data.loader.check_stage`."""
+    value = entry.get("ranking")
+    return value if type(value) is int and value in (0, 1) else None
+
+
 def _entry_spec(name: str, entry: dict[str, Any], dataset_dir: Path) -> DatasetSpec:
-    from engine.data.entry_keys import warn_misspelt_keys
     from engine.data.hub import hub_options, hub_source
 
     warn_misspelt_keys(name, entry, INFO_FILE)
@@ -213,15 +222,16 @@ def _entry_spec(name: str, entry: dict[str, Any], dataset_dir: Path) -> DatasetS
     if formatting != written:  # LLaMA-Factory looks its converter up by the name as written
         raise DatasetError(f"Dataset {name!r}: `formatting: {written}` must be written in lower case, "
                            f"`{formatting}`, in {INFO_FILE} (LLaMA-Factory has no converter named {written!r}).")
-    columns = entry.get("columns") or {}
-    tags = entry.get("tags") or {}
-    unknown = [key for key in columns if key not in COLUMN_KEYS] + [key for key in tags if key not in TAG_KEYS]
-    if unknown:
-        raise DatasetError(f"Dataset {name!r}: unknown columns/tags keys {', '.join(unknown)} in {INFO_FILE}; valid "
-                           f"ones: {', '.join(COLUMN_KEYS + TAG_KEYS)}.")
+    columns = known_inner(entry, "columns")  # other keys: ignored, as in LLaMA-Factory (warned about above)
+    tags = known_inner(entry, "tags")
+    number = ranking_number(entry)
+    if number is not None:
+        logger.info("Dataset %r: `ranking: %d` is read as %s, as LLaMA-Factory reads it; write `ranking: %s` in %s.",
+                    name, number, bool(number), str(bool(number)).lower(), INFO_FILE)
     exact = formatting in ("alpaca", "sharegpt", "openai")  # LLaMA-Factory's own formattings: read as it reads them
     lf = {"lf_columns": entry_columns(entry) if exact else None,
-          "lf_tags": {tag: tags.get(tag) for tag in TAG_KEYS} if exact and isinstance(entry.get("tags"), dict) else None}
+          "lf_tags": {tag: tags.get(tag) for tag in TAG_KEYS} if exact and isinstance(entry.get("tags"), dict) else None,
+          "ranking_number": number}
     if hub is not None:
         return DatasetSpec(name=name, path=Path(hub["repo"]), formatting=formatting,
                            ranking=bool(entry.get("ranking", False)), columns=dict(columns), tags=dict(tags),
@@ -328,7 +338,7 @@ def resolve_dataset(name: str, dataset_dir: str | os.PathLike) -> DatasetSpec:
 
 def detect_kind(entry: dict[str, Any]) -> str:
     """What a registry entry is for: ``preference`` (rm/dpo), ``kto``, ``pt`` (plain text) or ``sft``."""
-    columns = entry.get("columns") or {}
+    columns = known_inner(entry, "columns")
     if entry.get("ranking"):
         return "preference"
     if "kto_tag" in columns:
@@ -358,7 +368,7 @@ def list_datasets(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
             "file_name": file_name,
             "formatting": entry.get("formatting", "alpaca"),
             "ranking": bool(entry.get("ranking", False)),
-            "columns": dict(entry.get("columns") or {}),
+            "columns": known_inner(entry, "columns"),
             "kind": detect_kind(entry),
             "hub": any(entry.get(key) for key in HUB_URL_KEYS.values()) or (
                 not file_name and any(entry.get(key) for key in HUB_KEYS)),
@@ -476,7 +486,7 @@ def check_datasets(dataset_dir: str | os.PathLike, names: str, stage: str, key: 
     """
     from engine.data.converters import detect_format
     from engine.data.hub import iter_spec_rows
-    from engine.data.loader import check_stage, split_names
+    from engine.data.loader import check_stage, ranking_for_stage, split_names
 
     problems = []
     for name in split_names(names):
@@ -485,7 +495,7 @@ def check_datasets(dataset_dir: str | os.PathLike, names: str, stage: str, key: 
             rows = list(itertools.islice(iter_spec_rows(spec), 1))
             if not rows:
                 raise DatasetError(f"Dataset {name!r} ({spec.path}) is empty; add rows to it.")
-            spec = detect_format(spec, rows)
+            spec = ranking_for_stage(detect_format(spec, rows), stage)
             check_stage(spec, stage, rows[0])
             missing_columns(spec, rows[0])
         except DatasetError as err:

@@ -11,14 +11,14 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from engine.templates.base import Template, TemplateError, canonical_messages
+from engine.templates.base import KEEP, Template, TemplateError, canonical_messages
 from engine.templates.parsed import chat_template_of, parse_chat_template, template_from_tokenizer
 from engine.templates.registry import TEMPLATES, list_templates
 from engine.templates.tool_base import ToolFormat, normalize_calls, normalize_tools
 from engine.templates.tool_formats import TOOL_FORMATS, format_calls, format_tools, get_tool_format, parse_calls
 
 
-def get_template(name: str | None, tokenizer: Any = None, *, enable_thinking: bool | None = None,
+def get_template(name: str | None, tokenizer: Any = None, *, enable_thinking: bool | None = KEEP,
                  default_system: str | None = None, tool_format: str | None = None,
                  preserve_thinking: bool | None = None) -> Template:
     """The template called ``name``; None or "" reads ``tokenizer``'s own chat template into slots.
@@ -26,7 +26,9 @@ def get_template(name: str | None, tokenizer: Any = None, *, enable_thinking: bo
     Args:
         name: A registered template name (case-insensitive), or None/"" for the tokenizer's chat template.
         tokenizer: The model's tokenizer (needed when ``name`` is empty).
-        enable_thinking: For reasoning templates: keep thinking (None keeps the template's default, True).
+        enable_thinking: For reasoning templates: keep thinking (True), drop it (False) or LLaMA-Factory's mixed
+            mode (None: a reply's own thought is kept and trained, a reply without one gets the empty block in its
+            prompt); left out, the template's default (True).
         default_system: Replaces the template's default system prompt when not None.
         tool_format: Replaces the template's tool format when given.
         preserve_thinking: For reasoning templates: keep history thoughts in single-turn encodings.
@@ -54,7 +56,7 @@ def get_template(name: str | None, tokenizer: Any = None, *, enable_thinking: bo
 
 
 __all__ = [
-    "TEMPLATES", "TOOL_FORMATS", "Template", "TemplateError", "ToolFormat",
+    "KEEP", "TEMPLATES", "TOOL_FORMATS", "Template", "TemplateError", "ToolFormat",
     "canonical_messages", "chat_template_of", "format_calls", "format_tools", "get_template", "get_tool_format",
     "parse_chat_template",
     "list_templates", "normalize_calls", "normalize_tools", "parse_calls",

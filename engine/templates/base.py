@@ -33,6 +33,15 @@ Segment = tuple[str, bool]
 """A piece of rendered text and whether it is a response (trained) segment."""
 
 
+class _Keep:
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP: Any = _Keep()
+"""``with_options``/``get_template``: keep the template's own ``enable_thinking`` (None there is the mixed mode)."""
+
+
 class TemplateError(UserError, ValueError):
     """A template name, option or conversation that cannot be used, with a message naming the fix."""
 
@@ -66,7 +75,9 @@ class Template:
         empty_thought: Whether reasoning templates add the empty thought block to replies without one.
         empty_thought_closes_only: The empty thought block is the closing word alone (GLM-4.7).
         think_signal: Text put at the start of the system turn while thinking is enabled.
-        enable_thinking: Keep thinking (trained) or drop it (an empty block then goes into the prompt).
+        enable_thinking: Keep thinking (trained) or drop it (an empty block then goes into the prompt); None is
+            LLaMA-Factory's mixed mode: thoughts are kept and trained where a reply has one, and a reply without one
+            gets the empty block in its prompt, untrained.
         preserve_thinking: Keep history thoughts also in single-turn encodings (preference data, generation).
         tool_format: Name of the tool format (see ``engine.templates.tool_formats``).
         tools_pattern: A pattern for the tools exactly as given (JSON text), used instead of the tool format's
@@ -98,7 +109,7 @@ class Template:
     empty_thought: bool = True
     empty_thought_closes_only: bool = False
     think_signal: str = ""
-    enable_thinking: bool = True
+    enable_thinking: bool | None = True
     preserve_thinking: bool = False
     tool_format: str = "default"
     tools_pattern: str = ""
@@ -114,9 +125,10 @@ class Template:
         return self.efficient_eos or self.append_eos
 
     # ----------------------------------------------------------------------------------------------- options
-    def with_options(self, *, enable_thinking: bool | None = None, default_system: str | None = None,
+    def with_options(self, *, enable_thinking: bool | None = KEEP, default_system: str | None = None,
                      tool_format: str | None = None, preserve_thinking: bool | None = None) -> Template:
-        """A copy with run options applied (None keeps the template's own value).
+        """A copy with run options applied (None keeps the template's own value, except for ``enable_thinking``,
+        where None is the mixed mode and :data:`KEEP`, the default, keeps the template's own value).
 
         A ``tool_format`` replaces both the declarations and the call turns (written like a reply), as
         LLaMA-Factory's ``tool_format`` option does.
@@ -125,8 +137,8 @@ class Template:
             TemplateError: for an unknown tool format.
         """
         changes: dict[str, Any] = {}
-        if enable_thinking is not None:
-            changes["enable_thinking"] = bool(enable_thinking)
+        if enable_thinking is not KEEP:
+            changes["enable_thinking"] = None if enable_thinking is None else bool(enable_thinking)
         if preserve_thinking is not None:
             changes["preserve_thinking"] = bool(preserve_thinking)
         if default_system is not None:
@@ -247,7 +259,7 @@ class Template:
         last = replies[-1] if replies and replies[-1] == len(messages) - 1 else None
         for index in replies:
             history = index != last
-            strip = not self.enable_thinking
+            strip = self.enable_thinking is False  # None (mixed) keeps thoughts, as LLaMA-Factory's `is False`
             if oneturn and history:  # single-turn history: only preserve_thinking decides, thinking on or off
                 strip = not self.preserve_thinking
             if not oneturn and discard_history and history:

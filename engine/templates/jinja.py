@@ -5,9 +5,10 @@ engine encodes a conversation) through ``tokenizer.apply_chat_template`` for con
 assistant and tool-result (``tool``/``observation``) messages: every user and tool-result turn ends with the
 generation prompt, history thoughts are removed (unless ``preserve_thinking``), the last reply of a reasoning
 template gets the empty thought block when it has none, and ``add_generation_prompt`` adds that block after a
-final user turn while thinking is off. Thinking may come in a ``thinking``/``reasoning_content`` field or inside
-the content; ``enable_thinking`` switches it. Tool declarations and ``tool_calls`` are not written by the
-exported template: a conversation with them is rendered by the engine itself.
+final user turn while thinking is off or mixed. Thinking may come in a ``thinking``/``reasoning_content`` field or
+inside the content; ``enable_thinking`` switches it (true, false, or none: LLaMA-Factory's mixed mode). Tool
+declarations and ``tool_calls`` are not written by the exported template: a conversation with them is rendered
+by the engine itself.
 """
 
 from __future__ import annotations
@@ -55,6 +56,12 @@ def _strip_thought(t: Template) -> list[str]:
     ]
 
 
+def _thinking_literal(enable_thinking: bool | None) -> str:
+    """``enable_thinking`` as Jinja: none is the mixed mode (a reply's own thought is kept, and a generation prompt
+    gets the empty block, as with thinking off)."""
+    return "none" if enable_thinking is None else ("true" if enable_thinking else "false")
+
+
 def template_to_jinja(template: Template) -> str:
     """The Jinja chat template equivalent to ``template.render_oneturn``; "" for a template that writes single tokens
     by name (``{token:...}``, ChatGLM3, Yuan), whose text need not tokenize back to those tokens: the tokenizer's own
@@ -69,7 +76,7 @@ def template_to_jinja(template: Template) -> str:
     obs_gen = gen if t.observation_gen is None else t.observation_gen
     lines = [
         f"{{%- set default_system = {jinja_literal(t.default_system)} -%}}",
-        f"{{%- set thinking = {'true' if t.enable_thinking else 'false'} if enable_thinking is not defined "
+        f"{{%- set thinking = {_thinking_literal(t.enable_thinking)} if enable_thinking is not defined "
         "else enable_thinking -%}",
         "{%- if messages and messages[0]['role'] == 'system' -%}",
         "{%- set system_message = messages[0]['content'] or default_system -%}",
@@ -117,7 +124,7 @@ def template_to_jinja(template: Template) -> str:
             f"{{%- set content = {jinja_literal(open_word)} + message['reasoning_content'] + "
             f"{jinja_literal(close_word)} + content -%}}",
             "{%- endif -%}",
-            f"{{%- if (not loop.last and not {'true' if t.preserve_thinking else 'false'}) or not thinking -%}}",
+            f"{{%- if (not loop.last and not {'true' if t.preserve_thinking else 'false'}) or thinking is false -%}}",
             *_strip_thought(t),
             "{%- endif -%}",
         ]

@@ -81,11 +81,13 @@ def test_numeric_widgets_are_bounded_never_free_text():
             comp = widgets.make_widget(key)
             if kind == "slider":
                 assert isinstance(comp, gr.Slider)
-                assert (comp.minimum, comp.maximum) == (f.metadata["min"], f.metadata["max"])
+                assert (comp.minimum, comp.maximum) == (f.metadata.get("board_min", f.metadata["min"]),
+                                                        f.metadata["max"])
             elif kind == "number":
                 assert isinstance(comp, gr.Number), key
                 optional = widgets.default_value(key) is None
-                low = f.metadata.get("min")
+                low = f.metadata.get("board_min", f.metadata.get("min"))  # cutoff_len: the box starts at 8, a
+                # config may go down to 1 (LLaMA-Factory has no bound)
                 assert comp.minimum == (min(0, low) if optional and low is not None else low), key
                 assert comp.maximum == f.metadata.get("max")
             elif kind == "text":
@@ -195,10 +197,10 @@ def test_preview_shows_the_exact_yaml_and_command(board):
 
 
 def test_invalid_form_lists_every_problem(board):
-    mapping = train.mapping_of(TRAIN_KEYS, train_values(cutoff_len=4, learning_rate=5.0))
+    mapping = train.mapping_of(TRAIN_KEYS, train_values(cutoff_len=0, learning_rate=5.0))
     message, run_id = train.start_run(board, mapping, "", "en")
     assert run_id is None
-    assert "cutoff_len: 4" in message and "learning_rate: 5.0" in message
+    assert "cutoff_len: 0" in message and "learning_rate: 5.0" in message
     missing = train.mapping_of(TRAIN_KEYS, train_values(dataset=["no_such_set"]))
     message, run_id = train.start_run(board, missing, "", "en")
     assert run_id is None and "no_such_set" in message  # the engine's pre-flight check

@@ -54,14 +54,14 @@ resume_from_checkpoint: null
 
 def test_every_problem_is_reported_at_once_with_hints():
     with pytest.raises(ConfigError) as info:
-        build_config({"lerning_rate": 1e-4, "stage": "sftt", "lora_rank": "eight", "cutoff_len": 2})
+        build_config({"lerning_rate": 1e-4, "stage": "sftt", "lora_rank": "eight", "cutoff_len": 0})
     problems = info.value.problems
     assert len(problems) == 4
     text = "\n".join(problems)
     assert "Did you mean `learning_rate`" in text
     assert "'pt', 'sft', 'rm', 'dpo', 'kto'" in text and "Did you mean 'sft'" in text
     assert "`lora_rank: 'eight'` must be a whole number" in text
-    assert "`cutoff_len: 2` is below the minimum 8" in text
+    assert "`cutoff_len: 0` is below the minimum 1" in text
 
 
 def test_media_bounds_are_checked_before_any_media_is_read():

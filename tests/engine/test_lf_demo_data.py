@@ -59,7 +59,7 @@ def ours(name: str, stage: str, template_name: str, cutoff: int, options: dict) 
         tokenizer.add_bos_token = True
     if options.get("pad_is_eos"):
         tokenizer.pad_token = tokenizer.eos_token
-    template = get_template(template_name, enable_thinking=options.get("enable_thinking"))
+    template = get_template(template_name, enable_thinking=options.get("enable_thinking", True))
     template.fix_tokenizer(tokenizer)
     opts = TokenizeOptions(cutoff_len=cutoff, train_on_prompt=options.get("train_on_prompt", False),
                            mask_history=options.get("mask_history", False))

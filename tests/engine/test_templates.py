@@ -247,12 +247,17 @@ def test_to_jinja_matches_render(name, tokenizer_factory):
     template = get_template(name)
     tokenizer = tokenizer_factory(chat_template=template.to_jinja())
     for messages, generation in JINJA_CASES:
-        for thinking in (True, False):
+        for thinking in (True, False, None):  # None: LLaMA-Factory's mixed mode
             variant = get_template(name, enable_thinking=thinking)
             expected = variant.render_oneturn(messages, add_generation_prompt=generation, tokenizer=tokenizer)
             rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation,
                                                      enable_thinking=thinking)
             assert rendered == expected, (name, messages, generation, thinking)
+    mixed = get_template(name, enable_thinking=None)  # exported from a mixed-mode run: its default is mixed
+    tokenizer = tokenizer_factory(chat_template=mixed.to_jinja())
+    for messages, generation in JINJA_CASES:
+        expected = mixed.render_oneturn(messages, add_generation_prompt=generation, tokenizer=tokenizer)
+        assert tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation) == expected
 
 
 def test_templates_with_token_slots_export_no_jinja():

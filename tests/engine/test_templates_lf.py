@@ -3,7 +3,7 @@
 The golden file tests/golden/lf_templates.json.gz was produced by LLaMA-Factory's own template code
 (``python -m tests.golden.generate``) for six conversation shapes (single turn with and without system, three
 turns, a tool call with its result, an empty tool list, and thoughts in history and current turns), with thinking
-on and off and with history thoughts discarded (reasoning templates), on three tokenizer setups (markers as plain
+on, off and mixed (``enable_thinking: null``) and with history thoughts discarded (reasoning templates), on three tokenizer setups (markers as plain
 text, markers as special tokens, the family's own BOS/EOS). Each case checks the tokenizer after
 ``fix_tokenizer``, the multi-turn ids and texts, and the single-turn (preference) ids and texts.
 """
@@ -73,7 +73,8 @@ def check_template(name: str, entry: dict | None = None, conversations=cases.con
     problems = []
     for key, per_setup in entry["cases"].items():
         case, think, discard, *preserve = key.split("|")  # preserve=1: preserve_thinking (reasoning templates)
-        thinking, discard, preserve = think.endswith("1"), discard.endswith("1"), preserve == ["preserve=1"]
+        thinking = None if think == "think=mixed" else think.endswith("1")  # mixed: LLaMA-Factory's None
+        discard, preserve = discard.endswith("1"), preserve == ["preserve=1"]
         conv = convs[case]
         template = get_template(name, enable_thinking=thinking, preserve_thinking=preserve)
         for setup in SETUPS:

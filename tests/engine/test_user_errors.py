@@ -186,7 +186,7 @@ def test_another_ranks_own_error_names_the_rank(capsys, monkeypatch):
 
 
 def test_cutoff_len_below_the_minimum(ws, capsys):
-    train(ws, capsys, "cutoff_len=4", words=("`cutoff_len: 4` is below the minimum 8; raise it",))
+    train(ws, capsys, "cutoff_len=0", words=("`cutoff_len: 0` is below the minimum 1; raise it",))
 
 
 def test_overrides_after_an_option_are_applied(ws, capsys):

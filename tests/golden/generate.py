@@ -36,9 +36,10 @@ def template_entry(lf_template, name: str, conversations) -> dict:
     convs = conversations(base.thought_words)
     entry: dict = {"reasoning": reasoning, "cases": {}, "tokenizer": {}}
     # (enable_thinking, discard history thoughts, preserve_thinking): preserve_thinking keeps history thoughts in
-    # single-turn encodings, thinking on or off
+    # single-turn encodings, thinking on or off; enable_thinking None is LLaMA-Factory's mixed mode (key think=mixed)
     variants = ([(True, False, False), (False, False, False), (True, True, False), (True, False, True),
-                 (False, False, True)] if reasoning else [(True, False, False)])
+                 (False, False, True), (None, False, False), (None, True, False), (None, False, True)]
+                if reasoning else [(True, False, False)])
     for setup in SETUPS:
         for thinking, discard, preserve in variants:
             tpl = copy.deepcopy(base)
@@ -48,7 +49,8 @@ def template_entry(lf_template, name: str, conversations) -> dict:
             tpl.fix_special_tokens(tokenizer)
             entry["tokenizer"][setup] = tokenizer_state(tokenizer)
             for case, conv in convs.items():
-                key = f"{case}|think={int(thinking)}|discard={int(discard)}" + ("|preserve=1" if preserve else "")
+                think = "mixed" if thinking is None else int(thinking)
+                key = f"{case}|think={think}|discard={int(discard)}" + ("|preserve=1" if preserve else "")
                 try:
                     pairs = tpl.encode_multiturn(tokenizer, copy.deepcopy(conv["messages"]), conv["system"],
                                                  conv["tools"], discard)

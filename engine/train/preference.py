@@ -184,8 +184,10 @@ def build_kto_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
     )
     refuse_adapted_head(model, "kto")
     ref_model = load_ref_model(cfg, tokenizer)
+    # eval_on_each_dataset: a dict of sets, each evaluated apart (eval_NAME_loss with that set's eval_rewards/...)
+    evaluated = bundle.eval_sets or bundle.eval
     trainer = _pretokenized(KTO_COLUMNS, cfg)(
-        model=model, ref_model=ref_model, args=args, train_dataset=_train_set(bundle), eval_dataset=bundle.eval,
+        model=model, ref_model=ref_model, args=args, train_dataset=_train_set(bundle), eval_dataset=evaluated,
         processing_class=tokenizer, callbacks=callbacks,
     )
     trainer.data_collator = KLPairCollator(trainer.data_collator)

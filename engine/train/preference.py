@@ -55,9 +55,12 @@ def _pretokenized(columns: tuple[str, ...], cfg: RunConfig | None = None) -> typ
     """TRL's DPO/KTO trainer that takes our template-tokenized rows as they are instead of re-tokenizing text."""
     from trl import DPOTrainer, KTOTrainer
 
-    base = KTOTrainer if "completion_ids" in columns else DPOTrainer
+    from engine.train.kto_metrics import RowMeansMixin
 
-    class PretokenizedTrainer(ShardingMixin, base):
+    base = KTOTrainer if "completion_ids" in columns else DPOTrainer
+    means = (RowMeansMixin,) if base is KTOTrainer else ()  # LLaMA-Factory's row means of the reward metrics
+
+    class PretokenizedTrainer(ShardingMixin, *means, base):
         def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
             if not set(columns) <= set(dataset.column_names):
                 return super()._prepare_dataset(dataset, processing_class, args, dataset_name)

@@ -67,5 +67,13 @@ def test_each_kto_eval_set_is_evaluated_on_its_own(tmp_path, monkeypatch):
         single = json.loads((alone / "eval_results.json").read_text())
         each = next(e for e in evals[2:] if f"eval_{name}_loss" in e)
         assert each[f"eval_{name}_loss"] == pytest.approx(single["eval_loss"], rel=1e-5)
-        for key in ("eval_rewards/chosen", "eval_rewards/rejected", "eval_logps/chosen", "eval_logps/rejected"):
+        # one batch of the whole set: the reward metrics are means over its rows (LLaMA-Factory's), not means of
+        # batch means (TRL's), which kto_two's batches of 2+2 and 2+1 rows would make differ
+        whole = _run(tmp_path, f"{name}_whole", "eval", eval_dataset=name, adapter_name_or_path=str(out),
+                     per_device_eval_batch_size=16)
+        whole = json.loads((whole / "eval_results.json").read_text())
+        for key in ("eval_rewards/chosen", "eval_rewards/rejected", "eval_logps/chosen", "eval_logps/rejected",
+                    "eval_rewards/margins"):
             assert each[key] == pytest.approx(single[key], rel=1e-5, abs=1e-6), key
+            assert each[key] == pytest.approx(whole[key], rel=1e-4, abs=1e-5), key
+        assert each["eval_rewards/margins"] == pytest.approx(each["eval_rewards/chosen"] - each["eval_rewards/rejected"])

@@ -94,10 +94,10 @@ def missing_package(key: str) -> str | None:
 
 
 def each_dataset_problems(cfg: Any) -> list[str]:
-    """``eval_on_each_dataset`` where it cannot work here (it is implemented for sft and pt evaluation by loss)."""
+    """``eval_on_each_dataset`` where it cannot work here (it is implemented for sft, pt and kto)."""
     ft, tr = cfg.finetuning, cfg.train
-    if ft.stage not in ("sft", "pt"):
-        return [f"`eval_on_each_dataset: true` evaluates each dataset on its own for stage sft or pt here; this config "
+    if ft.stage not in ("sft", "pt", "kto"):
+        return [f"`eval_on_each_dataset: true` evaluates each dataset on its own for stage sft, pt or kto here; this config "
                 f"has `stage: {ft.stage}`. Remove it (its evaluation then covers all of `eval_dataset` together)."]
     if tr.predict_with_generate and (tr.do_eval or tr.eval_strategy not in (None, "no")):
         return ["`eval_on_each_dataset: true` with `predict_with_generate: true` (an evaluation that generates) is not "

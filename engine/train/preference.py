@@ -55,9 +55,12 @@ def _pretokenized(columns: tuple[str, ...], cfg: RunConfig | None = None) -> typ
     """TRL's DPO/KTO trainer that takes our template-tokenized rows as they are instead of re-tokenizing text."""
     from trl import DPOTrainer, KTOTrainer
 
-    base = KTOTrainer if "completion_ids" in columns else DPOTrainer
+    from engine.train.kto_metrics import RowMeansMixin
 
-    class PretokenizedTrainer(ShardingMixin, base):
+    base = KTOTrainer if "completion_ids" in columns else DPOTrainer
+    means = (RowMeansMixin,) if base is KTOTrainer else ()  # LLaMA-Factory's row means of the reward metrics
+
+    class PretokenizedTrainer(ShardingMixin, *means, base):
         def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
             if not set(columns) <= set(dataset.column_names):
                 return super()._prepare_dataset(dataset, processing_class, args, dataset_name)
@@ -184,8 +187,10 @@ def build_kto_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
     )
     refuse_adapted_head(model, "kto")
     ref_model = load_ref_model(cfg, tokenizer)
+    # eval_on_each_dataset: a dict of sets, each evaluated apart (eval_NAME_loss with that set's eval_rewards/...)
+    evaluated = bundle.eval_sets or bundle.eval
     trainer = _pretokenized(KTO_COLUMNS, cfg)(
-        model=model, ref_model=ref_model, args=args, train_dataset=_train_set(bundle), eval_dataset=bundle.eval,
+        model=model, ref_model=ref_model, args=args, train_dataset=_train_set(bundle), eval_dataset=evaluated,
         processing_class=tokenizer, callbacks=callbacks,
     )
     trainer.data_collator = KLPairCollator(trainer.data_collator)

@@ -307,3 +307,16 @@ def test_a_preference_answer_with_a_prompt_role_is_skipped_with_the_reason(tmp_p
     for name in ("chosen", "rejected"):
         assert f"the {name} answer is a {user!r} turn, a prompt role, not a reply; LLaMA-Factory 0.9.5 keeps such a " \
                f"row but formats that turn as a prompt and trains the prompt" in caplog.text
+
+
+@pytest.mark.parametrize("stage", ["pt", "sft", "kto"])
+def test_a_ranking_dataset_is_refused_outside_rm_and_dpo(tmp_path, stage):
+    """LLaMA-Factory refuses `ranking: true` for every stage but rm (which dpo loads as): "The dataset is not
+    applicable in the current training stage" (data/loader.py:178). Here sft trained on the chosen answers and pt
+    on the prompts."""
+    _write(tmp_path, "pairs", [{"instruction": "q", "chosen": "good", "rejected": "bad", "tag": True}], ranking=True,
+           columns={"prompt": "instruction", "chosen": "chosen", "rejected": "rejected", "kto_tag": "tag"})
+    with pytest.raises(DatasetError, match=rf"Dataset 'pairs' holds preference pairs \(`ranking: true`\), which stage "
+                                           rf"{stage} cannot use; .*Use stage rm or dpo"):
+        load_examples(_args(tmp_path), "pairs", stage)
+    assert len(load_examples(_args(tmp_path), "pairs", "dpo")) == 1

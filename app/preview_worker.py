@@ -47,6 +47,7 @@ def run(config_path: str, n: int) -> dict[str, Any]:
         enable_thinking=cfg.data.enable_thinking,
         default_system=cfg.data.default_system,
         tool_format=cfg.data.tool_format,
+        preserve_thinking=cfg.data.preserve_thinking,
     )
     return preview_dataset(cfg.data, cfg.finetuning.stage, tokenizer, template, n=n, media=media_context_of(cfg, tokenizer))
 

@@ -23,7 +23,7 @@ from engine.data.loader import load_examples, split_eval
 from engine.data.preview import preview_dataset
 from engine.data.readers import READERS, read_rows
 from engine.data.registry import DatasetSpec, list_datasets, load_dataset_info, register_dataset, resolve_dataset
-from engine.data.tokenize import TokenizeOptions, tokenize_examples
+from engine.data.tokenize import TokenizeOptions, cutoff_phrase, tokenize_examples
 
 logger = logging.getLogger(__name__)
 
@@ -83,20 +83,21 @@ def _tokenized(examples: Sequence[dict], stage: str, tokenizer: Any, template: A
     if not stats["kept"] and stage == "pt" and not (opts.pt_documents or opts.packing):
         raise DatasetError(
             f"The {stats['rows']} {split} texts hold {stats.get('remainder_tokens', 0)} tokens, not one whole block: "
-            f"pre-training text is joined and cut into blocks of {opts.block_len or opts.cutoff_len} tokens (within "
+            f"pre-training text is joined and cut into blocks of {opts.block_len or opts.cutoff_len} tokens "
+            f"({cutoff_phrase(opts, opts.block_len)}; within "
             "each preprocessing batch), and a last block that is not whole is left out, as in LLaMA-Factory. Lower "
             "cutoff_len, or set `packing: false` to train on each text as a row of its own."
         )
     if not stats["kept"] or not stats["trainable_tokens"]:
         raise DatasetError(
             f"None of the {stats['rows']} {split} examples has a token to train on after cutting to "
-            f"cutoff_len={opts.cutoff_len}: such a run would learn nothing (LLaMA-Factory starts it, and a causal LM "
+            f"{cutoff_phrase(opts)}: such a run would learn nothing (LLaMA-Factory starts it, and a causal LM "
             "loss over no tokens is NaN). Raise cutoff_len or check the data."
         )
     if stats.get("untrained"):
-        logger.warning("%d of %d %s rows have no trained token left after cutting to cutoff_len=%d; they are kept, "
+        logger.warning("%d of %d %s rows have no trained token left after cutting to %s; they are kept, "
                        "as LLaMA-Factory keeps them, but teach nothing: raise cutoff_len to train on them.",
-                       stats["untrained"], stats["rows"], split, opts.cutoff_len)
+                       stats["untrained"], stats["rows"], split, cutoff_phrase(opts))
     logger.info("%s data: %d rows -> %d sequences (%d truncated, %d dropped), %d tokens of which %d trained.",
                 split.capitalize(), stats["rows"], stats["kept"], stats["truncated"], stats["dropped"],
                 stats["total_tokens"], stats["trainable_tokens"])
@@ -105,9 +106,9 @@ def _tokenized(examples: Sequence[dict], stage: str, tokenizer: Any, template: A
                     "out, as in LLaMA-Factory (`packing: false` trains on each text as a row of its own).",
                     stats["remainder_tokens"], split, opts.block_len or opts.cutoff_len)
     if stats["truncated"] and stats["truncated"] * 2 >= stats["rows"]:
-        logger.warning("%d of %d %s rows were cut to cutoff_len=%d, so part of their text is not trained on; raise "
+        logger.warning("%d of %d %s rows were cut to %s, so part of their text is not trained on; raise "
                        "cutoff_len to keep whole examples.", stats["truncated"], stats["rows"], split,
-                       opts.cutoff_len)
+                       cutoff_phrase(opts))
     return (_to_dataset(columns) if media is not None else dataset), stats
 
 
@@ -188,10 +189,13 @@ def tokenize_options(data: Any, stage: str) -> TokenizeOptions:
         # true` makes them one token shorter there (its DataArguments take 1 off cutoff_len)
         opts.pt_documents = data.packing is False and not data.neat_packing
         opts.block_len = data.cutoff_len - 1 if data.packing is True and not data.neat_packing else None
+        if opts.block_len is not None:
+            opts.written_cutoff = data.cutoff_len
     elif stage == "sft" and opts.packing:  # LLaMA-Factory's DataArguments take 1 off cutoff_len when packing
         opts.cutoff_len, opts.mask_packed_starts = data.cutoff_len - 1, False
+        opts.written_cutoff = data.cutoff_len
     elif data.packing or data.neat_packing:  # ... in every stage, though only pt and sft rows are packed
-        opts.cutoff_len = data.cutoff_len - 1
+        opts.cutoff_len, opts.written_cutoff = data.cutoff_len - 1, data.cutoff_len
     return opts
 
 
@@ -314,7 +318,7 @@ def load_eval_prompts(cfg: Any, tokenizer: Any, template: Any, media: Any = None
 
     # LLaMA-Factory's DataArguments take 1 off cutoff_len when `packing` is set, for prediction rows too
     cutoff = data.cutoff_len - 1 if data.packing or data.neat_packing else data.cutoff_len
-    opts = TokenizeOptions(cutoff_len=cutoff, keep_prompt_end=data.keep_prompt_end)
+    opts = TokenizeOptions(cutoff_len=cutoff, keep_prompt_end=data.keep_prompt_end, written_cutoff=data.cutoff_len)
     rows = []
     for index, example in enumerate(examples):
         prompt_messages = example["messages"][:-1]

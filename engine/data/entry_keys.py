@@ -34,11 +34,13 @@ def misspelt_keys(entry: dict[str, Any]) -> dict[str, str]:
 
 
 def known_inner(entry: dict[str, Any], section: str) -> dict[str, Any]:
-    """The entry's ``columns`` or ``tags`` without the keys LLaMA-Factory does not read ({} when there are none)."""
+    """The entry's ``columns`` or ``tags`` without the keys LLaMA-Factory does not read ({} when there are none), nor
+    those set to null: LLaMA-Factory reads ``{"system": null}`` as the key left out (``obj.get(key)`` is None either
+    way, data/parser.py:70)."""
     value = entry.get(section)
     if not isinstance(value, dict):
         return {}
-    return {key: name for key, name in value.items() if key in INNER_KEYS[section]}
+    return {key: name for key, name in value.items() if key in INNER_KEYS[section] and name is not None}
 
 
 def unknown_inner_keys(entry: dict[str, Any]) -> list[str]:

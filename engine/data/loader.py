@@ -63,6 +63,13 @@ def check_stage(spec: DatasetSpec, stage: str, first_row: dict[str, Any] | None 
             "Use a ranking dataset (`ranking: true` with chosen and rejected columns in dataset_info.json, e.g. "
             "dpo_en_demo) or another stage."
         )
+    if stage not in ("rm", "dpo") and spec.ranking and number is None:
+        raise DatasetError(
+            f"Dataset {spec.name!r} holds preference pairs (`ranking: true`), which stage {stage} cannot use; "
+            "LLaMA-Factory refuses it too (\"The dataset is not applicable in the current training stage\"). Use "
+            "stage rm or dpo for its pairs, or a dataset of single answers (for sft, e.g. a copy of its prompts "
+            "with the chosen answers as `output`)."
+        )
     if stage not in ("rm", "dpo", "pt") and number and spec.ranking:
         raise DatasetError(
             f"Dataset {spec.name!r} has `ranking: {number}`, which reads as true (preference pairs), so stage {stage} "
@@ -119,8 +126,6 @@ def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: 
         rows = itertools.islice(rows, limit)
     spec = ranking_for_stage(detect_format(spec, [head]), stage)
     check_stage(spec, stage, head)
-    if stage == "sft" and spec.ranking:
-        logger.info("Dataset %s holds preference pairs; stage sft trains on the chosen answers.", name)
     tally = new_tally()
     writer = ExampleWriter(name)
     read_as: list[int] = []  # with num_samples: the row number each example was read from

@@ -6,13 +6,24 @@ from typing import Any
 
 from engine.data.loader import load_examples
 from engine.templates.base import KEEP
+from engine.templates.slots import element_text
 
 _LENGTH_SAMPLE = 2000
 
 
+def _pieces(template: Any, messages: list[dict], example: dict, tokenizer: Any, **how: bool) -> list[tuple[str, bool]]:
+    """(text, is_reply) per message, encoded as training encodes it: ``oneturn`` (preference and KTO rows, whose
+    history thoughts stay only with ``preserve_thinking``) or ``discard_history`` (sft with ``mask_history`` and
+    without ``preserve_thinking``), as LLaMA-Factory's processors call its template."""
+    elements = template.message_elements(messages, example.get("system"), example.get("tools"), **how)
+    return [(element_text(items, tokenizer, template.bos_text, template.eos_text), index % 2 == 1)
+            for index, items in enumerate(elements)]
+
+
 def _sft_spans(template: Any, example: dict, tokenizer: Any, train_on_prompt: bool,
                mask_history: bool) -> list[tuple[str, bool]]:
-    segments = template.segments(example["messages"], example.get("system"), example.get("tools"), False, tokenizer)
+    discard = mask_history and not template.preserve_thinking  # LLaMA-Factory's discarding_history_cot
+    segments = _pieces(template, example["messages"], example, tokenizer, discard_history=discard)
     last = max((i for i, (_, is_reply) in enumerate(segments) if is_reply), default=-1)
     spans = []
     for index, (text, is_reply) in enumerate(segments):
@@ -22,8 +33,7 @@ def _sft_spans(template: Any, example: dict, tokenizer: Any, train_on_prompt: bo
 
 
 def _reply_spans(template: Any, example: dict, reply: dict, tokenizer: Any) -> list[tuple[str, bool]]:
-    segments = template.segments(example["messages"] + [reply], example.get("system"), example.get("tools"), False,
-                                 tokenizer)
+    segments = _pieces(template, example["messages"] + [reply], example, tokenizer, oneturn=True)
     last = max(i for i, (_, is_reply) in enumerate(segments) if is_reply)
     prompt = "".join(text for text, _ in segments[:last])
     return [(prompt, False), (segments[last][0], True)]
@@ -37,23 +47,25 @@ def example_spans(example: dict, stage: str, template: Any, tokenizer: Any = Non
     if stage in ("rm", "dpo"):
         return {"spans": _reply_spans(template, example, example["chosen"], tokenizer),
                 "rejected_spans": _reply_spans(template, example, example["rejected"], tokenizer)}
-    row: dict[str, Any] = {"spans": _sft_spans(template, example, tokenizer, train_on_prompt, mask_history)}
-    if stage == "kto":
-        row["kto_tag"] = bool(example["kto_tag"])
-    return row
+    if stage == "kto":  # a prompt and its one reply, encoded as a preference row's (single-turn)
+        prompt = {**example, "messages": example["messages"][:-1]}
+        return {"spans": _reply_spans(template, prompt, example["messages"][-1], tokenizer),
+                "kto_tag": bool(example["kto_tag"])}
+    return {"spans": _sft_spans(template, example, tokenizer, train_on_prompt, mask_history)}
 
 
-def example_length(example: dict, stage: str, template: Any, tokenizer: Any) -> int:
+def example_length(example: dict, stage: str, template: Any, tokenizer: Any, mask_history: bool = False) -> int:
     """Token count of one example before truncation (the longer answer for preference rows)."""
     if stage == "pt":
         return len(tokenizer.encode(example["text"], add_special_tokens=False)) + 1
-    if stage in ("rm", "dpo"):
-        return max(
-            sum(len(p) + len(r) for p, r in template.encode_multiturn(
-                tokenizer, example["messages"] + [reply], example.get("system"), example.get("tools")))
-            for reply in (example["chosen"], example["rejected"])
-        )
-    pairs = template.encode_multiturn(tokenizer, example["messages"], example.get("system"), example.get("tools"))
+    system, tools = example.get("system"), example.get("tools")
+    if stage in ("rm", "dpo", "kto"):  # single-turn, as training encodes these rows
+        prompt = example["messages"] if stage != "kto" else example["messages"][:-1]
+        replies = (example["chosen"], example["rejected"]) if stage != "kto" else (example["messages"][-1],)
+        return max(sum(map(len, template.encode_oneturn(tokenizer, prompt + [reply], system, tools)))
+                   for reply in replies)
+    pairs = template.encode_multiturn(tokenizer, example["messages"], system, tools,
+                                      discard_history=mask_history and not template.preserve_thinking)
     return sum(len(p) + len(r) for p, r in pairs)
 
 
@@ -76,7 +88,8 @@ def preview_dataset(data_args: Any, stage: str, tokenizer: Any, template: Any, n
     """
     template = template.with_options(enable_thinking=getattr(data_args, "enable_thinking", KEEP),
                                      default_system=getattr(data_args, "default_system", None),
-                                     tool_format=getattr(data_args, "tool_format", None))
+                                     tool_format=getattr(data_args, "tool_format", None),
+                                     preserve_thinking=getattr(data_args, "preserve_thinking", None))
     # only what is shown is read: the first rows, and up to _LENGTH_SAMPLE for the lengths (one more tells
     # whether there are more); a large dataset is not read whole for a preview
     examples = load_examples(data_args, data_args.dataset, stage, first=max(n, _LENGTH_SAMPLE) + 1)
@@ -95,7 +108,7 @@ def preview_dataset(data_args: Any, stage: str, tokenizer: Any, template: Any, n
             if shown is not None:
                 row["media"] = shown
     sample = examples[:_LENGTH_SAMPLE]
-    lengths = [example_length(example, stage, template, tokenizer) for example in sample]
+    lengths = [example_length(example, stage, template, tokenizer, mask_history) for example in sample]
     cutoff = int(data_args.cutoff_len)
     return {
         "rows": rows,

@@ -124,16 +124,37 @@ def load_dataset_info(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any
         raise DatasetError(f"{path} must be a JSON object mapping dataset names to entries.")
     if repeated:
         warn_repeats(path, repeated)
-    for name, entry in info.items():
-        if not isinstance(entry, dict):
-            example = json.dumps({"file_name": entry if isinstance(entry, str) else "data.json"})
-            raise DatasetError(f"{path}: dataset {name!r} is a {type(entry).__name__}, not an object; write it as "
-                               f'"{name}": {example}.')
-    for name, entry in info.items():
-        problem = entry_problem(name, entry)
+    return info  # entries are checked where they are used (used_entry), as LLaMA-Factory reads only those
+
+
+def broken_entry(name: str, entry: Any) -> str | None:
+    """What is wrong with one entry as written (None when nothing is): not an object, or :func:`entry_problem`."""
+    if not isinstance(entry, dict):
+        example = json.dumps({"file_name": entry if isinstance(entry, str) else "data.json"})
+        return f"dataset {name!r} is a {type(entry).__name__}, not an object; write it as \"{name}\": {example}."
+    return entry_problem(name, entry)
+
+
+_WARNED: set[tuple[str, str]] = set()
+
+
+def used_entry(path: Path | str, info: dict[str, Any], name: str) -> dict[str, Any]:
+    """The entry ``name`` of the dataset_info.json at ``path``, checked; the other entries' problems are only warned
+    about (once each): LLaMA-Factory reads only the entries a config names (data/parser.py:122-152).
+
+    Raises:
+        DatasetError: naming the file, the entry, the key and the fix when the entry itself is malformed.
+    """
+    problem = broken_entry(name, info[name])
+    if problem:
+        raise DatasetError(f"{path}: {problem}")
+    for other, entry in info.items():
+        problem = broken_entry(other, entry) if other != name and (str(path), other) not in _WARNED else None
         if problem:
-            raise DatasetError(f"{path}: {problem}")
-    return info
+            _WARNED.add((str(path), other))
+            logger.warning("%s: %s (not used here, so only a warning; LLaMA-Factory reads only the entries a config "
+                           "names)", path, problem)
+    return info[name]
 
 
 def repeated_keys_note(dataset_dir: str | os.PathLike) -> str | None:
@@ -265,7 +286,7 @@ def remote_dataset_info(repo: str) -> dict[str, dict[str, Any]]:
     when downloads are off.
 
     Raises:
-        DatasetError: the file cannot be fetched (with the reason), or its entries are malformed.
+        DatasetError: the file cannot be fetched (with the reason) or is not a JSON object of entries.
     """
     from huggingface_hub import hf_hub_download
 
@@ -302,7 +323,7 @@ def resolve_dataset(name: str, dataset_dir: str | os.PathLike) -> DatasetSpec:
         if name not in info:
             raise DatasetError(f"Unknown dataset {name!r} in the {INFO_FILE} of `dataset_dir: {where}`."
                                f"{_near_hint(name, info)}")
-        entry = info[name]
+        entry = used_entry(f"the {INFO_FILE} of `dataset_dir: {where}`", info, name)
         if entry.get("file_name") and not any(entry.get(key) for key in HUB_URL_KEYS.values()):
             raise DatasetError(f"Dataset {name!r} in the {INFO_FILE} of `dataset_dir: {where}` names only a local "
                                f"`file_name`, which has no folder here; give it a `hf_hub_url`, or download the "
@@ -312,7 +333,7 @@ def resolve_dataset(name: str, dataset_dir: str | os.PathLike) -> DatasetSpec:
     has_info = info_path(folder).is_file()
     info = load_dataset_info(folder) if has_info else {}
     if name in info:
-        return _entry_spec(name, info[name], folder)
+        return _entry_spec(name, used_entry(info_path(folder), info, name), folder)
     for candidate in (Path(name).expanduser(), folder / name):
         if candidate.exists():
             return DatasetSpec(name=name, path=candidate.absolute(), formatting="auto",
@@ -329,7 +350,7 @@ def resolve_dataset(name: str, dataset_dir: str | os.PathLike) -> DatasetSpec:
             f"Dataset {name!r} is neither a file nor registered: there is no {INFO_FILE} in {folder}. Set "
             "`dataset_dir` to the folder holding dataset_info.json, or give a path to a data file."
         )
-    local = [key for key, entry in info.items() if entry.get("file_name")]
+    local = [key for key, entry in info.items() if isinstance(entry, dict) and entry.get("file_name")]
     raise DatasetError(
         f"Unknown dataset {name!r} in {info_path(folder)}.{_near_hint(name, info)} Datasets with local files: "
         f"{', '.join(local) or '(none)'}."
@@ -355,7 +376,8 @@ def list_datasets(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
     """Registered datasets for the board's dropdown: name -> entry details plus ``kind`` and ``available``.
 
     ``available`` is true when the entry's local file exists; entries read from a hub (every entry with a hub URL,
-    as LLaMA-Factory reads them, and script or cloud entries without a file) are listed with ``hub: true``.
+    as LLaMA-Factory reads them, and script or cloud entries without a file) are listed with ``hub: true``. A
+    malformed entry is listed with ``kind: broken`` and ``problem`` (what is wrong and the fix).
     Returns an empty dict when there is no dataset_info.json.
     """
     folder = Path(dataset_dir).expanduser().absolute()
@@ -363,6 +385,11 @@ def list_datasets(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
         return {}
     out = {}
     for name, entry in load_dataset_info(folder).items():
+        problem = broken_entry(name, entry)
+        if problem:  # listed as broken, with the reason, rather than breaking the list
+            out[name] = {"file_name": None, "formatting": None, "ranking": False, "columns": {}, "kind": "broken",
+                         "hub": False, "available": False, "problem": problem}
+            continue
         file_name = entry.get("file_name")
         out[name] = {
             "file_name": file_name,

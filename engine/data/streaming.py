@@ -31,7 +31,7 @@ from engine.data.errors import DatasetError
 from engine.data.examples import Examples, concat, count_media
 from engine.data.loader import load_dataset_examples, split_names
 from engine.data.stream_order import split_number, stream_order
-from engine.data.tokenize import TokenizeOptions, tokenize_examples
+from engine.data.tokenize import TokenizeOptions, cutoff_phrase, tokenize_examples
 
 logger = logging.getLogger(__name__)
 
@@ -200,8 +200,8 @@ def _first_row(rows: StreamedRows) -> None:
         raise DatasetError(f"`val_size: {rows.skip}` holds out every one of the {sum(map(len, rows.positions))} rows "
                            "of the stream, leaving none to train on; lower `val_size`.")
     if first is None:
-        raise DatasetError(f"No row of the stream has a token to train on after cutting to cutoff_len="
-                           f"{rows.opts.cutoff_len} (or, for pre-training, fills a block); raise cutoff_len or check "
+        raise DatasetError(f"No row of the stream has a token to train on after cutting to "
+                           f"{cutoff_phrase(rows.opts)} (or, for pre-training, fills a block); raise cutoff_len or check "
                            "the data.")
     rows.column_names = list(first)
 

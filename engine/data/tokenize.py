@@ -56,6 +56,19 @@ class TokenizeOptions:
     """pt: the block length (default ``cutoff_len``; LLaMA-Factory's explicit ``packing: true`` makes it one less)."""
     mask_packed_starts: bool = True
     """With ``packing``: mask the first label of each packed example (sft packing as LLaMA-Factory's keeps them)."""
+    written_cutoff: int | None = None
+    """``cutoff_len`` as the config gives it, where packing keeps one token of it free (for messages: cutoff_phrase)."""
+
+
+def cutoff_phrase(opts: TokenizeOptions, length: int | None = None) -> str:
+    """``cutoff_len=N`` as the user wrote it for messages, with the token packing keeps free where that applies
+    (``length``, default ``opts.cutoff_len``, is the length rows are actually cut to)."""
+    length = opts.cutoff_len if length is None else length
+    written = opts.written_cutoff
+    if written is None or written == length:
+        return f"cutoff_len={length}"
+    return (f"cutoff_len={written} (packing keeps one token of it free, as LLaMA-Factory does, so rows are cut to "
+            f"{length})")
 
 
 def new_stats(rows: int) -> dict[str, int]:

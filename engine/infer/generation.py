@@ -31,7 +31,8 @@ def template_for(cfg: RunConfig, tokenizer: Any) -> Any:
     """The prompt template a config asks for, with its run options, after fixing the tokenizer's EOS/PAD.
 
     Args:
-        cfg: The run config (``template``, ``enable_thinking``, ``default_system``, ``tool_format``).
+        cfg: The run config (``template``, ``enable_thinking``, ``default_system``, ``tool_format``,
+            ``preserve_thinking``).
         tokenizer: The model's tokenizer; ``fix_tokenizer`` may set its EOS and PAD tokens.
 
     Returns:
@@ -42,6 +43,7 @@ def template_for(cfg: RunConfig, tokenizer: Any) -> Any:
     template = get_template(
         cfg.model.template, tokenizer, enable_thinking=cfg.data.enable_thinking,
         default_system=cfg.data.default_system, tool_format=cfg.data.tool_format,
+        preserve_thinking=cfg.data.preserve_thinking,  # LLaMA-Factory's chat engines too (template.py:663)
     )
     added = template.fix_tokenizer(tokenizer)
     if added:

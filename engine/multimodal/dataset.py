@@ -15,7 +15,15 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from engine.data.tokenize import IGNORE, TokenizeOptions, check_options, encode_pairs, new_stats, sft_row
+from engine.data.tokenize import (
+    IGNORE,
+    TokenizeOptions,
+    check_options,
+    cutoff_phrase,
+    encode_pairs,
+    new_stats,
+    sft_row,
+)
 from engine.multimodal.errors import MediaError
 from engine.multimodal.plugins import MediaPlugin, pack_arrays, soft_token_ids
 from engine.multimodal.processor import MediaOptions
@@ -98,9 +106,9 @@ def tokenize_media_sft(examples: list[dict], tokenizer: Any, template: Any, opts
         stats["trainable_tokens"] += sum(label != IGNORE for label in labels)
         stats["media_tokens"] = stats.get("media_tokens", 0) + sum(token in soft for token in input_ids)
     if stats["media_dropped"]:
-        logger.warning("%d rows were dropped because cutoff_len=%d cut through their images, videos or audio; "
+        logger.warning("%d rows were dropped because %s cut through their images, videos or audio; "
                        "raise cutoff_len (or lower image_max_pixels / video_maxlen) to keep them.",
-                       stats["media_dropped"], opts.cutoff_len)
+                       stats["media_dropped"], cutoff_phrase(opts))
     if opts.packing:
         from engine.multimodal.packing import pack_in_batches
 

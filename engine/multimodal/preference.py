@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.data.tokenize import TokenizeOptions, infer_seqlen, new_stats, prompt_and_reply
+from engine.data.tokenize import TokenizeOptions, cutoff_phrase, infer_seqlen, new_stats, prompt_and_reply
 from engine.multimodal.cross_attention import CrossAttention
 from engine.multimodal.errors import MediaError
 from engine.multimodal.plugins import PLACEHOLDERS, pack_arrays, soft_token_ids, unpack_arrays
@@ -117,9 +117,9 @@ def tokenize_media_preference(examples: list[dict], tokenizer: Any, template: An
         stats["media_tokens"] = stats.get("media_tokens", 0) + sum(token in soft for token in kept_prompt)
         stats["kept"] += 1
     if stats["media_dropped"]:
-        logger.warning("%d rows were dropped because cutoff_len=%d cut through their images, videos or audio; "
+        logger.warning("%d rows were dropped because %s cut through their images, videos or audio; "
                        "raise cutoff_len (or lower image_max_pixels / video_maxlen) to keep them.",
-                       stats["media_dropped"], opts.cutoff_len)
+                       stats["media_dropped"], cutoff_phrase(opts))
     return columns, stats
 
 

@@ -10,8 +10,9 @@ import torch.nn.functional as F
 from transformers import Trainer, TrainingArguments
 
 from engine.config import RunConfig, packs_rows
-from engine.train import token_weights
+from engine.train import empty_steps, token_weights
 from engine.train.arguments import build_args
+from engine.train.empty_steps import nothing_to_train, warn_empty_step
 from engine.train.eval_loss import LFEvalMixin
 from engine.train.generation_eval import GenerationEvalMixin, generation_eval
 from engine.train.head_loss import chunked_head_loss
@@ -73,6 +74,9 @@ class LabelPositionsTrainer(StandInTokensMixin, ShardingMixin, MuonMixin, TokenB
         smoothing = self.label_smoother is not None and weighting is None
         if (return_outputs or parts is None or "labels" not in inputs or not self.model_accepts_loss_kwargs
                 or smoothing):
+            if (not return_outputs and model.training and "labels" in inputs
+                    and nothing_to_train(inputs["labels"], num_items_in_batch)):
+                warn_empty_step(self, empty_steps.NAN)
             return super().compute_loss(model, inputs, return_outputs=return_outputs,
                                         num_items_in_batch=num_items_in_batch)
         backbone, head = parts
@@ -92,10 +96,14 @@ class LabelPositionsTrainer(StandInTokensMixin, ShardingMixin, MuonMixin, TokenB
             elif loss is None:
                 loss = token_weights.token_losses(head(selected).float(), wanted, weighting).sum()
         if num_items_in_batch is None:
+            if model.training and nothing_to_train(labels, None):
+                warn_empty_step(self, empty_steps.ZERO)
             return loss / keep.sum().clamp(min=1)
         if torch.is_tensor(num_items_in_batch):
             num_items_in_batch = num_items_in_batch.to(loss.device)
         if not num_items_in_batch:  # a step whose rows have nothing to train on: a zero loss, not 0/0
+            if model.training:
+                warn_empty_step(self, empty_steps.ZERO)
             return loss * 0.0
         return loss / num_items_in_batch
 

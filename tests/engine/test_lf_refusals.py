@@ -307,3 +307,57 @@ def test_a_preference_answer_with_a_prompt_role_is_skipped_with_the_reason(tmp_p
     for name in ("chosen", "rejected"):
         assert f"the {name} answer is a {user!r} turn, a prompt role, not a reply; LLaMA-Factory 0.9.5 keeps such a " \
                f"row but formats that turn as a prompt and trains the prompt" in caplog.text
+
+
+@pytest.mark.parametrize("stage", ["pt", "sft", "kto"])
+def test_a_ranking_dataset_is_refused_outside_rm_and_dpo(tmp_path, stage):
+    """LLaMA-Factory refuses `ranking: true` for every stage but rm (which dpo loads as): "The dataset is not
+    applicable in the current training stage" (data/loader.py:178). Here sft trained on the chosen answers and pt
+    on the prompts."""
+    _write(tmp_path, "pairs", [{"instruction": "q", "chosen": "good", "rejected": "bad", "tag": True}], ranking=True,
+           columns={"prompt": "instruction", "chosen": "chosen", "rejected": "rejected", "kto_tag": "tag"})
+    with pytest.raises(DatasetError, match=rf"Dataset 'pairs' holds preference pairs \(`ranking: true`\), which stage "
+                                           rf"{stage} cannot use; .*Use stage rm or dpo"):
+        load_examples(_args(tmp_path), "pairs", stage)
+    assert len(load_examples(_args(tmp_path), "pairs", "dpo")) == 1
+
+
+def test_only_the_entries_a_config_uses_are_checked(tmp_path, caplog):
+    """LLaMA-Factory reads only the dataset_info.json entries a config names (data/parser.py:122-152): a malformed
+    entry elsewhere in the file is no error there (here it refused the whole file). The entry used is still checked,
+    and the board's list shows the malformed one as broken instead of failing."""
+    from engine.data.registry import list_datasets
+
+    _write(tmp_path, "good", [{"instruction": "q", "output": "a"}])
+    _write(tmp_path, "bad", [{"instruction": "q", "output": "a"}], columns={"prompt": 1})
+    info = tmp_path / "dataset_info.json"
+    info.write_text(json.dumps({**json.loads(info.read_text()), "odd": "x.json"}), encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        assert len(load_examples(_args(tmp_path), "good", "sft")) == 1
+    assert "dataset 'bad': `columns.prompt` must be a column name" in caplog.text
+    assert "not used here, so only a warning" in caplog.text
+    with pytest.raises(DatasetError, match=r"dataset 'bad': `columns.prompt` must be a column name"):
+        load_examples(_args(tmp_path), "bad", "sft")
+    with pytest.raises(DatasetError, match=r"dataset 'odd' is a str, not an object; write it as \"odd\""):
+        load_examples(_args(tmp_path), "odd", "sft")
+    listed = list_datasets(tmp_path)
+    assert listed["good"]["kind"] == "sft" and listed["good"]["available"]
+    assert listed["bad"]["kind"] == listed["odd"]["kind"] == "broken"
+    assert "`columns.prompt` must be a column name" in listed["bad"]["problem"]
+
+
+def test_a_null_column_or_tag_is_read_as_left_out(tmp_path):
+    """LLaMA-Factory reads each known column and tag with `obj.get(key)` (data/parser.py:70), so a null one is the key
+    left out: `"system": null` reads no system prompt, and `"system_tag": null` leaves a system turn with no role that
+    fits, skipping its row (checked against its converter). Here a null was refused as not a column name."""
+    _write(tmp_path, "a", [{"instruction": "q", "output": "a", "sys": "S"}],
+           columns={"prompt": "instruction", "response": "output", "system": None, "images": None})
+    examples = load_examples(_args(tmp_path), "a", "sft")
+    assert [(e["messages"], e.get("system") or "") for e in examples] == [
+        ([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}], "")]
+    chat = [{"conversations": [{"from": "system", "value": "S"}, {"from": "human", "value": "hi"},
+                               {"from": "gpt", "value": "yo"}]},
+            {"conversations": [{"from": "human", "value": "hi2"}, {"from": "gpt", "value": "yo2"}]}]
+    _write(tmp_path, "c", chat, formatting="sharegpt", tags={"system_tag": None, "role_tag": "from",
+           "content_tag": "value", "user_tag": "human", "assistant_tag": "gpt"})
+    assert [e["messages"][0]["content"] for e in load_examples(_args(tmp_path), "c", "sft")] == ["hi2"]

@@ -125,6 +125,18 @@ def test_rows_left_untrained_are_kept_with_a_warning(tmp_path, caplog):
     assert "have no trained token left after cutting to cutoff_len=3; they are kept" in caplog.text
 
 
+def test_messages_after_packing_quote_the_cutoff_len_written(tmp_path, caplog):
+    """Packing keeps one token of cutoff_len free (LLaMA-Factory's data_args.py:188-189); a message quotes the
+    value the config gives, and says so, instead of the one less it cuts to (here `cutoff_len=3` for 4)."""
+    with caplog.at_level(logging.WARNING):
+        _rows(_config(tmp_path, "sft", "tiny_alpaca", 4, {"packing": True}))
+    assert ("cutting to cutoff_len=4 (packing keeps one token of it free, as LLaMA-Factory does, so rows are cut to "
+            "3)") in caplog.text
+    assert "cutoff_len=3" not in caplog.text.replace("cut to 3", "")
+    with pytest.raises(DatasetError, match=r"after cutting to cutoff_len=2 \(packing keeps one token of it free"):
+        _rows(_config(tmp_path, "sft", "tiny_alpaca", 2, {"packing": True}))
+
+
 def test_no_token_to_train_on_anywhere_is_refused(tmp_path):
     with pytest.raises(DatasetError, match=r"None of the 3 train examples has a token to train on .*NaN.*Raise "
                                            r"cutoff_len"):

@@ -108,3 +108,30 @@ def test_mixed_precision_runs_the_parts_under_the_models_autocast(tmp_path):
     torch.testing.assert_close(ours, reference.float(), rtol=1e-3, atol=1e-3)
     for g, p in zip(grads, [p for p in model.parameters() if p.requires_grad]):
         torch.testing.assert_close(g, p.grad, rtol=2e-2, atol=1e-3)
+
+
+def test_a_step_with_nothing_to_train_is_a_zero_loss_with_a_warning(tmp_path, caplog):
+    """Every label masked (rows whose replies cutoff_len cut away): LLaMA-Factory's loss is 0/0, NaN; here the
+    label-position loss is 0 with a zero gradient, and a warning names the step and the cause, once per step. The
+    model's own loss path (label smoothing) stays NaN, as LLaMA-Factory's, with the same warning."""
+    import math
+
+    model = tiny_model()
+    inputs = batch()
+    inputs["labels"][:] = -100
+    trainer = LabelPositionsTrainer(model=model, args=TrainingArguments(output_dir=str(tmp_path), report_to=[],
+                                                                        use_cpu=True))
+    with caplog.at_level("WARNING", logger="engine.train.sft"):
+        for count in (torch.tensor(0), None):
+            loss = trainer.compute_loss(model, inputs, num_items_in_batch=count)
+            loss.backward()
+            assert float(loss.detach()) == 0.0
+            assert all(p.grad is None or not p.grad.any() for p in model.parameters())
+    assert caplog.text.count("Step 1: none of its rows has a token to train on") == 1
+    assert "rows whose replies cutoff_len cut away" in caplog.text and "Raise cutoff_len" in caplog.text
+    caplog.clear()
+    smoothing = LabelPositionsTrainer(model=model, args=TrainingArguments(
+        output_dir=str(tmp_path), report_to=[], use_cpu=True, label_smoothing_factor=0.1))
+    with caplog.at_level("WARNING", logger="engine.train.sft"):
+        loss = smoothing.compute_loss(model, inputs, num_items_in_batch=torch.tensor(0))
+    assert math.isnan(float(loss.detach())) and "Its loss is NaN" in caplog.text

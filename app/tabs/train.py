@@ -10,6 +10,7 @@ from typing import Any
 import gradio as gr
 
 from app import catalog, forms, progress_view
+from app.config_names import checked_config_name
 from app.context import Board
 from app.engine_text import note_text, problems_text
 from app.i18n import L, t
@@ -21,9 +22,9 @@ from app.tabs import strategy as scaleout
 from app.tabs.train_data import preview_data, upload_dataset
 from app.topbar import TopBar, top_values
 from app.visible_text import choices as shown_choices
-from app.visible_text import name_problem, reveal
+from app.visible_text import reveal
 from app.widgets import advanced_keys, collect, fill, make_widget
-from app.workspace import LAST_CONFIG, SavedConfigError, valid_name
+from app.workspace import LAST_CONFIG, SavedConfigError
 from engine.data.rows import ROW_READERS
 
 logger = logging.getLogger(__name__)
@@ -532,12 +533,9 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
 
     def on_save(name, *values):
         *values, lang = values
-        if name_problem(name or ""):
-            return t(lang, "name_hidden_chars", name=name, chars=name_problem(name)), gr.skip()
-        if not valid_name(name or ""):
-            return t(lang, "config_bad_name", name=name or ""), gr.skip()
-        if name == LAST_CONFIG:  # every Start rewrites it
-            return t(lang, "config_reserved_name", name=name), gr.skip()
+        name, refused = checked_config_name(name, lang)  # trimmed, `x.yaml` saved as x.yaml
+        if refused:
+            return refused, gr.skip()
         mapping = {k: v for k, v in mapping_of(tab.keys, list(values)).items() if v is not None}
         replaced = board.workspace.config_path(name).exists()
         try:

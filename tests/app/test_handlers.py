@@ -505,3 +505,22 @@ def test_saving_a_config_says_when_it_replaces_one_and_keeps_off_the_last_used_n
     assert "replacing" not in first and "replacing the one saved there before" in again
     reserved, update = block_fn.fn("last-used", *values, "zh")
     assert "last-used" in reserved and "请换一个名称" in reserved and not board.workspace.config_path("last-used").exists()
+
+
+def test_a_config_name_is_trimmed_and_may_end_in_its_extension(board):
+    from app.ui import build_ui
+
+    demo = build_ui(board)
+    block_fn = next(f for f in demo.fns.values() if "on_save" in getattr(f.fn, "__qualname__", ""))
+    values = [block.value for block in block_fn.inputs[1:-1]]
+    configs = board.workspace.configs_dir
+    for typed in ("x.yaml", "  y  ", " z.YML ", "w.yml"):
+        message, update = block_fn.fn(typed, *values, "en")
+        assert "Config saved to" in message, message
+        assert update["value"] == typed.strip().rsplit(".", 1)[0] if "." in typed else typed.strip()
+    assert sorted(p.name for p in configs.glob("*.y*ml") if p.stem != "last-used") == \
+        ["w.yaml", "x.yaml", "y.yaml", "z.yaml"]
+    refused, _ = block_fn.fn(" last-used.yaml ", *values, "zh")
+    assert "请换一个名称" in refused
+    refused, _ = block_fn.fn(".yaml", *values, "en")  # the extension alone names nothing
+    assert "not a usable config name" in refused

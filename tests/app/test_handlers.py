@@ -524,3 +524,14 @@ def test_a_config_name_is_trimmed_and_may_end_in_its_extension(board):
     assert "请换一个名称" in refused
     refused, _ = block_fn.fn(".yaml", *values, "en")  # the extension alone names nothing
     assert "not a usable config name" in refused
+
+
+def test_an_empty_data_file_is_named_as_empty_not_as_an_unknown_layout(board, tmp_path):
+    for file_name, text in (("blank.json", ""), ("spaces.jsonl", " \n\n"), ("none.json", "[]")):
+        data = tmp_path / file_name
+        data.write_text(text)
+        for lang, words in (("en", "is empty"), ("zh", "是空文件")):
+            message, name = train.upload_dataset(board, str(data), "", lang)
+            assert name is None and f"`{file_name}`" in message and words in message, message
+            assert "layout" not in message and "格式" not in message
+    assert not list(board.workspace.datasets_dir.glob("blank*"))  # nothing was copied or registered

@@ -183,7 +183,8 @@ def test_resume_refusals_come_in_the_pages_language(board):
     RunFolder(board.jobs.runs_dir / eval_run).update(status="failed")
     zh, _ = resume_runs(board, [eval_run], "zh")
     assert "评估运行" in zh and "eval" not in zh.replace(eval_run, "")
-    assert "is a eval run" in rejected(Automation(board).resume_run, eval_run)  # the API: English
+    english = rejected(Automation(board).resume_run, eval_run)  # the API: English, with no "a eval run"
+    assert "is not a training run (its kind: eval)" in english and " a eval" not in english
 
 
 def test_resume_from_checkpoint_true_in_both_languages(board):

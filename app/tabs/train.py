@@ -89,8 +89,8 @@ def _grid(keys: list[str], values: dict[str, Any], out: dict[str, Any]) -> None:
                 out[key] = make_widget(key, values.get(key))
 
 
-def dataset_choices(dataset_dir: str | None) -> tuple[list[tuple[str, str]], str | None]:
-    found, note = catalog.datasets(dataset_dir)
+def dataset_choices(dataset_dir: str | None, lang: str | None = "en") -> tuple[list[tuple[str, str]], str | None]:
+    found, note = catalog.datasets(dataset_dir, lang)
     choices = []
     for name, info in found.items():
         kind = catalog.dataset_kind(info)
@@ -402,7 +402,7 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     private = {"api_visibility": "private"}
 
     def on_dataset_dir(dataset_dir: str, selected: list[str], selected_eval: list[str], lang: str):
-        choices, note = dataset_choices(dataset_dir)
+        choices, note = dataset_choices(dataset_dir, lang)
         keep = catalog.kept_datasets(dataset_dir, choices, selected)
         keep_eval = catalog.kept_datasets(dataset_dir, choices, selected_eval)
         return (

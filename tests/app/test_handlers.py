@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import gradio as gr
@@ -535,3 +536,20 @@ def test_an_empty_data_file_is_named_as_empty_not_as_an_unknown_layout(board, tm
             assert name is None and f"`{file_name}`" in message and words in message, message
             assert "layout" not in message and "格式" not in message
     assert not list(board.workspace.datasets_dir.glob("blank*"))  # nothing was copied or registered
+
+
+def test_the_dataset_folder_notes_come_in_the_pages_language(board, tmp_path):
+    """The notes under the dataset folder are locale text (framed by a translated heading), not English inside it."""
+    from app.ui import build_ui
+
+    (tmp_path / "a.json").write_text("[]")
+    han = re.compile(r"[\u4e00-\u9fff]")
+    folders = {"ONLINE": "Hub", "/tmp/" + "b" * 5000: "无法读取", str(tmp_path / "a.json"): "是文件而不是文件夹",
+               str(tmp_path / "nope"): "不存在", str(tmp_path): "没有 dataset_info.json"}
+    for folder, words in folders.items():
+        zh, en = catalog.datasets(folder, "zh")[1], catalog.datasets(folder, "en")[1]
+        assert words in zh and han.search(zh) and not han.search(en), (zh, en)
+    demo = build_ui(board)
+    block_fn = next(f for f in demo.fns.values() if "on_dataset_dir" in getattr(f.fn, "__qualname__", ""))
+    *_, note = block_fn.fn(str(tmp_path / "nope"), [], [], "zh")
+    assert "不存在" in note["value"] and "does not exist" not in note["value"]

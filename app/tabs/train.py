@@ -193,7 +193,7 @@ def build(board: Board) -> TrainTab:
         start_btn = gr.Button(L("train_start"), variant="primary", elem_id="lf-train-start")
         abort_btn = gr.Button(L("train_abort"), variant="stop", elem_id="lf-train-abort")
     message = SafeMarkdown(elem_id="lf-train-message")
-    status = gr.HTML(progress_view.empty_card(board.default_lang), elem_id="lf-train-status", js_on_load=None)
+    status = gr.HTML(progress_view.first_card(board.default_lang), elem_id="lf-train-status", js_on_load=None)
     with gr.Row():
         loss_plot = gr.LinePlot(
             None,

@@ -64,7 +64,13 @@ class Automation:
         self.board = board
 
     def submit_run(self, config_yaml: str, kind: str = "train") -> str:
-        """Validate a config (LLaMA-Factory YAML) and queue it as a ``kind`` run; returns the run id."""
+        """Validate a config (LLaMA-Factory YAML) and queue it as a ``kind`` run; returns the run id.
+
+        A ``chat`` run is a shared worker, as in the Chat tab: when a live worker of the workspace (a page's or an
+        earlier call's, one still loading included) already serves the same model, adapter, template and server
+        settings, its run id is returned and no second copy of the model is loaded; the sampling settings are sent
+        with each request, so they may differ. Aborting that run ends it for everyone who uses it, and a page's
+        Unload or a Load of another model ends it too: check ``run_status`` before sending requests."""
         kind = str(kind or "train").strip()
         if kind not in VALIDATE_FOR:
             raise reject("submit_run", f"Unknown run kind `{shorten(kind, 40)}`; use one of {', '.join(VALIDATE_FOR)}.")
@@ -121,6 +127,15 @@ class Automation:
             raise reject(route, problems_text(lang, t(lang, "train_problems"), problems))
         if problems:
             raise reject(route, format_problems("The config cannot run:", problems))
+        if kind == "chat":
+            from app.chat_workers import LOAD_LOCK, serving
+
+            with LOAD_LOCK:  # a Load or another call at once sees this worker, and this call theirs
+                shared = serving(self.board, checked.config)
+                return shared or self._submit(kind, checked, meta, route, lang)
+        return self._submit(kind, checked, meta, route, lang)
+
+    def _submit(self, kind: str, checked: forms.Checked, meta: dict[str, Any], route: str, lang: str | None) -> str:
         jobs = self.board.jobs
         run_id = jobs.new_run_id(kind)
         args = None

@@ -106,14 +106,16 @@ def _read_dataset_info(dataset_dir: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def datasets(dataset_dir: str | Path | None) -> tuple[dict[str, dict[str, Any]], str | None]:
-    """(name -> info, note) for the datasets of a folder with a dataset_info.json."""
+def datasets(dataset_dir: str | Path | None, lang: str | None = "en") -> tuple[dict[str, dict[str, Any]], str | None]:
+    """(name -> info, note in ``lang``) for the datasets of a folder with a dataset_info.json (an engine message in
+    a note stays as the engine wrote it)."""
+    from app.i18n import t
+
     if not dataset_dir:
         return {}, None
     text = str(dataset_dir).strip()
     if text == "ONLINE":  # LLaMA-Factory's: every dataset name is a hub dataset
-        return {}, ("`ONLINE`: each dataset is a hub dataset; type its name (owner/name) in Datasets. Offline, it "
-                    "must be in the local cache.")
+        return {}, t(lang, "catalog_ds_online")
     if text.startswith("REMOTE:"):  # LLaMA-Factory's: the dataset_info.json of a hub dataset repository
         try:
             remote = _engine_attr(("engine.data.registry",), "remote_dataset_info")(text[len("REMOTE:"):].strip())
@@ -124,26 +126,24 @@ def datasets(dataset_dir: str | Path | None) -> tuple[dict[str, dict[str, Any]],
     try:
         is_file, is_dir = folder.is_file(), folder.is_dir()
     except OSError as err:  # a name too long for the system, say
-        return {}, f"The dataset folder cannot be read ({err.strerror or err}); pick another one or upload a file."
+        return {}, t(lang, "catalog_ds_unreadable", reason=err.strerror or err)
     if is_file:
-        return {}, (f"{folder} is a file, not a folder; pick the folder that holds dataset_info.json and the data "
-                    "files, or upload the file.")
+        return {}, t(lang, "catalog_ds_is_file", folder=folder)
     if not is_dir:
-        return {}, f"The dataset folder {folder} does not exist; pick another one or upload a file."
+        return {}, t(lang, "catalog_ds_missing", folder=folder)
     if not (folder / "dataset_info.json").is_file():
-        return {}, (f"{folder} has no dataset_info.json, so no dataset is listed; pick the folder that holds it, or "
-                    "upload a data file.")
+        return {}, t(lang, "catalog_ds_no_info", folder=folder)
     try:
         lister = _engine_attr(("engine.data.registry", "engine.data"), "list_datasets")
     except EngineMissing as err:
         try:
-            return _read_dataset_info(folder), str(err)
+            return _read_dataset_info(folder), err.text(lang)
         except ValueError as bad:
             return {}, str(bad)
     try:
         found = lister(str(folder))
     except Exception as err:
-        return {}, f"Cannot list the datasets of {folder}: {err}"
+        return {}, t(lang, "catalog_ds_list_failed", folder=folder, error=err)
     try:  # a name or column written twice: the engine uses the last, as LLaMA-Factory does; say so here too
         note = _engine_attr(("engine.data.registry",), "repeated_keys_note")(str(folder))
     except Exception:

@@ -25,6 +25,9 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import yaml
+
+from app import forms
 from app.context import Board
 from app.jobs import JobError
 from engine.credentials import API_KEY_ENV
@@ -57,6 +60,36 @@ def worker_args(board: Board) -> list[str]:
     """The command-line arguments of a chat worker: loopback on a free port, and ended once no board has held this
     workspace for a while (``--board-lock``: a board closed for good leaves no model loaded behind it)."""
     return ["--host", "127.0.0.1", "--port", "0", "--board-lock", str(board.workspace.lock_path)]
+
+
+PER_REQUEST = ("temperature", "top_p", "top_k", "max_new_tokens", "repetition_penalty")
+"""Sampling settings every message sends along (app.tabs.chat's on_send): a worker need not restart when only they
+change."""
+
+
+def identity(mapping: dict[str, Any]) -> dict[str, Any]:
+    """What a worker's config fixes for its life: all but the per-message sampling and its folder."""
+    return {k: v for k, v in mapping.items() if k not in PER_REQUEST and k != "output_dir"}
+
+
+def serves(board: Board, run_id: str, config: Any) -> bool:
+    """Whether chat worker ``run_id`` serves what the checked ``config`` asks for (same model, adapter, template and
+    server settings; the sampling that every message sends along may differ)."""
+    try:
+        folder = board.jobs.folder(run_id)
+        have = yaml.safe_load(folder.config_path.read_text(encoding="utf-8")) or {}
+    except (JobError, OSError, yaml.YAMLError):
+        return False
+    return isinstance(have, dict) and identity(forms.resolved_mapping(config, folder.path)) == identity(have)
+
+
+def serving(board: Board, config: Any) -> str | None:
+    """The newest live worker of the workspace (any page's or API caller's, one still loading included, none that is
+    being ended) that serves the checked ``config``; None when there is none. Call it holding :data:`LOAD_LOCK`."""
+    for info in live_chat_runs(board):
+        if not unloading(info) and serves(board, info["id"], config):
+            return info["id"]
+    return None
 
 
 def live_chat_runs(board: Board) -> list[dict[str, Any]]:

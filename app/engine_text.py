@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from app.i18n import t
+from engine.config.limits import shorten_words
 
 CODES = (
     # engine.preflight.check: the check that found the problem (hub_offline: a hub id with no way to fetch it)
@@ -42,7 +43,7 @@ def kind(lang: str | None, code: str | None) -> str:
 
 def problem_lines(lang: str | None, problems: Iterable[object], default: str | None = None) -> str:
     """Markdown list of problems, each framed in ``lang`` (``default``: the code of those that carry none)."""
-    return "\n".join("- " + t(lang, "engine_problem", kind=kind(lang, code_of(p, default)), text=str(p))
+    return "\n".join("- " + t(lang, "engine_problem", kind=kind(lang, code_of(p, default)), text=shorten_words(p))
                      for p in problems)
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 from app.context import Board
 from app.engine_text import error_text
 from app.history import format_seconds
-from app.i18n import t
+from app.i18n import LANGUAGES, t
 from app.jobs import JobError
 from app.visible_text import reveal
 
@@ -147,6 +147,15 @@ def live_run(board: Board, kinds: tuple[str, ...]) -> str:
 
 def empty_card(lang: str) -> str:
     return f'<div class="lf-status lf-empty">{html.escape(t(lang, "progress_none"))}</div>'
+
+
+def first_card(default_lang: str) -> str:
+    """The card a page opens with: the empty card in the board's language when one is set (``--lang``), else a
+    card without words (``auto``: the browser's language is not known yet; the page's language composes it as it
+    arrives, so a Chinese page never shows an English line first)."""
+    if default_lang in LANGUAGES:
+        return empty_card(default_lang)
+    return '<div class="lf-status lf-empty">&nbsp;</div>'
 
 
 def missing_card(run_id: str, lang: str) -> str:

@@ -12,6 +12,7 @@ from app.context import Board
 from app.forms import TopValues
 from app.history import checkpoints
 from app.i18n import LANGUAGES, SET_LOCALE_JS, L, t
+from app.lang_gate import LANG_UNKNOWN
 from app.markup import SafeMarkdown
 from app.visible_text import reveal
 from app.widgets import make_widget
@@ -110,7 +111,7 @@ def build(board: Board) -> TopBar:
         note = SafeMarkdown(visible=False)
     return TopBar(
         lang_choice=lang_choice,
-        lang=gr.Textbox("en", visible=False, elem_id="lf-lang-code"),
+        lang=gr.Textbox(LANG_UNKNOWN, visible=False, elem_id="lf-lang-code"),  # set as the page loads
         saved_lang=gr.BrowserState(None, storage_key="lfboard-lang", secret=board.workspace.secret()),
         model=model,
         finetuning_type=finetuning_type,

@@ -16,6 +16,7 @@ from app import api, progress_view, topbar
 from app.context import Board
 from app.handler_errors import guard_handlers
 from app.i18n import L
+from app.lang_gate import gate_ticks
 from app.tabs import chat, evaluate, export, profile, runs, train
 from app.workspace import REPO_ROOT
 
@@ -67,6 +68,7 @@ def build_ui(board: Board) -> gr.Blocks:
                       show_progress="hidden")
         profile.wire(profile_panel, board, demo, top.lang)
         api.register(board)
+        gate_ticks(demo, top.lang)  # no status line in English while a page's language is on its way
     guard_handlers(demo, api.API_NAMES)
     return demo
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gradio as gr
-import yaml
 
 from app import chat_media, chat_workers, forms
 from app.chat_client import ChatError, ToolsError, merge_streams, parse_tools, prepare, stream_chat
@@ -123,8 +122,7 @@ def unload(board: Board, servers: dict[str, str] | None, keep: Any = ()) -> list
     return chat_workers.stop_all(board, servers, keep=keep)
 
 
-PER_REQUEST = ("temperature", "top_p", "top_k", "max_new_tokens", "repetition_penalty")
-"""Sampling settings every message sends along (see on_send): a worker need not restart when only they change."""
+PER_REQUEST = chat_workers.PER_REQUEST
 
 
 def plan_servers(top: forms.TopValues, sampling: dict[str, Any], compare: bool) -> dict[str, dict[str, Any]]:
@@ -133,21 +131,6 @@ def plan_servers(top: forms.TopValues, sampling: dict[str, Any], compare: bool) 
     if compare:
         plans["base"] = forms.chat_mapping(top, sampling, with_adapter=False)
     return plans
-
-
-def _identity(mapping: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in mapping.items() if k not in PER_REQUEST and k != "output_dir"}
-
-
-def _serves(board: Board, run_id: str, config: Any) -> bool:
-    """Whether chat worker ``run_id`` serves what the checked ``config`` asks for (same model, adapter, template and
-    server settings; the sampling that every message sends along may differ)."""
-    try:
-        folder = board.jobs.folder(run_id)
-        have = yaml.safe_load(folder.config_path.read_text(encoding="utf-8")) or {}
-    except (JobError, OSError, yaml.YAMLError):
-        return False
-    return isinstance(have, dict) and _identity(forms.resolved_mapping(config, folder.path)) == _identity(have)
 
 
 def reusable_servers(board: Board, servers: dict[str, str] | None, plans: dict[str, dict[str, Any]]) -> dict[str, str]:
@@ -164,7 +147,7 @@ def reusable_servers(board: Board, servers: dict[str, str] | None, plans: dict[s
         mine = (servers or {}).get(side)
         candidates = ([mine] if mine in live_ids else []) + [i for i in live_ids if i != mine]
         for run_id in candidates:
-            if run_id not in keep.values() and _serves(board, run_id, checked.config):
+            if run_id not in keep.values() and chat_workers.serves(board, run_id, checked.config):
                 keep[side] = run_id
                 break
     return keep

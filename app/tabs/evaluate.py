@@ -91,7 +91,7 @@ def build(board: Board) -> EvaluateTab:
         start_btn = gr.Button(L("eval_start"), variant="primary")
         abort_btn = gr.Button(L("job_abort"), variant="stop")
     message = SafeMarkdown()
-    status = gr.HTML(progress_view.empty_card(board.default_lang), js_on_load=None)
+    status = gr.HTML(progress_view.first_card(board.default_lang), js_on_load=None)
     error = gr.Textbox(label=L("train_error"), lines=8, visible=False, elem_classes=["lf-error"])
     metrics = gr.Dataframe(
         headers=list(METRIC_COLUMNS), label=L("eval_metrics"), interactive=False,

@@ -55,7 +55,7 @@ def build(board: Board) -> ExportTab:
         start_btn = gr.Button(L("export_start"), variant="primary")
         abort_btn = gr.Button(L("job_abort"), variant="stop")
     message = SafeMarkdown()
-    status = gr.HTML(progress_view.empty_card(board.default_lang), js_on_load=None)
+    status = gr.HTML(progress_view.first_card(board.default_lang), js_on_load=None)
     result = gr.HTML(js_on_load=None)
     error = gr.Textbox(label=L("train_error"), lines=8, visible=False, elem_classes=["lf-error"])
     log = gr.Textbox(label=L("train_log"), lines=8, max_lines=8, autoscroll=True, interactive=False,

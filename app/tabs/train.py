@@ -10,6 +10,7 @@ from typing import Any
 import gradio as gr
 
 from app import catalog, forms, progress_view
+from app.config_names import checked_config_name
 from app.context import Board
 from app.engine_text import note_text, problems_text
 from app.i18n import L, t
@@ -21,9 +22,9 @@ from app.tabs import strategy as scaleout
 from app.tabs.train_data import preview_data, upload_dataset
 from app.topbar import TopBar, top_values
 from app.visible_text import choices as shown_choices
-from app.visible_text import name_problem, reveal
+from app.visible_text import reveal
 from app.widgets import advanced_keys, collect, fill, make_widget
-from app.workspace import LAST_CONFIG, SavedConfigError, valid_name
+from app.workspace import LAST_CONFIG, SavedConfigError
 from engine.data.rows import ROW_READERS
 
 logger = logging.getLogger(__name__)
@@ -88,8 +89,8 @@ def _grid(keys: list[str], values: dict[str, Any], out: dict[str, Any]) -> None:
                 out[key] = make_widget(key, values.get(key))
 
 
-def dataset_choices(dataset_dir: str | None) -> tuple[list[tuple[str, str]], str | None]:
-    found, note = catalog.datasets(dataset_dir)
+def dataset_choices(dataset_dir: str | None, lang: str | None = "en") -> tuple[list[tuple[str, str]], str | None]:
+    found, note = catalog.datasets(dataset_dir, lang)
     choices = []
     for name, info in found.items():
         kind = catalog.dataset_kind(info)
@@ -192,7 +193,7 @@ def build(board: Board) -> TrainTab:
         start_btn = gr.Button(L("train_start"), variant="primary", elem_id="lf-train-start")
         abort_btn = gr.Button(L("train_abort"), variant="stop", elem_id="lf-train-abort")
     message = SafeMarkdown(elem_id="lf-train-message")
-    status = gr.HTML(progress_view.empty_card(board.default_lang), elem_id="lf-train-status", js_on_load=None)
+    status = gr.HTML(progress_view.first_card(board.default_lang), elem_id="lf-train-status", js_on_load=None)
     with gr.Row():
         loss_plot = gr.LinePlot(
             None,
@@ -401,7 +402,7 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     private = {"api_visibility": "private"}
 
     def on_dataset_dir(dataset_dir: str, selected: list[str], selected_eval: list[str], lang: str):
-        choices, note = dataset_choices(dataset_dir)
+        choices, note = dataset_choices(dataset_dir, lang)
         keep = catalog.kept_datasets(dataset_dir, choices, selected)
         keep_eval = catalog.kept_datasets(dataset_dir, choices, selected_eval)
         return (
@@ -532,12 +533,9 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
 
     def on_save(name, *values):
         *values, lang = values
-        if name_problem(name or ""):
-            return t(lang, "name_hidden_chars", name=name, chars=name_problem(name)), gr.skip()
-        if not valid_name(name or ""):
-            return t(lang, "config_bad_name", name=name or ""), gr.skip()
-        if name == LAST_CONFIG:  # every Start rewrites it
-            return t(lang, "config_reserved_name", name=name), gr.skip()
+        name, refused = checked_config_name(name, lang)  # trimmed, `x.yaml` saved as x.yaml
+        if refused:
+            return refused, gr.skip()
         mapping = {k: v for k, v in mapping_of(tab.keys, list(values)).items() if v is not None}
         replaced = board.workspace.config_path(name).exists()
         try:

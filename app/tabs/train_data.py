@@ -28,6 +28,8 @@ def upload_dataset(board: Board, file: str | None, name: str, lang: str) -> tupl
     too_large = upload_problem(source, board.max_upload_mb)
     if too_large:
         return t(lang, "upload_failed", error=too_large), None
+    if _no_rows(source):
+        return t(lang, "upload_empty", file=source.name), None
     typed = bool((name or "").strip())
     name = (name or source.stem).strip()
     if name_problem(name):
@@ -56,6 +58,21 @@ def upload_dataset(board: Board, file: str | None, name: str, lang: str) -> tupl
         return t(lang, "upload_failed", error=err), None
     kind = catalog.dataset_kind(catalog.datasets(folder)[0].get(name) or info)  # as the picker shows it
     return t(lang, "upload_done", name=name, kind=kind or "?", folder=folder), name
+
+
+def _no_rows(source: Path) -> bool:
+    """Whether an uploaded data file is empty: no bytes, only white space, or no row (``[]``). A file that cannot be
+    read is not called empty here: registering it says what is wrong with it."""
+    from engine.data.rows import iter_rows
+
+    try:
+        with source.open("rb") as handle:
+            head = handle.read(65536)
+        if not head.strip() and len(head) == source.stat().st_size:
+            return True
+        return next(iter(iter_rows(source)), None) is None
+    except Exception:
+        return False
 
 
 def preview_data(board: Board, mapping: dict[str, Any], lang: str) -> tuple[str, str, pd.DataFrame]:

@@ -8,6 +8,7 @@ error message: each is refused at once with a message that names the problem and
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 MAX_KEYS = 1000
@@ -42,6 +43,18 @@ def shorten(text: Any, limit: int = 60) -> str:
     if len(text) > limit:
         text = f"{text[:limit]}… ({len(text):,} characters)"
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+MAX_WORD_CHARS = 200
+"""Longest run of characters without a space that a problem shows whole (a long path, hub id or value)."""
+_LONG_WORD = re.compile(r"[^\s\u3000-\u9fff\uff00-\uffef]{" + str(MAX_WORD_CHARS + 1) + ",}")
+
+
+def shorten_words(text: Any) -> str:
+    """``text`` with each run of more than MAX_WORD_CHARS characters without a space (a 5,000-character model name
+    a message quotes) cut to its start and end with a note of its length, so that one long value cannot push the
+    other problems of the same message out of its size limit."""
+    return _LONG_WORD.sub(lambda m: f"{m[0][:120]}… ({len(m[0]):,} characters) …{m[0][-40:]}", str(text))
 
 
 def shown(value: Any, limit: int = 60) -> str:
@@ -162,7 +175,7 @@ def key_problem(key: str) -> str | None:
 
 def format_problems(head: str, problems: list[str]) -> str:
     """Problems as one message: at most MAX_PROBLEMS_SHOWN lines, MAX_MESSAGE_CHARS in all."""
-    lines = [f"  - {p}" for p in problems[:MAX_PROBLEMS_SHOWN]]
+    lines = [f"  - {shorten_words(p)}" for p in problems[:MAX_PROBLEMS_SHOWN]]
     if len(problems) > MAX_PROBLEMS_SHOWN:
         lines.append(f"  - … and {len(problems) - MAX_PROBLEMS_SHOWN:,} more problem(s) of the same kinds.")
     text = head + "\n" + "\n".join(lines)

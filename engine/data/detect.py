@@ -28,6 +28,11 @@ def detect_format(spec: DatasetSpec, rows: list[dict[str, Any]]) -> DatasetSpec:
                                   "columns": {"messages": "conversations", **spec.columns}})
     if spec.formatting != "auto":
         return spec
+    if not first:  # an empty file: "cannot tell the layout (columns: none)" would send the user looking at columns
+        raise DatasetError(
+            f"{spec.path} has no rows: the file is empty (or holds no row with named columns). Put the rows in it "
+            "(e.g. [{\"instruction\": ..., \"output\": ...}] or one JSON object per line), or pick another file."
+        )
     keys = set(first)
     columns: dict[str, str] = {}
     for key in ("system", "tools", "images", "videos", "audios"):

@@ -11,6 +11,7 @@ from typing import Any
 
 from engine.infer.chat import Reply
 from engine.templates.tool_base import loads
+from engine.wording import with_article
 
 
 class RequestError(ValueError):
@@ -112,7 +113,8 @@ def convert_messages(raw: Any, media: dict[str, list] | None = None) -> tuple[li
         expected_prompt = len(messages) % 2 == 0
         if expected_prompt != (ours in ("user", "observation")):
             wanted = "user or tool" if expected_prompt else "assistant"
-            raise RequestError(f"messages[{index}] ({role}) is out of order: a {wanted} message was expected here.")
+            raise RequestError(f"messages[{index}] ({role}) is out of order: {with_article(wanted)} message was expected "
+                               "here.")
         messages.append({"role": ours, "content": content})
     if not messages:
         raise RequestError("`messages` holds only system messages; add a user message.")

@@ -26,6 +26,7 @@ from engine.errors import UserError
 from engine.templates.slots import Element, element_ids, element_text, fill, first_text
 from engine.templates.tool_base import normalize_calls
 from engine.templates.tool_formats import get_tool_format
+from engine.wording import with_article
 
 logger = logging.getLogger(__name__)
 
@@ -330,8 +331,9 @@ class Template:
             expected = ("user", "observation") if index % 2 == 0 else ("assistant", "function")
             if message["role"] not in expected:
                 raise TemplateError(
-                    f"Message {index} is a {message['role']} turn where a {' or '.join(expected)} turn belongs: "
-                    "turns must alternate (user or tool result, then assistant or tool call)."
+                    f"Message {index} is {with_article(message['role'])} turn where "
+                    f"{with_article(' or '.join(expected))} turn belongs: turns must alternate (user or tool result, "
+                    "then assistant or tool call)."
                 )
         elements = self._elements(prepared, system, tools)
         replies = list(range(1, len(prepared), 2))

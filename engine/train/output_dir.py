@@ -17,6 +17,7 @@ from engine.checkpoints import checkpoint_problem, describe_torn, latest_complet
 from engine.config import RunConfig
 from engine.errors import UserError
 from engine.train.resume_fit import check_fits
+from engine.wording import with_article
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ def other_job_problem(folder: str | Path, kind: str) -> str | None:
     if recorded is None or _family(recorded[0]) == _family(kind):
         return None
     other, status = recorded
-    return (f"`output_dir: {folder}` holds a {other} run ({status}): this {kind} job would replace its run.json and "
+    return (f"`output_dir: {folder}` holds {with_article(other)} run ({status}): this {kind} job would replace its run.json and "
             f"config.yaml and join its events.jsonl. Set `output_dir` to a folder of its own, e.g. "
             f"`{Path(folder) / kind}`.")
 

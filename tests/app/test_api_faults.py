@@ -183,7 +183,8 @@ def test_resume_refusals_come_in_the_pages_language(board):
     RunFolder(board.jobs.runs_dir / eval_run).update(status="failed")
     zh, _ = resume_runs(board, [eval_run], "zh")
     assert "评估运行" in zh and "eval" not in zh.replace(eval_run, "")
-    assert "is a eval run" in rejected(Automation(board).resume_run, eval_run)  # the API: English
+    english = rejected(Automation(board).resume_run, eval_run)  # the API: English, with no "a eval run"
+    assert "is not a training run (its kind: eval)" in english and " a eval" not in english
 
 
 def test_resume_from_checkpoint_true_in_both_languages(board):
@@ -195,3 +196,21 @@ def test_resume_from_checkpoint_true_in_both_languages(board):
     assert "new folder" in str(err.value) and "resume_from_checkpoint: <run id>" in str(err.value)
     zh = err.value.text("zh")
     assert "新目录" in zh and "resume_from_checkpoint: <运行 ID>" in zh and "继续训练" in zh
+
+
+def test_long_values_are_shortened_so_every_problem_of_a_message_shows(board, tmp_path):
+    """Three paths of ~3,900 characters that do not exist: each problem quotes its value, and whole they filled the
+    8,000-character message before its last problem (the dataset folder's) was reached."""
+    from app import forms
+    from app.engine_text import problems_text
+
+    long_path = "/" + "/".join(["a" * 200] * 19)
+    mapping = {"model_name_or_path": long_path + "/m", "adapter_name_or_path": long_path + "/x", "template": "chatml",
+               "dataset": "demo_identity", "dataset_dir": str(tmp_path / "no-such-folder")}
+    message = rejected(Automation(board).submit_run, yaml.safe_dump(mapping, width=10_000))
+    assert "no-such-folder" in message and "(message cut)" not in message, message[-300:]
+    assert "3,822 characters" in message and len(message) < 3000
+    problems = forms.validate(forms.absolute_paths(mapping), "train").problems
+    for lang in ("en", "zh"):
+        shown = problems_text(lang, "-", problems)
+        assert "no-such-folder" in shown and len(shown) < 3000

@@ -87,3 +87,26 @@ def test_a_refused_message_is_taken_back_into_the_box(board, monkeypatch):
     box, shown, _, convo, _, status = last
     assert box == {"text": "x" * 100, "files": []} and convo == earlier and len(shown) == 2
     assert "20,035 tokens" in status
+
+
+def test_the_api_reuses_a_live_chat_worker_as_the_chat_tab_does(board):
+    """/submit_run with kind chat returns the run id of a live worker that serves the same model, adapter, template
+    and server settings (one a page loaded, or an earlier call), instead of loading the model again."""
+    from app.api import Automation
+
+    auto = Automation(board)
+    top = forms.TopValues.of("demo", "lora", "", "chatml")
+    servers, problems = chat.start_servers(board, top, {"temperature": 0.5}, compare=False)
+    assert problems == []
+    _ready(board, servers)
+    same = "model_name_or_path: demo\ntemplate: chatml\nfinetuning_type: lora\ntemperature: 0.9\n"
+    assert auto.submit_run(same, "chat") == servers["main"]  # the page's worker; sampling may differ
+    assert auto.submit_run(same, "chat") == servers["main"]
+    other = auto.submit_run(same.replace("chatml", "default"), "chat")  # another template: a worker of its own
+    assert other != servers["main"] and auto.submit_run(same.replace("chatml", "default"), "chat") == other
+    assert len([r for r in board.jobs.list() if r.get("kind") == "chat"]) == 2
+    # a worker being ended is never handed out: the next call starts a new one
+    board.jobs.abort(servers["main"])
+    fresh = auto.submit_run(same, "chat")
+    assert fresh not in (servers["main"], other)
+    chat.unload(board, {"main": fresh})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import gradio as gr
@@ -507,3 +508,50 @@ def test_saving_a_config_says_when_it_replaces_one_and_keeps_off_the_last_used_n
     assert "replacing" not in first and "replacing the one saved there before" in again
     reserved, update = block_fn.fn("last-used", *values, "zh")
     assert "last-used" in reserved and "请换一个名称" in reserved and not board.workspace.config_path("last-used").exists()
+
+
+def test_a_config_name_is_trimmed_and_may_end_in_its_extension(board):
+    from app.ui import build_ui
+
+    demo = build_ui(board)
+    block_fn = next(f for f in demo.fns.values() if "on_save" in getattr(f.fn, "__qualname__", ""))
+    values = [block.value for block in block_fn.inputs[1:-1]]
+    configs = board.workspace.configs_dir
+    for typed in ("x.yaml", "  y  ", " z.YML ", "w.yml"):
+        message, update = block_fn.fn(typed, *values, "en")
+        assert "Config saved to" in message, message
+        assert update["value"] == typed.strip().rsplit(".", 1)[0] if "." in typed else typed.strip()
+    assert sorted(p.name for p in configs.glob("*.y*ml") if p.stem != "last-used") == \
+        ["w.yaml", "x.yaml", "y.yaml", "z.yaml"]
+    refused, _ = block_fn.fn(" last-used.yaml ", *values, "zh")
+    assert "请换一个名称" in refused
+    refused, _ = block_fn.fn(".yaml", *values, "en")  # the extension alone names nothing
+    assert "not a usable config name" in refused
+
+
+def test_an_empty_data_file_is_named_as_empty_not_as_an_unknown_layout(board, tmp_path):
+    for file_name, text in (("blank.json", ""), ("spaces.jsonl", " \n\n"), ("none.json", "[]")):
+        data = tmp_path / file_name
+        data.write_text(text)
+        for lang, words in (("en", "is empty"), ("zh", "是空文件")):
+            message, name = train.upload_dataset(board, str(data), "", lang)
+            assert name is None and f"`{file_name}`" in message and words in message, message
+            assert "layout" not in message and "格式" not in message
+    assert not list(board.workspace.datasets_dir.glob("blank*"))  # nothing was copied or registered
+
+
+def test_the_dataset_folder_notes_come_in_the_pages_language(board, tmp_path):
+    """The notes under the dataset folder are locale text (framed by a translated heading), not English inside it."""
+    from app.ui import build_ui
+
+    (tmp_path / "a.json").write_text("[]")
+    han = re.compile(r"[\u4e00-\u9fff]")
+    folders = {"ONLINE": "Hub", "/tmp/" + "b" * 5000: "无法读取", str(tmp_path / "a.json"): "是文件而不是文件夹",
+               str(tmp_path / "nope"): "不存在", str(tmp_path): "没有 dataset_info.json"}
+    for folder, words in folders.items():
+        zh, en = catalog.datasets(folder, "zh")[1], catalog.datasets(folder, "en")[1]
+        assert words in zh and han.search(zh) and not han.search(en), (zh, en)
+    demo = build_ui(board)
+    block_fn = next(f for f in demo.fns.values() if "on_dataset_dir" in getattr(f.fn, "__qualname__", ""))
+    *_, note = block_fn.fn(str(tmp_path / "nope"), [], [], "zh")
+    assert "不存在" in note["value"] and "does not exist" not in note["value"]

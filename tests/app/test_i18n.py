@@ -174,6 +174,34 @@ def test_every_run_card_is_composed_again_as_soon_as_the_page_language_is_set(tm
         assert "还没有运行" in values[fn.outputs.index(card)]
 
 
+def test_no_timer_composes_a_status_line_before_the_page_language_is_known(board):
+    """A page that gradio loads again (a board restart under a Chinese page left open) runs its timers before its
+    language arrives: each timer handler that reads the language leaves its outputs as they are until then, instead
+    of composing them in English for 10-30 s (the language's arrival composes them)."""
+    import gradio as gr
+
+    from app.ui import build_ui
+
+    def skipped(value):
+        return isinstance(value, dict) and value == gr.skip()
+
+    demo = build_ui(board)
+    lang = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-lang-code")
+    assert lang.value == ""  # unknown until the page sets it
+    cards = [b for b in demo.blocks.values() if isinstance(b, gr.HTML) and "lf-empty" in str(b.value or "")]
+    assert len(cards) == 3 and not any("No run yet" in b.value for b in cards)  # no words before the language
+    timers = {b._id for b in demo.blocks.values() if isinstance(b, gr.Timer)}
+    ticking = [f for f in demo.fns.values() if lang in f.inputs and any(t[0] in timers for t in f.targets)]
+    assert len(ticking) >= 5  # the devices line, the Train, Evaluate and Export cards, History
+    for fn in ticking:
+        args = [getattr(b, "value", None) for b in fn.inputs]
+        outputs = fn.fn(*args)
+        assert all(skipped(o) for o in (outputs if isinstance(outputs, tuple) else (outputs,))), fn.fn
+        args[fn.inputs.index(lang)] = "zh"
+        composed = fn.fn(*args)
+        assert not all(skipped(o) for o in (composed if isinstance(composed, tuple) else (composed,))), fn.fn
+
+
 def test_the_history_table_is_brought_up_to_date_as_its_tab_opens(board):
     """A run that ended while another tab was open must show when History is opened, not at its 4 s timer's next
     tick (gradio starts a tab's timer only once the tab is drawn)."""

@@ -487,3 +487,11 @@ def test_shared_reasoning_tool_use(caplog):
     assert len(multi) == 3
     rendered = get_template("qwen3").render(examples[0]["messages"], examples[0]["system"], examples[0]["tools"])
     assert rendered.count("<think>\n") == 1
+
+
+def test_registering_an_empty_file_says_it_is_empty(tmp_path):
+    (tmp_path / "blank.jsonl").write_text("")
+    with pytest.raises(DatasetError) as err:
+        register_dataset(tmp_path, "blank", "blank.jsonl")
+    assert "blank.jsonl has no rows" in str(err.value) and "layout" not in str(err.value)
+    assert not (tmp_path / "dataset_info.json").exists()

@@ -100,3 +100,12 @@ def test_rewards_options_are_checked_before_sampling(tmp_path, capsys):
         assert main(["rewards", config, *extra]) == EXIT_USER_ERROR
         err = capsys.readouterr().err
         assert words in err and "Traceback" not in err, err
+
+
+def test_a_kind_is_named_with_its_article(tmp_path):
+    from engine.wording import with_article
+
+    assert [with_article(w) for w in ("eval", "export", "train", "predict", "assistant", "user", "observation")] == \
+        ["an eval", "an export", "a train", "a predict", "an assistant", "a user", "an observation"]
+    assert "holds an eval run (failed): this train job" in other_job_problem(
+        _finished(tmp_path / "e", "eval", "failed"), "train")

@@ -53,5 +53,16 @@ def test_a_broken_entry_says_why_where_it_is_picked(broken_folder, live_board, t
                 page.screenshot(path=str(tmp_path / f"broken-{locale}.png"))
             text = note.inner_text()
             assert frame in text and "bad" in text and 'write it as "bad": {"file_name": "bad.json"}' in text
+            # the Evaluate tab's picker says the same
+            page.locator("#lf-tabs button[role=tab]").nth(1).click()
+            page.locator("#lf-eval-dataset input").click()
+            page.get_by_role("option", name=re.compile(r"^bad · broken")).first.click()
+            page.keyboard.press("Escape")
+            shown = page.locator("#lf-eval-dataset-note")
+            try:
+                wait_for(lambda: shown.is_visible() and REASON in shown.inner_text(), 30, "the reason on Evaluate")
+            finally:
+                page.screenshot(path=str(tmp_path / f"broken-eval-{locale}.png"))
+            assert frame in shown.inner_text()
         finally:
             browser.close()

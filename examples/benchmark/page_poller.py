@@ -56,12 +56,21 @@ def watching_events(config: dict[str, Any]) -> list[dict[str, Any]]:
     return chosen
 
 
-def input_values(config: dict[str, Any], event: dict[str, Any], stored: dict[str, Any]) -> list[Any]:
-    """What the page sends for the event's inputs; ``stored`` maps a BrowserState's storage_key to its value."""
+PAGE_LANG_ID = "lf-lang-code"
+"""elem_id of the hidden box holding the page's language: empty in the config, set by the page as it loads (until
+then the board's timers leave their output alone), so a polling page sends the language it would have set."""
+
+
+def input_values(config: dict[str, Any], event: dict[str, Any], stored: dict[str, Any],
+                 lang: str = "en") -> list[Any]:
+    """What a loaded page sends for the event's inputs; ``stored`` maps a BrowserState's storage_key to its value,
+    ``lang`` is the language the page set."""
     values = []
     for component_id in event["inputs"]:
         kind, props = _props(config, component_id)
-        if kind == "browserstate":
+        if props.get("elem_id") == PAGE_LANG_ID:
+            values.append(lang)
+        elif kind == "browserstate":
             values.append(stored.get(props.get("storage_key"), props.get("default_value")))
         elif kind == "state":
             values.append(None)  # the server keeps it for the session

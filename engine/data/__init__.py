@@ -42,7 +42,7 @@ class DatasetBundle:
     eval: Any = None
     stats: dict[str, Any] = field(default_factory=dict)
     media: Any = None  # engine.multimodal.dataset.MediaContext when the rows carry media for a multimodal model
-    eval_sets: Any = None  # eval_on_each_dataset for a trainer built with them (KTO): dataset name -> its own set
+    eval_sets: Any = None  # eval_on_each_dataset for a trainer built with them (KTO, DPO, RM): dataset name -> its own set
     origin: str = "tokenized"  # "cache" (the tokenized-data cache) or "tokenized_path" when loaded, not tokenized;
     # "streamed" (streaming: true): ``train`` is tokenized while training
     cache_entry: Any = None  # the cache entry (a Path) that holds this data, when one does

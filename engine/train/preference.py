@@ -108,12 +108,15 @@ def _train_set(bundle: Any) -> Any:
 def build_rm_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Any:
     from trl import RewardConfig, RewardTrainer
 
-    class ShardedRewardTrainer(ShardingMixin, RewardTrainer):  # FSDP2 on CPU processes too
+    from engine.train.rm_metrics import RowAccuracyMixin
+
+    # FSDP2 on CPU processes too; accuracy over rows, per set as eval_NAME_accuracy (LLaMA-Factory's)
+    class ShardedRewardTrainer(ShardingMixin, RowAccuracyMixin, RewardTrainer):
         pass
 
     args = build_args(RewardConfig, cfg, has_eval=bundle.eval is not None, **_common(cfg))
     return ShardedRewardTrainer(
-        model=model, args=args, train_dataset=_train_set(bundle), eval_dataset=bundle.eval,
+        model=model, args=args, train_dataset=_train_set(bundle), eval_dataset=bundle.eval_sets or bundle.eval,
         processing_class=tokenizer, callbacks=callbacks,
     )
 
@@ -134,8 +137,9 @@ def build_dpo_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
     refuse_adapted_head(model, "dpo")
     itself = uses_itself(cfg)
     ref_model = construction_stand_in(cfg, model) if itself else load_ref_model(cfg, tokenizer)
-    trainer = _pretokenized(DPO_COLUMNS)(
-        model=model, ref_model=ref_model, args=args, train_dataset=_train_set(bundle), eval_dataset=bundle.eval,
+    trainer = _pretokenized(DPO_COLUMNS)(  # eval_on_each_dataset: a dict of sets, each evaluated apart
+        model=model, ref_model=ref_model, args=args, train_dataset=_train_set(bundle),
+        eval_dataset=bundle.eval_sets or bundle.eval,
         processing_class=tokenizer, callbacks=callbacks,
     )
     if itself:

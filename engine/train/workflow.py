@@ -146,7 +146,7 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
         bundle = get_dataset(cfg, tokenizer, template, media=media)
     if cfg.train.do_train and bundle.train is None:
         raise UserError("`do_train: true` but no training data: set `dataset`.")
-    if cfg.finetuning.stage == "kto" and cfg.data.eval_on_each_dataset and cfg.data.eval_dataset and bundle.eval:
+    if cfg.finetuning.stage in ("kto", "dpo", "rm") and cfg.data.eval_on_each_dataset and cfg.data.eval_dataset and bundle.eval:
         from engine.data.each_eval import eval_sets_by_name  # TRL's trainer prepares and evaluates them one by one
 
         bundle.eval_sets = eval_sets_by_name(cfg, tokenizer, template, media)

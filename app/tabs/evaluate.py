@@ -18,6 +18,7 @@ from app.jobs import JobError
 from app.markup import SafeMarkdown
 from app.scrolling import follow_end
 from app.tabs.train import abort_run, dataset_choices
+from app.tabs.train_data import dataset_note
 from app.topbar import TopBar, top_values
 from app.visible_text import choices as shown_choices
 from app.visible_text import reveal
@@ -49,6 +50,7 @@ class EvaluateTab:
     keys: list[str] = field(default_factory=list)
     fields: dict[str, Any] = field(default_factory=dict)
     generation: gr.Accordion | None = None
+    dataset_note: gr.Markdown | None = None
 
 
 def build(board: Board) -> EvaluateTab:
@@ -79,7 +81,9 @@ def build(board: Board) -> EvaluateTab:
             label=L("eval_dataset"),
             info=L("eval_dataset_info"),
             scale=3,
+            elem_id="lf-eval-dataset",
         )
+    dataset_note = SafeMarkdown(visible=False, elem_id="lf-eval-dataset-note")  # why a picked entry is broken
     with gr.Row():
         for key in EVAL_KEYS:
             fields[key] = make_widget(key, {"max_samples": 50, "cutoff_len": start.get("cutoff_len")}.get(key))
@@ -127,6 +131,7 @@ def build(board: Board) -> EvaluateTab:
         keys=list(fields),
         fields=fields,
         generation=generation,
+        dataset_note=dataset_note,
     )
 
 
@@ -203,12 +208,19 @@ def wire(tab: EvaluateTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     follow_end(tab.log)
     private = {"api_visibility": "private"}
 
-    def on_dataset_dir(dataset_dir: str, selected: list[str]):
+    def on_dataset_dir(dataset_dir: str, selected: list[str], lang: str):
         choices, _ = dataset_choices(dataset_dir)
         names = {value for _, value in choices}
-        return gr.update(choices=choices, value=[s for s in selected or [] if s in names])
+        keep = [s for s in selected or [] if s in names]
+        return gr.update(choices=choices, value=keep), on_picked(dataset_dir, keep, lang)
 
-    tab.dataset_dir.change(on_dataset_dir, [tab.dataset_dir, tab.dataset], tab.dataset, **private)
+    def on_picked(dataset_dir: str, selected: list[str], lang: str):
+        note = dataset_note(dataset_dir, selected, lang)
+        return gr.update(value=note, visible=bool(note))
+
+    tab.dataset_dir.change(on_dataset_dir, [tab.dataset_dir, tab.dataset, top.lang], [tab.dataset, tab.dataset_note],
+                           **private)
+    tab.dataset.input(on_picked, [tab.dataset_dir, tab.dataset, top.lang], tab.dataset_note, **private)
     # the generation settings only matter to Predict: Eval (loss, perplexity) generates nothing
     tab.mode.change(lambda mode: gr.update(visible=mode == "predict"), tab.mode, tab.generation, **private)
 

@@ -12,14 +12,14 @@ import gradio as gr
 from app import catalog, forms, progress_view
 from app.config_names import checked_config_name
 from app.context import Board
-from app.engine_text import note_text, problems_text
+from app.engine_text import problems_text
 from app.i18n import L, t
 from app.jobs import JobError
 from app.markup import SafeMarkdown
 from app.scrolling import follow_end
 from app.tabs import rewards
 from app.tabs import strategy as scaleout
-from app.tabs.train_data import preview_data, upload_dataset
+from app.tabs.train_data import dataset_note, preview_data, upload_dataset
 from app.topbar import TopBar, top_values
 from app.visible_text import choices as shown_choices
 from app.visible_text import reveal
@@ -132,7 +132,7 @@ def build(board: Board) -> TrainTab:
             info=L("train_eval_dataset_info"),
             scale=2,
         )
-    dataset_note = SafeMarkdown(visible=False)
+    dataset_note = SafeMarkdown(visible=False, elem_id="lf-dataset-note")
     with gr.Accordion(L("train_data_tools"), open=False):
         with gr.Row(equal_height=True):
             upload_file = gr.File(
@@ -402,14 +402,19 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     private = {"api_visibility": "private"}
 
     def on_dataset_dir(dataset_dir: str, selected: list[str], selected_eval: list[str], lang: str):
-        choices, note = dataset_choices(dataset_dir, lang)
+        choices, _ = dataset_choices(dataset_dir, lang)
         keep = catalog.kept_datasets(dataset_dir, choices, selected)
         keep_eval = catalog.kept_datasets(dataset_dir, choices, selected_eval)
-        return (
-            gr.update(choices=choices, value=keep),
-            gr.update(choices=choices, value=keep_eval),
-            gr.update(value=note_text(lang, note, "data"), visible=bool(note)),
-        )
+        return gr.update(choices=choices, value=keep), gr.update(choices=choices, value=keep_eval), on_picked(
+            dataset_dir, keep, keep_eval, lang)
+
+    def on_picked(dataset_dir: str, selected: list[str], selected_eval: list[str], lang: str):
+        # a malformed dataset_info.json entry ("name · broken") shows why, where it is picked
+        note = dataset_note(dataset_dir, [*(selected or []), *(selected_eval or [])], lang)
+        return gr.update(value=note, visible=bool(note))
+
+    for picker in (tab.dataset, tab.eval_dataset):
+        picker.input(on_picked, [tab.dataset_dir, tab.dataset, tab.eval_dataset, top.lang], tab.dataset_note, **private)
 
     tab.dataset_dir.change(
         on_dataset_dir,

@@ -104,3 +104,20 @@ def preview_data(board: Board, mapping: dict[str, Any], lang: str) -> tuple[str,
         [{"tokens": a, "rows": n} for a, n in dataset_preview.histogram(lengths)], HIST_TYPES
     )
     return summary, rows, hist
+
+
+def dataset_note(dataset_dir: str, selected: list[str] | None, lang: str) -> str:
+    """The note under the dataset pickers: the folder's note (names written twice, ...) and, for each selected
+    dataset whose dataset_info.json entry is malformed ("name · broken" in the picker), the engine's reason in a
+    frame of ``lang``; '' when there is nothing to say."""
+    from app.engine_text import note_text
+    from app.visible_text import reveal
+
+    found, note = catalog.datasets(dataset_dir, lang)
+    lines = [note_text(lang, note, "data")] if note else []
+    for name in dict.fromkeys(selected or []):
+        info = found.get(name) or {}
+        if info.get("kind") == "broken":
+            lines.append(t(lang, "train_dataset_broken", name=reveal(name),
+                           problem=reveal(str(info.get("problem") or t(lang, "train_dataset_broken_unknown")))))
+    return "\n\n".join(lines)

@@ -498,10 +498,6 @@ def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
     if example.get("kto_tag") is False and stage != "kto":  # LLaMA-Factory drops every KTO row outside kto; training
         raise RowError(f"an undesirable answer (kto_tag false), which stage {stage} does not learn from (only the "
                        "desirable ones are used)")  # (or scoring) on a wrong answer as if it were right is worse
-    if stage == "sft" and "chosen" in example:
-        messages = messages + [example["chosen"]]
-        example = {key: value for key, value in example.items() if key not in ("chosen", "rejected")}
-        example["messages"] = messages
     _check_order(messages)
     if messages[-1]["role"] not in ("assistant", "function"):
         raise RowError(no_reply or "the conversation does not end with an assistant reply")

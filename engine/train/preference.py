@@ -14,6 +14,7 @@ from engine.errors import UserError
 from engine.train.arguments import build_args
 from engine.train.fused_head import refuse_adapted_head
 from engine.train.parallel.fsdp import ShardingMixin
+from engine.train.self_reference import construction_stand_in, refer_to_itself, uses_itself
 
 DPO_COLUMNS = ("prompt_ids", "chosen_ids", "rejected_ids")
 KTO_COLUMNS = ("prompt_ids", "completion_ids", "label")
@@ -131,11 +132,14 @@ def build_dpo_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
         loss_weights=weights, label_smoothing=ft.dpo_label_smoothing, **_common(cfg),
     )
     refuse_adapted_head(model, "dpo")
-    ref_model = load_ref_model(cfg, tokenizer)
+    itself = uses_itself(cfg)
+    ref_model = construction_stand_in(cfg, model) if itself else load_ref_model(cfg, tokenizer)
     trainer = _pretokenized(DPO_COLUMNS)(
         model=model, ref_model=ref_model, args=args, train_dataset=_train_set(bundle), eval_dataset=bundle.eval,
         processing_class=tokenizer, callbacks=callbacks,
     )
+    if itself:
+        refer_to_itself(trainer)
     return _with_media(trainer, bundle, "dpo")
 
 
@@ -186,13 +190,16 @@ def build_kto_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
         desirable_weight=ft.kto_chosen_weight, undesirable_weight=ft.kto_rejected_weight, **_common(cfg), **specific,
     )
     refuse_adapted_head(model, "kto")
-    ref_model = load_ref_model(cfg, tokenizer)
+    itself = uses_itself(cfg)
+    ref_model = construction_stand_in(cfg, model) if itself else load_ref_model(cfg, tokenizer)
     # eval_on_each_dataset: a dict of sets, each evaluated apart (eval_NAME_loss with that set's eval_rewards/...)
     evaluated = bundle.eval_sets or bundle.eval
     trainer = _pretokenized(KTO_COLUMNS, cfg)(
         model=model, ref_model=ref_model, args=args, train_dataset=_train_set(bundle), eval_dataset=evaluated,
         processing_class=tokenizer, callbacks=callbacks,
     )
+    if itself:
+        refer_to_itself(trainer)
     trainer.data_collator = KLPairCollator(trainer.data_collator)
     trainer.args.train_sampling_strategy = "random"
     if batch != trainer.args.per_device_train_batch_size:

@@ -38,7 +38,14 @@ SAMPLE_ROWS = 16
 def prompt_columns(examples: list[dict], tokenizer: Any, template: Any, cutoff_len: int,
                    ) -> tuple[dict[str, list], dict[str, int]]:
     """Columns ``prompt`` (template-rendered text ending with the generation prompt), ``prompt_ids``, ``answer``
-    (the reference reply), ``system`` and ``tools``; plus the usual stats."""
+    (the reference reply), ``system`` and ``tools``; plus the usual stats.
+
+    The prompt is the one sft trains the last reply on for the same row and options: the conversation encoded turn
+    by turn (history replies keep their thoughts, or get the empty one with enable_thinking false, as sft's do), not
+    as one flattened prompt (mask_history, which would drop them, is sft's only: refused for grpo/rloo)."""
+    from engine.data.tokenize import TokenizeOptions, encode_pairs
+
+    opts = TokenizeOptions(cutoff_len=cutoff_len)
     columns: dict[str, list] = {"prompt": [], "prompt_ids": [], "answer": [], "system": [], "tools": []}
     stats = {"rows": len(examples), "kept": 0, "truncated": 0, "dropped": 0, "total_tokens": 0, "trainable_tokens": 0}
     for example in examples:
@@ -46,7 +53,9 @@ def prompt_columns(examples: list[dict], tokenizer: Any, template: Any, cutoff_l
         if len(messages) < 2 or messages[-2]["role"] not in ("user", "observation"):
             stats["dropped"] += 1
             continue
-        ids = template.encode_prompt(tokenizer, messages[:-1], example.get("system"), example.get("tools"))
+        pending = {**example, "messages": messages[:-1] + [{"role": "assistant", "content": ""}]}
+        pairs = encode_pairs(tokenizer, template, pending, opts)
+        ids = [token for prompt, reply in pairs[:-1] for token in prompt + reply] + pairs[-1][0]
         if len(ids) > cutoff_len:
             stats["truncated"] += 1
             ids = ids[-cutoff_len:]

@@ -197,6 +197,10 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
             from engine.train.callbacks import without_training_fields
 
             eval_metrics = without_training_fields(eval_metrics)
+            from engine.train.self_reference import uses_itself, without_rewards
+
+            if uses_itself(cfg):  # the model is its own reference: LLaMA-Factory drops the rewards it cannot compute
+                eval_metrics = without_rewards(eval_metrics)
         if "eval_loss" in eval_metrics and cfg.finetuning.stage == "pt":  # LLaMA-Factory's pt workflow's key and value
             try:
                 eval_metrics["eval_perplexity"] = math.exp(eval_metrics["eval_loss"])

@@ -62,15 +62,19 @@ def test_each_kto_eval_set_is_evaluated_on_its_own(tmp_path, monkeypatch):
 
     shown = dict(RunMonitor(RunFolder(out)).refresh().progress()["eval_scores"])  # the board's card: each set's loss
     assert shown == {name: pytest.approx(results[f"eval_{name}_loss"]) for name in SETS}
+    from engine.demo import ensure_demo_model
+
+    # the base as the reference, as training had it (an evaluation alone without ref_model is the model itself)
+    base = str(ensure_demo_model())
     for name in SETS:  # each equals an evaluation of that set alone with the trained adapter
-        alone = _run(tmp_path, name, "eval", eval_dataset=name, adapter_name_or_path=str(out))
+        alone = _run(tmp_path, name, "eval", eval_dataset=name, adapter_name_or_path=str(out), ref_model=base)
         single = json.loads((alone / "eval_results.json").read_text())
         each = next(e for e in evals[2:] if f"eval_{name}_loss" in e)
         assert each[f"eval_{name}_loss"] == pytest.approx(single["eval_loss"], rel=1e-5)
         # one batch of the whole set: the reward metrics are means over its rows (LLaMA-Factory's), not means of
         # batch means (TRL's), which kto_two's batches of 2+2 and 2+1 rows would make differ
         whole = _run(tmp_path, f"{name}_whole", "eval", eval_dataset=name, adapter_name_or_path=str(out),
-                     per_device_eval_batch_size=16)
+                     per_device_eval_batch_size=16, ref_model=base)
         whole = json.loads((whole / "eval_results.json").read_text())
         for key in ("eval_rewards/chosen", "eval_rewards/rejected", "eval_logps/chosen", "eval_logps/rejected",
                     "eval_rewards/margins"):

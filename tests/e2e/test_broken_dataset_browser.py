@@ -1,0 +1,68 @@
+"""A malformed dataset_info.json entry, listed in the picker as "name · broken", shows the engine's reason where it
+is picked (the note under the dataset pickers), framed in the page's language, in a real browser (Debian's chromium
+through Playwright) in English and Chinese; screenshots land in the test's folder."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+
+from tests.e2e.test_board_browser import CHROMIUM, FLAGS, wait_for
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+REASON = "is a str, not an object"
+
+
+@pytest.fixture()
+def broken_folder(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "good.json").write_text(json.dumps([{"instruction": "Hi", "input": "", "output": "Hello"}] * 3))
+    (data / "dataset_info.json").write_text(json.dumps({"good": {"file_name": "good.json"}, "bad": "bad.json"}))
+    configs = tmp_path / "workspace" / "configs"
+    configs.mkdir(parents=True)
+    (configs / "last-used.yaml").write_text(yaml.safe_dump({"model_name_or_path": "demo", "stage": "sft",
+                                                            "dataset_dir": str(data), "dataset": "good"}))
+    return data
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+@pytest.mark.parametrize(("locale", "frame"), [("en-US", "cannot be used"), ("zh-CN", "无法使用")])
+def test_a_broken_entry_says_why_where_it_is_picked(broken_folder, live_board, tmp_path, locale, frame):
+    from playwright.sync_api import sync_playwright
+
+    url, _ = live_board
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        try:
+            page = browser.new_context(locale=locale, viewport={"width": 1400, "height": 1000}).new_page()
+            page.goto(url)
+            page.wait_for_selector("#lf-train-start", timeout=60_000)
+            note = page.locator("#lf-dataset-note")
+            assert not note.is_visible() or REASON not in note.inner_text()
+            page.locator("#lf-dataset input").click()
+            page.get_by_role("option", name=re.compile(r"^bad · broken")).first.click()
+            page.keyboard.press("Escape")
+            try:
+                wait_for(lambda: note.is_visible() and REASON in note.inner_text(), 30, "the reason of the entry")
+            finally:
+                page.screenshot(path=str(tmp_path / f"broken-{locale}.png"))
+            text = note.inner_text()
+            assert frame in text and "bad" in text and 'write it as "bad": {"file_name": "bad.json"}' in text
+            # the Evaluate tab's picker says the same
+            page.locator("#lf-tabs button[role=tab]").nth(1).click()
+            page.locator("#lf-eval-dataset input").click()
+            page.get_by_role("option", name=re.compile(r"^bad · broken")).first.click()
+            page.keyboard.press("Escape")
+            shown = page.locator("#lf-eval-dataset-note")
+            try:
+                wait_for(lambda: shown.is_visible() and REASON in shown.inner_text(), 30, "the reason on Evaluate")
+            finally:
+                page.screenshot(path=str(tmp_path / f"broken-eval-{locale}.png"))
+            assert frame in shown.inner_text()
+        finally:
+            browser.close()

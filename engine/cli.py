@@ -95,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Tokenize the datasets of a training config as `train` would (into the "
                        "tokenized-data cache, or tokenized_path when set), without loading the model, and report rows "
                        "kept, cut and dropped and tokens trained on. `train` with the same config then loads the "
-                       "result instead of tokenizing; asking again about data already tokenized takes a moment.")
+                       "result instead of tokenizing; asking again about data already tokenized takes a moment. A "
+                       "`streaming: true` config has nothing to tokenize ahead: its rows are tokenized while training.")
     _config_arg(p)
 
     p = sub.add_parser("check", help="validate a config and its files without running anything heavy",

@@ -18,6 +18,13 @@ def _note(text: str) -> None:
         logger.info(text)
 
 
+def media_refusal(name: str) -> str:
+    """Why dataset ``name``, whose rows have media, cannot stream here (said by ``lf-engine check`` before anything
+    loads, and by the data loader as a backstop)."""
+    return (f"Dataset {name!r} has images, videos or audio, and `streaming: true` streams text rows only here; "
+            "remove `streaming`.")
+
+
 def streaming_problems(cfg: Any) -> list[str]:
     """Problems of a ``streaming: true`` config (empty when it can stream); notes what LLaMA-Factory does
     differently where this engine runs a config it cannot."""

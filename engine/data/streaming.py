@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from engine.config.streaming_checks import media_refusal
 from engine.data.errors import DatasetError
 from engine.data.examples import Examples, concat, count_media
 from engine.data.loader import load_dataset_examples, split_names
@@ -168,8 +169,7 @@ def _streamed(cfg: Any, names: str, tokenizer: Any, template: Any, opts: Tokeniz
         examples = load_dataset_examples(name, data.dataset_dir, stage, None, getattr(data, "media_dir", None),
                                          streamed=streamed)
         if count_media(examples):
-            raise DatasetError(f"Dataset {name!r} has images, videos or audio, and `streaming: true` streams text "
-                               "rows only here; remove `streaming`.")
+            raise DatasetError(media_refusal(name))
         position = np.full(streamed["rows"], -1, dtype=np.int64)
         position[streamed["read_as"]] = np.arange(len(examples), dtype=np.int64)
         loaded[name] = (examples, position)

@@ -22,6 +22,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from engine.config.streaming_checks import media_refusal
 from engine.data.embedded import embedded_image
 from engine.data.registry import media_column
 from engine.demo_names import is_demo_name
@@ -177,7 +178,8 @@ def check_media(cfg: Any) -> list[str]:
             plugin is None or not plugin.batch_flags(MediaOptions(use_audio_in_video=True))):
         problems.append("`use_audio_in_video: true` lays a video's sound track into its frames for Qwen2.5-Omni and "
                         "Qwen3-Omni; this model does not take it. Remove it (give the audio as its own <audio>).")
-    if allowed is None:  # a text-only model trains on the text and ignores media (the data layer warns)
+    streaming = bool(getattr(cfg.data, "streaming", False))  # media rows do not stream, whatever the model
+    if allowed is None and not streaming:  # a text-only model trains on the text and ignores media (the data layer warns)
         return problems
     with_media = False
     for name in dict.fromkeys(names):
@@ -195,6 +197,12 @@ def check_media(cfg: Any) -> list[str]:
             continue
         if cfg.data.max_samples:
             rows = rows[:cfg.data.max_samples]
+        here = any(_media_items(row, media_column(spec, kind)) for row in rows if isinstance(row, dict)
+                   for kind in PLACEHOLDERS)
+        if streaming and here:
+            problems.append(media_refusal(name))
+        if allowed is None:
+            continue
         found: list[str] = []
         probed = [0]
         for index, row in enumerate(rows):
@@ -208,8 +216,7 @@ def check_media(cfg: Any) -> list[str]:
         if len(found) > MAX_LISTED:
             found = found[:MAX_LISTED] + [f"Dataset `{name}`: {len(found) - MAX_LISTED} more media problems."]
         problems += found
-        with_media = with_media or any(_media_items(row, media_column(spec, kind)) for row in rows
-                                       if isinstance(row, dict) for kind in PLACEHOLDERS)
+        with_media = with_media or here
     if with_media:
         problems += _stage_problems(cfg)
     return problems

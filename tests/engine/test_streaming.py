@@ -253,3 +253,18 @@ def test_memory_while_streaming_does_not_grow_with_the_rows(tmp_path, monkeypatc
             tracemalloc.stop()
         assert rows == count
     assert peaks[5000] < 1.3 * peaks[1000], peaks
+
+
+@pytest.mark.parametrize("model", ["demo", "demo-vlm"])
+def test_check_refuses_streamed_rows_with_media_before_anything_loads(tmp_path, model):
+    # `lf-engine check` said OK here and `train` refused the rows only after the model had loaded
+    from engine.preflight import check
+
+    template = "qwen2_vl" if model == "demo-vlm" else "chatml"
+    cfg = load_config(None, {**BASE, "model_name_or_path": model, "template": template, "dataset": "demo_vlm",
+                             "output_dir": str(tmp_path)})
+    problems = [str(p) for p in check(cfg, "train")]
+    assert any("'demo_vlm' has images, videos or audio, and `streaming: true` streams text rows only" in p
+               for p in problems), problems
+    text_only = load_config(None, {**BASE, "output_dir": str(tmp_path)})
+    assert not [p for p in check(text_only, "train") if "streams text rows only" in str(p)]

@@ -116,11 +116,22 @@ def each_dataset_problems(cfg: Any) -> list[str]:
     return []
 
 
+def lf_trains_sigmoid(loss: str) -> str:
+    """The note for dpo's hinge and ipo losses: LLaMA-Factory 0.9.5 calls TRL 0.24's ``dpo_loss`` without its
+    ``loss_type``, so TRL's default (sigmoid) is what it trains and evaluates for both."""
+    averaged = " on log-probabilities averaged over each reply's tokens" if loss == "ipo" else ""
+    return (f"`pref_loss: {loss}` trains the {loss} loss here. LLaMA-Factory 0.9.5 trains the sigmoid loss{averaged} "
+            f"for it (its DPO trainer calls TRL's `dpo_loss` without the loss type), so the same config gives other "
+            f"losses and results there" + (": use `pref_loss: sigmoid` for what it trains." if loss == "hinge" else "."))
+
+
 def method_checks(cfg: Any) -> list[str]:
     """Problems with the method keys of a built config (empty when all is well)."""
     m, ft, tr = cfg.methods, cfg.finetuning, cfg.train
     problems: list[str] = []
     problems += early_stopping_problems(cfg)
+    if ft.stage == "dpo" and ft.pref_loss in ("hinge", "ipo"):
+        cfg.notes.append(lf_trains_sigmoid(ft.pref_loss))
     weighted = [key for key in ("use_dft_loss", "use_eaft_loss", "use_asft_loss") if getattr(m, key)]
     if len(weighted) > 1:
         problems.append(f"{' and '.join(f'`{k}`' for k in weighted)} are different losses of the same tokens; "

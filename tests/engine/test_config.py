@@ -225,3 +225,15 @@ def test_a_seed_numpy_refuses_is_refused_before_the_run():
     assert build_config({"seed": 2**32 - 1}).train.seed == 2**32 - 1
     with pytest.raises(ConfigError, match=r"`seed: 4294967296` is above the maximum 4294967295"):
         build_config({"seed": 2**32})
+
+
+@pytest.mark.parametrize("loss", ["hinge", "ipo"])
+def test_dpo_hinge_and_ipo_say_that_llamafactory_trains_sigmoid_for_them(loss):
+    # LLaMA-Factory 0.9.5 calls TRL 0.24's dpo_loss without loss_type: both train TRL's default, sigmoid
+    cfg = build_config({"model_name_or_path": "demo", "stage": "dpo", "dataset": "demo_dpo",
+                        "dataset_dir": "examples/data", "pref_loss": loss})
+    note = next(n for n in cfg.notes if n.startswith(f"`pref_loss: {loss}`"))
+    assert "LLaMA-Factory 0.9.5 trains the sigmoid loss" in note
+    plain = build_config({"model_name_or_path": "demo", "stage": "dpo", "dataset": "demo_dpo",
+                          "dataset_dir": "examples/data", "pref_loss": "sigmoid"})
+    assert not any("pref_loss" in n for n in plain.notes)

@@ -223,6 +223,8 @@ def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: d
         if snapshot == known and not force:
             return gr.skip(), gr.skip(), known
         keep = [s for s in selected or [] if s in ids]
+        if keep == list(selected or []):  # nothing picked went away: leave the value alone, so a pick made while
+            return frame, gr.update(choices=run_choices(ids)), snapshot  # this refresh was under way is kept
         return frame, gr.update(choices=run_choices(ids), value=keep), snapshot
 
     tab.timer.tick(

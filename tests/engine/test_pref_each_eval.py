@@ -70,9 +70,14 @@ def test_each_dpo_eval_set_is_evaluated_on_its_own(tmp_path, monkeypatch):
             "eval_logps/chosen", "eval_logps/rejected")
     assert all(set(keys) <= set(e) for e in evals)
     assert evals[0]["eval_rewards/chosen"] != evals[1]["eval_rewards/chosen"]  # each set's own rewards
-    for name in SETS:  # each equals an evaluation of that set alone with the trained adapter
-        alone = json.loads((_run(tmp_path, "dpo", name, "eval", eval_dataset=name,
-                                 adapter_name_or_path=str(out)) / "eval_results.json").read_text())
+    from engine.demo import ensure_demo_model
+
+    # each equals an evaluation of that set alone with the trained adapter, against the base as training had it
+    # (an evaluation alone without ref_model is referenced to the model itself, as in LLaMA-Factory)
+    base = str(ensure_demo_model())
+    for name in SETS:
+        alone = json.loads((_run(tmp_path, "dpo", name, "eval", eval_dataset=name, adapter_name_or_path=str(out),
+                                 ref_model=base) / "eval_results.json").read_text())
         each = next(e for e in evals[2:] if f"eval_{name}_loss" in e)
         assert each[f"eval_{name}_loss"] == pytest.approx(alone["eval_loss"], rel=1e-5)
         for key in keys:

@@ -431,8 +431,8 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         adopted = not live
         if adopted:  # a new browser, or the page of an earlier board: adopt the workers still running
             live = live_servers(board, chat_workers.adopt(board))
-        if not live:
-            return gr.skip(), {}, gr.update(visible=False)
+        if not live:  # leave the page's servers as they are: a Load that started while this was under way has
+            return gr.skip(), gr.skip(), gr.skip()  # written its new worker there (a send to a gone one says so)
         return (
             served_line(board, live, lang, adopted),
             {s: v["id"] for s, v in live.items()},

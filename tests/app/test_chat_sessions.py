@@ -164,3 +164,19 @@ def test_an_invalid_load_keeps_the_page_on_its_worker(board):
     assert "no_such_template" in message and servers != {}  # gr.skip(): the page's servers stay as they were
     assert _workers(board) == [first.servers["main"]]
     chat.unload(board, first.servers)
+
+
+def test_a_page_load_refresh_with_no_worker_leaves_the_pages_servers_alone(board):
+    # the page's load (and its language's arrival) refresh races a Load pressed at once: answered after the Load
+    # wrote its new worker into the page's servers, clearing them made the first send say "load a model first"
+    import gradio as gr
+
+    from app.ui import build_ui
+
+    demo = build_ui(board)
+    on_page_load = next(f.fn for f in demo.fns.values() if f.fn is not None and f.fn.__name__ == "on_page_load"
+                        and len(f.outputs) == 3)
+    status, servers, base = on_page_load({}, "en")  # nothing live yet: the Load's worker is not submitted
+    assert all(isinstance(out, dict) and out.get("__type__") == "update" and len(out) == 1 for out in
+               (status, servers, base)), (status, servers, base)  # gr.skip(): every output as it is
+    assert gr.skip() == servers

@@ -15,18 +15,15 @@ digests of the rows' ids as compare_rows lists them.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 
 import pytest
-from golden.tokenizers import load
+from golden.stage_rows import digest, qwen3_rows
 
 from engine.config import build_config
-from engine.data import get_dataset
 from engine.data.errors import DatasetError
 from engine.data.registry import check_datasets
-from engine.templates import get_template
 
 ALPACA = [{"instruction": "Hi", "input": "", "output": "Hello there."},
           {"instruction": "What is two plus two?", "input": "Briefly.", "output": "Four."}]
@@ -89,33 +86,16 @@ LF_ROWS: dict[str, list[str]] = {
 }
 
 
-def _digest(row) -> str:
-    return hashlib.sha1(json.dumps(row).encode()).hexdigest()[:16]
-
-
 def _rows(folder, stage, dataset, cutoff=1024, more=None) -> list:
     cfg = build_config({"model_name_or_path": "unused", "dataset_dir": folder, "dataset": dataset, "stage": stage,
                         "template": "qwen3", "cutoff_len": cutoff, **(more or {})})
-    tokenizer = load("family", "qwen3")
-    template = get_template("qwen3")
-    template.fix_tokenizer(tokenizer)
-    data = get_dataset(cfg, tokenizer, template).train
-    if stage == "dpo":
-        return [[p + c, p + r] for p, c, r in zip(data["prompt_ids"], data["chosen_ids"], data["rejected_ids"])]
-    if stage == "rm":
-        return [[list(c), list(r)] for c, r in zip(data["chosen_ids"], data["rejected_ids"])]
-    if stage == "kto":
-        return [[p + c, kp + kc] for p, c, kp, kc in zip(data["prompt_ids"], data["completion_ids"],
-                                                         data["KL_prompt_ids"], data["KL_completion_ids"])]
-    if stage == "pt":
-        return [[list(ids)] for ids in data["input_ids"]]
-    return [[list(ids), list(labels)] for ids, labels in zip(data["input_ids"], data["labels"])]
+    return qwen3_rows(cfg)[1]
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_rows_are_llamafactorys(tmp_path, case):
     stage, dataset, cutoff, more = CASES[case]
-    assert [_digest(row) for row in _rows(_dataset(tmp_path), stage, dataset, cutoff, more)] == LF_ROWS[case]
+    assert [digest(row) for row in _rows(_dataset(tmp_path), stage, dataset, cutoff, more)] == LF_ROWS[case]
 
 
 def test_unknown_columns_and_tags_keys_are_ignored_with_the_nearest_key_named(tmp_path, caplog, monkeypatch):

@@ -15,14 +15,13 @@ LLaMA-Factory side, with the committed ``family`` qwen3 test tokenizer saved to 
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 
 import pytest
+from golden.stage_rows import digest, qwen3_rows
 from golden.tokenizers import load
 
 from engine.config import build_config, load_config
-from engine.data import get_dataset
 from engine.templates import get_template
 
 T = "<think>\n{}\n</think>\n\n"
@@ -76,25 +75,10 @@ LF_KTO = [  # the row and its KL pair (prompt + the partner's reply)
 ]
 
 
-def _digest(row) -> str:
-    return hashlib.sha1(json.dumps(row).encode()).hexdigest()[:16]
-
-
 def _rows(tmp_path, stage: str, dataset: str):
     cfg = build_config({"model_name_or_path": "unused", "dataset_dir": _dataset(tmp_path), "dataset": dataset,
                         "stage": stage, "template": "qwen3", "enable_thinking": None, "cutoff_len": 1024})
-    tokenizer = load("family", "qwen3")
-    template = get_template("qwen3")
-    template.fix_tokenizer(tokenizer)
-    data = get_dataset(cfg, tokenizer, template).train
-    if stage == "sft":
-        rows = [[list(i), list(lab)] for i, lab in zip(data["input_ids"], data["labels"])]
-    elif stage == "dpo":
-        rows = [[p + c, p + r] for p, c, r in zip(data["prompt_ids"], data["chosen_ids"], data["rejected_ids"])]
-    else:
-        rows = [[p + c, kp + kc] for p, c, kp, kc in zip(data["prompt_ids"], data["completion_ids"],
-                                                         data["KL_prompt_ids"], data["KL_completion_ids"])]
-    return tokenizer, rows
+    return qwen3_rows(cfg)
 
 
 def _text(tokenizer, ids) -> str:
@@ -126,14 +110,14 @@ def test_sft_rows_are_llamafactorys(tmp_path):
     tokenizer, rows = _rows(tmp_path, "sft", "mixed_sft")
     assert [(_text(tokenizer, ids), _trained(tokenizer, ids, labels)) for ids, labels in rows] == [
         (text, trained) for text, trained, _ in LF_SFT]
-    assert [_digest(row) for row in rows] == [digest for *_, digest in LF_SFT]
+    assert [digest(row) for row in rows] == [digest for *_, digest in LF_SFT]
 
 
 @pytest.mark.parametrize(("stage", "dataset", "expected"), [("dpo", "mixed_pref", LF_DPO), ("kto", "mixed_kto", LF_KTO)])
 def test_preference_rows_are_llamafactorys(tmp_path, stage, dataset, expected):
     tokenizer, rows = _rows(tmp_path, stage, dataset)
     assert [[_text(tokenizer, ids) for ids in row] for row in rows] == [texts for texts, _ in expected]
-    assert [_digest(row) for row in rows] == [digest for _, digest in expected]
+    assert [digest(row) for row in rows] == [digest for _, digest in expected]
 
 
 def test_mixed_differs_from_on_and_off():

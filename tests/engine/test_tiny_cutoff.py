@@ -14,17 +14,14 @@ digests of the rows' ids as compare_rows lists them, with the number of trained 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 
 import pytest
-from golden.tokenizers import load
+from golden.stage_rows import digest, qwen3_rows
 
 from engine.config import ConfigError, build_config
-from engine.data import get_dataset
 from engine.data.errors import DatasetError
-from engine.templates import get_template
 
 
 def _dataset(folder) -> str:
@@ -75,29 +72,13 @@ LF_ROWS: dict[str, tuple[list[str], list[int] | None]] = {
 }
 
 
-def _digest(row) -> str:
-    return hashlib.sha1(json.dumps(row).encode()).hexdigest()[:16]
-
-
 def _config(folder, stage, dataset, cutoff, more):
     return build_config({"model_name_or_path": "unused", "dataset_dir": _dataset(folder), "dataset": dataset,
                          "stage": stage, "template": "qwen3", "cutoff_len": cutoff, **more})
 
 
 def _rows(cfg) -> list:
-    tokenizer = load("family", "qwen3")
-    template = get_template("qwen3")
-    template.fix_tokenizer(tokenizer)
-    data = get_dataset(cfg, tokenizer, template).train
-    stage = cfg.finetuning.stage
-    if stage == "dpo":
-        return [[p + c, p + r] for p, c, r in zip(data["prompt_ids"], data["chosen_ids"], data["rejected_ids"])]
-    if stage == "kto":
-        return [[p + c, kp + kc] for p, c, kp, kc in zip(data["prompt_ids"], data["completion_ids"],
-                                                         data["KL_prompt_ids"], data["KL_completion_ids"])]
-    if stage == "pt":
-        return [[list(ids)] for ids in data["input_ids"]]
-    return [[list(ids), list(labels)] for ids, labels in zip(data["input_ids"], data["labels"])]
+    return qwen3_rows(cfg)[1]
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -107,7 +88,7 @@ def test_rows_are_llamafactorys(tmp_path, case):
     digests, trained = LF_ROWS[case]
     if trained is not None:
         assert [sum(label != -100 for label in row[1]) for row in rows] == trained
-    assert [_digest(row) for row in rows] == digests
+    assert [digest(row) for row in rows] == digests
 
 
 def test_a_tiny_cutoff_is_taken_with_a_warning(tmp_path, caplog):

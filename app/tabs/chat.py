@@ -122,9 +122,6 @@ def unload(board: Board, servers: dict[str, str] | None, keep: Any = ()) -> list
     return chat_workers.stop_all(board, servers, keep=keep)
 
 
-PER_REQUEST = chat_workers.PER_REQUEST
-
-
 def plan_servers(top: forms.TopValues, sampling: dict[str, Any], compare: bool) -> dict[str, dict[str, Any]]:
     """{side: the chat server's mapping} for a Load."""
     plans = {"main": forms.chat_mapping(top, sampling, with_adapter=True)}

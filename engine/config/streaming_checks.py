@@ -8,7 +8,7 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-STREAMED_STAGES = ("pt", "sft")
+STREAMED_STAGES = ("pt", "sft", "rm", "dpo", "kto")  # the stages LLaMA-Factory 0.9.5 trains with a stream too
 _SAID: set[str] = set()  # notes logged once per process (a config is often checked more than once)
 
 
@@ -43,8 +43,9 @@ def streaming_problems(cfg: Any) -> list[str]:
                         "`val_size: 100`.")
     # where this engine does not stream
     if stage not in STREAMED_STAGES:
-        problems.append(f"`streaming: true` streams stages pt and sft here (this config has `stage: {stage}`); remove "
-                        "`streaming` (the data is then tokenized once, before training).")
+        problems.append(f"`streaming: true` streams stages {', '.join(STREAMED_STAGES[:-1])} and {STREAMED_STAGES[-1]} "
+                        f"here (this config has `stage: {stage}`); remove `streaming` (the data is then tokenized "
+                        "once, before training).")
     if tr.max_tokens_per_batch:
         problems.append("`max_tokens_per_batch` (token-budget batches) groups rows of a known set, and `streaming: "
                         "true` has none; remove one of them.")

@@ -140,3 +140,27 @@ def with_kl_pairs(dataset: Any, data: Any = None, examples: Any = None) -> Any:
     if any(kinds):
         dataset = dataset.select([row for row, kind in enumerate(kinds) if not kind])
     return dataset.remove_columns([name for name in (*SOURCE_COLUMNS, KEY) if name in dataset.column_names])
+
+
+def pair_batch(columns: dict[str, list], opts: TokenizeOptions, examples: Any = None) -> dict[str, list]:
+    """One streamed preprocessing batch of tokenized KTO rows (:mod:`engine.data.kl_stand_ins`' stand-ins included)
+    with its KL pairs, as LLaMA-Factory's map pairs a batch of a stream: each row takes the completion of the row
+    before it in the batch (the first the last's). The stand-ins and :data:`SOURCE_COLUMNS` then leave. ``examples``
+    (the batch's examples) let a refusal name the skipped rows.
+
+    Raises:
+        DatasetError: when a kept row would pair with a stand-in that has no reply.
+    """
+    from engine.data.kl_stand_ins import KEY, refuse_unpaired
+
+    count = len(columns["prompt_ids"])
+    partners = [count - 1, *range(count - 1)] if count else []
+    kinds = list(columns.get(KEY) or [0] * count)
+    refuse_unpaired(kinds, partners, examples)
+    prompts, completions = kl_inputs(columns, partners, opts)
+    keep = [row for row, kind in enumerate(kinds) if not kind]
+    paired = {name: [values[row] for row in keep] for name, values in columns.items()
+              if name not in (*SOURCE_COLUMNS, KEY)}
+    paired["KL_prompt_ids"] = [prompts[row] for row in keep]
+    paired["KL_completion_ids"] = [completions[row] for row in keep]
+    return paired

@@ -6,6 +6,10 @@ starts: :class:`StreamedRows` walks the shuffled mix (:mod:`engine.data.stream_o
 (``preprocessing_batch_size`` rows, 1000 when unset) at a time, reads those examples from disk, tokenizes them as
 the non-streaming path tokenizes a batch (the same rows, labels, pre-training blocks and packs of that batch), and
 yields the rows. Memory holds one batch, the shuffle buffer of row numbers and a row-number table per dataset.
+Stages pt, sft, rm, dpo and kto stream (LLaMA-Factory 0.9.5 trains each of them so). KTO's KL pairs are formed
+within each of these batches, as LLaMA-Factory's map forms them (each row takes the completion of the row before it
+in the batch, the first the last's), the stand-ins of its skipped rows taking part (:func:`engine.data.kto_pairs.
+pair_batch`); so they depend on ``preprocessing_batch_size`` and on the rows held out by ``val_size``.
 
 LLaMA-Factory's rules: ``max_steps`` is needed and ``max_samples`` refused (engine.config.streaming_checks);
 ``num_samples`` of dataset_info.json is not applied; ``val_size`` is a row count, the first rows of the stream,
@@ -30,6 +34,7 @@ import torch
 from engine.config.streaming_checks import media_refusal
 from engine.data.errors import DatasetError
 from engine.data.examples import Examples, concat, count_media
+from engine.data.kto_pairs import pair_batch
 from engine.data.loader import load_dataset_examples, split_names
 from engine.data.stream_order import split_number, stream_order
 from engine.data.tokenize import TokenizeOptions, cutoff_phrase, tokenize_examples
@@ -58,6 +63,7 @@ class StreamedRows(torch.utils.data.IterableDataset):
         self._joined = concat(examples)
         self._offsets = np.cumsum([0] + [len(part) for part in examples[:-1]], dtype=np.int64)
         self.column_names: list[str] = []
+        self.first: dict[str, list] | None = None  # the first training row (set before training)
 
     def set_epoch(self, epoch: int) -> None:
         """Reshuffle as ``datasets.IterableDataset.set_epoch`` does (the Trainer calls it at each new epoch)."""
@@ -85,8 +91,11 @@ class StreamedRows(torch.utils.data.IterableDataset):
             ids = [int(self._offsets[k] + self.positions[k][row]) for k, row in batch if self.positions[k][row] >= 0]
             if not ids:
                 continue
-            examples = self._joined.take(np.asarray(ids, dtype=np.int64))
-            yield tokenize_examples(list(examples), self.stage, self.tokenizer, self.template, self.opts)
+            examples = list(self._joined.take(np.asarray(ids, dtype=np.int64)))
+            columns, stats = tokenize_examples(examples, self.stage, self.tokenizer, self.template, self.opts)
+            if self.stage == "kto":  # KL pairs within the map batch, its skipped rows' stand-ins included
+                columns = pair_batch(columns, self.opts, examples)
+            yield columns, stats
 
     def __iter__(self) -> Iterator[dict[str, list]]:
         info = torch.utils.data.get_worker_info()
@@ -167,7 +176,7 @@ def _streamed(cfg: Any, names: str, tokenizer: Any, template: Any, opts: Tokeniz
     for name in items:
         streamed: dict[str, Any] = {}
         examples = load_dataset_examples(name, data.dataset_dir, stage, None, getattr(data, "media_dir", None),
-                                         streamed=streamed)
+                                         stand_ins=stage == "kto", streamed=streamed)  # kl_stand_ins
         if count_media(examples):
             raise DatasetError(media_refusal(name))
         position = np.full(streamed["rows"], -1, dtype=np.int64)
@@ -203,7 +212,7 @@ def _first_row(rows: StreamedRows) -> None:
         raise DatasetError(f"No row of the stream has a token to train on after cutting to "
                            f"{cutoff_phrase(rows.opts)} (or, for pre-training, fills a block); raise cutoff_len or check "
                            "the data.")
-    rows.column_names = list(first)
+    rows.column_names, rows.first = list(first), first
 
 
 def _materialize(rows: StreamedRows, held_out: bool, batch_size: int, what: str) -> tuple[Any, dict[str, int]]:
@@ -229,8 +238,8 @@ def _materialize(rows: StreamedRows, held_out: bool, batch_size: int, what: str)
             for row in batches[turn] if turn < len(batches) else ():
                 for name, value in row.items():
                     columns.setdefault(name, []).append(value)
-    if not columns or not columns.get("input_ids"):
+    if not columns or not next(iter(columns.values())):
         raise DatasetError(f"The {what} rows of the stream hold no row to evaluate on after tokenization; give more "
                            "rows (a larger `val_size`) or check the data.")
-    logger.info("Evaluation data (%s, streamed order): %d rows.", what, len(columns["input_ids"]))
+    logger.info("Evaluation data (%s, streamed order): %d rows.", what, len(next(iter(columns.values()))))
     return Dataset.from_dict(columns), stats

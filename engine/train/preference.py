@@ -105,6 +105,26 @@ def _train_set(bundle: Any) -> Any:
     return bundle.train if bundle.train is not None else bundle.eval
 
 
+def _at_construction(bundle: Any) -> Any:
+    """The training set a TRL trainer is built with. TRL's trainers take ``datasets`` sets only, and a stream
+    (``streaming: true``: engine.data.streaming's rows, reshuffled each epoch and split per loader worker as
+    LLaMA-Factory's) is a torch IterableDataset: they are built with a set of its first row (already tokenized, with
+    its columns), and :func:`_hand_over` gives them the stream before training."""
+    train = _train_set(bundle)
+    if train is None or hasattr(train, "__len__") or getattr(train, "first", None) is None:
+        return train
+    from datasets import Dataset
+
+    return Dataset.from_list([train.first])
+
+
+def _hand_over(trainer: Any, bundle: Any) -> Any:
+    """``trainer`` training on the stream of ``bundle`` where it was built with its first row (:func:`_at_construction`)."""
+    if bundle.train is not None and not hasattr(bundle.train, "__len__"):
+        trainer.train_dataset = bundle.train
+    return trainer
+
+
 def build_rm_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Any:
     from trl import RewardConfig, RewardTrainer
 
@@ -115,10 +135,10 @@ def build_rm_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, ca
         pass
 
     args = build_args(RewardConfig, cfg, has_eval=bundle.eval is not None, **_common(cfg))
-    return ShardedRewardTrainer(
-        model=model, args=args, train_dataset=_train_set(bundle), eval_dataset=bundle.eval_sets or bundle.eval,
+    return _hand_over(ShardedRewardTrainer(
+        model=model, args=args, train_dataset=_at_construction(bundle), eval_dataset=bundle.eval_sets or bundle.eval,
         processing_class=tokenizer, callbacks=callbacks,
-    )
+    ), bundle)
 
 
 def build_dpo_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Any:
@@ -138,13 +158,13 @@ def build_dpo_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
     itself = uses_itself(cfg)
     ref_model = construction_stand_in(cfg, model) if itself else load_ref_model(cfg, tokenizer)
     trainer = _pretokenized(DPO_COLUMNS)(  # eval_on_each_dataset: a dict of sets, each evaluated apart
-        model=model, ref_model=ref_model, args=args, train_dataset=_train_set(bundle),
+        model=model, ref_model=ref_model, args=args, train_dataset=_at_construction(bundle),
         eval_dataset=bundle.eval_sets or bundle.eval,
         processing_class=tokenizer, callbacks=callbacks,
     )
     if itself:
         refer_to_itself(trainer)
-    return _with_media(trainer, bundle, "dpo")
+    return _with_media(_hand_over(trainer, bundle), bundle, "dpo")
 
 
 def _with_media(trainer: Any, bundle: Any, stage: str) -> Any:
@@ -178,7 +198,7 @@ def build_kto_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
     from trl import KTOConfig
 
     ft = cfg.finetuning
-    labels = _train_set(bundle)["label"]
+    labels = _kto_labels(bundle)
     if all(labels) or not any(labels):
         raise UserError(
             "KTO needs both desirable (kto_tag true) and undesirable (kto_tag false) rows in the training data; "
@@ -199,17 +219,36 @@ def build_kto_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
     # eval_on_each_dataset: a dict of sets, each evaluated apart (eval_NAME_loss with that set's eval_rewards/...)
     evaluated = bundle.eval_sets or bundle.eval
     trainer = _pretokenized(KTO_COLUMNS, cfg)(
-        model=model, ref_model=ref_model, args=args, train_dataset=_train_set(bundle), eval_dataset=evaluated,
+        model=model, ref_model=ref_model, args=args, train_dataset=_at_construction(bundle), eval_dataset=evaluated,
         processing_class=tokenizer, callbacks=callbacks,
     )
     if itself:
         refer_to_itself(trainer)
+    _hand_over(trainer, bundle)
     trainer.data_collator = KLPairCollator(trainer.data_collator)
     trainer.args.train_sampling_strategy = "random"
     if batch != trainer.args.per_device_train_batch_size:
         trainer.args.per_device_train_batch_size = batch
         trainer._train_batch_size = trainer.args.train_batch_size
     return _with_media(trainer, bundle, "kto")
+
+
+def _kto_labels(bundle: Any) -> list[bool]:
+    """The desirable/undesirable labels of the training rows; of a stream, read from its examples (stand-ins left
+    out) until both kinds are seen, nothing tokenized."""
+    train = _train_set(bundle)
+    if hasattr(train, "__len__") or not hasattr(train, "examples"):
+        return list(train["label"])
+    from engine.data.kl_stand_ins import KEY
+
+    kinds: set[bool] = set()
+    for part in train.examples:
+        for example in part:
+            if not example.get(KEY):
+                kinds.add(bool(example["kto_tag"]))
+                if len(kinds) == 2:
+                    return sorted(kinds)
+    return sorted(kinds)
 
 
 def load_ref_model(cfg: RunConfig, tokenizer: Any = None) -> Any:

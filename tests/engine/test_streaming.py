@@ -163,7 +163,7 @@ def test_packed_and_pretraining_rows_stream_in_batches(tmp_path, monkeypatch):
     ({"max_steps": -1}, "`streaming: true` needs `max_steps`"),
     ({"max_samples": 10}, "`max_samples` cannot be used with `streaming: true`"),
     ({"val_size": 0.1}, "`val_size: 0.1` is a fraction"),
-    ({"stage": "dpo", "dataset": "demo_dpo"}, "streams stages pt and sft here"),
+    ({"stage": "ppo"}, "streams stages pt, sft, rm, dpo and kto here"),
     ({"max_tokens_per_batch": 512}, "`max_tokens_per_batch`"),
     ({"do_predict": True, "val_size": 4}, "`do_predict: true` with `streaming: true`"),
     ({"predict_with_generate": True, "val_size": 4, "eval_strategy": "steps", "eval_steps": 2},

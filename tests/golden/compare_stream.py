@@ -4,11 +4,16 @@ and compare the training rows in the order each yields them (the stream, then th
 
     python -m tests.golden.compare_stream --incumbent /path/to/lf-venv/bin/python '{"model_name_or_path": ...}'
 
-The config (a YAML file or a JSON mapping) needs ``model_name_or_path`` (a local tokenizer), ``stage`` (pt or sft),
-``dataset``, ``dataset_dir``, ``template`` and ``max_steps``; ``dataloader_num_workers: 1`` is added when unset
+The config (a YAML file or a JSON mapping) needs ``model_name_or_path`` (a local tokenizer), ``stage`` (pt, sft, rm,
+dpo or kto), ``dataset``, ``dataset_dir``, ``template`` and ``max_steps``; ``dataloader_num_workers: 1`` is added when unset
 (with 0, LLaMA-Factory 0.9.5 splits local files into no shards and stops with StopIteration). Both streams are read
 through a torch DataLoader with ``dataloader_num_workers`` workers and ``per_device_train_batch_size`` (eval:
 ``per_device_eval_batch_size``), as the Trainers read them, so several workers' turns are compared too.
+
+What is compared of a row: pt and sft its input ids; dpo LLaMA-Factory's ``chosen_input_ids``, ``chosen_labels``,
+``rejected_input_ids`` and ``rejected_labels`` (ours are built from our prompt and answer ids); rm the two input ids
+(our reward rows carry no labels, which reward training does not read); kto ``input_ids``, ``labels``,
+``kl_input_ids``, ``kl_labels`` and ``kto_tags`` (so the KL pair each row got within its map batch too).
 """
 
 from __future__ import annotations
@@ -24,7 +29,17 @@ from pathlib import Path
 import yaml
 
 THEIRS = r"""
-import json, sys
+import json, sys, types
+try:  # a CPU torch without a torchvision/torchaudio that imports: hide them (text rows never use them)
+    import torchvision, torchaudio  # noqa
+except Exception:
+    for name in [key for key in sys.modules if key.split(".")[0] in ("torchvision", "torchaudio")]:
+        del sys.modules[name]
+    sys.modules["torchvision"] = sys.modules["torchaudio"] = None
+    import transformers  # noqa: its availability checks now say no
+    sys.modules["torchaudio"] = types.ModuleType("torchaudio")  # LLaMA-Factory's mm_plugin imports it
+    import llamafactory.data.mm_plugin  # noqa
+    sys.modules["torchaudio"] = None
 import torch
 from llamafactory.hparams import get_train_args
 from llamafactory.model import load_tokenizer
@@ -33,11 +48,19 @@ args, n = json.loads(sys.argv[1]), int(sys.argv[3])
 model_args, data_args, training_args, _, _ = get_train_args(args)
 module = load_tokenizer(model_args)
 template = get_template_and_fix_tokenizer(module["tokenizer"], data_args)
-ds = get_dataset(template, model_args, data_args, training_args, stage=args["stage"], **module)
+stage = {"dpo": "rm"}.get(args["stage"], args["stage"])  # its dpo workflow reads the data as rm does
+ds = get_dataset(template, model_args, data_args, training_args, stage=stage, **module)
 pad = module["tokenizer"].pad_token_id
 
 
+KEYS = {"rm": ("chosen_input_ids", "rejected_input_ids"),
+        "dpo": ("chosen_input_ids", "chosen_labels", "rejected_input_ids", "rejected_labels"),
+        "kto": ("input_ids", "labels", "kl_input_ids", "kl_labels", "kto_tags")}.get(args["stage"])
+
+
 def ids(row):
+    if KEYS:
+        return {key: row[key] for key in KEYS}
     end = len(row["input_ids"])
     if "position_ids" in row:  # packed: without the padding up to cutoff_len (ours has none)
         while end and row["input_ids"][end - 1] == pad and row["labels"][end - 1] == -100:
@@ -66,6 +89,26 @@ json.dump(out, open(sys.argv[2], "w"))
 """
 
 
+def _lf_row(row: dict, stage: str) -> object:
+    """Our row as LLaMA-Factory's processor writes it (the columns :data:`THEIRS` dumps)."""
+    def joined(prompt, answer):
+        return list(prompt) + list(answer), [-100] * len(prompt) + list(answer)
+
+    if stage == "rm":
+        return {"chosen_input_ids": list(row["chosen_ids"]), "rejected_input_ids": list(row["rejected_ids"])}
+    if stage == "dpo":
+        (chosen, chosen_labels), (rejected, rejected_labels) = (joined(row["prompt_ids"], row[f"{side}_ids"])
+                                                                for side in ("chosen", "rejected"))
+        return {"chosen_input_ids": chosen, "chosen_labels": chosen_labels, "rejected_input_ids": rejected,
+                "rejected_labels": rejected_labels}
+    if stage == "kto":
+        (ids, labels), (kl_ids, kl_labels) = (joined(row["prompt_ids"], row["completion_ids"]),
+                                              joined(row["KL_prompt_ids"], row["KL_completion_ids"]))
+        return {"input_ids": ids, "labels": labels, "kl_input_ids": kl_ids, "kl_labels": kl_labels,
+                "kto_tags": bool(row["label"])}
+    return list(row["input_ids"])
+
+
 def ours(args: dict, n: int) -> dict:
     import torch
 
@@ -84,13 +127,13 @@ def ours(args: dict, n: int) -> dict:
         for batch in torch.utils.data.DataLoader(bundle.train, batch_size=cfg.train.per_device_train_batch_size,
                                                  num_workers=cfg.train.dataloader_num_workers, collate_fn=list):
             for row in batch:
-                rows.append(list(row["input_ids"]))
+                rows.append(_lf_row(row, cfg.finetuning.stage))
             if epoch and len(rows) >= n:
                 rows = rows[:n]
                 break
         out[f"epoch {epoch}"] = rows
     if bundle.eval is not None:
-        out["eval"] = [list(ids) for ids in bundle.eval["input_ids"]]
+        out["eval"] = [_lf_row(row, cfg.finetuning.stage) for row in bundle.eval]
     return out
 
 

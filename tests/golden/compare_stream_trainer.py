@@ -1,12 +1,13 @@
-"""By hand: train one ``streaming: true`` sft config with LLaMA-Factory's real Trainer and with ours, record the
-input ids of every row of every batch each one's training data loader hands over (in the main process, in the order
+"""By hand: train one ``streaming: true`` config (sft, rm, dpo or kto) with LLaMA-Factory's real Trainer and with
+ours, record the input ids of every row of every batch each one's training data loader hands over (rm and dpo: the
+chosen rows, then the rejected ones; kto: the rows, then their KL rows) (in the main process, in the order
 the steps take them; padding removed), and compare them in order (the rows the steps train on, across the stream's
 epochs, plus the batches each loader reads ahead). Nothing here runs in the test suite.
 
     python -m tests.golden.compare_stream_trainer --incumbent /path/to/lf-venv/bin/python config.yaml
 
 The config needs what ``lf-engine train`` and ``llamafactory-cli train`` both read (``model_name_or_path`` a local
-model folder, ``stage: sft``, ``dataset``, ``dataset_dir``, ``template``, ``max_steps``, ...); ``dataloader_num_workers:
+model folder, ``stage``, ``dataset``, ``dataset_dir``, ``template``, ``max_steps``, ...); ``dataloader_num_workers:
 1`` is set for both when unset (LLaMA-Factory 0.9.5 stops with 0). Runs on the CPU (CUDA_VISIBLE_DEVICES is emptied).
 """
 
@@ -32,8 +33,12 @@ def rows_of(batch):
     if "cu_seq_lens_q" in batch:  # ours, padding-free: the rows back to back
         flat, bounds = ids[0].tolist(), batch["cu_seq_lens_q"].tolist()
         return [flat[a:b] for a, b in zip(bounds, bounds[1:])]
-    mask = batch["attention_mask"]
-    return [row[keep.bool()].tolist() for row, keep in zip(ids, mask)]
+    rows = []
+    for prefix in ("", "kl_", "KL_"):  # kto: the KL rows after the rows (LLaMA-Factory's kl_, TRL's KL_)
+        if prefix + "input_ids" in batch:
+            pairs = zip(batch[prefix + "input_ids"], batch[prefix + "attention_mask"])
+            rows += [row[keep.bool()].tolist() for row, keep in pairs]
+    return rows
 
 
 def recorder(path):
@@ -47,6 +52,17 @@ def recorder(path):
         kind._next_data = record
 """
 THEIRS = RECORD + r"""
+import types
+try:  # a CPU torch without a torchvision/torchaudio that imports: hide them (text rows never use them)
+    import torchvision, torchaudio  # noqa
+except Exception:
+    for name in [key for key in sys.modules if key.split(".")[0] in ("torchvision", "torchaudio")]:
+        del sys.modules[name]
+    sys.modules["torchvision"] = sys.modules["torchaudio"] = None
+    import transformers  # noqa: its availability checks now say no
+    sys.modules["torchaudio"] = types.ModuleType("torchaudio")  # LLaMA-Factory's mm_plugin imports it
+    import llamafactory.data.mm_plugin  # noqa
+    sys.modules["torchaudio"] = None
 recorder(sys.argv[2])
 from llamafactory.train.tuner import run_exp
 run_exp(json.loads(sys.argv[1]))

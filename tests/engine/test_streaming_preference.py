@@ -124,3 +124,34 @@ def test_check_accepts_a_streamed_preference_config(stage, tmp_path):
 
     problems = [str(problem) for problem in check(_config(stage, tmp_path), "train")]
     assert not [problem for problem in problems if "stream" in problem], problems
+
+
+def test_kto_streaming_memory_does_not_grow_with_the_rows(tmp_path, monkeypatch):
+    """Iterating a KTO stream of 1,000 rows (KL pairs and all) peaks at about what 200 rows peak at: one batch and
+    the buffer."""
+    import gc
+    import tracemalloc
+
+    monkeypatch.setenv("LF_ENGINE_CACHE", "off")
+    peaks = {}
+    info = {"formatting": "sharegpt", "columns": {"messages": "messages", "kto_tag": "kto_tag"},
+            "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}}
+    for count in (200, 1000):
+        rows = [{"messages": [{"role": "user", "content": f"What is {i} plus {i}?"},
+                              {"role": "assistant", "content": f"It is {2 * i + i % 2}."}], "kto_tag": i % 2 == 0}
+                for i in range(count)]
+        (tmp_path / f"kto{count}.json").write_text(json.dumps(rows), encoding="utf-8")
+        (tmp_path / "dataset_info.json").write_text(json.dumps({"rows": {**info, "file_name": f"kto{count}.json"}}),
+                                                    encoding="utf-8")
+        cfg = load_config(None, {**BASE, "stage": "kto", "dataset": "rows", "dataset_dir": str(tmp_path),
+                                 "preprocessing_batch_size": 40, "buffer_size": 20, "output_dir": str(tmp_path)})
+        bundle = get_dataset(cfg, *_components(cfg))
+        gc.collect()
+        tracemalloc.start()
+        try:
+            seen = sum(1 for _ in bundle.train)
+            peaks[count] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert seen == count
+    assert peaks[1000] < 1.3 * peaks[200], peaks

@@ -94,18 +94,11 @@ def missing_package(key: str) -> str | None:
 
 
 def each_dataset_problems(cfg: Any) -> list[str]:
-    """``eval_on_each_dataset`` where it cannot work here (implemented for sft, pt, kto, rm and dpo,
-    except dpo's orpo and simpo losses)."""
+    """``eval_on_each_dataset`` where it cannot work here (implemented for sft, pt, kto, rm and dpo)."""
     ft, tr = cfg.finetuning, cfg.train
     if ft.stage not in ("sft", "pt", "kto", "dpo", "rm"):
         return [f"`eval_on_each_dataset: true` evaluates each dataset on its own for stage sft, pt, rm, dpo or kto here; "
                 f"this config has `stage: {ft.stage}`. Remove it (its evaluation then covers all of `eval_dataset` together)."]
-    if ft.stage == "dpo" and ft.pref_loss in ("orpo", "simpo"):  # our own trainer (engine.train.odds_ratio)
-        return [f"`eval_on_each_dataset: true` with `pref_loss: {ft.pref_loss}` is not implemented here: that loss runs on "
-                "this project's own trainer (engine.train.odds_ratio), whose evaluation per dataset has not been checked "
-                "against LLaMA-Factory's (dpo's sigmoid, hinge and ipo losses and stage rm run on TRL's trainers, which "
-                "evaluate each set apart). Remove "
-                "`eval_on_each_dataset` (its evaluation then covers all of `eval_dataset` together)."]
     if tr.predict_with_generate and (tr.do_eval or tr.eval_strategy not in (None, "no")):
         return ["`eval_on_each_dataset: true` with `predict_with_generate: true` (an evaluation that generates) is not "
                 "implemented here; remove one of them (`do_predict` scores generated replies of all of "

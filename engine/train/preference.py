@@ -57,9 +57,11 @@ def _pretokenized(columns: tuple[str, ...], cfg: RunConfig | None = None) -> typ
     from trl import DPOTrainer, KTOTrainer
 
     from engine.train.kto_metrics import RowMeansMixin
+    from engine.train.lf_logits import PairLogitsMixin
 
     base = KTOTrainer if "completion_ids" in columns else DPOTrainer
-    means = (RowMeansMixin,) if base is KTOTrainer else ()  # LLaMA-Factory's row means of the reward metrics
+    # LLaMA-Factory's metrics: kto's row means (rewards, logps, logits) and kl; dpo's logits of the padded batch
+    means = (RowMeansMixin,) if base is KTOTrainer else (PairLogitsMixin,)
 
     class PretokenizedTrainer(ShardingMixin, *means, base):
         def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
@@ -97,6 +99,14 @@ def _pretokenized(columns: tuple[str, ...], cfg: RunConfig | None = None) -> typ
 
 def _common(cfg: RunConfig) -> dict[str, Any]:
     return {"max_length": cfg.data.cutoff_len}
+
+
+def _padded(cfg: RunConfig) -> dict[str, Any]:
+    """dpo and kto: :func:`_common`, batches padded as LLaMA-Factory's preference collators pad them (its logits
+    metrics count the padding: ``engine.train.lf_logits``)."""
+    from engine.train.lf_logits import PAD_MULTIPLE
+
+    return {**_common(cfg), "pad_to_multiple_of": PAD_MULTIPLE}
 
 
 def _train_set(bundle: Any) -> Any:
@@ -152,7 +162,7 @@ def build_dpo_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
         loss_type, weights = [ft.pref_loss, "sft"], [1.0, ft.pref_ftx]
     args = build_args(
         DPOConfig, cfg, has_eval=bundle.eval is not None, beta=ft.pref_beta, loss_type=loss_type,
-        loss_weights=weights, label_smoothing=ft.dpo_label_smoothing, **_common(cfg),
+        loss_weights=weights, label_smoothing=ft.dpo_label_smoothing, **_padded(cfg),
     )
     refuse_adapted_head(model, "dpo")
     itself = uses_itself(cfg)
@@ -188,7 +198,7 @@ def _build_odds_ratio_family(cfg: RunConfig, model: Any, tokenizer: Any, bundle:
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     args = build_args(TrainingArguments, cfg, has_eval=bundle.eval is not None)
     return OddsRatioTrainer(
-        model=model, args=args, train_dataset=_train_set(bundle), eval_dataset=bundle.eval,
+        model=model, args=args, train_dataset=_train_set(bundle), eval_dataset=bundle.eval_sets or bundle.eval,
         processing_class=tokenizer, data_collator=PairCollator(pad), callbacks=callbacks,
         loss=ft.pref_loss, beta=ft.pref_beta, gamma=ft.simpo_gamma, ftx=ft.pref_ftx,
     )
@@ -211,7 +221,7 @@ def build_kto_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
     specific: dict[str, Any] = {"per_device_train_batch_size": max(2, batch)}
     args = build_args(
         KTOConfig, cfg, has_eval=bundle.eval is not None, beta=ft.pref_beta,
-        desirable_weight=ft.kto_chosen_weight, undesirable_weight=ft.kto_rejected_weight, **_common(cfg), **specific,
+        desirable_weight=ft.kto_chosen_weight, undesirable_weight=ft.kto_rejected_weight, **_padded(cfg), **specific,
     )
     refuse_adapted_head(model, "kto")
     itself = uses_itself(cfg)

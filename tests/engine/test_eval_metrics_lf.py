@@ -243,8 +243,9 @@ def test_each_eval_dataset_is_evaluated_on_its_own(tmp_path, monkeypatch):
 def test_eval_on_each_dataset_where_it_cannot_work():
     with pytest.raises(ConfigError, match="for stage sft, pt, rm, dpo or kto here; this config has `stage: ppo`"):
         build_config({"eval_on_each_dataset": True, "stage": "ppo", "eval_dataset": "a", "reward_model": "r"})
-    with pytest.raises(ConfigError, match="with `pref_loss: orpo` is not implemented here"):
-        build_config({"eval_on_each_dataset": True, "stage": "dpo", "pref_loss": "orpo", "eval_dataset": "a"})
+    for loss in ("orpo", "simpo"):  # LLaMA-Factory's losses evaluate each set too (tests/engine/test_pref_metrics_lf.py)
+        assert build_config({"eval_on_each_dataset": True, "stage": "dpo", "pref_loss": loss,
+                             "eval_dataset": "a"}).data.eval_on_each_dataset
     with pytest.raises(ConfigError, match="with `predict_with_generate: true`"):
         build_config({"eval_on_each_dataset": True, "predict_with_generate": True, "do_eval": True,
                       "eval_dataset": "a"})

@@ -309,7 +309,7 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             failed = [s for s in states.values() if s["status"] in ("failed", "aborted", "completed")]
             if failed:
                 chat_workers.stop_ids(board, plan.started)  # a worker it shares with another page is that page's
-                yield t(lang, "chat_load_failed", error=failed[0]["error"] or failed[0]["status"]), {}, gr.skip()
+                yield t(lang, "chat_load_failed", error=failure_text(board, failed[0], lang)), {}, gr.skip()
                 return
             if all(s.get("ready") and s.get("port") for s in states.values()):
                 ports = ", ".join(f"{side}: {s['port']}" for side, s in states.items())
@@ -453,6 +453,17 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
 
     gr.on([demo.load, top.lang.change], on_page_load, [tab.servers, top.lang],
           [tab.status, tab.servers, tab.chatbot_base], show_progress="hidden", **private)
+
+
+def failure_text(board: Board, status: dict[str, Any], lang: str) -> str:
+    """Why a worker ended as it loaded: its error (in ``lang`` where run.json has it as data: a full disk, an exit
+    code; app.run_errors), else its status in ``lang``."""
+    try:
+        mon = board.jobs.monitor(status["id"])
+        error = mon.error_lines(mon.local_error(lang))
+    except JobError:
+        error = status.get("error")
+    return error or t(lang, "status_" + str(status.get("status")))
 
 
 def gone_text(board: Board, servers: dict[str, str] | None, live: dict[str, dict[str, Any]], lang: str) -> str:

@@ -220,3 +220,16 @@ def test_a_late_page_refresh_never_brings_back_a_worker_being_ended(board, monke
             with contextlib.suppress(KeyError, ProcessLookupError):
                 os.killpg(board.jobs.folder(run_id).info()["pgid"], signal.SIGKILL)
             board.jobs.wait(run_id, 30)
+
+
+def test_a_worker_that_ended_as_it_loaded_says_why_in_the_pages_language(board):
+    """The Load's line quoted run.json's English (or the bare status, "aborted") on a Chinese page."""
+    run_id = board.jobs.submit("chat", {"fake_steps": 1, "fake_silent_exit": True})
+    assert board.jobs.wait(run_id, 30) == "failed"
+    zh = chat.failure_text(board, board.jobs.status(run_id), "zh")
+    assert zh.startswith("进程以退出码 3 结束。") and "The process" not in zh, zh
+    assert chat.failure_text(board, board.jobs.status(run_id), "en").startswith("The process exited with code 3.")
+    stopped = board.jobs.submit("chat", {"fake_steps": 100})
+    board.jobs.abort(stopped)
+    assert board.jobs.wait(stopped, 30) == "aborted"
+    assert chat.failure_text(board, board.jobs.status(stopped), "zh") == "已中止"

@@ -124,9 +124,12 @@ def busy(run_ids: Iterable[str]) -> list[str]:
 
 
 def adopt(board: Board) -> dict[str, str]:
-    """{side: run id} of the running chat workers (the newest per side), for a page that knows none."""
+    """{side: run id} of the running chat workers (the newest per side; none that is being ended), for a page that
+    knows none."""
     sides: dict[str, str] = {}
     for info in live_chat_runs(board):
+        if unloading(info):
+            continue
         side = info.get("side") or "main"
         sides.setdefault(side if side in ("main", "base") else "main", info["id"])
     return sides

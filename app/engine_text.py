@@ -52,9 +52,12 @@ def problems_text(lang: str | None, heading: str, problems: Iterable[object], de
     return heading + "\n" + problem_lines(lang, problems, default)
 
 
-def error_text(lang: str | None, code: str | None, text: str) -> str:
-    """A run's failure as plain text (a text box) framed in ``lang``: '' for no text."""
-    return t(lang, "engine_error", kind=kind(lang, code), text=text) if text else ""
+def error_text(lang: str | None, code: str | None, text: str, local: bool = False) -> str:
+    """A run's failure as plain text (a text box) framed in ``lang``: '' for no text. ``local``: the message is in
+    ``lang`` already (app.run_errors), not the engine's English."""
+    if not text:
+        return ""
+    return t(lang, "engine_error_local" if local else "engine_error", kind=kind(lang, code), text=text)
 
 
 def reason_text(lang: str | None, code: str | None, text: str) -> str:

@@ -29,9 +29,10 @@ import yaml
 
 from app.launch import build_command, stop_ranks
 from app.monitor import RunMonitor
-from app.run_outcome import decide
+from app.run_outcome import decide, disk_full_problem
 from engine.config.limits import shorten, surrogate_at
-from engine.diskfull import disk_full_message, free_mb, is_disk_full, nearly_full
+from engine.diskfull import free_mb, is_disk_full, nearly_full
+from engine.errors import Problem
 from engine.runs import (
     FINAL_STATUSES,
     KINDS,
@@ -213,7 +214,7 @@ class JobManager:
                         self._write(folder, status="failed", finished_at=time.time(), error=(
                             f"The board restarted before this run started, and the secret it was submitted with "
                             f"({', '.join(lost)}) was kept only in that board's memory, never on disk; the run was "
-                            "not started. Submit it again."), error_code="secret_lost")
+                            "not started. Submit it again."), error_code="secret_lost", error_params={"secrets": lost})
                         found["failed"].append(run_id)
                         continue
                     queued.append((info.get("created_at", 0), run_id))
@@ -555,12 +556,12 @@ class JobManager:
                     start_new_session=True,
                 )
         except OSError as err:
-            error, code = f"Could not start `{' '.join(command)}`: {err}", "start_failed"
+            error = Problem(f"Could not start `{' '.join(command)}`: {err}", "start_failed")
             if is_disk_full(err, folder.path):
-                error, code = disk_full_message(folder.path), "disk_full"
+                error = disk_full_problem(folder.path, "start")
             failed = _Live(folder.id, 0, kind=kind, ended=True)
-            failed.pending = dict(status="failed", finished_at=time.time(), exit_code=None, error=error,
-                                  error_code=code)
+            failed.pending = dict(status="failed", finished_at=time.time(), exit_code=None, error=str(error),
+                                  error_code=error.code, error_params=getattr(error, "params", None))
             self._live[folder.id] = failed  # the tick writes the outcome (and retries it)
             return True
         live = _Live(folder.id, proc.pid, kind=kind, proc=proc, started=time.time())
@@ -589,7 +590,7 @@ class JobManager:
         else:
             status, error = decide(folder, exit_code, reason)
             fields = {"status": status, "error": error, "error_code": getattr(error, "code", None),
-                      "exit_code": exit_code, "finished_at": time.time()}
+                      "error_params": getattr(error, "params", None), "exit_code": exit_code, "finished_at": time.time()}
         if fields and not self._try_write(folder, live, fields):
             return False
         logger.info("Run %s ended: %s", folder.id, folder.status())

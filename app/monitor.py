@@ -123,12 +123,13 @@ class RunMonitor:
                 kept.append(self._partial.rsplit("\r", 1)[-1])
         return "\n".join(kept)
 
-    def error_lines(self) -> str:
-        """Why a failed run failed: the engine's error, its traceback tail, and the last lines of its log."""
+    def error_lines(self, error: str | None = None) -> str:
+        """Why a failed run failed: the engine's error (``error``: it as the page shows it, app.run_errors), its
+        traceback tail, and the last lines of its log."""
         if self.status not in ("failed",):
             return ""
         parts = []
-        error = self._info.get("error") or (self.end or {}).get("error")
+        error = error or self._info.get("error") or (self.end or {}).get("error")
         if error:
             parts.append(str(error).strip())
         log_tail = self.log_text(ERROR_LINES).strip()
@@ -142,6 +143,19 @@ class RunMonitor:
     def error_code(self) -> str | None:
         """The stable code of why the run failed or was aborted (run.json's, else the end event's; None: not told)."""
         return self._info.get("error_code") or (self.end or {}).get("error_code")
+
+    @property
+    def error_params(self) -> dict[str, Any] | None:
+        """The error's words as data, where recorded (run.json's ``error_params``, else the end event's)."""
+        params = self._info.get("error_params") or (self.end or {}).get("error_params")
+        return params if isinstance(params, dict) else None
+
+    def local_error(self, lang: str | None) -> str | None:
+        """The error in ``lang`` where run.json records it as data (app.run_errors), else None."""
+        from app.run_errors import local_error
+
+        return local_error(lang, self.error_code, self.error_params,
+                           self._info.get("error") or (self.end or {}).get("error"))
 
     def progress(self) -> dict[str, Any]:
         """Step, total, fraction, loss, learning rate, tokens/s, elapsed and ETA as far as known."""

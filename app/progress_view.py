@@ -234,7 +234,8 @@ def watch(board: Board, run_id: str | None, seen: Any, lang: str) -> dict[str, A
     return {
         "card": status_card(board, run_id, lang),
         "log": reveal(mon.log_text(), names=False),
-        "error": error_text(lang, mon.error_code, reveal(mon.error_lines(), names=False)),
+        "error": error_text(lang, mon.error_code, reveal(mon.error_lines(local := mon.local_error(lang)), names=False),
+                            local=local is not None),
         "final": not live,
         "seen": marker,
         "exists": True,

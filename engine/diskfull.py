@@ -45,8 +45,24 @@ def free_mb(path: str | Path) -> int | None:
     return None
 
 
-def disk_full_message(path: str | Path, then: str = "resume the run") -> str:
-    free = free_mb(path)
+THEN = {"resume": "resume the run", "start": "start the run again"}
+"""What to do once there is room (or a smaller file), by the code run.json's ``error_params`` records as ``then``."""
+
+_ASK = object()
+
+
+def storage_params(path: str | Path, then: str, removed: list[str] | tuple[str, ...] = ()) -> dict:
+    """run.json's ``error_params`` beside a full disk's or a too-large file's message (``error_code`` disk_full or
+    file_too_large): what a reader needs to say it in another language. ``path`` (the folder), ``free_mb`` (None:
+    unknown), ``then`` (a code of :data:`THEN`, else the words as given) and ``removed`` (the incomplete checkpoints
+    removed to make room)."""
+    code = next((key for key, words in THEN.items() if words == then), then)
+    return {"path": str(path), "free_mb": free_mb(path), "then": code, "removed": list(removed)}
+
+
+def disk_full_message(path: str | Path, then: str = "resume the run", free: int | None | object = _ASK) -> str:
+    """The message of a full disk at ``path`` (``free``: the free MB when already measured, None: unknown)."""
+    free = free_mb(path) if free is _ASK else free
     shown = "unknown" if free is None else f"{free:,}"
     return (f"No space left on device: {path}, free {shown} MB. Free some space (delete old runs or checkpoints, "
             f"or set `save_total_limit`), then {then}.")

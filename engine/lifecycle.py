@@ -18,12 +18,14 @@ from typing import Any
 
 from engine.checkpoints import latest_complete, remove_torn
 from engine.diskfull import (
+    THEN,
     DiskFullError,
     FileTooLargeError,
     disk_full_message,
     file_too_large_message,
     is_disk_full,
     is_file_too_large,
+    storage_params,
 )
 from engine.errors import AbortRequested, RankFailure, UserError, error_code
 from engine.ranks import (
@@ -72,6 +74,7 @@ class JobContext:
         self.in_loop = False
         self.status = "running"
         self.error: str | None = None
+        self.error_params: dict[str, Any] | None = None  # run.json's: the error's words as data (engine.diskfull)
         self.metrics: dict[str, Any] = {}
         self._old_handlers: dict[int, Any] = {}
         self._entered = time.time()
@@ -199,7 +202,7 @@ class JobContext:
             self.status = "completed"
         code = self._error_code(exc_type, disk_full, too_large, bool(other and self.error == other) or bool(peer))
         outcome = {"status": self.status, "finished_at": time.time(), "exit_code": exit_code, "error": self.error,
-                   "error_code": code}
+                   "error_code": code, "error_params": self.error_params}
         try:  # run.json first: on a full disk the room a removed torn checkpoint freed goes to the outcome
             self.folder.update(**outcome)
         except OSError as err:
@@ -208,7 +211,7 @@ class JobContext:
                 logger.error("Could not record the outcome in %s: %s", self.folder.run_path, err)
         try:
             self.events.write({"event": "end", "status": self.status, "error": self.error, "error_code": code,
-                               "metrics": self.metrics})
+                               "error_params": self.error_params, "metrics": self.metrics})
         except OSError as err:
             logger.error("Could not record the outcome in %s: %s", self.folder.events_path, err)
         if disk_full and not isinstance(exc, DiskFullError):
@@ -263,7 +266,11 @@ class JobContext:
         :func:`file_too_large_message`); torn checkpoints (useless for resuming) are removed first, to make room."""
         removed = remove_torn(self.folder.path)
         latest, _ = latest_complete(self.folder.path)
-        text = message(self.folder.path, then="resume the run" if latest else "start the run again")
+        self.error_params = storage_params(self.folder.path, THEN["resume" if latest else "start"], removed)
+        if message is disk_full_message:
+            text = message(self.folder.path, then=THEN[self.error_params["then"]], free=self.error_params["free_mb"])
+        else:
+            text = message(self.folder.path, then=THEN[self.error_params["then"]])
         if removed:
             text += f" Removed the incomplete {', '.join(removed)} (it could not be resumed from)."
         return text

@@ -116,6 +116,20 @@ def live_servers(board: Board, servers: dict[str, str] | None) -> dict[str, dict
     return out
 
 
+def staying_servers(board: Board, servers: dict[str, str] | None) -> dict[str, dict[str, Any]]:
+    """:func:`live_servers` less those being ended (an Unload or another Load signalled them; they still run a
+    moment)."""
+    out = {}
+    for side, status in live_servers(board, servers).items():
+        try:
+            info = board.jobs.folder(status["id"]).info()
+        except JobError:
+            continue
+        if not chat_workers.unloading(info):
+            out[side] = status
+    return out
+
+
 def unload(board: Board, servers: dict[str, str] | None, keep: Any = ()) -> list[str]:
     """Stop this page's chat servers and any other live one of the workspace (say, left by an earlier board or
     another tab), except the run ids in ``keep``: Unload always frees the memory. Returns the run ids signalled."""
@@ -295,7 +309,7 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             failed = [s for s in states.values() if s["status"] in ("failed", "aborted", "completed")]
             if failed:
                 chat_workers.stop_ids(board, plan.started)  # a worker it shares with another page is that page's
-                yield t(lang, "chat_load_failed", error=failed[0]["error"] or failed[0]["status"]), {}, gr.skip()
+                yield t(lang, "chat_load_failed", error=failure_text(board, failed[0], lang)), {}, gr.skip()
                 return
             if all(s.get("ready") and s.get("port") for s in states.values()):
                 ports = ", ".join(f"{side}: {s['port']}" for side, s in states.items())
@@ -423,11 +437,12 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
 
     def on_page_load(servers, lang):
         # also when the page's language is set: the load's line is composed before it is known (a Chinese page
-        # kept it in English)
-        live = live_servers(board, servers)
+        # kept it in English). Answered late, ``servers`` is the page's as it was when this was sent: a worker that a
+        # Load or an Unload pressed meanwhile is ending must not be written back over what that wrote
+        live = staying_servers(board, servers)
         adopted = not live
         if adopted:  # a new browser, or the page of an earlier board: adopt the workers still running
-            live = live_servers(board, chat_workers.adopt(board))
+            live = staying_servers(board, chat_workers.adopt(board))
         if not live:  # leave the page's servers as they are: a Load that started while this was under way has
             return gr.skip(), gr.skip(), gr.skip()  # written its new worker there (a send to a gone one says so)
         return (
@@ -438,6 +453,17 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
 
     gr.on([demo.load, top.lang.change], on_page_load, [tab.servers, top.lang],
           [tab.status, tab.servers, tab.chatbot_base], show_progress="hidden", **private)
+
+
+def failure_text(board: Board, status: dict[str, Any], lang: str) -> str:
+    """Why a worker ended as it loaded: its error (in ``lang`` where run.json has it as data: a full disk, an exit
+    code; app.run_errors), else its status in ``lang``."""
+    try:
+        mon = board.jobs.monitor(status["id"])
+        error = mon.error_lines(mon.local_error(lang))
+    except JobError:
+        error = status.get("error")
+    return error or t(lang, "status_" + str(status.get("status")))
 
 
 def gone_text(board: Board, servers: dict[str, str] | None, live: dict[str, dict[str, Any]], lang: str) -> str:

@@ -63,14 +63,20 @@ def wire(panel: ProfilePanel, board: Board, demo: gr.Blocks, lang: gr.State) -> 
     private = {"api_visibility": "private"}
 
     def on_refresh(current, lang_code):
+        # ``current`` is the pick as it was when this was sent: answered late (a language switch on a busy board), it
+        # must not put it back over one made meanwhile, so a pick still listed is left alone
         ids = profiled_runs(board.jobs.runs_dir, board.jobs.list())
-        value = current if current in ids else (ids[0] if ids else None)
-        summary, frame = profile_view(board.jobs.runs_dir, value, lang_code)
-        return gr.update(choices=ids, value=value), summary, frame
+        if current in ids:
+            return gr.update(choices=ids)
+        return gr.update(choices=ids, value=ids[0] if ids else None)
 
-    outputs = [panel.run, panel.summary, panel.table]
-    panel.refresh_btn.click(on_refresh, [panel.run, lang], outputs, **private)
+    def on_view(run, lang_code):  # the pick as it is once the list is up to date
+        return profile_view(board.jobs.runs_dir, run, lang_code)
+
+    view = {"fn": on_view, "inputs": [panel.run, lang], "outputs": [panel.summary, panel.table],
+            "show_progress": "hidden", **private}
+    panel.refresh_btn.click(on_refresh, [panel.run, lang], panel.run, **private).then(**view)
     # and again when the page's language is known (composed on load, a Chinese page kept its hint in English)
-    gr.on([demo.load, lang.change], on_refresh, [panel.run, lang], outputs, show_progress="hidden", **private)
-    panel.run.input(lambda r, lc: profile_view(board.jobs.runs_dir, r, lc), [panel.run, lang],
-                    [panel.summary, panel.table], **private)
+    gr.on([demo.load, lang.change], on_refresh, [panel.run, lang], panel.run, show_progress="hidden",
+          **private).then(**view)
+    panel.run.input(**view)

@@ -18,6 +18,7 @@ from app.jobs import JobError
 from app.markup import SafeMarkdown
 from app.monitor import final_loss
 from app.progress_view import typed_frame
+from app.run_errors import STOPPED, local_error
 from app.tabs.train import abort_message
 from app.visible_text import reveal
 from engine.runs import FINAL_STATUSES, KINDS, RunFolder
@@ -141,14 +142,18 @@ def table_frame(board: Board, lang: str) -> tuple[pd.DataFrame, list[str]]:
     rows = history.summaries(runs, board.jobs.runs_dir, last_loss)
     started = {info["id"] for info in runs if info.get("started_at")}
     codes = {info["id"]: info.get("error_code") for info in runs}
+    infos = {info["id"]: info for info in runs}
     for row in rows:
         if row["status"] == "aborted" and row["id"] not in started:  # cancelled while it waited in the queue
             row["reason"] = t(lang, "runs_reason_cancelled")
-        elif row["status"] == "aborted" and not row["reason"]:  # Abort (the engine records no error for it)
+        elif row["status"] == "aborted" and row["reason"] in ("", STOPPED):  # Abort (no error, or always these words)
             row["reason"] = t(lang, "runs_reason_stopped")
-        elif row["reason"]:  # the engine's words, headed by their kind in the page's language
+        elif row["reason"]:  # the engine's words (where run.json has them as data, in the page's language: a full
+            # disk...), headed by their kind in the page's language
             code = codes.get(row["id"]) or ("aborted" if row["status"] == "aborted" else None)
-            row["reason"] = reason_text(lang, code, row["reason"])
+            info = infos[row["id"]]
+            local = local_error(lang, code, info.get("error_params"), info.get("error"))
+            row["reason"] = reason_text(lang, code, history.reason({**info, "error": local}) if local else row["reason"])
         row["status"] = t(lang, "status_" + row["status"]) if row["status"] else ""
         row["kind"] = t(lang, "kind_" + row["kind"]) if row["kind"] in KINDS else row["kind"]
         row["queue"] = row["queue"] or ""

@@ -94,6 +94,9 @@ def dataset_choices(dataset_dir: str | None, lang: str | None = "en") -> tuple[l
     choices = []
     for name, info in found.items():
         kind = catalog.dataset_kind(info)
+        if kind == "broken":  # a word, not a format's name: the page shows it in its language (gradio translates the
+            choices.append((reveal(f"{name} · ") + str(L("train_dataset_kind_broken")), name))  # key in the label)
+            continue
         choices.append((reveal(f"{name} · {kind}" if kind else name), name))
     return choices, note
 

@@ -3,6 +3,9 @@ its own conversation, and no worker ended from under another page's reply withou
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import threading
 import time
 
@@ -180,3 +183,53 @@ def test_a_page_load_refresh_with_no_worker_leaves_the_pages_servers_alone(board
     assert all(isinstance(out, dict) and out.get("__type__") == "update" and len(out) == 1 for out in
                (status, servers, base)), (status, servers, base)  # gr.skip(): every output as it is
     assert gr.skip() == servers
+
+
+def test_a_late_page_refresh_never_brings_back_a_worker_being_ended(board, monkeypatch):
+    """The page's load refresh (run again when its language arrives or changes) is answered with the servers the page
+    had when it was sent. A Load of another model or an Unload pressed meanwhile has signalled those workers, which
+    run on for a moment: written back, the page sent to a worker on its way out ("no longer running") and its line
+    said Ready again after the Unload."""
+    import gradio as gr
+
+    from app.ui import build_ui
+
+    real = forms.resolved_mapping  # the workers ignore SIGTERM: they run on (signalled) until the SIGKILL
+    monkeypatch.setattr(forms, "resolved_mapping", lambda cfg, out: {**real(cfg, out), "fake_ignore_term": True})
+    monkeypatch.setattr(board.jobs, "kill_grace", 60.0)  # which comes at the end of the test, not in it
+    demo = build_ui(board)
+    on_page_load = next(f.fn for f in demo.fns.values() if f.fn is not None and f.fn.__name__ == "on_page_load"
+                        and len(f.outputs) == 3)
+    first = chat.load_servers(board, DEMO, {}, False, {})
+    started = [first.servers["main"]]
+    try:
+        _wait_ready(board, first.servers)
+        sent = dict(first.servers)  # the page's servers as the refresh was sent
+        replaced = chat.load_servers(board, OTHER, {}, False, first.servers)  # the page's Load of another template
+        started.append(replaced.servers["main"])
+        assert board.jobs.status(sent["main"])["status"] == "running"  # signalled, still running
+        _, servers, _ = on_page_load(sent, "en")
+        assert servers == replaced.servers, servers  # the Load's worker, not the one it is ending
+        _wait_ready(board, replaced.servers)
+        chat.unload(board, replaced.servers)  # the page's Unload: it wrote {} and "Unloaded 1 chat server(s)"
+        assert board.jobs.status(replaced.servers["main"])["status"] == "running"
+        for late in (sent, {}, replaced.servers):  # sent before the Load, as the page opened, after the Load
+            assert on_page_load(late, "en") == (gr.skip(), gr.skip(), gr.skip()), late
+    finally:
+        for run_id in started:  # the SIGKILL the manager would send in a minute
+            with contextlib.suppress(KeyError, ProcessLookupError):
+                os.killpg(board.jobs.folder(run_id).info()["pgid"], signal.SIGKILL)
+            board.jobs.wait(run_id, 30)
+
+
+def test_a_worker_that_ended_as_it_loaded_says_why_in_the_pages_language(board):
+    """The Load's line quoted run.json's English (or the bare status, "aborted") on a Chinese page."""
+    run_id = board.jobs.submit("chat", {"fake_steps": 1, "fake_silent_exit": True})
+    assert board.jobs.wait(run_id, 30) == "failed"
+    zh = chat.failure_text(board, board.jobs.status(run_id), "zh")
+    assert zh.startswith("进程以退出码 3 结束。") and "The process" not in zh, zh
+    assert chat.failure_text(board, board.jobs.status(run_id), "en").startswith("The process exited with code 3.")
+    stopped = board.jobs.submit("chat", {"fake_steps": 100})
+    board.jobs.abort(stopped)
+    assert board.jobs.wait(stopped, 30) == "aborted"
+    assert chat.failure_text(board, board.jobs.status(stopped), "zh") == "已中止"

@@ -424,8 +424,9 @@ def test_history_says_why_a_run_failed(board):
     assert reasons[ok] == ""
     # the engine's words, headed by their kind in the page's language (this fake engine records no code)
     assert reasons[bad] == "【引擎提示】ValueError: the fake engine was told to fail"
-    # an error quoting the end of the run's log: its first line and the log's last line, on one line
-    assert reasons[silent].startswith("【进程异常退出】The process exited with code 3.")
+    # an error quoting the end of the run's log: its first line (the board's own words: in the page's language) and
+    # the log's last line, on one line
+    assert reasons[silent].startswith("【进程异常退出】进程以退出码 3 结束。")
     assert reasons[silent].endswith("… something went badly wrong") and "\n" not in reasons[silent]
 
 

@@ -215,7 +215,7 @@ def test_a_queued_run_whose_secret_died_with_the_board_fails_with_the_fix_instea
     assert found["failed"] == [secret] and found["queued"] == [plain]
     info = RunFolder(runs / secret).info()
     assert info["status"] == "failed" and "(LF_TEST_SECRET_TOKEN) was kept only in that board's memory" in info["error"]
-    assert "Submit it again" in info["error"]
+    assert "Submit it again" in info["error"] and info["error_params"] == {"secrets": ["LF_TEST_SECRET_TOKEN"]}
 
 
 def test_child_gets_repo_on_pythonpath(tmp_path):

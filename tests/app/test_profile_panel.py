@@ -39,15 +39,41 @@ def test_the_page_builds_with_the_panel(board):
     assert {"lf-profile", "lf-profile-run", "lf-profile-table"} <= ids
 
 
+def _refresh_and_view(demo):
+    """The panel's refresh run when the page's language arrives, and the view chained after it."""
+    lang = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-lang-code")
+    picker = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-profile-run")
+    table = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-profile-table")
+    fns = list(demo.fns.values())
+    refresh = [f for f in fns if picker in f.outputs and (lang._id, "change") in f.targets]
+    assert len(refresh) == 1
+    view = [f for f in fns if table in f.outputs and f.trigger_after == fns.index(refresh[0])]
+    assert len(view) == 1 and view[0].inputs == [picker, lang]
+    return lang, refresh[0], view[0]
+
+
 def test_the_panel_is_composed_again_when_the_page_language_is_set(board):
     """Composed on load, before the page's language is known, a Chinese page kept the panel's hint ("No profiled
     run yet: set profile_modules ...") and its table headers in English."""
     from app.ui import build_ui
 
-    demo = build_ui(board)
-    lang = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-lang-code")
-    table = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-profile-table")
-    fns = [f for f in demo.fns.values() if table in f.outputs and (lang._id, "change") in f.targets]
-    assert len(fns) == 1
-    out = fns[0].fn(*[None if b is not lang else "zh" for b in fns[0].inputs])
-    assert out[1].startswith("还没有剖析过的运行") and list(out[2].columns)[0] == "模块"
+    lang, refresh, view = _refresh_and_view(build_ui(board))
+    refresh.fn(*[None if b is not lang else "zh" for b in refresh.inputs])
+    summary, table = view.fn(None, "zh")
+    assert summary.startswith("还没有剖析过的运行") and list(table.columns)[0] == "模块"
+
+
+def test_a_late_refresh_leaves_a_pick_made_meanwhile_alone(board):
+    """The refresh run when the page's language arrives or changes is answered with the pick as it was when it was
+    sent; written back, it undid a pick made meanwhile (and showed the old run's table under the new pick's name)."""
+    from app.ui import build_ui
+
+    for name in ("run-a", "run-b"):
+        _profile(board.jobs.runs_dir / name, [{"module": "m", "calls": 1, "forward_ms": 1.0, "backward_ms": 1.0,
+                                                "total_ms": 2.0, "share": 1.0}])
+    lang, refresh, view = _refresh_and_view(build_ui(board))
+    update = refresh.fn(*["run-a" if b is not lang else "zh" for b in refresh.inputs])  # sent with run-a picked
+    assert "value" not in update and sorted(update["choices"]) == ["run-a", "run-b"], update
+    first = refresh.fn(*[None if b is not lang else "zh" for b in refresh.inputs])  # a page with no pick yet
+    assert first["value"] in ("run-a", "run-b")
+    assert "3" in view.fn("run-b", "zh")[0]  # the view follows the pick as it is when it is composed

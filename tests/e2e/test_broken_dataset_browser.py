@@ -1,6 +1,7 @@
-"""A malformed dataset_info.json entry, listed in the picker as "name · broken", shows the engine's reason where it
-is picked (the note under the dataset pickers), framed in the page's language, in a real browser (Debian's chromium
-through Playwright) in English and Chinese; screenshots land in the test's folder."""
+"""A malformed dataset_info.json entry, listed in the picker as "name · broken" ("name · 条目有误" on a Chinese page),
+shows the engine's reason where it is picked (the note under the dataset pickers), framed in the page's language, in a
+real browser (Debian's chromium through Playwright) in English and Chinese; screenshots land in the test's folder. The
+pick survives a switch of the page's language: the label follows the language, the value stays the dataset's name."""
 
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ def broken_folder(tmp_path):
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
-@pytest.mark.parametrize(("locale", "frame"), [("en-US", "cannot be used"), ("zh-CN", "无法使用")])
-def test_a_broken_entry_says_why_where_it_is_picked(broken_folder, live_board, tmp_path, locale, frame):
+@pytest.mark.parametrize(("locale", "frame", "word"), [("en-US", "cannot be used", "broken"), ("zh-CN", "无法使用", "条目有误")])
+def test_a_broken_entry_says_why_where_it_is_picked(broken_folder, live_board, tmp_path, locale, frame, word):
     from playwright.sync_api import sync_playwright
 
     url, _ = live_board
@@ -45,7 +46,7 @@ def test_a_broken_entry_says_why_where_it_is_picked(broken_folder, live_board, t
             note = page.locator("#lf-dataset-note")
             assert not note.is_visible() or REASON not in note.inner_text()
             page.locator("#lf-dataset input").click()
-            page.get_by_role("option", name=re.compile(r"^bad · broken")).first.click()
+            page.get_by_role("option", name=re.compile(rf"^bad · {word}$")).first.click()
             page.keyboard.press("Escape")
             try:
                 wait_for(lambda: note.is_visible() and REASON in note.inner_text(), 30, "the reason of the entry")
@@ -56,7 +57,7 @@ def test_a_broken_entry_says_why_where_it_is_picked(broken_folder, live_board, t
             # the Evaluate tab's picker says the same
             page.locator("#lf-tabs button[role=tab]").nth(1).click()
             page.locator("#lf-eval-dataset input").click()
-            page.get_by_role("option", name=re.compile(r"^bad · broken")).first.click()
+            page.get_by_role("option", name=re.compile(rf"^bad · {word}$")).first.click()
             page.keyboard.press("Escape")
             shown = page.locator("#lf-eval-dataset-note")
             try:
@@ -64,5 +65,19 @@ def test_a_broken_entry_says_why_where_it_is_picked(broken_folder, live_board, t
             finally:
                 page.screenshot(path=str(tmp_path / f"broken-eval-{locale}.png"))
             assert frame in shown.inner_text()
+            if locale == "en-US":  # switch the page to Chinese with both entries picked
+                page.locator("#lf-tabs button[role=tab]").nth(0).click()
+                page.locator("#lf-lang input").click()
+                page.get_by_role("option", name="中文").click()
+                picker = page.locator("#lf-dataset")
+                wait_for(lambda: "bad · 条目有误" in picker.inner_text(), 30, "the label in Chinese")
+                assert "broken" not in picker.inner_text() and "good" in picker.inner_text()
+                # the value is still the name: the note, composed again as "good" is removed, finds `bad`'s entry by
+                # it (a label for a value would name no entry: no note), and says why in Chinese now
+                picker.locator(".token", has_text="good").locator(".token-remove").click()
+                wait_for(lambda: "good" not in picker.inner_text(), 30, "good removed")
+                wait_for(lambda: "无法使用" in note.inner_text() and REASON in note.inner_text(), 30, "the note in Chinese")
+                assert "bad · 条目有误" in picker.inner_text() and "bad" in note.inner_text()
+                page.screenshot(path=str(tmp_path / "broken-switched-zh.png"))
         finally:
             browser.close()

@@ -225,6 +225,10 @@ def test_job_context_records_a_full_disk_and_cleans_up(tmp_path):
     end = json.loads((tmp_path / "events.jsonl").read_text().splitlines()[-1])
     assert end["status"] == "failed" and end["error"] == run["error"]
     assert not list(tmp_path.glob(".*.tmp"))
+    # the message's parameters beside its code, for a reader that says it in another language (the board)
+    params = run["error_params"]
+    assert params == {"path": str(tmp_path), "free_mb": params["free_mb"], "then": "resume", "removed": ["checkpoint-4"]}
+    assert f"free {params['free_mb']:,} MB" in run["error"] and end["error_params"] == params
 
 
 def test_job_context_survives_when_it_cannot_write_the_outcome(tmp_path, monkeypatch):
@@ -242,7 +246,7 @@ def test_job_context_survives_when_it_cannot_write_the_outcome(tmp_path, monkeyp
     # no room even for a temp file: run.json is rewritten in its own blocks, so it does not stay "running"
     run = json.loads((tmp_path / "run.json").read_text())
     assert run["status"] == "failed" and run["exit_code"] == 2 and run["error"] == ctx.error
-    assert "start the run again" in ctx.error  # no checkpoint to resume from
+    assert "start the run again" in ctx.error and run["error_params"]["then"] == "start"  # no checkpoint to resume from
 
 
 def test_a_disk_full_before_the_run_begins_is_one_line_and_leaves_nothing_half_written(tmp_path, monkeypatch):

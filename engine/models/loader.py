@@ -22,6 +22,7 @@ from engine.models import adapters
 from engine.models.adapters import count_parameters
 from engine.models.load_report import new_reward_head
 from engine.models.registry import DEMO_MODEL_NAME, DEMO_MODEL_PATH, ModelFamily, composite_info
+from engine.models.value_head import draw_lf_head, quiet_head_draw
 
 __all__ = [
     "check_quantization", "count_parameters", "load_model", "load_processor", "load_tokenizer", "looks_like_hub_id",
@@ -387,7 +388,7 @@ def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, 
     if reward:
         config.num_labels = 1
     try:
-        with new_reward_head(reward) as new_head:
+        with new_reward_head(reward) as new_head, quiet_head_draw(reward and is_trainable):
             model = _from_pretrained(_model_class(config, reward), path, config, kwargs,
                                      auto_attention=devices.attention_is_auto(model_args.attn_implementation
                                                                               or model_args.flash_attn))
@@ -395,7 +396,8 @@ def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, 
         raise ModelError(f"The weights of `{model_args.model_name_or_path}` cannot be loaded: {_first_line(err)} "
                          "The folder needs model.safetensors (or its shards with model.safetensors.index.json) "
                          "beside config.json.") from None
-    if new_head and not _adapter_holds(model_args.adapter_name_or_path, new_head):
+    fresh_head = bool(new_head) and not _adapter_holds(model_args.adapter_name_or_path, new_head)
+    if fresh_head:
         logger.info("Reward model: the value head (%s) is not in the checkpoint and starts from new weights; "
                     "reward training learns it.", ", ".join(new_head))
     if getattr(config, "model_type", "") in _THINKER_MODEL_TYPES and hasattr(model, "thinker"):
@@ -409,6 +411,8 @@ def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, 
     model = _setup_training(model, model_args, finetuning_args, composite, is_trainable=is_trainable,
                             train_args=train_args, quantized=quantized, merge_adapters=merge_adapters,
                             methods=methods)
+    if reward and is_trainable:  # LLaMA-Factory's value head, drawn once the adapters are made
+        draw_lf_head(model, new=fresh_head)
     if is_trainable:
         if requested == "pure_bf16":  # PEFT creates adapters in float32; pure bf16 keeps everything in bf16
             for param in model.parameters():

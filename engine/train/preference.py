@@ -138,13 +138,17 @@ def _hand_over(trainer: Any, bundle: Any) -> Any:
 def build_rm_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callbacks: list) -> Any:
     from trl import RewardConfig, RewardTrainer
 
+    from engine.models.value_head import add_head_dropout, score_last_attended
     from engine.train.rm_metrics import RowAccuracyMixin
 
     # FSDP2 on CPU processes too; accuracy over rows, per set as eval_NAME_accuracy (LLaMA-Factory's)
     class ShardedRewardTrainer(ShardingMixin, RowAccuracyMixin, RewardTrainer):
         pass
 
-    args = build_args(RewardConfig, cfg, has_eval=bundle.eval is not None, **_common(cfg))
+    args = build_args(RewardConfig, cfg, has_eval=bundle.eval is not None, pad_to_multiple_of=8,
+                      disable_dropout=False, **_common(cfg))
+    add_head_dropout(model)  # LLaMA-Factory's value head: dropout on its input in training,
+    score_last_attended(model)  # and each row scored at its last attended token
     return _hand_over(ShardedRewardTrainer(
         model=model, args=args, train_dataset=_at_construction(bundle), eval_dataset=bundle.eval_sets or bundle.eval,
         processing_class=tokenizer, callbacks=callbacks,

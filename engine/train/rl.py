@@ -27,7 +27,8 @@ from engine.runs import RUN_SAMPLES
 from engine.train.arguments import build_args
 from engine.train.fused_head import refuse_adapted_head
 from engine.train.parallel.fsdp import ShardingMixin
-from engine.train.rl_checks import check_reward_model, check_rl, check_stage
+from engine.train.reward_model import load_reward_model
+from engine.train.rl_checks import check_rl, check_stage
 
 logger = logging.getLogger(__name__)
 
@@ -97,58 +98,6 @@ def get_prompt_dataset(cfg: RunConfig, tokenizer: Any, template: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------------------------ rewards
-def load_reward_model(cfg: RunConfig, template: Any) -> Any:
-    """A reward function scoring prompt + completion with the scalar head of an ``rm`` run's output."""
-    from dataclasses import replace
-
-    import torch
-
-    from engine.config import load_config
-    from engine.models import load_model, load_tokenizer
-
-    folder = Path(cfg.finetuning.reward_model).expanduser()
-    problems = check_reward_model(str(folder))
-    if problems:
-        raise UserError(problems[0])
-    saved = load_config(folder / "lf_config.yaml") if (folder / "lf_config.yaml").is_file() else None
-    adapter = (folder / "adapter_config.json").is_file()
-    if adapter:
-        base = saved.model.model_name_or_path if saved else json.loads(
-            (folder / "adapter_config.json").read_text(encoding="utf-8")).get("base_model_name_or_path")
-        model_args = replace(cfg.model, model_name_or_path=base, adapter_name_or_path=str(folder), quantization_bit=None)
-    else:
-        model_args = replace(cfg.model, model_name_or_path=str(folder), adapter_name_or_path=None, quantization_bit=None)
-    if saved and saved.model.template and cfg.model.template and saved.model.template != cfg.model.template:
-        logger.warning("The reward model was trained with template %s and the policy uses %s; it scores text in the "
-                       "policy's format.", saved.model.template, cfg.model.template)
-    if (folder / "tokenizer_config.json").is_file():  # the rm run saved the tokenizer it trained with
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=cfg.model.trust_remote_code)
-        tokenizer.padding_side = "right"
-        tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
-    else:
-        tokenizer = load_tokenizer(model_args)
-    ft = replace(cfg.finetuning, stage="rm", finetuning_type="lora" if adapter else "full")
-    model = load_model(model_args, ft, tokenizer, is_trainable=False, task="reward")
-    suffix = template.stop_words[0] if template.stop_words else (tokenizer.eos_token or "")
-    limit, chunk = cfg.data.cutoff_len, max(1, cfg.train.per_device_eval_batch_size) * 8
-
-    def reward_model(prompts: list, completions: list, **kwargs: Any) -> list[float]:
-        texts = [p + c + suffix for p, c in zip(prompts, completions)]
-        scores: list[float] = []
-        device = next(model.parameters()).device
-        for start in range(0, len(texts), chunk):
-            batch = tokenizer(texts[start:start + chunk], return_tensors="pt", padding=True, truncation=True,
-                              max_length=limit, add_special_tokens=False).to(device)
-            with torch.inference_mode():
-                scores += model(**batch).logits[:, 0].float().tolist()
-        return scores
-
-    logger.info("Reward model %s loaded (%s).", folder, "LoRA adapter" if adapter else "full model")
-    return reward_model
-
-
 def build_reward_funcs(cfg: RunConfig, template: Any) -> tuple[list, list[float] | None]:
     """The reward callables (reward_funcs, then the reward model) and their weights."""
     from engine.data import configured_template

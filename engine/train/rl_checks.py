@@ -101,23 +101,30 @@ def check_rl(cfg: RunConfig) -> list[str]:
 
 
 def check_reward_model(path: str) -> list[str]:
+    """Problems of ``reward_model``: an rm run's output_dir, this project's (a ``SEQ_CLS`` adapter or a
+    ``...ForSequenceClassification``) or LLaMA-Factory's (a causal LM, adapter or whole, with its value head)."""
+    from engine.models.value_head import VALUE_HEAD_FILES, value_head_file
+
     folder = Path(path).expanduser()
     if not folder.is_dir():
         return [f"`reward_model: {path}` does not exist; give the output_dir of a finished `stage: rm` run."]
+    value_head = value_head_file(folder) is not None  # LLaMA-Factory's rm output: its head beside the causal LM
     if (folder / "adapter_config.json").is_file():
         config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
-        if config.get("task_type") not in (None, "SEQ_CLS"):
-            return [f"`reward_model: {path}` holds a {config.get('task_type')} adapter, not a reward model; give the "
-                    "output_dir of a `stage: rm` run."]
-        return []
+        task = config.get("task_type")
+        if task in (None, "SEQ_CLS") or (task == "CAUSAL_LM" and value_head):
+            return []
+        return [f"`reward_model: {path}` holds a {task} adapter without a value head ({' or '.join(VALUE_HEAD_FILES)}"
+                "), not a reward model; give the output_dir of a `stage: rm` run (this project's or LLaMA-Factory's)."]
     config_file = folder / "config.json"
     if not config_file.is_file():
         return [f"`reward_model: {path}` holds no model (no adapter_config.json or config.json); give the "
                 "output_dir of a finished `stage: rm` run."]
     architectures = json.loads(config_file.read_text(encoding="utf-8")).get("architectures") or []
-    if architectures and not any(a.endswith("ForSequenceClassification") for a in architectures):
-        return [f"`reward_model: {path}` is a {architectures[0]}, not a reward model (a scalar-head "
-                "...ForSequenceClassification); train one with `stage: rm` and give its output_dir."]
+    if architectures and not value_head and not any(a.endswith("ForSequenceClassification") for a in architectures):
+        return [f"`reward_model: {path}` is a {architectures[0]} without a value head ({' or '.join(VALUE_HEAD_FILES)}"
+                "), not a reward model (a scalar-head ...ForSequenceClassification, or LLaMA-Factory's causal LM "
+                "with its value head); train one with `stage: rm` and give its output_dir."]
     return []
 
 

@@ -147,7 +147,8 @@ def test_a_grpo_config_saved_with_the_earlier_max_new_tokens_default_still_runs(
 
 def test_a_non_reward_model_is_refused(tiny_model, tmp_path, capsys):
     assert run(tiny_model, tmp_path / "bad", "reward_funcs=length", f"reward_model={tiny_model}") == 2
-    assert "is a LlamaForCausalLM, not a reward model" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "is a LlamaForCausalLM without a value head (value_head.safetensors" in err and "not a reward model" in err
 
 
 @pytest.mark.parametrize(("function", "expected"), [

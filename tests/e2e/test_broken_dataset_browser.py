@@ -31,53 +31,61 @@ def broken_folder(tmp_path):
     return data
 
 
+def check_page(browser, url: str, tmp_path, locale: str, frame: str, word: str) -> None:
+    """One page in ``locale`` (a session of its own): the reason under the Train and the Evaluate pickers."""
+    page = browser.new_context(locale=locale, viewport={"width": 1400, "height": 1000}).new_page()
+    page.goto(url)
+    page.wait_for_selector("#lf-train-start", timeout=60_000)
+    note = page.locator("#lf-dataset-note")
+    assert not note.is_visible() or REASON not in note.inner_text()
+    page.locator("#lf-dataset input").click()
+    page.get_by_role("option", name=re.compile(rf"^bad · {word}$")).first.click()
+    page.keyboard.press("Escape")
+    try:
+        wait_for(lambda: note.is_visible() and REASON in note.inner_text(), 30, "the reason of the entry")
+    finally:
+        page.screenshot(path=str(tmp_path / f"broken-{locale}.png"))
+    text = note.inner_text()
+    assert frame in text and "bad" in text and 'write it as "bad": {"file_name": "bad.json"}' in text
+    # the Evaluate tab's picker says the same
+    page.locator("#lf-tabs button[role=tab]").nth(1).click()
+    page.locator("#lf-eval-dataset input").click()
+    page.get_by_role("option", name=re.compile(rf"^bad · {word}$")).first.click()
+    page.keyboard.press("Escape")
+    shown = page.locator("#lf-eval-dataset-note")
+    try:
+        wait_for(lambda: shown.is_visible() and REASON in shown.inner_text(), 30, "the reason on Evaluate")
+    finally:
+        page.screenshot(path=str(tmp_path / f"broken-eval-{locale}.png"))
+    assert frame in shown.inner_text()
+    if locale == "en-US":  # switch the page to Chinese with both entries picked
+        page.locator("#lf-tabs button[role=tab]").nth(0).click()
+        page.locator("#lf-lang input").click()
+        page.get_by_role("option", name="中文").click()
+        picker = page.locator("#lf-dataset")
+        wait_for(lambda: "bad · 条目有误" in picker.inner_text(), 30, "the label in Chinese")
+        assert "broken" not in picker.inner_text() and "good" in picker.inner_text()
+        # the value is still the name: the note, composed again as "good" is removed, finds `bad`'s entry by
+        # it (a label for a value would name no entry: no note), and says why in Chinese now
+        picker.locator(".token", has_text="good").locator(".token-remove").click()
+        wait_for(lambda: "good" not in picker.inner_text(), 30, "good removed")
+        wait_for(lambda: "无法使用" in note.inner_text() and REASON in note.inner_text(), 30, "the note in Chinese")
+        assert "bad · 条目有误" in picker.inner_text() and "bad" in note.inner_text()
+        page.screenshot(path=str(tmp_path / "broken-switched-zh.png"))
+    page.context.close()
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
-@pytest.mark.parametrize(("locale", "frame", "word"), [("en-US", "cannot be used", "broken"), ("zh-CN", "无法使用", "条目有误")])
-def test_a_broken_entry_says_why_where_it_is_picked(broken_folder, live_board, tmp_path, locale, frame, word):
+def test_a_broken_entry_says_why_where_it_is_picked(broken_folder, live_board, tmp_path):
+    # one board and one browser for both languages; each page is a session of its own, and opens with the note
+    # hidden (what the first page picked is not saved), so the second page's check starts from scratch
     from playwright.sync_api import sync_playwright
 
     url, _ = live_board
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
         try:
-            page = browser.new_context(locale=locale, viewport={"width": 1400, "height": 1000}).new_page()
-            page.goto(url)
-            page.wait_for_selector("#lf-train-start", timeout=60_000)
-            note = page.locator("#lf-dataset-note")
-            assert not note.is_visible() or REASON not in note.inner_text()
-            page.locator("#lf-dataset input").click()
-            page.get_by_role("option", name=re.compile(rf"^bad · {word}$")).first.click()
-            page.keyboard.press("Escape")
-            try:
-                wait_for(lambda: note.is_visible() and REASON in note.inner_text(), 30, "the reason of the entry")
-            finally:
-                page.screenshot(path=str(tmp_path / f"broken-{locale}.png"))
-            text = note.inner_text()
-            assert frame in text and "bad" in text and 'write it as "bad": {"file_name": "bad.json"}' in text
-            # the Evaluate tab's picker says the same
-            page.locator("#lf-tabs button[role=tab]").nth(1).click()
-            page.locator("#lf-eval-dataset input").click()
-            page.get_by_role("option", name=re.compile(rf"^bad · {word}$")).first.click()
-            page.keyboard.press("Escape")
-            shown = page.locator("#lf-eval-dataset-note")
-            try:
-                wait_for(lambda: shown.is_visible() and REASON in shown.inner_text(), 30, "the reason on Evaluate")
-            finally:
-                page.screenshot(path=str(tmp_path / f"broken-eval-{locale}.png"))
-            assert frame in shown.inner_text()
-            if locale == "en-US":  # switch the page to Chinese with both entries picked
-                page.locator("#lf-tabs button[role=tab]").nth(0).click()
-                page.locator("#lf-lang input").click()
-                page.get_by_role("option", name="中文").click()
-                picker = page.locator("#lf-dataset")
-                wait_for(lambda: "bad · 条目有误" in picker.inner_text(), 30, "the label in Chinese")
-                assert "broken" not in picker.inner_text() and "good" in picker.inner_text()
-                # the value is still the name: the note, composed again as "good" is removed, finds `bad`'s entry by
-                # it (a label for a value would name no entry: no note), and says why in Chinese now
-                picker.locator(".token", has_text="good").locator(".token-remove").click()
-                wait_for(lambda: "good" not in picker.inner_text(), 30, "good removed")
-                wait_for(lambda: "无法使用" in note.inner_text() and REASON in note.inner_text(), 30, "the note in Chinese")
-                assert "bad · 条目有误" in picker.inner_text() and "bad" in note.inner_text()
-                page.screenshot(path=str(tmp_path / "broken-switched-zh.png"))
+            for locale, frame, word in (("en-US", "cannot be used", "broken"), ("zh-CN", "无法使用", "条目有误")):
+                check_page(browser, url, tmp_path, locale, frame, word)
         finally:
             browser.close()

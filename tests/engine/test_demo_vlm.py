@@ -42,7 +42,9 @@ def test_predict_on_demo_vlm_gives_the_images_to_generate(tmp_path, monkeypatch)
 
     from engine.cli import main
 
-    monkeypatch.setenv("LF_BOARD_HOME", str(tmp_path / "home"))
+    # the session's demo VLM (tests/conftest.py's private LF_BOARD_HOME), built once for every test that uses it;
+    # the test above checks a build of its own
+    folder = ensure_demo_vlm()
     calls = []
     original = Qwen2VLForConditionalGeneration.generate
 
@@ -65,7 +67,7 @@ def test_predict_on_demo_vlm_gives_the_images_to_generate(tmp_path, monkeypatch)
     assert len(calls) == 2  # batches of 2 and 1
     from transformers import AutoTokenizer
 
-    pad = AutoTokenizer.from_pretrained(tmp_path / "home" / "demo-vlm").convert_tokens_to_ids("<|image_pad|>")
+    pad = AutoTokenizer.from_pretrained(folder).convert_tokens_to_ids("<|image_pad|>")
     for call in calls:
         grids = call["image_grid_thw"]
         assert grids is not None and call["pixel_values"] is not None

@@ -68,7 +68,7 @@ def check(cfg: RunConfig, command: str = "train", *, interactive: bool | None = 
 
         named = {_subject(p) for p in problems}
         problems += coded("export", [p for p in check_export(cfg) if _subject(p) not in named])
-    problems += coded("memory", check_memory(cfg, command, model_dir(cfg)))
+    problems += coded("memory", check_memory(cfg, command, model_dir(cfg), device))
     return problems
 
 

@@ -3,11 +3,14 @@
 Not part of the test suite (it builds a dozen tiny models and runs ~90 engine processes: 10-20 minutes on 2 CPU
 cores). It does what a user moving from LLaMA-Factory does: copy LLaMA-Factory's ``examples/`` folder, swap only
 ``model_name_or_path`` for a tiny local model of the same family (built offline here; the multimodal ones from
-``tests/engine/tinyvlms.py``), give LLaMA-Factory's ``data`` folder as ``data/`` next to ``examples/`` (a link to
-``--data``, so ``dataset_dir`` keeps its default, ``data``, as the examples assume) and run the engine from that
-folder, so ``examples/deepspeed/...`` and ``saves/...`` resolve as they do for LLaMA-Factory.
+``tests/engine/tinyvlms.py``), give LLaMA-Factory's ``data`` folder as ``data/`` next to ``examples/`` (extracted
+at the same tag, or a link to ``--data``, so ``dataset_dir`` keeps its default, ``data``, as the examples assume) and
+run the engine from that folder, so ``examples/deepspeed/...`` and ``saves/...`` resolve as they do for LLaMA-Factory.
 
     python -m tests.golden.sweep_lf_examples --lf-repo /path/to/LLaMA-Factory [--data DIR] [--work DIR] [--run]
+
+``--lf-repo`` is a git clone of LLaMA-Factory (``git clone https://github.com/hiyouga/LLaMA-Factory``); without
+``--data`` the examples read its own ``data/`` at ``--tag``.
 
 ``--run`` also trains the sample in ``RUN_SAMPLE`` for two steps on CPU (``max_steps=2``), then runs the chat, export
 and predict examples that use their outputs (``saves/...``) with the matching command. Each example gets one class:
@@ -213,12 +216,17 @@ def first_problem(output: str, width: int = 150) -> str:
     return " // ".join(b[:width] for b in bullets)
 
 
-def prepare(lf_repo: Path, tag: str, work: Path, data: Path, models: Path) -> list[str]:
-    """Extract ``examples/`` of ``tag`` into ``work``, link ``data``, swap the models; the YAML paths."""
+def prepare(lf_repo: Path, tag: str, work: Path, data: Path | None, models: Path) -> list[str]:
+    """Extract ``examples/`` of ``tag`` into ``work``, link ``data`` (None: extract ``data/`` of ``tag`` too), swap
+    the models; the YAML paths."""
     shutil.rmtree(work / "examples", ignore_errors=True)
-    archive = subprocess.run(["git", "-C", str(lf_repo), "archive", tag, "examples"], check=True, capture_output=True)
+    parts = ["examples"] if data is not None or (work / "data").exists() else ["examples", "data"]
+    archive = subprocess.run(["git", "-C", str(lf_repo), "archive", tag, *parts], capture_output=True)
+    if archive.returncode:
+        raise SystemExit(f"git archive {tag} of {lf_repo} failed: {archive.stderr.decode().strip()} "
+                         "(--lf-repo takes a git clone of LLaMA-Factory, --tag one of its tags or commits)")
     subprocess.run(["tar", "-x", "-C", str(work)], input=archive.stdout, check=True)
-    if not (work / "data").exists():
+    if data is not None and not (work / "data").exists():
         (work / "data").symlink_to(data)
     found = sorted(str(p.relative_to(work / "examples")) for p in (work / "examples").rglob("*.yaml"))
     for name in found:
@@ -239,12 +247,17 @@ def prepare(lf_repo: Path, tag: str, work: Path, data: Path, models: Path) -> li
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--lf-repo", type=Path, default=Path("/work/.mirror/hiyouga+LLaMA-Factory/repo"))
-    parser.add_argument("--tag", default="v0.9.5")
-    parser.add_argument("--data", type=Path, default=Path("/work/shared/data"))
+    parser.add_argument("--lf-repo", type=Path, default=Path("/work/.mirror/hiyouga+LLaMA-Factory/repo"),
+                        help="a git clone of LLaMA-Factory (its examples/ at --tag are swept; default: %(default)s)")
+    parser.add_argument("--tag", default="v0.9.5", help="the LLaMA-Factory tag or commit to sweep (default: %(default)s)")
+    parser.add_argument("--data", type=Path, default=None,
+                        help="the data folder the examples read (dataset_info.json and its files; default: "
+                             "LLaMA-Factory's data/ at --tag)")
     parser.add_argument("--work", type=Path, default=None, help="folder to sweep in (default: a new temp folder)")
-    parser.add_argument("--models", type=Path, default=Path(tempfile.gettempdir()) / "lf-sweep-models")
-    parser.add_argument("--run", action="store_true", help="also train RUN_SAMPLE and run FOLLOW_UPS")
+    parser.add_argument("--models", type=Path, default=Path(tempfile.gettempdir()) / "lf-sweep-models",
+                        help="where the tiny local models are built and kept between sweeps (default: %(default)s)")
+    parser.add_argument("--run", action="store_true", help="also train a sample of the examples for two steps (RUN_SAMPLE), then run the chat, "
+                        "export and predict examples on their outputs (FOLLOW_UPS)")
     parser.add_argument("--no-check", action="store_true", help="with --run: skip the checks, only run")
     parser.add_argument("--skip-done", default="", help="with --run: comma-separated examples not to run again")
     parser.add_argument("--only", default="", help="comma-separated example paths (under examples/) to sweep")
@@ -252,7 +265,8 @@ def main() -> None:
     work = options.work or Path(tempfile.mkdtemp(prefix="lf-sweep-"))
     work.mkdir(parents=True, exist_ok=True)
     options.models.mkdir(parents=True, exist_ok=True)
-    names = prepare(options.lf_repo, options.tag, work, options.data.resolve(), options.models)
+    names = prepare(options.lf_repo, options.tag, work, options.data.resolve() if options.data else None,
+                    options.models)
     if options.only:
         names = [n for n in names if n in options.only.split(",")]
     rows = []

@@ -189,8 +189,19 @@ def preflight(cfg: Any, command: str) -> list[str]:
     # the board's jobs have no terminal to ask on; the devices come from the environment report (a subprocess), so
     # that checking a config never imports torch or transformers into the board (the job checks again at its start)
     report, _ = ENVIRONMENT.get()
-    device = {"type": report.get("accelerator"), "label": report.get("accelerator_label") or ""} if report else {}
+    device = {"type": report.get("accelerator"), "label": report.get("accelerator_label") or "",
+              "memory": _first_device_memory(report)} if report else {}
     return list(check(cfg, command, interactive=False, device=device))
+
+
+def _first_device_memory(report: dict[str, Any]) -> tuple[int, int] | None:
+    """(free, total) bytes of the report's first accelerator (the memory check's budget), None when it has none."""
+    found = report.get("devices") or []
+    entry = found[0] if isinstance(found, list) and found and isinstance(found[0], dict) else {}
+    free, total = entry.get("memory_free_gib"), entry.get("memory_total_gib")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (free, total)):
+        return None
+    return int(free * 2**30), int(total * 2**30)
 
 
 class EnvironmentReport:

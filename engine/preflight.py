@@ -68,7 +68,7 @@ def check(cfg: RunConfig, command: str = "train", *, interactive: bool | None = 
 
         named = {_subject(p) for p in problems}
         problems += coded("export", [p for p in check_export(cfg) if _subject(p) not in named])
-    problems += coded("memory", check_memory(cfg, command, model_dir(cfg)))
+    problems += coded("memory", check_memory(cfg, command, model_dir(cfg), device))
     return problems
 
 
@@ -315,12 +315,31 @@ def _check_device(cfg: RunConfig, command: str, device: dict | None = None) -> l
             attempt()
         except UserError as err:
             problems.append(str(err))
+    problems += _check_prequantized(cfg)
     if command in ("chat", "api", "export") and (cfg.model.infer_dtype or "auto") != "auto":
         try:
             devices.choose_dtype(cfg.model.infer_dtype)
         except UserError as err:
             problems.append(f"`infer_dtype: {cfg.model.infer_dtype}`: {err}")
     return problems
+
+
+def _check_prequantized(cfg: RunConfig) -> list[str]:
+    """A pre-quantized base model (GPTQ, AWQ, ...) whose quantization library (or device) is missing here."""
+    from engine.models.prequantized import prequantized_problem
+
+    name = cfg.model.model_name_or_path
+    if not name or _is_demo(name):
+        return []
+    folder = model_dir(cfg)
+    config_file = folder / "config.json" if folder is not None else None
+    if folder is None and HUB_ID.match(name):
+        try:
+            config_file = cached_hub_config(cfg, name)
+        except Exception:  # an id the cache cannot hold: the model check names it
+            config_file = None
+    problem = prequantized_problem(name, config_file)
+    return [problem] if problem else []
 
 
 def _check_template(cfg: RunConfig) -> list[str]:

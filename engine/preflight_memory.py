@@ -39,27 +39,54 @@ def estimate_params(folder: Path) -> tuple[int, int] | None:
     return None
 
 
-def _memory_budget(cfg: RunConfig, command: str) -> tuple[int, int, str]:
-    """(free, total) bytes where the model will sit, and a phrase naming that place."""
-    from engine import devices
+class _Place:
+    """Where the job will run: from the device facts the board was given (its environment report, collected in a
+    subprocess: the board never imports torch), or from torch here (the CLI, and the job's own check)."""
 
-    acc = devices.get_accelerator()
-    on_cpu = acc.type == "cpu" or (command == "export" and cfg.export.export_device == "cpu")
+    def __init__(self, device: dict | None) -> None:
+        self.given = device is not None
+        if self.given:
+            self.type, self.label = str(device.get("type") or ""), str(device.get("label") or device.get("type"))
+            self.memory, self.bf16 = device.get("memory"), bool(device.get("bf16"))
+        else:
+            from engine import devices
+
+            acc = devices.get_accelerator()
+            self.type, self.label, self.memory, self.bf16 = acc.type, acc.label, None, None
+
+    def memory_info(self) -> tuple[int, int]:
+        """(free, total) bytes of the accelerator; (0, 0) when the given facts hold none."""
+        if not self.given:
+            from engine import devices
+
+            return devices.memory_info()
+        memory = self.memory
+        return (int(memory[0]), int(memory[1])) if isinstance(memory, (list, tuple)) and len(memory) == 2 else (0, 0)
+
+    def bf16_supported(self) -> bool:
+        if self.bf16 is None:
+            from engine import devices
+
+            self.bf16 = devices.is_bf16_supported()
+        return self.bf16
+
+
+def _memory_budget(cfg: RunConfig, command: str, place: _Place) -> tuple[int, int, str]:
+    """(free, total) bytes where the model will sit, and a phrase naming that place."""
+    on_cpu = place.type == "cpu" or (command == "export" and cfg.export.export_device == "cpu")
     if on_cpu:
         import psutil
 
         vm = psutil.virtual_memory()
         return int(vm.available), int(vm.total), "this machine has"
-    free, total = devices.memory_info()
-    return free, total, f"the {acc.label} device has"
+    free, total = place.memory_info()
+    return free, total, f"the {place.label} device has"
 
 
-def _memory_need(cfg: RunConfig, command: str, params: int, stored_width: int) -> tuple[float, int]:
+def _memory_need(cfg: RunConfig, command: str, params: int, stored_width: int, place: _Place) -> tuple[float, int]:
     """(bytes a job needs, bytes per weight): the weights, plus gradients and Adam moments for what trains, plus
     a floor for activations and the runtime. A rough estimate, meant to catch what cannot possibly fit."""
-    from engine import devices
-
-    on_accelerator = devices.get_accelerator().type != "cpu"
+    on_accelerator = place.type != "cpu"
     if command == "train":
         half = cfg.train.bf16 or cfg.train.fp16 or cfg.train.pure_bf16
         width = 2 if (half and on_accelerator) or cfg.train.pure_bf16 else 4
@@ -86,16 +113,13 @@ def _memory_need(cfg: RunConfig, command: str, params: int, stored_width: int) -
     return need + 0.5 * 2**30, width
 
 
-def _memory_fixes(cfg: RunConfig, command: str, width: int) -> list[str]:
-    from engine import devices
-
-    acc = devices.get_accelerator()
+def _memory_fixes(cfg: RunConfig, command: str, width: int, acc: _Place) -> list[str]:
     fixes = []
     if command == "train" and cfg.finetuning.finetuning_type != "lora":
         fixes.append("`finetuning_type: lora`")
     if acc.type in ("cuda", "xpu", "npu") and not cfg.model.quantization_bit:
         fixes.append("`quantization_bit: 4`")
-    if command != "train" and width == 4 and devices.is_bf16_supported():
+    if command != "train" and width == 4 and acc.bf16_supported():
         fixes.append("`infer_dtype: bfloat16`")
     fixes.append("a smaller model")
     if command == "train" and acc.type in ("cuda", "npu") and not cfg.train.deepspeed:
@@ -105,23 +129,25 @@ def _memory_fixes(cfg: RunConfig, command: str, width: int) -> list[str]:
     return fixes
 
 
-def check_memory(cfg: RunConfig, command: str, folder: Path | None) -> list[str]:
+def check_memory(cfg: RunConfig, command: str, folder: Path | None, device: dict | None = None) -> list[str]:
     """Refuse a model (in ``folder``, when it is here) that cannot fit where it will run; warn when it may not fit in
-    what is free now."""
-    if command not in ("train", "chat", "api", "export", "eval"):
+    what is free now. ``device``: the facts of the accelerator, as :func:`engine.preflight.check` takes them (then
+    torch is not imported; ``{}``, facts not known yet: no estimate); None: ask torch."""
+    if command not in ("train", "chat", "api", "export", "eval") or (device is not None and not device.get("type")):
         return []
     est = estimate_params(folder) if folder is not None else None
     if est is None:
         return []
     params, stored_width = est
-    free, total, where = _memory_budget(cfg, command)
+    place = _Place(device)
+    free, total, where = _memory_budget(cfg, command, place)
     if not total:
         return []
-    need, width = _memory_need(cfg, command, params, stored_width)
+    need, width = _memory_need(cfg, command, params, stored_width, place)
     gib = 2**30
     doing = {"train": f"{cfg.finetuning.finetuning_type} training", "export": "export"}.get(command, "inference")
     if need > total:
-        fixes = _memory_fixes(cfg, command, width)
+        fixes = _memory_fixes(cfg, command, width, place)
         options = ", ".join(fixes[:-1]) + f" or {fixes[-1]}" if len(fixes) > 1 else fixes[0]
         return [
             f"The model ({params / 1e9:.2f} B parameters) needs about {need / gib:.1f} GiB for {doing}, but {where} "

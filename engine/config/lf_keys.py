@@ -296,10 +296,45 @@ def foreign_file_problem(mapping: dict[str, Any]) -> str | None:
     if len(v1) >= 2 and "model_name_or_path" not in keys:
         return (f"This is a LLaMA-Factory v1 config (it has {', '.join(f'`{k}`' for k in v1)}; the experimental "
                 "format run with USE_V1=1), which is not read here. Write it with LLaMA-Factory's standard keys: "
-                "`model_name_or_path` for `model`, `dataset` (a name in dataset_info.json) for `train_dataset`, "
-                "`per_device_train_batch_size` for `micro_batch_size`, `finetuning_type: lora` with `lora_rank`, "
-                "`lora_alpha` and `lora_target` for `peft_config`, `stage: sft` and `do_train: true`.")
+                + "; ".join(_v1_translations(mapping)) + ".")
     return None
+
+
+def _v1_translations(mapping: dict[str, Any]) -> list[str]:
+    """How each part of this v1 file is written with the standard keys (only the parts it has)."""
+    peft = mapping.get("peft_config") if isinstance(mapping.get("peft_config"), dict) else {}
+    dist = mapping.get("dist_config") if isinstance(mapping.get("dist_config"), dict) else {}
+    said = ["`model_name_or_path` for `model`"] if "model" in mapping else []
+    if "export_dir" in peft:  # an export (merge) config: its adapter and target sit in peft_config
+        said.append("`adapter_name_or_path`, `export_dir` and `export_size` at the top level for those in "
+                    "`peft_config`, then `lf-engine export`")
+        return said
+    if "train_dataset" in mapping:
+        said.append("`dataset` (a name in dataset_info.json) for `train_dataset`, with `stage: sft` and "
+                    "`do_train: true`")
+    if "micro_batch_size" in mapping:
+        said.append("`per_device_train_batch_size` for `micro_batch_size`")
+    if "global_batch_size" in mapping:
+        said.append("`gradient_accumulation_steps` (times the batch size and the processes) for `global_batch_size`")
+    if peft.get("name") == "freeze":
+        said.append("`finetuning_type: freeze` with `freeze_trainable_layers`, `freeze_trainable_modules` and "
+                    "`freeze_extra_modules` for `peft_config`")
+    elif peft:
+        said.append(f"`finetuning_type: {peft.get('name') or 'lora'}` with `lora_rank` (for `r`), `lora_alpha`, "
+                    "`lora_dropout` and `lora_target` (for `target_modules`) for `peft_config`")
+    elif "train_dataset" in mapping:
+        said.append("`finetuning_type: full` (a v1 config without `peft_config` trains every weight)")
+    if isinstance(mapping.get("quant_config"), dict):
+        said.append("`quantization_bit` for `quant_config`")
+    if dist.get("name") == "deepspeed":
+        said.append("`deepspeed` (the JSON file's path) for `dist_config`")
+    elif dist.get("name"):
+        said.append("`fsdp: full_shard auto_wrap` with an FSDP2 `fsdp_config` for `dist_config`"
+                    + (" (and `cp_size` for its context parallelism)" if "cp_size" in dist else ""))
+    if "batching_strategy" in mapping:
+        said.append("`max_tokens_per_batch` for `batching_strategy: dynamic_batching` (padding-free batches are "
+                    "the default here)")
+    return said
 
 
 WHOLE_VAL_SIZE = ("`val_size: 1.0` is the fraction 1.0 of the rows: all held out, none left to train on; "

@@ -56,6 +56,30 @@ def _mapping(value: Any, key: str, problems: list[str]) -> dict | None:
     return None
 
 
+RAY_KEYS = ("ray_num_workers", "ray_run_name", "ray_storage_path", "ray_storage_filesystem", "resources_per_worker",
+            "placement_strategy", "ray_init_kwargs")
+"""The keys that only act when the run goes through Ray."""
+
+
+def _note_ray_keys_without_ray(cfg: Any) -> None:
+    """A note for Ray keys set away from their defaults in a run that does not go through Ray: LLaMA-Factory's ray
+    example (``ray_num_workers: 4``) is launched with USE_RAY=1, and without it both there and here the run is one
+    plain process, which would otherwise pass without a word."""
+    import os
+
+    from engine.train.parallel.ray_check import WORKER_FLAG, use_ray
+
+    if use_ray(cfg) or os.environ.get(WORKER_FLAG) == "1":
+        return
+    defaults = ParallelArgs()
+    changed = [f"`{key}: {getattr(cfg.parallel, key)}`" for key in RAY_KEYS
+               if getattr(cfg.parallel, key) != getattr(defaults, key)]
+    if changed:
+        cfg.notes.append(f"{', '.join(changed)} ignored: this run does not go through Ray. LLaMA-Factory reads the "
+                         "Ray keys only with USE_RAY=1 in the environment (`USE_RAY=1 llamafactory-cli train ...`); "
+                         "set `use_ray: true` (or USE_RAY=1) to train through Ray, or remove the key(s).")
+
+
 def check_parallel(cfg: Any) -> list[str]:
     """Problems with the scale-out keys that do not depend on the machine (run from the config cross-checks)."""
     par, ft, tr = cfg.parallel, cfg.finetuning, cfg.train
@@ -67,6 +91,7 @@ def check_parallel(cfg: Any) -> list[str]:
             problems.append(f"`resources_per_worker` needs non-negative numbers; fix {', '.join(map(str, bad))}.")
         par.resources_per_worker = resources
     par.ray_init_kwargs = _mapping(par.ray_init_kwargs, "ray_init_kwargs", problems)
+    _note_ray_keys_without_ray(cfg)
     if par.use_hyper_parallel:
         if ft.stage not in ("pt", "sft"):
             problems.append(f"`use_hyper_parallel` supports stages pt and sft only (this config has `{ft.stage}`).")

@@ -195,8 +195,32 @@ def save_pissa_converted(model: Any, folder: str | Path, init: str | Path) -> bo
         raise UserError(f"PiSSA: the initial adapter `{init}` is missing, so the adapter cannot be converted to "
                         "LoRA; train again from the start (it is written when training begins).")
     model.save_pretrained(out, path_initial_model_for_weight_conversion=str(init))
+    _restore_non_lora_entries(model, out)
     logger.info("PiSSA adapter converted to plain LoRA for the final save.")
     return True
+
+
+def _restore_non_lora_entries(model: Any, out: Path) -> None:
+    """Put back what PEFT's PiSSA conversion leaves out of the converted file: it writes only the converted lora_A
+    and lora_B matrices, while the adapter's config still names its other parts (the trained rows of new tokens,
+    ``trainable_token_indices``, and the resized embeddings beside them; ``modules_to_save``), so loading the
+    adapter failed with a KeyError (a LLaMA-Factory llama3 PiSSA example whose template adds a stop token). Those
+    parts are not changed by PiSSA's residual, so the trained model's own values are the right ones; a module that
+    has LoRA matrices (whose base PiSSA changed) keeps only them."""
+    from peft import get_peft_model_state_dict
+    from safetensors.torch import load_file, save_file
+
+    path = out / "adapter_model.safetensors"
+    if not path.is_file():
+        return
+    converted = load_file(str(path))
+    lora_modules = {key.split(".lora_")[0] for key in converted if ".lora_" in key}
+    trained = get_peft_model_state_dict(model, save_embedding_layers="auto")
+    missing = {key: value.detach().cpu().contiguous().clone() for key, value in trained.items()
+               if key not in converted and ".lora_" not in key
+               and not any(key.startswith(module + ".") for module in lora_modules)}
+    if missing:
+        save_file({**converted, **missing}, str(path), metadata={"format": "pt"})
 
 
 def method_callbacks(cfg: Any, ctx: Any) -> list[Any]:

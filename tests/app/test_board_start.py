@@ -149,3 +149,38 @@ print(json.dumps(result))
     assert found["api"] == [] and found["export"] == []
     assert any("flash_attention_2" in p and "NVIDIA GPU" in p for p in found["fa2"])
     assert any("fp16: true" in p and "CPU" in p for p in found["fa2"])
+
+
+def test_checking_a_form_with_a_local_model_imports_no_torch(tmp_path):
+    """A model folder on disk gets the memory estimate (from its weights' headers) and the pre-quantized check; the
+    board once imported torch for the first (the accelerator and its memory) on every such form: +220 MB. The
+    accelerator's facts come from the environment report, its memory included; a pre-quantized model's question goes
+    to a child interpreter."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}))
+    header = json.dumps({"w": {"dtype": "F32", "shape": [1024, 1024, 256], "data_offsets": [0, 0]}}).encode()
+    (model / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header)  # 0.27 B parameters
+    code = f"""
+import json, sys
+import yaml
+from app import catalog, forms
+catalog.ENVIRONMENT.start = lambda: None
+mapping = yaml.safe_load(open({str(REPO_ROOT / "examples" / "sft_lora_demo.yaml")!r}))
+mapping.update(model_name_or_path={str(model)!r}, dataset_dir={str(REPO_ROOT / "examples" / "data")!r},
+               output_dir={str(tmp_path / "out")!r}, finetuning_type="full")
+result = {{}}
+result["unknown"] = forms.validate(mapping, "train").problems  # report not collected yet: no estimate
+catalog.ENVIRONMENT._report = {{"accelerator": "cuda", "accelerator_label": "CUDA",
+                                "devices": [{{"index": 0, "memory_total_gib": 2.0, "memory_free_gib": 1.5}}]}}
+result["gpu"] = forms.validate(mapping, "train").problems
+catalog.ENVIRONMENT._report = {{"accelerator": "cpu", "accelerator_label": "CPU"}}
+result["cpu"] = forms.validate(mapping, "train").problems
+result["heavy"] = [m for m in {HEAVY!r} if m in sys.modules]
+print(json.dumps(result))
+"""
+    found = run_python(code, tmp_path)
+    assert found["heavy"] == []
+    memory = [p for key in ("unknown", "cpu") for p in found[key] if "GiB" in p]
+    assert memory == []  # unknown facts: no estimate; this machine's memory holds 0.27 B parameters
+    assert any("needs about" in p and "the CUDA device has 2.0 GiB in all" in p for p in found["gpu"]), found["gpu"]

@@ -159,6 +159,35 @@ def test_files_that_are_not_training_configs_are_named(mapping, expected):
     assert len(err.value.problems) == 1 and expected in err.value.problems[0]
 
 
+@pytest.mark.parametrize("mapping, said, not_said", [
+    # LLaMA-Factory 0.9.5's examples/v1/train_lora/export_lora.yaml: a merge, not a LoRA training
+    ({"model": "Qwen/Qwen3-4B", "peft_config": {"name": "lora", "adapter_name_or_path": "./outputs/test_lora",
+                                                 "export_dir": "./merge_lora_model", "export_size": 5}},
+     ["`adapter_name_or_path`, `export_dir`", "lf-engine export"], ["do_train", "lora_rank", "train_dataset"]),
+    # examples/v1/train_full/train_full_deepspeed.yaml: full fine-tuning over DeepSpeed
+    ({"model": "Qwen/Qwen3-0.6B", "model_class": "llm", "train_dataset": "data/v1_sft_demo.yaml",
+      "dist_config": {"name": "deepspeed", "config_file": "examples/deepspeed/ds_z3_config.json"}},
+     ["`finetuning_type: full`", "`deepspeed` (the JSON file's path) for `dist_config`"], ["lora", "fsdp"]),
+    # examples/v1/train_freeze/train_freeze_sft.yaml
+    ({"model": "Qwen/Qwen3-4B", "train_dataset": "d.yaml", "global_batch_size": 4,
+      "peft_config": {"name": "freeze", "freeze_trainable_layers": 2}, "dist_config": {"name": "fsdp2"}},
+     ["`finetuning_type: freeze`", "`global_batch_size`", "`fsdp: full_shard auto_wrap`"], ["lora"]),
+    # examples/v1/train_qlora/quantization.yaml
+    ({"model": "Qwen/Qwen3-0.6B", "train_dataset": "d.yaml", "peft_config": {"name": "lora", "r": 16},
+      "quant_config": {"name": "bnb", "quantization_bit": 4}},
+     ["`finetuning_type: lora`", "`quantization_bit` for `quant_config`"], ["finetuning_type: full"]),
+])
+def test_a_v1_config_is_translated_as_it_is(mapping, said, not_said):
+    """The v1 refusal told every v1 file to become a LoRA sft training (`finetuning_type: lora` ..., `do_train: true`),
+    the export config and the full/DeepSpeed ones too, and left out the parts they do have."""
+    with pytest.raises(ConfigError) as err:
+        build_config(mapping)
+    (problem,) = err.value.problems
+    assert "LLaMA-Factory v1 config" in problem
+    assert all(part in problem for part in said), problem
+    assert not any(part in problem for part in not_said), problem
+
+
 def test_a_file_that_is_not_a_training_config_is_named_with_overrides_too(tmp_path):
     """`key=value` overrides add training keys, which must not hide what the file is (16 "Unknown key" lines)."""
     import yaml

@@ -434,3 +434,25 @@ def test_early_stopping_ends_training_when_the_eval_loss_stops_improving(tiny, t
     events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
     assert max(e.get("step", 0) for e in events) == 2
     assert [e["step"] for e in events if e["event"] == "eval"] == [1, 2, 2]  # the last: the final evaluation
+
+
+def test_converted_pissa_adapter_keeps_new_token_rows(tiny, tmp_path):
+    """PEFT's PiSSA conversion wrote only the lora_A/lora_B matrices while the adapter's config kept
+    `trainable_token_indices` (rows of tokens the run added): evaluating the adapter then ended in a KeyError
+    traceback (LLaMA-Factory's extras/pissa example on a model whose template adds a stop token)."""
+    from safetensors import safe_open
+
+    out = tmp_path / "pissa_tokens"
+    assert run(tiny, out, "pissa_init=true", "max_steps=1", "lora_rank=4", "add_special_tokens=<|new_tok|>") == 0
+    config = json.loads((out / "adapter_config.json").read_text())
+    assert config["init_lora_weights"] is True and config["trainable_token_indices"]
+    with safe_open(str(out / "adapter_model.safetensors"), "pt") as saved:
+        keys = list(saved.keys())
+    assert any("trainable_tokens_delta" in key for key in keys) and any("lora_A" in key for key in keys)
+    from engine.models import load_model, load_tokenizer
+
+    cfg = build_config({"model_name_or_path": str(tiny), "template": "chatml", "adapter_name_or_path": str(out),
+                        "add_special_tokens": "<|new_tok|>"})
+    tokenizer = load_tokenizer(cfg.model)
+    model = load_model(cfg.model, cfg.finetuning, tokenizer, is_trainable=False)  # a KeyError before
+    assert model.get_input_embeddings().weight.shape[0] >= len(tokenizer)

@@ -100,3 +100,19 @@ def test_use_ray_switches_and_missing_ray(monkeypatch, tmp_path):
     monkeypatch.setenv("RAY_ADDRESS", "auto")
     kwargs = ray_launcher.init_kwargs(cfg)
     assert kwargs["address"] == "auto" and kwargs["num_cpus"] == 2 and kwargs["runtime_env"]["env_vars"]["LF_LAUNCHER"] == "ray"
+
+
+def test_ray_keys_without_ray_are_named(monkeypatch, tmp_path):
+    """LLaMA-Factory's ray example (`ray_num_workers: 4`, launched with USE_RAY=1) run without USE_RAY trained one
+    plain process with no word about the Ray keys it ignored."""
+    for name in ("USE_RAY", "LF_RAY_WORKER"):
+        monkeypatch.delenv(name, raising=False)
+    base = {"model_name_or_path": "demo", "dataset": "demo_alpaca", "output_dir": str(tmp_path)}
+    notes = build_config({**base, "ray_num_workers": 4, "placement_strategy": "SPREAD"}).notes
+    told = [note for note in notes if "Ray" in note]
+    assert len(told) == 1 and "`ray_num_workers: 4`, `placement_strategy: SPREAD` ignored" in told[0]
+    assert "USE_RAY=1" in told[0] and "use_ray: true" in told[0]
+    assert not [n for n in build_config(base).notes if "Ray" in n]  # nothing set: nothing to say
+    assert not [n for n in build_config({**base, "ray_num_workers": 4, "use_ray": True}).notes if "Ray" in n]
+    monkeypatch.setenv("USE_RAY", "1")
+    assert not [n for n in build_config({**base, "ray_num_workers": 4}).notes if "Ray" in n]

@@ -151,7 +151,7 @@ def _head_problem(path: Any, held: dict[str, tuple[int, ...]]) -> str | None:
     """Why tensors of these shapes are not LLaMA-Factory's value head (None: they are)."""
     weight, bias = (held.get(key) for key in VALUE_HEAD_KEYS)
     if weight is not None and bias is not None and len(weight) == 2 and weight[0] == 1 and weight[1] > 0 \
-            and len(bias) <= 1 and (bias[0] if bias else 1) == 1:
+            and all(size == 1 for size in bias):  # one number ([1], or [] / [1, 1] as other writers keep it)
         return None
     shown = ", ".join(f"{key} {shape}" for key, shape in list(held.items())[:8])
     return (f"The value head {path} holds {shown or 'nothing'}, not LLaMA-Factory's {' and '.join(VALUE_HEAD_KEYS)} "

@@ -62,6 +62,8 @@ def test_a_value_head_that_is_not_numbers_or_not_tensors_is_refused_as_it_is_rea
     torch.save({"v_head.summary.weight": 5, "v_head.summary.bias": 3}, str(tmp_path / "ints.bin"))
     with pytest.raises(ModelError, match="holds nothing, not LLaMA-Factory's"):
         read_value_head(tmp_path / "ints.bin")  # was AttributeError: 'int' object has no attribute 'dim'
+    save_file({**HEAD, "v_head.summary.bias": torch.ones(1, 1)}, str(tmp_path / "bias11.safetensors"))
+    assert read_value_head(tmp_path / "bias11.safetensors")["bias"].tolist() == [1.0]  # one number, as read before
     torch.save({"v_head.summary.weight": torch.zeros(1, 8), "step": 3}, str(tmp_path / "mixed.bin"))
     with pytest.raises(ModelError, match=r"holds v_head.summary.weight \(1, 8\), not"):
         read_value_head(tmp_path / "mixed.bin")  # was AttributeError: 'int' object has no attribute 'shape'

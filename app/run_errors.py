@@ -31,27 +31,57 @@ def local_error(lang: str | None, code: str | None, params: Any, text: Any = Non
     return message + "\n" + text.split(LOG_TAIL, 1)[1].strip("\n")
 
 
+MAX_TEXT = 1000
+"""The most characters of one value of ``error_params`` shown (a path, the words of ``then``); run.json is a file any
+program (or a damaged disk) may have written: a longer one is cut, marked with an ellipsis."""
+
+MAX_NAMES = 20
+"""The most names of a list in ``error_params`` shown (checkpoints removed, secrets); the rest are counted."""
+
+
+def _short(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "…"
+
+
+def _names(values: Any) -> str:
+    names = [_short(name) for name in values if isinstance(name, (str, int)) and not isinstance(name, bool) and name]
+    more = len(names) - MAX_NAMES
+    return ", ".join(names[:MAX_NAMES]) + (f", … (+{more})" if more > 0 else "")
+
+
+def _count(value: Any) -> int | None:
+    """An integer as run.json records one (an exit code, free MB); None for a bool, a float, text or a number too
+    large to be either."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 10**18:
+        return value
+    return None
+
+
 def _message(lang: str | None, code: str | None, params: Any) -> str | None:
-    if code in ("disk_full", "file_too_large") and isinstance(params, dict) and params.get("path"):
+    if not isinstance(code, str):
+        return None
+    if code in ("disk_full", "file_too_large") and isinstance(params, dict) and isinstance(params.get("path"), str) \
+            and params["path"]:
+        then = params.get("then")
         then = {"resume": t(lang, "runerr_then_resume"), "start": t(lang, "runerr_then_start")}.get(
-            str(params.get("then")), str(params.get("then") or ""))
-        free = params.get("free_mb")
-        free = f"{free:,}" if isinstance(free, int) and not isinstance(free, bool) else t(lang, "runerr_free_unknown")
-        message = t(lang, "runerr_disk_full" if code == "disk_full" else "runerr_file_too_large", path=params["path"],
-                    free=free, then=then)
-        removed = params.get("removed")
-        removed = [str(name) for name in removed if name] if isinstance(removed, list) else []
+            then, _short(then)) if isinstance(then, str) else ""
+        free = _count(params.get("free_mb"))
+        free = f"{free:,}" if free is not None else t(lang, "runerr_free_unknown")
+        message = t(lang, "runerr_disk_full" if code == "disk_full" else "runerr_file_too_large",
+                    path=_short(params["path"]), free=free, then=then)
+        removed = _names(params["removed"]) if isinstance(params.get("removed"), list) else ""
         if removed:
-            message += t(lang, "runerr_removed", checkpoints=", ".join(removed))
+            message += t(lang, "runerr_removed", checkpoints=removed)
         return message
     if not isinstance(params, dict) or not params:
         return None
-    if code == "exit_code" and isinstance(params.get("exit_code"), int):  # app.run_outcome: the process ended, its
-        return t(lang, "runerr_exit_code", code=params["exit_code"])  # outcome unrecorded (the log's end follows)
+    if code == "exit_code" and _count(params.get("exit_code")) is not None:  # app.run_outcome: the process ended,
+        return t(lang, "runerr_exit_code", code=params["exit_code"])  # its outcome unrecorded (the log's end follows)
     if code == "lost":
         return t(lang, "runerr_lost")
     if code == "exited_early":
         return t(lang, "runerr_exited_early")
     if code == "secret_lost" and isinstance(params.get("secrets"), list):  # app.jobs: a queued run's secret is gone
-        return t(lang, "runerr_secret_lost", secrets=", ".join(map(str, params["secrets"])))
+        return t(lang, "runerr_secret_lost", secrets=_names(params["secrets"]))
     return None

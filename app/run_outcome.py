@@ -42,7 +42,7 @@ def end_event(folder: RunFolder) -> dict[str, Any] | None:
                 event = json.loads(line)
             except ValueError:
                 continue
-            if event.get("event") == "end":
+            if isinstance(event, dict) and event.get("event") == "end":
                 return event
     return None
 
@@ -58,10 +58,11 @@ def decide(folder: RunFolder, exit_code: int | None, reason: str | None) -> tupl
     def with_tail(text: str, code: str) -> str:  # the page says the text in its language from the code and exit code
         return problem(f"{text} {LOG_TAIL}\n" + "\n".join(tail) if tail else text, code, {"exit_code": exit_code})
 
-    if end and end.get("status") in FINAL_STATUSES:
-        error = end.get("error")
-        if error and end.get("error_code"):
-            return end["status"], problem(error, end["error_code"], end.get("error_params"))
+    if end and isinstance(end.get("status"), str) and end["status"] in FINAL_STATUSES:
+        error, code = end.get("error"), end.get("error_code")
+        error = error if isinstance(error, str) or error is None else json.dumps(error)[:2000]  # a file: any JSON
+        if error and isinstance(code, str) and code:
+            return end["status"], problem(error, code, end.get("error_params"))
         return end["status"], error
     if reason == "aborted":
         return "aborted", Problem("stopped by request", "aborted")

@@ -39,6 +39,9 @@ class ParallelArgs:
     hyper_parallel_cp_size: int = _opt(1, "Context-parallel size used by HyperParallel.", min=1)
 
 
+_EXAMPLE = {"resources_per_worker": '{"GPU": 1}', "ray_init_kwargs": '{"num_cpus": 8}'}
+
+
 def _mapping(value: Any, key: str, problems: list[str]) -> dict | None:
     """A mapping given as YAML or as JSON text."""
     import json
@@ -49,16 +52,23 @@ def _mapping(value: Any, key: str, problems: list[str]) -> dict | None:
         try:
             parsed = json.loads(value)
         except json.JSONDecodeError as err:
-            problems.append(f"`{key}` is not valid JSON ({err.msg}); write it like {{\"GPU\": 1}}.")
+            problems.append(f"`{key}` is not valid JSON ({err.msg}); write it like {_EXAMPLE.get(key, '{}')}.")
             return None
         return parsed
-    problems.append(f"`{key}: {value!r}` must be a mapping, e.g. {{\"GPU\": 1}}.")
+    problems.append(f"`{key}: {value!r}` must be a mapping, e.g. {_EXAMPLE.get(key, '{}')}.")
     return None
 
 
 RAY_KEYS = ("ray_num_workers", "ray_run_name", "ray_storage_path", "ray_storage_filesystem", "resources_per_worker",
             "placement_strategy", "ray_init_kwargs")
 """The keys that only act when the run goes through Ray."""
+
+
+def _shown(key: str, value: Any) -> str:
+    """A Ray key as the note names it: a short scalar with its value; a mapping (``ray_init_kwargs`` may carry a
+    runtime_env's tokens, ``resources_per_worker``) or a long text by its name alone."""
+    text = str(value)
+    return f"`{key}`" if isinstance(value, (dict, list)) or len(text) > 80 else f"`{key}: {text}`"
 
 
 def _note_ray_keys_without_ray(cfg: Any) -> None:
@@ -72,7 +82,7 @@ def _note_ray_keys_without_ray(cfg: Any) -> None:
     if use_ray(cfg) or os.environ.get(WORKER_FLAG) == "1":
         return
     defaults = ParallelArgs()
-    changed = [f"`{key}: {getattr(cfg.parallel, key)}`" for key in RAY_KEYS
+    changed = [_shown(key, getattr(cfg.parallel, key)) for key in RAY_KEYS
                if getattr(cfg.parallel, key) != getattr(defaults, key)]
     if changed:
         cfg.notes.append(f"{', '.join(changed)} ignored: this run does not go through Ray. LLaMA-Factory reads the "

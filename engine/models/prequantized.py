@@ -40,17 +40,36 @@ def prequantized_problem(name: str, config_file: Path | str | None) -> str | Non
         return None
     from transformers.quantizers.auto import AutoHfQuantizer
 
-    if not AutoHfQuantizer.supports_quant_method(quantization):
-        return None
-    method = quantization.get("quant_method", "?")
+    method = quantization.get("quant_method")
+    malformed = (f"`{name}` has a `quantization_config` in its config.json that transformers cannot read ({{}}): the "
+                 "file was edited or damaged. Restore it from where the model came from, or remove "
+                 "`quantization_config` if the weights are not quantized.")
+    if method is not None and not isinstance(method, str):
+        return malformed.format(f"`quant_method: {json.dumps(method)[:100]}` is not a method's name such as gptq or awq")
+    try:
+        if not AutoHfQuantizer.supports_quant_method(quantization):
+            return None
+    except ValueError:  # neither a quant_method nor bitsandbytes' load_in_4bit/8bit
+        return malformed.format("it names no `quant_method`, such as gptq or awq")
+    method = method or "bitsandbytes"
     try:
         quantizer = AutoHfQuantizer.from_config(quantization, pre_quantized=True)
+    except ImportError as err:  # some methods import their library as their config is read
+        quantizer, missing = None, err
+    except Exception as err:  # noqa: BLE001 - transformers validates each method's keys its own way
+        return malformed.format(f"`quant_method: {method}`: {_reason(err)}")
+    try:
+        if quantizer is None:
+            raise missing
         quantizer.validate_environment(device_map=None, weights_only=True)
-    except (ImportError, ValueError, RuntimeError) as err:
-        reason = " ".join(str(err).split()) or type(err).__name__
-        reason += "" if reason.endswith(".") else "."
+    except Exception as err:  # noqa: BLE001 - ImportError, ValueError, RuntimeError, ... : say it, don't crash
         return (f"`{name}` is a pre-quantized checkpoint (`quant_method: {method}` in its config.json), and "
-                f"transformers cannot load it here: {reason} Install what it names (most {method} kernels need an "
-                "NVIDIA GPU), or train from the model's unquantized weights (`quantization_bit: 4` quantizes them "
+                f"transformers cannot load it here: {_reason(err)} Install what it names (most {method} kernels need "
+                "an NVIDIA GPU), or train from the model's unquantized weights (`quantization_bit: 4` quantizes them "
                 "with bitsandbytes for QLoRA).")
     return None
+
+
+def _reason(err: BaseException) -> str:
+    reason = " ".join(str(err).split())[:500] or type(err).__name__
+    return reason + ("" if reason.endswith(".") else ".")

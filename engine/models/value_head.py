@@ -147,9 +147,48 @@ def value_head_file(folder: Any) -> Any:
     return None
 
 
+def _head_problem(path: Any, held: dict[str, tuple[int, ...]]) -> str | None:
+    """Why tensors of these shapes are not LLaMA-Factory's value head (None: they are)."""
+    weight, bias = (held.get(key) for key in VALUE_HEAD_KEYS)
+    if weight is not None and bias is not None and len(weight) == 2 and weight[0] == 1 and weight[1] > 0 \
+            and all(size == 1 for size in bias):  # one number ([1], or [] / [1, 1] as other writers keep it)
+        return None
+    shown = ", ".join(f"{key} {shape}" for key, shape in list(held.items())[:8])
+    return (f"The value head {path} holds {shown or 'nothing'}, not LLaMA-Factory's {' and '.join(VALUE_HEAD_KEYS)} "
+            "(shapes [1, hidden] and [1]); give the output_dir of an rm run of LLaMA-Factory as it saved it.")
+
+
+def value_head_inputs(path: Any) -> tuple[int | None, str | None]:
+    """Without torch (a pre-flight check): the hidden size a ``value_head.safetensors`` takes, from its header, or
+    why the file is not a value head. ``(None, None)`` for a ``.bin`` (a pickle: read when the run loads it)."""
+    import json
+    import struct
+
+    if not str(path).endswith(".safetensors"):
+        return None, None
+    unreadable = (f"The value head {path} is not a safetensors file ({{}}); it should be the value_head.safetensors "
+                  "an rm run of LLaMA-Factory saved: copy it again from that run's output_dir.")
+    try:
+        with open(path, "rb") as handle:
+            size = struct.unpack("<Q", handle.read(8))[0]
+            if size > 1 << 24:
+                return None, unreadable.format(f"a header of {size:,} bytes")
+            header = json.loads(handle.read(size).decode("utf-8"))
+    except (OSError, struct.error, UnicodeDecodeError, ValueError) as err:
+        return None, unreadable.format("shorter than its header" if isinstance(err, struct.error)
+                                       else type(err).__name__)
+    if not isinstance(header, dict):
+        return None, unreadable.format("its header is not a table of tensors")
+    held = {key: tuple(info.get("shape") or ()) for key, info in header.items()
+            if key != "__metadata__" and isinstance(info, dict) and isinstance(info.get("shape"), list)}
+    problem = _head_problem(path, held)
+    return (None, problem) if problem else (held[VALUE_HEAD_KEYS[0]][1], None)
+
+
 def read_value_head(path: Any) -> dict[str, Any]:
     """``v_head.summary.weight`` ([1, hidden]) and ``v_head.summary.bias`` ([1]) from a value-head file; a file
-    without them, or with other shapes, is refused naming what it holds."""
+    without them, with other shapes or with values that are not numbers (NaN, inf) is refused naming what it
+    holds."""
     import torch
 
     from engine.errors import ModelError
@@ -159,17 +198,24 @@ def read_value_head(path: Any) -> dict[str, Any]:
             from safetensors.torch import load_file
 
             tensors = load_file(str(path))
-        else:
+        else:  # weights_only: a pickle that would run code is refused, not run
             tensors = torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - a damaged or foreign file: say which
-        raise ModelError(f"The value head {path} cannot be read ({type(err).__name__}: {err}); it should be the "
-                         "value_head.safetensors an rm run of LLaMA-Factory saved.") from None
-    weight, bias = (tensors.get(key) if isinstance(tensors, dict) else None for key in VALUE_HEAD_KEYS)
-    if weight is None or bias is None or weight.dim() != 2 or weight.shape[0] != 1 or bias.numel() != 1:
-        held = ", ".join(f"{k} {tuple(v.shape)}" for k, v in tensors.items()) if isinstance(tensors, dict) else "?"
-        raise ModelError(f"The value head {path} holds {held or 'nothing'}, not LLaMA-Factory's "
-                         f"{' and '.join(VALUE_HEAD_KEYS)} (shapes [1, hidden] and [1]).")
-    return {"weight": weight.float(), "bias": bias.float().reshape(1)}
+        reason = (str(err).strip().splitlines() or [""])[0][:300]
+        raise ModelError(f"The value head {path} cannot be read ({type(err).__name__}: {reason}); it should be the "
+                         "value_head.safetensors an rm run of LLaMA-Factory saved: copy it again from that run's "
+                         "output_dir.") from None
+    tensors = tensors if isinstance(tensors, dict) else {}
+    problem = _head_problem(path, {str(key): tuple(value.shape) for key, value in tensors.items()
+                                   if isinstance(value, torch.Tensor)}) if tensors else None
+    if problem or not tensors:
+        raise ModelError(problem or _head_problem(path, {}))
+    weight, bias = (tensors[key].float() for key in VALUE_HEAD_KEYS)
+    if not (torch.isfinite(weight).all() and torch.isfinite(bias).all()):
+        raise ModelError(f"The value head {path} holds values that are not numbers (NaN or inf): the rm run that "
+                         "saved it diverged or the file is damaged. Train the reward model again (a lower "
+                         "learning_rate), or give another rm run's output_dir.")
+    return {"weight": weight, "bias": bias.reshape(1)}
 
 
 class ValueHeadScorer:

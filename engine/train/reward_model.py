@@ -39,6 +39,7 @@ def load_reward_model(cfg: RunConfig, template: Any) -> Any:
     saved = load_config(folder / "lf_config.yaml") if (folder / "lf_config.yaml").is_file() else None
     adapter = (folder / "adapter_config.json").is_file()
     head_file = value_head_file(folder)
+    head = read_value_head(head_file) if head_file is not None else None  # a damaged head refused before any load
     if adapter:
         base = saved.model.model_name_or_path if saved else json.loads(
             (folder / "adapter_config.json").read_text(encoding="utf-8")).get("base_model_name_or_path")
@@ -57,9 +58,9 @@ def load_reward_model(cfg: RunConfig, template: Any) -> Any:
     else:
         tokenizer = load_tokenizer(model_args)
     ft = replace(cfg.finetuning, stage="rm", finetuning_type="lora" if adapter else "full")
-    if head_file is not None:  # LLaMA-Factory's: the causal LM (adapter merged) and its value head
+    if head is not None:  # LLaMA-Factory's: the causal LM (adapter merged) and its value head
         model: Any = ValueHeadScorer(load_model(model_args, ft, tokenizer, is_trainable=False, task="causal_lm"),
-                                     read_value_head(head_file))
+                                     head)
     else:
         model = load_model(model_args, ft, tokenizer, is_trainable=False, task="reward")
         score_last_attended(model)

@@ -100,6 +100,15 @@ def check_rl(cfg: RunConfig) -> list[str]:
     return problems
 
 
+def _json_table(file: Path) -> tuple[dict[str, Any], str | None]:
+    """A JSON object file's contents, or why it is not one."""
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        return {}, f"{file.name} cannot be read ({type(err).__name__})"
+    return (data, None) if isinstance(data, dict) else ({}, f"{file.name} is not a JSON object")
+
+
 def check_reward_model(path: str) -> list[str]:
     """Problems of ``reward_model``: an rm run's output_dir, this project's (a ``SEQ_CLS`` adapter or a
     ``...ForSequenceClassification``) or LLaMA-Factory's (a causal LM, adapter or whole, with its value head)."""
@@ -108,23 +117,76 @@ def check_reward_model(path: str) -> list[str]:
     folder = Path(path).expanduser()
     if not folder.is_dir():
         return [f"`reward_model: {path}` does not exist; give the output_dir of a finished `stage: rm` run."]
-    value_head = value_head_file(folder) is not None  # LLaMA-Factory's rm output: its head beside the causal LM
+    damaged = f"`reward_model: {path}`: {{}}; the folder is damaged or not an rm run's: give the output_dir of a " \
+        "finished `stage: rm` run (train it again if its files were lost)."
+    head_file = value_head_file(folder)  # LLaMA-Factory's rm output: its head beside the causal LM
+    value_head = head_file is not None
     if (folder / "adapter_config.json").is_file():
-        config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
+        config, problem = _json_table(folder / "adapter_config.json")
+        if problem:
+            return [damaged.format(problem)]
         task = config.get("task_type")
-        if task in (None, "SEQ_CLS") or (task == "CAUSAL_LM" and value_head):
-            return []
-        return [f"`reward_model: {path}` holds a {task} adapter without a value head ({' or '.join(VALUE_HEAD_FILES)}"
-                "), not a reward model; give the output_dir of a `stage: rm` run (this project's or LLaMA-Factory's)."]
+        if not (task in (None, "SEQ_CLS") or (task == "CAUSAL_LM" and value_head)):
+            return [f"`reward_model: {path}` holds a {task} adapter without a value head "
+                    f"({' or '.join(VALUE_HEAD_FILES)}), not a reward model; give the output_dir of a `stage: rm` "
+                    "run (this project's or LLaMA-Factory's)."]
+        base = _adapter_base(folder, config)
+        if not isinstance(base, str) or not base.strip():
+            return [damaged.format("its adapter_config.json names no base model (`base_model_name_or_path`)")]
+        local = Path(base).expanduser()
+        if (base.startswith(("/", ".", "~")) or local.is_absolute()) and not local.is_dir():
+            return [f"`reward_model: {path}` is a LoRA adapter of `{base}`, which does not exist here: put that "
+                    "model back at that path (or set `base_model_name_or_path` in the adapter's "
+                    "adapter_config.json to where it is now)."]
+        return _head_problems(path, head_file, local / "config.json")
     config_file = folder / "config.json"
     if not config_file.is_file():
         return [f"`reward_model: {path}` holds no model (no adapter_config.json or config.json); give the "
                 "output_dir of a finished `stage: rm` run."]
-    architectures = json.loads(config_file.read_text(encoding="utf-8")).get("architectures") or []
+    config, problem = _json_table(config_file)
+    if problem:
+        return [damaged.format(problem)]
+    architectures = config.get("architectures") or []
+    architectures = [architectures] if isinstance(architectures, str) else architectures
+    architectures = [a for a in architectures if isinstance(a, str)] if isinstance(architectures, list) else []
     if architectures and not value_head and not any(a.endswith("ForSequenceClassification") for a in architectures):
         return [f"`reward_model: {path}` is a {architectures[0]} without a value head ({' or '.join(VALUE_HEAD_FILES)}"
                 "), not a reward model (a scalar-head ...ForSequenceClassification, or LLaMA-Factory's causal LM "
                 "with its value head); train one with `stage: rm` and give its output_dir."]
+    return _head_problems(path, head_file, config_file)
+
+
+def _adapter_base(folder: Path, config: dict[str, Any]) -> Any:
+    """The base model of an rm run's adapter, as the reward model loads it (the run's lf_config.yaml first)."""
+    if (folder / "lf_config.yaml").is_file():
+        try:
+            import yaml
+
+            saved = yaml.safe_load((folder / "lf_config.yaml").read_text(encoding="utf-8"))
+            if isinstance(saved, dict) and saved.get("model_name_or_path"):
+                return saved["model_name_or_path"]
+        except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError):
+            pass  # its own load names the damaged file
+    return config.get("base_model_name_or_path")
+
+
+def _head_problems(path: str, head_file: Path | None, config_file: Path) -> list[str]:
+    """LLaMA-Factory's value head read from its header: its shapes, and its inputs against the model's hidden size
+    (where the model's config.json is here to say it)."""
+    from engine.models.value_head import value_head_inputs
+
+    if head_file is None:
+        return []
+    inputs, problem = value_head_inputs(head_file)
+    if problem:
+        return [problem]
+    config = _json_table(config_file)[0] if config_file.is_file() else {}
+    text = config.get("text_config")
+    hidden = config.get("hidden_size") or (text.get("hidden_size") if isinstance(text, dict) else None)
+    if inputs is not None and isinstance(hidden, int) and not isinstance(hidden, bool) and hidden != inputs:
+        return [f"`reward_model: {path}`: its value head {head_file.name} takes {inputs} inputs and the model's "
+                f"hidden size is {hidden}: the head was trained on another model. Give the rm run's output_dir as "
+                "it saved it (with the model it was trained on)."]
     return []
 
 

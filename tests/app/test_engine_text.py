@@ -99,6 +99,25 @@ def test_the_board_codes_the_outcomes_it_decides(tmp_path):
     assert decide(folder, 1, "lost")[1].code == "lost"
 
 
+@pytest.mark.parametrize("line, error, code", [
+    ('["end"]', "The process exited with code 1.", "exit_code"),  # was AttributeError: 'list' object has no 'get'
+    ('"end"', "The process exited with code 1.", "exit_code"),
+    (json.dumps({"event": "end", "status": "failed", "error": "boom", "error_code": ["x"]}), "boom", None),
+    (json.dumps({"event": "end", "status": "failed", "error": {"a": 1}, "error_code": "crash"}), '{"a": 1}', "crash"),
+    (json.dumps({"event": "end", "status": ["failed"], "error": "boom"}), "The process exited with code 1.", "exit_code"),
+])
+def test_a_hostile_end_event_is_read_as_data_or_passed_over(tmp_path, line, error, code):
+    """events.jsonl is a file: an end line that is not an object, or whose error and code are not text, neither
+    stops the board deciding the run's outcome nor records a list as run.json's error_code."""
+    from app.run_outcome import decide
+
+    folder = RunFolder(tmp_path / "r")
+    folder.path.mkdir()
+    folder.events_path.write_text(line + "\n", encoding="utf-8")
+    status, found = decide(folder, 1, None)
+    assert status == "failed" and str(found) == error and getattr(found, "code", None) == code
+
+
 def test_a_dataset_folder_note_gets_a_heading_in_chinese(board, tmp_path):
     from app.ui import build_ui
 

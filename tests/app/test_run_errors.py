@@ -84,3 +84,34 @@ def test_a_lost_secret_is_explained_in_the_pages_language():
     zh = local_error("zh", "secret_lost", params)
     assert "（HF_TOKEN, WANDB_API_KEY）" in zh and zh.endswith("请重新提交。")
     assert local_error("en", "lost", {"exit_code": None}).startswith("The process ended while the board was not")
+
+
+def test_hostile_error_params_are_shown_bounded_or_as_written():
+    """run.json is a file: a value of the wrong type, a number too large to print, a huge list or text neither
+    raises nor fills the page; a value that cannot be what the engine wrote falls back to the English ``error``."""
+    huge = 10**5000  # str() of it raises ValueError (Python's 4300-digit limit)
+    assert local_error("zh", "exit_code", {"exit_code": huge}) is None and local_error("zh", "exit_code", {
+        "exit_code": 10**18}) is None
+    assert local_error("zh", "exit_code", {"exit_code": True}) is None  # not an exit code
+    assert "未知 MB" in local_error("zh", "disk_full", {"path": "/x", "free_mb": huge})
+    assert local_error("zh", "disk_full", {"path": ["a", "b"]}) is None  # a path is text
+    assert local_error("zh", ["disk_full"], {"path": "/x"}) is None
+    message = local_error("en", "disk_full", {"path": "P" * 10**6, "then": "T" * 10**6,
+                                              "removed": [f"checkpoint-{i}" for i in range(10**5)] + [{"a": 1}]})
+    assert len(message) < 3000 and message.count("checkpoint-") == 20 and "(+99980)" in message
+    assert "{'a': 1}" not in message
+    secrets = local_error("en", "secret_lost", {"secrets": ["KEY"] * 10**5})
+    assert len(secrets) < 1000 and "(+99980)" in secrets
+
+
+def test_a_huge_error_params_list_does_not_flood_history_or_the_run_view(board):
+    run_id = board.jobs.submit("train", {"fake_steps": 1, "fake_disk_full": True})
+    assert board.jobs.wait(run_id, 30) == "failed"
+    folder = board.jobs.runs_dir / run_id
+    RunFolder(folder).update(error_params={"path": str(folder), "then": "resume",
+                                           "removed": [f"checkpoint-{i}" for i in range(10**5)]})
+    frame, ids = table_frame(board, "zh")
+    reason = " ".join(map(str, frame.iloc[ids.index(run_id)].tolist()))
+    assert "设备上没有剩余空间" in reason  # History cuts its reason short in any case
+    shown = progress_view.watch(board, run_id, None, "zh")["error"]
+    assert "(+99980)" in shown and len(shown) < 5000  # was every one of the 100,000 names (1.8 MB)

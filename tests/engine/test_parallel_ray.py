@@ -116,3 +116,19 @@ def test_ray_keys_without_ray_are_named(monkeypatch, tmp_path):
     assert not [n for n in build_config({**base, "ray_num_workers": 4, "use_ray": True}).notes if "Ray" in n]
     monkeypatch.setenv("USE_RAY", "1")
     assert not [n for n in build_config({**base, "ray_num_workers": 4}).notes if "Ray" in n]
+
+
+def test_the_ray_note_names_a_mapping_or_a_long_value_by_its_key_alone(monkeypatch, tmp_path):
+    """The note printed ray_init_kwargs whole: a runtime_env's token went into the notes (the log, run.json, the
+    board), and a 5,000-character value made a 5 KB note. A mapping given as bad text is refused with its own
+    example, not resources_per_worker's."""
+    for name in ("USE_RAY", "LF_RAY_WORKER"):
+        monkeypatch.delenv(name, raising=False)
+    base = {"model_name_or_path": "demo", "dataset": "demo_alpaca", "output_dir": str(tmp_path)}
+    init = {"runtime_env": {"env_vars": {"HF_TOKEN": "hf_SECRET123"}}}
+    notes = build_config({**base, "ray_init_kwargs": init, "ray_run_name": "x" * 5000, "ray_num_workers": 4}).notes
+    told = [note for note in notes if "Ray" in note]
+    assert len(told) == 1 and "hf_SECRET123" not in told[0] and len(told[0]) < 400
+    assert "`ray_num_workers: 4`, `ray_run_name`, `ray_init_kwargs` ignored" in told[0]
+    with pytest.raises(UserError, match=r"`ray_init_kwargs: \'abc\'` must be a mapping, e.g. \{\"num_cpus\": 8\}"):
+        build_config({**base, "ray_init_kwargs": "abc"})

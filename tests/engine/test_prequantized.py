@@ -55,3 +55,22 @@ def test_a_plain_or_unknown_quantization_is_no_problem(tiny, tmp_path):
     # a method transformers does not know: it loads the weights unquantized (with its own warning), so do we
     model = _quantized(tiny, tmp_path / "odd", {"quant_method": "no_such_method", "bits": 4})
     assert not [p for p in check(_cfg(model, tmp_path), "train") if "pre-quantized" in p]
+
+
+@pytest.mark.parametrize("quantization, expected", [
+    ({"quant_method": ["gptq"]}, '`quant_method: ["gptq"]` is not a method\'s name'),  # was TypeError: unhashable
+    ({"quant_method": None, "bits": 4}, "it names no `quant_method`"),  # was ValueError from transformers
+    ({"bits": 4}, "it names no `quant_method`"),
+    ({**AWQ, "version": {"x": 1}}, "`quant_method: awq`: 'dict' object has no attribute 'lower'"),  # AttributeError
+    ({"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_compute_dtype": "nope"},
+     "`quant_method: bitsandbytes`: module 'torch' has no attribute 'nope'"),  # AttributeError
+    ({"quant_method": "gptq", "bits": "four"}, "`quant_method: gptq`: Only support quantization to [2,3,4,8] bits"),
+])
+def test_a_malformed_quantization_config_is_named_not_a_traceback(tiny, tmp_path, quantization, expected):
+    """A config.json edited by hand or damaged: the pre-flight check raised transformers' exception (a traceback)
+    or, for a bad value, told the user to install a library."""
+    model = _quantized(tiny, tmp_path / "odd", quantization, nested=True)
+    problems = [p for p in check(_cfg(model, tmp_path), "train") if "quantization_config" in p]
+    assert len(problems) == 1 and expected in problems[0], problems
+    assert "cannot read" in problems[0] and "remove `quantization_config`" in problems[0]
+    assert "Install what it names" not in problems[0]

@@ -120,11 +120,13 @@ def test_a_causal_lm_adapter_without_a_value_head_is_still_refused(tiny_model, t
 def test_a_value_head_file_of_another_shape_is_named(tiny_model, tmp_path):
     from safetensors.torch import save_file
 
-    from engine.errors import ModelError
+    from engine.errors import UserError
+    from engine.train.rl_checks import check_reward_model
 
     folder = _lf_output(tiny_model, tmp_path)
     save_file({"v_head.summary.weight": torch.zeros(2, 32)}, str(folder / "value_head.safetensors"))
-    with pytest.raises(ModelError, match=r"holds v_head.summary.weight \(2, 32\), not LLaMA-Factory's"):
+    assert "holds v_head.summary.weight (2, 32), not LLaMA-Factory's" in check_reward_model(str(folder))[0]
+    with pytest.raises(UserError, match=r"holds v_head.summary.weight \(2, 32\), not LLaMA-Factory's"):
         _scorer(tiny_model, folder)
 
 

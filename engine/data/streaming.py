@@ -97,6 +97,18 @@ class StreamedRows(torch.utils.data.IterableDataset):
                 columns = pair_batch(columns, self.opts, examples)
             yield columns, stats
 
+    def training_examples(self, chunk: int = 1000) -> Iterator[dict[str, Any]]:
+        """The examples of epoch 0's training rows (past the held-out ones), each worker's, read ``chunk`` at a time
+        and not tokenized (the KTO trainer's check of its labels)."""
+        import numpy as np
+
+        for worker in range(self.shards):
+            picks = self.picks(0, worker=worker)
+            while batch := list(islice(picks, chunk)):
+                ids = [int(self._offsets[k] + self.positions[k][row]) for k, row in batch if self.positions[k][row] >= 0]
+                if ids:
+                    yield from self._joined.take(np.asarray(ids, dtype=np.int64))
+
     def __iter__(self) -> Iterator[dict[str, list]]:
         info = torch.utils.data.get_worker_info()
         if info is not None and self.shards > 1 and info.num_workers != self.shards:

@@ -248,20 +248,19 @@ def build_kto_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, c
 
 
 def _kto_labels(bundle: Any) -> list[bool]:
-    """The desirable/undesirable labels of the training rows; of a stream, read from its examples (stand-ins left
-    out) until both kinds are seen, nothing tokenized."""
+    """The desirable/undesirable labels of the training rows; of a stream, read from the examples of its training
+    rows (those ``val_size`` holds out and stand-ins left out) until both kinds are seen, nothing tokenized."""
     train = _train_set(bundle)
-    if hasattr(train, "__len__") or not hasattr(train, "examples"):
+    if hasattr(train, "__len__") or not hasattr(train, "training_examples"):
         return list(train["label"])
     from engine.data.kl_stand_ins import KEY
 
     kinds: set[bool] = set()
-    for part in train.examples:
-        for example in part:
-            if not example.get(KEY):
-                kinds.add(bool(example["kto_tag"]))
-                if len(kinds) == 2:
-                    return sorted(kinds)
+    for example in train.training_examples():
+        if not example.get(KEY):
+            kinds.add(bool(example["kto_tag"]))
+            if len(kinds) == 2:
+                break
     return sorted(kinds)
 
 

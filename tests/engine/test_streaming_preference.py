@@ -155,3 +155,21 @@ def test_kto_streaming_memory_does_not_grow_with_the_rows(tmp_path, monkeypatch)
             tracemalloc.stop()
         assert seen == count
     assert peaks[1000] < 1.3 * peaks[200], peaks
+
+
+def test_kto_labels_of_a_stream_are_those_of_its_training_rows(tmp_path, monkeypatch):
+    """The rows `val_size` holds out do not train: a stream whose training rows (here one, after 29 held out) have one
+    label only is refused as the same data without streaming is, though the held-out rows have both."""
+    from engine.errors import UserError
+    from engine.train.preference import build_kto_trainer
+    from engine.train.workflow import load_components
+
+    monkeypatch.setenv("LF_ENGINE_CACHE", "off")
+    cfg = _config("kto", tmp_path, per_device_train_batch_size=2, val_size=29)
+    tokenizer, template, model = load_components(cfg, trainable=True)
+    bundle = get_dataset(cfg, tokenizer, template)
+    with pytest.raises(UserError, match="KTO needs both desirable"):
+        build_kto_trainer(cfg, model, tokenizer, bundle, [])
+    cfg = _config("kto", tmp_path, per_device_train_batch_size=2, val_size=4)  # both kinds train: accepted
+    bundle = get_dataset(cfg, tokenizer, template)
+    assert build_kto_trainer(cfg, model, tokenizer, bundle, []).train_dataset is bundle.train

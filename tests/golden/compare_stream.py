@@ -28,8 +28,8 @@ from pathlib import Path
 
 import yaml
 
-THEIRS = r"""
-import json, sys, types
+HIDE_MEDIA_LIBS = r"""
+import sys, types
 try:  # a CPU torch without a torchvision/torchaudio that imports: hide them (text rows never use them)
     import torchvision, torchaudio  # noqa
 except Exception:
@@ -40,6 +40,12 @@ except Exception:
     sys.modules["torchaudio"] = types.ModuleType("torchaudio")  # LLaMA-Factory's mm_plugin imports it
     import llamafactory.data.mm_plugin  # noqa
     sys.modules["torchaudio"] = None
+"""
+"""LLaMA-Factory's side starts with this: where the environment's torchvision or torchaudio build does not load with
+its torch, they are hidden (the rows compared here have no media)."""
+
+THEIRS = HIDE_MEDIA_LIBS + r"""
+import json
 import torch
 from llamafactory.hparams import get_train_args
 from llamafactory.model import load_tokenizer

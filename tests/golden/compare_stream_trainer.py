@@ -23,6 +23,8 @@ from pathlib import Path
 
 import yaml
 
+from tests.golden.compare_stream import HIDE_MEDIA_LIBS
+
 RECORD = r"""
 import json, sys
 import torch.utils.data.dataloader as loading
@@ -51,18 +53,7 @@ def recorder(path):
             return batch
         kind._next_data = record
 """
-THEIRS = RECORD + r"""
-import types
-try:  # a CPU torch without a torchvision/torchaudio that imports: hide them (text rows never use them)
-    import torchvision, torchaudio  # noqa
-except Exception:
-    for name in [key for key in sys.modules if key.split(".")[0] in ("torchvision", "torchaudio")]:
-        del sys.modules[name]
-    sys.modules["torchvision"] = sys.modules["torchaudio"] = None
-    import transformers  # noqa: its availability checks now say no
-    sys.modules["torchaudio"] = types.ModuleType("torchaudio")  # LLaMA-Factory's mm_plugin imports it
-    import llamafactory.data.mm_plugin  # noqa
-    sys.modules["torchaudio"] = None
+THEIRS = RECORD + HIDE_MEDIA_LIBS + r"""
 recorder(sys.argv[2])
 from llamafactory.train.tuner import run_exp
 run_exp(json.loads(sys.argv[1]))

@@ -227,7 +227,8 @@ class ValueHeadScorer:
         from engine.errors import ModelError
 
         self.model = model
-        self.body = getattr(model, "base_model", model)  # the decoder without its LM head (no vocabulary logits)
+        causal = model.get_base_model() if hasattr(model, "get_base_model") else model  # under a PEFT wrapper
+        self.body = getattr(causal, "base_model", causal)  # the decoder without its LM head (no vocabulary logits)
         hidden = model.get_input_embeddings().weight.shape[-1]
         if head["weight"].shape[-1] != hidden:
             raise ModelError(f"The value head has {head['weight'].shape[-1]} inputs and the model's hidden size is "

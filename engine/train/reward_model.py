@@ -17,7 +17,7 @@ from typing import Any
 
 from engine.config import RunConfig
 from engine.errors import UserError
-from engine.train.rl_checks import check_reward_model
+from engine.train.rl_checks import adapter_base, check_reward_model
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +41,7 @@ def load_reward_model(cfg: RunConfig, template: Any) -> Any:
     head_file = value_head_file(folder)
     head = read_value_head(head_file) if head_file is not None else None  # a damaged head refused before any load
     if adapter:
-        base = saved.model.model_name_or_path if saved else json.loads(
-            (folder / "adapter_config.json").read_text(encoding="utf-8")).get("base_model_name_or_path")
+        base = adapter_base(folder, json.loads((folder / "adapter_config.json").read_text(encoding="utf-8")))
         model_args = replace(cfg.model, model_name_or_path=base, adapter_name_or_path=str(folder), quantization_bit=None)
     else:
         model_args = replace(cfg.model, model_name_or_path=str(folder), adapter_name_or_path=None, quantization_bit=None)

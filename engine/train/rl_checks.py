@@ -130,7 +130,7 @@ def check_reward_model(path: str) -> list[str]:
             return [f"`reward_model: {path}` holds a {task} adapter without a value head "
                     f"({' or '.join(VALUE_HEAD_FILES)}), not a reward model; give the output_dir of a `stage: rm` "
                     "run (this project's or LLaMA-Factory's)."]
-        base = _adapter_base(folder, config)
+        base = adapter_base(folder, config)
         if not isinstance(base, str) or not base.strip():
             return [damaged.format("its adapter_config.json names no base model (`base_model_name_or_path`)")]
         local = Path(base).expanduser()
@@ -156,8 +156,9 @@ def check_reward_model(path: str) -> list[str]:
     return _head_problems(path, head_file, config_file)
 
 
-def _adapter_base(folder: Path, config: dict[str, Any]) -> Any:
-    """The base model of an rm run's adapter, as the reward model loads it (the run's lf_config.yaml first)."""
+def adapter_base(folder: Path, config: dict[str, Any]) -> Any:
+    """The base model of an rm run's adapter (``config``: its adapter_config.json), the one checked here and loaded
+    by :func:`engine.train.reward_model.load_reward_model`: the run's lf_config.yaml's first."""
     if (folder / "lf_config.yaml").is_file():
         try:
             import yaml

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from golden.pref_runs import cut_sets
 
 from engine.cli import main
 
@@ -16,14 +17,11 @@ SETS = {"kto_one": slice(0, 12), "kto_two": slice(12, 19)}  # 6+6 and 4+3 desira
 
 
 def _data(tmp_path: Path) -> Path:
-    rows = json.loads((REPO / "examples/data/demo_kto.json").read_text())
-    info = json.loads((REPO / "examples/data/dataset_info.json").read_text())
+    """The two evaluation sets cut from demo_kto, beside the whole of it."""
     folder = tmp_path / "data"
-    folder.mkdir()
-    entries = {"demo_kto": {**info["demo_kto"], "file_name": str(REPO / "examples/data/demo_kto.json")}}
-    for name, part in SETS.items():
-        (folder / f"{name}.json").write_text(json.dumps(rows[part]))
-        entries[name] = {**info["demo_kto"], "file_name": f"{name}.json"}
+    entries = cut_sets(folder, "demo_kto", SETS)
+    info = json.loads((REPO / "examples/data/dataset_info.json").read_text())
+    entries["demo_kto"] = {**info["demo_kto"], "file_name": str(REPO / "examples/data/demo_kto.json")}
     (folder / "dataset_info.json").write_text(json.dumps(entries))
     return folder
 

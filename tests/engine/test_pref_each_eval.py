@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from golden.pref_runs import cut_sets
 
 from engine.cli import main
 
@@ -16,16 +17,14 @@ REPO = Path(__file__).resolve().parents[2]
 SETS = {"pref_one": slice(10, 16), "pref_two": slice(16, 21)}  # 6 and 5 pairs: batches of 4+2 and 4+1
 
 
-def _data(tmp_path: Path) -> None:
-    rows = json.loads((REPO / "examples/data/demo_dpo.json").read_text())
-    info = json.loads((REPO / "examples/data/dataset_info.json").read_text())
+def _data(tmp_path: Path) -> Path:
+    """The two evaluation sets cut from demo_dpo, beside the whole of it."""
     folder = tmp_path / "data"
-    folder.mkdir()
-    entries = {"demo_dpo": {**info["demo_dpo"], "file_name": str(REPO / "examples/data/demo_dpo.json")}}
-    for name, part in SETS.items():
-        (folder / f"{name}.json").write_text(json.dumps(rows[part]))
-        entries[name] = {**info["demo_dpo"], "file_name": f"{name}.json"}
+    entries = cut_sets(folder, "demo_dpo", SETS)
+    info = json.loads((REPO / "examples/data/dataset_info.json").read_text())
+    entries["demo_dpo"] = {**info["demo_dpo"], "file_name": str(REPO / "examples/data/demo_dpo.json")}
     (folder / "dataset_info.json").write_text(json.dumps(entries))
+    return folder
 
 
 def _run(tmp_path: Path, stage: str, name: str, command: str = "train", **keys) -> Path:

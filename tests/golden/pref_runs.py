@@ -62,16 +62,21 @@ def build_model(folder: Path) -> Path:
     return folder
 
 
-def write_data(folder: Path) -> Path:
-    """``dataset_info.json`` and the cut demo sets (:data:`DPO_SETS`, :data:`KTO_SETS`) in ``folder``."""
+def cut_sets(folder: Path, source: str, sets: dict[str, slice]) -> dict[str, dict]:
+    """Each slice of the demo dataset ``source`` written to ``folder/NAME.json``; their dataset_info.json entries."""
     info = json.loads((REPO / "examples/data/dataset_info.json").read_text())
+    rows = json.loads((REPO / f"examples/data/{source}.json").read_text())
     folder.mkdir(parents=True, exist_ok=True)
     entries = {}
-    for source, sets in (("demo_dpo", DPO_SETS), ("demo_kto", KTO_SETS)):
-        rows = json.loads((REPO / f"examples/data/{source}.json").read_text())
-        for name, part in sets.items():
-            (folder / f"{name}.json").write_text(json.dumps(rows[part]))
-            entries[name] = {**info[source], "file_name": f"{name}.json"}
+    for name, part in sets.items():
+        (folder / f"{name}.json").write_text(json.dumps(rows[part]))
+        entries[name] = {**info[source], "file_name": f"{name}.json"}
+    return entries
+
+
+def write_data(folder: Path) -> Path:
+    """``dataset_info.json`` and the cut demo sets (:data:`DPO_SETS`, :data:`KTO_SETS`) in ``folder``."""
+    entries = {**cut_sets(folder, "demo_dpo", DPO_SETS), **cut_sets(folder, "demo_kto", KTO_SETS)}
     (folder / "dataset_info.json").write_text(json.dumps(entries))
     return folder
 

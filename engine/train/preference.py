@@ -102,8 +102,9 @@ def _common(cfg: RunConfig) -> dict[str, Any]:
 
 
 def _padded(cfg: RunConfig) -> dict[str, Any]:
-    """dpo and kto: :func:`_common`, batches padded as LLaMA-Factory's preference collators pad them (its logits
-    metrics count the padding: ``engine.train.lf_logits``)."""
+    """rm, dpo and kto: :func:`_common`, batches padded as LLaMA-Factory's preference collators pad them (dpo's and
+    kto's logits metrics count the padding, ``engine.train.lf_logits``; rm's head dropout masks follow the padded
+    shape, ``engine.models.value_head``)."""
     from engine.train.lf_logits import PAD_MULTIPLE
 
     return {**_common(cfg), "pad_to_multiple_of": PAD_MULTIPLE}
@@ -145,8 +146,7 @@ def build_rm_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, ca
     class ShardedRewardTrainer(ShardingMixin, RowAccuracyMixin, RewardTrainer):
         pass
 
-    args = build_args(RewardConfig, cfg, has_eval=bundle.eval is not None, pad_to_multiple_of=8,
-                      disable_dropout=False, **_common(cfg))
+    args = build_args(RewardConfig, cfg, has_eval=bundle.eval is not None, disable_dropout=False, **_padded(cfg))
     add_head_dropout(model)  # LLaMA-Factory's value head: dropout on its input in training,
     score_last_attended(model)  # and each row scored at its last attended token
     return _hand_over(ShardedRewardTrainer(

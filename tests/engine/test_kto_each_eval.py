@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from golden.pref_runs import cut_sets
+from golden.pref_runs import write_sets_beside
 
 from engine.cli import main
 
@@ -18,12 +18,7 @@ SETS = {"kto_one": slice(0, 12), "kto_two": slice(12, 19)}  # 6+6 and 4+3 desira
 
 def _data(tmp_path: Path) -> Path:
     """The two evaluation sets cut from demo_kto, beside the whole of it."""
-    folder = tmp_path / "data"
-    entries = cut_sets(folder, "demo_kto", SETS)
-    info = json.loads((REPO / "examples/data/dataset_info.json").read_text())
-    entries["demo_kto"] = {**info["demo_kto"], "file_name": str(REPO / "examples/data/demo_kto.json")}
-    (folder / "dataset_info.json").write_text(json.dumps(entries))
-    return folder
+    return write_sets_beside(tmp_path / "data", "demo_kto", SETS)
 
 
 def _run(tmp_path: Path, name: str, command: str = "train", **keys) -> Path:

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from golden.pref_runs import cut_sets
+from golden.pref_runs import write_sets_beside
 
 from engine.cli import main
 
@@ -19,12 +19,7 @@ SETS = {"pref_one": slice(10, 16), "pref_two": slice(16, 21)}  # 6 and 5 pairs: 
 
 def _data(tmp_path: Path) -> Path:
     """The two evaluation sets cut from demo_dpo, beside the whole of it."""
-    folder = tmp_path / "data"
-    entries = cut_sets(folder, "demo_dpo", SETS)
-    info = json.loads((REPO / "examples/data/dataset_info.json").read_text())
-    entries["demo_dpo"] = {**info["demo_dpo"], "file_name": str(REPO / "examples/data/demo_dpo.json")}
-    (folder / "dataset_info.json").write_text(json.dumps(entries))
-    return folder
+    return write_sets_beside(tmp_path / "data", "demo_dpo", SETS)
 
 
 def _run(tmp_path: Path, stage: str, name: str, command: str = "train", **keys) -> Path:

@@ -74,6 +74,16 @@ def cut_sets(folder: Path, source: str, sets: dict[str, slice]) -> dict[str, dic
     return entries
 
 
+def write_sets_beside(folder: Path, source: str, sets: dict[str, slice]) -> Path:
+    """``folder`` with the sets cut from the demo dataset ``source`` (:func:`cut_sets`) and, beside them, the whole
+    of it under its own name, in one ``dataset_info.json``."""
+    entries = cut_sets(folder, source, sets)
+    info = json.loads((REPO / "examples/data/dataset_info.json").read_text())
+    entries[source] = {**info[source], "file_name": str(REPO / f"examples/data/{source}.json")}
+    (folder / "dataset_info.json").write_text(json.dumps(entries))
+    return folder
+
+
 def write_data(folder: Path) -> Path:
     """``dataset_info.json`` and the cut demo sets (:data:`DPO_SETS`, :data:`KTO_SETS`) in ``folder``."""
     entries = {**cut_sets(folder, "demo_dpo", DPO_SETS), **cut_sets(folder, "demo_kto", KTO_SETS)}

@@ -29,12 +29,14 @@ CASES = {
     "lora": {},
     "full": {"finetuning_type": "full", "learning_rate": 1.0e-3},
     "lora_embeddings": {"additional_target": "embed_tokens"},
+    "sft_full": {"stage": "sft", "dataset": "demo_alpaca", "finetuning_type": "full", "learning_rate": 1.0e-3},
 }
 """Each case: its keys over :data:`COMMON` (demo_dpo, 12 training pairs in batches of 3, 4 held out). With LoRA,
 LLaMA-Factory trains the whole embedding and output matrices beside the adapter (``modules_to_save``) where the
 template added tokens, ours only the new tokens' rows (README: what makes training fast), so ``lora`` starts from the
 same weights but trains other parameters; ``lora_embeddings`` names the embedding matrix in ``additional_target``, so
-that both train all of it."""
+that both train all of it. ``sft_full``: the same resize under supervised fine-tuning (its new rows' noise drawn
+after transformers' mean-resizing draws, as for rm)."""
 
 
 def main() -> None:
@@ -59,7 +61,7 @@ def main() -> None:
                 "keys": keys,
                 "steps": [{"step": h["step"], "loss": h["loss"], "grad_norm": h["grad_norm"]}
                           for h in history if "loss" in h],
-                "evals": [{"step": h["step"], "eval_loss": h["eval_loss"], "eval_accuracy": h["eval_accuracy"]}
+                "evals": [{key: h[key] for key in ("step", "eval_loss", "eval_accuracy") if key in h}
                           for h in history if "eval_loss" in h],
             }
     JSON_PATH.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")

@@ -441,8 +441,15 @@ def _align_with_tokenizer(model: Any, tokenizer: Any) -> None:
     """
     current = model.get_input_embeddings().weight.shape[0]
     if len(tokenizer) > current:
-        model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of=64, mean_resizing=False)
+        # transformers' mean resizing, as LLaMA-Factory calls it: the new rows are overwritten below, but the draws
+        # made for them move the random stream that the value head and the LoRA matrices are drawn from next
+        model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of=64)
+        absent = _absent_lm_head(model, current)
+        if absent is not None:
+            absent.resize()
         _noisy_mean_rows(model, current)
+        if absent is not None:
+            absent.noise()
         model._lf_new_token_ids = list(range(current, len(tokenizer)))
         logger.info("Resized embeddings from %d to %d tokens.", current, len(tokenizer))
     if getattr(model.config, "pad_token_id", None) is None and tokenizer.pad_token_id is not None:
@@ -450,6 +457,41 @@ def _align_with_tokenizer(model: Any, tokenizer: Any) -> None:
     generation = getattr(model, "generation_config", None)
     if generation is not None and generation.pad_token_id is None and tokenizer.pad_token_id is not None:
         generation.pad_token_id = tokenizer.pad_token_id
+
+
+class _AbsentLMHead:
+    """The draws LLaMA-Factory makes for the new rows of the untied lm_head its rm model has (a causal LM under a
+    value head) where ours has none (a sequence classifier): made and thrown away, the values unused by rm either
+    way, so that the draws after them (value head, LoRA) come from the same point of the random stream."""
+
+    def __init__(self, weight: torch.Tensor, old_rows: int) -> None:
+        self.weight, self.old_rows = weight, old_rows
+        self.added = weight.shape[0] - old_rows
+
+    def resize(self) -> None:
+        """transformers' lm_head resize: a new ``nn.Linear`` (its default init), then, where the old rows'
+        covariance is positive definite, one multivariate normal draw per new row. The old lm_head is not loaded
+        here; the input embeddings' covariance stands in for its own in that check."""
+        from torch.distributions import constraints
+
+        weight = self.weight
+        torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False, device=weight.device, dtype=weight.dtype)
+        old = weight.detach()[: self.old_rows].float()
+        centered = old - old.mean(dim=0)
+        if constraints.positive_definite.check(1e-9 * (centered.T @ centered / self.old_rows)).all():
+            torch.empty(self.added, weight.shape[1], device=weight.device).normal_()
+
+    def noise(self) -> None:
+        """LLaMA-Factory's noise_init of the head's new rows (:func:`_noisy_mean_rows`)."""
+        torch.empty(self.added, self.weight.shape[1], device=self.weight.device, dtype=self.weight.dtype).normal_()
+
+
+def _absent_lm_head(model: Any, old_rows: int) -> _AbsentLMHead | None:
+    """:class:`_AbsentLMHead` for a sequence classifier (ours for rm) whose config unties the embeddings."""
+    if (not type(model).__name__.endswith("ForSequenceClassification") or model.get_output_embeddings() is not None
+            or getattr(model.config, "tie_word_embeddings", False)):
+        return None
+    return _AbsentLMHead(model.get_input_embeddings().weight, old_rows)
 
 
 def _noisy_mean_rows(model: Any, old_rows: int) -> None:

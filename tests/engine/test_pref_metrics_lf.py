@@ -1,7 +1,8 @@
-"""Preference metrics as LLaMA-Factory 0.9.5 logs them, key for key and value for value: dpo (sigmoid, orpo, simpo)
-and kto, two training steps of full fine-tuning with ``eval_on_each_dataset`` (each set evaluated at step 2 and at the
-end). The expected log entries were recorded from LLaMA-Factory's own run of the same configs on the same model and
-data (tests/golden/generate_pref_metrics.py -> tests/golden/lf_pref_metrics.json)."""
+"""Preference metrics as LLaMA-Factory 0.9.5 logs them, key for key and value for value: dpo (sigmoid, orpo, simpo),
+kto and rm (its ``eval_NAME_loss`` and ``eval_NAME_accuracy`` per set), two training steps of full fine-tuning or
+LoRA with ``eval_on_each_dataset`` (each set evaluated at step 2 and at the end). The expected log entries were
+recorded from LLaMA-Factory's own run of the same configs on the same model and data
+(tests/golden/generate_pref_metrics.py -> tests/golden/lf_pref_metrics.json)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
-"""Regenerate tests/golden/lf_pref_metrics.json: what LLaMA-Factory 0.9.5 logs for dpo (sigmoid, orpo, simpo) and kto
-with ``eval_on_each_dataset``.
+"""Regenerate tests/golden/lf_pref_metrics.json: what LLaMA-Factory 0.9.5 logs for dpo (sigmoid, orpo, simpo), kto
+and rm with ``eval_on_each_dataset``.
 
-    DISABLE_VERSION_CHECK=1 HF_HUB_OFFLINE=1 /path/to/llamafactory-venv/bin/python -m tests.golden.generate_pref_metrics
+    DISABLE_VERSION_CHECK=1 HF_HUB_OFFLINE=1 /path/to/llamafactory-venv/bin/python \
+        -m tests.golden.generate_pref_metrics [CASE ...]
 
+Named cases are run again and replace their entries in the file (the others are kept); with none, every case is run.
 Builds the model and data of :mod:`tests.golden.pref_runs`, runs each case with LLaMA-Factory's own ``run_exp`` on
 the CPU, and keeps every log entry its Trainer hands to callbacks (training steps, each set's evaluation at step 2
 and the final one, in order), its ``all_results.json`` and the keys of its ``trainer_log.jsonl`` lines, for
@@ -52,8 +54,12 @@ def main() -> None:
     model, data = build_model(work / "model"), write_data(work / "data")
     env = {**os.environ, "DISABLE_VERSION_CHECK": "1", "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": "",
            "WANDB_DISABLED": "true"}
-    out: dict = {"cases": {}}
-    for case in CASES:
+    chosen = sys.argv[1:] or list(CASES)
+    unknown = sorted(set(chosen) - set(CASES))
+    if unknown:
+        raise SystemExit(f"unknown case(s) {unknown}; the cases are {sorted(CASES)}")
+    out: dict = json.loads(PATH.read_text(encoding="utf-8")) if sys.argv[1:] and PATH.exists() else {"cases": {}}
+    for case in chosen:
         output = work / case
         logs = work / f"{case}.jsonl"
         cfg = config(case, model, data, output)

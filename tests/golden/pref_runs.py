@@ -30,6 +30,9 @@ CASES = {
                  "finetuning_type": "lora", "lora_target": "all", "learning_rate": 5e-3},
     "kto_lora": {"stage": "kto", "dataset": "kto_train", "eval_dataset": "kto_one,kto_two", "finetuning_type": "lora",
                  "lora_target": "all", "learning_rate": 5e-3},
+    "rm": {"stage": "rm", "dataset": "dpo_train", "eval_dataset": "pref_one,pref_two"},
+    "rm_lora": {"stage": "rm", "dataset": "dpo_train", "eval_dataset": "pref_one,pref_two", "finetuning_type": "lora",
+                "lora_target": "all", "learning_rate": 5e-3},
 }
 """Each case: its own keys over :data:`COMMON` (two training steps of full fine-tuning, or of a LoRA adapter whose
 reference is the model with the adapter off; an evaluation of each set at step 2 and the final one)."""

@@ -32,7 +32,8 @@ def check(cfg: RunConfig, command: str = "train", *, interactive: bool | None = 
     ``device``: the accelerator the job will use, as ``{"type": "cuda", "label": "CUDA"}`` (None for the type: not
     known yet), for a process that must not import torch (the board, whose environment report comes from a
     subprocess). The device checks then judge the attention choice from those facts and leave what needs torch on
-    the device itself (quantization, the inference dtype) to the job's own pre-flight check when it starts."""
+    the device itself (quantization, the inference dtype) to the job's own pre-flight check when it starts. (The board
+    asks the pre-quantized model's question, :func:`_check_prequantized`, in a child interpreter.)"""
     problems: list[str] = []
     problems += coded("model", _check_model(cfg))
     if command in ("train", "eval", "data"):  # the commands that pack rows (chat, export and api never do)
@@ -294,18 +295,25 @@ def _check_prequantized(cfg: RunConfig) -> list[str]:
     """A pre-quantized base model (GPTQ, AWQ, ...) whose quantization library (or device) is missing here."""
     from engine.models.prequantized import prequantized_problem
 
+    problem = prequantized_problem(cfg.model.model_name_or_path, model_config_file(cfg))
+    return [problem] if problem else []
+
+
+def model_config_file(cfg: RunConfig) -> Path | str | None:
+    """The base model's config.json where it can be read here (a local folder's, or the hub cache's); None for the
+    demo, a name that is neither, or a hub id not in the cache."""
     name = cfg.model.model_name_or_path
     if not name or _is_demo(name):
-        return []
+        return None
     folder = model_dir(cfg)
-    config_file = folder / "config.json" if folder is not None else None
-    if folder is None and HUB_ID.match(name):
+    if folder is not None:
+        return folder / "config.json"
+    if HUB_ID.match(name):
         try:
-            config_file = cached_hub_config(cfg, name)
+            return cached_hub_config(cfg, name)
         except Exception:  # an id the cache cannot hold: the model check names it
-            config_file = None
-    problem = prequantized_problem(name, config_file)
-    return [problem] if problem else []
+            return None
+    return None
 
 
 def _check_template(cfg: RunConfig) -> list[str]:

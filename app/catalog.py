@@ -191,7 +191,10 @@ def preflight(cfg: Any, command: str) -> list[str]:
     report, _ = ENVIRONMENT.get()
     device = {"type": report.get("accelerator"), "label": report.get("accelerator_label") or "",
               "memory": _first_device_memory(report)} if report else {}
-    return list(check(cfg, command, interactive=False, device=device))
+    from app.prequantized import prequantized_problems
+
+    problems = list(check(cfg, command, interactive=False, device=device))
+    return problems + (prequantized_problems(cfg) if command != "data" else [])  # asked in a child interpreter
 
 
 def _first_device_memory(report: dict[str, Any]) -> tuple[int, int] | None:

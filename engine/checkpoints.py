@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import struct
 import zipfile
 from pathlib import Path
+
+from engine.safetensors_header import HeaderError, read_header
 
 logger = logging.getLogger(__name__)
 
@@ -44,20 +45,12 @@ def list_checkpoints(folder: str | Path) -> list[Path]:
 
 def _safetensors_problem(path: Path) -> str | None:
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as fh:
-            head = fh.read(8)
-            if len(head) < 8:
-                return f"{path.name} is empty or cut off"
-            (length,) = struct.unpack("<Q", head)
-            if length > size - 8:
-                return f"{path.name} is cut off"
-            header = json.loads(fh.read(length))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return f"{path.name} is cut off or unreadable"
-    ends = [info["data_offsets"][1] for key, info in header.items() if key != "__metadata__" and "data_offsets" in info]
-    if size < 8 + length + max(ends, default=0):
-        return f"{path.name} is cut off ({size:,} of {8 + length + max(ends):,} bytes)"
+        header = read_header(path)
+    except HeaderError as err:
+        said = {"short": "is empty or cut off", "cut": "is cut off"}
+        return f"{path.name} {said.get(err.kind, 'is cut off or unreadable')}"
+    if header.file_size < header.data_end:
+        return f"{path.name} is cut off ({header.file_size:,} of {header.data_end:,} bytes)"
     return None
 
 

@@ -7,17 +7,24 @@ environment names a proxy for it, a CONNECT through that proxy, which must answe
 ``$LF_HUB_PROBE_TIMEOUT`` seconds (default 3; ``0`` skips the probe), name lookup included. The answer is remembered
 for a minute. A machine with network connects in milliseconds and goes on to download as before; ``HF_HUB_OFFLINE=1``
 (:func:`downloads_off`) says the same without probing.
+
+:func:`hub_model_problems` is that question for a model a run loads from the hub (``model_name_or_path``,
+``ref_model``, a reward model's LoRA base): none when it is in the local cache, else why it cannot be had.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import threading
 import time
 import urllib.request
+from typing import Any
 from urllib.parse import urlsplit
 
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+"""A model id on the hub (``owner/name``)."""
 DEFAULT_ENDPOINT = "https://huggingface.co"
 DEFAULT_TIMEOUT = 3.0
 REMEMBER_S = 60.0
@@ -98,6 +105,46 @@ def unreachable(url: str | None = None) -> str | None:
     with _lock:
         _answers[target] = (time.monotonic(), answer)
     return answer
+
+
+def cached_hub_config(cfg: Any, name: str) -> str | None:
+    """The path of hub model ``name``'s config.json in the local cache (the config's cache_dir and revision, as the
+    loader asks for it), or None when it is not there."""
+    from huggingface_hub import try_to_load_from_cache
+
+    cached = try_to_load_from_cache(name, "config.json", cache_dir=cfg.model.cache_dir,
+                                    revision=cfg.model.model_revision or None)
+    return cached if isinstance(cached, str) else None
+
+
+def hub_model_problems(cfg: Any, name: str, what: str, point: str) -> list[str]:
+    """A hub model the run loads (``name``; the config ``cfg`` says where its cache is) must be in the local cache when
+    downloads are switched off or the hub cannot be reached (found out in seconds rather than after the download's
+    own retries). ``what`` says what the id is (`` `model_name_or_path: X` is a hub id``) and ``point`` how the
+    config then names the downloaded folder (``set `model_name_or_path` to it``). Each problem's code:
+    ``hub_offline``."""
+    from engine.data.hub import use_modelscope, use_openmind
+    from engine.errors import Problem
+
+    offline = downloads_off()
+    if not offline and (use_modelscope() or use_openmind() or getattr(cfg.methods, "use_modelscope_hub", False)
+                        or getattr(cfg.methods, "use_openmind_hub", False)):
+        return []  # another hub: the loader fetches it, or explains why it cannot
+    try:
+        if cached_hub_config(cfg, name) is not None:
+            return []
+    except (ImportError, ValueError):  # no huggingface_hub; an id the hub cannot hold (the loader names it)
+        return []
+    fetch = f"download it where there is network (`hf download {name} --local-dir DIR`), copy DIR here and {point}"
+    if offline:
+        return [Problem(f"{what} that is not in the local cache, and downloads are off (HF_HUB_OFFLINE). To use it, "
+                        f"{fetch}.", "hub_offline")]
+    reason = unreachable()
+    if reason is None:
+        return []  # the loader downloads it, or explains why it cannot
+    return [Problem(f"{what} that is not in the local cache, and the hub ({endpoint()}) cannot be reached ({reason}). "
+                    f"Connect this machine to the network, or {fetch}; with HF_HUB_OFFLINE=1 the hub is not tried at "
+                    "all.", "hub_offline")]
 
 
 def forget() -> None:

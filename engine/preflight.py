@@ -9,19 +9,17 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from pathlib import Path
 
 from engine.checkpoints import adapter_config_problem, read_adapter_config, weights_problem
 from engine.config import RunConfig
-from engine.errors import Problem, coded
-from engine.hub_reach import downloads_off, endpoint, unreachable
+from engine.errors import coded
+from engine.hub_reach import HUB_ID, cached_hub_config, hub_model_problems
 from engine.models.web_address import web_address_problem
 from engine.preflight_memory import check_memory
 
 logger = logging.getLogger(__name__)
 
-HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 
 
 def check(cfg: RunConfig, command: str = "train", *, interactive: bool | None = None,
@@ -34,7 +32,8 @@ def check(cfg: RunConfig, command: str = "train", *, interactive: bool | None = 
     ``device``: the accelerator the job will use, as ``{"type": "cuda", "label": "CUDA"}`` (None for the type: not
     known yet), for a process that must not import torch (the board, whose environment report comes from a
     subprocess). The device checks then judge the attention choice from those facts and leave what needs torch on
-    the device itself (quantization, the inference dtype) to the job's own pre-flight check when it starts."""
+    the device itself (quantization, the inference dtype) to the job's own pre-flight check when it starts. (The board
+    asks the pre-quantized model's question, :func:`_check_prequantized`, in a child interpreter.)"""
     problems: list[str] = []
     problems += coded("model", _check_model(cfg))
     if command in ("train", "eval", "data"):  # the commands that pack rows (chat, export and api never do)
@@ -143,43 +142,9 @@ def _check_model_folder(name: str, folder: Path, key: str = "model_name_or_path"
     return problems
 
 
-def cached_hub_config(cfg: RunConfig, name: str) -> str | None:
-    """The path of hub model ``name``'s config.json in the local cache (the config's cache_dir and revision), or
-    None when it is not there."""
-    from huggingface_hub import try_to_load_from_cache
-
-    cached = try_to_load_from_cache(name, "config.json", cache_dir=cfg.model.cache_dir,
-                                    revision=cfg.model.model_revision or None)
-    return cached if isinstance(cached, str) else None
-
-
 def _check_hub_model(cfg: RunConfig) -> list[str]:
-    """A hub id must be in the local cache when downloads are switched off or the hub cannot be reached (found out in
-    seconds, :mod:`engine.hub_reach`, rather than after the download's own retries)."""
-    from engine.data.hub import use_modelscope, use_openmind
-
     name = cfg.model.model_name_or_path
-    offline = downloads_off()
-    if not offline and (use_modelscope() or use_openmind() or getattr(cfg.methods, "use_modelscope_hub", False)
-                        or getattr(cfg.methods, "use_openmind_hub", False)):
-        return []  # another hub: the loader fetches it, or explains why it cannot
-    try:
-        cached = cached_hub_config(cfg, name)
-    except ImportError:
-        return []
-    if cached is not None:
-        return []
-    fetch = (f"download it where there is network (`hf download {name} --local-dir DIR`), copy DIR here and set "
-             "`model_name_or_path` to it")
-    if offline:
-        return [Problem(f"`model_name_or_path: {name}` is a hub id that is not in the local cache, and downloads are "
-                        f"off (HF_HUB_OFFLINE). To use it, {fetch}.", "hub_offline")]
-    reason = unreachable()
-    if reason is None:
-        return []  # the loader downloads it, or explains why it cannot
-    return [Problem(f"`model_name_or_path: {name}` is a hub id that is not in the local cache, and the hub "
-                    f"({endpoint()}) cannot be reached ({reason}). Connect this machine to the network, or {fetch}; "
-                    "with HF_HUB_OFFLINE=1 the hub is not tried at all.", "hub_offline")]
+    return hub_model_problems(cfg, name, f"`model_name_or_path: {name}` is a hub id", "set `model_name_or_path` to it")
 
 
 def _check_model(cfg: RunConfig) -> list[str]:
@@ -207,6 +172,8 @@ def _check_model(cfg: RunConfig) -> list[str]:
         elif p.exists() or not HUB_ID.match(ref) or ref.startswith((".", "/", "~")):
             problems.append(f"`ref_model: {ref}` is not a model folder; give a local model folder, a hub id, or "
                             "remove it to use the base model as the reference.")
+        else:
+            problems += hub_model_problems(cfg, ref, f"`ref_model: {ref}` is a hub id", "set `ref_model` to it")
     scored = cfg.finetuning.stage == "kto" or cfg.finetuning.pref_loss not in ("orpo", "simpo")  # ORPO, SimPO: none
     if ref and cfg.finetuning.stage in ("dpo", "kto") and scored and not problems:
         from engine.models.vocab_match import ref_vocab_problems
@@ -328,18 +295,25 @@ def _check_prequantized(cfg: RunConfig) -> list[str]:
     """A pre-quantized base model (GPTQ, AWQ, ...) whose quantization library (or device) is missing here."""
     from engine.models.prequantized import prequantized_problem
 
+    problem = prequantized_problem(cfg.model.model_name_or_path, model_config_file(cfg))
+    return [problem] if problem else []
+
+
+def model_config_file(cfg: RunConfig) -> Path | str | None:
+    """The base model's config.json where it can be read here (a local folder's, or the hub cache's); None for the
+    demo, a name that is neither, or a hub id not in the cache."""
     name = cfg.model.model_name_or_path
     if not name or _is_demo(name):
-        return []
+        return None
     folder = model_dir(cfg)
-    config_file = folder / "config.json" if folder is not None else None
-    if folder is None and HUB_ID.match(name):
+    if folder is not None:
+        return folder / "config.json"
+    if HUB_ID.match(name):
         try:
-            config_file = cached_hub_config(cfg, name)
+            return cached_hub_config(cfg, name)
         except Exception:  # an id the cache cannot hold: the model check names it
-            config_file = None
-    problem = prequantized_problem(name, config_file)
-    return [problem] if problem else []
+            return None
+    return None
 
 
 def _check_template(cfg: RunConfig) -> list[str]:

@@ -6,11 +6,11 @@ what cannot possibly fit before anything loads, and to warn when the memory free
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
 from engine.config import RunConfig
+from engine.safetensors_header import HeaderError, read_header
 
 logger = logging.getLogger(__name__)
 
@@ -22,19 +22,15 @@ def estimate_params(folder: Path) -> tuple[int, int] | None:
         count, width = 0, 4
         for f in files:
             try:
-                with open(f, "rb") as fh:
-                    size = int.from_bytes(fh.read(8), "little")
-                    header = json.loads(fh.read(size))
-            except (OSError, ValueError):
-                return None
-            for key, meta in header.items():
-                if key == "__metadata__":
-                    continue
+                header = read_header(f)
+            except HeaderError:
+                return None  # the model check names a damaged file
+            for tensor in header.tensors.values():
                 n = 1
-                for d in meta.get("shape", []):
+                for d in tensor.shape:
                     n *= d
                 count += n
-                width = {"F32": 4, "F16": 2, "BF16": 2, "F64": 8, "I8": 1, "U8": 1}.get(meta.get("dtype"), 4)
+                width = {"F32": 4, "F16": 2, "BF16": 2, "F64": 8, "I8": 1, "U8": 1}.get(tensor.dtype, 4)
         return count, width
     return None
 

@@ -221,6 +221,8 @@ def wire(tab: EvaluateTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     tab.dataset_dir.change(on_dataset_dir, [tab.dataset_dir, tab.dataset, top.lang], [tab.dataset, tab.dataset_note],
                            **private)
     tab.dataset.input(on_picked, [tab.dataset_dir, tab.dataset, top.lang], tab.dataset_note, **private)
+    top.lang.change(on_picked, [tab.dataset_dir, tab.dataset, top.lang], tab.dataset_note, show_progress="hidden",
+                    **private)  # the note follows the page's language
     # the generation settings only matter to Predict: Eval (loss, perplexity) generates nothing
     tab.mode.change(lambda mode: gr.update(visible=mode == "predict"), tab.mode, tab.generation, **private)
 

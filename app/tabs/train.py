@@ -9,7 +9,7 @@ from typing import Any
 
 import gradio as gr
 
-from app import catalog, forms, progress_view
+from app import forms, progress_view
 from app.config_names import checked_config_name
 from app.context import Board
 from app.engine_text import problems_text
@@ -17,12 +17,11 @@ from app.i18n import L, t
 from app.jobs import JobError
 from app.markup import SafeMarkdown
 from app.scrolling import follow_end
-from app.tabs import rewards
+from app.tabs import rewards, train_data
 from app.tabs import strategy as scaleout
-from app.tabs.train_data import dataset_note, preview_data, upload_dataset
+from app.tabs.train_data import dataset_choices, upload_dataset  # noqa: F401 - the Evaluate tab's and tests' too
 from app.topbar import TopBar, top_values
 from app.visible_text import choices as shown_choices
-from app.visible_text import reveal
 from app.widgets import advanced_keys, collect, fill, make_widget
 from app.workspace import LAST_CONFIG, SavedConfigError
 from engine.data.rows import ROW_READERS
@@ -87,18 +86,6 @@ def _grid(keys: list[str], values: dict[str, Any], out: dict[str, Any]) -> None:
         with gr.Row():
             for key in keys[start : start + PER_ROW]:
                 out[key] = make_widget(key, values.get(key))
-
-
-def dataset_choices(dataset_dir: str | None, lang: str | None = "en") -> tuple[list[tuple[str, str]], str | None]:
-    found, note = catalog.datasets(dataset_dir, lang)
-    choices = []
-    for name, info in found.items():
-        kind = catalog.dataset_kind(info)
-        if kind == "broken":  # a word, not a format's name: the page shows it in its language (gradio translates the
-            choices.append((reveal(f"{name} · ") + str(L("train_dataset_kind_broken")), name))  # key in the label)
-            continue
-        choices.append((reveal(f"{name} · {kind}" if kind else name), name))
-    return choices, note
 
 
 def build(board: Board) -> TrainTab:
@@ -404,71 +391,7 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     form = tab.form(top)
     private = {"api_visibility": "private"}
 
-    def on_dataset_dir(dataset_dir: str, selected: list[str], selected_eval: list[str], lang: str):
-        choices, _ = dataset_choices(dataset_dir, lang)
-        keep = catalog.kept_datasets(dataset_dir, choices, selected)
-        keep_eval = catalog.kept_datasets(dataset_dir, choices, selected_eval)
-        return gr.update(choices=choices, value=keep), gr.update(choices=choices, value=keep_eval), on_picked(
-            dataset_dir, keep, keep_eval, lang)
-
-    def on_picked(dataset_dir: str, selected: list[str], selected_eval: list[str], lang: str):
-        # a malformed dataset_info.json entry ("name · broken") shows why, where it is picked
-        note = dataset_note(dataset_dir, [*(selected or []), *(selected_eval or [])], lang)
-        return gr.update(value=note, visible=bool(note))
-
-    for picker in (tab.dataset, tab.eval_dataset):
-        picker.input(on_picked, [tab.dataset_dir, tab.dataset, tab.eval_dataset, top.lang], tab.dataset_note, **private)
-
-    tab.dataset_dir.change(
-        on_dataset_dir,
-        [tab.dataset_dir, tab.dataset, tab.eval_dataset, top.lang],
-        [tab.dataset, tab.eval_dataset, tab.dataset_note],
-        **private,
-    )
-
-    def on_upload(file, name, lang):
-        message, registered = upload_dataset(board, file, name, lang)
-        if registered is None:
-            return message, gr.skip(), gr.skip(), False
-        folder = str(board.workspace.datasets_dir)
-        choices, _ = dataset_choices(folder)
-        return (
-            message,
-            gr.update(value=folder, choices=shown_choices(board.workspace.dataset_dirs())),
-            gr.update(choices=choices, value=[registered]),
-            True,
-        )
-
-    def on_preview_uploaded(registered, *values):
-        # a refused file leaves the preview as it was: a preview of the datasets still selected would look like
-        # the preview of the file just uploaded
-        if not registered:
-            return gr.skip(), gr.skip(), gr.skip()
-        return on_preview(*values)
-
-    def on_preview(*values):
-        *values, lang = values
-        summary, rows, hist = preview_data(board, mapping_of(tab.keys, list(values)), lang)
-        # the chart's axis titles are plain text in the page's language (an I18n title would show as raw JSON);
-        # no rows: no chart (None), as the page starts, rather than empty axes
-        return summary, rows, gr.update(value=hist if len(hist) else None, x_title=t(lang, "axis_tokens"),
-                                        y_title=t(lang, "axis_rows"))
-
-    registered = gr.State(False)
-    tab.upload_btn.click(
-        on_upload,
-        [tab.upload_file, tab.upload_name, top.lang],
-        [tab.dataset_note, tab.dataset_dir, tab.dataset, registered],
-        **private,
-    ).then(lambda: gr.update(visible=True), None, tab.dataset_note, **private).then(
-        # the preview follows the new selection (the registered dataset) without another click
-        on_preview_uploaded, [registered, *form, top.lang], [tab.preview_summary, tab.preview_rows, tab.preview_hist],
-        **private,
-    )
-
-    tab.preview_btn.click(
-        on_preview, [*form, top.lang], [tab.preview_summary, tab.preview_rows, tab.preview_hist], **private
-    )
+    train_data.wire(tab, top, board, form, mapping_of)
 
     def on_form(*values):
         *values, pending, lang = values

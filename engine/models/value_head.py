@@ -159,28 +159,35 @@ def _head_problem(path: Any, held: dict[str, tuple[int, ...]]) -> str | None:
 
 
 def value_head_inputs(path: Any) -> tuple[int | None, str | None]:
-    """Without torch (a pre-flight check): the hidden size a ``value_head.safetensors`` takes, from its header, or
-    why the file is not a value head. ``(None, None)`` for a ``.bin`` (a pickle: read when the run loads it)."""
-    import json
-    import struct
+    """Without torch (a pre-flight check): the hidden size a value-head file takes, from its header
+    (``value_head.safetensors``) or its pickle read without running it (``value_head.bin``,
+    :mod:`engine.torch_file_header`), or why the file is not a value head. ``(None, None)`` for a ``.bin`` in torch's
+    format before 1.6 (checked when the run loads it, with ``weights_only``)."""
+    from engine.safetensors_header import HeaderError, read_header
+    from engine.torch_file_header import TorchFileError, read_tensor_shapes
 
     if not str(path).endswith(".safetensors"):
-        return None, None
-    unreadable = (f"The value head {path} is not a safetensors file ({{}}); it should be the value_head.safetensors "
-                  "an rm run of LLaMA-Factory saved: copy it again from that run's output_dir.")
-    try:
-        with open(path, "rb") as handle:
-            size = struct.unpack("<Q", handle.read(8))[0]
-            if size > 1 << 24:
-                return None, unreadable.format(f"a header of {size:,} bytes")
-            header = json.loads(handle.read(size).decode("utf-8"))
-    except (OSError, struct.error, UnicodeDecodeError, ValueError) as err:
-        return None, unreadable.format("shorter than its header" if isinstance(err, struct.error)
-                                       else type(err).__name__)
-    if not isinstance(header, dict):
-        return None, unreadable.format("its header is not a table of tensors")
-    held = {key: tuple(info.get("shape") or ()) for key, info in header.items()
-            if key != "__metadata__" and isinstance(info, dict) and isinstance(info.get("shape"), list)}
+        try:
+            held = read_tensor_shapes(path)
+        except TorchFileError as err:
+            if err.kind == "legacy":
+                return None, None
+            if err.kind == "code":
+                return None, (f"The value head {path} is refused, not loaded: {err.reason}. Give the output_dir of an "
+                              "rm run of LLaMA-Factory as it saved it (value_head.safetensors, or value_head.bin "
+                              "with `save_safetensors: false`).")
+            return None, (f"The value head {path} is not a file torch.save wrote ({err.reason}); it should be the "
+                          "value_head.bin an rm run of LLaMA-Factory saved: copy it again from that run's "
+                          "output_dir.")
+    else:
+        try:
+            header = read_header(path, limit=1 << 24)
+        except HeaderError as err:
+            reason = "shorter than its header" if err.kind in ("short", "cut") else err.reason
+            return None, (f"The value head {path} is not a safetensors file ({reason}); it should be the "
+                          "value_head.safetensors an rm run of LLaMA-Factory saved: copy it again from that run's "
+                          "output_dir.")
+        held = {key: tensor.shape for key, tensor in header.tensors.items()}
     problem = _head_problem(path, held)
     return (None, problem) if problem else (held[VALUE_HEAD_KEYS[0]][1], None)
 

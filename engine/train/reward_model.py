@@ -33,7 +33,7 @@ def load_reward_model(cfg: RunConfig, template: Any) -> Any:
     from engine.models.value_head import ValueHeadScorer, read_value_head, score_last_attended, value_head_file
 
     folder = Path(cfg.finetuning.reward_model).expanduser()
-    problems = check_reward_model(str(folder))
+    problems = check_reward_model(str(folder), cfg)
     if problems:
         raise UserError(problems[0])
     saved = load_config(folder / "lf_config.yaml") if (folder / "lf_config.yaml").is_file() else None

@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.config import RunConfig
 from engine.errors import UserError
+from engine.hub_reach import HUB_ID
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def check_rl(cfg: RunConfig) -> list[str]:
                         "`path/to/file.py:function`) and/or `reward_model` (the output_dir of an rm run).")
     problems += check_rewards(ft)
     if ft.reward_model:
-        problems += check_reward_model(ft.reward_model)
+        problems += check_reward_model(ft.reward_model, cfg)
     if ft.loss_type is not None and ft.stage == "rloo":
         problems.append("`loss_type` selects a GRPO loss; `stage: rloo` has its own. Remove `loss_type`.")
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -109,9 +110,11 @@ def _json_table(file: Path) -> tuple[dict[str, Any], str | None]:
     return (data, None) if isinstance(data, dict) else ({}, f"{file.name} is not a JSON object")
 
 
-def check_reward_model(path: str) -> list[str]:
+def check_reward_model(path: str, cfg: RunConfig | None = None) -> list[str]:
     """Problems of ``reward_model``: an rm run's output_dir, this project's (a ``SEQ_CLS`` adapter or a
-    ``...ForSequenceClassification``) or LLaMA-Factory's (a causal LM, adapter or whole, with its value head)."""
+    ``...ForSequenceClassification``) or LLaMA-Factory's (a causal LM, adapter or whole, with its value head). An
+    adapter's base model that is a hub id must be in the local cache, or the hub reachable (``cfg``: the run's
+    config, whose cache_dir and revision the reward model loads with; not asked without it)."""
     from engine.models.value_head import VALUE_HEAD_FILES, value_head_file
 
     folder = Path(path).expanduser()
@@ -134,11 +137,14 @@ def check_reward_model(path: str) -> list[str]:
         if not isinstance(base, str) or not base.strip():
             return [damaged.format("its adapter_config.json names no base model (`base_model_name_or_path`)")]
         local = Path(base).expanduser()
-        if (base.startswith(("/", ".", "~")) or local.is_absolute()) and not local.is_dir():
+        if local.is_dir():
+            return _head_problems(path, head_file, local / "config.json")
+        if base.startswith(("/", ".", "~")) or local.is_absolute():
             return [f"`reward_model: {path}` is a LoRA adapter of `{base}`, which does not exist here: put that "
-                    "model back at that path (or set `base_model_name_or_path` in the adapter's "
-                    "adapter_config.json to where it is now)."]
-        return _head_problems(path, head_file, local / "config.json")
+                    f"model back at that path (or set {_base_keys(folder)} to where it is now)."]
+        if HUB_ID.match(base) and cfg is not None:
+            return _hub_base_problems(path, folder, base, head_file, cfg)
+        return _head_problems(path, head_file, local / "config.json")  # the demo, or a name the loader explains
     config_file = folder / "config.json"
     if not config_file.is_file():
         return [f"`reward_model: {path}` holds no model (no adapter_config.json or config.json); give the "
@@ -156,6 +162,28 @@ def check_reward_model(path: str) -> list[str]:
     return _head_problems(path, head_file, config_file)
 
 
+def _base_keys(folder: Path) -> str:
+    """Where an rm run's folder names its adapter's base model (see :func:`adapter_base`)."""
+    keys = "`base_model_name_or_path` in the adapter's adapter_config.json"
+    return keys + (" and `model_name_or_path` in its lf_config.yaml" if (folder / "lf_config.yaml").is_file() else "")
+
+
+def _hub_base_problems(path: str, folder: Path, base: str, head_file: Path | None, cfg: RunConfig) -> list[str]:
+    """An rm adapter whose base model is a hub id: it must be in the local cache (whose config.json then says the
+    hidden size its value head must take), or the hub reachable."""
+    from engine.hub_reach import cached_hub_config, hub_model_problems
+
+    problems = hub_model_problems(cfg, base, f"`reward_model: {path}` is a LoRA adapter of `{base}`, a hub id",
+                                  f"set {_base_keys(folder)} to DIR")
+    if problems:
+        return problems
+    try:
+        cached = cached_hub_config(cfg, base)
+    except (ImportError, ValueError):
+        cached = None
+    return _head_problems(path, head_file, Path(cached) if cached else None)
+
+
 def adapter_base(folder: Path, config: dict[str, Any]) -> Any:
     """The base model of an rm run's adapter (``config``: its adapter_config.json), the one checked here and loaded
     by :func:`engine.train.reward_model.load_reward_model`: the run's lf_config.yaml's first."""
@@ -171,7 +199,7 @@ def adapter_base(folder: Path, config: dict[str, Any]) -> Any:
     return config.get("base_model_name_or_path")
 
 
-def _head_problems(path: str, head_file: Path | None, config_file: Path) -> list[str]:
+def _head_problems(path: str, head_file: Path | None, config_file: Path | None) -> list[str]:
     """LLaMA-Factory's value head read from its header: its shapes, and its inputs against the model's hidden size
     (where the model's config.json is here to say it)."""
     from engine.models.value_head import value_head_inputs
@@ -181,7 +209,7 @@ def _head_problems(path: str, head_file: Path | None, config_file: Path) -> list
     inputs, problem = value_head_inputs(head_file)
     if problem:
         return [problem]
-    config = _json_table(config_file)[0] if config_file.is_file() else {}
+    config = _json_table(config_file)[0] if config_file is not None and config_file.is_file() else {}
     text = config.get("text_config")
     hidden = config.get("hidden_size") or (text.get("hidden_size") if isinstance(text, dict) else None)
     if inputs is not None and isinstance(hidden, int) and not isinstance(hidden, bool) and hidden != inputs:

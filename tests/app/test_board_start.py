@@ -184,3 +184,41 @@ print(json.dumps(result))
     memory = [p for key in ("unknown", "cpu") for p in found[key] if "GiB" in p]
     assert memory == []  # unknown facts: no estimate; this machine's memory holds 0.27 B parameters
     assert any("needs about" in p and "the CUDA device has 2.0 GiB in all" in p for p in found["gpu"]), found["gpu"]
+
+
+def test_a_prequantized_model_is_refused_on_the_form_without_torch_in_the_board(tmp_path):
+    """A model folder whose config.json carries a `quantization_config` transformers cannot load here: the form
+    showed nothing and Start launched a job that refused at its start; now the form's check says what the job's
+    would (the question asked in a child interpreter, once per config.json), and the board still imports no torch."""
+    model = tmp_path / "model"
+    model.mkdir()
+    quantized = {"model_type": "llama", "architectures": ["LlamaForCausalLM"],
+                 "quantization_config": {"quant_method": "gptq", "bits": "four"}}
+    (model / "config.json").write_text(json.dumps(quantized))
+    code = f"""
+import json, sys
+import yaml
+from app import catalog, forms, prequantized
+catalog.ENVIRONMENT.start = lambda: None
+catalog.ENVIRONMENT._report = {{"accelerator": "cpu", "accelerator_label": "CPU"}}
+asked = []
+real_run = prequantized.run_worker
+prequantized.run_worker = lambda *a, **k: asked.append(a[1][0]) or real_run(*a, **k)
+mapping = yaml.safe_load(open({str(REPO_ROOT / "examples" / "sft_lora_demo.yaml")!r}))
+mapping.update(model_name_or_path={str(model)!r}, dataset_dir={str(REPO_ROOT / "examples" / "data")!r},
+               output_dir={str(tmp_path / "out")!r})
+result = {{"first": forms.validate(mapping, "train").problems, "again": forms.validate(mapping, "chat").problems}}
+result["codes"] = [getattr(p, "code", None) for p in result["first"]]
+result["asked"] = asked
+result["heavy"] = [m for m in {HEAVY!r} if m in sys.modules]
+print(json.dumps(result))
+"""
+    found = run_python(code, tmp_path)
+    assert found["heavy"] == []
+    problems = [p for p in found["first"] if "quantization_config" in p]
+    assert len(problems) == 1 and problems[0].startswith(f"`{model}` has a `quantization_config` in its config.json "
+                                                         "that transformers cannot read"), found["first"]
+    assert "`quant_method: gptq`: Only support quantization to [2,3,4,8] bits" in problems[0]
+    assert found["codes"][found["first"].index(problems[0])] == "device"
+    assert [p for p in found["again"] if "quantization_config" in p] == problems  # remembered: asked once
+    assert found["asked"] == [str(model)]

@@ -123,6 +123,6 @@ def test_a_dataset_folder_note_gets_a_heading_in_chinese(board, tmp_path):
 
     demo = build_ui(board)
     on_dir = next(f.fn for f in demo.fns.values() if "on_dataset_dir" in getattr(f.fn, "__qualname__", ""))
-    _, _, note = on_dir(str(tmp_path / "nowhere"), [], [], "zh")
+    _, _, note = on_dir(str(tmp_path / "nowhere"), [], [], None, "zh")  # folder, picks, an upload's message, lang
     assert note["value"].startswith("**数据集**：") and str(tmp_path / "nowhere") in note["value"]
     assert engine_text.note_text("zh", "", "data") == ""

@@ -338,9 +338,9 @@ def test_a_refused_upload_leaves_the_data_preview_alone(board, tmp_path):
     upload, preview = chain[0], chain[-1]
     broken = tmp_path / "broken.json"
     broken.write_text('[{"instruction": "hi" "output": }]')
-    values = {upload.inputs[0]: str(broken), upload.inputs[1]: "", upload.inputs[2]: "en"}
-    out = upload.fn(*[values[b] for b in upload.inputs])
-    assert "not valid JSON" in out[0]
+    values = {upload.inputs[0]: str(broken), upload.inputs[1]: "", upload.inputs[-1]: "en"}  # lang comes last
+    out = upload.fn(*[values.get(b) for b in upload.inputs])
+    assert "not valid JSON" in out[0]["value"]
     registered = out[upload.outputs.index(preview.inputs[0])]
     shown = preview.fn(registered, *[None] * (len(preview.inputs) - 1))
     assert all(isinstance(v, type(gr.skip())) for v in shown), shown
@@ -554,5 +554,5 @@ def test_the_dataset_folder_notes_come_in_the_pages_language(board, tmp_path):
         assert words in zh and han.search(zh) and not han.search(en), (zh, en)
     demo = build_ui(board)
     block_fn = next(f for f in demo.fns.values() if "on_dataset_dir" in getattr(f.fn, "__qualname__", ""))
-    *_, note = block_fn.fn(str(tmp_path / "nope"), [], [], "zh")
+    *_, note = block_fn.fn(str(tmp_path / "nope"), [], [], None, "zh")  # folder, picks, what an upload said, lang
     assert "不存在" in note["value"] and "does not exist" not in note["value"]

@@ -77,6 +77,14 @@ def test_newcomer_path_in_english_and_chinese(live_board, tmp_path):
             page.get_by_label("Dataset name").fill("zebra")
             page.get_by_role("button", name="Register dataset").click()
             wait_for(lambda: "ZEBRAWORD" in page.locator(".lf-preview").first.inner_text(), 120, "the new dataset's preview")
+            # what the upload said follows a switch of the page's language (it stayed English), and back
+            note = page.locator("#lf-dataset-note")
+            wait_for(lambda: "Dataset zebra (sft) registered" in note.inner_text(), 30, "the upload's message")
+            for language, words in (("中文", "数据集 zebra（sft）已注册"), ("English", "Dataset zebra (sft) registered")):
+                page.locator("#lf-lang input").click()
+                page.get_by_role("option", name=language).click()
+                wait_for(lambda words=words: words in note.inner_text(), 30, f"the upload's message in {language}")
+                page.screenshot(path=str(tmp_path / f"upload-note-{language}.png"))
 
             # the log box shows the end of the log
             pick_and_watch(page, run_id)

@@ -65,6 +65,9 @@ def check_page(browser, url: str, tmp_path, locale: str, frame: str, word: str) 
         picker = page.locator("#lf-dataset")
         wait_for(lambda: "bad · 条目有误" in picker.inner_text(), 30, "the label in Chinese")
         assert "broken" not in picker.inner_text() and "good" in picker.inner_text()
+        # the note follows the switch by itself (it stayed English until a dataset was picked again)
+        wait_for(lambda: "无法使用" in note.inner_text() and REASON in note.inner_text(), 30, "the note switched")
+        page.screenshot(path=str(tmp_path / "broken-switched-before-pick-zh.png"))
         # the value is still the name: the note, composed again as "good" is removed, finds `bad`'s entry by
         # it (a label for a value would name no entry: no note), and says why in Chinese now
         picker.locator(".token", has_text="good").locator(".token-remove").click()

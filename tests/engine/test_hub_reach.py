@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -150,3 +151,75 @@ def test_the_loader_fails_fast_without_trying_to_download(online):
     with pytest.raises(ModelError, match="cannot be reached"):
         loader.resolve_model_path("Qwen/Qwen2.5-0.5B")
     assert time.monotonic() - started < 3 and calls == [True]  # the cache was looked in, the network never tried
+
+
+def _cache(name: str, config: dict) -> None:
+    """``name``'s config.json in the (fixture's) hub cache, as a download leaves it."""
+    import json
+    import os
+
+    repo = Path(os.environ["HF_HUB_CACHE"]) / f"models--{name.replace('/', '--')}"
+    (repo / "snapshots" / ("0" * 40)).mkdir(parents=True)
+    (repo / "snapshots" / ("0" * 40) / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40, encoding="utf-8")
+
+
+def _rm_adapter(folder: Path, base: str) -> str:
+    """LLaMA-Factory's rm output with LoRA: a CAUSAL_LM adapter of ``base`` and its value head (8 inputs)."""
+    import json
+
+    import torch
+    from safetensors.torch import save_file
+
+    folder.mkdir()
+    (folder / "adapter_config.json").write_text(json.dumps({"task_type": "CAUSAL_LM", "base_model_name_or_path": base}),
+                                                encoding="utf-8")
+    save_file({"v_head.summary.weight": torch.zeros(1, 8), "v_head.summary.bias": torch.zeros(1)},
+              str(folder / "value_head.safetensors"))
+    return str(folder)
+
+
+def test_a_reward_model_adapter_of_an_uncached_hub_model_is_refused_before_the_run(online, tmp_path):
+    from engine.train.rl_checks import check_reward_model, check_rl
+
+    rm = _rm_adapter(tmp_path / "rm", "someone/base-model")
+    cfg = build_config({"model_name_or_path": "demo", "stage": "grpo", "template": "qwen", "reward_model": rm})
+    online.setenv("HF_HUB_OFFLINE", "1")
+    problems = [p for p in check_rl(cfg) if "reward_model" in p]  # was []: the run failed as the reward model loaded
+    assert len(problems) == 1 and problems[0].code == "hub_offline", problems
+    assert problems[0].startswith(f"`reward_model: {rm}` is a LoRA adapter of `someone/base-model`, a hub id that is "
+                                  "not in the local cache, and downloads are off (HF_HUB_OFFLINE).")
+    assert "`hf download someone/base-model --local-dir DIR`), copy DIR here and set `base_model_name_or_path` in " \
+        "the adapter's adapter_config.json to DIR." in problems[0]
+    online.delenv("HF_HUB_OFFLINE")
+    online.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port()}")
+    problems = [p for p in check_rl(cfg) if "reward_model" in p]
+    assert len(problems) == 1 and "a hub id that is not in the local cache, and the hub (http://127.0.0.1:" in \
+        problems[0] and "cannot be reached (ConnectionRefusedError" in problems[0], problems
+    assert [p for p in check(cfg, "train") if p.code == "hub_offline"] == problems  # the board's and the CLI's check
+    _cache("someone/base-model", {"hidden_size": 16})  # in the cache: its config says what the head must take
+    assert [p for p in check_rl(cfg) if "reward_model" in p] == [
+        f"`reward_model: {rm}`: its value head value_head.safetensors takes 8 inputs and the model's hidden size is "
+        "16: the head was trained on another model. Give the rm run's output_dir as it saved it (with the model it "
+        "was trained on)."]
+    rm = _rm_adapter(tmp_path / "rm2", "someone/other-model")
+    _cache("someone/other-model", {"hidden_size": 8})
+    cfg = build_config({"model_name_or_path": "demo", "stage": "grpo", "template": "qwen", "reward_model": rm})
+    assert [p for p in check_rl(cfg) if "reward_model" in p] == []
+    online.setenv("HF_HUB_OFFLINE", "1")  # the demo (built here) and a local base are not asked about
+    assert check_reward_model(_rm_adapter(tmp_path / "demo_rm", "demo"), cfg) == []
+    (tmp_path / "base").mkdir()
+    assert check_reward_model(_rm_adapter(tmp_path / "local_rm", str(tmp_path / "base")), cfg) == []
+
+
+def test_a_ref_model_hub_id_not_in_the_cache_is_refused_offline(online, tmp_path):
+    online.setenv("HF_HUB_OFFLINE", "1")
+    cfg = build_config({"model_name_or_path": "demo", "stage": "dpo", "template": "qwen", "dataset": "demo_dpo",
+                        "ref_model": "someone/ref-model", "output_dir": str(tmp_path / "out")})
+    problems = [p for p in check(cfg, "train") if p.code == "hub_offline"]  # was []: it failed after the policy loaded
+    assert len(problems) == 1 and problems[0].startswith(
+        "`ref_model: someone/ref-model` is a hub id that is not in the local cache, and downloads are off"), problems
+    assert "copy DIR here and set `ref_model` to it." in problems[0]
+    _cache("someone/ref-model", {"hidden_size": 8})
+    assert [p for p in check(cfg, "train") if p.code == "hub_offline"] == []

@@ -4,9 +4,11 @@ and a pickled value head that would run code is not run."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pickle
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -79,3 +81,49 @@ def test_a_pickled_value_head_that_would_run_code_is_refused_not_run(tmp_path):
     with pytest.raises(ModelError, match=r"cannot be read \(UnpicklingError: Weights only load failed"):
         read_value_head(tmp_path / "value_head.bin")
     assert not Path("/nonexistent-dir-made-by-a-pickle").exists()
+
+
+LF_BIN = Path(__file__).resolve().parents[1] / "golden" / "lf_value_head_bin" / "value_head.bin"
+
+
+def _bin_folder(where: Path, hidden: int, head: bytes | None = None) -> str:
+    where.mkdir()
+    (where / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "hidden_size": hidden}),
+                                       encoding="utf-8")
+    (where / "value_head.bin").write_bytes(LF_BIN.read_bytes() if head is None else head)
+    return str(where)
+
+
+def test_llama_factorys_value_head_bin_is_checked_as_its_safetensors_is(tmp_path):
+    """value_head.bin (LLaMA-Factory without safetensors; tests/golden/lf_value_head_bin) read without torch and
+    without running its pickle: its shapes against the model, and a damaged one named before anything loads."""
+    assert check_reward_model(_bin_folder(tmp_path / "fits", 32)) == []
+    assert read_value_head(LF_BIN)["weight"].shape == (1, 32)  # what the run then loads (weights_only)
+    problems = check_reward_model(_bin_folder(tmp_path / "other", 16))  # was [] and the run failed as it loaded
+    assert len(problems) == 1 and "value_head.bin takes 32 inputs and the model's hidden size is 16" in problems[0]
+    whole = LF_BIN.read_bytes()
+    problems = check_reward_model(_bin_folder(tmp_path / "cut", 32, whole[:len(whole) // 2]))
+    assert len(problems) == 1 and "is not a file torch.save wrote (it is not a zip as torch.save writes, or it is " \
+        "cut off); it should be the value_head.bin an rm run of LLaMA-Factory saved" in problems[0], problems
+    buffer = io.BytesIO()
+    torch.save({"v_head.summary.weight": torch.zeros(2, 32), "v_head.summary.bias": torch.zeros(1)}, buffer)
+    problems = check_reward_model(_bin_folder(tmp_path / "shape", 32, buffer.getvalue()))
+    assert len(problems) == 1 and "holds v_head.summary.weight (2, 32), v_head.summary.bias (1,), not" in problems[0]
+
+
+def test_a_value_head_bin_whose_pickle_would_run_code_is_refused_at_the_check_not_run(tmp_path):
+    buffer = io.BytesIO()
+    torch.save({"v_head.summary.weight": torch.zeros(1, 32), "v_head.summary.bias": _Payload()}, buffer)
+    problems = check_reward_model(_bin_folder(tmp_path / "rm", 32, buffer.getvalue()))
+    assert len(problems) == 1 and "value_head.bin is refused, not loaded: its pickle names `posix.mkdir`" in \
+        problems[0] and "loading it could run code" in problems[0], problems
+    assert not Path("/nonexistent-dir-made-by-a-pickle").exists()
+    torch.save({"v_head.summary.weight": torch.zeros(1, 32)}, buffer := io.BytesIO())
+    with zipfile.ZipFile(buffer) as archive:  # a storage's data lost from the zip
+        kept = {info.filename: archive.read(info) for info in archive.infolist() if "/data/" not in info.filename}
+    damaged = io.BytesIO()
+    with zipfile.ZipFile(damaged, "w") as archive:
+        for name, data in kept.items():
+            archive.writestr(name, data)
+    problems = check_reward_model(_bin_folder(tmp_path / "lost", 32, damaged.getvalue()))
+    assert len(problems) == 1 and "(the data of its tensor 'v_head.summary.weight' is missing)" in problems[0]

@@ -42,7 +42,14 @@ def list_checkpoints(folder: str | Path) -> list[Path]:
     return sorted(found, key=step_of)
 
 
+MAX_HEADER_BYTES = 100_000_000
+"""The largest safetensors header read (the safetensors library refuses larger ones as well)."""
+
+
 def _safetensors_problem(path: Path) -> str | None:
+    """Why a safetensors file is cut off or is no safetensors file (None when its header's tensors are all there).
+    A header of another shape (a list, an entry or offsets that are not a table of numbers: a file from
+    elsewhere or damaged) is named as such, never raised."""
     try:
         size = path.stat().st_size
         with open(path, "rb") as fh:
@@ -52,10 +59,23 @@ def _safetensors_problem(path: Path) -> str | None:
             (length,) = struct.unpack("<Q", head)
             if length > size - 8:
                 return f"{path.name} is cut off"
+            if length > MAX_HEADER_BYTES:
+                return f"{path.name} is not a safetensors file (a header of {length:,} bytes)"
             header = json.loads(fh.read(length))
-    except (OSError, ValueError, UnicodeDecodeError):
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
         return f"{path.name} is cut off or unreadable"
-    ends = [info["data_offsets"][1] for key, info in header.items() if key != "__metadata__" and "data_offsets" in info]
+    not_weights = f"{path.name} is not a safetensors file (its header is not a table of tensors)"
+    if not isinstance(header, dict):
+        return not_weights
+    ends = []
+    for key, info in header.items():
+        if key == "__metadata__":
+            continue
+        offsets = info.get("data_offsets") if isinstance(info, dict) else None
+        if not (isinstance(offsets, list) and len(offsets) == 2
+                and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in offsets)):
+            return not_weights
+        ends.append(offsets[1])
     if size < 8 + length + max(ends, default=0):
         return f"{path.name} is cut off ({size:,} of {8 + length + max(ends):,} bytes)"
     return None
@@ -117,8 +137,12 @@ def weights_problem(folder: Path) -> str | None:
         if path.name.endswith(".index.json"):
             try:
                 shards = set(json.loads(path.read_text(encoding="utf-8"))["weight_map"].values())
-            except (OSError, ValueError, KeyError, AttributeError):
+            except (OSError, ValueError, KeyError, AttributeError, RecursionError):
                 return f"{path.name} is cut off"
+            except TypeError:  # a shard that is a list or a table
+                shards = {None}
+            if not all(isinstance(shard, str) and shard and Path(shard).name == shard for shard in shards):
+                return f"{path.name} names shards that are not file names in its folder"
             for shard in sorted(shards):
                 if not (folder / shard).is_file():
                     return f"the weight shard {shard} is missing"

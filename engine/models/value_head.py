@@ -174,9 +174,10 @@ def value_head_inputs(path: Any) -> tuple[int | None, str | None]:
             if size > 1 << 24:
                 return None, unreadable.format(f"a header of {size:,} bytes")
             header = json.loads(handle.read(size).decode("utf-8"))
-    except (OSError, struct.error, UnicodeDecodeError, ValueError) as err:
-        return None, unreadable.format("shorter than its header" if isinstance(err, struct.error)
-                                       else type(err).__name__)
+    except (OSError, struct.error, UnicodeDecodeError, ValueError, RecursionError) as err:
+        why = ("shorter than its header" if isinstance(err, struct.error)
+               else "its header is nested too deeply" if isinstance(err, RecursionError) else type(err).__name__)
+        return None, unreadable.format(why)
     if not isinstance(header, dict):
         return None, unreadable.format("its header is not a table of tensors")
     held = {key: tuple(info.get("shape") or ()) for key, info in header.items()

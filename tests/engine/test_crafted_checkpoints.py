@@ -1,0 +1,98 @@
+"""Checkpoints and model folders from elsewhere: a weights file whose safetensors header is not the table of tensors
+it should be, or a shard index naming something other than files beside it, is named as such by the checks that
+read headers (resume, pre-flight, the board's checkpoint picker), never raised out of them."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+
+from engine.checkpoints import checkpoint_problem, latest_complete, weights_problem
+from engine.runs import RunFolder
+
+GOOD_HEADER = {"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}
+
+
+def _safetensors(path, header: bytes, body: int = 4) -> None:
+    path.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * body)
+
+
+def _checkpoint(folder, header: bytes):
+    folder.mkdir(parents=True)
+    (folder / "adapter_config.json").write_text("{}")
+    _safetensors(folder / "adapter_model.safetensors", header)
+    (folder / "trainer_state.json").write_text(json.dumps({"global_step": 1}))
+    return folder
+
+
+@pytest.mark.parametrize("header", [
+    b"[]",
+    b'"weights"',
+    b'{"w": "data_offsets"}',
+    b'{"w": {"data_offsets": 5}}',
+    b'{"w": {"data_offsets": ["a", "b"]}}',
+    b'{"w": {"data_offsets": []}}',
+    b'{"w": {"data_offsets": [0, -4]}}',
+])
+def test_a_header_that_is_no_table_of_tensors_is_named(tmp_path, header):
+    _checkpoint(tmp_path / "checkpoint-2", header)
+    assert "adapter_model.safetensors is not a safetensors file" in checkpoint_problem(tmp_path / "checkpoint-2")
+    good = _checkpoint(tmp_path / "checkpoint-1", json.dumps(GOOD_HEADER).encode())
+    assert checkpoint_problem(good) is None
+    latest, skipped = latest_complete(tmp_path)
+    assert latest == good and [p.name for p, _ in skipped] == ["checkpoint-2"]
+
+
+def test_a_header_nested_past_the_parsers_depth_is_unreadable(tmp_path):
+    folder = _checkpoint(tmp_path / "checkpoint-1", b"[" * 100_000 + b"]" * 100_000)
+    assert "cut off or unreadable" in weights_problem(folder)
+
+
+def test_a_header_larger_than_safetensors_reads_is_not_read(tmp_path, monkeypatch):
+    import engine.checkpoints as checkpoints
+
+    monkeypatch.setattr(checkpoints, "MAX_HEADER_BYTES", 64)
+    folder = _checkpoint(tmp_path / "checkpoint-1", json.dumps({**GOOD_HEADER, "__metadata__": {"x": "y" * 80}}).encode())
+    assert "a header of" in weights_problem(folder)
+
+
+@pytest.mark.parametrize("weight_map", [
+    {"a": ["model.safetensors"]},
+    {"a": 5},
+    {"a": "../../outside.safetensors"},
+    {"a": "sub/model.safetensors"},
+    {"a": ""},
+])
+def test_a_shard_index_naming_no_file_beside_it_is_named(tmp_path, weight_map):
+    (tmp_path / "outside.safetensors").write_bytes(b"")
+    folder = tmp_path / "a" / "b"
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    assert "names shards that are not file names in its folder" in weights_problem(folder)
+
+
+def test_the_boards_checkpoint_picker_passes_over_a_crafted_checkpoint(tmp_path):
+    """One run folder copied in from elsewhere with such a header stopped the top bar's picker (and its refresh)
+    with a TypeError; it is left out as a torn save is, and the other runs' checkpoints stay listed."""
+    from app.history import checkpoints
+
+    runs = tmp_path / "runs"
+    for run_id, header in (("20260101-000000-train-aaaa", b'{"w": {"data_offsets": 5}}'),
+                           ("20260101-000001-train-bbbb", json.dumps(GOOD_HEADER).encode())):
+        folder = RunFolder(runs / run_id)
+        folder.create("train", "stage: sft\n")
+        folder.update(status="completed")
+        _checkpoint(folder.path / "checkpoint-1", header)
+    assert [label for label, _ in checkpoints(runs)] == ["20260101-000001-train-bbbb / checkpoint-1"]
+
+
+def test_a_value_head_header_nested_past_the_parsers_depth_is_named(tmp_path):
+    """The rm pre-flight check reads value_head.safetensors' header the same way: RecursionError was raised."""
+    from engine.models.value_head import value_head_inputs
+
+    path = tmp_path / "value_head.safetensors"
+    _safetensors(path, b"[" * 100_000 + b"]" * 100_000)
+    hidden, problem = value_head_inputs(path)
+    assert hidden is None and "is not a safetensors file (its header is nested too deeply)" in problem

@@ -55,12 +55,15 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:
-    """Write ``text`` to a temp file beside ``path``, then rename it over ``path`` (see :func:`write_json_atomic`).
-    ``mode`` (e.g. ``0o600``): the file's permissions from its first byte, not the umask's."""
+def write_text_atomic(path: Path, text: str | bytes, mode: int | None = None) -> None:
+    """Write ``text`` (UTF-8; bytes as they are) to a temp file beside ``path``, then rename it over ``path`` (see
+    :func:`write_json_atomic`). ``mode`` (e.g. ``0o600``): the file's permissions from its first byte, not the
+    umask's."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        if mode is None:
+        if isinstance(text, bytes):
+            tmp.write_bytes(text)
+        elif mode is None:
             tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
         else:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
@@ -123,21 +126,21 @@ def forget_steps_after(folder: Path, step: int, names: tuple[str, ...] = (EVENTS
     dropped = 0
     for name in names:
         path = Path(folder) / name
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-        except (OSError, UnicodeDecodeError):
+        try:  # bytes: a line torn in the middle of a character (a killed run) is kept as it is, not decoded
+            lines = path.read_bytes().splitlines(keepends=True)
+        except OSError:
             continue
         kept = []
         for line in lines:
             try:
                 later = int(json.loads(line).get("step") or 0) > step
-            except (ValueError, TypeError, AttributeError):
+            except (ValueError, TypeError, AttributeError, OverflowError, RecursionError):
                 later = False  # not a step's line: kept as it is
             if not later:
                 kept.append(line)
         if len(kept) < len(lines):
             try:
-                write_text_atomic(path, "".join(kept))
+                write_text_atomic(path, b"".join(kept))
                 dropped += len(lines) - len(kept)
             except OSError as err:
                 logger.warning("Could not drop the steps after %d from %s: %s", step, path, err)
@@ -331,7 +334,8 @@ def _json_default(obj: Any) -> Any:
 
 @dataclass
 class EventReader:
-    """Reads events.jsonl incrementally: remembers the byte offset and keeps a partial last line for later."""
+    """Reads events.jsonl incrementally: remembers the byte offset and keeps a partial last line for later. Only JSON
+    objects come back: a line that is none (damaged, torn, or written by something else) is passed over."""
 
     path: Path
     offset: int = 0
@@ -369,9 +373,11 @@ class EventReader:
             if not line.strip():
                 continue
             try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
+                event = json.loads(line)
+            except (ValueError, RecursionError):  # not JSON, not UTF-8 (a line torn mid-character), nested too deep
                 continue
+            if isinstance(event, dict):  # a number, list or text on a line of its own is no event
+                out.append(event)
         return out, max_bytes is not None and len(chunk) == max_bytes
 
 

@@ -112,3 +112,19 @@ def test_a_resume_forgets_the_lines_of_the_steps_it_repeats(tmp_path):
     assert [json.loads(x).get("step") for x in kept[:-1]] == [None, 2, None] and kept[-1] == "not json"
     assert (tmp_path / "completions.jsonl").read_text() == ""
     assert forget_steps_after(tmp_path / "nowhere", 2) == 0
+
+
+def test_a_resume_forgets_its_repeated_steps_past_lines_that_are_damaged(tmp_path):
+    """A line torn mid-character by a killed run (not UTF-8) made the whole file unread, so the resumed run's curve
+    showed the repeated steps twice; a step of 1e400 (OverflowError) or a line nested past json's depth
+    (RecursionError) stopped the resume itself. Such lines are kept byte for byte, the later steps dropped."""
+    from engine.runs import forget_steps_after
+
+    torn = b'{"event": "log", "step": 1, "note": "\xe4\xb8'
+    deep = b"[" * 100_000 + b"]" * 100_000
+    lines = [b'{"event": "log", "step": 1}', torn, b'{"event": "log", "step": 1e400}', deep,
+             b'{"event": "log", "step": 3}']
+    (tmp_path / "events.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    assert forget_steps_after(tmp_path, 2) == 1
+    assert (tmp_path / "events.jsonl").read_bytes() == b"\n".join(lines[:-1]) + b"\n"
+

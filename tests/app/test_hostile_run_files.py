@@ -1,0 +1,62 @@
+"""A run folder's JSON files as a damaged disk, a process killed mid-line or a folder copied in from elsewhere may
+leave them: a line that is no JSON object (a number, a list), bytes that are not UTF-8 (a line torn in the middle
+of a character, then appended to), JSON nested past the parser's depth. The board passes over such a line and
+shows the rest of the run; before, each stopped the view that read it (AttributeError, UnicodeDecodeError,
+RecursionError)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app import curves, monitor, reward_view, run_outcome
+from app.tabs import evaluate
+from engine.runs import RunFolder
+
+GOOD = [{"event": "log", "step": 1, "total_steps": 2, "loss": 2.5, "lr": 1e-3},
+        {"event": "log", "step": 2, "total_steps": 2, "loss": 1.5, "lr": 1e-3}]
+BAD_LINES = {
+    "number": b"5",
+    "list": b'["event", "log"]',
+    "text": b'"end"',
+    "torn_utf8": b'{"event": "log", "step": 3, "loss": 0.5, "note": "\xe4\xb8',
+    "deep": b"[" * 100_000 + b"]" * 100_000,
+}
+
+
+def _run(tmp_path, bad: bytes) -> RunFolder:
+    folder = RunFolder(tmp_path / "runs" / "20260101-000000-train-aaaa")
+    folder.create("train", "stage: sft\n")
+    folder.events_path.write_bytes(b"\n".join([json.dumps(GOOD[0]).encode(), bad, json.dumps(GOOD[1]).encode(), b""]))
+    return folder
+
+
+@pytest.mark.parametrize("bad", BAD_LINES.values(), ids=BAD_LINES.keys())
+def test_the_run_view_and_history_pass_over_a_line_that_is_no_event(tmp_path, bad):
+    folder = _run(tmp_path, bad)
+    watched = monitor.RunMonitor(folder).refresh()
+    assert watched.curves()["loss"] == [(1, 2.5), (2, 1.5)]
+    assert monitor.final_loss(folder.path) == 1.5
+    assert [e["step"] for e in curves.iter_events(folder.events_path)] == [1, 2]
+    assert reward_view.RLFollower(folder.path).refresh().version == 1
+    assert run_outcome.end_event(folder) is None
+
+
+def test_the_final_loss_passes_over_a_last_line_nested_too_deep(tmp_path):
+    folder = _run(tmp_path, b"")
+    with folder.events_path.open("ab") as fh:
+        fh.write(b'{"event": "end", "loss": ' + b"[" * 30_000 + b"]" * 30_000 + b"}\n")
+    assert monitor.final_loss(folder.path) == 1.5
+    assert run_outcome.end_event(folder) is None
+
+
+def test_the_evaluate_tab_passes_over_result_files_it_cannot_read(tmp_path):
+    (tmp_path / "predict_results.json").write_bytes(b'{"predict_bleu-4": 1.0, "x": "\xff"}')
+    (tmp_path / "eval_results.json").write_bytes(b"[" * 100_000 + b"]" * 100_000)
+    assert evaluate.read_metrics(tmp_path, {"eval_loss": 2.0}) == [["eval_loss", 2.0]]
+    (tmp_path / "generated_predictions.jsonl").write_bytes(b"\n".join([
+        b"[1, 2]", b'{"prompt": "p\xff", "label": "l", "predict": "x"}', b"[" * 100_000 + b"]" * 100_000,
+        json.dumps({"prompt": "q", "label": "m", "predict": "y"}).encode(),
+    ]))
+    assert evaluate.read_predictions(tmp_path) == [["p\ufffd", "l", "x"], ["q", "m", "y"]]

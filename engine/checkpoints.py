@@ -103,7 +103,7 @@ def read_adapter_config(folder: str | Path) -> dict:
     pre-flight checks read it without importing torch or PEFT; :func:`adapter_config_problem` says why it fails."""
     try:
         config = json.loads((Path(folder).expanduser() / "adapter_config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return config if isinstance(config, dict) else {}
 
@@ -119,6 +119,8 @@ def adapter_config_problem(folder: Path) -> str | None:
         return "its adapter_config.json is not UTF-8 text"
     except ValueError as err:
         return f"its adapter_config.json is not valid JSON ({err})"
+    except RecursionError:
+        return "its adapter_config.json nests lists or objects too deeply to be read"
     except OSError as err:
         return f"its adapter_config.json cannot be read ({err.strerror or err})"
     if not isinstance(data, dict):
@@ -167,7 +169,7 @@ def checkpoint_problem(folder: str | Path) -> str | None:
         return f"no {STATE_FILE} ({held}): the save was cut off"
     try:
         saved = json.loads(state.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return f"{STATE_FILE} is cut off"
     if not isinstance(saved, dict):
         return f"{STATE_FILE} is not a JSON object"

@@ -128,3 +128,17 @@ def test_a_resume_forgets_its_repeated_steps_past_lines_that_are_damaged(tmp_pat
     assert forget_steps_after(tmp_path, 2) == 1
     assert (tmp_path / "events.jsonl").read_bytes() == b"\n".join(lines[:-1]) + b"\n"
 
+
+
+def test_rank_records_that_are_no_object_are_passed_over(tmp_path):
+    """An abort reads ranks/*.json to reach every rank: a record that is a list raised AttributeError, a rank
+    that is text TypeError, one nested past json's depth RecursionError."""
+    from engine.ranks import RANKS_DIR, read_ranks
+
+    ranks = tmp_path / RANKS_DIR
+    ranks.mkdir()
+    (ranks / "0.json").write_text(json.dumps({"rank": 0, "pid": 11}))
+    (ranks / "1.json").write_text(json.dumps({"rank": "one", "pid": 12}))
+    (ranks / "2.json").write_text("[2]")
+    (ranks / "3.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert [r["pid"] for r in read_ranks(tmp_path)] == [11, 12]

@@ -1,0 +1,45 @@
+"""A model or adapter folder whose JSON files are not what they should be: a config.json saved as UTF-16 (Windows
+Notepad's "Unicode"), one that is a list, one nested past json's depth, and an adapter_config.json nested so. The
+pre-flight check names the file and the fix for each; before, each stopped `lf-engine check` and `train` with a
+UnicodeDecodeError or RecursionError traceback (the model family, bitsandbytes and pre-quantization readers), or
+passed a list as a config."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.config import build_config
+from engine.preflight import check
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def _cfg(tmp_path, **keys):
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    (data / "rows.json").write_text('[{"instruction": "a", "output": "b"}]')
+    return build_config({"model_name_or_path": str(tmp_path / "model"), "stage": "sft", "template": "chatml",
+                         "dataset": str(data / "rows.json"), "output_dir": str(tmp_path / "out"), **keys})
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    ("\ufeff{}".encode("utf-16"), "is not UTF-8 text (byte 0xff at position 0); re-save it as UTF-8"),
+    (b"[]", "is not a JSON object (it holds a list)"),
+    (DEEP.encode(), "nests lists or objects too deeply to be read"),
+])
+@pytest.mark.parametrize("command", ["train", "chat", "export"])
+def test_a_model_config_json_that_cannot_be_read_is_named(tmp_path, content, says, command):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_bytes(content)
+    keys = {"export_dir": str(tmp_path / "export")} if command == "export" else {}
+    problems = [p for p in check(_cfg(tmp_path, **keys), command) if "config.json" in p]
+    assert problems and f"{model / 'config.json'} {says}" in problems[0], problems
+
+
+def test_an_adapter_config_nested_too_deeply_is_named(tmp_path):
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(DEEP)
+    problems = check(_cfg(tmp_path, model_name_or_path="demo", adapter_name_or_path=str(adapter)))
+    assert any("its adapter_config.json nests lists or objects too deeply" in p for p in problems), problems

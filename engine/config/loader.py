@@ -462,6 +462,10 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
+MAX_INT_DIGITS = 4000
+"""The most digits a whole number in a config may have (Python reads at most 4,300 as text by default)."""
+
+
 class _ConfigLoader(yaml.SafeLoader):
     """``yaml.safe_load``'s loader that also notes a key given twice in one mapping: the last value wins, as in
     LLaMA-Factory (which reads configs with ``yaml.safe_load``), and :func:`read_yaml` says so."""
@@ -478,6 +482,19 @@ class _ConfigLoader(yaml.SafeLoader):
                     self.repeated.append((key_node.value, key_node.start_mark.line + 1))
                 seen.add(key_node.value)
         return super().construct_mapping(node, deep)
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        """A whole number, refused (with its place in the file) past Python's limit on digits read as text, which
+        stopped the reading with a ValueError traceback instead of a message."""
+        digits = len(node.value.replace("_", ""))
+        if digits > MAX_INT_DIGITS:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a whole number of {digits:,} digits (a setting takes at most {MAX_INT_DIGITS:,}; "
+                "none needs more than 19)", node.start_mark)
+        return super().construct_yaml_int(node)
+
+
+_ConfigLoader.add_constructor("tag:yaml.org,2002:int", _ConfigLoader.construct_yaml_int)
 
 
 def load_yaml_text(text: str, source: str = "The config", warn: bool = True) -> Any:

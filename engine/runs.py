@@ -44,6 +44,22 @@ def new_run_id(kind: str = "train") -> str:
     return f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-{kind}-{secrets.token_hex(2)}"
 
 
+def claim_run_folder(runs_dir: Path, run_id: str | None, kind: str = "train") -> str:
+    """Create a run's folder in ``runs_dir``: ``run_id``'s when it is a plain name and free, else a fresh id's.
+    Returns the id. One ``mkdir`` that fails when the folder exists decides, so two callers never get the same one.
+    Raises OSError when the folder cannot be made (a full disk, no permission)."""
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    candidate = run_id if run_id and "/" not in run_id and not run_id.startswith(".") else None
+    while True:
+        if candidate:
+            try:
+                (runs_dir / candidate).mkdir()
+                return candidate
+            except FileExistsError:
+                pass
+        candidate = new_run_id(kind)
+
+
 def package_versions() -> dict[str, str]:
     """Versions of the packages that decide a run's behaviour."""
     out = {}

@@ -158,8 +158,9 @@ def weights_problem(folder: Path) -> str | None:
     return None
 
 
-def checkpoint_problem(folder: str | Path) -> str | None:
-    """Why ``folder`` is not a complete checkpoint (None when it is one)."""
+def checkpoint_problem(folder: str | Path, check_state: bool = True) -> str | None:
+    """Why ``folder`` is not a complete checkpoint (None when it is one); ``check_state=False``: only whether a save
+    was cut off, not whether its trainer_state.json's values can be the Trainer's."""
     folder = Path(folder)
     state = folder / STATE_FILE
     if not state.is_file():
@@ -173,6 +174,9 @@ def checkpoint_problem(folder: str | Path) -> str | None:
         return f"{STATE_FILE} is cut off"
     if not isinstance(saved, dict):
         return f"{STATE_FILE} is not a JSON object"
+    problem = _state_problem(saved, step_of(folder)) if check_state else None
+    if problem:
+        return problem
     problem = weights_problem(folder)
     if problem:
         return problem
@@ -184,11 +188,36 @@ def checkpoint_problem(folder: str | Path) -> str | None:
     return None
 
 
-def torn_checkpoints(folder: str | Path) -> list[tuple[Path, str]]:
+def _state_problem(saved: dict, step: int | None) -> str | None:
+    """Why a trainer_state.json cannot be the one the Trainer saved with ``checkpoint-step`` (None when it can): its
+    step is not a whole number, or not the folder's (the Trainer names the folder after it: a state that claims
+    another step would resume there, and one past the run's end trained nothing and ended 'completed'), or its
+    logs are not a list (TypeError as the Trainer reads them)."""
+    global_step = saved.get("global_step")
+    if global_step is not None and (isinstance(global_step, bool) or not isinstance(global_step, int)
+                                    or global_step < 0):
+        return f"{STATE_FILE}'s global_step is {str(global_step)[:40]!r}, not a step number"
+    if global_step is not None and step is not None and global_step != step:
+        if global_step >= 10**12:
+            return f"{STATE_FILE} says step a number past any run's steps, not {step} as its folder's name"
+        return (f"{STATE_FILE} says step {global_step:,}, not {step} as its folder's name (a folder renamed? name it "
+                f"checkpoint-{global_step} if that is the step it holds)")
+    for key in ("log_history", "max_steps", "epoch"):
+        value = saved.get(key)
+        if value is None:
+            continue
+        if key == "log_history" and not (isinstance(value, list) and all(isinstance(e, dict) for e in value)):
+            return f"{STATE_FILE}'s log_history is not a list of logs"
+        if key != "log_history" and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            return f"{STATE_FILE}'s {key} is not a number"
+    return None
+
+
+def torn_checkpoints(folder: str | Path, check_state: bool = True) -> list[tuple[Path, str]]:
     """(checkpoint, what is wrong) for every incomplete checkpoint-N in ``folder``, oldest first."""
     out = []
     for path in list_checkpoints(folder):
-        problem = checkpoint_problem(path)
+        problem = checkpoint_problem(path, check_state)
         if problem:
             out.append((path, problem))
     return out
@@ -212,7 +241,7 @@ def describe_torn(torn: list[tuple[Path, str]]) -> str:
 def remove_torn(folder: str | Path) -> list[str]:
     """Delete the incomplete checkpoints in ``folder`` (they cannot be resumed from); returns their names."""
     removed = []
-    for path, problem in torn_checkpoints(folder):
+    for path, problem in torn_checkpoints(folder, check_state=False):  # cut-off saves only: never one renamed
         try:
             shutil.rmtree(path)
         except OSError as err:

@@ -110,9 +110,33 @@ def check_fits(cfg: RunConfig, folder: Path) -> None:
                        "state and step count carry over.", folder, saved["stage"], ft.stage)
 
 
+def _unknown_state_keys(checkpoint: str) -> list[str]:
+    """Keys of the checkpoint's trainer_state.json that this transformers' TrainerState does not take (a state
+    saved by another version): its load stops on the first with a TypeError."""
+    import dataclasses
+    import json
+
+    from transformers.trainer_callback import TrainerState
+
+    try:
+        saved = json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return []  # named by engine.checkpoints before the run
+    known = {field.name for field in dataclasses.fields(TrainerState)}
+    return sorted(str(key) for key in saved if key not in known) if isinstance(saved, dict) else []
+
+
 def guard_loads(trainer: Any, cfg: RunConfig, checkpoint: str) -> None:
     """Report a checkpoint that transformers cannot load into this run as a user error, not a traceback."""
     import torch
+    import transformers
+
+    unknown = _unknown_state_keys(checkpoint)
+    if unknown:
+        shown = ", ".join(f"`{key[:60]}`" for key in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+        raise _refuse(checkpoint, f"has a trainer_state.json with keys transformers {transformers.__version__} does "
+                      f"not know ({shown})", "It was saved by another transformers version: resume it with that "
+                      "version, or delete those keys from the file.")
 
     def guarded(method: Any) -> Any:
         def load(*args: Any, **kwargs: Any) -> Any:

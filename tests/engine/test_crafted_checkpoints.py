@@ -23,7 +23,7 @@ def _checkpoint(folder, header: bytes):
     folder.mkdir(parents=True)
     (folder / "adapter_config.json").write_text("{}")
     _safetensors(folder / "adapter_model.safetensors", header)
-    (folder / "trainer_state.json").write_text(json.dumps({"global_step": 1}))
+    (folder / "trainer_state.json").write_text(json.dumps({"global_step": int(folder.name.split("-")[-1])}))
     return folder
 
 
@@ -96,3 +96,46 @@ def test_a_value_head_header_nested_past_the_parsers_depth_is_named(tmp_path):
     _safetensors(path, b"[" * 100_000 + b"]" * 100_000)
     hidden, problem = value_head_inputs(path)
     assert hidden is None and "is not a safetensors file (its header is nested too deeply)" in problem
+
+
+def _state_checkpoint(folder, state: dict):
+    _checkpoint(folder, json.dumps(GOOD_HEADER).encode())
+    (folder / "trainer_state.json").write_text(json.dumps(state))
+    return folder
+
+
+@pytest.mark.parametrize(("state", "says"), [
+    ({"global_step": "abc"}, "trainer_state.json's global_step is 'abc', not a step number"),
+    ({"global_step": -1}, "not a step number"),
+    ({"global_step": True}, "not a step number"),
+    ({"global_step": 10**30}, "trainer_state.json says step a number past any run's steps, not 3 as its folder's name"),
+    ({"global_step": 7}, "trainer_state.json says step 7, not 3"),
+    ({"global_step": 3, "log_history": 5}, "log_history is not a list of logs"),
+    ({"global_step": 3, "log_history": [1]}, "log_history is not a list of logs"),
+    ({"global_step": 3, "max_steps": "10"}, "max_steps is not a number"),
+])
+def test_a_trainer_state_that_lies_about_its_step_is_not_resumed_from(tmp_path, state, says):
+    """A state claiming a step past the run's end resumed there, trained nothing and ended 'completed'; one whose
+    step is text stopped the Trainer with a TypeError. Such a checkpoint is skipped as a torn one is, and named; a
+    full disk's clean-up (remove_torn) still removes only saves that were cut off, never such a folder."""
+    from engine.checkpoints import remove_torn
+
+    good = _state_checkpoint(tmp_path / "checkpoint-2", {"global_step": 2, "log_history": [{"loss": 1.0}]})
+    bad = _state_checkpoint(tmp_path / "checkpoint-3", state)
+    assert says in checkpoint_problem(bad)
+    assert latest_complete(tmp_path) == (good, [(bad, checkpoint_problem(bad))])
+    assert remove_torn(tmp_path) == [] and bad.is_dir()
+
+
+def test_a_trainer_state_of_another_transformers_is_refused_naming_its_keys(tmp_path):
+    """TrainerState(**saved) stopped the run with "got an unexpected keyword argument" and a traceback."""
+    from types import SimpleNamespace
+
+    from engine.errors import UserError
+    from engine.train.resume_fit import guard_loads
+
+    folder = _state_checkpoint(tmp_path / "checkpoint-2", {"global_step": 2, "new_field": 1})
+    with pytest.raises(UserError, match=r"keys transformers \S+ does not know \(`new_field`\)\. It was saved by another"):
+        guard_loads(SimpleNamespace(), SimpleNamespace(), str(folder))
+    _state_checkpoint(tmp_path / "checkpoint-4", {"global_step": 4, "log_history": []})
+    guard_loads(SimpleNamespace(), SimpleNamespace(), str(tmp_path / "checkpoint-4"))

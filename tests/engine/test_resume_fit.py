@@ -59,6 +59,8 @@ def test_a_full_checkpoint_resumed_by_a_lora_run_is_refused(lora_checkpoint, tmp
     for name in ("adapter_model.safetensors", "adapter_config.json"):
         (full / name).unlink()
     save_file({"w": torch.zeros(4, 4)}, str(full / "model.safetensors"))
+    state = json.loads((full / "trainer_state.json").read_text())
+    (full / "trainer_state.json").write_text(json.dumps({**state, "global_step": 3}))  # the step its name says
     saved = (full / "lf_config.yaml").read_text().replace("finetuning_type: lora", "finetuning_type: full")
     (full / "lf_config.yaml").write_text(saved)
     code = main(["check", str(REPO / "examples" / "sft_lora_demo.yaml"), f"output_dir={tmp_path / 'lora'}", *SFT,

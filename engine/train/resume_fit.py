@@ -10,6 +10,7 @@ checkpoint was saved with, for the mismatches the files alone do not show (anoth
 from __future__ import annotations
 
 import logging
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -138,13 +139,20 @@ def guard_loads(trainer: Any, cfg: RunConfig, checkpoint: str) -> None:
                       f"not know ({shown})", "It was saved by another transformers version: resume it with that "
                       "version, or delete those keys from the file.")
 
-    def guarded(method: Any) -> Any:
+    def guarded(method: Any, fits: bool = True) -> Any:
         def load(*args: Any, **kwargs: Any) -> Any:
             try:
                 return method(*args, **kwargs)
             except torch.OutOfMemoryError:
                 raise
+            except pickle.UnpicklingError:  # torch's own text advises weights_only=False, which would run that code
+                raise _refuse(checkpoint, "holds a state file (optimizer.pt, scheduler.pt, rng_state.pth or the "
+                              "weights) that is more than tensors: loading it would run code it carries, so it was "
+                              "not loaded (a file from elsewhere, or damaged)", "Resume from a checkpoint your own "
+                              "run saved.") from None
             except (RuntimeError, ValueError, KeyError) as err:
+                if not fits:
+                    raise
                 first = next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
                 changed = differences(cfg, Path(checkpoint))
                 if changed:
@@ -157,6 +165,6 @@ def guard_loads(trainer: Any, cfg: RunConfig, checkpoint: str) -> None:
                               "Resume it with the model and method it was trained with.") from None
         return load
 
-    for name in ("_load_from_checkpoint", "_load_optimizer_and_scheduler"):
+    for name in ("_load_from_checkpoint", "_load_optimizer_and_scheduler", "_load_rng_state"):
         if hasattr(trainer, name):
-            setattr(trainer, name, guarded(getattr(trainer, name)))
+            setattr(trainer, name, guarded(getattr(trainer, name), fits=name != "_load_rng_state"))

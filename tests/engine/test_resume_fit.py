@@ -133,3 +133,28 @@ def test_a_checkpoint_without_optimizer_or_scheduler_state_is_named(lora_checkpo
     assert resolve_resume(build_config({"model_name_or_path": "demo", "output_dir": str(tmp_path / "o2"),
                                         "lora_rank": 8, "resume_from_checkpoint": str(lora_checkpoint)}))
     assert not [r for r in caplog.records if "start anew" in r.getMessage()]
+
+
+class _RunsCode:
+    """A pickle that would create a file if it were loaded without torch's weights_only guard."""
+
+    def __init__(self, flag: Path):
+        self.flag = flag
+
+    def __reduce__(self):
+        return (Path.touch, (self.flag,))
+
+
+@pytest.mark.parametrize("name", ["optimizer.pt", "rng_state.pth"])
+def test_a_state_file_that_carries_code_is_refused_not_loaded(lora_checkpoint, tmp_path, capsys, name):
+    """transformers loads checkpoint state with weights_only=True, which refuses such a pickle with an
+    UnpicklingError whose text says to load it again with weights_only=False (running its code): a traceback with
+    that advice ended the run. The run now ends as a user error that names the danger; the code never runs."""
+    ckpt = tmp_path / "checkpoint-1"
+    shutil.copytree(lora_checkpoint, ckpt)
+    flag = tmp_path / "ran"
+    torch.save({"state": _RunsCode(flag), "param_groups": []}, ckpt / name)
+    code = _train(tmp_path / "out", "max_steps=2", f"resume_from_checkpoint={ckpt}")
+    err = _refused(capsys, code, "that is more than tensors: loading it would run code it carries",
+                   "Resume from a checkpoint your own run saved")
+    assert "weights_only=False" not in err and not flag.exists()

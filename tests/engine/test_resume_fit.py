@@ -158,3 +158,18 @@ def test_a_state_file_that_carries_code_is_refused_not_loaded(lora_checkpoint, t
     err = _refused(capsys, code, "that is more than tensors: loading it would run code it carries",
                    "Resume from a checkpoint your own run saved")
     assert "weights_only=False" not in err and not flag.exists()
+
+
+def test_an_adapter_bin_that_carries_code_is_refused_not_loaded(lora_checkpoint, tmp_path, capsys):
+    """The same guard where an adapter loads (export here; chat, eval and training from an adapter take the same
+    path): PEFT's weights_only load stopped with that UnpicklingError and its advice."""
+    adapter = tmp_path / "adapter"
+    shutil.copytree(lora_checkpoint, adapter)
+    (adapter / "adapter_model.safetensors").unlink()
+    flag = tmp_path / "ran"
+    torch.save({"w": _RunsCode(flag)}, adapter / "adapter_model.bin")
+    code = main(["export", str(REPO / "examples" / "sft_lora_demo.yaml"), "lora_rank=8",
+                 f"adapter_name_or_path={adapter}", f"export_dir={tmp_path / 'merged'}"])
+    err = _refused(capsys, code, f"Adapter `{adapter}` holds an adapter_model.bin that is more than tensors",
+                   "Use an adapter your own run saved")
+    assert "weights_only=False" not in err and not flag.exists()

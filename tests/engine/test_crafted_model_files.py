@@ -43,3 +43,40 @@ def test_an_adapter_config_nested_too_deeply_is_named(tmp_path):
     (adapter / "adapter_config.json").write_text(DEEP)
     problems = check(_cfg(tmp_path, model_name_or_path="demo", adapter_name_or_path=str(adapter)))
     assert any("its adapter_config.json nests lists or objects too deeply" in p for p in problems), problems
+
+
+class _RunsCode:
+    def __init__(self, flag):
+        self.flag = flag
+
+    def __reduce__(self):
+        from pathlib import Path
+
+        return (Path.touch, (self.flag,))
+
+
+def test_model_weights_that_carry_code_are_refused_not_loaded(tmp_path, capsys):
+    """transformers loads a pytorch_model.bin with weights_only=True, which refused this pickle with an
+    UnpicklingError traceback advising to load it again with weights_only=False (running its code)."""
+    import shutil
+
+    import torch
+
+    from engine.cli import EXIT_USER_ERROR, main
+    from engine.demo import ensure_demo_model
+
+    model = tmp_path / "model"
+    shutil.copytree(ensure_demo_model(), model)
+    (model / "model.safetensors").unlink()
+    flag = tmp_path / "ran"
+    torch.save({"w": _RunsCode(flag)}, model / "pytorch_model.bin")
+    data = tmp_path / "rows.json"
+    data.write_text('[{"instruction": "a", "output": "b"}]')
+    config = tmp_path / "run.yaml"
+    config.write_text(f"model_name_or_path: {model}\nstage: sft\ntemplate: chatml\ndataset: {data}\n"
+                      f"output_dir: {tmp_path / 'out'}\nmax_steps: 1\nreport_to: none\n")
+    code = main(["train", str(config)])
+    err = capsys.readouterr().err
+    assert code == EXIT_USER_ERROR and "Traceback" not in err, err
+    assert f"The weights of `{model}` are a pickle that holds more than tensors" in err
+    assert "weights_only=False" not in err and not flag.exists()

@@ -21,6 +21,7 @@ import yaml
 from engine.config import lf_keys
 from engine.config.cross_checks import cross_checks
 from engine.config.limits import (
+    MAX_CONFIG_BYTES,
     MAX_WHOLE_NUMBER,
     expansion_problem,
     format_problems,
@@ -540,10 +541,14 @@ def read_yaml(path: str | Path, warn: bool = True) -> dict[str, Any]:
 
     ``-`` reads the config from standard input (``lf-engine train - <<'EOF' ... EOF``).
     """
+    too_large = (f"Config file `{path}` is larger than {MAX_CONFIG_BYTES:,} bytes, the most a config may be (a "
+                 "LLaMA-Factory config is a few dozen lines). Is this the right file?")
     if str(path) == "-":
         import sys
 
-        text = sys.stdin.read()
+        text = sys.stdin.read(MAX_CONFIG_BYTES + 1)
+        if len(text.encode("utf-8", "surrogatepass")) > MAX_CONFIG_BYTES:
+            raise ConfigError([too_large.replace(f"Config file `{path}`", "The config from standard input")])
     else:
         p = Path(path)
         if p.is_dir():
@@ -551,6 +556,8 @@ def read_yaml(path: str | Path, warn: bool = True) -> dict[str, Any]:
         if not p.is_file():
             raise ConfigError([f"Config file `{path}` does not exist; check the path."])
         try:
+            if p.stat().st_size > MAX_CONFIG_BYTES:
+                raise ConfigError([too_large])
             text = p.read_text(encoding="utf-8")
         except UnicodeDecodeError as err:
             raise ConfigError([f"`{path}` is not UTF-8 text (byte 0x{err.object[err.start]:02x} at position "

@@ -266,8 +266,9 @@ class RunFolder:
         return self.run_path.is_file()
 
     def info(self) -> dict[str, Any]:
-        """run.json's fields; a process id or a creation time that is not one (a file edited by hand or damaged on
-        disk: ``"pid": "abc"``, a pid past 64 bits) is left out, so that no reader trips over it or signals it."""
+        """run.json's fields; a process id, creation time, status or kind that is not one (a file edited by hand or
+        damaged on disk: ``"pid": "abc"``, a pid past 64 bits, ``"status": ["x"]``) is left out, so that no reader
+        trips over it or signals it."""
         data = read_json_cached(self.run_path)
         for key in ("pid", "pgid"):
             if key in data:
@@ -276,6 +277,9 @@ class RunFolder:
                     del data[key]
                 else:
                     data[key] = pid
+        for key, known in (("status", STATUSES), ("kind", KINDS)):  # a status or kind of no run (a list, "x")
+            if key in data and data[key] not in known:  # stopped History's table (TypeError) or showed a locale key
+                del data[key]
         created = data.get("created_at")
         if created is not None and (isinstance(created, bool) or not isinstance(created, (int, float))
                                     or not math.isfinite(created)):

@@ -60,3 +60,24 @@ def test_the_evaluate_tab_passes_over_result_files_it_cannot_read(tmp_path):
         json.dumps({"prompt": "q", "label": "m", "predict": "y"}).encode(),
     ]))
     assert evaluate.read_predictions(tmp_path) == [["p\ufffd", "l", "x"], ["q", "m", "y"]]
+
+
+@pytest.mark.parametrize("value", [5, ["completed"], {"x": 1}, "hacked"])
+def test_history_shows_a_run_whose_status_or_kind_is_no_known_one(tmp_path, value):
+    """run.json's status and kind are read as a damaged file may hold them: a list or number stopped the whole
+    History table with a TypeError (one run hid every other), an unknown word showed as a locale key
+    (status_hacked); such a value is left out."""
+    from app.context import Board
+    from app.jobs import JobManager
+    from app.tabs.runs import table_frame
+    from app.workspace import Workspace
+
+    ws = Workspace(tmp_path / "ws").ensure()
+    for run_id in ("20260101-000000-train-aaaa", "20260101-000001-train-bbbb"):
+        RunFolder(ws.runs_dir / run_id).create("train", "stage: sft\n")
+    bad = RunFolder(ws.runs_dir / "20260101-000000-train-aaaa")
+    bad.run_path.write_text(json.dumps({**json.loads(bad.run_path.read_text()), "status": value, "kind": value}))
+    assert "status" not in bad.info() and "kind" not in bad.info()
+    frame, ids = table_frame(Board(workspace=ws, jobs=JobManager(ws.runs_dir)), "en")
+    assert sorted(ids) == ["20260101-000000-train-aaaa", "20260101-000001-train-bbbb"]
+    assert "status_hacked" not in frame.to_string()

@@ -28,6 +28,7 @@ logger = logging.getLogger(__name__)
 STATUSES = ("queued", "running", "completed", "failed", "aborted")
 FINAL_STATUSES = ("completed", "failed", "aborted")
 KINDS = ("train", "eval", "predict", "export", "chat")
+TIME_KEYS = ("created_at", "started_at", "launched_at", "finished_at")
 
 CONFIG_FILE = "config.yaml"
 RUN_FILE = "run.json"
@@ -266,7 +267,7 @@ class RunFolder:
         return self.run_path.is_file()
 
     def info(self) -> dict[str, Any]:
-        """run.json's fields; a process id, creation time, status or kind that is not one (a file edited by hand or
+        """run.json's fields; a process id, time, status or kind that is not one (a file edited by hand or
         damaged on disk: ``"pid": "abc"``, a pid past 64 bits, ``"status": ["x"]``) is left out, so that no reader
         trips over it or signals it."""
         data = read_json_cached(self.run_path)
@@ -280,10 +281,11 @@ class RunFolder:
         for key, known in (("status", STATUSES), ("kind", KINDS)):  # a status or kind of no run (a list, "x")
             if key in data and data[key] not in known:  # stopped History's table (TypeError) or showed a locale key
                 del data[key]
-        created = data.get("created_at")
-        if created is not None and (isinstance(created, bool) or not isinstance(created, (int, float))
-                                    or not math.isfinite(created)):
-            del data["created_at"]
+        for key in TIME_KEYS:  # seconds since 1970 that a clock can show (History formats them)
+            when = data.get(key)
+            if when is not None and (isinstance(when, bool) or not isinstance(when, (int, float))
+                                     or not math.isfinite(when) or not 0 <= when < 1e11):
+                del data[key]
         return data
 
     def update(self, **fields: Any) -> dict[str, Any]:

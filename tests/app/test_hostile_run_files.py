@@ -81,3 +81,22 @@ def test_history_shows_a_run_whose_status_or_kind_is_no_known_one(tmp_path, valu
     frame, ids = table_frame(Board(workspace=ws, jobs=JobManager(ws.runs_dir)), "en")
     assert sorted(ids) == ["20260101-000000-train-aaaa", "20260101-000001-train-bbbb"]
     assert "status_hacked" not in frame.to_string()
+
+
+@pytest.mark.parametrize("value", ["abc", float("nan"), 1e300, -1e20, True])
+def test_history_shows_a_run_whose_times_are_no_times(tmp_path, value):
+    """A started_at that is text, NaN or out of the clock's range stopped History's table (TypeError, ValueError,
+    OverflowError from time.localtime); such a time is left out as a creation time already was."""
+    from app.context import Board
+    from app.jobs import JobManager
+    from app.tabs.runs import table_frame
+    from app.workspace import Workspace
+
+    ws = Workspace(tmp_path / "ws").ensure()
+    folder = RunFolder(ws.runs_dir / "20260101-000000-train-aaaa")
+    folder.create("train", "stage: sft\n")
+    times = {"started_at": value, "launched_at": value, "finished_at": value}
+    folder.run_path.write_text(json.dumps({**json.loads(folder.run_path.read_text()), "status": "failed", **times}))
+    assert not set(times) & set(folder.info())
+    frame, ids = table_frame(Board(workspace=ws, jobs=JobManager(ws.runs_dir)), "en")
+    assert ids == [folder.id]

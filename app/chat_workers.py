@@ -25,10 +25,9 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import yaml
-
 from app import forms
 from app.context import Board
+from app.history import RunConfigError, load_run_config
 from app.jobs import JobError
 from engine.credentials import API_KEY_ENV
 
@@ -77,8 +76,8 @@ def serves(board: Board, run_id: str, config: Any) -> bool:
     server settings; the sampling that every message sends along may differ)."""
     try:
         folder = board.jobs.folder(run_id)
-        have = yaml.safe_load(folder.config_path.read_text(encoding="utf-8")) or {}
-    except (JobError, OSError, yaml.YAMLError):
+        have = load_run_config(folder.config_path)
+    except (JobError, RunConfigError):  # a config.yaml that is not one (not UTF-8, an alias bomb, ...) serves nothing
         return False
     return isinstance(have, dict) and identity(forms.resolved_mapping(config, folder.path)) == identity(have)
 

@@ -140,7 +140,7 @@ def iter_events(path: str | Path) -> Iterator[dict[str, Any]]:
                 continue
             try:
                 event = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if isinstance(event, dict):
                 yield event

@@ -88,12 +88,57 @@ def read_config(folder: RunFolder) -> dict[str, Any]:
     if cached and cached[0] == mtime:
         return cached[1]
     try:
-        data = yaml.load(folder.config_path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
-    except (OSError, yaml.YAMLError):
-        data = None
-    data = data if isinstance(data, dict) else {}
+        data = load_run_config(folder.config_path)
+    except RunConfigError:
+        data = {}
     _CONFIGS[folder.config_path] = (mtime, data)
     return data
+
+
+class RunConfigError(ValueError):
+    """A run folder's config.yaml that cannot be read as a config; the message says why."""
+
+
+class RunConfigNotMapping(RunConfigError):
+    """A run folder's config.yaml that is YAML, but not ``key: value`` lines."""
+
+
+def load_run_config(path: Path) -> dict[str, Any]:
+    """A run folder's config.yaml as a mapping, read as a folder copied in from elsewhere may hold it.
+
+    Raises:
+        RunConfigError: not readable, not UTF-8, not YAML (a whole number past Python's 4,300 digits included),
+            nested past the parser's depth, not a mapping, or an alias bomb (more values than a config may hold
+            once its aliases are expanded: History showed the model cell of one such file as a 5 GB text).
+    """
+    from engine.config.limits import expansion_problem
+
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
+    except UnicodeDecodeError as err:
+        raise RunConfigError(f"{path} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at position "
+                             f"{err.start:,})") from None
+    except OSError as err:
+        raise RunConfigError(f"{path} cannot be read ({err.strerror or err})") from None
+    except (ValueError, yaml.YAMLError) as err:
+        raise RunConfigError(f"{path} is not valid YAML ({' '.join(str(err).split())[:300]})") from None
+    except RecursionError:
+        raise RunConfigError(f"{path} nests lists or mappings too deeply to be read") from None
+    if not isinstance(data, dict):
+        raise RunConfigNotMapping(f"{path} does not hold `key: value` lines")
+    too_large = expansion_problem(data, str(path))
+    if too_large:
+        raise RunConfigError(too_large)
+    return data
+
+
+def _cell(value: Any) -> str:
+    """A config value as History's table shows it: text as it is, a list of names joined, anything else left out."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return ", ".join(value)
+    return ""
 
 
 def duration(info: dict[str, Any]) -> float | None:
@@ -160,9 +205,9 @@ def summaries(
                 "kind": info.get("kind", ""),
                 "status": info.get("status", ""),
                 "queue": info.get("queue_position"),
-                "stage": cfg.get("stage", "") if info.get("kind") == "train" else "",
-                "model": cfg.get("model_name_or_path", ""),
-                "dataset": cfg.get("dataset") or cfg.get("eval_dataset") or "",
+                "stage": _cell(cfg.get("stage")) if info.get("kind") == "train" else "",
+                "model": _cell(cfg.get("model_name_or_path")),
+                "dataset": _cell(cfg.get("dataset")) or _cell(cfg.get("eval_dataset")),
                 "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(started)) if started else "",
                 "duration": format_seconds(duration(info)),
                 "final_loss": round(loss, 4) if loss is not None else None,

@@ -37,6 +37,7 @@ from engine.runs import (
     FINAL_STATUSES,
     KINDS,
     RunFolder,
+    claim_run_folder,
     list_runs,
     new_run_id,
     pid_alive,
@@ -274,15 +275,13 @@ class JobManager:
         """
         if kind not in KINDS:
             raise JobError("job_unknown_kind", kind=kind, kinds=", ".join(KINDS))
-        if not run_id or (self.runs_dir / run_id).exists() or "/" in run_id:
-            run_id = self.new_run_id(kind)
-        folder = RunFolder(self.runs_dir / run_id)
-        mapping = dict(config)
-        mapping["output_dir"] = str(folder.path)
-        command = self.command_for(kind, folder.config_path, args, (meta or {}).get("launch"))
-        # the names of its secrets (never their values): a board that restarts before the run starts has lost them
-        names = {"secret_env": sorted(env)} if env else {}
-        try:
+        names = {"secret_env": sorted(env)} if env else {}  # (never their values: a restarted board lacks them)
+        folder = RunFolder(self.runs_dir)  # until claimed: its own folder, made by one mkdir (two submits of one
+        try:  # pre-chosen id, a double click on Start, get one each: checking first let both take the same folder)
+            folder = RunFolder(self.runs_dir / claim_run_folder(self.runs_dir, run_id, kind))
+            run_id = folder.id
+            mapping = {**config, "output_dir": str(folder.path)}
+            command = self.command_for(kind, folder.config_path, args, (meta or {}).get("launch"))
             folder.create(
                 kind,
                 yaml.safe_dump(mapping, sort_keys=False, allow_unicode=True),
@@ -292,7 +291,8 @@ class JobManager:
                 **names,
             )
         except OSError as err:
-            shutil.rmtree(folder.path, ignore_errors=True)
+            if folder.path != self.runs_dir:
+                shutil.rmtree(folder.path, ignore_errors=True)
             if is_disk_full(err, self.runs_dir):
                 raise disk_full_error(self.runs_dir) from None
             raise JobError("job_folder_unwritable", folder=folder.path, reason=err.strerror or err) from None

@@ -262,7 +262,7 @@ def _tail_loss(path: Path, size: int) -> float | None:
     for line in reversed(lines):
         try:
             event = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if _is_loss_event(event):
             return float(event["loss"])

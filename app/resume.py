@@ -11,8 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from app.history import RunConfigError, RunConfigNotMapping, load_run_config
 from app.jobs import JobError, JobManager
 from engine.checkpoints import describe_torn, latest_complete
 
@@ -40,11 +39,11 @@ def resume_mapping(jobs: JobManager, run_id: str) -> tuple[dict[str, Any], Path]
     if info.get("status") not in RESUMABLE:
         raise JobError("job_resume_not_resumable", run=run_id, status=info.get("status"))
     try:
-        mapping = yaml.safe_load(folder.config_path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as err:
+        mapping = load_run_config(folder.config_path)
+    except RunConfigNotMapping:
+        raise JobError("job_resume_config_not_mapping", run=run_id) from None
+    except RunConfigError as err:  # not UTF-8, not YAML, an alias bomb, ...
         raise JobError("job_resume_config_unreadable", run=run_id, reason=err) from None
-    if not isinstance(mapping, dict):
-        raise JobError("job_resume_config_not_mapping", run=run_id)
     checkpoint = latest_checkpoint(jobs, run_id)
     mapping = dict(mapping)
     mapping.pop("output_dir", None)

@@ -40,7 +40,7 @@ def end_event(folder: RunFolder) -> dict[str, Any] | None:
         if '"end"' in line:
             try:
                 event = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if isinstance(event, dict) and event.get("event") == "end":
                 return event

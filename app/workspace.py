@@ -211,8 +211,12 @@ class Workspace:
         path = self.config_path(name)
         if not path.is_file():
             return {}
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        from engine.config.loader import ConfigError, load_yaml_text
+
+        try:  # the engine's reading: an alias bomb, a number past 4,300 digits or a nesting too deep is named
+            data = load_yaml_text(path.read_text(encoding="utf-8"), f"`{path}`", warn=False)
+        except ConfigError as err:
+            raise SavedConfigError(" ".join(err.problems[0].split())[:300]) from None
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
             reason = " ".join(str(err).split())
             raise SavedConfigError(f"{path}: {reason[:300]}") from None

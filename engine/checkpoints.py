@@ -15,7 +15,7 @@ import shutil
 import zipfile
 from pathlib import Path
 
-from engine.safetensors_header import HeaderError, read_header
+from engine.safetensors_header import MAX_HEADER, HeaderError, read_header
 
 logger = logging.getLogger(__name__)
 
@@ -43,11 +43,20 @@ def list_checkpoints(folder: str | Path) -> list[Path]:
     return sorted(found, key=step_of)
 
 
+MAX_HEADER_BYTES = MAX_HEADER
+"""The largest safetensors header read (the safetensors library refuses larger ones as well)."""
+
+
 def _safetensors_problem(path: Path) -> str | None:
+    """Why a safetensors file is cut off or is no safetensors file (None when its header's tensors are all there).
+    A header of another shape (a list, an entry or offsets that are not a table of numbers: a file from
+    elsewhere or damaged) is named as such, never raised."""
     try:
-        header = read_header(path)
+        header = read_header(path, limit=MAX_HEADER_BYTES)
     except HeaderError as err:
-        said = {"short": "is empty or cut off", "cut": "is cut off"}
+        said = {"short": "is empty or cut off", "cut": "is cut off",
+                "large": f"is not a safetensors file ({err.reason})",
+                "table": "is not a safetensors file (its header is not a table of tensors)"}
         return f"{path.name} {said.get(err.kind, 'is cut off or unreadable')}"
     if header.file_size < header.data_end:
         return f"{path.name} is cut off ({header.file_size:,} of {header.data_end:,} bytes)"
@@ -76,7 +85,7 @@ def read_adapter_config(folder: str | Path) -> dict:
     pre-flight checks read it without importing torch or PEFT; :func:`adapter_config_problem` says why it fails."""
     try:
         config = json.loads((Path(folder).expanduser() / "adapter_config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return config if isinstance(config, dict) else {}
 
@@ -92,6 +101,8 @@ def adapter_config_problem(folder: Path) -> str | None:
         return "its adapter_config.json is not UTF-8 text"
     except ValueError as err:
         return f"its adapter_config.json is not valid JSON ({err})"
+    except RecursionError:
+        return "its adapter_config.json nests lists or objects too deeply to be read"
     except OSError as err:
         return f"its adapter_config.json cannot be read ({err.strerror or err})"
     if not isinstance(data, dict):
@@ -110,8 +121,12 @@ def weights_problem(folder: Path) -> str | None:
         if path.name.endswith(".index.json"):
             try:
                 shards = set(json.loads(path.read_text(encoding="utf-8"))["weight_map"].values())
-            except (OSError, ValueError, KeyError, AttributeError):
+            except (OSError, ValueError, KeyError, AttributeError, RecursionError):
                 return f"{path.name} is cut off"
+            except TypeError:  # a shard that is a list or a table
+                shards = {None}
+            if not all(isinstance(shard, str) and shard and Path(shard).name == shard for shard in shards):
+                return f"{path.name} names shards that are not file names in its folder"
             for shard in sorted(shards):
                 if not (folder / shard).is_file():
                     return f"the weight shard {shard} is missing"
@@ -125,8 +140,9 @@ def weights_problem(folder: Path) -> str | None:
     return None
 
 
-def checkpoint_problem(folder: str | Path) -> str | None:
-    """Why ``folder`` is not a complete checkpoint (None when it is one)."""
+def checkpoint_problem(folder: str | Path, check_state: bool = True) -> str | None:
+    """Why ``folder`` is not a complete checkpoint (None when it is one); ``check_state=False``: only whether a save
+    was cut off, not whether its trainer_state.json's values can be the Trainer's."""
     folder = Path(folder)
     state = folder / STATE_FILE
     if not state.is_file():
@@ -136,10 +152,13 @@ def checkpoint_problem(folder: str | Path) -> str | None:
         return f"no {STATE_FILE} ({held}): the save was cut off"
     try:
         saved = json.loads(state.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return f"{STATE_FILE} is cut off"
     if not isinstance(saved, dict):
         return f"{STATE_FILE} is not a JSON object"
+    problem = _state_problem(saved, step_of(folder)) if check_state else None
+    if problem:
+        return problem
     problem = weights_problem(folder)
     if problem:
         return problem
@@ -151,11 +170,36 @@ def checkpoint_problem(folder: str | Path) -> str | None:
     return None
 
 
-def torn_checkpoints(folder: str | Path) -> list[tuple[Path, str]]:
+def _state_problem(saved: dict, step: int | None) -> str | None:
+    """Why a trainer_state.json cannot be the one the Trainer saved with ``checkpoint-step`` (None when it can): its
+    step is not a whole number, or not the folder's (the Trainer names the folder after it: a state that claims
+    another step would resume there, and one past the run's end trained nothing and ended 'completed'), or its
+    logs are not a list (TypeError as the Trainer reads them)."""
+    global_step = saved.get("global_step")
+    if global_step is not None and (isinstance(global_step, bool) or not isinstance(global_step, int)
+                                    or global_step < 0):
+        return f"{STATE_FILE}'s global_step is {str(global_step)[:40]!r}, not a step number"
+    if global_step is not None and step is not None and global_step != step:
+        if global_step >= 10**12:
+            return f"{STATE_FILE} says step a number past any run's steps, not {step} as its folder's name"
+        return (f"{STATE_FILE} says step {global_step:,}, not {step} as its folder's name (a folder renamed? name it "
+                f"checkpoint-{global_step} if that is the step it holds)")
+    for key in ("log_history", "max_steps", "epoch"):
+        value = saved.get(key)
+        if value is None:
+            continue
+        if key == "log_history" and not (isinstance(value, list) and all(isinstance(e, dict) for e in value)):
+            return f"{STATE_FILE}'s log_history is not a list of logs"
+        if key != "log_history" and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            return f"{STATE_FILE}'s {key} is not a number"
+    return None
+
+
+def torn_checkpoints(folder: str | Path, check_state: bool = True) -> list[tuple[Path, str]]:
     """(checkpoint, what is wrong) for every incomplete checkpoint-N in ``folder``, oldest first."""
     out = []
     for path in list_checkpoints(folder):
-        problem = checkpoint_problem(path)
+        problem = checkpoint_problem(path, check_state)
         if problem:
             out.append((path, problem))
     return out
@@ -179,7 +223,7 @@ def describe_torn(torn: list[tuple[Path, str]]) -> str:
 def remove_torn(folder: str | Path) -> list[str]:
     """Delete the incomplete checkpoints in ``folder`` (they cannot be resumed from); returns their names."""
     removed = []
-    for path, problem in torn_checkpoints(folder):
+    for path, problem in torn_checkpoints(folder, check_state=False):  # cut-off saves only: never one renamed
         try:
             shutil.rmtree(path)
         except OSError as err:

@@ -55,9 +55,13 @@ def _stored_dtype(model_path: str) -> torch.dtype | None:
     config_file = Path(model_path).expanduser() / "config.json"
     try:
         config = json.loads(config_file.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError, RecursionError):
         return None
-    name = config.get("dtype") or config.get("torch_dtype") or (config.get("text_config") or {}).get("dtype")
+    if not isinstance(config, dict):
+        return None
+    text_config = config.get("text_config")
+    name = config.get("dtype") or config.get("torch_dtype") or (
+        text_config.get("dtype") if isinstance(text_config, dict) else None)
     return _DTYPES.get(str(name)) if name else None
 
 
@@ -133,7 +137,7 @@ def _folder_files(export_dir: Path) -> list[str]:
 
 def _clear_previous(export_dir: Path) -> None:
     for path in previous_export_files(export_dir) or []:
-        if path.is_file():
+        if path.is_symlink() or path.is_file():  # a link is removed, never what it points to
             path.unlink()
         elif path.is_dir():
             shutil.rmtree(path)

@@ -25,17 +25,30 @@ def adapter_paths(cfg: RunConfig) -> list[str]:
     return [a.strip() for a in (cfg.model.adapter_name_or_path or "").split(",") if a.strip()]
 
 
+def _plain_name(name: object) -> bool:
+    """A file name directly inside a folder: not empty, ``.``, ``..``, nor a path."""
+    return (isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\\" not in name
+            and "\0" not in name)
+
+
 def previous_export_files(export_dir: Path) -> list[Path] | None:
-    """The files of an earlier export in ``export_dir`` (its info file lists them), or None if it holds none."""
+    """The files of an earlier export in ``export_dir`` (its info file lists them), or None if it holds none.
+
+    The info file is read as a folder from elsewhere may hold it: one that is not the table an export writes, or
+    that names anything but plain file names (``..``, ``.``, a path: the folder's parent or itself would be
+    replaced), is no earlier export, so nothing it names is ever deleted."""
     info_path = export_dir / INFO_FILE
     if not info_path.is_file():
         return None
     try:
         info = json.loads(info_path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError, RecursionError):
         return None
-    names = {str(name) for name in info.get("files", [])} | {INFO_FILE, CONFIG_NAME}
-    return [export_dir / name for name in sorted(names) if "/" not in name and name not in RUN_FOLDER_FILES]
+    files = info.get("files", []) if isinstance(info, dict) else None
+    if not isinstance(files, list) or not all(_plain_name(name) for name in files):
+        return None
+    names = set(files) | {INFO_FILE, CONFIG_NAME}
+    return [export_dir / name for name in sorted(names) if name not in RUN_FOLDER_FILES]
 
 
 def check_export(cfg: RunConfig) -> list[str]:

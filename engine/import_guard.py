@@ -63,7 +63,7 @@ def _config_is_unquantized(cfg: Any, name: str) -> bool:
         return False
     try:
         data = json.loads(Path(config).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return False  # the preflight check or the loader reports it
     return isinstance(data, dict) and not _quantized(data)
 

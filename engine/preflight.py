@@ -123,12 +123,20 @@ def _check_model_folder(name: str, folder: Path, key: str = "model_name_or_path"
                     "(`lf-engine export`) and give the exported folder."]
         return [f"`{key}: {name}` has no config.json; is it a Hugging Face model folder?"]
     try:
-        json.loads(config.read_text(encoding="utf-8"))
+        data = json.loads(config.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         return [f"{config} is not valid JSON ({err.msg} at line {err.lineno}, column {err.colno}); copy it again "
                 "from the original model."]
-    except (OSError, UnicodeDecodeError) as err:
-        return [f"{config} cannot be read ({err}); check the file."]
+    except UnicodeDecodeError as err:
+        return [f"{config} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at position {err.start:,}); "
+                "re-save it as UTF-8, or copy it again from the original model."]
+    except RecursionError:
+        return [f"{config} nests lists or objects too deeply to be read; copy it again from the original model."]
+    except OSError as err:
+        return [f"{config} cannot be read ({err.strerror or err}); check the file."]
+    if not isinstance(data, dict):
+        return [f"{config} is not a JSON object (it holds a {type(data).__name__}); copy it again from the "
+                "original model."]
     problems = []
     if not _has_any(folder, WEIGHT_PATTERNS):
         problems.append(f"`{key}: {name}` holds config.json but no weights (model.safetensors, its "
@@ -241,7 +249,7 @@ def _saved_packed_rows(cfg: RunConfig) -> bool:
         try:
             if "position_ids" in (json.loads(info.read_text(encoding="utf-8")).get("features") or {}):
                 return True
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError, RecursionError):
             continue
     return False
 

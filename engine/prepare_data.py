@@ -57,7 +57,7 @@ def quick_report(cfg: Any) -> list[str] | None:
         return None
     try:
         stats = json.loads((folder / "lf_stats.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     cache_prune.touch(folder)
     return [*split_lines(stats, cfg.data.cutoff_len),

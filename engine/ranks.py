@@ -102,7 +102,7 @@ def rank_errors(run_dir: str | Path, since: float) -> list[dict[str, Any]]:
     for path in (Path(run_dir) / RANKS_DIR).glob("*.error"):
         try:
             entry = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue
         if isinstance(entry, dict) and float(entry.get("at") or 0) >= since:
             out.append(entry)
@@ -114,10 +114,12 @@ def read_ranks(run_dir: str | Path) -> list[dict[str, Any]]:
     out = []
     for path in sorted((Path(run_dir) / RANKS_DIR).glob("*.json")):
         try:
-            out.append(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
+            entry = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
             continue
-    return sorted(out, key=lambda r: r.get("rank", 0))
+        if isinstance(entry, dict):  # a damaged record (not an object) names no process
+            out.append(entry)
+    return sorted(out, key=lambda r: r.get("rank") if isinstance(r.get("rank"), int) else 0)
 
 
 def _same_process(entry: dict[str, Any]) -> bool:

@@ -28,6 +28,7 @@ logger = logging.getLogger(__name__)
 STATUSES = ("queued", "running", "completed", "failed", "aborted")
 FINAL_STATUSES = ("completed", "failed", "aborted")
 KINDS = ("train", "eval", "predict", "export", "chat")
+TIME_KEYS = ("created_at", "started_at", "launched_at", "finished_at")
 
 CONFIG_FILE = "config.yaml"
 RUN_FILE = "run.json"
@@ -44,6 +45,22 @@ def new_run_id(kind: str = "train") -> str:
     return f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-{kind}-{secrets.token_hex(2)}"
 
 
+def claim_run_folder(runs_dir: Path, run_id: str | None, kind: str = "train") -> str:
+    """Create a run's folder in ``runs_dir``: ``run_id``'s when it is a plain name and free, else a fresh id's.
+    Returns the id. One ``mkdir`` that fails when the folder exists decides, so two callers never get the same one.
+    Raises OSError when the folder cannot be made (a full disk, no permission)."""
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    candidate = run_id if run_id and "/" not in run_id and not run_id.startswith(".") else None
+    while True:
+        if candidate:
+            try:
+                (runs_dir / candidate).mkdir()
+                return candidate
+            except FileExistsError:
+                pass
+        candidate = new_run_id(kind)
+
+
 def package_versions() -> dict[str, str]:
     """Versions of the packages that decide a run's behaviour."""
     out = {}
@@ -55,12 +72,15 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:
-    """Write ``text`` to a temp file beside ``path``, then rename it over ``path`` (see :func:`write_json_atomic`).
-    ``mode`` (e.g. ``0o600``): the file's permissions from its first byte, not the umask's."""
+def write_text_atomic(path: Path, text: str | bytes, mode: int | None = None) -> None:
+    """Write ``text`` (UTF-8; bytes as they are) to a temp file beside ``path``, then rename it over ``path`` (see
+    :func:`write_json_atomic`). ``mode`` (e.g. ``0o600``): the file's permissions from its first byte, not the
+    umask's."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        if mode is None:
+        if isinstance(text, bytes):
+            tmp.write_bytes(text)
+        elif mode is None:
             tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
         else:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
@@ -123,21 +143,21 @@ def forget_steps_after(folder: Path, step: int, names: tuple[str, ...] = (EVENTS
     dropped = 0
     for name in names:
         path = Path(folder) / name
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-        except (OSError, UnicodeDecodeError):
+        try:  # bytes: a line torn in the middle of a character (a killed run) is kept as it is, not decoded
+            lines = path.read_bytes().splitlines(keepends=True)
+        except OSError:
             continue
         kept = []
         for line in lines:
             try:
                 later = int(json.loads(line).get("step") or 0) > step
-            except (ValueError, TypeError, AttributeError):
+            except (ValueError, TypeError, AttributeError, OverflowError, RecursionError):
                 later = False  # not a step's line: kept as it is
             if not later:
                 kept.append(line)
         if len(kept) < len(lines):
             try:
-                write_text_atomic(path, "".join(kept))
+                write_text_atomic(path, b"".join(kept))
                 dropped += len(lines) - len(kept)
             except OSError as err:
                 logger.warning("Could not drop the steps after %d from %s: %s", step, path, err)
@@ -247,8 +267,9 @@ class RunFolder:
         return self.run_path.is_file()
 
     def info(self) -> dict[str, Any]:
-        """run.json's fields; a process id or a creation time that is not one (a file edited by hand or damaged on
-        disk: ``"pid": "abc"``, a pid past 64 bits) is left out, so that no reader trips over it or signals it."""
+        """run.json's fields; a process id, time, status or kind that is not one (a file edited by hand or
+        damaged on disk: ``"pid": "abc"``, a pid past 64 bits, ``"status": ["x"]``) is left out, so that no reader
+        trips over it or signals it."""
         data = read_json_cached(self.run_path)
         for key in ("pid", "pgid"):
             if key in data:
@@ -257,10 +278,14 @@ class RunFolder:
                     del data[key]
                 else:
                     data[key] = pid
-        created = data.get("created_at")
-        if created is not None and (isinstance(created, bool) or not isinstance(created, (int, float))
-                                    or not math.isfinite(created)):
-            del data["created_at"]
+        for key, known in (("status", STATUSES), ("kind", KINDS)):  # a status or kind of no run (a list, "x")
+            if key in data and data[key] not in known:  # stopped History's table (TypeError) or showed a locale key
+                del data[key]
+        for key in TIME_KEYS:  # seconds since 1970 that a clock can show (History formats them)
+            when = data.get(key)
+            if when is not None and (isinstance(when, bool) or not isinstance(when, (int, float))
+                                     or not math.isfinite(when) or not 0 <= when < 1e11):
+                del data[key]
         return data
 
     def update(self, **fields: Any) -> dict[str, Any]:
@@ -331,7 +356,8 @@ def _json_default(obj: Any) -> Any:
 
 @dataclass
 class EventReader:
-    """Reads events.jsonl incrementally: remembers the byte offset and keeps a partial last line for later."""
+    """Reads events.jsonl incrementally: remembers the byte offset and keeps a partial last line for later. Only JSON
+    objects come back: a line that is none (damaged, torn, or written by something else) is passed over."""
 
     path: Path
     offset: int = 0
@@ -369,9 +395,11 @@ class EventReader:
             if not line.strip():
                 continue
             try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
+                event = json.loads(line)
+            except (ValueError, RecursionError):  # not JSON, not UTF-8 (a line torn mid-character), nested too deep
                 continue
+            if isinstance(event, dict):  # a number, list or text on a line of its own is no event
+                out.append(event)
         return out, max_bytes is not None and len(chunk) == max_bytes
 
 

@@ -74,8 +74,9 @@ def read_header(path: str | Path, limit: int = MAX_HEADER) -> Header:
         raise HeaderError("cut", path.name, f"ends inside its header ({len(raw):,} of {length:,} bytes)")
     try:
         table = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as err:
-        raise HeaderError("json", path.name, f"has a header that is not JSON ({type(err).__name__})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        why = "nested too deeply" if isinstance(err, RecursionError) else type(err).__name__
+        raise HeaderError("json", path.name, f"has a header that is not JSON ({why})") from None
     return Header(*_tensors(path.name, table), length=length, file_size=size)
 
 

@@ -168,7 +168,7 @@ def read_metrics(folder: Path, end_metrics: dict[str, Any]) -> list[list[Any]]:
         if path.is_file():
             try:
                 data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError):
+            except (OSError, ValueError, RecursionError):  # unreadable, not JSON or not UTF-8, nested too deep
                 continue
             if isinstance(data, dict):
                 found.update(data)
@@ -192,13 +192,15 @@ def read_predictions(folder: Path, limit: int = MAX_PREDICTIONS) -> list[list[st
     rows: list[list[str]] = []
     if not path.is_file():
         return rows
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8", errors="replace") as fh:  # a byte that is not UTF-8 shows as U+FFFD
         for line in fh:
             if len(rows) >= limit:
                 break
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):
+                continue
+            if not isinstance(row, dict):  # a line that is no prediction (a number, a list): passed over
                 continue
             rows.append([reveal(str(row.get(key, "")), names=False) for key in ("prompt", "label", "predict")])
     return rows

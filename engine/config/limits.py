@@ -11,6 +11,10 @@ import math
 import re
 from typing import Any
 
+MAX_CONFIG_BYTES = 1_000_000
+"""The largest config file read (the board's /submit_run takes as many characters): a LLaMA-Factory config is a few
+hundred bytes, and YAML is read at about 0.2 MB a second, so a large file picked by mistake held the reader for
+minutes before it was refused."""
 MAX_KEYS = 1000
 """Most keys one config may hold (LLaMA-Factory configs hold tens; all Hugging Face training keys are ~150)."""
 MAX_KEY_CHARS = 200

@@ -21,6 +21,7 @@ import yaml
 from engine.config import lf_keys
 from engine.config.cross_checks import cross_checks
 from engine.config.limits import (
+    MAX_CONFIG_BYTES,
     MAX_WHOLE_NUMBER,
     expansion_problem,
     format_problems,
@@ -462,6 +463,10 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
+MAX_INT_DIGITS = 4000
+"""The most digits a whole number in a config may have (Python reads at most 4,300 as text by default)."""
+
+
 class _ConfigLoader(yaml.SafeLoader):
     """``yaml.safe_load``'s loader that also notes a key given twice in one mapping: the last value wins, as in
     LLaMA-Factory (which reads configs with ``yaml.safe_load``), and :func:`read_yaml` says so."""
@@ -478,6 +483,19 @@ class _ConfigLoader(yaml.SafeLoader):
                     self.repeated.append((key_node.value, key_node.start_mark.line + 1))
                 seen.add(key_node.value)
         return super().construct_mapping(node, deep)
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        """A whole number, refused (with its place in the file) past Python's limit on digits read as text, which
+        stopped the reading with a ValueError traceback instead of a message."""
+        digits = len(node.value.replace("_", ""))
+        if digits > MAX_INT_DIGITS:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a whole number of {digits:,} digits (a setting takes at most {MAX_INT_DIGITS:,}; "
+                "none needs more than 19)", node.start_mark)
+        return super().construct_yaml_int(node)
+
+
+_ConfigLoader.add_constructor("tag:yaml.org,2002:int", _ConfigLoader.construct_yaml_int)
 
 
 def load_yaml_text(text: str, source: str = "The config", warn: bool = True) -> Any:
@@ -523,10 +541,14 @@ def read_yaml(path: str | Path, warn: bool = True) -> dict[str, Any]:
 
     ``-`` reads the config from standard input (``lf-engine train - <<'EOF' ... EOF``).
     """
+    too_large = (f"Config file `{path}` is larger than {MAX_CONFIG_BYTES:,} bytes, the most a config may be (a "
+                 "LLaMA-Factory config is a few dozen lines). Is this the right file?")
     if str(path) == "-":
         import sys
 
-        text = sys.stdin.read()
+        text = sys.stdin.read(MAX_CONFIG_BYTES + 1)
+        if len(text.encode("utf-8", "surrogatepass")) > MAX_CONFIG_BYTES:
+            raise ConfigError([too_large.replace(f"Config file `{path}`", "The config from standard input")])
     else:
         p = Path(path)
         if p.is_dir():
@@ -534,6 +556,8 @@ def read_yaml(path: str | Path, warn: bool = True) -> dict[str, Any]:
         if not p.is_file():
             raise ConfigError([f"Config file `{path}` does not exist; check the path."])
         try:
+            if p.stat().st_size > MAX_CONFIG_BYTES:
+                raise ConfigError([too_large])
             text = p.read_text(encoding="utf-8")
         except UnicodeDecodeError as err:
             raise ConfigError([f"`{path}` is not UTF-8 text (byte 0x{err.object[err.start]:02x} at position "

@@ -156,7 +156,7 @@ def lookup(cfg: Any) -> Path | None:
     record = _record(quick)
     try:
         key = json.loads(record.read_text(encoding="utf-8"))["key"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
     if not isinstance(key, str) or not key.isalnum():
         return None
@@ -180,7 +180,7 @@ def forget_evicted(root: Path) -> int:
         try:
             key = json.loads(record.read_text(encoding="utf-8"))["key"]
             gone = not (root / "tokenized" / str(key)).exists()
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             gone = True  # unreadable: of no use
         if gone:
             try:

@@ -346,6 +346,9 @@ def resolve_dataset(name: str, dataset_dir: str | os.PathLike) -> DatasetSpec:
             "data file."
         )
     if not has_info:
+        if info_path(folder).exists():  # a folder, pipe or device of that name: read as none, said as what it is
+            raise DatasetError(f"{info_path(folder)} is not a regular file (a folder, pipe or device); make it the "
+                               f"{INFO_FILE} file of the datasets, or give a path to a data file.")
         raise DatasetError(
             f"Dataset {name!r} is neither a file nor registered: there is no {INFO_FILE} in {folder}. Set "
             "`dataset_dir` to the folder holding dataset_info.json, or give a path to a data file."

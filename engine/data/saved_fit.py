@@ -39,7 +39,7 @@ def record(path: Path, cfg: Any, tokenizer: Any) -> None:
 def _saved(path: Path) -> dict[str, Any]:
     try:
         saved = json.loads((path / MADE_WITH).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return saved if isinstance(saved, dict) else {}
 

@@ -34,7 +34,7 @@ def save_split_metrics(out: Path, split: str, metrics: dict[str, Any]) -> None:
     try:
         found = json.loads((out / "all_results.json").read_text(encoding="utf-8"))
         merged = found if isinstance(found, dict) else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         pass
     merged.update(metrics)
     write_text_atomic(out / "all_results.json", json.dumps(merged, indent=4, sort_keys=True))

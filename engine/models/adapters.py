@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import logging
+import pickle
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -242,6 +243,11 @@ def _load_adapter(model: nn.Module, path: str, *, is_trainable: bool) -> nn.Modu
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             loaded = PeftModel.from_pretrained(model, path, is_trainable=is_trainable)
+    except pickle.UnpicklingError:  # torch's own text advises weights_only=False, which would run that code
+        raise ModelError(f"Adapter `{path}` holds an adapter_model.bin that is more than tensors: loading it would "
+                         "run code it carries, so it was not loaded (a file from elsewhere, or damaged). Use an "
+                         "adapter your own run saved (adapter_model.safetensors), or remove `adapter_name_or_path`."
+                         ) from None
     except RuntimeError as err:
         if "size mismatch" not in str(err):
             raise

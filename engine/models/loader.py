@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+import pickle
 import re
 from pathlib import Path
 from typing import Any
@@ -392,6 +393,10 @@ def load_model(model_args: Any, finetuning_args: Any, tokenizer: Any = None, *, 
             model = _from_pretrained(_model_class(config, reward), path, config, kwargs,
                                      auto_attention=devices.attention_is_auto(model_args.attn_implementation
                                                                               or model_args.flash_attn))
+    except pickle.UnpicklingError:  # torch's own text advises weights_only=False, which would run that code
+        raise ModelError(f"The weights of `{model_args.model_name_or_path}` are a pickle that holds more than "
+                         "tensors: loading them would run code they carry, so they were not loaded (a file from "
+                         "elsewhere, or damaged). Use the model's model.safetensors from its original source.") from None
     except OSError as err:  # no weight files, or damaged ones
         raise ModelError(f"The weights of `{model_args.model_name_or_path}` cannot be loaded: {_first_line(err)} "
                          "The folder needs model.safetensors (or its shards with model.safetensors.index.json) "

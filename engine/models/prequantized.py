@@ -33,7 +33,7 @@ def prequantized_problem(name: str, config_file: Path | str | None) -> str | Non
         return None
     try:
         config = json.loads(Path(config_file).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None  # the model check names an unreadable config.json
     quantization = quantization_config(config) if isinstance(config, dict) else None
     if quantization is None:

@@ -192,8 +192,8 @@ def read_local_config(path: str | Path) -> dict[str, Any] | None:
         return None
     try:
         data = json.loads(config_file.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        logger.warning("Cannot read %s: %s", config_file, err)
+    except (OSError, ValueError, RecursionError) as err:  # unreadable, not JSON or not UTF-8, nested too deep
+        logger.warning("Cannot read %s: %s", config_file, "nested too deeply" if isinstance(err, RecursionError) else err)
         return None
     return data if isinstance(data, dict) else None
 

@@ -31,7 +31,7 @@ def tokenizer_vocab(folder: str | Path) -> dict[str, int] | None:
             vocab = dict(json.loads((folder / "vocab.json").read_text(encoding="utf-8")))
             if (folder / "added_tokens.json").is_file():
                 vocab.update(json.loads((folder / "added_tokens.json").read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError):
+        except (OSError, ValueError, TypeError, RecursionError):
             return None
         return vocab if all(isinstance(i, int) for i in vocab.values()) else None
     return None

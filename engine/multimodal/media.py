@@ -316,6 +316,9 @@ def resample(wave: Any, orig_rate: int, new_rate: int, zero_crossings: int = 6, 
     return out.reshape(*shape[:-1], out.shape[-1])
 
 
+NOT_REGULAR = "is not a regular file (a pipe, device or socket)"
+
+
 def probe(kind: str, path: str) -> str | None:
     """Why a local media file cannot be used (missing, unreadable), or None when it opens."""
     if is_remote(path):
@@ -329,7 +332,7 @@ def probe(kind: str, path: str) -> str | None:
     elif Path(path).is_dir():
         return "is a folder, not a file"
     elif not Path(path).is_file():
-        return "is missing"
+        return NOT_REGULAR if Path(path).exists() else "is missing"
     try:
         if kind == "images":
             from PIL import Image

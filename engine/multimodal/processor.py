@@ -168,7 +168,7 @@ def _assemble(path: str, trust_remote_code: bool, tokenizer: Any) -> Any:
     def read(file: Path) -> dict[str, Any]:
         try:
             data = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as err:
+        except (OSError, ValueError, RecursionError) as err:
             raise MediaError(f"{file} cannot be read ({err}); copy it again from the original model.") from None
         return data if isinstance(data, dict) else {}
 
@@ -342,7 +342,7 @@ def _named_fonts(folder: Any) -> list[str]:
     for file, key in (("processor_config.json", "video_processor"), ("video_preprocessor_config.json", None)):
         try:
             data = json.loads((Path(folder) / file).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue
         data = data.get(key) if key and isinstance(data, dict) else data
         font = data.get("font") if isinstance(data, dict) else None

@@ -25,7 +25,7 @@ def missing_template_tokens(model_args: Any, folder: Path) -> list[str]:
     def read(name: str) -> dict:
         try:
             data = json.loads((folder / name).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return {}  # absent, or unreadable: the tokenizer's own load reports that
         return data if isinstance(data, dict) else {}
 

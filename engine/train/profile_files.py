@@ -14,6 +14,6 @@ def read_profile(folder: str | Path) -> dict[str, Any] | None:
     """The profile.json of a run folder (None when the run was not profiled or the file is unreadable)."""
     try:
         data = json.loads((Path(folder) / PROFILE_JSON).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) and isinstance(data.get("modules"), list) else None

@@ -10,6 +10,7 @@ checkpoint was saved with, for the mismatches the files alone do not show (anoth
 from __future__ import annotations
 
 import logging
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -110,17 +111,48 @@ def check_fits(cfg: RunConfig, folder: Path) -> None:
                        "state and step count carry over.", folder, saved["stage"], ft.stage)
 
 
+def _unknown_state_keys(checkpoint: str) -> list[str]:
+    """Keys of the checkpoint's trainer_state.json that this transformers' TrainerState does not take (a state
+    saved by another version): its load stops on the first with a TypeError."""
+    import dataclasses
+    import json
+
+    from transformers.trainer_callback import TrainerState
+
+    try:
+        saved = json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return []  # named by engine.checkpoints before the run
+    known = {field.name for field in dataclasses.fields(TrainerState)}
+    return sorted(str(key) for key in saved if key not in known) if isinstance(saved, dict) else []
+
+
 def guard_loads(trainer: Any, cfg: RunConfig, checkpoint: str) -> None:
     """Report a checkpoint that transformers cannot load into this run as a user error, not a traceback."""
     import torch
+    import transformers
 
-    def guarded(method: Any) -> Any:
+    unknown = _unknown_state_keys(checkpoint)
+    if unknown:
+        shown = ", ".join(f"`{key[:60]}`" for key in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+        raise _refuse(checkpoint, f"has a trainer_state.json with keys transformers {transformers.__version__} does "
+                      f"not know ({shown})", "It was saved by another transformers version: resume it with that "
+                      "version, or delete those keys from the file.")
+
+    def guarded(method: Any, fits: bool = True) -> Any:
         def load(*args: Any, **kwargs: Any) -> Any:
             try:
                 return method(*args, **kwargs)
             except torch.OutOfMemoryError:
                 raise
+            except pickle.UnpicklingError:  # torch's own text advises weights_only=False, which would run that code
+                raise _refuse(checkpoint, "holds a state file (optimizer.pt, scheduler.pt, rng_state.pth or the "
+                              "weights) that is more than tensors: loading it would run code it carries, so it was "
+                              "not loaded (a file from elsewhere, or damaged)", "Resume from a checkpoint your own "
+                              "run saved.") from None
             except (RuntimeError, ValueError, KeyError) as err:
+                if not fits:
+                    raise
                 first = next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
                 changed = differences(cfg, Path(checkpoint))
                 if changed:
@@ -133,6 +165,6 @@ def guard_loads(trainer: Any, cfg: RunConfig, checkpoint: str) -> None:
                               "Resume it with the model and method it was trained with.") from None
         return load
 
-    for name in ("_load_from_checkpoint", "_load_optimizer_and_scheduler"):
+    for name in ("_load_from_checkpoint", "_load_optimizer_and_scheduler", "_load_rng_state"):
         if hasattr(trainer, name):
-            setattr(trainer, name, guarded(getattr(trainer, name)))
+            setattr(trainer, name, guarded(getattr(trainer, name), fits=name != "_load_rng_state"))

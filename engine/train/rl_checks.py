@@ -105,7 +105,7 @@ def _json_table(file: Path) -> tuple[dict[str, Any], str | None]:
     """A JSON object file's contents, or why it is not one."""
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as err:
+    except (OSError, ValueError, RecursionError) as err:
         return {}, f"{file.name} cannot be read ({type(err).__name__})"
     return (data, None) if isinstance(data, dict) else ({}, f"{file.name} is not a JSON object")
 

@@ -247,3 +247,29 @@ def test_board_process_does_not_hold_log_pipes(manager):
     assert "stdout.log" in out
     manager.abort(run_id)
     manager.wait(run_id, 10)
+
+
+def test_two_submits_of_one_pre_chosen_id_get_a_folder_each(tmp_path):
+    """Start's handlers run side by side (gradio's concurrency 4): a double click submits the page's one pending
+    run id twice at once. The folder was checked for, then made, so both could take it and the run was queued twice
+    into one folder (90 of 200 tries here). Now each submit makes its own folder with one mkdir."""
+    import threading
+
+    jobs = JobManager(tmp_path / "runs", [sys.executable, "-c", "pass"])  # not started: nothing launches
+    for _ in range(40):
+        pending = jobs.new_run_id("train")
+        got: list[str] = []
+        both = threading.Barrier(2)
+
+        def submit(pending=pending, got=got, both=both):
+            both.wait()
+            got.append(jobs.submit("train", {"stage": "sft"}, run_id=pending))
+
+        threads = [threading.Thread(target=submit) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(set(got)) == 2 and pending in got
+    assert len(jobs.queue()) == len(set(jobs.queue())) == 80
+    assert all(RunFolder(tmp_path / "runs" / run_id).status() == "queued" for run_id in jobs.queue())

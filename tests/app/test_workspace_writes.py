@@ -41,7 +41,15 @@ def test_the_browser_secret_is_the_owners_alone_and_kept(tmp_path):
     assert [p.name for p in (tmp_path / "ws").iterdir()] == [".browser-secret"]
 
 
-@pytest.mark.parametrize("content", [b"a: [1, 2\n", b"\xff\xfe not utf-8", b"key: *unknown_alias\n"])
+BOMB = "".join(f"x{i}: &b{i} [" + ", ".join([f"*b{i - 1}" if i else "y"] * 10) + "]\n" for i in range(9)).encode()
+
+
+@pytest.mark.parametrize("content", [
+    b"a: [1, 2\n", b"\xff\xfe not utf-8", b"key: *unknown_alias\n",
+    b"cutoff_len: 1" + b"0" * 5000 + b"\n",  # past int()'s 4,300 digits: ValueError
+    b"a: " + b"[" * 5000 + b"]" * 5000 + b"\n",  # RecursionError
+    BOMB + b"model_name_or_path: demo\nlearning_rate: *b8\n",  # taken whole into the form
+])
 def test_a_broken_last_used_config_does_not_keep_the_board_from_starting(tmp_path, content):
     """A last-used.yaml edited by hand into broken YAML (or another tool's bytes) opened the board on a traceback:
     the page is built from it. The form opens on the demo settings instead, and loading it by name says why."""

@@ -237,3 +237,40 @@ def test_dpo_hinge_and_ipo_say_that_llamafactory_trains_sigmoid_for_them(loss):
     plain = build_config({"model_name_or_path": "demo", "stage": "dpo", "dataset": "demo_dpo",
                           "dataset_dir": "examples/data", "pref_loss": "sigmoid"})
     assert not any("pref_loss" in n for n in plain.notes)
+
+
+def test_a_whole_number_past_pythons_digit_limit_is_named_with_its_place(tmp_path):
+    """PyYAML reads a whole number with int(), which refuses more than 4,300 digits by default: the ValueError
+    stopped `lf-engine check`, the board's /submit_run and its config import with a traceback."""
+    from engine.config.loader import load_yaml_text
+
+    path = tmp_path / "long.yaml"
+    path.write_text("stage: sft\ncutoff_len: 1" + "0" * 5000 + "\n")
+    with pytest.raises(ConfigError, match=r"is not valid YAML at line 2, column 13: a whole number of 5,001 digits"):
+        load_config(path)
+    with pytest.raises(yaml.YAMLError):
+        load_yaml_text("x: 0x" + "f" * 4100)
+    assert load_yaml_text("x: 1_000\ny: 0x1f\nz: " + "9" * 4000) == {"x": 1000, "y": 31, "z": int("9" * 4000)}
+
+
+def test_a_config_file_past_the_size_limit_is_refused_before_it_is_parsed(tmp_path, monkeypatch):
+    """An 11 MB YAML took 54 s to be read (and then refused for its values) in the board's config loader and the
+    CLI; a file over 1,000,000 bytes (what /submit_run takes) is refused from its size, without being read."""
+    import io
+    import sys
+
+    from engine.config.limits import MAX_CONFIG_BYTES
+
+    path = tmp_path / "big.yaml"
+    path.write_text("stage: sft\n" + "# " + "x" * MAX_CONFIG_BYTES + "\n")
+    read = []
+    monkeypatch.setattr(type(path), "read_text", lambda self, *a, **k: read.append(self) or "")
+    with pytest.raises(ConfigError, match=r"`\S+big.yaml` is larger than 1,000,000 bytes, the most a config may be"):
+        load_config(path)
+    assert read == []
+    monkeypatch.undo()
+    monkeypatch.setattr(sys, "stdin", io.StringIO(path.read_text()))
+    with pytest.raises(ConfigError, match="The config from standard input is larger than 1,000,000 bytes"):
+        load_config("-")
+    path.write_text("stage: sft\n" + "# " + "x" * (MAX_CONFIG_BYTES - 100) + "\n")
+    assert load_config(path).finetuning.stage == "sft"

@@ -59,6 +59,8 @@ def test_a_full_checkpoint_resumed_by_a_lora_run_is_refused(lora_checkpoint, tmp
     for name in ("adapter_model.safetensors", "adapter_config.json"):
         (full / name).unlink()
     save_file({"w": torch.zeros(4, 4)}, str(full / "model.safetensors"))
+    state = json.loads((full / "trainer_state.json").read_text())
+    (full / "trainer_state.json").write_text(json.dumps({**state, "global_step": 3}))  # the step its name says
     saved = (full / "lf_config.yaml").read_text().replace("finetuning_type: lora", "finetuning_type: full")
     (full / "lf_config.yaml").write_text(saved)
     code = main(["check", str(REPO / "examples" / "sft_lora_demo.yaml"), f"output_dir={tmp_path / 'lora'}", *SFT,
@@ -131,3 +133,43 @@ def test_a_checkpoint_without_optimizer_or_scheduler_state_is_named(lora_checkpo
     assert resolve_resume(build_config({"model_name_or_path": "demo", "output_dir": str(tmp_path / "o2"),
                                         "lora_rank": 8, "resume_from_checkpoint": str(lora_checkpoint)}))
     assert not [r for r in caplog.records if "start anew" in r.getMessage()]
+
+
+class _RunsCode:
+    """A pickle that would create a file if it were loaded without torch's weights_only guard."""
+
+    def __init__(self, flag: Path):
+        self.flag = flag
+
+    def __reduce__(self):
+        return (Path.touch, (self.flag,))
+
+
+@pytest.mark.parametrize("name", ["optimizer.pt", "rng_state.pth"])
+def test_a_state_file_that_carries_code_is_refused_not_loaded(lora_checkpoint, tmp_path, capsys, name):
+    """transformers loads checkpoint state with weights_only=True, which refuses such a pickle with an
+    UnpicklingError whose text says to load it again with weights_only=False (running its code): a traceback with
+    that advice ended the run. The run now ends as a user error that names the danger; the code never runs."""
+    ckpt = tmp_path / "checkpoint-1"
+    shutil.copytree(lora_checkpoint, ckpt)
+    flag = tmp_path / "ran"
+    torch.save({"state": _RunsCode(flag), "param_groups": []}, ckpt / name)
+    code = _train(tmp_path / "out", "max_steps=2", f"resume_from_checkpoint={ckpt}")
+    err = _refused(capsys, code, "that is more than tensors: loading it would run code it carries",
+                   "Resume from a checkpoint your own run saved")
+    assert "weights_only=False" not in err and not flag.exists()
+
+
+def test_an_adapter_bin_that_carries_code_is_refused_not_loaded(lora_checkpoint, tmp_path, capsys):
+    """The same guard where an adapter loads (export here; chat, eval and training from an adapter take the same
+    path): PEFT's weights_only load stopped with that UnpicklingError and its advice."""
+    adapter = tmp_path / "adapter"
+    shutil.copytree(lora_checkpoint, adapter)
+    (adapter / "adapter_model.safetensors").unlink()
+    flag = tmp_path / "ran"
+    torch.save({"w": _RunsCode(flag)}, adapter / "adapter_model.bin")
+    code = main(["export", str(REPO / "examples" / "sft_lora_demo.yaml"), "lora_rank=8",
+                 f"adapter_name_or_path={adapter}", f"export_dir={tmp_path / 'merged'}"])
+    err = _refused(capsys, code, f"Adapter `{adapter}` holds an adapter_model.bin that is more than tensors",
+                   "Use an adapter your own run saved")
+    assert "weights_only=False" not in err and not flag.exists()

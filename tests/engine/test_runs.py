@@ -112,3 +112,33 @@ def test_a_resume_forgets_the_lines_of_the_steps_it_repeats(tmp_path):
     assert [json.loads(x).get("step") for x in kept[:-1]] == [None, 2, None] and kept[-1] == "not json"
     assert (tmp_path / "completions.jsonl").read_text() == ""
     assert forget_steps_after(tmp_path / "nowhere", 2) == 0
+
+
+def test_a_resume_forgets_its_repeated_steps_past_lines_that_are_damaged(tmp_path):
+    """A line torn mid-character by a killed run (not UTF-8) made the whole file unread, so the resumed run's curve
+    showed the repeated steps twice; a step of 1e400 (OverflowError) or a line nested past json's depth
+    (RecursionError) stopped the resume itself. Such lines are kept byte for byte, the later steps dropped."""
+    from engine.runs import forget_steps_after
+
+    torn = b'{"event": "log", "step": 1, "note": "\xe4\xb8'
+    deep = b"[" * 100_000 + b"]" * 100_000
+    lines = [b'{"event": "log", "step": 1}', torn, b'{"event": "log", "step": 1e400}', deep,
+             b'{"event": "log", "step": 3}']
+    (tmp_path / "events.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    assert forget_steps_after(tmp_path, 2) == 1
+    assert (tmp_path / "events.jsonl").read_bytes() == b"\n".join(lines[:-1]) + b"\n"
+
+
+
+def test_rank_records_that_are_no_object_are_passed_over(tmp_path):
+    """An abort reads ranks/*.json to reach every rank: a record that is a list raised AttributeError, a rank
+    that is text TypeError, one nested past json's depth RecursionError."""
+    from engine.ranks import RANKS_DIR, read_ranks
+
+    ranks = tmp_path / RANKS_DIR
+    ranks.mkdir()
+    (ranks / "0.json").write_text(json.dumps({"rank": 0, "pid": 11}))
+    (ranks / "1.json").write_text(json.dumps({"rank": "one", "pid": 12}))
+    (ranks / "2.json").write_text("[2]")
+    (ranks / "3.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert [r["pid"] for r in read_ranks(tmp_path)] == [11, 12]

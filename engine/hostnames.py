@@ -12,13 +12,22 @@ WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
 
 
 def host_name(value: str) -> str:
-    """The host part of a ``Host`` header or an origin's netloc, lower-cased, without port or brackets."""
+    """The host part of a ``Host`` header or an origin's netloc, lower-cased, without port or brackets. A value that
+    is no ``host[:port]`` (a port that is not digits, text after the brackets, user info such as
+    ``localhost:80@elsewhere``) is given back whole, so that it names no host of this machine."""
     value = value.strip().lower()
     if value.startswith("["):
-        return value[1:].split("]", 1)[0]
+        inside, _, rest = value[1:].partition("]")
+        return inside if _port_only(rest) else value
     if value.count(":") > 1:  # a bare IPv6 address
         return value
-    return value.rsplit(":", 1)[0] if ":" in value else value
+    name, colon, port = value.partition(":")
+    return name if not colon or port.isdigit() and port.isascii() else value
+
+
+def _port_only(rest: str) -> bool:
+    """Whether ``rest`` (what follows a bracketed IPv6 address) is nothing or ``:digits``."""
+    return rest == "" or (rest.startswith(":") and rest[1:].isdigit() and rest[1:].isascii())
 
 
 def origin_host(origin: str) -> str:

@@ -329,6 +329,9 @@ def test_a_board_without_a_login_answers_this_machines_names(host):
     {"Host": "127.0.0.1:7860", "Origin": "http://evil.example.com"},  # a cross-site form post
     {"Host": "127.0.0.1:7860", "Origin": "null"},  # a sandboxed frame or a file:// page
     {"Host": ""},
+    {"Host": "localhost:80@evil.example.com"},  # no host[:port]: user info and a name after it
+    {"Host": "127.0.0.1:7860", "Origin": "http://127.0.0.1:7860.evil.example.com"},  # a port that is no number
+    {"Host": "[::1]evil.example.com"},
 ])
 def test_a_board_without_a_login_refuses_other_names_and_pages(headers):
     client = _guarded()

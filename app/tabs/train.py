@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -296,6 +297,10 @@ def pasteable_command(command: str, yaml_text: str) -> str:
     return f"lf-engine {command} - <<'{marker}'\n{yaml_text.rstrip()}\n{marker}"
 
 
+_START_LOCK = threading.Lock()
+"""Held while Start checks the page's pending run id and submits it (Start's handlers run side by side)."""
+
+
 def start_run(board: Board, mapping: dict[str, Any], pending: str, lang: str,
               launch: dict[str, Any] | None = None) -> tuple[str, str | None]:
     """Validate and submit (``launch``: strategy and processes, see app.launch); returns (message, run id or None)."""
@@ -304,11 +309,14 @@ def start_run(board: Board, mapping: dict[str, Any], pending: str, lang: str,
         return problems_text(lang, t(lang, "train_problems"), checked.problems), None
     output_dir = board.jobs.runs_dir / (pending or "x")
     resolved = forms.resolved_mapping(checked.config, output_dir)
-    try:
-        run_id = board.jobs.submit("train", resolved, run_id=pending or None,
-                                  meta={"launch": launch} if launch else None)
-    except JobError as err:  # the run folder could not be written (a full disk)
-        return err.text(lang), None
+    with _START_LOCK:  # a double click sends the page's one pending id twice, side by side: one run, not two
+        if pending and (board.jobs.runs_dir / pending).exists():
+            return t(lang, "train_already_started", run=pending), pending
+        try:
+            run_id = board.jobs.submit("train", resolved, run_id=pending or None,
+                                      meta={"launch": launch} if launch else None)
+        except JobError as err:  # the run folder could not be written (a full disk)
+            return err.text(lang), None
     note = ""
     try:  # the run has started whatever happens here: the page must still learn its id and follow it
         board.workspace.save_config(LAST_CONFIG, {k: v for k, v in resolved.items() if k != "output_dir"})

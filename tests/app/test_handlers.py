@@ -556,3 +556,32 @@ def test_the_dataset_folder_notes_come_in_the_pages_language(board, tmp_path):
     block_fn = next(f for f in demo.fns.values() if "on_dataset_dir" in getattr(f.fn, "__qualname__", ""))
     *_, note = block_fn.fn(str(tmp_path / "nope"), [], [], None, "zh")  # folder, picks, what an upload said, lang
     assert "不存在" in note["value"] and "does not exist" not in note["value"]
+
+
+def test_a_double_click_on_start_starts_one_run(board):
+    """Both clicks send the page's one pending run id, side by side (Start's handlers run concurrently): the
+    second used to claim a fresh folder and queue the same run again. Now it says the run was already started and
+    follows it; a later Start (the page's next pending id) starts another run."""
+    import threading
+
+    mapping = train.mapping_of(TRAIN_KEYS, train_values())
+    _, _, pending = train.preview_command(board, mapping, "", "zh")
+    answers: list[tuple[str, str | None]] = []
+    both = threading.Barrier(2)
+
+    def click():
+        both.wait()
+        answers.append(train.start_run(board, mapping, pending, "zh"))
+
+    clicks = [threading.Thread(target=click) for _ in range(2)]
+    for thread in clicks:
+        thread.start()
+    for thread in clicks:
+        thread.join()
+    assert [run_id for _, run_id in answers] == [pending, pending]
+    assert sorted(p.name for p in board.jobs.runs_dir.iterdir()) == [pending]
+    assert any("已由此表单开始" in message for message, _ in answers)
+    assert board.jobs.wait(pending, 30) == "completed"
+    message, again = train.start_run(board, mapping, board.jobs.new_run_id("train"), "en")
+    assert again not in (None, pending) and "started" in message
+    assert board.jobs.wait(again, 30) == "completed"

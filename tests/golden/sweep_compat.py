@@ -158,6 +158,16 @@ def cases(data: str, vlm_dir: str | None = None) -> dict[str, dict]:
         add(f"{t}/sft/dpo_en/as_sft", t, "sft", "dpo_en_demo", 256)
         add(f"{t}/pt/alpaca/pt", t, "pt", "alpaca_en_demo", 64)
         add(f"{t}/sft/glaive_zh/17", t, "sft", "alpaca_zh_demo", 17, train_on_prompt=True)
+    # tokenizers that add their BOS to every encoding (as Llama 2, Mistral and Gemma's real ones do)
+    for t in ("default", "llama2", "mistral", "gemma", "llama3", "deepseek3", "cohere", "yi"):
+        bos = {"bos_setup": True}
+        add(f"{t}/bos/sft/glaive/64", t, "sft", "glaive_toolcall_en_demo", 64, **bos)
+        add(f"{t}/bos/sft/identity/mask_history", t, "sft", "identity", 1024, mask_history=True, **bos)
+        add(f"{t}/bos/rm/dpo_en/1024", t, "rm", "dpo_en_demo", 1024, **bos)
+        add(f"{t}/bos/kto/kto_en/64", t, "kto", "kto_en_demo", 64, **bos)
+        add(f"{t}/bos/pt/c4/64", t, "pt", "c4_demo", 64, **bos)
+        add(f"{t}/bos/pt/c4/packing_false", t, "pt", "c4_demo", 64, packing=False, **bos)
+        add(f"{t}/bos/sft/glaive/neat_packing_17", t, "sft", "glaive_toolcall_en_demo", 17, neat_packing=True, **bos)
     if vlm_dir:
         for t, family in VLM_TEXT.items():
             model = {"model_name_or_path": str(Path(vlm_dir) / family)}
@@ -170,13 +180,22 @@ def cases(data: str, vlm_dir: str | None = None) -> dict[str, dict]:
     return out
 
 
-def _tokenizer_folder(template: str, root: Path) -> str:
+def _tokenizer_folder(template: str, root: Path, bos: bool = False) -> str:
+    """The test tokenizer for ``template`` saved with a tiny model config; ``bos``: one adding its BOS to every
+    encoding (a post-processor, as Llama 2's, Mistral's and Gemma's real tokenizers do)."""
+    from tokenizers import processors
+
     from tests.golden.tokenizers import FAMILY_SPECIALS, load
 
-    folder = root / f"tok_{template}"
+    folder = root / f"tok_{template}{'_bos' if bos else ''}"
     if not folder.exists():
         setup = "family" if template in FAMILY_SPECIALS else "special"
         tokenizer = load(setup, template if setup == "family" else None)
+        if bos:
+            token = tokenizer.bos_token or "<s>"
+            tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
+                single=f"{token} $A", pair=f"{token} $A {token} $B",
+                special_tokens=[(token, tokenizer.convert_tokens_to_ids(token))])
         tokenizer.save_pretrained(folder)
         config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 32,
                   "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
@@ -214,7 +233,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         for name, args in chosen.items():
-            args.setdefault("model_name_or_path", _tokenizer_folder(args["template"], root))
+            args.setdefault("model_name_or_path", _tokenizer_folder(args["template"], root, args.pop("bos_setup", False)))
             args.update({"do_train": True,
                          "finetuning_type": "lora", "output_dir": str(root / "out" / name.replace("/", "_")),
                          "report_to": "none", "overwrite_cache": True})

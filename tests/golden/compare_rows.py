@@ -11,7 +11,10 @@ tokenizes the rows' media with its processor on both sides. Per row it compares 
 and labels (KTO: the input ids and labels and the KL pair's; packed rows: without the padding LLaMA-Factory adds) and
 prints how many rows are identical and the first that is not. KTO and unpacked SFT rows with media also compare their
 processed media (each array's shape and sums, for the arrays both sides hold: the KL pair takes the row's own), and
-``eval_on_each_dataset: true`` compares each evaluation set apart (``eval_dataset/NAME``).
+``eval_on_each_dataset: true`` compares each evaluation set apart (``eval_dataset/NAME``). Where the incumbent's
+torchvision/torchaudio do not import with its torch, they are hidden there (``compare_stream.HIDE_MEDIA_LIBS``): text
+rows and image rows of processors that need neither (LLaVA, Gemma 3) still compare; Qwen2-VL's processor then cannot
+be built on that side.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from pathlib import Path
 
 import yaml
 
-THEIRS = r"""
+from tests.golden.compare_stream import HIDE_MEDIA_LIBS
+
+THEIRS = HIDE_MEDIA_LIBS + r"""
 import json, sys
 from llamafactory.hparams import get_train_args
 from llamafactory.model import load_tokenizer

@@ -131,8 +131,9 @@ def datasets(dataset_dir: str | Path | None, lang: str | None = "en") -> tuple[d
         return {}, t(lang, "catalog_ds_is_file", folder=folder)
     if not is_dir:
         return {}, t(lang, "catalog_ds_missing", folder=folder)
-    if not (folder / "dataset_info.json").is_file():
-        return {}, t(lang, "catalog_ds_no_info", folder=folder)
+    info = folder / "dataset_info.json"
+    if not info.is_file():  # none, or a folder, pipe or device of that name (never opened: a pipe would block)
+        return {}, t(lang, "catalog_ds_info_not_file" if info.exists() else "catalog_ds_no_info", folder=folder, file=info)
     try:
         lister = _engine_attr(("engine.data.registry", "engine.data"), "list_datasets")
     except EngineMissing as err:

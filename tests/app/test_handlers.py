@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -391,6 +392,12 @@ def test_llamafactorys_hub_dataset_dirs_in_the_board(monkeypatch, tmp_path):
     # a folder name too long for the system, and a folder without dataset_info.json, each get a note
     assert "cannot be read" in catalog.datasets("/tmp/" + "b" * 5000)[1]
     assert "has no dataset_info.json" in catalog.datasets(tmp_path)[1]
+    # one that is a pipe (or a folder) is named as such, and never opened (a pipe would block the page)
+    piped = tmp_path / "piped"
+    piped.mkdir()
+    os.mkfifo(piped / "dataset_info.json")
+    assert "is not a regular file" in catalog.datasets(piped)[1]
+    assert "不是普通文件" in catalog.datasets(piped, "zh")[1]
     # switching to ONLINE keeps typed hub names, not the local names of the folder left behind
     assert catalog.kept_datasets("ONLINE", [], ["demo_alpaca", "llamafactory/alpaca_en"]) == ["llamafactory/alpaca_en"]
     assert catalog.kept_datasets("/data", [("a", "a")], ["a", "b"]) == ["a"]

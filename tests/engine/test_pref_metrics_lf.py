@@ -7,19 +7,15 @@ recorded from LLaMA-Factory's own run of the same configs on the same model and 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
+from golden.lf_logs import close, differences, metrics
 from golden.pref_runs import CASES, build_model, config, write_data
 
 from engine.cli import main
 
 GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "golden/lf_pref_metrics.json").read_text())["cases"]
-SKIP = {"epoch", "step", "learning_rate", "total_flos", "train_runtime", "train_samples_per_second",
-        "train_steps_per_second"}
-"""Keys not compared: the step bookkeeping (compared apart) and timings."""
-
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
@@ -35,14 +31,6 @@ def _ours(setup, case: str) -> list[dict]:
     return [json.loads(line) for line in (root / case / "events.jsonl").read_text().splitlines()]
 
 
-def _metrics(entry: dict) -> dict:
-    return {key: value for key, value in entry.items() if key not in SKIP and not key.endswith(("_runtime",
-            "_per_second")) and isinstance(value, (int, float))}
-
-
-def _close(ours: float, theirs: float) -> bool:
-    return math.isclose(ours, theirs, rel_tol=2e-4, abs_tol=2e-5)
-
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_pref_metrics_equal_llamafactory(setup, case, monkeypatch):
@@ -56,16 +44,10 @@ def test_pref_metrics_equal_llamafactory(setup, case, monkeypatch):
     assert [e["step"] for e in steps] == [e["step"] for e in lf_steps]
     assert [(e["step"], sorted(k for k in e if k.endswith("_loss"))) for e in evals] == [
         (e["step"], sorted(k for k in e if k.endswith("_loss"))) for e in lf_evals]  # one eval event per set
-    worst, wrong = 0.0, []
-    for ours, lf in [*zip(steps, lf_steps), *zip(evals, lf_evals)]:
-        for key, value in _metrics(lf).items():
-            if key not in ours or not _close(ours[key], value):
-                wrong.append(f"step {lf['step']} {key}: ours {ours.get(key, 'missing')}, LLaMA-Factory {value}")
-            else:
-                worst = max(worst, abs(ours[key] - value))
+    worst, wrong = differences([*zip(steps, lf_steps), *zip(evals, lf_evals)])
     results = json.loads((setup[2] / case / "all_results.json").read_text())  # the final file: the last set's metrics
-    for key, value in _metrics(GOLDEN[case]["all_results"]).items():
-        if key not in results or not _close(results[key], value):
+    for key, value in metrics(GOLDEN[case]["all_results"]).items():
+        if key not in results or not close(results[key], value):
             wrong.append(f"all_results.json {key}: ours {results.get(key, 'missing')}, LLaMA-Factory {value}")
     assert not wrong, "\n".join(wrong)
     print(f"{case}: max abs difference {worst:.3g}")

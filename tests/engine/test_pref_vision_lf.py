@@ -7,19 +7,15 @@ expected entries were recorded from LLaMA-Factory's own runs of the same configs
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
+from golden.lf_logs import differences
 from golden.pref_vision_runs import CASES, build_model, config, write_data
 
 from engine.cli import main
 
 GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "golden/lf_pref_vision.json").read_text())["cases"]
-SKIP = {"epoch", "step", "learning_rate", "total_flos", "train_runtime", "train_samples_per_second",
-        "train_steps_per_second"}
-"""Keys not compared: the step bookkeeping (compared apart) and timings."""
-
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
@@ -27,14 +23,6 @@ def setup(tmp_path_factory):
     models = {family: build_model(root / family, family) for family in sorted({c["family"] for c in CASES.values()})}
     return models, write_data(root / "data"), root
 
-
-def _metrics(entry: dict) -> dict:
-    return {key: value for key, value in entry.items() if key not in SKIP and not key.endswith(("_runtime",
-            "_per_second")) and isinstance(value, (int, float))}
-
-
-def _close(ours: float, theirs: float) -> bool:
-    return math.isclose(ours, theirs, rel_tol=2e-4, abs_tol=2e-5)
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -52,12 +40,6 @@ def test_vision_pref_metrics_equal_llamafactory(setup, case, monkeypatch):
     lf_evals = [e for e in theirs if "eval_loss" in e]
     assert [e["step"] for e in steps] == [e["step"] for e in lf_steps]
     assert [e["step"] for e in evals] == [e["step"] for e in lf_evals]
-    worst, wrong = 0.0, []
-    for ours, lf in [*zip(steps, lf_steps), *zip(evals, lf_evals)]:
-        for key, value in _metrics(lf).items():
-            if key not in ours or not _close(ours[key], value):
-                wrong.append(f"step {lf['step']} {key}: ours {ours.get(key, 'missing')}, LLaMA-Factory {value}")
-            else:
-                worst = max(worst, abs(ours[key] - value))
+    worst, wrong = differences([*zip(steps, lf_steps), *zip(evals, lf_evals)])
     assert not wrong, "\n".join(wrong)
     print(f"{case}: max abs difference {worst:.3g}")

@@ -1,0 +1,33 @@
+"""Log entries compared with LLaMA-Factory's recorded ones (the preference-metric golden tests): which keys count,
+how close a value must be, and the comparison of our events with its entries step by step."""
+
+from __future__ import annotations
+
+import math
+
+SKIP = {"epoch", "step", "learning_rate", "total_flos", "train_runtime", "train_samples_per_second",
+        "train_steps_per_second"}
+"""Keys not compared: the step bookkeeping (compared apart) and timings."""
+
+
+def metrics(entry: dict) -> dict:
+    """The numbers of a log entry that are compared."""
+    return {key: value for key, value in entry.items() if key not in SKIP and not key.endswith(("_runtime",
+            "_per_second")) and isinstance(value, (int, float))}
+
+
+def close(ours: float, theirs: float) -> bool:
+    return math.isclose(ours, theirs, rel_tol=2e-4, abs_tol=2e-5)
+
+
+def differences(pairs: list[tuple[dict, dict]]) -> tuple[float, list[str]]:
+    """(the largest absolute difference among the keys that agree, a line per key of LLaMA-Factory's entry that ours
+    lacks or holds another value for) over ``(our entry, its entry)`` pairs."""
+    worst, wrong = 0.0, []
+    for ours, lf in pairs:
+        for key, value in metrics(lf).items():
+            if key not in ours or not close(ours[key], value):
+                wrong.append(f"step {lf['step']} {key}: ours {ours.get(key, 'missing')}, LLaMA-Factory {value}")
+            else:
+                worst = max(worst, abs(ours[key] - value))
+    return worst, wrong

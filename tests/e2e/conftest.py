@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -35,14 +36,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture()
-def live_board(tmp_path):
-    """Start ``python -m app`` on a free port with a temp workspace; yields (url, workspace path)."""
+@contextlib.contextmanager
+def board_in(folder: Path):
+    """Start ``python -m app`` on a free port with ``folder/workspace``; yields (url, workspace path)."""
     if not (REPO_ROOT / "examples" / "data" / "dataset_info.json").is_file():
         pytest.skip("examples/data is missing")
     port = free_port()
-    workspace = tmp_path / "workspace"
-    log = open(tmp_path / "board.log", "wb")
+    workspace = folder / "workspace"
+    log = open(folder / "board.log", "wb")
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), GRADIO_ANALYTICS_ENABLED="False")
     proc = subprocess.Popen(
         [sys.executable, "-m", "app", "--port", str(port), "--workspace", str(workspace)],
@@ -64,7 +65,7 @@ def live_board(tmp_path):
         if proc.poll() is not None or time.time() > deadline:
             log.close()
             proc.kill()
-            pytest.fail("the board did not start:\n" + (tmp_path / "board.log").read_text(errors="replace")[-3000:])
+            pytest.fail("the board did not start:\n" + (folder / "board.log").read_text(errors="replace")[-3000:])
         time.sleep(0.5)
     try:
         yield url, workspace
@@ -85,3 +86,17 @@ def live_board(tmp_path):
                     os.killpg(int(info["pgid"]), signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+
+
+@pytest.fixture()
+def live_board(tmp_path):
+    """A board of the test's own (workspace and log in ``tmp_path``); yields (url, workspace path)."""
+    with board_in(tmp_path) as board:
+        yield board
+
+
+@pytest.fixture(scope="module")
+def module_board(tmp_path_factory):
+    """One board for a module's tests (they must not disturb each other's state); yields (url, workspace path)."""
+    with board_in(tmp_path_factory.mktemp("board")) as board:
+        yield board

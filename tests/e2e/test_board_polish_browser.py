@@ -93,6 +93,7 @@ def test_newcomer_path_in_english_and_chinese(live_board, tmp_path):
                 "(() => { const t = document.querySelector('#lf-train-log textarea');"
                 " return t.scrollTop + t.clientHeight >= t.scrollHeight - 8; })()"), 15, "the log at its end")
             assert not RAW_KEY.search(page.locator("body").inner_text())
+            page.context.close()  # done with it: an open page's timers keep taking CPU from the next one
 
             # Chinese: History and Evaluate headers, and no raw keys anywhere
             zh = browser.new_context(locale="zh-CN", viewport={"width": 1400, "height": 1100}).new_page()

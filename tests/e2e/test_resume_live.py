@@ -28,7 +28,10 @@ FLAGS = [
     "--disable-sync",
 ]
 TIMEOUT = 300
-MAX_STEPS = 200
+# A checkpoint every 20 steps (not every 2: ~100 checkpoints were most of the test's time) leaves 80 steps (about
+# 3 s at 40 ms a step) for the abort to land after the first one; 8 steps were not enough: CI ran to the end first.
+MAX_STEPS = 100
+SAVE_STEPS = 20
 CONFIG = f"""
 model_name_or_path: demo
 template: chatml
@@ -43,17 +46,17 @@ per_device_train_batch_size: 2
 gradient_accumulation_steps: 1
 learning_rate: 2.0e-3
 logging_steps: 1
-save_steps: 2
+save_steps: {SAVE_STEPS}
 """
 
 
-def wait_for(predicate, timeout: float, what: str):
+def wait_for(predicate, timeout: float, what: str, every: float = 0.5):
     deadline = time.time() + timeout
     while time.time() < deadline:
         value = predicate()
         if value:
             return value
-        time.sleep(0.5)
+        time.sleep(every)
     raise AssertionError(f"timed out waiting for {what}")
 
 
@@ -91,13 +94,12 @@ def test_abort_then_resume_from_history_and_bad_input(live_board, tmp_path):
                                      api_name="/submit_run")
 
     old = client.predict(CONFIG, "train", api_name="/submit_run")
-    wait_for(lambda: (runs / old / "checkpoint-2" / "trainer_state.json").is_file(), TIMEOUT, "the first checkpoint")
+    wait_for(lambda: (runs / old / f"checkpoint-{SAVE_STEPS}" / "trainer_state.json").is_file(), TIMEOUT,
+             "the first checkpoint", every=0.1)
     assert client.predict(old, api_name="/abort_run")["result"] == "stopping"
     wait_for(lambda: client.predict(old, api_name="/run_status")["status"] == "aborted", TIMEOUT, "the abort")
     stopped_at = max(int(p.name.split("-")[1]) for p in (runs / old).glob("checkpoint-*"))
-    # 200 steps (about 40 ms each here) leave room for the abort to land on a fast machine; 10 did not: CI ran
-    # to the last step first
-    assert stopped_at < MAX_STEPS
+    assert stopped_at < MAX_STEPS  # the abort landed mid-run
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)

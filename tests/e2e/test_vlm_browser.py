@@ -112,6 +112,7 @@ def test_train_demo_vlm_then_chat_about_an_uploaded_picture(vlm_last_config, liv
             reply = chat_about_the_picture(page, "What is in the picture?")
             assert reply
             shoot(page, "chat-en.png")
+            page.context.close()  # the worker stays; an open page's timers would take CPU from the next one
 
             # a Chinese browser adopts the running chat worker and chats the same way
             zh = browser.new_context(locale="zh-CN", viewport={"width": 1400, "height": 1100}).new_page()

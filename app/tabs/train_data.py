@@ -47,11 +47,11 @@ def upload_said(board: Board, file: str | None, name: str, folder_shown: str | N
     if not file:
         return said("upload_no_file")
     source = Path(file)
-    from app.security import upload_problem
+    from app.security import upload_too_large
 
-    too_large = upload_problem(source, board.max_upload_mb)
-    if too_large:
-        return said("upload_failed", error=too_large)
+    size_mb = upload_too_large(source, board.max_upload_mb)
+    if size_mb is not None:
+        return said("upload_too_large", size=size_mb, limit=board.max_upload_mb)
     if _no_rows(source):
         return said("upload_empty", file=source.name)
     typed = bool((name or "").strip())
@@ -104,12 +104,15 @@ def preview_made(board: Board, mapping: dict[str, Any]) -> dict[str, Any]:
     """What a preview of the chosen datasets found, in no language: ``{"key": locale key, ...params}`` for a
     preview that could not be made, else ``{"result": the worker's result, "cutoff": cutoff_len}``. The page keeps
     it, so that a switch of its language shows the same preview in the new one (:func:`preview_shown`)."""
+    def said(key: str, **params: Any) -> dict[str, Any]:
+        return {"key": key, **params}
+
     if not mapping.get("dataset"):
-        return {"key": "preview_no_dataset"}
+        return said("preview_no_dataset")
     try:
         result = dataset_preview.run_preview(mapping, board.workspace.root / ".scratch")
     except dataset_preview.PreviewError as err:
-        return {"key": "preview_failed", "error": str(err)}
+        return said("preview_failed", error=str(err))
     return {"result": result, "cutoff": mapping.get("cutoff_len") or "?"}
 
 
@@ -117,7 +120,7 @@ def preview_shown(made: dict[str, Any], lang: str) -> tuple[str, str, pd.DataFra
     """(summary markdown, rows HTML, histogram frame) of :func:`preview_made`'s answer, in ``lang``."""
     empty = progress_view.typed_frame([], HIST_TYPES)
     if "result" not in made:
-        return t(lang, made["key"], **{k: v for k, v in made.items() if k != "key"}), "", empty
+        return translate(lang, made["key"], **{k: v for k, v in made.items() if k != "key"}), "", empty
     result = made["result"]
     lengths = dataset_preview.lengths_of(result)
     over = dataset_preview.over_cutoff(result)

@@ -39,8 +39,8 @@ def forget() -> None:
 
 
 def prequantized_problems(cfg: Any) -> list[str]:
-    """The engine's pre-quantized check of ``cfg``'s base model, as a coded problem (``device``, as the engine
-    codes it), or [] (not quantized, loadable here, or the question could not be asked)."""
+    """The engine's pre-quantized check of ``cfg``'s base model, as a coded problem (``model``, as the engine
+    codes it: the model is what to change), or [] (not quantized, loadable here, or the question could not be asked)."""
     from engine.errors import Problem
     from engine.models.prequantized import quantization_config
     from engine.preflight import model_config_file
@@ -67,7 +67,7 @@ def prequantized_problems(cfg: Any) -> list[str]:
                 _answers[key] = answer
                 while len(_answers) > _ENTRIES:
                     _answers.popitem(last=False)
-    return [Problem(answer, "device")] if answer else []
+    return [Problem(answer, "model")] if answer else []
 
 
 def _ask(name: str, config_file: str) -> tuple[bool, str | None]:

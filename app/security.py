@@ -336,14 +336,11 @@ def max_upload_mb(value: int | None = None) -> int:
     return value
 
 
-def upload_problem(path: str | Path, limit_mb: int) -> str | None:
-    """Why an uploaded file cannot be registered (too large), or None."""
+def upload_too_large(path: str | Path, limit_mb: int) -> int | None:
+    """The size in MB (rounded) of an uploaded file above the board's upload limit, else None; the caller says it
+    in the page's language (``upload_too_large``)."""
     size = Path(path).stat().st_size
-    if size > limit_mb * 1024 * 1024:
-        return (f"The file is {size / 1024 / 1024:.0f} MB, above the board's upload limit of {limit_mb} MB. Put large "
-                "datasets in a folder on the server and point `dataset_dir` at it, or start the board with a larger "
-                "--max-upload-mb.")
-    return None
+    return round(size / 1024 / 1024) if size > limit_mb * 1024 * 1024 else None
 
 
 # -- allowed roots ---------------------------------------------------------------------------------------------------

@@ -45,6 +45,8 @@ def check(cfg: RunConfig, command: str = "train", *, interactive: bool | None = 
 
         return problems + ([] if saved else coded("data", _check_data(cfg, command)) + coded("media", check_media(cfg)))
     problems += coded("device", _check_device(cfg, command, device))
+    if device is None:  # the board asks it in a child interpreter (app.prequantized)
+        problems += coded("model", _check_prequantized(cfg))
     if command in ("train", "eval"):
         if not saved:
             from engine.multimodal.checks import check_media
@@ -290,7 +292,6 @@ def _check_device(cfg: RunConfig, command: str, device: dict | None = None) -> l
             attempt()
         except UserError as err:
             problems.append(str(err))
-    problems += _check_prequantized(cfg)
     if command in ("chat", "api", "export") and (cfg.model.infer_dtype or "auto") != "auto":
         try:
             devices.choose_dtype(cfg.model.infer_dtype)

@@ -312,7 +312,7 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
                 yield t(lang, "chat_load_failed", error=failure_text(board, failed[0], lang)), {}, gr.skip()
                 return
             if all(s.get("ready") and s.get("port") for s in states.values()):
-                ports = ", ".join(f"{side}: {s['port']}" for side, s in states.items())
+                ports = ports_text(lang, states)
                 line = (t(lang, "chat_ready", model=top_vals.model, adapter=top_vals.checkpoint, ports=ports)
                         if top_vals.checkpoint else t(lang, "chat_ready_no_adapter", model=top_vals.model, ports=ports))
                 yield line + ("\n\n" + t(lang, "chat_shared") if plan.shared else ""), started, gr.skip()
@@ -491,6 +491,16 @@ def reply_error_text(board: Board, live: dict[str, dict[str, Any]], errors: list
     return t(lang, "chat_error", error=error)
 
 
+def ports_text(lang: str, live: dict[str, dict[str, Any]]) -> str:
+    """The servers' ports for a status line: the one port, or each side's named in ``lang`` (the fine-tuned model's and
+    the base model's when they are compared), never the sides' code names ("main", "base")."""
+    ports = {side: state.get("port") for side, state in live.items()}
+    if len(ports) == 1:
+        return str(next(iter(ports.values())))
+    return ", ".join(f"{t(lang, 'chat_finetuned' if side == 'main' else 'chat_base')}: {port}"
+                     for side, port in ports.items())
+
+
 def served_line(board: Board, live: dict[str, dict[str, Any]], lang: str, adopted: bool) -> str:
     """The status line of running chat servers: the model and adapter the main one serves (read from its config,
     not from the top bar, which a reopened page shows as it starts) and the ports; ``adopted``: the page found
@@ -498,7 +508,7 @@ def served_line(board: Board, live: dict[str, dict[str, Any]], lang: str, adopte
     from app.history import read_config
     from engine.runs import RunFolder
 
-    ports = ", ".join(f"{side}: {s.get('port')}" for side, s in live.items())
+    ports = ports_text(lang, live)
     main = live.get("main") or next(iter(live.values()))
     if not all(s.get("ready") and s.get("port") for s in live.values()):
         # still loading (a page reopened during its Load, or another page's): no "ready" and no port 0; a Load running

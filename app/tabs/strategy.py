@@ -25,7 +25,7 @@ from app.worker_process import log_tail, run_worker
 from engine.errors import Problem
 
 STRATEGY_CHOICES = [
-    ("single", "single"), ("DDP (torchrun)", "ddp"), ("FSDP2 (torchrun)", "fsdp2"),
+    (L("strategy_single"), "single"), ("DDP (torchrun)", "ddp"), ("FSDP2 (torchrun)", "fsdp2"),
     ("DeepSpeed ZeRO-2 (torchrun)", "deepspeed_zero2"), ("DeepSpeed ZeRO-3 (torchrun)", "deepspeed_zero3"),
     ("Ray Train", "ray"),
 ]

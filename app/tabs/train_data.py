@@ -47,11 +47,11 @@ def upload_said(board: Board, file: str | None, name: str, folder_shown: str | N
     if not file:
         return said("upload_no_file")
     source = Path(file)
-    from app.security import upload_problem
+    from app.security import upload_too_large
 
-    too_large = upload_problem(source, board.max_upload_mb)
-    if too_large:
-        return said("upload_failed", error=too_large)
+    size_mb = upload_too_large(source, board.max_upload_mb)
+    if size_mb is not None:
+        return said("upload_too_large", size=size_mb, limit=board.max_upload_mb)
     if _no_rows(source):
         return said("upload_empty", file=source.name)
     typed = bool((name or "").strip())
@@ -100,24 +100,31 @@ def _no_rows(source: Path) -> bool:
         return False
 
 
-def preview_data(board: Board, mapping: dict[str, Any], lang: str) -> tuple[str, str, pd.DataFrame]:
-    """(summary markdown, rows HTML, histogram frame) for the chosen datasets."""
-    empty = progress_view.typed_frame([], HIST_TYPES)
+def preview_made(board: Board, mapping: dict[str, Any]) -> dict[str, Any]:
+    """What a preview of the chosen datasets found, in no language: ``{"key": locale key, ...params}`` for a
+    preview that could not be made, else ``{"result": the worker's result, "cutoff": cutoff_len}``. The page keeps
+    it, so that a switch of its language shows the same preview in the new one (:func:`preview_shown`)."""
+    def said(key: str, **params: Any) -> dict[str, Any]:
+        return {"key": key, **params}
+
     if not mapping.get("dataset"):
-        return t(lang, "preview_no_dataset"), "", empty
+        return said("preview_no_dataset")
     try:
         result = dataset_preview.run_preview(mapping, board.workspace.root / ".scratch")
     except dataset_preview.PreviewError as err:
-        return t(lang, "preview_failed", error=err), "", empty
+        return said("preview_failed", error=str(err))
+    return {"result": result, "cutoff": mapping.get("cutoff_len") or "?"}
+
+
+def preview_shown(made: dict[str, Any], lang: str) -> tuple[str, str, pd.DataFrame]:
+    """(summary markdown, rows HTML, histogram frame) of :func:`preview_made`'s answer, in ``lang``."""
+    empty = progress_view.typed_frame([], HIST_TYPES)
+    if "result" not in made:
+        return translate(lang, made["key"], **{k: v for k, v in made.items() if k != "key"}), "", empty
+    result = made["result"]
     lengths = dataset_preview.lengths_of(result)
     over = dataset_preview.over_cutoff(result)
-    summary = t(
-        lang,
-        "preview_summary",
-        rows=len(lengths),
-        cutoff=mapping.get("cutoff_len") or "?",
-        over="?" if over is None else over,
-    )
+    summary = t(lang, "preview_summary", rows=len(lengths), cutoff=made["cutoff"], over="?" if over is None else over)
     if lengths:
         summary += " " + t(
             lang, "preview_lengths", min=min(lengths), max=max(lengths), mean=round(sum(lengths) / len(lengths), 1)
@@ -129,6 +136,11 @@ def preview_data(board: Board, mapping: dict[str, Any], lang: str) -> tuple[str,
         [{"tokens": a, "rows": n} for a, n in dataset_preview.histogram(lengths)], HIST_TYPES
     )
     return summary, rows, hist
+
+
+def preview_data(board: Board, mapping: dict[str, Any], lang: str) -> tuple[str, str, pd.DataFrame]:
+    """(summary markdown, rows HTML, histogram frame) for the chosen datasets."""
+    return preview_shown(preview_made(board, mapping), lang)
 
 
 def dataset_note(dataset_dir: str, selected: list[str] | None, lang: str) -> str:
@@ -219,18 +231,28 @@ def wire(tab: Any, top: Any, board: Board, form: list[Any], mapping_of: Any) -> 
         # a refused file leaves the preview as it was: a preview of the datasets still selected would look like
         # the preview of the file just uploaded
         if not registered:
-            return gr.skip(), gr.skip(), gr.skip()
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
         return on_preview(*values)
 
-    def on_preview(*values):
-        *values, lang = values
-        summary, rows, hist = preview_data(board, mapping_of(tab.keys, list(values)), lang)
+    def shown(made: dict[str, Any], lang: str) -> tuple[Any, ...]:
+        summary, rows, hist = preview_shown(made, lang)
         # the chart's axis titles are plain text in the page's language (an I18n title would show as raw JSON);
         # no rows: no chart (None), as the page starts, rather than empty axes
         return summary, rows, gr.update(value=hist if len(hist) else None, x_title=t(lang, "axis_tokens"),
                                         y_title=t(lang, "axis_rows"))
 
+    def on_preview(*values):
+        *values, lang = values
+        made = preview_made(board, mapping_of(tab.keys, list(values)))
+        return (*shown(made, lang), made)
+
+    def on_preview_lang(made: dict[str, Any] | None, lang: str):
+        # the summary, the rows' legend and the chart's axes follow a switch of the page's language
+        return shown(made, lang) if made else (gr.skip(), gr.skip(), gr.skip())
+
     registered = gr.State(False)
+    made = gr.State(None)  # the preview shown (preview_made), to show it again in another language
+    previewed = [tab.preview_summary, tab.preview_rows, tab.preview_hist]
     tab.upload_btn.click(
         on_upload,
         [tab.upload_file, tab.upload_name, *pickers, top.lang],
@@ -238,9 +260,7 @@ def wire(tab: Any, top: Any, board: Board, form: list[Any], mapping_of: Any) -> 
         **private,
     ).then(
         # the preview follows the new selection (the registered dataset) without another click
-        on_preview_uploaded, [registered, *form, top.lang], [tab.preview_summary, tab.preview_rows, tab.preview_hist],
-        **private,
+        on_preview_uploaded, [registered, *form, top.lang], [*previewed, made], **private,
     )
-    tab.preview_btn.click(
-        on_preview, [*form, top.lang], [tab.preview_summary, tab.preview_rows, tab.preview_hist], **private
-    )
+    tab.preview_btn.click(on_preview, [*form, top.lang], [*previewed, made], **private)
+    top.lang.change(on_preview_lang, [made, top.lang], previewed, show_progress="hidden", **private)

@@ -219,6 +219,6 @@ print(json.dumps(result))
     assert len(problems) == 1 and problems[0].startswith(f"`{model}` has a `quantization_config` in its config.json "
                                                          "that transformers cannot read"), found["first"]
     assert "`quant_method: gptq`: Only support quantization to [2,3,4,8] bits" in problems[0]
-    assert found["codes"][found["first"].index(problems[0])] == "device"
+    assert found["codes"][found["first"].index(problems[0])] == "model"  # headed "Model", not "Device"
     assert [p for p in found["again"] if "quantization_config" in p] == problems  # remembered: asked once
     assert found["asked"] == [str(model)]

@@ -233,3 +233,11 @@ def test_a_worker_that_ended_as_it_loaded_says_why_in_the_pages_language(board):
     board.jobs.abort(stopped)
     assert board.jobs.wait(stopped, 30) == "aborted"
     assert chat.failure_text(board, board.jobs.status(stopped), "zh") == "已中止"
+
+
+def test_the_status_line_names_the_servers_in_the_pages_language():
+    """"就绪：demo，无适配器（服务 main: 36635）": the sides' code names showed on a Chinese page."""
+    assert chat.ports_text("zh", {"main": {"port": 36635}}) == "36635"
+    both = {"main": {"port": 36635}, "base": {"port": 36636}}
+    assert chat.ports_text("zh", both) == "微调后的模型: 36635, 基础模型: 36636"
+    assert chat.ports_text("en", both) == "Fine-tuned model: 36635, Base model: 36636"

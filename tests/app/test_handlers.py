@@ -11,8 +11,8 @@ import gradio as gr
 import pytest
 import yaml
 
-from app import catalog, forms, widgets
-from app.tabs import chat, evaluate, export, runs, train
+from app import catalog, dataset_preview, forms, widgets
+from app.tabs import chat, evaluate, export, runs, train, train_data
 from app.workspace import LAST_CONFIG
 
 DEMO_DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
@@ -345,6 +345,38 @@ def test_a_refused_upload_leaves_the_data_preview_alone(board, tmp_path):
     registered = out[upload.outputs.index(preview.inputs[0])]
     shown = preview.fn(registered, *[None] * (len(preview.inputs) - 1))
     assert all(isinstance(v, type(gr.skip())) for v in shown), shown
+
+
+def test_the_data_preview_follows_a_switch_of_the_page_language(board):
+    """The preview's summary ("125 rows; 0 of them ..."), its legend ("trained tokens") and the chart's axes were
+    composed once, in the language of the click: after a switch to Chinese they stayed English (and the reverse).
+    The page now keeps what the preview found and shows it again in the new language."""
+    from app.ui import build_ui
+
+    demo = build_ui(board)
+    button = next(b for b in demo.blocks.values() if "\"train_preview_btn\"" in str(getattr(b, "value", "")))
+    click = next(f for f in demo.fns.values() if (button._id, "click") in f.targets)
+    lang = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-lang-code")
+    previewed = click.outputs[:3]
+    follow = [f for f in demo.fns.values() if (lang._id, "change") in f.targets and f.outputs == previewed]
+    assert len(follow) == 1, "no handler shows the preview again when the page's language changes"
+    kept = click.outputs[3]  # what the click found, in no language
+    assert follow[0].inputs == [kept, lang]
+    made = train_data.preview_made(board, {"dataset": ["demo_identity"], "dataset_dir": str(DEMO_DATA),
+                                           "model_name_or_path": "demo", "template": "chatml", "cutoff_len": 256,
+                                           "stage": "sft", "finetuning_type": "lora"})
+    assert "result" in made, made
+    rows = len(dataset_preview.lengths_of(made["result"]))
+    for code, summary, legend, axis in (("zh", f"共 {rows} 行", "参与训练的 token", "行数"),
+                                        ("en", f"{rows} rows;", "trained tokens", "rows"),
+                                        ("zh", f"共 {rows} 行", "参与训练的 token", "行数")):
+        text, html_rows, chart = follow[0].fn(made, code)
+        assert text.startswith(summary), text
+        assert legend in html_rows and (code == "zh") == ("trained tokens" not in html_rows), html_rows[:300]
+        assert chart["y_title"] == train_data.t(code, "axis_rows") and axis in chart["y_title"]
+    assert all(isinstance(v, type(gr.skip())) for v in follow[0].fn(None, "zh"))  # no preview yet: nothing to redo
+    failed = {"key": "preview_failed", "error": "`x.json` is not valid JSON"}
+    assert follow[0].fn(failed, "zh")[0] == "预览失败：`x.json` is not valid JSON"
 
 
 def test_an_upload_never_replaces_or_removes_a_file_it_did_not_write(board, tmp_path):

@@ -238,3 +238,17 @@ def test_no_chart_with_translated_axis_titles_is_drawn_before_the_page_language_
     assert len(titled) >= 4
     drawn = [p.label for p in titled if p.value is not None]
     assert not drawn, f"charts with translated axis titles start with data: {drawn}"
+
+
+def test_the_strategy_picker_names_its_plain_choice_in_the_page_language():
+    """The parallel strategy picker showed "single" on a Chinese page, beside choices named after their launchers
+    (DDP, FSDP2, DeepSpeed, Ray: proper nouns); the plain one is a word and follows the page's language."""
+    from gradio.i18n import I18nData
+
+    from app.tabs.strategy import STRATEGY_CHOICES
+
+    words = [(label, value) for label, value in STRATEGY_CHOICES if not re.match(r"(DDP|FSDP2?|DeepSpeed|Ray)\b", str(label))]
+    assert words and all(isinstance(label, I18nData) for label, _ in words), words
+    for label, _ in words:
+        key = label.key
+        assert re.search(r"[\u4e00-\u9fff]", t("zh", key)) and not re.search(r"[\u4e00-\u9fff]", t("en", key))

@@ -180,6 +180,8 @@ def test_upload_limit(board, tmp_path):
     board.max_upload_mb = 2
     message, name = train.upload_dataset(board, str(big), "big", "en")
     assert name is None and "upload limit of 2 MB" in message and "--max-upload-mb" in message
+    message = train.upload_dataset(board, str(big), "big", "zh")[0]  # was the English sentence in a Chinese frame
+    assert message.startswith("无法注册该文件：文件大小为 3 MB，超过看板的上传上限 2 MB") and "--max-upload-mb" in message
     assert not (board.workspace.datasets_dir / "big.json").exists()
     assert max_upload_mb(None) == 512 and max_upload_mb(7) == 7
     with pytest.raises(ValueError, match="at least 1"):

@@ -48,6 +48,7 @@ def test_a_prequantized_model_without_its_library_is_named(tiny, tmp_path, monke
     assert len(problems) == 1, problems
     assert "`quant_method: awq`" in problems[0] and "requires gptqmodel" in problems[0]
     assert "quantization_bit: 4" in problems[0]
+    assert problems[0].code == "model"  # the model is what to change: headed "Model" on the board, not "Device"
 
 
 def test_a_plain_or_unknown_quantization_is_no_problem(tiny, tmp_path):

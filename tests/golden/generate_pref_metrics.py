@@ -19,6 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tests.golden.lf_logs import RECORD_AND_RUN
 from tests.golden.pref_runs import CASES, build_model, config, write_data
 
 PATH = Path(__file__).with_name("lf_pref_metrics.json")
@@ -32,18 +33,7 @@ sys.modules["torchvision"] = None
 sys.modules["torchaudio"] = types.ModuleType("torchaudio")
 sys.modules["torchaudio"].__spec__ = importlib.machinery.ModuleSpec("torchaudio", None)
 from transformers import TrainerCallback
-from llamafactory.train.tuner import run_exp
-
-class Record(TrainerCallback):
-    def __init__(self, path):
-        self.path = path
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if state.is_world_process_zero:
-            with open(self.path, "a") as handle:
-                handle.write(json.dumps({"step": state.global_step, **(logs or {})}) + "\n")
-
-run_exp(args=json.loads(sys.argv[1]), callbacks=[Record(sys.argv[2])])
-"""
+""" + RECORD_AND_RUN
 
 
 def main() -> None:

@@ -23,6 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tests.golden.lf_logs import RECORD_AND_RUN
 from tests.golden.pref_vision_runs import CASES, build_model, config, write_data
 
 PATH = Path(__file__).with_name("lf_pref_vision.json")
@@ -65,18 +66,7 @@ if broken:
 
     ProcessorMixin.check_argument_for_proper_class = lenient
     transformers.AutoProcessor.from_pretrained = staticmethod(from_parts)
-from llamafactory.train.tuner import run_exp
-
-class Record(TrainerCallback):
-    def __init__(self, path):
-        self.path = path
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if state.is_world_process_zero:
-            with open(self.path, "a") as handle:
-                handle.write(json.dumps({"step": state.global_step, **(logs or {})}) + "\n")
-
-run_exp(args=json.loads(sys.argv[1]), callbacks=[Record(sys.argv[2])])
-"""
+""" + RECORD_AND_RUN
 
 
 def main() -> None:

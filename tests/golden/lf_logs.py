@@ -5,6 +5,21 @@ from __future__ import annotations
 
 import math
 
+RECORD_AND_RUN = r"""from llamafactory.train.tuner import run_exp
+
+class Record(TrainerCallback):
+    def __init__(self, path):
+        self.path = path
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero:
+            with open(self.path, "a") as handle:
+                handle.write(json.dumps({"step": state.global_step, **(logs or {})}) + "\n")
+
+run_exp(args=json.loads(sys.argv[1]), callbacks=[Record(sys.argv[2])])
+"""
+"""The end of the LLaMA-Factory driver scripts (run in its environment, after their imports of json, sys and
+TrainerCallback): its run_exp with a callback that appends every log entry, with its step, to the file argv[2]."""
+
 SKIP = {"epoch", "step", "learning_rate", "total_flos", "train_runtime", "train_samples_per_second",
         "train_steps_per_second"}
 """Keys not compared: the step bookkeeping (compared apart) and timings."""

@@ -1,10 +1,11 @@
 """Export: merge LoRA adapters into the base model and save a standalone Hugging Face model folder.
 
-The folder holds safetensors shards (at most ``export_size`` GB each), config.json, generation_config.json (whose
-EOS ids include the template's stop words), the tokenizer with the template written as its Jinja chat template
-(so ``transformers`` + ``apply_chat_template`` reproduce the training format), ``export_config.yaml`` (the
-resolved config) and ``export_info.json`` (versions, files, dtype and the verification result). After saving,
-the folder is reloaded with ``AutoModelForCausalLM`` and its logits are compared with the merged model's.
+The folder holds safetensors shards (at most ``export_size`` GB each), config.json, generation_config.json (the base
+model's EOS ids followed by the template's stop words), the tokenizer (left padding) with the template written as its
+Jinja chat template (so ``transformers`` + ``apply_chat_template`` reproduce the training format; the tokenizer's own
+is kept when it already writes that format), an Ollama ``Modelfile`` (``engine.export_modelfile``),
+``export_config.yaml`` (the resolved config) and ``export_info.json`` (versions, files, dtype and the verification
+result). After saving, the folder is reloaded with ``AutoModelForCausalLM`` and its logits are compared with the merged model's.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from engine.export_checks import (
     check_export,
     previous_export_files,
 )
+from engine.export_modelfile import MODELFILE_NAME, ollama_modelfile
 from engine.runs import EVENTS_FILE, EventWriter, package_versions, write_json_atomic
 
 logger = logging.getLogger(__name__)
@@ -111,12 +113,16 @@ def _load_merged(cfg: RunConfig, tokenizer: Any, device: torch.device, dtype: to
 
 
 def _set_generation_eos(model: Any, stop_ids: list[int], pad_id: int | None) -> None:
-    """Make plain ``generate`` on the exported model stop at the template's stop words too."""
+    """Make plain ``generate`` on the exported model stop at the template's stop words too; the base model's own EOS
+    ids stay first (LLaMA-Factory saves them unchanged), and its PAD id is kept (the tokenizer's when it has none)."""
     config = getattr(model, "generation_config", None)
     if config is None or not stop_ids:
         return
-    config.eos_token_id = stop_ids[0] if len(stop_ids) == 1 else list(stop_ids)
-    if pad_id is not None:
+    found = config.eos_token_id
+    eos_ids = [found] if isinstance(found, int) else [i for i in (found or []) if isinstance(i, int)]
+    eos_ids += [i for i in stop_ids if i not in eos_ids]
+    config.eos_token_id = eos_ids[0] if len(eos_ids) == 1 else eos_ids
+    if config.pad_token_id is None and pad_id is not None:
         config.pad_token_id = pad_id
     try:
         config.validate(strict=True)
@@ -215,9 +221,15 @@ def run_export(cfg: RunConfig, run_dir: str | None = None) -> dict[str, Any]:
     progress("save", 0.6)
 
     chat_template = template.to_jinja()
-    if chat_template:
+    if chat_template and _own_template_fits(tokenizer, template):
+        logger.info("The tokenizer's own chat template writes the %r template's format; it is kept.", template.name)
+    elif chat_template:
         tokenizer.chat_template = chat_template
+    tokenizer.padding_side = tokenizer.init_kwargs["padding_side"] = "left"  # for batched generation (as LF saves it)
     tokenizer.save_pretrained(export_dir)
+    modelfile = ollama_modelfile(template, tokenizer)
+    if modelfile is not None:
+        (export_dir / MODELFILE_NAME).write_text(modelfile, encoding="utf-8")
     from engine.models.loader import resolve_model_path
     from engine.multimodal.processor import copy_processor_files
 
@@ -270,6 +282,34 @@ def run_export(cfg: RunConfig, run_dir: str | None = None) -> dict[str, Any]:
     }
     progress("done", 1.0, **result)
     return result
+
+
+FIT_CONVERSATIONS = [
+    (VERIFY_PROMPT, True),
+    ([{"role": "system", "content": "You are terse."}, *VERIFY_CONVERSATION], True),
+    ([*VERIFY_CONVERSATION[:2]], False),
+    ([{"role": "system", "content": "You are terse."}, *VERIFY_CONVERSATION[:2]], False),
+]
+"""(conversation, add_generation_prompt) pairs on which the tokenizer's own chat template must write exactly what
+the template writes to be kept."""
+
+
+def _own_template_fits(tokenizer: Any, template: Any) -> bool:
+    """Whether the tokenizer's own chat template writes the template's format: it is then kept, as LLaMA-Factory
+    keeps a tokenizer's own (with what the generated one lacks, such as tool declarations). One that writes another
+    format is replaced, so that the exported model is prompted as it was trained (LLaMA-Factory keeps it)."""
+    own = getattr(tokenizer, "chat_template", None)
+    if not isinstance(own, str) or not own:
+        return False
+    for conversation, add_prompt in FIT_CONVERSATIONS:
+        try:
+            rendered = tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=add_prompt)
+            expected = template.render(conversation, add_generation_prompt=add_prompt, tokenizer=tokenizer)
+        except Exception:  # a template that refuses these turns (or a system message) is not the same format
+            return False
+        if rendered != expected:
+            return False
+    return True
 
 
 def _chat_template_matches(export_dir: Path, template: Any, tokenizer: Any) -> bool:

@@ -431,7 +431,12 @@ class ChatModel:
         return reply
 
     def _special_tokens(self) -> list[str]:
-        return sorted(set(getattr(self.tokenizer, "all_special_tokens", []) or []), key=len, reverse=True)
+        """Every special token's text, longest first: the named ones and the added tokens flagged special (such as
+        ChatML's ``<|im_start|>``), which ``decode(skip_special_tokens=True)`` leaves out as LLaMA-Factory's does."""
+        names = set(getattr(self.tokenizer, "all_special_tokens", []) or [])
+        added = getattr(self.tokenizer, "added_tokens_decoder", None) or {}
+        names.update(token.content for token in added.values() if getattr(token, "special", False))
+        return sorted(names, key=len, reverse=True)
 
     def unload(self) -> None:
         """Free the model's memory (the object cannot generate afterwards)."""

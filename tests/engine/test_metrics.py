@@ -217,3 +217,28 @@ def test_prediction_rows_are_llamafactory_own(tmp_path):
     template.fix_tokenizer(tokenizer)
     rows = load_eval_prompts(cfg, tokenizer, template)
     assert [(row["prompt"], row["label"]) for row in rows] == [(line["prompt"], line["label"]) for line in golden]
+
+
+def test_predictions_and_scores_are_llamafactory_own(tmp_path):
+    """Predicting on the demo model as LLaMA-Factory did for tests/golden/lf_predictions.jsonl: the predictions
+    file is the same byte for byte (greedy replies, cut prompts, batches of 4), and predict_results.json carries
+    the same BLEU-4 and ROUGE scores (tests/golden/lf_predict_results.json; timings left out)."""
+    from engine.data import load_eval_prompts
+    from engine.demo import ensure_demo_model
+    from engine.evaluate.predict import run_predict
+    from engine.infer.generation import template_for
+    from engine.models import load_model, load_tokenizer
+    from tests.golden.generate_predictions import CONFIG
+
+    cfg = build_config({**CONFIG, "model_name_or_path": str(ensure_demo_model()), "output_dir": str(tmp_path)})
+    tokenizer = load_tokenizer(cfg.model)
+    template = template_for(cfg, tokenizer)
+    rows = load_eval_prompts(cfg, tokenizer, template)
+    model = load_model(cfg.model, cfg.finetuning, tokenizer, is_trainable=False)
+    run_predict(cfg, model, tokenizer, template, rows, tmp_path)
+    written = (tmp_path / "generated_predictions.jsonl").read_text(encoding="utf-8")
+    assert written == (GOLDEN.parent / "lf_predictions.jsonl").read_text(encoding="utf-8")
+    expected = json.loads((GOLDEN.parent / "lf_predict_results.json").read_text(encoding="utf-8"))
+    for name in ("predict_results.json", "all_results.json"):
+        saved = json.loads((tmp_path / name).read_text(encoding="utf-8"))
+        assert {key: saved[key] for key in expected} == expected, name

@@ -117,3 +117,21 @@ def test_a_tokenizer_own_chat_template_is_kept_when_it_writes_the_template_forma
     template = get_template(name, tokenizer)
     template.fix_tokenizer(tokenizer)
     assert _own_template_fits(tokenizer, template) is kept
+
+
+@pytest.mark.parametrize(("official", "name", "kept"), [
+    ("qwen2_5", "qwen", True), ("qwen3", "qwen3", True), ("llama3", "llama3", True), ("gemma3", "gemma3", True),
+    ("llama3_1", "llama3", False),  # its own writes a knowledge-date system turn that the llama3 template does not
+])
+def test_official_chat_templates_that_write_the_template_format_are_kept(official, name, kept):
+    """Models' official chat templates (byte copies in the installed trl package), which declare tools as the model
+    was made to read them: kept where they write what the template writes, as LLaMA-Factory keeps them."""
+    import trl
+
+    from engine.export import _own_template_fits
+
+    tokenizer = load("family", name)
+    tokenizer.chat_template = (Path(trl.__file__).parent / "chat_templates" / f"{official}.jinja").read_text()
+    template = get_template(name, tokenizer)
+    template.fix_tokenizer(tokenizer)
+    assert _own_template_fits(tokenizer, template) is kept

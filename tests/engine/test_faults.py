@@ -552,6 +552,35 @@ def test_a_live_run_folder_is_refused_by_rank_0_only(tmp_path, monkeypatch):
     assert live_run_problem(tmp_path) is None  # that process has ended: the folder is free
 
 
+def _fsdp_sharded_checkpoint(folder: Path, step: int, *, whole: bool = True) -> Path:
+    """A checkpoint as an FSDP run with a sharded state dict saves it: the model state in a
+    torch.distributed.checkpoint folder (its .metadata written last), no model or adapter weights."""
+    ckpt = folder / f"checkpoint-{step}"
+    for name in ("pytorch_model_fsdp_0", "optimizer_0"):
+        (ckpt / name).mkdir(parents=True)
+        (ckpt / name / "__0_0.distcp").write_bytes(b"\0" * 64)
+        if whole:
+            (ckpt / name / ".metadata").write_bytes(b"meta")
+    torch.save({"last_epoch": step}, ckpt / "scheduler.pt")
+    (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    return ckpt
+
+
+def test_an_fsdp_sharded_checkpoint_is_complete_and_survives_a_full_disk(tmp_path):
+    """A sharded FSDP checkpoint holds no model or adapter weights, so it read as a cut-off save: a resume skipped it
+    (starting over, or from an older one) and a run ended by a full disk deleted it as torn."""
+    whole = _fsdp_sharded_checkpoint(tmp_path, 20)
+    assert checkpoint_problem(whole) is None
+    latest, skipped = latest_complete(tmp_path)
+    assert latest == whole and skipped == []
+    cut = _fsdp_sharded_checkpoint(tmp_path, 30, whole=False)
+    assert "pytorch_model_fsdp_0 has no .metadata" in checkpoint_problem(cut)
+    assert remove_torn(tmp_path) == ["checkpoint-30"]
+    assert whole.is_dir() and latest_complete(tmp_path) == (whole, [])
+    (whole / "pytorch_model_fsdp_rank1.bin").write_bytes(b"cut")  # LOCAL_STATE_DICT: one torch file per process
+    assert "pytorch_model_fsdp_rank1.bin is cut off" in checkpoint_problem(whole)
+
+
 def test_resuming_across_fsdp_and_unsharded_is_refused_before_loading(tmp_path, monkeypatch):
     """An FSDP checkpoint resumed by a single process (a ValueError) or an unsharded one under FSDP (a
     FileNotFoundError on every rank) had failed after the model loaded, while `lf-engine check` said OK."""

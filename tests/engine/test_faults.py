@@ -644,3 +644,21 @@ def test_a_surviving_rank_records_the_outcome_when_rank_0_died(tmp_path, monkeyp
             raise RuntimeError("[pair.cc:537] Read error [127.0.0.1]:386: Connection reset by peer")
     run = json.loads((tmp_path / "run.json").read_text())
     assert run["status"] == "failed" and run["exit_code"] == 1 and "so rank 1 stopped too" in run["error"]
+
+
+@pytest.mark.parametrize("fresh", [True, False], ids=["new run", "resumed run"])
+def test_run_files_that_are_links_are_replaced_not_written_through(tmp_path, fresh):
+    """An output_dir from elsewhere whose events.jsonl or completions.jsonl is a link: a new run truncated the file
+    it points to, and every run appended its events to it (a file outside the run folder, ~/.bashrc say)."""
+    victim, samples = tmp_path / "victim.txt", tmp_path / "samples.txt"
+    victim.write_text("keep me\n")
+    samples.write_text("keep me too\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "events.jsonl").symlink_to(victim)
+    (run / "completions.jsonl").symlink_to(samples)
+    with JobContext(run, "train", config_yaml="stage: sft\n", fresh=fresh) as ctx:
+        ctx.events.write({"event": "log", "step": 1, "loss": 1.0})
+    assert victim.read_text() == "keep me\n" and samples.read_text() == "keep me too\n"
+    assert not (run / "events.jsonl").is_symlink() and '"loss": 1.0' in (run / "events.jsonl").read_text()
+    assert not (run / "completions.jsonl").exists()

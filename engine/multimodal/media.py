@@ -330,6 +330,12 @@ def resample(wave: Any, orig_rate: int, new_rate: int, zero_crossings: int = 6, 
 
 
 NOT_REGULAR = "is not a regular file (a pipe, device or socket)"
+DEAD_LINK = "is a link that leads to no file (its target is gone, or the links loop)"
+
+
+def absent(path: str | Path) -> str:
+    """Why a path that does not exist as a file is not one: missing, or a link that leads nowhere."""
+    return DEAD_LINK if Path(path).is_symlink() else "is missing"
 
 
 def probe(kind: str, path: str) -> str | None:
@@ -345,7 +351,7 @@ def probe(kind: str, path: str) -> str | None:
     elif Path(path).is_dir():
         return "is a folder, not a file"
     elif not Path(path).is_file():
-        return NOT_REGULAR if Path(path).exists() else "is missing"
+        return NOT_REGULAR if Path(path).exists() else absent(path)
     try:
         if kind == "images":
             from PIL import Image

@@ -3,7 +3,8 @@
 An error or a log line quotes what a config, a dataset_info.json, a dataset row or a model folder holds: a key, a
 dataset name, a column, a path. A YAML file can hold any character (``"\\e]0;title\\a"``), so a quoted value could
 carry the terminal's own controls: set the window title, move the cursor, clear the line that says what went wrong
-(``\\e[2K``, ``\\r``), or colour text to hide it; bidirectional overrides (U+202E) make a name read backwards.
+(``\\e[2K``, ``\\r``), or colour text to hide it; bidirectional overrides (U+202E) make a name read backwards, and
+zero-width characters make two different names look the same.
 :func:`shown` writes such characters as escapes (``\\x1b``, ``\\u202e``), so the text reads as it is and does
 nothing; line breaks and tabs stay, and so does every printable character of any script.
 :class:`TerminalSafeFilter` does the same for every log record (the engine's handler on stderr, hence stdout.log).
@@ -14,9 +15,10 @@ from __future__ import annotations
 import logging
 import re
 
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-"""C0 controls but line feed and tab, DEL, C1 controls, and the bidirectional marks, embeddings, overrides and
-isolates (what reorders text)."""
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]")
+"""C0 controls but line feed and tab, DEL, C1 controls, the bidirectional marks, embeddings, overrides and isolates
+(what reorders text), and the zero-width characters (a key copied from a web page with one read "Unknown key
+`learning_rate`. Did you mean `learning_rate`?")."""
 
 
 def _escaped(match: re.Match[str]) -> str:

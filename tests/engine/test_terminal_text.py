@@ -17,6 +17,7 @@ HIDE = "\x1b[2K\r"  # clears the line that was being printed
 def test_shown_escapes_controls_and_keeps_text():
     assert shown(f"key {TITLE}x") == "key \\x1b]0;pwned\\x07x"
     assert shown("a\u202eb\x9bc\x7f") == "a\\u202eb\\x9bc\\x7f"
+    assert shown("learning_rate\u200b \ufeffx\u2060") == "learning_rate\\u200b \\ufeffx\\u2060"
     assert shown("行 1\n\tzweite Zeile — ok 🙂") == "行 1\n\tzweite Zeile — ok 🙂"  # line breaks, tabs, any script
 
 

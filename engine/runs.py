@@ -388,14 +388,21 @@ def _json_default(obj: Any) -> Any:
         return str(obj)
 
 
+MAX_EVENT_LINE = 4 << 20
+"""The longest events.jsonl line read (bytes); the engine's lines are a few KB."""
+
+
 @dataclass
 class EventReader:
     """Reads events.jsonl incrementally: remembers the byte offset and keeps a partial last line for later. Only JSON
-    objects come back: a line that is none (damaged, torn, or written by something else) is passed over."""
+    objects come back: a line that is none (damaged, torn, or written by something else) is passed over, and so is
+    a line longer than :data:`MAX_EVENT_LINE` (no event is; a file from elsewhere, or a crash's run of zero bytes,
+    was kept whole as the partial line and copied again with every chunk read: minutes of a core per GB)."""
 
     path: Path
     offset: int = 0
     _partial: bytes = field(default=b"", repr=False)
+    _overlong: bool = field(default=False, repr=False)  # within a line past MAX_EVENT_LINE: skipped to its end
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
@@ -419,9 +426,16 @@ class EventReader:
         except OSError:
             return [], False
         self.offset += len(chunk)
+        if self._overlong:
+            end = chunk.find(b"\n")
+            if end < 0:
+                return [], max_bytes is not None and len(chunk) == max_bytes
+            self._overlong, chunk = False, chunk[end + 1:]
         data = self._partial + chunk
         lines = data.split(b"\n")
         self._partial = lines.pop()
+        if len(self._partial) > MAX_EVENT_LINE:
+            self._partial, self._overlong = b"", True
         out = []
         for line in lines:
             if not line.strip():

@@ -70,3 +70,22 @@ def test_devices_and_pipes_are_refused_by_the_reader(tmp_path):
     assert read_regular(regular, 1, 3) == b'"a"'
     with open_regular(regular) as fh:
         assert fh.read() == regular.read_bytes()
+
+
+def test_an_overlong_events_line_is_skipped_not_kept(tmp_path, monkeypatch):
+    """A line with no end (a file from elsewhere, a crash's run of zero bytes) was kept whole as the partial line and
+    copied again with every chunk read (quadratic: minutes of a core per GB); it is now dropped past the bound."""
+    from engine import runs
+
+    monkeypatch.setattr(runs, "MAX_EVENT_LINE", 1000, raising=False)
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b'{"step": 1}\n' + b"\0" * 2500)
+    reader = EventReader(path)
+    assert list(reader.iter_new(chunk_bytes=600)) == [{"step": 1}]
+    assert len(reader._partial) <= 1000
+    with open(path, "ab") as fh:
+        fh.write(b"\0" * 3000 + b'\n{"step": 2}\n{"st')
+    assert reader.read_new() == [{"step": 2}]
+    with open(path, "ab") as fh:
+        fh.write(b'ep": 3}\n')
+    assert reader.read_new() == [{"step": 3}]

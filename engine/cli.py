@@ -234,7 +234,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
         raise UserError("--image, --video and --audio go with --query TEXT (one question about the files).")
     if args.query is not None:
         reply = single_query(cfg, args.query, system=args.system, media=media if any(media.values()) else None)
-        print(reply)
+        print(shown(reply) if sys.stdout.isatty() else reply)  # a reply's escapes must not drive the terminal
         return 0
     interactive_chat(cfg, system=args.system)
     return 0

@@ -65,3 +65,36 @@ def test_engine_log_setup_installs_the_filter():
     root = logging.getLogger()
     setup_logging(debug=False)
     assert root.handlers and all(any(isinstance(f, TerminalSafeFilter) for f in h.filters) for h in root.handlers)
+
+
+def test_a_model_reply_does_not_drive_the_terminal():
+    """`lf-engine chat` wrote the model's reply as it came: byte-level tokens can spell any control sequence (OSC 52
+    writes the clipboard in many terminals). On a terminal the reply's controls are now escapes; piped, it is as is."""
+    from types import SimpleNamespace
+
+    from engine.infer.cli_chat import interactive_chat
+
+    pieces = ["Sure", "\x1b]52;c;cm0gLXJmIH4=\x07", " done\r\x1b[2K"]
+
+    class Generation(list):
+        def close(self):
+            pass
+
+    model = SimpleNamespace(
+        start=lambda history, system, stop_event: Generation(pieces),
+        finish=lambda generation: SimpleNamespace(text="".join(pieces), tool_calls=[{"name": "f\u202e", "arguments": {}}]),
+    )
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    for out, escaped in ((Terminal(), True), (io.StringIO(), False)):
+        inputs = iter(["Hi", "exit"])
+        interactive_chat(None, chat_model=model, read=lambda prompt, inputs=inputs: next(inputs), out=out)
+        text = out.getvalue()
+        if escaped:
+            assert "\x1b" not in text and "\\x1b]52;c;cm0gLXJmIH4=\\x07 done\\x0d\\x1b[2K" in text
+            assert "f\\u202e" in text and "\u202e" not in text
+        else:
+            assert "\x1b]52;c;" in text and "f\u202e" in text

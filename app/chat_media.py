@@ -36,9 +36,10 @@ def upload_kind(path: str | Path) -> str | None:
 def model_media(board: Any, run_id: str) -> tuple[str, ...]:
     """The media the model of a chat run takes (read from the run's config.yaml), () for a text-only model."""
     from app.catalog import EngineMissing, _engine_attr
+    from engine.runs import read_regular
 
     try:
-        config = yaml.safe_load((board.jobs.runs_dir / run_id / "config.yaml").read_text(encoding="utf-8")) or {}
+        config = yaml.safe_load(read_regular(board.jobs.runs_dir / run_id / "config.yaml").decode("utf-8")) or {}
         media = _engine_attr(("engine.models.registry",), "model_media")
         return tuple(media(config.get("model_name_or_path")) or ())
     except (OSError, yaml.YAMLError, EngineMissing, AttributeError):

@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from engine.runs import open_regular
+
 LIMIT = 1000
 """The most points per series that a chart receives."""
 
@@ -131,7 +133,7 @@ def iter_events(path: str | Path) -> Iterator[dict[str, Any]]:
     """The events of a run's events.jsonl, one line at a time (a long run's file is never held in memory whole);
     lines that are not JSON objects (a torn last line) are skipped; a missing file has none."""
     try:
-        fh = open(path, "rb")
+        fh = open_regular(path)  # a pipe or a device put in its place would hold the page forever
     except OSError:
         return
     with fh:

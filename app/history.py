@@ -13,7 +13,7 @@ from app.curves import curve_of
 from app.monitor import final_loss
 from app.run_outcome import LOG_TAIL
 from engine.checkpoints import weights_problem
-from engine.runs import FINAL_STATUSES, RunFolder, list_runs
+from engine.runs import FINAL_STATUSES, RunFolder, list_runs, read_regular
 
 ADAPTER_FILES = ("adapter_config.json", "config.json")
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -114,7 +114,7 @@ def load_run_config(path: Path) -> dict[str, Any]:
     from engine.config.limits import expansion_problem
 
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
+        data = yaml.load(read_regular(path).decode("utf-8"), Loader=SAFE_LOADER)
     except UnicodeDecodeError as err:
         raise RunConfigError(f"{path} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at position "
                              f"{err.start:,})") from None

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from app.curves import Curve
-from engine.runs import FINAL_STATUSES, EventReader, RunFolder, TextFollower
+from engine.runs import FINAL_STATUSES, EventReader, RunFolder, TextFollower, read_regular
 
 LOG_LINES_KEPT = 400
 ERROR_LINES = 25
@@ -251,9 +251,7 @@ def _tail_loss(path: Path, size: int) -> float | None:
     import json
 
     try:
-        with path.open("rb") as fh:
-            fh.seek(max(0, size - TAIL_BYTES))
-            tail = fh.read()
+        tail = read_regular(path, max(0, size - TAIL_BYTES))
     except OSError:
         return None
     lines = tail.split(b"\n")

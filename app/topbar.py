@@ -8,6 +8,7 @@ from typing import Any
 import gradio as gr
 
 from app import catalog
+from app.api_sessions import ClosedSessions
 from app.context import Board
 from app.forms import TopValues
 from app.history import checkpoints
@@ -210,7 +211,10 @@ def wire(bar: TopBar, board: Board, demo: gr.Blocks) -> None:
 
     bar.model.input(on_model, inputs=[bar.model, bar.template], outputs=[bar.template], api_visibility="private")
 
+    closed = ClosedSessions(demo)
+
     def on_refresh(known: list[Any], lang: str) -> tuple[Any, Any, Any]:
+        closed.prune()  # every open tab ticks: closed tabs' sessions are dropped without a thread of their own
         return refresh_choices(board, known, lang)
 
     gr.on(

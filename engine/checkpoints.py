@@ -116,6 +116,9 @@ def weights_problem(folder: Path) -> str | None:
     if not present:
         if any(p.is_dir() for p in folder.glob("global_step*")):  # DeepSpeed keeps the weights there
             return None
+        fsdp = sorted(folder.glob(f"{FSDP_STATE}*"))
+        if fsdp:
+            return _fsdp_state_problem(fsdp)
         return "no model or adapter weights"
     for path in present:
         if path.name.endswith(".index.json"):
@@ -133,6 +136,26 @@ def weights_problem(folder: Path) -> str | None:
                 problem = _file_problem(folder / shard)
                 if problem:
                     return problem
+        else:
+            problem = _file_problem(path)
+            if problem:
+                return problem
+    return None
+
+
+FSDP_STATE = "pytorch_model_fsdp"
+"""How an FSDP run's model state is named in a checkpoint (accelerate): with a sharded or local state dict the
+checkpoint holds only that, a ``pytorch_model_fsdp_0`` folder (torch.distributed.checkpoint) or one
+``pytorch_model_fsdp_rank<N>.bin`` per process, and no model or adapter weights."""
+
+
+def _fsdp_state_problem(paths: list[Path]) -> str | None:
+    """Why an FSDP run's saved model state is cut off (None when it is whole): a folder is written by
+    torch.distributed.checkpoint, whose ``.metadata`` file comes last, once every process has written its part."""
+    for path in paths:
+        if path.is_dir():
+            if not (path / ".metadata").is_file():
+                return f"{path.name} has no .metadata: the FSDP save was cut off"
         else:
             problem = _file_problem(path)
             if problem:

@@ -17,6 +17,7 @@ from pathlib import Path
 from engine import __version__, collector
 from engine.errors import AbortRequested, UserError
 from engine.log_setup import quiet_transformers_logs, setup_logging
+from engine.terminal_text import shown
 
 EXIT_USER_ERROR = 2
 EXIT_ABORTED = 130
@@ -233,7 +234,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
         raise UserError("--image, --video and --audio go with --query TEXT (one question about the files).")
     if args.query is not None:
         reply = single_query(cfg, args.query, system=args.system, media=media if any(media.values()) else None)
-        print(reply)
+        print(shown(reply) if sys.stdout.isatty() else reply)  # a reply's escapes must not drive the terminal
         return 0
     interactive_chat(cfg, system=args.system)
     return 0
@@ -368,13 +369,13 @@ def cmd_check(args: argparse.Namespace) -> int:
         adapters = cfg.model.adapter_name_or_path
         what = f"model {cfg.model.model_name_or_path}" + (f", adapters {adapters}" if adapters else "")
     name = "the config from standard input" if args.config == "-" else args.config
-    print(f"OK: {name} is valid for `{args.purpose}` ({what}); `--for` checks it for another command.")
+    print(shown(f"OK: {name} is valid for `{args.purpose}` ({what}); `--for` checks it for another command."))
     if args.purpose == "train":
         from engine.train.output_dir import describe_resume
 
         resume = describe_resume(cfg)
         if resume:
-            print(resume)
+            print(shown(resume))
     return 0
 
 
@@ -389,11 +390,11 @@ def cmd_data(args: argparse.Namespace) -> int:
     if cfg is not None and not cfg.data.overwrite_cache:
         lines = quick_report(cfg)  # from the files alone: no tokenizer, no torch
         if lines:
-            print("\n".join(lines))
+            print(shown("\n".join(lines)))
             return 0
     quiet_transformers_logs()
     cfg = _load(args, "data")
-    print("\n".join(prepare(cfg)))
+    print(shown("\n".join(prepare(cfg))))
     return 0
 
 
@@ -522,13 +523,13 @@ def _print_error(err: Exception) -> None:
     rank = os.environ.get("RANK", "0")
     if rank != "0" and world_size() > 1:
         if isinstance(err, ConfigError) and os.environ.get("LOCAL_RANK", rank) == "0":
-            print(f"error: {err}", file=sys.stderr)
+            print(f"error: {shown(str(err))}", file=sys.stderr)
             return
         if isinstance(err, ConfigError):
             time.sleep(PEER_REPORT_WAIT)
-        print(f"error (rank {rank}): {err}", file=sys.stderr)
+        print(f"error (rank {rank}): {shown(str(err))}", file=sys.stderr)
         return
-    print(f"error: {err}", file=sys.stderr)
+    print(f"error: {shown(str(err))}", file=sys.stderr)
 
 
 def entry() -> int:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -143,10 +142,8 @@ def _folder_files(export_dir: Path) -> list[str]:
 
 def _clear_previous(export_dir: Path) -> None:
     for path in previous_export_files(export_dir) or []:
-        if path.is_symlink() or path.is_file():  # a link is removed, never what it points to
+        if path.is_symlink() or path.is_file():  # a link is removed, never what it points to; a folder is kept
             path.unlink()
-        elif path.is_dir():
-            shutil.rmtree(path)
 
 
 def _reload_class(model: Any) -> Any:

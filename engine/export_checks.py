@@ -36,7 +36,8 @@ def previous_export_files(export_dir: Path) -> list[Path] | None:
 
     The info file is read as a folder from elsewhere may hold it: one that is not the table an export writes, or
     that names anything but plain file names (``..``, ``.``, a path: the folder's parent or itself would be
-    replaced), is no earlier export, so nothing it names is ever deleted."""
+    replaced) or names a folder there (an export writes files only), is no earlier export, so nothing it names is
+    ever deleted."""
     info_path = export_dir / INFO_FILE
     if not info_path.is_file():
         return None
@@ -47,6 +48,8 @@ def previous_export_files(export_dir: Path) -> list[Path] | None:
     files = info.get("files", []) if isinstance(info, dict) else None
     if not isinstance(files, list) or not all(_plain_name(name) for name in files):
         return None
+    if any((export_dir / name).is_dir() and not (export_dir / name).is_symlink() for name in files):
+        return None  # an export writes files only: a folder it names is someone's data (a checkpoint, a model)
     names = set(files) | {INFO_FILE, CONFIG_NAME}
     return [export_dir / name for name in sorted(names) if name not in RUN_FOLDER_FILES]
 

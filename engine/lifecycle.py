@@ -132,6 +132,12 @@ class JobContext:
         self.folder.path.mkdir(parents=True, exist_ok=True)
         if self.config_yaml is not None:
             write_text_atomic(self.folder.config_path, self.config_yaml)
+        for path in (self.folder.events_path, self.folder.path / RUN_SAMPLES):
+            if path.is_symlink():  # appended to (and truncated) through the link: a file elsewhere was written
+                logger.warning("%s in the run folder was a link (to %s); the link is removed and the run writes a "
+                               "file of its own there (what it pointed to is left as it was).", path.name,
+                               os.readlink(path))
+                path.unlink()
         if self.fresh:  # one run's curves (and RL samples and reward code) per folder, never two joined
             for path in (self.folder.events_path, self.folder.path / RUN_SAMPLES):
                 if path.is_file():

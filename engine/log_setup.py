@@ -14,6 +14,8 @@ import os
 import sys
 import warnings
 
+from engine import terminal_text
+
 ROUTED_LIBRARIES = ("huggingface_hub", "datasets")
 """Libraries whose root logger gets a stderr handler of its own on import, on top of passing records on."""
 
@@ -57,6 +59,7 @@ def setup_logging(debug: bool, quiet_transformers: bool = True) -> None:
         stream=sys.stderr,
     )
     install_log_redaction()
+    terminal_text.install()
     route_library_logs()
     for noisy in ("httpx", "urllib3", "datasets", "filelock", "matplotlib", "PIL"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

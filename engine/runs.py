@@ -8,12 +8,14 @@ beside the job's outputs. Readers follow files incrementally by byte offset.
 from __future__ import annotations
 
 import copy
+import errno
 import json
 import logging
 import math
 import os
 import secrets
 import signal
+import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 logger = logging.getLogger(__name__)
 
@@ -164,11 +166,43 @@ def forget_steps_after(folder: Path, step: int, names: tuple[str, ...] = (EVENTS
     return dropped
 
 
+def open_regular(path: str | Path) -> BinaryIO:
+    """``path`` opened for reading in binary, only when it is a regular file (a link to one included).
+
+    A run folder's files can be replaced while the board reads them (a link to ``/dev/zero``, a named pipe): opening
+    a pipe waited for a writer forever, and reading a device never ended, holding the board's tick or page. Such a
+    file is refused at once (opened without waiting, then checked); read a regular file up to its size
+    (:func:`read_regular`).
+
+    Raises:
+        OSError: missing, unreadable, or not a regular file.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a pipe, device or socket)", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: str | Path, start: int = 0, max_bytes: int | None = None) -> bytes:
+    """The bytes of a regular file from ``start`` up to its size now (at most ``max_bytes``); see
+    :func:`open_regular`."""
+    with open_regular(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        fh.seek(start)
+        wanted = max(0, size - start)
+        return fh.read(wanted if max_bytes is None else min(wanted, max_bytes))
+
+
 def read_json(path: Path) -> dict[str, Any]:
     """A JSON object file's contents; {} when it is missing, unreadable, torn, not UTF-8 (a file damaged on disk
-    kept the board from starting) or not an object."""
+    kept the board from starting), not a regular file or not an object."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path).decode("utf-8"))
     except (OSError, ValueError, RecursionError):  # ValueError: JSONDecodeError and UnicodeDecodeError
         return {}
     return data if isinstance(data, dict) else {}
@@ -318,10 +352,10 @@ class RunFolder:
 def tail_text(path: Path, max_bytes: int = 16_384) -> str:
     """The last ``max_bytes`` of a text file (starting at a line boundary)."""
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
+            size = os.fstat(fh.fileno()).st_size
             fh.seek(max(0, size - max_bytes))
-            data = fh.read()
+            data = fh.read(min(size, max_bytes))
     except OSError:
         return ""
     text = data.decode("utf-8", errors="replace")
@@ -354,14 +388,21 @@ def _json_default(obj: Any) -> Any:
         return str(obj)
 
 
+MAX_EVENT_LINE = 4 << 20
+"""The longest events.jsonl line read (bytes); the engine's lines are a few KB."""
+
+
 @dataclass
 class EventReader:
     """Reads events.jsonl incrementally: remembers the byte offset and keeps a partial last line for later. Only JSON
-    objects come back: a line that is none (damaged, torn, or written by something else) is passed over."""
+    objects come back: a line that is none (damaged, torn, or written by something else) is passed over, and so is
+    a line longer than :data:`MAX_EVENT_LINE` (no event is; a file from elsewhere, or a crash's run of zero bytes,
+    was kept whole as the partial line and copied again with every chunk read: minutes of a core per GB)."""
 
     path: Path
     offset: int = 0
     _partial: bytes = field(default=b"", repr=False)
+    _overlong: bool = field(default=False, repr=False)  # within a line past MAX_EVENT_LINE: skipped to its end
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
@@ -381,15 +422,20 @@ class EventReader:
     def _read(self, max_bytes: int | None) -> tuple[list[dict[str, Any]], bool]:
         """(events in the next ``max_bytes`` or up to the end, whether ``max_bytes`` were read: more may follow)."""
         try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                chunk = fh.read() if max_bytes is None else fh.read(max_bytes)
+            chunk = read_regular(self.path, self.offset, max_bytes)
         except OSError:
             return [], False
         self.offset += len(chunk)
+        if self._overlong:
+            end = chunk.find(b"\n")
+            if end < 0:
+                return [], max_bytes is not None and len(chunk) == max_bytes
+            self._overlong, chunk = False, chunk[end + 1:]
         data = self._partial + chunk
         lines = data.split(b"\n")
         self._partial = lines.pop()
+        if len(self._partial) > MAX_EVENT_LINE:
+            self._partial, self._overlong = b"", True
         out = []
         for line in lines:
             if not line.strip():
@@ -412,14 +458,14 @@ class TextFollower:
 
     def read_new(self, max_bytes: int = 1 << 20) -> str:
         try:
-            with open(self.path, "rb") as fh:
+            with open_regular(self.path) as fh:
                 size = os.fstat(fh.fileno()).st_size
                 if size < self.offset:
                     self.offset = 0
                 if size - self.offset > max_bytes:
                     self.offset = size - max_bytes
                 fh.seek(self.offset)
-                chunk = fh.read()
+                chunk = fh.read(size - self.offset)
         except OSError:
             return ""
         self.offset += len(chunk)
@@ -439,10 +485,10 @@ def process_start_time(pid: int | None) -> float | None:
     except Exception:
         return None
     try:  # Linux without psutil: field 22 of /proc/PID/stat counts clock ticks since boot
-        stat = Path(f"/proc/{int(pid)}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(f"/proc/{int(pid)}/stat").read_text().rsplit(")", 1)[1].split()
         boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
                     if line.startswith("btime "))
-        return boot + int(stat[19]) / os.sysconf("SC_CLK_TCK")
+        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, StopIteration):
         return None
 

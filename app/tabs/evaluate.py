@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from app.topbar import TopBar, top_values
 from app.visible_text import choices as shown_choices
 from app.visible_text import reveal
 from app.widgets import collect, make_widget
+from engine.runs import open_regular, read_regular
 
 EVAL_KEYS = ["cutoff_len", "max_samples", "per_device_eval_batch_size"]
 MAX_PREDICTIONS = 2000
@@ -167,7 +169,7 @@ def read_metrics(folder: Path, end_metrics: dict[str, Any]) -> list[list[Any]]:
         path = folder / name
         if path.is_file():
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
+                data = json.loads(read_regular(path).decode("utf-8"))
             except (OSError, ValueError, RecursionError):  # unreadable, not JSON or not UTF-8, nested too deep
                 continue
             if isinstance(data, dict):
@@ -192,7 +194,11 @@ def read_predictions(folder: Path, limit: int = MAX_PREDICTIONS) -> list[list[st
     rows: list[list[str]] = []
     if not path.is_file():
         return rows
-    with open(path, encoding="utf-8", errors="replace") as fh:  # a byte that is not UTF-8 shows as U+FFFD
+    try:
+        fh = io.TextIOWrapper(open_regular(path), encoding="utf-8", errors="replace")  # bad UTF-8 shows as U+FFFD
+    except OSError:  # gone, or not a regular file any more (a pipe would hold the page)
+        return rows
+    with fh:
         for line in fh:
             if len(rows) >= limit:
                 break

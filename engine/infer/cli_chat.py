@@ -13,6 +13,7 @@ from typing import IO, Any
 from engine import collector
 from engine.config import RunConfig
 from engine.infer.chat import ChatModel, Reply
+from engine.terminal_text import shown
 
 HELP = "Type a message and press Enter. Commands: `clear` forgets the conversation, `exit` quits."
 
@@ -104,9 +105,10 @@ def _stream_reply(model: ChatModel, history: list[dict[str, str]], system: str |
     out.write("Assistant: ")
     out.flush()
     generation = model.start(history, system, stop_event=threading.Event())
+    terminal = _is_terminal(out)
     try:
         for piece in generation:
-            out.write(piece)
+            out.write(shown(piece) if terminal else piece)  # a reply's escapes must not drive the terminal
             out.flush()
     except KeyboardInterrupt:
         generation.close()
@@ -116,5 +118,15 @@ def _stream_reply(model: ChatModel, history: list[dict[str, str]], system: str |
     reply = model.finish(generation)
     if reply.tool_calls:
         for call in reply.tool_calls:
-            out.write(f"[tool call] {json.dumps(call, ensure_ascii=False)}\n")
+            text = json.dumps(call, ensure_ascii=False)
+            out.write(f"[tool call] {shown(text) if terminal else text}\n")
     return reply
+
+
+def _is_terminal(out: IO[str]) -> bool:
+    """Whether ``out`` is a terminal: a model's reply is written there with its control characters as escapes
+    (:func:`engine.terminal_text.shown`; byte-level tokens can spell any of them), and elsewhere as it is."""
+    try:
+        return bool(out.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False

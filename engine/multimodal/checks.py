@@ -52,7 +52,7 @@ def _item_path(item: Any) -> Any:
 def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tuple[str, ...] | None,
                   why_not: str = "") -> list[str]:
     from engine.data.row_media import media_path
-    from engine.multimodal.media import NOT_REGULAR, is_remote, probe
+    from engine.multimodal.media import DEAD_LINK, NOT_REGULAR, absent, is_remote, probe
 
     defaults = ({"prompt": "instruction", "query": "input", "response": "output"} if spec.formatting == "alpaca"
                 else {"messages": "conversations"})  # LLaMA-Factory's default columns
@@ -91,7 +91,7 @@ def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tu
                 continue
             full = media_path(path, spec)
             if probed[0] >= MAX_PROBED:
-                reason = None if full.is_file() else NOT_REGULAR if full.exists() else "is missing"
+                reason = None if full.is_file() else NOT_REGULAR if full.exists() else absent(full)
             else:
                 probed[0] += 1
                 reason = probe(kind, str(full))
@@ -99,6 +99,7 @@ def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tu
                 base = "media_dir" if spec.media_dir is not None else "dataset_dir, or set media_dir"
                 problems.append(f"{KIND_WORD[kind]} file {full} {reason}" + (
                     f": fix the path (relative paths are resolved against {base})" if reason == "is missing" else
+                    ": point the link at the file, or give the file's own path" if reason == DEAD_LINK else
                     ": replace the file"))
     return problems
 

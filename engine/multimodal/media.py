@@ -236,6 +236,12 @@ def read_video(source: Any, video_fps: float = 2.0, video_maxlen: int = 128, max
     return VideoClip(frames, indices, original_fps, duration or len(frames) / video_fps, total, scaled, sampled_fps)
 
 
+MAX_AUDIO_VALUES = 30 * 60 * 48_000 * 2
+"""The most sample values (samples times channels) an audio file may decode to: 30 minutes of 48 kHz stereo, about
+690 MB as float32. Silence compresses about 5,000-fold (a minute of 192 kHz stereo FLAC is 19 KB), so without a
+bound a small file in a dataset row or a chat request decoded to tens of gigabytes and the process was killed."""
+
+
 def read_audio(source: Any, sampling_rate: int = 16000) -> Any:
     """Mono float32 samples of an audio file (any format FFmpeg reads) at ``sampling_rate``, as LLaMA-Factory reads
     audio: float samples of every channel, their mean, then torchaudio's band-limited resampling (see
@@ -261,12 +267,19 @@ def read_audio(source: Any, sampling_rate: int = 16000) -> Any:
         if stream is None:
             raise MediaError(f"{_name(source)} has no audio stream; give an audio file.")
         to_float = av.AudioResampler(format="fltp")  # planar float32; the stream's own channels and rate
-        chunks, rate = [], 0
+        chunks, rate, values = [], 0, 0
         try:
             for frame in container.decode(stream):
                 for out in to_float.resample(frame):
                     chunks.append(out.to_ndarray())
                     rate = out.sample_rate
+                    values += chunks[-1].size
+                if values > MAX_AUDIO_VALUES:
+                    channels = chunks[-1].shape[0]
+                    seconds = MAX_AUDIO_VALUES / channels / max(rate, 1)
+                    raise MediaError(f"Audio {_name(source)} is longer than {seconds:,.0f} seconds ({channels} "
+                                     f"channel(s) at {rate:,} Hz), more than is read here; cut it into shorter "
+                                     "clips.")
             chunks += [out.to_ndarray() for out in to_float.resample(None)]
         except (av.error.FFmpegError, OSError) as err:
             raise MediaError(f"Audio {_name(source)} cannot be decoded ({err}); replace the file.") from None
@@ -317,6 +330,12 @@ def resample(wave: Any, orig_rate: int, new_rate: int, zero_crossings: int = 6, 
 
 
 NOT_REGULAR = "is not a regular file (a pipe, device or socket)"
+DEAD_LINK = "is a link that leads to no file (its target is gone, or the links loop)"
+
+
+def absent(path: str | Path) -> str:
+    """Why a path that does not exist as a file is not one: missing, or a link that leads nowhere."""
+    return DEAD_LINK if Path(path).is_symlink() else "is missing"
 
 
 def probe(kind: str, path: str) -> str | None:
@@ -332,7 +351,7 @@ def probe(kind: str, path: str) -> str | None:
     elif Path(path).is_dir():
         return "is a folder, not a file"
     elif not Path(path).is_file():
-        return NOT_REGULAR if Path(path).exists() else "is missing"
+        return NOT_REGULAR if Path(path).exists() else absent(path)
     try:
         if kind == "images":
             from PIL import Image

@@ -13,7 +13,14 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from engine.checkpoints import checkpoint_problem, describe_torn, latest_complete, list_checkpoints, step_of
+from engine.checkpoints import (
+    FSDP_STATE,
+    checkpoint_problem,
+    describe_torn,
+    latest_complete,
+    list_checkpoints,
+    step_of,
+)
 from engine.config import RunConfig
 from engine.errors import UserError
 from engine.train.resume_fit import check_fits
@@ -184,7 +191,6 @@ def resolve_resume(cfg: RunConfig, running: bool = False) -> str | bool | None:
     return str(folder)
 
 
-FSDP_STATE = "pytorch_model_fsdp"  # transformers' name for the model state an FSDP run saves (file or folder)
 
 
 def _check_sharding_matches(cfg: RunConfig, checkpoint: Path, running: bool) -> None:

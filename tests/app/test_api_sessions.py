@@ -100,3 +100,31 @@ def test_a_fast_caller_keeps_at_most_max_sessions():
     assert list(tracker.last_call) == ["call-46", "call-47", "call-48", "call-49"]
     tracker.seen(Request("client"))  # a dropped session comes back with its next call
     assert "client" in tracker.last_call and len(tracker.last_call) == 4
+
+
+def test_sessions_of_tabs_closed_long_ago_are_dropped_by_an_open_tabs_tick(board):
+    """gradio keeps every browser tab's session (0.8 MB of page config) until 10,000 exist, even after the tab
+    closed: each page load grew the board for good. An open tab's tick now drops the sessions gradio marked closed
+    an hour ago, and any silent for a day; a recently closed tab (its connection may come back) and open ones stay."""
+    import datetime
+
+    from app import topbar
+
+    with gr.Blocks() as demo:
+        bar = topbar.build(board)
+        topbar.wire(bar, board, demo)
+    demo.queue()
+    demo.launch(server_port=_free_port(), prevent_thread_lock=True, quiet=True)
+    try:
+        holder = demo.state_holder
+        now = datetime.datetime.now()
+        ages = {"open": 0, "closed-now": 60, "closed-long": 2 * 3600, "silent-day": 25 * 3600, "open-hour": 3600}
+        for name, seconds in ages.items():
+            holder[name].is_closed = name.startswith("closed")
+            holder.time_last_used[name] = now - datetime.timedelta(seconds=seconds)
+        [tick] = [fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "on_refresh"]
+        tick.fn([], "en")
+        assert sorted(holder.session_data) == ["closed-now", "open", "open-hour"]
+        assert sorted(holder.time_last_used) == ["closed-now", "open", "open-hour"]
+    finally:
+        demo.close()

@@ -100,3 +100,30 @@ def test_history_shows_a_run_whose_times_are_no_times(tmp_path, value):
     assert not set(times) & set(folder.info())
     frame, ids = table_frame(Board(workspace=ws, jobs=JobManager(ws.runs_dir)), "en")
     assert ids == [folder.id]
+
+
+def test_the_board_passes_over_run_files_replaced_by_a_pipe(tmp_path):
+    """events.jsonl or config.yaml replaced by a named pipe while the board watches: opening it waited for a writer
+    forever, holding the History page, the run view or the chat tab; it now reads as unreadable at once."""
+    import os
+    import sys
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
+    from test_run_files_not_regular import within
+
+    from app.chat_media import model_media
+    from app.history import RunConfigError, load_run_config
+
+    folder = _run(tmp_path, b"")
+    for name in ("events.jsonl", "config.yaml"):
+        (folder.path / name).unlink()
+        os.mkfifo(folder.path / name)
+    pipes = [folder.path / "events.jsonl", folder.path / "config.yaml"]
+    assert within(5, lambda: monitor.final_loss(folder.path), *pipes) is None
+    assert within(5, lambda: list(curves.iter_events(folder.path / "events.jsonl")), *pipes) == []
+    with pytest.raises(RunConfigError, match="not a regular file"):
+        within(5, lambda: load_run_config(folder.path / "config.yaml"), *pipes)
+    board = SimpleNamespace(jobs=SimpleNamespace(runs_dir=folder.path.parent))
+    assert within(5, lambda: model_media(board, folder.id), *pipes) == ()

@@ -57,3 +57,18 @@ def test_an_earlier_export_is_still_replaced_and_a_link_in_it_is_removed_not_fol
     _clear_previous(export_dir)
     assert sorted(p.name for p in export_dir.iterdir()) == []
     assert (elsewhere / "data.bin").read_text() == "keep"
+
+
+def test_an_info_file_naming_a_folder_there_deletes_nothing(tmp_path):
+    """An export writes files only, so a folder the info file names is someone's data: a run folder holding an info
+    file that lists its checkpoint had that checkpoint deleted whole by the next export into it."""
+    export_dir = tmp_path / "run"
+    (export_dir / "checkpoint-50").mkdir(parents=True)
+    (export_dir / "checkpoint-50" / "adapter_model.safetensors").write_text("weights")
+    (export_dir / "model.safetensors").write_text("old")
+    (export_dir / "export_info.json").write_text(json.dumps({"files": ["model.safetensors", "checkpoint-50"]}))
+    assert previous_export_files(export_dir) is None
+    [problem] = _check_export_dir(export_dir, _cfg(tmp_path))
+    assert "is not empty" in problem and "checkpoint-50" in problem
+    _clear_previous(export_dir)
+    assert (export_dir / "checkpoint-50" / "adapter_model.safetensors").read_text() == "weights"

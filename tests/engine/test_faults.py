@@ -552,6 +552,35 @@ def test_a_live_run_folder_is_refused_by_rank_0_only(tmp_path, monkeypatch):
     assert live_run_problem(tmp_path) is None  # that process has ended: the folder is free
 
 
+def _fsdp_sharded_checkpoint(folder: Path, step: int, *, whole: bool = True) -> Path:
+    """A checkpoint as an FSDP run with a sharded state dict saves it: the model state in a
+    torch.distributed.checkpoint folder (its .metadata written last), no model or adapter weights."""
+    ckpt = folder / f"checkpoint-{step}"
+    for name in ("pytorch_model_fsdp_0", "optimizer_0"):
+        (ckpt / name).mkdir(parents=True)
+        (ckpt / name / "__0_0.distcp").write_bytes(b"\0" * 64)
+        if whole:
+            (ckpt / name / ".metadata").write_bytes(b"meta")
+    torch.save({"last_epoch": step}, ckpt / "scheduler.pt")
+    (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    return ckpt
+
+
+def test_an_fsdp_sharded_checkpoint_is_complete_and_survives_a_full_disk(tmp_path):
+    """A sharded FSDP checkpoint holds no model or adapter weights, so it read as a cut-off save: a resume skipped it
+    (starting over, or from an older one) and a run ended by a full disk deleted it as torn."""
+    whole = _fsdp_sharded_checkpoint(tmp_path, 20)
+    assert checkpoint_problem(whole) is None
+    latest, skipped = latest_complete(tmp_path)
+    assert latest == whole and skipped == []
+    cut = _fsdp_sharded_checkpoint(tmp_path, 30, whole=False)
+    assert "pytorch_model_fsdp_0 has no .metadata" in checkpoint_problem(cut)
+    assert remove_torn(tmp_path) == ["checkpoint-30"]
+    assert whole.is_dir() and latest_complete(tmp_path) == (whole, [])
+    (whole / "pytorch_model_fsdp_rank1.bin").write_bytes(b"cut")  # LOCAL_STATE_DICT: one torch file per process
+    assert "pytorch_model_fsdp_rank1.bin is cut off" in checkpoint_problem(whole)
+
+
 def test_resuming_across_fsdp_and_unsharded_is_refused_before_loading(tmp_path, monkeypatch):
     """An FSDP checkpoint resumed by a single process (a ValueError) or an unsharded one under FSDP (a
     FileNotFoundError on every rank) had failed after the model loaded, while `lf-engine check` said OK."""
@@ -615,3 +644,21 @@ def test_a_surviving_rank_records_the_outcome_when_rank_0_died(tmp_path, monkeyp
             raise RuntimeError("[pair.cc:537] Read error [127.0.0.1]:386: Connection reset by peer")
     run = json.loads((tmp_path / "run.json").read_text())
     assert run["status"] == "failed" and run["exit_code"] == 1 and "so rank 1 stopped too" in run["error"]
+
+
+@pytest.mark.parametrize("fresh", [True, False], ids=["new run", "resumed run"])
+def test_run_files_that_are_links_are_replaced_not_written_through(tmp_path, fresh):
+    """An output_dir from elsewhere whose events.jsonl or completions.jsonl is a link: a new run truncated the file
+    it points to, and every run appended its events to it (a file outside the run folder, ~/.bashrc say)."""
+    victim, samples = tmp_path / "victim.txt", tmp_path / "samples.txt"
+    victim.write_text("keep me\n")
+    samples.write_text("keep me too\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "events.jsonl").symlink_to(victim)
+    (run / "completions.jsonl").symlink_to(samples)
+    with JobContext(run, "train", config_yaml="stage: sft\n", fresh=fresh) as ctx:
+        ctx.events.write({"event": "log", "step": 1, "loss": 1.0})
+    assert victim.read_text() == "keep me\n" and samples.read_text() == "keep me too\n"
+    assert not (run / "events.jsonl").is_symlink() and '"loss": 1.0' in (run / "events.jsonl").read_text()
+    assert not (run / "completions.jsonl").exists()

@@ -400,3 +400,29 @@ def test_qwen_families_bring_thin_images_to_llamafactorys_sides(tmp_path):
                                                    [str(tmp_path / "thin.png")], [], [], MediaOptions())
     grid = arrays["image_grid_thw"][0]
     assert messages[0]["content"].count("<|image_pad|>") == int(np.prod(grid)) // 4 > 0
+
+
+def test_audio_that_decodes_past_the_bound_is_refused_while_decoding(monkeypatch):
+    """Silence compresses about 5,000-fold: a minute of 192 kHz stereo FLAC is ~19 KB, so a few MB in a dataset row
+    or a chat request decoded to tens of GB and the process was killed. Decoding now stops at the bound."""
+    import io
+
+    import av
+
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="flac") as container:
+        stream = container.add_stream("flac", rate=192_000, layout="stereo")
+        second = np.zeros((1, 2 * 192_000), dtype=np.int16)
+        for _ in range(20):
+            frame = av.AudioFrame.from_ndarray(second, format="s16", layout="stereo")
+            frame.sample_rate = 192_000
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    data = buffer.getvalue()
+    assert len(data) < 20_000  # 20 s of sound, 30 MB as float32
+    assert len(media.read_audio(data, 16000)) == 20 * 16000  # under the bound: read whole, as before
+    monkeypatch.setattr(media, "MAX_AUDIO_VALUES", 5 * 192_000 * 2)
+    with pytest.raises(media.MediaError, match=r"longer than 5 seconds \(2 channel\(s\) at 192,000 Hz\).*cut it"):
+        media.read_audio(data, 16000)

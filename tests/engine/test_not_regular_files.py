@@ -14,6 +14,11 @@ def test_a_pipe_or_device_is_not_called_missing(tmp_path):
     for path in (str(pipe), "/dev/zero"):
         assert probe("images", path) == "is not a regular file (a pipe, device or socket)"
     assert probe("images", str(tmp_path / "gone.png")) == "is missing"
+    (tmp_path / "loop.png").symlink_to(tmp_path / "loop.png")  # a link to itself: "missing" sent users to the path
+    (tmp_path / "dead.mp4").symlink_to(tmp_path / "gone.mp4")
+    for path in ("loop.png", "dead.mp4"):
+        assert probe("images", str(tmp_path / path)) == "is a link that leads to no file (its target is gone, or the " \
+            "links loop)"
     assert probe("videos", str(tmp_path)) == "is a folder, not a file"
 
 

@@ -73,7 +73,7 @@ def test_newcomer_path_in_english_and_chinese(live_board, tmp_path):
             # registering a dataset refreshes the preview without clicking Preview
             page.get_by_text("Upload and preview data", exact=False).first.click()
             page.locator("input[type=file]").first.set_input_files(str(upload))
-            time.sleep(1.5)
+            wait_for(lambda: page.get_by_text("zebra.json").count() >= 1, 30, "the uploaded file")
             page.get_by_label("Dataset name").fill("zebra")
             page.get_by_role("button", name="Register dataset").click()
             wait_for(lambda: "ZEBRAWORD" in page.locator(".lf-preview").first.inner_text(), 120, "the new dataset's preview")

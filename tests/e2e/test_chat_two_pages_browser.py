@@ -64,6 +64,29 @@ def shoot(page, name: str) -> None:
         page.screenshot(path=str(Path(folder) / name), full_page=True)
 
 
+WATCH_STATUS = """() => {
+    const status = document.querySelector('#lf-chat-status');
+    window.lfStatusChanged = false;
+    new MutationObserver(() => { window.lfStatusChanged = true; })
+        .observe(status, {subtree: true, childList: true, characterData: true});
+}"""
+
+
+def load_and_wait_for_its_answer(page, ready: str, timeout: float) -> None:
+    """Press Load and wait for its own answer, not a ready line from before it (a page that adopted the worker as
+    its language was set shows one already): the status must change after the press and then start with ``ready``.
+    The Load's loading and ready lines can reach the page together and leave its text as it was; then the ready line
+    counts once 3 s have passed, as long as a Load takes to answer with a worker that is already running."""
+    page.evaluate(WATCH_STATUS)
+    page.locator("#lf-chat-load").click()
+    status = page.locator("#lf-chat-status")
+    try:
+        wait_for(lambda: page.evaluate("window.lfStatusChanged") and status.inner_text().strip().startswith(ready), 3,
+                 "a changed status")
+    except AssertionError:
+        wait_for(lambda: status.inner_text().strip().startswith(ready), timeout, "the shared worker")
+
+
 def open_chat(browser, url: str, locale: str, tab: str):
     page = browser.new_context(locale=locale, viewport={"width": 1400, "height": 1000}).new_page()
     page.goto(url)
@@ -88,9 +111,7 @@ def test_two_pages_share_one_worker_with_their_own_conversations(live_board):
             wait_for(lambda: "Ready" in first.locator("#lf-chat-status").inner_text(), LOAD_TIMEOUT, "the worker")
             # (the second page may have adopted the worker as it loaded, when its language was set; either way its
             # Load must use that worker, not load the model again)
-            second.locator("#lf-chat-load").click()
-            time.sleep(3)  # the Load's own answer, not a line from before it
-            wait_for(lambda: "就绪" in second.locator("#lf-chat-status").inner_text(), 60, "the shared worker")
+            load_and_wait_for_its_answer(second, "就绪：", 60)
             live = [r for r in chat_runs(workspace) if r.get("status") == "running"]
             assert len(chat_runs(workspace)) == 1 and len(live) == 1, "the second page loaded the model again"
 

@@ -52,7 +52,7 @@ def prequantized_problems(cfg: Any) -> list[str]:
     try:
         stat = Path(config_file).stat()
         config = json.loads(Path(config_file).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+    except (OSError, ValueError, RecursionError):  # ValueError: not JSON, not UTF-8; RecursionError: nested too deep
         return []  # the model check names an unreadable config.json
     if not isinstance(config, dict) or quantization_config(config) is None:
         return []

@@ -64,7 +64,7 @@ def build(board: Board) -> ChatTab:
     with gr.Row():
         with gr.Column(scale=3):
             with gr.Row():
-                chatbot = gr.Chatbot(label=L("chat_finetuned"), height=460, buttons=["copy"], scale=1,
+                chatbot = gr.Chatbot(label=L("chat_box"), height=460, buttons=["copy"], scale=1,  # nothing loaded
                                      elem_id="lf-chatbot")
                 chatbot_base = gr.Chatbot(label=L("chat_base"), height=460, visible=False, buttons=["copy"], scale=1)
             message = gr.MultimodalTextbox(label=L("chat_message"), placeholder=L("chat_placeholder"), lines=1,
@@ -197,8 +197,8 @@ def load_servers(board: Board, top: forms.TopValues, sampling: dict[str, Any], c
                     started=[i for s, i in started.items() if s not in keep])
 
 
-def served_model(board: Board, run_id: str) -> str:
-    """The model (and adapter) a chat worker serves, for a message."""
+def served(board: Board, run_id: str) -> tuple[str, str]:
+    """(model, adapter or '') a chat worker serves, read from its config."""
     from app.history import read_config
     from engine.runs import RunFolder
 
@@ -206,7 +206,19 @@ def served_model(board: Board, run_id: str) -> str:
     model, adapter = str(config.get("model_name_or_path") or "?"), config.get("adapter_name_or_path")
     if isinstance(adapter, list):
         adapter = ", ".join(map(str, adapter))
+    return model, str(adapter or "")
+
+
+def served_model(board: Board, run_id: str) -> str:
+    """The model (and adapter) a chat worker serves, for a message."""
+    model, adapter = served(board, run_id)
     return f"{model} + {adapter}" if adapter else model
+
+
+def box_label(adapter: str | None) -> Any:
+    """The main chat box's label by what it talks to: the fine-tuned model (an adapter is loaded), the base model (no
+    adapter), or a plain "Chat" while nothing is loaded (``None``). A key, so that it follows the page's language."""
+    return gr.update(label=L("chat_box") if adapter is None else L("chat_finetuned") if adapter else L("chat_base"))
 
 
 def start_servers(
@@ -290,51 +302,52 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     def on_load(model, ft, checkpoint, template, compare, servers, lang, *values):
         top_vals = top_values(model, ft, checkpoint, template)
         if compare and not top_vals.checkpoint:
-            yield t(lang, "chat_compare_needs_checkpoint"), gr.skip(), gr.skip()
+            yield t(lang, "chat_compare_needs_checkpoint"), gr.skip(), gr.skip(), gr.skip()
             return
         sampling = collect(tab.keys, list(values))
         plan = load_servers(board, top_vals, sampling, compare, servers)
         if plan.busy:
-            yield t(lang, "chat_busy", model=served_model(board, plan.busy[0])), gr.skip(), gr.skip()
+            yield t(lang, "chat_busy", model=served_model(board, plan.busy[0])), gr.skip(), gr.skip(), gr.skip()
             return
         if plan.problems:  # nothing was ended: the page keeps the workers it had
             chat_workers.stop_ids(board, plan.started)
-            yield problems_text(lang, t(lang, "train_problems"), plan.problems), gr.skip(), gr.skip()
+            yield problems_text(lang, t(lang, "train_problems"), plan.problems), gr.skip(), gr.skip(), gr.skip()
             return
         started = plan.servers
-        yield t(lang, "chat_loading", elapsed=0), started, gr.update(visible=compare)
+        yield t(lang, "chat_loading", elapsed=0), started, gr.update(visible=compare), box_label(None)
         begin = time.time()
         while time.time() - begin < LOAD_TIMEOUT:
             states = {side: board.jobs.status(run_id) for side, run_id in started.items()}
             failed = [s for s in states.values() if s["status"] in ("failed", "aborted", "completed")]
             if failed:
                 chat_workers.stop_ids(board, plan.started)  # a worker it shares with another page is that page's
-                yield t(lang, "chat_load_failed", error=failure_text(board, failed[0], lang)), {}, gr.skip()
+                yield t(lang, "chat_load_failed", error=failure_text(board, failed[0], lang)), {}, gr.skip(), gr.skip()
                 return
             if all(s.get("ready") and s.get("port") for s in states.values()):
                 ports = ports_text(lang, states)
                 line = (t(lang, "chat_ready", model=top_vals.model, adapter=top_vals.checkpoint, ports=ports)
                         if top_vals.checkpoint else t(lang, "chat_ready_no_adapter", model=top_vals.model, ports=ports))
-                yield line + ("\n\n" + t(lang, "chat_shared") if plan.shared else ""), started, gr.skip()
+                yield (line + ("\n\n" + t(lang, "chat_shared") if plan.shared else ""), started, gr.skip(),
+                       box_label(top_vals.checkpoint or ""))
                 return
             time.sleep(1.0)
-            yield t(lang, "chat_loading", elapsed=int(time.time() - begin)), started, gr.skip()
+            yield t(lang, "chat_loading", elapsed=int(time.time() - begin)), started, gr.skip(), gr.skip()
         chat_workers.stop_ids(board, plan.started)
-        yield t(lang, "chat_load_timeout", seconds=int(LOAD_TIMEOUT)), {}, gr.skip()
+        yield t(lang, "chat_load_timeout", seconds=int(LOAD_TIMEOUT)), {}, gr.skip(), gr.skip()
 
     tab.load_btn.click(
         on_load,
         [*top.values(), tab.compare, tab.servers, top.lang, *tab.fields.values()],
-        [tab.status, tab.servers, tab.chatbot_base],
+        [tab.status, tab.servers, tab.chatbot_base, tab.chatbot],
         concurrency_limit=None,
         **private,
     )
 
     def on_unload(servers, lang):
         stopped = unload(board, servers)
-        return t(lang, "chat_unloaded", n=len(stopped)), {}
+        return t(lang, "chat_unloaded", n=len(stopped)), {}, box_label(None)
 
-    tab.unload_btn.click(on_unload, [tab.servers, top.lang], [tab.status, tab.servers], **private)
+    tab.unload_btn.click(on_unload, [tab.servers, top.lang], [tab.status, tab.servers, tab.chatbot], **private)
 
     def on_send(message, as_tool, convo, convo_base, system, tools_text, servers, lang, *values):
         message = message if isinstance(message, dict) else {"text": message or "", "files": []}
@@ -444,15 +457,18 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         if adopted:  # a new browser, or the page of an earlier board: adopt the workers still running
             live = staying_servers(board, chat_workers.adopt(board))
         if not live:  # leave the page's servers as they are: a Load that started while this was under way has
-            return gr.skip(), gr.skip(), gr.skip()  # written its new worker there (a send to a gone one says so)
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()  # written its new worker there (a send to a gone one says so)
+        main = live.get("main") or next(iter(live.values()))
+        ready = all(s.get("ready") and s.get("port") for s in live.values())
         return (
             served_line(board, live, lang, adopted),
             {s: v["id"] for s, v in live.items()},
             gr.update(visible="base" in live),
+            box_label(served(board, main["id"])[1] if ready else None),
         )
 
     gr.on([demo.load, top.lang.change], on_page_load, [tab.servers, top.lang],
-          [tab.status, tab.servers, tab.chatbot_base], show_progress="hidden", **private)
+          [tab.status, tab.servers, tab.chatbot_base, tab.chatbot], show_progress="hidden", **private)
 
 
 def failure_text(board: Board, status: dict[str, Any], lang: str) -> str:
@@ -505,20 +521,13 @@ def served_line(board: Board, live: dict[str, dict[str, Any]], lang: str, adopte
     """The status line of running chat servers: the model and adapter the main one serves (read from its config,
     not from the top bar, which a reopened page shows as it starts) and the ports; ``adopted``: the page found
     them running (not loaded from it)."""
-    from app.history import read_config
-    from engine.runs import RunFolder
-
     ports = ports_text(lang, live)
     main = live.get("main") or next(iter(live.values()))
     if not all(s.get("ready") and s.get("port") for s in live.values()):
         # still loading (a page reopened during its Load, or another page's): no "ready" and no port 0; a Load running
         # in this page overwrites the line with its progress a second later
         return t(lang, "chat_still_loading", model=served_model(board, main["id"]))
-    config = read_config(RunFolder(board.jobs.runs_dir / main["id"]))
-    model = config.get("model_name_or_path") or "?"
-    adapter = config.get("adapter_name_or_path")
-    if isinstance(adapter, list):
-        adapter = ", ".join(map(str, adapter))
+    model, adapter = served(board, main["id"])
     if adopted:
         if adapter:
             return t(lang, "chat_reattached", model=model, adapter=adapter, ports=ports)

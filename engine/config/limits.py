@@ -83,7 +83,30 @@ def non_finite_inside(value: Any) -> float | None:
     return None
 
 
-def non_finite_problem(key: str, value: float) -> str:
+def typed_number(text: str, limit: int = 40) -> str:
+    """A number as the user typed it, for a message: whole when short, else its first digits and how many it has."""
+    text = text.strip()
+    if len(text) <= limit:
+        return shorten(text, limit)
+    digits = sum(c.isdigit() for c in text)
+    if digits >= len(text) - 8:  # digits with a sign, a point or an exponent
+        return shorten(text[:20], 20) + f"… ({digits:,} digits)"
+    return shorten(text, limit)
+
+
+def _spells_non_finite(text: str) -> bool:
+    """Whether ``text`` names NaN or an infinity (``nan``, ``-inf``, ``.inf``, ``Infinity``) rather than a number
+    too large to hold."""
+    word = text.strip().lstrip("+-").lstrip(".").lower()
+    return word in ("nan", "inf", "infinity")
+
+
+def non_finite_problem(key: str, value: Any) -> str:
+    """The message for a NaN or infinity given for ``key``; ``value`` is the text the user typed where there was
+    text (a command-line override), shown as typed (abridged), else the number it became."""
+    if isinstance(value, str) and not _spells_non_finite(value):
+        return (f"`{key}: {typed_number(value)}` is too large a number (past about 1.8e308 it reads as infinity, "
+                "which slips past every bound and breaks training); give a real number.")
     return (f"`{key}: {value}` is not a finite number (NaN and infinities are refused: they slip past every bound "
             "and break training); give a real number.")
 

@@ -46,6 +46,7 @@ from engine.config.schema import (
     ParallelArgs,
     TrainArgs,
 )
+from engine.config.yaml_loader import ConfigLoader
 from engine.errors import UserError, coded
 
 logger = logging.getLogger(__name__)
@@ -211,7 +212,7 @@ def coerce_value(key: str, value: Any, tp: Any) -> Any:
         except (TypeError, ValueError):
             raise ValueError(f"`{key}: {shown(value)}` must be a whole number.") from None
         if non_finite(as_float):
-            raise ValueError(non_finite_problem(key, as_float))
+            raise ValueError(non_finite_problem(key, value if isinstance(value, str) else as_float))
         if not as_float.is_integer():
             raise ValueError(f"`{key}: {shown(value)}` must be a whole number, not a fraction.")
         return int(as_float)
@@ -224,7 +225,7 @@ def coerce_value(key: str, value: Any, tp: Any) -> Any:
             example = " (e.g. 1.0e-4)" if key.endswith(("learning_rate", "_lr")) else " (e.g. 3 or 0.5)"
             raise ValueError(f"`{key}: {shown(value)}` must be a number{example}.") from None
         if non_finite(number):
-            raise ValueError(non_finite_problem(key, number))
+            raise ValueError(non_finite_problem(key, value if isinstance(value, str) else number))
         return number
     if base is str:
         if isinstance(value, (list, tuple)):
@@ -454,7 +455,8 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             value = raw
         if isinstance(value, str):  # YAML 1.1 reads `1e-3` as text; numbers are meant
             try:
-                value = float(value) if any(c in value for c in ".eE") else int(value)
+                number = float(value) if any(c in value for c in ".eE") else int(value)
+                value = value if non_finite(number) else number  # `1e999` stays as typed, for a message to show
             except ValueError:
                 pass
         out[key.strip().lstrip("-")] = value
@@ -463,46 +465,11 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
-MAX_INT_DIGITS = 4000
-"""The most digits a whole number in a config may have (Python reads at most 4,300 as text by default)."""
-
-
-class _ConfigLoader(yaml.SafeLoader):
-    """``yaml.safe_load``'s loader that also notes a key given twice in one mapping: the last value wins, as in
-    LLaMA-Factory (which reads configs with ``yaml.safe_load``), and :func:`read_yaml` says so."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self.repeated: list[tuple[str, int]] = []
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[str] = set()
-        for key_node, _value in node.value:
-            if isinstance(key_node, yaml.ScalarNode) and key_node.value != "<<":
-                if key_node.value in seen:
-                    self.repeated.append((key_node.value, key_node.start_mark.line + 1))
-                seen.add(key_node.value)
-        return super().construct_mapping(node, deep)
-
-    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
-        """A whole number, refused (with its place in the file) past Python's limit on digits read as text, which
-        stopped the reading with a ValueError traceback instead of a message."""
-        digits = len(node.value.replace("_", ""))
-        if digits > MAX_INT_DIGITS:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"a whole number of {digits:,} digits (a setting takes at most {MAX_INT_DIGITS:,}; "
-                "none needs more than 19)", node.start_mark)
-        return super().construct_yaml_int(node)
-
-
-_ConfigLoader.add_constructor("tag:yaml.org,2002:int", _ConfigLoader.construct_yaml_int)
-
-
 def load_yaml_text(text: str, source: str = "The config", warn: bool = True) -> Any:
     """``yaml.safe_load(text)``, with a warning for each key set twice (the last value is used; ``warn=False`` for a
     second reading of the same file). A text whose aliases expand past the size limit is refused here, before
     anything reads a value. Raises yaml.YAMLError, or ConfigError for that size."""
-    loader = _ConfigLoader(text)
+    loader = ConfigLoader(text)
     try:
         data = loader.get_single_data()
         expanded = expansion_problem(data, source)

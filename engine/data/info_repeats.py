@@ -16,7 +16,10 @@ def _noting_repeats(found: list[tuple[str, dict]]):
     """A ``json`` object hook that builds each object as ``json`` does (the last of a repeated key wins, as
     LLaMA-Factory reads the file) and notes each repeated key with the object it is in."""
     def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        built, seen = dict(pairs), set()
+        built = dict(pairs)
+        if len(built) == len(pairs):  # no key repeats (nearly always): nothing more to look at
+            return built
+        seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
                 found.append((key, built))

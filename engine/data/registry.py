@@ -104,7 +104,11 @@ def load_dataset_info(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any
     Raises:
         DatasetError: when the file is missing or not a JSON object of entries (with line and column).
     """
-    path = info_path(dataset_dir)
+    return _read_info(info_path(dataset_dir))[0]
+
+
+def _read_info(path: Path) -> tuple[dict[str, Any], list[str]]:
+    """:func:`load_dataset_info` of the file at ``path``, with its repeated keys labelled."""
     if not path.is_file():
         raise DatasetError(
             f"No {INFO_FILE} in {path.parent}. Set `dataset_dir` to the folder that holds it, or give the dataset "
@@ -124,7 +128,7 @@ def load_dataset_info(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any
         raise DatasetError(f"{path} must be a JSON object mapping dataset names to entries.")
     if repeated:
         warn_repeats(path, repeated)
-    return info  # entries are checked where they are used (used_entry), as LLaMA-Factory reads only those
+    return info, repeated  # entries are checked where they are used (used_entry), as LLaMA-Factory reads only those
 
 
 def broken_entry(name: str, entry: Any) -> str | None:
@@ -160,7 +164,10 @@ def used_entry(path: Path | str, info: dict[str, Any], name: str) -> dict[str, A
 def repeated_keys_note(dataset_dir: str | os.PathLike) -> str | None:
     """:func:`repeats_message` for the dataset_info.json of ``dataset_dir`` (None when no key repeats)."""
     path = info_path(dataset_dir)
-    repeated = repeated_keys(path)
+    try:
+        repeated = _listed(path)[1]
+    except (OSError, DatasetError):  # no file, or not one to read: the listing says so
+        repeated = []
     return repeats_message(path, repeated) if repeated else None
 
 
@@ -375,26 +382,28 @@ def detect_kind(entry: dict[str, Any]) -> str:
     return "sft"
 
 
-def list_datasets(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
-    """Registered datasets for the board's dropdown: name -> entry details plus ``kind`` and ``available``.
+_LISTED: dict[str, tuple[tuple[int, ...], dict[str, dict[str, Any]], list[str]]] = {}
+"""dataset_info.json path -> (version: mtime, size, inode; entries as listed but for ``available``; repeated keys)."""
 
-    ``available`` is true when the entry's local file exists; entries read from a hub (every entry with a hub URL,
-    as LLaMA-Factory reads them, and script or cloud entries without a file) are listed with ``hub: true``. A
-    malformed entry is listed with ``kind: broken`` and ``problem`` (what is wrong and the fix).
-    Returns an empty dict when there is no dataset_info.json.
-    """
-    folder = Path(dataset_dir).expanduser().absolute()
-    if not info_path(folder).is_file():
-        return {}
-    out = {}
-    for name, entry in load_dataset_info(folder).items():
+
+def _listed(path: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """The entries of the dataset_info.json at ``path`` as :func:`list_datasets` lists them (without ``available``,
+    which follows the data files) and its repeated keys, read again only when the file changed."""
+    stat = path.stat()
+    stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+    known = _LISTED.get(str(path))
+    if known is not None and known[0] == stamp:
+        return known[1], known[2]
+    info, repeated = _read_info(path)
+    listed = {}
+    for name, entry in info.items():
         problem = broken_entry(name, entry)
         if problem:  # listed as broken, with the reason, rather than breaking the list
-            out[name] = {"file_name": None, "formatting": None, "ranking": False, "columns": {}, "kind": "broken",
-                         "hub": False, "available": False, "problem": problem}
+            listed[name] = {"file_name": None, "formatting": None, "ranking": False, "columns": {}, "kind": "broken",
+                            "hub": False, "problem": problem}
             continue
         file_name = entry.get("file_name")
-        out[name] = {
+        listed[name] = {
             "file_name": file_name,
             "formatting": entry.get("formatting", "alpaca"),
             "ranking": bool(entry.get("ranking", False)),
@@ -402,8 +411,31 @@ def list_datasets(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
             "kind": detect_kind(entry),
             "hub": any(entry.get(key) for key in HUB_URL_KEYS.values()) or (
                 not file_name and any(entry.get(key) for key in HUB_KEYS)),
-            "available": bool(file_name) and (folder / file_name).exists(),
         }
+    _LISTED.pop(str(path), None)
+    _LISTED[str(path)] = (stamp, listed, repeated)
+    while len(_LISTED) > 16:  # the board lists a folder 4 times for one change of folder (pickers and notes)
+        _LISTED.pop(next(iter(_LISTED)))
+    return listed, repeated
+
+
+def list_datasets(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    """Registered datasets for the board's dropdown: name -> entry details plus ``kind`` and ``available``.
+
+    ``available`` is true when the entry's local file exists; entries read from a hub (every entry with a hub URL,
+    as LLaMA-Factory reads them, and script or cloud entries without a file) are listed with ``hub: true``. A
+    malformed entry is listed with ``kind: broken`` and ``problem`` (what is wrong and the fix); {} without a file.
+    """
+    folder = Path(dataset_dir).expanduser().absolute()
+    if not info_path(folder).is_file():
+        return {}
+    listed, _ = _listed(info_path(folder))
+    out, seen = {}, {}  # whether each file exists (many entries may name one)
+    for name, item in listed.items():
+        file_name = item["file_name"]
+        if file_name and file_name not in seen:
+            seen[file_name] = os.path.exists(os.path.join(folder, file_name))  # False for a name with a NUL byte
+        out[name] = {**item, "columns": dict(item["columns"]), "available": bool(file_name) and seen[file_name]}
     return out
 
 

@@ -153,6 +153,8 @@ def test_a_page_opened_while_a_worker_loads_says_it_is_loading(board, monkeypatc
 def test_an_invalid_load_keeps_the_page_on_its_worker(board):
     """An invalid Load ends no worker, so the page must not forget the one it has (it then said "No model is loaded"
     on Send while its worker still ran)."""
+    import gradio as gr
+
     from app.ui import build_ui
 
     first = chat.load_servers(board, DEMO, {}, False, {})
@@ -163,8 +165,9 @@ def test_an_invalid_load_keeps_the_page_on_its_worker(board):
     inputs = next(f for f in demo.fns.values() if f.fn is on_load).inputs
     values = [getattr(block, "value", None) for block in inputs[7:]]
     *_, last = on_load("demo", "lora", "", "no_such_template", False, first.servers, "en", *values)
-    message, servers, _ = last
+    message, servers, _, label = last
     assert "no_such_template" in message and servers != {}  # gr.skip(): the page's servers stay as they were
+    assert label == gr.skip()  # and the chat box keeps its label
     assert _workers(board) == [first.servers["main"]]
     chat.unload(board, first.servers)
 
@@ -178,10 +181,10 @@ def test_a_page_load_refresh_with_no_worker_leaves_the_pages_servers_alone(board
 
     demo = build_ui(board)
     on_page_load = next(f.fn for f in demo.fns.values() if f.fn is not None and f.fn.__name__ == "on_page_load"
-                        and len(f.outputs) == 3)
-    status, servers, base = on_page_load({}, "en")  # nothing live yet: the Load's worker is not submitted
+                        and len(f.outputs) == 4)
+    status, servers, base, label = on_page_load({}, "en")  # nothing live yet: the Load's worker is not submitted
     assert all(isinstance(out, dict) and out.get("__type__") == "update" and len(out) == 1 for out in
-               (status, servers, base)), (status, servers, base)  # gr.skip(): every output as it is
+               (status, servers, base, label)), (status, servers, base, label)  # gr.skip(): every output as it is
     assert gr.skip() == servers
 
 
@@ -199,7 +202,7 @@ def test_a_late_page_refresh_never_brings_back_a_worker_being_ended(board, monke
     monkeypatch.setattr(board.jobs, "kill_grace", 60.0)  # which comes at the end of the test, not in it
     demo = build_ui(board)
     on_page_load = next(f.fn for f in demo.fns.values() if f.fn is not None and f.fn.__name__ == "on_page_load"
-                        and len(f.outputs) == 3)
+                        and len(f.outputs) == 4)
     first = chat.load_servers(board, DEMO, {}, False, {})
     started = [first.servers["main"]]
     try:
@@ -208,13 +211,13 @@ def test_a_late_page_refresh_never_brings_back_a_worker_being_ended(board, monke
         replaced = chat.load_servers(board, OTHER, {}, False, first.servers)  # the page's Load of another template
         started.append(replaced.servers["main"])
         assert board.jobs.status(sent["main"])["status"] == "running"  # signalled, still running
-        _, servers, _ = on_page_load(sent, "en")
+        _, servers, _, _ = on_page_load(sent, "en")
         assert servers == replaced.servers, servers  # the Load's worker, not the one it is ending
         _wait_ready(board, replaced.servers)
         chat.unload(board, replaced.servers)  # the page's Unload: it wrote {} and "Unloaded 1 chat server(s)"
         assert board.jobs.status(replaced.servers["main"])["status"] == "running"
         for late in (sent, {}, replaced.servers):  # sent before the Load, as the page opened, after the Load
-            assert on_page_load(late, "en") == (gr.skip(), gr.skip(), gr.skip()), late
+            assert on_page_load(late, "en") == (gr.skip(), gr.skip(), gr.skip(), gr.skip()), late
     finally:
         for run_id in started:  # the SIGKILL the manager would send in a minute
             with contextlib.suppress(KeyError, ProcessLookupError):
@@ -241,3 +244,35 @@ def test_the_status_line_names_the_servers_in_the_pages_language():
     both = {"main": {"port": 36635}, "base": {"port": 36636}}
     assert chat.ports_text("zh", both) == "微调后的模型: 36635, 基础模型: 36636"
     assert chat.ports_text("en", both) == "Fine-tuned model: 36635, Base model: 36636"
+
+
+def _handler(demo, name):
+    return next(f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == name
+                and f.fn.__module__ == "app.tabs.chat")
+
+
+def test_the_chat_box_is_labelled_by_what_is_loaded(board):
+    """The chat box was labelled "Fine-tuned model" ("微调后的模型") with the base model alone loaded; now it says
+    what it talks to: the base model, the fine-tuned one (an adapter loaded), or just "Chat" while nothing is loaded.
+    A key, so that gradio shows it in the page's language and again at each switch."""
+    from app.ui import build_ui
+
+    demo = build_ui(board)
+    box = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-chatbot")
+    assert box.label.key == "chat_box"  # as the page opens: nothing loaded
+    on_load, on_unload, on_page_load = (_handler(demo, n) for n in ("on_load", "on_unload", "on_page_load"))
+    inputs = next(f for f in demo.fns.values() if f.fn is on_load).inputs
+    values = [getattr(block, "value", None) for block in inputs[7:]]
+    steps = list(on_load("demo", "lora", "", "chatml", False, {}, "zh", *values))
+    labels = [step[3].get("label") for step in steps if step[3].get("label") is not None]
+    servers = steps[-1][1]
+    assert [label.key for label in labels] == ["chat_box", "chat_base"], steps[-1]  # loading, then ready
+    assert on_page_load(servers, "zh")[3]["label"].key == "chat_base"  # the page reopened, or its language switched
+    _, cleared, label = on_unload(servers, "zh")
+    assert cleared == {} and label["label"].key == "chat_box"
+    # a worker serving an adapter (the page of an earlier board, adopted as the page opens)
+    run_id = board.jobs.submit("chat", {"model_name_or_path": "demo", "adapter_name_or_path": "/runs/lora-1",
+                                        "template": "chatml"}, meta={"side": "main"})
+    _wait_ready(board, {"main": run_id})
+    assert on_page_load({}, "en")[3]["label"].key == "chat_finetuned"
+    chat.unload(board, {"main": run_id})

@@ -34,6 +34,19 @@ def test_preflight_and_config_problems_carry_codes():
     assert "model" in {p.code for p in missing.problems}
 
 
+def test_a_model_config_nested_too_deeply_gets_the_model_checks_message(tmp_path):
+    """The board's own read of config.json (for the pre-quantized question) let a RecursionError through, so the
+    form said only "The pre-flight check failed: maximum recursion depth exceeded..."; now it leaves the file to the
+    model check, whose message names the file and the fix."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("[" * 100_000 + "]" * 100_000)
+    problems = forms.validate(demo_mapping(model_name_or_path=str(model)), "train").problems
+    assert f"{model / 'config.json'} nests lists or objects too deeply to be read" in "\n".join(problems), problems
+    assert not [p for p in problems if "pre-flight check failed" in p or "recursion" in p]
+    assert "model" in {p.code for p in problems}
+
+
 def test_chinese_frames_each_problem_and_keeps_the_engine_text():
     problems = [Problem("`dataset: nothing_here` is not in /x/dataset_info.json", "data"),
                 Problem("A message from a check added tomorrow", "some_new_code"), "a plain string"]

@@ -337,6 +337,51 @@ def test_list_datasets_kinds(fixture_data_dir):
     assert list_datasets(fixture_data_dir / "media") == {}
 
 
+def test_listing_ten_thousand_entries_reads_the_file_once_per_version(tmp_path, monkeypatch):
+    """The board lists a folder four times for one change of folder (both tabs' pickers and notes), and each
+    listing parsed dataset_info.json (twice: entries, then repeated keys) and checked every entry again: 10,000
+    entries took ~12 s the first time. Now one parse per version of the file; every check is still made, and
+    ``available`` still follows the data files."""
+    from engine.data import registry
+
+    entries = []
+    for i in range(10_000):
+        entry = [{"file_name": f"f{i}.json"}, {"file_name": f"p{i % 7}.json", "ranking": True},
+                 {"hf_hub_url": f"org/d{i}"}, {"file_name": 5}, "bare.json"][i % 5]
+        entries.append(f"{json.dumps(f'd{i}')}: {json.dumps(entry)}")
+    entries.append('"d0": {"file_name": "f0.json", "formatting": "sharegpt"}')  # d0 written twice: the last is used
+    info = tmp_path / "dataset_info.json"
+    info.write_text("{" + ",\n".join(entries) + "}")
+    for i in range(0, 10_000, 10):
+        (tmp_path / f"f{i}.json").write_text("[]")
+    parses = []
+    real_parse = registry.parse_noting_repeats
+    monkeypatch.setattr(registry, "parse_noting_repeats", lambda path: parses.append(path) or real_parse(path))
+
+    listed = list_datasets(tmp_path)
+    assert len(listed) == 10_000
+    assert listed["d0"]["formatting"] == "sharegpt" and listed["d0"]["available"] and listed["d0"]["kind"] == "sft"
+    assert not listed["d5"]["available"] and not listed["d5"]["hub"]  # f5.json is missing
+    assert listed["d1"]["kind"] == "preference" and not listed["d1"]["available"]
+    assert listed["d2"]["hub"] and listed["d2"]["file_name"] is None
+    assert listed["d3"]["kind"] == "broken" and "`file_name` must be text" in listed["d3"]["problem"]
+    assert listed["d4"]["kind"] == "broken" and "is a str, not an object" in listed["d4"]["problem"]
+    assert sum(item["kind"] == "broken" for item in listed.values()) == 4000
+    assert "`d0` written more than once" in registry.repeated_keys_note(tmp_path)
+
+    listed["d0"]["columns"]["prompt"] = "changed by a caller"  # a private copy: the next listing is as read
+    listed["d1"]["kind"] = "changed"
+    (tmp_path / "f5.json").write_text("[]")  # a data file added: the same dataset_info.json, a new answer
+    again = list_datasets(tmp_path)
+    assert again["d0"]["columns"] == {} and again["d1"]["kind"] == "preference" and again["d5"]["available"]
+    assert registry.repeated_keys_note(tmp_path) is not None
+    assert len(parses) == 1
+
+    info.write_text('{"only": {"file_name": "f0.json"}}')  # a new version of the file is read again
+    assert list(list_datasets(tmp_path)) == ["only"] and registry.repeated_keys_note(tmp_path) is None
+    assert len(parses) == 2
+
+
 def test_register_dataset(data_dir):
     (data_dir / "upload.jsonl").write_text(json.dumps({"messages": [
         {"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}) + "\n")

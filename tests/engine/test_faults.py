@@ -16,7 +16,7 @@ from safetensors.torch import save_file
 from engine import diskfull
 from engine.checkpoints import checkpoint_problem, latest_complete, remove_torn, trained_template
 from engine.cli import main
-from engine.config import ConfigError, build_config
+from engine.config import ConfigError, build_config, load_config
 from engine.diskfull import DiskFullError, is_disk_full
 from engine.lifecycle import JobContext
 
@@ -55,6 +55,38 @@ def test_nan_override_on_the_command_line_exits_2(tmp_path, capsys, monkeypatch)
     assert code == 2
     err = capsys.readouterr().err
     assert "`learning_rate: nan` is not a finite number" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("override", "shown"),
+    [
+        ("learning_rate=" + "1" * 5000, "`learning_rate: 11111111111111111111… (5,000 digits)`"),
+        ("save_steps=" + "9" * 5000, "`save_steps: 99999999999999999999… (5,000 digits)`"),  # an int field
+        ("learning_rate=1e999", "`learning_rate: 1e999`"),
+        ("max_grad_norm=-1.5e400", "`max_grad_norm: -1.5e400`"),
+    ],
+)
+def test_an_override_too_large_for_a_float_is_named_as_typed(tmp_path, capsys, monkeypatch, override, shown):
+    """5,000 ones on the command line read as infinity, and the message said `learning_rate: inf`, which the user
+    never typed; now it shows what was typed (abridged) and why it is refused."""
+    monkeypatch.chdir(REPO)
+    code = main(["check", str(REPO / "examples" / "sft_lora_demo.yaml"), override, f"output_dir={tmp_path / 'o'}"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"{shown} is too large a number (past about 1.8e308 it reads as infinity" in err, err
+    assert ": inf`" not in err and len(err) < 2000 and "Traceback" not in err
+
+
+def test_a_yaml_number_too_large_for_a_float_is_named_as_written_with_its_place(tmp_path):
+    path = tmp_path / "big.yaml"
+    path.write_text("stage: sft\nlearning_rate: " + "1" * 5000 + ".0\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert (f"`{path}` is not valid YAML at line 2, column 16: `11111111111111111111… (5,001 digits)` is too large "
+            "a number (past about 1.8e308 it reads as infinity)") in str(err.value)
+    path.write_text("stage: sft\nlearning_rate: .inf\n")  # infinity as written: the settings' own check names it
+    with pytest.raises(ConfigError, match=r"`learning_rate: inf` is not a finite number"):
+        load_config(path)
 
 
 # -- sizes ---------------------------------------------------------------------------------------------------------

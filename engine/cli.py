@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--system", help="system prompt")
     for kind in ("image", "video", "audio"):
         p.add_argument(f"--{kind}", action="append", default=[], metavar="PATH",
-                       help=f"{kind} file for --query (repeatable; vision-language models)")
+                       help=f"{kind} file for --query (repeatable; models that take {kind})")
 
     p = sub.add_parser("export", help="merge adapters into a standalone model in export_dir",
                        description="Merge LoRA adapters into the base model and save it (sharded by export_size) "

@@ -100,3 +100,8 @@ def test_each_commands_override_example_is_a_key_that_command_uses():
 def test_expand_names_its_arguments_as_its_description_does():
     text = _subparsers(build_parser())["expand"].format_help()
     assert "MODEL OUTPUT" in text.split("\n\n", 1)[0] and "to OUTPUT" in text
+
+
+def test_chat_media_options_name_the_models_that_take_them():
+    text = " ".join(_subparsers(build_parser())["chat"].format_help().split())
+    assert "(repeatable; models that take audio)" in text and "vision-language" not in text

@@ -25,10 +25,11 @@ EXIT_ABORTED = 130
 logger = logging.getLogger("engine")
 
 
-def _config_arg(p: argparse.ArgumentParser) -> None:
+def _config_arg(p: argparse.ArgumentParser, example: str) -> None:
+    """The config argument and its key=value overrides; ``example``: an override this command makes use of."""
     p.add_argument("config", help="YAML config file with LLaMA-Factory keys (- reads it from standard input)")
     p.add_argument("overrides", nargs="*", default=[], metavar="key=value",
-                   help="override config keys, e.g. learning_rate=1e-4")
+                   help=f"override config keys, e.g. {example}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,31 +47,31 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train as the config says (stages pt, sft, rm, dpo, kto, grpo, rloo)",
                        description="Train a model. Outputs (adapter or model, checkpoints, events.jsonl, run.json, "
                        "loss.png) go to output_dir.")
-    _config_arg(p)
+    _config_arg(p, "learning_rate=1e-4")
 
     p = sub.add_parser("eval", help="evaluate (loss, perplexity) or predict (BLEU/ROUGE) without training",
                        description="Evaluate: do_eval gives eval loss and perplexity; do_predict with "
                        "predict_with_generate writes generated_predictions.jsonl and BLEU/ROUGE scores.")
-    _config_arg(p)
+    _config_arg(p, "max_samples=50")
 
     p = sub.add_parser("chat", help="chat in the terminal, or answer one --query and exit",
                        description="Load the model (and adapters) and chat, streaming the reply. With --query the "
                        "reply alone is printed on stdout.")
-    _config_arg(p)
+    _config_arg(p, "max_new_tokens=256")
     p.add_argument("--query", help="answer this one message, print the reply and exit")
     p.add_argument("--system", help="system prompt")
     for kind in ("image", "video", "audio"):
         p.add_argument(f"--{kind}", action="append", default=[], metavar="PATH",
-                       help=f"{kind} file for --query (repeatable; vision-language models)")
+                       help=f"{kind} file for --query (repeatable; models that take {kind})")
 
     p = sub.add_parser("export", help="merge adapters into a standalone model in export_dir",
                        description="Merge LoRA adapters into the base model and save it (sharded by export_size) "
                        "with the tokenizer and the template as its chat template; then reload it to verify.")
-    _config_arg(p)
+    _config_arg(p, "export_dir=merged")
 
     p = sub.add_parser("api", help="serve an OpenAI-compatible chat API",
                        description="Serve POST /v1/chat/completions (streaming or not), GET /v1/models, GET /health.")
-    _config_arg(p)
+    _config_arg(p, "max_new_tokens=256")
     p.add_argument("--host", default="127.0.0.1", help="address to serve on (default: 127.0.0.1, this machine only; "
                    "another address without --api-key logs a warning)")
     p.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 picks a free port, written to "
@@ -87,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("rewards", help="score a few sampled completions with the config's GRPO/RLOO rewards",
                        description="Sample completions of the model on the first dataset prompts and score them "
                        "with reward_funcs / reward_model, without training (the board's \"try it\").")
-    _config_arg(p)
+    _config_arg(p, "num_generations=4")
     p.add_argument("--prompts", type=int, default=3, help="dataset prompts to sample from (default 3)")
     p.add_argument("--samples", type=int, help="completions per prompt (default num_generations, at most 8)")
     p.add_argument("--out", help="also write the result as JSON to this file")
@@ -98,11 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "kept, cut and dropped and tokens trained on. `train` with the same config then loads the "
                        "result instead of tokenizing; asking again about data already tokenized takes a moment. A "
                        "`streaming: true` config has nothing to tokenize ahead: its rows are tokenized while training.")
-    _config_arg(p)
+    _config_arg(p, "cutoff_len=1024")
 
     p = sub.add_parser("check", help="validate a config and its files without running anything heavy",
                        description="Report every problem in a config (keys, values, paths, datasets, memory).")
-    _config_arg(p)
+    _config_arg(p, "learning_rate=1e-4")
     p.add_argument("--for", dest="purpose", default=None, choices=["train", "eval", "export", "chat", "api"],
                    help="what the config is for (default: read from it: `export_dir` -> export, `do_eval` or "
                         "`do_predict` without `do_train: true` -> eval, `infer_backend` without `dataset` -> chat, "
@@ -125,8 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Write MODEL with --num-expand extra blocks (copies whose output projections are "
                                    "zero) to OUTPUT, as LLaMA-Factory's scripts/llama_pro.py; then train it with "
                                    "`finetuning_type: freeze`, `use_llama_pro: true`, `freeze_trainable_layers: N`.")
-    p.add_argument("model", help="a model folder or hub id")
-    p.add_argument("output", help="a new folder for the expanded model")
+    p.add_argument("model", metavar="MODEL", help="a model folder or hub id")
+    p.add_argument("output", metavar="OUTPUT", help="a new folder for the expanded model")
     p.add_argument("--num-expand", type=int, required=True, help="blocks to add (a divisor of the layer count)")
     p.add_argument("--trust-remote-code", action="store_true", help="allow the model's own code")
 
@@ -360,8 +361,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     except ConfigError as err:
         if chosen or not (str(args.config) == "-" or Path(args.config).is_file()):  # no keys suggested a purpose
             raise
-        note = (f"(Checked for `{args.purpose}`, as the config's keys suggest; add `--for train`, `eval`, `export` or "
-                "`chat` to check it for another command.)")
+        note = (f"(Checked for `{args.purpose}`, as the config's keys suggest; add `--for train`, `eval`, `export`, "
+                "`chat` or `api` to check it for another command.)")
         raise ConfigError([*err.problems[:-1], f"{err.problems[-1]} {note}" if err.problems else note]) from None
     if args.purpose in ("train", "eval"):
         what = f"stage {cfg.finetuning.stage}, {cfg.finetuning.finetuning_type}, model {cfg.model.model_name_or_path}"

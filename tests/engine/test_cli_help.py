@@ -78,3 +78,30 @@ def test_a_config_from_standard_input_is_named_as_such(capsys, monkeypatch, tmp_
     monkeypatch.setattr("sys.stdin", io.StringIO("a: [1\n"))
     assert main(["check", "-"]) == 2
     assert "The config from standard input is not valid YAML" in capsys.readouterr().err
+
+
+def test_each_commands_override_example_is_a_key_that_command_uses():
+    """`lf-engine chat --help` suggested `learning_rate=1e-4`, a key chat never reads: each command's key=value
+    example is one of the keys it acts on."""
+    import dataclasses
+
+    from engine.config import schema
+
+    groups = {"train": schema.TrainArgs, "check": schema.TrainArgs, "eval": schema.DataArgs,
+              "data": schema.DataArgs, "chat": schema.GenerationArgs, "api": schema.GenerationArgs,
+              "export": schema.ExportArgs, "rewards": schema.FinetuningArgs}
+    commands = _subparsers(build_parser())
+    for name, group in groups.items():
+        action = next(a for a in commands[name]._actions if a.dest == "overrides")
+        key = action.help.rsplit("e.g. ", 1)[1].split("=", 1)[0]
+        assert key in {f.name for f in dataclasses.fields(group)}, (name, key)
+
+
+def test_expand_names_its_arguments_as_its_description_does():
+    text = _subparsers(build_parser())["expand"].format_help()
+    assert "MODEL OUTPUT" in text.split("\n\n", 1)[0] and "to OUTPUT" in text
+
+
+def test_chat_media_options_name_the_models_that_take_them():
+    text = " ".join(_subparsers(build_parser())["chat"].format_help().split())
+    assert "(repeatable; models that take audio)" in text and "vision-language" not in text

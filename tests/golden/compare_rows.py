@@ -4,11 +4,12 @@ the training and evaluation rows one by one. Nothing here runs in the test suite
     python -m tests.golden.compare_rows --incumbent /path/to/lf-venv/bin/python '{"model_name_or_path": ...}'
     python -m tests.golden.compare_rows --incumbent ... my_config.yaml
 
-The config (a YAML file or a JSON mapping) needs ``model_name_or_path`` (a local tokenizer), ``stage`` (pt, sft,
-rm/dpo as pairs, kto), ``dataset``, ``dataset_dir``, ``template`` and anything else both tools read (``cutoff_len``,
-``val_size``, ``mix_strategy``, ``packing``, ``preprocessing_num_workers``, ...); a multimodal model folder
-tokenizes the rows' media with its processor on both sides. Per row it compares the input ids
-and labels (KTO: the input ids and labels and the KL pair's; packed rows: without the padding LLaMA-Factory adds) and
+The config (a YAML file or a JSON mapping) needs ``model_name_or_path`` (a local tokenizer; ``demo`` and
+``demo-vlm``, which LLaMA-Factory does not know, are given to both sides as the built demo model's folder),
+``stage`` (pt, sft, rm/dpo as pairs, kto), ``dataset``, ``dataset_dir``, ``template`` and anything else both tools
+read (``cutoff_len``, ``val_size``, ``mix_strategy``, ``packing``, ``preprocessing_num_workers``, ...); a multimodal
+model folder tokenizes the rows' media with its processor on both sides. Per row it compares the input ids and
+labels (KTO: the input ids and labels and the KL pair's; packed rows: without the padding LLaMA-Factory adds) and
 prints how many rows are identical and the first that is not. KTO and unpacked SFT rows with media also compare their
 processed media (each array's shape and sums, for the arrays both sides hold: the KL pair takes the row's own), and
 ``eval_on_each_dataset: true`` compares each evaluation set apart (``eval_dataset/NAME``). Where the incumbent's
@@ -177,6 +178,21 @@ def _in_order(split: str, theirs: list, mine: list) -> int:
     return found
 
 
+def local_model(args: dict) -> dict:
+    """``args`` with a built-in demo model's name (``demo``, ``demo-vlm``) replaced by its folder, built if need be:
+    LLaMA-Factory would look the name up on the hub."""
+    from engine.demo_names import DEMO_VLM_PATH, is_demo_name
+
+    name = args.get("model_name_or_path")
+    if not is_demo_name(name):
+        return args
+    if name.strip().lower() == DEMO_VLM_PATH:
+        from engine.demo_vlm import ensure_demo_vlm as ensure
+    else:
+        from engine.demo import ensure_demo_model as ensure
+    return {**args, "model_name_or_path": str(ensure())}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--incumbent", required=True, help="python of an environment with llamafactory installed")
@@ -185,7 +201,7 @@ def main() -> int:
     text = Path(opts.config).read_text(encoding="utf-8") if Path(opts.config).is_file() else opts.config
     args = yaml.safe_load(text)
     args = {"do_train": True, "finetuning_type": "lora", "output_dir": tempfile.mkdtemp(), "report_to": "none",
-            "overwrite_cache": True, **args}
+            "overwrite_cache": True, **local_model(args)}
     with tempfile.TemporaryDirectory() as folder:
         target = Path(folder) / "theirs.json"
         proc = subprocess.run([opts.incumbent, "-c", THEIRS, json.dumps(args), str(target)], capture_output=True,

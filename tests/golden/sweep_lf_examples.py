@@ -27,6 +27,7 @@ Whether a message is clear, and whether an accepted config's keys all act, is ju
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import shutil
@@ -268,7 +269,14 @@ def main() -> None:
     names = prepare(options.lf_repo, options.tag, work, options.data.resolve() if options.data else None,
                     options.models)
     if options.only:
-        names = [n for n in names if n in options.only.split(",")]
+        wanted = options.only.split(",")
+        unknown = [n for n in wanted if n not in names]
+        if unknown:  # a misspelt name used to sweep nothing for it, silently
+            near = {n: difflib.get_close_matches(n, names, n=2) for n in unknown}
+            parser.error(f"--only names no example of {options.tag}: " + "; ".join(
+                f"{n}" + (f" (did you mean {' or '.join(m)}?)" if m else "") for n, m in near.items())
+                + " (the paths under examples/, ending in .yaml)")
+        names = [n for n in names if n in wanted]
     rows = []
     (work / "logs").mkdir(exist_ok=True)
     for name in [] if options.no_check else names:

@@ -17,7 +17,7 @@ from app.context import Board
 from app.handler_errors import guard_handlers
 from app.i18n import L
 from app.lang_gate import gate_ticks
-from app.tab_timers import pause_hidden_tabs
+from app.tab_timers import TabTimers, pause_hidden_tabs
 from app.tabs import chat, evaluate, export, profile, runs, train
 from app.workspace import REPO_ROOT
 
@@ -69,13 +69,13 @@ def build_ui(board: Board) -> gr.Blocks:
                       show_progress="hidden")
         profile.wire(profile_panel, board, demo, top.lang)
         rl_timers = [train_tab.rl_live.timer] if train_tab.rl_live is not None else []
-        pause_hidden_tabs([  # a hidden tab's status lines need no polling (the top bar's timer always runs)
-            (tab_train, [train_tab.timer, *rl_timers]),
-            (tab_evaluate, [eval_tab.timer]),
-            (tab_chat, []),
-            (tab_export, [export_tab.timer]),
-            (tab_history, [runs_tab.timer]),
-        ])
+        pause_hidden_tabs([  # polling only where a page shows a run (the top bar's timer always runs)
+            TabTimers(tab_train, [train_tab.timer, *rl_timers], gate=train_tab.watched),
+            TabTimers(tab_evaluate, [eval_tab.timer], gate=eval_tab.watched),
+            TabTimers(tab_chat),
+            TabTimers(tab_export, [export_tab.timer], gate=export_tab.watched),
+            TabTimers(tab_history, [runs_tab.timer]),
+        ], demo)
         api.register(board)
         gate_ticks(demo, top.lang)  # no status line in English while a page's language is on its way
     guard_handlers(demo, api.API_NAMES)

@@ -217,8 +217,8 @@ def wire(bar: TopBar, board: Board, demo: gr.Blocks) -> None:
         closed.prune()  # every open tab ticks: closed tabs' sessions are dropped without a thread of their own
         return refresh_choices(board, known, lang)
 
-    gr.on(
-        [bar.refresh.click, bar.timer.tick],
+    gr.on(  # and at once on a language switch, so the devices line does not stay in the old one until the tick
+        [bar.refresh.click, bar.timer.tick, bar.lang.change],
         on_refresh,
         inputs=[bar.known_checkpoints, bar.lang],
         outputs=[bar.checkpoint, bar.known_checkpoints, bar.devices],

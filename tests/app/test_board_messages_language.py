@@ -77,3 +77,22 @@ def test_a_full_disk_is_said_in_the_pages_language(tmp_path, monkeypatch):
     monkeypatch.setattr(jobs_module, "free_mb", lambda path: None)
     unknown = jobs_module.disk_full_error(folder)
     assert "cannot be read" in str(unknown) and "无法读取" in unknown.text("zh") and folder in unknown.text("zh")
+
+
+def test_the_devices_line_is_composed_again_as_the_page_language_changes(board, monkeypatch):
+    """A language switch redraws the top bar's devices line at once (it waited for the 4 s tick, in the old one)."""
+    import gradio as gr
+
+    from app.ui import build_ui
+
+    monkeypatch.setattr(catalog.ENVIRONMENT, "get", lambda: ({"cpu": {"cores": 2}, "devices": []}, None))
+    demo = build_ui(board)
+    lang = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-lang-code")
+    devices = next(b for b in demo.blocks.values() if "lf-devices" in (getattr(b, "elem_classes", None) or []))
+    (on_switch,) = [f for f in demo.fns.values() if (lang._id, "change") in [tuple(t[:2]) for t in f.targets]
+                    and devices in f.outputs]
+    assert isinstance(on_switch.inputs[-1], gr.Textbox) and on_switch.inputs[-1] is lang
+    _, _, line = on_switch.fn([], "zh")
+    assert line.startswith("设备") and "2 核" in line
+    _, _, line = on_switch.fn([], "en")
+    assert line.startswith("Devices: CPU: 2 cores")

@@ -15,7 +15,7 @@ tab's own handlers also run on the page's language change, so a hidden tab is in
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import gradio as gr
 
@@ -27,8 +27,6 @@ class TabTimers:
     tab: gr.Tab
     timers: Sequence[gr.Timer] = ()
     gate: gr.components.Component | None = None
-    gated: Sequence[gr.Timer] = field(default_factory=tuple)
-    """The timers of ``timers`` that stop while ``gate`` is empty (all of them when not given)."""
 
 
 def running(entries: Sequence[TabTimers], shown: int, gates: Sequence) -> list[bool]:
@@ -36,8 +34,8 @@ def running(entries: Sequence[TabTimers], shown: int, gates: Sequence) -> list[b
     the gates hold ``gates`` (one value per entry; ignored where an entry has no gate)."""
     states = []
     for index, (entry, gate) in enumerate(zip(entries, gates, strict=True)):
-        gated = {id(timer) for timer in (entry.gated or entry.timers)} if entry.gate is not None else set()
-        states += [index == shown and (id(timer) not in gated or bool(gate)) for timer in entry.timers]
+        on = index == shown and (entry.gate is None or bool(gate))
+        states += [on] * len(entry.timers)
     return states
 
 

@@ -65,23 +65,23 @@ def test_the_board_page_polls_only_the_shown_tab_and_only_while_it_follows_a_run
     assert not any(_states(on_change.fn(2, "run-1", "run-2", "run-3")))  # Chat shown
 
 
-def test_running_reads_tabs_gates_and_partly_gated_tabs():
+def test_running_reads_tabs_and_gates():
     with gr.Blocks() as demo:
         with gr.Tabs():
             with gr.Tab("a") as tab_a:
-                one, two = gr.Timer(1.0), gr.Timer(2.0)
-                gate = gr.State("")
+                one = gr.Timer(1.0)
             with gr.Tab("b") as tab_b:
-                pass
+                two = gr.Timer(2.0)
+                gate = gr.State("")
             with gr.Tab("c") as tab_c:
                 three = gr.Timer(3.0)
-        entries = [TabTimers(tab_a, [one, two], gate=gate, gated=[two]), TabTimers(tab_b), TabTimers(tab_c, [three])]
+        entries = [TabTimers(tab_a, [one]), TabTimers(tab_b, [two], gate=gate), TabTimers(tab_c, [three])]
         pause_hidden_tabs(entries, demo)
-    assert (one.active, two.active, three.active) == (True, False, False)  # two waits for its gate
-    assert running(entries, 0, ["", None, None]) == [True, False, False]
-    assert running(entries, 0, ["x", None, None]) == [True, True, False]
-    assert running(entries, 1, ["x", None, None]) == [False, False, False]
-    assert running(entries, 2, ["", None, None]) == [False, False, True]
+    assert (one.active, two.active, three.active) == (True, False, False)  # the page opens on a
+    assert running(entries, 0, [None, "x", None]) == [True, False, False]
+    assert running(entries, 1, [None, "", None]) == [False, False, False]  # b waits for its gate
+    assert running(entries, 1, [None, "x", None]) == [False, True, False]
+    assert running(entries, 2, [None, "", None]) == [False, False, True]
 
     with gr.Blocks() as empty:
         with gr.Tabs():

@@ -103,9 +103,40 @@ class ClientAddressMiddleware(HTTPMiddleware):
         await self.app(scope, receive, send_with_cookie)
 
 
+DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+
+
+def _port(netloc: str, scheme: str) -> int | None:
+    """The port of ``host[:port]``: the scheme's default when none is given, None when it is no number."""
+    value = netloc.strip()
+    if value.startswith("["):
+        rest = value.partition("]")[2]
+    elif value.count(":") > 1:  # a bare IPv6 address
+        rest = ""
+    else:
+        rest = "".join(value.partition(":")[1:])
+    if not rest:
+        return DEFAULT_PORTS.get(scheme.lower())
+    digits = rest[1:]
+    return int(digits) if rest.startswith(":") and digits.isdigit() and digits.isascii() else None
+
+
+def same_origin(origin: str, host: str, scheme: str) -> bool:
+    """Whether the page at ``origin`` (an ``Origin`` header) is the one served under ``host`` (the ``Host`` header
+    of a request that arrived over ``scheme``): the same host name and port. An SSH tunnel or a port forward keeps
+    them equal (the browser sends the forwarded port in both); a page of another port never is."""
+    origin_scheme, sep, rest = origin.strip().partition("://")
+    if not sep:
+        return False
+    netloc = rest.split("/", 1)[0]
+    port = _port(netloc, origin_scheme)
+    return port is not None and (host_name(netloc), port) == (host_name(host), _port(host, scheme))
+
+
 class HostGuardMiddleware:
     """A plain ASGI middleware: on a board without a login, HTTP and websocket requests whose ``Host`` (or, when
-    present, ``Origin``) names anything but a loopback name or the address the board serves on get 403.
+    present, ``Origin``) names anything but a loopback name or the address the board serves on get 403, and so do
+    those from a page of another origin (:func:`same_origin`: a page another local server shows on another port).
 
     A board with a login needs no such check (a rebound page cannot log in: the browser keeps the login cookie for
     the board's own name), and neither does one the user chose to serve openly (``--allow-insecure``): both are built
@@ -126,6 +157,10 @@ class HostGuardMiddleware:
             text = origin.decode("latin-1")
             if text == "null" or not names_this_machine(origin_host(text), self.bind_host):
                 return f"requests from the page at '{text[:100]}'"
+            if not same_origin(text, host, str(scope.get("scheme") or "http")):
+                # another port of this machine is another site: a local server's page (a notebook, a docs preview,
+                # another app) would otherwise get gradio's CORS answer for loopback origins, credentials included
+                return f"requests from the page at '{text[:100]}', which is not the board's own page"
         return None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -139,8 +174,8 @@ class HostGuardMiddleware:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return
-        body = (f"LF Board refuses {why}: this board has no login, so it answers only pages of this machine "
-                "(http://127.0.0.1:PORT or http://localhost:PORT). To reach it under another name, start it with "
+        body = (f"LF Board refuses {why}: this board has no login, so it answers only its own page on this "
+                "machine (http://127.0.0.1:PORT or http://localhost:PORT). To reach it under another name, start it with "
                 "--auth USER:PASS.\n").encode()
         await send({"type": "http.response.start", "status": 403,
                     "headers": [(b"content-type", b"text/plain; charset=utf-8"),

@@ -346,6 +346,31 @@ def test_a_board_without_a_login_refuses_other_names_and_pages(headers):
         ws.receive_text()
 
 
+@pytest.mark.parametrize("origin", [
+    "http://localhost:8000",  # a page another local server shows (a notebook, a docs preview, another app)
+    "http://127.0.0.1:7861",
+    "http://127.0.0.1",  # port 80
+    "https://127.0.0.1",  # port 443
+    "http://localhost:7860",  # the same port under another name: another origin to the browser
+])
+def test_a_board_without_a_login_refuses_pages_of_other_local_origins(origin):
+    """gradio answers loopback origins with CORS and credentials, so a page on another local port could read the
+    API's answers and start runs; only the board's own page (Origin equal to Host, name and port) is served."""
+    response = _guarded().post("/", headers={"Host": "127.0.0.1:7860", "Origin": origin})
+    assert response.status_code == 403 and "not the board's own page" in response.text
+
+
+@pytest.mark.parametrize(("host", "origin"), [
+    ("127.0.0.1:7860", "http://127.0.0.1:7860"),
+    ("localhost:8000", "http://localhost:8000"),  # an SSH tunnel's port: the browser sends it in both
+    ("localhost", "http://localhost"),
+    ("localhost:80", "http://localhost"),
+    ("[::1]:7860", "http://[::1]:7860"),
+])
+def test_the_boards_own_page_is_served_through_any_local_port(host, origin):
+    assert _guarded().post("/", headers={"Host": host, "Origin": origin}).text == "hello"
+
+
 def test_the_bound_address_and_boards_with_a_login_answer_any_name():
     assert _guarded(bind_host="192.168.1.5").get("/", headers={"Host": "192.168.1.5:7860"}).status_code == 200
     assert _guarded(bind_host="192.168.1.5").get("/", headers={"Host": "evil.example.com"}).status_code == 403

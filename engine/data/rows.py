@@ -10,6 +10,8 @@ column), are those of reading the whole file at once (:mod:`engine.data.readers`
 from __future__ import annotations
 
 import json
+import re
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -24,6 +26,27 @@ CSV_CHUNK_ROWS = 10_000
 
 TOO_DEEP = "lists or objects nested too deeply to be read (a row needs only a few levels)"
 """The message for a value Python's json cannot decode for its depth (it raises RecursionError)."""
+
+
+
+def long_number_error(doc: str, start: int = 0) -> json.JSONDecodeError:
+    """json's error for a whole number past Python's digit limit for ``int()`` (a plain ValueError, without a
+    position) as a JSONDecodeError at the first such number from ``start`` that is not in a string (a best guess)."""
+    limit = sys.get_int_max_str_digits()
+    found = re.search(rf'(?<![\w."])-?\d{{{limit + 1},}}(?![\d.eE])', doc[start:])
+    return json.JSONDecodeError(f"a whole number of more than {limit:,} digits, more than Python reads (is it text "
+                                "that lost its quotes?)", doc, start + (found.start() if found else 0))
+
+
+def loads(text: str, **kwargs: Any) -> Any:
+    """``json.loads``, where a whole number past Python's digit limit is a :class:`json.JSONDecodeError` naming it."""
+    try:
+        return json.loads(text, **kwargs)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:
+        raise long_number_error(text) from None
+
 
 _DECODER = json.JSONDecoder()
 _WHITESPACE = json.decoder.WHITESPACE
@@ -104,6 +127,9 @@ class JsonListReader:
                 raise self.error(err.msg, err.pos) from None
             except RecursionError:
                 raise self.error(TOO_DEEP, self.pos) from None
+            except ValueError:  # not a JSONDecodeError (above): a number past the digit limit
+                err = long_number_error(self.buf, self.pos)
+                raise self.error(err.msg, err.pos) from None
             if end == len(self.buf) and self._more():  # a number or literal may go on in the next read
                 continue
             self.pos = end
@@ -139,7 +165,7 @@ def _whole_json(path: Path) -> Iterator[dict[str, Any]]:
     """A .json file that is not a list: one object holding the rows' list, or a scalar (refused)."""
     text = path.read_text(encoding="utf-8-sig")
     try:
-        data = json.loads(text)
+        data = loads(text)
     except json.JSONDecodeError as err:
         raise json_error(path, err.msg, err.lineno, err.colno) from None
     except RecursionError:
@@ -182,7 +208,7 @@ def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = loads(line)
             except json.JSONDecodeError as err:
                 raise json_error(path, err.msg, err.lineno + number - 1, err.colno) from None
             except RecursionError:

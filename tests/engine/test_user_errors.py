@@ -466,6 +466,30 @@ def test_values_nested_deeper_than_json_can_read_are_named_not_a_traceback(ws, c
         user_error(capsys, command, str(ws / "sft.yaml"), f"dataset_dir={data}", "dataset=d", words=words)
 
 
+@pytest.mark.parametrize("suffix", [".json", ".jsonl", "-wrapped.json", "-registry"])
+def test_a_number_past_pythons_digit_limit_is_named_with_its_place_not_a_traceback(ws, capsys, tmp_path, suffix):
+    """json raises a plain ValueError (no position) for a whole number past 4,300 digits: it ended lf-engine check
+    and data with a traceback. A string of digits before it is no number, and the place named is the number's."""
+    digits = "7" * 5000
+    row = f'{{"instruction": "{digits}", "output": "b",\n "x": {digits}}}'
+    data = tmp_path / "long"
+    data.mkdir()
+    if suffix == "-registry":
+        (data / "dataset_info.json").write_text('{"d": {"file_name": "d.json",\n "x": ' + digits + "}}",
+                                                encoding="utf-8")
+        (data / "d.json").write_text('[{"instruction": "a", "output": "b"}]', encoding="utf-8")
+        words = ("dataset_info.json is not valid JSON: a whole number of more than 4,300 digits",
+                 "at line 2, column 7.")
+    else:
+        text = {".json": f"[{row}]", ".jsonl": row.replace("\n", "") + "\n", "-wrapped.json": '{"rows": [' + row + "]}"}
+        (data / f"d{suffix}").write_text(text[suffix], encoding="utf-8")
+        (data / "dataset_info.json").write_text(json.dumps({"d": {"file_name": f"d{suffix}"}}), encoding="utf-8")
+        place = "line 1, column 5041" if suffix == ".jsonl" else "line 2, column 7"
+        words = ("is not valid JSON: a whole number of more than 4,300 digits", place)
+    for command in ("check", "data"):
+        user_error(capsys, command, str(ws / "sft.yaml"), f"dataset_dir={data}", "dataset=d", words=words)
+
+
 def test_a_config_nested_deeper_than_yaml_can_read_is_named_not_a_traceback(ws, capsys, tmp_path):
     config = tmp_path / "deep.yaml"
     config.write_text((ws / "sft.yaml").read_text() + "x: " + "[" * 20000 + "]" * 20000 + "\n", encoding="utf-8")

@@ -124,16 +124,32 @@ def metric_frame(curves: dict[str, list[tuple[int, float]]], key: str, column: s
     return typed_frame(rows, {"step": "int64", column: "float64"}) if rows else None
 
 
+MAX_REWARD_COLUMNS = 32
+"""Reward functions shown as columns of the completions table at most (a run has a few; a completions.jsonl from
+elsewhere may name thousands)."""
+
+
+def _per_function(sample: dict[str, Any]) -> dict[str, Any]:
+    """A sample's ``rewards`` as the engine writes them (name -> number or None); {} for anything else (a
+    completions.jsonl from elsewhere)."""
+    per = sample.get("rewards")
+    return per if isinstance(per, dict) else {}
+
+
 def completions_frame(samples: list[dict[str, Any]]) -> pd.DataFrame:
-    """Newest first: step, total reward, each function's reward, the completion and the end of its prompt."""
+    """Newest first: step, total reward, each function's reward, the completion and the end of its prompt. What is
+    not the engine's kind of value (a run folder from elsewhere) is left empty: a step that is no whole number, a
+    reward that is no finite number, ``rewards`` that are no table of them."""
     names: list[str] = []
     for sample in samples:
-        names += [n for n in (sample.get("rewards") or {}) if n not in names]
+        names += [n for n in _per_function(sample) if n not in names][:MAX_REWARD_COLUMNS - len(names)]
     rows = []
     for sample in reversed(samples):
-        per = sample.get("rewards") or {}
-        row = {"step": sample.get("step"), "reward": sample.get("reward")}
-        row.update({n: per.get(n) for n in names})
+        per = _per_function(sample)
+        step = sample.get("step")
+        row = {"step": step if isinstance(step, int) and not isinstance(step, bool) else None,
+               "reward": _number(sample.get("reward"))}
+        row.update({n: _number(per.get(n)) for n in names})
         row["completion"] = str(sample.get("completion", ""))[:400]
         row["prompt"] = str(sample.get("prompt", ""))[-160:]
         rows.append(row)

@@ -136,6 +136,16 @@ def _per_function(sample: dict[str, Any]) -> dict[str, Any]:
     return per if isinstance(per, dict) else {}
 
 
+def function_columns(names: list[str], fixed: tuple[str, ...]) -> dict[str, str]:
+    """name -> column label of each reward function in a table whose other columns are ``fixed``: the name, or
+    ``name()`` where it is one of them (a user's function called ``reward`` or ``step`` took that column's place)."""
+    return {name: f"{name}()" if name in fixed else name for name in names}
+
+
+COMPLETION_COLUMNS = ("step", "reward", "completion", "prompt")
+TRY_COLUMNS = ("reward", "tokens", "completion", "answer")
+
+
 def completions_frame(samples: list[dict[str, Any]]) -> pd.DataFrame:
     """Newest first: step, total reward, each function's reward, the completion and the end of its prompt. What is
     not the engine's kind of value (a run folder from elsewhere) is left empty: a step that is no whole number, a
@@ -143,17 +153,18 @@ def completions_frame(samples: list[dict[str, Any]]) -> pd.DataFrame:
     names: list[str] = []
     for sample in samples:
         names += [n for n in _per_function(sample) if n not in names][:MAX_REWARD_COLUMNS - len(names)]
+    labels = function_columns(names, COMPLETION_COLUMNS)
     rows = []
     for sample in reversed(samples):
         per = _per_function(sample)
         step = sample.get("step")
         row = {"step": step if isinstance(step, int) and not isinstance(step, bool) else None,
                "reward": _number(sample.get("reward"))}
-        row.update({n: _number(per.get(n)) for n in names})
+        row.update({label: _number(per.get(n)) for n, label in labels.items()})
         row["completion"] = str(sample.get("completion", ""))[:400]
         row["prompt"] = str(sample.get("prompt", ""))[-160:]
         rows.append(row)
-    return pd.DataFrame(rows, columns=["step", "reward", *names, "completion", "prompt"])
+    return pd.DataFrame(rows, columns=["step", "reward", *labels.values(), "completion", "prompt"])
 
 
 def live_view(board: Board, run_id: str | None, total_label: str) -> dict[str, Any] | None:
@@ -367,14 +378,14 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> bool:
 
 def try_frame(result: dict[str, Any]) -> pd.DataFrame:
     """The scored samples as a table: total reward, each function's reward, tokens, completion, answer."""
-    names = list(result.get("rewards") or [])
+    labels = function_columns(list(result.get("rewards") or []), TRY_COLUMNS)
     rows = []
     for row in result.get("rows") or []:
         out = {"reward": row.get("reward")}
-        out.update({n: (row.get("rewards") or {}).get(n) for n in names})
+        out.update({label: (row.get("rewards") or {}).get(n) for n, label in labels.items()})
         out.update({"tokens": row.get("tokens"), "completion": row.get("completion"), "answer": row.get("answer")})
         rows.append(out)
-    return pd.DataFrame(rows, columns=["reward", *names, "tokens", "completion", "answer"])
+    return pd.DataFrame(rows, columns=["reward", *labels.values(), "tokens", "completion", "answer"])
 
 
 def try_summary(result: dict[str, Any]) -> dict[str, str]:

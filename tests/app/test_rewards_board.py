@@ -200,3 +200,16 @@ def test_history_compares_rl_runs_by_reward_curves(rl_board):
     assert set(frame["run"]) == {first, second}
     assert frame[frame["run"] == second]["reward"].tolist() == pytest.approx([0.2, 0.4, 0.6, 0.8, 1.0])
     assert len(overlay_frame(rl_board, [first, second])) == 8  # their loss curves as before
+
+
+def test_a_reward_function_named_like_a_column_keeps_both_values():
+    """`reward_funcs: r.py:reward` (or `step`, `tokens`...) is a valid reward; its column took the place of the table's
+    own: the completions table showed the function's score as the step and as the total reward."""
+    frame = reward_view.completions_frame([{"step": 3, "reward": 0.5, "completion": "c", "prompt": "p",
+                                            "rewards": {"reward": 1.0, "step": 2.0, "format": 0.0}}])
+    assert list(frame.columns) == ["step", "reward", "reward()", "step()", "format", "completion", "prompt"]
+    assert frame.iloc[0][["step", "reward", "reward()", "step()"]].tolist() == [3, 0.5, 1.0, 2.0]
+    tried = reward_view.try_frame({"rewards": ["reward", "tokens"], "rows": [
+        {"reward": 0.5, "rewards": {"reward": 1.0, "tokens": 2.0}, "tokens": 7, "completion": "c", "answer": "a"}]})
+    assert list(tried.columns) == ["reward", "reward()", "tokens()", "tokens", "completion", "answer"]
+    assert tried.iloc[0][["reward", "reward()", "tokens()", "tokens"]].tolist() == [0.5, 1.0, 2.0, 7]

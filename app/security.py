@@ -12,6 +12,8 @@
 - :class:`HostGuardMiddleware` refuses requests that name another host than this machine (the ``Host`` header, and
   ``Origin`` when a browser sends one) on a board without a login: a web page could otherwise point its own domain
   at 127.0.0.1 ("DNS rebinding") or post a form to it, and drive the board, which runs code on this machine.
+- :class:`BodyLimitMiddleware` refuses request bodies past 32 MB (files aside: gradio's upload routes bound each
+  file), which gradio would read whole before it checks the login.
 - :class:`ContentPolicyMiddleware` gives the page a Content-Security-Policy: nothing it shows (a model's reply, a
   quoted name) can load images or media from elsewhere or send a form elsewhere.
 - ``tokenized_path``, ``export_dir``, ``cache_dir`` and ``ray_storage_path`` in a config submitted through the API
@@ -101,6 +103,62 @@ class ClientAddressMiddleware(HTTPMiddleware):
             await send(message)
 
         await self.app(scope, receive, send_with_cookie)
+
+
+MAX_BODY_BYTES = 32 << 20
+"""The largest request body the board reads, files aside (a page's event carries a config of at most 1,000,000
+characters, a conversation, a form's values)."""
+STREAMED_ROUTES = ("/gradio_api/upload", "/gradio_api/process_recording")
+"""gradio's file routes: they stream the body to disk, each file bounded by ``--max-upload-mb``."""
+
+
+class BodyLimitMiddleware(HTTPMiddleware):
+    """Refuses (413) a request body past :data:`MAX_BODY_BYTES`, files sent to gradio's upload routes aside.
+
+    gradio reads and parses a whole body before it checks anything, the login included: a 200 MB body took the board
+    from 0.2 to 1.5 GB (0.8 GB refused as not logged in), so a client that cannot log in could still have a board
+    served with ``--auth`` killed for its memory with a few such requests. A body with a Content-Length past the
+    limit is refused before it is read; one without (chunked) is read up to the limit, then handed on whole."""
+
+    def __init__(self, app: Any, max_bytes: int = MAX_BODY_BYTES):
+        super().__init__(app)
+        self.max_bytes = max_bytes
+
+    async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        path = str(scope.get("path") or "").rstrip("/")
+        if scope.get("method") in ("GET", "HEAD", "OPTIONS") or path.endswith(STREAMED_ROUTES):
+            await self.app(scope, receive, send)
+            return
+        declared = {key.lower(): value for key, value in scope.get("headers") or []}.get(b"content-length", b"")
+        if declared.strip().isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(send, int(declared))
+            return
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message.get("type") != "http.request":  # the client went away
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_bytes:
+                await self._refuse(send, size)
+                return
+            if not message.get("more_body"):
+                break
+        whole = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+
+        async def replay() -> dict[str, Any]:
+            return whole.pop() if whole else await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, send: Any, size: int) -> None:
+        body = (f"LF Board refuses a request body of {size:,} bytes or more: it reads at most {self.max_bytes:,} "
+                "(files go through the upload, up to --max-upload-mb).\n").encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                                (b"content-length", str(len(body)).encode()), (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
 
 
 DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}

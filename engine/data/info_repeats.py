@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from engine.data.rows import loads
+from engine.json_text import loads
 
 logger = logging.getLogger("engine.data.registry")  # the warning keeps the logger name it always had
 

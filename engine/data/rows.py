@@ -10,13 +10,12 @@ column), are those of reading the whole file at once (:mod:`engine.data.readers`
 from __future__ import annotations
 
 import json
-import re
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from engine.data.errors import DatasetError
+from engine.json_text import loads, long_number_error
 
 BUFFER_CHARS = 1 << 20
 """Characters read at a time from a ``.json`` file (a row longer than that grows the buffer as needed)."""
@@ -26,27 +25,6 @@ CSV_CHUNK_ROWS = 10_000
 
 TOO_DEEP = "lists or objects nested too deeply to be read (a row needs only a few levels)"
 """The message for a value Python's json cannot decode for its depth (it raises RecursionError)."""
-
-
-
-def long_number_error(doc: str, start: int = 0) -> json.JSONDecodeError:
-    """json's error for a whole number past Python's digit limit for ``int()`` (a plain ValueError, without a
-    position) as a JSONDecodeError at the first such number from ``start`` that is not in a string (a best guess)."""
-    limit = sys.get_int_max_str_digits()
-    found = re.search(rf'(?<![\w."])-?\d{{{limit + 1},}}(?![\d.eE])', doc[start:])
-    return json.JSONDecodeError(f"a whole number of more than {limit:,} digits, more than Python reads (is it text "
-                                "that lost its quotes?)", doc, start + (found.start() if found else 0))
-
-
-def loads(text: str, **kwargs: Any) -> Any:
-    """``json.loads``, where a whole number past Python's digit limit is a :class:`json.JSONDecodeError` naming it."""
-    try:
-        return json.loads(text, **kwargs)
-    except json.JSONDecodeError:
-        raise
-    except ValueError:
-        raise long_number_error(text) from None
-
 
 _DECODER = json.JSONDecoder()
 _WHITESPACE = json.decoder.WHITESPACE

@@ -490,6 +490,25 @@ def test_a_number_past_pythons_digit_limit_is_named_with_its_place_not_a_traceba
         user_error(capsys, command, str(ws / "sft.yaml"), f"dataset_dir={data}", "dataset=d", words=words)
 
 
+@pytest.mark.parametrize("where", ["model_config", "deepspeed", "ray_init_kwargs"])
+def test_a_number_past_pythons_digit_limit_in_a_json_setting_is_named_not_a_traceback(ws, capsys, tmp_path, where):
+    """A model's config.json, a DeepSpeed file or a setting given as inline JSON holding a whole number of more than
+    4,300 digits ended lf-engine check with json's ValueError traceback; it is named as JSON that cannot be read."""
+    digits = "9" * 5000
+    if where == "model_config":
+        model = tmp_path / "model"
+        model.mkdir()
+        (model / "config.json").write_text('{"model_type": "llama", "x": ' + digits + "}", encoding="utf-8")
+        override, words = f"model_name_or_path={model}", ("config.json is not valid JSON", "at line 1, column 30")
+    elif where == "deepspeed":
+        (tmp_path / "ds.json").write_text('{"train_batch_size": ' + digits + "}", encoding="utf-8")
+        override, words = f"deepspeed={tmp_path / 'ds.json'}", ("`deepspeed: ", "is not valid JSON")
+    else:
+        override, words = 'ray_init_kwargs={"a": ' + digits + "}", ("`ray_init_kwargs` is not valid JSON",)
+    user_error(capsys, "check", str(ws / "sft.yaml"), override,
+               words=(*words, "a whole number of more than 4,300 digits"))
+
+
 def test_a_config_nested_deeper_than_yaml_can_read_is_named_not_a_traceback(ws, capsys, tmp_path):
     config = tmp_path / "deep.yaml"
     config.write_text((ws / "sft.yaml").read_text() + "x: " + "[" * 20000 + "]" * 20000 + "\n", encoding="utf-8")

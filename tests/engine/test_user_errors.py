@@ -509,6 +509,21 @@ def test_a_number_past_pythons_digit_limit_in_a_json_setting_is_named_not_a_trac
                words=(*words, "a whole number of more than 4,300 digits"))
 
 
+@pytest.mark.parametrize(("line", "words"), [
+    ("default_system: !!binary aGVsbG8=\n", "the `!!binary` tag makes bytes"),  # trained with system prompt "b'hello'"
+    ("lora_target: !!set {q_proj, v_proj}\n", "the `!!set` tag makes a set"),  # "{'v_proj', 'q_proj'}"
+    ("run_name: !!omap [a: 1]\n", "the `!!omap` tag makes a list of pairs"),  # "('a', 1)"
+    ("run_name: !!pairs [a: 1]\n", "the `!!pairs` tag makes a list of pairs"),
+])
+def test_yaml_tags_for_values_no_setting_takes_are_refused_with_their_place(ws, capsys, tmp_path, line, words):
+    """yaml.safe_load makes bytes, sets and lists of pairs of these tags; each was taken as its Python text."""
+    config = tmp_path / "tagged.yaml"
+    config.write_text((ws / "sft.yaml").read_text(encoding="utf-8") + line, encoding="utf-8")
+    lines = config.read_text(encoding="utf-8").count("\n")
+    user_error(capsys, "check", str(config), words=(f"is not valid YAML at line {lines}, column ", words,
+                                                     "write the value out as text"))
+
+
 def test_a_config_nested_deeper_than_yaml_can_read_is_named_not_a_traceback(ws, capsys, tmp_path):
     config = tmp_path / "deep.yaml"
     config.write_text((ws / "sft.yaml").read_text() + "x: " + "[" * 20000 + "]" * 20000 + "\n", encoding="utf-8")

@@ -16,6 +16,9 @@ from engine.checkpoints import weights_problem
 from engine.runs import FINAL_STATUSES, RunFolder, list_runs, read_regular
 
 ADAPTER_FILES = ("adapter_config.json", "config.json")
+MAX_RUN_CONFIG_BYTES = 2_000_000
+"""The largest config.yaml of a run folder read (twice the most a config file or /submit_run may be: the resolved
+config adds the defaults)."""
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 """libyaml's safe loader where PyYAML was built with it (about 10x faster: History reads a thousand configs)."""
 
@@ -114,7 +117,11 @@ def load_run_config(path: Path) -> dict[str, Any]:
     from engine.config.limits import expansion_problem
 
     try:
-        data = yaml.load(read_regular(path).decode("utf-8"), Loader=SAFE_LOADER)
+        raw = read_regular(path, max_bytes=MAX_RUN_CONFIG_BYTES + 1)
+        if len(raw) > MAX_RUN_CONFIG_BYTES:  # read at about 0.2-0.5 MB a second: an 11 MB one held History a minute
+            raise RunConfigError(f"{path} is larger than {MAX_RUN_CONFIG_BYTES:,} bytes, more than a run's config "
+                                 "holds (one the board or lf-engine starts is a few KB)")
+        data = yaml.load(raw.decode("utf-8"), Loader=SAFE_LOADER)
     except UnicodeDecodeError as err:
         raise RunConfigError(f"{path} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at position "
                              f"{err.start:,})") from None

@@ -124,20 +124,47 @@ def metric_frame(curves: dict[str, list[tuple[int, float]]], key: str, column: s
     return typed_frame(rows, {"step": "int64", column: "float64"}) if rows else None
 
 
+MAX_REWARD_COLUMNS = 32
+"""Reward functions shown as columns of the completions table at most (a run has a few; a completions.jsonl from
+elsewhere may name thousands)."""
+
+
+def _per_function(sample: dict[str, Any]) -> dict[str, Any]:
+    """A sample's ``rewards`` as the engine writes them (name -> number or None); {} for anything else (a
+    completions.jsonl from elsewhere)."""
+    per = sample.get("rewards")
+    return per if isinstance(per, dict) else {}
+
+
+def function_columns(names: list[str], fixed: tuple[str, ...]) -> dict[str, str]:
+    """name -> column label of each reward function in a table whose other columns are ``fixed``: the name, or
+    ``name()`` where it is one of them (a user's function called ``reward`` or ``step`` took that column's place)."""
+    return {name: f"{name}()" if name in fixed else name for name in names}
+
+
+COMPLETION_COLUMNS = ("step", "reward", "completion", "prompt")
+TRY_COLUMNS = ("reward", "tokens", "completion", "answer")
+
+
 def completions_frame(samples: list[dict[str, Any]]) -> pd.DataFrame:
-    """Newest first: step, total reward, each function's reward, the completion and the end of its prompt."""
+    """Newest first: step, total reward, each function's reward, the completion and the end of its prompt. What is
+    not the engine's kind of value (a run folder from elsewhere) is left empty: a step that is no whole number, a
+    reward that is no finite number, ``rewards`` that are no table of them."""
     names: list[str] = []
     for sample in samples:
-        names += [n for n in (sample.get("rewards") or {}) if n not in names]
+        names += [n for n in _per_function(sample) if n not in names][:MAX_REWARD_COLUMNS - len(names)]
+    labels = function_columns(names, COMPLETION_COLUMNS)
     rows = []
     for sample in reversed(samples):
-        per = sample.get("rewards") or {}
-        row = {"step": sample.get("step"), "reward": sample.get("reward")}
-        row.update({n: per.get(n) for n in names})
+        per = _per_function(sample)
+        step = sample.get("step")
+        row = {"step": step if isinstance(step, int) and not isinstance(step, bool) else None,
+               "reward": _number(sample.get("reward"))}
+        row.update({label: _number(per.get(n)) for n, label in labels.items()})
         row["completion"] = str(sample.get("completion", ""))[:400]
         row["prompt"] = str(sample.get("prompt", ""))[-160:]
         rows.append(row)
-    return pd.DataFrame(rows, columns=["step", "reward", *names, "completion", "prompt"])
+    return pd.DataFrame(rows, columns=["step", "reward", *labels.values(), "completion", "prompt"])
 
 
 def live_view(board: Board, run_id: str | None, total_label: str) -> dict[str, Any] | None:
@@ -351,14 +378,14 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> bool:
 
 def try_frame(result: dict[str, Any]) -> pd.DataFrame:
     """The scored samples as a table: total reward, each function's reward, tokens, completion, answer."""
-    names = list(result.get("rewards") or [])
+    labels = function_columns(list(result.get("rewards") or []), TRY_COLUMNS)
     rows = []
     for row in result.get("rows") or []:
         out = {"reward": row.get("reward")}
-        out.update({n: (row.get("rewards") or {}).get(n) for n in names})
+        out.update({label: (row.get("rewards") or {}).get(n) for n, label in labels.items()})
         out.update({"tokens": row.get("tokens"), "completion": row.get("completion"), "answer": row.get("answer")})
         rows.append(out)
-    return pd.DataFrame(rows, columns=["reward", *names, "tokens", "completion", "answer"])
+    return pd.DataFrame(rows, columns=["reward", *labels.values(), "tokens", "completion", "answer"])
 
 
 def try_summary(result: dict[str, Any]) -> dict[str, str]:

@@ -12,6 +12,8 @@
 - :class:`HostGuardMiddleware` refuses requests that name another host than this machine (the ``Host`` header, and
   ``Origin`` when a browser sends one) on a board without a login: a web page could otherwise point its own domain
   at 127.0.0.1 ("DNS rebinding") or post a form to it, and drive the board, which runs code on this machine.
+- :class:`BodyLimitMiddleware` refuses request bodies past 32 MB (files aside: gradio's upload routes bound each
+  file), which gradio would read whole before it checks the login.
 - :class:`ContentPolicyMiddleware` gives the page a Content-Security-Policy: nothing it shows (a model's reply, a
   quoted name) can load images or media from elsewhere or send a form elsewhere.
 - ``tokenized_path``, ``export_dir``, ``cache_dir`` and ``ray_storage_path`` in a config submitted through the API
@@ -103,9 +105,96 @@ class ClientAddressMiddleware(HTTPMiddleware):
         await self.app(scope, receive, send_with_cookie)
 
 
+MAX_BODY_BYTES = 32 << 20
+"""The largest request body the board reads, files aside (a page's event carries a config of at most 1,000,000
+characters, a conversation, a form's values)."""
+STREAMED_ROUTES = ("/gradio_api/upload", "/gradio_api/process_recording")
+"""gradio's file routes: they stream the body to disk, each file bounded by ``--max-upload-mb``."""
+
+
+class BodyLimitMiddleware(HTTPMiddleware):
+    """Refuses (413) a request body past :data:`MAX_BODY_BYTES`, files sent to gradio's upload routes aside.
+
+    gradio reads and parses a whole body before it checks anything, the login included: a 200 MB body took the board
+    from 0.2 to 1.5 GB (0.8 GB refused as not logged in), so a client that cannot log in could still have a board
+    served with ``--auth`` killed for its memory with a few such requests. A body with a Content-Length past the
+    limit is refused before it is read; one without (chunked) is read up to the limit, then handed on whole."""
+
+    def __init__(self, app: Any, max_bytes: int = MAX_BODY_BYTES):
+        super().__init__(app)
+        self.max_bytes = max_bytes
+
+    async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        path = str(scope.get("path") or "").rstrip("/")
+        if scope.get("method") in ("GET", "HEAD", "OPTIONS") or path.endswith(STREAMED_ROUTES):
+            await self.app(scope, receive, send)
+            return
+        declared = {key.lower(): value for key, value in scope.get("headers") or []}.get(b"content-length", b"")
+        if declared.strip().isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(send, int(declared))
+            return
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message.get("type") != "http.request":  # the client went away
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_bytes:
+                await self._refuse(send, size)
+                return
+            if not message.get("more_body"):
+                break
+        whole = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+
+        async def replay() -> dict[str, Any]:
+            return whole.pop() if whole else await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, send: Any, size: int) -> None:
+        body = (f"LF Board refuses a request body of {size:,} bytes or more: it reads at most {self.max_bytes:,} "
+                "(files go through the upload, up to --max-upload-mb).\n").encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                                (b"content-length", str(len(body)).encode()), (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
+
+DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+
+
+def _port(netloc: str, scheme: str) -> int | None:
+    """The port of ``host[:port]``: the scheme's default when none is given, None when it is no number."""
+    value = netloc.strip()
+    if value.startswith("["):
+        rest = value.partition("]")[2]
+    elif value.count(":") > 1:  # a bare IPv6 address
+        rest = ""
+    else:
+        rest = "".join(value.partition(":")[1:])
+    if not rest:
+        return DEFAULT_PORTS.get(scheme.lower())
+    digits = rest[1:]
+    return int(digits) if rest.startswith(":") and digits.isdigit() and digits.isascii() else None
+
+
+def same_origin(origin: str, host: str, scheme: str) -> bool:
+    """Whether the page at ``origin`` (an ``Origin`` header) is the one served under ``host`` (the ``Host`` header
+    of a request that arrived over ``scheme``): the same host name and port. An SSH tunnel or a port forward keeps
+    them equal (the browser sends the forwarded port in both); a page of another port never is."""
+    origin_scheme, sep, rest = origin.strip().partition("://")
+    if not sep:
+        return False
+    netloc = rest.split("/", 1)[0]
+    port = _port(netloc, origin_scheme)
+    return port is not None and (host_name(netloc), port) == (host_name(host), _port(host, scheme))
+
+
 class HostGuardMiddleware:
     """A plain ASGI middleware: on a board without a login, HTTP and websocket requests whose ``Host`` (or, when
-    present, ``Origin``) names anything but a loopback name or the address the board serves on get 403.
+    present, ``Origin``) names anything but a loopback name or the address the board serves on get 403, and so do
+    those from a page of another origin (:func:`same_origin`: a page another local server shows on another port).
 
     A board with a login needs no such check (a rebound page cannot log in: the browser keeps the login cookie for
     the board's own name), and neither does one the user chose to serve openly (``--allow-insecure``): both are built
@@ -126,6 +215,10 @@ class HostGuardMiddleware:
             text = origin.decode("latin-1")
             if text == "null" or not names_this_machine(origin_host(text), self.bind_host):
                 return f"requests from the page at '{text[:100]}'"
+            if not same_origin(text, host, str(scope.get("scheme") or "http")):
+                # another port of this machine is another site: a local server's page (a notebook, a docs preview,
+                # another app) would otherwise get gradio's CORS answer for loopback origins, credentials included
+                return f"requests from the page at '{text[:100]}', which is not the board's own page"
         return None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -139,8 +232,8 @@ class HostGuardMiddleware:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return
-        body = (f"LF Board refuses {why}: this board has no login, so it answers only pages of this machine "
-                "(http://127.0.0.1:PORT or http://localhost:PORT). To reach it under another name, start it with "
+        body = (f"LF Board refuses {why}: this board has no login, so it answers only its own page on this "
+                "machine (http://127.0.0.1:PORT or http://localhost:PORT). To reach it under another name, start it with "
                 "--auth USER:PASS.\n").encode()
         await send({"type": "http.response.start", "status": 403,
                     "headers": [(b"content-type", b"text/plain; charset=utf-8"),

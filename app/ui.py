@@ -96,7 +96,7 @@ def launch_options(board: Board, host: str = "127.0.0.1", open_hosts: bool = Fal
 
     from app.i18n import build_i18n
     from app.page_script import page_js
-    from app.security import ClientAddressMiddleware, ContentPolicyMiddleware, HostGuardMiddleware
+    from app.security import BodyLimitMiddleware, ClientAddressMiddleware, ContentPolicyMiddleware, HostGuardMiddleware
 
     return {
         "i18n": build_i18n(),
@@ -108,6 +108,7 @@ def launch_options(board: Board, host: str = "127.0.0.1", open_hosts: bool = Fal
         "max_file_size": f"{board.max_upload_mb}mb",
         "app_kwargs": {"middleware": [
             Middleware(HostGuardMiddleware, bind_host=host, open_hosts=open_hosts),  # no DNS rebinding without a login
+            Middleware(BodyLimitMiddleware),  # no body gradio would read whole, logged in or not, past 32 MB
             Middleware(ClientAddressMiddleware),  # the login backoff sees the client
             Middleware(ContentPolicyMiddleware),  # what the page shows loads nothing from elsewhere (app.markup)
         ]},

@@ -211,9 +211,14 @@ class Workspace:
         path = self.config_path(name)
         if not path.is_file():
             return {}
+        from engine.config.limits import MAX_CONFIG_BYTES
         from engine.config.loader import ConfigError, load_yaml_text
 
         try:  # the engine's reading: an alias bomb, a number past 4,300 digits or a nesting too deep is named
+            if path.stat().st_size > MAX_CONFIG_BYTES:  # as lf-engine refuses it, before it is read (an 11 MB
+                # last-used.yaml held the board's start and every page load for minutes before it was refused)
+                raise SavedConfigError(f"{path} is larger than {MAX_CONFIG_BYTES:,} bytes, the most a config may be "
+                                       "(a LLaMA-Factory config is a few dozen lines).")
             data = load_yaml_text(path.read_text(encoding="utf-8"), f"`{path}`", warn=False)
         except ConfigError as err:
             raise SavedConfigError(" ".join(err.problems[0].split())[:300]) from None

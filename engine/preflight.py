@@ -15,6 +15,7 @@ from engine.checkpoints import adapter_config_problem, read_adapter_config, weig
 from engine.config import RunConfig
 from engine.errors import coded
 from engine.hub_reach import HUB_ID, cached_hub_config, hub_model_problems
+from engine.json_text import loads
 from engine.models.web_address import web_address_problem
 from engine.preflight_memory import check_memory
 
@@ -125,7 +126,7 @@ def _check_model_folder(name: str, folder: Path, key: str = "model_name_or_path"
                     "(`lf-engine export`) and give the exported folder."]
         return [f"`{key}: {name}` has no config.json; is it a Hugging Face model folder?"]
     try:
-        data = json.loads(config.read_text(encoding="utf-8"))
+        data = loads(config.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         return [f"{config} is not valid JSON ({err.msg} at line {err.lineno}, column {err.colno}); copy it again "
                 "from the original model."]

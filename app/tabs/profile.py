@@ -42,6 +42,20 @@ def profiled_runs(runs_dir: Path, runs: list[dict[str, Any]]) -> list[str]:
     return [r["id"] for r in runs if r.get("id") and read_profile(runs_dir / r["id"]) is not None]
 
 
+def _number(value: Any) -> Any:
+    """A number of profile.json as written; '?' for anything else (a file from elsewhere)."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else "?"
+
+
+def _text(value: Any) -> str:
+    return value[:100] if isinstance(value, str) else "?"
+
+
+def _percent(share: Any) -> str:
+    number = _number(share)
+    return f"{100 * number:.1f}%" if number != "?" else "?"
+
+
 def profile_view(runs_dir: Path, run_id: str | None, lang: str | None) -> tuple[str, pd.DataFrame]:
     """(summary line, table) of one run's profile; a hint and an empty table when there is none."""
     headers = [t(lang, f"col_{c}") for c in COLUMNS]  # in the page's language
@@ -51,9 +65,9 @@ def profile_view(runs_dir: Path, run_id: str | None, lang: str | None) -> tuple[
     report = read_profile(runs_dir / run_id)
     if report is None:
         return t(lang, "profile_missing", run=run_id), empty
-    rows = [{**r, "share": f"{100 * float(r.get('share', 0)):.1f}%"} for r in report["modules"]]
-    summary = t(lang, "profile_summary", steps=report.get("steps", 0), device=report.get("device", "?"),
-                clock=report.get("clock", "?"), step_ms=report.get("step_ms", 0))
+    rows = [{**r, "share": _percent(r.get("share", 0))} for r in report["modules"]]
+    summary = t(lang, "profile_summary", steps=_number(report.get("steps", 0)), device=_text(report.get("device")),
+                clock=_text(report.get("clock")), step_ms=_number(report.get("step_ms", 0)))
     frame = pd.DataFrame(rows, columns=COLUMNS)
     frame.columns = headers
     return summary, frame

@@ -48,6 +48,7 @@ from engine.config.schema import (
 )
 from engine.config.yaml_loader import ConfigLoader
 from engine.errors import UserError, coded
+from engine.json_text import loads
 
 logger = logging.getLogger(__name__)
 
@@ -118,8 +119,8 @@ class RunConfig:
             text = flat[key]
             if isinstance(text, str) and text.lstrip().startswith("{"):
                 try:
-                    flat[key] = json.loads(text)
-                except json.JSONDecodeError:
+                    flat[key] = loads(text)
+                except (json.JSONDecodeError, RecursionError):
                     pass  # left as the text it is (resolve_fsdp names the problem)
         return yaml.safe_dump(flat, sort_keys=False, allow_unicode=True)
 

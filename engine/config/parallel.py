@@ -46,11 +46,13 @@ def _mapping(value: Any, key: str, problems: list[str]) -> dict | None:
     """A mapping given as YAML or as JSON text."""
     import json
 
+    from engine.json_text import loads
+
     if value is None or isinstance(value, dict):
         return value
     if isinstance(value, str) and value.strip().startswith("{"):
         try:
-            parsed = json.loads(value)
+            parsed = loads(value)
         except json.JSONDecodeError as err:
             problems.append(f"`{key}` is not valid JSON ({err.msg}); write it like {_EXAMPLE.get(key, '{}')}.")
             return None

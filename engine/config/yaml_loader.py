@@ -51,6 +51,21 @@ class ConfigLoader(yaml.SafeLoader):
                 "infinity); give a real number", node.start_mark)
         return number
 
+    def construct_foreign(self, node: yaml.Node) -> Any:
+        """Refuses the tags that make values no setting is (bytes, a set, a list of pairs): each was turned into
+        its Python text as the setting's value (`default_system: !!binary aGk=` trained with the system prompt
+        "b'hi'", `output_dir: !!omap [a: 1]` wrote to a folder named "('a', 1)")."""
+        tag = node.tag.rsplit(":", 1)[-1]
+        raise yaml.constructor.ConstructorError(
+            None, None, f"the `!!{tag}` tag makes {FOREIGN_TAGS[tag]}, which no setting takes; write the value out "
+            "as text, a number, a list or a mapping", node.start_mark)
+
+
+FOREIGN_TAGS = {"binary": "bytes", "set": "a set", "omap": "a list of pairs", "pairs": "a list of pairs"}
+"""YAML's tags for values no config setting takes (``yaml.safe_load`` makes them; LLaMA-Factory's examples use
+none)."""
 
 ConfigLoader.add_constructor("tag:yaml.org,2002:int", ConfigLoader.construct_yaml_int)
 ConfigLoader.add_constructor("tag:yaml.org,2002:float", ConfigLoader.construct_yaml_float)
+for _tag in FOREIGN_TAGS:
+    ConfigLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", ConfigLoader.construct_foreign)

@@ -4,10 +4,11 @@ last one wins, as LLaMA-Factory reads it), and each repeated key is named, with 
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
+
+from engine.json_text import loads
 
 logger = logging.getLogger("engine.data.registry")  # the warning keeps the logger name it always had
 
@@ -58,9 +59,9 @@ def _repeat_labels(info: Any, found: list[tuple[str, dict]]) -> list[str]:
 
 def parse_noting_repeats(path: Path) -> tuple[Any, list[str]]:
     """A JSON file's value, parsed as ``json`` parses it, and its repeated keys labelled as :func:`_repeat_labels`
-    does. Raises what reading and ``json.loads`` raise."""
+    does. Raises what reading and ``json.loads`` raise (a number past Python's digit limit as a JSONDecodeError)."""
     found: list[tuple[str, dict]] = []
-    info = json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_noting_repeats(found))
+    info = loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_noting_repeats(found))
     return info, _repeat_labels(info, found)
 
 

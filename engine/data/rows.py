@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from engine.data.errors import DatasetError
+from engine.json_text import loads, long_number_error
 
 BUFFER_CHARS = 1 << 20
 """Characters read at a time from a ``.json`` file (a row longer than that grows the buffer as needed)."""
@@ -104,6 +105,9 @@ class JsonListReader:
                 raise self.error(err.msg, err.pos) from None
             except RecursionError:
                 raise self.error(TOO_DEEP, self.pos) from None
+            except ValueError:  # not a JSONDecodeError (above): a number past the digit limit
+                err = long_number_error(self.buf, self.pos)
+                raise self.error(err.msg, err.pos) from None
             if end == len(self.buf) and self._more():  # a number or literal may go on in the next read
                 continue
             self.pos = end
@@ -139,7 +143,7 @@ def _whole_json(path: Path) -> Iterator[dict[str, Any]]:
     """A .json file that is not a list: one object holding the rows' list, or a scalar (refused)."""
     text = path.read_text(encoding="utf-8-sig")
     try:
-        data = json.loads(text)
+        data = loads(text)
     except json.JSONDecodeError as err:
         raise json_error(path, err.msg, err.lineno, err.colno) from None
     except RecursionError:
@@ -182,7 +186,7 @@ def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = loads(line)
             except json.JSONDecodeError as err:
                 raise json_error(path, err.msg, err.lineno + number - 1, err.colno) from None
             except RecursionError:

@@ -91,7 +91,10 @@ class _Reader:
         if number and not _continues_word(text, number.end()):
             self.pos = number.end()
             raw = number.group()
-            return float(raw) if any(c in raw for c in ".eE") else int(raw)
+            try:
+                return float(raw) if any(c in raw for c in ".eE") else int(raw)
+            except ValueError:  # a whole number past Python's digit limit
+                raise GemmaSyntaxError(f"a number of {len(raw):,} digits at offset {pos}") from None
         bare = _BARE.match(text, pos)
         if bare:
             self.pos = bare.end()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
@@ -50,12 +51,18 @@ class ToolFormat(ABC):
 
 
 def loads(text: str) -> Any:
-    """``json.loads``, where text nested too deeply for the decoder (a RecursionError) is a JSONDecodeError like any
-    other text that is not JSON: tool calls are parsed from generated text and from data rows."""
+    """``json.loads``, where text nested too deeply for the decoder (a RecursionError) or holding a whole number past
+    Python's digit limit (a plain ValueError) is a JSONDecodeError like any other text that is not JSON: tool calls
+    are parsed from generated text and from data rows."""
     try:
         return json.loads(text)
+    except json.JSONDecodeError:
+        raise
     except RecursionError:
         raise json.JSONDecodeError("nested too deeply", text, 0) from None
+    except ValueError:
+        raise json.JSONDecodeError(f"a whole number of more than {sys.get_int_max_str_digits():,} digits", text,
+                                   0) from None
 
 
 def normalize_tools(tools: Any) -> list[dict[str, Any]]:

@@ -35,7 +35,7 @@ def _raw_json_objects(text: str, start: int) -> tuple[list[Any], int]:
             return values, pos
         try:
             value, pos = decoder.raw_decode(text, pos)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # not JSON (a JSONDecodeError), or a number past the digit limit
             return values, pos
         values.append(value)
 
@@ -225,7 +225,7 @@ class GLM4ToolFormat(ToolFormat):
                 start += 1
             try:
                 arguments, pos = decoder.raw_decode(text, start)
-            except (json.JSONDecodeError, RecursionError):
+            except (ValueError, RecursionError):  # not JSON, or a number past the digit limit
                 return text, []
             if not isinstance(arguments, dict):
                 return text, []

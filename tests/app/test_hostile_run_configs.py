@@ -19,6 +19,8 @@ CONFIGS = {
     "bomb": (BOMB + "stage: sft\nmodel_name_or_path: *b8\n").encode(),
     "long_number": ("stage: sft\ncutoff_len: 1" + "0" * 5000 + "\n").encode(),
     "not_utf8": b"stage: sft\nmodel_name_or_path: caf\xe9\n",
+    # past 2 MB: read whole at 0.2-0.5 MB a second (an 11 MB one held History for a minute)
+    "too_large": b"stage: sft\nmodel_name_or_path: demo\nx: " + b"a" * 2_000_000 + b"\n",
 }
 
 

@@ -77,3 +77,28 @@ def test_a_late_refresh_leaves_a_pick_made_meanwhile_alone(board):
     first = refresh.fn(*[None if b is not lang else "zh" for b in refresh.inputs])  # a page with no pick yet
     assert first["value"] in ("run-a", "run-b")
     assert "3" in view.fn("run-b", "zh")[0]  # the view follows the pick as it is when it is composed
+
+
+def test_a_profile_from_elsewhere_neither_holds_nor_breaks_the_panel(board, tmp_path):
+    """The panel reads every run's profile.json as the page opens: one that is a named pipe held that page load for
+    good (a link to /dev/zero would fill the memory), and rows that are no objects or a share that is no number
+    stopped the view with TypeError/ValueError."""
+    import os
+    import threading
+
+    runs_dir = board.jobs.runs_dir
+    _profile(runs_dir / "run-pipe", [])
+    (runs_dir / "run-pipe" / "profile.json").unlink()
+    os.mkfifo(runs_dir / "run-pipe" / "profile.json")
+    _profile(runs_dir / "run-odd", [1, "x", {"module": "m", "share": "lots"}])
+    (runs_dir / "run-odd" / "profile.json").write_text(json.dumps({
+        "steps": {"a": 1}, "device": ["x"], "clock": 3, "step_ms": "fast",
+        "modules": [1, "x", {"module": "m", "share": "lots"}]}))
+    found = []
+    lister = threading.Thread(target=lambda: found.append(profiled_runs(runs_dir, board.jobs.list())), daemon=True)
+    lister.start()
+    lister.join(20)
+    assert found == [["run-odd"]]
+    summary, frame = profile_view(runs_dir, "run-odd", "en")
+    assert "?" in summary and frame.to_dict("records")[0]["module"] == "m" and len(frame) == 1
+    assert frame.to_dict("records")[0]["share"] == "?"

@@ -3,6 +3,7 @@ length charts with the recent completions, and History's reward curves."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -159,6 +160,26 @@ def test_live_charts_and_completions_of_a_watched_rl_run(rl_board):
     assert rewards.live_update(rl_board, run_id, seen, "en") == (rewards.gr.skip(),) * 6  # unchanged: no redraw
 
 
+def test_the_live_view_shows_a_completions_file_from_elsewhere_without_failing(rl_board):
+    """A run folder copied from elsewhere may hold completions.jsonl lines the engine never writes: `rewards` that
+    are a list, text or a number stopped every tick of the watched run's view with AttributeError/TypeError; values
+    that are no numbers are left empty, and thousands of reward names make no more than MAX_REWARD_COLUMNS columns."""
+    run_id = rl_board.jobs.submit("train", grpo_mapping())
+    wait_done(rl_board, run_id)
+    lines = [{"step": 9, "rewards": [1, 2], "reward": 1.0, "completion": "list"},
+             {"step": 10, "rewards": "abc", "completion": "text"}, {"step": 11, "rewards": 5},
+             {"step": "x", "reward": {"a": 1}, "rewards": {f"f{i}": "high" for i in range(5000)}}]
+    with open(rl_board.jobs.runs_dir / run_id / "completions.jsonl", "a", encoding="utf-8") as fh:
+        fh.write("".join(json.dumps(line) + "\n" for line in lines))
+    reward_view._FOLLOWERS.clear()
+    seen = rewards.live_update(rl_board, run_id, None, "en")[-1]
+    table = rewards.live_update(rl_board, run_id, seen, "en")[4]
+    assert len(table.columns) <= reward_view.MAX_REWARD_COLUMNS + 4
+    newest = table.iloc[0]
+    assert newest["step"] is None or newest["step"] != newest["step"]  # empty (None or NaN)
+    assert table["completion"].tolist()[1:4] == ["", "text", "list"]
+
+
 def test_the_live_view_stays_hidden_for_other_runs(rl_board):
     run_id = rl_board.jobs.submit("train", grpo_mapping(stage="sft", reward_funcs=None))
     wait_done(rl_board, run_id)
@@ -179,3 +200,16 @@ def test_history_compares_rl_runs_by_reward_curves(rl_board):
     assert set(frame["run"]) == {first, second}
     assert frame[frame["run"] == second]["reward"].tolist() == pytest.approx([0.2, 0.4, 0.6, 0.8, 1.0])
     assert len(overlay_frame(rl_board, [first, second])) == 8  # their loss curves as before
+
+
+def test_a_reward_function_named_like_a_column_keeps_both_values():
+    """`reward_funcs: r.py:reward` (or `step`, `tokens`...) is a valid reward; its column took the place of the table's
+    own: the completions table showed the function's score as the step and as the total reward."""
+    frame = reward_view.completions_frame([{"step": 3, "reward": 0.5, "completion": "c", "prompt": "p",
+                                            "rewards": {"reward": 1.0, "step": 2.0, "format": 0.0}}])
+    assert list(frame.columns) == ["step", "reward", "reward()", "step()", "format", "completion", "prompt"]
+    assert frame.iloc[0][["step", "reward", "reward()", "step()"]].tolist() == [3, 0.5, 1.0, 2.0]
+    tried = reward_view.try_frame({"rewards": ["reward", "tokens"], "rows": [
+        {"reward": 0.5, "rewards": {"reward": 1.0, "tokens": 2.0}, "tokens": 7, "completion": "c", "answer": "a"}]})
+    assert list(tried.columns) == ["reward", "reward()", "tokens()", "tokens", "completion", "answer"]
+    assert tried.iloc[0][["reward", "reward()", "tokens()", "tokens"]].tolist() == [0.5, 1.0, 2.0, 7]

@@ -346,8 +346,60 @@ def test_a_board_without_a_login_refuses_other_names_and_pages(headers):
         ws.receive_text()
 
 
+@pytest.mark.parametrize("origin", [
+    "http://localhost:8000",  # a page another local server shows (a notebook, a docs preview, another app)
+    "http://127.0.0.1:7861",
+    "http://127.0.0.1",  # port 80
+    "https://127.0.0.1",  # port 443
+    "http://localhost:7860",  # the same port under another name: another origin to the browser
+])
+def test_a_board_without_a_login_refuses_pages_of_other_local_origins(origin):
+    """gradio answers loopback origins with CORS and credentials, so a page on another local port could read the
+    API's answers and start runs; only the board's own page (Origin equal to Host, name and port) is served."""
+    response = _guarded().post("/", headers={"Host": "127.0.0.1:7860", "Origin": origin})
+    assert response.status_code == 403 and "not the board's own page" in response.text
+
+
+@pytest.mark.parametrize(("host", "origin"), [
+    ("127.0.0.1:7860", "http://127.0.0.1:7860"),
+    ("localhost:8000", "http://localhost:8000"),  # an SSH tunnel's port: the browser sends it in both
+    ("localhost", "http://localhost"),
+    ("localhost:80", "http://localhost"),
+    ("[::1]:7860", "http://[::1]:7860"),
+])
+def test_the_boards_own_page_is_served_through_any_local_port(host, origin):
+    assert _guarded().post("/", headers={"Host": host, "Origin": origin}).text == "hello"
+
+
 def test_the_bound_address_and_boards_with_a_login_answer_any_name():
     assert _guarded(bind_host="192.168.1.5").get("/", headers={"Host": "192.168.1.5:7860"}).status_code == 200
     assert _guarded(bind_host="192.168.1.5").get("/", headers={"Host": "evil.example.com"}).status_code == 403
     open_board = _guarded(open_hosts=True)  # --auth (a rebound page cannot log in) or --allow-insecure
     assert open_board.get("/", headers={"Host": "evil.example.com", "Origin": "http://evil.example.com"}).text == "hello"
+
+
+def _limited(max_bytes=1000):
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+    from starlette.testclient import TestClient
+
+    async def echo(request):
+        return PlainTextResponse(str(len(await request.body())))
+
+    app = Starlette(routes=[Route("/gradio_api/queue/join", echo, methods=["POST"]),
+                            Route("/gradio_api/upload", echo, methods=["POST"])])
+    return TestClient(security.BodyLimitMiddleware(app, max_bytes=max_bytes), base_url="http://127.0.0.1:7860")
+
+
+def test_a_request_body_past_the_limit_is_refused_before_gradio_reads_it():
+    """gradio reads a whole body before it checks anything, the login included (a 200 MB body took a board with
+    --auth from 0.2 to 0.8 GB for a client refused as not logged in)."""
+    client = _limited()
+    refused = client.post("/gradio_api/queue/join", content=b"x" * 1001)  # Content-Length: refused unread
+    assert refused.status_code == 413 and "at most 1,000" in refused.text
+    chunked = client.post("/gradio_api/queue/join", content=iter([b"x" * 600, b"x" * 600]))  # no length given
+    assert chunked.status_code == 413
+    assert client.post("/gradio_api/queue/join", content=b"x" * 1000).text == "1000"
+    assert client.post("/gradio_api/queue/join", content=iter([b"x" * 500, b"x" * 500])).text == "1000"
+    assert client.post("/gradio_api/upload/", content=b"x" * 5000).text == "5000"  # files: gradio bounds each one

@@ -49,6 +49,7 @@ BOMB = "".join(f"x{i}: &b{i} [" + ", ".join([f"*b{i - 1}" if i else "y"] * 10) +
     b"cutoff_len: 1" + b"0" * 5000 + b"\n",  # past int()'s 4,300 digits: ValueError
     b"a: " + b"[" * 5000 + b"]" * 5000 + b"\n",  # RecursionError
     BOMB + b"model_name_or_path: demo\nlearning_rate: *b8\n",  # taken whole into the form
+    b"model_name_or_path: demo\ndefault_system: " + b"a" * 1_000_001 + b"\n",  # past 1 MB: read (11 MB took minutes)
 ])
 def test_a_broken_last_used_config_does_not_keep_the_board_from_starting(tmp_path, content):
     """A last-used.yaml edited by hand into broken YAML (or another tool's bytes) opened the board on a traceback:

@@ -38,7 +38,9 @@ def test_submit_and_watch_a_run(live_board):
     import urllib.error
     import urllib.request
 
-    for headers in ({"Host": "evil.example.com"}, {"Origin": "http://evil.example.com"}):
+    # nor does a page another local server shows on another port (gradio's CORS would let it read the answers)
+    for headers in ({"Host": "evil.example.com"}, {"Origin": "http://evil.example.com"},
+                    {"Origin": "http://localhost:1"}):
         request = urllib.request.Request(url + "gradio_api/info", headers=headers)
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=10)

@@ -167,6 +167,26 @@ def test_text_nested_too_deeply_is_no_call_not_a_crash(name):
         normalize_calls(deep)
 
 
+@pytest.mark.parametrize("name", sorted(TOOL_FORMATS))
+def test_text_with_a_number_past_pythons_digit_limit_is_no_call_not_a_crash(name):
+    """A whole number of more than 4,300 digits in generated text (or a data row) is a value Python's json cannot
+    read (a plain ValueError, not a JSONDecodeError): it raised out of the parser, so a chat or API reply failed
+    after its generation; now such text holds no call, as other text that is not JSON."""
+    from engine.templates.tool_base import normalize_calls
+
+    big = "7" * 5000
+    fmt = TOOL_FORMATS[name]
+    for text in (f'<tool_call>\n{{"name": "f", "arguments": {{"a": {big}}}}}\n</tool_call>',
+                 f'Action: f\nAction Input: {{"a": {big}}}', f'[TOOL_CALLS] [{{"name": "f", "arguments": {{"a": {big}}}}}]',
+                 f'{{"name": "f", "parameters": {{"a": {big}}}}}', f'<tool_calls>\n{{"name": "f", "arguments": {big}}}\n</tool_calls>',
+                 f'f\n{{"a": {big}}}', f'<invoke name="f"><parameter name="a">{big}</parameter></invoke>',
+                 f"<|tool_call_start|>[f(a={big})]<|tool_call_end|>", f"<|tool_call>call:f{{a:{big}}}<tool_call|>"):
+        content, calls = fmt.extract(text)
+        assert all(isinstance(call["name"], str) for call in calls)
+    with pytest.raises(ValueError, match="digits"):
+        normalize_calls('{"name": "f", "arguments": {"a": ' + big + "}}")
+
+
 def test_api_tool_call_arguments_nested_too_deeply_are_a_request_error():
     from engine.infer.openai_format import RequestError, convert_messages
 

@@ -466,6 +466,64 @@ def test_values_nested_deeper_than_json_can_read_are_named_not_a_traceback(ws, c
         user_error(capsys, command, str(ws / "sft.yaml"), f"dataset_dir={data}", "dataset=d", words=words)
 
 
+@pytest.mark.parametrize("suffix", [".json", ".jsonl", "-wrapped.json", "-registry"])
+def test_a_number_past_pythons_digit_limit_is_named_with_its_place_not_a_traceback(ws, capsys, tmp_path, suffix):
+    """json raises a plain ValueError (no position) for a whole number past 4,300 digits: it ended lf-engine check
+    and data with a traceback. A string of digits before it is no number, and the place named is the number's."""
+    digits = "7" * 5000
+    row = f'{{"instruction": "{digits}", "output": "b",\n "x": {digits}}}'
+    data = tmp_path / "long"
+    data.mkdir()
+    if suffix == "-registry":
+        (data / "dataset_info.json").write_text('{"d": {"file_name": "d.json",\n "x": ' + digits + "}}",
+                                                encoding="utf-8")
+        (data / "d.json").write_text('[{"instruction": "a", "output": "b"}]', encoding="utf-8")
+        words = ("dataset_info.json is not valid JSON: a whole number of more than 4,300 digits",
+                 "at line 2, column 7.")
+    else:
+        text = {".json": f"[{row}]", ".jsonl": row.replace("\n", "") + "\n", "-wrapped.json": '{"rows": [' + row + "]}"}
+        (data / f"d{suffix}").write_text(text[suffix], encoding="utf-8")
+        (data / "dataset_info.json").write_text(json.dumps({"d": {"file_name": f"d{suffix}"}}), encoding="utf-8")
+        place = "line 1, column 5041" if suffix == ".jsonl" else "line 2, column 7"
+        words = ("is not valid JSON: a whole number of more than 4,300 digits", place)
+    for command in ("check", "data"):
+        user_error(capsys, command, str(ws / "sft.yaml"), f"dataset_dir={data}", "dataset=d", words=words)
+
+
+@pytest.mark.parametrize("where", ["model_config", "deepspeed", "ray_init_kwargs"])
+def test_a_number_past_pythons_digit_limit_in_a_json_setting_is_named_not_a_traceback(ws, capsys, tmp_path, where):
+    """A model's config.json, a DeepSpeed file or a setting given as inline JSON holding a whole number of more than
+    4,300 digits ended lf-engine check with json's ValueError traceback; it is named as JSON that cannot be read."""
+    digits = "9" * 5000
+    if where == "model_config":
+        model = tmp_path / "model"
+        model.mkdir()
+        (model / "config.json").write_text('{"model_type": "llama", "x": ' + digits + "}", encoding="utf-8")
+        override, words = f"model_name_or_path={model}", ("config.json is not valid JSON", "at line 1, column 30")
+    elif where == "deepspeed":
+        (tmp_path / "ds.json").write_text('{"train_batch_size": ' + digits + "}", encoding="utf-8")
+        override, words = f"deepspeed={tmp_path / 'ds.json'}", ("`deepspeed: ", "is not valid JSON")
+    else:
+        override, words = 'ray_init_kwargs={"a": ' + digits + "}", ("`ray_init_kwargs` is not valid JSON",)
+    user_error(capsys, "check", str(ws / "sft.yaml"), override,
+               words=(*words, "a whole number of more than 4,300 digits"))
+
+
+@pytest.mark.parametrize(("line", "words"), [
+    ("default_system: !!binary aGVsbG8=\n", "the `!!binary` tag makes bytes"),  # trained with system prompt "b'hello'"
+    ("lora_target: !!set {q_proj, v_proj}\n", "the `!!set` tag makes a set"),  # "{'v_proj', 'q_proj'}"
+    ("run_name: !!omap [a: 1]\n", "the `!!omap` tag makes a list of pairs"),  # "('a', 1)"
+    ("run_name: !!pairs [a: 1]\n", "the `!!pairs` tag makes a list of pairs"),
+])
+def test_yaml_tags_for_values_no_setting_takes_are_refused_with_their_place(ws, capsys, tmp_path, line, words):
+    """yaml.safe_load makes bytes, sets and lists of pairs of these tags; each was taken as its Python text."""
+    config = tmp_path / "tagged.yaml"
+    config.write_text((ws / "sft.yaml").read_text(encoding="utf-8") + line, encoding="utf-8")
+    lines = config.read_text(encoding="utf-8").count("\n")
+    user_error(capsys, "check", str(config), words=(f"is not valid YAML at line {lines}, column ", words,
+                                                     "write the value out as text"))
+
+
 def test_a_config_nested_deeper_than_yaml_can_read_is_named_not_a_traceback(ws, capsys, tmp_path):
     config = tmp_path / "deep.yaml"
     config.write_text((ws / "sft.yaml").read_text() + "x: " + "[" * 20000 + "]" * 20000 + "\n", encoding="utf-8")

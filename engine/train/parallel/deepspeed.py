@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import UserError
+from engine.json_text import loads
 
 OFFLOAD_DEVICES = ("cpu", "nvme", "none")
 
@@ -28,9 +29,11 @@ def load(path: str) -> dict[str, Any]:
         raise DeepSpeedConfigError(f"`deepspeed: {path}` does not exist; give a DeepSpeed JSON file such as "
                                    "examples/deepspeed/ds_z3.json.")
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = loads(file.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise DeepSpeedConfigError(f"`deepspeed: {path}` is not valid JSON ({err.msg} at line {err.lineno}).") from None
+    except RecursionError:
+        raise DeepSpeedConfigError(f"`deepspeed: {path}` nests lists or objects too deeply to be read.") from None
     if not isinstance(data, dict):
         raise DeepSpeedConfigError(f"`deepspeed: {path}` must hold a JSON object.")
     return data

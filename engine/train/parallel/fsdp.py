@@ -86,6 +86,7 @@ def resolve_fsdp(fsdp: str | bool | list | None, fsdp_config: str | dict | None,
     from pathlib import Path
 
     from engine.errors import UserError
+    from engine.json_text import loads
 
     if isinstance(fsdp, (list, tuple)):  # a YAML list of words, as LLaMA-Factory's examples write them
         fsdp = " ".join(str(word) for word in fsdp)
@@ -99,7 +100,7 @@ def resolve_fsdp(fsdp: str | bool | list | None, fsdp_config: str | dict | None,
         config = dict(fsdp_config)
     elif fsdp_config and str(fsdp_config).lstrip().startswith("{"):  # the settings inline (a mapping in YAML)
         try:
-            config = json.loads(fsdp_config)
+            config = loads(fsdp_config)
         except json.JSONDecodeError as err:
             raise UserError(f"`fsdp_config` holds settings that are not valid JSON ({err.msg} at character "
                             f"{err.pos + 1}); write them as a JSON object or give the path of an FSDP JSON file."
@@ -112,7 +113,7 @@ def resolve_fsdp(fsdp: str | bool | list | None, fsdp_config: str | dict | None,
             raise UserError(f"`fsdp_config: {fsdp_config}` does not exist; give the path of an FSDP JSON file "
                             "such as examples/fsdp/fsdp2.json.")
         try:
-            config = json.loads(path.read_text(encoding="utf-8"))
+            config = loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as err:
             raise UserError(f"`fsdp_config: {fsdp_config}` is not valid JSON ({err.msg} at line {err.lineno}).") from None
         if not isinstance(config, dict):

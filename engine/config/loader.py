@@ -341,7 +341,10 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
     unknown: list[str] = []
     lf_only: list[tuple[str, Any]] = []
     for key, value in mapping.items():
-        key = str(key)
+        if not isinstance(key, str):  # `null:`, `true:`, `3:` in YAML: named as YAML writes them, not as Python does
+            problems.append(f"Unknown key `{_yaml_text(key)}` (YAML reads it as {_yaml_kind(key)}, not as a name). "
+                            "Remove it, or quote it if it is meant as a name.")
+            continue
         if key_problem(key):
             problems.append(key_problem(key))
             continue
@@ -502,6 +505,22 @@ def yaml_error_message(source: str, text: str, err: yaml.YAMLError) -> str:
     if "'\\t'" in message:
         message += "; YAML indents with spaces, never tabs"
     return message + "."
+
+
+
+def _yaml_text(value: Any) -> str:
+    """How YAML writes a key that is no name (``null``, ``true``, ``3``), abridged: the message names what the user
+    wrote, not Python's spelling of it (``None``, ``True``)."""
+    return shorten(yaml.safe_dump(value, default_flow_style=True).split("\n", 1)[0], 80)
+
+
+def _yaml_kind(value: Any) -> str:
+    """What YAML made of a key that is no name, in words."""
+    if value is None:
+        return "no value"
+    if isinstance(value, bool):
+        return "a yes/no value"
+    return "a number" if isinstance(value, (int, float)) else f"a {type(value).__name__}"
 
 
 def read_yaml(path: str | Path, warn: bool = True) -> dict[str, Any]:

@@ -135,6 +135,18 @@ def test_broken_yaml_quotes_the_line_to_fix(tmp_path, text, words):
         assert word in str(info.value)
 
 
+def test_keys_yaml_reads_as_no_name_are_named_as_written(tmp_path):
+    """`null:`, `true:`, `3:` and a date as keys: the problem names them as YAML writes them (`null`, not None)."""
+    p = tmp_path / "keys.yaml"
+    p.write_text("model_name_or_path: demo\ndataset: x\nnull: 1\ntrue: 2\n3: x\n2024-01-01: 1\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(p)
+    text = str(info.value)
+    for key, kind in (("null", "no value"), ("true", "a yes/no value"), ("3", "a number"), ("2024-01-01", "a date")):
+        assert f"Unknown key `{key}` (YAML reads it as {kind}, not as a name)" in text
+    assert "`None`" not in text and "`True`" not in text
+
+
 def test_every_field_is_documented():
     for key, (_, f) in all_keys().items():
         assert f.metadata.get("help"), f"{key} has no help text"

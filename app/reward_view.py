@@ -388,11 +388,10 @@ def try_frame(result: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["reward", *labels.values(), "tokens", "completion", "answer"])
 
 
-def try_summary(result: dict[str, Any]) -> dict[str, str]:
-    """Mean per reward (and errors) as short text parts."""
+def try_summary(result: dict[str, Any]) -> tuple[str, str]:
+    """(the mean of each reward, the functions that raised on some completions with their counts) as short text:
+    two parts, so that a reward function named ``errors`` is not taken for the count of errors."""
     means = result.get("mean") or {}
-    parts = {name: f"{value:.3f}" for name, value in means.items() if isinstance(value, (int, float))}
+    mean_text = ", ".join(f"{name} {value:.3f}" for name, value in means.items() if isinstance(value, (int, float)))
     errors = {k: v for k, v in (result.get("errors") or {}).items() if v}
-    if errors:
-        parts["errors"] = ", ".join(f"{k} {v}" for k, v in errors.items())
-    return parts
+    return mean_text, ", ".join(f"{k} {v}" for k, v in errors.items())

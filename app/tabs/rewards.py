@@ -121,9 +121,11 @@ def try_it(board: Board, mapping: dict[str, Any], lang: str, session: str = "") 
         return t(lang, "rl_try_stopped"), None
     except reward_view.TryError as err:
         return t(lang, "rl_try_failed", error=err), None
-    parts = reward_view.try_summary(result)
-    summary = ", ".join(f"{k} {v}" for k, v in parts.items())
-    return t(lang, "rl_try_done", n=len(result.get("rows") or []), summary=summary), reward_view.try_frame(result)
+    means, errors = reward_view.try_summary(result)
+    message = t(lang, "rl_try_done", n=len(result.get("rows") or []), summary=means)
+    if errors:
+        message += " " + t(lang, "rl_try_errors", errors=errors)
+    return message, reward_view.try_frame(result)
 
 
 def live_update(board: Board, run_id: str | None, seen: Any, lang: str) -> tuple[Any, ...]:

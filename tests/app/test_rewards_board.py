@@ -41,6 +41,17 @@ def test_try_it_scores_in_a_child_process_and_shows_a_table(rl_board):
     assert not list((rl_board.workspace.root / ".scratch").glob("rewards-*.yaml"))  # scratch files cleaned up
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_try_it_keeps_a_reward_named_errors_apart_from_the_error_count(rl_board, monkeypatch, lang):
+    """A reward function named `errors` kept its mean, and the count of completions a function raised on is its
+    own sentence (it had replaced that mean, in English on the Chinese page too)."""
+    result = {"rows": [{}] * 4, "mean": {"errors": 0.5, "format": 1.0}, "errors": {"errors": 0, "format": 2}}
+    monkeypatch.setattr(reward_view, "run_try", lambda *args, **kwargs: result)
+    message, _ = rewards.try_it(rl_board, grpo_mapping(), lang)
+    assert "errors 0.500, format 1.000" in message
+    assert ("function and count: format 2" if lang == "en" else "函数与次数：format 2") in message
+
+
 def test_try_it_runs_where_the_board_runs_jobs(workspace, tmp_path):
     """Relative reward paths: "try it" had run in the repository while training runs in the board's directory."""
     here = tmp_path / "cwd"

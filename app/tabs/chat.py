@@ -37,6 +37,7 @@ class ChatTab:
     compare: gr.Checkbox
     load_btn: gr.Button
     unload_btn: gr.Button
+    hint: gr.Markdown
     status: gr.Markdown
     system: gr.Textbox
     tools: gr.Code
@@ -60,7 +61,11 @@ def build(board: Board) -> ChatTab:
         compare = gr.Checkbox(label=L("chat_compare"), info=L("chat_compare_info"), value=False, scale=2)
         load_btn = gr.Button(L("chat_load"), variant="primary", scale=1, elem_id="lf-chat-load")
         unload_btn = gr.Button(L("chat_unload"), variant="stop", scale=1)
-    status = SafeMarkdown(L("chat_not_loaded"), elem_id="lf-chat-status")
+    # "no model loaded" is a hint of its own, shown while the status line is empty: a text that starts as a
+    # translation key is put back by the page on every language switch, even after a handler wrote another one
+    # (gradio 6.31), and the status line said "no model loaded" over a loaded model until the switch's handler answered
+    hint = SafeMarkdown(L("chat_not_loaded"), elem_id="lf-chat-hint")
+    status = SafeMarkdown(elem_id="lf-chat-status")
     with gr.Row():
         with gr.Column(scale=3):
             with gr.Row():
@@ -85,6 +90,7 @@ def build(board: Board) -> ChatTab:
         compare=compare,
         load_btn=load_btn,
         unload_btn=unload_btn,
+        hint=hint,
         status=status,
         system=system,
         tools=tools,
@@ -296,8 +302,14 @@ def upload_folder() -> str:
     return get_upload_folder()
 
 
+HINT_JS = "(text) => ({__type__: 'update', visible: text ? 'hidden' : true})"
+"""The hint while the status line is empty, set in the page (no server trip). Hidden as "hidden", not False: gradio
+draws a component shown again anew, with its text as last shown, which then no longer follows a language switch."""
+
+
 def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     private = {"api_visibility": "private"}
+    tab.status.change(None, tab.status, tab.hint, js=HINT_JS, show_progress="hidden", **private)
 
     def on_load(model, ft, checkpoint, template, compare, servers, lang, *values):
         top_vals = top_values(model, ft, checkpoint, template)

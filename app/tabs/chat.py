@@ -25,7 +25,7 @@ from app.jobs import JobError
 from app.markup import SafeMarkdown
 from app.topbar import TopBar, top_values
 from app.visible_text import reveal
-from app.widgets import collect, make_widget
+from app.widgets import collect, empty_problems, make_widget
 
 CHAT_KEYS = ["temperature", "top_p", "top_k", "max_new_tokens", "repetition_penalty"]
 LOAD_TIMEOUT = 900.0
@@ -316,6 +316,10 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         if compare and not top_vals.checkpoint:
             yield t(lang, "chat_compare_needs_checkpoint"), gr.skip(), gr.skip(), gr.skip()
             return
+        refused = empty_problems(tab.keys, values, lang)  # an empty number box would serve its default unseen
+        if refused:
+            yield problems_text(lang, t(lang, "chat_problems"), refused), gr.skip(), gr.skip(), gr.skip()
+            return
         sampling = collect(tab.keys, list(values))
         plan = load_servers(board, top_vals, sampling, compare, servers)
         if plan.busy:
@@ -381,6 +385,10 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             tools = parse_tools(tools_text)
         except ToolsError as err:
             yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), t(lang, "chat_tools_unusable", error=err.detail)
+            return
+        refused = empty_problems(tab.keys, values, lang)
+        if refused:
+            yield (gr.skip(),) * 5 + (problems_text(lang, t(lang, "chat_problems"), refused),)
             return
         sampling = collect(tab.keys, list(values))
         request = {

@@ -23,7 +23,7 @@ from app.tabs.train_data import dataset_note
 from app.topbar import TopBar, top_values
 from app.visible_text import choices as shown_choices
 from app.visible_text import reveal
-from app.widgets import collect, make_widget
+from app.widgets import collect, empty_problems, make_widget
 from engine.runs import open_regular, read_regular
 
 EVAL_KEYS = ["cutoff_len", "max_samples", "per_device_eval_batch_size"]
@@ -145,9 +145,12 @@ def start_eval(board: Board, values: list[Any], keys: list[str], lang: str) -> t
     )
     if not mapping.get("eval_dataset"):
         return t(lang, "eval_no_dataset"), None
+    # an empty number box would run with its default unseen; the generation settings only matter to Predict
+    used = [(k, v) for k, v in zip(keys, rest) if mode == "predict" or k not in forms.GENERATION_KEYS]
+    refused = empty_problems([k for k, _ in used], [v for _, v in used], lang)
     checked = forms.validate(mapping, "eval")
-    if not checked.ok:
-        return problems_text(lang, t(lang, "train_problems"), checked.problems), None
+    if refused or not checked.ok:
+        return problems_text(lang, t(lang, "train_problems" if checked.problems else "form_problems"), [*refused, *checked.problems]), None
     kind = "predict" if mode == "predict" else "eval"
     run_id = board.jobs.new_run_id(kind)
     try:

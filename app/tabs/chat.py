@@ -22,6 +22,7 @@ from app.context import Board
 from app.engine_text import problems_text
 from app.i18n import L, t
 from app.jobs import JobError
+from app.lang_gate import LANG_UNKNOWN
 from app.markup import SafeMarkdown
 from app.topbar import TopBar, top_values
 from app.visible_text import reveal
@@ -487,8 +488,28 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             box_label(served(board, main["id"])[1] if ready else None),
         )
 
+    def on_still_loading(servers, lang):
+        # a page opened (or reopened, or switched) while its workers load: its line said "still loading" for good,
+        # for the Load that would have said "ready" belonged to the page before (the Chat tab has no timer)
+        ids, begin, waited = dict(servers or {}), time.time(), False
+        while ids and lang != LANG_UNKNOWN and time.time() - begin < LOAD_TIMEOUT:
+            live = staying_servers(board, ids)
+            if set(live) != set(ids):  # one ended or is being ended: the Load or Unload that did it says so
+                break
+            if all(s.get("ready") and s.get("port") for s in live.values()):
+                if not waited:  # ready all along: the page load's line says so already
+                    break
+                main = live.get("main") or next(iter(live.values()))
+                yield served_line(board, live, lang, adopted=False), box_label(served(board, main["id"])[1])
+                return
+            waited = True
+            time.sleep(1.0)
+        yield gr.skip(), gr.skip()
+
     gr.on([demo.load, top.lang.change], on_page_load, [tab.servers, top.lang],
-          [tab.status, tab.servers, tab.chatbot_base, tab.chatbot], show_progress="hidden", **private)
+          [tab.status, tab.servers, tab.chatbot_base, tab.chatbot], show_progress="hidden", **private).then(
+        on_still_loading, [tab.servers, top.lang], [tab.status, tab.chatbot], show_progress="hidden",
+        concurrency_limit=None, **private)
 
 
 def failure_text(board: Board, status: dict[str, Any], lang: str) -> str:

@@ -257,6 +257,11 @@ def openai_messages(convo: list[dict[str, Any]], system: str) -> list[dict[str, 
     return chat_media.for_server(system_turn + list(convo))
 
 
+def tool_turn(msg: dict[str, Any]) -> bool:
+    """A turn the chat box titles (in the page's language): a tool's result or the model's tool calls."""
+    return msg.get("role") == "tool" or bool(msg.get("tool_calls"))
+
+
 def to_chatbot(convo: list[dict[str, Any]], lang: str) -> list[dict[str, Any]]:
     """The conversation (OpenAI messages) as the chatbot shows it."""
     shown = []
@@ -468,6 +473,14 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     tab.clear_btn.click(
         lambda: ([], [], [], []), None, [tab.chatbot, tab.chatbot_base, tab.convo, tab.convo_base], **private
     )
+
+    def on_relabel(convo, convo_base, lang):
+        # the conversation's tool calls and results are titled in the page's language: again after a switch
+        return tuple(to_chatbot(c, lang) if any(tool_turn(m) for m in c or []) else gr.skip()
+                     for c in (convo, convo_base))
+
+    top.lang.change(on_relabel, [tab.convo, tab.convo_base, top.lang], [tab.chatbot, tab.chatbot_base],
+                    show_progress="hidden", **private)
 
     def on_page_load(servers, lang):
         # also when the page's language is set: the load's line is composed before it is known (a Chinese page

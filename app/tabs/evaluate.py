@@ -215,7 +215,7 @@ def read_predictions(folder: Path, limit: int = MAX_PREDICTIONS) -> list[list[st
     return rows
 
 
-def wire(tab: EvaluateTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
+def wire(tab: EvaluateTab, top: TopBar, board: Board, demo: gr.Blocks, opened: gr.Tab | None = None) -> None:
     follow_end(tab.log)
     private = {"api_visibility": "private"}
 
@@ -232,6 +232,17 @@ def wire(tab: EvaluateTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     tab.dataset_dir.change(on_dataset_dir, [tab.dataset_dir, tab.dataset, top.lang], [tab.dataset, tab.dataset_note],
                            **private)
     tab.dataset.input(on_picked, [tab.dataset_dir, tab.dataset, top.lang], tab.dataset_note, **private)
+
+    def on_refresh(dataset_dir: str, selected: list[str]):
+        # the picker's list was read as the board started: a reloaded page, or the tab opened after an upload on
+        # Train, lacked the datasets registered since; a pick that went away is dropped, any other left as it is
+        choices, _ = dataset_choices(dataset_dir)
+        names = {value for _, value in choices}
+        keep = [s for s in selected or [] if s in names]
+        return gr.update(choices=choices) if keep == list(selected or []) else gr.update(choices=choices, value=keep)
+
+    gr.on([demo.load, *([opened.select] if opened is not None else [])], on_refresh, [tab.dataset_dir, tab.dataset],
+          tab.dataset, show_progress="hidden", **private)
     top.lang.change(on_picked, [tab.dataset_dir, tab.dataset, top.lang], tab.dataset_note, show_progress="hidden",
                     **private)  # the note follows the page's language
     # the generation settings only matter to Predict: Eval (loss, perplexity) generates nothing

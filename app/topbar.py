@@ -108,7 +108,9 @@ def build(board: Board) -> TopBar:
         )
         refresh = gr.Button(L("top_refresh"), scale=0, min_width=90, size="sm", elem_classes=["lf-refresh"])
     with gr.Row():
-        devices = SafeMarkdown(L("top_devices_loading"), elem_classes=["lf-devices"])
+        # empty until the page's language is known (its change composes the line): a text that starts as a translation
+        # key is put back by the page on every language switch (gradio 6.31), and the line said "looking…" again
+        devices = SafeMarkdown(elem_classes=["lf-devices"], elem_id="lf-devices")
         note = SafeMarkdown(visible=False)
     return TopBar(
         lang_choice=lang_choice,

@@ -52,7 +52,7 @@ def build_ui(board: Board) -> gr.Blocks:
             show_progress="hidden",
         )
         train.wire(train_tab, top, board, demo)
-        evaluate.wire(eval_tab, top, board, demo)
+        evaluate.wire(eval_tab, top, board, demo, opened=tab_evaluate)
         chat.wire(chat_tab, top, board, demo)
         export.wire(export_tab, top, board, demo)
         watchers = {

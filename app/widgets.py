@@ -15,7 +15,7 @@ from typing import Any, get_args, get_origin
 
 import gradio as gr
 
-from app.i18n import L
+from app.i18n import L, t
 from app.number_box import NumberBox
 from engine.config import all_keys, field_type, literal_choices
 from engine.config.limits import MAX_WHOLE_NUMBER
@@ -127,7 +127,7 @@ def from_widget(key: str, value: Any) -> Any:
         return None if (optional and text == "") else text
     if kind == "number":
         if value is None or value == "":
-            return None if optional else default_value(key)
+            return None if optional else default_value(key)  # a required one: the handlers refuse it first
         if optional and value == 0:
             return None  # optional numbers show "not set" as 0 (see make_widget)
         inner, _ = _plain(field_type(section, key))
@@ -135,6 +135,8 @@ def from_widget(key: str, value: Any) -> Any:
             return int(value)  # a row count: LLaMA-Factory reads 1.0 as the fraction "every row" (refused)
         return int(value) if inner is int else float(value)
     if kind == "slider":
+        if value is None or value == "":
+            return default_value(key)  # the handlers refuse it first, by name (empty_problems)
         inner, _ = _plain(field_type(section, key))
         return int(round(value)) if inner is int else float(value)
     return bool(value)
@@ -180,6 +182,26 @@ def make_widget(key: str, value: Any = None, **kwargs: Any) -> gr.components.Com
             **common,
         )
     return gr.Textbox(value=shown, **common)
+
+
+def is_empty(key: str, value: Any) -> bool:
+    """A required number's box the browser sent nothing for: emptied, or holding what the browser cannot keep as a
+    number (5,000 digits read as infinity, sent as nothing). The two cannot be told apart, and neither is a value:
+    :func:`from_widget` would put the field's default in its place unseen. An optional number's empty box means
+    "not set" and is no problem."""
+    if widget_kind(key) not in ("number", "slider") or (value is not None and value != ""):
+        return False
+    section, _ = key_field(key)
+    return not _plain(field_type(section, key))[1]
+
+
+def empty_problems(keys: list[str], values: list[Any] | tuple[Any, ...], lang: str | None) -> list[Any]:
+    """A problem in ``lang`` for each required number box (``keys`` in ``values``' order) that is empty, naming it
+    by its label and key, with the number it would otherwise have run with."""
+    from engine.errors import Problem
+
+    return [Problem(t(lang, "form_empty_number", label=t(lang, f"f_{key}"), name=key, default=default_value(key)),
+                    "config") for key, value in zip(keys, values) if is_empty(key, value)]
 
 
 def collect(keys: list[str], values: list[Any] | tuple[Any, ...]) -> dict[str, Any]:

@@ -22,10 +22,11 @@ from app.context import Board
 from app.engine_text import problems_text
 from app.i18n import L, t
 from app.jobs import JobError
+from app.lang_gate import LANG_UNKNOWN
 from app.markup import SafeMarkdown
 from app.topbar import TopBar, top_values
 from app.visible_text import reveal
-from app.widgets import collect, make_widget
+from app.widgets import collect, empty_problems, make_widget
 
 CHAT_KEYS = ["temperature", "top_p", "top_k", "max_new_tokens", "repetition_penalty"]
 LOAD_TIMEOUT = 900.0
@@ -37,6 +38,7 @@ class ChatTab:
     compare: gr.Checkbox
     load_btn: gr.Button
     unload_btn: gr.Button
+    hint: gr.Markdown
     status: gr.Markdown
     system: gr.Textbox
     tools: gr.Code
@@ -60,7 +62,11 @@ def build(board: Board) -> ChatTab:
         compare = gr.Checkbox(label=L("chat_compare"), info=L("chat_compare_info"), value=False, scale=2)
         load_btn = gr.Button(L("chat_load"), variant="primary", scale=1, elem_id="lf-chat-load")
         unload_btn = gr.Button(L("chat_unload"), variant="stop", scale=1)
-    status = SafeMarkdown(L("chat_not_loaded"), elem_id="lf-chat-status")
+    # "no model loaded" is a hint of its own, shown while the status line is empty: a text that starts as a
+    # translation key is put back by the page on every language switch, even after a handler wrote another one
+    # (gradio 6.31), and the status line said "no model loaded" over a loaded model until the switch's handler answered
+    hint = SafeMarkdown(L("chat_not_loaded"), elem_id="lf-chat-hint")
+    status = SafeMarkdown(elem_id="lf-chat-status")
     with gr.Row():
         with gr.Column(scale=3):
             with gr.Row():
@@ -85,6 +91,7 @@ def build(board: Board) -> ChatTab:
         compare=compare,
         load_btn=load_btn,
         unload_btn=unload_btn,
+        hint=hint,
         status=status,
         system=system,
         tools=tools,
@@ -250,6 +257,11 @@ def openai_messages(convo: list[dict[str, Any]], system: str) -> list[dict[str, 
     return chat_media.for_server(system_turn + list(convo))
 
 
+def tool_turn(msg: dict[str, Any]) -> bool:
+    """A turn the chat box titles (in the page's language): a tool's result or the model's tool calls."""
+    return msg.get("role") == "tool" or bool(msg.get("tool_calls"))
+
+
 def to_chatbot(convo: list[dict[str, Any]], lang: str) -> list[dict[str, Any]]:
     """The conversation (OpenAI messages) as the chatbot shows it."""
     shown = []
@@ -296,13 +308,23 @@ def upload_folder() -> str:
     return get_upload_folder()
 
 
+HINT_JS = "(text) => ({__type__: 'update', visible: text ? 'hidden' : true})"
+"""The hint while the status line is empty, set in the page (no server trip). Hidden as "hidden", not False: gradio
+draws a component shown again anew, with its text as last shown, which then no longer follows a language switch."""
+
+
 def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     private = {"api_visibility": "private"}
+    tab.status.change(None, tab.status, tab.hint, js=HINT_JS, show_progress="hidden", **private)
 
     def on_load(model, ft, checkpoint, template, compare, servers, lang, *values):
         top_vals = top_values(model, ft, checkpoint, template)
         if compare and not top_vals.checkpoint:
             yield t(lang, "chat_compare_needs_checkpoint"), gr.skip(), gr.skip(), gr.skip()
+            return
+        refused = empty_problems(tab.keys, values, lang)  # an empty number box would serve its default unseen
+        if refused:
+            yield problems_text(lang, t(lang, "chat_problems"), refused), gr.skip(), gr.skip(), gr.skip()
             return
         sampling = collect(tab.keys, list(values))
         plan = load_servers(board, top_vals, sampling, compare, servers)
@@ -369,6 +391,10 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             tools = parse_tools(tools_text)
         except ToolsError as err:
             yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), t(lang, "chat_tools_unusable", error=err.detail)
+            return
+        refused = empty_problems(tab.keys, values, lang)
+        if refused:
+            yield (gr.skip(),) * 5 + (problems_text(lang, t(lang, "chat_problems"), refused),)
             return
         sampling = collect(tab.keys, list(values))
         request = {
@@ -448,6 +474,14 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         lambda: ([], [], [], []), None, [tab.chatbot, tab.chatbot_base, tab.convo, tab.convo_base], **private
     )
 
+    def on_relabel(convo, convo_base, lang):
+        # the conversation's tool calls and results are titled in the page's language: again after a switch
+        return tuple(to_chatbot(c, lang) if any(tool_turn(m) for m in c or []) else gr.skip()
+                     for c in (convo, convo_base))
+
+    top.lang.change(on_relabel, [tab.convo, tab.convo_base, top.lang], [tab.chatbot, tab.chatbot_base],
+                    show_progress="hidden", **private)
+
     def on_page_load(servers, lang):
         # also when the page's language is set: the load's line is composed before it is known (a Chinese page
         # kept it in English). Answered late, ``servers`` is the page's as it was when this was sent: a worker that a
@@ -467,8 +501,28 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             box_label(served(board, main["id"])[1] if ready else None),
         )
 
+    def on_still_loading(servers, lang):
+        # a page opened (or reopened, or switched) while its workers load: its line said "still loading" for good,
+        # for the Load that would have said "ready" belonged to the page before (the Chat tab has no timer)
+        ids, begin, waited = dict(servers or {}), time.time(), False
+        while ids and lang != LANG_UNKNOWN and time.time() - begin < LOAD_TIMEOUT:
+            live = staying_servers(board, ids)
+            if set(live) != set(ids):  # one ended or is being ended: the Load or Unload that did it says so
+                break
+            if all(s.get("ready") and s.get("port") for s in live.values()):
+                if not waited:  # ready all along: the page load's line says so already
+                    break
+                main = live.get("main") or next(iter(live.values()))
+                yield served_line(board, live, lang, adopted=False), box_label(served(board, main["id"])[1])
+                return
+            waited = True
+            time.sleep(1.0)
+        yield gr.skip(), gr.skip()
+
     gr.on([demo.load, top.lang.change], on_page_load, [tab.servers, top.lang],
-          [tab.status, tab.servers, tab.chatbot_base, tab.chatbot], show_progress="hidden", **private)
+          [tab.status, tab.servers, tab.chatbot_base, tab.chatbot], show_progress="hidden", **private).then(
+        on_still_loading, [tab.servers, top.lang], [tab.status, tab.chatbot], show_progress="hidden",
+        concurrency_limit=None, **private)
 
 
 def failure_text(board: Board, status: dict[str, Any], lang: str) -> str:

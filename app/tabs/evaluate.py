@@ -23,7 +23,7 @@ from app.tabs.train_data import dataset_note
 from app.topbar import TopBar, top_values
 from app.visible_text import choices as shown_choices
 from app.visible_text import reveal
-from app.widgets import collect, make_widget
+from app.widgets import collect, empty_problems, make_widget
 from engine.runs import open_regular, read_regular
 
 EVAL_KEYS = ["cutoff_len", "max_samples", "per_device_eval_batch_size"]
@@ -145,9 +145,12 @@ def start_eval(board: Board, values: list[Any], keys: list[str], lang: str) -> t
     )
     if not mapping.get("eval_dataset"):
         return t(lang, "eval_no_dataset"), None
+    # an empty number box would run with its default unseen; the generation settings only matter to Predict
+    used = [(k, v) for k, v in zip(keys, rest) if mode == "predict" or k not in forms.GENERATION_KEYS]
+    refused = empty_problems([k for k, _ in used], [v for _, v in used], lang)
     checked = forms.validate(mapping, "eval")
-    if not checked.ok:
-        return problems_text(lang, t(lang, "train_problems"), checked.problems), None
+    if refused or not checked.ok:
+        return problems_text(lang, t(lang, "train_problems" if checked.problems else "form_problems"), [*refused, *checked.problems]), None
     kind = "predict" if mode == "predict" else "eval"
     run_id = board.jobs.new_run_id(kind)
     try:
@@ -212,7 +215,7 @@ def read_predictions(folder: Path, limit: int = MAX_PREDICTIONS) -> list[list[st
     return rows
 
 
-def wire(tab: EvaluateTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
+def wire(tab: EvaluateTab, top: TopBar, board: Board, demo: gr.Blocks, opened: gr.Tab | None = None) -> None:
     follow_end(tab.log)
     private = {"api_visibility": "private"}
 
@@ -229,6 +232,17 @@ def wire(tab: EvaluateTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     tab.dataset_dir.change(on_dataset_dir, [tab.dataset_dir, tab.dataset, top.lang], [tab.dataset, tab.dataset_note],
                            **private)
     tab.dataset.input(on_picked, [tab.dataset_dir, tab.dataset, top.lang], tab.dataset_note, **private)
+
+    def on_refresh(dataset_dir: str, selected: list[str]):
+        # the picker's list was read as the board started: a reloaded page, or the tab opened after an upload on
+        # Train, lacked the datasets registered since; a pick that went away is dropped, any other left as it is
+        choices, _ = dataset_choices(dataset_dir)
+        names = {value for _, value in choices}
+        keep = [s for s in selected or [] if s in names]
+        return gr.update(choices=choices) if keep == list(selected or []) else gr.update(choices=choices, value=keep)
+
+    gr.on([demo.load, *([opened.select] if opened is not None else [])], on_refresh, [tab.dataset_dir, tab.dataset],
+          tab.dataset, show_progress="hidden", **private)
     top.lang.change(on_picked, [tab.dataset_dir, tab.dataset, top.lang], tab.dataset_note, show_progress="hidden",
                     **private)  # the note follows the page's language
     # the generation settings only matter to Predict: Eval (loss, perplexity) generates nothing

@@ -23,7 +23,7 @@ from app.markup import SafeMarkdown
 from app.scrolling import follow_end
 from app.tabs.train import abort_run
 from app.topbar import TopBar, top_values
-from app.widgets import collect, make_widget
+from app.widgets import collect, empty_problems, make_widget
 
 
 @dataclass
@@ -93,9 +93,10 @@ def start_export(board: Board, values: list[Any], keys: list[str], lang: str) ->
         return t(lang, "export_needs_checkpoint"), None
     target = str(export_dir or "").strip() or str(default_export_dir(board, top))
     mapping = forms.export_mapping(top, target, collect(keys, rest))
+    refused = empty_problems(keys, rest, lang)  # an empty number box would run with its default unseen
     checked = forms.validate(mapping, "export")
-    if not checked.ok:
-        return problems_text(lang, t(lang, "train_problems"), checked.problems), None
+    if refused or not checked.ok:
+        return problems_text(lang, t(lang, "train_problems" if checked.problems else "form_problems"), [*refused, *checked.problems]), None
     run_id = board.jobs.new_run_id("export")
     try:
         run_id = board.jobs.submit(

@@ -23,7 +23,7 @@ from app.tabs import strategy as scaleout
 from app.tabs.train_data import dataset_choices, upload_dataset  # noqa: F401 - the Evaluate tab's and tests' too
 from app.topbar import TopBar, top_values
 from app.visible_text import choices as shown_choices
-from app.widgets import advanced_keys, collect, fill, make_widget
+from app.widgets import advanced_keys, collect, empty_problems, fill, make_widget
 from app.workspace import LAST_CONFIG, SavedConfigError
 from engine.data.rows import ROW_READERS
 
@@ -275,13 +275,22 @@ def mapping_of(tab_keys: list[str], values: list[Any]) -> dict[str, Any]:
     return forms.train_mapping(top, stage, dataset_dir, dataset, eval_dataset, collect(tab_keys, rest))
 
 
-def preview_command(board: Board, mapping: dict[str, Any], pending: str, lang: str) -> tuple[str, str, str]:
-    """(command, YAML, pending run id): exactly what Start will write and run."""
+def empty_boxes(tab_keys: list[str], values: list[Any], mapping: dict[str, Any], lang: str) -> list[Any]:
+    """Problems (in ``lang``) for the required number boxes of the form's ``values`` that are empty, among the fields
+    that reach ``mapping`` (a hidden method's boxes do not)."""
+    shown = [(key, value) for key, value in zip(tab_keys, values[8:]) if key in mapping]
+    return empty_problems([key for key, _ in shown], [value for _, value in shown], lang)
+
+
+def preview_command(board: Board, mapping: dict[str, Any], pending: str, lang: str,
+                    refused: list[Any] | None = None) -> tuple[str, str, str]:
+    """(command, YAML, pending run id): exactly what Start will write and run (``refused``: the form's own problems,
+    such as an empty number box, which Start refuses too)."""
     pending = pending or board.jobs.new_run_id("train")
     output_dir = board.jobs.runs_dir / pending
     checked = forms.validate(mapping, "train")
-    if checked.config is None:
-        problems = "\n".join(f"# - {p}" for p in checked.problems)
+    if checked.config is None or refused:
+        problems = "\n".join(f"# - {p}" for p in [*(str(r).replace("**", "") for r in refused or []), *checked.problems])
         return "", f"# {t(lang, 'train_invalid')}\n{problems}\n", pending
     resolved = forms.resolved_mapping(checked.config, output_dir)
     text = forms.yaml_text(resolved)
@@ -302,11 +311,12 @@ _START_LOCK = threading.Lock()
 
 
 def start_run(board: Board, mapping: dict[str, Any], pending: str, lang: str,
-              launch: dict[str, Any] | None = None) -> tuple[str, str | None]:
-    """Validate and submit (``launch``: strategy and processes, see app.launch); returns (message, run id or None)."""
+              launch: dict[str, Any] | None = None, refused: list[Any] | None = None) -> tuple[str, str | None]:
+    """Validate and submit (``launch``: strategy and processes, see app.launch; ``refused``: the form's own problems,
+    see :func:`empty_boxes`); returns (message, run id or None)."""
     checked = forms.validate(mapping, "train")
-    if not checked.ok:
-        return problems_text(lang, t(lang, "train_problems"), checked.problems), None
+    if refused or not checked.ok:
+        return problems_text(lang, t(lang, "train_problems" if checked.problems else "form_problems"), [*(refused or []), *checked.problems]), None
     output_dir = board.jobs.runs_dir / (pending or "x")
     resolved = forms.resolved_mapping(checked.config, output_dir)
     with _START_LOCK:  # a double click sends the page's one pending id twice, side by side: one run, not two
@@ -403,7 +413,8 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
 
     def on_form(*values):
         *values, pending, lang = values
-        return preview_command(board, mapping_of(tab.keys, list(values)), pending, lang)
+        mapping = mapping_of(tab.keys, list(values))
+        return preview_command(board, mapping, pending, lang, empty_boxes(tab.keys, list(values), mapping, lang))
 
     form_io = {
         "inputs": [*form, tab.pending, top.lang],
@@ -426,7 +437,8 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         mapping, launch, refusal = scaleout.prepare(mapping_of(tab.keys, list(values)), strategy, nproc, lang)
         if refusal:
             return refusal, gr.skip(), gr.skip()
-        message, run_id = start_run(board, mapping, pending, lang, launch)
+        refused = empty_boxes(tab.keys, list(values), mapping, lang)
+        message, run_id = start_run(board, mapping, pending, lang, launch, refused)
         if run_id is None:
             return message, gr.skip(), gr.skip()
         return message, run_id, board.jobs.new_run_id("train")

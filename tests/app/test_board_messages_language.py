@@ -96,3 +96,22 @@ def test_the_devices_line_is_composed_again_as_the_page_language_changes(board, 
     assert line.startswith("设备") and "2 核" in line
     _, _, line = on_switch.fn([], "en")
     assert line.startswith("Devices: CPU: 2 cores")
+
+
+def test_the_chat_s_tool_titles_follow_a_switch_of_the_page_language(board):
+    """The chat box titled a tool call or result in the language the page had when it was sent, for good."""
+    import gradio as gr
+
+    from app.ui import build_ui
+
+    demo = build_ui(board)
+    relabel = next(f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "on_relabel")
+    call = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "now", "arguments": "{}"}}]}
+    convo = [{"role": "user", "content": "time?"}, call, {"role": "tool", "content": "12:00"}]
+    shown, base = relabel(convo, [], "zh")
+    assert [m.get("metadata", {}).get("title") for m in shown] == [None, "工具调用", "工具结果"]
+    assert base == gr.skip()  # nothing to retitle: the box is left as it is (a reply may be streaming into it)
+    shown, _ = relabel(convo, [], "en")
+    assert [m.get("metadata", {}).get("title") for m in shown] == [None, "Tool call", "Tool result"]
+    assert relabel([{"role": "user", "content": "hi"}], [], "zh") == (gr.skip(), gr.skip())

@@ -9,6 +9,8 @@ import signal
 import threading
 import time
 
+import gradio as gr
+
 from app import chat_workers, forms
 from app.tabs import chat
 
@@ -148,6 +150,35 @@ def test_a_page_opened_while_a_worker_loads_says_it_is_loading(board, monkeypatc
         assert words in line and "demo" in line and ": 0" not in line, line
         assert out[1] == {"main": worker}
     chat.unload(board, first.servers)
+
+
+def test_a_page_opened_while_a_worker_loads_says_when_it_is_ready(board, monkeypatch):
+    """The "still loading" line of a page opened (or reopened) mid-load stayed for good: the Load that would have said
+    "ready" belonged to the page before, and the Chat tab has no timer. Now the page waits for the worker and says
+    what it serves; it says nothing once the worker is being ended (an Unload or another Load says so)."""
+    from app.ui import build_ui
+
+    first = chat.load_servers(board, DEMO, {}, False, {})
+    _wait_ready(board, first.servers)
+    real, asked = chat.live_servers, []
+
+    def loading_twice(board, servers):
+        asked.append(1)
+        return {side: {**status, "ready": False, "port": 0} if len(asked) <= 2 else status
+                for side, status in real(board, servers).items()}
+
+    monkeypatch.setattr(chat, "live_servers", loading_twice)
+    demo = build_ui(board)
+    follow = next(f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "on_still_loading")
+    *_, (line, label) = follow(first.servers, "zh")
+    assert line.startswith("就绪：demo") and label["label"].key == "chat_base", (line, label)
+    assert len(asked) == 3
+    # ready all along: the page load's line stands; no language yet: the language's arrival runs it again
+    assert list(follow(first.servers, "en")) == [(gr.skip(), gr.skip())]
+    assert list(follow(first.servers, "")) == [(gr.skip(), gr.skip())]
+    chat.unload(board, first.servers)  # being ended: nothing to say
+    asked.clear()
+    assert list(follow(first.servers, "en")) == [(gr.skip(), gr.skip())]
 
 
 def test_an_invalid_load_keeps_the_page_on_its_worker(board):

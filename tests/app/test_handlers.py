@@ -624,3 +624,22 @@ def test_a_double_click_on_start_starts_one_run(board):
     message, again = train.start_run(board, mapping, board.jobs.new_run_id("train"), "en")
     assert again not in (None, pending) and "started" in message
     assert board.jobs.wait(again, 30) == "completed"
+
+
+def test_the_evaluate_picker_lists_the_datasets_registered_since_the_board_started(board, tmp_path):
+    """Evaluate's dataset list was read as the board started: a reloaded page, or the tab opened after an upload on
+    Train, did not offer the new dataset. It is read again as a page loads and as the tab opens."""
+    from app.ui import build_ui
+
+    demo = build_ui(board)
+    (refresh,) = [f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "on_refresh"
+                  and f.fn.__module__ == "app.tabs.evaluate"]
+    assert {t[1] for t in refresh.targets} == {"load", "select"}
+    data = tmp_path / "mine.json"
+    data.write_text(json.dumps([{"instruction": "hi", "input": "", "output": "hello"}]))
+    assert train.upload_dataset(board, str(data), "my_set", "en")[1] == "my_set"
+    folder = str(board.workspace.datasets_dir)
+    update = refresh.fn(folder, ["gone"])
+    assert ("my_set · sft", "my_set") in update["choices"] and update["value"] == []  # a pick that went away
+    update = refresh.fn(folder, ["my_set"])
+    assert ("my_set · sft", "my_set") in update["choices"] and "value" not in update  # the pick left as it is

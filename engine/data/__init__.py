@@ -207,11 +207,13 @@ def _build(cfg: Any, tokenizer: Any, template: Any, media: Any) -> DatasetBundle
 
     rng = np.random.RandomState(seed)  # num_samples draws, training datasets first (LLaMA-Factory's global one)
     stand_ins = stage == "kto"  # skipped rows take part in KTO's KL pairs (kl_stand_ins)
-    train_examples = load_examples(data, data.dataset, stage, seed, rng=rng, stand_ins=stand_ins) if data.dataset else []
+    layout: dict[str, Any] = {}  # the rows LLaMA-Factory splits, unusable ones included (it drops them after)
+    train_examples = (load_examples(data, data.dataset, stage, seed, rng=rng, stand_ins=stand_ins, layout=layout)
+                      if data.dataset else [])
     eval_examples = (load_examples(data, data.eval_dataset, stage, seed, rng=rng, stand_ins=stand_ins)
                      if data.eval_dataset else [])
     if data.val_size and train_examples and not eval_examples:  # both set: refused with the config
-        train_examples, eval_examples = split_eval(train_examples, data.val_size, seed)
+        train_examples, eval_examples = split_eval(train_examples, data.val_size, seed, layout)
     bundle = DatasetBundle()
     if media is not None and (count_media(train_examples) or count_media(eval_examples)):
         from engine.multimodal import refuse_unserved
@@ -305,9 +307,10 @@ def load_eval_prompts(cfg: Any, tokenizer: Any, template: Any, media: Any = None
     if data.eval_dataset:
         examples = load_examples(data, data.eval_dataset, "sft", seed)
     elif data.dataset:
-        examples = load_examples(data, data.dataset, "sft", seed)
+        layout: dict[str, Any] = {}
+        examples = load_examples(data, data.dataset, "sft", seed, layout=layout)
         if data.val_size:
-            examples = split_eval(examples, data.val_size, seed)[1]
+            examples = split_eval(examples, data.val_size, seed, layout)[1]
         else:
             logger.info("No eval_dataset or val_size: predicting on the training dataset %s.", data.dataset)
     else:

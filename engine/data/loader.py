@@ -214,21 +214,32 @@ def mix_order(lengths: list[int], strategy: str = "concat", probs: list[float] |
 
 
 def mix_examples(groups: list[Sequence[dict]], strategy: str = "concat", probs: list[float] | None = None,
-                 seed: int = 42, layouts: list[dict[str, Any]] | None = None) -> Sequence[dict]:
+                 seed: int = 42, layouts: list[dict[str, Any]] | None = None,
+                 mixed: dict[str, Any] | None = None) -> Sequence[dict]:
     """Mix several datasets (see :func:`mix_order`); :class:`Examples` groups give an :class:`Examples` view,
     lists a list. ``layouts`` (one per group, see :func:`load_dataset_examples`): mix the rows as LLaMA-Factory
-    does, skipped rows included (it drops unusable rows after mixing them), then leave the skipped ones out."""
+    does, skipped rows included (it drops unusable rows after mixing them), then leave the skipped ones out; the
+    ``mixed`` dict then receives the mix's layout (its ``rows``, skipped ones included, and where the examples sit:
+    ``kept``)."""
+    import numpy as np
+
     picks = mix_order([len(group) for group in groups] if layouts is None else [part["rows"] for part in layouts],
                       strategy, probs, seed)
-    if picks is not None and layouts is not None:
-        import numpy as np
-
+    if layouts is not None and picks is None:  # concat: each group's rows after the previous group's
+        if mixed is not None:
+            offsets = np.cumsum([0] + [part["rows"] for part in layouts])
+            mixed.update(rows=int(offsets[-1]), kept=np.concatenate(
+                [np.asarray(part["kept"], dtype=np.int64) + offset for part, offset in zip(layouts, offsets)]))
+    elif layouts is not None:
         positions = []
         for group, part in zip(groups, layouts):
             position = np.full(part["rows"], -1, dtype=np.int64)
             position[part["kept"]] = np.arange(len(group))
             positions.append(position)
-        picks = [(index, int(positions[index][row])) for index, row in picks if positions[index][row] >= 0]
+        found = [int(positions[index][row]) for index, row in picks]
+        if mixed is not None:
+            mixed.update(rows=len(picks), kept=np.flatnonzero(np.asarray(found, dtype=np.int64) >= 0))
+        picks = [(index, at) for (index, _), at in zip(picks, found) if at >= 0]
     if all(isinstance(group, Examples) for group in groups):
         joined = concat(groups)
         if picks is None:
@@ -243,12 +254,15 @@ def mix_examples(groups: list[Sequence[dict]], strategy: str = "concat", probs: 
 
 
 def load_examples(data_args: Any, names: str | list[str] | None, stage: str, seed: int = 42,
-                  first: int | None = None, rng: Any = None, stand_ins: bool = False) -> Sequence[dict]:
+                  first: int | None = None, rng: Any = None, stand_ins: bool = False,
+                  layout: dict[str, Any] | None = None) -> Sequence[dict]:
     """Canonical examples of all datasets in ``names`` (comma separated), mixed as ``data_args`` says, as an
     :class:`engine.data.examples.Examples` (a lazy sequence over an Arrow file).
 
     ``data_args`` provides ``dataset_dir``, ``max_samples`` (per dataset), ``mix_strategy`` and
-    ``interleave_probs``. ``stand_ins``: see :func:`load_dataset_examples`. ``first`` reads only that many examples of each dataset (the first ``first`` mixed
+    ``interleave_probs``. ``stand_ins``: see :func:`load_dataset_examples`. ``layout`` (a dict) receives the rows
+    as LLaMA-Factory holds them before it drops unusable ones (see :func:`mix_examples`' ``mixed``), for
+    :func:`split_eval`. ``first`` reads only that many examples of each dataset (the first ``first`` mixed
     examples are then those of the whole load).
 
     Raises:
@@ -279,20 +293,23 @@ def load_examples(data_args: Any, names: str | list[str] | None, stage: str, see
     except ValueError:
         raise DatasetError(f"interleave_probs {probs_text!r} must be comma-separated numbers.") from None
     return mix_examples(groups, getattr(data_args, "mix_strategy", "concat") or "concat", probs, seed,
-                        [layouts[name] for name in loaded])
+                        [layouts[name] for name in loaded], layout)
 
 
-def split_eval(examples: Sequence[dict], val_size: float, seed: int = 42) -> tuple[Sequence[dict], Sequence[dict]]:
+def split_eval(examples: Sequence[dict], val_size: float, seed: int = 42,
+               layout: dict[str, Any] | None = None) -> tuple[Sequence[dict], Sequence[dict]]:
     """Hold out ``val_size`` examples (a fraction when < 1, a count otherwise) as LLaMA-Factory does:
     ``datasets``' ``train_test_split(test_size, seed)`` (run here on the row numbers), so the same rows are held out
     and both parts come in its shuffled order. An :class:`Examples` gives two views of it, a list two lists.
+    ``layout`` (:func:`load_examples`'): split the rows as LLaMA-Factory does, before it drops unusable ones, then
+    leave those out of both parts.
 
     Raises:
         DatasetError: when the split would leave no training or no evaluation examples.
     """
     if not val_size or val_size <= 0:
         return examples, []
-    total = len(examples)
+    total = len(examples) if layout is None else layout["rows"]
     test_size: float | int = val_size if val_size < 1 else int(val_size)
     count = math.ceil(test_size * total) if isinstance(test_size, float) else test_size
     if count >= total:
@@ -303,6 +320,11 @@ def split_eval(examples: Sequence[dict], val_size: float, seed: int = 42) -> tup
     split = Dataset.from_dict({"row": np.arange(total, dtype=np.int64)}).train_test_split(test_size=test_size,
                                                                                          seed=seed)
     train, held = split["train"]["row"], split["test"]["row"]
+    if layout is not None:
+        position = np.full(total, -1, dtype=np.int64)
+        position[layout["kept"]] = np.arange(len(examples))
+        train, held = ([int(at) for at in position[np.asarray(part, dtype=np.int64)] if at >= 0]
+                       for part in (train, held))
     if isinstance(examples, Examples):
         return examples.take(train), examples.take(held)
     return [examples[i] for i in train], [examples[i] for i in held]

@@ -1,28 +1,34 @@
-"""Interleaved datasets with unusable rows train LLaMA-Factory 0.9.5's rows in its order: it mixes every row and
-drops the unusable ones afterwards, so a skipped row still takes its draw (golden: tests/golden/lf_mix_skips.json,
-recorded by tests/golden/generate_mix_skips.py)."""
+"""Mixed datasets with unusable rows train and evaluate LLaMA-Factory 0.9.5's rows in its order: it mixes the
+datasets and splits off ``val_size`` with every row and drops the unusable ones afterwards, so a skipped row still
+takes its draw and its place in the split (golden: tests/golden/lf_mix_skips.json, recorded by
+tests/golden/generate_mix_skips.py)."""
 
 from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
-from engine.data import load_examples
+from engine.config import build_config
+from engine.data import get_dataset
+from engine.templates import get_template
 from tests.golden.generate_mix_skips import JSON_PATH, write_data
+from tests.golden.tokenizers import load
 
 CASES = json.loads(JSON_PATH.read_text(encoding="utf-8"))["cases"]
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_interleaved_rows_with_skips_are_llama_factorys(case, tmp_path):
-    config = CASES[case]["config"]
-    data = write_data(Path(tmp_path) / "data")
-    args = SimpleNamespace(dataset_dir=str(data), max_samples=None, mix_strategy=config["mix_strategy"],
-                           interleave_probs=config.get("interleave_probs"))
-    examples = load_examples(args, config["dataset"], "sft", seed=config.get("seed", 42))
-    tags = [re.search(r"q ([cps][0-9]+)", example["messages"][0]["content"]).group(1) for example in examples]
-    assert tags == CASES[case]["rows"]
+def test_mixed_rows_with_skips_are_llama_factorys(case, tmp_path, monkeypatch):
+    monkeypatch.setenv("LF_ENGINE_CACHE", "off")
+    keys = {k: v for k, v in CASES[case]["config"].items() if k not in ("seed", "do_eval")}
+    cfg = build_config({"stage": "sft", "template": "empty", "dataset_dir": str(write_data(tmp_path / "data")),
+                        "cutoff_len": 64, "seed": CASES[case]["config"].get("seed", 42), **keys})
+    tokenizer = load("special")
+    bundle = get_dataset(cfg, tokenizer, get_template("empty", tokenizer))
+    for split, part in (("train", bundle.train), ("eval", bundle.eval)):
+        expected = CASES[case]["rows"].get(split)
+        got = None if part is None else [re.search(r"q ([cps][0-9]+)", tokenizer.decode(ids)).group(1)
+                                         for ids in part["input_ids"]]
+        assert got == expected, split

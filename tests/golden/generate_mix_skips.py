@@ -1,12 +1,12 @@
-"""Regenerate tests/golden/lf_mix_skips.json: which rows LLaMA-Factory 0.9.5 trains, in its order, when
-interleaved datasets hold rows it cannot use (sharegpt turns out of order, alpaca rows without a reply).
+"""Regenerate tests/golden/lf_mix_skips.json: which rows LLaMA-Factory 0.9.5 trains and evaluates, in its order, when
+mixed datasets hold rows it cannot use (sharegpt turns out of order, alpaca rows without a reply).
 
     python -m tests.golden.generate_mix_skips /path/to/lf-venv/bin/python
 
-LLaMA-Factory mixes the datasets (``interleave_datasets``) with every row and drops the unusable ones only when it
-tokenizes the mix, so a skipped row still takes its draw. The data is :func:`write_data`'s (tests build the same);
+LLaMA-Factory mixes the datasets (``interleave_datasets``) and splits off ``val_size`` with every row, and drops the
+unusable ones only when it tokenizes each part, so a skipped row still takes its draw and its place in the split. The data is :func:`write_data`'s (tests build the same);
 each case of :data:`CASES` is tokenized by LLaMA-Factory's own ``get_dataset`` (sft, the ``special`` test tokenizer,
-template ``empty``) and each training row is recorded by the tag its prompt carries (``c3``: row 3 of ``chat``), for
+template ``empty``) and each training and evaluation row is recorded by the tag its prompt carries (``c3``: row 3 of ``chat``), for
 tests/engine/test_data_mix_skips.py. Nothing of LLaMA-Factory is copied here.
 """
 
@@ -27,6 +27,9 @@ CASES = {
     "over_probs": {"dataset": "chat,plain", "mix_strategy": "interleave_over", "interleave_probs": "0.3,0.7"},
     "under_sampled": {"dataset": "chat,plain,sampled", "mix_strategy": "interleave_under",
                       "interleave_probs": "0.5,0.25,0.25", "seed": 7},
+    "val_fraction": {"dataset": "chat,plain", "val_size": 0.25, "do_eval": True},
+    "val_count_interleave": {"dataset": "chat,plain,sampled", "mix_strategy": "interleave_under", "val_size": 5,
+                             "do_eval": True, "seed": 3},
 }
 """Each case: its keys over the common sft config (cutoff_len 64, one preprocessing worker)."""
 
@@ -69,8 +72,13 @@ model_args, data_args, training_args, _, _ = get_train_args(args)
 module = load_tokenizer(model_args)
 template = get_template_and_fix_tokenizer(module["tokenizer"], data_args)
 ds = get_dataset(template, model_args, data_args, training_args, stage="sft", **module)
-texts = [module["tokenizer"].decode(list(ids)) for ids in ds["train_dataset"]["input_ids"]]
-print(json.dumps([re.search(r"q ([cps][0-9]+)", text).group(1) for text in texts]))
+rows = {}
+for split in ("train", "eval"):
+    part = ds.get(split + "_dataset")
+    if part is not None:
+        texts = [module["tokenizer"].decode(list(ids)) for ids in part["input_ids"]]
+        rows[split] = [re.search(r"q ([cps][0-9]+)", text).group(1) for text in texts]
+print(json.dumps(rows))
 """
 
 

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from engine.config import build_config
-from engine.data import get_dataset
+from engine.data import get_dataset, load_eval_prompts
 from engine.templates import get_template
 from tests.golden.generate_mix_skips import JSON_PATH, write_data
 from tests.golden.tokenizers import load
@@ -32,3 +32,6 @@ def test_mixed_rows_with_skips_are_llama_factorys(case, tmp_path, monkeypatch):
         got = None if part is None else [re.search(r"q ([cps][0-9]+)", tokenizer.decode(ids)).group(1)
                                          for ids in part["input_ids"]]
         assert got == expected, split
+    if "eval" in CASES[case]["rows"]:  # prediction's rows: the same held-out rows, in the same order
+        prompts = load_eval_prompts(cfg, tokenizer, get_template("empty", tokenizer))
+        assert [re.search(r"q ([cps][0-9]+)", row["prompt"]).group(1) for row in prompts] == CASES[case]["rows"]["eval"]

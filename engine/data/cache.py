@@ -40,7 +40,7 @@ FORMAT_VERSION = 16  # 4: CSV values as datasets reads them (None, numbers); 5: 
 # thinking off too; 13: KTO rows keep their prompt's reply-dependent empty thought block for exact KL pairs;
 # 14: a desirable KTO row with an empty or null reply is kept by kto as an undesirable one with the empty reply
 # 15: video frames become RGB through BT.601 whatever their colour tags, as PyAV 16 (LLaMA-Factory's) converts them
-# 16: interleaving and val_size take skipped rows too, then drop them, as LLaMA-Factory mixes and splits before it drops
+# 16: interleaving, val_size and packed batches take skipped rows too (LLaMA-Factory drops them inside its batches)
 """Bump when tokenization changes what it produces for the same inputs: old entries are then never matched."""
 
 DATA_KEYS = (

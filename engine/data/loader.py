@@ -302,7 +302,7 @@ def split_eval(examples: Sequence[dict], val_size: float, seed: int = 42,
     ``datasets``' ``train_test_split(test_size, seed)`` (run here on the row numbers), so the same rows are held out
     and both parts come in its shuffled order. An :class:`Examples` gives two views of it, a list two lists.
     ``layout`` (:func:`load_examples`'): split the rows as LLaMA-Factory does, before it drops unusable ones, then
-    leave those out of both parts.
+    leave those out of both parts; ``layout["parts"]`` then holds each part's layout (train, evaluation) in turn.
 
     Raises:
         DatasetError: when the split would leave no training or no evaluation examples.
@@ -323,8 +323,9 @@ def split_eval(examples: Sequence[dict], val_size: float, seed: int = 42,
     if layout is not None:
         position = np.full(total, -1, dtype=np.int64)
         position[layout["kept"]] = np.arange(len(examples))
-        train, held = ([int(at) for at in position[np.asarray(part, dtype=np.int64)] if at >= 0]
-                       for part in (train, held))
+        found = [position[np.asarray(part, dtype=np.int64)] for part in (train, held)]
+        layout["parts"] = tuple({"rows": len(at), "kept": np.flatnonzero(at >= 0)} for at in found)
+        train, held = ([int(i) for i in at if i >= 0] for at in found)
     if isinstance(examples, Examples):
         return examples.take(train), examples.take(held)
     return [examples[i] for i in train], [examples[i] for i in held]

@@ -4,10 +4,11 @@ mixed datasets hold rows it cannot use (sharegpt turns out of order, alpaca rows
     python -m tests.golden.generate_mix_skips /path/to/lf-venv/bin/python
 
 LLaMA-Factory mixes the datasets (``interleave_datasets``) and splits off ``val_size`` with every row, and drops the
-unusable ones only when it tokenizes each part, so a skipped row still takes its draw and its place in the split. The data is :func:`write_data`'s (tests build the same);
-each case of :data:`CASES` is tokenized by LLaMA-Factory's own ``get_dataset`` (sft, the ``special`` test tokenizer,
-template ``empty``) and each training and evaluation row is recorded by the tag its prompt carries (``c3``: row 3 of ``chat``), for
-tests/engine/test_data_mix_skips.py. Nothing of LLaMA-Factory is copied here.
+unusable ones only inside its preprocessing batches, so a skipped row still takes its draw, its place in the split and
+its place in a batch (where packed rows are joined). The data is :func:`write_data`'s (tests build the same); each
+case of :data:`CASES` is tokenized by LLaMA-Factory's own ``get_dataset`` (sft, the ``special`` test tokenizer,
+template ``empty``) and each training and evaluation row is recorded by the tags its prompts carry (``c3``: row 3 of
+``chat``; a packed row ``c3+p1``), for tests/engine/test_data_mix_skips.py. Nothing of LLaMA-Factory is copied here.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ CASES = {
     "val_fraction": {"dataset": "chat,plain", "val_size": 0.25, "do_eval": True},
     "val_count_interleave": {"dataset": "chat,plain,sampled", "mix_strategy": "interleave_under", "val_size": 5,
                              "do_eval": True, "seed": 3},
+    "packing_batches": {"dataset": "chat,plain", "packing": True, "preprocessing_batch_size": 4},
+    "packing_workers_val": {"dataset": "plain,chat", "packing": True, "preprocessing_num_workers": 2,
+                            "val_size": 0.2, "do_eval": True},
 }
 """Each case: its keys over the common sft config (cutoff_len 64, one preprocessing worker)."""
 
@@ -77,7 +81,7 @@ for split in ("train", "eval"):
     part = ds.get(split + "_dataset")
     if part is not None:
         texts = [module["tokenizer"].decode(list(ids)) for ids in part["input_ids"]]
-        rows[split] = [re.search(r"q ([cps][0-9]+)", text).group(1) for text in texts]
+        rows[split] = ["+".join(re.findall(r"q ([cps][0-9]+)", text)) for text in texts]
 print(json.dumps(rows))
 """
 

@@ -11,7 +11,7 @@ role, an empty conversation), alpaca rows with null or empty instruction/input/o
 KTO rows (one with a null chosen answer or label), sharegpt pairs with an extra turn, OpenAI-format rows with
 single tool calls whose ``arguments`` are JSON text, and their dataset_info.json entries. The cases
 (:func:`cases`) run them through pt, sft (mask_history, packing, tool formats), rm, dpo and kto, alone and mixed
-(interleaving, ``val_size``, ``num_samples``, ``split``). LLaMA-Factory tokenizes them in one process, ours in
+(interleaving, ``val_size``, ``num_samples``, ``split``, packing in several preprocessing batches and workers). LLaMA-Factory tokenizes them in one process, ours in
 this one (sweep_compat's table).
 
 Known differences, deliberate: pt on rows LLaMA-Factory drops, and pt mixing text with conversations (it stops with
@@ -155,6 +155,12 @@ def cases(data: str, vlm_dir: str | None = None) -> dict[str, dict]:
         add(f"{t}/sft/mix/split_val", t, "sft", "alp_odd_split,sg_odd", 128, val_size=3, do_eval=True)
         add(f"{t}/sft/mix/neat_packing_mask_history", t, "sft", "alp_hist,glaive_toolcall_en_demo", 256,
             neat_packing=True, mask_history=True)
+        add(f"{t}/sft/mix/packing_batches_skips", t, "sft", "alp_odd,sg_odd,glaive_toolcall_en_demo", 256,
+            packing=True, preprocessing_batch_size=9)
+        add(f"{t}/sft/mix/neat_packing_workers_skips", t, "sft", "alp_odd,sg_odd,glaive_toolcall_en_demo", 256,
+            neat_packing=True, preprocessing_num_workers=2, val_size=0.2, do_eval=True)
+        add(f"{t}/kto/mix/workers_batches", t, "kto", "alp_kto,kto_en_demo", 128, preprocessing_num_workers=3,
+            preprocessing_batch_size=5)
     return out
 
 

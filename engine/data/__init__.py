@@ -64,22 +64,23 @@ def _to_dataset(columns: dict[str, list]) -> Any:
 
 def _tokenized(examples: Sequence[dict], stage: str, tokenizer: Any, template: Any, opts: TokenizeOptions,
                split: str, media: Any = None, workers: int | None = None,
-               chunk_rows: int | None = None) -> tuple[Any, dict[str, int]]:
+               chunk_rows: int | None = None, layout: dict | None = None) -> tuple[Any, dict[str, int]]:
+    """``layout``: the rows as LLaMA-Factory preprocesses them, unusable ones included (its batches hold those)."""
     if media is not None and stage in ("dpo", "kto"):
         from engine.multimodal.preference import tokenize_media_preference
 
         columns, stats = tokenize_media_preference(examples, tokenizer, template, opts, media, stage)
     elif media is not None:
-        from engine.data.lf_batches import lf_batches
+        from engine.data.lf_batches import lf_example_batches
         from engine.multimodal.dataset import tokenize_media_sft
 
         # packed rows meet only within LLaMA-Factory's preprocessing batches
         columns, stats = tokenize_media_sft(examples, tokenizer, template, opts, media,
-                                            lf_batches(len(examples), chunk_rows, workers))
+                                            lf_example_batches(len(examples), chunk_rows, workers, layout))
     else:  # chunks straight into a memory-mapped Arrow file: no Python lists of the whole set
         from engine.data.stream import tokenize_to_arrow
 
-        dataset, stats = tokenize_to_arrow(examples, stage, tokenizer, template, opts, workers, chunk_rows)
+        dataset, stats = tokenize_to_arrow(examples, stage, tokenizer, template, opts, workers, chunk_rows, layout)
     if not stats["kept"] and stage == "pt" and not (opts.pt_documents or opts.packing):
         raise DatasetError(
             f"The {stats['rows']} {split} texts hold {stats.get('remainder_tokens', 0)} tokens, not one whole block: "
@@ -207,11 +208,15 @@ def _build(cfg: Any, tokenizer: Any, template: Any, media: Any) -> DatasetBundle
 
     rng = np.random.RandomState(seed)  # num_samples draws, training datasets first (LLaMA-Factory's global one)
     stand_ins = stage == "kto"  # skipped rows take part in KTO's KL pairs (kl_stand_ins)
-    train_examples = load_examples(data, data.dataset, stage, seed, rng=rng, stand_ins=stand_ins) if data.dataset else []
-    eval_examples = (load_examples(data, data.eval_dataset, stage, seed, rng=rng, stand_ins=stand_ins)
-                     if data.eval_dataset else [])
+    layout: dict[str, Any] = {}  # the rows LLaMA-Factory splits, unusable ones included (it drops them after)
+    train_examples = (load_examples(data, data.dataset, stage, seed, rng=rng, stand_ins=stand_ins, layout=layout)
+                      if data.dataset else [])
+    eval_layout: dict[str, Any] = {}
+    eval_examples = (load_examples(data, data.eval_dataset, stage, seed, rng=rng, stand_ins=stand_ins,
+                                   layout=eval_layout) if data.eval_dataset else [])
     if data.val_size and train_examples and not eval_examples:  # both set: refused with the config
-        train_examples, eval_examples = split_eval(train_examples, data.val_size, seed)
+        train_examples, eval_examples = split_eval(train_examples, data.val_size, seed, layout)
+        layout, eval_layout = layout.get("parts", (layout, {}))  # a val_size of about 0 holds out nothing
     bundle = DatasetBundle()
     if media is not None and (count_media(train_examples) or count_media(eval_examples)):
         from engine.multimodal import refuse_unserved
@@ -225,13 +230,13 @@ def _build(cfg: Any, tokenizer: Any, template: Any, media: Any) -> DatasetBundle
     if train_examples:
         bundle.train, bundle.stats["train"] = _tokenized(train_examples, stage, tokenizer, template, opts, "train",
                                                          bundle.media, data.preprocessing_num_workers,
-                                                         data.preprocessing_batch_size)
+                                                         data.preprocessing_batch_size, layout or None)
     if eval_examples:
         # packed like the training rows, as LLaMA-Factory packs its evaluation set (prediction prompts are
         # built apart, by load_eval_prompts)
         bundle.eval, bundle.stats["eval"] = _tokenized(eval_examples, stage, tokenizer, template, opts, "eval",
                                                        bundle.media, data.preprocessing_num_workers,
-                                                       data.preprocessing_batch_size)
+                                                       data.preprocessing_batch_size, eval_layout or None)
     if stage == "kto":  # pairs formed before the stand-ins of skipped rows leave
         from engine.data.kto_pairs import with_kl_pairs
 
@@ -305,9 +310,10 @@ def load_eval_prompts(cfg: Any, tokenizer: Any, template: Any, media: Any = None
     if data.eval_dataset:
         examples = load_examples(data, data.eval_dataset, "sft", seed)
     elif data.dataset:
-        examples = load_examples(data, data.dataset, "sft", seed)
+        layout: dict[str, Any] = {}
+        examples = load_examples(data, data.dataset, "sft", seed, layout=layout)
         if data.val_size:
-            examples = split_eval(examples, data.val_size, seed)[1]
+            examples = split_eval(examples, data.val_size, seed, layout)[1]
         else:
             logger.info("No eval_dataset or val_size: predicting on the training dataset %s.", data.dataset)
     else:

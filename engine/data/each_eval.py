@@ -35,14 +35,15 @@ def eval_sets_by_name(cfg: Any, tokenizer: Any, template: Any, media: Any = None
     opts = tokenize_options(data, stage)
     sets: dict[str, Any] = {}
     for name in split_names(data.eval_dataset):
-        examples = load_examples(data, name, stage, seed, rng=rng, stand_ins=stage == "kto")
+        layout: dict[str, Any] = {}  # packed rows meet within LLaMA-Factory's batches, unusable rows included
+        examples = load_examples(data, name, stage, seed, rng=rng, stand_ins=stage == "kto", layout=layout)
         if media is not None and count_media(examples):
             from engine.multimodal import refuse_unserved
 
             refuse_unserved(media)
         sets[name], _ = _tokenized(examples, stage, tokenizer, template, opts, f"eval ({name})",
                                    media if media is not None and count_media(examples) else None,
-                                   data.preprocessing_num_workers, data.preprocessing_batch_size)
+                                   data.preprocessing_num_workers, data.preprocessing_batch_size, layout)
         if stage == "kto":
             from engine.data.kto_pairs import with_kl_pairs
 

@@ -26,3 +26,18 @@ def lf_batches(rows: int, batch_size: int | None = None, workers: int | None = N
         batches += [(first, min(first + size, end)) for first in range(start, end, size)]
         start = end
     return batches
+
+
+def lf_example_batches(count: int, batch_size: int | None = None, workers: int | None = None,
+                       layout: dict | None = None) -> list[tuple[int, int]]:
+    """:func:`lf_batches` as ranges of ``count`` examples. ``layout``: the rows as LLaMA-Factory holds them, unusable
+    ones included (``rows``; ``kept``: each example's position among them, increasing), since it drops those only
+    inside its batches; a batch left with no example is left out."""
+    if layout is None or layout["rows"] == count:
+        return lf_batches(count, batch_size, workers)
+    import numpy as np
+
+    kept = np.asarray(layout["kept"], dtype=np.int64)
+    ranges = ((int(np.searchsorted(kept, start)), int(np.searchsorted(kept, end)))
+              for start, end in lf_batches(layout["rows"], batch_size, workers))
+    return [(start, end) for start, end in ranges if end > start]

@@ -93,7 +93,8 @@ def check_stage(spec: DatasetSpec, stage: str, first_row: dict[str, Any] | None 
 
 def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: int | None = None,
                           media_dir: str | None = None, first: int | None = None, rng: Any = None,
-                          stand_ins: bool = False, streamed: dict[str, Any] | None = None) -> Examples:
+                          stand_ins: bool = False, streamed: dict[str, Any] | None = None,
+                          layout: dict[str, Any] | None = None) -> Examples:
     """Canonical examples of one dataset (registered name or path) for ``stage``; relative media paths resolve
     against ``media_dir`` (default: the dataset's folder).
 
@@ -103,7 +104,9 @@ def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: 
     ``numpy.random.RandomState``; seed 42 when None), then ``max_samples`` keeps the first of those. With
     ``stand_ins`` (KTO training data), skipped rows stay as :mod:`engine.data.kl_stand_ins` stand-ins. With
     ``streamed`` (a dict; ``streaming: true``), ``num_samples`` is not applied (LLaMA-Factory streams every row) and the
-    dict receives ``rows`` (rows read) and ``read_as`` (the row number of each example, a numpy array).
+    dict receives ``rows`` (rows read) and ``read_as`` (the row number of each example, a numpy array). ``layout``
+    (a dict) receives the dataset as LLaMA-Factory mixes it, skipped rows included: ``rows`` (its row count after
+    ``num_samples`` and ``max_samples``) and ``kept`` (each example's position among them, a numpy array).
 
     Raises:
         DatasetError: for any problem with the dataset, naming it and the fix.
@@ -134,7 +137,7 @@ def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: 
             for example in iter_converted(rows, spec, stage, tally, stand_ins):
                 example["_dataset"] = name
                 writer.add(example)
-                if sample or streamed is not None:
+                if sample or streamed is not None or layout is not None:
                     read_as.append(tally["rows"] - 1)
                 if first and writer.count >= first:
                     break
@@ -147,21 +150,25 @@ def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: 
         import numpy as np
 
         streamed.update(rows=tally["rows"], read_as=np.asarray(read_as, dtype=np.int64))
+    if layout is not None:
+        import numpy as np
+
+        layout.update(rows=tally["rows"], kept=np.asarray(read_as, dtype=np.int64))
     if sample:
-        examples = sample_rows(examples, read_as, tally["rows"], sample, max_samples, rng)
+        examples = sample_rows(examples, read_as, tally["rows"], sample, max_samples, rng, layout)
         logger.info("Sampled %d examples from dataset %s (num_samples: %d of %d rows).", len(examples), name, sample,
                     tally["rows"])
     return examples
 
 
 def sample_rows(examples: Examples, read_as: list[int], rows: int, count: int, max_samples: int | None,
-                rng: Any = None) -> Examples:
+                rng: Any = None, layout: dict[str, Any] | None = None) -> Examples:
     """dataset_info's ``num_samples`` as LLaMA-Factory 0.9.5 applies it: ``count`` of the ``rows`` rows read, drawn
     from ``rng`` (a ``numpy.random.RandomState``: LLaMA-Factory draws from numpy's global one, seeded with the run's
     seed before the datasets load) as a permutation's first ``count`` rows, plus rows chosen at random when ``count``
     exceeds ``rows``; then the first ``max_samples`` of those. Rows that were skipped as unusable stay out
     (KTO's stand-ins for them are drawn as rows).
-    ``read_as`` holds the row number of each example."""
+    ``read_as`` holds the row number of each example; ``layout`` (see :func:`load_dataset_examples`) is updated."""
     import numpy as np
 
     rng = rng if rng is not None else np.random.RandomState(42)
@@ -173,6 +180,8 @@ def sample_rows(examples: Examples, read_as: list[int], rows: int, count: int, m
     position = np.full(rows, -1, dtype=np.int64)
     position[np.asarray(read_as, dtype=np.int64)] = np.arange(len(read_as))
     picked = position[chosen]
+    if layout is not None:
+        layout.update(rows=len(chosen), kept=np.flatnonzero(picked >= 0))
     return examples.take(picked[picked >= 0])
 
 
@@ -205,10 +214,32 @@ def mix_order(lengths: list[int], strategy: str = "concat", probs: list[float] |
 
 
 def mix_examples(groups: list[Sequence[dict]], strategy: str = "concat", probs: list[float] | None = None,
-                 seed: int = 42) -> Sequence[dict]:
+                 seed: int = 42, layouts: list[dict[str, Any]] | None = None,
+                 mixed: dict[str, Any] | None = None) -> Sequence[dict]:
     """Mix several datasets (see :func:`mix_order`); :class:`Examples` groups give an :class:`Examples` view,
-    lists a list."""
-    picks = mix_order([len(group) for group in groups], strategy, probs, seed)
+    lists a list. ``layouts`` (one per group, see :func:`load_dataset_examples`): mix the rows as LLaMA-Factory
+    does, skipped rows included (it drops unusable rows after mixing them), then leave the skipped ones out; the
+    ``mixed`` dict then receives the mix's layout (its ``rows``, skipped ones included, and where the examples sit:
+    ``kept``)."""
+    import numpy as np
+
+    picks = mix_order([len(group) for group in groups] if layouts is None else [part["rows"] for part in layouts],
+                      strategy, probs, seed)
+    if layouts is not None and picks is None:  # concat: each group's rows after the previous group's
+        if mixed is not None:
+            offsets = np.cumsum([0] + [part["rows"] for part in layouts])
+            mixed.update(rows=int(offsets[-1]), kept=np.concatenate(
+                [np.asarray(part["kept"], dtype=np.int64) + offset for part, offset in zip(layouts, offsets)]))
+    elif layouts is not None:
+        positions = []
+        for group, part in zip(groups, layouts):
+            position = np.full(part["rows"], -1, dtype=np.int64)
+            position[part["kept"]] = np.arange(len(group))
+            positions.append(position)
+        found = [int(positions[index][row]) for index, row in picks]
+        if mixed is not None:
+            mixed.update(rows=len(picks), kept=np.flatnonzero(np.asarray(found, dtype=np.int64) >= 0))
+        picks = [(index, at) for (index, _), at in zip(picks, found) if at >= 0]
     if all(isinstance(group, Examples) for group in groups):
         joined = concat(groups)
         if picks is None:
@@ -223,12 +254,15 @@ def mix_examples(groups: list[Sequence[dict]], strategy: str = "concat", probs: 
 
 
 def load_examples(data_args: Any, names: str | list[str] | None, stage: str, seed: int = 42,
-                  first: int | None = None, rng: Any = None, stand_ins: bool = False) -> Sequence[dict]:
+                  first: int | None = None, rng: Any = None, stand_ins: bool = False,
+                  layout: dict[str, Any] | None = None) -> Sequence[dict]:
     """Canonical examples of all datasets in ``names`` (comma separated), mixed as ``data_args`` says, as an
     :class:`engine.data.examples.Examples` (a lazy sequence over an Arrow file).
 
     ``data_args`` provides ``dataset_dir``, ``max_samples`` (per dataset), ``mix_strategy`` and
-    ``interleave_probs``. ``stand_ins``: see :func:`load_dataset_examples`. ``first`` reads only that many examples of each dataset (the first ``first`` mixed
+    ``interleave_probs``. ``stand_ins``: see :func:`load_dataset_examples`. ``layout`` (a dict) receives the rows
+    as LLaMA-Factory holds them before it drops unusable ones (see :func:`mix_examples`' ``mixed``), for
+    :func:`split_eval`. ``first`` reads only that many examples of each dataset (the first ``first`` mixed
     examples are then those of the whole load).
 
     Raises:
@@ -242,9 +276,12 @@ def load_examples(data_args: Any, names: str | list[str] | None, stage: str, see
 
         rng = np.random.RandomState(seed)
     loaded: dict[str, Any] = {}  # LLaMA-Factory keeps its datasets in a dict by name: a name given twice is loaded
-    for name in items:  # twice (its num_samples draws as well) and used once, where it first appears
+    layouts: dict[str, dict[str, Any]] = {}  # twice (its num_samples draws as well) and used once, where it first
+    for name in items:  # appears
+        layouts[name] = {}
         loaded[name] = load_dataset_examples(name, data_args.dataset_dir, stage, getattr(data_args, "max_samples", None),
-                                             getattr(data_args, "media_dir", None), first, rng, stand_ins)
+                                             getattr(data_args, "media_dir", None), first, rng, stand_ins,
+                                             layout=layouts[name])
     if len(loaded) < len(items):
         twice = sorted({name for name in items if items.count(name) > 1})
         logger.warning("Dataset %s is named more than once; its rows are used once, as in LLaMA-Factory.",
@@ -255,20 +292,24 @@ def load_examples(data_args: Any, names: str | list[str] | None, stage: str, see
         probs = [float(p) for p in str(probs_text).split(",")] if probs_text else None
     except ValueError:
         raise DatasetError(f"interleave_probs {probs_text!r} must be comma-separated numbers.") from None
-    return mix_examples(groups, getattr(data_args, "mix_strategy", "concat") or "concat", probs, seed)
+    return mix_examples(groups, getattr(data_args, "mix_strategy", "concat") or "concat", probs, seed,
+                        [layouts[name] for name in loaded], layout)
 
 
-def split_eval(examples: Sequence[dict], val_size: float, seed: int = 42) -> tuple[Sequence[dict], Sequence[dict]]:
+def split_eval(examples: Sequence[dict], val_size: float, seed: int = 42,
+               layout: dict[str, Any] | None = None) -> tuple[Sequence[dict], Sequence[dict]]:
     """Hold out ``val_size`` examples (a fraction when < 1, a count otherwise) as LLaMA-Factory does:
     ``datasets``' ``train_test_split(test_size, seed)`` (run here on the row numbers), so the same rows are held out
     and both parts come in its shuffled order. An :class:`Examples` gives two views of it, a list two lists.
+    ``layout`` (:func:`load_examples`'): split the rows as LLaMA-Factory does, before it drops unusable ones, then
+    leave those out of both parts; ``layout["parts"]`` then holds each part's layout (train, evaluation) in turn.
 
     Raises:
         DatasetError: when the split would leave no training or no evaluation examples.
     """
     if not val_size or val_size <= 0:
         return examples, []
-    total = len(examples)
+    total = len(examples) if layout is None else layout["rows"]
     test_size: float | int = val_size if val_size < 1 else int(val_size)
     count = math.ceil(test_size * total) if isinstance(test_size, float) else test_size
     if count >= total:
@@ -279,6 +320,12 @@ def split_eval(examples: Sequence[dict], val_size: float, seed: int = 42) -> tup
     split = Dataset.from_dict({"row": np.arange(total, dtype=np.int64)}).train_test_split(test_size=test_size,
                                                                                          seed=seed)
     train, held = split["train"]["row"], split["test"]["row"]
+    if layout is not None:
+        position = np.full(total, -1, dtype=np.int64)
+        position[layout["kept"]] = np.arange(len(examples))
+        found = [position[np.asarray(part, dtype=np.int64)] for part in (train, held)]
+        layout["parts"] = tuple({"rows": len(at), "kept": np.flatnonzero(at >= 0)} for at in found)
+        train, held = ([int(i) for i in at if i >= 0] for at in found)
     if isinstance(examples, Examples):
         return examples.take(train), examples.take(held)
     return [examples[i] for i in train], [examples[i] for i in held]

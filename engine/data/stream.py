@@ -24,7 +24,7 @@ from typing import Any
 
 from engine.data import parallel
 from engine.data.arrow_columns import to_arrow_columns
-from engine.data.lf_batches import lf_batches
+from engine.data.lf_batches import lf_example_batches
 from engine.data.tokenize import TokenizeOptions, tokenize_examples
 
 logger = logging.getLogger(__name__)
@@ -57,11 +57,13 @@ def _add_stats(total: dict[str, int], part: dict[str, int]) -> None:
 
 
 def tokenize_to_arrow(examples: Sequence[dict], stage: str, tokenizer: Any, template: Any, opts: TokenizeOptions,
-                      workers: int | None = None, chunk_rows: int | None = CHUNK_ROWS) -> tuple[Any, dict[str, int]]:
+                      workers: int | None = None, chunk_rows: int | None = CHUNK_ROWS,
+                      layout: dict | None = None) -> tuple[Any, dict[str, int]]:
     """(memory-mapped ``datasets.Dataset``, stats) of ``examples`` tokenized for ``stage``.
 
     ``chunk_rows`` is ``preprocessing_batch_size`` (None: unset); pre-training text and packed rows are tokenized in
-    LLaMA-Factory's preprocessing batches (its default 1000 rows when unset), since it joins rows only within one."""
+    LLaMA-Factory's preprocessing batches (its default 1000 rows when unset), since it joins rows only within one;
+    ``layout`` (see :func:`engine.data.lf_batches.lf_example_batches`) places those batches where rows were skipped."""
     from datasets import Dataset
     from datasets.arrow_writer import ArrowWriter
 
@@ -74,7 +76,7 @@ def tokenize_to_arrow(examples: Sequence[dict], stage: str, tokenizer: Any, temp
     use_pool = bool(workers and workers > 1 and len(examples) > 1
                     and "fork" in multiprocessing.get_all_start_methods())
     if lf_grouped:
-        bounds = lf_batches(len(examples), chunk_rows, workers)
+        bounds = lf_example_batches(len(examples), chunk_rows, workers, layout)
     else:
         bounds = _chunks(len(examples), size)
         if use_pool and len(bounds) < workers:  # at least one chunk per worker

@@ -78,10 +78,11 @@ def get_prompt_dataset(cfg: RunConfig, tokenizer: Any, template: Any) -> Any:
 
     data, seed = cfg.data, cfg.train.seed
     template = configured_template(cfg, template)
-    train = load_examples(data, data.dataset, "sft", seed) if data.dataset else []
+    layout: dict[str, Any] = {}  # the rows as sft's split sees them (unusable ones included), so the held-out
+    train = load_examples(data, data.dataset, "sft", seed, layout=layout) if data.dataset else []  # prompts are sft's
     evaluation = load_examples(data, data.eval_dataset, "sft", seed) if data.eval_dataset else []
     if data.val_size and train and not evaluation:
-        train, evaluation = split_eval(train, data.val_size, seed)
+        train, evaluation = split_eval(train, data.val_size, seed, layout)
     bundle = DatasetBundle()
     for split, examples in (("train", train), ("eval", evaluation)):
         if not examples:

@@ -14,6 +14,7 @@ import pytest
 from engine.config import build_config
 from engine.data import get_dataset, load_eval_prompts
 from engine.templates import get_template
+from engine.train.rl import get_prompt_dataset
 from tests.golden.generate_mix_skips import JSON_PATH, write_data
 from tests.golden.tokenizers import load
 
@@ -37,3 +38,19 @@ def test_mixed_rows_with_skips_are_llama_factorys(case, tmp_path, monkeypatch):
     if "eval" in CASES[case]["rows"] and not keys.get("packing"):  # prediction's rows (never packed): the same
         prompts = load_eval_prompts(cfg, tokenizer, get_template("empty", tokenizer))  # held-out rows, same order
         assert [re.search(r"q ([cps][0-9]+)", row["prompt"]).group(1) for row in prompts] == CASES[case]["rows"]["eval"]
+
+
+@pytest.mark.parametrize("case", sorted(name for name in CASES if "eval" in CASES[name]["rows"]
+                                        and not CASES[name]["config"].get("packing")))
+def test_rl_prompts_hold_out_the_rows_sft_holds_out(case, tmp_path, monkeypatch):
+    """GRPO/RLOO's held-out prompts of a config with val_size are the rows sft (and LLaMA-Factory) holds out of
+    the same data, unusable rows and all, in the same order (they had been split on the usable rows only)."""
+    monkeypatch.setenv("LF_ENGINE_CACHE", "off")
+    keys = {k: v for k, v in CASES[case]["config"].items() if k not in ("seed", "do_eval")}
+    cfg = build_config({"stage": "grpo", "reward_funcs": "length", "template": "empty", "cutoff_len": 64,
+                        "dataset_dir": str(write_data(tmp_path / "data")), "seed": CASES[case]["config"].get("seed", 42),
+                        **keys})
+    tokenizer = load("special")
+    bundle = get_prompt_dataset(cfg, tokenizer, get_template("empty", tokenizer))
+    for split, part in (("train", bundle.train), ("eval", bundle.eval)):
+        assert [re.search(r"q ([cps][0-9]+)", prompt).group(1) for prompt in part["prompt"]] == CASES[case]["rows"][split]

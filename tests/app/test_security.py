@@ -266,7 +266,7 @@ def test_live_board_rate_limits_logins_and_limits_uploads(tmp_path):
                 break
             except OSError:
                 assert proc.poll() is None and time.time() < deadline, (tmp_path / "board.log").read_text()[-3000:]
-                time.sleep(0.5)
+                time.sleep(0.1)
         import http.cookiejar
 
         session = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))

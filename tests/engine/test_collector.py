@@ -15,13 +15,27 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 
 
+def start_python(code: str, *args: str, **env: str) -> subprocess.Popen:
+    """Start ``code`` in a fresh interpreter (its answer: :func:`answer`)."""
+    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), **env})
+
+
+def answer(proc: subprocess.Popen) -> dict:
+    """The JSON a :func:`start_python` interpreter prints after ``RESULT ``, once it has ended."""
+    try:
+        stdout, stderr = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, stderr[-3000:]
+    line = [x for x in stdout.splitlines() if x.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):])
+
+
 def run_python(code: str, *args: str, **env: str) -> dict:
     """Run ``code`` in a fresh interpreter; the JSON it prints after ``RESULT ``."""
-    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=REPO, timeout=600,
-                         env={**os.environ, "PYTHONPATH": str(REPO), **env})
-    assert out.returncode == 0, out.stderr[-3000:]
-    line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):])
+    return answer(start_python(code, *args, **env))
 
 
 def test_pause_settle_and_finish_in_a_process_of_their_own():
@@ -114,7 +128,15 @@ print("RESULT " + json.dumps({{"code": code, "full": len(full), "seen": seen}}))
 
 
 def test_a_training_command_imports_with_the_collector_paused_and_trains_with_it_on(tmp_path):
-    paused = run_python(TRAIN, str(tmp_path / "paused"))
+    # the two commands share nothing, so they run side by side
+    started = [start_python(TRAIN, str(tmp_path / "paused")),
+               start_python(TRAIN, str(tmp_path / "plain"), LF_PAUSE_GC="0")]  # as it would be without the pause
+    try:
+        paused, plain = (answer(proc) for proc in started)
+    finally:
+        for proc in started:
+            if proc.poll() is None:
+                proc.kill()
     assert paused["code"] == 0
     assert paused["seen"][0][0] is False  # the imports ran with the collector off
     assert all(enabled for _, enabled, _ in paused["seen"])  # and it is on for the steps
@@ -122,6 +144,5 @@ def test_a_training_command_imports_with_the_collector_paused_and_trains_with_it
     # full collections over the whole command: before, each scanned every imported object (8 on this command); now
     # the explicit ones (the data loader's, finish()'s) and those of the steps, over what was made since a settle
     assert paused["full"] <= 3
-    plain = run_python(TRAIN, str(tmp_path / "plain"), LF_PAUSE_GC="0")  # what the test would see without the pause
     assert plain["code"] == 0 and plain["seen"][-1][2] == 0
     assert plain["full"] > paused["full"] + 2

@@ -184,7 +184,8 @@ def test_an_evaluation_that_generates_scores_as_prediction_does(tmp_path, monkey
     common = {"model_name_or_path": str(ensure_demo_model()), "template": "chatml", "stage": "sft",
               "finetuning_type": "lora", "do_train": False, "eval_dataset": "demo_identity",
               "dataset_dir": "examples/data", "cutoff_len": 48, "per_device_eval_batch_size": 3,
-              "predict_with_generate": True, "max_new_tokens": 8, "do_sample": False, "report_to": "none"}
+              "predict_with_generate": True, "max_new_tokens": 8, "do_sample": False, "report_to": "none",
+              "max_samples": 9}  # three batches (all 32 rows took 25 s more on a loaded machine)
     evaluate, predict = tmp_path / "eval.yaml", tmp_path / "predict.yaml"
     evaluate.write_text(json.dumps({**common, "do_eval": True, "output_dir": str(tmp_path / "eval")}))
     predict.write_text(json.dumps({**common, "do_predict": True, "output_dir": str(tmp_path / "predict")}))

@@ -86,20 +86,31 @@ print("RESULT", rc, "bitsandbytes" in sys.modules and sys.modules["bitsandbytes"
 """
 
 
-def _probe(*overrides: str) -> list[str]:
-    proc = subprocess.run([sys.executable, "-c", PROBE, *overrides], cwd=REPO, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return proc.stdout.split("RESULT", 1)[1].split()
+def _probes(*overrides: tuple[str, ...]) -> list[list[str]]:
+    """Each probe's answer; the probes (fresh interpreters sharing nothing) run side by side."""
+    procs = [subprocess.Popen([sys.executable, "-c", PROBE, *extra], cwd=REPO, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for extra in overrides]
+    answers = []
+    try:
+        for proc in procs:
+            stdout, stderr = proc.communicate(timeout=300)
+            assert proc.returncode == 0, stderr[-2000:]
+            answers.append(stdout.split("RESULT", 1)[1].split())
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    return answers
 
 
 @pytest.mark.skipif(importlib.util.find_spec("bitsandbytes") is None, reason="bitsandbytes not installed")
 def test_the_engine_leaves_it_out_of_a_plain_run_and_keeps_it_for_an_8bit_optimizer():
+    plain, eight_bit = _probes((), ("optim=adamw_bnb_8bit",))
     # a plain LoRA run: PEFT is imported (PEFT imports bitsandbytes when it can), bitsandbytes and torch's compiler
     # are not
-    assert _probe() == ["0", "False", "False", "True"]
+    assert plain == ["0", "False", "False", "True"]
     # an 8-bit optimizer from bitsandbytes: imported as usual
-    assert _probe("optim=adamw_bnb_8bit")[:2] == ["0", "True"]
+    assert eight_bit[:2] == ["0", "True"]
 
 
 def test_a_later_run_in_the_same_process_that_needs_it_gets_it_back(monkeypatch):

@@ -415,7 +415,7 @@ class JobManager:
 
     def status(self, run_id: str) -> dict[str, Any]:
         """A JSON-ready summary: id, kind, status, step, total, loss, eta, queue position, error, paths."""
-        mon = self.monitor(run_id)
+        mon = self.monitor(self.folder(run_id).id)  # a folder deleted since: JobError, not its cached monitor's view
         info = mon.info
         prog = mon.progress()
         return {

@@ -38,6 +38,20 @@ def test_submit_status_list_abort(board):
     assert auto.abort_run(run_id) == {"id": run_id, "result": "finished", "status": "completed"}
 
 
+def test_status_of_a_run_whose_folder_was_deleted_is_refused(board):
+    """A run folder deleted after its status was asked once: the next status names it as no run, as for any run
+    not in the workspace (it had answered from the board's remembered view of the deleted run)."""
+    import shutil
+
+    auto = Automation(board)
+    run_id = auto.submit_run(CONFIG)
+    assert board.jobs.wait(run_id, 30) == "completed"
+    assert auto.run_status(run_id)["status"] == "completed"
+    shutil.rmtree(board.jobs.runs_dir / run_id)
+    with pytest.raises(gr.Error, match="no run"):
+        auto.run_status(run_id)
+
+
 def test_abort_a_queued_run(board):
     busy = board.jobs.submit("train", {"fake_steps": 400, "fake_sleep": 0.05})
     board.jobs.wait(busy, 10, ("running",))

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
+
+from engine import json_text
 
 
 class ToolFormat(ABC):
@@ -55,14 +56,9 @@ def loads(text: str) -> Any:
     Python's digit limit (a plain ValueError) is a JSONDecodeError like any other text that is not JSON: tool calls
     are parsed from generated text and from data rows."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        raise
+        return json_text.loads(text)  # a number past the digit limit: already a JSONDecodeError naming it
     except RecursionError:
         raise json.JSONDecodeError("nested too deeply", text, 0) from None
-    except ValueError:
-        raise json.JSONDecodeError(f"a whole number of more than {sys.get_int_max_str_digits():,} digits", text,
-                                   0) from None
 
 
 def normalize_tools(tools: Any) -> list[dict[str, Any]]:

@@ -52,6 +52,13 @@ def problems_text(lang: str | None, heading: str, problems: Iterable[object], de
     return heading + "\n" + problem_lines(lang, problems, default)
 
 
+def form_problems_text(lang: str | None, refused: Iterable[object], problems: list[object]) -> str:
+    """A tab's refusal of its form: the form's own problems (``refused``, in ``lang``: an empty number box) and the
+    engine's checks (``problems``), under the engine's heading when it has any, else the form's (which carries no
+    note that the problems are in the engine's English)."""
+    return problems_text(lang, t(lang, "train_problems" if problems else "form_problems"), [*refused, *problems])
+
+
 def error_text(lang: str | None, code: str | None, text: str, local: bool = False) -> str:
     """A run's failure as plain text (a text box) framed in ``lang``: '' for no text. ``local``: the message is in
     ``lang`` already (app.run_errors), not the engine's English."""

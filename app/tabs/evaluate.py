@@ -13,7 +13,7 @@ import pandas as pd
 
 from app import forms, progress_view
 from app.context import Board
-from app.engine_text import problems_text
+from app.engine_text import form_problems_text
 from app.i18n import L, t
 from app.jobs import JobError
 from app.markup import SafeMarkdown
@@ -150,7 +150,7 @@ def start_eval(board: Board, values: list[Any], keys: list[str], lang: str) -> t
     refused = empty_problems([k for k, _ in used], [v for _, v in used], lang)
     checked = forms.validate(mapping, "eval")
     if refused or not checked.ok:
-        return problems_text(lang, t(lang, "train_problems" if checked.problems else "form_problems"), [*refused, *checked.problems]), None
+        return form_problems_text(lang, refused, checked.problems), None
     kind = "predict" if mode == "predict" else "eval"
     run_id = board.jobs.new_run_id(kind)
     try:

@@ -16,7 +16,7 @@ import gradio as gr
 
 from app import forms, progress_view
 from app.context import Board
-from app.engine_text import problems_text
+from app.engine_text import form_problems_text
 from app.i18n import L, t
 from app.jobs import JobError
 from app.markup import SafeMarkdown
@@ -96,7 +96,7 @@ def start_export(board: Board, values: list[Any], keys: list[str], lang: str) ->
     refused = empty_problems(keys, rest, lang)  # an empty number box would run with its default unseen
     checked = forms.validate(mapping, "export")
     if refused or not checked.ok:
-        return problems_text(lang, t(lang, "train_problems" if checked.problems else "form_problems"), [*refused, *checked.problems]), None
+        return form_problems_text(lang, refused, checked.problems), None
     run_id = board.jobs.new_run_id("export")
     try:
         run_id = board.jobs.submit(

@@ -13,7 +13,7 @@ import gradio as gr
 from app import forms, progress_view
 from app.config_names import checked_config_name
 from app.context import Board
-from app.engine_text import problems_text
+from app.engine_text import form_problems_text
 from app.i18n import L, t
 from app.jobs import JobError
 from app.markup import SafeMarkdown
@@ -316,7 +316,7 @@ def start_run(board: Board, mapping: dict[str, Any], pending: str, lang: str,
     see :func:`empty_boxes`); returns (message, run id or None)."""
     checked = forms.validate(mapping, "train")
     if refused or not checked.ok:
-        return problems_text(lang, t(lang, "train_problems" if checked.problems else "form_problems"), [*(refused or []), *checked.problems]), None
+        return form_problems_text(lang, refused or [], checked.problems), None
     output_dir = board.jobs.runs_dir / (pending or "x")
     resolved = forms.resolved_mapping(checked.config, output_dir)
     with _START_LOCK:  # a double click sends the page's one pending id twice, side by side: one run, not two

@@ -161,6 +161,16 @@ def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: 
     return examples
 
 
+def example_positions(rows: int, kept: Any) -> Any:
+    """For each of ``rows`` rows read, the number of the example it became, or -1 for a row skipped as unusable
+    (``kept``: each example's row number, in order; a numpy array)."""
+    import numpy as np
+
+    position = np.full(rows, -1, dtype=np.int64)
+    position[np.asarray(kept, dtype=np.int64)] = np.arange(len(kept), dtype=np.int64)
+    return position
+
+
 def sample_rows(examples: Examples, read_as: list[int], rows: int, count: int, max_samples: int | None,
                 rng: Any = None, layout: dict[str, Any] | None = None) -> Examples:
     """dataset_info's ``num_samples`` as LLaMA-Factory 0.9.5 applies it: ``count`` of the ``rows`` rows read, drawn
@@ -177,9 +187,7 @@ def sample_rows(examples: Examples, read_as: list[int], rows: int, count: int, m
         chosen = np.concatenate((chosen, rng.choice(rows, count - rows)), axis=0)
     if max_samples is not None:
         chosen = chosen[:max_samples]
-    position = np.full(rows, -1, dtype=np.int64)
-    position[np.asarray(read_as, dtype=np.int64)] = np.arange(len(read_as))
-    picked = position[chosen]
+    picked = example_positions(rows, read_as)[chosen]
     if layout is not None:
         layout.update(rows=len(chosen), kept=np.flatnonzero(picked >= 0))
     return examples.take(picked[picked >= 0])
@@ -231,11 +239,7 @@ def mix_examples(groups: list[Sequence[dict]], strategy: str = "concat", probs: 
             mixed.update(rows=int(offsets[-1]), kept=np.concatenate(
                 [np.asarray(part["kept"], dtype=np.int64) + offset for part, offset in zip(layouts, offsets)]))
     elif layouts is not None:
-        positions = []
-        for group, part in zip(groups, layouts):
-            position = np.full(part["rows"], -1, dtype=np.int64)
-            position[part["kept"]] = np.arange(len(group))
-            positions.append(position)
+        positions = [example_positions(part["rows"], part["kept"]) for part in layouts]
         found = [int(positions[index][row]) for index, row in picks]
         if mixed is not None:
             mixed.update(rows=len(picks), kept=np.flatnonzero(np.asarray(found, dtype=np.int64) >= 0))
@@ -321,8 +325,7 @@ def split_eval(examples: Sequence[dict], val_size: float, seed: int = 42,
                                                                                          seed=seed)
     train, held = split["train"]["row"], split["test"]["row"]
     if layout is not None:
-        position = np.full(total, -1, dtype=np.int64)
-        position[layout["kept"]] = np.arange(len(examples))
+        position = example_positions(total, layout["kept"])
         found = [position[np.asarray(part, dtype=np.int64)] for part in (train, held)]
         layout["parts"] = tuple({"rows": len(at), "kept": np.flatnonzero(at >= 0)} for at in found)
         train, held = ([int(i) for i in at if i >= 0] for at in found)

@@ -35,7 +35,7 @@ from engine.config.streaming_checks import media_refusal
 from engine.data.errors import DatasetError
 from engine.data.examples import Examples, concat, count_media
 from engine.data.kto_pairs import pair_batch
-from engine.data.loader import load_dataset_examples, split_names
+from engine.data.loader import example_positions, load_dataset_examples, split_names
 from engine.data.stream_order import split_number, stream_order
 from engine.data.tokenize import TokenizeOptions, cutoff_phrase, tokenize_examples
 
@@ -180,8 +180,6 @@ def refuse_here(cfg: Any) -> None:
 def _streamed(cfg: Any, names: str, tokenizer: Any, template: Any, opts: TokenizeOptions, batch_rows: int,
               buffer_size: int, skip: int) -> StreamedRows:
     """Read and convert ``names`` (no tokenization) and wrap them in a :class:`StreamedRows`."""
-    import numpy as np
-
     data, stage = cfg.data, cfg.finetuning.stage
     items = split_names(names)
     loaded: dict[str, tuple[Examples, Any]] = {}  # a name given twice is used once, as in LLaMA-Factory
@@ -191,9 +189,7 @@ def _streamed(cfg: Any, names: str, tokenizer: Any, template: Any, opts: Tokeniz
                                          stand_ins=stage == "kto", streamed=streamed)  # kl_stand_ins
         if count_media(examples):
             raise DatasetError(media_refusal(name))
-        position = np.full(streamed["rows"], -1, dtype=np.int64)
-        position[streamed["read_as"]] = np.arange(len(examples), dtype=np.int64)
-        loaded[name] = (examples, position)
+        loaded[name] = (examples, example_positions(streamed["rows"], streamed["read_as"]))
     strategy = data.mix_strategy or "concat"
     if len(loaded) > 1 and strategy == "concat":
         logger.warning("`mix_strategy: concat` with `streaming: true`: the datasets come one after another (in a "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -199,19 +200,24 @@ def test_resampling_is_band_limited_and_keeps_a_tone(tmp_path):
     assert odd.shape == (2, 3, math.ceil(1001 * 160 / 441))
 
 
-def _write_tone(path: Path) -> Path:
-    """One second of a mono tone at 22,050 Hz (resampled to 16 kHz when read)."""
+def _encode_audio(target: Any, codec: str, rate: int, layout: str, frames: list[np.ndarray], **options: Any) -> None:
+    """Write ``frames`` (int16 arrays shaped as PyAV's packed s16 frames) to ``target`` (a path or a file object)."""
     import av
 
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("pcm_s16le", rate=22050, layout="mono")
-        samples = (np.sin(np.arange(22050) / 10) * 8000).astype(np.int16)[None]
-        frame = av.AudioFrame.from_ndarray(samples, format="s16", layout="mono")
-        frame.sample_rate = 22050
-        for packet in stream.encode(frame):
-            container.mux(packet)
+    with av.open(target, "w", **options) as container:
+        stream = container.add_stream(codec, rate=rate, layout=layout)
+        for samples in frames:
+            frame = av.AudioFrame.from_ndarray(samples, format="s16", layout=layout)
+            frame.sample_rate = rate
+            for packet in stream.encode(frame):
+                container.mux(packet)
         for packet in stream.encode(None):
             container.mux(packet)
+
+
+def _write_tone(path: Path) -> Path:
+    """One second of a mono tone at 22,050 Hz (resampled to 16 kHz when read)."""
+    _encode_audio(str(path), "pcm_s16le", 22050, "mono", [(np.sin(np.arange(22050) / 10) * 8000).astype(np.int16)[None]])
     return path
 
 
@@ -407,19 +413,8 @@ def test_audio_that_decodes_past_the_bound_is_refused_while_decoding(monkeypatch
     or a chat request decoded to tens of GB and the process was killed. Decoding now stops at the bound."""
     import io
 
-    import av
-
     buffer = io.BytesIO()
-    with av.open(buffer, "w", format="flac") as container:
-        stream = container.add_stream("flac", rate=192_000, layout="stereo")
-        second = np.zeros((1, 2 * 192_000), dtype=np.int16)
-        for _ in range(20):
-            frame = av.AudioFrame.from_ndarray(second, format="s16", layout="stereo")
-            frame.sample_rate = 192_000
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode(None):
-            container.mux(packet)
+    _encode_audio(buffer, "flac", 192_000, "stereo", [np.zeros((1, 2 * 192_000), dtype=np.int16)] * 20, format="flac")
     data = buffer.getvalue()
     assert len(data) < 20_000  # 20 s of sound, 30 MB as float32
     assert len(media.read_audio(data, 16000)) == 20 * 16000  # under the bound: read whole, as before

@@ -276,11 +276,13 @@ class HostGuardMiddleware:
 
 
 CONTENT_POLICY = ("img-src 'self' data: blob:; media-src 'self' data: blob:; frame-src 'self'; object-src 'none'; "
-                  "form-action 'self'; base-uri 'self'")
+                  "form-action 'self'; base-uri 'self'; frame-ancestors 'self'")
 """The page's Content-Security-Policy: images, sound, video and frames from the board alone, forms sent to it alone.
 The page shows text from outside (model replies in the chat, quoted names and errors); gradio's sanitizer keeps
 ``<img>``, ``<video>`` and ``<form>`` in it, and Markdown images, so without this a reply or a name could load a
 remote image (and tell a third party the page was opened, and what the URL carries) or post a form elsewhere.
+No other page may frame the board (``frame-ancestors``): a page of another local port framed a logged-in board,
+drawn and working under its own decoy ("clickjacking": a click meant for the page presses Start or Abort).
 Scripts and styles are left to gradio's own rules (its page needs inline ones)."""
 
 

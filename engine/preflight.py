@@ -117,6 +117,8 @@ def _adapter_as_model(name: str, folder: Path) -> str:
 
 def _check_model_folder(name: str, folder: Path, key: str = "model_name_or_path") -> list[str]:
     """A local model folder must hold a readable config.json, weights and a tokenizer."""
+    from engine.models.registry import ConfigTooLarge, read_config_text
+
     config = folder / "config.json"
     if not config.is_file():
         if (folder / "adapter_config.json").is_file() and key == "model_name_or_path":  # a LoRA run's output
@@ -126,7 +128,9 @@ def _check_model_folder(name: str, folder: Path, key: str = "model_name_or_path"
                     "(`lf-engine export`) and give the exported folder."]
         return [f"`{key}: {name}` has no config.json; is it a Hugging Face model folder?"]
     try:
-        data = loads(config.read_text(encoding="utf-8"))
+        data = loads(read_config_text(config))
+    except ConfigTooLarge as err:
+        return [str(err)]
     except json.JSONDecodeError as err:
         return [f"{config} is not valid JSON ({err.msg} at line {err.lineno}, column {err.colno}); copy it again "
                 "from the original model."]

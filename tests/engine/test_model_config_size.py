@@ -1,0 +1,55 @@
+"""A model folder's config.json is read only up to engine.models.registry.MAX_CONFIG_BYTES: one from elsewhere can be
+a sparse file of gigabytes that takes no disk (1 GB held the board 17 s and 2.1 GB of memory per reading)."""
+
+import json
+import logging
+import os
+import time
+
+from engine.models import registry
+from engine.models.prequantized import prequantized_problem
+from engine.preflight import _check_model_folder
+
+
+def test_a_huge_sparse_config_json_is_refused_by_its_size_without_being_read(tmp_path, caplog):
+    config = tmp_path / "config.json"
+    with open(config, "wb") as fh:
+        fh.truncate(1 << 30)  # 1 GB of nothing on disk
+    start = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="engine.models.registry"):
+        assert registry.default_template(str(tmp_path)) is None and registry.model_media(str(tmp_path)) == ()
+    problems = _check_model_folder(str(tmp_path), tmp_path)
+    assert time.monotonic() - start < 5  # each read took seconds, with gigabytes of memory
+    assert "1,073,741,824 bytes, more than any model's config.json" in problems[0]
+    assert "copy it again from the original model" in problems[0]
+    assert "more than any model's config.json" in caplog.text
+    assert prequantized_problem("m", config) is None
+
+
+def test_a_config_json_past_the_limit_is_not_taken(tmp_path, monkeypatch):
+    config = {"model_type": "qwen2_vl", "quantization_config": {"quant_method": "bitsandbytes"}, "pad": "x" * 300}
+    (tmp_path / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    assert registry.default_template(str(tmp_path)) == "qwen2_vl"
+    monkeypatch.setattr(registry, "MAX_CONFIG_BYTES", 200)
+    assert registry.default_template(str(tmp_path)) is None
+    size = os.path.getsize(tmp_path / "config.json")
+    assert f"{size:,} bytes, more than any model's config.json (at most 200 are read)" in \
+        _check_model_folder(str(tmp_path), tmp_path)[0]
+
+
+def test_a_config_json_that_is_no_regular_file_is_not_waited_for(tmp_path):
+    os.mkfifo(tmp_path / "config.json")  # is_file() says no: never opened
+    assert registry.read_local_config(tmp_path) is None
+    assert prequantized_problem("m", tmp_path / "config.json") is None  # opened without waiting, then refused
+
+
+def test_the_boards_prequantized_check_does_not_wait_on_a_pipe(tmp_path):
+    """The board asks it on Start and on every live check, in its own process: a named pipe for config.json held
+    that handler for good (the model check had already said the folder has no config.json)."""
+    from types import SimpleNamespace
+
+    from app.prequantized import prequantized_problems
+
+    os.mkfifo(tmp_path / "config.json")
+    cfg = SimpleNamespace(model=SimpleNamespace(model_name_or_path=str(tmp_path), cache_dir=None, model_revision=None))
+    assert prequantized_problems(cfg) == []

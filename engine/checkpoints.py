@@ -83,9 +83,11 @@ def _file_problem(path: Path) -> str | None:
 def read_adapter_config(folder: str | Path) -> dict:
     """``folder/adapter_config.json`` as a dict ({} when it is absent, unreadable or not a JSON object). Light: the
     pre-flight checks read it without importing torch or PEFT; :func:`adapter_config_problem` says why it fails."""
+    from engine.models.registry import read_config_text
+
     try:
-        config = json.loads((Path(folder).expanduser() / "adapter_config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        config = json.loads(read_config_text(Path(folder).expanduser() / "adapter_config.json"))
+    except (OSError, ValueError, RecursionError):  # ValueError: too large, not UTF-8, not JSON
         return {}
     return config if isinstance(config, dict) else {}
 
@@ -95,8 +97,12 @@ def adapter_config_problem(folder: Path) -> str | None:
     path = Path(folder) / "adapter_config.json"
     if not path.is_file():
         return None
+    from engine.models.registry import ConfigTooLarge, read_config_text
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_config_text(path))
+    except ConfigTooLarge as err:
+        return f"its adapter_config.json is too large to be one ({err})"
     except UnicodeDecodeError:
         return "its adapter_config.json is not UTF-8 text"
     except ValueError as err:

@@ -196,9 +196,9 @@ class ConfigTooLarge(ValueError):
     """A config.json past :data:`MAX_CONFIG_BYTES`; the message names the file, its size and the fix."""
 
 
-def read_config_text(config_file: str | Path) -> str:
-    """The text of a model's ``config.json``, read only when it is a regular file of at most
-    :data:`MAX_CONFIG_BYTES`.
+def read_config_text(config_file: str | Path, max_bytes: int | None = None) -> str:
+    """The text of a model's ``config.json`` (or another small JSON file of a model or adapter folder), read only
+    when it is a regular file of at most ``max_bytes`` (default :data:`MAX_CONFIG_BYTES`).
 
     Raises:
         OSError: missing, unreadable, or no regular file.
@@ -207,11 +207,12 @@ def read_config_text(config_file: str | Path) -> str:
     """
     from engine.runs import read_regular
 
-    data = read_regular(config_file, max_bytes=MAX_CONFIG_BYTES + 1)
-    if len(data) > MAX_CONFIG_BYTES:
+    limit = MAX_CONFIG_BYTES if max_bytes is None else max_bytes
+    data = read_regular(config_file, max_bytes=limit + 1)
+    if len(data) > limit:
         size = Path(config_file).stat().st_size
-        raise ConfigTooLarge(f"{config_file} is {size:,} bytes, more than any model's config.json (at most "
-                             f"{MAX_CONFIG_BYTES:,} are read); copy it again from the original model.")
+        raise ConfigTooLarge(f"{config_file} is {size:,} bytes, more than any model's {Path(config_file).name} "
+                             f"(at most {limit:,} are read); copy it again from the original model.")
     return data.decode("utf-8")
 
 

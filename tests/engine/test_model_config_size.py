@@ -53,3 +53,33 @@ def test_the_boards_prequantized_check_does_not_wait_on_a_pipe(tmp_path):
     os.mkfifo(tmp_path / "config.json")
     cfg = SimpleNamespace(model=SimpleNamespace(model_name_or_path=str(tmp_path), cache_dir=None, model_revision=None))
     assert prequantized_problems(cfg) == []
+
+
+def test_an_adapters_config_and_a_tokenizers_files_are_read_within_bounds(tmp_path):
+    """The pre-flight check reads adapter_config.json (the adapter picked on the form, a checkpoint from elsewhere)
+    and, for ChatGLM3 / Yuan, the tokenizer's JSON files, in the board's own process."""
+    from types import SimpleNamespace
+
+    from engine.checkpoints import adapter_config_problem, read_adapter_config
+    from engine.templates import token_check
+
+    os.mkfifo(tmp_path / "adapter_config.json")
+    assert read_adapter_config(tmp_path) == {}  # waited for a writer for good
+    (tmp_path / "adapter_config.json").unlink()
+    with open(tmp_path / "adapter_config.json", "wb") as fh:
+        fh.truncate(1 << 30)
+    start = time.monotonic()
+    assert read_adapter_config(tmp_path) == {}
+    assert "too large to be one" in adapter_config_problem(tmp_path)
+    assert time.monotonic() - start < 5
+
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"unk_token": "<unk>"}), encoding="utf-8")
+    with open(tmp_path / "tokenizer.json", "wb") as fh:
+        fh.truncate(1 << 30)
+    start = time.monotonic()
+    assert token_check.missing_template_tokens(SimpleNamespace(template="chatglm3"), tmp_path) == []
+    assert time.monotonic() - start < 5
+    # a tokenizer of a few MB is still read: without an unk token, the named tokens it lacks are reported
+    (tmp_path / "tokenizer_config.json").write_text("{}", encoding="utf-8")
+    (tmp_path / "tokenizer.json").write_text(json.dumps({"model": {"vocab": {"a": 0}}, "pad": "x" * (4 << 20)}))
+    assert "no such token" in token_check.missing_template_tokens(SimpleNamespace(template="chatglm3"), tmp_path)[0]

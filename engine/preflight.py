@@ -145,7 +145,11 @@ def _check_model_folder(name: str, folder: Path, key: str = "model_name_or_path"
         return [f"{config} is not a JSON object (it holds a {type(data).__name__}); copy it again from the "
                 "original model."]
     problems = []
-    if not _has_any(folder, WEIGHT_PATTERNS):
+    odd = sorted({p.name for pattern in WEIGHT_PATTERNS for p in folder.glob(pattern) if not p.is_file()})
+    if odd:  # a named pipe here held this check (it runs in the board's own process) for good
+        problems.append(f"`{key}: {name}` holds {', '.join(odd[:3])}, which is no regular file (a pipe, a device, "
+                        "a socket or a folder); copy the weight files again from the original model.")
+    elif not _has_any(folder, WEIGHT_PATTERNS):
         problems.append(f"`{key}: {name}` holds config.json but no weights (model.safetensors, its "
                         "shards, or pytorch_model.bin); copy the weight files into the folder.")
     elif (cut := weights_problem(folder)) and cut != "no model or adapter weights":

@@ -83,3 +83,22 @@ def test_an_adapters_config_and_a_tokenizers_files_are_read_within_bounds(tmp_pa
     (tmp_path / "tokenizer_config.json").write_text("{}", encoding="utf-8")
     (tmp_path / "tokenizer.json").write_text(json.dumps({"model": {"vocab": {"a": 0}}, "pad": "x" * (4 << 20)}))
     assert "no such token" in token_check.missing_template_tokens(SimpleNamespace(template="chatglm3"), tmp_path)[0]
+
+
+def test_weights_that_are_a_named_pipe_are_named_not_waited_on(tmp_path):
+    """``lf-engine check`` (and the board's live check and Start, in its own process) held for good on a model
+    folder whose model.safetensors is a named pipe: the memory estimate opened it to read its header."""
+    import pytest
+
+    from engine.preflight_memory import estimate_params
+    from engine.safetensors_header import HeaderError, read_header
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}), encoding="utf-8")
+    (tmp_path / "tokenizer.json").write_text("{}", encoding="utf-8")
+    os.mkfifo(tmp_path / "model.safetensors")
+    with pytest.raises(HeaderError, match="not a regular file"):
+        read_header(tmp_path / "model.safetensors")
+    assert estimate_params(tmp_path) is None
+    problems = _check_model_folder(str(tmp_path), tmp_path)
+    assert problems == [f"`model_name_or_path: {tmp_path}` holds model.safetensors, which is no regular file (a pipe, "
+                        "a device, a socket or a folder); copy the weight files again from the original model."]

@@ -18,6 +18,7 @@ from engine.hub_reach import HUB_ID, cached_hub_config, hub_model_problems
 from engine.json_text import loads
 from engine.models.web_address import web_address_problem
 from engine.preflight_memory import check_memory
+from engine.weights_layers import layer_count_problem
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +156,8 @@ def _check_model_folder(name: str, folder: Path, key: str = "model_name_or_path"
     elif (cut := weights_problem(folder)) and cut != "no model or adapter weights":
         problems.append(f"`{key}: {name}` cannot be loaded: {cut}; copy the weight files again from the "
                         "original model.")
+    elif layers := layer_count_problem(folder, data, key, name):
+        problems.append(layers)
     if key == "model_name_or_path" and not _has_any(folder, TOKENIZER_PATTERNS):  # a ref_model's is not read
         problems.append(f"`{key}: {name}` has no tokenizer files (tokenizer.json, or tokenizer.model "
                         "/ vocab.json with tokenizer_config.json); copy them from the original model.")

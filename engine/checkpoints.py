@@ -116,6 +116,10 @@ def adapter_config_problem(folder: Path) -> str | None:
     return None
 
 
+MAX_INDEX_BYTES = 64 << 20
+"""The largest weights index read (the largest models' hold a few MB)."""
+
+
 def weights_problem(folder: Path) -> str | None:
     """Why the model or adapter weights in ``folder`` are missing or cut off (None when they are whole)."""
     present = [folder / name for name in WEIGHT_FILES if (folder / name).is_file()]
@@ -126,10 +130,14 @@ def weights_problem(folder: Path) -> str | None:
         if fsdp:
             return _fsdp_state_problem(fsdp)
         return "no model or adapter weights"
+    from engine.models.registry import ConfigTooLarge, read_config_text
+
     for path in present:
         if path.name.endswith(".index.json"):
             try:
-                shards = set(json.loads(path.read_text(encoding="utf-8"))["weight_map"].values())
+                shards = set(json.loads(read_config_text(path, MAX_INDEX_BYTES))["weight_map"].values())
+            except ConfigTooLarge:  # a sparse file of gigabytes was read whole, in the board's process too
+                return f"{path.name} is {path.stat().st_size:,} bytes, more than any weights index"
             except (OSError, ValueError, KeyError, AttributeError, RecursionError):
                 return f"{path.name} is cut off"
             except TypeError:  # a shard that is a list or a table

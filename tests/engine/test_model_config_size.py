@@ -102,3 +102,13 @@ def test_weights_that_are_a_named_pipe_are_named_not_waited_on(tmp_path):
     problems = _check_model_folder(str(tmp_path), tmp_path)
     assert problems == [f"`model_name_or_path: {tmp_path}` holds model.safetensors, which is no regular file (a pipe, "
                         "a device, a socket or a folder); copy the weight files again from the original model."]
+
+
+def test_a_huge_sparse_weights_index_is_named_without_being_read(tmp_path):
+    from engine.checkpoints import weights_problem
+
+    with open(tmp_path / "model.safetensors.index.json", "wb") as fh:
+        fh.truncate(1 << 30)
+    start = time.monotonic()
+    assert weights_problem(tmp_path) == "model.safetensors.index.json is 1,073,741,824 bytes, more than any weights index"
+    assert time.monotonic() - start < 5

@@ -43,6 +43,7 @@ def prequantized_problems(cfg: Any) -> list[str]:
     codes it: the model is what to change), or [] (not quantized, loadable here, or the question could not be asked)."""
     from engine.errors import Problem
     from engine.models.prequantized import quantization_config
+    from engine.models.registry import read_config_text
     from engine.preflight import model_config_file
 
     name = str(cfg.model.model_name_or_path or "")
@@ -51,8 +52,8 @@ def prequantized_problems(cfg: Any) -> list[str]:
         return []
     try:
         stat = Path(config_file).stat()
-        config = json.loads(Path(config_file).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):  # ValueError: not JSON, not UTF-8; RecursionError: nested too deep
+        config = json.loads(read_config_text(config_file))
+    except (OSError, ValueError, RecursionError):  # ValueError: too large, not JSON, not UTF-8; RecursionError: nested
         return []  # the model check names an unreadable config.json
     if not isinstance(config, dict) or quantization_config(config) is None:
         return []

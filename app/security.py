@@ -11,7 +11,9 @@
   registered as a dataset.
 - :class:`HostGuardMiddleware` refuses requests that name another host than this machine (the ``Host`` header, and
   ``Origin`` when a browser sends one) on a board without a login: a web page could otherwise point its own domain
-  at 127.0.0.1 ("DNS rebinding") or post a form to it, and drive the board, which runs code on this machine.
+  at 127.0.0.1 ("DNS rebinding") or post a form to it, and drive the board, which runs code on this machine. On
+  every board, a login or not, it refuses what another page sends (an ``Origin`` that is not the board's own, or
+  ``Sec-Fetch-Site`` saying another site or port sent it), as the browser sends the login cookie along.
 - :class:`BodyLimitMiddleware` refuses request bodies past 32 MB (files aside: gradio's upload routes bound each
   file), which gradio would read whole before it checks the login.
 - :class:`ContentPolicyMiddleware` gives the page a Content-Security-Policy: nothing it shows (a model's reply, a
@@ -191,14 +193,37 @@ def same_origin(origin: str, host: str, scheme: str) -> bool:
     return port is not None and (host_name(netloc), port) == (host_name(host), _port(host, scheme))
 
 
+def own_page(origin: str, host: str, scheme: str) -> bool:
+    """Whether ``origin`` is the page served under ``host`` on a board that answers any host name: :func:`same_origin`,
+    or, for a ``Host`` without a port, the same host name on the default port of the origin's own scheme. A share
+    link or a reverse proxy that ends TLS before the board hands it ``https://NAME`` pages over plain HTTP, so the
+    request's scheme is not the page's; a browser always puts a port other than its scheme's default in ``Host``."""
+    if same_origin(origin, host, scheme):
+        return True
+    origin_scheme, sep, rest = origin.strip().partition("://")
+    netloc = rest.split("/", 1)[0]
+    no_port = ":" not in host.strip().rpartition("]")[2]
+    return (bool(sep) and no_port and host_name(netloc) == host_name(host)
+            and _port(netloc, origin_scheme) == DEFAULT_PORTS.get(origin_scheme.lower()))
+
+
+OTHER_SITES = (b"cross-site", b"same-site")
+"""``Sec-Fetch-Site`` values of a request another page made: another site's, or another port's of this one."""
+
+
 class HostGuardMiddleware:
     """A plain ASGI middleware: on a board without a login, HTTP and websocket requests whose ``Host`` (or, when
     present, ``Origin``) names anything but a loopback name or the address the board serves on get 403, and so do
     those from a page of another origin (:func:`same_origin`: a page another local server shows on another port).
 
-    A board with a login needs no such check (a rebound page cannot log in: the browser keeps the login cookie for
-    the board's own name), and neither does one the user chose to serve openly (``--allow-insecure``): both are built
-    with ``open_hosts=True``, which lets every request through, as do reverse proxies and share links that way.
+    A board with a login answers any host name (a rebound page cannot log in: the browser keeps the login cookie for
+    the board's own name), and so does one the user chose to serve openly (``--allow-insecure``): both are built with
+    ``open_hosts=True``, for reverse proxies and share links. They still refuse a page of another origin
+    (:func:`own_page`): gradio's login cookie is ``SameSite=None`` over HTTPS and sent to another port of the same
+    name over HTTP, and gradio answers such pages with CORS and credentials, so another site's page (or another local
+    server's) could read the login token at /gradio_api/token and start runs with it. Every board also refuses a
+    request the browser marks as sent by another site or port's page (``Sec-Fetch-Site``) unless it opens the board
+    (a link to it); a request without an ``Origin`` (scripts, gradio_client) is not a page's.
     """
 
     def __init__(self, app: Any, bind_host: str = "127.0.0.1", open_hosts: bool = False):
@@ -208,21 +233,25 @@ class HostGuardMiddleware:
         """Why this request is refused, or None."""
         headers = {key.lower(): value for key, value in scope.get("headers") or []}
         host = headers.get(b"host", b"").decode("latin-1")
-        if not names_this_machine(host_name(host), self.bind_host):
+        if not self.open_hosts and not names_this_machine(host_name(host), self.bind_host):
             return f"requests for host '{host[:100]}'"
         origin = headers.get(b"origin")
         if origin is not None:
             text = origin.decode("latin-1")
-            if text == "null" or not names_this_machine(origin_host(text), self.bind_host):
+            if text == "null" or not self.open_hosts and not names_this_machine(origin_host(text), self.bind_host):
                 return f"requests from the page at '{text[:100]}'"
-            if not same_origin(text, host, str(scope.get("scheme") or "http")):
-                # another port of this machine is another site: a local server's page (a notebook, a docs preview,
-                # another app) would otherwise get gradio's CORS answer for loopback origins, credentials included
+            # another port of this machine is another site: a local server's page (a notebook, a docs preview,
+            # another app) would otherwise get gradio's CORS answer for loopback origins, credentials included
+            mine = own_page if self.open_hosts else same_origin
+            if not mine(text, host, str(scope.get("scheme") or "http")):
                 return f"requests from the page at '{text[:100]}', which is not the board's own page"
+        site, mode = headers.get(b"sec-fetch-site", b"").lower(), headers.get(b"sec-fetch-mode", b"").lower()
+        if site in OTHER_SITES and mode != b"navigate":
+            return f"requests made by a page of another site or port (Sec-Fetch-Site: {site.decode('latin-1')})"
         return None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if self.open_hosts or scope.get("type") not in ("http", "websocket"):
+        if scope.get("type") not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         why = self.refusal(scope)
@@ -232,9 +261,14 @@ class HostGuardMiddleware:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return
-        body = (f"LF Board refuses {why}: this board has no login, so it answers only its own page on this "
-                "machine (http://127.0.0.1:PORT or http://localhost:PORT). To reach it under another name, start it with "
-                "--auth USER:PASS.\n").encode()
+        if self.open_hosts:
+            body = (f"LF Board refuses {why}: only the board's own page may use it (another page would act with "
+                    "your login). Open the board at its own address; behind a reverse proxy, pass the browser's Host "
+                    "header on (nginx: proxy_set_header Host $http_host).\n").encode()
+        else:
+            body = (f"LF Board refuses {why}: this board has no login, so it answers only its own page on this "
+                    "machine (http://127.0.0.1:PORT or http://localhost:PORT). To reach it under another name, start "
+                    "it with --auth USER:PASS.\n").encode()
         await send({"type": "http.response.start", "status": 403,
                     "headers": [(b"content-type", b"text/plain; charset=utf-8"),
                                 (b"content-length", str(len(body)).encode())]})
@@ -242,11 +276,13 @@ class HostGuardMiddleware:
 
 
 CONTENT_POLICY = ("img-src 'self' data: blob:; media-src 'self' data: blob:; frame-src 'self'; object-src 'none'; "
-                  "form-action 'self'; base-uri 'self'")
+                  "form-action 'self'; base-uri 'self'; frame-ancestors 'self'")
 """The page's Content-Security-Policy: images, sound, video and frames from the board alone, forms sent to it alone.
 The page shows text from outside (model replies in the chat, quoted names and errors); gradio's sanitizer keeps
 ``<img>``, ``<video>`` and ``<form>`` in it, and Markdown images, so without this a reply or a name could load a
 remote image (and tell a third party the page was opened, and what the URL carries) or post a form elsewhere.
+No other page may frame the board (``frame-ancestors``): a page of another local port framed a logged-in board,
+drawn and working under its own decoy ("clickjacking": a click meant for the page presses Start or Abort).
 Scripts and styles are left to gradio's own rules (its page needs inline ones)."""
 
 

@@ -107,7 +107,7 @@ def launch_options(board: Board, host: str = "127.0.0.1", open_hosts: bool = Fal
         "footer_links": ["api", "settings"],
         "max_file_size": f"{board.max_upload_mb}mb",
         "app_kwargs": {"middleware": [
-            Middleware(HostGuardMiddleware, bind_host=host, open_hosts=open_hosts),  # no DNS rebinding without a login
+            Middleware(HostGuardMiddleware, bind_host=host, open_hosts=open_hosts),  # its own page only (app.security)
             Middleware(BodyLimitMiddleware),  # no body gradio would read whole, logged in or not, past 32 MB
             Middleware(ClientAddressMiddleware),  # the login backoff sees the client
             Middleware(ContentPolicyMiddleware),  # what the page shows loads nothing from elsewhere (app.markup)

@@ -83,9 +83,11 @@ def _file_problem(path: Path) -> str | None:
 def read_adapter_config(folder: str | Path) -> dict:
     """``folder/adapter_config.json`` as a dict ({} when it is absent, unreadable or not a JSON object). Light: the
     pre-flight checks read it without importing torch or PEFT; :func:`adapter_config_problem` says why it fails."""
+    from engine.models.registry import read_config_text
+
     try:
-        config = json.loads((Path(folder).expanduser() / "adapter_config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        config = json.loads(read_config_text(Path(folder).expanduser() / "adapter_config.json"))
+    except (OSError, ValueError, RecursionError):  # ValueError: too large, not UTF-8, not JSON
         return {}
     return config if isinstance(config, dict) else {}
 
@@ -95,8 +97,12 @@ def adapter_config_problem(folder: Path) -> str | None:
     path = Path(folder) / "adapter_config.json"
     if not path.is_file():
         return None
+    from engine.models.registry import ConfigTooLarge, read_config_text
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_config_text(path))
+    except ConfigTooLarge as err:
+        return f"its adapter_config.json is too large to be one ({err})"
     except UnicodeDecodeError:
         return "its adapter_config.json is not UTF-8 text"
     except ValueError as err:
@@ -110,6 +116,10 @@ def adapter_config_problem(folder: Path) -> str | None:
     return None
 
 
+MAX_INDEX_BYTES = 64 << 20
+"""The largest weights index read (the largest models' hold a few MB)."""
+
+
 def weights_problem(folder: Path) -> str | None:
     """Why the model or adapter weights in ``folder`` are missing or cut off (None when they are whole)."""
     present = [folder / name for name in WEIGHT_FILES if (folder / name).is_file()]
@@ -120,10 +130,14 @@ def weights_problem(folder: Path) -> str | None:
         if fsdp:
             return _fsdp_state_problem(fsdp)
         return "no model or adapter weights"
+    from engine.models.registry import ConfigTooLarge, read_config_text
+
     for path in present:
         if path.name.endswith(".index.json"):
             try:
-                shards = set(json.loads(path.read_text(encoding="utf-8"))["weight_map"].values())
+                shards = set(json.loads(read_config_text(path, MAX_INDEX_BYTES))["weight_map"].values())
+            except ConfigTooLarge:  # a sparse file of gigabytes was read whole, in the board's process too
+                return f"{path.name} is {path.stat().st_size:,} bytes, more than any weights index"
             except (OSError, ValueError, KeyError, AttributeError, RecursionError):
                 return f"{path.name} is cut off"
             except TypeError:  # a shard that is a list or a table

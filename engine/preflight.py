@@ -18,6 +18,7 @@ from engine.hub_reach import HUB_ID, cached_hub_config, hub_model_problems
 from engine.json_text import loads
 from engine.models.web_address import web_address_problem
 from engine.preflight_memory import check_memory
+from engine.weights_layers import layer_count_problem
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +118,8 @@ def _adapter_as_model(name: str, folder: Path) -> str:
 
 def _check_model_folder(name: str, folder: Path, key: str = "model_name_or_path") -> list[str]:
     """A local model folder must hold a readable config.json, weights and a tokenizer."""
+    from engine.models.registry import ConfigTooLarge, read_config_text
+
     config = folder / "config.json"
     if not config.is_file():
         if (folder / "adapter_config.json").is_file() and key == "model_name_or_path":  # a LoRA run's output
@@ -126,7 +129,9 @@ def _check_model_folder(name: str, folder: Path, key: str = "model_name_or_path"
                     "(`lf-engine export`) and give the exported folder."]
         return [f"`{key}: {name}` has no config.json; is it a Hugging Face model folder?"]
     try:
-        data = loads(config.read_text(encoding="utf-8"))
+        data = loads(read_config_text(config))
+    except ConfigTooLarge as err:
+        return [str(err)]
     except json.JSONDecodeError as err:
         return [f"{config} is not valid JSON ({err.msg} at line {err.lineno}, column {err.colno}); copy it again "
                 "from the original model."]
@@ -141,12 +146,18 @@ def _check_model_folder(name: str, folder: Path, key: str = "model_name_or_path"
         return [f"{config} is not a JSON object (it holds a {type(data).__name__}); copy it again from the "
                 "original model."]
     problems = []
-    if not _has_any(folder, WEIGHT_PATTERNS):
+    odd = sorted({p.name for pattern in WEIGHT_PATTERNS for p in folder.glob(pattern) if not p.is_file()})
+    if odd:  # a named pipe here held this check (it runs in the board's own process) for good
+        problems.append(f"`{key}: {name}` holds {', '.join(odd[:3])}, which is no regular file (a pipe, a device, "
+                        "a socket or a folder); copy the weight files again from the original model.")
+    elif not _has_any(folder, WEIGHT_PATTERNS):
         problems.append(f"`{key}: {name}` holds config.json but no weights (model.safetensors, its "
                         "shards, or pytorch_model.bin); copy the weight files into the folder.")
     elif (cut := weights_problem(folder)) and cut != "no model or adapter weights":
         problems.append(f"`{key}: {name}` cannot be loaded: {cut}; copy the weight files again from the "
                         "original model.")
+    elif layers := layer_count_problem(folder, data, key, name):
+        problems.append(layers)
     if key == "model_name_or_path" and not _has_any(folder, TOKENIZER_PATTERNS):  # a ref_model's is not read
         problems.append(f"`{key}: {name}` has no tokenizer files (tokenizer.json, or tokenizer.model "
                         "/ vocab.json with tokenizer_config.json); copy them from the original model.")

@@ -53,10 +53,12 @@ class Header:
 
 def read_header(path: str | Path, limit: int = MAX_HEADER) -> Header:
     """The header of the safetensors file ``path``; :class:`HeaderError` when it cannot be read (see the module)."""
+    from engine.runs import open_regular
+
     path = Path(path)
     try:
         size = path.stat().st_size
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:  # a named pipe is refused, not waited on for a writer
             head = handle.read(8)
             if len(head) < 8:
                 raise HeaderError("short", path.name, f"is empty or shorter than a safetensors header "

@@ -31,9 +31,11 @@ def prequantized_problem(name: str, config_file: Path | str | None) -> str | Non
     (not quantized, a method transformers does not know, which it loads unquantized, or nothing missing)."""
     if config_file is None:
         return None
+    from engine.models.registry import read_config_text
+
     try:
-        config = json.loads(Path(config_file).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        config = json.loads(read_config_text(config_file))
+    except (OSError, ValueError, RecursionError):  # ValueError: too large, not UTF-8, not JSON
         return None  # the model check names an unreadable config.json
     quantization = quantization_config(config) if isinstance(config, dict) else None
     if quantization is None:

@@ -185,13 +185,44 @@ def list_models() -> dict[str, str]:
     return {display: hub for family in FAMILIES.values() for display, hub in family.models.items()}
 
 
+MAX_CONFIG_BYTES = 16 << 20
+"""The largest model config.json read (real ones hold a few KB; a classifier's label table makes one a few MB). A
+model folder from elsewhere can hold a sparse config.json of gigabytes that takes no disk: read whole, 1 GB held the
+board 17 s and 2.1 GB of memory per reading (the model picker reads it twice on each change), and a larger one would
+have had it killed."""
+
+
+class ConfigTooLarge(ValueError):
+    """A config.json past :data:`MAX_CONFIG_BYTES`; the message names the file, its size and the fix."""
+
+
+def read_config_text(config_file: str | Path, max_bytes: int | None = None) -> str:
+    """The text of a model's ``config.json`` (or another small JSON file of a model or adapter folder), read only
+    when it is a regular file of at most ``max_bytes`` (default :data:`MAX_CONFIG_BYTES`).
+
+    Raises:
+        OSError: missing, unreadable, or no regular file.
+        ConfigTooLarge: past the size (a ValueError).
+        UnicodeDecodeError: not UTF-8 (a ValueError).
+    """
+    from engine.runs import read_regular
+
+    limit = MAX_CONFIG_BYTES if max_bytes is None else max_bytes
+    data = read_regular(config_file, max_bytes=limit + 1)
+    if len(data) > limit:
+        size = Path(config_file).stat().st_size
+        raise ConfigTooLarge(f"{config_file} is {size:,} bytes, more than any model's {Path(config_file).name} "
+                             f"(at most {limit:,} are read); copy it again from the original model.")
+    return data.decode("utf-8")
+
+
 def read_local_config(path: str | Path) -> dict[str, Any] | None:
     """The ``config.json`` of a local model folder, or None when there is none."""
     config_file = Path(path).expanduser() / "config.json"
     if not config_file.is_file():
         return None
     try:
-        data = json.loads(config_file.read_text(encoding="utf-8"))
+        data = json.loads(read_config_text(config_file))
     except (OSError, ValueError, RecursionError) as err:  # unreadable, not JSON or not UTF-8, nested too deep
         logger.warning("Cannot read %s: %s", config_file, "nested too deeply" if isinstance(err, RecursionError) else err)
         return None

@@ -7,6 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+MAX_TOKENIZER_BYTES = 512 << 20
+"""The largest tokenizer file read here (the largest real tokenizer.json files hold a few tens of MB)."""
+
 
 def missing_template_tokens(model_args: Any, folder: Path) -> list[str]:
     """A template that writes named tokens (``{token:[gMASK]}``) needs them in the tokenizer, which tokenizing would
@@ -22,17 +25,21 @@ def missing_template_tokens(model_args: Any, folder: Path) -> list[str]:
     if not names:
         return []
 
+    from engine.models.registry import read_config_text
+
     def read(name: str) -> dict:
-        try:
-            data = json.loads((folder / name).read_text(encoding="utf-8"))
+        try:  # the board checks in its own process: no pipe waited on, no sparse file of gigabytes read whole
+            data = json.loads(read_config_text(folder / name, max_bytes=MAX_TOKENIZER_BYTES))
         except (OSError, ValueError, RecursionError):
-            return {}  # absent, or unreadable: the tokenizer's own load reports that
+            return {}  # absent, unreadable or too large: the tokenizer's own load reports that
         return data if isinstance(data, dict) else {}
 
     configs = [read(name) for name in ("tokenizer_config.json", "special_tokens_map.json")]
     if any(config.get("unk_token") for config in configs):
         return []  # transformers gives the unk token for a missing one
     data = read("tokenizer.json")
+    if not data:  # unreadable or too large: the tokenizer's own load reports it, not as missing tokens
+        return []
     model = data.get("model") or {}
     vocab = model.get("vocab") or {}
     known = set(vocab) if isinstance(vocab, dict) else {entry[0] for entry in vocab if isinstance(entry, list) and entry}

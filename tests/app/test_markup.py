@@ -91,3 +91,4 @@ def test_every_response_carries_the_content_policy():
     headers = dict(sent[0]["headers"])
     assert headers[b"content-security-policy"] == CONTENT_POLICY.encode()
     assert "img-src 'self'" in CONTENT_POLICY and "form-action 'self'" in CONTENT_POLICY
+    assert "frame-ancestors 'self'" in CONTENT_POLICY  # no other page frames the board under a decoy

@@ -271,6 +271,15 @@ def test_live_board_rate_limits_logins_and_limits_uploads(tmp_path):
 
         session = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
         assert post_login(url, "alice", "s3cret", session)[0] == 200
+        # logged in, the board's own page reads who is logged in (and gradio_api/token the login itself); another
+        # local port's page may not
+        own = urllib.request.Request(url + "gradio_api/user", headers={"Origin": url.rstrip("/")})
+        with session.open(own, timeout=30) as response:
+            assert response.read() == b'"alice"'
+        other = urllib.request.Request(url + "gradio_api/user", headers={"Origin": f"http://127.0.0.1:{port + 1}"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            session.open(other, timeout=30)
+        assert refused.value.code == 403
         for _ in range(5):
             assert post_login(url, "alice", "nope")[0] == 400
         status, text = post_login(url, "alice", "s3cret")
@@ -376,6 +385,55 @@ def test_the_bound_address_and_boards_with_a_login_answer_any_name():
     assert _guarded(bind_host="192.168.1.5").get("/", headers={"Host": "evil.example.com"}).status_code == 403
     open_board = _guarded(open_hosts=True)  # --auth (a rebound page cannot log in) or --allow-insecure
     assert open_board.get("/", headers={"Host": "evil.example.com", "Origin": "http://evil.example.com"}).text == "hello"
+
+
+@pytest.mark.parametrize(("host", "headers"), [
+    # a page of another local server (a notebook) beside a board on 127.0.0.1 with --auth: the browser sends the
+    # login cookie along (another port is the same site) and gradio answers it with CORS and credentials
+    ("127.0.0.1:7860", {"Origin": "http://127.0.0.1:8888"}),
+    ("localhost:7860", {"Origin": "http://localhost:8888"}),
+    # another site's page beside a board served over HTTPS (a share link, a proxy): the cookie is SameSite=None
+    ("board.example.com", {"Origin": "https://evil.example.com"}),
+    ("board.example.com:8443", {"Origin": "https://evil.example.com:8443"}),
+    ("board.example.com:8443", {"Origin": "https://board.example.com:9443"}),
+    ("board.example.com", {"Origin": "https://board.example.com:8443"}),  # another port of the same name
+    ("board.example.com", {"Origin": "null"}),  # a sandboxed frame or a file:// page
+    # no Origin, but the browser says another site's or port's page sent it (an <img> or <script> of that page)
+    ("board.example.com", {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"}),
+    ("127.0.0.1:7860", {"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "no-cors"}),
+])
+def test_a_board_with_a_login_refuses_what_other_pages_send(host, headers):
+    """With a login gradio's cookie rides along: a page at http://127.0.0.1:8888 read the token at /gradio_api/token
+    and called /submit_run of a logged-in board at 127.0.0.1:7860 in Chromium (and so did https://evil.test beside
+    https://board.test)."""
+    client = _guarded(open_hosts=True)
+    response = client.post("/", headers={"Host": host, **headers})
+    assert response.status_code == 403, response.text
+    assert "only the board's own page" in response.text and "proxy_set_header Host $http_host" in response.text
+    from starlette.websockets import WebSocketDisconnect
+
+    with pytest.raises(WebSocketDisconnect), client.websocket_connect("/ws", headers={"Host": host, **headers}) as ws:
+        ws.receive_text()
+
+
+@pytest.mark.parametrize(("host", "headers"), [
+    ("127.0.0.1:7860", {"Origin": "http://127.0.0.1:7860", "Sec-Fetch-Site": "same-origin"}),
+    ("192.168.1.5:7860", {"Origin": "http://192.168.1.5:7860"}),
+    # a share link or a proxy ending TLS: the page is https://NAME, the board is reached over plain HTTP
+    ("abc123.gradio.live", {"Origin": "https://abc123.gradio.live"}),
+    ("board.example.com:8443", {"Origin": "https://board.example.com:8443"}),
+    ("board.example.com", {}),  # a script or gradio_client: no page sent it
+    ("board.example.com", {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}),  # a link to the board
+    ("board.example.com", {"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate"}),  # the address typed in
+])
+def test_a_board_with_a_login_serves_its_own_page_under_any_name(host, headers):
+    assert _guarded(open_hosts=True).post("/", headers={"Host": host, **headers}).text == "hello"
+
+
+def test_a_board_without_a_login_refuses_what_another_ports_page_sends_without_an_origin():
+    response = _guarded().get("/", headers={"Host": "127.0.0.1:7860", "Sec-Fetch-Site": "same-site",
+                                             "Sec-Fetch-Mode": "no-cors"})
+    assert response.status_code == 403 and "this board has no login" in response.text
 
 
 def _limited(max_bytes=1000):

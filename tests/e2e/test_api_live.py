@@ -45,6 +45,8 @@ def test_submit_and_watch_a_run(live_board):
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=10)
         assert refused.value.code == 403 and b"this board has no login" in refused.value.read()
+    with urllib.request.urlopen(url, timeout=10) as page:  # nor may it frame the board's page under a decoy
+        assert "frame-ancestors 'self'" in page.headers["Content-Security-Policy"]
 
     run_id = client.predict(CONFIG, "train", api_name="/submit_run")
     assert (workspace / "runs" / run_id / "config.yaml").is_file()

@@ -108,13 +108,41 @@ def write_crafted(data: Path, folder: Path) -> Path:
                                  "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user",
                                           "assistant_tag": "assistant", "observation_tag": "tool",
                                           "function_tag": "function_call", "system_tag": "system"}})
+    files["oai_multi"] = (_openai_object_calls(glaive[:30]), dict(files["oai_one"][1]))
     for name, (rows, entry) in files.items():
         (folder / f"{name}.json").write_text(json.dumps(rows, ensure_ascii=False), encoding="utf-8")
         info[name] = {"file_name": f"{name}.json", **entry}
+    (folder / "oai_multi_lines.jsonl").write_text(
+        "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in files["oai_multi"][0]), encoding="utf-8")
+    info["oai_multi_lines"] = {**info["oai_multi"], "file_name": "oai_multi_lines.jsonl"}
     info["alp_odd_ns"] = {"file_name": "alp_odd.json", "num_samples": 40}
     info["alp_odd_split"] = {"file_name": "alp_odd.json", "split": "train[5:25]"}
     (folder / "dataset_info.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
     return folder
+
+
+def _openai_object_calls(glaive: list[dict]) -> list[dict]:
+    """OpenAI rows from glaive's whose tool calls' ``arguments`` are JSON objects (the keys differ from call to call;
+    every third reply makes two calls, with numbers whole in one call and fractional in another) and whose ``tools``
+    are a list of objects: LLaMA-Factory's file loader (Arrow) gives every call and tool the keys of all of them."""
+    rows = []
+    for i, row in enumerate(glaive):
+        messages = []
+        for turn in row["conversations"]:
+            if turn["from"] == "function_call":
+                calls = [json.loads(turn["value"])]
+                if i % 3 == 0:
+                    calls.append({"name": "calc", "arguments": {"x": [1, 2], "n": 3, "note": None}})
+                elif i % 3 == 1:
+                    calls.append({"arguments": {"n": 2.5, "x": [0.5], "flag": True}, "name": "calc"})
+                messages.append({"role": "assistant", "content": None, "tool_calls": [
+                    {"id": f"call_{i}_{k}", "type": "function", "function": call} for k, call in enumerate(calls)]})
+            else:
+                role = {"human": "user", "gpt": "assistant", "observation": "tool"}[turn["from"]]
+                messages.append({"role": role, "content": turn["value"]})
+        tools = json.loads(row["tools"]) if row["tools"] else []
+        rows.append({"messages": messages, "tools": [{"type": "function", "function": tool} for tool in tools]})
+    return rows
 
 
 def cases(data: str, vlm_dir: str | None = None) -> dict[str, dict]:
@@ -132,6 +160,8 @@ def cases(data: str, vlm_dir: str | None = None) -> dict[str, dict]:
         add(f"{t}/sft/sg_sysrole/mask_history", t, "sft", "sg_sysrole", 512, mask_history=True)
         add(f"{t}/sft/sg_odd", t, "sft", "sg_odd", 512)
         add(f"{t}/sft/oai_one", t, "sft", "oai_one", 1024)
+        add(f"{t}/sft/oai_multi", t, "sft", "oai_multi", 2048)
+        add(f"{t}/sft/oai_multi_lines", t, "sft", "oai_multi_lines", 2048)
         add(f"{t}/sft/alp_odd", t, "sft", "alp_odd", 512)
         add(f"{t}/pt/alp_hist", t, "pt", "alp_hist", 64)
         add(f"{t}/rm/alp_rank", t, "rm", "alp_rank", 256)

@@ -29,6 +29,8 @@ CASES = {
     "qwen_lines": {"dataset": "calls_lines", "template": "qwen"},
     "qwen_split": {"dataset": "calls_split", "template": "qwen"},
     "llama3": {"dataset": "calls", "template": "llama3"},
+    "llama3_empty_tools": {"dataset": "no_tools", "template": "llama3"},
+    "qwen_empty_tools": {"dataset": "no_tools", "template": "qwen"},
 }
 """Each case: its keys over the common sft config (cutoff_len 1024, one preprocessing worker)."""
 
@@ -71,16 +73,22 @@ def rows() -> list[dict]:
 
 
 def write_data(folder: Path) -> Path:
-    """The rows of :func:`rows` as ``calls.json``, ``calls.jsonl`` and their dataset_info.json in ``folder``."""
+    """The rows of :func:`rows` as ``calls.json`` and ``calls.jsonl``, ``no_tools.json`` (a row whose tools are an
+    empty list, which LLaMA-Factory writes as the text ``[]``, and one without tools) and their dataset_info.json in
+    ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     data = rows()
     (folder / "calls.json").write_text(json.dumps(data), encoding="utf-8")
     (folder / "calls.jsonl").write_text("".join(json.dumps(row) + "\n" for row in data), encoding="utf-8")
+    plain = [{"messages": [{"role": "user", "content": "Hi."}, {"role": "assistant", "content": "Hello."}], "tools": []},
+             {"messages": [{"role": "user", "content": "Bye."}, {"role": "assistant", "content": "Bye."}]}]
+    (folder / "no_tools.json").write_text(json.dumps(plain), encoding="utf-8")
     entry = {"formatting": "openai", "columns": {"messages": "messages", "tools": "tools"},
              "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant",
                       "observation_tag": "tool", "function_tag": "function_call", "system_tag": "system"}}
     info = {"calls": {"file_name": "calls.json", **entry}, "calls_lines": {"file_name": "calls.jsonl", **entry},
-            "calls_split": {"file_name": "calls.json", "split": "train[1:]", **entry}}
+            "calls_split": {"file_name": "calls.json", "split": "train[1:]", **entry},
+            "no_tools": {"file_name": "no_tools.json", **entry}}
     (folder / "dataset_info.json").write_text(json.dumps(info), encoding="utf-8")
     return folder
 

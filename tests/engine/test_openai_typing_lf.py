@@ -1,10 +1,11 @@
 """``openai`` rows whose tool calls give ``arguments`` as JSON objects, and whose ``tools`` column holds objects, train
 LLaMA-Factory 0.9.5's tokens: its loader (``datasets``, one Arrow type per column for the whole file) gives every call
 and tool the keys of all of them (nulls where missing) and turns a key's whole numbers into floats where another is
-fractional (golden: tests/golden/lf_openai_typing.json, recorded by tests/golden/generate_openai_typing.py)."""
+fractional (golden: tests/golden/lf_openai_typing.json.gz, recorded by tests/golden/generate_openai_typing.py)."""
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -16,7 +17,7 @@ from engine.templates import get_template
 from tests.golden.generate_openai_typing import JSON_PATH, write_data
 from tests.golden.tokenizers import load
 
-CASES = json.loads(JSON_PATH.read_text(encoding="utf-8"))["cases"]
+CASES = json.loads(gzip.decompress(JSON_PATH.read_bytes()))["cases"]
 
 
 def _rows(data, keys, monkeypatch):

@@ -1,4 +1,4 @@
-"""Regenerate tests/golden/lf_openai_typing.json: the training text LLaMA-Factory 0.9.5 makes of ``openai`` rows whose
+"""Regenerate tests/golden/lf_openai_typing.json.gz: the training text LLaMA-Factory 0.9.5 makes of ``openai`` rows whose
 tool calls give ``arguments`` as JSON objects and whose ``tools`` column holds objects.
 
     python -m tests.golden.generate_openai_typing /path/to/lf-venv/bin/python
@@ -14,6 +14,7 @@ tests/engine/test_openai_typing_lf.py. Nothing of LLaMA-Factory is copied here.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from tests.golden.compare_stream import HIDE_MEDIA_LIBS
 
-JSON_PATH = Path(__file__).with_name("lf_openai_typing.json")
+JSON_PATH = Path(__file__).with_name("lf_openai_typing.json.gz")
 CASES = {
     "qwen": {"dataset": "calls", "template": "qwen"},
     "qwen_lines": {"dataset": "calls_lines", "template": "qwen"},
@@ -126,7 +127,8 @@ def main() -> None:
             if proc.returncode:
                 raise SystemExit(f"{case}: LLaMA-Factory failed:\n{proc.stderr[-3000:]}")
             record["cases"][case] = {"config": keys, "rows": json.loads(proc.stdout.strip().splitlines()[-1])}
-    JSON_PATH.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    with gzip.open(JSON_PATH, "wt", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
 
 
 if __name__ == "__main__":

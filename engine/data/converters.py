@@ -198,7 +198,9 @@ def _turns(row: dict[str, Any], spec: DatasetSpec, default_tags: dict[str, str])
         system, messages = messages[0]["content"], messages[1:]
     else:
         system = _text(row.get(columns["system"]), "the system column") if columns.get("system") else ""
-    if exact:
+    if exact:  # its converter writes tools given as objects as JSON text ([] too: "[]" opens an empty tools prompt)
+        if columns.get("tools") and isinstance(row.get(columns["tools"]), (dict, list)):
+            row = {**row, columns["tools"]: json.dumps(row[columns["tools"]], ensure_ascii=False)}
         system = _openai_entry_system(system, row.get(columns["tools"]) if columns.get("tools") else "")
     merged: list[dict[str, Any]] = []
     for message in messages:

@@ -156,6 +156,15 @@ def iter_local_rows(spec: Any) -> Iterator[dict[str, Any]]:
     from engine.data.rows import iter_rows
     from engine.data.slices import split_rows
 
-    rows = iter_rows(spec.path)  # the path is checked before the first row
+    def read() -> Iterator[dict[str, Any]]:
+        rows = iter_rows(spec.path)  # the path is checked before the first row
+        if spec.formatting == "openai" and spec.lf_columns is not None:  # typed as LLaMA-Factory's loader types them
+            from engine.data.arrow_typing import typed_rows
+
+            messages = (spec.columns or {}).get("messages") or "messages"
+            return typed_rows(rows, lambda: iter_rows(spec.path), spec.path, messages, spec.lf_columns.get("tools"))
+        return rows
+
+    rows = read()
     split = getattr(spec, "split", None)
-    return split_rows(lambda: iter_rows(spec.path), split, spec.name) if split else rows
+    return split_rows(read, split, spec.name) if split else rows

@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from engine.templates.tool_base import ToolFormat
+from engine.templates.tool_base import ToolFormat, null_parameter
 
 QUOTE = '<|"|>'
 CALL_OPEN = "<|tool_call>"
@@ -178,6 +178,8 @@ def _declaration(tool: dict[str, Any]) -> str:
         if params.get("properties"):
             props = []
             for name, schema in params["properties"].items():
+                if not isinstance(schema, dict):
+                    raise ValueError(null_parameter(tool, name, schema, "gemma4"))
                 fields = []
                 if schema.get("description"):
                     fields.append(f"description:{_quoted(schema['description'])}")

@@ -171,3 +171,13 @@ def normalize_calls(calls: Any, keep_string_arguments: bool = False) -> list[dic
             arguments = arguments_object(arguments, call["name"])
         out.append({"name": call["name"], "arguments": arguments})
     return out
+
+
+def null_parameter(tool: dict[str, Any], name: str, value: Any, tool_format: str) -> str:
+    """Why a declaration whose parameter ``name`` is no object (a null one, as an openai file's tools of other
+    parameters get from LLaMA-Factory's loader) cannot be written by a format that reads each parameter's fields."""
+    return (f"tool {tool.get('name')!r} declares parameter {name!r} as {json.dumps(value)[:40]}, not an object, and the "
+            f"{tool_format!r} tool format reads each parameter's type and description (LLaMA-Factory 0.9.5 fails on it "
+            "too). In an `openai` file whose tools are JSON objects each tool gets every other tool's parameters as "
+            "null (its loader gives the column one type); write the tools as JSON text, or use a tool_format that "
+            "writes declarations as JSON (qwen)")

@@ -19,7 +19,15 @@ from datetime import datetime
 from typing import Any
 
 from engine.templates.gemma4_tools import Gemma4ToolFormat
-from engine.templates.tool_base import ToolFormat, dumps, loads, normalize_calls, tag_value, tagged_calls
+from engine.templates.tool_base import (
+    ToolFormat,
+    dumps,
+    loads,
+    normalize_calls,
+    null_parameter,
+    tag_value,
+    tagged_calls,
+)
 from engine.templates.tool_formats_more import MORE_TOOL_FORMATS
 
 
@@ -124,6 +132,8 @@ class DefaultToolFormat(ToolFormat):
             required = parameters.get("required") or []
             arg_text = ""
             for name, param in (parameters.get("properties") or {}).items():
+                if not isinstance(param, dict):
+                    raise ValueError(null_parameter(tool, name, param, self.name))
                 enum = param.get("enum")
                 items = param.get("items")
                 arg_text += "  - {}({}{}): {}{}{}\n".format(

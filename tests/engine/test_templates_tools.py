@@ -227,3 +227,16 @@ def test_lfm2_reads_a_string_holding_a_key_like_text():
     assert TOOL_FORMATS["lfm2"].extract(text)[1][0] == {"name": "f", "arguments": {"a": "x, b=1", "c": 2}}
     written = TOOL_FORMATS["lfm2"].format_calls([{"name": "f", "arguments": {"q": 'a, b="c"', "n": 1}}])
     assert TOOL_FORMATS["lfm2"].extract(written)[1] == [{"name": "f", "arguments": {"q": 'a, b="c"', "n": 1}}]
+
+
+@pytest.mark.parametrize("tool_format", ["default", "gemma4"])
+def test_a_null_parameter_is_refused_by_formats_that_read_its_fields(tool_format):
+    """An openai file's tools given as objects reach the template with every other tool's parameters as null (as
+    LLaMA-Factory's loader types them); the formats that describe each parameter name it (it was an AttributeError
+    traceback), the formats that write declarations as JSON keep the null as LLaMA-Factory does."""
+    tool = {**WEATHER, "parameters": {**WEATHER["parameters"],
+                                      "properties": {**WEATHER["parameters"]["properties"], "days": None}}}
+    with pytest.raises(ValueError, match="tool 'get_weather' declares parameter 'days' as null, not an object.*"
+                                         "write the tools as JSON text"):
+        format_tools(tool_format, [tool])
+    assert '"days": null' in format_tools("qwen", [tool])

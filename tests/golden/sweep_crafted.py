@@ -9,13 +9,19 @@ corners that its own files never hit. Not part of the test suite.
 are out of order (LLaMA-Factory drops them: a reply first, two prompts in a row, a system turn inside, an unknown
 role, an empty conversation), alpaca rows with null or empty instruction/input/output, alpaca preference pairs and
 KTO rows (one with a null chosen answer or label), sharegpt pairs with an extra turn, OpenAI-format rows with
-single tool calls whose ``arguments`` are JSON text, and their dataset_info.json entries. The cases
+single tool calls whose ``arguments`` are JSON text (``oai_one``) and with one or two calls whose ``arguments`` are
+objects and tools as objects (``oai_multi``, also as JSON lines), sharegpt replies with thoughts (a thought, an empty
+one, none; history and last turn) and a system column (``sg_think``), and their dataset_info.json entries. The cases
 (:func:`cases`) run them through pt, sft (mask_history, packing, tool formats), rm, dpo and kto, alone and mixed
 (interleaving, ``val_size``, ``num_samples``, ``split``, packing in several preprocessing batches and workers). LLaMA-Factory tokenizes them in one process, ours in
 this one (sweep_compat's table).
 
 Known differences, deliberate: pt on rows LLaMA-Factory drops, and pt mixing text with conversations (it stops with
-IndexError / "The features can't be aligned"; ours trains the usable rows).
+IndexError / "The features can't be aligned"; ours trains the usable rows); ``oai_multi`` under glm4 (LLaMA-Factory:
+"GLM-4 does not support parallel functions"; ours writes both calls); ``oai_one`` under the formats that write each
+argument apart (glm4_moe, glm4_7, minimax2, seed_oss, aeva: LLaMA-Factory calls ``.items()`` on the arguments' JSON
+text and fails; ours reads the text's object). Under the default, gemma and llama2 tool formats ``oai_multi`` fails
+on both sides (the loader's null parameters; ours names them).
 """
 
 from __future__ import annotations
@@ -108,13 +114,56 @@ def write_crafted(data: Path, folder: Path) -> Path:
                                  "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user",
                                           "assistant_tag": "assistant", "observation_tag": "tool",
                                           "function_tag": "function_call", "system_tag": "system"}})
+    files["oai_multi"] = (_openai_object_calls(glaive[:30]), dict(files["oai_one"][1]))
+    thinking = []  # replies with a thought (history and last), an empty thought, none; a system column on some
+    for i in range(30):
+        think = ("<think>\nLet me see.\n</think>\n\n", "<think>\n\n</think>\n\n", "")
+        turns = [human(alpaca[i]["instruction"]), gpt(think[i % 3] + "First answer."),
+                 human("And then?"), gpt(think[(i + 1) % 3] + alpaca[i]["output"])]
+        thinking.append({"conversations": turns[2:] if i % 4 == 3 else turns,
+                         "sys": ["", "Think first.", None][i % 3]})
+    files["sg_think"] = (thinking, {"formatting": "sharegpt", "columns": {"messages": "conversations",
+                                                                         "system": "sys"}})
     for name, (rows, entry) in files.items():
         (folder / f"{name}.json").write_text(json.dumps(rows, ensure_ascii=False), encoding="utf-8")
         info[name] = {"file_name": f"{name}.json", **entry}
+    (folder / "oai_multi_lines.jsonl").write_text(
+        "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in files["oai_multi"][0]), encoding="utf-8")
+    info["oai_multi_lines"] = {**info["oai_multi"], "file_name": "oai_multi_lines.jsonl"}
     info["alp_odd_ns"] = {"file_name": "alp_odd.json", "num_samples": 40}
     info["alp_odd_split"] = {"file_name": "alp_odd.json", "split": "train[5:25]"}
     (folder / "dataset_info.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
     return folder
+
+
+def _openai_object_calls(glaive: list[dict]) -> list[dict]:
+    """OpenAI rows from glaive's whose tool calls' ``arguments`` are JSON objects (the keys differ from call to call;
+    every third reply makes two calls, with numbers whole in one call and fractional in another) and whose ``tools``
+    are a list of objects: LLaMA-Factory's file loader (Arrow) gives every call and tool the keys of all of them."""
+    rows = []
+    for i, row in enumerate(glaive):
+        messages = []
+        for turn in row["conversations"]:
+            if turn["from"] == "function_call":
+                calls = [json.loads(turn["value"])]
+                if i % 3 == 0:
+                    calls.append({"name": "calc", "arguments": {"x": [1, 2], "n": 3, "note": None}})
+                elif i % 3 == 1:
+                    calls.append({"arguments": {"n": 2.5, "x": [0.5], "flag": True}, "name": "calc"})
+                messages.append({"role": "assistant", "content": None, "tool_calls": [
+                    {"id": f"call_{i}_{k}", "type": "function", "function": call} for k, call in enumerate(calls)]})
+            else:
+                role = {"human": "user", "gpt": "assistant", "observation": "tool"}[turn["from"]]
+                messages.append({"role": role, "content": turn["value"]})
+        tools = json.loads(row["tools"]) if row["tools"] else []
+        rows.append({"messages": messages, "tools": [{"type": "function", "function": tool} for tool in tools]})
+    return rows
+
+
+# LLaMA-Factory's text templates that are reasoning templates, and those with efficient_eos
+REASONING = ("qwen3", "deepseekr1", "glm4_moe", "glm4_7", "glmz1", "gpt_oss", "mimo", "mimo_v2", "minimax2",
+             "seed_oss", "youtu", "hy3", "aeva")
+EFFICIENT_EOS = ("glm4", "gemma2", "falcon", "bailing_v2", "breeze", "index", "solar")
 
 
 def cases(data: str, vlm_dir: str | None = None) -> dict[str, dict]:
@@ -132,12 +181,23 @@ def cases(data: str, vlm_dir: str | None = None) -> dict[str, dict]:
         add(f"{t}/sft/sg_sysrole/mask_history", t, "sft", "sg_sysrole", 512, mask_history=True)
         add(f"{t}/sft/sg_odd", t, "sft", "sg_odd", 512)
         add(f"{t}/sft/oai_one", t, "sft", "oai_one", 1024)
+        add(f"{t}/sft/oai_multi", t, "sft", "oai_multi", 2048)
+        add(f"{t}/sft/oai_multi_lines", t, "sft", "oai_multi_lines", 2048)
         add(f"{t}/sft/alp_odd", t, "sft", "alp_odd", 512)
         add(f"{t}/pt/alp_hist", t, "pt", "alp_hist", 64)
         add(f"{t}/rm/alp_rank", t, "rm", "alp_rank", 256)
         add(f"{t}/rm/sg_rank_odd", t, "rm", "sg_rank_odd", 256)
         add(f"{t}/dpo/alp_rank", t, "dpo", "alp_rank", 128)
         add(f"{t}/kto/alp_kto", t, "kto", "alp_kto", 128)
+    for t in REASONING + EFFICIENT_EOS:  # thoughts in history and last replies, system column, masks, defaults
+        add(f"{t}/sft/sg_think", t, "sft", "sg_think", 512)
+        add(f"{t}/sft/sg_think/mask_history", t, "sft", "sg_think", 512, mask_history=True)
+        add(f"{t}/sft/sg_think/enable_thinking_false", t, "sft", "sg_think", 512, enable_thinking=False)
+        add(f"{t}/sft/sg_think/train_on_prompt_default_system", t, "sft", "sg_think", 512, train_on_prompt=True,
+            default_system="Be brief.")
+        add(f"{t}/sft/alp_hist/default_system_mask_history", t, "sft", "alp_hist", 512, default_system="Be brief.",
+            mask_history=True)
+        add(f"{t}/sft/oai_one/enable_thinking_false", t, "sft", "oai_one", 1024, enable_thinking=False)
     for t in ("qwen", "llama3"):
         for tool_format in ("glm4", "llama3", "mistral", "qwen", "default", "ling", "minimax1"):
             add(f"{t}/sft/oai_one/tool_format_{tool_format}", t, "sft", "oai_one", 1024, tool_format=tool_format)

@@ -1,7 +1,7 @@
-"""What a browser tab keeps across a reload and a board restart: its chat conversation.
+"""What a browser tab keeps across a reload and a board restart: its chat conversation and its History selection.
 
 ``gr.State`` lives in the board's memory for one page load: a reload (or a board restart under an open page) started
-the tab over with an empty chat. Each browser tab now has an id of its own, kept in the
+the tab over with an empty chat and nothing picked in History. Each browser tab now has an id of its own, kept in the
 tab's ``sessionStorage`` (it survives a reload, and another tab never sees it: two tabs keep their own conversations)
 and sent to the board as the page loads (:data:`PAGE_ID_JS`). The board keeps a small JSON file per tab id in the
 workspace (``pages/<id>.json``, written atomically, at most :data:`MAX_PAGES` of them, the oldest pruned, each at most
@@ -364,29 +364,56 @@ def unloaded_model(board: Board, chat: Any) -> str | None:
     return f"{model} + {adapter}" if isinstance(adapter, str) and adapter else model
 
 
+def restore_selection(board: Board, kept: Any, lang: str) -> Any:
+    """The History picker with the runs the tab had picked (those that still exist), or skip."""
+    from app.tabs.runs import run_choices, table_frame
+
+    picked = kept.get("selected") if isinstance(kept, dict) else None
+    if not isinstance(picked, list) or not picked:
+        return gr.skip()
+    _, ids = table_frame(board, lang if lang != LANG_UNKNOWN else "en")
+    keep = [run_id for run_id in picked if isinstance(run_id, str) and run_id in ids]
+    return gr.update(choices=run_choices(ids), value=keep) if keep else gr.skip()
+
+
 def restore(board: Board, page_id: str, lang: str, restored: Any) -> tuple[Any, ...]:
     """Bring back what the tab kept, once per page load, as soon as its id is known (``restored`` becomes "kept");
     the line that names the model a conversation was with waits for the page's language (then ``restored`` is
     True)."""
-    skips = (gr.skip(),) * 6
+    skips = (gr.skip(),) * 7
     if restored is True or not valid_page_id(page_id) or (restored and lang == LANG_UNKNOWN):
         return skips
     data = memory(board).read(page_id)
-    kept = (gr.skip(),) * 4 if restored else restore_chat(board, data.get("chat"), lang)
+    if restored:
+        kept = (gr.skip(),) * 5
+    else:
+        kept = (*restore_chat(board, data.get("chat"), lang), restore_selection(board, data.get("history"), lang))
     if lang == LANG_UNKNOWN:
-        return ("kept", *kept, gr.skip())
+        return ("kept", *kept[:4], gr.skip(), kept[4])
     model = unloaded_model(board, data.get("chat"))
     status = t(lang, "chat_restored_unloaded", model=model) if model else gr.skip()
-    return (True, *kept, status)
+    return (True, *kept[:4], status, kept[4])
 
 
-def wire(slots: PageSlots, board: Board, demo: gr.Blocks, lang: gr.components.Component, chat_tab: Any) -> None:
+def save_selection(board: Board, page_id: str, selected: Any, restored: bool = True) -> None:
+    if restored and valid_page_id(page_id):
+        picked = [s for s in selected or [] if isinstance(s, str)] if isinstance(selected, list) else []
+        try:
+            memory(board).save(page_id, "history", {"selected": picked})
+        except TooBig as err:
+            logger.warning("not keeping the History selection: %s", err)
+
+
+def wire(slots: PageSlots, board: Board, demo: gr.Blocks, lang: gr.components.Component, chat_tab: Any,
+         runs_tab: Any) -> None:
     """The tab's id as the page loads, what it kept brought back, and each change kept."""
     private: dict[str, Any] = {"api_visibility": "private", "show_progress": "hidden"}
     demo.load(None, None, slots.page_id, js=PAGE_ID_JS, **private)
     gr.on([slots.page_id.change, lang.change], lambda *a: restore(board, *a), [slots.page_id, lang, slots.restored],
           [slots.restored, chat_tab.convo, chat_tab.convo_base, chat_tab.chatbot, chat_tab.chatbot_base,
-           chat_tab.status], queue=False, trigger_mode="multiple", **private)
+           chat_tab.status, runs_tab.selected], queue=False, trigger_mode="multiple", **private)
     kept = {"queue": False, "trigger_mode": "always_last", **private}
     gr.on([chat_tab.convo.change, chat_tab.convo_base.change], lambda *a: save_chat(board, *a),
           [slots.page_id, chat_tab.convo, chat_tab.convo_base, chat_tab.servers, slots.restored], None, **kept)
+    runs_tab.selected.change(lambda *a: save_selection(board, *a), [slots.page_id, runs_tab.selected, slots.restored],
+                             None, **kept)

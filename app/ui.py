@@ -68,7 +68,7 @@ def build_ui(board: Board) -> gr.Blocks:
             demo.load(functools.partial(adopt_live_run, board, kinds), state, state, api_visibility="private",
                       show_progress="hidden")
         profile.wire(profile_panel, board, demo, top.lang)
-        page_memory.wire(page_memory.build(), board, demo, top.lang, chat_tab)  # kept across a reload
+        page_memory.wire(page_memory.build(), board, demo, top.lang, chat_tab, runs_tab)  # kept across a reload
         rl_timers = [train_tab.rl_live.timer] if train_tab.rl_live is not None else []
         pause_hidden_tabs([  # polling only where a page shows a run (the top bar's timer always runs)
             TabTimers(tab_train, [train_tab.timer, *rl_timers], gate=train_tab.watched),

@@ -1,4 +1,4 @@
-"""A browser tab's chat conversation, kept in the workspace by the tab's id (app.page_memory):
+"""A browser tab's chat conversation and History selection, kept in the workspace by the tab's id (app.page_memory):
 back after a reload and a board restart, each tab its own, media copied out of gradio's cache, files bounded in
 count and size, a bad file ignored with a log line."""
 
@@ -68,25 +68,40 @@ def test_the_model_it_was_with_is_named_when_it_is_no_longer_loaded(board, uploa
     kept = page_memory.memory(board).read(PAGE)["chat"]
     assert (kept["model"], kept["adapter"]) == ("demo-model", "runs/x/adapter")
     # the conversation comes back as soon as the page's id is known; the line naming the model once its language is
-    restored, convo, _, shown, _, status = page_memory.restore(board, PAGE, "", False)
+    restored, convo, _, shown, _, status, _ = page_memory.restore(board, PAGE, "", False)
     assert restored == "kept" and convo[1]["content"] == "yo" and status == page_memory.gr.skip()
     assert str(shown["label"]) == str(chat.box_label("x")["label"])  # the fine-tuned model's box
-    restored, *middle, status = page_memory.restore(board, PAGE, "zh", "kept")
-    assert restored is True and middle == [page_memory.gr.skip()] * 4
+    restored, *middle, status, selected = page_memory.restore(board, PAGE, "zh", "kept")
+    assert restored is True and middle == [page_memory.gr.skip()] * 4 and selected == page_memory.gr.skip()
     assert "demo-model + runs/x/adapter" in status and "加载模型" in status
-    assert page_memory.restore(board, PAGE, "en", True) == (page_memory.gr.skip(),) * 6  # once per page load
+    assert page_memory.restore(board, PAGE, "en", True) == (page_memory.gr.skip(),) * 7  # once per page load
     # and nothing is kept before the page load has brought it back (the page's empty start would overwrite it)
     page_memory.save_chat(board, PAGE, [], [], {}, False)
     assert page_memory.memory(board).read(PAGE)["chat"]["convo"][1]["content"] == "yo"
 
 
-def test_two_tabs_keep_their_own(board, uploads):
+def test_two_tabs_keep_their_own_and_the_selection_beside_the_chat(board, uploads):
     page_memory.save_chat(board, PAGE, [{"role": "user", "content": "apples"}], [], {})
     page_memory.save_chat(board, OTHER, [{"role": "user", "content": "pears"}], [], {})
+    page_memory.save_selection(board, PAGE, ["run-a"])
     store = page_memory.memory(board)
     assert store.read(PAGE)["chat"]["convo"][0]["content"] == "apples"
-    assert store.read(OTHER)["chat"]["convo"][0]["content"] == "pears"
-    assert page_memory.restore(board, "../../etc", "en", False) == (page_memory.gr.skip(),) * 6
+    assert store.read(PAGE)["history"] == {"selected": ["run-a"]}
+    assert store.read(OTHER)["chat"]["convo"][0]["content"] == "pears" and "history" not in store.read(OTHER)
+
+
+def test_the_history_selection_comes_back_for_runs_that_still_exist(board):
+    a = board.jobs.submit("train", {"fake_steps": 1, "stage": "sft"})
+    b = board.jobs.submit("train", {"fake_steps": 1, "stage": "sft"})
+    assert board.jobs.wait(a, 30) == "completed" and board.jobs.wait(b, 30) == "completed"
+    page_memory.save_selection(board, PAGE, [b, "gone-run"])
+    out = page_memory.restore(board, PAGE, "en", False)
+    assert out[0] is True and out[-1]["value"] == [b] and (b, b) in out[-1]["choices"]
+    assert page_memory.restore(board, PAGE, "", False)[-1]["value"] == [b]  # (its language not known yet)
+    assert page_memory.restore(board, PAGE, "en", True) == (page_memory.gr.skip(),) * 7  # once per page load
+    assert page_memory.restore(board, "../../etc", "en", False) == (page_memory.gr.skip(),) * 7
+    page_memory.save_selection(board, PAGE, [], False)  # before the page load brought it back: not kept
+    assert page_memory.memory(board).read(PAGE)["history"] == {"selected": [b, "gone-run"]}
 
 
 @pytest.mark.parametrize("content", [b"{not json", b"[1, 2]", b"\xff\xfe", None])
@@ -97,7 +112,7 @@ def test_a_corrupt_or_too_big_file_is_ignored_with_a_log_line(board, caplog, con
     path.write_bytes(content if content is not None else b'{"chat": {"convo": []}, "x": "' + b"y" * store.max_bytes
                      + b'"}')
     with caplog.at_level(logging.WARNING, logger="app.page_memory"):
-        assert page_memory.restore(board, PAGE, "en", False) == (True, *(page_memory.gr.skip(),) * 5)
+        assert page_memory.restore(board, PAGE, "en", False) == (True, *(page_memory.gr.skip(),) * 6)
     assert str(path) in caplog.text
 
 
@@ -106,7 +121,7 @@ def test_a_conversation_of_an_unknown_shape_is_ignored(board, caplog):
     store.folder.mkdir(parents=True, exist_ok=True)
     (store.folder / f"{PAGE}.json").write_text(json.dumps({"chat": {"convo": [{"role": "hacker", "content": 1}]}}))
     with caplog.at_level(logging.WARNING, logger="app.page_memory"):
-        assert page_memory.restore(board, PAGE, "en", False)[1:] == (page_memory.gr.skip(),) * 5
+        assert page_memory.restore(board, PAGE, "en", False)[1:] == (page_memory.gr.skip(),) * 6
     assert "unknown shape" in caplog.text
 
 
@@ -131,6 +146,7 @@ def test_files_are_bounded_in_count_and_size_and_unused_media_go(workspace, uplo
 
 def test_only_a_page_id_names_a_file_and_no_secret_is_written(board, monkeypatch):
     page_memory.save_chat(board, "../../outside", [{"role": "user", "content": "x"}], [], {})
+    page_memory.save_selection(board, "", ["r"])
     assert not (board.workspace.root / "pages").exists() and not (board.workspace.root.parent / "outside.json").exists()
     monkeypatch.setenv("HF_TOKEN", "hf_secretvalue123")
     page_memory.save_chat(board, PAGE, [{"role": "user", "content": "my token is hf_secretvalue123"}], [], {})
@@ -146,8 +162,9 @@ def test_the_page_sends_its_tab_id_and_keeps_each_change(board):
     assert "sessionStorage" in page_memory.PAGE_ID_JS and "localStorage" not in page_memory.PAGE_ID_JS
     page_id = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-page-id")
     savers = [fn for fn in demo.fns.values() if page_id in fn.inputs and fn.outputs == []]
-    assert len(savers) == 1 and len(savers[0].targets) == 2  # the conversation, either side
-    assert savers[0].trigger_mode == "always_last" and {n for _, n in savers[0].targets} == {"change"}
+    assert len(savers) == 2  # the conversation (either side) and the History selection
+    assert all(fn.trigger_mode == "always_last" and {n for _, n in fn.targets} == {"change"} for fn in savers)
+    assert sum(len(fn.targets) for fn in savers) == 3
 
 
 def test_media_part_round_trip():

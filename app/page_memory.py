@@ -7,7 +7,8 @@ and sent to the board as the page loads (:data:`PAGE_ID_JS`). The board keeps a 
 workspace (``pages/<id>.json``, written atomically, at most :data:`MAX_PAGES` of them, the oldest pruned, each at most
 :data:`MAX_BYTES`); the pictures, audio and video a conversation refers to are copied into ``pages/media/`` (named by
 their content) so that they outlive gradio's upload cache and a restart. The file holds what the page showed: the
-messages (media by name, never their bytes), the chat workers' run ids and the model and adapter they served. No API
+messages (media by name, never their bytes), the system prompt, tools and sampling settings they were sent with, the
+chat workers' run ids and the model and adapter they served, and the runs picked in History. No API
 key is ever in it (the workers' keys stay in their run folders) and the board's secrets are redacted from the text.
 
 A file that is corrupt, too big or of an unknown shape is ignored with a log line: the tab starts empty.
@@ -296,8 +297,10 @@ def build() -> PageSlots:
     return PageSlots(page_id=gr.Textbox("", visible=False, elem_id="lf-page-id"), restored=gr.State(False))
 
 
-def save_chat(board: Board, page_id: str, convo: Any, convo_base: Any, servers: Any, restored: bool = True) -> None:
-    """Keep the tab's conversation (after each change: a message, each streamed piece of a reply, Clear). Nothing
+def save_chat(board: Board, page_id: str, convo: Any, convo_base: Any, servers: Any, restored: bool = True,
+              settings: dict[str, Any] | None = None) -> None:
+    """Keep the tab's conversation (after each change: a message, each streamed piece of a reply, Clear) and the
+    ``settings`` it is sent with (:func:`chat_settings`). Nothing
     is kept before the page load has brought back what the tab kept (``restored``): the empty conversation a page
     starts with must not overwrite it."""
     from app.tabs.chat import served
@@ -317,7 +320,8 @@ def save_chat(board: Board, page_id: str, convo: Any, convo_base: Any, servers: 
                 pass
         main, base = stored_convo(store, convo), stored_convo(store, convo_base)
         while True:  # the oldest turns go first when the conversation outgrows the page's file
-            record = {"convo": main, "convo_base": base, "servers": servers, "model": model, "adapter": adapter}
+            record = {"convo": main, "convo_base": base, "servers": servers, "model": model, "adapter": adapter,
+                      "settings": settings or {}}
             try:
                 store.save(page_id, "chat", record)
                 return
@@ -376,23 +380,49 @@ def restore_selection(board: Board, kept: Any, lang: str) -> Any:
     return gr.update(choices=run_choices(ids), value=keep) if keep else gr.skip()
 
 
-def restore(board: Board, page_id: str, lang: str, restored: Any) -> tuple[Any, ...]:
+def restore(board: Board, page_id: str, lang: str, restored: Any, fields: dict[str, Any] | None = None) -> tuple:
     """Bring back what the tab kept, once per page load, as soon as its id is known (``restored`` becomes "kept");
     the line that names the model a conversation was with waits for the page's language (then ``restored`` is
-    True)."""
-    skips = (gr.skip(),) * 7
+    True). Outputs: restored, convo, convo_base, chatbot, chatbot_base, status, the History picker, and the chat's
+    system prompt, tools and ``fields`` (its sampling settings, by key)."""
+    fields = fields or {}
+    skips = (gr.skip(),) * (9 + len(fields))
     if restored is True or not valid_page_id(page_id) or (restored and lang == LANG_UNKNOWN):
         return skips
     data = memory(board).read(page_id)
+    chat, settings = data.get("chat"), (gr.skip(),) * (2 + len(fields))
     if restored:
         kept = (gr.skip(),) * 5
     else:
-        kept = (*restore_chat(board, data.get("chat"), lang), restore_selection(board, data.get("history"), lang))
-    if lang == LANG_UNKNOWN:
-        return ("kept", *kept[:4], gr.skip(), kept[4])
-    model = unloaded_model(board, data.get("chat"))
-    status = t(lang, "chat_restored_unloaded", model=model) if model else gr.skip()
-    return (True, *kept[:4], status, kept[4])
+        kept = (*restore_chat(board, chat, lang), restore_selection(board, data.get("history"), lang))
+        if kept[0] != gr.skip():  # the settings it was sent with come back with the conversation
+            settings = restore_settings(chat.get("settings"), fields)
+    status = gr.skip()
+    if lang != LANG_UNKNOWN:
+        model = unloaded_model(board, chat)
+        status = t(lang, "chat_restored_unloaded", model=model) if model else gr.skip()
+    return ("kept" if lang == LANG_UNKNOWN else True, *kept[:4], status, kept[4], *settings)
+
+
+def chat_settings(system: Any, tools: Any, keys: list[str], values: tuple) -> dict[str, Any]:
+    """The chat's system prompt, tools and sampling settings as the page file keeps them."""
+    numbers = {k: v for k, v in zip(keys, values) if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {"system": system if isinstance(system, str) else "", "tools": tools if isinstance(tools, str) else "",
+            "values": numbers}
+
+
+def restore_settings(kept: Any, fields: dict[str, Any]) -> tuple[Any, ...]:
+    """(system prompt, tools, *sampling values) as kept; a missing or out-of-range one is left as it is."""
+    kept = kept if isinstance(kept, dict) else {}
+    values = kept.get("values") if isinstance(kept.get("values"), dict) else {}
+    out: list[Any] = [kept[k] if isinstance(kept.get(k), str) else gr.skip() for k in ("system", "tools")]
+    for key, widget in fields.items():
+        value = values.get(key)
+        low, high = getattr(widget, "minimum", None), getattr(widget, "maximum", None)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+        ok = number and (low is None or value >= low) and (high is None or value <= high)
+        out.append(value if ok else gr.skip())
+    return tuple(out)
 
 
 def save_selection(board: Board, page_id: str, selected: Any, restored: bool = True) -> None:
@@ -409,11 +439,19 @@ def wire(slots: PageSlots, board: Board, demo: gr.Blocks, lang: gr.components.Co
     """The tab's id as the page loads, what it kept brought back, and each change kept."""
     private: dict[str, Any] = {"api_visibility": "private", "show_progress": "hidden"}
     demo.load(None, None, slots.page_id, js=PAGE_ID_JS, **private)
-    gr.on([slots.page_id.change, lang.change], lambda *a: restore(board, *a), [slots.page_id, lang, slots.restored],
+    fields = dict(chat_tab.fields)
+    gr.on([slots.page_id.change, lang.change], lambda *a: restore(board, *a, fields=fields),
+          [slots.page_id, lang, slots.restored],
           [slots.restored, chat_tab.convo, chat_tab.convo_base, chat_tab.chatbot, chat_tab.chatbot_base,
-           chat_tab.status, runs_tab.selected], queue=False, trigger_mode="multiple", **private)
+           chat_tab.status, runs_tab.selected, chat_tab.system, chat_tab.tools, *fields.values()],
+          queue=False, trigger_mode="multiple", **private)
     kept = {"queue": False, "trigger_mode": "always_last", **private}
-    gr.on([chat_tab.convo.change, chat_tab.convo_base.change], lambda *a: save_chat(board, *a),
-          [slots.page_id, chat_tab.convo, chat_tab.convo_base, chat_tab.servers, slots.restored], None, **kept)
+
+    def on_chat(page_id, convo, convo_base, servers, restored, system, tools, *values):
+        save_chat(board, page_id, convo, convo_base, servers, restored, chat_settings(system, tools, list(fields), values))
+
+    gr.on([chat_tab.convo.change, chat_tab.convo_base.change], on_chat,
+          [slots.page_id, chat_tab.convo, chat_tab.convo_base, chat_tab.servers, slots.restored, chat_tab.system,
+           chat_tab.tools, *fields.values()], None, **kept)
     runs_tab.selected.change(lambda *a: save_selection(board, *a), [slots.page_id, runs_tab.selected, slots.restored],
                              None, **kept)

@@ -68,13 +68,13 @@ def test_the_model_it_was_with_is_named_when_it_is_no_longer_loaded(board, uploa
     kept = page_memory.memory(board).read(PAGE)["chat"]
     assert (kept["model"], kept["adapter"]) == ("demo-model", "runs/x/adapter")
     # the conversation comes back as soon as the page's id is known; the line naming the model once its language is
-    restored, convo, _, shown, _, status, _ = page_memory.restore(board, PAGE, "", False)
+    restored, convo, _, shown, _, status, *_ = page_memory.restore(board, PAGE, "", False)
     assert restored == "kept" and convo[1]["content"] == "yo" and status == page_memory.gr.skip()
     assert str(shown["label"]) == str(chat.box_label("x")["label"])  # the fine-tuned model's box
-    restored, *middle, status, selected = page_memory.restore(board, PAGE, "zh", "kept")
-    assert restored is True and middle == [page_memory.gr.skip()] * 4 and selected == page_memory.gr.skip()
+    restored, *middle, status, selected, system, tools = page_memory.restore(board, PAGE, "zh", "kept")
+    assert restored is True and middle == [page_memory.gr.skip()] * 4 and selected == system == page_memory.gr.skip()
     assert "demo-model + runs/x/adapter" in status and "加载模型" in status
-    assert page_memory.restore(board, PAGE, "en", True) == (page_memory.gr.skip(),) * 7  # once per page load
+    assert page_memory.restore(board, PAGE, "en", True) == (page_memory.gr.skip(),) * 9  # once per page load
     # and nothing is kept before the page load has brought it back (the page's empty start would overwrite it)
     page_memory.save_chat(board, PAGE, [], [], {}, False)
     assert page_memory.memory(board).read(PAGE)["chat"]["convo"][1]["content"] == "yo"
@@ -96,12 +96,28 @@ def test_the_history_selection_comes_back_for_runs_that_still_exist(board):
     assert board.jobs.wait(a, 30) == "completed" and board.jobs.wait(b, 30) == "completed"
     page_memory.save_selection(board, PAGE, [b, "gone-run"])
     out = page_memory.restore(board, PAGE, "en", False)
-    assert out[0] is True and out[-1]["value"] == [b] and (b, b) in out[-1]["choices"]
-    assert page_memory.restore(board, PAGE, "", False)[-1]["value"] == [b]  # (its language not known yet)
-    assert page_memory.restore(board, PAGE, "en", True) == (page_memory.gr.skip(),) * 7  # once per page load
-    assert page_memory.restore(board, "../../etc", "en", False) == (page_memory.gr.skip(),) * 7
+    assert out[0] is True and out[6]["value"] == [b] and (b, b) in out[6]["choices"]
+    assert page_memory.restore(board, PAGE, "", False)[6]["value"] == [b]  # (its language not known yet)
+    assert page_memory.restore(board, PAGE, "en", True) == (page_memory.gr.skip(),) * 9  # once per page load
+    assert page_memory.restore(board, "../../etc", "en", False) == (page_memory.gr.skip(),) * 9
     page_memory.save_selection(board, PAGE, [], False)  # before the page load brought it back: not kept
     assert page_memory.memory(board).read(PAGE)["history"] == {"selected": [b, "gone-run"]}
+
+
+def test_the_system_prompt_tools_and_sampling_settings_come_back_with_the_conversation(board):
+    import gradio as gr
+
+    fields = {"temperature": gr.Slider(0, 2), "top_k": gr.Slider(0, 1000), "max_new_tokens": gr.Number(minimum=1)}
+    settings = page_memory.chat_settings("Answer in French.", '[{"name": "f"}]', list(fields), (0.3, 5000, None))
+    assert settings == {"system": "Answer in French.", "tools": '[{"name": "f"}]',
+                        "values": {"temperature": 0.3, "top_k": 5000}}
+    page_memory.save_chat(board, PAGE, [{"role": "user", "content": "bonjour"}], [], {}, True, settings)
+    *_, system, tools, temperature, top_k, max_new_tokens = page_memory.restore(board, PAGE, "en", False, fields)
+    assert (system, tools, temperature) == ("Answer in French.", '[{"name": "f"}]', 0.3)
+    skip = page_memory.gr.skip()
+    assert top_k == skip and max_new_tokens == skip  # out of its range (a hand-edited file), and never kept
+    page_memory.save_chat(board, PAGE, [], [], {}, True, settings)  # Clear: no conversation, settings left alone
+    assert page_memory.restore(board, PAGE, "en", False, fields)[-5:] == (skip,) * 5
 
 
 @pytest.mark.parametrize("content", [b"{not json", b"[1, 2]", b"\xff\xfe", None])
@@ -112,7 +128,7 @@ def test_a_corrupt_or_too_big_file_is_ignored_with_a_log_line(board, caplog, con
     path.write_bytes(content if content is not None else b'{"chat": {"convo": []}, "x": "' + b"y" * store.max_bytes
                      + b'"}')
     with caplog.at_level(logging.WARNING, logger="app.page_memory"):
-        assert page_memory.restore(board, PAGE, "en", False) == (True, *(page_memory.gr.skip(),) * 6)
+        assert page_memory.restore(board, PAGE, "en", False) == (True, *(page_memory.gr.skip(),) * 8)
     assert str(path) in caplog.text
 
 
@@ -121,7 +137,7 @@ def test_a_conversation_of_an_unknown_shape_is_ignored(board, caplog):
     store.folder.mkdir(parents=True, exist_ok=True)
     (store.folder / f"{PAGE}.json").write_text(json.dumps({"chat": {"convo": [{"role": "hacker", "content": 1}]}}))
     with caplog.at_level(logging.WARNING, logger="app.page_memory"):
-        assert page_memory.restore(board, PAGE, "en", False)[1:] == (page_memory.gr.skip(),) * 6
+        assert page_memory.restore(board, PAGE, "en", False)[1:] == (page_memory.gr.skip(),) * 8
     assert "unknown shape" in caplog.text
 
 

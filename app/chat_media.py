@@ -80,18 +80,27 @@ def _data_url(path: Path) -> str:
     return f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode('ascii')}"
 
 
+def media_part(kind: str, path: Path) -> dict[str, Any]:
+    """One upload as an OpenAI content part (its bytes inline), with the file the chatbot shows it from."""
+    if kind == "audio":
+        return {"type": "input_audio", DISPLAY_KEY: str(path),
+                "input_audio": {"data": base64.b64encode(path.read_bytes()).decode("ascii"),
+                                "format": path.suffix.lstrip(".").lower() or "wav"}}
+    return {"type": PART_TYPES[kind], DISPLAY_KEY: str(path), PART_TYPES[kind]: {"url": _data_url(path)}}
+
+
+def part_kind(part: dict[str, Any]) -> str | None:
+    """``image``, ``video`` or ``audio`` of a media content part (None for text or anything else)."""
+    if part.get("type") == "input_audio":
+        return "audio"
+    return next((kind for kind, name in PART_TYPES.items() if part.get("type") == name), None)
+
+
 def user_content(text: str, uploads: list[tuple[str, Path]]) -> str | list[dict[str, Any]]:
     """A user message's content: the text alone, or OpenAI parts (media first, as data URLs, then the text)."""
     if not uploads:
         return text
-    parts: list[dict[str, Any]] = []
-    for kind, path in uploads:
-        if kind == "audio":
-            parts.append({"type": "input_audio", DISPLAY_KEY: str(path),
-                          "input_audio": {"data": base64.b64encode(path.read_bytes()).decode("ascii"),
-                                          "format": path.suffix.lstrip(".").lower() or "wav"}})
-        else:
-            parts.append({"type": PART_TYPES[kind], DISPLAY_KEY: str(path), PART_TYPES[kind]: {"url": _data_url(path)}})
+    parts = [media_part(kind, path) for kind, path in uploads]
     if text.strip():
         parts.append({"type": "text", "text": text})
     return parts

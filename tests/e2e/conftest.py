@@ -1,9 +1,11 @@
-"""A live board in a subprocess (fresh workspace, free port), for the gradio_client and browser tests."""
+"""A live board in a subprocess (fresh workspace, free port), for the gradio_client and browser tests; the one
+Chromium the browser tests share, and the board shared by those that only add run folders of their own and read."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -16,6 +18,22 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 120
+E2E = Path(__file__).resolve().parent
+CHROMIUM = shutil.which("chromium")
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]
+
+
+def wait_for(predicate, timeout: float, what: str, every: float = 0.1):
+    """``predicate()``'s first true value, asked every ``every`` seconds for ``timeout`` seconds (an AssertionError
+    naming ``what`` after that). A page's text costs a millisecond to read: a 0.5 s pause lost 0.25 s a wait."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def open_on_example(tmp_path: Path, example: str, **overrides) -> None:
@@ -95,8 +113,71 @@ def live_board(tmp_path):
         yield board
 
 
-@pytest.fixture(scope="module")
-def module_board(tmp_path_factory):
-    """One board for a module's tests (they must not disturb each other's state); yields (url, workspace path)."""
-    with board_in(tmp_path_factory.mktemp("board")) as board:
-        yield board
+class _Shared:
+    """What the tests of this folder share while they run one after another: one Chromium (a launch took 1-2 s) and
+    one board (a start took 5-9 s). Each starts on first use and ends once the next test is not one of this folder's
+    (or none is left); a later test of the folder starts a fresh one."""
+
+    def __init__(self):
+        self.stack: contextlib.ExitStack | None = None
+        self.browser = None
+        self.board: tuple[str, Path] | None = None
+
+    def _stack(self) -> contextlib.ExitStack:
+        if self.stack is None:
+            self.stack = contextlib.ExitStack()
+        return self.stack
+
+    def chromium(self):
+        if self.browser is None:
+            from playwright.sync_api import sync_playwright
+
+            playwright = self._stack().enter_context(sync_playwright())
+            self.browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+            self.stack.callback(self.browser.close)
+        return self.browser
+
+    def live_board(self, folder: Path) -> tuple[str, Path]:
+        if self.board is None:
+            self.board = self._stack().enter_context(board_in(folder))
+        return self.board
+
+    def close(self) -> None:
+        stack, self.stack, self.browser, self.board = self.stack, None, None, None
+        if stack is not None:
+            stack.close()
+
+
+_SHARED = _Shared()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    try:
+        return (yield)  # the test's own fixtures first (they close its browser contexts)
+    finally:
+        if nextitem is None or E2E not in nextitem.path.parents:
+            _SHARED.close()
+
+
+@pytest.fixture()
+def browser():
+    """The folder's one Chromium; every browser context a test opened is closed after it (no page's timers, cookies
+    or storage reach the next test). Tests open pages with ``browser.new_context(...).new_page()``."""
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    shared = _SHARED.chromium()
+    assert not shared.contexts, "a browser context outlived the test before"
+    yield shared
+    for context in list(shared.contexts):
+        context.close()
+
+
+@pytest.fixture()
+def shared_board(tmp_path_factory):
+    """A board that several tests look at, one after another; yields (url, workspace path). A test on it only adds
+    run folders and datasets under names no other test uses, and reads; it starts no run, loads no model and saves
+    no config (a test that does, or needs a workspace as a fresh board has it, takes ``live_board``)."""
+    if _SHARED.board is None:
+        _SHARED.live_board(tmp_path_factory.mktemp("shared-board"))
+    return _SHARED.board

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_board_browser import CHROMIUM, FLAGS, tab_labels, wait_for
+from tests.e2e.conftest import CHROMIUM, wait_for
+from tests.e2e.test_board_browser import tab_labels
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -47,74 +48,67 @@ def pick_and_watch(page, run_id: str) -> None:
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
-def test_newcomer_path_in_english_and_chinese(live_board, tmp_path):
-    from playwright.sync_api import sync_playwright
-
-    url, workspace = live_board
+def test_newcomer_path_in_english_and_chinese(shared_board, browser, tmp_path):
+    url, workspace = shared_board
     run_id = finished_train_run(workspace)
     upload = tmp_path / "zebra.json"
     upload.write_text(json.dumps([{"instruction": "Say ZEBRAWORD please", "input": "", "output": "ZEBRAWORD"}] * 3))
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
-        try:
-            page = browser.new_context(locale="en-US", viewport={"width": 1400, "height": 1100}).new_page()
-            page.goto(url)
-            page.wait_for_selector("#lf-train-start", timeout=60_000)
+    page = browser.new_context(locale="en-US", viewport={"width": 1400, "height": 1100}).new_page()
+    page.goto(url)
+    page.wait_for_selector("#lf-train-start", timeout=60_000)
 
-            # the command is a here-document that works when pasted (the run folder does not exist yet)
-            page.get_by_text("Command and YAML", exact=False).first.click()
-            try:
-                wait_for(lambda: "<<'LF_CONFIG'" in page.locator("#lf-train-command").inner_text(), 60, "the command")
-            except AssertionError:
-                page.screenshot(path=str(tmp_path / "command.png"), full_page=True)
-                raise AssertionError(page.locator("#lf-train-command").inner_text()[:500]) from None
-            assert "lf-engine train -" in page.locator("#lf-train-command").inner_text()
+    # the command is a here-document that works when pasted (the run folder does not exist yet)
+    page.get_by_text("Command and YAML", exact=False).first.click()
+    try:
+        wait_for(lambda: "<<'LF_CONFIG'" in page.locator("#lf-train-command").inner_text(), 60, "the command")
+    except AssertionError:
+        page.screenshot(path=str(tmp_path / "command.png"), full_page=True)
+        raise AssertionError(page.locator("#lf-train-command").inner_text()[:500]) from None
+    assert "lf-engine train -" in page.locator("#lf-train-command").inner_text()
 
-            # registering a dataset refreshes the preview without clicking Preview
-            page.get_by_text("Upload and preview data", exact=False).first.click()
-            page.locator("input[type=file]").first.set_input_files(str(upload))
-            wait_for(lambda: page.get_by_text("zebra.json").count() >= 1, 30, "the uploaded file")
-            page.get_by_label("Dataset name").fill("zebra")
-            page.get_by_role("button", name="Register dataset").click()
-            wait_for(lambda: "ZEBRAWORD" in page.locator(".lf-preview").first.inner_text(), 120, "the new dataset's preview")
-            # what the upload said follows a switch of the page's language (it stayed English), and back
-            note = page.locator("#lf-dataset-note")
-            wait_for(lambda: "Dataset zebra (sft) registered" in note.inner_text(), 30, "the upload's message")
-            for language, words in (("中文", "数据集 zebra（sft）已注册"), ("English", "Dataset zebra (sft) registered")):
-                page.locator("#lf-lang input").click()
-                page.get_by_role("option", name=language).click()
-                wait_for(lambda words=words: words in note.inner_text(), 30, f"the upload's message in {language}")
-                page.screenshot(path=str(tmp_path / f"upload-note-{language}.png"))
+    # registering a dataset refreshes the preview without clicking Preview
+    page.get_by_text("Upload and preview data", exact=False).first.click()
+    page.locator("input[type=file]").first.set_input_files(str(upload))
+    wait_for(lambda: page.get_by_text("zebra.json").count() >= 1, 30, "the uploaded file")
+    page.get_by_label("Dataset name").fill("zebra")
+    page.get_by_role("button", name="Register dataset").click()
+    wait_for(lambda: "ZEBRAWORD" in page.locator(".lf-preview").first.inner_text(), 120, "the new dataset's preview")
+    # what the upload said follows a switch of the page's language (it stayed English), and back
+    note = page.locator("#lf-dataset-note")
+    wait_for(lambda: "Dataset zebra (sft) registered" in note.inner_text(), 30, "the upload's message")
+    for language, words in (("中文", "数据集 zebra（sft）已注册"), ("English", "Dataset zebra (sft) registered")):
+        page.locator("#lf-lang input").click()
+        page.get_by_role("option", name=language).click()
+        wait_for(lambda words=words: words in note.inner_text(), 30, f"the upload's message in {language}")
+        page.screenshot(path=str(tmp_path / f"upload-note-{language}.png"))
 
-            # the log box shows the end of the log
-            pick_and_watch(page, run_id)
-            wait_for(lambda: "Done. Outputs in" in page.locator("#lf-train-log textarea").input_value(), 30, "the log")
-            wait_for(lambda: page.evaluate(
-                "(() => { const t = document.querySelector('#lf-train-log textarea');"
-                " return t.scrollTop + t.clientHeight >= t.scrollHeight - 8; })()"), 15, "the log at its end")
-            assert not RAW_KEY.search(page.locator("body").inner_text())
-            page.context.close()  # done with it: an open page's timers keep taking CPU from the next one
+    # the log box shows the end of the log
+    pick_and_watch(page, run_id)
+    wait_for(lambda: "Done. Outputs in" in page.locator("#lf-train-log textarea").input_value(), 30, "the log")
+    wait_for(lambda: page.evaluate(
+        "(() => { const t = document.querySelector('#lf-train-log textarea');"
+        " return t.scrollTop + t.clientHeight >= t.scrollHeight - 8; })()"), 15, "the log at its end")
+    assert not RAW_KEY.search(page.locator("body").inner_text())
+    page.context.close()  # done with it: an open page's timers keep taking CPU from the next one
 
-            # Chinese: History and Evaluate headers, and no raw keys anywhere
-            zh = browser.new_context(locale="zh-CN", viewport={"width": 1400, "height": 1100}).new_page()
-            zh.goto(url)
-            zh.wait_for_selector("#lf-train-start", timeout=60_000)
-            wait_for(lambda: tab_labels(zh)[:1] == ["训练"], 30, "Chinese tabs")
-            zh.locator("#lf-tabs button[role=tab]").nth(4).click()
+    # Chinese: History and Evaluate headers, and no raw keys anywhere
+    zh = browser.new_context(locale="zh-CN", viewport={"width": 1400, "height": 1100}).new_page()
+    zh.goto(url)
+    zh.wait_for_selector("#lf-train-start", timeout=60_000)
+    wait_for(lambda: tab_labels(zh)[:1] == ["训练"], 30, "Chinese tabs")
+    zh.locator("#lf-tabs button[role=tab]").nth(4).click()
 
-            def headers(selector):
-                return zh.evaluate(f"[...document.querySelectorAll('{selector} th')].map(e => e.innerText.trim())")
+    def headers(selector):
+        return zh.evaluate(f"[...document.querySelectorAll('{selector} th')].map(e => e.innerText.trim())")
 
-            wait_for(lambda: "状态" in headers("#lf-runs-table"), 15, "Chinese History headers")
-            assert "已完成" in zh.locator("#lf-runs-table").inner_text()
-            zh.locator("#lf-tabs button[role=tab]").nth(1).click()
-            wait_for(lambda: "指标" in headers("#lf-eval-metrics") and "预测" in headers("#lf-eval-predictions"), 15,
-                     "Chinese Evaluate headers")
-            for index in range(5):
-                zh.locator("#lf-tabs button[role=tab]").nth(index).click()
-                time.sleep(0.5)
-                text = zh.locator("body").inner_text()
-                assert not RAW_KEY.search(text), RAW_KEY.search(text).group(0)
-            assert shutil.which("chromium")
-        finally:
-            browser.close()
+    wait_for(lambda: "状态" in headers("#lf-runs-table"), 15, "Chinese History headers")
+    assert "已完成" in zh.locator("#lf-runs-table").inner_text()
+    zh.locator("#lf-tabs button[role=tab]").nth(1).click()
+    wait_for(lambda: "指标" in headers("#lf-eval-metrics") and "预测" in headers("#lf-eval-predictions"), 15,
+             "Chinese Evaluate headers")
+    for index in range(5):
+        zh.locator("#lf-tabs button[role=tab]").nth(index).click()
+        time.sleep(0.5)
+        text = zh.locator("body").inner_text()
+        assert not RAW_KEY.search(text), RAW_KEY.search(text).group(0)
+    assert shutil.which("chromium")

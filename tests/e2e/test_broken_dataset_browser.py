@@ -11,7 +11,7 @@ import re
 import pytest
 import yaml
 
-from tests.e2e.test_board_browser import CHROMIUM, FLAGS, wait_for
+from tests.e2e.conftest import CHROMIUM, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -79,16 +79,9 @@ def check_page(browser, url: str, tmp_path, locale: str, frame: str, word: str) 
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
-def test_a_broken_entry_says_why_where_it_is_picked(broken_folder, live_board, tmp_path):
+def test_a_broken_entry_says_why_where_it_is_picked(broken_folder, live_board, browser, tmp_path):
     # one board and one browser for both languages; each page is a session of its own, and opens with the note
     # hidden (what the first page picked is not saved), so the second page's check starts from scratch
-    from playwright.sync_api import sync_playwright
-
     url, _ = live_board
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
-        try:
-            for locale, frame, word in (("en-US", "cannot be used", "broken"), ("zh-CN", "无法使用", "条目有误")):
-                check_page(browser, url, tmp_path, locale, frame, word)
-        finally:
-            browser.close()
+    for locale, frame, word in (("en-US", "cannot be used", "broken"), ("zh-CN", "无法使用", "条目有误")):
+        check_page(browser, url, tmp_path, locale, frame, word)

@@ -9,27 +9,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import time
 from pathlib import Path
 
 import pytest
 
-CHROMIUM = shutil.which("chromium")
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]
+from tests.e2e.conftest import CHROMIUM, wait_for
+
 LOAD_TIMEOUT = 600
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def chat_runs(workspace: Path) -> list[dict]:
@@ -54,7 +43,7 @@ def send(page, text: str) -> None:
         seen.append(page.locator("#lf-chatbot").inner_text())
         return len(seen) >= 4 and len(set(seen[-4:])) == 1
 
-    wait_for(settled, 120, "the answer to settle")
+    wait_for(settled, 120, "the answer to settle", every=0.5)  # unchanged for 1.5 s
 
 
 def shoot(page, name: str) -> None:
@@ -97,42 +86,35 @@ def open_chat(browser, url: str, locale: str, tab: str):
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
-def test_two_pages_share_one_worker_with_their_own_conversations(live_board):
-    from playwright.sync_api import sync_playwright
-
+def test_two_pages_share_one_worker_with_their_own_conversations(live_board, browser):
     url, workspace = live_board
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
-        try:
-            # both pages are open before any model is loaded: neither knows a worker yet
-            first = open_chat(browser, url, "en-US", "Chat")
-            second = open_chat(browser, url, "zh-CN", "对话")
-            first.locator("#lf-chat-load").click()
-            wait_for(lambda: "Ready" in first.locator("#lf-chat-status").inner_text(), LOAD_TIMEOUT, "the worker")
-            # (the second page may have adopted the worker as it loaded, when its language was set; either way its
-            # Load must use that worker, not load the model again)
-            load_and_wait_for_its_answer(second, "就绪：", 60)
-            live = [r for r in chat_runs(workspace) if r.get("status") == "running"]
-            assert len(chat_runs(workspace)) == 1 and len(live) == 1, "the second page loaded the model again"
+    # both pages are open before any model is loaded: neither knows a worker yet
+    first = open_chat(browser, url, "en-US", "Chat")
+    second = open_chat(browser, url, "zh-CN", "对话")
+    first.locator("#lf-chat-load").click()
+    wait_for(lambda: "Ready" in first.locator("#lf-chat-status").inner_text(), LOAD_TIMEOUT, "the worker")
+    # (the second page may have adopted the worker as it loaded, when its language was set; either way its
+    # Load must use that worker, not load the model again)
+    load_and_wait_for_its_answer(second, "就绪：", 60)
+    live = [r for r in chat_runs(workspace) if r.get("status") == "running"]
+    assert len(chat_runs(workspace)) == 1 and len(live) == 1, "the second page loaded the model again"
 
-            send(first, "apples from the first page")
-            send(second, "pears from the second page")
-            send(first, "more apples")
-            assert len(chat_runs(workspace)) == 1
-            shoot(first, "first-en.png")
-            shoot(second, "second-zh.png")
-            mine, theirs = first.locator("#lf-chatbot").inner_text(), second.locator("#lf-chatbot").inner_text()
-            assert "apples from the first page" in mine and "more apples" in mine and "pears" not in mine
-            assert "pears from the second page" in theirs and "apples" not in theirs
+    send(first, "apples from the first page")
+    send(second, "pears from the second page")
+    send(first, "more apples")
+    assert len(chat_runs(workspace)) == 1
+    shoot(first, "first-en.png")
+    shoot(second, "second-zh.png")
+    mine, theirs = first.locator("#lf-chatbot").inner_text(), second.locator("#lf-chatbot").inner_text()
+    assert "apples from the first page" in mine and "more apples" in mine and "pears" not in mine
+    assert "pears from the second page" in theirs and "apples" not in theirs
 
-            # the second page unloads: the first page's next message says its worker is gone, not "load first"
-            second.get_by_role("button", name="卸载（释放内存）").click()
-            wait_for(lambda: not [r for r in chat_runs(workspace) if r.get("status") == "running"], 60, "the unload")
-            box = first.locator("#lf-chat-message textarea")
-            box.fill("still there?")
-            box.press("Enter")
-            wait_for(lambda: "no longer running" in first.locator("#lf-chat-status").inner_text(), 30,
-                     "the note that the worker is gone")
-            shoot(first, "first-gone-en.png")
-        finally:
-            browser.close()
+    # the second page unloads: the first page's next message says its worker is gone, not "load first"
+    second.get_by_role("button", name="卸载（释放内存）").click()
+    wait_for(lambda: not [r for r in chat_runs(workspace) if r.get("status") == "running"], 60, "the unload")
+    box = first.locator("#lf-chat-message textarea")
+    box.fill("still there?")
+    box.press("Enter")
+    wait_for(lambda: "no longer running" in first.locator("#lf-chat-status").inner_text(), 30,
+             "the note that the worker is gone")
+    shoot(first, "first-gone-en.png")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from app.curves import LIMIT
-from tests.e2e.test_board_browser import CHROMIUM, FLAGS, wait_for
+from tests.e2e.conftest import CHROMIUM, wait_for
 from tests.e2e.test_board_polish_browser import pick_and_watch
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -64,36 +64,29 @@ def shoot(page, tmp_path: Path, name: str) -> None:
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
-def test_a_long_runs_curves_are_bounded_and_keep_the_spike(live_board, tmp_path):
-    from playwright.sync_api import sync_playwright
-
-    url, workspace = live_board
+def test_a_long_runs_curves_are_bounded_and_keep_the_spike(shared_board, browser, tmp_path):
+    url, workspace = shared_board
     run_id = "20261203-000002-train-long"
     long_run(workspace, run_id)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
-        try:
-            page = browser.new_context(locale="en-US", viewport={"width": 1400, "height": 1100}).new_page()
-            page.goto(url)
-            page.wait_for_selector("#lf-train-start", timeout=60_000)
-            pick_and_watch(page, run_id)
-            wait_for(lambda: sum(chart(page, "#lf-loss-plot")["points"]) > 100, 60, "the long run's loss chart")
-            time.sleep(1.0)
-            drawn = chart(page, "#lf-loss-plot")
-            assert len(drawn["points"]) == 2 and max(drawn["points"]) <= LIMIT  # training and eval loss
-            assert max(drawn["labels"]) >= SPIKE - 1  # the y axis reaches the spike
-            lr = chart(page, "#lf-lr-plot")
-            assert 100 < sum(lr["points"]) <= LIMIT
-            page.locator("#lf-loss-plot").scroll_into_view_if_needed()
-            shoot(page, tmp_path, "train-long-run.png")
+    page = browser.new_context(locale="en-US", viewport={"width": 1400, "height": 1100}).new_page()
+    page.goto(url)
+    page.wait_for_selector("#lf-train-start", timeout=60_000)
+    pick_and_watch(page, run_id)
+    wait_for(lambda: sum(chart(page, "#lf-loss-plot")["points"]) > 100, 60, "the long run's loss chart")
+    time.sleep(1.0)
+    drawn = chart(page, "#lf-loss-plot")
+    assert len(drawn["points"]) == 2 and max(drawn["points"]) <= LIMIT  # training and eval loss
+    assert max(drawn["labels"]) >= SPIKE - 1  # the y axis reaches the spike
+    lr = chart(page, "#lf-lr-plot")
+    assert 100 < sum(lr["points"]) <= LIMIT
+    page.locator("#lf-loss-plot").scroll_into_view_if_needed()
+    shoot(page, tmp_path, "train-long-run.png")
 
-            page.locator("#lf-tabs button[role=tab]").nth(4).click()
-            page.get_by_role("button", name=re.compile("^Compare$")).first.click()
-            wait_for(lambda: sum(chart(page, "#lf-runs-overlay")["points"]) > 100, 60, "the History overlay")
-            overlay = chart(page, "#lf-runs-overlay")
-            assert len(overlay["points"]) == 1 and overlay["points"][0] <= LIMIT
-            assert max(overlay["labels"]) >= SPIKE - 1
-            page.locator("#lf-runs-overlay").scroll_into_view_if_needed()
-            shoot(page, tmp_path, "history-long-run.png")
-        finally:
-            browser.close()
+    page.locator("#lf-tabs button[role=tab]").nth(4).click()
+    page.get_by_role("button", name=re.compile("^Compare$")).first.click()
+    wait_for(lambda: sum(chart(page, "#lf-runs-overlay")["points"]) > 100, 60, "the History overlay")
+    overlay = chart(page, "#lf-runs-overlay")
+    assert len(overlay["points"]) == 1 and overlay["points"][0] <= LIMIT
+    assert max(overlay["labels"]) >= SPIKE - 1
+    page.locator("#lf-runs-overlay").scroll_into_view_if_needed()
+    shoot(page, tmp_path, "history-long-run.png")

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.e2e.test_board_browser import CHROMIUM, FLAGS, wait_for
+from tests.e2e.conftest import CHROMIUM, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -24,34 +24,27 @@ def profiled(workspace, name: str, step_ms: float) -> None:
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
-def test_the_profile_panel_follows_the_language_and_keeps_the_pick(live_board, tmp_path):
-    from playwright.sync_api import sync_playwright
-
-    url, workspace = live_board
+def test_the_profile_panel_follows_the_language_and_keeps_the_pick(shared_board, browser, tmp_path):
+    url, workspace = shared_board
     profiled(workspace, "20261206-110000-train-aaaa", 11.5)
     profiled(workspace, "20261206-120000-train-bbbb", 22.5)  # newest: picked first
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
-        try:
-            page = browser.new_context(locale="zh-CN", viewport={"width": 1400, "height": 1000}).new_page()
-            page.goto(url)
-            page.wait_for_selector("#lf-train-start", timeout=60_000)
-            page.get_by_role("tab", name="历史").click()
-            page.locator("#lf-profile").get_by_text("剖析", exact=False).first.click()
-            panel = page.locator("#lf-profile")
-            wait_for(lambda: "22.5" in panel.inner_text() and "模块" in panel.inner_text(), 30, "the Chinese table")
-            page.locator("#lf-profile-run input").click()
-            page.get_by_role("option", name="20261206-110000-train-aaaa").click()
-            wait_for(lambda: "11.5" in panel.inner_text(), 30, "the picked run's table")
-            page.screenshot(path=str(tmp_path / "profile-zh.png"), full_page=True)
-            page.locator("#lf-lang input").click()
-            page.get_by_role("option", name="English").click()
-            try:
-                wait_for(lambda: "Mean over 3 step(s)" in panel.inner_text() and "forward (ms)" in panel.inner_text(), 30,
-                         "the English table")
-            finally:
-                page.screenshot(path=str(tmp_path / "profile-en.png"), full_page=True)
-            assert "11.5 ms" in panel.inner_text() and "模块" not in panel.inner_text()
-            assert page.locator("#lf-profile-run input").input_value() == "20261206-110000-train-aaaa"
-        finally:
-            browser.close()
+    page = browser.new_context(locale="zh-CN", viewport={"width": 1400, "height": 1000}).new_page()
+    page.goto(url)
+    page.wait_for_selector("#lf-train-start", timeout=60_000)
+    page.get_by_role("tab", name="历史").click()
+    page.locator("#lf-profile").get_by_text("剖析", exact=False).first.click()
+    panel = page.locator("#lf-profile")
+    wait_for(lambda: "22.5" in panel.inner_text() and "模块" in panel.inner_text(), 30, "the Chinese table")
+    page.locator("#lf-profile-run input").click()
+    page.get_by_role("option", name="20261206-110000-train-aaaa").click()
+    wait_for(lambda: "11.5" in panel.inner_text(), 30, "the picked run's table")
+    page.screenshot(path=str(tmp_path / "profile-zh.png"), full_page=True)
+    page.locator("#lf-lang input").click()
+    page.get_by_role("option", name="English").click()
+    try:
+        wait_for(lambda: "Mean over 3 step(s)" in panel.inner_text() and "forward (ms)" in panel.inner_text(), 30,
+                 "the English table")
+    finally:
+        page.screenshot(path=str(tmp_path / "profile-en.png"), full_page=True)
+    assert "11.5 ms" in panel.inner_text() and "模块" not in panel.inner_text()
+    assert page.locator("#lf-profile-run input").input_value() == "20261206-110000-train-aaaa"

@@ -9,24 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import time
 import urllib.request
 
 import pytest
 
+from tests.e2e.conftest import CHROMIUM, wait_for
+
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-CHROMIUM = shutil.which("chromium")
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 TIMEOUT = 300
 # A checkpoint every 20 steps (not every 2: ~100 checkpoints were most of the test's time) leaves 80 steps (about
 # 3 s at 40 ms a step) for the abort to land after the first one; 8 steps were not enough: CI ran to the end first.
@@ -50,16 +40,6 @@ save_steps: {SAVE_STEPS}
 """
 
 
-def wait_for(predicate, timeout: float, what: str, every: float = 0.5):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def http_call(url: str, route: str, data: list) -> str:
     """Call a route over plain HTTP (JSON escapes let a lone surrogate through, as a script's client may send)."""
     body = json.dumps({"data": data}).encode("ascii")
@@ -77,9 +57,8 @@ def rejection(client, *args, api_name: str) -> str:
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
-def test_abort_then_resume_from_history_and_bad_input(live_board, tmp_path):
+def test_abort_then_resume_from_history_and_bad_input(live_board, browser, tmp_path):
     from gradio_client import Client
-    from playwright.sync_api import sync_playwright
 
     url, workspace = live_board
     runs = workspace / "runs"
@@ -97,36 +76,33 @@ def test_abort_then_resume_from_history_and_bad_input(live_board, tmp_path):
     wait_for(lambda: (runs / old / f"checkpoint-{SAVE_STEPS}" / "trainer_state.json").is_file(), TIMEOUT,
              "the first checkpoint", every=0.1)
     assert client.predict(old, api_name="/abort_run")["result"] == "stopping"
-    wait_for(lambda: client.predict(old, api_name="/run_status")["status"] == "aborted", TIMEOUT, "the abort")
+    wait_for(lambda: client.predict(old, api_name="/run_status")["status"] == "aborted", TIMEOUT, "the abort",
+             every=0.5)
     stopped_at = max(int(p.name.split("-")[1]) for p in (runs / old).glob("checkpoint-*"))
     assert stopped_at < MAX_STEPS  # the abort landed mid-run
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
-        try:
-            page = browser.new_context(locale="en-US", viewport={"width": 1400, "height": 1000}).new_page()
-            page.goto(url)
-            page.wait_for_selector(".gradio-container", timeout=60_000)
-            page.locator("#lf-tabs button[role=tab]", has_text="History").click()
-            page.wait_for_selector("#lf-runs-resume", timeout=30_000)
-            page.locator("#lf-runs-selected input").click()
-            page.get_by_role("option", name=old).click()
-            page.locator("#lf-runs-resume").click()
-            found = page.get_by_text("continues as run").first
-            found.wait_for(timeout=60_000)
-            message = found.inner_text()
-            assert old in message
-            new = next(r for r in client.predict(api_name="/list_runs") if r["id"] != old)["id"]
-            assert f"checkpoint-{stopped_at}" in message and new in message
-            shot = os.environ.get("LF_BOARD_RESUME_SCREENSHOT") or str(tmp_path / "resume.png")
-            page.screenshot(path=shot, full_page=True)
-        finally:
-            browser.close()
+    page = browser.new_context(locale="en-US", viewport={"width": 1400, "height": 1000}).new_page()
+    page.goto(url)
+    page.wait_for_selector(".gradio-container", timeout=60_000)
+    page.locator("#lf-tabs button[role=tab]", has_text="History").click()
+    page.wait_for_selector("#lf-runs-resume", timeout=30_000)
+    page.locator("#lf-runs-selected input").click()
+    page.get_by_role("option", name=old).click()
+    page.locator("#lf-runs-resume").click()
+    found = page.get_by_text("continues as run").first
+    found.wait_for(timeout=60_000)
+    message = found.inner_text()
+    assert old in message
+    new = next(r for r in client.predict(api_name="/list_runs") if r["id"] != old)["id"]
+    assert f"checkpoint-{stopped_at}" in message and new in message
+    shot = os.environ.get("LF_BOARD_RESUME_SCREENSHOT") or str(tmp_path / "resume.png")
+    page.screenshot(path=shot, full_page=True)
+    page.context.close()  # done with it: an open page's timers keep taking CPU from the resumed run
 
     info = json.loads((runs / new / "run.json").read_text())
     assert info["resumed_from"] == old and info["resumed_checkpoint"].endswith(f"checkpoint-{stopped_at}")
     wait_for(lambda: client.predict(new, api_name="/run_status")["status"] in ("completed", "failed"), TIMEOUT,
-             "the resumed run")
+             "the resumed run", every=0.5)
     status = client.predict(new, api_name="/run_status")
     assert status["status"] == "completed", status.get("error")
     assert status["step"] == status["total"] == MAX_STEPS

@@ -1,6 +1,6 @@
 """A run that a full disk ended says so in the page's language, in History and in its run view, in a real browser
 (Debian's chromium through Playwright), in English and Chinese: run.json's ``error_params`` make the message, and its
-English ``error`` stays for other readers. Both languages look at one board and one browser (a fresh browser
+English ``error`` stays for other readers. Both languages look at the shared board and browser (a fresh browser
 context each). Screenshots land in the test's folder."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.e2e.test_board_browser import CHROMIUM, FLAGS, wait_for
+from tests.e2e.conftest import CHROMIUM, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -19,7 +19,7 @@ RUN = "20261206-120000-train-d15c"
 
 def full_disk_run(workspace) -> str:
     folder = workspace / "runs" / RUN
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
     english = (f"No space left on device: {folder}, free 12 MB. Free some space (delete old runs or checkpoints, or set "
                "`save_total_limit`), then resume the run. Removed the incomplete checkpoint-6 (it could not be resumed "
                "from).")
@@ -31,23 +31,12 @@ def full_disk_run(workspace) -> str:
     return english
 
 
-@pytest.fixture(scope="module")
-def full_disk_board(module_board):
-    """The module's board, with the failed run in its workspace; yields (url, the run's English error)."""
-    url, workspace = module_board
-    yield url, full_disk_run(workspace)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
-        try:
-            yield browser
-        finally:
-            browser.close()
+@pytest.fixture()
+def full_disk_board(shared_board):
+    """The shared board, with the failed run in its workspace (written once); yields (url, the run's English
+    error)."""
+    url, workspace = shared_board
+    return url, full_disk_run(workspace)
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")

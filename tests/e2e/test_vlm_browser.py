@@ -8,31 +8,18 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import open_on_example
+from tests.e2e.conftest import CHROMIUM, open_on_example, wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PICTURE = REPO_ROOT / "examples" / "data" / "demo_vlm" / "blue_circle.png"
-CHROMIUM = shutil.which("chromium")
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]
 RUN_TIMEOUT = 600
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture()
@@ -57,7 +44,7 @@ def chat_about_the_picture(page, question: str) -> str:
         seen.append(bot.last.inner_text().strip())
         return len(seen) >= 6 and len(set(seen[-6:])) == 1
 
-    wait_for(settled, 120, "the answer to settle")
+    wait_for(settled, 120, "the answer to settle", every=0.5)  # unchanged for 2.5 s
     return seen[-1]
 
 
@@ -69,59 +56,52 @@ def shoot(page, name: str) -> None:
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
-def test_train_demo_vlm_then_chat_about_an_uploaded_picture(vlm_last_config, live_board):
-    from playwright.sync_api import sync_playwright
-
+def test_train_demo_vlm_then_chat_about_an_uploaded_picture(vlm_last_config, live_board, browser):
     url, workspace = live_board
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
-        try:
-            page = browser.new_context(locale="en-US", viewport={"width": 1400, "height": 1100}).new_page()
-            page.goto(url)
-            page.wait_for_selector("#lf-train-start", timeout=60_000)
-            wait_for(lambda: "demo_vlm" in page.locator("#lf-dataset").inner_text(), 30, "the demo VLM dataset")
-            # pick the built-in VLM in the model list, which says which media each model takes
-            page.locator("#lf-model input").click()
-            option = page.get_by_role("option", name=re.compile(r"LF-Demo-VLM"))
-            assert "[image" in option.first.inner_text()
-            option.first.click()
-            page.locator("#lf-template input").click()
-            page.locator("#lf-template input").fill("qwen2_vl")
-            page.get_by_role("option", name="qwen2_vl", exact=True).first.click()
-            # the preview shows each row's picture and its soft-token count
-            page.get_by_text('Upload and preview data', exact=True).first.click()  # the closed "data tools" accordion
-            page.get_by_role("button", name="Preview the selected datasets").click()
-            preview = page.locator(".lf-preview").last
-            wait_for(lambda: preview.locator("img").count() >= 3, RUN_TIMEOUT, "thumbnails in the preview")
-            assert "soft tokens the model sees: image 4" in preview.inner_text()
-            shoot(page, "preview-en.png")
+    page = browser.new_context(locale="en-US", viewport={"width": 1400, "height": 1100}).new_page()
+    page.goto(url)
+    page.wait_for_selector("#lf-train-start", timeout=60_000)
+    wait_for(lambda: "demo_vlm" in page.locator("#lf-dataset").inner_text(), 30, "the demo VLM dataset")
+    # pick the built-in VLM in the model list, which says which media each model takes
+    page.locator("#lf-model input").click()
+    option = page.get_by_role("option", name=re.compile(r"LF-Demo-VLM"))
+    assert "[image" in option.first.inner_text()
+    option.first.click()
+    page.locator("#lf-template input").click()
+    page.locator("#lf-template input").fill("qwen2_vl")
+    page.get_by_role("option", name="qwen2_vl", exact=True).first.click()
+    # the preview shows each row's picture and its soft-token count
+    page.get_by_text('Upload and preview data', exact=True).first.click()  # the closed "data tools" accordion
+    page.get_by_role("button", name="Preview the selected datasets").click()
+    preview = page.locator(".lf-preview").last
+    wait_for(lambda: preview.locator("img").count() >= 3, RUN_TIMEOUT, "thumbnails in the preview")
+    assert "soft tokens the model sees: image 4" in preview.inner_text()
+    shoot(page, "preview-en.png")
 
-            page.locator("#lf-train-start").click()
-            wait_for(lambda: "started" in page.locator("#lf-train-message").inner_text(), 30, "the start message")
-            wait_for(lambda: "completed" in page.locator("#lf-train-status").inner_text(), RUN_TIMEOUT,
-                     "the run to complete")
-            run_id = next((workspace / "runs").iterdir()).name
+    page.locator("#lf-train-start").click()
+    wait_for(lambda: "started" in page.locator("#lf-train-message").inner_text(), 30, "the start message")
+    wait_for(lambda: "completed" in page.locator("#lf-train-status").inner_text(), RUN_TIMEOUT,
+             "the run to complete")
+    run_id = next((workspace / "runs").iterdir()).name
 
-            # chat with the trained adapter about an uploaded picture
-            page.get_by_role("tab", name="Chat").click()
-            page.locator("#lf-checkpoint input").click()
-            page.get_by_role("option", name=re.compile(re.escape(run_id))).first.click()
-            page.locator("#lf-chat-load").click()
-            wait_for(lambda: "ready" in page.locator("#lf-chat-status").inner_text().lower(), RUN_TIMEOUT,
-                     "the chat server")
-            reply = chat_about_the_picture(page, "What is in the picture?")
-            assert reply
-            shoot(page, "chat-en.png")
-            page.context.close()  # the worker stays; an open page's timers would take CPU from the next one
+    # chat with the trained adapter about an uploaded picture
+    page.get_by_role("tab", name="Chat").click()
+    page.locator("#lf-checkpoint input").click()
+    page.get_by_role("option", name=re.compile(re.escape(run_id))).first.click()
+    page.locator("#lf-chat-load").click()
+    wait_for(lambda: "ready" in page.locator("#lf-chat-status").inner_text().lower(), RUN_TIMEOUT,
+             "the chat server")
+    reply = chat_about_the_picture(page, "What is in the picture?")
+    assert reply
+    shoot(page, "chat-en.png")
+    page.context.close()  # the worker stays; an open page's timers would take CPU from the next one
 
-            # a Chinese browser adopts the running chat worker and chats the same way
-            zh = browser.new_context(locale="zh-CN", viewport={"width": 1400, "height": 1100}).new_page()
-            zh.goto(url)
-            zh.wait_for_selector("#lf-train-start", timeout=60_000)
-            zh.get_by_role("tab", name="对话").click()
-            wait_for(lambda: zh.locator("#lf-chat-status").inner_text().strip() != "", 30, "the chat status")
-            reply_zh = chat_about_the_picture(zh, "What is in the picture?")
-            assert reply_zh
-            shoot(zh, "chat-zh.png")
-        finally:
-            browser.close()
+    # a Chinese browser adopts the running chat worker and chats the same way
+    zh = browser.new_context(locale="zh-CN", viewport={"width": 1400, "height": 1100}).new_page()
+    zh.goto(url)
+    zh.wait_for_selector("#lf-train-start", timeout=60_000)
+    zh.get_by_role("tab", name="对话").click()
+    wait_for(lambda: zh.locator("#lf-chat-status").inner_text().strip() != "", 30, "the chat status")
+    reply_zh = chat_about_the_picture(zh, "What is in the picture?")
+    assert reply_zh
+    shoot(zh, "chat-zh.png")

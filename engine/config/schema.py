@@ -231,6 +231,10 @@ class TrainArgs:
         0, "Token-budget batches: as many rows per batch as fit this many tokens (padded tokens, rows x longest "
         "row; with padding-free batches the rows' own tokens; 0: a fixed batch size).",
         min=0, advanced=True)
+    max_tokens_per_pass: int | None = opt(
+        None, "Padding-free batches run forward and backward over groups of whole rows of at most this many tokens: "
+        "the same loss, gradients and steps with less memory (0: the whole batch in one pass; empty: 2048 on the CPU, "
+        "one pass on accelerators).", min=0, advanced=True)
     padding_free: bool = opt(
         True, "Lay each batch's rows back to back without padding: the same loss with no work on padding (pt/sft "
         "text models with sdpa attention; others pad as usual).", advanced=True)

@@ -1,0 +1,127 @@
+"""A padding-free batch through forward and backward a few whole rows at a time (``max_tokens_per_pass``).
+
+What a training step keeps for its backward pass (each layer's inputs, q, k and v, the attention output, the MLP's
+gate and up outputs) grows with the tokens of its batch, and the longest batch of a run sets its peak memory. Where
+the batch's rows lie back to back (padding-free batches), the step can instead run forward and backward over
+consecutive groups of whole rows of at most ``max_tokens_per_pass`` tokens each: the activations of one group are
+freed before the next is computed, and the gradients of all groups add up in the parameters' ``.grad`` as the
+optimizer step expects. The loss of a step is a sum of its tokens' terms over the step's count of trained tokens
+(``num_items_in_batch``), which every group divides by, so the groups' losses add up to the batch's loss and their
+gradients to its gradients: the same values up to the order of float additions, one optimizer step per batch as
+before (``per_device_train_batch_size`` and the number of steps do not change). No row is cut: a row's first label
+is never trained in a padding-free batch, so a group ending between two rows drops no target.
+
+It applies only where that sum is exact: one process (data-parallel processes would synchronise gradients after
+every group), no DeepSpeed, no label smoothing and no ASFT (transformers' label smoother and ASFT take a mean per
+call), a count of trained tokens given, and batches holding nothing but the padding-free keys (no media).
+
+Each pass has a fixed cost (every layer's forward and backward launched once more), so smaller passes trade speed for
+memory. On the reference workload (README "Speed", batches of up to 1,825 tokens) the peak fell from 1.14-1.17 GiB to
+1.06-1.08 at 1,024 tokens, 0.97 at 640 and 0.78 at 256, for 4-15 % more time (``examples/benchmark/SITTINGS.md``).
+On the CPU it is on by default at 2,048 tokens: that bounds what a step keeps however long the rows and large the
+batch, for one more pass per 2,048 tokens. On accelerators large batches are what keep the device busy, so it is off
+there unless set.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+CPU_DEFAULT = 2048
+"""Tokens per pass on the CPU when ``max_tokens_per_pass`` is not set."""
+
+PASS_KEYS = frozenset({"input_ids", "labels", "position_ids", "cu_seq_lens_q", "cu_seq_lens_k", "use_cache"})
+"""What a padding-free text batch holds (``engine.data.collator``): anything else (media, masks) keeps one pass."""
+
+
+def resolve_budget(setting: int | None, device_type: str, padding_free: bool) -> int:
+    """Tokens per pass for a run: the setting, else :data:`CPU_DEFAULT` on the CPU and 0 (one pass) elsewhere;
+    always 0 where batches are padded."""
+    if not padding_free:
+        return 0
+    if setting is None:
+        return CPU_DEFAULT if device_type == "cpu" else 0
+    return int(setting)
+
+
+def row_groups(offsets: list[int], budget: int) -> list[tuple[int, int]]:
+    """Consecutive rows cut into groups of at most ``budget`` tokens, as ``(first row, end row)`` pairs; ``offsets``
+    are the rows' start offsets and the batch's end (``cu_seq_lens_q``). A row longer than the budget goes alone."""
+    groups: list[tuple[int, int]] = []
+    first = 0
+    for end in range(1, len(offsets)):
+        if end - 1 > first and offsets[end] - offsets[first] > budget:
+            groups.append((first, end - 1))
+            first = end - 1
+    if len(offsets) > 1:
+        groups.append((first, len(offsets) - 1))
+    return groups
+
+
+def split_back_to_back(inputs: dict[str, Any], budget: int) -> list[dict[str, Any]] | None:
+    """A padding-free batch as groups of whole rows within ``budget`` tokens; None where it stays one pass (not a
+    padding-free batch, other keys, or it fits)."""
+    ids, offsets = inputs.get("input_ids"), inputs.get("cu_seq_lens_q")
+    if (budget <= 0 or not isinstance(inputs, dict) or not set(inputs) <= PASS_KEYS or ids is None or offsets is None
+            or ids.dim() != 2 or ids.shape[0] != 1 or ids.shape[1] <= budget):
+        return None
+    bounds = [int(value) for value in offsets.tolist()]
+    if bounds[0] != 0 or bounds[-1] != ids.shape[1]:
+        return None
+    groups = row_groups(bounds, budget)
+    if len(groups) < 2:
+        return None
+    pieces = []
+    for first, end in groups:
+        start, stop = bounds[first], bounds[end]
+        piece: dict[str, Any] = {}
+        for key, value in inputs.items():
+            if key in ("cu_seq_lens_q", "cu_seq_lens_k"):
+                piece[key] = value[first:end + 1] - value[first]
+            elif torch.is_tensor(value):
+                piece[key] = value[:, start:stop]
+            else:
+                piece[key] = value
+        pieces.append(piece)
+    return pieces
+
+
+class RowPassesMixin:
+    """Trainer mixin (before ``transformers.Trainer``): with ``max_tokens_per_pass`` set, a padding-free batch
+    longer than it runs as several forward and backward passes of whole rows (the trainer's ``passes_add_up``
+    says where the sum is exact); the step's loss is the sum of theirs."""
+
+    max_tokens_per_pass = 0
+    split_batches = 0  # batches that ran in several passes, and those passes
+    split_passes = 0
+
+    def passes_add_up(self) -> bool:
+        """Whether the passes' losses and gradients add up to the batch's (see the module docstring)."""
+        return (self.args.world_size == 1 and not self.is_deepspeed_enabled and not self.is_fsdp_enabled
+                and self.label_smoother is None)
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        pieces = None
+        if self.max_tokens_per_pass and num_items_in_batch is not None and self.passes_add_up():
+            pieces = split_back_to_back(inputs, self.max_tokens_per_pass)
+        if pieces is None:
+            return super().training_step(model, inputs, num_items_in_batch)
+        self.split_batches += 1
+        self.split_passes += len(pieces)
+        total = None
+        for piece in pieces:
+            loss = super().training_step(model, piece, num_items_in_batch)
+            total = loss if total is None else total + loss
+        return total
+
+    def train(self, *args, **kwargs):
+        result = super().train(*args, **kwargs)
+        if self.split_batches:
+            logger.info("%d batches ran forward and backward in %d passes of at most %d tokens (max_tokens_per_pass).",
+                        self.split_batches, self.split_passes, self.max_tokens_per_pass)
+        return result

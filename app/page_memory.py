@@ -171,12 +171,7 @@ class PageMemory:
                     digest.update(block)
             suffix = source.suffix.lower() if re.fullmatch(r"\.[a-z0-9]{1,8}", source.suffix.lower()) else ""
             name = digest.hexdigest() + suffix
-            target = self.media / name
-            if not target.is_file():
-                self.media.mkdir(parents=True, exist_ok=True)
-                tmp = target.with_name(f".{name}.tmp")
-                shutil.copyfile(source, tmp)
-                tmp.replace(target)
+            _copy_once(source, self.media / name)
         except OSError as err:
             logger.warning("cannot keep %s for the page's conversation: %s", source, err)
             return None
@@ -267,6 +262,16 @@ def valid_message(msg: Any) -> bool:
     return content is None or isinstance(content, str)
 
 
+def _copy_once(source: Path, target: Path) -> None:
+    """``source`` copied to ``target`` (its name is its content's digest) unless there already: through a temporary
+    file renamed into place, so a reader never sees half a file."""
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.tmp")
+        shutil.copyfile(source, tmp)
+        tmp.replace(target)
+
+
 def shown_copy(store: PageMemory, name: Any, upload_root: Path) -> Path | None:
     """A kept medium copied into gradio's upload folder (where the chatbot may show files from)."""
     source = store.media_file(name)
@@ -274,11 +279,7 @@ def shown_copy(store: PageMemory, name: Any, upload_root: Path) -> Path | None:
         return None
     target = Path(upload_root) / "lfboard-pages" / source.name
     try:
-        if not target.is_file():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{source.name}.tmp")
-            shutil.copyfile(source, tmp)
-            tmp.replace(target)
+        _copy_once(source, target)
     except OSError as err:
         logger.warning("cannot show %s: %s", source, err)
         return None

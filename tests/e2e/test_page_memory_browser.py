@@ -4,17 +4,13 @@ them; another tab starts with its own (app.page_memory: the tab's id lives in it
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 
 import pytest
 
-CHROMIUM = shutil.which("chromium")
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]
 PICTURE = Path(__file__).resolve().parents[2] / "examples" / "data" / "demo_vlm" / "red_square.png"
-RUN = "20260101-000000-train-abcd"
+RUN = "20260101-000000-train-pgmm"  # a name no other test on the shared board uses
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -33,52 +29,44 @@ def opened(page, url: str | None = None) -> None:
     page.wait_for_selector("#lf-train-start", timeout=90_000)
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
-def test_a_reloaded_tab_keeps_its_conversation_and_selection_and_another_tab_does_not_see_them(live_board):
-    from playwright.sync_api import sync_playwright
-
+def test_a_reloaded_tab_keeps_its_conversation_and_selection_and_another_tab_does_not_see_them(shared_board, browser):
     from app.page_memory import STORAGE_KEY, PageMemory
 
-    url, workspace = live_board
+    url, workspace = shared_board
     (workspace / "runs" / RUN).mkdir(parents=True)
     (workspace / "runs" / RUN / "run.json").write_text(json.dumps({"id": RUN, "kind": "train", "status": "completed"}))
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
-        try:
-            context = browser.new_context(locale="en-US", viewport={"width": 1400, "height": 1000})
-            page = context.new_page()
-            opened(page, url)
-            page.get_by_role("tab", name="History").click()
-            page.locator("#lf-runs-selected input").click()
-            page.get_by_role("option", name=RUN).click()
-            page.keyboard.press("Escape")
-            wait_for(page, lambda: page.evaluate(f"sessionStorage.getItem('{STORAGE_KEY}')"), 30, "the tab's id")
-            page_id = page.evaluate(f"sessionStorage.getItem('{STORAGE_KEY}')")
-            store = PageMemory(workspace)
-            wait_for(page, lambda: store.read(page_id).get("history") == {"selected": [RUN]}, 30, "the pick kept")
-            # a conversation with a picture, as a chat in this tab leaves it (the model is not needed to show it)
-            name = store.keep_media(PICTURE)
-            store.save(page_id, "chat", {"convo": [
-                {"role": "user", "content": [{"type": "image_url", "media": name}, {"type": "text", "text": "what?"}]},
-                {"role": "assistant", "content": "A red square."}], "convo_base": [], "servers": {}})
+    context = browser.new_context(locale="en-US", viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    opened(page, url)
+    page.get_by_role("tab", name="History").click()
+    page.locator("#lf-runs-selected input").click()
+    page.get_by_role("option", name=RUN).click()
+    page.keyboard.press("Escape")
+    wait_for(page, lambda: page.evaluate(f"sessionStorage.getItem('{STORAGE_KEY}')"), 30, "the tab's id")
+    page_id = page.evaluate(f"sessionStorage.getItem('{STORAGE_KEY}')")
+    store = PageMemory(workspace)
+    wait_for(page, lambda: store.read(page_id).get("history") == {"selected": [RUN]}, 30, "the pick kept")
+    # a conversation with a picture, as a chat in this tab leaves it (the model is not needed to show it)
+    name = store.keep_media(PICTURE)
+    store.save(page_id, "chat", {"convo": [
+        {"role": "user", "content": [{"type": "image_url", "media": name}, {"type": "text", "text": "what?"}]},
+        {"role": "assistant", "content": "A red square."}], "convo_base": [], "servers": {}})
 
-            opened(page)
-            assert page.evaluate(f"sessionStorage.getItem('{STORAGE_KEY}')") == page_id
-            page.get_by_role("tab", name="History").click()
-            wait_for(page, lambda: RUN in page.locator("#lf-runs-selected").inner_text(), 60, "the pick back")
-            page.get_by_role("tab", name="Chat").click()
-            chat = page.locator("#lf-chatbot")
-            wait_for(page, lambda: "A red square." in chat.inner_text() and chat.locator("img").count() == 1, 60,
-                     "the conversation back")
-            assert chat.locator("img").evaluate("img => img.complete && img.naturalWidth > 0")  # the picture loads
+    opened(page)
+    assert page.evaluate(f"sessionStorage.getItem('{STORAGE_KEY}')") == page_id
+    page.get_by_role("tab", name="History").click()
+    wait_for(page, lambda: RUN in page.locator("#lf-runs-selected").inner_text(), 60, "the pick back")
+    page.get_by_role("tab", name="Chat").click()
+    chat = page.locator("#lf-chatbot")
+    wait_for(page, lambda: "A red square." in chat.inner_text() and chat.locator("img").count() == 1, 60,
+             "the conversation back")
+    assert chat.locator("img").evaluate("img => img.complete && img.naturalWidth > 0")  # the picture loads
 
-            other = context.new_page()  # another tab of the same browser: its own (empty) conversation and pick
-            opened(other, url)
-            other.get_by_role("tab", name="Chat").click()
-            other.wait_for_timeout(3000)
-            assert "A red square." not in other.locator("#lf-chatbot").inner_text()
-            assert other.evaluate(f"sessionStorage.getItem('{STORAGE_KEY}')") not in (None, page_id)
-            other.get_by_role("tab", name="History").click()
-            assert RUN not in other.locator("#lf-runs-selected").inner_text()
-        finally:
-            browser.close()
+    other = context.new_page()  # another tab of the same browser: its own (empty) conversation and pick
+    opened(other, url)
+    other.get_by_role("tab", name="Chat").click()
+    other.wait_for_timeout(3000)
+    assert "A red square." not in other.locator("#lf-chatbot").inner_text()
+    assert other.evaluate(f"sessionStorage.getItem('{STORAGE_KEY}')") not in (None, page_id)
+    other.get_by_role("tab", name="History").click()
+    assert RUN not in other.locator("#lf-runs-selected").inner_text()

@@ -163,6 +163,26 @@ def _phases(log_file: Path) -> dict[str, float]:
     return {}
 
 
+INCUMBENT_MAIN = r"""
+import sys, types
+try:  # a CPU torch beside a torchvision/torchaudio build that does not load with it: hide them (text rows only)
+    import torchvision, torchaudio  # noqa
+except Exception:
+    for name in [key for key in sys.modules if key.split(".")[0] in ("torchvision", "torchaudio")]:
+        del sys.modules[name]
+    sys.modules["torchvision"] = sys.modules["torchaudio"] = None
+    import transformers  # noqa: its availability checks now say no
+    sys.modules["torchaudio"] = types.ModuleType("torchaudio")  # LLaMA-Factory's mm_plugin imports it at start
+    import llamafactory.data.mm_plugin  # noqa
+    sys.modules["torchaudio"] = None
+from llamafactory.cli import main
+sys.argv = ["llamafactory-cli", *sys.argv[1:]]
+main()
+"""
+"""LLaMA-Factory's command, ``llamafactory-cli train CONFIG``, run in-process (one CPU process, as its CLI runs it
+there); torchvision and torchaudio are hidden where their build does not import beside the installed torch."""
+
+
 def run_incumbent(python: str, job: dict, work: Path, tag: str, tokens: int | None) -> dict:
     out = work / f"lf-{tag}-{int(time.time() * 1000)}"
     lf_job = {**job, "output_dir": str(out), "overwrite_output_dir": True}
@@ -174,7 +194,7 @@ def run_incumbent(python: str, job: dict, work: Path, tag: str, tokens: int | No
     env = {**os.environ, "DISABLE_VERSION_CHECK": "1", "WANDB_DISABLED": "true", "HF_HUB_OFFLINE": "1"}
     env.pop("PYTHONPATH", None)
     log_path = out / "trainer_log.jsonl"
-    res = run_command([python, "-m", "llamafactory.cli", "train", str(config)], env, work / f"{out.name}.log",
+    res = run_command([python, "-c", INCUMBENT_MAIN, "train", str(config)], env, work / f"{out.name}.log",
                       lambda: _has_lines(log_path))
     if res["rc"] != 0:
         raise SystemExit(f"error: LLaMA-Factory failed (exit {res['rc']}); see {work / (out.name + '.log')}")

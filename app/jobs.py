@@ -477,6 +477,11 @@ class JobManager:
         with self._lock:
             for run_id, live in list(self._live.items()):
                 folder = RunFolder(self.runs_dir / run_id)
+                if not folder.exists():  # deleted by hand: writing its outcome would bring back a folder of one file
+                    if live.ended or (live.proc.poll() is not None if live.proc is not None else not pid_alive(live.pid)):
+                        logger.warning("Run %s: its folder was deleted; its process has ended, nothing recorded", run_id)
+                        del self._live[run_id]
+                    continue
                 if live.pending and self._try_write(folder, live, live.pending):
                     live.pending = None
                 if not live.ended:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import gradio as gr
@@ -47,9 +48,14 @@ def test_status_of_a_run_whose_folder_was_deleted_is_refused(board):
     run_id = auto.submit_run(CONFIG)
     assert board.jobs.wait(run_id, 30) == "completed"
     assert auto.run_status(run_id)["status"] == "completed"
-    shutil.rmtree(board.jobs.runs_dir / run_id)
+    shutil.rmtree(board.jobs.runs_dir / run_id)  # perhaps before the process has exited and been reaped
     with pytest.raises(gr.Error, match="no run"):
         auto.run_status(run_id)
+    deadline = time.time() + 10
+    while run_id in board.jobs.running() and time.time() < deadline:
+        time.sleep(0.05)
+    assert run_id not in board.jobs.running()  # forgotten once its process ended, never aborted at teardown
+    assert not (board.jobs.runs_dir / run_id).exists()  # its outcome did not bring back a folder of one file
 
 
 def test_abort_a_queued_run(board):

@@ -173,6 +173,29 @@ def test_delete_takes_a_run_that_just_finished(tmp_path):
         jm.shutdown()
 
 
+def test_a_folder_deleted_by_hand_before_its_process_was_reaped_is_forgotten_not_brought_back(tmp_path, caplog):
+    """``rm -rf`` of a run whose outcome is written but whose process no tick has reaped yet: the next tick drops
+    it instead of writing an outcome into a re-created folder of one run.json (a ghost run in History) and keeping
+    it live for good (a test's teardown then aborted a run with no folder)."""
+    import shutil
+
+    jm = JobManager(tmp_path / "runs", [sys.executable, str(FAKE)], poll_interval=3600).start()
+    try:
+        run_id = jm.submit("train", {"fake_steps": 1})
+        assert jm.wait(run_id, 30) == "completed"
+        assert run_id in jm.running()  # not reaped: the next tick is an hour away
+        shutil.rmtree(jm.runs_dir / run_id)
+        deadline = time.time() + 20
+        while run_id in jm.running() and time.time() < deadline:
+            jm.tick()
+            time.sleep(0.05)
+        assert run_id not in jm.running()
+        assert not (jm.runs_dir / run_id).exists()
+        assert "its folder was deleted" in caplog.text
+    finally:
+        jm.shutdown()
+
+
 def test_rediscovery_after_restart(tmp_path):
     runs = tmp_path / "runs"
     cmd = [sys.executable, str(FAKE)]

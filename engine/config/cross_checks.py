@@ -67,6 +67,9 @@ def cross_checks(cfg: Any) -> list[str]:
                         "unset it, or set `packing: false`." if packs_rows(ft.stage, cfg.data) else
                         f"`max_tokens_per_batch` (token-budget batches) works with stages pt and sft (this config has "
                         f"`stage: {ft.stage}`); unset it.")
+    if tr.max_tokens_per_pass and ft.stage not in ("pt", "sft"):
+        problems.append(f"`max_tokens_per_pass` (forward and backward in groups of whole rows) works with stages pt "
+                        f"and sft (this config has `stage: {ft.stage}`); unset it.")
     if ft.stage == "rm" and tr.do_predict:  # the reward model has no generate(): a traceback after loading it
         problems.append("`do_predict: true` with `stage: rm`: a reward model scores answer pairs and does not generate "
                         "replies, and writing its scores as predictions is not implemented here. Use `do_eval: true` "

@@ -39,6 +39,22 @@ PASS_KEYS = frozenset({"input_ids", "labels", "position_ids", "cu_seq_lens_q", "
 """What a padding-free text batch holds (``engine.data.collator``): anything else (media, masks) keeps one pass."""
 
 
+def settle_budget(trainer: Any, setting: int | None, device_type: str, padding_free: bool) -> None:
+    """Set the trainer's tokens per pass (:func:`resolve_budget`) and log what a run will do: the budget, or why a
+    budget set by hand cannot apply (one pass then, as without it)."""
+    budget = resolve_budget(setting, device_type, padding_free)
+    reason = trainer.one_pass_reason() if budget else None if padding_free else (
+        "its batches are padded, not rows back to back: media, padding_free: false, or the reason logged above")
+    if setting and reason is not None:
+        logger.warning("max_tokens_per_pass=%d does not apply to this run (%s): every batch runs in one pass. Set "
+                       "max_tokens_per_pass: 0 to silence this, or see the README on where it applies.", setting, reason)
+    trainer.max_tokens_per_pass = budget if reason is None else 0
+    if trainer.max_tokens_per_pass:
+        logger.info("Longer batches run forward and backward in groups of whole rows of at most %d tokens "
+                    "(max_tokens_per_pass; 0: one pass): the same loss and gradients, less memory.",
+                    trainer.max_tokens_per_pass)
+
+
 def resolve_budget(setting: int | None, device_type: str, padding_free: bool) -> int:
     """Tokens per pass for a run: the setting, else :data:`CPU_DEFAULT` on the CPU and 0 (one pass) elsewhere;
     always 0 where batches are padded."""
@@ -100,10 +116,19 @@ class RowPassesMixin:
     split_batches = 0  # batches that ran in several passes, and those passes
     split_passes = 0
 
+    def one_pass_reason(self) -> str | None:
+        """Why the passes' losses and gradients would not add up to the batch's (see the module docstring); None
+        where they do."""
+        if self.args.world_size != 1:
+            return f"{self.args.world_size} processes synchronise their gradients after every pass"
+        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
+            return "DeepSpeed and FSDP reduce gradients after every backward pass"
+        if self.label_smoother is not None:
+            return "label smoothing takes a mean per pass"
+        return None
+
     def passes_add_up(self) -> bool:
-        """Whether the passes' losses and gradients add up to the batch's (see the module docstring)."""
-        return (self.args.world_size == 1 and not self.is_deepspeed_enabled and not self.is_fsdp_enabled
-                and self.label_smoother is None)
+        return self.one_pass_reason() is None
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         pieces = None

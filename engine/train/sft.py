@@ -18,7 +18,7 @@ from engine.train.generation_eval import GenerationEvalMixin, generation_eval
 from engine.train.head_loss import chunked_head_loss
 from engine.train.lf_token_count import LFTokenCountMixin
 from engine.train.parallel.fsdp import ShardingMixin
-from engine.train.row_passes import RowPassesMixin, resolve_budget
+from engine.train.row_passes import RowPassesMixin, settle_budget
 from engine.train.stand_in_count import StandInTokensMixin
 from engine.train.token_accuracy import AccuracyMixin, accuracy_wanted
 from engine.train.token_budget import TokenBudgetMixin
@@ -109,9 +109,11 @@ class LabelPositionsTrainer(RowPassesMixin, StandInTokensMixin, ShardingMixin, M
         return loss / num_items_in_batch
 
 
-    def passes_add_up(self) -> bool:
-        weighting = self.token_weighting  # ASFT's loss is a mean per call
-        return super().passes_add_up() and (weighting is None or weighting.kind != "asft")
+    def one_pass_reason(self) -> str | None:
+        weighting = self.token_weighting
+        if weighting is not None and weighting.kind == "asft":
+            return "ASFT's loss is a mean per pass"
+        return super().one_pass_reason()
 
     def _asft_loss(self, model: Any, inputs: dict) -> Any:
         """LLaMA-Factory's ASFT loss of a batch (a mean over its trained tokens, as there): the policy's full
@@ -230,11 +232,7 @@ def build_trainer(cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, callb
     trainer.use_muon = cfg.finetuning.use_muon
     trainer.max_tokens_per_batch = cfg.train.max_tokens_per_batch
     trainer.budget_padded = not padding_free  # padding-free batches: the budget counts the rows' own tokens
-    trainer.max_tokens_per_pass = resolve_budget(cfg.train.max_tokens_per_pass, args.device.type, padding_free)
-    if trainer.max_tokens_per_pass:
-        logger.info("Longer batches run forward and backward in groups of whole rows of at most %d tokens "
-                    "(max_tokens_per_pass; 0: one pass): the same loss and gradients, less memory.",
-                    trainer.max_tokens_per_pass)
+    settle_budget(trainer, cfg.train.max_tokens_per_pass, args.device.type, padding_free)
     return trainer
 
 

@@ -114,7 +114,7 @@ def test_the_budget_is_2048_on_the_cpu_unless_set(tmp_path, caplog):
     assert resolve_budget(None, "cuda", True) == 0 and resolve_budget(300, "cuda", True) == 300
     assert resolve_budget(300, "cpu", False) == 0  # padded batches: one pass
     bundle = SimpleNamespace(train=[], eval=None, media=None)
-    with caplog.at_level(logging.INFO, logger="engine.train.sft"):
+    with caplog.at_level(logging.INFO, logger="engine.train.row_passes"):
         trainer = build_trainer(load_config(None, {**DEMO, "output_dir": str(tmp_path)}), _model(), _Tok(), bundle, [])
     assert trainer.max_tokens_per_pass == 2048 and "at most 2048 tokens (max_tokens_per_pass" in caplog.text
     for value, want in ((0, 0), (300, 300)):
@@ -147,3 +147,26 @@ def test_a_training_run_in_passes_ends_where_one_pass_ends(tmp_path, capsys, cap
     assert weights.keys() == split_weights.keys()
     # Adam scales float-order noise in near-zero gradients up to ~5e-6 here; a lost pass moves weights by ~lr (5e-3)
     assert all(torch.allclose(weights[k], split_weights[k], atol=1e-4) for k in weights)
+
+
+def test_a_budget_set_where_it_cannot_apply_says_why(tmp_path, caplog):
+    """max_tokens_per_pass set by hand where the passes would not add up (or batches are padded) runs one pass and
+    the log says so and why; on a stage without row passes the config check refuses it."""
+    bundle = SimpleNamespace(train=[], eval=None, media=None)
+    cfg = load_config(None, {**DEMO, "output_dir": str(tmp_path), "max_tokens_per_pass": 300, "padding_free": False})
+    with caplog.at_level(logging.INFO, logger="engine.train.row_passes"):
+        assert build_trainer(cfg, _model(), _Tok(), bundle, []).max_tokens_per_pass == 0
+    assert "max_tokens_per_pass=300 does not apply to this run (its batches are padded" in caplog.text
+    caplog.clear()
+    cfg = load_config(None, {**DEMO, "output_dir": str(tmp_path), "max_tokens_per_pass": 300, "label_smoothing_factor": 0.1})
+    with caplog.at_level(logging.INFO, logger="engine.train.row_passes"):
+        assert build_trainer(cfg, _model(), _Tok(), bundle, []).max_tokens_per_pass == 0
+    assert "does not apply to this run (label smoothing takes a mean per pass)" in caplog.text
+    caplog.clear()
+    cfg = load_config(None, {**DEMO, "output_dir": str(tmp_path), "label_smoothing_factor": 0.1})
+    with caplog.at_level(logging.INFO, logger="engine.train.row_passes"):
+        assert build_trainer(cfg, _model(), _Tok(), bundle, []).max_tokens_per_pass == 0
+    assert "does not apply" not in caplog.text and "at most 2048" not in caplog.text  # the default: no claim, no noise
+    with pytest.raises(Exception, match="max_tokens_per_pass.*stage: dpo"):
+        load_config(None, {**DEMO, "output_dir": str(tmp_path), "max_tokens_per_pass": 300, "stage": "dpo",
+                           "dataset": "demo_dpo"})

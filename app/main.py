@@ -174,6 +174,21 @@ def queue_settings() -> None:
         os.environ.setdefault(name, value)
 
 
+def listen_while_starting(host: str, port: int, lang: str):
+    """Serve :mod:`app.starting_page` on ``host:port`` until the workbench is built (its port: the one asked for,
+    or the system's pick for ``--port 0``, which the board then keeps); a str says why it cannot listen."""
+    from app.starting_page import StartingServer
+
+    try:
+        starting = StartingServer(host, port, lang).start()
+    except OSError as err:
+        return port_problem(host, port) or f"cannot listen on {host}:{port} ({err.strerror or err})."
+    shown = "localhost" if host in ("0.0.0.0", "::") else f"[{host}]" if ":" in host else host
+    print(f"LF Board: starting on http://{shown}:{starting.port}/ (open it now: the page becomes the workbench "
+          "when it is ready)", flush=True)
+    return starting
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
@@ -203,9 +218,6 @@ def main(argv: list[str] | None = None) -> int:
             f"{banner}\nWARNING: serving WITHOUT a password (--allow-insecure). {problem}\n{banner}", file=sys.stderr
         )
 
-    from app.context import Board
-    from app.jobs import JobManager
-    from app.ui import build_ui, launch_options
     from app.workspace import Workspace, WorkspaceBusy
 
     workspace = Workspace(Path(args.workspace).expanduser() if args.workspace else default_workspace())
@@ -225,6 +237,15 @@ def main(argv: list[str] | None = None) -> int:
         lock.close()
         print(f"lf-board cannot start: {busy}", file=sys.stderr)
         return EXIT_REFUSED
+    starting = listen_while_starting(args.host, args.port, args.lang)  # a browser sees a page within a second
+    if isinstance(starting, str):
+        lock.close()
+        print(f"lf-board cannot start: {starting}", file=sys.stderr)
+        return EXIT_REFUSED
+    from app.context import Board  # gradio and the page: seconds, while the starting page answers
+    from app.jobs import JobManager
+    from app.ui import build_ui, launch_options
+
     jobs = JobManager(workspace.runs_dir).start()
     board = Board(
         workspace=workspace, jobs=jobs, default_lang=args.lang, max_upload_mb=upload_mb, extra_roots=args.allowed_root
@@ -243,9 +264,10 @@ def main(argv: list[str] | None = None) -> int:
 
         login = LoginGuard(*auth)
     try:
+        starting.hand_over()
         demo.launch(
             server_name=args.host,
-            server_port=args.port,
+            server_port=starting.port,
             share=args.share,
             auth=login,
             auth_message=login.message if login else None,

@@ -7,7 +7,8 @@
 It writes the run folders (examples/benchmark/fake_runs.py: run.json, config.yaml, a 100-step events.jsonl and
 stdout.log each), starts ``lf-board`` on them and prints, each beside its goal:
 
-- seconds from starting the board to its page answering HTTP 200;
+- seconds from starting the board to a browser getting a page (``app.starting_page``, which answers while gradio
+  loads), and to the workbench itself answering HTTP 200;
 - ``/list_runs`` latency (HTTP API, first call and median of the next ones);
 - ``/run_status`` latency of one run (a status poll, median);
 - the History table render (the tab's handler ``app.tabs.runs.table_frame`` in a process of its own over the same
@@ -241,18 +242,22 @@ def main() -> int:
     t0 = time.time()
     board = subprocess.Popen([sys.executable, "-m", "app", "--workspace", str(ws), "--port", str(port)],
                              env=env, stdout=log, stderr=subprocess.STDOUT)
-    ready = None
+    ready = page = None
+    browser = urllib.request.Request(base + "/", headers={"Accept": "text/html"})
     try:
         while time.time() - t0 < 180:
             if board.poll() is not None:
                 raise SystemExit(f"error: the board exited; see {work / 'board.log'}")
-            try:
-                with urllib.request.urlopen(base + "/", timeout=2) as response:
-                    if response.status == 200:
+            try:  # as a browser asks: the starting page (app.starting_page), then the workbench
+                with urllib.request.urlopen(browser, timeout=2) as response:
+                    if response.status == 200 and page is None:
+                        page = time.time() - t0
+                    if response.status == 200 and not response.headers.get("X-LF-Board-Starting"):
                         ready = time.time() - t0
                         break
             except OSError:
-                time.sleep(0.1)
+                pass
+            time.sleep(0.02)
         if ready is None:
             raise SystemExit("error: the board did not answer within 180 s")
         first_list, listed = call(base, "list_runs")
@@ -278,7 +283,8 @@ def main() -> int:
     print(f"\nBoard with {len(listed or []):,} runs listed (workspace of {args.runs:,} finished runs"
           f"{' and live ones' if live or tick_folders else ''}).")
     rows = [
-        ("board start to HTTP ready", f"{ready:.2f} s", "< 1 s"),
+        ("board start to a page in the browser", f"{page:.2f} s (the starting page)", "< 1 s"),
+        ("board start to the workbench served", f"{ready:.2f} s", "< 1 s (gradio's import alone is 2-4 s here)"),
         ("/list_runs, first call", f"{first_list * 1000:.0f} ms", "< 1 s"),
         ("/list_runs, median of next", f"{statistics.median(lists) * 1000:.0f} ms", "< 1 s"),
         ("/run_status poll, median", f"{statistics.median(polls) * 1000:.0f} ms", "< 1 s"),

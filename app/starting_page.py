@@ -117,6 +117,7 @@ class StartingServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: StartingServer
     protocol_version = "HTTP/1.0"  # one answer per connection: nothing holds the port when it changes hands
+    timeout = 10  # a client that sends its request slowly, or never, lets go of its thread
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         if "text/html" in (self.headers.get("Accept") or ""):

@@ -97,3 +97,23 @@ main.main(["--workspace", {str(tmp_path / "ws")!r}, "--port", "0"])
     assert found["gradio_before_page"] is False
     assert found["while_building"] == [200, "1", True]
     assert found["launch_port"] == found["port"] and found["free"] is True
+
+
+def test_a_client_that_never_sends_its_request_holds_neither_the_hand_over_nor_a_thread_for_good(monkeypatch):
+    import time
+
+    from app import starting_page
+
+    assert 0 < starting_page._Handler.timeout <= 30
+    monkeypatch.setattr(starting_page._Handler, "timeout", 1)  # 10 s in the board
+    server = StartingServer("127.0.0.1", 0).start()
+    idle = socket.create_connection(("127.0.0.1", server.port))  # connected, says nothing
+    try:
+        time.sleep(0.2)
+        started = time.time()
+        server.hand_over()
+        assert time.time() - started < 2
+        idle.settimeout(15)
+        assert idle.recv(1) == b""  # its thread gave up on it (the timeout) and closed it
+    finally:
+        idle.close()

@@ -49,7 +49,12 @@ def save_final(trainer: Any, out: Path, write_rest: Callable[[Path], None]) -> N
         make_room(out)
     trainer.accelerator.wait_for_everyone()  # before any process writes into it
     try:
-        trainer.save_model(str(staging))
+        if sharded_fsdp_state(trainer):  # save_model writes nothing then: the whole weights, gathered by every process
+            state_dict = trainer.accelerator.get_state_dict(trainer.model)
+            if saver:
+                trainer._save(str(staging), state_dict=state_dict)
+        else:
+            trainer.save_model(str(staging))
         if saver:
             write_rest(staging)
     except BaseException:
@@ -60,6 +65,15 @@ def save_final(trainer: Any, out: Path, write_rest: Callable[[Path], None]) -> N
     if saver:
         publish(staging, out)
     trainer.accelerator.wait_for_everyone()
+
+
+def sharded_fsdp_state(trainer: Any) -> bool:
+    """Whether the run is FSDP with a sharded (or local) state dict: the checkpoints then hold each process's shards
+    (``pytorch_model_fsdp_0``), and transformers' ``save_model`` writes no weights at all (it saves only a full state
+    dict), which left ``output_dir`` with no model after a run that said it was done. The final model is whole
+    weights either way, as chat, evaluation and export read them; the checkpoints stay sharded for resuming."""
+    plugin = getattr(trainer.accelerator.state, "fsdp_plugin", None) if trainer.is_fsdp_enabled else None
+    return plugin is not None and "FULL_STATE_DICT" not in str(plugin.state_dict_type)
 
 
 def make_room(out: Path, margin: int = 64 * 1024 * 1024) -> list[str]:

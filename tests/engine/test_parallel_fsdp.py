@@ -37,10 +37,27 @@ def _in_repo(monkeypatch):
     monkeypatch.chdir(REPO)
 
 
+def _sharded_state_config(tmp_path: Path) -> Path:
+    """examples/fsdp/fsdp2.json with a sharded state dict: checkpoints of each rank's shards (pytorch_model_fsdp_0)."""
+    config = json.loads((EXAMPLES / "fsdp" / "fsdp2.json").read_text()) | {"state_dict_type": "SHARDED_STATE_DICT"}
+    path = tmp_path / "fsdp2_sharded.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
 def test_fsdp2_full_finetuning_shards_across_two_cpu_ranks(tmp_path):
+    """... with a sharded state dict: real torch.distributed.checkpoint saves, which the checkpoint check reads as
+    whole, and a final model of whole weights (transformers' save_model writes none for a sharded state dict)."""
     sharded, single = tmp_path / "fsdp2", tmp_path / "single"
-    proc = _torchrun("sft_full_fsdp2_demo.yaml", sharded, "per_device_train_batch_size=2")
+    proc = _torchrun("sft_full_fsdp2_demo.yaml", sharded, "per_device_train_batch_size=2",
+                     f"fsdp_config={_sharded_state_config(tmp_path)}", "save_strategy=steps", "save_steps=1")
     assert proc.returncode == 0, proc.stderr[-3000:]
+    from engine.checkpoints import checkpoint_problem, latest_complete
+
+    for step in (1, 2):
+        assert (sharded / f"checkpoint-{step}" / "pytorch_model_fsdp_0" / ".metadata").is_file()
+        assert checkpoint_problem(sharded / f"checkpoint-{step}") is None
+    assert latest_complete(sharded) == (sharded / "checkpoint-2", [])
     assert "Passing `fsdp` as a string is deprecated" not in proc.stderr
 
     run = json.loads((sharded / "run.json").read_text())
@@ -77,6 +94,15 @@ def test_fsdp2_full_finetuning_shards_across_two_cpu_ranks(tmp_path):
         other = dict(reference.named_parameters())[name]
         assert param.shape == other.shape
         assert torch.allclose(param, other, atol=5e-3), name  # two Adam steps, same data: near-identical weights
+
+    # Resuming from the sharded checkpoint of step 1 ends at the same weights as the run that went on.
+    resumed = tmp_path / "resumed"
+    proc = _torchrun("sft_full_fsdp2_demo.yaml", resumed, "per_device_train_batch_size=2",
+                     f"fsdp_config={_sharded_state_config(tmp_path)}", f"resume_from_checkpoint={sharded / 'checkpoint-1'}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [e["step"] for e in _events(resumed) if e["event"] == "log"] == [2]
+    again = load_file(resumed / "model.safetensors")
+    assert set(again) == set(weights) and all(torch.equal(again[k], weights[k]) for k in weights)
 
 
 def test_fsdp2_lora_shards_and_saves_a_plain_adapter(tmp_path):

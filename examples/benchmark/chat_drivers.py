@@ -126,7 +126,7 @@ def run_ours(args: argparse.Namespace) -> dict:
         watcher = None
         begin = time.time()
         started, text = {}, ""
-        for shown, value, _ in handler.fn(args.model, "lora", args.adapter or "", args.template or "", False, servers,
+        for shown, value, *_ in handler.fn(args.model, "lora", args.adapter or "", args.template or "", False, servers,
                                          "en", *defaults):
             text = shown
             if isinstance(value, dict):
@@ -172,6 +172,10 @@ def run_ours(args: argparse.Namespace) -> dict:
 
 def run_lf(args: argparse.Namespace) -> dict:
     """LLaMA-Factory's ChatModel (huggingface backend) with streamed replies."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from incumbent_imports import hide_broken_vision_audio
+
+    hide_broken_vision_audio()
     from llamafactory.chat import ChatModel
 
     job = {"model_name_or_path": args.model, "infer_backend": "huggingface", "do_sample": False,

@@ -164,21 +164,14 @@ def _phases(log_file: Path) -> dict[str, float]:
 
 
 INCUMBENT_MAIN = r"""
-import sys, types
-try:  # a CPU torch beside a torchvision/torchaudio build that does not load with it: hide them (text rows only)
-    import torchvision, torchaudio  # noqa
-except Exception:
-    for name in [key for key in sys.modules if key.split(".")[0] in ("torchvision", "torchaudio")]:
-        del sys.modules[name]
-    sys.modules["torchvision"] = sys.modules["torchaudio"] = None
-    import transformers  # noqa: its availability checks now say no
-    sys.modules["torchaudio"] = types.ModuleType("torchaudio")  # LLaMA-Factory's mm_plugin imports it at start
-    import llamafactory.data.mm_plugin  # noqa
-    sys.modules["torchaudio"] = None
+import sys
+sys.path.insert(0, HERE)
+from incumbent_imports import hide_broken_vision_audio
+hide_broken_vision_audio()
 from llamafactory.cli import main
 sys.argv = ["llamafactory-cli", *sys.argv[1:]]
 main()
-"""
+""".replace("HERE", repr(str(Path(__file__).resolve().parent)))
 """LLaMA-Factory's command, ``llamafactory-cli train CONFIG``, run in-process (one CPU process, as its CLI runs it
 there); torchvision and torchaudio are hidden where their build does not import beside the installed torch."""
 

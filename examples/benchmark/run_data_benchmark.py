@@ -35,8 +35,8 @@ OURS = """
 import json, sys, time
 from engine import collector
 collector.pause()  # the engine command's process settings: the collector paused for the imports (lf-engine's entry),
-from engine.cli import _setup_logging
-_setup_logging(False)  # tokenizers' thread pool, logging
+from engine.log_setup import setup_logging
+setup_logging(False)  # the engine command's logging, as lf-engine's entry sets it
 from engine.config import build_config
 from engine.data import get_dataset
 from engine.models import load_tokenizer
@@ -56,6 +56,9 @@ collector.finish()  # and as lf-engine's entry point ends
 
 THEIRS = """
 import json, sys, time
+sys.path.insert(0, HERE)
+from incumbent_imports import hide_broken_vision_audio
+hide_broken_vision_audio()
 from llamafactory.hparams import get_train_args
 from llamafactory.model import load_tokenizer
 from llamafactory.data import get_template_and_fix_tokenizer, get_dataset
@@ -66,7 +69,7 @@ started = time.perf_counter()
 dataset = get_dataset(template, model_args, data_args, training_args, stage="sft", **module)
 print("PHASE", time.perf_counter() - started)
 print("ROWS", len(dataset["train_dataset"]))
-"""
+""".replace("HERE", repr(str(HERE.parent)))
 
 
 CLI = "lf-engine data"

@@ -262,8 +262,11 @@ def test_live_board_rate_limits_logins_and_limits_uploads(tmp_path):
             try:
                 urllib.request.urlopen(url, timeout=2).close()
                 break
-            except urllib.error.HTTPError:
-                break
+            except urllib.error.HTTPError as err:  # the login page's 401 is the board; the starting page's 503 is not
+                if err.code != 503:
+                    break
+                assert proc.poll() is None and time.time() < deadline, (tmp_path / "board.log").read_text()[-3000:]
+                time.sleep(0.1)
             except OSError:
                 assert proc.poll() is None and time.time() < deadline, (tmp_path / "board.log").read_text()[-3000:]
                 time.sleep(0.1)

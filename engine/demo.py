@@ -277,7 +277,10 @@ def _stamp(data_dir: Path, spec: DemoSpec) -> dict[str, Any]:
         "version": DEMO_VERSION,
         "spec": {k: getattr(spec, k) for k in spec.__dataclass_fields__},
         "data_sha256": digest.hexdigest(),
-        "torch": torch.__version__.split("+")[0],
+        # transformers writes the config and tokenizer files another version may not read; torch's version is left
+        # out: its safetensors load anywhere, and with it two venvs sharing the cache (a CPU and a CUDA build, or
+        # two torch releases) rebuilt the model at every switch (minutes on a busy machine) and an adapter trained
+        # in one was then applied to the other's rebuild
         "transformers": transformers.__version__,
     }
 
@@ -325,6 +328,8 @@ def _stamp_matches(folder: Path, expected: dict[str, Any]) -> bool:
         current = json.loads((folder / STAMP_FILE).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return False
+    if isinstance(current, dict):
+        current.pop("torch", None)  # written by earlier versions; no longer part of the stamp
     return current == expected and (folder / "model.safetensors").is_file() and (folder / "tokenizer.json").is_file()
 
 

@@ -212,8 +212,8 @@ def _stamp(data_dir: Path) -> dict[str, Any]:
     for row in _rows(data_dir):
         for path in row["images"]:
             digest.update((data_dir / path).read_bytes())
-    return {"version": DEMO_VLM_VERSION, "spec": asdict(SPEC), "data_sha256": digest.hexdigest(), "torch": torch.__version__.split("+")[0],
-            "transformers": transformers.__version__}
+    return {"version": DEMO_VLM_VERSION, "spec": asdict(SPEC), "data_sha256": digest.hexdigest(),
+            "transformers": transformers.__version__}  # not torch's version: see engine.demo._stamp
 
 
 def build_demo_vlm(target_dir: str | Path, data_dir: str | Path | None = None, spec: DemoVLMSpec | None = None) -> Path:
@@ -260,6 +260,8 @@ def ensure_demo_vlm(folder: str | Path | None = None) -> Path:
             stamp = json.loads((target / STAMP_FILE).read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError):
             return False
+        if isinstance(stamp, dict):
+            stamp.pop("torch", None)  # written by earlier versions; no longer part of the stamp
         return (expected is None or stamp == expected) and (target / "model.safetensors").is_file()
 
     if current():

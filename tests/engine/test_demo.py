@@ -96,6 +96,9 @@ def test_ensure_builds_once_under_a_lock_and_rebuilds_on_a_new_stamp(tmp_path, m
     assert len(builds) == 2
     assert json.loads((folder / demo.STAMP_FILE).read_text()) == stamp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo-model", "demo-model.lock"]  # no staging left
+    # built under another torch (a second venv sharing the cache): used as it is, not rebuilt
+    (folder / demo.STAMP_FILE).write_text(json.dumps({**stamp, "torch": "1.0.0"}))
+    assert "torch" not in stamp and demo.ensure_demo_model(folder) == folder and len(builds) == 2
 
 
 def test_missing_demo_data_is_a_clear_error(tmp_path, monkeypatch):

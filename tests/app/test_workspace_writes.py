@@ -135,3 +135,48 @@ def test_a_failed_config_write_is_said_and_a_started_run_is_still_followed(tmp_p
             assert ("No space left" in saved or "设备上没有剩余空间" in saved) == (code == errno.ENOSPC)
     finally:
         jobs.shutdown()
+
+
+def _secret_in_time(ws: Workspace, seconds: float = 10.0) -> str:
+    """``ws.secret()`` from another thread, failing (not hanging the suite) when it takes longer than ``seconds``."""
+    import threading
+
+    out: list[str] = []
+    worker = threading.Thread(target=lambda: out.append(ws.secret()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert out, f"secret() did not return in {seconds} s"
+    return out[0]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "sparse", "link_to_device", "not_utf8", "short"])
+def test_a_browser_secret_that_is_not_a_small_regular_file_is_replaced(tmp_path, kind, caplog):
+    """A named pipe held the board's start for good, a sparse file was read whole, and bytes that are not UTF-8
+    raised out of the page's build: each is replaced by a fresh key, with a warning."""
+    ws = Workspace(tmp_path / "ws")
+    ws.root.mkdir()
+    path = ws.root / ".browser-secret"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "sparse":
+        with open(path, "wb") as fh:
+            fh.truncate(256 << 20)
+    elif kind == "link_to_device":
+        path.symlink_to("/dev/zero")
+    else:
+        path.write_bytes(b"\xff" * 40 if kind == "not_utf8" else b"abc\n")
+    with caplog.at_level("WARNING"):
+        secret = _secret_in_time(ws)
+    assert len(secret) >= 16 and ws.secret() == secret  # written as a regular file, and kept
+    assert path.is_file() and not path.is_symlink() and path.stat().st_size < 100
+    assert "not a key this board wrote" in caplog.text
+
+
+def test_a_folder_named_as_the_browser_secret_stops_the_board_with_the_fix(tmp_path, capsys):
+    from app.main import main
+
+    (tmp_path / ".browser-secret").mkdir()
+    assert main(["--workspace", str(tmp_path), "--port", "7959"]) == 2
+    err = capsys.readouterr().err
+    assert f"the browser key {tmp_path / '.browser-secret'} cannot be read or replaced" in err
+    assert "remove it" in err and "Traceback" not in err

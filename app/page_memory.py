@@ -40,6 +40,12 @@ FOLDER = "pages"
 MAX_PAGES = 64
 MAX_BYTES = 512 * 1024
 SWEEP_SECONDS = 300.0
+MAX_MEDIA_BYTES = 2 << 30
+"""The most bytes ``pages/media`` holds (each upload is bounded by ``--max-upload-mb``, the tabs by MAX_PAGES, but
+the media of 64 tabs' conversations were not): a medium that would pass it makes room by removing the oldest tabs'
+media first (their text stays; a reload shows them without it), and is not kept when only live tabs' remain."""
+LIVE_SECONDS = 600.0
+"""A tab whose file was saved this recently is live (open in a browser): its media are never removed for room."""
 STORAGE_KEY = "lfboard-page"
 _PAGE_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 _MEDIA_NAME = re.compile(r"^[0-9a-f]{64}(\.[a-z0-9]{1,8})?$")
@@ -71,10 +77,11 @@ class TooBig(ValueError):
 class PageMemory:
     """The workspace's ``pages/`` folder: one JSON file per browser tab, and the media its conversation shows."""
 
-    def __init__(self, root: Path, max_pages: int = MAX_PAGES, max_bytes: int = MAX_BYTES):
+    def __init__(self, root: Path, max_pages: int = MAX_PAGES, max_bytes: int = MAX_BYTES,
+                 max_media_bytes: int = MAX_MEDIA_BYTES):
         self.folder = Path(root) / FOLDER
         self.media = self.folder / "media"
-        self.max_pages, self.max_bytes = max_pages, max_bytes
+        self.max_pages, self.max_bytes, self.max_media_bytes = max_pages, max_bytes, max_media_bytes
         self.lock = threading.RLock()
         self.copied: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) -> media name
         self.last_sweep = float("-inf")
@@ -158,12 +165,16 @@ class PageMemory:
                 path.unlink(missing_ok=True)
         self.copied = {k: v for k, v in self.copied.items() if v in used}
 
-    def keep_media(self, source: Path) -> str | None:
-        """Copy an uploaded file into ``pages/media`` (once per content); its name there, None when unreadable."""
+    def keep_media(self, source: Path, protect: set[str] | None = None) -> str | None:
+        """Copy an uploaded file into ``pages/media`` (once per content); its name there, None when unreadable or
+        when it does not fit :attr:`max_media_bytes` (see :meth:`make_room`). ``protect``: the names the
+        conversation being kept refers to so far (never removed for room); this one's name is added to it."""
+        protect = set() if protect is None else protect
         try:
             stat = source.stat()
             key = (str(source), stat.st_size, int(stat.st_mtime_ns))
             if key in self.copied and (self.media / self.copied[key]).is_file():
+                protect.add(self.copied[key])
                 return self.copied[key]
             digest = hashlib.sha256()
             with open(source, "rb") as handle:
@@ -171,12 +182,55 @@ class PageMemory:
                     digest.update(block)
             suffix = source.suffix.lower() if re.fullmatch(r"\.[a-z0-9]{1,8}", source.suffix.lower()) else ""
             name = digest.hexdigest() + suffix
+            if not (self.media / name).is_file():
+                with self.lock:
+                    if not self.make_room(stat.st_size, protect):
+                        logger.warning("not keeping %s (%d bytes) for the page's conversation: pages/media would "
+                                       "pass its %d bytes with the media of open tabs alone", source, stat.st_size,
+                                       self.max_media_bytes)
+                        return None
             _copy_once(source, self.media / name)
         except OSError as err:
             logger.warning("cannot keep %s for the page's conversation: %s", source, err)
             return None
         self.copied[key] = name
+        protect.add(name)
         return name
+
+    def make_room(self, size: int, protect: set[str]) -> bool:
+        """Whether ``size`` more bytes fit in ``pages/media`` under :attr:`max_media_bytes`, once the media of the
+        oldest tabs are removed as needed (the least recently used first: those no tab refers to, then those only
+        the oldest tabs refer to). Never removed: ``protect`` and what a live tab (:data:`LIVE_SECONDS`) refers to."""
+        if size > self.max_media_bytes:  # nothing removed for a file that cannot fit anyway
+            return False
+        files = {p.name: p.stat().st_size for p in self.media.iterdir() if p.is_file()} if self.media.is_dir() else {}
+        total = sum(files.values())
+        if total + size <= self.max_media_bytes:
+            return True
+        last_used: dict[str, float] = {}
+        keep = set(protect)
+        now = time.time()
+        for page in self.folder.glob("*.json"):
+            try:
+                saved = page.stat().st_mtime
+            except OSError:
+                continue
+            data = self.read(page.stem) if valid_page_id(page.stem) else {}
+            chat = data.get("chat") if isinstance(data.get("chat"), dict) else {}
+            for name in media_names(chat.get("convo")) + media_names(chat.get("convo_base")):
+                last_used[name] = max(last_used.get(name, saved), saved)
+                if now - saved < LIVE_SECONDS:
+                    keep.add(name)
+        for name in sorted(files, key=lambda n: last_used.get(n, float("-inf"))):
+            if total + size <= self.max_media_bytes:
+                break
+            if name in keep or name.startswith("."):  # (a copy being written)
+                continue
+            (self.media / name).unlink(missing_ok=True)
+            total -= files[name]
+            self.copied = {k: v for k, v in self.copied.items() if v != name}
+            logger.info("removed %s from %s to make room (the oldest tabs' media go first)", name, self.media)
+        return total + size <= self.max_media_bytes
 
     def media_file(self, name: Any) -> Path | None:
         if not isinstance(name, str) or not _MEDIA_NAME.match(name):
@@ -208,8 +262,10 @@ def media_names(convo: Any) -> list[str]:
     return names
 
 
-def stored_convo(store: PageMemory, convo: Any) -> list[dict[str, Any]]:
-    """A conversation as the page file keeps it: each medium by its name in ``pages/media`` instead of its bytes."""
+def stored_convo(store: PageMemory, convo: Any, protect: set[str] | None = None) -> list[dict[str, Any]]:
+    """A conversation as the page file keeps it: each medium by its name in ``pages/media`` instead of its bytes
+    (``protect`` collects the names, which making room for the next one must not remove)."""
+    protect = set() if protect is None else protect
     out = []
     for msg in convo or []:
         content = msg.get("content")
@@ -220,7 +276,7 @@ def stored_convo(store: PageMemory, convo: Any) -> list[dict[str, Any]]:
                 if kind is None:
                     parts.append({k: v for k, v in part.items() if k != chat_media.DISPLAY_KEY})
                     continue
-                name = store.keep_media(Path(str(part.get(chat_media.DISPLAY_KEY) or "")))
+                name = store.keep_media(Path(str(part.get(chat_media.DISPLAY_KEY) or "")), protect)
                 if name:
                     parts.append({"type": part["type"], "media": name})
             msg = {**msg, "content": parts}
@@ -319,7 +375,8 @@ def save_chat(board: Board, page_id: str, convo: Any, convo_base: Any, servers: 
                 model, adapter = served(board, servers["main"])
             except Exception:  # noqa: BLE001 - a worker folder gone meanwhile: the model it was with stays
                 pass
-        main, base = stored_convo(store, convo), stored_convo(store, convo_base)
+        kept: set[str] = set()  # this tab's media: making room for one never removes another
+        main, base = stored_convo(store, convo, kept), stored_convo(store, convo_base, kept)
         while True:  # the oldest turns go first when the conversation outgrows the page's file
             record = {"convo": main, "convo_base": base, "servers": servers, "model": model, "adapter": adapter,
                       "settings": settings or {}}

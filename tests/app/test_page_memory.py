@@ -188,3 +188,53 @@ def test_media_part_round_trip():
     part = chat_media.media_part("audio", PICTURE)
     assert chat_media.part_kind(part) == "audio" and base64.b64decode(part["input_audio"]["data"])[:4] == b"\x89PNG"
     assert chat_media.part_kind({"type": "video_url"}) == "video" and chat_media.part_kind({"type": "text"}) is None
+
+
+def test_the_media_folder_is_bounded_in_total_oldest_tabs_first_never_a_live_tabs(workspace, uploads, monkeypatch,
+                                                                                   caplog):
+    """Each upload and each tab's file was bounded, but not pages/media as a whole: 64 tabs' conversations could
+    keep 64 x many uploads. A medium that would pass the bound removes the oldest tabs' media first; one that does
+    not fit beside the media of live tabs (saved in the last LIVE_SECONDS) is not kept."""
+    import os
+    import time
+
+    root, _ = uploads
+    jobs = JobManager(workspace.runs_dir, [sys.executable, str(FAKE_ENGINE)])
+    board = Board(workspace=workspace, jobs=jobs)
+    store = page_memory.PageMemory(workspace.root, max_media_bytes=10_000)
+    monkeypatch.setitem(page_memory._STORES, str(workspace.root), store)
+    pictures = {}
+    for mark in "ABCDEFG":
+        pictures[mark] = root / "x1" / f"{mark}.png"
+        pictures[mark].write_bytes(PICTURE.read_bytes() + mark.encode() * (3000 - len(PICTURE.read_bytes())))
+
+    def save(page, *marks, age=0.0):
+        content = chat_media.user_content("look", [("image", pictures[m]) for m in marks])
+        page_memory.save_chat(board, page, [{"role": "user", "content": content}], [], {})
+        then = time.time() - age
+        os.utime(store.path(page), (then, then))
+        return page_memory.media_names(store.read(page)["chat"]["convo"])
+
+    def media_bytes():
+        return sum(p.stat().st_size for p in store.media.iterdir())
+
+    old = page_memory.LIVE_SECONDS
+    first, second, live = "1" * 32, "2" * 32, "3" * 32
+    a = save(first, "A", age=old + 300)
+    b = save(second, "B", age=old + 200)
+    c = save(live, "C", age=10)
+    assert media_bytes() == 9000
+    d = save(PAGE, "D")  # 12,000 bytes: the oldest tab's picture goes
+    assert not store.media_file(a[0]) and all(store.media_file(n[0]) for n in (b, c, d))
+    assert media_bytes() <= 10_000 and store.path(first).is_file()  # its text stays
+    assert page_memory.restore_chat(board, store.read(first)["chat"], "en")[0][0]["content"] == [
+        {"type": "text", "text": "look"}]  # shown without the picture
+    de = save(PAGE, "D", "E")  # the next oldest tab's goes; this tab's own D stays
+    assert not store.media_file(b[0]) and len(de) == 2 and all(store.media_file(n) for n in de + c)
+    with caplog.at_level(logging.WARNING, logger="app.page_memory"):
+        kept = save(PAGE, "D", "E", "F")  # only live tabs' media left: F is not kept, nothing of theirs goes
+    assert kept == de and all(store.media_file(n) for n in de + c) and media_bytes() <= 10_000
+    assert "not keeping" in caplog.text
+    big = root / "x1" / "big.png"
+    big.write_bytes(PICTURE.read_bytes() + b"x" * 20_000)
+    assert store.keep_media(big) is None and all(store.media_file(n) for n in de + c)

@@ -95,13 +95,16 @@ class PageMemory:
         """What the tab kept ({} for a tab never seen, and for a file that is unreadable, corrupt or too big)."""
         if not valid_page_id(page_id):
             return {}
+        from engine.runs import read_regular
+
         path = self.path(page_id)
-        try:
-            size = path.stat().st_size
-            if size > self.max_bytes:
-                logger.warning("ignoring %s: %d bytes, above the %d a page keeps", path, size, self.max_bytes)
+        try:  # a regular file only (a named pipe put there held every page load and sweep), read up to the bound
+            raw = read_regular(path, max_bytes=self.max_bytes + 1)
+            if len(raw) > self.max_bytes:
+                logger.warning("ignoring %s: %d bytes, above the %d a page keeps", path, path.stat().st_size,
+                               self.max_bytes)
                 return {}
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(raw.decode("utf-8"))
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as err:
@@ -147,7 +150,10 @@ class PageMemory:
                 return
             removed = False
             for old in [p for p in pages if p.stem != keep][self.max_pages - 1:]:
-                old.unlink(missing_ok=True)
+                try:
+                    old.unlink(missing_ok=True)
+                except OSError as err:  # a folder of that name: not a tab's file, left alone
+                    logger.warning("cannot remove %s: %s", old, err)
                 removed = True
             if removed or force_sweep or time.monotonic() - self.last_sweep > SWEEP_SECONDS:
                 self.sweep_media()

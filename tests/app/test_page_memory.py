@@ -238,3 +238,34 @@ def test_the_media_folder_is_bounded_in_total_oldest_tabs_first_never_a_live_tab
     big = root / "x1" / "big.png"
     big.write_bytes(PICTURE.read_bytes() + b"x" * 20_000)
     assert store.keep_media(big) is None and all(store.media_file(n) for n in de + c)
+
+
+def test_a_pipe_or_folder_among_the_tabs_files_holds_nothing_up(workspace, uploads, monkeypatch, caplog):
+    """A named pipe at pages/<id>.json held the page load that read it, and every later sweep, for good (its size
+    is 0, so the size bound let it through); a folder named like a tab's file broke the pruning of old tabs."""
+    import os
+    import threading
+
+    jobs = JobManager(workspace.runs_dir, [sys.executable, str(FAKE_ENGINE)])
+    board = Board(workspace=workspace, jobs=jobs)
+    store = page_memory.PageMemory(workspace.root, max_pages=2)
+    monkeypatch.setitem(page_memory._STORES, str(workspace.root), store)
+    store.folder.mkdir(parents=True)
+    os.mkfifo(store.folder / f"{PAGE}.json")
+    (store.folder / f"{'c' * 32}.json").mkdir()
+    done = []
+
+    def tab_work():
+        page_memory.restore(board, PAGE, "en", False)
+        for n in range(3):
+            page_memory.save_chat(board, str(n) * 32, [{"role": "user", "content": f"page {n}"}], [], {})
+        store.prune(force_sweep=True)
+        done.append(True)
+
+    with caplog.at_level(logging.WARNING, logger="app.page_memory"):
+        worker = threading.Thread(target=tab_work, daemon=True)
+        worker.start()
+        worker.join(20)
+    assert done, "a page load or save waited on the pipe"
+    assert store.read("2" * 32)["chat"]["convo"] == [{"role": "user", "content": "page 2"}]
+    assert f"{PAGE}.json" in caplog.text

@@ -198,11 +198,20 @@ def read_regular(path: str | Path, start: int = 0, max_bytes: int | None = None)
         return fh.read(wanted if max_bytes is None else min(wanted, max_bytes))
 
 
+MAX_RUN_JSON_BYTES = 4 << 20
+"""The largest run.json read (bytes): the engine writes a few KB (its error text is cut at 8,000 characters). A
+larger one, sparse or not, was read whole, and read again on every tick of the board (it never parses, so it is
+never cached)."""
+
+
 def read_json(path: Path) -> dict[str, Any]:
     """A JSON object file's contents; {} when it is missing, unreadable, torn, not UTF-8 (a file damaged on disk
-    kept the board from starting), not a regular file or not an object."""
+    kept the board from starting), not a regular file, larger than :data:`MAX_RUN_JSON_BYTES` or not an object."""
     try:
-        data = json.loads(read_regular(path).decode("utf-8"))
+        raw = read_regular(path, max_bytes=MAX_RUN_JSON_BYTES + 1)
+        if len(raw) > MAX_RUN_JSON_BYTES:
+            return {}
+        data = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError, RecursionError):  # ValueError: JSONDecodeError and UnicodeDecodeError
         return {}
     return data if isinstance(data, dict) else {}

@@ -89,3 +89,22 @@ def test_an_overlong_events_line_is_skipped_not_kept(tmp_path, monkeypatch):
     with open(path, "ab") as fh:
         fh.write(b'ep": 3}\n')
     assert reader.read_new() == [{"step": 3}]
+
+
+def test_a_huge_run_json_is_not_read_whole(tmp_path):
+    """A run.json grown past any the engine writes (sparse here: 512 MB of nothing on disk) was read whole into the
+    board's memory, and again on every tick, since it never parses and so is never cached."""
+    import tracemalloc
+
+    folder = tmp_path / "run-1"
+    folder.mkdir()
+    with open(folder / RUN_FILE, "wb") as fh:
+        fh.write(b'{"id": "run-1", "status": "running"')
+        fh.truncate(512 << 20)
+    tracemalloc.start()
+    try:
+        assert RunFolder(folder).info() == {} and read_json(folder / RUN_FILE) == {}
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 << 20

@@ -108,3 +108,27 @@ def test_a_huge_run_json_is_not_read_whole(tmp_path):
     finally:
         tracemalloc.stop()
     assert peak < 32 << 20
+
+
+def test_an_outsized_dataset_info_is_refused_without_being_read_whole(tmp_path):
+    """A dataset_info.json past any real one (sparse: 256 MB of nothing on disk) was read whole and parsed, in the
+    board's own process when it lists datasets or checks a config (1 GB took 2.3 GB and 24 s)."""
+    import tracemalloc
+
+    from app import catalog
+    from engine.data.errors import DatasetError
+    from engine.data.registry import load_dataset_info
+
+    with open(tmp_path / "dataset_info.json", "wb") as fh:
+        fh.write(b'{"rows": {"file_name": "rows.json"}}')
+        fh.truncate(256 << 20)
+    tracemalloc.start()
+    try:
+        with pytest.raises(DatasetError, match=r"dataset_info\.json is 268,435,456 bytes, more than any "):
+            load_dataset_info(tmp_path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 48 << 20
+    found, note = catalog.datasets(tmp_path)  # the board's dataset picker says so
+    assert found == {} and "268,435,456 bytes" in note

@@ -188,10 +188,25 @@ class Workspace:
         Raises:
             WorkspaceBusy: when another running board holds it.
         """
+        import errno
         import fcntl
+        import stat
 
         self.root.mkdir(parents=True, exist_ok=True)
-        handle = open(self.lock_path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the process's life
+        # never through a link (one to a file of the user's was truncated and overwritten with the pid), and never
+        # waiting on a pipe: a workspace copied from elsewhere may hold either under that name
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            fd = os.open(self.lock_path, flags, 0o600)
+        except OSError as err:
+            if err.errno != errno.ELOOP:
+                raise
+            raise OSError(err.errno, "its lock file is a link; remove it", str(self.lock_path)) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, "its lock file is not a plain file; remove it", str(self.lock_path))
+        os.set_blocking(fd, True)
+        handle = os.fdopen(fd, "a+", encoding="utf-8")  # held for the process's life
         deadline = time.monotonic() + wait
         while True:
             try:

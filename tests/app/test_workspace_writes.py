@@ -180,3 +180,36 @@ def test_a_folder_named_as_the_browser_secret_stops_the_board_with_the_fix(tmp_p
     err = capsys.readouterr().err
     assert f"the browser key {tmp_path / '.browser-secret'} cannot be read or replaced" in err
     assert "remove it" in err and "Traceback" not in err
+
+
+def test_the_workspace_lock_never_writes_through_a_link_nor_waits_on_a_pipe(tmp_path, capsys):
+    """A workspace copied from elsewhere can hold anything under .board.lock: a link to a file of the user's was
+    truncated and overwritten with the board's pid, and a named pipe held a chat worker's watcher for good."""
+    from app.main import main
+    from engine.infer.board_watch import board_holds
+
+    mine = tmp_path / "notes.txt"
+    mine.write_text("keep me\n")
+    ws = Workspace(tmp_path / "ws")
+    ws.root.mkdir()
+    ws.lock_path.symlink_to(mine)
+    with pytest.raises(OSError, match="its lock file is a link; remove it"):
+        ws.lock()
+    assert mine.read_text() == "keep me\n"
+    assert main(["--workspace", str(ws.root), "--port", "7959"]) == 2
+    err = capsys.readouterr().err
+    assert "its lock file is a link; remove it" in err and str(ws.lock_path) in err and "Traceback" not in err
+    assert mine.read_text() == "keep me\n"
+    ws.lock_path.unlink()
+    os.mkfifo(ws.lock_path)
+    with pytest.raises(OSError, match="not a plain file; remove it"):
+        ws.lock()
+    import threading
+
+    found = []
+    watcher = threading.Thread(target=lambda: found.append(board_holds(ws.lock_path)), daemon=True)
+    watcher.start()
+    watcher.join(10)
+    if not found:
+        os.close(os.open(ws.lock_path, os.O_WRONLY | os.O_NONBLOCK))  # let it go
+    assert found and found[0] in (False, None)

@@ -188,6 +188,35 @@ def open_regular(path: str | Path) -> BinaryIO:
         raise
 
 
+def open_append(path: str | Path) -> BinaryIO:
+    """``path`` opened for appending in binary, always as a regular file of the run folder's own (a job's log).
+
+    A run folder copied in from elsewhere can hold anything under that name: a link was written through (to a file
+    anywhere the user can write), and a named pipe held the opener (the board's tick) until a reader came. Such an
+    entry is removed, with a warning, and a new file takes its place; what a link pointed to is left as it was.
+
+    Raises:
+        OSError: the file can be neither opened nor replaced (a folder of that name, no permission, a full disk).
+    """
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd: int | None = os.open(path, flags, 0o644)
+    except OSError as err:
+        if err.errno not in (errno.ELOOP, errno.ENXIO):  # a link; a pipe with no reader
+            raise
+        fd = None
+    if fd is not None and not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        fd = None
+    if fd is None:
+        logger.warning("%s was a link, pipe or device; it is removed and a file of the run's own takes its place",
+                       path)
+        os.unlink(path)
+        fd = os.open(path, flags | os.O_EXCL, 0o644)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "ab")
+
+
 def read_regular(path: str | Path, start: int = 0, max_bytes: int | None = None) -> bytes:
     """The bytes of a regular file from ``start`` up to its size now (at most ``max_bytes``); see
     :func:`open_regular`."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,10 @@ from engine.runs import open_regular, read_regular
 
 EVAL_KEYS = ["cutoff_len", "max_samples", "per_device_eval_batch_size"]
 MAX_PREDICTIONS = 2000
+MAX_LINE_BYTES = 4 << 20
+"""The longest generated_predictions.jsonl line read, and the largest result file (bytes): a prediction's prompt,
+label and reply are a few tens of KB. A longer line (a file from elsewhere: one line of a gigabyte was read whole
+into the board) is passed over without being held."""
 METRIC_COLUMNS = ("metric", "value")
 PREDICTION_COLUMNS = ("prompt", "label", "predict")
 RESULT_FILES = ("all_results.json", "predict_results.json", "eval_results.json")
@@ -172,7 +175,8 @@ def read_metrics(folder: Path, end_metrics: dict[str, Any]) -> list[list[Any]]:
         path = folder / name
         if path.is_file():
             try:
-                data = json.loads(read_regular(path).decode("utf-8"))
+                raw = read_regular(path, max_bytes=MAX_LINE_BYTES + 1)
+                data = json.loads(raw.decode("utf-8")) if len(raw) <= MAX_LINE_BYTES else None
             except (OSError, ValueError, RecursionError):  # unreadable, not JSON or not UTF-8, nested too deep
                 continue
             if isinstance(data, dict):
@@ -198,21 +202,31 @@ def read_predictions(folder: Path, limit: int = MAX_PREDICTIONS) -> list[list[st
     if not path.is_file():
         return rows
     try:
-        fh = io.TextIOWrapper(open_regular(path), encoding="utf-8", errors="replace")  # bad UTF-8 shows as U+FFFD
+        fh = open_regular(path)
     except OSError:  # gone, or not a regular file any more (a pipe would hold the page)
         return rows
     with fh:
-        for line in fh:
+        for line in _bounded_lines(fh, MAX_LINE_BYTES):
             if len(rows) >= limit:
                 break
             try:
-                row = json.loads(line)
+                row = json.loads(line.decode("utf-8", errors="replace"))  # bad UTF-8 shows as U+FFFD
             except (ValueError, RecursionError):
                 continue
             if not isinstance(row, dict):  # a line that is no prediction (a number, a list): passed over
                 continue
             rows.append([reveal(str(row.get(key, "")), names=False) for key in ("prompt", "label", "predict")])
     return rows
+
+
+def _bounded_lines(fh: Any, limit: int) -> Any:
+    """The lines of a binary file of at most ``limit`` bytes; a longer one is skipped to its end, never held."""
+    while line := fh.readline(limit + 1):
+        if len(line) > limit and not line.endswith(b"\n"):
+            while (rest := fh.readline(1 << 20)) and not rest.endswith(b"\n"):
+                pass
+            continue
+        yield line
 
 
 def wire(tab: EvaluateTab, top: TopBar, board: Board, demo: gr.Blocks, opened: gr.Tab | None = None) -> None:

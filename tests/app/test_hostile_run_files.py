@@ -62,6 +62,29 @@ def test_the_evaluate_tab_passes_over_result_files_it_cannot_read(tmp_path):
     assert evaluate.read_predictions(tmp_path) == [["p\ufffd", "l", "x"], ["q", "m", "y"]]
 
 
+def test_the_evaluate_tab_never_holds_an_outsized_line_or_result_file(tmp_path):
+    """A generated_predictions.jsonl line of 256 MB (sparse zeros, no line break) and an outsized all_results.json
+    were read whole into the board; such a line is passed over and the rows after it still shown."""
+    import tracemalloc
+
+    with open(tmp_path / "generated_predictions.jsonl", "wb") as fh:
+        fh.write(json.dumps({"prompt": "p", "label": "l", "predict": "x"}).encode() + b"\n")
+        fh.truncate(256 << 20)
+        fh.seek(0, 2)
+        fh.write(b"\n" + json.dumps({"prompt": "q", "label": "m", "predict": "y"}).encode() + b"\n")
+    with open(tmp_path / "all_results.json", "wb") as fh:
+        fh.write(b'{"eval_loss": 1.0')
+        fh.truncate(256 << 20)
+    tracemalloc.start()
+    try:
+        assert evaluate.read_predictions(tmp_path) == [["p", "l", "x"], ["q", "m", "y"]]
+        assert evaluate.read_metrics(tmp_path, {"eval_loss": 2.0}) == [["eval_loss", 2.0]]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 << 20
+
+
 @pytest.mark.parametrize("value", [5, ["completed"], {"x": 1}, "hacked"])
 def test_history_shows_a_run_whose_status_or_kind_is_no_known_one(tmp_path, value):
     """run.json's status and kind are read as a damaged file may hold them: a list or number stopped the whole

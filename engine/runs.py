@@ -233,6 +233,17 @@ larger one, sparse or not, was read whole, and read again on every tick of the b
 never cached)."""
 
 
+def bounded_lines(fh: BinaryIO, limit: int) -> Iterator[bytes]:
+    """The lines of a binary file of at most ``limit`` bytes each; a longer one (a file from elsewhere, a crash's
+    run of zero bytes) is skipped to its end, never held whole."""
+    while line := fh.readline(limit + 1):
+        if len(line) > limit and not line.endswith(b"\n"):
+            while (rest := fh.readline(1 << 20)) and not rest.endswith(b"\n"):
+                pass
+            continue
+        yield line
+
+
 def read_json(path: Path) -> dict[str, Any]:
     """A JSON object file's contents; {} when it is missing, unreadable, torn, not UTF-8 (a file damaged on disk
     kept the board from starting), not a regular file, larger than :data:`MAX_RUN_JSON_BYTES` or not an object."""

@@ -23,7 +23,7 @@ from app.topbar import TopBar, top_values
 from app.visible_text import choices as shown_choices
 from app.visible_text import reveal
 from app.widgets import collect, empty_problems, make_widget
-from engine.runs import open_regular, read_regular
+from engine.runs import bounded_lines, open_regular, read_regular
 
 EVAL_KEYS = ["cutoff_len", "max_samples", "per_device_eval_batch_size"]
 MAX_PREDICTIONS = 2000
@@ -206,7 +206,7 @@ def read_predictions(folder: Path, limit: int = MAX_PREDICTIONS) -> list[list[st
     except OSError:  # gone, or not a regular file any more (a pipe would hold the page)
         return rows
     with fh:
-        for line in _bounded_lines(fh, MAX_LINE_BYTES):
+        for line in bounded_lines(fh, MAX_LINE_BYTES):
             if len(rows) >= limit:
                 break
             try:
@@ -217,16 +217,6 @@ def read_predictions(folder: Path, limit: int = MAX_PREDICTIONS) -> list[list[st
                 continue
             rows.append([reveal(str(row.get(key, "")), names=False) for key in ("prompt", "label", "predict")])
     return rows
-
-
-def _bounded_lines(fh: Any, limit: int) -> Any:
-    """The lines of a binary file of at most ``limit`` bytes; a longer one is skipped to its end, never held."""
-    while line := fh.readline(limit + 1):
-        if len(line) > limit and not line.endswith(b"\n"):
-            while (rest := fh.readline(1 << 20)) and not rest.endswith(b"\n"):
-                pass
-            continue
-        yield line
 
 
 def wire(tab: EvaluateTab, top: TopBar, board: Board, demo: gr.Blocks, opened: gr.Tab | None = None) -> None:

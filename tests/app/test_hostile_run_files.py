@@ -150,3 +150,23 @@ def test_the_board_passes_over_run_files_replaced_by_a_pipe(tmp_path):
         within(5, lambda: load_run_config(folder.path / "config.yaml"), *pipes)
     board = SimpleNamespace(jobs=SimpleNamespace(runs_dir=folder.path.parent))
     assert within(5, lambda: model_media(board, folder.id), *pipes) == ()
+
+
+def test_the_loss_curves_never_hold_an_outsized_events_line(tmp_path):
+    """History's curves read events.jsonl line by line, but a line had no bound: one of 256 MB (sparse zeros, as a
+    crash can leave, or a file from elsewhere) was held whole; it is passed over and the events after it kept."""
+    import tracemalloc
+
+    path = tmp_path / "events.jsonl"
+    with open(path, "wb") as fh:
+        fh.write(b'{"event": "log", "step": 1, "loss": 2.0}\n')
+        fh.truncate(256 << 20)
+        fh.seek(0, 2)
+        fh.write(b'\n{"event": "log", "step": 2, "loss": 1.0}\n')
+    tracemalloc.start()
+    try:
+        steps = [e["step"] for e in curves.iter_events(path)]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert steps == [1, 2] and peak < 32 << 20

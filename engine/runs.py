@@ -79,15 +79,19 @@ def write_text_atomic(path: Path, text: str | bytes, mode: int | None = None) ->
     :func:`write_json_atomic`). ``mode`` (e.g. ``0o600``): the file's permissions from its first byte, not the
     umask's."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    # a new file of its own: a link planted under the temp name (a workspace from elsewhere) is never written through
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
+        try:
+            fd = os.open(tmp, flags, 0o666 if mode is None else mode)
+        except FileExistsError:  # left by a crash, or planted: removed (a link itself, never what it points to)
+            tmp.unlink()
+            fd = os.open(tmp, flags, 0o666 if mode is None else mode)
+        os.close(fd)
         if isinstance(text, bytes):
             tmp.write_bytes(text)
-        elif mode is None:
-            tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
         else:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-            with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as handle:
-                handle.write(text)
+            tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -213,3 +213,28 @@ def test_the_workspace_lock_never_writes_through_a_link_nor_waits_on_a_pipe(tmp_
     if not found:
         os.close(os.open(ws.lock_path, os.O_WRONLY | os.O_NONBLOCK))  # let it go
     assert found and found[0] in (False, None)
+
+
+def test_a_link_planted_under_a_writes_temp_name_is_never_written_through(tmp_path):
+    """A workspace copied from elsewhere can hold links under the names the board writes through: a reward's code went
+    to ``rewards/<name>.tmp`` (a link there had the user's file overwritten with the code), and every atomic write's
+    temp file was opened following a link."""
+    import threading
+
+    from app.reward_view import save_reward_code
+    from engine.runs import write_text_atomic
+
+    mine = tmp_path / "notes.txt"
+    mine.write_text("keep me\n")
+    rewards = tmp_path / "rewards"
+    rewards.mkdir()
+    (rewards / "my_reward.tmp").symlink_to(mine)
+    spec, problems = save_reward_code(rewards, "def my_reward(prompts, completions, **kwargs):\n    return [0.0]\n")
+    assert spec and mine.read_text() == "keep me\n"
+    target = tmp_path / "state.json"
+    temp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    temp.symlink_to(mine)
+    write_text_atomic(target, "{}", mode=0o600)
+    write_text_atomic(target, "{}")
+    assert target.read_text() == "{}" and not target.is_symlink() and mine.read_text() == "keep me\n"
+    assert stat.S_IMODE(target.stat().st_mode) != 0 and not temp.exists()

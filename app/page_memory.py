@@ -19,8 +19,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
 import shutil
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -329,9 +331,16 @@ def _copy_once(source: Path, target: Path) -> None:
     file renamed into place, so a reader never sees half a file."""
     if not target.is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp")
-        shutil.copyfile(source, tmp)
-        tmp.replace(target)
+        # a new temp file of a random name (never a link planted under a name known in advance: gradio's upload
+        # folder is under /tmp, which other users of the machine can write to)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        os.close(fd)
+        try:
+            shutil.copyfile(source, tmp)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 def shown_copy(store: PageMemory, name: Any, upload_root: Path) -> Path | None:

@@ -269,3 +269,21 @@ def test_a_pipe_or_folder_among_the_tabs_files_holds_nothing_up(workspace, uploa
     assert done, "a page load or save waited on the pipe"
     assert store.read("2" * 32)["chat"]["convo"] == [{"role": "user", "content": "page 2"}]
     assert f"{PAGE}.json" in caplog.text
+
+
+def test_a_link_planted_under_a_copys_temp_name_is_never_written_through(board, uploads, tmp_path):
+    """A kept picture is shown again from a copy in gradio's upload folder (under /tmp, which any user of the machine
+    can write to), made through a temp file whose name was known in advance (the picture's digest): a link planted
+    under it had the user's file overwritten with the picture."""
+    root, image = uploads
+    page_memory.save_chat(board, PAGE, picture_convo(image), [], {})
+    name = page_memory.media_names(page_memory.memory(board).read(PAGE)["chat"]["convo"])[0]
+    mine = tmp_path / "notes.txt"
+    mine.write_text("keep me\n")
+    shown = root / "lfboard-pages"
+    shown.mkdir(parents=True, exist_ok=True)
+    (shown / f".{name}.tmp").symlink_to(mine)
+    main = page_memory.restore_chat(board, page_memory.memory(board).read(PAGE)["chat"], "en")[0]
+    again = Path(main[0]["content"][0][chat_media.DISPLAY_KEY])
+    assert again.read_bytes() == PICTURE.read_bytes() and not again.is_symlink()
+    assert mine.read_text() == "keep me\n"

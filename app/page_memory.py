@@ -87,6 +87,19 @@ class PageMemory:
         self.lock = threading.RLock()
         self.copied: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) -> media name
         self.last_sweep = float("-inf")
+        self.warned = False
+
+    def own_folders(self) -> bool:
+        """Whether ``pages/`` and ``pages/media`` (where they exist) are folders of the workspace, not links: a
+        workspace copied from elsewhere could hold them as links to folders of the user's, whose files pruning old
+        tabs and sweeping unused media would remove. Page memory is off while one is a link (said once)."""
+        if not (self.folder.is_symlink() or self.media.is_symlink()):
+            return True
+        if not self.warned:
+            logger.warning("%s or its media folder is a link: tabs' conversations are not kept (nothing is written or "
+                           "removed there); replace it with a folder of its own", self.folder)
+            self.warned = True
+        return False
 
     def path(self, page_id: str) -> Path:
         if not valid_page_id(page_id):
@@ -126,7 +139,7 @@ class PageMemory:
         from engine.credentials import redact
         from engine.runs import write_text_atomic
 
-        if not valid_page_id(page_id):
+        if not valid_page_id(page_id) or not self.own_folders():
             return False
         with self.lock:
             data = {**self.read(page_id), key: value, "saved_at": time.time()}
@@ -145,13 +158,16 @@ class PageMemory:
     def prune(self, keep: str = "", force_sweep: bool = False) -> None:
         """Remove the oldest tabs' files beyond :attr:`max_pages` (never ``keep``'s) and, now and then, the media no
         tab refers to any more."""
+        if not self.own_folders():
+            return
         with self.lock:
             try:
                 pages = sorted(self.folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
             except OSError:
                 return
             removed = False
-            for old in [p for p in pages if p.stem != keep][self.max_pages - 1:]:
+            tabs = [p for p in pages if valid_page_id(p.stem) and p.stem != keep]  # never a file of another name
+            for old in tabs[self.max_pages - 1:]:
                 try:
                     old.unlink(missing_ok=True)
                 except OSError as err:  # a folder of that name: not a tab's file, left alone
@@ -162,6 +178,8 @@ class PageMemory:
 
     def sweep_media(self) -> None:
         self.last_sweep = time.monotonic()
+        if not self.own_folders():
+            return
         used: set[str] = set()
         for page in self.folder.glob("*.json"):
             data = self.read(page.stem) if valid_page_id(page.stem) else {}
@@ -169,7 +187,7 @@ class PageMemory:
             for side in ("convo", "convo_base"):
                 used.update(media_names(chat.get(side)))
         for path in self.media.glob("*") if self.media.is_dir() else ():
-            if path.name not in used:
+            if path.name not in used and _MEDIA_NAME.match(path.name):  # a medium this memory kept, no other file
                 path.unlink(missing_ok=True)
         self.copied = {k: v for k, v in self.copied.items() if v in used}
 
@@ -178,6 +196,8 @@ class PageMemory:
         when it does not fit :attr:`max_media_bytes` (see :meth:`make_room`). ``protect``: the names the
         conversation being kept refers to so far (never removed for room); this one's name is added to it."""
         protect = set() if protect is None else protect
+        if not self.own_folders():
+            return None
         try:
             stat = source.stat()
             key = (str(source), stat.st_size, int(stat.st_mtime_ns))
@@ -232,7 +252,7 @@ class PageMemory:
         for name in sorted(files, key=lambda n: last_used.get(n, float("-inf"))):
             if total + size <= self.max_media_bytes:
                 break
-            if name in keep or name.startswith("."):  # (a copy being written)
+            if name in keep or not _MEDIA_NAME.match(name):  # (a copy being written, a file of another name)
                 continue
             (self.media / name).unlink(missing_ok=True)
             total -= files[name]

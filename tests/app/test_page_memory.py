@@ -287,3 +287,34 @@ def test_a_link_planted_under_a_copys_temp_name_is_never_written_through(board, 
     again = Path(main[0]["content"][0][chat_media.DISPLAY_KEY])
     assert again.read_bytes() == PICTURE.read_bytes() and not again.is_symlink()
     assert mine.read_text() == "keep me\n"
+
+
+@pytest.mark.parametrize("linked", ["pages", "media"])
+def test_pages_or_media_linked_to_a_folder_of_the_users_is_never_pruned(workspace, uploads, monkeypatch, tmp_path,
+                                                                        linked):
+    """A workspace copied from elsewhere could hold pages/ or pages/media as a link to a folder of the user's: pruning
+    old tabs removed all but the newest 63 .json files there, and sweeping unused media removed every file there."""
+    import os
+    import time
+
+    root, image = uploads
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    for n in range(5):
+        (mine / f"settings{n}.json").write_text("{}")
+        os.utime(mine / f"settings{n}.json", (time.time() - 1000 * n,) * 2)
+    (mine / "holiday.png").write_bytes(b"photo")
+    jobs = JobManager(workspace.runs_dir, [sys.executable, str(FAKE_ENGINE)])
+    board = Board(workspace=workspace, jobs=jobs)
+    store = page_memory.PageMemory(workspace.root, max_pages=2)
+    monkeypatch.setitem(page_memory._STORES, str(workspace.root), store)
+    if linked == "pages":
+        store.folder.parent.mkdir(parents=True, exist_ok=True)
+        store.folder.symlink_to(mine)
+    else:
+        store.folder.mkdir(parents=True)
+        store.media.symlink_to(mine)
+    for n in range(3):
+        page_memory.save_chat(board, str(n) * 32, picture_convo(image), [], {})
+    store.prune(force_sweep=True)
+    assert sorted(p.name for p in mine.iterdir()) == ["holiday.png"] + [f"settings{n}.json" for n in range(5)]

@@ -95,13 +95,22 @@ def templates(lang: str | None = "en") -> tuple[list[str], str | None]:
         return [], err.text(lang)
 
 
+MAX_INFO_BYTES = 32 << 20
+"""The largest dataset_info.json read (as the engine's ``engine.data.info_repeats.MAX_INFO_BYTES``)."""
+
+
 def _read_dataset_info(dataset_dir: Path) -> dict[str, Any]:
     path = dataset_dir / "dataset_info.json"
     if not path.is_file():
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
+        with open(path, "rb") as fh:  # (a regular file: is_file() above)
+            raw = fh.read(MAX_INFO_BYTES + 1)
+        if len(raw) > MAX_INFO_BYTES:
+            raise ValueError(f"{path} is larger than {MAX_INFO_BYTES:,} bytes, more than any dataset_info.json holds; "
+                             "is this the right file?")
+        data = json.loads(raw.decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ValueError(f"{path} is not valid JSON ({err}); fix or remove it.") from None
     return data if isinstance(data, dict) else {}
 

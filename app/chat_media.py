@@ -12,8 +12,6 @@ import mimetypes
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 KINDS = ("image", "video", "audio")
 PART_TYPES = {"image": "image_url", "video": "video_url"}
 DISPLAY_KEY = "lf_path"  # where a part keeps its uploaded file for the chatbot; stripped before it is sent
@@ -36,13 +34,13 @@ def upload_kind(path: str | Path) -> str | None:
 def model_media(board: Any, run_id: str) -> tuple[str, ...]:
     """The media the model of a chat run takes (read from the run's config.yaml), () for a text-only model."""
     from app.catalog import EngineMissing, _engine_attr
-    from engine.runs import read_regular
+    from app.history import RunConfigError, load_run_config
 
-    try:
-        config = yaml.safe_load(read_regular(board.jobs.runs_dir / run_id / "config.yaml").decode("utf-8")) or {}
+    try:  # read as History reads a run's config: bounded in size, a regular file only
+        config = load_run_config(board.jobs.runs_dir / run_id / "config.yaml")
         media = _engine_attr(("engine.models.registry",), "model_media")
         return tuple(media(config.get("model_name_or_path")) or ())
-    except (OSError, yaml.YAMLError, EngineMissing, AttributeError):
+    except (RunConfigError, EngineMissing, AttributeError):
         return ()
     except Exception:  # a broken model folder must not break sending text
         return ()

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from engine.runs import open_regular
+from engine.runs import MAX_EVENT_LINE, bounded_lines, open_regular
 
 LIMIT = 1000
 """The most points per series that a chart receives."""
@@ -137,7 +137,7 @@ def iter_events(path: str | Path) -> Iterator[dict[str, Any]]:
     except OSError:
         return
     with fh:
-        for line in fh:
+        for line in bounded_lines(fh, MAX_EVENT_LINE):  # a line of a gigabyte is passed over, never held
             if not line.strip():
                 continue
             try:

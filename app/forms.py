@@ -15,7 +15,6 @@ from typing import Any
 import yaml
 
 from app import catalog
-from app.visible_text import name_problem
 
 DATA_KEYS = ["cutoff_len", "max_samples", "val_size", "packing", "train_on_prompt", "mask_history"]
 TRAIN_KEYS = [
@@ -185,41 +184,20 @@ class Checked:
         return self.config is not None and not self.problems
 
 
-NEW_NAME_KEYS = ("output_dir", "export_dir", "export_hub_model_id", "tokenized_path", "ray_run_name", "ray_storage_path",
-                 "run_name", "hub_model_id")
-"""Keys that name something a job creates: a hidden character there would make its name read otherwise than shown."""
-
-
-def hidden_char_problems(mapping: dict[str, Any]) -> list[Any]:
-    """A problem for each new name that holds invisible or reordering characters (app.visible_text)."""
-    from engine.errors import Problem
-
-    problems = []
-    for key in NEW_NAME_KEYS:
-        value = mapping.get(key)
-        found = name_problem(value) if isinstance(value, str) else None
-        if found:
-            problems.append(Problem(f"`{key}: {value}` contains {found}: invisible, control or text-reordering "
-                                    "characters, so the name would not read as it is shown. Type it again without "
-                                    "them.", "hidden_chars"))
-    return problems
-
-
 def validate(mapping: dict[str, Any], command: str) -> Checked:
     """Build the engine's typed config (all problems together), then run its pre-flight checks for ``command``."""
     from engine.config import ConfigError, build_config
     from engine.errors import Problem
 
-    hidden = hidden_char_problems(mapping)
     try:
-        cfg = build_config(dict(mapping))
+        cfg = build_config(dict(mapping))  # names with hidden characters are refused there (code hidden_chars)
     except ConfigError as err:
-        return Checked(None, mapping, hidden + list(err.problems))
+        return Checked(None, mapping, list(err.problems))
     try:
         problems = catalog.preflight(cfg, command)
     except Exception as err:  # a checker bug must not hide the form
         problems = [Problem(f"The pre-flight check failed: {err}", "check_failed")]
-    return Checked(cfg, mapping, hidden + problems)
+    return Checked(cfg, mapping, problems)
 
 
 def resolved_mapping(cfg: Any, output_dir: str | Path) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from engine.runs import (
     claim_run_folder,
     list_runs,
     new_run_id,
+    open_append,
     pid_alive,
     process_start_time,
     same_process,
@@ -550,7 +551,7 @@ class JobManager:
         if not self._try_write(folder, None, fields):
             return False
         try:
-            with open(folder.log_path, "ab") as log:
+            with open_append(folder.log_path) as log:  # never through a link, never waiting on a pipe
                 proc = subprocess.Popen(
                     command,
                     stdout=log,

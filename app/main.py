@@ -218,12 +218,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{banner}\nWARNING: serving WITHOUT a password (--allow-insecure). {problem}\n{banner}", file=sys.stderr
         )
 
-    from app.workspace import Workspace, WorkspaceBusy
+    from app.workspace import SecretUnusable, Workspace, WorkspaceBusy
 
     workspace = Workspace(Path(args.workspace).expanduser() if args.workspace else default_workspace())
     try:
         lock = workspace.ensure().lock()
-    except WorkspaceBusy as err:
+        workspace.secret()  # read (or written) once before the page is built, so a bad key file is named here
+    except (WorkspaceBusy, SecretUnusable) as err:
         print(f"lf-board refuses to start: {err}", file=sys.stderr)
         return EXIT_REFUSED
     except OSError as err:  # a file of that name, a read-only or missing parent, no permission

@@ -19,8 +19,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
 import shutil
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -40,6 +42,12 @@ FOLDER = "pages"
 MAX_PAGES = 64
 MAX_BYTES = 512 * 1024
 SWEEP_SECONDS = 300.0
+MAX_MEDIA_BYTES = 2 << 30
+"""The most bytes ``pages/media`` holds (each upload is bounded by ``--max-upload-mb``, the tabs by MAX_PAGES, but
+the media of 64 tabs' conversations were not): a medium that would pass it makes room by removing the oldest tabs'
+media first (their text stays; a reload shows them without it), and is not kept when only live tabs' remain."""
+LIVE_SECONDS = 600.0
+"""A tab whose file was saved this recently is live (open in a browser): its media are never removed for room."""
 STORAGE_KEY = "lfboard-page"
 _PAGE_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 _MEDIA_NAME = re.compile(r"^[0-9a-f]{64}(\.[a-z0-9]{1,8})?$")
@@ -71,13 +79,27 @@ class TooBig(ValueError):
 class PageMemory:
     """The workspace's ``pages/`` folder: one JSON file per browser tab, and the media its conversation shows."""
 
-    def __init__(self, root: Path, max_pages: int = MAX_PAGES, max_bytes: int = MAX_BYTES):
+    def __init__(self, root: Path, max_pages: int = MAX_PAGES, max_bytes: int = MAX_BYTES,
+                 max_media_bytes: int = MAX_MEDIA_BYTES):
         self.folder = Path(root) / FOLDER
         self.media = self.folder / "media"
-        self.max_pages, self.max_bytes = max_pages, max_bytes
+        self.max_pages, self.max_bytes, self.max_media_bytes = max_pages, max_bytes, max_media_bytes
         self.lock = threading.RLock()
         self.copied: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) -> media name
         self.last_sweep = float("-inf")
+        self.warned = False
+
+    def own_folders(self) -> bool:
+        """Whether ``pages/`` and ``pages/media`` (where they exist) are folders of the workspace, not links: a
+        workspace copied from elsewhere could hold them as links to folders of the user's, whose files pruning old
+        tabs and sweeping unused media would remove. Page memory is off while one is a link (said once)."""
+        if not (self.folder.is_symlink() or self.media.is_symlink()):
+            return True
+        if not self.warned:
+            logger.warning("%s or its media folder is a link: tabs' conversations are not kept (nothing is written or "
+                           "removed there); replace it with a folder of its own", self.folder)
+            self.warned = True
+        return False
 
     def path(self, page_id: str) -> Path:
         if not valid_page_id(page_id):
@@ -88,13 +110,16 @@ class PageMemory:
         """What the tab kept ({} for a tab never seen, and for a file that is unreadable, corrupt or too big)."""
         if not valid_page_id(page_id):
             return {}
+        from engine.runs import read_regular
+
         path = self.path(page_id)
-        try:
-            size = path.stat().st_size
-            if size > self.max_bytes:
-                logger.warning("ignoring %s: %d bytes, above the %d a page keeps", path, size, self.max_bytes)
+        try:  # a regular file only (a named pipe put there held every page load and sweep), read up to the bound
+            raw = read_regular(path, max_bytes=self.max_bytes + 1)
+            if len(raw) > self.max_bytes:
+                logger.warning("ignoring %s: %d bytes, above the %d a page keeps", path, path.stat().st_size,
+                               self.max_bytes)
                 return {}
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(raw.decode("utf-8"))
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as err:
@@ -114,7 +139,7 @@ class PageMemory:
         from engine.credentials import redact
         from engine.runs import write_text_atomic
 
-        if not valid_page_id(page_id):
+        if not valid_page_id(page_id) or not self.own_folders():
             return False
         with self.lock:
             data = {**self.read(page_id), key: value, "saved_at": time.time()}
@@ -133,20 +158,28 @@ class PageMemory:
     def prune(self, keep: str = "", force_sweep: bool = False) -> None:
         """Remove the oldest tabs' files beyond :attr:`max_pages` (never ``keep``'s) and, now and then, the media no
         tab refers to any more."""
+        if not self.own_folders():
+            return
         with self.lock:
             try:
                 pages = sorted(self.folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
             except OSError:
                 return
             removed = False
-            for old in [p for p in pages if p.stem != keep][self.max_pages - 1:]:
-                old.unlink(missing_ok=True)
+            tabs = [p for p in pages if valid_page_id(p.stem) and p.stem != keep]  # never a file of another name
+            for old in tabs[self.max_pages - 1:]:
+                try:
+                    old.unlink(missing_ok=True)
+                except OSError as err:  # a folder of that name: not a tab's file, left alone
+                    logger.warning("cannot remove %s: %s", old, err)
                 removed = True
             if removed or force_sweep or time.monotonic() - self.last_sweep > SWEEP_SECONDS:
                 self.sweep_media()
 
     def sweep_media(self) -> None:
         self.last_sweep = time.monotonic()
+        if not self.own_folders():
+            return
         used: set[str] = set()
         for page in self.folder.glob("*.json"):
             data = self.read(page.stem) if valid_page_id(page.stem) else {}
@@ -154,16 +187,22 @@ class PageMemory:
             for side in ("convo", "convo_base"):
                 used.update(media_names(chat.get(side)))
         for path in self.media.glob("*") if self.media.is_dir() else ():
-            if path.name not in used:
+            if path.name not in used and _MEDIA_NAME.match(path.name):  # a medium this memory kept, no other file
                 path.unlink(missing_ok=True)
         self.copied = {k: v for k, v in self.copied.items() if v in used}
 
-    def keep_media(self, source: Path) -> str | None:
-        """Copy an uploaded file into ``pages/media`` (once per content); its name there, None when unreadable."""
+    def keep_media(self, source: Path, protect: set[str] | None = None) -> str | None:
+        """Copy an uploaded file into ``pages/media`` (once per content); its name there, None when unreadable or
+        when it does not fit :attr:`max_media_bytes` (see :meth:`make_room`). ``protect``: the names the
+        conversation being kept refers to so far (never removed for room); this one's name is added to it."""
+        protect = set() if protect is None else protect
+        if not self.own_folders():
+            return None
         try:
             stat = source.stat()
             key = (str(source), stat.st_size, int(stat.st_mtime_ns))
             if key in self.copied and (self.media / self.copied[key]).is_file():
+                protect.add(self.copied[key])
                 return self.copied[key]
             digest = hashlib.sha256()
             with open(source, "rb") as handle:
@@ -171,12 +210,55 @@ class PageMemory:
                     digest.update(block)
             suffix = source.suffix.lower() if re.fullmatch(r"\.[a-z0-9]{1,8}", source.suffix.lower()) else ""
             name = digest.hexdigest() + suffix
+            if not (self.media / name).is_file():
+                with self.lock:
+                    if not self.make_room(stat.st_size, protect):
+                        logger.warning("not keeping %s (%d bytes) for the page's conversation: pages/media would "
+                                       "pass its %d bytes with the media of open tabs alone", source, stat.st_size,
+                                       self.max_media_bytes)
+                        return None
             _copy_once(source, self.media / name)
         except OSError as err:
             logger.warning("cannot keep %s for the page's conversation: %s", source, err)
             return None
         self.copied[key] = name
+        protect.add(name)
         return name
+
+    def make_room(self, size: int, protect: set[str]) -> bool:
+        """Whether ``size`` more bytes fit in ``pages/media`` under :attr:`max_media_bytes`, once the media of the
+        oldest tabs are removed as needed (the least recently used first: those no tab refers to, then those only
+        the oldest tabs refer to). Never removed: ``protect`` and what a live tab (:data:`LIVE_SECONDS`) refers to."""
+        if size > self.max_media_bytes:  # nothing removed for a file that cannot fit anyway
+            return False
+        files = {p.name: p.stat().st_size for p in self.media.iterdir() if p.is_file()} if self.media.is_dir() else {}
+        total = sum(files.values())
+        if total + size <= self.max_media_bytes:
+            return True
+        last_used: dict[str, float] = {}
+        keep = set(protect)
+        now = time.time()
+        for page in self.folder.glob("*.json"):
+            try:
+                saved = page.stat().st_mtime
+            except OSError:
+                continue
+            data = self.read(page.stem) if valid_page_id(page.stem) else {}
+            chat = data.get("chat") if isinstance(data.get("chat"), dict) else {}
+            for name in media_names(chat.get("convo")) + media_names(chat.get("convo_base")):
+                last_used[name] = max(last_used.get(name, saved), saved)
+                if now - saved < LIVE_SECONDS:
+                    keep.add(name)
+        for name in sorted(files, key=lambda n: last_used.get(n, float("-inf"))):
+            if total + size <= self.max_media_bytes:
+                break
+            if name in keep or not _MEDIA_NAME.match(name):  # (a copy being written, a file of another name)
+                continue
+            (self.media / name).unlink(missing_ok=True)
+            total -= files[name]
+            self.copied = {k: v for k, v in self.copied.items() if v != name}
+            logger.info("removed %s from %s to make room (the oldest tabs' media go first)", name, self.media)
+        return total + size <= self.max_media_bytes
 
     def media_file(self, name: Any) -> Path | None:
         if not isinstance(name, str) or not _MEDIA_NAME.match(name):
@@ -208,8 +290,10 @@ def media_names(convo: Any) -> list[str]:
     return names
 
 
-def stored_convo(store: PageMemory, convo: Any) -> list[dict[str, Any]]:
-    """A conversation as the page file keeps it: each medium by its name in ``pages/media`` instead of its bytes."""
+def stored_convo(store: PageMemory, convo: Any, protect: set[str] | None = None) -> list[dict[str, Any]]:
+    """A conversation as the page file keeps it: each medium by its name in ``pages/media`` instead of its bytes
+    (``protect`` collects the names, which making room for the next one must not remove)."""
+    protect = set() if protect is None else protect
     out = []
     for msg in convo or []:
         content = msg.get("content")
@@ -220,7 +304,7 @@ def stored_convo(store: PageMemory, convo: Any) -> list[dict[str, Any]]:
                 if kind is None:
                     parts.append({k: v for k, v in part.items() if k != chat_media.DISPLAY_KEY})
                     continue
-                name = store.keep_media(Path(str(part.get(chat_media.DISPLAY_KEY) or "")))
+                name = store.keep_media(Path(str(part.get(chat_media.DISPLAY_KEY) or "")), protect)
                 if name:
                     parts.append({"type": part["type"], "media": name})
             msg = {**msg, "content": parts}
@@ -267,9 +351,16 @@ def _copy_once(source: Path, target: Path) -> None:
     file renamed into place, so a reader never sees half a file."""
     if not target.is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp")
-        shutil.copyfile(source, tmp)
-        tmp.replace(target)
+        # a new temp file of a random name (never a link planted under a name known in advance: gradio's upload
+        # folder is under /tmp, which other users of the machine can write to)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        os.close(fd)
+        try:
+            shutil.copyfile(source, tmp)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 def shown_copy(store: PageMemory, name: Any, upload_root: Path) -> Path | None:
@@ -319,7 +410,8 @@ def save_chat(board: Board, page_id: str, convo: Any, convo_base: Any, servers: 
                 model, adapter = served(board, servers["main"])
             except Exception:  # noqa: BLE001 - a worker folder gone meanwhile: the model it was with stays
                 pass
-        main, base = stored_convo(store, convo), stored_convo(store, convo_base)
+        kept: set[str] = set()  # this tab's media: making room for one never removes another
+        main, base = stored_convo(store, convo, kept), stored_convo(store, convo_base, kept)
         while True:  # the oldest turns go first when the conversation outgrows the page's file
             record = {"convo": main, "convo_base": base, "servers": servers, "model": model, "adapter": adapter,
                       "settings": settings or {}}

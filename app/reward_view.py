@@ -27,7 +27,7 @@ from app.curves import Curve, curve_of
 from app.forms import yaml_text
 from app.jobs import JobError, child_env
 from app.progress_view import typed_frame
-from engine.runs import EventReader
+from engine.runs import EventReader, write_text_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -235,9 +235,7 @@ def save_reward_code(rewards_dir: Path, code: str) -> tuple[str | None, list[str
         return None, ["no function: write `def my_reward(prompts, completions, **kwargs)`"]
     rewards_dir.mkdir(parents=True, exist_ok=True)
     path = rewards_dir / f"{name}.py"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(code, encoding="utf-8")
-    tmp.replace(path)
+    write_text_atomic(path, code)  # whole, and never through a link planted under a temp name
     spec = f"{path}:{name}"
     problems = check_user_reward(spec)
     return (None if problems else spec), problems

@@ -98,13 +98,62 @@ class ClientAddressMiddleware(HTTPMiddleware):
 
         async def send_with_cookie(message: dict[str, Any]) -> None:
             if message.get("type") == "http.response.start" and info.new_device:
-                secure = "; Secure" if scope.get("scheme") == "https" else ""
+                secure = "; Secure" if served_over_https(scope) else ""
                 cookie = (f"{DEVICE_COOKIE}={info.new_device}; Path=/; Max-Age={DEVICE_MAX_AGE}; HttpOnly; "
                           f"SameSite=Lax{secure}")
                 message = {**message, "headers": [*message.get("headers", []), (b"set-cookie", cookie.encode())]}
             await send(message)
 
         await self.app(scope, receive, send_with_cookie)
+
+
+FORWARDED_ALLOW_ENV = "FORWARDED_ALLOW_IPS"
+"""uvicorn's list of proxies whose forwarding headers it trusts (default: this machine's loopback addresses)."""
+
+
+def _trusted_proxy(address: str) -> bool:
+    """Whether a request from ``address`` comes from a proxy whose forwarding headers count (uvicorn's rule: an
+    address or network in $FORWARDED_ALLOW_IPS, ``*`` for any; loopback when it is not set)."""
+    allowed = os.environ.get(FORWARDED_ALLOW_ENV, "127.0.0.1,::1")
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    for item in allowed.split(","):
+        item = item.strip()
+        if item == "*":
+            return True
+        try:
+            if ip in ipaddress.ip_network(item, strict=False):
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+def _forwarded_https(headers: dict[bytes, bytes]) -> bool:
+    """Whether forwarding headers say the browser's own connection is HTTPS (``X-Forwarded-Proto``, or RFC 7239's
+    ``Forwarded: proto=https``, which uvicorn does not read); the first (client-side) hop's word counts."""
+    proto = headers.get(b"x-forwarded-proto", b"").decode("latin-1").split(",")[0].strip().lower()
+    if proto == "https":
+        return True
+    first = headers.get(b"forwarded", b"")[:MAX_COOKIE_HEADER].decode("latin-1").split(",")[0]
+    return any(part.strip().lower().replace('"', "") == "proto=https" for part in first.split(";"))
+
+
+def served_over_https(scope: dict[str, Any]) -> bool:
+    """Whether the browser reaches the board over HTTPS, so its cookies may be ``Secure``: the request came over TLS
+    (the server's own, or a trusted proxy's ``X-Forwarded-Proto`` that uvicorn turned into the scheme), a trusted
+    proxy says so in ``Forwarded``, or the page that sent it is an ``https://`` page (``Origin``: the guard has let
+    through only the board's own page, the one a TLS proxy or a share link serves; a browser cannot forge it).
+    Never on plain ``http://localhost``, where a Secure cookie would not be kept and the device would be lost."""
+    if scope.get("scheme") in ("https", "wss"):
+        return True
+    headers = {key.lower(): value for key, value in scope.get("headers") or []}
+    if headers.get(b"origin", b"").strip().lower().startswith(b"https://"):
+        return True
+    client = (scope.get("client") or ("?", 0))[0]
+    return _trusted_proxy(str(client)) and _forwarded_https(headers)
 
 
 MAX_BODY_BYTES = 32 << 20

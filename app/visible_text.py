@@ -15,12 +15,8 @@ and the joiners U+200C / U+200D (emoji sequences, Persian and Indic shaping) are
 from __future__ import annotations
 
 import re
-import unicodedata
 
-# embeddings, overrides and isolates: they reorder the text that follows them
-REORDERING = "\u202a-\u202e\u2066-\u2069"
-# marks and zero-width characters that are part of ordinary right-to-left or joined text, but not of a name
-INVISIBLE = "\u061c\u180e\u200b-\u200f\u2028\u2029\u2060-\u2064\ufeff\u00ad"
+from engine.terminal_text import INVISIBLE, REORDERING, hidden_chars
 
 _IN_TEXT = re.compile(f"[{REORDERING}]")
 _IN_NAMES = re.compile(f"[{REORDERING}{INVISIBLE}]")
@@ -40,16 +36,6 @@ def reveal(text: str, names: bool = True) -> str:
 def choices(values: list[str]) -> list[tuple[str, str]]:
     """Dropdown choices (shown, value) for names or paths from outside: each shown with its marks."""
     return [(reveal(v), v) for v in values]
-
-
-def hidden_chars(name: str) -> list[str]:
-    """The characters of ``name`` that would not show as themselves: reordering, invisible, control characters."""
-    found = []
-    for char in name:
-        if _IN_NAMES.match(char) or unicodedata.category(char) in ("Cc", "Cf"):
-            if char not in found:
-                found.append(char)
-    return found
 
 
 def name_problem(name: str) -> str | None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from engine.runs import write_text_atomic
+from engine.runs import read_regular, write_text_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +70,14 @@ def valid_name(name: str) -> bool:
 
 class WorkspaceBusy(RuntimeError):
     """Another board process holds the workspace."""
+
+
+class SecretUnusable(RuntimeError):
+    """The workspace's browser key can be neither read nor replaced; the message names the file and the fix."""
+
+
+MAX_SECRET_BYTES = 4096
+"""The largest browser key file read (the board writes 32 characters)."""
 
 
 @dataclass
@@ -126,17 +134,41 @@ class Workspace:
         return list(dict.fromkeys(dirs))
 
     def secret(self) -> str:
-        """A random key kept in the workspace, so that what pages store in the browser survives a board restart."""
+        """A random key kept in the workspace, so that what pages store in the browser survives a board restart.
+
+        The key is read only from a regular file of at most MAX_SECRET_BYTES: a named pipe put there held the
+        board's start for good (reading waited for a writer), and a huge or sparse file took its time and memory.
+        Such a file, one that is not UTF-8 text or one too short to be a key is not a key this board wrote: a new
+        key replaces it (with a warning in the log), since a key protects only what pages kept in the browser, which
+        they then forget, and a user who never made that file should not have to remove it to start the board.
+
+        Raises:
+            SecretUnusable: the file cannot be replaced either (a folder of that name, no permission).
+        """
         path = self.root / ".browser-secret"
         try:
-            text = path.read_text(encoding="utf-8").strip()
-            if len(text) >= 16:
+            raw = read_regular(path, max_bytes=MAX_SECRET_BYTES + 1)
+            text = raw.decode("utf-8").strip()
+            if len(raw) > MAX_SECRET_BYTES:
+                reason = f"larger than {MAX_SECRET_BYTES:,} bytes"
+            elif len(text) < 16:
+                reason = "shorter than 16 characters"
+            else:
                 return text
-        except OSError:
-            pass
+        except FileNotFoundError:
+            reason = None
+        except (OSError, UnicodeDecodeError) as err:
+            reason = " ".join(str(err).split())[:200]
+        if reason:
+            logger.warning("%s is not a key this board wrote (%s): a new one replaces it, so pages forget what they "
+                           "kept in the browser.", path, reason)
         self.root.mkdir(parents=True, exist_ok=True)
         text = secrets.token_urlsafe(24)
-        write_text_atomic(path, text, mode=0o600)  # readable by the owner alone from the first byte, and whole
+        try:
+            write_text_atomic(path, text, mode=0o600)  # readable by the owner alone from the first byte, and whole
+        except OSError as err:
+            raise SecretUnusable(f"the browser key {path} cannot be read or replaced ({err.strerror or err}); remove "
+                                 "it (the board writes a new one) or pick another workspace with --workspace.") from None
         return text
 
     @property
@@ -156,10 +188,25 @@ class Workspace:
         Raises:
             WorkspaceBusy: when another running board holds it.
         """
+        import errno
         import fcntl
+        import stat
 
         self.root.mkdir(parents=True, exist_ok=True)
-        handle = open(self.lock_path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the process's life
+        # never through a link (one to a file of the user's was truncated and overwritten with the pid), and never
+        # waiting on a pipe: a workspace copied from elsewhere may hold either under that name
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            fd = os.open(self.lock_path, flags, 0o600)
+        except OSError as err:
+            if err.errno != errno.ELOOP:
+                raise
+            raise OSError(err.errno, "its lock file is a link; remove it", str(self.lock_path)) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, "its lock file is not a plain file; remove it", str(self.lock_path))
+        os.set_blocking(fd, True)
+        handle = os.fdopen(fd, "a+", encoding="utf-8")  # held for the process's life
         deadline = time.monotonic() + wait
         while True:
             try:

@@ -275,9 +275,12 @@ def trained_template(path: str) -> str | None:
     """The ``template`` an adapter (or model) folder was trained with, from the lf_config.yaml saved beside it."""
     import yaml
 
-    try:
-        saved = yaml.safe_load((Path(path).expanduser() / "lf_config.yaml").read_text(encoding="utf-8"))
-    except (OSError, ValueError, yaml.YAMLError):  # ValueError: not UTF-8
+    from engine.config.limits import MAX_CONFIG_BYTES
+    from engine.models.registry import read_config_text
+
+    try:  # a regular file of at most a config's size (an outsized one was read whole, in the board's check too)
+        saved = yaml.safe_load(read_config_text(Path(path).expanduser() / "lf_config.yaml", 2 * MAX_CONFIG_BYTES))
+    except (OSError, ValueError, yaml.YAMLError, RecursionError):  # ValueError: not UTF-8, or too large
         return None
     template = saved.get("template") if isinstance(saved, dict) else None
     return template if isinstance(template, str) else None  # a name, never a structure (or an alias bomb)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from engine import run_lock
 from engine.checkpoints import latest_complete, remove_torn
 from engine.diskfull import (
     THEN,
@@ -78,6 +79,7 @@ class JobContext:
         self.metrics: dict[str, Any] = {}
         self._old_handlers: dict[int, Any] = {}
         self._entered = time.time()
+        self._lock: int | None = None  # the folder's lock while this job is its live run (engine.run_lock)
 
     # -- signals -------------------------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: Any) -> None:
@@ -101,10 +103,12 @@ class JobContext:
         if self.is_main_process:  # before anything here is written: another live run's run.json and config stay
             from engine.train.output_dir import live_run_problem, other_job_problem
 
+            self._lock = run_lock.claim(self.folder.path, self.folder.id)  # two runs started at once: one goes on
             live = live_run_problem(self.folder.path)
             if not self.fresh:  # a new training run replaces whatever was there (check_output_dir decides)
                 live = live or other_job_problem(self.folder.path, self.kind)
             if live:
+                self._release()
                 raise UserError(live)
         self._entered = time.time()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # SIGHUP: the terminal or ssh went away
@@ -122,6 +126,7 @@ class JobContext:
             self._record_start()
         except OSError as err:
             self._restore_signals()
+            self._release()
             if is_disk_full(err, self.folder.path):  # full before the run began: nothing half-written stays
                 raise DiskFullError(disk_full_message(self.folder.path, then="start the run again")) from None
             raise
@@ -158,6 +163,10 @@ class JobContext:
             command=info.get("command") or [sys.executable, "-m", "engine", *sys.argv[1:]],
             versions=package_versions(),
         )
+
+    def _release(self) -> None:
+        run_lock.release(self._lock)
+        self._lock = None
 
     def _restore_signals(self) -> None:
         for sig, handler in self._old_handlers.items():
@@ -220,6 +229,7 @@ class JobContext:
                                "error_params": self.error_params, "metrics": self.metrics})
         except OSError as err:
             logger.error("Could not record the outcome in %s: %s", self.folder.events_path, err)
+        self._release()  # the outcome is recorded: another run may take the folder
         if disk_full and not isinstance(exc, DiskFullError):
             raise DiskFullError(self.error) from exc  # the CLI prints it without a traceback
         if too_large and not isinstance(exc, FileTooLargeError):

@@ -79,15 +79,19 @@ def write_text_atomic(path: Path, text: str | bytes, mode: int | None = None) ->
     :func:`write_json_atomic`). ``mode`` (e.g. ``0o600``): the file's permissions from its first byte, not the
     umask's."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    # a new file of its own: a link planted under the temp name (a workspace from elsewhere) is never written through
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
+        try:
+            fd = os.open(tmp, flags, 0o666 if mode is None else mode)
+        except FileExistsError:  # left by a crash, or planted: removed (a link itself, never what it points to)
+            tmp.unlink()
+            fd = os.open(tmp, flags, 0o666 if mode is None else mode)
+        os.close(fd)
         if isinstance(text, bytes):
             tmp.write_bytes(text)
-        elif mode is None:
-            tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
         else:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-            with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as handle:
-                handle.write(text)
+            tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -188,6 +192,35 @@ def open_regular(path: str | Path) -> BinaryIO:
         raise
 
 
+def open_append(path: str | Path) -> BinaryIO:
+    """``path`` opened for appending in binary, always as a regular file of the run folder's own (a job's log).
+
+    A run folder copied in from elsewhere can hold anything under that name: a link was written through (to a file
+    anywhere the user can write), and a named pipe held the opener (the board's tick) until a reader came. Such an
+    entry is removed, with a warning, and a new file takes its place; what a link pointed to is left as it was.
+
+    Raises:
+        OSError: the file can be neither opened nor replaced (a folder of that name, no permission, a full disk).
+    """
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd: int | None = os.open(path, flags, 0o644)
+    except OSError as err:
+        if err.errno not in (errno.ELOOP, errno.ENXIO):  # a link; a pipe with no reader
+            raise
+        fd = None
+    if fd is not None and not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        fd = None
+    if fd is None:
+        logger.warning("%s was a link, pipe or device; it is removed and a file of the run's own takes its place",
+                       path)
+        os.unlink(path)
+        fd = os.open(path, flags | os.O_EXCL, 0o644)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "ab")
+
+
 def read_regular(path: str | Path, start: int = 0, max_bytes: int | None = None) -> bytes:
     """The bytes of a regular file from ``start`` up to its size now (at most ``max_bytes``); see
     :func:`open_regular`."""
@@ -198,11 +231,31 @@ def read_regular(path: str | Path, start: int = 0, max_bytes: int | None = None)
         return fh.read(wanted if max_bytes is None else min(wanted, max_bytes))
 
 
+MAX_RUN_JSON_BYTES = 4 << 20
+"""The largest run.json read (bytes): the engine writes a few KB (its error text is cut at 8,000 characters). A
+larger one, sparse or not, was read whole, and read again on every tick of the board (it never parses, so it is
+never cached)."""
+
+
+def bounded_lines(fh: BinaryIO, limit: int) -> Iterator[bytes]:
+    """The lines of a binary file of at most ``limit`` bytes each; a longer one (a file from elsewhere, a crash's
+    run of zero bytes) is skipped to its end, never held whole."""
+    while line := fh.readline(limit + 1):
+        if len(line) > limit and not line.endswith(b"\n"):
+            while (rest := fh.readline(1 << 20)) and not rest.endswith(b"\n"):
+                pass
+            continue
+        yield line
+
+
 def read_json(path: Path) -> dict[str, Any]:
     """A JSON object file's contents; {} when it is missing, unreadable, torn, not UTF-8 (a file damaged on disk
-    kept the board from starting), not a regular file or not an object."""
+    kept the board from starting), not a regular file, larger than :data:`MAX_RUN_JSON_BYTES` or not an object."""
     try:
-        data = json.loads(read_regular(path).decode("utf-8"))
+        raw = read_regular(path, max_bytes=MAX_RUN_JSON_BYTES + 1)
+        if len(raw) > MAX_RUN_JSON_BYTES:
+            return {}
+        data = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError, RecursionError):  # ValueError: JSONDecodeError and UnicodeDecodeError
         return {}
     return data if isinstance(data, dict) else {}

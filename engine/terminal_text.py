@@ -50,3 +50,24 @@ def install(logger: logging.Logger | None = None) -> None:
     for handler in logger.handlers:
         if not any(isinstance(f, TerminalSafeFilter) for f in handler.filters):
             handler.addFilter(TerminalSafeFilter())
+
+
+# embeddings, overrides and isolates: they reorder the text that follows them
+REORDERING = "\u202a-\u202e\u2066-\u2069"
+# marks and zero-width characters that are part of ordinary right-to-left or joined text, but not of a name
+INVISIBLE = "\u061c\u180e\u200b-\u200f\u2028\u2029\u2060-\u2064\ufeff\u00ad"
+_IN_NAMES = re.compile(f"[{REORDERING}{INVISIBLE}]")
+
+
+def hidden_chars(name: str) -> list[str]:
+    """The distinct characters of ``name`` that would not show as themselves, in order: reordering, invisible and
+    control characters (Unicode categories Cc and Cf, a line or paragraph separator). A name (a run, a folder, a
+    dataset) has no use for any of them, and a line break or an override in one forges lines or reorders text in
+    the logs and trackers that show it."""
+    import unicodedata
+
+    found: list[str] = []
+    for char in name:
+        if char not in found and (_IN_NAMES.match(char) or unicodedata.category(char) in ("Cc", "Cf")):
+            found.append(char)
+    return found

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,10 +23,14 @@ from app.topbar import TopBar, top_values
 from app.visible_text import choices as shown_choices
 from app.visible_text import reveal
 from app.widgets import collect, empty_problems, make_widget
-from engine.runs import open_regular, read_regular
+from engine.runs import bounded_lines, open_regular, read_regular
 
 EVAL_KEYS = ["cutoff_len", "max_samples", "per_device_eval_batch_size"]
 MAX_PREDICTIONS = 2000
+MAX_LINE_BYTES = 4 << 20
+"""The longest generated_predictions.jsonl line read, and the largest result file (bytes): a prediction's prompt,
+label and reply are a few tens of KB. A longer line (a file from elsewhere: one line of a gigabyte was read whole
+into the board) is passed over without being held."""
 METRIC_COLUMNS = ("metric", "value")
 PREDICTION_COLUMNS = ("prompt", "label", "predict")
 RESULT_FILES = ("all_results.json", "predict_results.json", "eval_results.json")
@@ -172,7 +175,8 @@ def read_metrics(folder: Path, end_metrics: dict[str, Any]) -> list[list[Any]]:
         path = folder / name
         if path.is_file():
             try:
-                data = json.loads(read_regular(path).decode("utf-8"))
+                raw = read_regular(path, max_bytes=MAX_LINE_BYTES + 1)
+                data = json.loads(raw.decode("utf-8")) if len(raw) <= MAX_LINE_BYTES else None
             except (OSError, ValueError, RecursionError):  # unreadable, not JSON or not UTF-8, nested too deep
                 continue
             if isinstance(data, dict):
@@ -198,15 +202,15 @@ def read_predictions(folder: Path, limit: int = MAX_PREDICTIONS) -> list[list[st
     if not path.is_file():
         return rows
     try:
-        fh = io.TextIOWrapper(open_regular(path), encoding="utf-8", errors="replace")  # bad UTF-8 shows as U+FFFD
+        fh = open_regular(path)
     except OSError:  # gone, or not a regular file any more (a pipe would hold the page)
         return rows
     with fh:
-        for line in fh:
+        for line in bounded_lines(fh, MAX_LINE_BYTES):
             if len(rows) >= limit:
                 break
             try:
-                row = json.loads(line)
+                row = json.loads(line.decode("utf-8", errors="replace"))  # bad UTF-8 shows as U+FFFD
             except (ValueError, RecursionError):
                 continue
             if not isinstance(row, dict):  # a line that is no prediction (a number, a list): passed over

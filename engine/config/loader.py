@@ -35,6 +35,7 @@ from engine.config.limits import (
     text_problem,
 )
 from engine.config.method_checks import REFUSED_WHEN_SET, is_set, method_checks
+from engine.config.name_checks import hidden_char_problems
 from engine.config.schema import (
     SECTIONS,
     DataArgs,
@@ -335,6 +336,7 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
     foreign = lf_keys.foreign_file_problem(mapping)
     if foreign:
         raise ConfigError([foreign])
+    problems.extend(hidden_char_problems(mapping))
     known = all_keys()
     values: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
     extra: dict[str, Any] = {}

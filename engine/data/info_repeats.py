@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from engine.data.errors import DatasetError
 from engine.json_text import loads
 
 logger = logging.getLogger("engine.data.registry")  # the warning keeps the logger name it always had
@@ -57,11 +58,28 @@ def _repeat_labels(info: Any, found: list[tuple[str, dict]]) -> list[str]:
     return labels
 
 
+MAX_INFO_BYTES = 32 << 20
+"""The largest dataset_info.json read (bytes): LLaMA-Factory's own, with every dataset it knows, is about 40 KB. A
+larger one (a sparse 1 GB file took 2.3 GB and 24 s, in the board's own process when it checks a config) is refused."""
+
+
+class InfoTooLarge(DatasetError):
+    """A dataset_info.json past :data:`MAX_INFO_BYTES`; the message names the file, its size and the fix."""
+
+
 def parse_noting_repeats(path: Path) -> tuple[Any, list[str]]:
     """A JSON file's value, parsed as ``json`` parses it, and its repeated keys labelled as :func:`_repeat_labels`
-    does. Raises what reading and ``json.loads`` raise (a number past Python's digit limit as a JSONDecodeError)."""
+    does. The file is read only when it is a regular file of at most :data:`MAX_INFO_BYTES`. Raises what reading and
+    ``json.loads`` raise (a number past Python's digit limit as a JSONDecodeError), and InfoTooLarge."""
+    from engine.runs import read_regular
+
+    raw = read_regular(path, max_bytes=MAX_INFO_BYTES + 1)
+    if len(raw) > MAX_INFO_BYTES:
+        raise InfoTooLarge(f"{path} is {path.stat().st_size:,} bytes, more than any dataset_info.json holds (at most "
+                           f"{MAX_INFO_BYTES:,} are read; LLaMA-Factory's own is about 40 KB). Is this the right "
+                           "file? Keep the entries there and the rows in the data files it names.")
     found: list[tuple[str, dict]] = []
-    info = loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_noting_repeats(found))
+    info = loads(raw.decode("utf-8-sig"), object_pairs_hook=_noting_repeats(found))
     return info, _repeat_labels(info, found)
 
 

@@ -110,12 +110,12 @@ def load_dataset_info(dataset_dir: str | os.PathLike) -> dict[str, dict[str, Any
 def _read_info(path: Path) -> tuple[dict[str, Any], list[str]]:
     """:func:`load_dataset_info` of the file at ``path``, with its repeated keys labelled."""
     if not path.is_file():
-        raise DatasetError(
-            f"No {INFO_FILE} in {path.parent}. Set `dataset_dir` to the folder that holds it, or give the dataset "
-            "as a path to a data file."
-        )
+        raise DatasetError(f"No {INFO_FILE} in {path.parent}. Set `dataset_dir` to the folder that holds it, or give "
+                           "the dataset as a path to a data file.")
     try:
         info, repeated = parse_noting_repeats(path)
+    except OSError as err:  # (past is_file(): a link changed meanwhile) InfoTooLarge is a DatasetError itself
+        raise DatasetError(f"{path} cannot be read ({err.strerror or err}); it must be a regular file.") from None
     except UnicodeDecodeError as err:
         raise DatasetError(f"{path} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at position {err.start:,}); "
                            "re-save it as UTF-8.") from None

@@ -14,6 +14,7 @@ instant retries its own lock briefly (``Workspace.lock``), so the probe never ma
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -33,7 +34,8 @@ def board_holds(lock_path: str | Path) -> bool | None:
     except ImportError:  # Windows: no flock; never decide the board is gone
         return None
     try:
-        handle = open(lock_path, encoding="utf-8")  # noqa: SIM115 - closed below, the lock goes with it
+        # without waiting: a pipe put in its place held the watcher (and its worker's end) for good
+        handle = os.fdopen(os.open(lock_path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), encoding="utf-8")
     except FileNotFoundError:
         return False
     except OSError:

@@ -18,19 +18,25 @@ SHOWN = 3  # differing tokens quoted in a message
 def tokenizer_vocab(folder: str | Path) -> dict[str, int] | None:
     """The token -> id map of the tokenizer saved in ``folder`` (tokenizer.json, else vocab.json with
     added_tokens.json), added tokens included; None when there is no such file or it cannot be read."""
+    from engine.models.registry import read_config_text
+    from engine.templates.token_check import MAX_TOKENIZER_BYTES
+
+    def read(name: str) -> str:  # the board checks in its own process: no pipe waited on, no huge file read whole
+        return read_config_text(folder / name, max_bytes=MAX_TOKENIZER_BYTES)
+
     folder = Path(folder)
     if (folder / "tokenizer.json").is_file():
         try:
             from tokenizers import Tokenizer
 
-            return Tokenizer.from_file(str(folder / "tokenizer.json")).get_vocab(with_added_tokens=True)
+            return Tokenizer.from_str(read("tokenizer.json")).get_vocab(with_added_tokens=True)
         except Exception:  # noqa: BLE001 - a tokenizer file this library cannot read: the loader will say why
             return None
     if (folder / "vocab.json").is_file():
         try:
-            vocab = dict(json.loads((folder / "vocab.json").read_text(encoding="utf-8")))
+            vocab = dict(json.loads(read("vocab.json")))
             if (folder / "added_tokens.json").is_file():
-                vocab.update(json.loads((folder / "added_tokens.json").read_text(encoding="utf-8")))
+                vocab.update(json.loads(read("added_tokens.json")))
         except (OSError, ValueError, TypeError, RecursionError):
             return None
         return vocab if all(isinstance(i, int) for i in vocab.values()) else None

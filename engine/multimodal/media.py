@@ -193,6 +193,21 @@ def frame_image(frame: Any) -> Any:
                           src_color_range=ColorRange.JPEG if full else ColorRange.MPEG)
 
 
+def frame_pixels_problem(width: int, height: int) -> str | None:
+    """Why video frames of ``width`` x ``height`` are refused before any is decoded (None when they are not): more
+    pixels than an image may have (Pillow's decompression-bomb limit, twice ``Image.MAX_IMAGE_PIXELS``, which
+    images are held to). FFmpeg's own limit is higher (about 16,000 x 16,000), and each frame becomes an RGB picture
+    of 3 bytes a pixel before it is scaled down, so a small file whose frames declare such a size (most of each
+    frame left to the decoder to fill) took gigabytes per frame."""
+    from PIL import Image
+
+    if not Image.MAX_IMAGE_PIXELS or width * height <= 2 * Image.MAX_IMAGE_PIXELS:
+        return None
+    return (f"its frames are {width}x{height} pixels ({width * height:,}), more than the "
+            f"{2 * Image.MAX_IMAGE_PIXELS:,} an image may have; scale it down (e.g. `ffmpeg -i IN -vf scale=1280:-2 "
+            "OUT`) or replace it")
+
+
 def read_video(source: Any, video_fps: float = 2.0, video_maxlen: int = 128, max_pixels: int = 256 * 256,
                min_pixels: int = 16 * 16) -> VideoClip:
     """Decode a video with PyAV and keep the frames sampled by :func:`sample_indices`.
@@ -212,6 +227,9 @@ def read_video(source: Any, video_fps: float = 2.0, video_maxlen: int = 128, max
         stream = next((s for s in container.streams if s.type == "video"), None)
         if stream is None:
             raise MediaError(f"{_name(source)} has no video stream; give a video file.")
+        too_large = frame_pixels_problem(stream.width or 0, stream.height or 0)
+        if too_large:  # before anything is decoded
+            raise MediaError(f"Video {_name(source)} is too large to decode: {too_large}.")
         stream_duration = float(stream.duration * stream.time_base) if stream.duration else None
         duration = stream_duration if stream_duration else (
             float(container.duration) / 1e6 if container.duration else 0.0)
@@ -222,6 +240,9 @@ def read_video(source: Any, video_fps: float = 2.0, video_maxlen: int = 128, max
         frames, indices = [], []
         try:
             for index, frame in enumerate(container.decode(stream)):
+                too_large = frame_pixels_problem(frame.width, frame.height)  # a size changed mid-stream
+                if too_large:
+                    raise MediaError(f"Video {_name(source)} is too large to decode: {too_large}.")
                 if index in chosen:
                     frames.append(resize_into(frame_image(frame), max_pixels, min_pixels))
                     indices.append(index)
@@ -366,6 +387,10 @@ def probe(kind: str, path: str) -> str | None:
                 streams = [s for s in container.streams if s.type == wanted]
                 if not streams:
                     return f"has no {wanted} stream"
+                too_large = frame_pixels_problem(streams[0].width or 0, streams[0].height or 0) if kind == "videos" \
+                    else None
+                if too_large:  # before the first frame is decoded
+                    return f"is too large to decode: {too_large}"
                 # the first frame decodes: PyAV opens random bytes as an `image2` "video" stream, and a damaged
                 # file can have a valid header; training would fail on it only after the model has loaded
                 if next(container.decode(streams[0]), None) is None:

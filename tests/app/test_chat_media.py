@@ -102,3 +102,16 @@ def test_model_media_of_a_chat_run(tmp_path):
     assert "image" in chat_media.model_media(FakeBoard(), "vlm")
     assert chat_media.model_media(FakeBoard(), "text") == ()
     assert chat_media.model_media(FakeBoard(), "absent") == ()
+    import tracemalloc
+
+    (tmp_path / "huge").mkdir()  # a chat run's config.yaml grown past any config (sparse: nothing on disk)
+    with open(tmp_path / "huge" / "config.yaml", "wb") as fh:
+        fh.write(b"model_name_or_path: demo-vlm\n#")
+        fh.truncate(256 << 20)
+    tracemalloc.start()
+    try:
+        assert chat_media.model_media(FakeBoard(), "huge") == ()  # it was read whole, then parsed as YAML
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 << 20

@@ -62,6 +62,29 @@ def test_the_evaluate_tab_passes_over_result_files_it_cannot_read(tmp_path):
     assert evaluate.read_predictions(tmp_path) == [["p\ufffd", "l", "x"], ["q", "m", "y"]]
 
 
+def test_the_evaluate_tab_never_holds_an_outsized_line_or_result_file(tmp_path):
+    """A generated_predictions.jsonl line of 256 MB (sparse zeros, no line break) and an outsized all_results.json
+    were read whole into the board; such a line is passed over and the rows after it still shown."""
+    import tracemalloc
+
+    with open(tmp_path / "generated_predictions.jsonl", "wb") as fh:
+        fh.write(json.dumps({"prompt": "p", "label": "l", "predict": "x"}).encode() + b"\n")
+        fh.truncate(256 << 20)
+        fh.seek(0, 2)
+        fh.write(b"\n" + json.dumps({"prompt": "q", "label": "m", "predict": "y"}).encode() + b"\n")
+    with open(tmp_path / "all_results.json", "wb") as fh:
+        fh.write(b'{"eval_loss": 1.0')
+        fh.truncate(256 << 20)
+    tracemalloc.start()
+    try:
+        assert evaluate.read_predictions(tmp_path) == [["p", "l", "x"], ["q", "m", "y"]]
+        assert evaluate.read_metrics(tmp_path, {"eval_loss": 2.0}) == [["eval_loss", 2.0]]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 << 20
+
+
 @pytest.mark.parametrize("value", [5, ["completed"], {"x": 1}, "hacked"])
 def test_history_shows_a_run_whose_status_or_kind_is_no_known_one(tmp_path, value):
     """run.json's status and kind are read as a damaged file may hold them: a list or number stopped the whole
@@ -127,3 +150,23 @@ def test_the_board_passes_over_run_files_replaced_by_a_pipe(tmp_path):
         within(5, lambda: load_run_config(folder.path / "config.yaml"), *pipes)
     board = SimpleNamespace(jobs=SimpleNamespace(runs_dir=folder.path.parent))
     assert within(5, lambda: model_media(board, folder.id), *pipes) == ()
+
+
+def test_the_loss_curves_never_hold_an_outsized_events_line(tmp_path):
+    """History's curves read events.jsonl line by line, but a line had no bound: one of 256 MB (sparse zeros, as a
+    crash can leave, or a file from elsewhere) was held whole; it is passed over and the events after it kept."""
+    import tracemalloc
+
+    path = tmp_path / "events.jsonl"
+    with open(path, "wb") as fh:
+        fh.write(b'{"event": "log", "step": 1, "loss": 2.0}\n')
+        fh.truncate(256 << 20)
+        fh.seek(0, 2)
+        fh.write(b'\n{"event": "log", "step": 2, "loss": 1.0}\n')
+    tracemalloc.start()
+    try:
+        steps = [e["step"] for e in curves.iter_events(path)]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert steps == [1, 2] and peak < 32 << 20

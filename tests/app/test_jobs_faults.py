@@ -267,3 +267,32 @@ def test_damaged_run_files_do_not_keep_the_board_from_starting(tmp_path):
         assert manager.status("e-text-time")["status"] == "completed"
     finally:
         manager.shutdown()
+
+
+@pytest.mark.parametrize("kind", ["link", "pipe"])
+def test_a_queued_runs_log_that_is_a_link_or_a_pipe_is_replaced_not_written_through(manager, tmp_path, kind):
+    """A run folder copied in from elsewhere (a workspace restored from another machine) can hold anything under
+    stdout.log: the job's output was appended through a link to a file of the user's, and a named pipe held the
+    board's tick (and so every run and page) until a reader came."""
+    import os
+    import threading
+
+    from engine.runs import LOG_FILE
+
+    run_id = manager.submit("train", {"fake_steps": 1})
+    log = manager.runs_dir / run_id / LOG_FILE
+    mine = tmp_path / "notes.txt"
+    mine.write_text("keep me\n")
+    if kind == "link":
+        log.symlink_to(mine)
+    else:
+        os.mkfifo(log)
+    ticked = []
+    ticker = threading.Thread(target=lambda: ticked.append(manager.tick()), daemon=True)
+    ticker.start()
+    ticker.join(20)
+    if not ticked:
+        os.close(os.open(log, os.O_RDONLY | os.O_NONBLOCK))  # let the blocked opener go
+    assert ticked, "the tick waited on the pipe"
+    assert manager.wait(run_id, 30) == "completed"
+    assert mine.read_text() == "keep me\n" and log.is_file() and not log.is_symlink()

@@ -188,3 +188,133 @@ def test_media_part_round_trip():
     part = chat_media.media_part("audio", PICTURE)
     assert chat_media.part_kind(part) == "audio" and base64.b64decode(part["input_audio"]["data"])[:4] == b"\x89PNG"
     assert chat_media.part_kind({"type": "video_url"}) == "video" and chat_media.part_kind({"type": "text"}) is None
+
+
+def test_the_media_folder_is_bounded_in_total_oldest_tabs_first_never_a_live_tabs(workspace, uploads, monkeypatch,
+                                                                                   caplog):
+    """Each upload and each tab's file was bounded, but not pages/media as a whole: 64 tabs' conversations could
+    keep 64 x many uploads. A medium that would pass the bound removes the oldest tabs' media first; one that does
+    not fit beside the media of live tabs (saved in the last LIVE_SECONDS) is not kept."""
+    import os
+    import time
+
+    root, _ = uploads
+    jobs = JobManager(workspace.runs_dir, [sys.executable, str(FAKE_ENGINE)])
+    board = Board(workspace=workspace, jobs=jobs)
+    store = page_memory.PageMemory(workspace.root, max_media_bytes=10_000)
+    monkeypatch.setitem(page_memory._STORES, str(workspace.root), store)
+    pictures = {}
+    for mark in "ABCDEFG":
+        pictures[mark] = root / "x1" / f"{mark}.png"
+        pictures[mark].write_bytes(PICTURE.read_bytes() + mark.encode() * (3000 - len(PICTURE.read_bytes())))
+
+    def save(page, *marks, age=0.0):
+        content = chat_media.user_content("look", [("image", pictures[m]) for m in marks])
+        page_memory.save_chat(board, page, [{"role": "user", "content": content}], [], {})
+        then = time.time() - age
+        os.utime(store.path(page), (then, then))
+        return page_memory.media_names(store.read(page)["chat"]["convo"])
+
+    def media_bytes():
+        return sum(p.stat().st_size for p in store.media.iterdir())
+
+    old = page_memory.LIVE_SECONDS
+    first, second, live = "1" * 32, "2" * 32, "3" * 32
+    a = save(first, "A", age=old + 300)
+    b = save(second, "B", age=old + 200)
+    c = save(live, "C", age=10)
+    assert media_bytes() == 9000
+    d = save(PAGE, "D")  # 12,000 bytes: the oldest tab's picture goes
+    assert not store.media_file(a[0]) and all(store.media_file(n[0]) for n in (b, c, d))
+    assert media_bytes() <= 10_000 and store.path(first).is_file()  # its text stays
+    assert page_memory.restore_chat(board, store.read(first)["chat"], "en")[0][0]["content"] == [
+        {"type": "text", "text": "look"}]  # shown without the picture
+    de = save(PAGE, "D", "E")  # the next oldest tab's goes; this tab's own D stays
+    assert not store.media_file(b[0]) and len(de) == 2 and all(store.media_file(n) for n in de + c)
+    with caplog.at_level(logging.WARNING, logger="app.page_memory"):
+        kept = save(PAGE, "D", "E", "F")  # only live tabs' media left: F is not kept, nothing of theirs goes
+    assert kept == de and all(store.media_file(n) for n in de + c) and media_bytes() <= 10_000
+    assert "not keeping" in caplog.text
+    big = root / "x1" / "big.png"
+    big.write_bytes(PICTURE.read_bytes() + b"x" * 20_000)
+    assert store.keep_media(big) is None and all(store.media_file(n) for n in de + c)
+
+
+def test_a_pipe_or_folder_among_the_tabs_files_holds_nothing_up(workspace, uploads, monkeypatch, caplog):
+    """A named pipe at pages/<id>.json held the page load that read it, and every later sweep, for good (its size
+    is 0, so the size bound let it through); a folder named like a tab's file broke the pruning of old tabs."""
+    import os
+    import threading
+
+    jobs = JobManager(workspace.runs_dir, [sys.executable, str(FAKE_ENGINE)])
+    board = Board(workspace=workspace, jobs=jobs)
+    store = page_memory.PageMemory(workspace.root, max_pages=2)
+    monkeypatch.setitem(page_memory._STORES, str(workspace.root), store)
+    store.folder.mkdir(parents=True)
+    os.mkfifo(store.folder / f"{PAGE}.json")
+    (store.folder / f"{'c' * 32}.json").mkdir()
+    done = []
+
+    def tab_work():
+        page_memory.restore(board, PAGE, "en", False)
+        for n in range(3):
+            page_memory.save_chat(board, str(n) * 32, [{"role": "user", "content": f"page {n}"}], [], {})
+        store.prune(force_sweep=True)
+        done.append(True)
+
+    with caplog.at_level(logging.WARNING, logger="app.page_memory"):
+        worker = threading.Thread(target=tab_work, daemon=True)
+        worker.start()
+        worker.join(20)
+    assert done, "a page load or save waited on the pipe"
+    assert store.read("2" * 32)["chat"]["convo"] == [{"role": "user", "content": "page 2"}]
+    assert f"{PAGE}.json" in caplog.text
+
+
+def test_a_link_planted_under_a_copys_temp_name_is_never_written_through(board, uploads, tmp_path):
+    """A kept picture is shown again from a copy in gradio's upload folder (under /tmp, which any user of the machine
+    can write to), made through a temp file whose name was known in advance (the picture's digest): a link planted
+    under it had the user's file overwritten with the picture."""
+    root, image = uploads
+    page_memory.save_chat(board, PAGE, picture_convo(image), [], {})
+    name = page_memory.media_names(page_memory.memory(board).read(PAGE)["chat"]["convo"])[0]
+    mine = tmp_path / "notes.txt"
+    mine.write_text("keep me\n")
+    shown = root / "lfboard-pages"
+    shown.mkdir(parents=True, exist_ok=True)
+    (shown / f".{name}.tmp").symlink_to(mine)
+    main = page_memory.restore_chat(board, page_memory.memory(board).read(PAGE)["chat"], "en")[0]
+    again = Path(main[0]["content"][0][chat_media.DISPLAY_KEY])
+    assert again.read_bytes() == PICTURE.read_bytes() and not again.is_symlink()
+    assert mine.read_text() == "keep me\n"
+
+
+@pytest.mark.parametrize("linked", ["pages", "media"])
+def test_pages_or_media_linked_to_a_folder_of_the_users_is_never_pruned(workspace, uploads, monkeypatch, tmp_path,
+                                                                        linked):
+    """A workspace copied from elsewhere could hold pages/ or pages/media as a link to a folder of the user's: pruning
+    old tabs removed all but the newest 63 .json files there, and sweeping unused media removed every file there."""
+    import os
+    import time
+
+    root, image = uploads
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    for n in range(5):
+        (mine / f"settings{n}.json").write_text("{}")
+        os.utime(mine / f"settings{n}.json", (time.time() - 1000 * n,) * 2)
+    (mine / "holiday.png").write_bytes(b"photo")
+    jobs = JobManager(workspace.runs_dir, [sys.executable, str(FAKE_ENGINE)])
+    board = Board(workspace=workspace, jobs=jobs)
+    store = page_memory.PageMemory(workspace.root, max_pages=2)
+    monkeypatch.setitem(page_memory._STORES, str(workspace.root), store)
+    if linked == "pages":
+        store.folder.parent.mkdir(parents=True, exist_ok=True)
+        store.folder.symlink_to(mine)
+    else:
+        store.folder.mkdir(parents=True)
+        store.media.symlink_to(mine)
+    for n in range(3):
+        page_memory.save_chat(board, str(n) * 32, picture_convo(image), [], {})
+    store.prune(force_sweep=True)
+    assert sorted(p.name for p in mine.iterdir()) == ["holiday.png"] + [f"settings{n}.json" for n in range(5)]

@@ -464,3 +464,41 @@ def test_a_request_body_past_the_limit_is_refused_before_gradio_reads_it():
     assert client.post("/gradio_api/queue/join", content=b"x" * 1000).text == "1000"
     assert client.post("/gradio_api/queue/join", content=iter([b"x" * 500, b"x" * 500])).text == "1000"
     assert client.post("/gradio_api/upload/", content=b"x" * 5000).text == "5000"  # files: gradio bounds each one
+
+
+def _device_cookie(monkeypatch, scheme="http", client="127.0.0.1", **headers):
+    """The Set-Cookie line ClientAddressMiddleware adds to a login's response for a request like this one."""
+    import asyncio
+
+    async def login(scope, receive, send):
+        security._current().new_device = "DEVICE"  # what the guard does on a right password
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "scheme": scheme, "client": (client, 5000), "path": "/login",
+             "headers": [(b"host", b"board.example"),
+                         *((k.replace("_", "-").lower().encode(), v.encode()) for k, v in headers.items())]}
+    asyncio.run(security.ClientAddressMiddleware(login)(scope, None, send))
+    return next(v.decode() for k, v in sent[0]["headers"] if k == b"set-cookie")
+
+
+def test_the_device_cookie_is_secure_whenever_the_browser_is_on_https(monkeypatch):
+    """Behind a TLS proxy the board is reached over plain HTTP: the cookie had Secure only when uvicorn had turned a
+    loopback proxy's X-Forwarded-Proto into the scheme, not for an https:// page, RFC 7239's Forwarded, or a proxy
+    on another machine named in FORWARDED_ALLOW_IPS. Never on plain http://localhost (the browser would drop it)."""
+    monkeypatch.delenv("FORWARDED_ALLOW_IPS", raising=False)
+    plain = _device_cookie(monkeypatch, origin="http://127.0.0.1:7860")
+    assert plain.startswith("lfboard-device=DEVICE;") and "Secure" not in plain
+    assert "Secure" in _device_cookie(monkeypatch, scheme="https")
+    assert "Secure" in _device_cookie(monkeypatch, origin="https://board.example")
+    assert "Secure" in _device_cookie(monkeypatch, forwarded='for=10.1.2.3;proto="https";host=board.example')
+    assert "Secure" in _device_cookie(monkeypatch, x_forwarded_proto="https")
+    # a proxy on another machine counts once it is trusted, as uvicorn trusts it
+    assert "Secure" not in _device_cookie(monkeypatch, client="10.0.0.5", x_forwarded_proto="https")
+    monkeypatch.setenv("FORWARDED_ALLOW_IPS", "10.0.0.0/8")
+    assert "Secure" in _device_cookie(monkeypatch, client="10.0.0.5", x_forwarded_proto="https")
+    assert "Secure" not in _device_cookie(monkeypatch, client="10.0.0.5", x_forwarded_proto="http")

@@ -135,3 +135,106 @@ def test_a_failed_config_write_is_said_and_a_started_run_is_still_followed(tmp_p
             assert ("No space left" in saved or "设备上没有剩余空间" in saved) == (code == errno.ENOSPC)
     finally:
         jobs.shutdown()
+
+
+def _secret_in_time(ws: Workspace, seconds: float = 10.0) -> str:
+    """``ws.secret()`` from another thread, failing (not hanging the suite) when it takes longer than ``seconds``."""
+    import threading
+
+    out: list[str] = []
+    worker = threading.Thread(target=lambda: out.append(ws.secret()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert out, f"secret() did not return in {seconds} s"
+    return out[0]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "sparse", "link_to_device", "not_utf8", "short"])
+def test_a_browser_secret_that_is_not_a_small_regular_file_is_replaced(tmp_path, kind, caplog):
+    """A named pipe held the board's start for good, a sparse file was read whole, and bytes that are not UTF-8
+    raised out of the page's build: each is replaced by a fresh key, with a warning."""
+    ws = Workspace(tmp_path / "ws")
+    ws.root.mkdir()
+    path = ws.root / ".browser-secret"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "sparse":
+        with open(path, "wb") as fh:
+            fh.truncate(256 << 20)
+    elif kind == "link_to_device":
+        path.symlink_to("/dev/zero")
+    else:
+        path.write_bytes(b"\xff" * 40 if kind == "not_utf8" else b"abc\n")
+    with caplog.at_level("WARNING"):
+        secret = _secret_in_time(ws)
+    assert len(secret) >= 16 and ws.secret() == secret  # written as a regular file, and kept
+    assert path.is_file() and not path.is_symlink() and path.stat().st_size < 100
+    assert "not a key this board wrote" in caplog.text
+
+
+def test_a_folder_named_as_the_browser_secret_stops_the_board_with_the_fix(tmp_path, capsys):
+    from app.main import main
+
+    (tmp_path / ".browser-secret").mkdir()
+    assert main(["--workspace", str(tmp_path), "--port", "7959"]) == 2
+    err = capsys.readouterr().err
+    assert f"the browser key {tmp_path / '.browser-secret'} cannot be read or replaced" in err
+    assert "remove it" in err and "Traceback" not in err
+
+
+def test_the_workspace_lock_never_writes_through_a_link_nor_waits_on_a_pipe(tmp_path, capsys):
+    """A workspace copied from elsewhere can hold anything under .board.lock: a link to a file of the user's was
+    truncated and overwritten with the board's pid, and a named pipe held a chat worker's watcher for good."""
+    from app.main import main
+    from engine.infer.board_watch import board_holds
+
+    mine = tmp_path / "notes.txt"
+    mine.write_text("keep me\n")
+    ws = Workspace(tmp_path / "ws")
+    ws.root.mkdir()
+    ws.lock_path.symlink_to(mine)
+    with pytest.raises(OSError, match="its lock file is a link; remove it"):
+        ws.lock()
+    assert mine.read_text() == "keep me\n"
+    assert main(["--workspace", str(ws.root), "--port", "7959"]) == 2
+    err = capsys.readouterr().err
+    assert "its lock file is a link; remove it" in err and str(ws.lock_path) in err and "Traceback" not in err
+    assert mine.read_text() == "keep me\n"
+    ws.lock_path.unlink()
+    os.mkfifo(ws.lock_path)
+    with pytest.raises(OSError, match="not a plain file; remove it"):
+        ws.lock()
+    import threading
+
+    found = []
+    watcher = threading.Thread(target=lambda: found.append(board_holds(ws.lock_path)), daemon=True)
+    watcher.start()
+    watcher.join(10)
+    if not found:
+        os.close(os.open(ws.lock_path, os.O_WRONLY | os.O_NONBLOCK))  # let it go
+    assert found and found[0] in (False, None)
+
+
+def test_a_link_planted_under_a_writes_temp_name_is_never_written_through(tmp_path):
+    """A workspace copied from elsewhere can hold links under the names the board writes through: a reward's code went
+    to ``rewards/<name>.tmp`` (a link there had the user's file overwritten with the code), and every atomic write's
+    temp file was opened following a link."""
+    import threading
+
+    from app.reward_view import save_reward_code
+    from engine.runs import write_text_atomic
+
+    mine = tmp_path / "notes.txt"
+    mine.write_text("keep me\n")
+    rewards = tmp_path / "rewards"
+    rewards.mkdir()
+    (rewards / "my_reward.tmp").symlink_to(mine)
+    spec, problems = save_reward_code(rewards, "def my_reward(prompts, completions, **kwargs):\n    return [0.0]\n")
+    assert spec and mine.read_text() == "keep me\n"
+    target = tmp_path / "state.json"
+    temp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    temp.symlink_to(mine)
+    write_text_atomic(target, "{}", mode=0o600)
+    write_text_atomic(target, "{}")
+    assert target.read_text() == "{}" and not target.is_symlink() and mine.read_text() == "keep me\n"
+    assert stat.S_IMODE(target.stat().st_mode) != 0 and not temp.exists()

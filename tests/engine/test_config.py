@@ -286,3 +286,28 @@ def test_a_config_file_past_the_size_limit_is_refused_before_it_is_parsed(tmp_pa
         load_config("-")
     path.write_text("stage: sft\n" + "# " + "x" * (MAX_CONFIG_BYTES - 100) + "\n")
     assert load_config(path).finetuning.stage == "sft"
+
+
+@pytest.mark.parametrize("key, value, code", [
+    ("run_name", "ok\nINFO step 9 loss 0.0", "U+000A"),
+    ("run_name", "report\u202egnp.exe", "U+202E"),
+    ("run_name", "same\u200bname", "U+200B"),
+    ("output_dir", "saves/run\x1b]0;title\x07", "U+001B"),
+    ("hub_model_id", "me/model\r", "U+000D"),
+    ("model_name_or_path", "models/a\nb", "U+000A"),
+    ("dataset", ["alpaca_en_demo", "rows\u2066x"], "U+2066"),
+])
+def test_names_with_control_or_reordering_characters_are_refused(key, value, code):
+    with pytest.raises(ConfigError) as err:
+        build_config({"model_name_or_path": "demo", "dataset": "d", **{key: value}})
+    found = [p for p in err.value.problems if p.code == "hidden_chars"]
+    assert len(found) == 1 and f"`{key}`" in found[0] and code in found[0] and "without them" in found[0]
+    assert "\n" not in found[0] and "\u202e" not in found[0]  # the message itself forges nothing
+
+
+def test_existing_paths_may_hold_joiners_of_their_script():
+    """A folder someone else named (an emoji with a joiner) is not refused; a new run name with one is."""
+    cfg = build_config({"model_name_or_path": "models/\U0001f469\u200d\U0001f4bb", "dataset": "d"})
+    assert cfg.model.model_name_or_path.endswith("\U0001f4bb")
+    with pytest.raises(ConfigError, match="U\\+200D"):
+        build_config({"model_name_or_path": "demo", "dataset": "d", "run_name": "\U0001f469\u200d\U0001f4bb"})

@@ -158,6 +158,29 @@ def test_an_adapters_saved_template_is_read_only_as_a_name(tmp_path):
     bomb = "".join(f"x{i}: &b{i} [" + ", ".join([f"*b{i - 1}" if i else "y"] * 10) + "]\n" for i in range(10))
     (tmp_path / "lf_config.yaml").write_text(bomb + "template: *b9\n")
     assert trained_template(str(tmp_path)) is None
+    import os
+    import threading
+    import tracemalloc
+
+    with open(tmp_path / "lf_config.yaml", "wb") as fh:  # outsized (sparse): it was read whole, then parsed
+        fh.write(b"template: qwen\n#")
+        fh.truncate(256 << 20)
+    tracemalloc.start()
+    try:
+        assert trained_template(str(tmp_path)) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 << 20
+    (tmp_path / "lf_config.yaml").unlink()
+    os.mkfifo(tmp_path / "lf_config.yaml")  # a pipe held the reader (and the board's check) for good
+    found = []
+    reader = threading.Thread(target=lambda: found.append(trained_template(str(tmp_path))), daemon=True)
+    reader.start()
+    reader.join(10)
+    if not found:
+        os.close(os.open(tmp_path / "lf_config.yaml", os.O_WRONLY | os.O_NONBLOCK))  # let the reader go
+    assert found == [None]
     assert trained_template(str(tmp_path / "missing")) is None
 
 

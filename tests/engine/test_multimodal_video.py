@@ -343,3 +343,21 @@ def test_the_check_decodes_a_frame_so_a_damaged_video_is_caught_before_the_model
     _write_video(good)
     assert media.probe("videos", str(good)) is None
     assert media.probe("images", str(tmp_path)) == "is a folder, not a file"
+
+
+def test_a_video_whose_frames_declare_more_pixels_than_an_image_may_is_refused_before_decoding(tmp_path, monkeypatch):
+    """Images are held to Pillow's decompression-bomb limit; video frames only to FFmpeg's, which is higher: a small
+    file whose frames declare 15,000 x 15,000 pixels was decoded (each frame then an RGB picture of 675 MB). A raw
+    YUV4MPEG header declares its size as text, so a 60-byte file stands for such a video here."""
+    huge = tmp_path / "huge.y4m"
+    huge.write_bytes(b"YUV4MPEG2 W15000 H15000 F2:1 Ip A1:1 C420jpeg\nFRAME\n" + b"\x80" * 64)
+    decoded = []
+    monkeypatch.setattr(media, "frame_image", lambda frame: decoded.append(frame) or frame.to_image())
+    with pytest.raises(media.MediaError, match=r"huge\.y4m is too large to decode: its frames are 15000x15000 "
+                                               r"pixels \(225,000,000\), more than the 178,956,970"):
+        media.read_video(str(huge))
+    assert decoded == []
+    assert media.probe("videos", str(huge)).startswith("is too large to decode: its frames are 15000x15000")
+    fine = tmp_path / "fine.y4m"  # the same header at an ordinary size is read as before
+    fine.write_bytes(b"YUV4MPEG2 W32 H32 F2:1 Ip A1:1 C420jpeg\n" + (b"FRAME\n" + b"\x80" * (32 * 32 * 3 // 2)) * 2)
+    assert len(media.read_video(str(fine)).frames) == 2

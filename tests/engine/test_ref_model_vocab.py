@@ -102,3 +102,27 @@ def test_tokens_added_after_the_reference_vocabulary_are_no_mismatch():
     assert "1 of its 3 tokens" in problem and "'x' is id 1 in `p` and none in `r`" in problem
     assert "'b' is id 1 in `p` and id 2 in `r`" in vocab_mismatch({"a": 0, "b": 1}, {"a": 0, "b": 2}, "p", "r")
     assert too_few_rows(3, 4, "p", "r") and too_few_rows(4, 4, "p", "r") is None
+
+
+def test_a_reference_tokenizer_file_past_any_real_one_is_not_read_whole(tmp_path, monkeypatch):
+    """The board checks a config in its own process: an outsized vocab.json (sparse here) in a reference model's
+    folder was read whole and parsed; past the bound the files of tokenizer checks keep to, it is not read (the
+    tokenizer's own load reports it in the job)."""
+    import tracemalloc
+
+    from engine.models.vocab_match import tokenizer_vocab
+    from engine.templates import token_check
+
+    monkeypatch.setattr(token_check, "MAX_TOKENIZER_BYTES", 1 << 20)
+    with open(tmp_path / "vocab.json", "wb") as fh:
+        fh.write(b'{"a": 0')
+        fh.truncate(64 << 20)
+    tracemalloc.start()
+    try:
+        assert tokenizer_vocab(tmp_path) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20
+    (tmp_path / "vocab.json").write_text('{"a": 0, "b": 1}')
+    assert tokenizer_vocab(tmp_path) == {"a": 0, "b": 1}

@@ -89,3 +89,46 @@ def test_an_overlong_events_line_is_skipped_not_kept(tmp_path, monkeypatch):
     with open(path, "ab") as fh:
         fh.write(b'ep": 3}\n')
     assert reader.read_new() == [{"step": 3}]
+
+
+def test_a_huge_run_json_is_not_read_whole(tmp_path):
+    """A run.json grown past any the engine writes (sparse here: 512 MB of nothing on disk) was read whole into the
+    board's memory, and again on every tick, since it never parses and so is never cached."""
+    import tracemalloc
+
+    folder = tmp_path / "run-1"
+    folder.mkdir()
+    with open(folder / RUN_FILE, "wb") as fh:
+        fh.write(b'{"id": "run-1", "status": "running"')
+        fh.truncate(512 << 20)
+    tracemalloc.start()
+    try:
+        assert RunFolder(folder).info() == {} and read_json(folder / RUN_FILE) == {}
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 << 20
+
+
+def test_an_outsized_dataset_info_is_refused_without_being_read_whole(tmp_path):
+    """A dataset_info.json past any real one (sparse: 256 MB of nothing on disk) was read whole and parsed, in the
+    board's own process when it lists datasets or checks a config (1 GB took 2.3 GB and 24 s)."""
+    import tracemalloc
+
+    from app import catalog
+    from engine.data.errors import DatasetError
+    from engine.data.registry import load_dataset_info
+
+    with open(tmp_path / "dataset_info.json", "wb") as fh:
+        fh.write(b'{"rows": {"file_name": "rows.json"}}')
+        fh.truncate(256 << 20)
+    tracemalloc.start()
+    try:
+        with pytest.raises(DatasetError, match=r"dataset_info\.json is 268,435,456 bytes, more than any "):
+            load_dataset_info(tmp_path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 48 << 20
+    found, note = catalog.datasets(tmp_path)  # the board's dataset picker says so
+    assert found == {} and "268,435,456 bytes" in note

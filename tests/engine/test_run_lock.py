@@ -1,0 +1,92 @@
+"""One live job per run folder: two jobs started together on one output_dir, and a lock that a killed job leaves."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+# A job that enters its run folder at a given instant. Its live-run check is slowed by a second, as a loaded
+# machine slows it: two such jobs both read the folder before either has recorded itself in it.
+JOB = """
+import sys, time
+from engine import lifecycle
+from engine.errors import UserError
+from engine.train import output_dir
+
+real = output_dir.live_run_problem
+def slow(folder):
+    found = real(folder)
+    time.sleep(1.0)
+    return found
+output_dir.live_run_problem = slow
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
+try:
+    with lifecycle.JobContext(sys.argv[1], "train", "stage: sft\\n", fresh=True):
+        print("ENTERED", flush=True)
+        time.sleep(float(sys.argv[3]))
+except UserError as err:
+    print("REFUSED", err, flush=True)
+"""
+
+
+def _start(folder: Path, at: float, hold: float) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RANK": "0"}
+    return subprocess.Popen([sys.executable, "-c", JOB, str(folder), str(at), str(hold)], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_two_jobs_started_together_on_one_folder_one_is_refused_naming_the_other(tmp_path):
+    folder = tmp_path / "run"
+    at = time.time() + 4.0  # both have imported by then
+    jobs = [_start(folder, at, 2.0) for _ in range(2)]
+    outs = [job.communicate(timeout=120) for job in jobs]
+    said = [out for out, _ in outs]
+    assert sorted(s.split()[0] for s in said if s) == ["ENTERED", "REFUSED"], outs
+    refused = next(s for s in said if s.startswith("REFUSED"))
+    winner = next(job for job, s in zip(jobs, said) if s.startswith("ENTERED"))
+    assert "is the output folder of a run that is still going" in refused
+    assert f"`run`, process {winner.pid}" in refused and "choose another output_dir" in refused
+    assert json.loads((folder / "run.json").read_text())["pid"] == winner.pid  # the refused one wrote nothing
+
+
+def test_a_killed_job_leaves_the_folder_free(tmp_path):
+    folder = tmp_path / "run"
+    first = _start(folder, 0.0, 120.0)
+    try:
+        assert first.stdout.readline().strip() == "ENTERED"
+        os.kill(first.pid, signal.SIGKILL)  # no handler runs: the kernel drops the lock with the process
+        first.wait(timeout=30)
+    finally:
+        first.kill()
+    second = _start(folder, 0.0, 0.0)
+    out, err = second.communicate(timeout=120)
+    assert out.strip() == "ENTERED", err[-2000:]
+
+
+def test_a_lock_file_that_is_not_a_plain_file_is_named(tmp_path):
+    from engine.errors import UserError
+    from engine.lifecycle import JobContext
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    os.mkfifo(folder / ".run.lock")
+    try:
+        with JobContext(folder, "train", "stage: sft\n", fresh=True):
+            raise AssertionError("entered")
+    except UserError as err:
+        assert ".run.lock is not a plain file" in str(err) and "remove it" in str(err)
+    (folder / ".run.lock").unlink()
+    (folder / ".run.lock").symlink_to(tmp_path / "elsewhere")
+    try:
+        with JobContext(folder, "train", "stage: sft\n", fresh=True):
+            raise AssertionError("entered")
+    except UserError as err:
+        assert "cannot be opened" in str(err) and "must be a plain file" in str(err)
+    assert not (tmp_path / "elsewhere").exists()

@@ -215,6 +215,14 @@ def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
             index += 1
 
 
+def iter_jsonl_file(path: Path) -> Iterator[dict[str, Any]]:
+    """Rows of a ``.jsonl`` file: one object per line, or a JSON list, which ``datasets`` reads for LLaMA-Factory as it
+    reads a ``.json`` file (both extensions are JSON to it: pyarrow reads the lines, pandas the list)."""
+    with path.open(encoding="utf-8-sig") as handle:
+        first = JsonListReader(path, handle).peek()
+    yield from iter_json(path) if first == "[" else iter_jsonl(path)
+
+
 def iter_csv(path: Path) -> Iterator[dict[str, Any]]:
     """Rows of a CSV file with a header row, the values ``datasets`` reads for LLaMA-Factory: pandas' ``read_csv``
     with its defaults, :data:`CSV_CHUNK_ROWS` rows at a time, each chunk made an Arrow table. So pandas' missing-value
@@ -335,7 +343,7 @@ def iter_text(path: Path) -> Iterator[dict[str, Any]]:
 
 ROW_READERS: dict[str, Callable[[Path], Iterator[dict[str, Any]]]] = {
     ".json": iter_json,
-    ".jsonl": iter_jsonl,
+    ".jsonl": iter_jsonl_file,
     ".csv": iter_csv,
     ".parquet": iter_parquet,
     ".arrow": iter_arrow,

@@ -34,6 +34,7 @@ CASES = {
     "qwen_empty_tools": {"dataset": "no_tools", "template": "qwen"},
     "qwen_long_floats": {"dataset": "long_floats", "template": "qwen"},
     "qwen_long_floats_lines": {"dataset": "long_floats_lines", "template": "qwen"},
+    "qwen_long_floats_list_jsonl": {"dataset": "long_floats_list_jsonl", "template": "qwen"},
 }
 """Each case: its keys over the common sft config (cutoff_len 1024, one preprocessing worker)."""
 
@@ -100,7 +101,8 @@ def long_float_rows(with_nan: bool) -> list[dict]:
 def write_data(folder: Path) -> Path:
     """The rows of :func:`rows` as ``calls.json`` and ``calls.jsonl``, ``no_tools.json`` (a row whose tools are an
     empty list, which LLaMA-Factory writes as the text ``[]``, and one without tools), :func:`long_float_rows` as
-    ``long_floats.json`` and ``long_floats.jsonl``, and their dataset_info.json in ``folder``."""
+    ``long_floats.json``, as JSON lines in ``long_floats.jsonl`` and as a list in ``long_floats_list.jsonl`` (which
+    ``datasets`` reads as a .json list), and their dataset_info.json in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     data = rows()
     (folder / "calls.json").write_text(json.dumps(data), encoding="utf-8")
@@ -111,6 +113,7 @@ def write_data(folder: Path) -> Path:
     (folder / "long_floats.json").write_text(json.dumps(long_float_rows(True), indent=1), encoding="utf-8")
     (folder / "long_floats.jsonl").write_text("".join(json.dumps(row) + "\n" for row in long_float_rows(False)),
                                               encoding="utf-8")
+    (folder / "long_floats_list.jsonl").write_text(json.dumps(long_float_rows(True)), encoding="utf-8")
     entry = {"formatting": "openai", "columns": {"messages": "messages", "tools": "tools"},
              "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant",
                       "observation_tag": "tool", "function_tag": "function_call", "system_tag": "system"}}
@@ -118,7 +121,8 @@ def write_data(folder: Path) -> Path:
             "calls_split": {"file_name": "calls.json", "split": "train[1:]", **entry},
             "no_tools": {"file_name": "no_tools.json", **entry},
             "long_floats": {"file_name": "long_floats.json", **entry},
-            "long_floats_lines": {"file_name": "long_floats.jsonl", **entry}}
+            "long_floats_lines": {"file_name": "long_floats.jsonl", **entry},
+            "long_floats_list_jsonl": {"file_name": "long_floats_list.jsonl", **entry}}
     (folder / "dataset_info.json").write_text(json.dumps(info), encoding="utf-8")
     return folder
 

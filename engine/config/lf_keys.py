@@ -153,6 +153,9 @@ HIDDEN_VALUES = {"swanlab_lark_webhook_url", "swanlab_lark_secret"}
 SAME_RESULT = {
     "use_reentrant_gc": "`use_reentrant_gc`: activation checkpointing here is always non-reentrant (PyTorch's "
                         "recommended form); the gradients are the same as with LLaMA-Factory's reentrant default.",
+    "low_cpu_mem_usage": "`low_cpu_mem_usage`: weights always load lazily here (transformers 5 reads no such switch; "
+                         "LLaMA-Factory's `false` only loads them on the CPU before they move to the device), so the "
+                         "model is the same at either value.",
 }
 
 # LLaMA-Factory keys with no field here that engine.config.loader applies itself (adapter_folder: joined to each

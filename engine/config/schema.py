@@ -68,7 +68,6 @@ class ModelArgs:
                                                 advanced=True)
     quantization_type: Literal["nf4", "fp4"] = opt("nf4", "4-bit data type of bitsandbytes (QLoRA).", advanced=True)
     double_quantization: bool = opt(True, "Quantize the 4-bit quantization constants too (QLoRA).", advanced=True)
-    low_cpu_mem_usage: bool = opt(True, "Load weights lazily to save memory.", advanced=True)
     resize_vocab: bool = opt(False, "Resize the embeddings to the tokenizer's vocabulary.", advanced=True)
     add_tokens: str | None = opt(None, "Tokens to add to the vocabulary (comma-separated); the embeddings grow and "
                                        "their rows train.", advanced=True)

@@ -5,6 +5,13 @@
 Parquet by record batches, and a ``.json`` list object by object through :class:`JsonListReader` (a streaming
 parser over a buffered read, on ``json.JSONDecoder.raw_decode``). The rows, and every error (its text, line and
 column), are those of reading the whole file at once (:mod:`engine.data.readers` keeps that list interface).
+
+The numbers of a JSON list are those LLaMA-Factory reads: ``datasets``' json builder hands a file to pyarrow's JSON
+reader, which reads only one object per line, and a list falls back to pandas' ``read_json``, whose parser
+(``ujson_loads`` with ``precise_float=False``) rounds about one fraction in ten of 16 or more digits and some shorter
+ones (``1.2345678901234567`` -> ``1.234567890123456``), and reads ``NaN`` as null. :data:`LIST_DECODER` parses a
+list's fractions and constants with that same pandas function (JSON lines keep pyarrow's exact reading, which is
+Python's).
 """
 
 from __future__ import annotations
@@ -27,6 +34,17 @@ TOO_DEEP = "lists or objects nested too deeply to be read (a row needs only a fe
 """The message for a value Python's json cannot decode for its depth (it raises RecursionError)."""
 
 _DECODER = json.JSONDecoder()
+
+
+def _pandas_number(text: str) -> Any:
+    """A fraction or constant (``NaN``, ``Infinity``) as pandas' JSON parser reads it for ``datasets``."""
+    from pandas.io.json import ujson_loads
+
+    return ujson_loads(text)  # precise_float=False, read_json's default
+
+
+LIST_DECODER = json.JSONDecoder(parse_float=_pandas_number, parse_constant=_pandas_number)
+"""The decoder of a ``.json`` list's values: numbers as LLaMA-Factory's loader reads them (see the module's notes)."""
 _WHITESPACE = json.decoder.WHITESPACE
 
 
@@ -56,8 +74,9 @@ class JsonListReader:
     """Values of a JSON document read through a buffer of ``buffer_chars`` characters; positions in errors are
     the whole file's (line and column as ``json.loads`` of the whole text reports them)."""
 
-    def __init__(self, path: Path, handle: IO[str], buffer_chars: int = BUFFER_CHARS) -> None:
-        self.path, self.handle, self.size = path, handle, max(1, int(buffer_chars))
+    def __init__(self, path: Path, handle: IO[str], buffer_chars: int = BUFFER_CHARS,
+                 decoder: json.JSONDecoder = _DECODER) -> None:
+        self.path, self.handle, self.size, self.decoder = path, handle, max(1, int(buffer_chars)), decoder
         self.buf, self.pos, self.eof = "", 0, False
         self.line, self.col = 0, 0  # newlines before the buffer, characters since the last one
 
@@ -98,7 +117,7 @@ class JsonListReader:
         """Decode the value at ``pos`` (reading more while it may be cut off by the buffer's end)."""
         while True:
             try:
-                value, end = _DECODER.raw_decode(self.buf, self.pos)
+                value, end = self.decoder.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError as err:
                 if self._more():
                     continue
@@ -167,6 +186,7 @@ def iter_json(path: Path, buffer_chars: int = BUFFER_CHARS) -> Iterator[dict[str
         reader = JsonListReader(path, handle, buffer_chars)
         first = reader.peek()
         if first == "[":
+            reader.decoder = LIST_DECODER
             for index, row in enumerate(reader.items()):
                 yield check_object(path, index, row)
             return
@@ -193,6 +213,14 @@ def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
                 raise json_error(path, TOO_DEEP, number, 1) from None
             yield check_object(path, index, row)
             index += 1
+
+
+def iter_jsonl_file(path: Path) -> Iterator[dict[str, Any]]:
+    """Rows of a ``.jsonl`` file: one object per line, or a JSON list, which ``datasets`` reads for LLaMA-Factory as it
+    reads a ``.json`` file (both extensions are JSON to it: pyarrow reads the lines, pandas the list)."""
+    with path.open(encoding="utf-8-sig") as handle:
+        first = JsonListReader(path, handle).peek()
+    yield from iter_json(path) if first == "[" else iter_jsonl(path)
 
 
 def iter_csv(path: Path) -> Iterator[dict[str, Any]]:
@@ -315,7 +343,7 @@ def iter_text(path: Path) -> Iterator[dict[str, Any]]:
 
 ROW_READERS: dict[str, Callable[[Path], Iterator[dict[str, Any]]]] = {
     ".json": iter_json,
-    ".jsonl": iter_jsonl,
+    ".jsonl": iter_jsonl_file,
     ".csv": iter_csv,
     ".parquet": iter_parquet,
     ".arrow": iter_arrow,

@@ -115,6 +115,7 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     from engine.data import get_dataset
     from engine.models import count_parameters
     from engine.train.callbacks import AbortCallback, EventsCallback
+    from engine.train.final_eval import final_evaluation, remember_evaluations
     from engine.train.final_save import save_final
     from engine.train.methods import configure_trainer, method_callbacks
     from engine.train.parallel.recorder import ParallelRecorder
@@ -163,6 +164,7 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
         sft.follow_llamafactory(trainer, cfg, tokenizer, template, bundle, media)
     recorder.trainer = trainer
     configure_trainer(trainer, cfg)
+    remember_evaluations(trainer)
     no_step_past_the_end(trainer)
     if resume:
         guard_loads(trainer, cfg, resume)
@@ -192,7 +194,7 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
         if ctx.abort_requested:
             return metrics
     if cfg.train.do_eval and bundle.eval is not None:
-        eval_metrics = trainer.evaluate()
+        eval_metrics = final_evaluation(trainer, trained=cfg.train.do_train)
         if not cfg.train.do_train:
             from engine.train.callbacks import without_training_fields
 

@@ -218,6 +218,18 @@ def test_rows_of_every_file_type_stream(tmp_path):
         next(stream)
 
 
+def test_a_jsonl_file_holding_a_list_reads_as_a_json_list(tmp_path):
+    """datasets gives .json and .jsonl files to one JSON reader: a list in a .jsonl file is read (by pandas, its
+    fractions as pandas reads them, NaN as null) as the same list in a .json file is; it was refused here."""
+    rows = [{"instruction": "q", "output": "a", "x": 0.7071067811865476, "y": float("nan")}, {"instruction": "r"}]
+    (tmp_path / "list.jsonl").write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    (tmp_path / "list.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    expected = [{"instruction": "q", "output": "a", "x": 0.707106781186547, "y": None}, {"instruction": "r"}]
+    assert list(iter_rows(tmp_path / "list.jsonl")) == list(iter_rows(tmp_path / "list.json")) == expected
+    (tmp_path / "lines.jsonl").write_text('{"x": 0.7071067811865476}\n', encoding="utf-8")
+    assert list(iter_rows(tmp_path / "lines.jsonl")) == [{"x": 0.7071067811865476}]  # JSON lines: exact, as pyarrow
+
+
 def test_a_file_that_is_not_utf8_names_the_byte_in_the_whole_file(tmp_path):
     path = tmp_path / "latin.jsonl"
     good = b'{"text": "fine"}\n' * 5000

@@ -111,6 +111,13 @@ def test_reentrant_checkpointing_says_what_happens_instead():
     assert any("non-reentrant" in note for note in cfg.notes)
 
 
+@pytest.mark.parametrize("value", [True, False])
+def test_low_cpu_mem_usage_says_it_changes_nothing(value):
+    """transformers 5 loads weights lazily whatever the switch; the key was accepted and silently ignored."""
+    cfg = build_config({**BASE, "low_cpu_mem_usage": value})
+    assert any("`low_cpu_mem_usage`: weights always load lazily here" in note for note in cfg.notes)
+
+
 def test_llamaboards_qlora_keys_and_a_chunk_size_build():
     cfg = build_config({**BASE, "quantization_bit": 4, "quantization_method": "bnb", "double_quantization": False,
                         "quantization_type": "fp4", "preprocessing_batch_size": 500})

@@ -42,9 +42,10 @@ def _each(tmp_path: Path, stage: str) -> tuple[Path, list[dict]]:
                eval_strategy="steps", eval_steps=2)
     events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
     evals = [e for e in events if e.get("event") == "eval"]
-    # at step 2 (eval_strategy), then the final evaluation: one event per set, in eval_dataset's order
+    # at step 2 (eval_strategy), the last step, so that is the final evaluation too (not run again, as
+    # LLaMA-Factory's trainer_log.jsonl shows it): one event per set, in eval_dataset's order
     assert [(e["step"], next(k for k in e if k.endswith("_loss"))) for e in evals] == [
-        (2, "eval_pref_one_loss"), (2, "eval_pref_two_loss"), (2, "eval_pref_one_loss"), (2, "eval_pref_two_loss")]
+        (2, "eval_pref_one_loss"), (2, "eval_pref_two_loss")]
     assert all("eval_loss" not in e for e in evals)
     results = json.loads((out / "eval_results.json").read_text())
     assert {f"eval_{name}_{key}" for name in SETS for key in ("loss", "runtime")} <= set(results)
@@ -72,7 +73,7 @@ def test_each_dpo_eval_set_is_evaluated_on_its_own(tmp_path, monkeypatch):
     for name in SETS:
         alone = json.loads((_run(tmp_path, "dpo", name, "eval", eval_dataset=name, adapter_name_or_path=str(out),
                                  ref_model=base) / "eval_results.json").read_text())
-        each = next(e for e in evals[2:] if f"eval_{name}_loss" in e)
+        each = next(e for e in evals if f"eval_{name}_loss" in e)
         assert each[f"eval_{name}_loss"] == pytest.approx(alone["eval_loss"], rel=1e-5)
         for key in keys:
             assert each[key] == pytest.approx(alone[key], rel=1e-5, abs=1e-6), key
@@ -85,7 +86,7 @@ def test_each_rm_eval_set_is_evaluated_on_its_own(tmp_path, monkeypatch):
         name = next(k for k in event if k.endswith("_loss"))[len("eval_"):-len("_loss")]
         assert f"eval_{name}_accuracy" in event and "eval_accuracy" not in event
     for name in SETS:
-        each = next(e for e in evals[2:] if f"eval_{name}_loss" in e)
+        each = next(e for e in evals if f"eval_{name}_loss" in e)
         alone = json.loads((_run(tmp_path, "rm", name, "eval", eval_dataset=name,
                                  adapter_name_or_path=str(out)) / "eval_results.json").read_text())
         assert each[f"eval_{name}_loss"] == pytest.approx(alone["eval_loss"], rel=1e-5)

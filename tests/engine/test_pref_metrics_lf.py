@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from golden.lf_logs import close, differences, metrics
+from golden.lf_logs import as_our_events, close, differences, metrics
 from golden.pref_runs import CASES, build_model, config, write_data
 
 from engine.cli import main
@@ -36,7 +36,7 @@ def _ours(setup, case: str) -> list[dict]:
 def test_pref_metrics_equal_llamafactory(setup, case, monkeypatch):
     monkeypatch.setenv("LF_ENGINE_CACHE", "off")
     events = _ours(setup, case)
-    theirs = GOLDEN[case]["logs"]
+    theirs = as_our_events(GOLDEN[case]["logs"])
     steps = [e for e in events if e.get("event") == "log"]
     evals = [e for e in events if e.get("event") == "eval"]
     lf_steps = [e for e in theirs if "loss" in e]

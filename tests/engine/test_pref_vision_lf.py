@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from golden.lf_logs import differences
+from golden.lf_logs import as_our_events, differences
 from golden.pref_vision_runs import CASES, build_model, config, write_data
 
 from engine.cli import main
@@ -33,7 +33,7 @@ def test_vision_pref_metrics_equal_llamafactory(setup, case, monkeypatch):
     path.write_text(json.dumps(config(case, models[CASES[case]["family"]], data, root / case)))
     assert main(["train", str(path)]) == 0
     events = [json.loads(line) for line in (root / case / "events.jsonl").read_text().splitlines()]
-    theirs = GOLDEN[case]["logs"]
+    theirs = as_our_events(GOLDEN[case]["logs"])
     steps = [e for e in events if e.get("event") == "log"]
     evals = [e for e in events if e.get("event") == "eval"]
     lf_steps = [e for e in theirs if "loss" in e]

@@ -32,6 +32,9 @@ CASES = {
     "llama3": {"dataset": "calls", "template": "llama3"},
     "llama3_empty_tools": {"dataset": "no_tools", "template": "llama3"},
     "qwen_empty_tools": {"dataset": "no_tools", "template": "qwen"},
+    "qwen_long_floats": {"dataset": "long_floats", "template": "qwen"},
+    "qwen_long_floats_lines": {"dataset": "long_floats_lines", "template": "qwen"},
+    "qwen_long_floats_list_jsonl": {"dataset": "long_floats_list_jsonl", "template": "qwen"},
 }
 """Each case: its keys over the common sft config (cutoff_len 1024, one preprocessing worker)."""
 
@@ -73,10 +76,33 @@ def rows() -> list[dict]:
     ]
 
 
+LONG_FLOATS = [0.7071067811865476, 1.2345678901234567, 0.3333333333333333, 0.1234567891]
+"""Fractions as arguments and in a tools schema: pandas' JSON parser (LLaMA-Factory's reader of a JSON list) rounds all
+but the last (``0.7071067811865476`` -> ``0.707106781186547``); pyarrow's (its reader of JSON lines) reads them exactly."""
+
+
+def long_float_rows(with_nan: bool) -> list[dict]:
+    """Two rows whose tool call arguments and tools hold :data:`LONG_FLOATS` (and, ``with_nan``, a NaN argument,
+    which pandas reads as null; pyarrow refuses NaN, so the JSON lines file has none)."""
+    tool = {"type": "function", "function": {"name": "scale", "parameters": {"type": "object", "properties": {
+        "factor": {"type": "number", "default": LONG_FLOATS[0], "maximum": LONG_FLOATS[1]}}}}}
+    arguments = {"factor": LONG_FLOATS[2], "offset": LONG_FLOATS[3], "steps": [LONG_FLOATS[1], 2.5]}
+    if with_nan:
+        arguments["missing"] = float("nan")
+    return [
+        {"messages": [
+            {"role": "user", "content": "Scale it."},
+            {"role": "assistant", "content": "", "tool_calls": [_call("scale", arguments)]},
+            {"role": "tool", "content": "done"}, {"role": "assistant", "content": "Scaled."}], "tools": [tool]},
+        {"messages": [{"role": "user", "content": "Hi."}, {"role": "assistant", "content": "Hello."}], "tools": [tool]},
+    ]
+
+
 def write_data(folder: Path) -> Path:
     """The rows of :func:`rows` as ``calls.json`` and ``calls.jsonl``, ``no_tools.json`` (a row whose tools are an
-    empty list, which LLaMA-Factory writes as the text ``[]``, and one without tools) and their dataset_info.json in
-    ``folder``."""
+    empty list, which LLaMA-Factory writes as the text ``[]``, and one without tools), :func:`long_float_rows` as
+    ``long_floats.json``, as JSON lines in ``long_floats.jsonl`` and as a list in ``long_floats_list.jsonl`` (which
+    ``datasets`` reads as a .json list), and their dataset_info.json in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     data = rows()
     (folder / "calls.json").write_text(json.dumps(data), encoding="utf-8")
@@ -84,12 +110,19 @@ def write_data(folder: Path) -> Path:
     plain = [{"messages": [{"role": "user", "content": "Hi."}, {"role": "assistant", "content": "Hello."}], "tools": []},
              {"messages": [{"role": "user", "content": "Bye."}, {"role": "assistant", "content": "Bye."}]}]
     (folder / "no_tools.json").write_text(json.dumps(plain), encoding="utf-8")
+    (folder / "long_floats.json").write_text(json.dumps(long_float_rows(True), indent=1), encoding="utf-8")
+    (folder / "long_floats.jsonl").write_text("".join(json.dumps(row) + "\n" for row in long_float_rows(False)),
+                                              encoding="utf-8")
+    (folder / "long_floats_list.jsonl").write_text(json.dumps(long_float_rows(True)), encoding="utf-8")
     entry = {"formatting": "openai", "columns": {"messages": "messages", "tools": "tools"},
              "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant",
                       "observation_tag": "tool", "function_tag": "function_call", "system_tag": "system"}}
     info = {"calls": {"file_name": "calls.json", **entry}, "calls_lines": {"file_name": "calls.jsonl", **entry},
             "calls_split": {"file_name": "calls.json", "split": "train[1:]", **entry},
-            "no_tools": {"file_name": "no_tools.json", **entry}}
+            "no_tools": {"file_name": "no_tools.json", **entry},
+            "long_floats": {"file_name": "long_floats.json", **entry},
+            "long_floats_lines": {"file_name": "long_floats.jsonl", **entry},
+            "long_floats_list_jsonl": {"file_name": "long_floats_list.jsonl", **entry}}
     (folder / "dataset_info.json").write_text(json.dumps(info), encoding="utf-8")
     return folder
 

@@ -46,3 +46,22 @@ def differences(pairs: list[tuple[dict, dict]]) -> tuple[float, list[str]]:
             else:
                 worst = max(worst, abs(ours[key] - value))
     return worst, wrong
+
+
+def _evaluates(entry: dict) -> bool:
+    return any(key.startswith("eval_") for key in entry)
+
+
+def as_our_events(entries: list[dict]) -> list[dict]:
+    """LLaMA-Factory's recorded log entries (every ``on_log``) as our events.jsonl holds them. Its workflow evaluates
+    once more after training (the entries after the training summary, the one with ``train_runtime``); where its
+    last step already evaluated, that second evaluation scores the same weights again and stays out of its
+    trainer_log.jsonl and trainer_state.json (written before it), and ours is not run (its metrics are the last
+    step's: engine/train/final_eval.py). Where the last step did not evaluate, the final evaluation is kept."""
+    end = next((index for index, entry in enumerate(entries) if "train_runtime" in entry), None)
+    if end is None:
+        return entries
+    last = entries[end]["step"]
+    if any(_evaluates(entry) and entry["step"] == last for entry in entries[:end]):
+        return entries[:end + 1]
+    return entries

@@ -16,7 +16,7 @@ from tests.app.conftest import FAKE_ENGINE
 LONG = {"model_name_or_path": "demo", "template": "chatml", "fake_steps": 4000, "fake_sleep": 0.05}
 
 
-def wait_ready(board, run_id, timeout=15):
+def wait_ready(board, run_id, timeout=60):
     deadline = time.time() + timeout
     while not board.jobs.folder(run_id).info().get("ready"):
         assert time.time() < deadline, board.jobs.folder(run_id).info()
@@ -69,7 +69,7 @@ def test_a_restarted_board_adopts_and_unloads_the_workers_it_left(workspace):
         # the page of the new board knows no servers (its browser state is empty): Unload still frees them
         assert set(chat.unload(second, {})) == {main, base}
         for run_id in (main, base):
-            assert second.jobs.wait(run_id, 15) == "aborted"
+            assert second.jobs.wait(run_id, 60) == "aborted"
         assert chat_workers.live_chat_runs(second) == []
         assert chat.unload(second, {}) == []
     finally:

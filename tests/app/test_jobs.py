@@ -53,7 +53,7 @@ def test_queue_runs_in_order_one_at_a_time(manager):
     first = manager.submit("train", {"fake_steps": 20, "fake_sleep": 0.05})
     second = manager.submit("eval", {"fake_steps": 1})
     third = manager.submit("export", {"fake_steps": 1})
-    assert manager.wait(first, 10, ("running",)) == "running"
+    assert manager.wait(first, 60, ("running",)) == "running"
     assert RunFolder(manager.runs_dir / second).status() == "queued"
     assert manager.queue_position(second) == 1 and manager.queue_position(third) == 2
     assert manager.abort(third) == "cancelled"
@@ -71,10 +71,10 @@ def test_queue_runs_in_order_one_at_a_time(manager):
 
 
 def test_chat_servers_skip_the_queue(manager):
-    busy = manager.submit("train", {"fake_steps": 40, "fake_sleep": 0.05})
-    assert manager.wait(busy, 10, ("running",)) == "running"
-    chat = manager.submit("chat", {"fake_steps": 40, "fake_sleep": 0.05}, args=["--host", "127.0.0.1", "--port", "0"])
-    assert manager.wait(chat, 10, ("running",)) == "running"
+    busy = manager.submit("train", {"fake_steps": 4000, "fake_sleep": 0.05})
+    assert manager.wait(busy, 60, ("running",)) == "running"
+    chat = manager.submit("chat", {"fake_steps": 4000, "fake_sleep": 0.05}, args=["--host", "127.0.0.1", "--port", "0"])
+    assert manager.wait(chat, 60, ("running",)) == "running"
     info = RunFolder(manager.runs_dir / chat).info()
     assert info["command"][-6:] == [
         "api",
@@ -86,14 +86,14 @@ def test_chat_servers_skip_the_queue(manager):
     ]
     assert manager.abort(chat) == "stopping"
     assert manager.abort(busy) == "stopping"
-    assert manager.wait(chat, 10) == "aborted"
-    assert manager.wait(busy, 10) == "aborted"
+    assert manager.wait(chat, 60) == "aborted"
+    assert manager.wait(busy, 60) == "aborted"
 
 
 def test_abort_sends_sigterm_and_engine_reports_aborted(manager):
-    run_id = manager.submit("train", {"fake_steps": 200, "fake_sleep": 0.02})
+    run_id = manager.submit("train", {"fake_steps": 4000, "fake_sleep": 0.02})
     mon = None
-    deadline = time.time() + 10
+    deadline = time.time() + 60
     while time.time() < deadline:
         mon = manager.monitor(run_id)
         if mon.loss:
@@ -101,14 +101,14 @@ def test_abort_sends_sigterm_and_engine_reports_aborted(manager):
         time.sleep(0.05)
     assert mon is not None and mon.loss
     assert manager.abort(run_id) == "stopping"
-    assert manager.wait(run_id, 10) == "aborted"
+    assert manager.wait(run_id, 60) == "aborted"
     assert manager.monitor(run_id).checkpoints  # the engine saved on SIGTERM
     assert manager.abort(run_id) == "finished"
 
 
 def test_abort_escalates_to_sigkill(manager):
     run_id = manager.submit("train", {"fake_steps": 500, "fake_sleep": 0.02, "fake_ignore_term": True})
-    assert manager.wait(run_id, 10, ("running",)) == "running"
+    assert manager.wait(run_id, 60, ("running",)) == "running"
     # "running" is written at spawn; abort only once the engine is up (it ignores SIGTERM from then on), or a
     # slow start on a busy machine dies of the SIGTERM itself
     events = manager.runs_dir / run_id / "events.jsonl"
@@ -116,7 +116,7 @@ def test_abort_escalates_to_sigkill(manager):
     while '"start"' not in (events.read_text() if events.exists() else "") and time.time() < deadline:
         time.sleep(0.05)
     manager.abort(run_id)
-    assert manager.wait(run_id, 10) == "aborted"
+    assert manager.wait(run_id, 60) == "aborted"
     info = RunFolder(manager.runs_dir / run_id).info()
     assert info["exit_code"] == -signal.SIGKILL
 
@@ -149,12 +149,12 @@ def test_unknown_and_bad_ids(manager):
 
 
 def test_delete_refuses_live_runs(manager):
-    run_id = manager.submit("train", {"fake_steps": 100, "fake_sleep": 0.05})
-    manager.wait(run_id, 10, ("running",))
+    run_id = manager.submit("train", {"fake_steps": 4000, "fake_sleep": 0.05})
+    manager.wait(run_id, 60, ("running",))
     with pytest.raises(JobError, match="abort it"):
         manager.delete(run_id)
     manager.abort(run_id)
-    manager.wait(run_id, 10)
+    manager.wait(run_id, 60)
     manager.delete(run_id)
     assert not (manager.runs_dir / run_id).exists()
 
@@ -202,7 +202,7 @@ def test_rediscovery_after_restart(tmp_path):
     first = JobManager(runs, cmd, poll_interval=0.05).start()
     live = first.submit("train", {"fake_steps": 60, "fake_sleep": 0.05})
     waiting = first.submit("train", {"fake_steps": 1})
-    assert first.wait(live, 10, ("running",)) == "running"
+    assert first.wait(live, 60, ("running",)) == "running"
     first.shutdown()  # the board dies; the child keeps running in its own session
 
     # a run that claims to be running but whose process is gone
@@ -260,16 +260,16 @@ def test_child_gets_repo_on_pythonpath(tmp_path):
 
 
 def test_board_process_does_not_hold_log_pipes(manager):
-    run_id = manager.submit("train", {"fake_steps": 50, "fake_sleep": 0.02})
-    manager.wait(run_id, 10, ("running",))
-    deadline = time.time() + 5
+    run_id = manager.submit("train", {"fake_steps": 4000, "fake_sleep": 0.02})
+    manager.wait(run_id, 60, ("running",))
+    deadline = time.time() + 60
     while "pid" not in RunFolder(manager.runs_dir / run_id).info() and time.time() < deadline:
         time.sleep(0.02)
     pid = RunFolder(manager.runs_dir / run_id).info()["pid"]
     out = subprocess.run(["ls", "-l", f"/proc/{pid}/fd/1"], capture_output=True, text=True).stdout
     assert "stdout.log" in out
     manager.abort(run_id)
-    manager.wait(run_id, 10)
+    manager.wait(run_id, 60)
 
 
 def test_two_submits_of_one_pre_chosen_id_get_a_folder_each(tmp_path):

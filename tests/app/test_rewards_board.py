@@ -88,7 +88,7 @@ def test_stop_ends_a_hanging_try_it_and_what_its_reward_started(rl_board, tmp_pa
 def _ended(pid: int) -> bool:
     import psutil
 
-    deadline = time.time() + 10
+    deadline = time.time() + 60
     while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
         if time.time() > deadline:
             return False

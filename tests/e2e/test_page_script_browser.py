@@ -1,8 +1,17 @@
-"""The page script (app/page_script.py) in a real browser: gradio's hard-coded English chrome follows the page's
-language, and copying a message leaves out the zero-width spaces that keep quoted text from rendering as markup."""
+"""One Chinese page in a real browser (Debian's chromium through Playwright), switched to English once, checks two
+things that follow the page's language:
+
+- the page script (app/page_script.py): gradio's hard-coded English chrome follows the page's language, and copying
+  a message leaves out the zero-width spaces that keep quoted text from rendering as markup;
+- the History tab's Profile panel: a profiled run's table in the page's language, composed again when the language
+  changes, with the pick kept (the refresh that the language runs leaves a listed pick alone; the view follows the
+  pick). Screenshots land in the test's folder.
+
+(One page for both: a page load and a switch of language cost the browser seconds of CPU each.)"""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
@@ -20,9 +29,21 @@ COPY = """(sel) => { const el = document.querySelector(sel); const range = docum
   return [s.toString(), data.getData('text/plain')]; }"""
 
 
+def profiled(workspace, name: str, step_ms: float) -> None:
+    folder = workspace / "runs" / name
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps({"id": name, "kind": "train", "status": "completed"}))
+    (folder / "profile.json").write_text(json.dumps({"steps": 3, "device": "CPU", "clock": "wall clock",
+                                                     "step_ms": step_ms, "modules": [
+        {"module": "model.layers.0.mlp", "calls": 3, "forward_ms": 2.0, "backward_ms": 3.0, "total_ms": 5.0,
+         "share": 0.4}]}))
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
-def test_chrome_follows_the_language_and_copies_carry_no_marks(shared_board, browser):
-    url, _workspace = shared_board
+def test_chrome_and_the_profile_panel_follow_the_language_and_copies_carry_no_marks(shared_board, browser, tmp_path):
+    url, workspace = shared_board
+    profiled(workspace, "20261206-110000-train-aaaa", 11.5)
+    profiled(workspace, "20261206-120000-train-bbbb", 22.5)  # newest: picked first
     page = browser.new_context(locale="zh-CN", viewport={"width": 1400, "height": 1000}).new_page()
     page.goto(url)
     page.wait_for_selector("#lf-train-start", timeout=60_000)
@@ -46,7 +67,25 @@ def test_chrome_follows_the_language_and_copies_carry_no_marks(shared_board, bro
     search = page.locator("input.search-input").first
     wait_for(lambda: search.get_attribute("placeholder") == "搜索…", 30, "the Chinese search placeholder")
     assert page.locator("[title='复制表格数据']").count() >= 1
+
+    # the Profile panel on the same tab: the newest profiled run's table in Chinese, then the picked one's
+    page.locator("#lf-profile").get_by_text("剖析", exact=False).first.click()
+    panel = page.locator("#lf-profile")
+    wait_for(lambda: "22.5" in panel.inner_text() and "模块" in panel.inner_text(), 30, "the Chinese profile table")
+    page.locator("#lf-profile-run input").click()
+    page.get_by_role("option", name="20261206-110000-train-aaaa").click()
+    wait_for(lambda: "11.5" in panel.inner_text(), 30, "the picked run's profile table")
+    page.screenshot(path=str(tmp_path / "profile-zh.png"), full_page=True)
+
+    # switched to English: the search box's chrome and the profile table follow; the profile pick stays
     page.locator("#lf-lang input").click()
     page.get_by_role("option", name=re.compile("^English$")).click()
-    wait_for(lambda: search.get_attribute("placeholder") == "Search...", 30, "the English one again")
+    wait_for(lambda: search.get_attribute("placeholder") == "Search...", 30, "the English search placeholder again")
     assert page.locator("[title='复制表格数据']").count() == 0
+    try:
+        wait_for(lambda: "Mean over 3 step(s)" in panel.inner_text() and "forward (ms)" in panel.inner_text(), 30,
+                 "the English profile table")
+    finally:
+        page.screenshot(path=str(tmp_path / "profile-en.png"), full_page=True)
+    assert "11.5 ms" in panel.inner_text() and "模块" not in panel.inner_text()
+    assert page.locator("#lf-profile-run input").input_value() == "20261206-110000-train-aaaa"

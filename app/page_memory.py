@@ -8,7 +8,8 @@ workspace (``pages/<id>.json``, written atomically, at most :data:`MAX_PAGES` of
 :data:`MAX_BYTES`); the pictures, audio and video a conversation refers to are copied into ``pages/media/`` (named by
 their content) so that they outlive gradio's upload cache and a restart. The file holds what the page showed: the
 messages (media by name, never their bytes), the system prompt, tools and sampling settings they were sent with, the
-chat workers' run ids and the model and adapter they served, and the runs picked in History. No API
+chat workers' run ids and the model and adapter they served, whether the chat compares with the base model side by
+side, and the runs picked in History. No API
 key is ever in it (the workers' keys stay in their run folders) and the board's secrets are redacted from the text.
 
 A file that is corrupt, too big or of an unknown shape is ignored with a log line: the tab starts empty.
@@ -384,25 +385,27 @@ def restore_selection(board: Board, kept: Any, lang: str) -> Any:
 def restore(board: Board, page_id: str, lang: str, restored: Any, fields: dict[str, Any] | None = None) -> tuple:
     """Bring back what the tab kept, once per page load, as soon as its id is known (``restored`` becomes "kept");
     the line that names the model a conversation was with waits for the page's language (then ``restored`` is
-    True). Outputs: restored, convo, convo_base, chatbot, chatbot_base, status, the History picker, and the chat's
-    system prompt, tools and ``fields`` (its sampling settings, by key)."""
+    True). Outputs: restored, convo, convo_base, chatbot, chatbot_base, status, the History picker, the chat's
+    "side by side" box, and its system prompt, tools and ``fields`` (its sampling settings, by key)."""
     fields = fields or {}
-    skips = (gr.skip(),) * (9 + len(fields))
+    skips = (gr.skip(),) * (10 + len(fields))
     if restored is True or not valid_page_id(page_id) or (restored and lang == LANG_UNKNOWN):
         return skips
     data = memory(board).read(page_id)
     chat, settings = data.get("chat"), (gr.skip(),) * (2 + len(fields))
     if restored:
-        kept = (gr.skip(),) * 5
+        kept = (gr.skip(),) * 6
     else:
-        kept = (*restore_chat(board, chat, lang), restore_selection(board, data.get("history"), lang))
+        compare = data.get("compare")
+        kept = (*restore_chat(board, chat, lang), restore_selection(board, data.get("history"), lang),
+                compare if isinstance(compare, bool) else gr.skip())
         if kept[0] != gr.skip():  # the settings it was sent with come back with the conversation
             settings = restore_settings(chat.get("settings"), fields)
     status = gr.skip()
     if lang != LANG_UNKNOWN:
         model = unloaded_model(board, chat)
         status = t(lang, "chat_restored_unloaded", model=model) if model else gr.skip()
-    return ("kept" if lang == LANG_UNKNOWN else True, *kept[:4], status, kept[4], *settings)
+    return ("kept" if lang == LANG_UNKNOWN else True, *kept[:4], status, *kept[4:], *settings)
 
 
 def chat_settings(system: Any, tools: Any, keys: list[str], values: tuple) -> dict[str, Any]:
@@ -435,6 +438,15 @@ def save_selection(board: Board, page_id: str, selected: Any, restored: bool = T
             logger.warning("not keeping the History selection: %s", err)
 
 
+def save_compare(board: Board, page_id: str, compare: Any, restored: bool = True) -> None:
+    """Keep the chat's "side by side with the base model" box as the user set it."""
+    if restored and valid_page_id(page_id) and isinstance(compare, bool):
+        try:
+            memory(board).save(page_id, "compare", compare)
+        except TooBig as err:
+            logger.warning("not keeping the side-by-side box: %s", err)
+
+
 def wire(slots: PageSlots, board: Board, demo: gr.Blocks, lang: gr.components.Component, chat_tab: Any,
          runs_tab: Any) -> None:
     """The tab's id as the page loads, what it kept brought back, and each change kept."""
@@ -444,7 +456,7 @@ def wire(slots: PageSlots, board: Board, demo: gr.Blocks, lang: gr.components.Co
     gr.on([slots.page_id.change, lang.change], lambda *a: restore(board, *a, fields=fields),
           [slots.page_id, lang, slots.restored],
           [slots.restored, chat_tab.convo, chat_tab.convo_base, chat_tab.chatbot, chat_tab.chatbot_base,
-           chat_tab.status, runs_tab.selected, chat_tab.system, chat_tab.tools, *fields.values()],
+           chat_tab.status, runs_tab.selected, chat_tab.compare, chat_tab.system, chat_tab.tools, *fields.values()],
           queue=False, trigger_mode="multiple", **private)
     kept = {"queue": False, "trigger_mode": "always_last", **private}
 
@@ -456,3 +468,5 @@ def wire(slots: PageSlots, board: Board, demo: gr.Blocks, lang: gr.components.Co
            chat_tab.tools, *fields.values()], None, **kept)
     runs_tab.selected.change(lambda *a: save_selection(board, *a), [slots.page_id, runs_tab.selected, slots.restored],
                              None, **kept)
+    chat_tab.compare.input(lambda *a: save_compare(board, *a), [slots.page_id, chat_tab.compare, slots.restored], None,
+                           **kept)

@@ -8,6 +8,8 @@ import json
 
 import pytest
 
+from app.i18n import t
+from app.tabs.profile import COLUMNS
 from tests.e2e.conftest import CHROMIUM, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -23,6 +25,16 @@ def profiled(workspace, name: str, step_ms: float) -> None:
          "share": 0.4}]}))
 
 
+def headers(page) -> list[str]:
+    """The profile table's column headers as shown."""
+    cells = page.locator("#lf-profile-table thead th").all_inner_texts()
+    return [cell.strip() for cell in cells if cell.strip()]
+
+
+def shown_in(lang: str) -> list[str]:
+    return [t(lang, f"col_{c}") for c in COLUMNS]
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 def test_the_profile_panel_follows_the_language_and_keeps_the_pick(shared_board, browser, tmp_path):
     url, workspace = shared_board
@@ -34,7 +46,10 @@ def test_the_profile_panel_follows_the_language_and_keeps_the_pick(shared_board,
     page.get_by_role("tab", name="历史").click()
     page.locator("#lf-profile").get_by_text("剖析", exact=False).first.click()
     panel = page.locator("#lf-profile")
-    wait_for(lambda: "22.5" in panel.inner_text() and "模块" in panel.inner_text(), 30, "the Chinese table")
+    # the table itself in Chinese (the panel's title says 模块 too, so the headers are read, not the panel's text);
+    # composed again once the page's language is known, behind the page load's own handlers (8-15 s on a busy board)
+    wait_for(lambda: "22.5" in panel.inner_text() and headers(page) == shown_in("zh"), 60, "the Chinese table")
+    assert "CPU 上 3 步的平均值" in panel.inner_text()  # the summary line too
     page.locator("#lf-profile-run input").click()
     page.get_by_role("option", name="20261206-110000-train-aaaa").click()
     wait_for(lambda: "11.5" in panel.inner_text(), 30, "the picked run's table")
@@ -42,9 +57,9 @@ def test_the_profile_panel_follows_the_language_and_keeps_the_pick(shared_board,
     page.locator("#lf-lang input").click()
     page.get_by_role("option", name="English").click()
     try:
-        wait_for(lambda: "Mean over 3 step(s)" in panel.inner_text() and "forward (ms)" in panel.inner_text(), 30,
+        wait_for(lambda: "Mean over 3 step(s)" in panel.inner_text() and headers(page) == shown_in("en"), 60,
                  "the English table")
     finally:
         page.screenshot(path=str(tmp_path / "profile-en.png"), full_page=True)
-    assert "11.5 ms" in panel.inner_text() and "模块" not in panel.inner_text()
+    assert "11.5 ms" in panel.inner_text() and "模块" not in panel.inner_text()  # the title too
     assert page.locator("#lf-profile-run input").input_value() == "20261206-110000-train-aaaa"

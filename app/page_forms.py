@@ -65,9 +65,12 @@ def save_form(board: Board, name: str, page_id: Any, keys: list[str], values: tu
 
 
 def restore_form(board: Board, name: str, page_id: Any, widgets: dict[str, Any],
-                 fresh: dict[str, Fresh] | None = None) -> tuple[Any, ...]:
+                 fresh: dict[str, Fresh] | None = None, origin: Any = "") -> tuple[Any, ...]:
     """The kept values of a form, in ``widgets`` order (skip where none is kept or the widget cannot take it).
-    ``fresh``: key -> its picker's choices now, sent with the kept pick."""
+    ``fresh``: key -> its picker's choices now, sent with the kept pick; ``origin``: the tab this one is a
+    duplicate of (:meth:`app.page_memory.PageMemory.fork`)."""
+    if valid_page_id(page_id):
+        memory(board).fork(page_id, origin)
     kept = memory(board).read(page_id).get(f"form_{name}") if valid_page_id(page_id) else None
     kept = kept if isinstance(kept, dict) else {}
     out: list[Any] = []
@@ -90,9 +93,9 @@ def wire(slots: PageSlots, board: Board, forms: dict[str, tuple[gr.Button, dict[
         keys = list(widgets)
         start.click(lambda page_id, *values, name=name, keys=keys: save_form(board, name, page_id, keys, values),
                     [slots.page_id, *widgets.values()], None, **private)
-        slots.page_id.change(lambda page_id, name=name, widgets=widgets: restore_form(board, name, page_id, widgets,
-                                                                                       FRESH.get(name)),
-                             slots.page_id, list(widgets.values()), **private)
+        slots.page_id.change(lambda page_id, origin, name=name, widgets=widgets: restore_form(
+                             board, name, page_id, widgets, FRESH.get(name), origin),
+                             [slots.page_id, slots.origin], list(widgets.values()), **private)
 
 
 def eval_datasets(kept: dict[str, Any], widgets: dict[str, Any]) -> list[Any]:

@@ -120,6 +120,31 @@ def test_the_side_by_side_box_comes_back_as_the_user_set_it(board):
     assert page_memory.restore(board, PAGE, "en", False)[7] == skip
 
 
+def test_a_duplicated_tab_starts_as_a_copy_of_its_original_and_then_keeps_its_own(board):
+    page_memory.save_chat(board, PAGE, [{"role": "user", "content": "apples"}], [], {})
+    page_memory.save_selection(board, PAGE, ["run-a"])
+    page_memory.save_compare(board, PAGE, True)
+    store = page_memory.memory(board)
+    # the duplicate (a new id, its original's id beside it) is brought back with the original's conversation
+    out = page_memory.restore(board, OTHER, "", False, origin=PAGE)
+    assert out[1] == [{"role": "user", "content": "apples"}] and out[7] is True
+    assert store.read(OTHER)["history"] == {"selected": ["run-a"]}
+    page_memory.save_chat(board, OTHER, [{"role": "user", "content": "pears"}], [], {})  # then they part
+    page_memory.save_selection(board, OTHER, [])
+    assert store.read(PAGE)["chat"]["convo"][0]["content"] == "apples"
+    assert store.read(PAGE)["history"] == {"selected": ["run-a"]}
+    store.fork(OTHER, PAGE)  # once: never copied over what the duplicate kept since
+    assert store.read(OTHER)["chat"]["convo"][0]["content"] == "pears"
+    store.fork("c" * 32, "../../etc")  # only a page id names a file
+    assert not store.path("c" * 32).exists()
+
+
+def test_the_page_tells_a_duplicated_tab_from_a_reload():
+    js = page_memory.PAGE_ID_JS  # a live tab's lock (or its answer on a channel) marks a copy; a reload is not asked
+    assert "navigator.locks.query()" in js and "BroadcastChannel" in js and '!== "reload"' in js
+    assert "return origin;" in js and "__" not in js  # every placeholder filled
+
+
 def test_the_system_prompt_tools_and_sampling_settings_come_back_with_the_conversation(board):
     import gradio as gr
 
@@ -191,6 +216,9 @@ def test_the_page_sends_its_tab_id_and_keeps_each_change(board):
     demo = build_ui(board)
     loads = [fn for fn in demo.fns.values() if fn.js == page_memory.PAGE_ID_JS]
     assert len(loads) == 1 and any(name == "load" for _, name in loads[0].targets)
+    origin = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-page-origin")
+    then = [fn for fn in demo.fns.values() if fn.js == page_memory.PAGE_ID_THEN_JS]
+    assert loads[0].outputs == [origin] and len(then) == 1 and then[0].trigger_after == loads[0]._id
     assert "sessionStorage" in page_memory.PAGE_ID_JS and "localStorage" not in page_memory.PAGE_ID_JS
     page_id = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-page-id")
     savers = [fn for fn in demo.fns.values() if page_id in fn.inputs and fn.outputs == []

@@ -8,7 +8,8 @@ workspace (``pages/<id>.json``, written atomically, at most :data:`MAX_PAGES` of
 :data:`MAX_BYTES`); the pictures, audio and video a conversation refers to are copied into ``pages/media/`` (named by
 their content) so that they outlive gradio's upload cache and a restart. The file holds what the page showed: the
 messages (media by name, never their bytes), the system prompt, tools and sampling settings they were sent with, the
-chat workers' run ids and the model and adapter they served, and the runs picked in History. No API
+chat workers' run ids and the model and adapter they served, whether the chat compares with the base model side by
+side, and the runs picked in History. No API
 key is ever in it (the workers' keys stay in their run folders) and the board's secrets are redacted from the text.
 
 A file that is corrupt, too big or of an unknown shape is ignored with a log line: the tab starts empty.
@@ -53,19 +54,61 @@ _PAGE_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 _MEDIA_NAME = re.compile(r"^[0-9a-f]{64}(\.[a-z0-9]{1,8})?$")
 ROLES = ("user", "assistant", "tool", "system")
 
-PAGE_ID_JS = """() => {
+CHANNEL = "lfboard-page-ids"
+LOCK_PREFIX = "lfboard-page-"
+CLAIM_MS = 1500
+
+PAGE_ID_JS = """async () => {
+  if (window.lfBoardPageId) { return ""; }  // (gradio ran the load again: the same document)
   const ok = /^[A-Za-z0-9_-]{16,64}$/;
-  let id = null;
+  let id = null, origin = "";
   try { id = window.sessionStorage.getItem("__KEY__"); } catch (err) { return ""; }
+  // A tab duplicated by the browser starts with a copy of its original's sessionStorage, id included. A live tab
+  // holds a lock named by its id (released as its document goes: a reload finds it free), or, where the browser
+  // has no locks (a page not served over https or from localhost), answers on a channel when asked (a busy tab
+  // took up to 2.6 s). A duplicate takes an id of its own, which starts as a copy of the original's.
+  const navigation = (performance.getEntriesByType("navigation")[0] || {}).type;
+  if (id && ok.test(id) && navigation !== "reload") {
+    let held = false;
+    if (navigator.locks) {
+      const state = await navigator.locks.query();
+      held = (state.held || []).some((lock) => lock.name === "__LOCK__" + id);
+    } else if (window.BroadcastChannel) {
+      held = await new Promise((resolve) => {
+        const probe = new BroadcastChannel("__CHANNEL__");
+        const done = (answer) => { probe.close(); resolve(answer); };
+        probe.onmessage = (event) => { if (event.data && event.data.holds === id) { done(true); } };
+        probe.postMessage({ asks: id });
+        setTimeout(() => done(false), __CLAIM_MS__);
+      });
+    }
+    if (held) { origin = id; id = null; }
+  }
   if (!id || !ok.test(id)) {
     const bytes = new Uint8Array(16);
     window.crypto.getRandomValues(bytes);
     id = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
     try { window.sessionStorage.setItem("__KEY__", id); } catch (err) { return ""; }
   }
-  return id;
-}""".replace("__KEY__", STORAGE_KEY)
-"""Runs in the page as it loads: this tab's id (made once per tab; "" where the browser keeps no sessionStorage)."""
+  window.lfBoardPageId = id;
+  if (navigator.locks) {  // held while this document lives
+    navigator.locks.request("__LOCK__" + id, () => new Promise(() => {}));
+  } else if (window.BroadcastChannel) {
+    const channel = new BroadcastChannel("__CHANNEL__");
+    channel.onmessage = (event) => {
+      if (event.data && event.data.asks === id) { channel.postMessage({ holds: id }); }
+    };
+    window.lfBoardPageChannel = channel;
+  }
+  return origin;
+}""".replace("__KEY__", STORAGE_KEY).replace("__CHANNEL__", CHANNEL).replace("__LOCK__", LOCK_PREFIX).replace(
+    "__CLAIM_MS__", str(CLAIM_MS))
+"""Runs in the page as it loads: makes this tab's id (once per tab; none where the browser keeps no sessionStorage)
+and returns the id of the tab this one is a duplicate of ("" for none). A duplicated tab (the browser's "Duplicate
+tab" copies sessionStorage) is told apart from a reload by whether a live tab holds the id."""
+
+PAGE_ID_THEN_JS = "() => window.lfBoardPageId || ''"
+"""Then the tab's id (a step of its own: the handlers its change starts read the origin already set)."""
 
 
 def valid_page_id(page_id: Any) -> bool:
@@ -136,24 +179,44 @@ class PageMemory:
         Raises:
             TooBig: the tab's file would grow past :attr:`max_bytes` (nothing is written).
         """
+        if not valid_page_id(page_id):
+            return False
+        with self.lock:
+            return self._write(page_id, {**self.read(page_id), key: value}, key)
+
+    def _write(self, page_id: str, data: dict[str, Any], what: str) -> bool:
         from engine.credentials import redact
         from engine.runs import write_text_atomic
 
-        if not valid_page_id(page_id) or not self.own_folders():
+        if not self.own_folders():
             return False
         with self.lock:
-            data = {**self.read(page_id), key: value, "saved_at": time.time()}
-            text = redact(json.dumps(data, ensure_ascii=False))
+            text = redact(json.dumps({**data, "saved_at": time.time()}, ensure_ascii=False))
             if len(text.encode("utf-8")) > self.max_bytes:
-                raise TooBig(f"page {page_id}'s {key} takes {len(text)} bytes, above the {self.max_bytes} kept")
+                raise TooBig(f"page {page_id}'s {what} takes {len(text)} bytes, above the {self.max_bytes} kept")
             try:
                 self.folder.mkdir(parents=True, exist_ok=True)
                 write_text_atomic(self.path(page_id), text, mode=0o600)
             except OSError as err:
-                logger.warning("cannot keep page %s's %s: %s", page_id, key, err)
+                logger.warning("cannot keep page %s's %s: %s", page_id, what, err)
                 return False
             self.prune(keep=page_id)
         return True
+
+    def fork(self, page_id: Any, origin: Any) -> None:
+        """A duplicated tab (``page_id``) starts as a copy of what its original (``origin``) kept, once: nothing is
+        copied over a file the tab has already."""
+        if not (valid_page_id(page_id) and valid_page_id(origin)) or page_id == origin:
+            return
+        with self.lock:
+            if self.path(page_id).exists():
+                return
+            kept = self.read(origin)
+            try:
+                if kept:
+                    self._write(page_id, kept, f"copy of page {origin}")
+            except TooBig as err:  # (a file right at the bound, whose copy's time stamp is longer)
+                logger.warning("the duplicated tab starts empty: %s", err)
 
     def prune(self, keep: str = "", force_sweep: bool = False) -> None:
         """Remove the oldest tabs' files beyond :attr:`max_pages` (never ``keep``'s) and, now and then, the media no
@@ -379,14 +442,17 @@ def shown_copy(store: PageMemory, name: Any, upload_root: Path) -> Path | None:
 
 @dataclass
 class PageSlots:
-    """The tab's id (set by the page as it loads) and whether its kept state was brought back yet."""
+    """The tab's id and the id of the tab it is a duplicate of (both set by the page as it loads), and whether its
+    kept state was brought back yet."""
 
     page_id: gr.Textbox
     restored: gr.State
+    origin: gr.Textbox
 
 
 def build() -> PageSlots:
-    return PageSlots(page_id=gr.Textbox("", visible=False, elem_id="lf-page-id"), restored=gr.State(False))
+    return PageSlots(page_id=gr.Textbox("", visible=False, elem_id="lf-page-id"), restored=gr.State(False),
+                     origin=gr.Textbox("", visible=False, elem_id="lf-page-origin"))
 
 
 def save_chat(board: Board, page_id: str, convo: Any, convo_base: Any, servers: Any, restored: bool = True,
@@ -473,28 +539,33 @@ def restore_selection(board: Board, kept: Any, lang: str) -> Any:
     return gr.update(choices=run_choices(ids), value=keep) if keep else gr.skip()
 
 
-def restore(board: Board, page_id: str, lang: str, restored: Any, fields: dict[str, Any] | None = None) -> tuple:
+def restore(board: Board, page_id: str, lang: str, restored: Any, fields: dict[str, Any] | None = None,
+            origin: str = "") -> tuple:
     """Bring back what the tab kept, once per page load, as soon as its id is known (``restored`` becomes "kept");
     the line that names the model a conversation was with waits for the page's language (then ``restored`` is
-    True). Outputs: restored, convo, convo_base, chatbot, chatbot_base, status, the History picker, and the chat's
-    system prompt, tools and ``fields`` (its sampling settings, by key)."""
+    True). Outputs: restored, convo, convo_base, chatbot, chatbot_base, status, the History picker, the chat's
+    "side by side" box, and its system prompt, tools and ``fields`` (its sampling settings, by key). A duplicated
+    tab (``origin``: the tab it was duplicated from) starts with a copy of what its original kept."""
     fields = fields or {}
-    skips = (gr.skip(),) * (9 + len(fields))
+    skips = (gr.skip(),) * (10 + len(fields))
     if restored is True or not valid_page_id(page_id) or (restored and lang == LANG_UNKNOWN):
         return skips
+    memory(board).fork(page_id, origin)
     data = memory(board).read(page_id)
     chat, settings = data.get("chat"), (gr.skip(),) * (2 + len(fields))
     if restored:
-        kept = (gr.skip(),) * 5
+        kept = (gr.skip(),) * 6
     else:
-        kept = (*restore_chat(board, chat, lang), restore_selection(board, data.get("history"), lang))
+        compare = data.get("compare")
+        kept = (*restore_chat(board, chat, lang), restore_selection(board, data.get("history"), lang),
+                compare if isinstance(compare, bool) else gr.skip())
         if kept[0] != gr.skip():  # the settings it was sent with come back with the conversation
             settings = restore_settings(chat.get("settings"), fields)
     status = gr.skip()
     if lang != LANG_UNKNOWN:
         model = unloaded_model(board, chat)
         status = t(lang, "chat_restored_unloaded", model=model) if model else gr.skip()
-    return ("kept" if lang == LANG_UNKNOWN else True, *kept[:4], status, kept[4], *settings)
+    return ("kept" if lang == LANG_UNKNOWN else True, *kept[:4], status, *kept[4:], *settings)
 
 
 def chat_settings(system: Any, tools: Any, keys: list[str], values: tuple) -> dict[str, Any]:
@@ -527,16 +598,27 @@ def save_selection(board: Board, page_id: str, selected: Any, restored: bool = T
             logger.warning("not keeping the History selection: %s", err)
 
 
+def save_compare(board: Board, page_id: str, compare: Any, restored: bool = True) -> None:
+    """Keep the chat's "side by side with the base model" box as the user set it."""
+    if restored and valid_page_id(page_id) and isinstance(compare, bool):
+        try:
+            memory(board).save(page_id, "compare", compare)
+        except TooBig as err:
+            logger.warning("not keeping the side-by-side box: %s", err)
+
+
 def wire(slots: PageSlots, board: Board, demo: gr.Blocks, lang: gr.components.Component, chat_tab: Any,
          runs_tab: Any) -> None:
     """The tab's id as the page loads, what it kept brought back, and each change kept."""
     private: dict[str, Any] = {"api_visibility": "private", "show_progress": "hidden"}
-    demo.load(None, None, slots.page_id, js=PAGE_ID_JS, **private)
+    demo.load(None, None, slots.origin, js=PAGE_ID_JS, **private).then(None, None, slots.page_id, js=PAGE_ID_THEN_JS,
+                                                                        **private)
     fields = dict(chat_tab.fields)
-    gr.on([slots.page_id.change, lang.change], lambda *a: restore(board, *a, fields=fields),
-          [slots.page_id, lang, slots.restored],
+    gr.on([slots.page_id.change, lang.change], lambda page_id, lang_code, restored, origin: restore(
+          board, page_id, lang_code, restored, fields=fields, origin=origin),
+          [slots.page_id, lang, slots.restored, slots.origin],
           [slots.restored, chat_tab.convo, chat_tab.convo_base, chat_tab.chatbot, chat_tab.chatbot_base,
-           chat_tab.status, runs_tab.selected, chat_tab.system, chat_tab.tools, *fields.values()],
+           chat_tab.status, runs_tab.selected, chat_tab.compare, chat_tab.system, chat_tab.tools, *fields.values()],
           queue=False, trigger_mode="multiple", **private)
     kept = {"queue": False, "trigger_mode": "always_last", **private}
 
@@ -548,3 +630,5 @@ def wire(slots: PageSlots, board: Board, demo: gr.Blocks, lang: gr.components.Co
            chat_tab.tools, *fields.values()], None, **kept)
     runs_tab.selected.change(lambda *a: save_selection(board, *a), [slots.page_id, runs_tab.selected, slots.restored],
                              None, **kept)
+    chat_tab.compare.input(lambda *a: save_compare(board, *a), [slots.page_id, chat_tab.compare, slots.restored], None,
+                           **kept)

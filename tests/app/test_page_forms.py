@@ -55,5 +55,28 @@ def test_each_start_keeps_its_form_and_the_page_load_sets_it(board):
     keepers = [fn for fn in demo.fns.values() if fn.inputs and fn.inputs[0] is page_id and not fn.outputs
                and {n for _, n in fn.targets} == {"click"}]
     assert len(keepers) == 2
-    setters = [fn for fn in demo.fns.values() if fn.inputs == [page_id] and {n for _, n in fn.targets} == {"change"}]
+    origin = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-page-origin")
+    setters = [fn for fn in demo.fns.values() if fn.inputs == [page_id, origin]
+               and {n for _, n in fn.targets} == {"change"}]
     assert len(setters) == 2
+
+
+def test_a_dataset_registered_after_the_board_started_comes_back_as_picked(board):
+    import json
+
+    from app.ui import build_ui
+
+    demo = build_ui(board)  # the page as the board built it: the folder had no "late" dataset
+    page_id = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-page-id")
+    picker = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-eval-dataset")
+    setter = next(fn for fn in demo.fns.values() if fn.inputs and fn.inputs[0] is page_id and picker in fn.outputs)
+    folder = board.workspace.datasets_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "late.json").write_text(json.dumps([{"instruction": "hi", "input": "", "output": "yo"}]))
+    (folder / "dataset_info.json").write_text(json.dumps({"late": {"file_name": "late.json"}}))
+    page_forms.save_form(board, "evaluate", PAGE, ["dataset_dir", "dataset"], (str(folder), ["late"]))
+    back = dict(zip(setter.outputs, setter.fn(PAGE, ""), strict=True))
+    assert back[picker]["value"] == ["late"] and "late" in page_forms.choice_values(gr.Dropdown(
+        choices=back[picker]["choices"]))
+    (folder / "dataset_info.json").write_text("{}")  # gone by the reload: left at the page's own
+    assert dict(zip(setter.outputs, setter.fn(PAGE, ""), strict=True))[picker] == gr.skip()

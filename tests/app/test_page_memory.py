@@ -71,10 +71,11 @@ def test_the_model_it_was_with_is_named_when_it_is_no_longer_loaded(board, uploa
     restored, convo, _, shown, _, status, *_ = page_memory.restore(board, PAGE, "", False)
     assert restored == "kept" and convo[1]["content"] == "yo" and status == page_memory.gr.skip()
     assert str(shown["label"]) == str(chat.box_label("x")["label"])  # the fine-tuned model's box
-    restored, *middle, status, selected, system, tools = page_memory.restore(board, PAGE, "zh", "kept")
-    assert restored is True and middle == [page_memory.gr.skip()] * 4 and selected == system == page_memory.gr.skip()
+    restored, *middle, status, selected, compare, system, tools = page_memory.restore(board, PAGE, "zh", "kept")
+    assert restored is True and middle == [page_memory.gr.skip()] * 4
+    assert selected == compare == system == page_memory.gr.skip()
     assert "demo-model + runs/x/adapter" in status and "加载模型" in status
-    assert page_memory.restore(board, PAGE, "en", True) == (page_memory.gr.skip(),) * 9  # once per page load
+    assert page_memory.restore(board, PAGE, "en", True) == (page_memory.gr.skip(),) * 10  # once per page load
     # and nothing is kept before the page load has brought it back (the page's empty start would overwrite it)
     page_memory.save_chat(board, PAGE, [], [], {}, False)
     assert page_memory.memory(board).read(PAGE)["chat"]["convo"][1]["content"] == "yo"
@@ -98,10 +99,50 @@ def test_the_history_selection_comes_back_for_runs_that_still_exist(board):
     out = page_memory.restore(board, PAGE, "en", False)
     assert out[0] is True and out[6]["value"] == [b] and (b, b) in out[6]["choices"]
     assert page_memory.restore(board, PAGE, "", False)[6]["value"] == [b]  # (its language not known yet)
-    assert page_memory.restore(board, PAGE, "en", True) == (page_memory.gr.skip(),) * 9  # once per page load
-    assert page_memory.restore(board, "../../etc", "en", False) == (page_memory.gr.skip(),) * 9
+    assert page_memory.restore(board, PAGE, "en", True) == (page_memory.gr.skip(),) * 10  # once per page load
+    assert page_memory.restore(board, "../../etc", "en", False) == (page_memory.gr.skip(),) * 10
     page_memory.save_selection(board, PAGE, [], False)  # before the page load brought it back: not kept
     assert page_memory.memory(board).read(PAGE)["history"] == {"selected": [b, "gone-run"]}
+
+
+def test_the_side_by_side_box_comes_back_as_the_user_set_it(board):
+    skip = page_memory.gr.skip()
+    assert page_memory.restore(board, PAGE, "en", False)[7] == skip  # never set: the page's own
+    page_memory.save_compare(board, PAGE, True)
+    assert page_memory.restore(board, PAGE, "en", False)[7] is True
+    assert page_memory.restore(board, PAGE, "en", "kept")[7] == skip  # once per page load
+    page_memory.save_compare(board, PAGE, False, restored=False)  # before the page load brought it back: not kept
+    page_memory.save_compare(board, OTHER, False)  # another tab keeps its own
+    assert page_memory.restore(board, PAGE, "en", False)[7] is True
+    page_memory.save_compare(board, PAGE, False)
+    assert page_memory.restore(board, PAGE, "en", False)[7] is False
+    page_memory.memory(board).save(PAGE, "compare", "yes")  # a hand-edited file: left at the page's own
+    assert page_memory.restore(board, PAGE, "en", False)[7] == skip
+
+
+def test_a_duplicated_tab_starts_as_a_copy_of_its_original_and_then_keeps_its_own(board):
+    page_memory.save_chat(board, PAGE, [{"role": "user", "content": "apples"}], [], {})
+    page_memory.save_selection(board, PAGE, ["run-a"])
+    page_memory.save_compare(board, PAGE, True)
+    store = page_memory.memory(board)
+    # the duplicate (a new id, its original's id beside it) is brought back with the original's conversation
+    out = page_memory.restore(board, OTHER, "", False, origin=PAGE)
+    assert out[1] == [{"role": "user", "content": "apples"}] and out[7] is True
+    assert store.read(OTHER)["history"] == {"selected": ["run-a"]}
+    page_memory.save_chat(board, OTHER, [{"role": "user", "content": "pears"}], [], {})  # then they part
+    page_memory.save_selection(board, OTHER, [])
+    assert store.read(PAGE)["chat"]["convo"][0]["content"] == "apples"
+    assert store.read(PAGE)["history"] == {"selected": ["run-a"]}
+    store.fork(OTHER, PAGE)  # once: never copied over what the duplicate kept since
+    assert store.read(OTHER)["chat"]["convo"][0]["content"] == "pears"
+    store.fork("c" * 32, "../../etc")  # only a page id names a file
+    assert not store.path("c" * 32).exists()
+
+
+def test_the_page_tells_a_duplicated_tab_from_a_reload():
+    js = page_memory.PAGE_ID_JS  # a live tab's lock (or its answer on a channel) marks a copy; a reload is not asked
+    assert "navigator.locks.query()" in js and "BroadcastChannel" in js and '!== "reload"' in js
+    assert "return origin;" in js and "__" not in js  # every placeholder filled
 
 
 def test_the_system_prompt_tools_and_sampling_settings_come_back_with_the_conversation(board):
@@ -128,7 +169,7 @@ def test_a_corrupt_or_too_big_file_is_ignored_with_a_log_line(board, caplog, con
     path.write_bytes(content if content is not None else b'{"chat": {"convo": []}, "x": "' + b"y" * store.max_bytes
                      + b'"}')
     with caplog.at_level(logging.WARNING, logger="app.page_memory"):
-        assert page_memory.restore(board, PAGE, "en", False) == (True, *(page_memory.gr.skip(),) * 8)
+        assert page_memory.restore(board, PAGE, "en", False) == (True, *(page_memory.gr.skip(),) * 9)
     assert str(path) in caplog.text
 
 
@@ -137,7 +178,7 @@ def test_a_conversation_of_an_unknown_shape_is_ignored(board, caplog):
     store.folder.mkdir(parents=True, exist_ok=True)
     (store.folder / f"{PAGE}.json").write_text(json.dumps({"chat": {"convo": [{"role": "hacker", "content": 1}]}}))
     with caplog.at_level(logging.WARNING, logger="app.page_memory"):
-        assert page_memory.restore(board, PAGE, "en", False)[1:] == (page_memory.gr.skip(),) * 8
+        assert page_memory.restore(board, PAGE, "en", False)[1:] == (page_memory.gr.skip(),) * 9
     assert "unknown shape" in caplog.text
 
 
@@ -175,6 +216,9 @@ def test_the_page_sends_its_tab_id_and_keeps_each_change(board):
     demo = build_ui(board)
     loads = [fn for fn in demo.fns.values() if fn.js == page_memory.PAGE_ID_JS]
     assert len(loads) == 1 and any(name == "load" for _, name in loads[0].targets)
+    origin = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-page-origin")
+    then = [fn for fn in demo.fns.values() if fn.js == page_memory.PAGE_ID_THEN_JS]
+    assert loads[0].outputs == [origin] and len(then) == 1 and then[0].trigger_after == loads[0]._id
     assert "sessionStorage" in page_memory.PAGE_ID_JS and "localStorage" not in page_memory.PAGE_ID_JS
     page_id = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-page-id")
     savers = [fn for fn in demo.fns.values() if page_id in fn.inputs and fn.outputs == []
@@ -182,6 +226,12 @@ def test_the_page_sends_its_tab_id_and_keeps_each_change(board):
     assert len(savers) == 2  # the conversation (either side) and the History selection
     assert all(fn.trigger_mode == "always_last" for fn in savers)
     assert sum(len(fn.targets) for fn in savers) == 3
+    compare = next(b for b in demo.blocks.values() if isinstance(b, page_memory.gr.Checkbox)
+                   and str(getattr(b, "label", "")) == str(chat.L("chat_compare")))
+    kept = [fn for fn in demo.fns.values() if fn.inputs[:2] == [page_id, compare] and fn.outputs == []]
+    assert len(kept) == 1 and {n for _, n in kept[0].targets} == {"input"}  # the side-by-side box, as the user sets it
+    restorers = [fn for fn in demo.fns.values() if fn.inputs and fn.inputs[0] is page_id and compare in fn.outputs]
+    assert len(restorers) == 1
 
 
 def test_media_part_round_trip():

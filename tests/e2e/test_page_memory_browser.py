@@ -1,5 +1,6 @@
 """A reloaded browser tab finds its chat conversation (a picture included) and its History selection where it left
-them; another tab starts with its own (app.page_memory: the tab's id lives in its sessionStorage)."""
+them; another tab starts with its own (app.page_memory: the tab's id lives in its sessionStorage); a duplicated tab
+(the browser copies sessionStorage, the id included) takes an id of its own and starts as a copy of its original."""
 
 from __future__ import annotations
 
@@ -70,3 +71,29 @@ def test_a_reloaded_tab_keeps_its_conversation_and_selection_and_another_tab_doe
     assert other.evaluate(f"sessionStorage.getItem('{STORAGE_KEY}')") not in (None, page_id)
     other.get_by_role("tab", name="History").click()
     assert RUN not in other.locator("#lf-runs-selected").inner_text()
+
+    # a duplicated tab ("Duplicate tab" copies the original's sessionStorage, its id included): an id of its own,
+    # starting with a copy of the original's conversation and pick; the original keeps its id across a reload
+    twin = context.new_page()
+    twin.add_init_script(f"if (!sessionStorage.getItem('{STORAGE_KEY}')) {{ sessionStorage.setItem('{STORAGE_KEY}', "
+                         f"'{page_id}'); }}")
+    opened(twin, url)
+    twin_id = lambda: twin.evaluate(f"sessionStorage.getItem('{STORAGE_KEY}')")  # noqa: E731
+    wait_for(twin, lambda: twin_id() != page_id, 30, "the duplicate's own id")
+    copy = twin_id()
+    twin.get_by_role("tab", name="Chat").click()
+    wait_for(twin, lambda: "A red square." in twin.locator("#lf-chatbot").inner_text(), 60, "the copied conversation")
+    twin.get_by_role("tab", name="History").click()
+    wait_for(twin, lambda: RUN in twin.locator("#lf-runs-selected").inner_text(), 60, "the copied pick")
+    assert store.read(copy)["chat"]["convo"][1]["content"] == "A red square."
+    store.save(copy, "chat", {"convo": [{"role": "user", "content": "the duplicate's own"}], "convo_base": [],
+                              "servers": {}})  # then they part
+    opened(twin)
+    assert twin_id() == copy  # a reload of the duplicate keeps its new id
+    twin.get_by_role("tab", name="Chat").click()
+    wait_for(twin, lambda: "the duplicate's own" in twin.locator("#lf-chatbot").inner_text(), 60, "its own chat")
+    opened(page)
+    assert page.evaluate(f"sessionStorage.getItem('{STORAGE_KEY}')") == page_id
+    page.get_by_role("tab", name="Chat").click()
+    wait_for(page, lambda: "A red square." in page.locator("#lf-chatbot").inner_text(), 60, "the original's chat")
+    assert "the duplicate's own" not in page.locator("#lf-chatbot").inner_text()

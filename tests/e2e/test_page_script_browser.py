@@ -17,6 +17,8 @@ import time
 
 import pytest
 
+from app.i18n import t
+from app.tabs.profile import COLUMNS
 from tests.e2e.conftest import CHROMIUM, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -40,6 +42,16 @@ def profiled(workspace, name: str, step_ms: float) -> None:
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def headers(page) -> list[str]:
+    """The profile table's column headers as shown."""
+    cells = page.locator("#lf-profile-table thead th").all_inner_texts()
+    return [cell.strip() for cell in cells if cell.strip()]
+
+
+def shown_in(lang: str) -> list[str]:
+    return [t(lang, f"col_{c}") for c in COLUMNS]
+
+
 def test_chrome_and_the_profile_panel_follow_the_language_and_copies_carry_no_marks(shared_board, browser, tmp_path):
     url, workspace = shared_board
     profiled(workspace, "20261206-110000-train-aaaa", 11.5)
@@ -71,7 +83,10 @@ def test_chrome_and_the_profile_panel_follow_the_language_and_copies_carry_no_ma
     # the Profile panel on the same tab: the newest profiled run's table in Chinese, then the picked one's
     page.locator("#lf-profile").get_by_text("剖析", exact=False).first.click()
     panel = page.locator("#lf-profile")
-    wait_for(lambda: "22.5" in panel.inner_text() and "模块" in panel.inner_text(), 30, "the Chinese profile table")
+    # the table itself in Chinese (the panel's title says 模块 too, so the headers are read, not the panel's text);
+    # composed again once the page's language is known, behind the page load's own handlers (8-15 s on a busy board)
+    wait_for(lambda: "22.5" in panel.inner_text() and headers(page) == shown_in("zh"), 60, "the Chinese profile table")
+    assert "CPU 上 3 步的平均值" in panel.inner_text()  # the summary line too
     page.locator("#lf-profile-run input").click()
     page.get_by_role("option", name="20261206-110000-train-aaaa").click()
     wait_for(lambda: "11.5" in panel.inner_text(), 30, "the picked run's profile table")
@@ -83,7 +98,7 @@ def test_chrome_and_the_profile_panel_follow_the_language_and_copies_carry_no_ma
     wait_for(lambda: search.get_attribute("placeholder") == "Search...", 30, "the English search placeholder again")
     assert page.locator("[title='复制表格数据']").count() == 0
     try:
-        wait_for(lambda: "Mean over 3 step(s)" in panel.inner_text() and "forward (ms)" in panel.inner_text(), 30,
+        wait_for(lambda: "Mean over 3 step(s)" in panel.inner_text() and headers(page) == shown_in("en"), 60,
                  "the English profile table")
     finally:
         page.screenshot(path=str(tmp_path / "profile-en.png"), full_page=True)

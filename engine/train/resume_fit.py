@@ -115,13 +115,14 @@ def _unknown_state_keys(checkpoint: str) -> list[str]:
     """Keys of the checkpoint's trainer_state.json that this transformers' TrainerState does not take (a state
     saved by another version): its load stops on the first with a TypeError."""
     import dataclasses
-    import json
 
     from transformers.trainer_callback import TrainerState
 
+    from engine.checkpoints import StateUnread, read_state
+
     try:
-        saved = json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        saved = read_state(checkpoint)  # a regular file of a bounded size
+    except (OSError, ValueError, RecursionError, StateUnread):
         return []  # named by engine.checkpoints before the run
     known = {field.name for field in dataclasses.fields(TrainerState)}
     return sorted(str(key) for key in saved if key not in known) if isinstance(saved, dict) else []

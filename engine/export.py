@@ -176,8 +176,6 @@ def run_export(cfg: RunConfig, run_dir: str | None = None) -> dict[str, Any]:
         ConfigError: For problems the user must fix (listed together).
         RuntimeError: When the saved folder does not reproduce the merged model's logits.
     """
-    from engine.infer.generation import stop_token_ids, template_for
-
     started = time.perf_counter()
     writer = EventWriter(Path(run_dir) / EVENTS_FILE) if run_dir else None
 
@@ -189,7 +187,20 @@ def run_export(cfg: RunConfig, run_dir: str | None = None) -> dict[str, Any]:
     problems = check_export(cfg)
     if problems:
         raise ConfigError(problems)
+    from engine.run_lock import claim_export, release
+
     export_dir = Path(cfg.export.export_dir).expanduser()
+    lock = claim_export(export_dir, f"run {Path(run_dir).name}" if run_dir else "lf-engine export")
+    try:  # held from before the folder is cleared until the export ends, however it ends
+        return _merge_save_verify(cfg, export_dir, progress, started)
+    finally:
+        release(lock)
+
+
+def _merge_save_verify(cfg: RunConfig, export_dir: Path, progress: Any, started: float) -> dict[str, Any]:
+    """:func:`run_export`'s work once ``export_dir`` is locked for it."""
+    from engine.infer.generation import stop_token_ids, template_for
+
     device = _export_device(cfg)
     merge_dtype, save_dtype = resolve_dtypes(cfg, device)
 

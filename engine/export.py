@@ -11,7 +11,6 @@ result). After saving, the folder is reloaded with ``AutoModelForCausalLM`` and 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 from pathlib import Path
@@ -53,12 +52,10 @@ def _stored_dtype(model_path: str) -> torch.dtype | None:
         model_path = resolve_model_path(model_path)
     except ValueError:
         return None  # reported when the model is loaded
-    config_file = Path(model_path).expanduser() / "config.json"
-    try:
-        config = json.loads(config_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    if not isinstance(config, dict):
+    from engine.models.registry import read_local_config
+
+    config = read_local_config(model_path)  # a regular file of at most a config's size; None otherwise
+    if config is None:
         return None
     text_config = config.get("text_config")
     name = config.get("dtype") or config.get("torch_dtype") or (

@@ -35,9 +35,12 @@ def _saved_config(folder: Path) -> dict[str, Any]:
     """The flat config saved beside the checkpoint (lf_config.yaml; {} when absent or unreadable)."""
     import yaml
 
-    try:
-        saved = yaml.safe_load((folder / "lf_config.yaml").read_text(encoding="utf-8"))
-    except (OSError, ValueError, yaml.YAMLError):
+    from engine.config.limits import MAX_CONFIG_BYTES
+    from engine.models.registry import read_config_text
+
+    try:  # a regular file of at most a config's size, as engine.checkpoints.trained_template reads it
+        saved = yaml.safe_load(read_config_text(folder / "lf_config.yaml", 2 * MAX_CONFIG_BYTES))
+    except (OSError, ValueError, yaml.YAMLError, RecursionError):
         return {}
     return saved if isinstance(saved, dict) else {}
 

@@ -549,6 +549,11 @@ def path_problems(mapping: dict[str, Any], roots: list[Path]) -> list[str]:
                             f"({', '.join(map(str, roots))}).")
             continue
         resolved = path.resolve()
+        if key == "export_dir" and resolved in roots:  # an export locks its folder from beside it, in its parent
+            problems.append(f"`{key}: {value}` is an allowed folder itself, and an export also writes its lock file "
+                            f"beside its folder (.{resolved.name}.export.lock); use a folder under it, such as "
+                            f"{resolved / 'merged'}.")
+            continue
         if not any(resolved == root or root in resolved.parents for root in roots):
             problems.append(f"`{key}: {value}` is outside the folders this board may write to "
                             f"({', '.join(map(str, roots))}). Use a folder under one of them, or ask the board's "

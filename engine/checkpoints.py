@@ -14,6 +14,7 @@ import logging
 import shutil
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from engine.safetensors_header import MAX_HEADER, HeaderError, read_header
 
@@ -177,19 +178,64 @@ def _fsdp_state_problem(paths: list[Path]) -> str | None:
     return None
 
 
+MAX_STATE_BYTES = 512 << 20
+"""The largest trainer_state.json read. A real one grows by about 290 bytes per logged step (a LoRA run's, measured:
+23,530 bytes for 81 logs), so this is some 1.8 million logs; a larger one (a sparse file of gigabytes, a file from
+elsewhere) was read whole, in the board's own process too when it resumes a run."""
+
+
+class StateUnread(Exception):
+    """A trainer_state.json that is there but is not read: not a regular file, unreadable, or past
+    :data:`MAX_STATE_BYTES`. No save is cut off that way, so such a checkpoint is named, never removed."""
+
+
+def read_state(folder: str | Path) -> Any:
+    """The parsed ``trainer_state.json`` of a checkpoint folder, read only as a regular file of at most
+    :data:`MAX_STATE_BYTES`.
+
+    Raises:
+        FileNotFoundError: there is none (a save cut off before its end).
+        StateUnread: it is there but not read (the message says why and what to do).
+        ValueError, RecursionError: it is cut off (not UTF-8 or not JSON) or nested past the parser's depth.
+    """
+    import errno
+    import os
+
+    from engine.runs import open_regular
+
+    path = Path(folder) / STATE_FILE
+    try:
+        with open_regular(path) as fh:
+            size = os.fstat(fh.fileno()).st_size  # judged before reading: a sparse file reads as its size of zeros
+            if size > MAX_STATE_BYTES:
+                raise StateUnread(f"{STATE_FILE} is {size:,} bytes, more than any run writes (at most "
+                                  f"{MAX_STATE_BYTES:,} are read); copy the checkpoint again from where it was saved")
+            raw = fh.read(size)  # (a read of the bound would take the bound's memory at once)
+    except OSError as err:
+        if err.errno == errno.ENOENT and not os.path.lexists(path):
+            raise FileNotFoundError(errno.ENOENT, "no such file", str(path)) from None
+        raise StateUnread(f"{STATE_FILE} cannot be read ({err.strerror or err}): it must be a regular file the "
+                          "Trainer wrote; copy the checkpoint again from where it was saved") from None
+    return json.loads(raw.decode("utf-8"))
+
+
 def checkpoint_problem(folder: str | Path, check_state: bool = True) -> str | None:
     """Why ``folder`` is not a complete checkpoint (None when it is one); ``check_state=False``: only whether a save
-    was cut off, not whether its trainer_state.json's values can be the Trainer's."""
+    was cut off, not whether its trainer_state.json's values can be the Trainer's (nor whether it can be read at
+    all: one that is not a regular file or is outsized is no cut-off save)."""
     folder = Path(folder)
-    state = folder / STATE_FILE
-    if not state.is_file():
+    try:
+        saved = read_state(folder)
+    except FileNotFoundError:
         names = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
         held = f"it holds only {', '.join(names)}" if 0 < len(names) <= 3 else ("it is empty" if not names else
                                                                                  f"{len(names)} files")
         return f"no {STATE_FILE} ({held}): the save was cut off"
-    try:
-        saved = json.loads(state.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+    except StateUnread as err:
+        if check_state:
+            return str(err)
+        saved = {}
+    except (ValueError, RecursionError):
         return f"{STATE_FILE} is cut off"
     if not isinstance(saved, dict):
         return f"{STATE_FILE} is not a JSON object"

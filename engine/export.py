@@ -11,7 +11,6 @@ result). After saving, the folder is reloaded with ``AutoModelForCausalLM`` and 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 from pathlib import Path
@@ -53,12 +52,10 @@ def _stored_dtype(model_path: str) -> torch.dtype | None:
         model_path = resolve_model_path(model_path)
     except ValueError:
         return None  # reported when the model is loaded
-    config_file = Path(model_path).expanduser() / "config.json"
-    try:
-        config = json.loads(config_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    if not isinstance(config, dict):
+    from engine.models.registry import read_local_config
+
+    config = read_local_config(model_path)  # a regular file of at most a config's size; None otherwise
+    if config is None:
         return None
     text_config = config.get("text_config")
     name = config.get("dtype") or config.get("torch_dtype") or (
@@ -176,8 +173,6 @@ def run_export(cfg: RunConfig, run_dir: str | None = None) -> dict[str, Any]:
         ConfigError: For problems the user must fix (listed together).
         RuntimeError: When the saved folder does not reproduce the merged model's logits.
     """
-    from engine.infer.generation import stop_token_ids, template_for
-
     started = time.perf_counter()
     writer = EventWriter(Path(run_dir) / EVENTS_FILE) if run_dir else None
 
@@ -189,7 +184,20 @@ def run_export(cfg: RunConfig, run_dir: str | None = None) -> dict[str, Any]:
     problems = check_export(cfg)
     if problems:
         raise ConfigError(problems)
+    from engine.run_lock import claim_export, release
+
     export_dir = Path(cfg.export.export_dir).expanduser()
+    lock = claim_export(export_dir, f"run {Path(run_dir).name}" if run_dir else "lf-engine export")
+    try:  # held from before the folder is cleared until the export ends, however it ends
+        return _merge_save_verify(cfg, export_dir, progress, started)
+    finally:
+        release(lock)
+
+
+def _merge_save_verify(cfg: RunConfig, export_dir: Path, progress: Any, started: float) -> dict[str, Any]:
+    """:func:`run_export`'s work once ``export_dir`` is locked for it."""
+    from engine.infer.generation import stop_token_ids, template_for
+
     device = _export_device(cfg)
     merge_dtype, save_dtype = resolve_dtypes(cfg, device)
 

@@ -41,8 +41,10 @@ def previous_export_files(export_dir: Path) -> list[Path] | None:
     info_path = export_dir / INFO_FILE
     if not info_path.is_file():
         return None
+    from engine.models.registry import read_config_text
+
     try:
-        info = json.loads(info_path.read_text(encoding="utf-8"))
+        info = json.loads(read_config_text(info_path))  # a regular file of at most a config's size
     except (OSError, ValueError, RecursionError):
         return None
     files = info.get("files", []) if isinstance(info, dict) else None

@@ -62,7 +62,9 @@ def _config_is_unquantized(cfg: Any, name: str) -> bool:
     if config is None:
         return False
     try:
-        data = json.loads(Path(config).read_text(encoding="utf-8"))
+        from engine.models.registry import read_config_text
+
+        data = json.loads(read_config_text(config))  # a regular file of at most a config's size
     except (OSError, ValueError, RecursionError):
         return False  # the preflight check or the loader reports it
     return isinstance(data, dict) and not _quantized(data)

@@ -7,6 +7,8 @@ before it writes anything there and keeps it until its outcome is recorded; the 
 process ends in any way (SIGKILL, a crash, the machine's OOM killer), so a dead run never holds a folder. The file
 holds the holder's pid and run id, for the message the second job gets. The file itself stays (removing it would let
 a third process lock a new file while a second still waits on the old one).
+
+An export holds a lock of the same kind on its ``export_dir``, kept beside that folder (:func:`claim_export`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import logging
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from engine.errors import UserError
@@ -43,33 +46,64 @@ def claim(folder: str | Path, run_id: str) -> int | None:
         UserError: another live job holds the folder, or the lock file is not a file this can lock (a link, a
             folder, a pipe someone put there).
     """
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    fix = "remove it and start again, or choose another output_dir."
+    return _lock(Path(folder) / LOCK_NAME, run_id, "run folder", fix, lambda holder: (
+        f"`{folder}` is the output folder of a run that is still going ({holder}); a second run there would mix its "
+        "files into that run's. Wait for it to end or stop it (the board's Abort, or SIGTERM to that process), or "
+        "choose another output_dir."))
+
+
+def export_lock_path(export_dir: str | Path) -> Path:
+    """Where the lock of an export folder lies: beside it, in its parent (inside, it would be one of the exported
+    model's files), named after it and hidden: ``<parent>/.<name>.export.lock``."""
+    target = Path(export_dir).expanduser().resolve()
+    return target.parent / f".{target.name}.export.lock"
+
+
+def claim_export(export_dir: str | Path, label: str) -> int | None:
+    """Lock ``export_dir`` for this process's export, from before the folder is cleared until the export ends;
+    ``label`` names this export to a second one (its run id, or the command). Two exports into one folder at once
+    had each cleared the other's files and mixed their shards (and both verified their own model against the other's
+    files). The descriptor to :func:`release` (None where the file system takes no locks).
+
+    Raises:
+        UserError: another export into that folder is still going, or its lock file is not a file this can lock.
+    """
+    path = export_lock_path(export_dir)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"The folder of `export_dir: {export_dir}` cannot be made ({err.strerror or err}); choose an "
+                        "export_dir in a folder you can write to.") from None
+    fix = "remove it and export again (no export into that folder is running then), or choose another export_dir."
+    return _lock(path, label, "export folder", fix, lambda holder: (
+        f"`{export_dir}` is being written by another export that is still going ({holder}); a second export there "
+        "would clear and mix its files. Wait for it to end or stop it, or choose another export_dir."))
+
+
+def _lock(path: Path, label: str, what: str, fix: str, busy: Callable[[str], str]) -> int | None:
     import fcntl
 
-    path = Path(folder) / LOCK_NAME
-    Path(folder).mkdir(parents=True, exist_ok=True)
     flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         fd = os.open(path, flags, 0o600)
     except OSError as err:
-        raise UserError(f"The run folder's lock file {path} cannot be opened ({err.strerror or err}): it must be a "
-                        "plain file (a link or a folder of that name is not one). Remove it and start again, or "
-                        "choose another output_dir.") from None
+        raise UserError(f"The {what}'s lock file {path} cannot be opened ({err.strerror or err}): it must be a "
+                        f"plain file (a link or a folder of that name is not one); {fix}") from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UserError(f"The run folder's lock file {path} is not a plain file (a pipe, device or socket); "
-                            "remove it and start again, or choose another output_dir.")
+            raise UserError(f"The {what}'s lock file {path} is not a plain file (a pipe, device or socket); {fix}")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as err:
             if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):  # ENOLCK, EOPNOTSUPP: no locks here
-                logger.warning("The run folder %s cannot be locked (%s); only its run.json tells a live run there.",
-                               folder, err.strerror or err)
+                logger.warning("The %s lock %s cannot be taken (%s); a second job there is not refused.", what, path,
+                               err.strerror or err)
                 os.close(fd)
                 return None
-            raise UserError(f"`{folder}` is the output folder of a run that is still going ({_holder(fd)}); a second "
-                            "run there would mix its files into that run's. Wait for it to end or stop it (the "
-                            "board's Abort, or SIGTERM to that process), or choose another output_dir.") from None
-        holder = json.dumps({"pid": os.getpid(), "id": run_id}).encode("utf-8")
+            raise UserError(busy(_holder(fd))) from None
+        holder = json.dumps({"pid": os.getpid(), "id": label}).encode("utf-8")
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, holder, 0)

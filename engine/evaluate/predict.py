@@ -18,7 +18,7 @@ from engine.config import RunConfig
 from engine.evaluate.metrics import compute_generation_metrics
 from engine.evaluate.predict_ranks import gather_replies, model_is_sharded, rank_and_world, rank_batches
 from engine.infer.generation import generation_kwargs, stop_token_ids
-from engine.runs import EventWriter, write_text_atomic
+from engine.runs import EventWriter, read_json, write_text_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -30,12 +30,7 @@ def save_split_metrics(out: Path, split: str, metrics: dict[str, Any]) -> None:
     """``{split}_results.json`` and the merged ``all_results.json``, as transformers' ``Trainer.save_metrics`` writes
     them (indent 4, sorted keys), each file replaced whole."""
     write_text_atomic(out / f"{split}_results.json", json.dumps(metrics, indent=4, sort_keys=True))
-    merged: dict[str, Any] = {}
-    try:
-        found = json.loads((out / "all_results.json").read_text(encoding="utf-8"))
-        merged = found if isinstance(found, dict) else {}
-    except (OSError, ValueError, RecursionError):
-        pass
+    merged = read_json(out / "all_results.json")  # {} when absent, damaged, not a regular file or past 4 MB
     merged.update(metrics)
     write_text_atomic(out / "all_results.json", json.dumps(merged, indent=4, sort_keys=True))
 

@@ -158,20 +158,38 @@ def build_processor(processor_cls: type, parts: dict[str, Any]) -> Any:
         ProcessorMixin.check_argument_for_proper_class = original
 
 
+def read_folder_json(file: Any) -> dict[str, Any]:
+    """A model folder's processor or tokenizer JSON file as a dict ({} for JSON that is no object), read only as a
+    regular file of a bounded size (a processor config's 16 MB, a tokenizer config's as the template-token check
+    reads it): an outsized one, sparse or not, was read whole in the job's process, and a named pipe held it.
+
+    Raises:
+        MediaError: unreadable, not a regular file, outsized, not UTF-8 or not JSON (naming the file and the fix).
+    """
+    import json
+    from pathlib import Path
+
+    from engine.models.registry import ConfigTooLarge, read_config_text
+    from engine.templates.token_check import MAX_TOKENIZER_BYTES
+
+    file = Path(file)
+    try:
+        data = json.loads(read_config_text(file, MAX_TOKENIZER_BYTES if file.name.startswith("tokenizer") else None))
+    except ConfigTooLarge as err:
+        raise MediaError(str(err)) from None
+    except (OSError, ValueError, RecursionError) as err:
+        reason = "nested too deeply" if isinstance(err, RecursionError) else err
+        raise MediaError(f"{file} cannot be read ({reason}); copy it again from the original model.") from None
+    return data if isinstance(data, dict) else {}
+
+
 def _assemble(path: str, trust_remote_code: bool, tokenizer: Any) -> Any:
     """The processor of ``path`` built part by part (for when AutoProcessor needs torchvision)."""
-    import json
     from pathlib import Path
 
     from transformers import AutoFeatureExtractor, AutoImageProcessor
 
-    def read(file: Path) -> dict[str, Any]:
-        try:
-            data = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError) as err:
-            raise MediaError(f"{file} cannot be read ({err}); copy it again from the original model.") from None
-        return data if isinstance(data, dict) else {}
-
+    read = read_folder_json
     config_file = Path(path) / "processor_config.json"
     name = None
     extra: dict[str, Any] = {}
@@ -287,7 +305,7 @@ def fix_processor_config(folder: Any) -> None:
     path = Path(folder) / "processor_config.json"
     if not path.is_file():
         return
-    config = json.loads(path.read_text(encoding="utf-8"))
+    config = read_folder_json(path)
     video = config.get("video_processor")
     if not isinstance(video, dict) or video.get("video_processor_type") not in STAND_INS:
         return
@@ -335,14 +353,13 @@ def copy_processor_files(source: Any, target: Any) -> list[str]:
 
 def _named_fonts(folder: Any) -> list[str]:
     """Font files of ``folder`` its video processor config names (``font``: ERNIE-4.5-VL draws timestamps with it)."""
-    import json
     from pathlib import Path
 
     names = []
     for file, key in (("processor_config.json", "video_processor"), ("video_preprocessor_config.json", None)):
         try:
-            data = json.loads((Path(folder) / file).read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError):
+            data: Any = read_folder_json(Path(folder) / file)
+        except MediaError:
             continue
         data = data.get(key) if key and isinstance(data, dict) else data
         font = data.get("font") if isinstance(data, dict) else None

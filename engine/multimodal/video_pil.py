@@ -14,7 +14,6 @@ filter's implementation (Pillow's bicubic instead of torchvision's).
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -243,15 +242,17 @@ class PilGemma4VideoProcessor(_base_class()):
 def video_settings(path: str | Path) -> dict[str, Any]:
     """The video processor's settings saved in a model folder (processor_config.json's ``video_processor`` or
     video_preprocessor_config.json), {} when there are none."""
+    from engine.multimodal.processor import read_folder_json  # (bounded, regular files only)
+
     folder = Path(path)
     combined = folder / "processor_config.json"
     if combined.is_file():
-        section = json.loads(combined.read_text(encoding="utf-8")).get("video_processor")
+        section = read_folder_json(combined).get("video_processor")
         if isinstance(section, dict):
             return section
     single = folder / "video_preprocessor_config.json"
     if single.is_file():
-        return json.loads(single.read_text(encoding="utf-8"))
+        return read_folder_json(single)
     return {}
 
 

@@ -35,9 +35,12 @@ def _saved_config(folder: Path) -> dict[str, Any]:
     """The flat config saved beside the checkpoint (lf_config.yaml; {} when absent or unreadable)."""
     import yaml
 
-    try:
-        saved = yaml.safe_load((folder / "lf_config.yaml").read_text(encoding="utf-8"))
-    except (OSError, ValueError, yaml.YAMLError):
+    from engine.config.limits import MAX_CONFIG_BYTES
+    from engine.models.registry import read_config_text
+
+    try:  # a regular file of at most a config's size, as engine.checkpoints.trained_template reads it
+        saved = yaml.safe_load(read_config_text(folder / "lf_config.yaml", 2 * MAX_CONFIG_BYTES))
+    except (OSError, ValueError, yaml.YAMLError, RecursionError):
         return {}
     return saved if isinstance(saved, dict) else {}
 
@@ -115,13 +118,14 @@ def _unknown_state_keys(checkpoint: str) -> list[str]:
     """Keys of the checkpoint's trainer_state.json that this transformers' TrainerState does not take (a state
     saved by another version): its load stops on the first with a TypeError."""
     import dataclasses
-    import json
 
     from transformers.trainer_callback import TrainerState
 
+    from engine.checkpoints import StateUnread, read_state
+
     try:
-        saved = json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        saved = read_state(checkpoint)  # a regular file of a bounded size
+    except (OSError, ValueError, RecursionError, StateUnread):
         return []  # named by engine.checkpoints before the run
     known = {field.name for field in dataclasses.fields(TrainerState)}
     return sorted(str(key) for key in saved if key not in known) if isinstance(saved, dict) else []

@@ -10,7 +10,6 @@ Two kinds of folder score here, each at its rows' last attended token (as LLaMA-
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,9 @@ def load_reward_model(cfg: RunConfig, template: Any) -> Any:
     head_file = value_head_file(folder)
     head = read_value_head(head_file) if head_file is not None else None  # a damaged head refused before any load
     if adapter:
-        base = adapter_base(folder, json.loads((folder / "adapter_config.json").read_text(encoding="utf-8")))
+        from engine.checkpoints import read_adapter_config
+
+        base = adapter_base(folder, read_adapter_config(folder))  # bounded; check_reward_model named a bad one
         model_args = replace(cfg.model, model_name_or_path=base, adapter_name_or_path=str(folder), quantization_bit=None)
     else:
         model_args = replace(cfg.model, model_name_or_path=str(folder), adapter_name_or_path=None, quantization_bit=None)

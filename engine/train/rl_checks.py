@@ -103,8 +103,12 @@ def check_rl(cfg: RunConfig) -> list[str]:
 
 def _json_table(file: Path) -> tuple[dict[str, Any], str | None]:
     """A JSON object file's contents, or why it is not one."""
+    from engine.models.registry import ConfigTooLarge, read_config_text
+
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = json.loads(read_config_text(file))  # a regular file of at most a config's size
+    except ConfigTooLarge as err:
+        return {}, str(err)
     except (OSError, ValueError, RecursionError) as err:
         return {}, f"{file.name} cannot be read ({type(err).__name__})"
     return (data, None) if isinstance(data, dict) else ({}, f"{file.name} is not a JSON object")
@@ -191,10 +195,13 @@ def adapter_base(folder: Path, config: dict[str, Any]) -> Any:
         try:
             import yaml
 
-            saved = yaml.safe_load((folder / "lf_config.yaml").read_text(encoding="utf-8"))
+            from engine.config.limits import MAX_CONFIG_BYTES
+            from engine.models.registry import read_config_text
+
+            saved = yaml.safe_load(read_config_text(folder / "lf_config.yaml", 2 * MAX_CONFIG_BYTES))
             if isinstance(saved, dict) and saved.get("model_name_or_path"):
                 return saved["model_name_or_path"]
-        except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError):
+        except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError, RecursionError):
             pass  # its own load names the damaged file
     return config.get("base_model_name_or_path")
 

@@ -212,6 +212,9 @@ def test_api_paths_must_stay_under_the_allowed_roots(board, tmp_path, monkeypatc
     assert path_problems({"ray_storage_path": "./saves", "use_ray": False}, allowed_roots(Path("/w"))) == []
     assert path_problems({"export_dir": "/srv/a/x/../y"}, allowed_roots(Path("/w"))) == []
     assert path_problems({"export_dir": "/srv/a/../c"}, allowed_roots(Path("/w")))
+    # an export's lock lies beside its folder: an allowed folder itself would have it written outside the roots
+    assert "is an allowed folder itself" in path_problems({"export_dir": "/srv/a/"}, allowed_roots(Path("/w")))[0]
+    assert path_problems({"tokenized_path": "/srv/a"}, allowed_roots(Path("/w"))) == []
 
 
 def free_port() -> int:

@@ -139,3 +139,61 @@ def test_a_trainer_state_of_another_transformers_is_refused_naming_its_keys(tmp_
         guard_loads(SimpleNamespace(), SimpleNamespace(), str(folder))
     _state_checkpoint(tmp_path / "checkpoint-4", {"global_step": 4, "log_history": []})
     guard_loads(SimpleNamespace(), SimpleNamespace(), str(tmp_path / "checkpoint-4"))
+
+
+def _state_named_not_removed(tmp_path, bad):
+    from engine.checkpoints import remove_torn
+
+    good = _state_checkpoint(tmp_path / "checkpoint-2", {"global_step": 2})
+    problem = checkpoint_problem(bad)
+    assert problem and "copy the checkpoint again" in problem
+    assert latest_complete(tmp_path) == (good, [(bad, problem)])
+    assert remove_torn(tmp_path) == [] and (bad / "adapter_model.safetensors").is_file()
+    return problem
+
+
+def test_an_outsized_trainer_state_is_named_never_read_whole_nor_removed(tmp_path):
+    """A sparse trainer_state.json of gigabytes was read whole (in the board's process too, when it resumes a run),
+    failed to parse and so counted as a cut-off save: the full-disk clean-up then deleted the checkpoint. Past the
+    bound (far above a real run's) it is named and left alone, without being read."""
+    import tracemalloc
+
+    from engine.checkpoints import MAX_STATE_BYTES
+
+    bad = _state_checkpoint(tmp_path / "checkpoint-3", {"global_step": 3})
+    with open(bad / "trainer_state.json", "r+b") as fh:
+        fh.truncate(MAX_STATE_BYTES + 1)
+    tracemalloc.start()
+    try:
+        problem = _state_named_not_removed(tmp_path, bad)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert f"is {MAX_STATE_BYTES + 1:,} bytes, more than any run writes" in problem
+    assert peak < 32 << 20
+
+
+def test_a_trainer_state_that_is_a_pipe_or_a_device_is_named_never_removed(tmp_path):
+    """A named pipe (or a link to /dev/zero) there read as 'no trainer_state.json: the save was cut off', and the
+    full-disk clean-up deleted the whole checkpoint; reading it would have waited for a writer for good."""
+    import os
+
+    pipe = _state_checkpoint(tmp_path / "checkpoint-3", {"global_step": 3})
+    (pipe / "trainer_state.json").unlink()
+    os.mkfifo(pipe / "trainer_state.json")
+    assert "not a regular file" in _state_named_not_removed(tmp_path, pipe)
+    device = _state_checkpoint(tmp_path / "checkpoint-4", {"global_step": 4})
+    (device / "trainer_state.json").unlink()
+    (device / "trainer_state.json").symlink_to("/dev/zero")
+    assert "not a regular file" in checkpoint_problem(device)
+    from engine.checkpoints import remove_torn
+    assert remove_torn(tmp_path) == [] and device.is_dir() and pipe.is_dir()
+
+
+def test_a_cut_off_trainer_state_is_still_a_torn_save(tmp_path):
+    from engine.checkpoints import remove_torn
+
+    bad = _state_checkpoint(tmp_path / "checkpoint-3", {"global_step": 3})
+    (bad / "trainer_state.json").write_text('{"global_step": 3, "log_hi')
+    assert checkpoint_problem(bad) == "trainer_state.json is cut off"
+    assert remove_torn(tmp_path) == ["checkpoint-3"]

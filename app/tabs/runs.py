@@ -266,6 +266,7 @@ def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: d
         lambda k, s, lc: on_refresh(k, s, lc, True),
         [tab.known, tab.selected, lang],
         [tab.table, tab.selected, tab.known],
+        show_progress="hidden",
         **private,
     )
 

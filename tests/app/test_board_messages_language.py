@@ -133,3 +133,17 @@ def test_nothing_the_page_fills_as_it_loads_shows_gradios_timer(board):
     shown = {f"{i} {demo.fns[i].name}": [getattr(o, "elem_id", None) for o in demo.fns[i].outputs] for i in loading
              if demo.fns[i].fn is not None and demo.fns[i].outputs and demo.fns[i].show_progress != "hidden"}
     assert len(loading) > 10 and shown == {}
+
+
+def test_element_ids_are_unique_in_the_page(board):
+    """Train, Evaluate and Chat each had `cfg-cutoff_len`, `cfg-max_samples`, `cfg-temperature`...: one id twice in a
+    page is invalid HTML, and a `#cfg-...` selector found whichever came first."""
+    import collections
+
+    from app.ui import build_ui
+
+    demo = build_ui(board)
+    ids = collections.Counter(getattr(b, "elem_id", None) for b in demo.blocks.values())
+    assert {elem: n for elem, n in ids.items() if elem and n > 1} == {}
+    assert {"cfg-max_samples", "cfg-eval-max_samples", "cfg-temperature", "cfg-eval-temperature",
+            "cfg-chat-temperature", "cfg-export-export_size"} <= set(ids)

@@ -102,7 +102,7 @@ def build(board: Board) -> RunsTab:
     )
     reward_overlay = gr.LinePlot(None, x="step", y="reward", color="run", color_title=" ", visible=False,
                                  label=L("runs_reward_overlay"), height=340, elem_classes=["lf-plot"])
-    diff = gr.Dataframe(label=L("runs_diff"), interactive=False, wrap=True, visible=False)
+    diff = gr.Dataframe(label=L("runs_diff"), interactive=False, wrap=True, visible=False, elem_id="lf-runs-diff")
     return RunsTab(
         table=table,
         selected=selected,

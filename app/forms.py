@@ -275,19 +275,3 @@ def export_mapping(top: TopValues, export_dir: Any, fields: dict[str, Any]) -> d
     mapping["export_dir"] = str(export_dir or "").strip() or None
     mapping.update(fields)
     return absolute_paths(mapping)
-
-
-def config_diff(configs: dict[str, dict[str, Any]]) -> list[list[Any]]:
-    """Rows of [key, value in run 1, value in run 2, ...] for the keys whose values differ between runs."""
-    ids = list(configs)
-    keys: list[str] = []
-    for cfg in configs.values():
-        for key in cfg:
-            if key not in keys and key != "output_dir":
-                keys.append(key)
-    rows = []
-    for key in keys:
-        values = [configs[i].get(key) for i in ids]
-        if len({yaml.safe_dump(v) for v in values}) > 1:
-            rows.append([key, *("" if v is None else str(v) for v in values)])
-    return rows

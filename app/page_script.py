@@ -10,6 +10,12 @@ box's "Copy"...): they are not in its i18n files, and no component property sets
 with the board's locale key for each (``chrome_<name>``); the page replaces them in the ``placeholder``, ``title`` and
 ``aria-label`` attributes as gradio draws them, and puts them back when the language changes
 (:data:`app.i18n.SET_LOCALE_JS` tells the page the language in effect).
+
+Whole steps on the charts' step axes: every ``.lf-plot`` chart (loss, learning rate, rewards, History's overlays) has
+training steps on its x axis, and vega puts its ticks at "nice" values: over a run of a few steps, at 0.2 or 0.5
+steps ("1.0 1.2 1.4 ..."), which are no steps at all. gradio passes no tick settings through (only a d3 number
+format, which would print 1.5 as "2", beside the real 2), so the page hides the x axis' labels, ticks and grid lines
+that fall between whole steps and writes the others as whole numbers ("2", not "2.0"), each time vega draws.
 """
 
 from __future__ import annotations
@@ -110,7 +116,43 @@ CHROME_JS = r"""
 """
 
 
+STEPS_JS = r"""
+  // whole steps only on the charts' step axes (see the module's docstring)
+  const stepNumber = (text) => Number(text.replace(/,/g, ''));
+  const wholeSteps = (plot) => {
+    const axis = plot.querySelector('.role-axis[aria-label^="X-axis"]');
+    if (!axis) { return; }
+    const labels = [...axis.querySelectorAll('.role-axis-label text')];
+    const ticks = [...axis.querySelectorAll('.role-axis-tick line')];
+    const grid = [...plot.querySelectorAll('.role-axis-grid')].map((g) => [...g.querySelectorAll('line')])
+      .find((lines) => lines.length === labels.length && lines.every((l) => l.getAttribute('x2') === '0')) || [];
+    labels.forEach((label, i) => {
+      const value = stepNumber(label.textContent);
+      if (Number.isNaN(value)) { return; }
+      const whole = Number.isInteger(value);
+      for (const el of [label, ticks[i], grid[i]]) {
+        if (el && el.style.display !== (whole ? '' : 'none')) { el.style.display = whole ? '' : 'none'; }
+      }
+      const text = label.textContent.replace(/\.0+$/, '');
+      if (whole && text !== label.textContent) { label.textContent = text; }
+    });
+  };
+  const pending = new Set();
+  const redraw = () => { for (const plot of pending) { wholeSteps(plot); } pending.clear(); };
+  new MutationObserver((records) => {
+    for (const record of records) {
+      const el = record.target.nodeType === 1 ? record.target : record.target.parentElement;
+      const plot = el && el.closest('.lf-plot');
+      if (plot) {
+        if (!pending.size) { requestAnimationFrame(redraw); }
+        pending.add(plot);
+      }
+    }
+  }).observe(document.body, { subtree: true, childList: true, characterData: true });
+"""
+
+
 def page_js() -> str:
     """The function the page runs once after loading (idempotent if gradio runs it again)."""
     chrome = CHROME_JS.replace("__CHROME__", json.dumps(chrome_table(), ensure_ascii=False))
-    return "() => {\n  if (window.lfBoardPage) { return; }\n  window.lfBoardPage = true;\n" + COPY_JS + chrome + "}\n"
+    return "() => {\n  if (window.lfBoardPage) { return; }\n  window.lfBoardPage = true;\n" + COPY_JS + chrome + STEPS_JS + "}\n"

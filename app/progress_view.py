@@ -14,10 +14,11 @@ import pandas as pd
 
 from app.context import Board
 from app.engine_text import error_text
-from app.history import format_seconds
+from app.history import format_seconds, read_config
 from app.i18n import LANGUAGES, t
 from app.jobs import JobError
 from app.visible_text import reveal
+from engine.runs import RunFolder
 
 STATUS_CLASSES = {
     "queued": "lf-queued",
@@ -173,8 +174,10 @@ def typed_frame(rows: list[dict[str, Any]], dtypes: dict[str, str]) -> pd.DataFr
 def loss_frame(board: Board, run_id: str | None, lang: str) -> pd.DataFrame | None:
     """step / loss / series rows for the loss chart (training loss and eval loss); None before the first point.
 
-    gradio fixes a chart's colours on the first data it draws, so both series are always present (a series with
-    no point yet gets one empty row) and a chart is cleared (None) before it shows another run or language.
+    gradio fixes a chart's colours on the first data it draws, so both series are present from the start where
+    the run evaluates (a series with no point yet gets one empty row) and a chart is cleared (None) before it shows
+    another run or language. A run that never evaluates (and has no eval loss) gets no eval series: its legend
+    named one that would never come.
     """
     if not run_id:
         return None
@@ -183,11 +186,21 @@ def loss_frame(board: Board, run_id: str | None, lang: str) -> pd.DataFrame | No
         return None
     rows: list[dict[str, Any]] = []
     first = min(s for s, _ in curves["loss"] + curves["eval_loss"])
-    for series, points in ((t(lang, "series_train"), curves["loss"]), (t(lang, "series_eval"), curves["eval_loss"])):
+    shown = [(t(lang, "series_train"), curves["loss"])]
+    if curves["eval_loss"] or evaluates(read_config(RunFolder(board.jobs.runs_dir / run_id))):
+        shown.append((t(lang, "series_eval"), curves["eval_loss"]))
+    for series, points in shown:
         rows += [{"step": s, "loss": v, "series": series} for s, v in points] or [
             {"step": first, "loss": math.nan, "series": series}
         ]
     return typed_frame(rows, {"step": "int64", "loss": "float64", "series": "str"})
+
+
+def evaluates(cfg: dict[str, Any]) -> bool:
+    """Whether a training run's config evaluates (during training or once at its end): evaluation data
+    (``eval_dataset`` or ``val_size``) and ``do_eval`` or an ``eval_strategy`` other than ``no``."""
+    wants = cfg.get("do_eval") is True or cfg.get("eval_strategy") not in (None, "no")
+    return bool(wants and (cfg.get("eval_dataset") or cfg.get("val_size")))
 
 
 def lr_frame(board: Board, run_id: str | None) -> pd.DataFrame | None:

@@ -235,4 +235,5 @@ def wire(bar: TopBar, board: Board, demo: gr.Blocks) -> None:
     ).then(None, **lang_io).then(  # the notes in the page's language, once it is known
         lambda lang: load_values(board, lang), inputs=[bar.lang],
         outputs=[bar.note, bar.model, bar.checkpoint, bar.known_checkpoints], api_visibility="private",
+        show_progress="hidden",  # gradio's timer on the model and checkpoint pickers while the lists are read
     )

@@ -150,12 +150,19 @@ def info(key: str) -> Any:
     return L(f"h_{key}") + f" · {key}"
 
 
-def make_widget(key: str, value: Any = None, **kwargs: Any) -> gr.components.Component:
-    """The gradio component for a config key, showing ``value`` (the field default when None is given)."""
+def elem_id(key: str, tab: str = "") -> str:
+    """A config widget's element id: ``cfg-<key>`` on the Train tab (and the top bar), ``cfg-<tab>-<key>`` on the
+    other tabs, which repeat some of its keys (cutoff_len, max_samples, temperature...): ids are unique in a page."""
+    return f"cfg-{tab}-{key}" if tab else f"cfg-{key}"
+
+
+def make_widget(key: str, value: Any = None, *, tab: str = "", **kwargs: Any) -> gr.components.Component:
+    """The gradio component for a config key, showing ``value`` (the field default when None is given); ``tab``
+    names the tab it is on where that is not Train (see :func:`elem_id`)."""
     _, f = key_field(key)
     kind = widget_kind(key)
     shown = to_widget(key, default_value(key) if value is None else value)
-    common: dict[str, Any] = {"label": label(key), "info": info(key), "elem_id": f"cfg-{key}", **kwargs}
+    common: dict[str, Any] = {"label": label(key), "info": info(key), "elem_id": elem_id(key, tab), **kwargs}
     meta = f.metadata
     if kind == "dropdown":
         return gr.Dropdown(choices=choices_of(key), value=shown, **common)

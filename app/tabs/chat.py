@@ -84,7 +84,7 @@ def build(board: Board) -> ChatTab:
         with gr.Column(scale=1):
             system = gr.Textbox(label=L("chat_system"), lines=3)
             for key in CHAT_KEYS:
-                fields[key] = make_widget(key)
+                fields[key] = make_widget(key, tab="chat")
             with gr.Accordion(L("chat_tools"), open=False):
                 tools = gr.Code(language="json", label=L("chat_tools_label"), lines=8)
     return ChatTab(

@@ -91,11 +91,12 @@ def build(board: Board) -> EvaluateTab:
     dataset_note = SafeMarkdown(visible=False, elem_id="lf-eval-dataset-note")  # why a picked entry is broken
     with gr.Row():
         for key in EVAL_KEYS:
-            fields[key] = make_widget(key, {"max_samples": 50, "cutoff_len": start.get("cutoff_len")}.get(key))
+            fields[key] = make_widget(key, {"max_samples": 50, "cutoff_len": start.get("cutoff_len")}.get(key),
+                                      tab="eval")
     with gr.Accordion(L("eval_generation"), open=True) as generation:
         with gr.Row():
             for key in forms.GENERATION_KEYS:
-                fields[key] = make_widget(key, {"do_sample": False, "max_new_tokens": 64}.get(key))
+                fields[key] = make_widget(key, {"do_sample": False, "max_new_tokens": 64}.get(key), tab="eval")
     with gr.Row():
         start_btn = gr.Button(L("eval_start"), variant="primary")
         abort_btn = gr.Button(L("job_abort"), variant="stop")

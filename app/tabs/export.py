@@ -50,7 +50,7 @@ def build(board: Board) -> ExportTab:
     )
     with gr.Row():
         for key in forms.EXPORT_KEYS:
-            fields[key] = make_widget(key, {"export_size": 1}.get(key))
+            fields[key] = make_widget(key, {"export_size": 1}.get(key), tab="export")
     with gr.Row():
         start_btn = gr.Button(L("export_start"), variant="primary")
         abort_btn = gr.Button(L("job_abort"), variant="stop")

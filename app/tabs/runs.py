@@ -10,7 +10,8 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
-from app import forms, history, reward_view
+from app import history, reward_view
+from app.config_compare import config_diff
 from app.context import Board
 from app.engine_text import reason_text
 from app.i18n import L, t
@@ -101,7 +102,7 @@ def build(board: Board) -> RunsTab:
     )
     reward_overlay = gr.LinePlot(None, x="step", y="reward", color="run", color_title=" ", visible=False,
                                  label=L("runs_reward_overlay"), height=340, elem_classes=["lf-plot"])
-    diff = gr.Dataframe(label=L("runs_diff"), interactive=False, wrap=True, visible=False)
+    diff = gr.Dataframe(label=L("runs_diff"), interactive=False, wrap=True, visible=False, elem_id="lf-runs-diff")
     return RunsTab(
         table=table,
         selected=selected,
@@ -181,8 +182,14 @@ def overlay_frame(board: Board, run_ids: list[str]) -> pd.DataFrame:
 
 
 def diff_frame(board: Board, run_ids: list[str], lang: str) -> pd.DataFrame:
-    configs = {run_id: history.read_config(RunFolder(board.jobs.runs_dir / run_id)) for run_id in run_ids}
-    rows = [[reveal(str(cell)) for cell in row] for row in forms.config_diff(configs)]
+    folders = {run_id: RunFolder(board.jobs.runs_dir / run_id) for run_id in run_ids}
+    configs = {run_id: history.read_config(folder) for run_id, folder in folders.items()}
+    kinds = {run_id: str(folder.info().get("kind", "")) for run_id, folder in folders.items()}
+
+    def not_used(kind: str) -> str:
+        return t(lang, "runs_diff_not_used", kind=t(lang, "kind_" + kind) if kind in KINDS else kind)
+
+    rows = [[reveal(str(cell)) for cell in row] for row in config_diff(configs, kinds, not_used)]
     return pd.DataFrame(rows, columns=[t(lang, "col_key"), *map(reveal, run_ids)])
 
 
@@ -259,6 +266,7 @@ def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: d
         lambda k, s, lc: on_refresh(k, s, lc, True),
         [tab.known, tab.selected, lang],
         [tab.table, tab.selected, tab.known],
+        show_progress="hidden",
         **private,
     )
 

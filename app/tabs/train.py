@@ -528,5 +528,5 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     def on_page_load():
         return form_values(tab, board.workspace.startup_settings(), board)
 
-    demo.load(on_page_load, None, form, **private)
+    demo.load(on_page_load, None, form, show_progress="hidden", **private)  # no timer on every field
     rewards.wire(tab.rl, tab.rl_live, tab, top, board, mapping_of)

@@ -115,3 +115,35 @@ def test_the_chat_s_tool_titles_follow_a_switch_of_the_page_language(board):
     shown, _ = relabel(convo, [], "en")
     assert [m.get("metadata", {}).get("title") for m in shown] == [None, "Tool call", "Tool result"]
     assert relabel([{"role": "user", "content": "hi"}], [], "zh") == (gr.skip(), gr.skip())
+
+
+def test_nothing_the_page_fills_as_it_loads_shows_gradios_timer(board):
+    """The top bar's model list and checkpoints (and the Train form, History's table) are filled by page-load
+    events: without show_progress="hidden" the pickers showed gradio's "0.7s" timer while they were pending."""
+    from app.ui import build_ui
+
+    demo = build_ui(board)
+    loading = {i for i, f in demo.fns.items() if any(target[1] == "load" for target in f.targets)}
+    step = True
+    while step:  # and everything chained after them with .then
+        step = {i for i, f in demo.fns.items() if i not in loading and f.trigger_after in loading}
+        loading |= step
+    lang = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-lang-code")
+    loading |= {i for i, f in demo.fns.items() if (lang._id, "change") in [tuple(t[:2]) for t in f.targets]}
+    shown = {f"{i} {demo.fns[i].name}": [getattr(o, "elem_id", None) for o in demo.fns[i].outputs] for i in loading
+             if demo.fns[i].fn is not None and demo.fns[i].outputs and demo.fns[i].show_progress != "hidden"}
+    assert len(loading) > 10 and shown == {}
+
+
+def test_element_ids_are_unique_in_the_page(board):
+    """Train, Evaluate and Chat each had `cfg-cutoff_len`, `cfg-max_samples`, `cfg-temperature`...: one id twice in a
+    page is invalid HTML, and a `#cfg-...` selector found whichever came first."""
+    import collections
+
+    from app.ui import build_ui
+
+    demo = build_ui(board)
+    ids = collections.Counter(getattr(b, "elem_id", None) for b in demo.blocks.values())
+    assert {elem: n for elem, n in ids.items() if elem and n > 1} == {}
+    assert {"cfg-max_samples", "cfg-eval-max_samples", "cfg-temperature", "cfg-eval-temperature",
+            "cfg-chat-temperature", "cfg-export-export_size"} <= set(ids)

@@ -80,10 +80,10 @@ def test_evaluate_export_and_chat_refuse_an_empty_number_box(board, tmp_path, mo
 
     demo = build_ui(board)
     load, send = _handler(demo, "app.tabs.chat", "on_load"), _handler(demo, "app.tabs.chat", "on_send")
-    *_, last = load.fn(*_values(load, "en", **{"cfg-max_new_tokens": None}))
+    *_, last = load.fn(*_values(load, "en", **{"cfg-chat-max_new_tokens": None}))
     assert "(`max_new_tokens`) is empty" in last[0], last
     assert not [r for r in board.jobs.runs_dir.iterdir() if "-chat" in r.name]
-    inputs = _values(send, "zh", **{"cfg-temperature": None})
+    inputs = _values(send, "zh", **{"cfg-chat-temperature": None})
     inputs[0] = {"text": "hi", "files": []}
     monkeypatch.setattr(chat, "live_servers", lambda board, servers: {"main": {"id": "r1", "ready": True}})
     *_, last = send.fn(*inputs)

@@ -452,6 +452,40 @@ def test_history_diff_overlay_and_delete(board):
     assert not (board.jobs.runs_dir / a).exists()
 
 
+def test_history_compare_leaves_out_keys_a_run_kind_never_reads(board):
+    """The engine writes each run's config complete (defaults included): a predict run's lora_rank 8 and learning
+    rate 5e-05 were listed against a training run's although it trains nothing."""
+    import yaml
+
+    from app.config_compare import config_diff
+    from engine.config.loader import RunConfig
+
+    def complete(run_id, **keys):  # the config.yaml the engine leaves in a run folder: every key
+        cfg = RunConfig().to_dict() | keys | {"output_dir": str(board.jobs.runs_dir / run_id)}
+        (board.jobs.runs_dir / run_id / "config.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
+
+    train = board.jobs.submit("train", {"fake_steps": 1, "stage": "sft"})
+    predict = board.jobs.submit("predict", {"fake_steps": 1, "stage": "sft"})
+    assert board.jobs.wait(train, 30) == "completed" and board.jobs.wait(predict, 30) == "completed"
+    complete(train, lora_rank=16, learning_rate=1e-4, per_device_eval_batch_size=2, cutoff_len=512)
+    complete(predict, do_train=False, do_predict=True, predict_with_generate=True, temperature=0.5, cutoff_len=256)
+    diff = runs.diff_frame(board, [train, predict], "en")
+    rows = {row[0]: list(row[1:]) for row in diff.itertuples(index=False)}
+    # keys both kinds read are compared as before; defaults of keys one kind never reads are left out
+    assert rows["cutoff_len"] == ["512", "256"] and rows["per_device_eval_batch_size"] == ["2", "8"]
+    assert rows["do_predict"] == ["False", "True"]
+    assert "num_train_epochs" not in rows and "lora_alpha" not in rows and "top_p" not in rows
+    # a key one run set but the other's kind never reads is listed, with that run's cell saying so
+    assert rows["lora_rank"] == ["16", "— not used by predict runs"]
+    assert rows["learning_rate"] == ["0.0001", "— not used by predict runs"]
+    assert rows["temperature"] == ["— not used by train runs", "0.5"]
+    zh = runs.diff_frame(board, [train, predict], "zh")
+    assert list(zh[zh.iloc[:, 0] == "lora_rank"].iloc[0])[1:] == ["16", "—（预测任务不使用此项）"]
+    # between two training runs every key counts, defaults included, as before
+    assert config_diff({"a": {"lora_rank": 8}, "b": {"lora_rank": 16}}, {"a": "train", "b": "train"}) == [
+        ["lora_rank", "8", "16"]]
+
+
 def test_history_says_why_a_run_failed(board):
     ok = board.jobs.submit("train", {"fake_steps": 2, "stage": "sft"})
     bad = board.jobs.submit("train", {"fake_steps": 1, "fake_fail": True, "stage": "sft"})

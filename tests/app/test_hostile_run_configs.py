@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from app import chat_workers, forms, history
+from app import chat_workers, history
+from app.config_compare import config_diff
 from app.jobs import JobError
 from app.resume import resume_mapping
 from engine.runs import RunFolder
@@ -32,7 +33,7 @@ def test_history_diff_and_resume_pass_over_a_config_they_cannot_read(board, cont
     history._CONFIGS.clear()
     [row] = history.summaries([folder.info()], board.jobs.runs_dir)
     assert row["id"] == run_id and row["model"] == "" and row["stage"] == ""
-    assert forms.config_diff({run_id: history.read_config(folder), "other": {"stage": "dpo"}}) == [
+    assert config_diff({run_id: history.read_config(folder), "other": {"stage": "dpo"}}) == [
         ["stage", "", "dpo"]]
     with pytest.raises(JobError) as err:
         resume_mapping(board.jobs, run_id)

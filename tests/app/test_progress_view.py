@@ -51,12 +51,23 @@ def test_the_card_shows_each_evaluation_set(board):
 
 
 def test_missing_eval_series_is_padded_so_colours_stay_stable(board):
-    run_id = board.jobs.submit("train", {"fake_steps": 3, "fake_fail": True})
+    run_id = board.jobs.submit("train", {"fake_steps": 3, "fake_fail": True, "val_size": 0.1, "eval_strategy": "steps"})
     assert board.jobs.wait(run_id, 30) == "failed"
     loss = progress_view.loss_frame(board, run_id, "en")
     evals = loss[loss["series"] == "eval loss"]
     assert len(evals) == 1 and math.isnan(evals["loss"].iloc[0]) and evals["step"].iloc[0] == 1
     assert progress_view.loss_frame(board, None, "en") is None and progress_view.lr_frame(board, None) is None
+
+
+def test_a_run_that_never_evaluates_has_no_eval_series(board):
+    """The legend named an "eval loss" series for runs with no evaluation data or no evaluation asked for."""
+    for config in ({}, {"val_size": 0.1}, {"eval_strategy": "steps"}):  # evaluation data alone, or asked for alone
+        run_id = board.jobs.submit("train", {"fake_steps": 3, "fake_fail": True, **config})
+        assert board.jobs.wait(run_id, 30) == "failed"
+        assert list(progress_view.loss_frame(board, run_id, "zh")["series"].unique()) == ["训练损失"], config
+    run_id = board.jobs.submit("train", {"fake_steps": 3, "fake_fail": True, "eval_dataset": "b", "do_eval": True})
+    assert board.jobs.wait(run_id, 30) == "failed"  # evaluates once, at its end: the series is there from the start
+    assert list(progress_view.loss_frame(board, run_id, "en")["series"].unique()) == ["training loss", "eval loss"]
 
 
 def test_watch_redraw_rules(board):

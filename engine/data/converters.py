@@ -18,11 +18,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
 from typing import Any
 
 from engine.data import kl_stand_ins, null_turns
 from engine.data.detect import detect_format
 from engine.data.errors import DatasetError, RowError
+from engine.data.json_dates import DATE_COLUMN_NOTE
 from engine.data.null_turns import RefusedRow
 from engine.data.registry import DatasetSpec
 from engine.data.row_media import row_media
@@ -70,7 +72,7 @@ def _text(value: Any, what: str) -> str:
         return ""
     if not isinstance(value, str):
         kind = "number" if isinstance(value, (int, float)) and not isinstance(value, bool) else type(value).__name__
-        raise RowError(f"{what} is a {kind}, not text")
+        raise RowError(f"{what} is a {kind}, not text" + (f" ({DATE_COLUMN_NOTE})" if isinstance(value, datetime) else ""))
     return value
 
 

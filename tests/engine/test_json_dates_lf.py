@@ -17,7 +17,7 @@ from engine.data.errors import DatasetError
 from engine.data.json_dates import is_date_name
 from engine.data.rows import iter_rows
 from engine.templates import get_template
-from tests.golden.generate_json_dates import JSON_PATH, ROWS, write_data
+from tests.golden.generate_json_dates import JSON_PATH, LINES, ROWS, write_data
 from tests.golden.tokenizers import load
 
 CASES = json.loads(JSON_PATH.read_text(encoding="utf-8"))["cases"]
@@ -32,7 +32,7 @@ def _rows(data, keys, monkeypatch):
     return [{"input_ids": list(ids), "labels": list(labels)} for ids, labels in zip(train["input_ids"], train["labels"])]
 
 
-NOTE = "is a datetime, not text .*read_json.*rename the column"
+NOTE = "is a datetime, not text .*read_json.*pyarrow.*rename such a column"
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -45,7 +45,8 @@ def test_date_named_columns_train_what_llama_factory_trains(case, tmp_path, monk
         return
     if "error" in CASES[case]:  # LLaMA-Factory finds no valid row; nor does this, and it says why
         assert "Cannot find valid samples" in CASES[case]["error"]
-        with pytest.raises(DatasetError, match="no usable rows .*column 'created_at' " + NOTE):
+        column = "when" if case.startswith("lines") else "created_at"
+        with pytest.raises(DatasetError, match=f"no usable rows .*column '{column}' " + NOTE):
             _rows(data, CASES[case]["config"], monkeypatch)
         return
     got = _rows(data, CASES[case]["config"], monkeypatch)
@@ -62,6 +63,15 @@ def test_only_a_date_named_column_whose_values_all_parse_is_read_as_dates(tmp_pa
     lines.write_text(json.dumps([{"Timestamp_x": 1700000000, "a": "2024-01-05"}, {"Timestamp_x": None, "a": "x"}]))
     assert list(iter_rows(lines)) == [{"Timestamp_x": datetime(2023, 11, 14, 22, 13, 20), "a": "2024-01-05"},
                                       {"Timestamp_x": None, "a": "x"}]
+
+
+def test_json_lines_read_a_column_of_iso_dates_as_dates_whatever_its_name(tmp_path):
+    rows = list(iter_rows(write_data(tmp_path / "data") / "dated_lines.jsonl"))
+    assert [row["when"] for row in rows] == [datetime(2024, 1, 5), None, datetime(2024, 3, 1, 10)]
+    assert [row["output"] for row in rows] == [row["output"] for row in LINES]  # "fine" keeps the column text
+    odd = tmp_path / "odd.jsonl"  # texts pyarrow's ISO-8601 parser refuses stay text
+    odd.write_text("".join(json.dumps({"a": value}) + "\n" for value in ("2024-01-05T10:00:00.123", "2024-1-5")))
+    assert [row["a"] for row in iter_rows(odd)] == ["2024-01-05T10:00:00.123", "2024-1-5"]
 
 
 def test_pandas_name_rule():

@@ -7,7 +7,8 @@ named like dates (``date``, ``created_at``, ``modified``).
 where all of its values parse: ``created_at`` here (a null included) becomes dates, so a reply taken from it is no
 text and every row is dropped (LLaMA-Factory stops: no valid samples; mixed with another dataset it stops too, on
 features it cannot align), and a system prompt taken from it stops LLaMA-Factory (TypeError); ``date`` (one value is
-``soon``) and ``modified`` (two date formats) stay text and train as written. Each case is tokenized by LLaMA-Factory's own
+``soon``) and ``modified`` (two date formats) stay text and train as written. JSON lines (:data:`LINES`) go to
+pyarrow's reader, which makes timestamps of any column of ISO date texts: a reply from ``when`` drops every row. Each case is tokenized by LLaMA-Factory's own
 ``get_dataset`` (sft, the ``special`` test tokenizer, the qwen template): its rows' input ids and labels with their
 decoded text, or the last line of its error; for tests/engine/test_json_dates_lf.py. Nothing of LLaMA-Factory is
 copied here.
@@ -29,6 +30,8 @@ CASES = {
     "reply_from_dates": {"dataset": "dated_reply"},
     "mixed": {"dataset": "mixed"},
     "system_from_dates": {"dataset": "dated_system"},
+    "lines_mixed": {"dataset": "lines_mixed"},
+    "lines_reply_from_dates": {"dataset": "lines_dated_reply"},
 }
 """Each case: its keys over the common sft config (qwen template, cutoff_len 1024, one preprocessing worker)."""
 
@@ -40,11 +43,20 @@ ROWS = [
     {"instruction": "Plain?", "created_at": None, "date": "2024-03-02", "modified": "2024-02-01", "output": "Yes."},
 ]
 
+LINES = [
+    {"instruction": "Say when.", "output": "2024-01-05", "when": "2024-01-05"},
+    {"instruction": "Again.", "output": "2024-02-06 10:00:00", "when": None},
+    {"instruction": "And now?", "output": "fine", "when": "2024-03-01T10:00:00Z"},
+]
+"""JSON lines: pyarrow makes ``when`` (ISO dates and a null, whatever its name) timestamps; ``output`` (``fine``)
+stays text."""
+
 
 def write_data(folder: Path) -> Path:
-    """:data:`ROWS` as ``dated.json`` (a JSON list) and its dataset_info.json in ``folder``: ``dated_reply`` takes the
-    reply from ``created_at``, ``mixed`` the prompt from ``date`` and the query from ``modified``, ``dated_system``
-    the system prompt from ``created_at``."""
+    """:data:`ROWS` as ``dated.json`` (a JSON list), :data:`LINES` as ``dated_lines.jsonl`` and their
+    dataset_info.json in ``folder``: ``dated_reply`` takes the reply from ``created_at``, ``mixed`` the prompt from
+    ``date`` and the query from ``modified``, ``dated_system`` the system prompt from ``created_at``;
+    ``lines_mixed`` the reply from ``output``, ``lines_dated_reply`` from ``when``."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "dated.json").write_text(json.dumps(ROWS, indent=1), encoding="utf-8")
     info = {
@@ -53,6 +65,10 @@ def write_data(folder: Path) -> Path:
         "dated_system": {"file_name": "dated.json",
                          "columns": {"prompt": "instruction", "response": "output", "system": "created_at"}},
     }
+    (folder / "dated_lines.jsonl").write_text("".join(json.dumps(row) + "\n" for row in LINES), encoding="utf-8")
+    info["lines_mixed"] = {"file_name": "dated_lines.jsonl", "columns": {"prompt": "instruction", "response": "output"}}
+    info["lines_dated_reply"] = {"file_name": "dated_lines.jsonl",
+                                 "columns": {"prompt": "instruction", "response": "when"}}
     (folder / "dataset_info.json").write_text(json.dumps(info), encoding="utf-8")
     return folder
 

@@ -20,7 +20,7 @@ def test_no_count_message_hedges_with_a_parenthesised_plural():
     """A message with a count reads "{n} runs" with a `_one` key beside it for one, not "{n} run(s)"."""
     for lang in ("en", "zh"):
         texts = json.loads((LOCALES / f"{lang}.json").read_text(encoding="utf-8"))
-        hedged = [key for key, text in texts.items() if "(s)" in text and "{" in text and "{n}" in text]
+        hedged = [key for key, text in texts.items() if "(s)" in text and "{n}" in text]
         assert not hedged, (lang, hedged)
         for key in ("progress_checkpoints", "chat_unloaded", "runs_confirm_text", "runs_deleted", "profile_summary"):
             assert f"{key}_one" in texts, (lang, key)

@@ -95,7 +95,7 @@ def status_card(board: Board, run_id: str, lang: str) -> str:
     if prog["eta"] is not None and status == "running":
         facts.append(t(lang, "progress_eta", time=format_seconds(prog["eta"])))
     if prog["checkpoints"]:
-        facts.append(t(lang, "progress_checkpoints", n=prog["checkpoints"]))
+        facts.append(t(lang, "progress_checkpoints_one" if prog["checkpoints"] == 1 else "progress_checkpoints", n=prog["checkpoints"]))
     if mon.info.get("parallel"):  # the strategy the engine found in effect (run.json)
         facts.append(t(lang, "progress_parallel", text=parallel_text(mon.info["parallel"], lang)))
     if status == "running" and prog["step"] is None and fraction is None:

@@ -367,7 +367,7 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
 
     def on_unload(servers, lang):
         stopped = unload(board, servers)
-        return t(lang, "chat_unloaded", n=len(stopped)), {}, box_label(None)
+        return t(lang, "chat_unloaded_one" if len(stopped) == 1 else "chat_unloaded", n=len(stopped)), {}, box_label(None)
 
     tab.unload_btn.click(on_unload, [tab.servers, top.lang], [tab.status, tab.servers, tab.chatbot], **private)
 

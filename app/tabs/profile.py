@@ -66,7 +66,8 @@ def profile_view(runs_dir: Path, run_id: str | None, lang: str | None) -> tuple[
     if report is None:
         return t(lang, "profile_missing", run=run_id), empty
     rows = [{**r, "share": _percent(r.get("share", 0))} for r in report["modules"]]
-    summary = t(lang, "profile_summary", steps=_number(report.get("steps", 0)), device=_text(report.get("device")),
+    summary = t(lang, "profile_summary_one" if report.get("steps") == 1 else "profile_summary",
+                steps=_number(report.get("steps", 0)), device=_text(report.get("device")),
                 clock=_text(report.get("clock")), step_ms=_number(report.get("step_ms", 0)))
     frame = pd.DataFrame(rows, columns=COLUMNS)
     frame.columns = headers

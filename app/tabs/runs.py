@@ -201,7 +201,7 @@ def delete_runs(board: Board, run_ids: list[str], lang: str) -> str:
             done.append(run_id)
         except JobError as err:
             problems.append(err.text(lang))
-    lines = [t(lang, "runs_deleted", n=len(done))] + problems
+    lines = [t(lang, "runs_deleted_one" if len(done) == 1 else "runs_deleted", n=len(done))] + problems
     return "\n\n".join(lines)
 
 
@@ -335,7 +335,7 @@ def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: d
     def on_delete(selected, lang_code):
         if not selected:
             return t(lang_code, "runs_pick_some"), gr.skip(), gr.skip(), []
-        text = t(lang_code, "runs_confirm_text", n=len(selected), runs=", ".join(selected), folder=board.jobs.runs_dir)
+        text = t(lang_code, "runs_confirm_text_one" if len(selected) == 1 else "runs_confirm_text", n=len(selected), runs=", ".join(selected), folder=board.jobs.runs_dir)
         return "", text, gr.update(visible=True), list(selected)
 
     tab.delete_btn.click(

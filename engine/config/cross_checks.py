@@ -12,6 +12,7 @@ from typing import Any
 from engine.config.limits import shorten
 from engine.config.parallel import check_parallel
 from engine.config.schema import packs_rows
+from engine.wording import counted
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +97,7 @@ def _interleave_problems(data: Any, weights: list[float]) -> list[str]:
                 "`interleave_probs` (LLaMA-Factory refuses the pair too)."]
     evaluated = split_names(data.eval_dataset)
     if evaluated and len(evaluated) != len(weights):  # the same weights mix the evaluation datasets
-        return [f"`interleave_probs` gives {len(weights)} weight(s) for {len(evaluated)} dataset(s) in `eval_dataset`, "
+        return [f"`interleave_probs` gives {counted(len(weights), 'weight')} for {counted(len(evaluated), 'dataset')} in `eval_dataset`, "
                 "which it weighs too; give as many evaluation datasets as weights (LLaMA-Factory refuses it too)."]
     names = split_names(data.dataset)
     if not names:
@@ -107,7 +108,7 @@ def _interleave_problems(data: Any, weights: list[float]) -> list[str]:
                 "more than once (it would be used once, and LLaMA-Factory fails on such a config); name each dataset "
                 "once."]
     if len(weights) != len(names):
-        return [f"`interleave_probs` gives {len(weights)} weight(s) for {len(names)} dataset(s) in `dataset`; give "
+        return [f"`interleave_probs` gives {counted(len(weights), 'weight')} for {counted(len(names), 'dataset')} in `dataset`; give "
                 "one per dataset, in the same order."]
     return []
 
@@ -128,9 +129,9 @@ def _cutoff_problems(data: Any) -> list[str]:
                 "leaves no token per row: packing takes one token off cutoff_len, as in LLaMA-Factory (which fails "
                 "on this config); raise cutoff_len to 2 or more, or turn packing off."]
     if data.cutoff_len < TINY_CUTOFF:
-        logger.warning("`cutoff_len: %d` keeps at most %d token(s) of each row (less with packing), so most rows are "
+        logger.warning("`cutoff_len: %d` keeps at most %s of each row (less with packing), so most rows are "
                        "cut short and some may have no token left to train on (kept, as LLaMA-Factory keeps them); "
-                       "raise cutoff_len to train on whole examples.", data.cutoff_len, data.cutoff_len)
+                       "raise cutoff_len to train on whole examples.", data.cutoff_len, counted(data.cutoff_len, "token"))
     return []
 
 

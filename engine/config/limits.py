@@ -11,6 +11,8 @@ import math
 import re
 from typing import Any
 
+from engine.wording import counted
+
 MAX_CONFIG_BYTES = 1_000_000
 """The largest config file read (the board's /submit_run takes as many characters): a LLaMA-Factory config is a few
 hundred bytes, and YAML is read at about 0.2 MB a second, so a large file picked by mistake held the reader for
@@ -204,7 +206,7 @@ def format_problems(head: str, problems: list[str]) -> str:
     """Problems as one message: at most MAX_PROBLEMS_SHOWN lines, MAX_MESSAGE_CHARS in all."""
     lines = [f"  - {shorten_words(p)}" for p in problems[:MAX_PROBLEMS_SHOWN]]
     if len(problems) > MAX_PROBLEMS_SHOWN:
-        lines.append(f"  - … and {len(problems) - MAX_PROBLEMS_SHOWN:,} more problem(s) of the same kinds.")
+        lines.append(f"  - … and {counted(len(problems) - MAX_PROBLEMS_SHOWN, 'more problem')} of the same kinds.")
     text = head + "\n" + "\n".join(lines)
     if len(text) > MAX_MESSAGE_CHARS:
         text = text[:MAX_MESSAGE_CHARS] + "\n  … (message cut)"

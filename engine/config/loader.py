@@ -75,7 +75,7 @@ class ConfigError(UserError, ValueError):
         super().__init__(self.format())
 
     def format(self) -> str:
-        head = f"{len(self.problems)} problem(s) in the config:" if len(self.problems) > 1 else "Problem in the config:"
+        head = f"{len(self.problems)} problems in the config:" if len(self.problems) > 1 else "Problem in the config:"
         return format_problems(head, self.problems)
 
 

@@ -24,6 +24,7 @@ from engine.data.preview import preview_dataset
 from engine.data.readers import READERS, read_rows
 from engine.data.registry import DatasetSpec, list_datasets, load_dataset_info, register_dataset, resolve_dataset
 from engine.data.tokenize import TokenizeOptions, cutoff_phrase, tokenize_examples
+from engine.wording import counted, was_were
 
 logger = logging.getLogger(__name__)
 
@@ -96,9 +97,12 @@ def _tokenized(examples: Sequence[dict], stage: str, tokenizer: Any, template: A
             "loss over no tokens is NaN). Raise cutoff_len or check the data."
         )
     if stats.get("untrained"):
-        logger.warning("%d of %d %s rows have no trained token left after cutting to %s; they are kept, "
-                       "as LLaMA-Factory keeps them, but teach nothing: raise cutoff_len to train on them.",
-                       stats["untrained"], stats["rows"], split, cutoff_phrase(opts))
+        one = stats["untrained"] == 1
+        logger.warning("%d of %s %s no trained token left after cutting to %s; %s kept, as LLaMA-Factory keeps "
+                       "%s, but %s nothing: raise cutoff_len to train on %s.", stats["untrained"],
+                       counted(stats["rows"], f"{split} row"), "has" if one else "have", cutoff_phrase(opts),
+                       "it is" if one else "they are", "it" if one else "them", "teaches" if one else "teach",
+                       "it" if one else "them")
     logger.info("%s data: %d rows -> %d sequences (%d truncated, %d dropped), %d tokens of which %d trained.",
                 split.capitalize(), stats["rows"], stats["kept"], stats["truncated"], stats["dropped"],
                 stats["total_tokens"], stats["trainable_tokens"])
@@ -107,9 +111,9 @@ def _tokenized(examples: Sequence[dict], stage: str, tokenizer: Any, template: A
                     "out, as in LLaMA-Factory (`packing: false` trains on each text as a row of its own).",
                     stats["remainder_tokens"], split, opts.block_len or opts.cutoff_len)
     if stats["truncated"] and stats["truncated"] * 2 >= stats["rows"]:
-        logger.warning("%d of %d %s rows were cut to %s, so part of their text is not trained on; raise "
-                       "cutoff_len to keep whole examples.", stats["truncated"], stats["rows"], split,
-                       cutoff_phrase(opts))
+        logger.warning("%d of %s %s cut to %s, so part of %s text is not trained on; raise cutoff_len to keep "
+                       "whole examples.", stats["truncated"], counted(stats["rows"], f"{split} row"),
+                       was_were(stats["truncated"]), cutoff_phrase(opts), "its" if stats["truncated"] == 1 else "their")
     return (_to_dataset(columns) if media is not None else dataset), stats
 
 
@@ -250,9 +254,10 @@ def _warn_about_media(*parts: Sequence[dict]) -> None:
     with_media = sum(count_media(part) for part in parts)
     if with_media:
         names = sorted({name for part in parts for name in media_dataset_names(part)})
-        logger.warning("%d of %d rows (%s) have images, videos or audio; training here is on text only, so the "
-                       "media files are not given to the model and their placeholders stay in the text.",
-                       with_media, sum(len(part) for part in parts), ", ".join(names))
+        logger.warning("%d of %s (%s) %s images, videos or audio; training here is on text only, so the media "
+                       "files are not given to the model and their placeholders stay in the text.", with_media,
+                       counted(sum(len(part) for part in parts), "row"), ", ".join(names),
+                       "has" if with_media == 1 else "have")
 
 
 def _save_tokenized(bundle: DatasetBundle, path: Path) -> None:

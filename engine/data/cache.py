@@ -32,7 +32,7 @@ from engine.data import cache_prune
 
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 18  # 4: CSV values as datasets reads them (None, numbers); 5: no undesirable KTO rows outside kto;
+FORMAT_VERSION = 19  # 4: CSV values as datasets reads them (None, numbers); 5: no undesirable KTO rows outside kto;
 # 6: an alpaca reply that is a list (no `ranking`) is no reply, as in LLaMA-Factory; 7: a sharegpt turn without
 # text refuses its dataset; 8: only a boolean kto_tag makes a KTO row; 9: a null history turn or openai
 # content refuses it too; 10: a number where text belongs is no text; 11: KTO sets carry their KL pairs, formed
@@ -43,6 +43,8 @@ FORMAT_VERSION = 18  # 4: CSV values as datasets reads them (None, numbers); 5: 
 # 16: interleaving, val_size and packed batches take skipped rows too (LLaMA-Factory drops them inside its batches)
 # 17: an openai entry's object tool-call arguments and tools get the whole file's keys (Arrow), as LLaMA-Factory's
 # 18: a .json list's fractions and NaN read as pandas reads them for LLaMA-Factory (some long fractions rounded)
+# 19: a .json list's columns named like dates (date, created_at...) hold dates where pandas reads them so, and
+# JSON lines' columns of ISO dates where pyarrow does
 """Bump when tokenization changes what it produces for the same inputs: old entries are then never matched."""
 
 DATA_KEYS = (

@@ -18,15 +18,18 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
 from typing import Any
 
 from engine.data import kl_stand_ins, null_turns
 from engine.data.detect import detect_format
 from engine.data.errors import DatasetError, RowError
+from engine.data.json_dates import DATE_COLUMN_NOTE
 from engine.data.null_turns import RefusedRow
 from engine.data.registry import DatasetSpec
 from engine.data.row_media import row_media
 from engine.templates.tool_base import normalize_calls, normalize_tools
+from engine.wording import counted
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +72,7 @@ def _text(value: Any, what: str) -> str:
         return ""
     if not isinstance(value, str):
         kind = "number" if isinstance(value, (int, float)) and not isinstance(value, bool) else type(value).__name__
-        raise RowError(f"{what} is a {kind}, not text")
+        raise RowError(f"{what} is a {kind}, not text" + (f" ({DATE_COLUMN_NOTE})" if isinstance(value, datetime) else ""))
     return value
 
 
@@ -571,8 +574,8 @@ def report_conversion(spec: DatasetSpec, stage: str, tally: dict[str, Any]) -> N
     if skipped:
         shown = ", ".join(f"{index} ({reason})" for index, reason in tally["shown"])
         more = f" and {skipped - 5} more" if skipped > 5 else ""
-        logger.warning("Dataset %s: skipped %d of %d rows that cannot be used for stage %s: rows %s%s.",
-                       spec.name, skipped, tally["rows"], stage, shown, more)
+        logger.warning("Dataset %s: skipped %d of %s that cannot be used for stage %s: %s %s%s.", spec.name, skipped,
+                       counted(tally["rows"], "row"), stage, "row" if skipped == 1 else "rows", shown, more)
     if not tally["kept"]:
         reason = tally["shown"][0][1] if skipped else "the file has no rows"
         raise DatasetError(

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.wording import counted
+
 KEY = "kl_stand_in"
 """Marks a stand-in example; also the tokenized column (0: a row, 1: a stand-in with a reply, 2: one without, 3: one
 whose reply holds a media placeholder)."""
@@ -120,6 +122,6 @@ def refuse_unpaired(kinds: list[int], partners: list[int], examples: Any = None)
         more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
         raise DatasetError(
             f"KTO pairs each row with the reply of the row before it (within each preprocessing batch), even where "
-            f"that row is skipped; {len(bad)} kept row(s) would take theirs from a skipped row {what}: {named}{more}. "
+            f"that row is skipped; {counted(len(bad), 'kept row')} would take theirs from a skipped row {what}: {named}{more}. "
             f"LLaMA-Factory 0.9.5 stops on such data with {failure}. {fix} (the warning above says why it is "
             "skipped).")

@@ -11,7 +11,8 @@ reader, which reads only one object per line, and a list falls back to pandas' `
 (``ujson_loads`` with ``precise_float=False``) rounds about one fraction in ten of 16 or more digits and some shorter
 ones (``1.2345678901234567`` -> ``1.234567890123456``), and reads ``NaN`` as null. :data:`LIST_DECODER` parses a
 list's fractions and constants with that same pandas function (JSON lines keep pyarrow's exact reading, which is
-Python's).
+Python's). pandas also reads a list's columns named like dates (``date``, ``created_at``, ...) as dates where all
+their values parse: :mod:`engine.data.json_dates` finds them in a first pass over such a file.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from engine.data.errors import DatasetError
+from engine.data.json_dates import as_dates, date_columns, line_date_columns, may_hold_dates, may_hold_iso_dates
 from engine.json_text import loads, long_number_error
 
 BUFFER_CHARS = 1 << 20
@@ -186,9 +188,10 @@ def iter_json(path: Path, buffer_chars: int = BUFFER_CHARS) -> Iterator[dict[str
         reader = JsonListReader(path, handle, buffer_chars)
         first = reader.peek()
         if first == "[":
+            dates = date_columns(lambda: _list_items(path, buffer_chars)) if may_hold_dates(path) else {}
             reader.decoder = LIST_DECODER
             for index, row in enumerate(reader.items()):
-                yield check_object(path, index, row)
+                yield as_dates(check_object(path, index, row), index, dates)
             return
         if first == "{":
             reader.value()
@@ -198,8 +201,23 @@ def iter_json(path: Path, buffer_chars: int = BUFFER_CHARS) -> Iterator[dict[str
     yield from _whole_json(path)
 
 
+def _list_items(path: Path, buffer_chars: int) -> Iterator[Any]:
+    """The values of the JSON list in ``path``, as :func:`iter_json` reads them (a first pass for its dates)."""
+    with path.open(encoding="utf-8-sig") as handle:
+        reader = JsonListReader(path, handle, buffer_chars, LIST_DECODER)
+        reader.peek()
+        yield from reader.items()
+
+
 def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """Rows of a file with one JSON object per line (blank lines ignored)."""
+    """Rows of a file with one JSON object per line (blank lines ignored); a column of ISO date texts holds dates,
+    as pyarrow reads it for LLaMA-Factory (:mod:`engine.data.json_dates`)."""
+    dates = line_date_columns(lambda: _jsonl_rows(path)) if may_hold_iso_dates(path) else {}
+    for index, row in enumerate(_jsonl_rows(path)):
+        yield as_dates(row, index, dates)
+
+
+def _jsonl_rows(path: Path) -> Iterator[dict[str, Any]]:
     index = 0
     with path.open(encoding="utf-8-sig") as handle:
         for number, line in enumerate(handle, start=1):

@@ -218,16 +218,27 @@ def own_generation_metrics(preds: Sequence[str], labels: Sequence[str]) -> dict[
 
 
 def perplexity(eval_loss: float) -> float:
-    """Perplexity from a mean token cross-entropy loss (natural log): ``exp(loss)``.
+    """Perplexity from a mean token cross-entropy loss (natural log): ``exp(loss)`` in double precision, as
+    LLaMA-Factory's pt workflow computes its ``eval_perplexity`` (``math.exp``; ``inf`` where that overflows, NaN for
+    a NaN loss). The one function behind every perplexity written here: the ``eval`` events' and the results'.
 
     Args:
         eval_loss: The mean evaluation loss.
 
     Returns:
-        ``exp(eval_loss)``, or ``inf`` when that overflows or the loss is not finite.
+        ``exp(eval_loss)``, or ``inf`` when that overflows.
     """
     try:
-        value = math.exp(eval_loss)
+        return math.exp(eval_loss)
     except OverflowError:
         return math.inf
-    return value if math.isfinite(value) else math.inf
+
+
+def with_perplexity(eval_metrics: dict[str, Any], stage: str) -> dict[str, Any]:
+    """``eval_metrics`` of a final evaluation with its perplexity: LLaMA-Factory's ``eval_perplexity`` for ``pt``
+    (its key and value), our ``perplexity`` for the other stages (LLaMA-Factory writes none there); as they are
+    without an ``eval_loss``."""
+    if "eval_loss" not in eval_metrics:
+        return eval_metrics
+    key = "eval_perplexity" if stage == "pt" else "perplexity"
+    return {**eval_metrics, key: perplexity(eval_metrics["eval_loss"])}

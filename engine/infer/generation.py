@@ -10,6 +10,7 @@ import logging
 from typing import Any
 
 from engine.config import GenerationArgs, RunConfig
+from engine.wording import counted
 
 # Per-request settings a caller may override, mapped to the type each must have.
 OVERRIDABLE = {
@@ -47,8 +48,8 @@ def template_for(cfg: RunConfig, tokenizer: Any) -> Any:
     )
     added = template.fix_tokenizer(tokenizer)
     if added:
-        logger.info("The template added %d token(s) to the tokenizer; the model's embeddings are resized to match.",
-                    added)
+        logger.info("The template added %s to the tokenizer; the model's embeddings are resized to match.",
+                    counted(added, "token"))
     return template
 
 

@@ -28,6 +28,7 @@ from engine.data.registry import media_column
 from engine.demo_names import is_demo_name
 from engine.multimodal.plugins import KIND_WORD, PLACEHOLDERS
 from engine.multimodal.processor import TORCHVISION_FIX, MediaOptions, has_torchvision
+from engine.wording import counted
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tu
         items = _media_items(row, media_column(spec, kind))
         count = text.count(tag)
         if count != len(items):
-            problems.append(f"{count} {tag} placeholder(s) but {len(items)} {KIND_WORD[kind]} file(s): put one {tag} "
+            problems.append(f"{counted(count, tag + ' placeholder')} but {counted(len(items), KIND_WORD[kind] + ' file')}: put one {tag} "
                             "in the text per file")
         if items and allowed is not None and kind not in allowed:
             took = (f"it takes {', '.join(allowed)}" + (f"; {why_not}" if why_not else "") if allowed else
@@ -213,7 +214,7 @@ def check_media(cfg: Any) -> list[str]:
         videos = sum(bool(_media_items(row, media_column(spec, "videos"))) for row in rows
                      if isinstance(row, dict))
         if videos and "videos" in allowed and not has_torchvision() and not getattr(plugin, "pil_video", False):
-            found.append(f"Dataset `{name}`: {videos} row(s) have video, and {TORCHVISION_FIX}.")
+            found.append(f"Dataset `{name}`: {counted(videos, 'row')} {'has' if videos == 1 else 'have'} video, and {TORCHVISION_FIX}.")
         if len(found) > MAX_LISTED:
             found = found[:MAX_LISTED] + [f"Dataset `{name}`: {len(found) - MAX_LISTED} more media problems."]
         problems += found

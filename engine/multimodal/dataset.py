@@ -27,6 +27,7 @@ from engine.data.tokenize import (
 from engine.multimodal.errors import MediaError
 from engine.multimodal.plugins import MediaPlugin, pack_arrays, soft_token_ids
 from engine.multimodal.processor import MediaOptions
+from engine.wording import counted, was_were
 
 logger = logging.getLogger(__name__)
 
@@ -106,9 +107,10 @@ def tokenize_media_sft(examples: list[dict], tokenizer: Any, template: Any, opts
         stats["trainable_tokens"] += sum(label != IGNORE for label in labels)
         stats["media_tokens"] = stats.get("media_tokens", 0) + sum(token in soft for token in input_ids)
     if stats["media_dropped"]:
-        logger.warning("%d rows were dropped because %s cut through their images, videos or audio; "
-                       "raise cutoff_len (or lower image_max_pixels / video_maxlen) to keep them.",
-                       stats["media_dropped"], cutoff_phrase(opts))
+        dropped = stats["media_dropped"]
+        logger.warning("%s %s dropped because %s cut through their images, videos or audio; "
+                       "raise cutoff_len (or lower image_max_pixels / video_maxlen) to keep %s.",
+                       counted(dropped, "row"), was_were(dropped), cutoff_phrase(opts), "it" if dropped == 1 else "them")
     if opts.packing:
         from engine.multimodal.packing import pack_in_batches
 

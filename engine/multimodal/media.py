@@ -299,7 +299,7 @@ def read_audio(source: Any, sampling_rate: int = 16000) -> Any:
                     channels = chunks[-1].shape[0]
                     seconds = MAX_AUDIO_VALUES / channels / max(rate, 1)
                     raise MediaError(f"Audio {_name(source)} is longer than {seconds:,.0f} seconds ({channels} "
-                                     f"channel(s) at {rate:,} Hz), more than is read here; cut it into shorter "
+                                     f"{'channel' if channels == 1 else 'channels'} at {rate:,} Hz), more than is read here; cut it into shorter "
                                      "clips.")
             chunks += [out.to_ndarray() for out in to_float.resample(None)]
         except (av.error.FFmpegError, OSError) as err:

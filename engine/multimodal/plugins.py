@@ -21,6 +21,7 @@ from engine.multimodal import plugin_minicpm as minicpm
 from engine.multimodal.cross_attention import CrossAttention
 from engine.multimodal.errors import MediaError
 from engine.multimodal.processor import TORCHVISION_FIX, MediaOptions, video_ready
+from engine.wording import counted
 
 logger = logging.getLogger(__name__)
 
@@ -113,8 +114,9 @@ class MediaPlugin:
         counts = {kind: sum(str(m.get("content") or "").count(tag) for m in messages) for kind, tag in PLACEHOLDERS.items()}
         for kind, items in given.items():
             if counts[kind] != len(items):
-                raise MediaError(f"{counts[kind]} {PLACEHOLDERS[kind]} placeholder(s) but {len(items)} "
-                                 f"{KIND_WORD[kind]} file(s); put one {PLACEHOLDERS[kind]} in the text per file.")
+                raise MediaError(f"{counted(counts[kind], PLACEHOLDERS[kind] + ' placeholder')} but "
+                                 f"{counted(len(items), KIND_WORD[kind] + ' file')}; put one {PLACEHOLDERS[kind]} in the "
+                                 "text per file.")
         refused = self.unsupported([kind for kind, items in given.items() if items])
         if refused:
             why = f" ({self.why_not})" if self.why_not else ""
@@ -336,7 +338,7 @@ class QwenOmniPlugin(MediaPlugin):
         self.check_media(messages, images, videos, audios)
         paired = bool(opts.use_audio_in_video and videos and audios)
         if paired and len(videos) != len(audios):
-            raise MediaError(f"{len(videos)} video(s) but {len(audios)} audio file(s): with `use_audio_in_video` each "
+            raise MediaError(f"{counted(len(videos), 'video')} but {counted(len(audios), 'audio file')}: with `use_audio_in_video` each "
                              "video takes one audio file, its sound track; give one per video or turn it off.")
         texts, features = self.media_texts(processor, images, videos, audios, opts)
         if not paired:

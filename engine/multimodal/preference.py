@@ -22,6 +22,7 @@ from engine.data.tokenize import TokenizeOptions, cutoff_phrase, infer_seqlen, n
 from engine.multimodal.cross_attention import CrossAttention
 from engine.multimodal.errors import MediaError
 from engine.multimodal.plugins import PLACEHOLDERS, pack_arrays, soft_token_ids, unpack_arrays
+from engine.wording import counted, was_were
 
 logger = logging.getLogger(__name__)
 
@@ -117,9 +118,10 @@ def tokenize_media_preference(examples: list[dict], tokenizer: Any, template: An
         stats["media_tokens"] = stats.get("media_tokens", 0) + sum(token in soft for token in kept_prompt)
         stats["kept"] += 1
     if stats["media_dropped"]:
-        logger.warning("%d rows were dropped because %s cut through their images, videos or audio; "
-                       "raise cutoff_len (or lower image_max_pixels / video_maxlen) to keep them.",
-                       stats["media_dropped"], cutoff_phrase(opts))
+        dropped = stats["media_dropped"]
+        logger.warning("%s %s dropped because %s cut through their images, videos or audio; "
+                       "raise cutoff_len (or lower image_max_pixels / video_maxlen) to keep %s.",
+                       counted(dropped, "row"), was_were(dropped), cutoff_phrase(opts), "it" if dropped == 1 else "them")
     return columns, stats
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from engine.rewards.builtin import BUILTIN_REWARDS
 from engine.rewards.guard import GuardedReward
 from engine.rewards.user import RewardError, check_user_reward, is_user_spec, load_user_reward, split_spec
+from engine.wording import counted
 
 
 def reward_names(settings: Any) -> list[str]:
@@ -31,7 +32,7 @@ def reward_weights(settings: Any, count: int) -> list[float] | None:
     except ValueError:
         raise RewardError(f"`reward_weights: {raw}` must be numbers separated by commas, e.g. `1.0, 0.5`.") from None
     if len(weights) != count:
-        raise RewardError(f"`reward_weights` has {len(weights)} value(s) but there are {count} reward(s) "
+        raise RewardError(f"`reward_weights` has {counted(len(weights), 'value')} but there {'is' if count == 1 else 'are'} {counted(count, 'reward')} "
                           "(reward_funcs, then reward_model); give one weight per reward.")
     import math
 

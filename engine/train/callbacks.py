@@ -11,6 +11,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from engine import devices
+from engine.evaluate.metrics import perplexity
 from engine.lifecycle import JobContext
 from engine.ranks import any_rank
 
@@ -90,7 +91,7 @@ class EventsCallback(TrainerCallback):
             for key, value in logs.items():
                 event[key] = _clean(value)
             if isinstance(event.get("eval_loss"), float):
-                event["perplexity"] = math.exp(min(event["eval_loss"], 50.0))
+                event["perplexity"] = _clean(perplexity(event["eval_loss"]))  # the results' value (inf: None)
             self.ctx.events.write(event)
             shown = {k: v for k, v in event.items() if k.startswith("eval_") and isinstance(v, (int, float))
                      and not k.endswith(("_runtime", "_per_second"))}

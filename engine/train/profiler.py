@@ -22,6 +22,7 @@ from transformers import TrainerCallback
 
 from engine import devices
 from engine.train.profile_files import PROFILE_JSON, PROFILE_TABLE, read_profile  # noqa: F401  (re-exported)
+from engine.wording import counted
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ def matching_modules(model: Any, patterns: list[str]) -> list[tuple[str, Any]]:
 
 def format_table(rows: list[dict[str, Any]], steps: int, device: str, step_ms: float) -> str:
     """A Markdown table of the profile, slowest module first."""
-    lines = [f"Per-module time over {steps} step(s) on {device}; mean step {step_ms:.2f} ms.", "",
+    lines = [f"Per-module time over {counted(steps, 'step')} on {device}; mean step {step_ms:.2f} ms.", "",
              "| module | calls/step | forward ms | backward ms | total ms | share of step |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
@@ -114,8 +115,9 @@ class ModuleProfilerCallback(TrainerCallback):
             logger.warning("profile_modules %s matched no module; nothing is profiled. Module names look like "
                            "`model.layers.0.self_attn`.", ",".join(self.patterns))
             return
-        logger.info("Profiling %d module(s) (%s%s) for %d step(s) after %d warm-up step(s).", len(names),
-                    ", ".join(names[:4]), ", ..." if len(names) > 4 else "", self.active_steps, self.warmup_steps)
+        logger.info("Profiling %s (%s%s) for %s after %s.", counted(len(names), "module"), ", ".join(names[:4]),
+                    ", ..." if len(names) > 4 else "", counted(self.active_steps, "step"),
+                    counted(self.warmup_steps, "warm-up step"))
 
     def on_step_begin(self, args, state, control, **kwargs):
         active = self._handles and self.warmup_steps <= state.global_step < self.warmup_steps + self.active_steps
@@ -176,5 +178,5 @@ class ModuleProfilerCallback(TrainerCallback):
             self.event_writer.write({"event": "profile", **{k: v for k, v in self.report.items() if k != "modules"},
                                      "modules": rows[:self.top]})
         top = ", ".join(f"{r['module']} {r['total_ms']:.2f} ms ({100 * r['share']:.0f}%)" for r in rows[:3])
-        logger.info("Module profile over %d step(s): %s", self.steps_timed, top or "no calls recorded")
+        logger.info("Module profile over %s: %s", counted(self.steps_timed, "step"), top or "no calls recorded")
         return self.report

@@ -29,6 +29,7 @@ from engine.train.fused_head import refuse_adapted_head
 from engine.train.parallel.fsdp import ShardingMixin
 from engine.train.reward_model import load_reward_model
 from engine.train.rl_checks import check_rl, check_stage
+from engine.wording import counted
 
 logger = logging.getLogger(__name__)
 
@@ -265,7 +266,7 @@ def _build(stage: str, cfg: RunConfig, model: Any, tokenizer: Any, bundle: Any, 
     )
     trainer.lf_prompt_ids = prompt_ids
     trainer.lf_every, trainer.lf_weights = ft.log_completions_steps, weights
-    logger.info("%s: %d reward(s) %s, %d completions per prompt, up to %d tokens each.", stage.upper(), len(funcs),
+    logger.info("%s: %s %s, %d completions per prompt, up to %d tokens each.", stage.upper(), counted(len(funcs), "reward"),
                 ", ".join(trainer.reward_func_names), ft.num_generations, ft.max_completion_length)
     return trainer
 

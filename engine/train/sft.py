@@ -246,6 +246,7 @@ def follow_llamafactory(trainer: Trainer, cfg: RunConfig, tokenizer: Any, templa
     trainer.eval_gathers_all = stage == "sft"  # its Seq2SeqTrainer's gather; pt's plain Trainer keeps its own
     trainer.count_first_labels = True  # its transformers counts every label (engine.train.lf_token_count)
     trainer.rows_start_trained = stage == "pt" or bool(cfg.data.train_on_prompt)
+    trainer.flos_pad_multiple = 1 if stage == "pt" else trainer.flos_pad_multiple  # as LLaMA-Factory's collators pad
     if cfg.data.eval_on_each_dataset and cfg.data.eval_dataset and has_eval:
         from engine.data.each_eval import eval_sets_by_name  # the Trainer evaluates a dict one set at a time
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 import os
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from engine import collector
 from engine.checkpoints import step_of
 from engine.config import RunConfig
 from engine.errors import UserError
+from engine.evaluate.metrics import with_perplexity
 from engine.lifecycle import JobContext
 from engine.runs import forget_steps_after, write_provenance
 from engine.train import phases, preference, rl, sft
@@ -109,7 +109,6 @@ def _row_count(train: Any) -> int | None:
 
 def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     """Train (and optionally evaluate and predict) as the config says; returns all metrics."""
-    import torch
     from transformers import PrinterCallback, set_seed
 
     from engine.data import get_dataset
@@ -203,13 +202,7 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
 
             if uses_itself(cfg):  # the model is its own reference: LLaMA-Factory drops the rewards it cannot compute
                 eval_metrics = without_rewards(eval_metrics)
-        if "eval_loss" in eval_metrics and cfg.finetuning.stage == "pt":  # LLaMA-Factory's pt workflow's key and value
-            try:
-                eval_metrics["eval_perplexity"] = math.exp(eval_metrics["eval_loss"])
-            except OverflowError:
-                eval_metrics["eval_perplexity"] = float("inf")
-        elif "eval_loss" in eval_metrics:  # ours (LLaMA-Factory reports none for the other stages)
-            eval_metrics["perplexity"] = float(torch.exp(torch.tensor(min(eval_metrics["eval_loss"], 50.0))))
+        eval_metrics = with_perplexity(eval_metrics, cfg.finetuning.stage)
         trainer.save_metrics("eval", eval_metrics)
         metrics.update(eval_metrics)
     elif cfg.train.do_eval:

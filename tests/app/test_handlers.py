@@ -448,7 +448,7 @@ def test_history_diff_overlay_and_delete(board):
     diff = runs.diff_frame(board, [a, b], "en")
     keys = list(diff.iloc[:, 0])
     assert "learning_rate" in keys and "stage" not in keys and "output_dir" not in keys
-    assert runs.delete_runs(board, [a], "en").startswith("Deleted 1")
+    assert runs.delete_runs(board, [a], "en") == "Deleted 1 run."  # it read "1 run(s)"
     assert not (board.jobs.runs_dir / a).exists()
 
 

@@ -22,7 +22,7 @@ def test_only_profiled_runs_are_offered_and_shown(board):
     (runs_dir / "run-b" / "run.json").write_text(json.dumps({"id": "run-b", "kind": "train"}))
     assert profiled_runs(runs_dir, board.jobs.list()) == ["run-a"]
     summary, frame = profile_view(runs_dir, "run-a", "en")
-    assert "3 step(s)" in summary and "12.5 ms" in summary
+    assert "over 3 steps on" in summary and "12.5 ms" in summary
     assert frame.to_dict("records") == [{"module": "model.layers.0.mlp", "calls": 1, "forward (ms)": 2.0,
                                          "backward (ms)": 3.0, "total (ms)": 5.0, "share": "40.0%"}]
     summary, frame = profile_view(runs_dir, "run-b", "zh")

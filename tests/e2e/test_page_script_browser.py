@@ -98,7 +98,7 @@ def test_chrome_and_the_profile_panel_follow_the_language_and_copies_carry_no_ma
     wait_for(lambda: search.get_attribute("placeholder") == "Search...", 30, "the English search placeholder again")
     assert page.locator("[title='复制表格数据']").count() == 0
     try:
-        wait_for(lambda: "Mean over 3 step(s)" in panel.inner_text() and headers(page) == shown_in("en"), 60,
+        wait_for(lambda: "Mean over 3 steps" in panel.inner_text() and headers(page) == shown_in("en"), 60,
                  "the English profile table")
     finally:
         page.screenshot(path=str(tmp_path / "profile-en.png"), full_page=True)

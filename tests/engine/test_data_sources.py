@@ -64,7 +64,7 @@ def test_sharegpt_with_tools_and_system_turn(fixture_data_dir, caplog):
     assert json.loads(first["tools"])[0]["name"] == "get_weather"
     assert examples[1]["system"] == "Be kind."
     assert examples[2]["messages"] == [{"role": "user", "content": "Empty answer"}, {"role": "assistant", "content": "  "}]
-    assert "skipped 1 of 4 rows" in caplog.text and "rows 2 (" in caplog.text
+    assert "skipped 1 of 4 rows" in caplog.text and "row 2 (" in caplog.text
 
 
 def test_openai_layout_with_tool_calls_parts_and_media(fixture_data_dir):
@@ -189,7 +189,7 @@ def test_malformed_rows_are_counted(fixture_data_dir, caplog):
     # an empty prompt or an empty answer stays, as in LLaMA-Factory (whose converters keep empty turns)
     assert [e["messages"][0]["content"] for e in examples] == ["Good row.", "", "No answer.", "Another good row."]
     assert examples[2]["messages"][1] == {"role": "assistant", "content": ""}
-    assert "skipped 1 of 5 rows" in caplog.text and "rows 3 (" in caplog.text
+    assert "skipped 1 of 5 rows" in caplog.text and "row 3 (" in caplog.text
 
 
 def test_unknown_name_suggests(fixture_data_dir):

@@ -489,7 +489,7 @@ def test_prediction_prompts_take_the_one_token_packing_takes_off_cutoff_len(fixt
 
 @pytest.mark.parametrize(("datasets", "weights", "message"), [
     ("alpaca_small,sharegpt_small,alpaca_small", "0.5,0.5", "is named more than once"),
-    ("alpaca_small,sharegpt_small", "0.5,0.3,0.2", "gives 3 weight(s) for 2 dataset(s)"),
+    ("alpaca_small,sharegpt_small", "0.5,0.3,0.2", "gives 3 weights for 2 datasets"),
 ])
 def test_interleave_probs_must_weigh_each_named_dataset_once(fixture_data_dir, datasets, weights, message):
     from engine.config.loader import ConfigError

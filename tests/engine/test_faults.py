@@ -111,7 +111,7 @@ def test_many_unknown_keys_answer_fast_and_short():
     with pytest.raises(ConfigError) as err:
         build_config({f"unknown_key_{i}": 1 for i in range(500)})
     assert len(err.value.problems) == 500 and len(str(err.value)) < 8100
-    assert "and 470 more problem(s)" in str(err.value)
+    assert "and 470 more problems" in str(err.value)
 
 
 def test_a_lone_surrogate_is_named_not_crashed_on():

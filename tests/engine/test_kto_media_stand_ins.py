@@ -170,10 +170,10 @@ def test_the_media_check_passes_over_rows_the_stage_skips_anyway(qwen2_vl, tmp_p
     rows[1]["label"], rows[2]["label"] = True, False
     _write(tmp_path, rows)
     problems = check_media(cfg)
-    assert any("Dataset `kto_media` row 1: 2 <image> placeholder(s) but 1 image file(s)" in p for p in problems)
+    assert any("Dataset `kto_media` row 1: 2 <image> placeholders but 1 image file" in p for p in problems)
     assert any("Dataset `kto_media` row 2: image file " in p and "is missing" in p for p in problems)
     sft = build_config({**{k: getattr(cfg.data, k) for k in ("dataset", "dataset_dir")},
                         "model_name_or_path": str(qwen2_vl), "template": "qwen2_vl", "stage": "sft"})
     rows[1]["label"] = None  # a plain row for sft: kept there, so checked
     _write(tmp_path, rows)
-    assert any("row 1: 2 <image> placeholder(s)" in p for p in check_media(sft))
+    assert any("row 1: 2 <image> placeholders" in p for p in check_media(sft))

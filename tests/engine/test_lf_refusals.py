@@ -230,7 +230,7 @@ def test_a_null_history_turn_or_openai_content_refuses_the_dataset(tmp_path):
 @pytest.mark.parametrize(("keys", "message"), [
     ({"dataset": "a,b", "interleave_probs": "0.5,0.5"}, "but `mix_strategy` is `concat`"),
     ({"dataset": "a,b", "eval_dataset": "c", "mix_strategy": "interleave_under", "interleave_probs": "0.5,0.5"},
-     r"gives 2 weight\(s\) for 1 dataset\(s\) in `eval_dataset`"),
+     r"gives 2 weights for 1 dataset in `eval_dataset`"),
 ])
 def test_interleave_probs_as_llama_factory_reads_them(keys, message):
     """LLaMA-Factory's DataArguments refuse `interleave_probs` with `mix_strategy: concat`, and a count of weights

@@ -19,6 +19,7 @@ from engine.evaluate.metrics import (
     rouge_n,
     sentence_bleu,
     tokenize,
+    with_perplexity,
 )
 
 METRIC_KEYS = {"predict_bleu-4", "predict_rouge-1", "predict_rouge-2", "predict_rouge-l"}
@@ -108,7 +109,31 @@ def test_perplexity():
     assert perplexity(0.0) == 1.0
     assert perplexity(math.log(7.5)) == pytest.approx(7.5)
     assert perplexity(1e6) == math.inf
-    assert perplexity(float("nan")) == math.inf
+    assert math.isnan(perplexity(float("nan")))  # math.exp's NaN, as LLaMA-Factory's eval_perplexity
+
+
+def test_the_eval_event_and_the_results_give_one_perplexity(tmp_path):
+    """The eval event's perplexity (math.exp) and the results' (float32 torch.exp) parted at the 7th digit; both
+    are now LLaMA-Factory's pt value, exp of the loss in double precision, and pt keeps its own key."""
+    from types import SimpleNamespace
+
+    from engine.lifecycle import JobContext
+    from engine.train.callbacks import EventsCallback
+
+    loss = 2.123456789
+    results = with_perplexity({"eval_loss": loss}, "sft")
+    assert results["perplexity"] == math.exp(loss) and "eval_perplexity" not in results
+    assert with_perplexity({"eval_loss": loss}, "pt") == {"eval_loss": loss, "eval_perplexity": math.exp(loss)}
+    assert with_perplexity({"eval_accuracy": 1.0}, "sft") == {"eval_accuracy": 1.0}
+    with JobContext(tmp_path, "train", config_yaml="stage: sft\n") as ctx:
+        EventsCallback(ctx).on_log(None, SimpleNamespace(global_step=4, max_steps=4, epoch=1.0,
+                                                         is_world_process_zero=True), None, logs={"eval_loss": loss})
+        EventsCallback(ctx).on_log(None, SimpleNamespace(global_step=4, max_steps=4, epoch=1.0,
+                                                         is_world_process_zero=True), None, logs={"eval_loss": 800.0})
+    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    evals = [event for event in events if event.get("event") == "eval"]
+    assert evals[0]["perplexity"] == results["perplexity"]
+    assert evals[1]["perplexity"] is None and with_perplexity({"eval_loss": 800.0}, "sft")["perplexity"] == math.inf
 
 
 # -- prediction on a tiny model ---------------------------------------------------------------------------------

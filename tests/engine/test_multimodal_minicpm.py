@@ -157,7 +157,7 @@ def test_video_and_mixed_rows_are_refused_with_the_reason(tiny, tmp_path):
     with pytest.raises(MediaError, match="images and videos in the same row"):
         PLUGIN.process(processor, [{"role": "user", "content": "<image><video>"}], [image], ["clip.mp4"], [],
                        MediaOptions())
-    with pytest.raises(MediaError, match=r"2 <image> placeholder\(s\) but 1 image"):
+    with pytest.raises(MediaError, match=r"2 <image> placeholders but 1 image file;"):
         _expand(processor, [{"role": "user", "content": "<image><image>"}], [image])
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -259,7 +260,7 @@ def test_media_sft_rows_follow_the_text_rules(qwen2_vl, tmp_path, template_name,
         assert media["input_ids"][0][-1] == tokenizer.eos_token_id == media["labels"][0][-1]
 
 
-def test_a_media_row_left_with_no_trained_token_is_kept_as_text_rows_are(qwen2_vl, tmp_path):
+def test_a_media_row_left_with_no_trained_token_is_kept_as_text_rows_are(qwen2_vl, tmp_path, caplog):
     """cutoff_len that leaves a row's media whole but cuts its whole reply: kept and counted, as a text row (and
     LLaMA-Factory) keeps it; a row cut inside its media is still dropped (the model refuses such a row)."""
     from engine.data.tokenize import IGNORE, TokenizeOptions
@@ -277,8 +278,10 @@ def test_a_media_row_left_with_no_trained_token_is_kept_as_text_rows_are(qwen2_v
     columns, stats = tokenize_media_sft([example], tokenizer, template, TokenizeOptions(cutoff_len=43), ctx)
     assert len(columns["input_ids"]) == 1 and stats["untrained"] == 1 and not stats["dropped"]
     assert set(columns["labels"][0]) == {IGNORE}
-    columns, stats = tokenize_media_sft([example], tokenizer, template, TokenizeOptions(cutoff_len=6), ctx)
+    with caplog.at_level(logging.WARNING, logger="engine"):
+        columns, stats = tokenize_media_sft([example], tokenizer, template, TokenizeOptions(cutoff_len=6), ctx)
     assert not columns["input_ids"] and stats["media_dropped"] == 1
+    assert "1 row was dropped because cutoff_len" in caplog.text and "to keep it." in caplog.text  # "1 rows were"
 
 
 def test_check_names_stages_that_cannot_train_on_media_before_loading(qwen2_vl, tmp_path, capsys):

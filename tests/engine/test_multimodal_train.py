@@ -161,7 +161,7 @@ def test_preflight_reports_every_media_problem_at_once(models, tmp_path, capsys)
     config = _config(tmp_path, models["qwen2_vl"], "qwen2_vl", "colors", data)
     assert main(["check", str(config)]) == 2
     err = capsys.readouterr().err
-    assert "Dataset `colors` row 2: 2 <image> placeholder(s) but 1 image file(s)" in err
+    assert "Dataset `colors` row 2: 2 <image> placeholders but 1 image file" in err
     assert "row 3: image file " in err and "missing.png is missing: fix the path" in err
     assert "row 4: image https://example.com/a.png is a remote URL" in err
     assert "row 5: image file " in err and "bad.png cannot be read" in err
@@ -193,7 +193,7 @@ def test_alpaca_rows_count_each_column_once(models, tmp_path, capsys):
     assert main(["check", str(config)]) == 2
     err = capsys.readouterr().err
     assert "row 0" not in err and "row 1" not in err
-    assert "Dataset `rows` row 2: 2 <image> placeholder(s) but 1 image file(s)" in err
+    assert "Dataset `rows` row 2: 2 <image> placeholders but 1 image file" in err
 
 
 def test_accumulated_micro_batches_each_count_as_their_mean(models, tmp_path):

@@ -273,7 +273,7 @@ def test_reward_names_and_weights_are_checked():
     problems = check_rewards(settings(reward_funcs="fromat, length, length", reward_weights="1, 2"))
     assert any("Unknown reward `fromat`" in p and "Did you mean `format`" in p for p in problems)
     assert any("names a reward twice" in p for p in problems)
-    assert any("`reward_weights` has 2 value(s) but there are 3" in p for p in problems)
+    assert any("`reward_weights` has 2 values but there are 3" in p for p in problems)
     assert reward_weights(settings(reward_funcs="format, length", reward_weights=[1.0, 0.5]), 2) == [1.0, 0.5]
     assert "must be numbers" in check_rewards(settings(reward_funcs="format", reward_weights="a"))[0]
     assert "not a valid regular expression" in check_rewards(settings(reward_funcs="format", reward_format="("))[0]

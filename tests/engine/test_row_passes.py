@@ -170,3 +170,27 @@ def test_a_budget_set_where_it_cannot_apply_says_why(tmp_path, caplog):
     with pytest.raises(Exception, match="max_tokens_per_pass.*stage: dpo"):
         load_config(None, {**DEMO, "output_dir": str(tmp_path), "max_tokens_per_pass": 300, "stage": "dpo",
                            "dataset": "demo_dpo"})
+
+
+def test_total_flos_counts_tokens_as_llama_factorys_padded_batch():
+    """transformers' 6 x tokens x parameters, the tokens of LLaMA-Factory's batch of the same rows: sft pads them
+    to a multiple of 8, pt to the longest row (tests/engine/test_final_eval_lf.py checks a whole run's total_flos)."""
+    from engine.train.row_passes import RowPassesMixin
+
+    class Plain:
+        def floating_point_ops(self, inputs):
+            return 6 * inputs["input_ids"].numel() * 10
+
+    class Counting(RowPassesMixin, Plain):
+        model = SimpleNamespace(num_parameters=lambda exclude_embeddings: 10)
+
+    trainer = Counting()
+    back_to_back = {"input_ids": torch.zeros(1, 8, dtype=torch.long),
+                    "cu_seq_lens_q": torch.tensor([0, 3, 8], dtype=torch.int32)}
+    assert trainer.floating_point_ops(back_to_back) == 6 * 2 * 8 * 10  # rows 3 and 5 long: 2 x 8, not 8
+    padded = {"input_ids": torch.zeros(2, 8, dtype=torch.long),
+              "attention_mask": torch.tensor([[1] * 5 + [0] * 3, [1] * 3 + [0] * 5])}
+    assert trainer.floating_point_ops(padded) == 6 * 2 * 8 * 10  # padded here as there
+    trainer.flos_pad_multiple = 1  # pt
+    assert trainer.floating_point_ops(back_to_back) == 6 * 2 * 5 * 10
+    assert trainer.floating_point_ops(padded) == 6 * 2 * 5 * 10  # not the 8 it is padded to here

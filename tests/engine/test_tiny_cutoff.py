@@ -95,7 +95,7 @@ def test_a_tiny_cutoff_is_taken_with_a_warning(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="engine.config.cross_checks"):
         cfg = _config(tmp_path, "sft", "tiny_alpaca", 4, {})
     assert cfg.data.cutoff_len == 4
-    assert "`cutoff_len: 4` keeps at most 4 token(s) of each row" in caplog.text
+    assert "`cutoff_len: 4` keeps at most 4 tokens of each row" in caplog.text
 
 
 def test_rows_left_untrained_are_kept_with_a_warning(tmp_path, caplog):
@@ -103,7 +103,7 @@ def test_rows_left_untrained_are_kept_with_a_warning(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         rows = _rows(_config(tmp_path, "sft", "tiny_alpaca", 3, {}))
     assert len(rows) == 3 and any(all(label == -100 for label in row[1]) for row in rows)
-    assert "have no trained token left after cutting to cutoff_len=3; they are kept" in caplog.text
+    assert "1 of 3 train rows has no trained token left after cutting to cutoff_len=3; it is kept" in caplog.text
 
 
 def test_messages_after_packing_quote_the_cutoff_len_written(tmp_path, caplog):

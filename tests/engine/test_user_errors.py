@@ -152,7 +152,7 @@ def test_text_where_a_number_goes(ws, capsys):
 
 def test_every_config_problem_is_reported_at_once(ws, capsys):
     message = train(ws, capsys, "lora_rnak=8", "learning_rate=fast", "dataset=nope",
-                    words=("3 problem(s)", "lora_rank", "must be a number", "Unknown dataset 'nope'"))
+                    words=("3 problems", "lora_rank", "must be a number", "Unknown dataset 'nope'"))
     assert message.count("\n  - ") == 3
 
 

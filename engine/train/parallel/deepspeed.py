@@ -15,6 +15,7 @@ from typing import Any
 
 from engine.errors import UserError
 from engine.json_text import loads
+from engine.wording import counted
 
 OFFLOAD_DEVICES = ("cpu", "nvme", "none")
 
@@ -148,6 +149,6 @@ def validate(cfg: Any, world_size: int, device: str | None = None) -> dict[str, 
     if importlib.util.find_spec("deepspeed") is None:
         found.append("`deepspeed` is set but DeepSpeed is not installed: `pip install 'lf-board[deepspeed]'`.")
     if found:
-        raise DeepSpeedConfigError(f"{len(found)} problem(s) with `deepspeed: {path}`:\n" +
+        raise DeepSpeedConfigError(f"{counted(len(found), 'problem')} with `deepspeed: {path}`:\n" +
                                    "\n".join(f"  - {p}" for p in found))
     return ds

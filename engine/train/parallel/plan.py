@@ -16,6 +16,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.wording import counted
+
 logger = logging.getLogger(__name__)
 
 STRATEGIES = ("single", "ddp", "fsdp2", "deepspeed_zero2", "deepspeed_zero3", "ray")
@@ -165,7 +167,7 @@ def check(cfg: Any, strategy: str, nproc: int, *, shape: ModelShape | None = Non
     if strategy in MULTI_PROCESS and strategy != "ray" and nproc < 2:
         plan.problems.append(f"{strategy} needs at least 2 processes; raise the number of processes or pick single.")
     if plan.device != "cpu" and strategy != "ray" and nproc > count:
-        plan.problems.append(f"{nproc} processes but only {count} {plan.device} device(s) are visible; use at most "
+        plan.problems.append(f"{nproc} processes but only {counted(count, plan.device + ' device')} {'is' if count == 1 else 'are'} visible; use at most "
                              f"{count} processes (one per device), or make more devices visible.")
     if plan.device == "cpu" and nproc > (os.cpu_count() or 1):
         plan.notes.append(f"{nproc} processes on {os.cpu_count()} CPU cores: they will share cores (slow).")

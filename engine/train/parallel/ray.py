@@ -20,6 +20,7 @@ from typing import Any
 from engine import devices
 from engine.errors import UserError
 from engine.train.parallel.ray_check import RAY_MISSING, WORKER_FLAG, use_ray  # noqa: F401 (use_ray: the launcher's)
+from engine.wording import counted
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ def launch(cfg: Any) -> int:
     def forward(signum: int, frame: Any) -> None:
         aborted["flag"] = True
         sent = signal_ranks(run_dir, signal.SIGTERM)
-        logger.warning("Stop requested: SIGTERM forwarded to %d Ray worker(s) on this machine.", sent)
+        logger.warning("Stop requested: SIGTERM forwarded to %s on this machine.", counted(sent, "Ray worker"))
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
     error = None

@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import stat
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,13 +30,22 @@ LOCK_NAME = ".run.lock"
 MAX_HOLDER_BYTES = 4096
 
 
-def _holder(fd: int) -> str:
-    """Who holds the lock, as its file says (the holder writes it just after locking, so it may be empty yet)."""
-    try:
-        data = json.loads(os.pread(fd, MAX_HOLDER_BYTES, 0).decode("utf-8"))
-        return f"`{str(data['id'])[:200]}`, process {int(data['pid'])}"
-    except (OSError, ValueError, TypeError, KeyError):
-        return "it has only just started"
+HOLDER_WAIT = 2.0
+"""Seconds to wait for a holder that has just locked to write who it is (on a busy machine that took a moment)."""
+
+
+def _holder(fd: int, wait: float = HOLDER_WAIT) -> str:
+    """Who holds the lock, as its file says. The holder writes it just after locking, so a job started at the same
+    instant may find it empty: it asks again for up to ``wait`` seconds before saying only that it has just started."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            data = json.loads(os.pread(fd, MAX_HOLDER_BYTES, 0).decode("utf-8"))
+            return f"`{str(data['id'])[:200]}`, process {int(data['pid'])}"
+        except (OSError, ValueError, TypeError, KeyError):
+            if time.monotonic() >= deadline:
+                return "it has only just started"
+            time.sleep(0.05)
 
 
 def claim(folder: str | Path, run_id: str) -> int | None:

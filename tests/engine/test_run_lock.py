@@ -90,3 +90,24 @@ def test_a_lock_file_that_is_not_a_plain_file_is_named(tmp_path):
     except UserError as err:
         assert "cannot be opened" in str(err) and "must be a plain file" in str(err)
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_holder_that_has_not_yet_written_who_it_is_is_waited_for_briefly(tmp_path):
+    """Two jobs started at the same instant: the loser may read the lock file before the winner has written its id
+    and pid (CI, busy: the message then named no one); it asks again for a moment."""
+    import threading
+
+    from engine import run_lock
+
+    path = tmp_path / ".run.lock"
+    path.write_bytes(b"")
+    fd = os.open(path, os.O_RDWR)
+    try:
+        late = threading.Timer(0.3, lambda: path.write_text(json.dumps({"pid": 4242, "id": "winner"})))
+        late.start()
+        assert run_lock._holder(fd) == "`winner`, process 4242"
+        late.join()
+        path.write_bytes(b"")
+        assert run_lock._holder(fd, wait=0.1) == "it has only just started"
+    finally:
+        os.close(fd)

@@ -44,8 +44,8 @@ def _start(folder: Path, at: float, hold: float) -> subprocess.Popen:
 
 def test_two_jobs_started_together_on_one_folder_one_is_refused_naming_the_other(tmp_path):
     folder = tmp_path / "run"
-    at = time.time() + 4.0  # both have imported by then
-    jobs = [_start(folder, at, 2.0) for _ in range(2)]
+    at = time.time() + 4.0  # both have imported by then (on a busy machine one may come later: the winner holds
+    jobs = [_start(folder, at, 5.0) for _ in range(2)]  # the folder long enough that it is refused all the same)
     outs = [job.communicate(timeout=120) for job in jobs]
     said = [out for out, _ in outs]
     assert sorted(s.split()[0] for s in said if s) == ["ENTERED", "REFUSED"], outs

@@ -21,12 +21,12 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from app.job_process import REPO_ROOT, _Live, child_env  # noqa: F401 (REPO_ROOT, child_env: imported from here)
 from app.launch import build_command, stop_ranks
 from app.monitor import RunMonitor
 from app.run_outcome import decide, disk_full_problem
@@ -50,7 +50,6 @@ from engine.runs import (
 logger = logging.getLogger(__name__)
 """Introduces the end of a run's log quoted in the error of a run that ended without saying why."""
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 BATCH_KINDS = ("train", "eval", "predict", "export")
 # engine sub-command per run kind
 COMMANDS = {"train": "train", "eval": "eval", "predict": "eval", "export": "export", "chat": "api"}
@@ -92,36 +91,6 @@ def disk_full_error(path: str | Path) -> JobError:
     if free is None:
         return JobError("job_disk_full_unknown", path=path)
     return JobError("job_disk_full", path=path, free=f"{free:,}")
-
-
-def child_env() -> dict[str, str]:
-    """The environment of an engine subprocess: the repo root importable, output unbuffered."""
-    env = dict(os.environ)
-    paths = [str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-@dataclass
-class _Live:
-    """A process the manager watches: its own child (``proc``) or a re-attached one (pid only)."""
-
-    run_id: str
-    pid: int
-    kind: str = "train"
-    proc: subprocess.Popen | None = None
-    started: float | None = None
-    abort_deadline: float | None = None
-    killed: bool = False
-    verified: bool = True
-    """Whether the pid is known to be the run's own (a child of ours, or a matching ``pid_started``)."""
-    ended: bool = False
-    """The process is gone but its outcome is not written yet (a failed write is retried each tick)."""
-    exit_code: int | None = None
-    reason: str | None = None
-    pending: dict[str, Any] | None = None
-    """run.json fields still to write (a write failed); retried each tick."""
 
 
 class JobManager:
@@ -479,7 +448,7 @@ class JobManager:
             for run_id, live in list(self._live.items()):
                 folder = RunFolder(self.runs_dir / run_id)
                 if not folder.exists():  # deleted by hand: writing its outcome would bring back a folder of one file
-                    if live.ended or (live.proc.poll() is not None if live.proc is not None else not pid_alive(live.pid)):
+                    if live.has_ended():
                         logger.warning("Run %s: its folder was deleted; its process has ended, nothing recorded", run_id)
                         del self._live[run_id]
                     continue

@@ -4,7 +4,7 @@ A run's name goes to every tracker (TensorBoard, W&B, MLflow, trackio) and to th
 the file system and every message about it. A line break there forges a log line, a carriage return or an escape
 rewrites the terminal, a right-to-left override (U+202E) shows the rest of the name reversed, and a zero-width
 character makes two names that look the same differ. None of them has a use in a name, so each is refused with the
-key, the character as U+XXXX and where it is.
+key, the character by its code point (such as U+200B) and where it is.
 
 Names of things the job creates are held to every such character (:func:`engine.terminal_text.hidden_chars`).
 Paths and names of things that exist already (a model folder, a dataset) are held to the characters that forge or

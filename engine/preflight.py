@@ -255,13 +255,13 @@ def _check_packing(cfg: RunConfig) -> list[str]:
 def _saved_packed_rows(cfg: RunConfig) -> bool:
     """Whether ``tokenized_path`` (to be loaded as it is) holds packed rows: a ``position_ids`` column in the
     features its splits' dataset_info.json lists (nothing else of the saved data is read)."""
-    import json
+    from engine.small_json import read_small_json
 
     if not cfg.data.tokenized_path or cfg.data.overwrite_cache:
         return False
     for info in Path(cfg.data.tokenized_path).expanduser().glob("*/dataset_info.json"):
-        try:
-            if "position_ids" in (json.loads(info.read_text(encoding="utf-8")).get("features") or {}):
+        try:  # bounded, a regular file only (this runs in the board's process too)
+            if "position_ids" in (read_small_json(info).get("features") or {}):
                 return True
         except (OSError, ValueError, AttributeError, RecursionError):
             continue

@@ -9,7 +9,6 @@ again costs a fraction of a second.
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -55,9 +54,15 @@ def quick_report(cfg: Any) -> list[str] | None:
     folder = lookup(cfg)
     if folder is None:
         return None
+    from engine.small_json import read_small_json, reason
+
     try:
-        stats = json.loads((folder / "lf_stats.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        stats = read_small_json(folder / "lf_stats.json")
+        if not isinstance(stats, dict):
+            raise ValueError("it holds no JSON object")
+    except (OSError, ValueError, RecursionError) as err:
+        logger.info("The cache entry %s is not reused: %s cannot be read (%s); its data is tokenized again.", folder,
+                    folder / "lf_stats.json", reason(err))
         return None
     cache_prune.touch(folder)
     return [*split_lines(stats, cfg.data.cutoff_len),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -271,9 +272,25 @@ def _save_tokenized(bundle: DatasetBundle, path: Path) -> None:
     logger.info("Tokenized data saved to %s.", path)
 
 
-def _load_tokenized(path: Path) -> DatasetBundle:
-    import json
+def _saved_stats(file: Path) -> dict[str, Any]:
+    """The counts saved beside tokenized data (lf_stats.json, which LLaMA-Factory does not write: {} without one).
+    Read only as a regular file of a bounded size; one that cannot be read is named and left out (the data loads)."""
+    from engine.small_json import read_small_json, reason
 
+    if not os.path.lexists(file):
+        return {}
+    try:
+        stats = read_small_json(file)
+        if not isinstance(stats, dict):
+            raise ValueError("it holds no JSON object")
+    except (OSError, ValueError, RecursionError) as err:
+        logger.warning("%s cannot be read (%s), so the data's counts are not reported; delete it, or set "
+                       "`overwrite_cache: true` to tokenize again.", file, reason(err))
+        return {}
+    return stats
+
+
+def _load_tokenized(path: Path) -> DatasetBundle:
     from datasets import load_from_disk
 
     try:
@@ -281,8 +298,7 @@ def _load_tokenized(path: Path) -> DatasetBundle:
     except Exception as err:  # datasets raises FileNotFoundError or ValueError for foreign folders
         raise DatasetError(f"tokenized_path {path} holds no saved dataset ({err}); delete it or set "
                            "overwrite_cache: true.") from err
-    stats_file = path / "lf_stats.json"
-    stats = json.loads(stats_file.read_text(encoding="utf-8")) if stats_file.exists() else {}
+    stats = _saved_stats(path / "lf_stats.json")
     logger.info("Tokenized data loaded from %s.", path)
     # LLaMA-Factory saves its evaluation split as `validation` (and `validation_NAME` per dataset)
     held = loaded.get("eval") or loaded.get("validation")

@@ -188,8 +188,12 @@ def load_entry(key: str) -> Any | None:
     try:
         from datasets import load_from_disk
 
+        from engine.small_json import read_small_json
+
         loaded = load_from_disk(str(folder / "data"))
-        stats = json.loads((folder / "lf_stats.json").read_text(encoding="utf-8"))
+        stats = read_small_json(folder / "lf_stats.json")  # bounded: a regular file of at most 16 MB
+        if not isinstance(stats, dict):
+            raise ValueError(f"{folder / 'lf_stats.json'} holds no JSON object")
     except Exception as err:  # a damaged entry: tokenize again
         cache_prune.release(key)
         logger.warning("Ignoring the unreadable tokenized-data cache %s (%s); tokenizing again.", folder, err)

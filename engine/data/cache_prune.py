@@ -20,6 +20,7 @@ The cap is ``$LF_ENGINE_CACHE_MAX_GB`` (default 20; ``0`` or ``off`` = no cap), 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import logging
 import math
@@ -193,13 +194,20 @@ def manifest(folder: Path) -> dict[str, int]:
 
 def read_meta(folder: Path) -> dict[str, Any] | None:
     """The entry's meta when every file it lists is there with its size; None for an incomplete entry."""
+    from engine.small_json import TooLarge, read_small_json, reason
+
     try:
-        meta = json.loads((folder / META).read_text(encoding="utf-8"))
+        meta = read_small_json(folder / META)
         files = meta["files"]
         for rel, size in files.items():
             if (folder / rel).stat().st_size != size:
                 return None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (TooLarge, OSError) as err:
+        if isinstance(err, TooLarge) or getattr(err, "errno", None) == errno.EINVAL:  # outsized; a pipe or device
+            logger.warning("%s is not a cache entry's meta file (%s); the entry counts as incomplete: it is never "
+                           "loaded, and a run with its data tokenizes it again.", folder / META, reason(err))
+        return None
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
     return meta
 

@@ -145,6 +145,21 @@ def remember(cfg: Any, key: str) -> None:
         logger.debug("The quick-key record was not written (%s).", err)
 
 
+MAX_RECORD_BYTES = 64 << 10
+"""A record is one short JSON object (the cache key); one past this is no record of ours."""
+
+
+def _recorded_key(record: Path) -> Any:
+    """The cache key a record holds, read only as a regular file of at most :data:`MAX_RECORD_BYTES`.
+
+    Raises:
+        OSError, ValueError, KeyError, TypeError, RecursionError: not a readable record.
+    """
+    from engine.small_json import read_small_json
+
+    return read_small_json(record, MAX_RECORD_BYTES)["key"]
+
+
 def lookup(cfg: Any) -> Path | None:
     """The complete cache entry an earlier run recorded for this config's inputs; None otherwise."""
     from engine.data import cache_prune
@@ -155,8 +170,14 @@ def lookup(cfg: Any) -> Path | None:
         return None
     record = _record(quick)
     try:
-        key = json.loads(record.read_text(encoding="utf-8"))["key"]
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        key = _recorded_key(record)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as err:
+        from engine.small_json import reason
+
+        logger.info("The quick-key record %s cannot be read (%s); the tokenizer is loaded to find the cache entry.",
+                    record, reason(err) if not isinstance(err, (KeyError, TypeError)) else "no key in it")
         return None
     if not isinstance(key, str) or not key.isalnum():
         return None
@@ -178,7 +199,7 @@ def forget_evicted(root: Path) -> int:
         return 0
     for record in records:
         try:
-            key = json.loads(record.read_text(encoding="utf-8"))["key"]
+            key = _recorded_key(record)
             gone = not (root / "tokenized" / str(key)).exists()
         except (OSError, ValueError, KeyError, TypeError, RecursionError):
             gone = True  # unreadable: of no use

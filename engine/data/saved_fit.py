@@ -37,9 +37,15 @@ def record(path: Path, cfg: Any, tokenizer: Any) -> None:
 
 
 def _saved(path: Path) -> dict[str, Any]:
+    from engine.small_json import read_small_json, reason
+
     try:
-        saved = json.loads((path / MADE_WITH).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        saved = read_small_json(path / MADE_WITH)
+    except FileNotFoundError:  # tokenized by LLaMA-Factory, or before this file was written
+        return {}
+    except (OSError, ValueError, RecursionError) as err:
+        logger.warning("%s cannot be read (%s); what the data was tokenized for is not checked. Delete it, or set "
+                       "`overwrite_cache: true` to tokenize again.", path / MADE_WITH, reason(err))
         return {}
     return saved if isinstance(saved, dict) else {}
 

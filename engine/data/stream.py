@@ -13,7 +13,6 @@ chunks are exactly those batches (``engine.data.lf_batches``).
 from __future__ import annotations
 
 import atexit
-import json
 import logging
 import multiprocessing
 import shutil
@@ -135,12 +134,32 @@ def save_splits(splits: dict[str, Any], folder: Path) -> None:
     DatasetDict({name: ds.select(range(1)) if name in copies else ds for name, ds in splits.items()}).save_to_disk(
         str(folder))
     for name, ds in copies.items():
-        written = json.loads((folder / name / "state.json").read_text(encoding="utf-8"))["_data_files"]
-        if len(written) != 1:  # datasets changed its layout: write the split its own way
+        written = _written_files(folder / name / "state.json")
+        if len(written) != 1:  # datasets changed its layout (or its state is unreadable): write the split its own way
             shutil.rmtree(folder / name)
             ds.save_to_disk(str(folder / name))
             continue
         shutil.copyfile(ds.cache_files[0]["filename"], folder / name / written[0]["filename"])
+
+
+def _written_files(state: Path) -> list[Any]:
+    """The data files a split's ``state.json`` (datasets' own, a few hundred bytes) lists; [] when it cannot be read
+    as such (read only as a regular file of a bounded size: one replaced by a pipe or a sparse file of gigabytes
+    is not waited on nor held whole; a name that leads out of the split's folder is not written to), so that the
+    split is written its own way."""
+    from engine.small_json import read_small_json, reason
+
+    try:
+        files = read_small_json(state)["_data_files"]
+        if not isinstance(files, list) or not all(
+                isinstance(f, dict) and isinstance(f.get("filename"), str) and f["filename"]
+                and Path(f["filename"]).name == f["filename"] for f in files):
+            raise TypeError("`_data_files` is not a list of file names in the split's folder")
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as err:
+        logger.warning("%s cannot be read (%s); the split is written by datasets itself.", state,
+                       reason(err) if not isinstance(err, KeyError) else "no `_data_files` in it")
+        return []
+    return files
 
 
 def _one_whole_file(ds: Any) -> bool:

@@ -1,0 +1,69 @@
+"""Reading a small JSON file the engine wrote for itself (a cache entry's counts and meta, a quick-key record, a
+saved dataset's state) or one a config names (a DeepSpeed or FSDP file) within a size bound, and only when it is a
+regular file.
+
+Such a file can be replaced by anything (a folder copied from elsewhere, a damaged disk, someone else's hand): a
+sparse file of gigabytes takes no disk and was read whole, a named pipe held its reader until a writer came, and a
+link to ``/dev/zero`` never ended. Here each is refused at once with an error that names the file and what it is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+MAX_SMALL_JSON_BYTES = 16 << 20
+"""The default bound (bytes). What the engine writes itself is a few KB (a cache entry's meta lists one line per
+Arrow shard: a 1 TB dataset in 500 MB shards is about 120 KB); DeepSpeed's and FSDP's own examples are under 2 KB."""
+
+
+class TooLarge(ValueError):
+    """A file past its bound; the message names the file, its size and the bound."""
+
+
+def read_small(path: str | Path, limit: int = MAX_SMALL_JSON_BYTES) -> bytes:
+    """The bytes of ``path``, a regular file (a link to one included) of at most ``limit`` bytes.
+
+    Raises:
+        OSError: missing, unreadable, or not a regular file (a pipe, device or socket; a folder).
+        TooLarge: larger than ``limit`` (a ValueError).
+    """
+    from engine.runs import read_regular
+
+    data = read_regular(path, max_bytes=limit + 1)
+    if len(data) > limit:
+        try:
+            size = f"{os.stat(path).st_size:,} bytes"
+        except OSError:
+            size = "larger"
+        raise TooLarge(f"{path} is {size}, more than the {limit:,} such a file can be")
+    return data
+
+
+def read_small_json(path: str | Path, limit: int = MAX_SMALL_JSON_BYTES) -> Any:
+    """``path`` parsed as JSON (see :func:`read_small`).
+
+    Raises:
+        OSError: missing, unreadable, or not a regular file.
+        ValueError: larger than ``limit`` (:class:`TooLarge`), not UTF-8, or not JSON (a ``JSONDecodeError``,
+            including a whole number past Python's digit limit).
+        RecursionError: nested too deeply.
+    """
+    from engine.json_text import loads
+
+    return loads(read_small(path, limit).decode("utf-8"))
+
+
+def reason(err: BaseException) -> str:
+    """Why a :func:`read_small_json` failed, in words for a message."""
+    if isinstance(err, RecursionError):
+        return "nested too deeply"
+    if isinstance(err, json.JSONDecodeError):
+        return f"not valid JSON: {err.msg} at line {err.lineno}"
+    if isinstance(err, UnicodeDecodeError):
+        return "not UTF-8 text"
+    if isinstance(err, OSError) and err.strerror:
+        return err.strerror
+    return str(err)

@@ -2,41 +2,44 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
+SMOOTH_WEIGHT = 0.6
+"""The smoothed line's exponential moving average keeps this share of the previous value."""
 
-def smooth(values: list[float], weight: float = 0.6) -> list[float]:
-    """Exponential moving average that starts at the first value."""
-    out, last = [], None
-    for v in values:
-        last = v if last is None else last * weight + (1 - weight) * v
-        out.append(last)
-    return out
+PLOT_LIMIT = 4000
+"""The most points per line of loss.png (its plot is 770 pixels wide): a longer run's line keeps each stretch's lowest
+and highest point (:class:`engine.curves.Curve`), so spikes stay; the smoothed line is computed over every point."""
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def plot_loss(events_path: str | Path, target: str | Path) -> Path | None:
-    """Draw training (and evaluation) loss against steps; returns the file written, or None without points."""
-    steps, losses, eval_steps, eval_losses = [], [], [], []
-    try:
-        lines = Path(events_path).read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        try:
-            ev = json.loads(line)
-        except json.JSONDecodeError:
+    """Draw training (and evaluation) loss against steps; returns the file written, or None without points.
+
+    The events are read one line at a time (:func:`engine.curves.iter_events`: only a regular file, a line past
+    4 MB passed over) into bounded curves, so a run of any length is drawn in bounded memory; a named pipe or a
+    device in the events file's place is not waited on."""
+    from engine.curves import Curve, iter_events
+
+    losses, smoothed, evals = Curve(PLOT_LIMIT), Curve(PLOT_LIMIT), Curve(PLOT_LIMIT)
+    last = None
+    for ev in iter_events(events_path):
+        step = ev.get("step")
+        if not _number(step):
             continue
-        if ev.get("event") == "log" and isinstance(ev.get("loss"), (int, float)):
-            steps.append(ev["step"])
-            losses.append(ev["loss"])
-        elif ev.get("event") == "eval" and isinstance(ev.get("eval_loss"), (int, float)):
-            eval_steps.append(ev["step"])
-            eval_losses.append(ev["eval_loss"])
-    if not steps:
+        if ev.get("event") == "log" and _number(ev.get("loss")):
+            losses.append(step, ev["loss"])
+            last = ev["loss"] if last is None else last * SMOOTH_WEIGHT + (1 - SMOOTH_WEIGHT) * ev["loss"]
+            smoothed.append(step, last)
+        elif ev.get("event") == "eval" and _number(ev.get("eval_loss")):
+            evals.append(step, ev["eval_loss"])
+    if not losses:
         logger.info("No loss points to plot.")
         return None
     import matplotlib
@@ -45,11 +48,11 @@ def plot_loss(events_path: str | Path, target: str | Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
-    ax.plot(steps, losses, color="#9bb7e0", alpha=0.6, label="loss")
+    ax.plot(*zip(*losses.points()), color="#9bb7e0", alpha=0.6, label="loss")
     if len(losses) > 3:
-        ax.plot(steps, smooth(losses), color="#1f5fbf", label="loss (smoothed)")
-    if eval_steps:
-        ax.plot(eval_steps, eval_losses, "o-", color="#d9534f", label="eval loss")
+        ax.plot(*zip(*smoothed.points()), color="#1f5fbf", label="loss (smoothed)")
+    if evals:
+        ax.plot(*zip(*evals.points()), "o-", color="#d9534f", label="eval loss")
     ax.set_xlabel("step")
     ax.set_ylabel("loss")
     ax.grid(alpha=0.3)

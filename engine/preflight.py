@@ -502,7 +502,7 @@ def _check_deepspeed(cfg: RunConfig) -> list[str]:
     if importlib.util.find_spec("deepspeed") is None:
         problems.append("`deepspeed` is set but DeepSpeed is not installed: `pip install 'lf-board[deepspeed]'` "
                         "(it needs a GPU), or remove `deepspeed`.")
-    if isinstance(value, str) and not value.lstrip().startswith("{") and not Path(value).expanduser().is_file():
+    if isinstance(value, str) and not value.lstrip().startswith("{") and not Path(value).expanduser().exists():
         problems.append(f"`deepspeed: {value}` does not exist; give a DeepSpeed JSON config such as "
                         "examples/deepspeed/ds_z3_offload.json.")
     from engine import devices

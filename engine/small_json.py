@@ -67,3 +67,39 @@ def reason(err: BaseException) -> str:
     if isinstance(err, OSError) and err.strerror:
         return err.strerror
     return str(err)
+
+
+def read_named_json(key: str, value: str, kind: str, example: str, error: type[Exception]) -> dict[str, Any]:
+    """The JSON object of the file a config's ``key: value`` names (a DeepSpeed or FSDP file), read only as a
+    regular file of at most :data:`MAX_SMALL_JSON_BYTES`; ``kind`` (DeepSpeed) and ``example`` (a file of that kind)
+    are named in the fix.
+
+    Raises:
+        error: missing, no regular file, outsized, unreadable, not UTF-8, not JSON or no object, with the fix.
+    """
+    import stat
+
+    file = Path(value).expanduser()
+    named = f"`{key}: {value}`"
+    give = f"give a {kind} JSON file such as {example}"
+    try:
+        mode = os.stat(file).st_mode
+    except OSError:
+        raise error(f"{named} does not exist; {give}.") from None
+    if not stat.S_ISREG(mode):
+        what = "a folder" if stat.S_ISDIR(mode) else "a pipe, device or socket"
+        raise error(f"{named} is {what}, not a regular file; {give}.")
+    try:
+        data = read_small_json(file)
+    except TooLarge:
+        raise error(f"{named} is {os.stat(file).st_size:,} bytes, more than any {kind} config (at most "
+                    f"{MAX_SMALL_JSON_BYTES:,} are read); {give}.") from None
+    except json.JSONDecodeError as err:
+        raise error(f"{named} is not valid JSON ({err.msg} at line {err.lineno}).") from None
+    except RecursionError:
+        raise error(f"{named} nests lists or objects too deeply to be read.") from None
+    except (OSError, ValueError) as err:  # unreadable (or no longer a regular file); not UTF-8
+        raise error(f"{named} cannot be read ({reason(err)}); {give}.") from None
+    if not isinstance(data, dict):
+        raise error(f"{named} must hold a JSON object.")
+    return data

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import UserError
-from engine.json_text import loads
 from engine.wording import counted
 
 OFFLOAD_DEVICES = ("cpu", "nvme", "none")
@@ -25,19 +24,15 @@ class DeepSpeedConfigError(UserError):
 
 
 def load(path: str) -> dict[str, Any]:
-    file = Path(path).expanduser()
-    if not file.is_file():
-        raise DeepSpeedConfigError(f"`deepspeed: {path}` does not exist; give a DeepSpeed JSON file such as "
-                                   "examples/deepspeed/ds_z3.json.")
-    try:
-        data = loads(file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise DeepSpeedConfigError(f"`deepspeed: {path}` is not valid JSON ({err.msg} at line {err.lineno}).") from None
-    except RecursionError:
-        raise DeepSpeedConfigError(f"`deepspeed: {path}` nests lists or objects too deeply to be read.") from None
-    if not isinstance(data, dict):
-        raise DeepSpeedConfigError(f"`deepspeed: {path}` must hold a JSON object.")
-    return data
+    """The DeepSpeed config ``deepspeed: path`` names, read only as a regular file of a bounded size (this runs in
+    the board's check too: a named pipe held it, a sparse file of gigabytes was read whole).
+
+    Raises:
+        DeepSpeedConfigError: missing, no regular file, outsized, unreadable, not JSON or no object, with the fix.
+    """
+    from engine.small_json import read_named_json
+
+    return read_named_json("deepspeed", path, "DeepSpeed", "examples/deepspeed/ds_z3.json", DeepSpeedConfigError)
 
 
 def _explicit(value: Any) -> bool:
@@ -124,7 +119,7 @@ CPU_REFUSAL = ("DeepSpeed ZeRO runs on accelerators only: on CPU processes accel
 def preflight_problems(cfg: Any, world_size: int, device: str) -> list[str]:
     """The config checks for the pre-flight report (installation and file existence are checked there)."""
     path = cfg.train.deepspeed
-    if not path or not Path(path).expanduser().is_file():
+    if not path or not Path(path).expanduser().exists():  # named as missing there; a pipe or folder by load()
         return []
     try:
         found = problems(load(path), cfg, world_size)

@@ -83,7 +83,6 @@ def resolve_fsdp(fsdp: str | bool | list | None, fsdp_config: str | dict | None,
     Raises :class:`engine.errors.UserError` naming the problem and the fix.
     """
     import json
-    from pathlib import Path
 
     from engine.errors import UserError
     from engine.json_text import loads
@@ -108,16 +107,9 @@ def resolve_fsdp(fsdp: str | bool | list | None, fsdp_config: str | dict | None,
         if not isinstance(config, dict):
             raise UserError("`fsdp_config` must be a JSON object of FSDP settings or the path of an FSDP JSON file.")
     elif fsdp_config:
-        path = Path(fsdp_config).expanduser()
-        if not path.is_file():
-            raise UserError(f"`fsdp_config: {fsdp_config}` does not exist; give the path of an FSDP JSON file "
-                            "such as examples/fsdp/fsdp2.json.")
-        try:
-            config = loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise UserError(f"`fsdp_config: {fsdp_config}` is not valid JSON ({err.msg} at line {err.lineno}).") from None
-        if not isinstance(config, dict):
-            raise UserError(f"`fsdp_config: {fsdp_config}` must hold a JSON object of FSDP settings.")
+        from engine.small_json import read_named_json
+
+        config = read_named_json("fsdp_config", str(fsdp_config), "FSDP", "examples/fsdp/fsdp2.json", UserError)
     else:
         config = {}
     config = {(k[5:] if k.startswith("fsdp_") else k): v for k, v in config.items()}

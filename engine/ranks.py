@@ -96,15 +96,29 @@ def clear_rank_error(run_dir: str | Path) -> None:
             pass
 
 
+MAX_ENTRY_BYTES = 1 << 20
+"""A rank's record is a line of JSON (its error record holds the error's text); one past this is no record of ours."""
+
+
+def _read_entry(path: Path) -> Any:
+    """A rank's record, or None when it cannot be one: read only as a regular file of at most
+    :data:`MAX_ENTRY_BYTES` (the board reads them to stop a run: a named pipe there held it, a sparse file of
+    gigabytes was read whole)."""
+    from engine.small_json import read_small_json
+
+    try:
+        return read_small_json(path, MAX_ENTRY_BYTES)
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
 def rank_errors(run_dir: str | Path, since: float) -> list[dict[str, Any]]:
     """The failures other ranks recorded (:func:`record_rank_error`) since ``since``, by rank."""
     out = []
     for path in (Path(run_dir) / RANKS_DIR).glob("*.error"):
-        try:
-            entry = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError):
-            continue
-        if isinstance(entry, dict) and float(entry.get("at") or 0) >= since:
+        entry = _read_entry(path)
+        at = entry.get("at") if isinstance(entry, dict) else None
+        if isinstance(at, (int, float)) and not isinstance(at, bool) and at >= since:
             out.append(entry)
     return sorted(out, key=lambda e: e.get("rank", 0))
 
@@ -113,10 +127,7 @@ def read_ranks(run_dir: str | Path) -> list[dict[str, Any]]:
     """The recorded ranks of a run, by rank."""
     out = []
     for path in sorted((Path(run_dir) / RANKS_DIR).glob("*.json")):
-        try:
-            entry = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError):
-            continue
+        entry = _read_entry(path)
         if isinstance(entry, dict):  # a damaged record (not an object) names no process
             out.append(entry)
     return sorted(out, key=lambda r: r.get("rank") if isinstance(r.get("rank"), int) else 0)
@@ -124,8 +135,10 @@ def read_ranks(run_dir: str | Path) -> list[dict[str, Any]]:
 
 def _same_process(entry: dict[str, Any]) -> bool:
     """The pid still belongs to the rank that wrote the entry (not a re-used pid)."""
-    pid = int(entry.get("pid") or 0)
-    if not pid:
+    from engine.runs import as_pid
+
+    pid = as_pid(entry.get("pid"))  # a damaged record (a pid that is no number, or 1) names no process
+    if pid is None:
         return False
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
@@ -136,7 +149,7 @@ def _same_process(entry: dict[str, Any]) -> bool:
         started = boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
         written = float(entry.get("started", started))
         return written - 600 <= started <= written + 2  # the process existed when the entry was written
-    except (OSError, ValueError, IndexError):
+    except (OSError, ValueError, IndexError, TypeError):  # TypeError: a `started` that is no number
         try:
             os.kill(pid, 0)
             return True
@@ -151,10 +164,13 @@ def signal_ranks(run_dir: str | Path, sig: int = signal.SIGTERM) -> int:
     for entry in read_ranks(run_dir):
         if entry.get("host") != host or not _same_process(entry):
             continue
+        from engine.runs import as_pid
+
+        group = as_pid(entry.get("pgid")) or as_pid(entry.get("pid"))
         try:
-            os.killpg(int(entry.get("pgid") or entry["pid"]), sig)
+            os.killpg(group, sig)  # type: ignore[arg-type] - _same_process found a pid
             count += 1
-        except (ProcessLookupError, PermissionError, KeyError):
+        except (ProcessLookupError, PermissionError):
             continue
     return count
 
@@ -162,7 +178,7 @@ def signal_ranks(run_dir: str | Path, sig: int = signal.SIGTERM) -> int:
 def live_ranks(run_dir: str | Path) -> list[int]:
     """Pids of this host's ranks that are still running."""
     host = socket.gethostname()
-    return [int(e["pid"]) for e in read_ranks(run_dir) if e.get("host") == host and _same_process(e)]
+    return [int(e["pid"]) for e in read_ranks(run_dir) if e.get("host") == host and _same_process(e)]  # pid checked
 
 
 def any_rank(flag: bool) -> bool:

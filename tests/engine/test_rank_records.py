@@ -1,0 +1,68 @@
+"""A run folder's rank records (ranks/*.json, ranks/*.error), which the board reads to stop a run and the engine to
+report another rank's failure, are read only as regular files of at most 1 MB, and their values are checked: a named
+pipe there held the board's abort for good, a sparse file of hundreds of MB was read whole, and a pid, start time
+or error time that was no number ended the abort (or the run's report) with a ValueError/TypeError traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+import tracemalloc
+
+import pytest
+
+from engine.ranks import RANKS_DIR, live_ranks, rank_errors, read_ranks, signal_ranks
+
+
+def _within(fn, pipe=None, seconds=10):
+    out, done = [], threading.Event()
+    threading.Thread(target=lambda: (out.append(fn()), done.set()), daemon=True).start()
+    if not done.wait(seconds):
+        if pipe is not None:
+            os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))  # lets the reader go
+        done.wait(10)
+        pytest.fail(f"waited on {pipe} for {seconds} s")
+    return out[0]
+
+
+def test_a_pipe_among_the_records_is_passed_over(tmp_path):
+    ranks = tmp_path / RANKS_DIR
+    ranks.mkdir()
+    os.mkfifo(ranks / "1.json")
+    os.mkfifo(ranks / "1.error")
+    (ranks / "0.json").write_text(json.dumps({"rank": 0, "pid": 11}))
+    assert [r["pid"] for r in _within(lambda: read_ranks(tmp_path), ranks / "1.json")] == [11]
+    assert _within(lambda: rank_errors(tmp_path, since=0), ranks / "1.error") == []
+
+
+def test_an_outsized_record_is_not_read_whole(tmp_path):
+    ranks = tmp_path / RANKS_DIR
+    ranks.mkdir()
+    for name in ("1.json", "1.error"):
+        with open(ranks / name, "wb") as fh:
+            fh.truncate(256 << 20)  # sparse: no disk taken
+    tracemalloc.start()
+    try:
+        assert read_ranks(tmp_path) == [] and rank_errors(tmp_path, since=0) == []
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40 << 20, f"{peak:,} bytes held"
+
+
+def test_values_that_are_no_numbers_name_no_process(tmp_path):
+    ranks = tmp_path / RANKS_DIR
+    ranks.mkdir()
+    host = socket.gethostname()
+    (ranks / "0.json").write_text(json.dumps({"rank": 0, "pid": "x", "host": host}))
+    (ranks / "1.json").write_text(json.dumps({"rank": 1, "pid": os.getpid(), "host": host, "started": [1]}))
+    (ranks / "2.json").write_text(json.dumps({"rank": 2, "pid": 1, "host": host}))
+    (ranks / "0.error").write_text(json.dumps({"rank": 0, "error": "boom", "at": "soon"}))
+    (ranks / "1.error").write_text(json.dumps({"rank": 1, "error": "real", "at": time.time()}))
+    assert live_ranks(tmp_path) == [os.getpid()]  # a start time that is no number: the pid is asked directly
+    os.unlink(ranks / "1.json")  # (this process is not to be signalled)
+    assert signal_ranks(tmp_path, 0) == 0
+    assert [e["error"] for e in rank_errors(tmp_path, since=0)] == ["real"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -334,21 +335,84 @@ def save_processor(processor: Any, folder: Any) -> None:
 PROCESSOR_FILES = ("processor_config.json", "preprocessor_config.json", "video_preprocessor_config.json")
 
 
+MAX_PROCESSOR_FILE_BYTES = 512 << 20
+"""The largest processor file copied (bytes). Real ones are a few KB (configs) to a few MB (a font); a tokenizer.json
+of a large vocabulary, the biggest file a processor's folder holds, is about 30 MB."""
+
+
 def copy_processor_files(source: Any, target: Any) -> list[str]:
-    """Copy a model folder's processor files (not the tokenizer's) into ``target``; returns the names copied."""
-    import shutil
+    """Copy a model folder's processor files (not the tokenizer's) into ``target``; returns the names copied.
+
+    Each is copied only when it is a regular file of at most :data:`MAX_PROCESSOR_FILE_BYTES` inside the model
+    folder (:func:`_copy_from_model`).
+
+    Raises:
+        MediaError: a processor file that is no regular file, outsized, or a link out of the model folder.
+    """
     from pathlib import Path
 
     copied = []
     for name in PROCESSOR_FILES:
-        if (Path(source) / name).is_file():
-            shutil.copyfile(Path(source) / name, Path(target) / name)
+        if os.path.lexists(Path(source) / name):
+            _copy_from_model(Path(source), name, Path(target))
             copied.append(name)
     for name in _named_fonts(Path(source)):  # ERNIE-4.5-VL's video timestamp font, which its processor loads
-        shutil.copyfile(Path(source) / name, Path(target) / name)
+        _copy_from_model(Path(source), name, Path(target))
         copied.append(name)
     fix_processor_config(target)
     return copied
+
+
+def _copy_from_model(folder: Any, name: str, target: Any) -> None:
+    """``folder/name`` copied to ``target/name`` (replacing what was there, a link included, never writing
+    through it), only when it is a regular file of at most :data:`MAX_PROCESSOR_FILE_BYTES` that lies in the model
+    folder (for a hub cache snapshot, its repository's ``blobs`` too, where its links lead).
+
+    A model folder from elsewhere can hold a sparse file of gigabytes (copied at full size, filling the disk), a
+    named pipe (waited on), or a link to any file of the user's (copied into an export that may be uploaded).
+
+    Raises:
+        MediaError: naming the file, what is wrong and the fix.
+    """
+    import tempfile
+    from pathlib import Path
+
+    from engine.fileperms import default_file_mode
+    from engine.runs import open_regular
+
+    source = Path(folder) / name
+    real = Path(os.path.realpath(source))
+    roots = [Path(os.path.realpath(folder))]
+    if Path(folder).parent.name == "snapshots":  # huggingface_hub's cache: snapshots/<rev>/<file> -> ../../blobs/
+        roots.append(Path(os.path.realpath(Path(folder).parent.parent / "blobs")))
+    if not any(real.is_relative_to(root) for root in roots):
+        raise MediaError(f"{source} is a link to {real}, outside the model folder {folder}; a processor file is "
+                         "copied into the trained model's or export's folder, so put the file itself in the model "
+                         "folder (copy it again from the original model).")
+    try:
+        fh = open_regular(source)
+    except OSError as err:
+        raise MediaError(f"{source} cannot be copied ({err.strerror or err}); copy it again from the original "
+                         "model.") from None
+    with fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > MAX_PROCESSOR_FILE_BYTES:
+            raise MediaError(f"{source} is {size:,} bytes, more than any model's processor file (at most "
+                             f"{MAX_PROCESSOR_FILE_BYTES:,} are copied); copy it again from the original model.")
+        out = tempfile.NamedTemporaryFile(dir=target, prefix=f".{name}.", delete=False)
+        try:
+            with out:
+                copied = 0
+                while copied <= size and (chunk := fh.read(min(1 << 20, size + 1 - copied))):
+                    out.write(chunk)
+                    copied += len(chunk)
+            if copied > size:  # grew while copied
+                raise MediaError(f"{source} grew while it was copied; copy it again from the original model.")
+            os.chmod(out.name, default_file_mode())  # as a file written with open() (a temporary one is 0600)
+            os.replace(out.name, Path(target) / name)
+        except BaseException:
+            Path(out.name).unlink(missing_ok=True)
+            raise
 
 
 def _named_fonts(folder: Any) -> list[str]:

@@ -50,7 +50,13 @@ def _save_processor_files(cfg: RunConfig, out: Path) -> None:
     except Exception as err:  # the model loaded, so this is unexpected; the weights are saved already
         logger.warning("Processor files not copied to %s: %s", out, err)
         return
-    copy_processor_files(source, out)
+    from engine.multimodal.errors import MediaError
+
+    try:
+        copy_processor_files(source, out)
+    except MediaError as err:  # the trained weights are saved all the same; the folder then lacks the processor
+        logger.warning("Processor files not copied to %s: %s The trained weights are saved; copy the base model's "
+                       "processor files into the output folder by hand so that it loads for chat.", out, err)
 
 
 def _beside_the_weights(cfg: RunConfig, trainer: Any, tokenizer: Any, folder: Path) -> None:

@@ -12,12 +12,15 @@ from pathlib import Path
 
 from engine.checkpoints import adapter_config_problem
 from engine.config import RunConfig
+from engine.run_lock import LOCK_NAME
 from engine.runs import CONFIG_FILE, EVENTS_FILE, LOG_FILE, RUN_FILE
 
 INFO_FILE = "export_info.json"
 CONFIG_NAME = "export_config.yaml"
-RUN_FOLDER_FILES = {CONFIG_FILE, RUN_FILE, EVENTS_FILE, LOG_FILE}
-"""Run-folder files left alone when the run folder and the export folder are the same."""
+RUN_FOLDER_FILES = {CONFIG_FILE, RUN_FILE, EVENTS_FILE, LOG_FILE, LOCK_NAME}
+"""Run-folder files left alone when the run folder and the export folder are the same: not counted as the folder's
+content, not listed among the exported files, never removed as an earlier export's (the job's own lock among them,
+which it holds while it exports)."""
 
 
 def adapter_paths(cfg: RunConfig) -> list[str]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -111,3 +112,26 @@ def test_a_lock_held_elsewhere_refuses_and_a_planted_link_is_named(tmp_path):
     with pytest.raises(UserError, match="it must be a plain file"):
         claim_export(tmp_path / "other", "x")
     assert target.read_text() == "keep"
+
+
+def test_an_export_recording_itself_in_its_export_folder_is_not_stopped_by_its_own_lock(adapter, tmp_path):
+    """A job's run folder may be its export folder (the config's folder holds its run.json). The job's lock there
+    (.run.lock, taken first) made the folder 'not empty' and the export was refused; once let through, it would
+    have been listed among the exported files and removed by the next export as an earlier export's file while
+    that export's job held it."""
+    from engine.config import load_config
+    from engine.export import run_export
+    from engine.lifecycle import JobContext
+    from engine.run_lock import LOCK_NAME
+
+    export_dir = tmp_path / "merged"
+    config = _config(adapter, tmp_path, export_dir)
+    held = []
+    for _ in range(2):
+        with JobContext(export_dir, "export"):
+            result = run_export(load_config(str(config)), run_dir=str(export_dir))
+            held.append(os.stat(export_dir / LOCK_NAME).st_ino)  # still the file this job locked
+        info = json.loads((export_dir / "export_info.json").read_text(encoding="utf-8"))
+        assert LOCK_NAME not in result["files"] and LOCK_NAME not in info["files"]
+        assert result["verified"] and "model.safetensors" in result["files"]
+    assert held[0] == held[1]

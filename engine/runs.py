@@ -143,33 +143,6 @@ def write_provenance(folder: Path, config_yaml: str) -> None:
     write_text_atomic(folder / "lf_versions.json", json.dumps(package_versions(), indent=2))
 
 
-def forget_steps_after(folder: Path, step: int, names: tuple[str, ...] = (EVENTS_FILE, RUN_SAMPLES)) -> int:
-    """A resumed run repeats the steps after its checkpoint: drop the lines the run it resumes logged for them
-    (its curves would show those steps twice). Each file is replaced whole; returns the lines dropped."""
-    dropped = 0
-    for name in names:
-        path = Path(folder) / name
-        try:  # bytes: a line torn in the middle of a character (a killed run) is kept as it is, not decoded
-            lines = path.read_bytes().splitlines(keepends=True)
-        except OSError:
-            continue
-        kept = []
-        for line in lines:
-            try:
-                later = int(json.loads(line).get("step") or 0) > step
-            except (ValueError, TypeError, AttributeError, OverflowError, RecursionError):
-                later = False  # not a step's line: kept as it is
-            if not later:
-                kept.append(line)
-        if len(kept) < len(lines):
-            try:
-                write_text_atomic(path, b"".join(kept))
-                dropped += len(lines) - len(kept)
-            except OSError as err:
-                logger.warning("Could not drop the steps after %d from %s: %s", step, path, err)
-    return dropped
-
-
 def open_regular(path: str | Path) -> BinaryIO:
     """``path`` opened for reading in binary, only when it is a regular file (a link to one included).
 

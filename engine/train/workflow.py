@@ -13,7 +13,8 @@ from engine.config import RunConfig
 from engine.errors import UserError
 from engine.evaluate.metrics import with_perplexity
 from engine.lifecycle import JobContext
-from engine.runs import forget_steps_after, write_provenance
+from engine.resumed_events import forget_steps_after
+from engine.runs import write_provenance
 from engine.train import phases, preference, rl, sft
 from engine.train.output_dir import (
     check_output_dir,

@@ -101,7 +101,7 @@ def test_a_rank_is_told_when_its_launcher_dies_of_a_sigkill(tmp_path):
 
 
 def test_a_resume_forgets_the_lines_of_the_steps_it_repeats(tmp_path):
-    from engine.runs import forget_steps_after
+    from engine.resumed_events import forget_steps_after
 
     lines = [{"event": "start"}, {"event": "log", "step": 2}, {"event": "log", "step": 3}, {"event": "save", "step": 4},
              {"event": "end", "status": "aborted"}]
@@ -118,7 +118,7 @@ def test_a_resume_forgets_its_repeated_steps_past_lines_that_are_damaged(tmp_pat
     """A line torn mid-character by a killed run (not UTF-8) made the whole file unread, so the resumed run's curve
     showed the repeated steps twice; a step of 1e400 (OverflowError) or a line nested past json's depth
     (RecursionError) stopped the resume itself. Such lines are kept byte for byte, the later steps dropped."""
-    from engine.runs import forget_steps_after
+    from engine.resumed_events import forget_steps_after
 
     torn = b'{"event": "log", "step": 1, "note": "\xe4\xb8'
     deep = b"[" * 100_000 + b"]" * 100_000

@@ -37,6 +37,23 @@ def split_spec(spec: str) -> tuple[Path, str]:
     return Path(path).expanduser(), func
 
 
+MAX_REWARD_FILE_BYTES = 16 << 20
+"""The largest reward file read (bytes); a reward function's file is a few KB. A larger one (a sparse file of
+gigabytes) was read whole by the check, in the board's process too."""
+
+
+def read_reward_text(path: Path) -> str:
+    """A reward file's text, read only as a regular file of at most :data:`MAX_REWARD_FILE_BYTES`.
+
+    Raises:
+        OSError: missing, unreadable or not a regular file.
+        ValueError: larger than the bound (naming its size); UnicodeDecodeError: not UTF-8.
+    """
+    from engine.small_json import read_small
+
+    return read_small(path, MAX_REWARD_FILE_BYTES).decode("utf-8")
+
+
 def check_user_reward(spec: str) -> list[str]:
     """Problems found by reading the file (missing, syntax error, no such function, wrong signature); no import."""
     try:
@@ -44,14 +61,23 @@ def check_user_reward(spec: str) -> list[str]:
     except RewardError as err:
         return [str(err)]
     if not path.is_file():
+        if path.exists():
+            return [f"Reward file `{path}` (in `reward_funcs: {spec}`) is not a regular file (a folder, pipe or "
+                    "device); name the Python file that defines the function."]
         return [f"Reward file `{path}` (in `reward_funcs: {spec}`) does not exist; check the path (relative paths "
                 f"start at `{Path.cwd()}`)."]
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = ast.parse(read_reward_text(path), filename=str(path))
     except (SyntaxError, UnicodeDecodeError) as err:
         line = getattr(err, "lineno", None)
         return [f"Reward file `{path}` does not parse{f' (line {line})' if line else ''}: "
                 f"{getattr(err, 'msg', err)}. Fix the Python syntax."]
+    except (MemoryError, RecursionError):  # Python's parser on an expression nested some 100,000 deep
+        return [f"Reward file `{path}` does not parse: it nests an expression deeper than Python's parser goes. Fix "
+                "the Python code."]
+    except (OSError, ValueError) as err:  # no longer a regular file; larger than a reward file can be
+        return [f"Reward file `{path}` cannot be read ({getattr(err, 'strerror', None) or err}); name the Python "
+                "file that defines the function."]
     defined = {}
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -184,13 +210,13 @@ def keep_reward_code(specs: list[str], run_dir: str | Path) -> list[Path]:
             continue
         path = split_spec(spec)[0]
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_reward_text(path)
             folder.mkdir(parents=True, exist_ok=True)
             digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
             target = folder / f"{path.stem}-{digest}.py"
             write_text_atomic(target, text)
             kept.append(target)
-        except (OSError, UnicodeDecodeError) as err:
+        except (OSError, ValueError) as err:  # ValueError: outsized, not UTF-8
             logging.getLogger(__name__).warning("Could not keep a copy of reward file %s in the run folder: %s",
                                                 path, err)
     return kept

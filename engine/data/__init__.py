@@ -265,10 +265,12 @@ def _save_tokenized(bundle: DatasetBundle, path: Path) -> None:
     import json
 
     from engine.data.stream import save_splits
+    from engine.runs import write_text_atomic
 
     splits = {name: ds for name, ds in (("train", bundle.train), ("eval", bundle.eval)) if ds is not None}
     save_splits(splits, path)
-    (path / "lf_stats.json").write_text(json.dumps(bundle.stats), encoding="utf-8")
+    # replaced whole: a link planted under this name in the user's folder is never written through
+    write_text_atomic(path / "lf_stats.json", json.dumps(bundle.stats))
     logger.info("Tokenized data saved to %s.", path)
 
 

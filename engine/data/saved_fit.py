@@ -32,8 +32,11 @@ def _made_with(cfg: Any, tokenizer: Any) -> dict[str, Any]:
 
 
 def record(path: Path, cfg: Any, tokenizer: Any) -> None:
-    """Write what the data in ``path`` was tokenized for."""
-    (path / MADE_WITH).write_text(json.dumps(_made_with(cfg, tokenizer)), encoding="utf-8")
+    """Write what the data in ``path`` was tokenized for: a new file renamed over the old one, so that a link
+    planted under that name (the folder is the user's) is replaced, never written through."""
+    from engine.runs import write_text_atomic
+
+    write_text_atomic(path / MADE_WITH, json.dumps(_made_with(cfg, tokenizer)))
 
 
 def _saved(path: Path) -> dict[str, Any]:

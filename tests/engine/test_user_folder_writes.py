@@ -1,0 +1,36 @@
+"""Files the engine writes into a folder the user chose (a ``tokenized_path``, an ``output_dir``, an
+``export_dir``) replace what is there under that name: a link planted there (a folder copied from elsewhere, or
+shared) was written through, changing the file it pointed to, anywhere the user can write."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from engine.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def plant_link(folder: Path, name: str, outside: Path) -> Path:
+    """A link ``folder/name`` to a file of the user's outside the folder; that file's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    target = outside / f"precious-{name}"
+    target.write_text("the user's own file\n", encoding="utf-8")
+    (folder / name).symlink_to(target)
+    return target
+
+
+def test_tokenized_path_counts_and_provenance_replace_a_planted_link(tmp_path, monkeypatch):
+    monkeypatch.setenv("LF_ENGINE_CACHE", "off")
+    saved, outside = tmp_path / "tokenized", tmp_path / "outside"
+    outside.mkdir()
+    targets = {name: plant_link(saved, name, outside) for name in ("lf_stats.json", "lf_tokenized.json")}
+    assert main(["data", str(REPO / "examples" / "sft_lora_demo.yaml"), f"dataset_dir={REPO / 'examples' / 'data'}",
+                 "dataset=demo_identity", "max_samples=4", f"tokenized_path={saved}", "overwrite_cache=true"]) == 0
+    for name, target in targets.items():
+        assert target.read_text(encoding="utf-8") == "the user's own file\n", f"{name} was written through its link"
+        assert not (saved / name).is_symlink() and (saved / name).is_file(), name
+    assert json.loads((saved / "lf_stats.json").read_text(encoding="utf-8"))["train"]["rows"] == 4
+    assert json.loads((saved / "lf_tokenized.json").read_text(encoding="utf-8"))["stage"] == "sft"
+    assert sorted(p.name for p in saved.iterdir() if p.name.startswith(".")) == []  # no temp file left

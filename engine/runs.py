@@ -359,7 +359,7 @@ class RunFolder:
     def create(self, kind: str, config_yaml: str, command: list[str] | None = None, **fields: Any) -> dict[str, Any]:
         """Write a fresh config.yaml and run.json with status ``queued``."""
         self.path.mkdir(parents=True, exist_ok=True)
-        self.config_path.write_text(config_yaml, encoding="utf-8")
+        write_text_atomic(self.config_path, config_yaml)
         return self.update(
             id=self.id, kind=kind, status="queued", created_at=time.time(), command=command or [],
             versions=package_versions(), **fields,
@@ -402,9 +402,8 @@ class EventWriter:
         from engine.credentials import redact
 
         line = redact(json.dumps(event, ensure_ascii=False, default=_json_default)) + "\n"
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
+        with open_append(self.path) as fh:  # a link or pipe planted there is replaced, never written through
+            fh.write(line.encode("utf-8", "backslashreplace"))
 
 
 def _json_default(obj: Any) -> Any:

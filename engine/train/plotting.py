@@ -59,6 +59,12 @@ def plot_loss(events_path: str | Path, target: str | Path) -> Path | None:
     ax.legend()
     fig.tight_layout()
     target = Path(target)
-    fig.savefig(target)
+    import io
+
+    from engine.runs import write_text_atomic
+
+    png = io.BytesIO()
+    fig.savefig(png, format="png")
     plt.close(fig)
+    write_text_atomic(target, png.getvalue())  # a link planted as loss.png (a resumed folder) is replaced, not written through
     return target

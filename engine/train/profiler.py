@@ -169,11 +169,11 @@ class ModuleProfilerCallback(TrainerCallback):
         if self.folder is not None:
             folder = Path(self.folder)
             folder.mkdir(parents=True, exist_ok=True)
-            tmp = folder / f".{PROFILE_JSON}.tmp"
-            tmp.write_text(json.dumps(self.report, indent=2), encoding="utf-8")
-            tmp.replace(folder / PROFILE_JSON)
-            (folder / PROFILE_TABLE).write_text(format_table(rows, self.steps_timed, device, step_ms),
-                                                encoding="utf-8")
+            from engine.runs import write_text_atomic
+
+            # each replaced whole: a link planted under either name (or the temp name) is never written through
+            write_text_atomic(folder / PROFILE_JSON, json.dumps(self.report, indent=2))
+            write_text_atomic(folder / PROFILE_TABLE, format_table(rows, self.steps_timed, device, step_ms))
         if self.event_writer is not None:
             self.event_writer.write({"event": "profile", **{k: v for k, v in self.report.items() if k != "modules"},
                                      "modules": rows[:self.top]})

@@ -182,8 +182,10 @@ def _rl_trainer(base: type) -> type:
                     "rewards": per_func, "reward": weighted_total(weights, per_func.values()),
                     "advantage": _finite(advantages[i]) if i < len(advantages) else None,
                 }, ensure_ascii=False))
-            with open(Path(self.args.output_dir) / COMPLETIONS_FILE, "a", encoding="utf-8") as handle:
-                handle.write("\n".join(lines) + "\n")
+            from engine.runs import open_append
+
+            with open_append(Path(self.args.output_dir) / COMPLETIONS_FILE) as handle:  # never through a link
+                handle.write(("\n".join(lines) + "\n").encode("utf-8", "backslashreplace"))
 
     RLTrainer.__name__ = f"LF{base.__name__}"
     return RLTrainer

@@ -34,3 +34,34 @@ def test_tokenized_path_counts_and_provenance_replace_a_planted_link(tmp_path, m
     assert json.loads((saved / "lf_stats.json").read_text(encoding="utf-8"))["train"]["rows"] == 4
     assert json.loads((saved / "lf_tokenized.json").read_text(encoding="utf-8"))["stage"] == "sft"
     assert sorted(p.name for p in saved.iterdir() if p.name.startswith(".")) == []  # no temp file left
+
+
+def test_run_folder_files_replace_a_planted_link(tmp_path):
+    """An output_dir from elsewhere (a resumed run's folder, copied or shared): its config.yaml, events.jsonl,
+    loss.png and the profiler's profile.json and profile.md."""
+    from engine.runs import EventWriter, RunFolder
+    from engine.train.plotting import plot_loss
+    from engine.train.profiler import ModuleProfilerCallback
+
+    out, outside = tmp_path / "run", tmp_path / "outside"
+    outside.mkdir()
+    names = ("config.yaml", "events.jsonl", "loss.png", "profile.json", "profile.md", ".profile.json.tmp")
+    targets = {name: plant_link(out, name, outside) for name in names}
+    RunFolder(out).create("train", "stage: sft\n")
+    writer = EventWriter(out / "events.jsonl")
+    for step in range(1, 6):
+        writer.write({"event": "log", "step": step, "loss": 2.0 / step})
+    assert plot_loss(out / "events.jsonl", out / "loss.png") == out / "loss.png"
+    profiler = ModuleProfilerCallback(["model.layers.0"], folder=out)
+    profiler.steps_timed, profiler.step_ms = 1, 2.0
+    profiler.totals["model.layers.0"].update(forward=0.5, backward=1.0, calls=1)
+    profiler.finish()
+    for name, target in targets.items():
+        assert target.read_text(encoding="utf-8") == "the user's own file\n", f"{name} was written through its link"
+    for name in names[:-1]:
+        assert not (out / name).is_symlink() and (out / name).is_file(), name
+    assert (out / "config.yaml").read_text(encoding="utf-8") == "stage: sft\n"
+    assert len((out / "events.jsonl").read_text(encoding="utf-8").splitlines()) == 5
+    assert (out / "loss.png").read_bytes().startswith(b"\x89PNG")
+    assert json.loads((out / "profile.json").read_text(encoding="utf-8"))["modules"][0]["module"] == "model.layers.0"
+    assert "| model.layers.0 |" in (out / "profile.md").read_text(encoding="utf-8")

@@ -21,5 +21,14 @@ def run_worker(module: str, args: list[str], log: Path, timeout: float) -> int:
                               check=False).returncode
 
 
+LOG_TAIL_BYTES = 64 << 10
+"""The most of a worker's log read for its last lines (bytes): the log can grow without bound (a worker printing
+in a loop until its timeout) and was read whole."""
+
+
 def log_tail(log: Path, lines: int) -> str:
-    return "\n".join(log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-lines:])
+    """The last ``lines`` lines of a worker's log, read from its last :data:`LOG_TAIL_BYTES` only (a log that is
+    no regular file, or unreadable, gives "")."""
+    from engine.runs import tail_text
+
+    return "\n".join(tail_text(log, LOG_TAIL_BYTES).strip().splitlines()[-lines:])

@@ -27,6 +27,7 @@ import torch
 
 from engine.demo_names import demo_home
 from engine.errors import UserError
+from engine.small_json import read_small_json
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,9 @@ DEMO_VERSION = "2"
 """Bump to rebuild every cached demo model (the stamp also covers the data and library versions)."""
 
 STAMP_FILE = "lf_demo.json"
+MAX_STAMP_BYTES = 64 << 10
+"""The most of a demo model's stamp read (bytes; it is a few hundred): a larger one, or one that is no regular file
+(a named pipe held the board's start for good), makes the model out of date, and it is built again."""
 ENDOFTEXT, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 SPECIAL_TOKENS = [ENDOFTEXT, IM_START, IM_END]
 
@@ -325,8 +329,8 @@ def build_demo_model(target_dir: str | Path, data_dir: str | Path | None = None,
 
 def _stamp_matches(folder: Path, expected: dict[str, Any]) -> bool:
     try:
-        current = json.loads((folder / STAMP_FILE).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        current = read_small_json(folder / STAMP_FILE, MAX_STAMP_BYTES)  # a regular file of a few hundred bytes
+    except (OSError, ValueError, RecursionError):  # missing, no regular file, outsized, not JSON: built again
         return False
     if isinstance(current, dict):
         current.pop("torch", None)  # written by earlier versions; no longer part of the stamp

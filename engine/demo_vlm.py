@@ -22,8 +22,9 @@ from typing import Any
 
 import torch
 
-from engine.demo import DemoDataMissing, build_once, demo_data_dir, load_demo_texts
+from engine.demo import MAX_STAMP_BYTES, DemoDataMissing, build_once, demo_data_dir, load_demo_texts
 from engine.demo_names import demo_vlm_home
+from engine.small_json import read_small_json
 
 logger = logging.getLogger(__name__)
 
@@ -257,8 +258,8 @@ def ensure_demo_vlm(folder: str | Path | None = None) -> Path:
 
     def current() -> bool:
         try:
-            stamp = json.loads((target / STAMP_FILE).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+            stamp = read_small_json(target / STAMP_FILE, MAX_STAMP_BYTES)  # bounded, a regular file only
+        except (OSError, ValueError, RecursionError):  # missing, no regular file, outsized, not JSON: built again
             return False
         if isinstance(stamp, dict):
             stamp.pop("torch", None)  # written by earlier versions; no longer part of the stamp

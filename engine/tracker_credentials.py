@@ -12,6 +12,7 @@ as found: wandb then decides), and the key itself is never read into a message.
 
 from __future__ import annotations
 
+import io
 import netrc
 import os
 import sys
@@ -21,6 +22,9 @@ from urllib.parse import urlsplit
 
 NO_KEY_MODES = frozenset({"offline", "dryrun", "disabled"})
 DEFAULT_HOST = "api.wandb.ai"
+MAX_LOGIN_FILE_BYTES = 1 << 20
+"""The most of a ``.netrc`` or wandb settings file read (bytes; each holds a few lines): a larger one, a named pipe
+or a device there counts as found without being read (it was read whole, or waited on for good)."""
 
 
 def wandb_login_problem(report_to: str = "wandb", environ: Mapping[str, str] | None = None,
@@ -57,16 +61,43 @@ def _host(env: Mapping[str, str]) -> str:
     return (urlsplit(base).netloc or base) if base else DEFAULT_HOST
 
 
+def _read_bounded(path: Path) -> str | None:
+    """The text of a login file (read only as a regular file of at most :data:`MAX_LOGIN_FILE_BYTES`); None when
+    it is missing. Raises OSError or ValueError when it is there but cannot be read so (a pipe, a folder, outsized):
+    such a file counts as found, and wandb then reads it (or says why) itself."""
+    import locale
+
+    from engine.small_json import read_small
+
+    try:
+        raw = read_small(path, MAX_LOGIN_FILE_BYTES)
+    except FileNotFoundError:
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:  # as the netrc module reads it
+        return raw.decode(locale.getpreferredencoding(False), errors="replace")
+
+
+class _NetrcText(netrc.netrc):
+    """A ``.netrc`` parsed from text already read (``netrc.netrc`` opens and reads its file whole itself)."""
+
+    def __init__(self, name: str, text: str):  # noqa: D107
+        self.hosts, self.macros = {}, {}
+        self._parse(name, io.StringIO(text), False)  # the module's own parser (False: no ownership checks)
+
+
 def _netrc_has_host(env: Mapping[str, str]) -> bool:
     home = Path(env.get("HOME") or Path.home())
     candidates = [Path(env["NETRC"]).expanduser()] if env.get("NETRC") else [home / ".netrc", home / "_netrc"]
     for path in candidates:
-        if not path.exists():
-            continue
         try:
-            return netrc.netrc(str(path)).authenticators(_host(env)) is not None
-        except (OSError, netrc.NetrcParseError):
-            return True  # unreadable here: wandb reads it (or says why) itself
+            text = _read_bounded(path)
+            if text is None:
+                continue
+            return _NetrcText(str(path), text).authenticators(_host(env)) is not None
+        except (OSError, ValueError, netrc.NetrcParseError, AttributeError, TypeError):
+            return True  # unreadable here (or the parser changed): wandb reads it (or says why) itself
     return False
 
 
@@ -78,11 +109,11 @@ def _settings_have_key(env: Mapping[str, str]) -> bool:
         home / ".config" / "wandb")
     for path in (config_dir / "settings", Path(env.get("WANDB_DIR") or ".") / "wandb" / "settings"):
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            continue
-        except OSError:
+            text = _read_bounded(path)
+        except (OSError, ValueError):  # a pipe, a folder, outsized: wandb decides
             return True
+        if text is None:
+            continue
         if any(line.split("=", 1)[0].strip() == "api_key" for line in text.splitlines() if "=" in line):
             return True
     return False

@@ -256,20 +256,26 @@ class Workspace:
                 the message says why.
         """
         path = self.config_path(name)
-        if not path.is_file():
-            return {}
         from engine.config.limits import MAX_CONFIG_BYTES
         from engine.config.loader import ConfigError, load_yaml_text
+        from engine.small_json import TooLarge, read_small
 
+        try:  # one descriptor, checked and read: the file cannot be swapped between the size check and the read
+            raw = read_small(path, MAX_CONFIG_BYTES)  # a regular file (a link to one included), at most cap + 1 read
+        except (FileNotFoundError, NotADirectoryError):
+            return {}
+        except TooLarge:  # as lf-engine refuses it (an 11 MB last-used.yaml held the board's start and every page
+            # load for minutes before it was refused)
+            raise SavedConfigError(f"{path} is larger than {MAX_CONFIG_BYTES:,} bytes, the most a config may be "
+                                   "(a LLaMA-Factory config is a few dozen lines).") from None
+        except OSError as err:  # a pipe, device or socket, or a folder (refused at once, never waited on); no access
+            what = "a folder, not a config file" if path.is_dir() else err.strerror or str(err)
+            raise SavedConfigError(f"{path}: {what}; save the config again from the form.") from None
         try:  # the engine's reading: an alias bomb, a number past 4,300 digits or a nesting too deep is named
-            if path.stat().st_size > MAX_CONFIG_BYTES:  # as lf-engine refuses it, before it is read (an 11 MB
-                # last-used.yaml held the board's start and every page load for minutes before it was refused)
-                raise SavedConfigError(f"{path} is larger than {MAX_CONFIG_BYTES:,} bytes, the most a config may be "
-                                       "(a LLaMA-Factory config is a few dozen lines).")
-            data = load_yaml_text(path.read_text(encoding="utf-8"), f"`{path}`", warn=False)
+            data = load_yaml_text(raw.decode("utf-8"), f"`{path}`", warn=False)
         except ConfigError as err:
             raise SavedConfigError(" ".join(err.problems[0].split())[:300]) from None
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        except (UnicodeDecodeError, yaml.YAMLError) as err:
             reason = " ".join(str(err).split())
             raise SavedConfigError(f"{path}: {reason[:300]}") from None
         return data if isinstance(data, dict) else {}

@@ -130,6 +130,7 @@ def save_splits(splits: dict[str, Any], folder: Path) -> None:
     """
     from datasets import DatasetDict
 
+    _drop_links(folder, list(splits))
     copies = {name: ds for name, ds in splits.items() if _one_whole_file(ds)}
     DatasetDict({name: ds.select(range(1)) if name in copies else ds for name, ds in splits.items()}).save_to_disk(
         str(folder))
@@ -140,6 +141,27 @@ def save_splits(splits: dict[str, Any], folder: Path) -> None:
             ds.save_to_disk(str(folder / name))
             continue
         shutil.copyfile(ds.cache_files[0]["filename"], folder / name / written[0]["filename"])
+
+
+def _drop_links(folder: Path, names: list[str]) -> None:
+    """Remove the links where a save writes in ``folder`` (a tokenized_path saved again with ``overwrite_cache``):
+    ``dataset_dict.json``, a split's folder, and every entry of a split's folder. datasets opens each file by its
+    name, so a link planted there (a folder copied from elsewhere, or shared) was written through, changing the file
+    it pointed to (or filling the folder a split's link led to). Only the link goes; what it pointed to is left."""
+    import os
+
+    if not folder.is_dir():
+        return
+    entries = [folder / "dataset_dict.json", *(folder / name for name in names)]
+    for name in names:
+        split = folder / name
+        if split.is_dir() and not split.is_symlink():
+            entries.extend(split.iterdir())
+    for entry in entries:
+        if entry.is_symlink():
+            logger.warning("%s is a link; it is removed, and the saved data takes its place (what it pointed to is "
+                           "left as it was).", entry)
+            os.unlink(entry)
 
 
 def _written_files(state: Path) -> list[Any]:

@@ -15,7 +15,8 @@ REPO = Path(__file__).resolve().parents[2]
 def plant_link(folder: Path, name: str, outside: Path) -> Path:
     """A link ``folder/name`` to a file of the user's outside the folder; that file's path."""
     folder.mkdir(parents=True, exist_ok=True)
-    target = outside / f"precious-{name}"
+    outside.mkdir(parents=True, exist_ok=True)
+    target = outside / f"precious-{name.replace('/', '-')}"
     target.write_text("the user's own file\n", encoding="utf-8")
     (folder / name).symlink_to(target)
     return target
@@ -65,3 +66,28 @@ def test_run_folder_files_replace_a_planted_link(tmp_path):
     assert (out / "loss.png").read_bytes().startswith(b"\x89PNG")
     assert json.loads((out / "profile.json").read_text(encoding="utf-8"))["modules"][0]["module"] == "model.layers.0"
     assert "| model.layers.0 |" in (out / "profile.md").read_text(encoding="utf-8")
+
+
+def test_a_saved_split_replaces_planted_links(tmp_path, monkeypatch):
+    """datasets writes a split's files by name: dataset_dict.json, a split's state.json, dataset_info.json and Arrow
+    data, and a split's folder itself, each planted as a link in a tokenized_path saved again."""
+    monkeypatch.setenv("LF_ENGINE_CACHE", "off")
+    saved, outside = tmp_path / "tokenized", tmp_path / "outside"
+    outside.mkdir()
+    args = ["data", str(REPO / "examples" / "sft_lora_demo.yaml"), f"dataset_dir={REPO / 'examples' / 'data'}",
+            "dataset=demo_identity", "max_samples=4", f"tokenized_path={saved}"]
+    assert main(args) == 0
+    names = ["dataset_dict.json", *(f"train/{p.name}" for p in sorted((saved / "train").iterdir()))]
+    targets = {}
+    for name in names:
+        (saved / name).unlink()
+        targets[name] = plant_link(saved, name, outside)
+    (outside / "elsewhere").mkdir()
+    (saved / "eval").symlink_to(outside / "elsewhere", target_is_directory=True)  # a split folder that is a link
+    assert main([*args, "overwrite_cache=true", "val_size=0.5"]) == 0
+    for name, target in targets.items():
+        assert target.read_text(encoding="utf-8") == "the user's own file\n", f"{name} was written through its link"
+        assert not (saved / name).is_symlink() and (saved / name).is_file(), name
+    assert list((outside / "elsewhere").iterdir()) == []
+    assert not (saved / "eval").is_symlink() and (saved / "eval" / "state.json").is_file()
+    assert main(args) == 0  # the saved data loads

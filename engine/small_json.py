@@ -30,15 +30,14 @@ def read_small(path: str | Path, limit: int = MAX_SMALL_JSON_BYTES) -> bytes:
         OSError: missing, unreadable, or not a regular file (a pipe, device or socket; a folder).
         TooLarge: larger than ``limit`` (a ValueError).
     """
-    from engine.runs import read_regular
+    from engine.runs import open_regular
 
-    data = read_regular(path, max_bytes=limit + 1)
-    if len(data) > limit:
-        try:
-            size = f"{os.stat(path).st_size:,} bytes"
-        except OSError:
-            size = "larger"
-        raise TooLarge(f"{path} is {size}, more than the {limit:,} such a file can be")
+    with open_regular(path) as fh:  # one descriptor: what is checked is what is read, whatever the path becomes
+        size = os.fstat(fh.fileno()).st_size
+        data = fh.read(limit + 1) if size <= limit else b""  # past the bound by its size: refused unread
+    if size > limit or len(data) > limit:
+        said = f"{size:,} bytes" if size > limit else "larger"  # else it grew while read
+        raise TooLarge(f"{path} is {said}, more than the {limit:,} such a file can be")
     return data
 
 

@@ -525,6 +525,33 @@ def _yaml_kind(value: Any) -> str:
     return "a number" if isinstance(value, (int, float)) else f"a {type(value).__name__}"
 
 
+def _read_config_file(path: str | Path, too_large: str) -> str:
+    """A config file's text, checked and read through one descriptor (engine.small_json.read_small): a file
+    swapped between a size check on the path and its read was read whole (a sparse file of gigabytes) or waited on
+    for good (a named pipe)."""
+    import errno
+
+    from engine.small_json import TooLarge, read_small
+
+    try:
+        return read_small(path, MAX_CONFIG_BYTES).decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError([f"`{path}` is not UTF-8 text (byte 0x{err.object[err.start]:02x} at position "
+                           f"{err.start:,}); re-save it as UTF-8."]) from None
+    except TooLarge:
+        raise ConfigError([too_large]) from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise ConfigError([f"Config file `{path}` does not exist; check the path."]) from None
+    except OSError as err:
+        if Path(path).is_dir():
+            raise ConfigError([f"Config file `{path}` is a folder; give the YAML file inside it."]) from None
+        if err.errno == errno.EINVAL:  # open_regular: no regular file
+            raise ConfigError([f"Config file `{path}` is a pipe, device or socket, not a file; give a YAML file."]) \
+                from None
+        raise ConfigError([f"Config file `{path}` cannot be read ({err.strerror or err}); check its "
+                           "permissions."]) from None
+
+
 def read_yaml(path: str | Path, warn: bool = True) -> dict[str, Any]:
     """Read a YAML (or JSON) config file into a mapping, with a clear error for a missing or broken file.
 
@@ -539,21 +566,7 @@ def read_yaml(path: str | Path, warn: bool = True) -> dict[str, Any]:
         if len(text.encode("utf-8", "surrogatepass")) > MAX_CONFIG_BYTES:
             raise ConfigError([too_large.replace(f"Config file `{path}`", "The config from standard input")])
     else:
-        p = Path(path)
-        if p.is_dir():
-            raise ConfigError([f"Config file `{path}` is a folder; give the YAML file inside it."])
-        if not p.is_file():
-            raise ConfigError([f"Config file `{path}` does not exist; check the path."])
-        try:
-            if p.stat().st_size > MAX_CONFIG_BYTES:
-                raise ConfigError([too_large])
-            text = p.read_text(encoding="utf-8")
-        except UnicodeDecodeError as err:
-            raise ConfigError([f"`{path}` is not UTF-8 text (byte 0x{err.object[err.start]:02x} at position "
-                               f"{err.start:,}); re-save it as UTF-8."]) from None
-        except OSError as err:
-            raise ConfigError([f"Config file `{path}` cannot be read ({err.strerror or err}); check its "
-                               "permissions."]) from None
+        text = _read_config_file(path, too_large)
     try:
         data = load_yaml_text(text, f"`{path}`", warn)
     except yaml.YAMLError as err:

@@ -5,12 +5,12 @@ MB, a named pipe) was read whole or waited on for good, holding the board's star
 from __future__ import annotations
 
 import os
-import pathlib
 
 import pytest
 
 from app.workspace import SavedConfigError, Workspace
 from tests.engine.test_cache_files_bounded import bounded, plant
+from tests.engine.test_config_read_once import swap_after_check
 
 
 @pytest.mark.parametrize("kind", ["sparse", "pipe"])
@@ -18,32 +18,7 @@ def test_a_config_swapped_after_its_size_was_checked_is_not_read(tmp_path, monke
     ws = Workspace(tmp_path / "ws").ensure()
     ws.save_config("mine", {"learning_rate": 0.001})
     path = ws.config_path("mine")
-    first = os.stat(path)
-    looks = {"path": 0}
-
-    def swap():  # another process replaces the file under the same name
-        aside = path.with_name("swapped")
-        plant(aside, kind)
-        os.replace(aside, path)
-
-    real_stat, real_fstat = pathlib.Path.stat, os.fstat
-
-    def path_stat(self, *args, **kwargs):  # the path's second look (is_file, then the size) comes before the read
-        result = real_stat(self, *args, **kwargs)
-        if self == path and result.st_ino == first.st_ino:
-            looks["path"] += 1
-            if looks["path"] == 2:
-                swap()
-        return result
-
-    def fstat(fd):  # a descriptor's look: the file it holds stays the one read, whatever the path becomes
-        result = real_fstat(fd)
-        if result.st_ino == first.st_ino and result.st_dev == first.st_dev:
-            swap()
-        return result
-
-    monkeypatch.setattr(pathlib.Path, "stat", path_stat)
-    monkeypatch.setattr(os, "fstat", fstat)
+    swap_after_check(monkeypatch, path, kind)
     mapping = bounded(lambda: ws.read_config("mine"), pipe=path if kind == "pipe" else None)
     assert mapping == {"learning_rate": 0.001}
 

@@ -25,7 +25,7 @@ from typing import Any
 from engine.data import null_turns
 from engine.data.detect import detect_format  # noqa: F401 (imported from here)
 from engine.data.errors import RowError
-from engine.data.json_dates import DATE_COLUMN_NOTE
+from engine.data.json_dates import DATE_COLUMN_NOTE, NESTED_DATE_NOTE
 from engine.data.registry import DatasetSpec
 from engine.data.row_media import row_media
 from engine.templates.tool_base import normalize_calls, normalize_tools
@@ -65,13 +65,14 @@ def _kto_column(spec: DatasetSpec, columns: dict[str, str | None]) -> str | None
     return columns["kto_tag"] if "kto_tag" in spec.columns else None
 
 
-def _text(value: Any, what: str) -> str:
-    """A text value (None: empty); anything else, a number too, is a row LLaMA-Factory cannot read."""
+def _text(value: Any, what: str, date_note: str = DATE_COLUMN_NOTE) -> str:
+    """A text value (None: empty); anything else, a number too, is a row LLaMA-Factory cannot read (``date_note``
+    says why a date is there)."""
     if value is None:
         return ""
     if not isinstance(value, str):
         kind = "number" if isinstance(value, (int, float)) and not isinstance(value, bool) else type(value).__name__
-        raise RowError(f"{what} is a {kind}, not text" + (f" ({DATE_COLUMN_NOTE})" if isinstance(value, datetime) else ""))
+        raise RowError(f"{what} is a {kind}, not text" + (f" ({date_note})" if isinstance(value, datetime) else ""))
     return value
 
 
@@ -79,6 +80,7 @@ def _tools(row: dict[str, Any], column: str | None) -> str:
     value = row.get(column) if column else None
     if value in (None, "", []):
         return ""
+    null_turns.refuse_date(value, f"the tools of column {column!r}")
     try:
         tools = normalize_tools(value)
     except ValueError as err:
@@ -102,6 +104,8 @@ def _parts(content: Any) -> tuple[str, str | None, list[Any], dict[str, list[Any
     """Text, thinking, tool calls and media items from a message content (a string or a list of typed parts)."""
     if content is None or isinstance(content, str):
         return content or "", None, [], {}
+    if isinstance(content, datetime):
+        raise RowError(f"a message's text is a date ({NESTED_DATE_NOTE})")
     if not isinstance(content, list):
         raise RowError(f"message content is a {type(content).__name__}, not text or a list of parts")
     texts: list[str] = []
@@ -117,9 +121,9 @@ def _parts(content: Any) -> tuple[str, str | None, list[Any], dict[str, list[Any
         kind = part.get("type", "text")
         value = part.get("value", part.get(kind, part.get("text")))
         if kind == "text":
-            texts.append(_text(value, "a text part"))
+            texts.append(_text(value, "a text part", NESTED_DATE_NOTE))
         elif kind in ("reasoning", "thinking"):
-            thinking.append(_text(value, "a reasoning part"))
+            thinking.append(_text(value, "a reasoning part", NESTED_DATE_NOTE))
         elif kind in ("tool_call", "function_call"):
             calls.append(value)
         elif kind in _PART_MEDIA:
@@ -194,10 +198,16 @@ def _turns(row: dict[str, Any], spec: DatasetSpec, default_tags: dict[str, str])
     if not isinstance(turns, list) or not turns:
         raise RowError(f"column {columns['messages']!r} is missing or not a list of turns")
     exact = spec.lf_columns is not None  # an `openai` entry of dataset_info.json: LLaMA-Factory's OpenAI converter
+    for index, turn in enumerate(turns):  # its converter writes the calls and tools as JSON: a date stops it
+        null_turns.refuse_date(turn.get("tool_calls") if isinstance(turn, dict) else None, f"turn {index}'s tool_calls")
+    if columns.get("tools"):
+        null_turns.refuse_date(row.get(columns["tools"]), f"the tools of column {columns['tools']!r}")
+    turns, dated = null_turns.undate(turns, tags["content_tag"])
     media: dict[str, list[Any]] = {}
     messages = [_convert_turn(turn, tags, role_map, media, exact) for turn in turns]
+    lead = 0
     if messages[0]["role"] == "system":  # a leading system turn comes before the system column, as there
-        system, messages = messages[0]["content"], messages[1:]
+        system, messages, lead = messages[0]["content"], messages[1:], 1
     else:
         system = _text(row.get(columns["system"]), "the system column") if columns.get("system") else ""
     if exact:  # its converter writes tools given as objects as JSON text ([] too: "[]" opens an empty tools prompt)
@@ -218,9 +228,14 @@ def _turns(row: dict[str, Any], spec: DatasetSpec, default_tags: dict[str, str])
     for column, items in media.items():
         if items and not example[column]:
             example[column] = row_media({column: items}, column, spec, column)
+    found = [(index - lead, f"the {tags['content_tag']!r} of turn {index} ({turns[index].get(tags['role_tag'])!r})")
+             for index in dated]
     if spec.ranking:
-        example["chosen"] = _convert_turn(row.get(columns["chosen"]), tags, role_map, {}, exact)
-        example["rejected"] = _convert_turn(row.get(columns["rejected"]), tags, role_map, {}, exact)
+        for name in ("chosen", "rejected"):
+            (turn,), dated = null_turns.undate([row.get(columns[name])], tags["content_tag"])
+            found += [(len(merged), f"the {tags['content_tag']!r} of the {name} turn")] if dated else []
+            example[name] = _convert_turn(turn, tags, role_map, {}, exact)
+    null_turns.note_dated(example, found)
     if exact:
         null_turns.note(example, _openai_null_turns(turns, tags), f"its {tags['content_tag']!r} is null or missing")
     return example
@@ -306,12 +321,15 @@ def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
         _note_ignored_history(spec, columns["history"], history)  # (a CSV cell holding "[]" or a list as text)
         history = []
     no_text: list[tuple[int, str]] = []
+    dated: list[tuple[int, str]] = []  # a text its loader read as a date: the run stops there (see null_turns)
     for number, pair in enumerate(history):
         if not isinstance(pair, (list, tuple)) or len(pair) != 2:
             raise RowError("history is not a list of [prompt, response] pairs")
-        no_text += [(len(messages) + side, f"history pair {number}'s {('prompt', 'answer')[side]}")
-                    for side in (0, 1) if pair[side] is None]
-        query, answer = (_text(item, "a history turn") for item in pair)
+        for side, kind in enumerate(("prompt", "answer")):
+            if pair[side] is None or isinstance(pair[side], datetime):
+                (dated if pair[side] else no_text).append((len(messages) + side, f"history pair {number}'s {kind}"
+                                                           + (f" (column {columns['history']!r})" if pair[side] else "")))
+        query, answer = (_text(None if isinstance(item, datetime) else item, "a history turn") for item in pair)
         messages += [{"role": "user", "content": query}, {"role": "assistant", "content": answer}]
     parts = [_text(row[columns[key]], f"column {columns[key]!r}") if columns[key] and row.get(columns[key]) else ""
              for key in ("prompt", "query")]  # LLaMA-Factory leaves out an empty (falsy) part
@@ -333,6 +351,7 @@ def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
         example = _base(row, spec, columns, system, messages)
         example["chosen"], example["rejected"] = _reply(chosen), _reply(rejected)
         null_turns.note(example, no_text, f"null in column {columns['history']!r}")
+        null_turns.note_dated(example, dated)
         return example
     if isinstance(response, (int, float)) and not isinstance(response, bool):  # a CSV column of numbers: LLaMA-
         response = None  # Factory takes only text as the reply (the row has none, so sft skips it)
@@ -342,6 +361,7 @@ def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
                                "preference pair, read only with `ranking: true` in dataset_info.json (and a stage "
                                "that trains on pairs: rm, dpo)")
         null_turns.note(example, no_text, f"null in column {columns['history']!r}")
+        null_turns.note_dated(example, dated)
         return example
     null_reply = response is None and isinstance(_kto_tag(row, spec, columns), bool)
     if response is not None:  # a text, even an empty one, is the reply (LLaMA-Factory: any string)
@@ -350,6 +370,7 @@ def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
         messages.append({"role": "assistant", "content": ""})
     example = _base(row, spec, columns, system, messages)
     null_turns.note(example, no_text, f"null in column {columns['history']!r}")
+    null_turns.note_dated(example, dated)
     if null_reply and not no_text and example["kto_tag"] is False:  # formatted there as it is: its run stops
         null_turns.note(example, [(len(messages) - 1, "the reply of this undesirable (kto_tag false) row")],
                         f"null in column {columns['response']!r}")
@@ -378,6 +399,8 @@ def _sharegpt_entry(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
         raise RowError(f"column {columns['messages']!r} is missing or not a list of turns")
     if not all(isinstance(turn, dict) for turn in turns):
         raise RowError("a turn is not an object")
+    whole, dated = null_turns.undate(turns, content_tag)  # a text read as a date: the run stops there
+    turns = whole
     if tags["system_tag"] and turns[0].get(role_tag) == tags["system_tag"]:
         system, turns = _text(turns[0].get(content_tag), "the system turn"), turns[1:]
     else:
@@ -394,6 +417,7 @@ def _sharegpt_entry(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
     skipped = len(row[columns["messages"]]) - len(turns)  # a leading system turn
     no_text = [(i, f"turn {i + skipped} ({turn[role_tag]!r})") for i, turn in enumerate(turns)
                if turn.get(content_tag) is None]
+    found = [(i - skipped, f"the {content_tag!r} of turn {i} ({whole[i].get(role_tag)!r})") for i in dated]  # system: -1
     messages = [_entry_turn(turn, roles[turn[role_tag]], content_tag, media) for turn in turns]
     example = _base(row, spec, columns, system, messages)
     for column, items in media.items():
@@ -412,8 +436,11 @@ def _sharegpt_entry(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
                 raise RowError(f"the {name} turn's role {turn.get(role_tag)!r} is not a reply of the entry's tags")
             if turn.get(content_tag) is None:
                 no_text.append((len(messages), f"the {name} turn"))
+            (turn,), dated = null_turns.undate([turn], content_tag)
+            found += [(len(messages), f"the {content_tag!r} of the {name} turn")] if dated else []
             example[name] = _entry_turn(turn, roles[turn[role_tag]], content_tag, {})
     null_turns.note(example, no_text, f"its {content_tag!r} is null or missing")
+    null_turns.note_dated(example, found)
     return example
 
 
@@ -455,9 +482,11 @@ def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
     no_reply = example.pop("no_reply", None)  # why a row has no reply, where that is not plain
     no_kto_tag = example.pop("no_kto_tag", None)  # why a row of a KTO dataset is no KTO row
     no_text = example.pop(null_turns.KEY, None)  # a turn with no text: refused once the row is known to be read
+    dated = example.pop(null_turns.DATED, None)  # likewise a turn whose text its loader read as a date
     messages = example["messages"]
     if stage == "pt":  # LLaMA-Factory trains the first message of the prompt alone, an empty one as its EOS
         null_turns.refuse(no_text, stage)
+        null_turns.refuse_dated(dated, stage)
         text = example.get("text")
         if text is None:
             text = messages[0].get("content", "") if messages else ""
@@ -473,8 +502,9 @@ def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
         _check_order(messages + [example["chosen"]])
         _check_order(messages + [example["rejected"]])
         null_turns.refuse(no_text, stage)
+        null_turns.refuse_dated(dated, stage)
         return example
-    if example.get("kto_tag") is True and _textless_reply(messages, no_text):
+    if example.get("kto_tag") is True and not dated and _textless_reply(messages, no_text):
         # LLaMA-Factory 0.9.5 tells a KTO row's label by its reply having text: a desirable row whose reply is empty
         # or null is trained as an undesirable one with the empty reply (a null one read as "")
         messages = messages[:-1] + [{**messages[-1], "content": ""}]
@@ -492,6 +522,7 @@ def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
     if stage == "kto" and "kto_tag" not in example:
         raise RowError(no_kto_tag or "no kto_tag")
     null_turns.refuse(no_text, stage)
+    null_turns.refuse_dated(dated, stage)
     return example
 
 

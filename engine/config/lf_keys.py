@@ -345,6 +345,13 @@ WHOLE_VAL_SIZE = ("`val_size: 1.0` is the fraction 1.0 of the rows: all held out
                   "row count without a decimal point (`val_size: 1` holds out one row).")
 
 
+INTERLEAVE_ONCE = ("`mix_strategy: interleave_once` (each row drawn once, without replacement) is one of LLaMA-Factory "
+                   "0.9.5's choices, but the `datasets` it requires (4.0.0 at most) has no such stopping strategy, so "
+                   "its run stops on it (\"all_exhausted_without_replacement is not supported\"). Use `interleave_over` "
+                   "(until every dataset is used up, repeating rows of the shorter ones), `interleave_under` (until the "
+                   "first one is used up) or `concat`.")
+
+
 def whole_fraction(value: Any) -> bool:
     """Whether ``val_size`` was written as the fraction 1.0: LLaMA-Factory reads a value up to 1 as a fraction and
     above 1 as a count, by its value as written, so ``1.0`` asks ``datasets`` for a split that leaves no training row

@@ -358,6 +358,9 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
         if key == "val_size" and lf_keys.whole_fraction(value):
             problems.append(lf_keys.WHOLE_VAL_SIZE)
             continue
+        if key == "mix_strategy" and value == "interleave_once":
+            problems.append(lf_keys.INTERLEAVE_ONCE)
+            continue
         if key in known:
             section, f = known[key]
             try:

@@ -17,7 +17,8 @@ from engine import collector
 from engine.config.schema import packs_rows
 from engine.data import saved_fit
 from engine.data.collator import PaddingCollator, build_collator
-from engine.data.converters import CONVERTERS, convert_rows
+from engine.data.convert_driver import convert_rows
+from engine.data.converters import CONVERTERS
 from engine.data.errors import DatasetError
 from engine.data.examples import Examples, count_media, media_dataset_names
 from engine.data.loader import load_examples, split_eval

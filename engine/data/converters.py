@@ -10,26 +10,25 @@ One explicit dict maps a formatting to its converter:
   of typed parts: text, reasoning, tool_call, image/video/audio);
 - ``text``: plain text for pre-training (a ``text`` column, or a .txt file).
 
-A row that cannot be used raises RowError; ``convert_rows`` skips such rows and reports them in one warning.
+A row that cannot be used raises RowError; :mod:`engine.data.convert_driver` skips such rows and reports them in one
+warning.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from engine.data import kl_stand_ins, null_turns
-from engine.data.detect import detect_format
-from engine.data.errors import DatasetError, RowError
-from engine.data.json_dates import DATE_COLUMN_NOTE
-from engine.data.null_turns import RefusedRow
+from engine.data import null_turns
+from engine.data.detect import detect_format  # noqa: F401 (imported from here)
+from engine.data.errors import RowError
+from engine.data.json_dates import DATE_COLUMN_NOTE, NESTED_DATE_NOTE
 from engine.data.registry import DatasetSpec
 from engine.data.row_media import row_media
 from engine.templates.tool_base import normalize_calls, normalize_tools
-from engine.wording import counted
 
 logger = logging.getLogger(__name__)
 
@@ -66,13 +65,14 @@ def _kto_column(spec: DatasetSpec, columns: dict[str, str | None]) -> str | None
     return columns["kto_tag"] if "kto_tag" in spec.columns else None
 
 
-def _text(value: Any, what: str) -> str:
-    """A text value (None: empty); anything else, a number too, is a row LLaMA-Factory cannot read."""
+def _text(value: Any, what: str, date_note: str = DATE_COLUMN_NOTE) -> str:
+    """A text value (None: empty); anything else, a number too, is a row LLaMA-Factory cannot read (``date_note``
+    says why a date is there)."""
     if value is None:
         return ""
     if not isinstance(value, str):
         kind = "number" if isinstance(value, (int, float)) and not isinstance(value, bool) else type(value).__name__
-        raise RowError(f"{what} is a {kind}, not text" + (f" ({DATE_COLUMN_NOTE})" if isinstance(value, datetime) else ""))
+        raise RowError(f"{what} is a {kind}, not text" + (f" ({date_note})" if isinstance(value, datetime) else ""))
     return value
 
 
@@ -80,6 +80,7 @@ def _tools(row: dict[str, Any], column: str | None) -> str:
     value = row.get(column) if column else None
     if value in (None, "", []):
         return ""
+    null_turns.refuse_date(value, f"the tools of column {column!r}")
     try:
         tools = normalize_tools(value)
     except ValueError as err:
@@ -103,6 +104,8 @@ def _parts(content: Any) -> tuple[str, str | None, list[Any], dict[str, list[Any
     """Text, thinking, tool calls and media items from a message content (a string or a list of typed parts)."""
     if content is None or isinstance(content, str):
         return content or "", None, [], {}
+    if isinstance(content, datetime):
+        raise RowError(f"a message's text is a date ({NESTED_DATE_NOTE})")
     if not isinstance(content, list):
         raise RowError(f"message content is a {type(content).__name__}, not text or a list of parts")
     texts: list[str] = []
@@ -118,9 +121,9 @@ def _parts(content: Any) -> tuple[str, str | None, list[Any], dict[str, list[Any
         kind = part.get("type", "text")
         value = part.get("value", part.get(kind, part.get("text")))
         if kind == "text":
-            texts.append(_text(value, "a text part"))
+            texts.append(_text(value, "a text part", NESTED_DATE_NOTE))
         elif kind in ("reasoning", "thinking"):
-            thinking.append(_text(value, "a reasoning part"))
+            thinking.append(_text(value, "a reasoning part", NESTED_DATE_NOTE))
         elif kind in ("tool_call", "function_call"):
             calls.append(value)
         elif kind in _PART_MEDIA:
@@ -195,10 +198,16 @@ def _turns(row: dict[str, Any], spec: DatasetSpec, default_tags: dict[str, str])
     if not isinstance(turns, list) or not turns:
         raise RowError(f"column {columns['messages']!r} is missing or not a list of turns")
     exact = spec.lf_columns is not None  # an `openai` entry of dataset_info.json: LLaMA-Factory's OpenAI converter
+    for index, turn in enumerate(turns):  # its converter writes the calls and tools as JSON: a date stops it
+        null_turns.refuse_date(turn.get("tool_calls") if isinstance(turn, dict) else None, f"turn {index}'s tool_calls")
+    if columns.get("tools"):
+        null_turns.refuse_date(row.get(columns["tools"]), f"the tools of column {columns['tools']!r}")
+    turns, dated = null_turns.undate(turns, tags["content_tag"])
     media: dict[str, list[Any]] = {}
     messages = [_convert_turn(turn, tags, role_map, media, exact) for turn in turns]
+    lead = 0
     if messages[0]["role"] == "system":  # a leading system turn comes before the system column, as there
-        system, messages = messages[0]["content"], messages[1:]
+        system, messages, lead = messages[0]["content"], messages[1:], 1
     else:
         system = _text(row.get(columns["system"]), "the system column") if columns.get("system") else ""
     if exact:  # its converter writes tools given as objects as JSON text ([] too: "[]" opens an empty tools prompt)
@@ -219,9 +228,14 @@ def _turns(row: dict[str, Any], spec: DatasetSpec, default_tags: dict[str, str])
     for column, items in media.items():
         if items and not example[column]:
             example[column] = row_media({column: items}, column, spec, column)
+    found = [(index - lead, f"the {tags['content_tag']!r} of turn {index} ({turns[index].get(tags['role_tag'])!r})")
+             for index in dated]
     if spec.ranking:
-        example["chosen"] = _convert_turn(row.get(columns["chosen"]), tags, role_map, {}, exact)
-        example["rejected"] = _convert_turn(row.get(columns["rejected"]), tags, role_map, {}, exact)
+        for name in ("chosen", "rejected"):
+            (turn,), dated = null_turns.undate([row.get(columns[name])], tags["content_tag"])
+            found += [(len(merged), f"the {tags['content_tag']!r} of the {name} turn")] if dated else []
+            example[name] = _convert_turn(turn, tags, role_map, {}, exact)
+    null_turns.note_dated(example, found)
     if exact:
         null_turns.note(example, _openai_null_turns(turns, tags), f"its {tags['content_tag']!r} is null or missing")
     return example
@@ -307,12 +321,15 @@ def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
         _note_ignored_history(spec, columns["history"], history)  # (a CSV cell holding "[]" or a list as text)
         history = []
     no_text: list[tuple[int, str]] = []
+    dated: list[tuple[int, str]] = []  # a text its loader read as a date: the run stops there (see null_turns)
     for number, pair in enumerate(history):
         if not isinstance(pair, (list, tuple)) or len(pair) != 2:
             raise RowError("history is not a list of [prompt, response] pairs")
-        no_text += [(len(messages) + side, f"history pair {number}'s {('prompt', 'answer')[side]}")
-                    for side in (0, 1) if pair[side] is None]
-        query, answer = (_text(item, "a history turn") for item in pair)
+        for side, kind in enumerate(("prompt", "answer")):
+            if pair[side] is None or isinstance(pair[side], datetime):
+                (dated if pair[side] else no_text).append((len(messages) + side, f"history pair {number}'s {kind}"
+                                                           + (f" (column {columns['history']!r})" if pair[side] else "")))
+        query, answer = (_text(None if isinstance(item, datetime) else item, "a history turn") for item in pair)
         messages += [{"role": "user", "content": query}, {"role": "assistant", "content": answer}]
     parts = [_text(row[columns[key]], f"column {columns[key]!r}") if columns[key] and row.get(columns[key]) else ""
              for key in ("prompt", "query")]  # LLaMA-Factory leaves out an empty (falsy) part
@@ -334,6 +351,7 @@ def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
         example = _base(row, spec, columns, system, messages)
         example["chosen"], example["rejected"] = _reply(chosen), _reply(rejected)
         null_turns.note(example, no_text, f"null in column {columns['history']!r}")
+        null_turns.note_dated(example, dated)
         return example
     if isinstance(response, (int, float)) and not isinstance(response, bool):  # a CSV column of numbers: LLaMA-
         response = None  # Factory takes only text as the reply (the row has none, so sft skips it)
@@ -343,6 +361,7 @@ def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
                                "preference pair, read only with `ranking: true` in dataset_info.json (and a stage "
                                "that trains on pairs: rm, dpo)")
         null_turns.note(example, no_text, f"null in column {columns['history']!r}")
+        null_turns.note_dated(example, dated)
         return example
     null_reply = response is None and isinstance(_kto_tag(row, spec, columns), bool)
     if response is not None:  # a text, even an empty one, is the reply (LLaMA-Factory: any string)
@@ -351,6 +370,7 @@ def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
         messages.append({"role": "assistant", "content": ""})
     example = _base(row, spec, columns, system, messages)
     null_turns.note(example, no_text, f"null in column {columns['history']!r}")
+    null_turns.note_dated(example, dated)
     if null_reply and not no_text and example["kto_tag"] is False:  # formatted there as it is: its run stops
         null_turns.note(example, [(len(messages) - 1, "the reply of this undesirable (kto_tag false) row")],
                         f"null in column {columns['response']!r}")
@@ -379,6 +399,8 @@ def _sharegpt_entry(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
         raise RowError(f"column {columns['messages']!r} is missing or not a list of turns")
     if not all(isinstance(turn, dict) for turn in turns):
         raise RowError("a turn is not an object")
+    whole, dated = null_turns.undate(turns, content_tag)  # a text read as a date: the run stops there
+    turns = whole
     if tags["system_tag"] and turns[0].get(role_tag) == tags["system_tag"]:
         system, turns = _text(turns[0].get(content_tag), "the system turn"), turns[1:]
     else:
@@ -395,6 +417,7 @@ def _sharegpt_entry(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
     skipped = len(row[columns["messages"]]) - len(turns)  # a leading system turn
     no_text = [(i, f"turn {i + skipped} ({turn[role_tag]!r})") for i, turn in enumerate(turns)
                if turn.get(content_tag) is None]
+    found = [(i - skipped, f"the {content_tag!r} of turn {i} ({whole[i].get(role_tag)!r})") for i in dated]  # system: -1
     messages = [_entry_turn(turn, roles[turn[role_tag]], content_tag, media) for turn in turns]
     example = _base(row, spec, columns, system, messages)
     for column, items in media.items():
@@ -413,8 +436,11 @@ def _sharegpt_entry(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
                 raise RowError(f"the {name} turn's role {turn.get(role_tag)!r} is not a reply of the entry's tags")
             if turn.get(content_tag) is None:
                 no_text.append((len(messages), f"the {name} turn"))
+            (turn,), dated = null_turns.undate([turn], content_tag)
+            found += [(len(messages), f"the {content_tag!r} of the {name} turn")] if dated else []
             example[name] = _entry_turn(turn, roles[turn[role_tag]], content_tag, {})
     null_turns.note(example, no_text, f"its {content_tag!r} is null or missing")
+    null_turns.note_dated(example, found)
     return example
 
 
@@ -450,31 +476,17 @@ CONVERTERS: dict[str, Callable[[dict[str, Any], DatasetSpec], dict[str, Any]]] =
     "text": convert_text,
 }
 
-# ------------------------------------------------------------------------------------------------ driver
-OPTIONAL_COLUMNS = {"query", "history", "system", "tools"}  # a row without them is whole (their absence is no cause)
-
-
-def _absent_columns(row: Any, spec: DatasetSpec) -> str:
-    """For a rejected row: the columns dataset_info.json names for it that the row does not have (the likely cause
-    of "no assistant reply" and the like when the mapping names the wrong columns)."""
-    if not isinstance(row, dict) or not spec.columns:
-        return ""
-    absent = [f"{key}: {name!r}" for key, name in spec.columns.items()
-              if isinstance(name, str) and key not in MEDIA and key not in OPTIONAL_COLUMNS and name not in row]
-    if not absent:
-        return ""
-    return (f" (dataset_info.json maps {', '.join(absent)}, which the row does not have; its columns: "
-            f"{', '.join(sorted(map(str, row))) or 'none'})")
-
-
+# ---------------------------------------------------------------------------------------------- finalize
 def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
     """Check (and shape) a converted example for ``stage``; raises RowError when it does not fit."""
     no_reply = example.pop("no_reply", None)  # why a row has no reply, where that is not plain
     no_kto_tag = example.pop("no_kto_tag", None)  # why a row of a KTO dataset is no KTO row
     no_text = example.pop(null_turns.KEY, None)  # a turn with no text: refused once the row is known to be read
+    dated = example.pop(null_turns.DATED, None)  # likewise a turn whose text its loader read as a date
     messages = example["messages"]
     if stage == "pt":  # LLaMA-Factory trains the first message of the prompt alone, an empty one as its EOS
         null_turns.refuse(no_text, stage)
+        null_turns.refuse_dated(dated, stage)
         text = example.get("text")
         if text is None:
             text = messages[0].get("content", "") if messages else ""
@@ -490,8 +502,9 @@ def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
         _check_order(messages + [example["chosen"]])
         _check_order(messages + [example["rejected"]])
         null_turns.refuse(no_text, stage)
+        null_turns.refuse_dated(dated, stage)
         return example
-    if example.get("kto_tag") is True and _textless_reply(messages, no_text):
+    if example.get("kto_tag") is True and not dated and _textless_reply(messages, no_text):
         # LLaMA-Factory 0.9.5 tells a KTO row's label by its reply having text: a desirable row whose reply is empty
         # or null is trained as an undesirable one with the empty reply (a null one read as "")
         messages = messages[:-1] + [{**messages[-1], "content": ""}]
@@ -509,6 +522,7 @@ def finalize(example: dict[str, Any], stage: str) -> dict[str, Any]:
     if stage == "kto" and "kto_tag" not in example:
         raise RowError(no_kto_tag or "no kto_tag")
     null_turns.refuse(no_text, stage)
+    null_turns.refuse_dated(dated, stage)
     return example
 
 
@@ -517,81 +531,3 @@ def _textless_reply(messages: list[dict[str, Any]], no_text: tuple[int, str, str
     if not messages or messages[-1]["role"] not in ("assistant", "function"):
         return False
     return messages[-1]["content"] == "" or (no_text is not None and no_text[0] == len(messages) - 1)
-
-
-def _check_unicode(value: Any, where: str = "") -> None:
-    """Raise RowError for text holding a lone UTF-16 surrogate (a JSON escape such as ``\\ud800`` with no partner):
-    it is not Unicode text, and tokenizers stop on it with a TypeError."""
-    if isinstance(value, str):
-        if not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError as err:
-                raise RowError(f"{where or 'a text'} holds a lone surrogate ({value[err.start]!r} at character "
-                               f"{err.start}), which is not valid text; fix the escape in the file") from None
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _check_unicode(item, f"{where}.{key}" if where else str(key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            _check_unicode(item, f"{where}[{index}]")
-
-
-def new_tally() -> dict[str, Any]:
-    """Counts kept by :func:`iter_converted`: rows read, examples kept, rows skipped (the first few with reasons)."""
-    return {"rows": 0, "kept": 0, "skipped": 0, "shown": []}
-
-
-def iter_converted(rows: Iterable[dict[str, Any]], spec: DatasetSpec, stage: str, tally: dict[str, Any],
-                   stand_ins: bool = False) -> Iterator[dict[str, Any]]:
-    """Canonical examples of ``rows`` (``spec`` already detected), one at a time; unusable rows are counted in
-    ``tally`` (see :func:`report_conversion`), and with ``stand_ins`` (KTO training data) replaced by
-    :mod:`engine.data.kl_stand_ins`' stand-ins."""
-    converter = CONVERTERS[spec.formatting]
-    for row in rows:
-        index = tally["rows"]
-        tally["rows"] = index + 1
-        converted = None
-        try:
-            example = finalize(converted := converter(row, spec), stage)
-            _check_unicode(example)
-        except RefusedRow as err:
-            raise DatasetError(f"Dataset {spec.name!r}, row {index}: {err}") from None
-        except RowError as err:
-            tally["skipped"] += 1
-            if len(tally["shown"]) < 5:
-                tally["shown"].append((index, str(err) + _absent_columns(row, spec)))
-            if stand_ins:  # a row whose media are missing still lends its reply
-                yield kl_stand_ins.stand_in(converted or kl_stand_ins.without_media(converter, row, spec), index)
-            continue
-        tally["kept"] += 1
-        yield example
-
-
-def report_conversion(spec: DatasetSpec, stage: str, tally: dict[str, Any]) -> None:
-    """Warn once about skipped rows; raise DatasetError when no row was usable."""
-    skipped = tally["skipped"]
-    if skipped:
-        shown = ", ".join(f"{index} ({reason})" for index, reason in tally["shown"])
-        more = f" and {skipped - 5} more" if skipped > 5 else ""
-        logger.warning("Dataset %s: skipped %d of %s that cannot be used for stage %s: %s %s%s.", spec.name, skipped,
-                       counted(tally["rows"], "row"), stage, "row" if skipped == 1 else "rows", shown, more)
-    if not tally["kept"]:
-        reason = tally["shown"][0][1] if skipped else "the file has no rows"
-        raise DatasetError(
-            f"Dataset {spec.name!r} has no usable rows for stage {stage} ({tally['rows']} rows read; first problem: "
-            f"{reason}). Check its `formatting`, `columns` and `tags` in dataset_info.json."
-        )
-
-
-def convert_rows(rows: list[dict[str, Any]], spec: DatasetSpec, stage: str) -> list[dict[str, Any]]:
-    """Canonical examples for ``stage``; unusable rows are skipped with one warning that counts them.
-
-    Raises:
-        DatasetError: when no row is usable.
-    """
-    spec = detect_format(spec, rows)
-    tally = new_tally()
-    examples = list(iter_converted(rows, spec, stage, tally))
-    report_conversion(spec, stage, tally)
-    return examples

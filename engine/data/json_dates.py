@@ -1,4 +1,4 @@
-"""The columns of a ``.json`` list that LLaMA-Factory's loader reads as dates.
+"""The columns (and, in JSON lines, nested fields) of a data file that LLaMA-Factory's loader reads as dates.
 
 ``datasets`` gives a file holding a JSON list to pandas' ``read_json`` (see :mod:`engine.data.rows`), whose defaults
 (``convert_dates=True``, ``keep_default_dates=True``) try every top-level column whose name, in lower case, is
@@ -9,9 +9,10 @@ from it stops the run (TypeError). :func:`date_columns` finds those columns with
 candidate columns; :func:`as_dates` gives a row their values as ``datetime`` (None for a null), so the converters
 see what LLaMA-Factory sees.
 
-JSON lines go to pyarrow's JSON reader instead, which makes timestamps of any top-level column (whatever its name)
-whose values are all ISO-8601 date text (``2024-01-05``, ``2024-01-05 10:00``, ``...T10:00:00Z``; nulls aside):
-:func:`line_date_columns` finds those with pyarrow's own reader run on the candidate values.
+JSON lines go to pyarrow's JSON reader instead, which makes timestamps of any field (whatever its name, top-level or
+nested: a turn's text in a list of turns, a history pair's item, a tool call's argument) whose values are all ISO-8601
+date text (``2024-01-05``, ``2024-01-05 10:00``, ``...T10:00:00Z``; nulls aside): :func:`line_dates` finds those
+with pyarrow's own reader run on the candidate values. (pandas leaves a list's nested values as they are.)
 """
 
 from __future__ import annotations
@@ -39,6 +40,14 @@ DATE_COLUMN_NOTE = (
     "values in another form"
 )
 """What a row error about such a column adds (the reason and the way out)."""
+
+NESTED_DATE_NOTE = (
+    "LLaMA-Factory's loader reads JSON lines with pyarrow, which makes timestamps of every field whose values are all "
+    "ISO dates (2024-01-05...) in the file, nested ones too (the texts of all turns of a list share one field), and "
+    "its run stops on them; save the file as a JSON list (one [...] holding the rows, read as text), or write those "
+    "values in another form"
+)
+"""What the refusal of a row whose nested text is a date adds (the reason and the way out)."""
 
 
 def is_date_name(name: Any) -> bool:
@@ -91,38 +100,124 @@ def may_hold_iso_dates(path: Path) -> bool:
     return may_hold_dates(path, _ISO_VALUE)
 
 
-def line_date_columns(rows: Callable[[], Iterator[dict[str, Any]]]) -> dict[str, list[datetime | None]]:
-    """Each top-level column of JSON lines that pyarrow's JSON reader (as ``datasets`` calls it) makes timestamps:
-    every value null or ISO-8601 date text, one at least; with its values row by row."""
-    found: dict[str, dict[int, str]] = {}
-    other: set[str] = set()
-    count = 0
-    for index, row in enumerate(rows()):
-        count = index + 1
-        for key, value in row.items():
-            if value is None or key in other:
+class LineDates:
+    """The fields of JSON lines that pyarrow's JSON reader (as ``datasets`` calls it) makes timestamps, top-level or
+    nested, and each of their texts' timestamp; :meth:`apply` gives a row with those values as ``datetime``.
+
+    pyarrow types a field by its path (a key, then a key or a list's items at each level: every message's
+    ``value`` of a ``conversations`` list shares one type), over the whole file: a path whose values are all null or
+    ISO-8601 date text, one at least, holds timestamps."""
+
+    def __init__(self, stamps: dict[tuple[Any, ...], dict[str, datetime]]) -> None:
+        self._tree = _tree(stamps)
+
+    def apply(self, row: dict[str, Any]) -> dict[str, Any]:
+        return _stamped(row, self._tree)
+
+
+def _tree(stamps: dict[tuple[Any, ...], dict[str, Any]]) -> dict[Any, Any]:
+    """The paths of ``stamps`` as a tree of steps whose leaves are their values (as :class:`_Stamps`)."""
+    tree: dict[Any, Any] = {}
+    for path, values in stamps.items():
+        node = tree
+        for step in path[:-1]:
+            node = node.setdefault(step, {})
+        node[path[-1]] = _Stamps(values)
+    return tree
+
+
+def _stamped(value: Any, node: Any) -> Any:
+    """``value`` with the texts at the paths of ``node`` (a tree of steps whose leaves map text to timestamp) as
+    timestamps; containers are copied only where they change."""
+    if isinstance(value, dict):
+        if not any(key in node for key in value):
+            return value
+        return {key: _stamp(item, node[key]) if key in node else item for key, item in value.items()}
+    if isinstance(value, list) and ITEMS in node:
+        return [_stamp(item, node[ITEMS]) for item in value]
+    return value
+
+
+def _stamp(value: Any, node: Any) -> Any:
+    if isinstance(node, _Stamps):
+        return node.get(value, value) if isinstance(value, str) else value
+    return _stamped(value, node)
+
+
+def _untyped(value: Any, node: dict[Any, Any], path: tuple[Any, ...], texts: dict[tuple[Any, ...], set[str]]) -> None:
+    """Drop from ``texts`` each of its fields (``node``: their tree below ``path``) where ``value`` holds something
+    other than null (a row with no date text)."""
+    if isinstance(value, dict):
+        keys: Any = value.items()
+    elif isinstance(value, list):
+        keys = ((ITEMS, item) for item in value)
+    else:
+        return
+    for key, item in keys:
+        if key in node and item is not None:
+            if isinstance(node[key], _Stamps):
+                texts.pop((*path, key), None)
+            else:
+                _untyped(item, node[key], (*path, key), texts)
+
+
+class _Stamps(dict):
+    """A leaf of :class:`LineDates`' tree: each text of the path with its timestamp."""
+
+
+ITEMS = 0
+"""The step of a path into a list's items (JSON keys are text, so a number cannot be taken for one)."""
+
+
+def line_dates(lines: Callable[[], Iterator[tuple[str, dict[str, Any]]]]) -> LineDates | None:
+    """The fields of JSON lines (``lines`` gives each line's text and row afresh) that pyarrow's JSON reader makes
+    timestamps; None when there is none. Only the rows whose text holds a string starting as an ISO date are walked
+    whole; the others only along the fields found so, where a value that is not null keeps the field untyped."""
+    texts: dict[tuple[Any, ...], set[str]] = {}
+    other: set[tuple[Any, ...]] = set()
+    plain = False
+    for line, row in lines():
+        if not _ISO_VALUE.search(line):
+            plain = True
+            continue
+        stack: list[tuple[tuple[Any, ...], Any]] = [((key,), value) for key, value in row.items()]
+        while stack:
+            path, value = stack.pop()
+            if value is None:
                 continue
             if isinstance(value, str) and _ISO_START.match(value):
-                found.setdefault(key, {})[index] = value
-            else:
-                other.add(key)
-                found.pop(key, None)
-    if not found:
-        return {}
+                if path not in other:
+                    texts.setdefault(path, set()).add(value)
+                continue
+            other.add(path)  # anything else (a number, other text, a list or object) keeps the path untyped
+            texts.pop(path, None)
+            if isinstance(value, dict):
+                stack.extend(((*path, key), item) for key, item in value.items())
+            elif isinstance(value, list):
+                stack.extend(((*path, ITEMS), item) for item in value)
+    if texts and plain:
+        tree = _tree(dict.fromkeys(texts, {}))
+        for line, row in lines():
+            if not _ISO_VALUE.search(line):
+                _untyped(row, tree, (), texts)
+                if not texts:
+                    break
+    if not texts:
+        return None
     import pyarrow as pa
     import pyarrow.json as paj
 
-    columns: dict[str, list[datetime | None]] = {}
-    for key, values in found.items():
-        text = "".join(json.dumps({"v": value}) + "\n" for value in values.values()).encode("utf-8")
+    stamps: dict[tuple[Any, ...], dict[str, datetime]] = {}
+    for path, values in texts.items():
+        ordered = sorted(values)
+        text = "".join(json.dumps({"v": value}) + "\n" for value in ordered).encode("utf-8")
         try:
             table = paj.read_json(io.BytesIO(text), read_options=paj.ReadOptions(block_size=max(len(text), 1 << 20)))
         except pa.ArrowException:
             continue
         if pa.types.is_timestamp(table.schema.field("v").type):
-            stamps = dict(zip(values, table.column("v").to_pylist()))
-            columns[key] = [stamps.get(index) for index in range(count)]
-    return columns
+            stamps[path] = dict(zip(ordered, table.column("v").to_pylist()))
+    return LineDates(stamps) if stamps else None
 
 
 def _python(value: Any) -> datetime | None:

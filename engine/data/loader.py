@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from engine import collector
-from engine.data.converters import detect_format, iter_converted, new_tally, report_conversion
+from engine.data.convert_driver import iter_converted, new_tally, report_conversion
+from engine.data.converters import detect_format
 from engine.data.errors import DatasetError
 from engine.data.examples import Examples, ExampleWriter, concat
 from engine.data.hub import iter_spec_rows

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from engine.data.errors import DatasetError
-from engine.data.json_dates import as_dates, date_columns, line_date_columns, may_hold_dates, may_hold_iso_dates
+from engine.data.json_dates import as_dates, date_columns, line_dates, may_hold_dates, may_hold_iso_dates
 from engine.json_text import loads, long_number_error
 
 BUFFER_CHARS = 1 << 20
@@ -210,14 +210,15 @@ def _list_items(path: Path, buffer_chars: int) -> Iterator[Any]:
 
 
 def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """Rows of a file with one JSON object per line (blank lines ignored); a column of ISO date texts holds dates,
-    as pyarrow reads it for LLaMA-Factory (:mod:`engine.data.json_dates`)."""
-    dates = line_date_columns(lambda: _jsonl_rows(path)) if may_hold_iso_dates(path) else {}
-    for index, row in enumerate(_jsonl_rows(path)):
-        yield as_dates(row, index, dates)
+    """Rows of a file with one JSON object per line (blank lines ignored); a field of ISO date texts, top-level or
+    nested, holds dates, as pyarrow reads it for LLaMA-Factory (:mod:`engine.data.json_dates`)."""
+    dates = line_dates(lambda: _jsonl_lines(path)) if may_hold_iso_dates(path) else None
+    rows = (row for _, row in _jsonl_lines(path))
+    yield from map(dates.apply, rows) if dates else rows
 
 
-def _jsonl_rows(path: Path) -> Iterator[dict[str, Any]]:
+def _jsonl_lines(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each line of a JSON lines file with its row (blank lines skipped)."""
     index = 0
     with path.open(encoding="utf-8-sig") as handle:
         for number, line in enumerate(handle, start=1):
@@ -229,7 +230,7 @@ def _jsonl_rows(path: Path) -> Iterator[dict[str, Any]]:
                 raise json_error(path, err.msg, err.lineno + number - 1, err.colno) from None
             except RecursionError:
                 raise json_error(path, TOO_DEEP, number, 1) from None
-            yield check_object(path, index, row)
+            yield line, check_object(path, index, row)
             index += 1
 
 

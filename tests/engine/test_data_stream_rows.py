@@ -16,7 +16,8 @@ import pytest
 
 from engine.data import DatasetError, load_examples, split_eval
 from engine.data import examples as examples_module
-from engine.data.converters import convert_rows, detect_format
+from engine.data.convert_driver import convert_rows
+from engine.data.converters import detect_format
 from engine.data.examples import Examples, ExampleWriter, concat, count_media, dump, load, media_dataset_names
 from engine.data.loader import check_stage, load_dataset_examples, mix_examples
 from engine.data.parallel import tokenize_parallel

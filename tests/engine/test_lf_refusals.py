@@ -55,6 +55,18 @@ def test_val_size_needs_dataset_and_no_eval_dataset(keys):
         build_config(fine)
 
 
+def test_interleave_once_is_refused_saying_why():
+    """LLaMA-Factory 0.9.5 lists `interleave_once` but maps it to datasets' `all_exhausted_without_replacement`, which
+    its pinned datasets (<= 4.0.0) lacks: a run with identity,alpaca_en_demo stops with "ValueError:
+    all_exhausted_without_replacement is not supported". Here the config is refused saying so (it was refused as an
+    unknown choice, with `interleave_over` as the likely meaning)."""
+    from engine.config import ConfigError, build_config
+
+    with pytest.raises(ConfigError, match=r"`mix_strategy: interleave_once` .*without replacement.*datasets.*"
+                                          r"4\.0\.0.*stops on it.*Use `interleave_over`"):
+        build_config({"dataset": "a,b", "mix_strategy": "interleave_once"})
+
+
 def test_val_size_is_read_by_its_value_as_written(caplog):
     """LLaMA-Factory holds out int(val_size) rows above 1 and the fraction val_size up to 1, by the value as the YAML
     gives it: `1` holds out one row, while `1.0` asks `datasets` for every row and is refused there (here it held

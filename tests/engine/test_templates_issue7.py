@@ -217,7 +217,7 @@ def test_every_template_parses_its_own_calls_back(name):
 
 
 def test_openai_rows_with_parallel_tool_results_are_joined_like_llamafactory(tmp_path):
-    from engine.data.converters import convert_rows
+    from engine.data.convert_driver import convert_rows
     from engine.data.registry import DatasetSpec
 
     row = {"messages": [

@@ -82,7 +82,28 @@ def build_ui(board: Board) -> gr.Blocks:
         api.register(board)
         gate_ticks(demo, top.lang)  # no status line in English while a page's language is on its way
     guard_handlers(demo, api.API_NAMES)
+    quiet_progress(demo)
     return demo
+
+
+def quiet_progress(demo: gr.Blocks) -> int:
+    """Give every event that shows no progress (``show_progress="hidden"``) no component to show it on; the number
+    changed.
+
+    gradio's page keeps a loading status for every component an event has output to, for as long as the page is
+    open, and sends all of them to their components again on each status message of every event (several per
+    event: pending, queued, started, done), looking each component up in the page's tree: a cost that grows with
+    the number of components ever output to, times the events. The Train form's page load alone outputs to 173
+    fields, after which each of the page's few dozen load-time events and every timer tick paid for all of them
+    (the page took about 8 s to become usable, the browser busy throughout). A hidden event's status draws
+    nothing, so it need not be kept: with ``show_progress_on=[]`` the page records none for its outputs. Events
+    that show their progress keep it on their outputs."""
+    changed = 0
+    for block_fn in demo.fns.values():
+        if block_fn.show_progress == "hidden" and block_fn.show_progress_on is None:
+            block_fn.show_progress_on = []
+            changed += 1
+    return changed
 
 
 def adopt_live_run(board: Board, kinds: tuple[str, ...], watched: str | None) -> Any:

@@ -63,10 +63,9 @@ def build_ui(board: Board) -> gr.Blocks:
         }
         runs.wire(runs_tab, board, demo, tabs, watchers, top.lang, opened=tab_history)
         # a page that watches no run in a tab (another browser than the one that started it) watches the live one
-        for state, kinds in ((train_tab.watched, ("train",)), (eval_tab.watched, ("eval", "predict")),
-                             (export_tab.watched, ("export",))):
-            demo.load(functools.partial(adopt_live_run, board, kinds), state, state, api_visibility="private",
-                      show_progress="hidden")
+        watched = [train_tab.watched, eval_tab.watched, export_tab.watched]
+        demo.load(functools.partial(adopt_live_runs, board, [("train",), ("eval", "predict"), ("export",)]), watched,
+                  watched, api_visibility="private", show_progress="hidden")
         profile.wire(profile_panel, board, demo, top.lang)
         page = page_memory.build()  # what a browser tab keeps across a reload
         page_memory.wire(page, board, demo, top.lang, chat_tab, runs_tab)
@@ -111,6 +110,11 @@ def adopt_live_run(board: Board, kinds: tuple[str, ...], watched: str | None) ->
     if watched:
         return gr.skip()
     return progress_view.live_run(board, kinds) or gr.skip()
+
+
+def adopt_live_runs(board: Board, kinds: list[tuple[str, ...]], *watched: str | None) -> tuple[Any, ...]:
+    """:func:`adopt_live_run` for each tab that follows a run (Train, Evaluate, Export), in one page-load event."""
+    return tuple(adopt_live_run(board, k, run) for k, run in zip(kinds, watched, strict=True))
 
 
 def launch_options(board: Board, host: str = "127.0.0.1", open_hosts: bool = False) -> dict:

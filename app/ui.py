@@ -89,14 +89,16 @@ def quiet_progress(demo: gr.Blocks) -> int:
     """Give every event that shows no progress (``show_progress="hidden"``) no component to show it on; the number
     changed.
 
-    gradio's page keeps a loading status for every component an event has output to, for as long as the page is
-    open, and sends all of them to their components again on each status message of every event (several per
-    event: pending, queued, started, done), looking each component up in the page's tree: a cost that grows with
-    the number of components ever output to, times the events. The Train form's page load alone outputs to 173
-    fields, after which each of the page's few dozen load-time events and every timer tick paid for all of them
-    (the page took about 8 s to become usable, the browser busy throughout). A hidden event's status draws
-    nothing, so it need not be kept: with ``show_progress_on=[]`` the page records none for its outputs. Events
-    that show their progress keep it on their outputs."""
+    gradio's page keeps a loading status for every component an event has output to (and, once an event is done,
+    for every component it read), for as long as the page is open, and sends all of them to their components again
+    on each status message of every event (several per event: pending, queued, started, done), looking each
+    component up in the page's tree: a cost that grows with the number of components ever output to or read, times
+    the events. The Train form's page load alone outputs to 173 fields, after which each of the page's few dozen
+    load-time events and every timer tick paid for all of them (the page took about 8 s to become usable, the
+    browser busy throughout). A hidden event's status draws nothing, so it need not be kept: with
+    ``show_progress_on=[]`` the page records none for its outputs. Events that show their progress keep it on their
+    outputs. (What an event read is kept all the same: an event that reads the whole Train form, its preview or
+    Start, still leaves 175 behind; app.tabs.train's page load avoids firing the preview.)"""
     changed = 0
     for block_fn in demo.fns.values():
         if block_fn.show_progress == "hidden" and block_fn.show_progress_on is None:

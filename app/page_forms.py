@@ -87,15 +87,20 @@ def restore_form(board: Board, name: str, page_id: Any, widgets: dict[str, Any],
 
 
 def wire(slots: PageSlots, board: Board, forms: dict[str, tuple[gr.Button, dict[str, Any]]]) -> None:
-    """``forms``: name -> (its Start button, {key: widget}): each Start keeps its form, the page load sets it again."""
+    """``forms``: name -> (its Start button, {key: widget}): each Start keeps its form, the page load sets them all
+    again (in one event: each event costs the page's bookkeeping a round of its own)."""
     private: dict[str, Any] = {"api_visibility": "private", "show_progress": "hidden", "queue": False}
     for name, (start, widgets) in forms.items():
         keys = list(widgets)
         start.click(lambda page_id, *values, name=name, keys=keys: save_form(board, name, page_id, keys, values),
                     [slots.page_id, *widgets.values()], None, **private)
-        slots.page_id.change(lambda page_id, origin, name=name, widgets=widgets: restore_form(
-                             board, name, page_id, widgets, FRESH.get(name), origin),
-                             [slots.page_id, slots.origin], list(widgets.values()), **private)
+
+    def restore_all(page_id: Any, origin: Any) -> tuple[Any, ...]:
+        return tuple(value for name, (_, widgets) in forms.items()
+                     for value in restore_form(board, name, page_id, widgets, FRESH.get(name), origin))
+
+    slots.page_id.change(restore_all, [slots.page_id, slots.origin],
+                         [widget for _, widgets in forms.values() for widget in widgets.values()], **private)
 
 
 def eval_datasets(kept: dict[str, Any], widgets: dict[str, Any]) -> list[Any]:

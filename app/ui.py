@@ -63,10 +63,9 @@ def build_ui(board: Board) -> gr.Blocks:
         }
         runs.wire(runs_tab, board, demo, tabs, watchers, top.lang, opened=tab_history)
         # a page that watches no run in a tab (another browser than the one that started it) watches the live one
-        for state, kinds in ((train_tab.watched, ("train",)), (eval_tab.watched, ("eval", "predict")),
-                             (export_tab.watched, ("export",))):
-            demo.load(functools.partial(adopt_live_run, board, kinds), state, state, api_visibility="private",
-                      show_progress="hidden")
+        watched = [train_tab.watched, eval_tab.watched, export_tab.watched]
+        demo.load(functools.partial(adopt_live_runs, board, [("train",), ("eval", "predict"), ("export",)]), watched,
+                  watched, api_visibility="private", show_progress="hidden")
         profile.wire(profile_panel, board, demo, top.lang)
         page = page_memory.build()  # what a browser tab keeps across a reload
         page_memory.wire(page, board, demo, top.lang, chat_tab, runs_tab)
@@ -82,7 +81,30 @@ def build_ui(board: Board) -> gr.Blocks:
         api.register(board)
         gate_ticks(demo, top.lang)  # no status line in English while a page's language is on its way
     guard_handlers(demo, api.API_NAMES)
+    quiet_progress(demo)
     return demo
+
+
+def quiet_progress(demo: gr.Blocks) -> int:
+    """Give every event that shows no progress (``show_progress="hidden"``) no component to show it on; the number
+    changed.
+
+    gradio's page keeps a loading status for every component an event has output to (and, once an event is done,
+    for every component it read), for as long as the page is open, and sends all of them to their components again
+    on each status message of every event (several per event: pending, queued, started, done), looking each
+    component up in the page's tree: a cost that grows with the number of components ever output to or read, times
+    the events. The Train form's page load alone outputs to 173 fields, after which each of the page's few dozen
+    load-time events and every timer tick paid for all of them (the page took about 8 s to become usable, the
+    browser busy throughout). A hidden event's status draws nothing, so it need not be kept: with
+    ``show_progress_on=[]`` the page records none for its outputs. Events that show their progress keep it on their
+    outputs. (What an event read is kept all the same: an event that reads the whole Train form, its preview or
+    Start, still leaves 175 behind; app.tabs.train's page load avoids firing the preview.)"""
+    changed = 0
+    for block_fn in demo.fns.values():
+        if block_fn.show_progress == "hidden" and block_fn.show_progress_on is None:
+            block_fn.show_progress_on = []
+            changed += 1
+    return changed
 
 
 def adopt_live_run(board: Board, kinds: tuple[str, ...], watched: str | None) -> Any:
@@ -90,6 +112,11 @@ def adopt_live_run(board: Board, kinds: tuple[str, ...], watched: str | None) ->
     if watched:
         return gr.skip()
     return progress_view.live_run(board, kinds) or gr.skip()
+
+
+def adopt_live_runs(board: Board, kinds: list[tuple[str, ...]], *watched: str | None) -> tuple[Any, ...]:
+    """:func:`adopt_live_run` for each tab that follows a run (Train, Evaluate, Export), in one page-load event."""
+    return tuple(adopt_live_run(board, k, run) for k, run in zip(kinds, watched, strict=True))
 
 
 def launch_options(board: Board, host: str = "127.0.0.1", open_hosts: bool = False) -> dict:

@@ -228,3 +228,19 @@ def advanced_keys(sections: tuple[str, ...], exclude: set[str] | frozenset[str] 
         for key, (section, f) in all_keys().items()
         if section in sections and f.metadata.get("advanced") and key not in exclude
     ]
+
+
+def skip_unchanged(widgets: list[Any], values: list[Any]) -> list[Any]:
+    """``values`` for ``widgets`` (plain values or ``gr.update`` dicts) with each one the page already shows as it
+    was built replaced by ``gr.skip()``: a value sent again, equal or not, makes several gradio widgets fire their
+    ``change`` (and whatever listens to it) as if the user had changed it."""
+    out = []
+    for widget, value in zip(widgets, values, strict=True):
+        if isinstance(value, dict):
+            same = value.get("value") == widget.value and set(value) <= {"__type__", "value", "choices"}
+            if same and "choices" in value:
+                same = gr.Dropdown(choices=value["choices"]).choices == getattr(widget, "choices", None)
+        else:
+            same = value == widget.value
+        out.append(gr.skip() if same else value)
+    return out

@@ -23,7 +23,7 @@ from app.tabs import strategy as scaleout
 from app.tabs.train_data import dataset_choices, upload_dataset  # noqa: F401 - the Evaluate tab's and tests' too
 from app.topbar import TopBar, top_values
 from app.visible_text import choices as shown_choices
-from app.widgets import advanced_keys, collect, empty_problems, fill, make_widget
+from app.widgets import advanced_keys, collect, empty_problems, fill, make_widget, skip_unchanged
 from app.workspace import LAST_CONFIG, SavedConfigError
 from engine.data.rows import ROW_READERS
 
@@ -525,8 +525,13 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
 
     tab.load_file.upload(on_load_file, [tab.load_file, top.lang], [tab.message, *form], **private)
 
-    def on_page_load():
-        return form_values(tab, board.workspace.startup_settings(), board)
+    def on_page_load(pending, lang):
+        # the form as last started, and its command: only the fields that differ from the page as built are sent,
+        # so that a page opened on the same settings fires no field's change (whose preview would read all 175)
+        values = form_values(tab, board.workspace.startup_settings(), board)
+        plain = [v.get("value") if isinstance(v, dict) else v for v in values]
+        return [*skip_unchanged(form, values), *on_form(*plain, pending, lang)]
 
-    demo.load(on_page_load, None, form, show_progress="hidden", **private)  # no timer on every field
+    demo.load(on_page_load, [tab.pending, top.lang], [*form, *form_io["outputs"]], show_progress="hidden",
+              **private)  # no timer on every field
     rewards.wire(tab.rl, tab.rl_live, tab, top, board, mapping_of)

@@ -119,23 +119,20 @@ def test_a_page_that_watches_no_run_watches_the_live_one(board):
     from app.ui import build_ui
 
     demo = build_ui(board)
-    states = {}
-    for fn in demo.fns.values():
-        if any(t[1] == "load" for t in fn.targets) and len(fn.outputs) == 1 and fn.outputs == fn.inputs:
-            if isinstance(fn.outputs[0], gr.BrowserState):
-                states[fn.outputs[0].storage_key] = fn
-    assert set(states) >= {"lfboard-train-run", "lfboard-eval-run", "lfboard-export-run"}, set(states)
-    train_load, eval_load = states["lfboard-train-run"], states["lfboard-eval-run"]
+    (load,) = [fn for fn in demo.fns.values() if any(t[1] == "load" for t in fn.targets) and fn.outputs
+               and fn.outputs == fn.inputs and all(isinstance(o, gr.BrowserState) for o in fn.outputs)]
+    keys = [state.storage_key for state in load.outputs]  # one page-load event for the three tabs
+    assert keys == ["lfboard-train-run", "lfboard-eval-run", "lfboard-export-run"]
     skip = type(gr.skip())
-    assert isinstance(train_load.fn(""), skip)  # nothing running: still "No run yet"
+    assert all(isinstance(v, skip) for v in load.fn("", "", ""))  # nothing running: still "No run yet"
     run_id = board.jobs.submit("train", {"fake_steps": 400, "fake_sleep": 0.05})
     board.jobs.wait(run_id, 30, statuses=("running",))
-    assert train_load.fn("") == run_id
-    assert isinstance(train_load.fn("20260101-000000-train-abcd"), skip)  # the page's own run stays
-    assert isinstance(eval_load.fn(""), skip)  # another kind
+    train, evaluate, export = load.fn("", "", "")
+    assert train == run_id and isinstance(evaluate, skip) and isinstance(export, skip)  # not another kind's
+    assert isinstance(load.fn("20260101-000000-train-abcd", "", "")[0], skip)  # the page's own run stays
     board.jobs.abort(run_id)
     board.jobs.wait(run_id, 30)
-    assert isinstance(train_load.fn(""), skip)
+    assert isinstance(load.fn("", "", "")[0], skip)
 
 
 def test_a_stopped_run_says_what_it_kept(board):

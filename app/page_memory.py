@@ -406,7 +406,7 @@ def save_chat(board: Board, page_id: str, convo: Any, convo_base: Any, servers: 
     ``settings`` it is sent with (:func:`chat_settings`). Nothing
     is kept before the page load has brought back what the tab kept (``restored``): the empty conversation a page
     starts with must not overwrite it."""
-    from app.tabs.chat import served
+    from app.chat_status import served
 
     if not restored or not valid_page_id(page_id):
         return

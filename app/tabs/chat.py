@@ -18,6 +18,16 @@ import gradio as gr
 
 from app import chat_media, chat_workers, forms
 from app.chat_client import ChatError, ToolsError, merge_streams, parse_tools, prepare, stream_chat
+from app.chat_status import (
+    empty_reply_note,
+    failure_text,
+    gone_text,
+    ports_text,
+    reply_error_text,
+    served,
+    served_line,
+    served_model,
+)
 from app.context import Board
 from app.engine_text import problems_text
 from app.i18n import L, t
@@ -202,24 +212,6 @@ def load_servers(board: Board, top: forms.TopValues, sampling: dict[str, Any], c
     mine = set((servers or {}).values())
     return LoadPlan(started, problems=problems, shared=[i for i in keep.values() if i not in mine],
                     started=[i for s, i in started.items() if s not in keep])
-
-
-def served(board: Board, run_id: str) -> tuple[str, str]:
-    """(model, adapter or '') a chat worker serves, read from its config."""
-    from app.history import read_config
-    from engine.runs import RunFolder
-
-    config = read_config(RunFolder(board.jobs.runs_dir / run_id))
-    model, adapter = str(config.get("model_name_or_path") or "?"), config.get("adapter_name_or_path")
-    if isinstance(adapter, list):
-        adapter = ", ".join(map(str, adapter))
-    return model, str(adapter or "")
-
-
-def served_model(board: Board, run_id: str) -> str:
-    """The model (and adapter) a chat worker serves, for a message."""
-    model, adapter = served(board, run_id)
-    return f"{model} + {adapter}" if adapter else model
 
 
 def box_label(adapter: str | None) -> Any:
@@ -442,7 +434,9 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
                     yield frame()
         finally:
             stop.set()
-        note = reply_error_text(board, live, errors, lang) if errors else None
+        # a good reply puts the ready line back over an earlier reply's note (a failure, an empty reply)
+        note = (reply_error_text(board, live, errors, lang) if errors
+                else empty_reply_note(replies, lang) or served_line(board, live, lang, adopted=False))
         if errors and not any(replies[s]["content"] or replies[s].get("tool_calls") for s in sides):
             # refused before a word (a prompt too long for the model, a worker gone): the turn is taken back and
             # its text returned to the box, so that the next message is not refused for this one too
@@ -523,69 +517,3 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
           [tab.status, tab.servers, tab.chatbot_base, tab.chatbot], show_progress="hidden", **private).then(
         on_still_loading, [tab.servers, top.lang], [tab.status, tab.chatbot], show_progress="hidden",
         concurrency_limit=None, **private)
-
-
-def failure_text(board: Board, status: dict[str, Any], lang: str) -> str:
-    """Why a worker ended as it loaded: its error (in ``lang`` where run.json has it as data: a full disk, an exit
-    code; app.run_errors), else its status in ``lang``."""
-    try:
-        mon = board.jobs.monitor(status["id"])
-        error = mon.error_lines(mon.local_error(lang))
-    except JobError:
-        error = status.get("error")
-    return error or t(lang, "status_" + str(status.get("status")))
-
-
-def gone_text(board: Board, servers: dict[str, str] | None, live: dict[str, dict[str, Any]], lang: str) -> str:
-    """Why a page cannot send: no model loaded yet, or still loading, or the worker it loaded is gone (an Unload, or
-    a Load of another model, in this page or another), naming what is loaded now."""
-    mine = (servers or {}).get("main")
-    if not mine or "main" in live:
-        return t(lang, "chat_not_ready")
-    now = [info for info in chat_workers.live_chat_runs(board) if not chat_workers.unloading(info)]
-    if now:
-        return t(lang, "chat_worker_gone_other", model=served_model(board, now[0]["id"]))
-    return t(lang, "chat_worker_gone")
-
-
-def reply_error_text(board: Board, live: dict[str, dict[str, Any]], errors: list[tuple[str, str]], lang: str) -> str:
-    """The note on a failed reply: the worker's own words, or, when its worker was being ended (an Unload, or a Load
-    of another model, in this page or another), that it was unloaded mid-reply."""
-    side, error = errors[0]
-    try:
-        info = board.jobs.folder(live[side]["id"]).info()
-    except JobError:
-        info = {}
-    if info and chat_workers.unloading(info):
-        return t(lang, "chat_unloaded_mid_reply")
-    return t(lang, "chat_error", error=error)
-
-
-def ports_text(lang: str, live: dict[str, dict[str, Any]]) -> str:
-    """The servers' ports for a status line: the one port, or each side's named in ``lang`` (the fine-tuned model's and
-    the base model's when they are compared), never the sides' code names ("main", "base")."""
-    ports = {side: state.get("port") for side, state in live.items()}
-    if len(ports) == 1:
-        return str(next(iter(ports.values())))
-    return ", ".join(f"{t(lang, 'chat_finetuned' if side == 'main' else 'chat_base')}: {port}"
-                     for side, port in ports.items())
-
-
-def served_line(board: Board, live: dict[str, dict[str, Any]], lang: str, adopted: bool) -> str:
-    """The status line of running chat servers: the model and adapter the main one serves (read from its config,
-    not from the top bar, which a reopened page shows as it starts) and the ports; ``adopted``: the page found
-    them running (not loaded from it)."""
-    ports = ports_text(lang, live)
-    main = live.get("main") or next(iter(live.values()))
-    if not all(s.get("ready") and s.get("port") for s in live.values()):
-        # still loading (a page reopened during its Load, or another page's): no "ready" and no port 0; a Load running
-        # in this page overwrites the line with its progress a second later
-        return t(lang, "chat_still_loading", model=served_model(board, main["id"]))
-    model, adapter = served(board, main["id"])
-    if adopted:
-        if adapter:
-            return t(lang, "chat_reattached", model=model, adapter=adapter, ports=ports)
-        return t(lang, "chat_reattached_no_adapter", model=model, ports=ports)
-    if adapter:
-        return t(lang, "chat_ready", model=model, adapter=adapter, ports=ports)
-    return t(lang, "chat_ready_no_adapter", model=model, ports=ports)

@@ -307,3 +307,32 @@ def test_the_chat_box_is_labelled_by_what_is_loaded(board):
     _wait_ready(board, {"main": run_id})
     assert on_page_load({}, "en")[3]["label"].key == "chat_finetuned"
     chat.unload(board, {"main": run_id})
+
+
+def test_an_empty_reply_is_said_and_a_good_reply_puts_the_ready_line_back(board, monkeypatch):
+    """A reply that ended at once (no text, or only white space) left an empty bubble and the status line as it was,
+    as if the board had lost the answer; it now says so in the page's language. The next good reply puts the ready
+    line back over that note (and over an earlier failure's)."""
+    from app.ui import build_ui
+
+    replies = []
+    monkeypatch.setattr(chat, "live_servers", lambda board, servers: {"main": {"id": "r1", "ready": True}})
+    monkeypatch.setattr(chat.chat_workers, "client_of", lambda board, info: ("http://127.0.0.1:1/v1", None))
+    monkeypatch.setattr(chat, "stream_chat", lambda *a, **k: iter(replies.pop(0)))
+    monkeypatch.setattr(chat, "served_line", lambda board, live, lang, adopted: f"ready line ({lang})")
+    demo = build_ui(board)
+    on_send = _handler(demo, "on_send")
+    values = [block.value for block in next(f for f in demo.fns.values() if f.fn is on_send).inputs[8:]]
+
+    def send(lang, *deltas):
+        replies.append(list(deltas))
+        *_, last = on_send({"text": "hi", "files": []}, False, [], [], "", "", {"main": "r1"}, lang, *values)
+        return last
+
+    last = send("en", {"content": " \n"})
+    assert last[-1].startswith("A reply came back empty") and last[3][-1] == {"role": "assistant", "content": " \n"}
+    assert send("zh")[-1].startswith("回复为空")
+    assert send("en", {"content": "Hello"})[-1] == "ready line (en)"
+    called = send("en", {"tool_calls": [{"index": 0, "id": "c1", "type": "function",
+                                          "function": {"name": "f", "arguments": "{}"}}]})
+    assert called[-1] == "ready line (en)"  # a tool call is an answer, not an empty reply

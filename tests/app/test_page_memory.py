@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app import chat_media, page_memory
+from app import chat_media, chat_status, page_memory
 from app.context import Board
 from app.jobs import JobManager
 from app.tabs import chat
@@ -61,7 +61,7 @@ def test_a_conversation_with_a_picture_comes_back_after_a_reload_and_a_restart(b
 
 
 def test_the_model_it_was_with_is_named_when_it_is_no_longer_loaded(board, uploads, monkeypatch):
-    monkeypatch.setattr(chat, "served", lambda board, run_id: ("demo-model", "runs/x/adapter"))
+    monkeypatch.setattr(chat_status, "served", lambda board, run_id: ("demo-model", "runs/x/adapter"))
     page_memory.save_chat(board, PAGE, [{"role": "user", "content": "hi"}], [], {"main": "run-1"})
     page_memory.save_chat(board, PAGE, [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
                           [], {})  # unloaded since: the conversation still says which model it was with

@@ -35,8 +35,15 @@ def send(page, text: str) -> None:
     box.fill(text)
     box.press("Enter")
     bot = page.locator("#lf-chatbot .bot")
-    wait_for(lambda: page.locator("#lf-chatbot").inner_text().count(text) >= 1 and bot.count() >= 1
-             and bot.last.inner_text().strip(), 120, f"an answer to {text!r}")
+    status = page.locator("#lf-chat-status")
+
+    def answered() -> bool:
+        # the demo model samples, and now and then ends its turn at once: the page then says its reply was empty
+        said_empty = any(words in status.inner_text() for words in ("came back empty", "回复为空"))
+        return (page.locator("#lf-chatbot").inner_text().count(text) >= 1 and bot.count() >= 1
+                and bool(bot.last.inner_text().strip() or said_empty))
+
+    wait_for(answered, 120, f"an answer to {text!r}")
     seen = []
 
     def settled() -> bool:

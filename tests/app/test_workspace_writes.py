@@ -94,9 +94,10 @@ def test_a_whole_number_past_64_bits_neither_starts_a_run_nor_breaks_the_page(tm
     ws.save_config(LAST_CONFIG, {"model_name_or_path": "demo", "max_samples": 10**21})
     demo = build_ui(Board(ws, JobManager(ws.runs_dir)))
     ORJSONResponse._render(demo.get_config_file())  # the page's config, as gradio sends it
-    on_page_load = next(f.fn for f in demo.fns.values() if f.fn is not None and f.fn.__name__ == "on_page_load"
-                        and f.fn.__module__ == "app.tabs.train")
-    ORJSONResponse._render(on_page_load())  # the form's values when the page opens
+    page_load = next(f for f in demo.fns.values() if f.fn is not None and f.fn.__name__ == "on_page_load"
+                     and f.fn.__module__ == "app.tabs.train")
+    values = page_load.fn(*(getattr(block, "value", None) for block in page_load.inputs))
+    ORJSONResponse._render(values)  # the form's values (and its command) when the page opens
 
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EACCES])

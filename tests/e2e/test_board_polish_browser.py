@@ -69,7 +69,11 @@ def test_newcomer_path_in_english_and_chinese(shared_board, browser, tmp_path):
     # registering a dataset refreshes the preview without clicking Preview
     page.get_by_text("Upload and preview data", exact=False).first.click()
     page.locator("input[type=file]").first.set_input_files(str(upload))
-    wait_for(lambda: page.get_by_text("zebra.json").count() >= 1, 30, "the uploaded file")
+    try:  # under a loaded CI machine the upload's round trip has taken more than 30 s
+        wait_for(lambda: page.get_by_text("zebra.json").count() >= 1, 90, "the uploaded file")
+    except AssertionError:
+        page.screenshot(path=str(tmp_path / "upload.png"), full_page=True)
+        raise
     page.get_by_label("Dataset name").fill("zebra")
     page.get_by_role("button", name="Register dataset").click()
     wait_for(lambda: "ZEBRAWORD" in page.locator(".lf-preview").first.inner_text(), 120, "the new dataset's preview")

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -23,12 +25,15 @@ from engine.export_checks import (
     CONFIG_NAME,
     INFO_FILE,
     RUN_FOLDER_FILES,
+    STAGING_PREFIX,
     adapter_paths,
     check_export,
     previous_export_files,
+    stale_staging,
 )
 from engine.export_modelfile import MODELFILE_NAME, ollama_modelfile
-from engine.runs import EVENTS_FILE, EventWriter, package_versions, write_json_atomic
+from engine.runs import EVENTS_FILE, EventWriter, package_versions, write_json_atomic, write_text_atomic
+from engine.train.final_save import publish
 
 logger = logging.getLogger(__name__)
 
@@ -141,6 +146,30 @@ def _clear_previous(export_dir: Path) -> None:
     for path in previous_export_files(export_dir) or []:
         if path.is_symlink() or path.is_file():  # a link is removed, never what it points to; a folder is kept
             path.unlink()
+    for path in export_dir.iterdir():  # left by an export that was killed while it saved
+        if stale_staging(path):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _save_tokenizer_and_files(cfg: RunConfig, template: Any, tokenizer: Any, chat_template: str | None,
+                              folder: Path) -> None:
+    """The tokenizer (with the template as its chat template), the Modelfile, a vision-language model's processor
+    files and the resolved config, written into ``folder`` (the export's staging folder)."""
+    if chat_template and _own_template_fits(tokenizer, template):
+        logger.info("The tokenizer's own chat template writes the %r template's format; it is kept.", template.name)
+    elif chat_template:
+        tokenizer.chat_template = chat_template
+    tokenizer.padding_side = tokenizer.init_kwargs["padding_side"] = "left"  # for batched generation (as LF saves it)
+    tokenizer.save_pretrained(folder)
+    modelfile = ollama_modelfile(template, tokenizer)
+    if modelfile is not None:
+        write_text_atomic(folder / MODELFILE_NAME, modelfile)
+    from engine.models.loader import resolve_model_path
+    from engine.multimodal.processor import copy_processor_files
+
+    copy_processor_files(resolve_model_path(cfg.model.model_name_or_path, cfg.model.cache_dir,
+                                            cfg.model.model_revision), folder)  # vision-language models
+    write_text_atomic(folder / CONFIG_NAME, cfg.to_yaml(minimal=False))
 
 
 def _reload_class(model: Any) -> Any:
@@ -217,30 +246,20 @@ def _merge_save_verify(cfg: RunConfig, export_dir: Path, progress: Any, started:
     export_dir.mkdir(parents=True, exist_ok=True)
     _clear_previous(export_dir)
     _set_generation_eos(model, stop_ids, tokenizer.pad_token_id)
-    model.save_pretrained(export_dir, max_shard_size=cfg.export.export_size * BYTES_PER_GB)
     reload_class = _reload_class(model)
-    del model
-    from engine.devices import empty_cache
+    staging = Path(tempfile.mkdtemp(dir=export_dir, prefix=STAGING_PREFIX))  # new and private: nothing planted in it
+    try:
+        model.save_pretrained(staging, max_shard_size=cfg.export.export_size * BYTES_PER_GB)
+        del model
+        from engine.devices import empty_cache
 
-    empty_cache()
-    progress("save", 0.6)
-
-    chat_template = template.to_jinja()
-    if chat_template and _own_template_fits(tokenizer, template):
-        logger.info("The tokenizer's own chat template writes the %r template's format; it is kept.", template.name)
-    elif chat_template:
-        tokenizer.chat_template = chat_template
-    tokenizer.padding_side = tokenizer.init_kwargs["padding_side"] = "left"  # for batched generation (as LF saves it)
-    tokenizer.save_pretrained(export_dir)
-    modelfile = ollama_modelfile(template, tokenizer)
-    if modelfile is not None:
-        (export_dir / MODELFILE_NAME).write_text(modelfile, encoding="utf-8")
-    from engine.models.loader import resolve_model_path
-    from engine.multimodal.processor import copy_processor_files
-
-    copy_processor_files(resolve_model_path(cfg.model.model_name_or_path, cfg.model.cache_dir,
-                                            cfg.model.model_revision), export_dir)  # vision-language models
-    (export_dir / CONFIG_NAME).write_text(cfg.to_yaml(minimal=False), encoding="utf-8")
+        empty_cache()
+        progress("save", 0.6)
+        chat_template = template.to_jinja()
+        _save_tokenizer_and_files(cfg, template, tokenizer, chat_template, staging)
+        publish(staging, export_dir)  # each file renamed over its name: a link planted there is replaced, not written
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     from engine.fileperms import match_umask
 
     match_umask(export_dir)

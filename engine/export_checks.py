@@ -17,6 +17,10 @@ from engine.runs import CONFIG_FILE, EVENTS_FILE, LOG_FILE, RUN_FILE
 
 INFO_FILE = "export_info.json"
 CONFIG_NAME = "export_config.yaml"
+STAGING_PREFIX = ".lf-export-staging-"
+"""An export writes its files into a new private folder of this prefix inside ``export_dir``, then renames each into
+place: a link planted in the export folder is replaced, never written through. One left by a killed export is no
+content of the folder and is removed by the next export."""
 RUN_FOLDER_FILES = {CONFIG_FILE, RUN_FILE, EVENTS_FILE, LOG_FILE, LOCK_NAME}
 """Run-folder files left alone when the run folder and the export folder are the same: not counted as the folder's
 content, not listed among the exported files, never removed as an earlier export's (the job's own lock among them,
@@ -57,6 +61,11 @@ def previous_export_files(export_dir: Path) -> list[Path] | None:
         return None  # an export writes files only: a folder it names is someone's data (a checkpoint, a model)
     names = set(files) | {INFO_FILE, CONFIG_NAME}
     return [export_dir / name for name in sorted(names) if name not in RUN_FOLDER_FILES]
+
+
+def stale_staging(path: Path) -> bool:
+    """Whether ``path`` is an export's staging folder (a real folder, not a link to one)."""
+    return path.name.startswith(STAGING_PREFIX) and path.is_dir() and not path.is_symlink()
 
 
 def check_export(cfg: RunConfig) -> list[str]:
@@ -134,7 +143,7 @@ def _check_export_dir(export_dir: Path, cfg: RunConfig) -> list[str]:
     for source in sources:
         if source.exists() and source.resolve() == export_dir.resolve():
             return [f"`export_dir: {export_dir}` is also the model or adapter being exported; choose a new folder."]
-    present = {p.name for p in export_dir.iterdir()} - RUN_FOLDER_FILES
+    present = {p.name for p in export_dir.iterdir() if not stale_staging(p)} - RUN_FOLDER_FILES
     if not present:
         return []
     previous = previous_export_files(export_dir)

@@ -177,3 +177,45 @@ def test_cli_export_prints_size_and_reload_check_and_writes_shared_weights(tiny,
     assert out[1].startswith("Reload check: passed (max logit difference ") and "chat template matches: yes" in out[1]
     weights = list((tmp_path / "out").glob("*.safetensors"))
     assert weights and all(p.stat().st_mode & 0o777 == default_file_mode() for p in weights)
+
+
+def test_links_planted_in_the_export_folder_after_its_check_are_replaced_not_written_through(tiny, tmp_path,
+                                                                                             monkeypatch):
+    """A link placed in the export folder between the "folder must be empty" check and the writes (a second user
+    of a shared workspace) had the Modelfile, export_config.yaml and the weights written through it, into a file
+    anywhere the user can write; each is now written in a private staging folder and renamed over the link."""
+    import engine.export as export
+
+    export_dir, outside = tmp_path / "exported", tmp_path / "elsewhere"
+    outside.mkdir()
+    names = ["Modelfile", "export_config.yaml", "model.safetensors", "config.json", "tokenizer.json"]
+    for name in names:
+        (outside / name).write_text(f"victim {name}", encoding="utf-8")
+    clear = export._clear_previous
+
+    def clear_then_plant(folder):
+        clear(folder)
+        for name in names:
+            (folder / name).symlink_to(outside / name)
+
+    monkeypatch.setattr(export, "_clear_previous", clear_then_plant)
+    result = export.run_export(export_cfg(tiny, export_dir))
+    assert result["verified"] is True
+    for name in names:
+        assert (outside / name).read_text(encoding="utf-8") == f"victim {name}"
+        assert (export_dir / name).is_file() and not (export_dir / name).is_symlink()
+    assert "Modelfile" in result["files"]
+    assert not [p.name for p in export_dir.iterdir() if p.name.startswith(".")]  # no staging folder left
+
+
+def test_a_staging_folder_left_by_a_killed_export_is_no_content_and_is_removed(tiny, tmp_path):
+    from engine.export import run_export
+    from engine.export_checks import STAGING_PREFIX
+
+    export_dir = tmp_path / "exported"
+    run_export(export_cfg(tiny, export_dir))
+    left = export_dir / f"{STAGING_PREFIX}abc"
+    left.mkdir()
+    (left / "model.safetensors").write_bytes(b"half")
+    run_export(export_cfg(tiny, export_dir))
+    assert not left.exists()

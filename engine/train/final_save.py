@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,8 +45,9 @@ def save_final(trainer: Any, out: Path, write_rest: Callable[[Path], None]) -> N
     """
     staging = out / STAGING_DIR
     saver = bool(trainer.args.should_save)
+    made = None
     if saver:
-        shutil.rmtree(staging, ignore_errors=True)  # left by an unfinished save (a run also clears it as it starts)
+        made = new_staging(out)
         make_room(out)
     trainer.accelerator.wait_for_everyone()  # before any process writes into it
     try:
@@ -59,12 +61,64 @@ def save_final(trainer: Any, out: Path, write_rest: Callable[[Path], None]) -> N
             write_rest(staging)
     except BaseException:
         if saver:
-            shutil.rmtree(staging, ignore_errors=True)
+            remove_entry(staging)
         raise
     trainer.accelerator.wait_for_everyone()  # every process has written its part before the files move
     if saver:
+        try:
+            check_staging(staging, made)
+        except BaseException:
+            remove_entry(staging)
+            raise
         publish(staging, out)
     trainer.accelerator.wait_for_everyone()
+
+
+def remove_entry(path: Path) -> None:
+    """Remove ``path`` whatever it is: a link (never what it points to; ``shutil.rmtree`` refuses one, and with
+    ``ignore_errors`` said nothing), a file, or a folder with what it holds."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(mode):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def new_staging(out: Path) -> os.stat_result:
+    """Create the staging folder afresh (removing what was left under its name: an unfinished save's folder, or a
+    link planted there) and return its identity, which :func:`check_staging` compares before anything is moved.
+
+    A link planted as the staging folder (a run folder in a shared workspace) had the save written into the folder
+    it pointed to, and then every file of that folder moved into ``output_dir``: the files of any folder of the
+    user's (``~/.ssh``) ended up in the run folder.
+    """
+    staging = out / STAGING_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    remove_entry(staging)
+    try:
+        os.mkdir(staging, 0o700)
+    except FileExistsError:
+        raise RuntimeError(f"{staging} came back while it was being replaced (something else writes into "
+                           f"{out}); the final model was not saved. Make sure no other process uses this "
+                           "output_dir and resume from the last checkpoint.") from None
+    return staging.lstat()
+
+
+def check_staging(staging: Path, made: os.stat_result | None) -> None:
+    """Refuse to move anything from ``staging`` unless it is still the folder :func:`new_staging` created (not a
+    link or another folder put in its place meanwhile)."""
+    try:
+        now = staging.lstat()
+    except OSError:
+        now = None
+    if made is None or now is None or not stat.S_ISDIR(now.st_mode) or (now.st_dev, now.st_ino) != (
+            made.st_dev, made.st_ino):
+        raise RuntimeError(f"{staging} was replaced during the final save (by a link or another folder); nothing "
+                           "was moved from it into the run folder. Make sure no other process writes into the "
+                           "output_dir and resume from the last checkpoint.")
 
 
 def sharded_fsdp_state(trainer: Any) -> bool:

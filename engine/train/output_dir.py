@@ -138,14 +138,14 @@ def clear_stale_staging(cfg: RunConfig) -> bool:
     """Remove a final save's staging folder that an earlier run of this output_dir left (killed during its final
     save, see :mod:`engine.train.final_save`): no live run writes there (:func:`check_output_dir` came first), so it
     only holds disk space. Whether one was removed (rank 0 only removes)."""
-    from engine.train.final_save import STAGING_DIR
+    from engine.train.final_save import STAGING_DIR, remove_entry
 
     staging = Path(cfg.train.output_dir) / STAGING_DIR
-    if os.environ.get("RANK", "0") != "0" or not staging.is_dir():
+    if os.environ.get("RANK", "0") != "0" or not os.path.lexists(staging):
         return False
-    shutil.rmtree(staging, ignore_errors=True)
+    remove_entry(staging)  # a link planted under its name is removed, never followed
     logger.info("Removed %s, left by a final save that did not finish.", staging)
-    return not staging.exists()
+    return not os.path.lexists(staging)
 
 
 _NOTED: set[str] = set()

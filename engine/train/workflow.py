@@ -25,6 +25,7 @@ from engine.train.output_dir import (
 )
 from engine.train.resume_fit import guard_loads
 from engine.train.rl_checks import RL_STAGES, check_stage, refuse_ppo
+from engine.train.save_targets import TRAINER_FILES, SaveTargetsCallback, clear_names
 
 logger = logging.getLogger(__name__)
 
@@ -164,7 +165,8 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     extra = {"trainable_params": trainable, "total_params": total, "num_examples": _row_count(bundle.train),
              "data": stats, "stage": cfg.finetuning.stage}
     recorder = ParallelRecorder(ctx, extra, launcher=os.environ.get("LF_LAUNCHER"))
-    callbacks = [recorder, EventsCallback(ctx, extra), AbortCallback(ctx), *method_callbacks(cfg, ctx)]
+    callbacks = [recorder, EventsCallback(ctx, extra), AbortCallback(ctx), *method_callbacks(cfg, ctx),
+                 SaveTargetsCallback()]  # last: it sees every other callback's request for a checkpoint
     trainer = STAGES[cfg.finetuning.stage](cfg, model, tokenizer, bundle, callbacks)
     if cfg.finetuning.stage in ("sft", "pt"):
         sft.follow_llamafactory(trainer, cfg, tokenizer, template, bundle, media)
@@ -187,6 +189,8 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
         result = trainer.train(resume_from_checkpoint=resume)
         phases.mark("steps")  # the first step is its own phase (EventsCallback marks it)
         save_final(trainer, out, lambda folder: _beside_the_weights(cfg, trainer, tokenizer, folder))
+        if trainer.args.should_save:  # the Trainer writes these by opening the path: never through a planted link
+            clear_names(out, TRAINER_FILES)
         trainer.save_state()
         for ckpt in out.glob("checkpoint-*"):
             if not (ckpt / "lf_config.yaml").exists():
@@ -195,6 +199,8 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
 
         match_umask(out)  # weights 0644 like the rest of the run folder
         metrics.update(result.metrics)
+        if trainer.args.should_save:
+            clear_names(out, TRAINER_FILES)
         trainer.save_metrics("train", result.metrics)
         phases.mark("saving")
         if ctx.abort_requested:
@@ -210,6 +216,8 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
             if uses_itself(cfg):  # the model is its own reference: LLaMA-Factory drops the rewards it cannot compute
                 eval_metrics = without_rewards(eval_metrics)
         eval_metrics = with_perplexity(eval_metrics, cfg.finetuning.stage)
+        if trainer.args.should_save:
+            clear_names(out, TRAINER_FILES)
         trainer.save_metrics("eval", eval_metrics)
         metrics.update(eval_metrics)
     elif cfg.train.do_eval:

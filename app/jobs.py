@@ -93,6 +93,15 @@ def disk_full_error(path: str | Path) -> JobError:
     return JobError("job_disk_full", path=path, free=f"{free:,}")
 
 
+def _abort_target(folder: RunFolder, live: _Live) -> dict[str, Any]:
+    """The run.json record an abort signals: the board's own child (started in a session of its own) is its own
+    process group, whatever run.json says; a re-attached run's group is run.json's, checked against its process
+    (``signal_run``)."""
+    info = folder.info()
+    pgid = live.pid if live.proc is not None else (info.get("pgid") or live.pid)
+    return info | {"pid": live.pid, "pgid": pgid}
+
+
 class JobManager:
     """Queue, start, watch, abort and rediscover runs under ``<workspace>/runs``.
 
@@ -328,8 +337,8 @@ class JobManager:
                     folder.update(abort_requested_at=time.time())
                 except OSError:
                     pass  # the signal matters more than the note
-                target = folder.info() | {"pid": live.pid, "pgid": folder.info().get("pgid") or live.pid}
-                if not signal_run(target, signal.SIGTERM, verified=live.proc is not None):
+                if not signal_run(_abort_target(folder, live), signal.SIGTERM, verified=live.proc is not None,
+                                  run_dir=folder.path):
                     logger.warning("Run %s: SIGTERM could not be delivered", run_id)
         self._wake.set()
         return "stopping"
@@ -462,8 +471,8 @@ class JobManager:
                             logger.warning(
                                 "Run %s ignored SIGTERM for %.0fs: sending SIGKILL", run_id, self.kill_grace
                             )
-                            target = folder.info() | {"pid": live.pid, "pgid": folder.info().get("pgid") or live.pid}
-                            signal_run(target, signal.SIGKILL, verified=live.proc is not None)
+                            signal_run(_abort_target(folder, live), signal.SIGKILL, verified=live.proc is not None,
+                                       run_dir=folder.path)
                             stop_ranks(folder.path, signal.SIGKILL)  # torchrun's ranks live in their own sessions
                             live.killed = True
                         continue

@@ -37,6 +37,7 @@ from engine.ranks import (
     stop_with_launcher,
     world_size,
 )
+from engine.run_identity import hold_run_folder, release_run_folder
 from engine.runs import (
     REWARD_CODE,
     RUN_SAMPLES,
@@ -135,6 +136,7 @@ class JobContext:
     def _record_start(self) -> None:
         """config.yaml and run.json of a starting run, each replaced whole (a failed write leaves the old file)."""
         self.folder.path.mkdir(parents=True, exist_ok=True)
+        hold_run_folder(self.folder.path)  # the mark an abort checks before it signals this process
         if self.config_yaml is not None:
             write_text_atomic(self.folder.config_path, self.config_yaml)
         for path in (self.folder.events_path, self.folder.path / RUN_SAMPLES):
@@ -174,6 +176,7 @@ class JobContext:
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         self._restore_signals()
+        release_run_folder()  # held since the job began (engine.run_identity)
         peer = peer_failure(exc) if exc_type is not None and world_size() > 1 else None
         if not self.is_main_process:
             if peer:

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine.run_identity import hold_run_folder
+
 RANKS_DIR = "ranks"
 
 
@@ -61,6 +63,7 @@ def record_rank(run_dir: str | Path) -> Path | None:
             "pgid": os.getpgid(0), "host": socket.gethostname(), "started": time.time()}
     try:
         folder.mkdir(parents=True, exist_ok=True)
+        hold_run_folder(run_dir)  # the mark an abort checks before it signals this process (engine.run_identity)
         path = folder / f"{rank}.json"
         tmp = folder / f".{rank}.{os.getpid()}.tmp"
         tmp.write_text(json.dumps(data), encoding="utf-8")
@@ -147,9 +150,11 @@ def _same_process(entry: dict[str, Any]) -> bool:
             return False
         boot = time.time() - float(open("/proc/uptime", encoding="utf-8").read().split()[0])
         started = boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
-        written = float(entry.get("started", started))
+        written = float(entry["started"])  # a record without one names no process
         return written - 600 <= started <= written + 2  # the process existed when the entry was written
-    except (OSError, ValueError, IndexError, TypeError):  # TypeError: a `started` that is no number
+    except (KeyError, ValueError, IndexError, TypeError):  # TypeError: a `started` that is no number
+        return False
+    except OSError:  # no /proc: engine.run_identity decides with psutil, or nothing is signalled
         try:
             os.kill(pid, 0)
             return True
@@ -158,17 +163,29 @@ def _same_process(entry: dict[str, Any]) -> bool:
 
 
 def signal_ranks(run_dir: str | Path, sig: int = signal.SIGTERM) -> int:
-    """Signal every live rank of this host (its process group). Returns how many were signalled."""
+    """Signal every live rank of this host (its process group). Returns how many were signalled.
+
+    A record is only a claim (anyone who can write the run folder can write one): a rank is signalled only when its
+    process shows that it is this run's and the record's process group is its own (:mod:`engine.run_identity`);
+    any other record is refused with a warning."""
+    from engine.run_identity import signal_target
+    from engine.runs import as_pid
+
     host = socket.gethostname()
     count = 0
     for entry in read_ranks(run_dir):
         if entry.get("host") != host or not _same_process(entry):
             continue
-        from engine.runs import as_pid
-
-        group = as_pid(entry.get("pgid")) or as_pid(entry.get("pid"))
+        pid = as_pid(entry.get("pid"))
+        target = signal_target(pid, as_pid(entry.get("pgid")), run_dir,  # type: ignore[arg-type] - checked above
+                               what=f"rank {entry.get('rank')!r}")
+        if target is None:
+            continue
         try:
-            os.killpg(group, sig)  # type: ignore[arg-type] - _same_process found a pid
+            if target < 0:
+                os.killpg(-target, sig)
+            else:
+                os.kill(target, sig)
             count += 1
         except (ProcessLookupError, PermissionError):
             continue
@@ -176,9 +193,12 @@ def signal_ranks(run_dir: str | Path, sig: int = signal.SIGTERM) -> int:
 
 
 def live_ranks(run_dir: str | Path) -> list[int]:
-    """Pids of this host's ranks that are still running."""
+    """Pids of this host's ranks that are still running (only processes that show they are this run's)."""
+    from engine.run_identity import belongs_to_run
+
     host = socket.gethostname()
-    return [int(e["pid"]) for e in read_ranks(run_dir) if e.get("host") == host and _same_process(e)]  # pid checked
+    return [int(e["pid"]) for e in read_ranks(run_dir)
+            if e.get("host") == host and _same_process(e) and belongs_to_run(int(e["pid"]), run_dir)]
 
 
 def any_rank(flag: bool) -> bool:

@@ -534,25 +534,32 @@ def same_process(info: dict[str, Any]) -> bool:
         return False
 
 
-def signal_run(info: dict[str, Any], sig: int = signal.SIGTERM, *, verified: bool = False) -> bool:
+def signal_run(info: dict[str, Any], sig: int = signal.SIGTERM, *, verified: bool = False,
+               run_dir: str | Path | None = None) -> bool:
     """Send a signal to a run's process group (or process). True if something was signalled.
 
     Only a process confirmed by :func:`same_process` is signalled, unless the caller holds the process itself
-    (``verified``: its own child, not yet reaped, so its pid cannot have been re-used).
+    (``verified``: its own child, not yet reaped, so its pid cannot have been re-used). Either way the record's
+    process group must be the process's own, and an unverified process must show that it is the run's in
+    ``run_dir`` (:func:`engine.run_identity.signal_target`): run.json can be written by anyone who can write the
+    folder, and a pid and start time copied from another process had that process's group signalled.
     """
-    pgid, pid = info.get("pgid"), info.get("pid")
-    if not verified and not same_process(info):
+    from engine.run_identity import signal_target
+
+    pid, pgid = as_pid(info.get("pid")), as_pid(info.get("pgid"))
+    if pid is None or (not verified and not same_process(info)):
+        return False
+    target = signal_target(pid, pgid, run_dir, verified=verified, what="run")
+    if target is None:
         return False
     try:
-        if pgid:
-            os.killpg(int(pgid), sig)
-            return True
-        if pid:
-            os.kill(int(pid), sig)
-            return True
+        if target < 0:
+            os.killpg(-target, sig)
+        else:
+            os.kill(target, sig)
+        return True
     except (ProcessLookupError, PermissionError):
         return False
-    return False
 
 
 def list_runs(root: str | Path) -> list[RunFolder]:

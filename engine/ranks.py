@@ -62,15 +62,30 @@ def record_rank(run_dir: str | Path) -> Path | None:
     data = {"rank": rank, "local_rank": int(os.environ.get("LOCAL_RANK", "0") or 0), "pid": os.getpid(),
             "pgid": os.getpgid(0), "host": socket.gethostname(), "started": time.time()}
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        _records_folder(folder)
         hold_run_folder(run_dir)  # the mark an abort checks before it signals this process (engine.run_identity)
         path = folder / f"{rank}.json"
-        tmp = folder / f".{rank}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(data), encoding="utf-8")
-        os.replace(tmp, path)
+        _write(path, json.dumps(data))
         return path
     except OSError:
         return None
+
+
+def _records_folder(folder: Path) -> None:
+    """``<run>/ranks`` as a folder of the run's own: a link planted under that name (to a folder elsewhere) is
+    removed, never followed."""
+    if folder.is_symlink():
+        folder.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
+
+
+def _write(path: Path, text: str) -> None:
+    """A record written whole, through a new temp file (O_EXCL, O_NOFOLLOW): its name was predictable
+    (``.<rank>.<pid>.tmp``), and a link planted under it had the record written into a file anywhere the user can
+    write."""
+    from engine.runs import write_text_atomic
+
+    write_text_atomic(path, text)
 
 
 def record_rank_error(run_dir: str | Path, error: str) -> None:
@@ -81,10 +96,8 @@ def record_rank_error(run_dir: str | Path, error: str) -> None:
     folder = Path(run_dir) / RANKS_DIR
     rank = int(os.environ.get("RANK", "0") or 0)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{rank}.{os.getpid()}.error.tmp"
-        tmp.write_text(json.dumps({"rank": rank, "error": error, "at": time.time()}), encoding="utf-8")
-        os.replace(tmp, folder / f"{rank}.error")
+        _records_folder(folder)
+        _write(folder / f"{rank}.error", json.dumps({"rank": rank, "error": error, "at": time.time()}))
     except OSError:
         pass
 

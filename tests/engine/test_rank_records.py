@@ -65,3 +65,35 @@ def test_values_that_are_no_numbers_name_no_process(tmp_path):
     assert live_ranks(tmp_path) == []  # a start time that is no number names no process either
     assert signal_ranks(tmp_path, 0) == 0
     assert [e["error"] for e in rank_errors(tmp_path, since=0)] == ["real"]
+
+
+def test_a_rank_writes_its_records_through_no_planted_link(tmp_path, monkeypatch):
+    """The records' temp files had predictable names (``.<rank>.<pid>.tmp``) and were opened plainly: a link planted
+    under one had the record written into any file the user can write; a link planted as ``ranks`` took the records
+    to a folder elsewhere."""
+    from engine.ranks import record_rank, record_rank_error
+    from engine.run_identity import release_run_folder
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    victim, elsewhere = tmp_path / "victim.txt", tmp_path / "elsewhere"
+    victim.write_text("mine")
+    elsewhere.mkdir()
+    run = tmp_path / "run"
+    (run / RANKS_DIR).mkdir(parents=True)
+    for name in (f".1.{os.getpid()}.tmp", f".1.{os.getpid()}.error.tmp"):
+        (run / RANKS_DIR / name).symlink_to(victim)
+    try:
+        assert record_rank(run) == run / RANKS_DIR / "1.json"
+        record_rank_error(run, "boom")
+        assert victim.read_text() == "mine"
+        assert read_ranks(run)[0]["pid"] == os.getpid()
+        assert [e["error"] for e in rank_errors(run, since=0)] == ["boom"]
+
+        other = tmp_path / "other"
+        other.mkdir()
+        (other / RANKS_DIR).symlink_to(elsewhere, target_is_directory=True)
+        assert record_rank(other) == other / RANKS_DIR / "1.json"
+        assert list(elsewhere.iterdir()) == [] and not (other / RANKS_DIR).is_symlink()
+    finally:
+        release_run_folder()

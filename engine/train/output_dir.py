@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -125,9 +124,11 @@ def clear_replaced_run(cfg: RunConfig) -> list[str]:
         return []
     if os.environ.get("RANK", "0") != "0":
         return []
+    from engine.train.final_save import remove_entry
+
     removed = []
     for folder in list_checkpoints(out):
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_entry(folder)  # a link planted as checkpoint-N goes too (rmtree refused it without a word), not its target
         removed.append(folder.name)
     if removed:
         logger.info("overwrite_output_dir: replacing the earlier run in %s (removed %s).", out, ", ".join(removed))

@@ -156,3 +156,19 @@ def test_a_training_run_writes_no_checkpoint_state_or_final_save_through_planted
     assert links == []
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 2
     assert "id_rsa" not in {p.name for p in out.iterdir()}
+
+
+def test_replacing_a_run_removes_a_checkpoint_link_not_what_it_points_to(tmp_path):
+    """overwrite_output_dir: rmtree(ignore_errors) refused a link planted as checkpoint-N without a word, so it
+    stayed among the new run's checkpoints (counted by save_total_limit, offered to a later resume)."""
+    from engine.config import build_config
+    from engine.train.output_dir import clear_replaced_run
+
+    victim, files = _victims(tmp_path)
+    out = tmp_path / "run"
+    (out / "checkpoint-1").mkdir(parents=True)
+    (out / "checkpoint-2").symlink_to(victim, target_is_directory=True)
+    cfg = build_config({"output_dir": str(out), "overwrite_output_dir": True, "do_train": True})
+    assert clear_replaced_run(cfg) == ["checkpoint-1", "checkpoint-2"]
+    assert list(out.iterdir()) == []
+    assert {p.name: p.read_text(encoding="utf-8") for p in victim.iterdir()} == files

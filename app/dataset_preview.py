@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import html
 import json
+import shutil
 import subprocess
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +21,12 @@ class PreviewError(RuntimeError):
 
 
 def run_preview(mapping: dict[str, Any], scratch_dir: Path, n: int = 5) -> dict[str, Any]:
-    """Write the config to ``scratch_dir``, run the worker, and return its result (PreviewError on failure)."""
-    scratch_dir.mkdir(parents=True, exist_ok=True)
-    stem = scratch_dir / f"preview-{uuid.uuid4().hex[:8]}"
+    """Write the config to ``scratch_dir`` (a new private folder of this call's, :meth:`Workspace.scratch_call`,
+    removed afterwards), run the worker, and return its result (PreviewError on failure)."""
+    stem = scratch_dir / "preview"
     config, out, log = stem.with_suffix(".yaml"), stem.with_suffix(".json"), stem.with_suffix(".log")
-    config.write_text(yaml_text(mapping), encoding="utf-8")
     try:
+        config.write_text(yaml_text(mapping), encoding="utf-8")
         code = run_worker("app.preview_worker", [str(config), str(out), str(n)], log, PREVIEW_TIMEOUT)
         result = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else None
         if result is None or code not in (0, 2):
@@ -37,8 +37,7 @@ def run_preview(mapping: dict[str, Any], scratch_dir: Path, n: int = 5) -> dict[
     except subprocess.TimeoutExpired:
         raise PreviewError(f"the preview took longer than {PREVIEW_TIMEOUT} s") from None
     finally:
-        for path in (config, out, log):
-            path.unlink(missing_ok=True)
+        shutil.rmtree(scratch_dir, ignore_errors=True)
 
 
 def _spans(row: Any) -> list[tuple[str, bool]]:

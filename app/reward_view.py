@@ -12,10 +12,10 @@ import json
 import logging
 import math
 import os
+import shutil
 import signal
 import subprocess
 import threading
-import uuid
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -279,16 +279,19 @@ def run_try(board: Board, mapping: dict[str, Any], prompts: int = 3, samples: in
     :func:`stop_try` can end it (a Stop that came before the process started ends it as soon as it starts); a
     session's new "try it" ends its earlier one.
     """
-    scratch = board.workspace.root / ".scratch"
-    scratch.mkdir(parents=True, exist_ok=True)
-    stem = scratch / f"rewards-{uuid.uuid4().hex[:8]}"
+    scratch = board.workspace.scratch_call("rewards-")  # private: no name in it can be planted in advance
+    stem = scratch / "rewards"
     config, out, log = stem.with_suffix(".yaml"), stem.with_suffix(".json"), stem.with_suffix(".log")
-    mapping = {**mapping, "output_dir": str(scratch / "rewards-try")}
-    config.write_text(yaml_text(mapping), encoding="utf-8")
+    mapping = {**mapping, "output_dir": str(scratch / "try")}
+    try:
+        config.write_text(yaml_text(mapping), encoding="utf-8")
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
     command = [*board.jobs.engine_command, "rewards", str(config), "--out", str(out), "--prompts", str(prompts),
                "--samples", str(samples)]
-    stop_try(board, session)
     try:
+        stop_try(board, session)
         with open(log, "wb") as fh:
             proc = subprocess.Popen(command, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     cwd=board.jobs.cwd, env=child_env(), start_new_session=True)
@@ -320,8 +323,7 @@ def run_try(board: Board, mapping: dict[str, Any], prompts: int = 3, samples: in
     except subprocess.TimeoutExpired:
         raise TryError(f"scoring took longer than {TRY_TIMEOUT} s") from None
     finally:
-        for path in (config, out, log):
-            path.unlink(missing_ok=True)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def stop_try(board: Board, session: str = "", *, before_start: bool = False) -> bool:

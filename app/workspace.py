@@ -119,6 +119,36 @@ class Workspace:
             return False
         return True
 
+    def scratch_call(self, prefix: str) -> Path:
+        """A new private folder (mode 0700) for one call's scratch files (a worker's config, result and log), inside
+        the workspace's ``.scratch``; the caller removes it.
+
+        The file names inside it were predictable in a shared folder: in a workspace another user can write, a link
+        planted at a worker's result or log path (or as ``.scratch`` itself) had the worker write through it into
+        any file of the board's user. ``.scratch`` is used only when it is a real folder of this user's that nobody
+        else can write (a link there is removed and the folder made afresh); otherwise the system's temp folder,
+        whose sticky bit keeps others from renaming the call's folder, takes its place.
+        """
+        import stat
+        import tempfile
+
+        scratch = self.root / ".scratch"
+        try:
+            if scratch.is_symlink():
+                logger.warning("%s was a link (to %s); it is removed and a folder of the board's own takes its place.",
+                               scratch, os.readlink(scratch))
+                scratch.unlink()
+            scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
+            info = scratch.lstat()
+            private = (stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
+                       and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+        except OSError:
+            private = False
+        if not private:
+            logger.warning("%s is not a folder that only this user can write; scratch files go to the system's temp "
+                           "folder instead.", scratch)
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=scratch if private else None))
+
     def is_fresh(self) -> bool:
         """True before the first run or saved config."""
         has_runs = self.runs_dir.is_dir() and any(self.runs_dir.iterdir())

@@ -110,7 +110,7 @@ def preview_made(board: Board, mapping: dict[str, Any]) -> dict[str, Any]:
     if not mapping.get("dataset"):
         return said("preview_no_dataset")
     try:
-        result = dataset_preview.run_preview(mapping, board.workspace.root / ".scratch")
+        result = dataset_preview.run_preview(mapping, board.workspace.scratch_call("preview-"))
     except dataset_preview.PreviewError as err:
         return said("preview_failed", error=str(err))
     return {"result": result, "cutoff": mapping.get("cutoff_len") or "?"}

@@ -239,3 +239,39 @@ def test_a_link_planted_under_a_writes_temp_name_is_never_written_through(tmp_pa
     write_text_atomic(target, "{}")
     assert target.read_text() == "{}" and not target.is_symlink() and mine.read_text() == "keep me\n"
     assert stat.S_IMODE(target.stat().st_mode) != 0 and not temp.exists()
+
+
+def test_scratch_files_go_to_a_private_folder_never_through_a_planted_link(tmp_path, monkeypatch, caplog):
+    """In a workspace another user can write, `.scratch` (where the dataset preview and the rewards "try it" put
+    their worker's config, result and log) could be a link to that user's folder: the board wrote the config there,
+    read back a result they could write, and its worker wrote through any link they placed at the result's path.
+    Each call now gets a new 0700 folder inside a `.scratch` of the user's own (or the system temp folder)."""
+    import json
+
+    from app import dataset_preview
+
+    ws = Workspace(tmp_path / "ws").ensure()
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (ws.root / ".scratch").symlink_to(theirs, target_is_directory=True)
+    seen = {}
+
+    def worker(module, args, log, timeout):
+        seen["config"], seen["out"] = Path(args[0]), Path(args[1])
+        Path(args[1]).write_text(json.dumps({"rows": []}))
+        return 0
+
+    monkeypatch.setattr(dataset_preview, "run_worker", worker)
+    folder = ws.scratch_call("preview-")
+    assert dataset_preview.run_preview({"dataset": "x"}, folder) == {"rows": []}
+    scratch = ws.root / ".scratch"
+    assert not scratch.is_symlink() and scratch.is_dir() and list(theirs.iterdir()) == []
+    assert seen["config"].parent == folder and folder.parent == scratch
+    assert not folder.exists()  # removed with what the call wrote
+    assert stat.S_IMODE(ws.scratch_call("x-").stat().st_mode) == 0o700
+
+    os.chmod(scratch, 0o777)  # a folder others can write (they could rename the call's folder): not used
+    with caplog.at_level("WARNING"):
+        elsewhere = ws.scratch_call("preview-")
+    assert elsewhere.parent != scratch and "not a folder that only this user can write" in caplog.text
+    elsewhere.rmdir()

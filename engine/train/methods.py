@@ -172,6 +172,9 @@ class PissaInitCallback(TrainerCallback):
             return  # a resumed run keeps the adapter saved when it started
         if not state.is_world_process_zero:
             return
+        from engine.train.save_targets import clear_folder
+
+        clear_folder(folder)  # PEFT opens each file by path: nothing planted there is written through
         config = model.peft_config["default"]
         init, config.init_lora_weights = config.init_lora_weights, True
         try:

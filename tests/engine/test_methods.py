@@ -226,6 +226,21 @@ def test_pissa_adapter_at_learning_rate_zero_reproduces_the_base_model(tiny, tmp
     assert diff < 1e-4
 
 
+def test_the_initial_pissa_adapter_is_not_written_through_a_planted_link(tiny, tmp_path):
+    """output_dir/pissa_init planted as a link to a folder elsewhere (a shared workspace) had PEFT write the initial
+    adapter there, over files of the same names."""
+    victim = tmp_path / "elsewhere"
+    victim.mkdir()
+    (victim / "adapter_model.safetensors").write_text("mine")
+    out = tmp_path / "pissa"
+    out.mkdir()
+    (out / "pissa_init").symlink_to(victim, target_is_directory=True)
+    assert run(tiny, out, "pissa_init=true", "max_steps=1", "lora_rank=4") == 0
+    assert [p.name for p in victim.iterdir()] == ["adapter_model.safetensors"]
+    assert (victim / "adapter_model.safetensors").read_text() == "mine"
+    assert not (out / "pissa_init").is_symlink() and (out / "pissa_init" / "adapter_config.json").is_file()
+
+
 def test_unconverted_pissa_checkpoint_is_refused_for_inference(tmp_path):
     from torch import nn
 

@@ -18,7 +18,7 @@ import signal
 import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import metadata
@@ -74,12 +74,22 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def write_text_atomic(path: Path, text: str | bytes, mode: int | None = None) -> None:
-    """Write ``text`` (UTF-8; bytes as they are) to a temp file beside ``path``, then rename it over ``path`` (see
-    :func:`write_json_atomic`). ``mode`` (e.g. ``0o600``): the file's permissions from its first byte, not the
-    umask's."""
+ATOMIC_CHUNK = 1 << 20
+"""The most bytes :func:`write_atomic` gathers from its pieces before it writes them (a file of many short lines is
+written in a few calls, never held whole)."""
+
+
+def write_atomic(path: Path, pieces: Iterable[bytes], mode: int | None = None) -> None:
+    """Replace ``path`` by a new file of ``pieces``: written to a temp file beside it, then renamed over it, so that
+    ``path`` holds the old content or the new, never part of one. ``mode`` (e.g. ``0o600``): the file's permissions
+    from its first byte, not the umask's.
+
+    The temp file is one of its own (a link planted under its name, a workspace from elsewhere, is removed, never
+    written through) and is written through the descriptor that created it, never opened again by name (a link put
+    there in between was followed). A failed write (a full disk) removes it and raises: callers change their
+    in-memory state only after success.
+    """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    # a new file of its own: a link planted under the temp name (a workspace from elsewhere) is never written through
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         try:
@@ -87,11 +97,16 @@ def write_text_atomic(path: Path, text: str | bytes, mode: int | None = None) ->
         except FileExistsError:  # left by a crash, or planted: removed (a link itself, never what it points to)
             tmp.unlink()
             fd = os.open(tmp, flags, 0o666 if mode is None else mode)
-        os.close(fd)
-        if isinstance(text, bytes):
-            tmp.write_bytes(text)
-        else:
-            tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
+        try:
+            gathered = bytearray()
+            for piece in pieces:
+                gathered += piece
+                if len(gathered) >= ATOMIC_CHUNK:
+                    _write_all(fd, bytes(gathered))
+                    gathered.clear()
+            _write_all(fd, bytes(gathered))
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -99,6 +114,17 @@ def write_text_atomic(path: Path, text: str | bytes, mode: int | None = None) ->
         except OSError:
             pass
         raise
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """All of ``data`` to ``fd`` (a short write is carried on; a full disk raises OSError ENOSPC)."""
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def write_text_atomic(path: Path, text: str | bytes, mode: int | None = None) -> None:
+    """:func:`write_atomic` of ``text`` (UTF-8; bytes as they are)."""
+    write_atomic(path, (text if isinstance(text, bytes) else text.encode("utf-8", "backslashreplace"),), mode)
 
 
 def _json_text(data: dict[str, Any]) -> str:
@@ -156,8 +182,10 @@ def open_regular(path: str | Path) -> BinaryIO:
     """
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file (a pipe, device or socket)", str(path))
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            what = "a folder" if stat.S_ISDIR(mode) else "a pipe, device or socket"
+            raise OSError(errno.EINVAL, f"not a regular file ({what})", str(path))
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:

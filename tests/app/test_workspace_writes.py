@@ -6,24 +6,18 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from pathlib import Path
 
 import pytest
 
 from app.workspace import Workspace
+from tests.full_disk import fill_disk
 
 
 def test_a_full_disk_keeps_the_config_saved_before_under_that_name(tmp_path, monkeypatch):
     ws = Workspace(tmp_path / "ws")
     ws.save_config("mine", {"model_name_or_path": "demo", "learning_rate": 0.001})
     before = ws.config_path("mine").read_text()
-    real = Path.write_text
-
-    def full_disk(self, text, *args, **kwargs):
-        real(self, text[: len(text) // 2], *args, **kwargs)
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(Path, "write_text", full_disk)
+    fill_disk(monkeypatch, str(ws.configs_dir))
     with pytest.raises(OSError, match="No space left"):
         ws.save_config("mine", {"model_name_or_path": "demo", "learning_rate": 0.5, "dataset": "x" * 1000})
     monkeypatch.undo()

@@ -178,7 +178,8 @@ def build(board: Board) -> TrainTab:
             buttons=["copy"], elem_id="lf-train-command",
         )
         yaml_view = gr.Code(
-            language="yaml", label=L("train_yaml_label"), lines=12, interactive=False, buttons=["copy", "download"]
+            language="yaml", label=L("train_yaml_label"), lines=12, interactive=False, buttons=["copy", "download"],
+            elem_id="lf-train-yaml",
         )
     scaleout_box = scaleout.build(board)
     with gr.Row():

@@ -62,12 +62,19 @@ def record_rank(run_dir: str | Path) -> Path | None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{rank}.json"
-        tmp = folder / f".{rank}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(data), encoding="utf-8")
-        os.replace(tmp, path)
+        _write_record(path, data)
         return path
     except OSError:
         return None
+
+
+def _write_record(path: Path, data: dict[str, Any]) -> None:
+    """A rank's record replaced whole (:func:`engine.runs.write_text_atomic`): its temp file is one of its own, so a
+    link planted in a run folder from elsewhere under the temp name this wrote by (``ranks/.<rank>.<pid>.tmp``) is
+    not written through, and a failed write (a full disk) leaves no temp file behind."""
+    from engine.runs import write_text_atomic
+
+    write_text_atomic(path, json.dumps(data))
 
 
 def record_rank_error(run_dir: str | Path, error: str) -> None:
@@ -79,9 +86,7 @@ def record_rank_error(run_dir: str | Path, error: str) -> None:
     rank = int(os.environ.get("RANK", "0") or 0)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{rank}.{os.getpid()}.error.tmp"
-        tmp.write_text(json.dumps({"rank": rank, "error": error, "at": time.time()}), encoding="utf-8")
-        os.replace(tmp, folder / f"{rank}.error")
+        _write_record(folder / f"{rank}.error", {"rank": rank, "error": error, "at": time.time()})
     except OSError:
         pass
 

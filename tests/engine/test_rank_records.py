@@ -66,3 +66,33 @@ def test_values_that_are_no_numbers_name_no_process(tmp_path):
     os.unlink(ranks / "1.json")  # (this process is not to be signalled)
     assert signal_ranks(tmp_path, 0) == 0
     assert [e["error"] for e in rank_errors(tmp_path, since=0)] == ["real"]
+
+
+def test_writing_a_record_never_follows_a_link_under_its_temp_name_nor_leaves_one(tmp_path, monkeypatch):
+    """A rank wrote its record to ``ranks/.<rank>.<pid>.tmp`` by name, then renamed it: a link planted there (a run
+    folder from elsewhere) had the file it pointed to overwritten with the record, and a full disk left the temp file
+    behind. The records now go through the engine's atomic write."""
+    from engine.ranks import record_rank, record_rank_error
+    from tests.full_disk import fill_disk
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    mine = tmp_path / "notes.txt"
+    mine.write_text("keep me\n")
+    ranks = tmp_path / "run" / RANKS_DIR
+    ranks.mkdir(parents=True)
+    for name in (f".1.{os.getpid()}.tmp", f".1.{os.getpid()}.error.tmp"):
+        (ranks / name).symlink_to(mine)
+    assert record_rank(tmp_path / "run") == ranks / "1.json"
+    record_rank_error(tmp_path / "run", "rank 1 ran out of memory")
+    assert mine.read_text() == "keep me\n"
+    assert json.loads((ranks / "1.json").read_text())["pid"] == os.getpid()
+    assert json.loads((ranks / "1.error").read_text())["error"] == "rank 1 ran out of memory"
+
+    for name in ranks.iterdir():
+        name.unlink()
+    fill_disk(monkeypatch, str(ranks))
+    assert record_rank(tmp_path / "run") is None
+    record_rank_error(tmp_path / "run", "again")
+    monkeypatch.undo()
+    assert list(ranks.iterdir()) == []

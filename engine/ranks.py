@@ -125,7 +125,13 @@ def rank_errors(run_dir: str | Path, since: float) -> list[dict[str, Any]]:
         at = entry.get("at") if isinstance(entry, dict) else None
         if isinstance(at, (int, float)) and not isinstance(at, bool) and at >= since:
             out.append(entry)
-    return sorted(out, key=lambda e: e.get("rank", 0))
+    return sorted(out, key=_by_rank)
+
+
+def _by_rank(entry: dict[str, Any]) -> int:
+    """A record's rank to sort by (0 for a damaged record's, such as text: mixed with numbers, sorting failed)."""
+    rank = entry.get("rank")
+    return rank if isinstance(rank, int) else 0
 
 
 def read_ranks(run_dir: str | Path) -> list[dict[str, Any]]:
@@ -135,7 +141,7 @@ def read_ranks(run_dir: str | Path) -> list[dict[str, Any]]:
         entry = _read_entry(path)
         if isinstance(entry, dict):  # a damaged record (not an object) names no process
             out.append(entry)
-    return sorted(out, key=lambda r: r.get("rank") if isinstance(r.get("rank"), int) else 0)
+    return sorted(out, key=_by_rank)
 
 
 def _same_process(entry: dict[str, Any]) -> bool:

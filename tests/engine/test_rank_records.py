@@ -96,3 +96,14 @@ def test_writing_a_record_never_follows_a_link_under_its_temp_name_nor_leaves_on
     record_rank_error(tmp_path / "run", "again")
     monkeypatch.undo()
     assert list(ranks.iterdir()) == []
+
+
+def test_failure_records_whose_rank_is_no_number_are_sorted_all_the_same(tmp_path):
+    """rank_errors sorted the failures by their `rank` as written: a damaged record's rank (text, null) beside a
+    number ended the run's report of another rank's failure with a TypeError traceback (read_ranks had been fixed)."""
+    ranks = tmp_path / RANKS_DIR
+    ranks.mkdir()
+    now = time.time()
+    for name, rank in (("2", 2), ("x", "x"), ("n", None), ("1", 1)):
+        (ranks / f"{name}.error").write_text(json.dumps({"rank": rank, "error": f"e{name}", "at": now}))
+    assert [e["error"] for e in rank_errors(tmp_path, since=0)][-2:] == ["e1", "e2"]

@@ -139,6 +139,21 @@ def test_a_saved_splits_dataset_info_in_the_preflight_check(tmp_path, kind):
     assert bounded(lambda: _saved_packed_rows(cfg), tmp_path / "train" / "dataset_info.json") is False
 
 
+@pytest.mark.parametrize("features", [5, "position_ids", ["position_ids"], {"position_ids": {}}])
+def test_a_saved_splits_features_that_are_no_object_are_no_packed_rows(tmp_path, features):
+    """The check took `features` as it came: a number ended the pre-flight report (in the board's process too) with
+    a TypeError traceback, and a text holding "position_ids" read as packed rows. Only datasets' object of columns
+    counts."""
+    import json
+
+    from engine.preflight import _saved_packed_rows
+
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / "dataset_info.json").write_text(json.dumps({"features": features}))
+    cfg = SimpleNamespace(data=SimpleNamespace(tokenized_path=str(tmp_path), overwrite_cache=False))
+    assert _saved_packed_rows(cfg) is isinstance(features, dict)
+
+
 @pytest.mark.parametrize("kind", [*KINDS, "outside"])
 def test_the_state_json_of_a_split_saved_by_copying(tmp_path, kind, monkeypatch, caplog):
     """save_splits reads the state.json datasets has just written; one replaced meanwhile (or naming a file outside

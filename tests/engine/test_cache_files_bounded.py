@@ -121,6 +121,21 @@ def test_a_tokenized_paths_counts(tmp_path, kind, caplog):
     assert "lf_stats.json cannot be read" in caplog.text and "overwrite_cache: true" in caplog.text
 
 
+def test_a_tokenized_paths_counts_that_are_no_objects_are_left_out_of_the_report(tmp_path):
+    """lf_stats.json read back as any JSON object: a split's counts that were a number or text ended `lf-engine data`'s
+    report with an AttributeError traceback. Such a split has no line; the others keep theirs."""
+    import json
+
+    from engine.data import _load_tokenized
+    from engine.prepare_data import split_lines
+
+    _saved(tmp_path / "saved")
+    (tmp_path / "saved" / "lf_stats.json").write_text(json.dumps({"train": 5, "eval": "x"}))
+    assert split_lines(_load_tokenized(tmp_path / "saved").stats, 8) == []
+    lines = split_lines({"train": [1], "eval": {"rows": 3, "kept": 2}}, 8)
+    assert len(lines) == 1 and lines[0].startswith("eval: 3 rows -> 2 sequences")
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_what_a_tokenized_path_was_made_with(tmp_path, kind, caplog):
     from engine.data.saved_fit import MADE_WITH, _saved

@@ -98,13 +98,16 @@ def write_atomic(path: Path, pieces: Iterable[bytes], mode: int | None = None) -
             tmp.unlink()
             fd = os.open(tmp, flags, 0o666 if mode is None else mode)
         try:
-            gathered = bytearray()
+            gathered = bytearray()  # short pieces (lines) are written together; a long one as it is, not copied
             for piece in pieces:
-                gathered += piece
-                if len(gathered) >= ATOMIC_CHUNK:
-                    _write_all(fd, bytes(gathered))
+                if len(gathered) + len(piece) > ATOMIC_CHUNK:
+                    _write_all(fd, gathered)
                     gathered.clear()
-            _write_all(fd, bytes(gathered))
+                if len(piece) >= ATOMIC_CHUNK:
+                    _write_all(fd, piece)
+                else:
+                    gathered += piece
+            _write_all(fd, gathered)
         finally:
             os.close(fd)
         os.replace(tmp, path)
@@ -116,7 +119,7 @@ def write_atomic(path: Path, pieces: Iterable[bytes], mode: int | None = None) -
         raise
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes | bytearray) -> None:
     """All of ``data`` to ``fd`` (a short write is carried on; a full disk raises OSError ENOSPC)."""
     while data:
         data = data[os.write(fd, data):]

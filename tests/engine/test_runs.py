@@ -153,6 +153,20 @@ def test_an_atomic_write_never_follows_a_link_put_under_its_temp_name_after_maki
     assert mine.read_text() == "keep me\n"
 
 
+def test_an_atomic_write_of_a_large_text_holds_no_copy_of_it(tmp_path):
+    """A large file (a predictions file of tens of MB, loss.png) is written as it is given, not gathered into a
+    buffer and copied again; short pieces (a resume's lines) come out joined, in order."""
+    from engine.runs import write_atomic, write_text_atomic
+    from tests.peak_memory import traced_peak
+
+    big = b"z" * (40 << 20)
+    _, peak = traced_peak(lambda: write_text_atomic(tmp_path / "big", big))
+    assert peak < 4 << 20, f"{peak:,} bytes held"
+    assert (tmp_path / "big").stat().st_size == len(big)
+    pieces = [b"a" * n for n in (0, 5, 1 << 20, 3, (1 << 20) - 1, 2, 5 << 20, 7)]
+    write_atomic(tmp_path / "joined", iter(pieces))
+    assert (tmp_path / "joined").read_bytes() == b"".join(pieces)
+
 def test_a_resume_on_a_full_disk_keeps_the_events_whole(tmp_path, monkeypatch):
     """The events rewritten without the repeated steps go to a temp file renamed over the old one: a full disk
     half way leaves the old file as it was, and no temp file."""

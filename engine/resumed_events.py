@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from engine.runs import EVENTS_FILE, MAX_EVENT_LINE, RUN_SAMPLES, open_regular, write_atomic
+from engine.atomic_write import write_atomic
+from engine.runs import EVENTS_FILE, MAX_EVENT_LINE, RUN_SAMPLES, open_regular
 
 logger = logging.getLogger(__name__)
 

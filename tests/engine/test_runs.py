@@ -156,7 +156,7 @@ def test_an_atomic_write_never_follows_a_link_put_under_its_temp_name_after_maki
 def test_an_atomic_write_of_a_large_text_holds_no_copy_of_it(tmp_path):
     """A large file (a predictions file of tens of MB, loss.png) is written as it is given, not gathered into a
     buffer and copied again; short pieces (a resume's lines) come out joined, in order."""
-    from engine.runs import write_atomic, write_text_atomic
+    from engine.atomic_write import write_atomic, write_text_atomic
     from tests.peak_memory import traced_peak
 
     big = b"z" * (40 << 20)

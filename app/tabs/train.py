@@ -548,7 +548,8 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
                        **private)  # no timer on every field
     # its preview is composed before the page's language is known: a "cannot run" heading follows the language,
     # whether it came before the load ended (then) or after (change); a language switch later too
-    retitle = {"inputs": [tab.yaml_view, top.lang], "outputs": [tab.yaml_view], "show_progress": "hidden", **private}
+    retitle = {"inputs": [tab.yaml_view, top.lang], "outputs": [tab.yaml_view], "show_progress": "hidden",
+               "queue": False, **private}  # a moment's work: not queued behind the page's other events
     loaded.then(retitled_preview, **retitle)
     top.lang.change(retitled_preview, **retitle)
     rewards.wire(tab.rl, tab.rl_live, tab, top, board, mapping_of)

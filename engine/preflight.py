@@ -261,7 +261,8 @@ def _saved_packed_rows(cfg: RunConfig) -> bool:
         return False
     for info in Path(cfg.data.tokenized_path).expanduser().glob("*/dataset_info.json"):
         try:  # bounded, a regular file only (this runs in the board's process too)
-            if "position_ids" in (read_small_json(info).get("features") or {}):
+            features = read_small_json(info).get("features")  # datasets writes an object of columns
+            if isinstance(features, dict) and "position_ids" in features:
                 return True
         except (OSError, ValueError, AttributeError, RecursionError):
             continue

@@ -25,7 +25,7 @@ def split_lines(stats: dict[str, Any], cutoff_len: int, prompts: bool = False) -
     lines = []
     for split in ("train", "eval"):
         part = stats.get(split)
-        if not part:
+        if not part or not isinstance(part, dict):  # a saved lf_stats.json from elsewhere can hold anything
             continue
         unit = "prompts" if prompts else "sequences"
         notes = [f"{_count(part.get('truncated', 0))} cut to cutoff_len {cutoff_len}"]

@@ -65,7 +65,7 @@ def record_rank(run_dir: str | Path) -> Path | None:
         _records_folder(folder)
         hold_run_folder(run_dir)  # the mark an abort checks before it signals this process (engine.run_identity)
         path = folder / f"{rank}.json"
-        _write(path, json.dumps(data))
+        _write_record(path, data)
         return path
     except OSError:
         return None
@@ -79,13 +79,13 @@ def _records_folder(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
 
 
-def _write(path: Path, text: str) -> None:
-    """A record written whole, through a new temp file (O_EXCL, O_NOFOLLOW): its name was predictable
-    (``.<rank>.<pid>.tmp``), and a link planted under it had the record written into a file anywhere the user can
-    write."""
+def _write_record(path: Path, data: dict[str, Any]) -> None:
+    """A rank's record replaced whole (:func:`engine.runs.write_text_atomic`): its temp file is one of its own, so a
+    link planted in a run folder from elsewhere under the temp name this wrote by (``ranks/.<rank>.<pid>.tmp``) is
+    not written through, and a failed write (a full disk) leaves no temp file behind."""
     from engine.runs import write_text_atomic
 
-    write_text_atomic(path, text)
+    write_text_atomic(path, json.dumps(data))
 
 
 def record_rank_error(run_dir: str | Path, error: str) -> None:
@@ -97,7 +97,7 @@ def record_rank_error(run_dir: str | Path, error: str) -> None:
     rank = int(os.environ.get("RANK", "0") or 0)
     try:
         _records_folder(folder)
-        _write(folder / f"{rank}.error", json.dumps({"rank": rank, "error": error, "at": time.time()}))
+        _write_record(folder / f"{rank}.error", {"rank": rank, "error": error, "at": time.time()})
     except OSError:
         pass
 
@@ -136,7 +136,13 @@ def rank_errors(run_dir: str | Path, since: float) -> list[dict[str, Any]]:
         at = entry.get("at") if isinstance(entry, dict) else None
         if isinstance(at, (int, float)) and not isinstance(at, bool) and at >= since:
             out.append(entry)
-    return sorted(out, key=lambda e: e.get("rank", 0))
+    return sorted(out, key=_by_rank)
+
+
+def _by_rank(entry: dict[str, Any]) -> int:
+    """A record's rank to sort by (0 for a damaged record's, such as text: mixed with numbers, sorting failed)."""
+    rank = entry.get("rank")
+    return rank if isinstance(rank, int) else 0
 
 
 def read_ranks(run_dir: str | Path) -> list[dict[str, Any]]:
@@ -146,7 +152,7 @@ def read_ranks(run_dir: str | Path) -> list[dict[str, Any]]:
         entry = _read_entry(path)
         if isinstance(entry, dict):  # a damaged record (not an object) names no process
             out.append(entry)
-    return sorted(out, key=lambda r: r.get("rank") if isinstance(r.get("rank"), int) else 0)
+    return sorted(out, key=_by_rank)
 
 
 def _same_process(entry: dict[str, Any]) -> bool:

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from engine.atomic_write import write_atomic
 from engine.runs import EVENTS_FILE, MAX_EVENT_LINE, RUN_SAMPLES, open_regular
 
 logger = logging.getLogger(__name__)
@@ -41,7 +40,7 @@ def forget_steps_after(folder: Path, step: int, names: tuple[str, ...] = (EVENTS
                 continue
             fh.seek(0)
             try:
-                _rewrite(path, (piece for piece, drop in _pieces(fh, step) if not drop))
+                write_atomic(path, (piece for piece, drop in _pieces(fh, step) if not drop))
                 dropped += later
             except OSError as err:
                 logger.warning("Could not drop the steps after %d from %s: %s", step, path, err)
@@ -65,26 +64,3 @@ def _pieces(fh: BinaryIO, step: int) -> Iterator[tuple[bytes, bool]]:
         except (ValueError, TypeError, AttributeError, OverflowError, RecursionError):
             later = False  # not a step's line: kept as it is
         yield line, later
-
-
-def _rewrite(path: Path, pieces: Iterator[bytes]) -> None:
-    """``path`` replaced by a file of ``pieces``, written beside it and renamed over it (a failed write leaves the
-    old file); the new file is one of its own (a link planted under the temporary name is not written through)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        try:
-            fd = os.open(tmp, flags, 0o666)
-        except FileExistsError:  # left by a crash, or planted: removed (a link itself, never what it points to)
-            tmp.unlink()
-            fd = os.open(tmp, flags, 0o666)
-        with os.fdopen(fd, "wb") as out:
-            for piece in pieces:
-                out.write(piece)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise

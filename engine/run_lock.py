@@ -42,7 +42,8 @@ def _holder(fd: int, wait: float = HOLDER_WAIT) -> str:
         try:
             data = json.loads(os.pread(fd, MAX_HOLDER_BYTES, 0).decode("utf-8"))
             return f"`{str(data['id'])[:200]}`, process {int(data['pid'])}"
-        except (OSError, ValueError, TypeError, KeyError):
+        except (OSError, ValueError, TypeError, KeyError, OverflowError, RecursionError):  # not yet (or never) a
+            # holder's record: a pid of Infinity, a nesting past json's depth
             if time.monotonic() >= deadline:
                 return "it has only just started"
             time.sleep(0.05)

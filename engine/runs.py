@@ -25,6 +25,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from engine.atomic_write import write_atomic, write_text_atomic  # noqa: F401 - imported from here too
+
 logger = logging.getLogger(__name__)
 
 STATUSES = ("queued", "running", "completed", "failed", "aborted")
@@ -72,33 +74,6 @@ def package_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             continue
     return out
-
-
-def write_text_atomic(path: Path, text: str | bytes, mode: int | None = None) -> None:
-    """Write ``text`` (UTF-8; bytes as they are) to a temp file beside ``path``, then rename it over ``path`` (see
-    :func:`write_json_atomic`). ``mode`` (e.g. ``0o600``): the file's permissions from its first byte, not the
-    umask's."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    # a new file of its own: a link planted under the temp name (a workspace from elsewhere) is never written through
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        try:
-            fd = os.open(tmp, flags, 0o666 if mode is None else mode)
-        except FileExistsError:  # left by a crash, or planted: removed (a link itself, never what it points to)
-            tmp.unlink()
-            fd = os.open(tmp, flags, 0o666 if mode is None else mode)
-        os.close(fd)
-        if isinstance(text, bytes):
-            tmp.write_bytes(text)
-        else:
-            tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise
 
 
 def _json_text(data: dict[str, Any]) -> str:
@@ -156,8 +131,10 @@ def open_regular(path: str | Path) -> BinaryIO:
     """
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file (a pipe, device or socket)", str(path))
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            what = "a folder" if stat.S_ISDIR(mode) else "a pipe, device or socket"
+            raise OSError(errno.EINVAL, f"not a regular file ({what})", str(path))
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:

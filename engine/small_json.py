@@ -20,7 +20,12 @@ Arrow shard: a 1 TB dataset in 500 MB shards is about 120 KB); DeepSpeed's and F
 
 
 class TooLarge(ValueError):
-    """A file past its bound; the message names the file, its size and the bound."""
+    """A file past its bound; the message names the file, its size and the bound. ``size``: its size in bytes as
+    opened (None when it grew past the bound while it was read)."""
+
+    def __init__(self, message: str, size: int | None = None):
+        super().__init__(message)
+        self.size = size
 
 
 def read_small(path: str | Path, limit: int = MAX_SMALL_JSON_BYTES) -> bytes:
@@ -37,7 +42,7 @@ def read_small(path: str | Path, limit: int = MAX_SMALL_JSON_BYTES) -> bytes:
         data = fh.read(limit + 1) if size <= limit else b""  # past the bound by its size: refused unread
     if size > limit or len(data) > limit:
         said = f"{size:,} bytes" if size > limit else "larger"  # else it grew while read
-        raise TooLarge(f"{path} is {said}, more than the {limit:,} such a file can be")
+        raise TooLarge(f"{path} is {said}, more than the {limit:,} such a file can be", size if size > limit else None)
     return data
 
 
@@ -90,9 +95,10 @@ def read_named_json(key: str, value: str, kind: str, example: str, error: type[E
         raise error(f"{named} is {what}, not a regular file; {give}.")
     try:
         data = read_small_json(file)
-    except TooLarge:
-        raise error(f"{named} is {os.stat(file).st_size:,} bytes, more than any {kind} config (at most "
-                    f"{MAX_SMALL_JSON_BYTES:,} are read); {give}.") from None
+    except TooLarge as err:  # its size as it was opened (the path, looked up again, may be gone by now)
+        size = f"{err.size:,} bytes" if err.size is not None else "larger"
+        raise error(f"{named} is {size}, more than any {kind} config (at most {MAX_SMALL_JSON_BYTES:,} are read); "
+                    f"{give}.") from None
     except json.JSONDecodeError as err:
         raise error(f"{named} is not valid JSON ({err.msg} at line {err.lineno}).") from None
     except RecursionError:

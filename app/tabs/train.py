@@ -14,8 +14,9 @@ from app import forms, progress_view
 from app.config_names import checked_config_name
 from app.context import Board
 from app.engine_text import form_problems_text
-from app.i18n import L, t
+from app.i18n import LANGUAGES, L, t
 from app.jobs import JobError
+from app.lang_gate import LANG_UNKNOWN
 from app.markup import SafeMarkdown
 from app.scrolling import follow_end
 from app.tabs import rewards, train_data
@@ -177,7 +178,8 @@ def build(board: Board) -> TrainTab:
             buttons=["copy"], elem_id="lf-train-command",
         )
         yaml_view = gr.Code(
-            language="yaml", label=L("train_yaml_label"), lines=12, interactive=False, buttons=["copy", "download"]
+            language="yaml", label=L("train_yaml_label"), lines=12, interactive=False, buttons=["copy", "download"],
+            elem_id="lf-train-yaml",
         )
     scaleout_box = scaleout.build(board)
     with gr.Row():
@@ -295,6 +297,16 @@ def preview_command(board: Board, mapping: dict[str, Any], pending: str, lang: s
     resolved = forms.resolved_mapping(checked.config, output_dir)
     text = forms.yaml_text(resolved)
     return pasteable_command("train", text), text, pending
+
+
+def retitled_preview(yaml_text: Any, lang: str) -> Any:
+    """The preview's YAML with its "cannot run" heading (:func:`preview_command`) in ``lang``; skip where it has
+    none or it is in ``lang`` already. The page load composes the preview before the page's language is known."""
+    first, newline, rest = str(yaml_text or "").partition("\n")
+    if lang == LANG_UNKNOWN or first not in {f"# {t(code, 'train_invalid')}" for code in LANGUAGES}:
+        return gr.skip()
+    retitled = f"# {t(lang, 'train_invalid')}{newline}{rest}"
+    return retitled if retitled != yaml_text else gr.skip()
 
 
 def pasteable_command(command: str, yaml_text: str) -> str:
@@ -532,6 +544,12 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         plain = [v.get("value") if isinstance(v, dict) else v for v in values]
         return [*skip_unchanged(form, values), *on_form(*plain, pending, lang)]
 
-    demo.load(on_page_load, [tab.pending, top.lang], [*form, *form_io["outputs"]], show_progress="hidden",
-              **private)  # no timer on every field
+    loaded = demo.load(on_page_load, [tab.pending, top.lang], [*form, *form_io["outputs"]], show_progress="hidden",
+                       **private)  # no timer on every field
+    # its preview is composed before the page's language is known: a "cannot run" heading follows the language,
+    # whether it came before the load ended (then) or after (change); a language switch later too
+    retitle = {"inputs": [tab.yaml_view, top.lang], "outputs": [tab.yaml_view], "show_progress": "hidden",
+               "queue": False, **private}  # a moment's work: not queued behind the page's other events
+    loaded.then(retitled_preview, **retitle)
+    top.lang.change(retitled_preview, **retitle)
     rewards.wire(tab.rl, tab.rl_live, tab, top, board, mapping_of)

@@ -507,6 +507,7 @@ def describe(tokenized: Path) -> list[dict[str, Any]]:
     rows = []
     for entry in scan(tokenized):
         source = (entry.meta or {}).get("source") or {}
+        source = source if isinstance(source, dict) else {}  # a damaged meta's: listed without its source
         rows.append({"key": entry.key, "path": str(entry.path), "size_bytes": entry.size,
                      "last_used": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(entry.last_used)),
                      "state": _state(tokenized, entry), "source": source})
@@ -521,7 +522,7 @@ def format_listing(tokenized: Path, rows: list[dict[str, Any]], cap: int | None)
         table = [("KEY", "SIZE", "LAST USED", "STATE", "STAGE", "DATA", "TOKENIZER", "TEMPLATE")]
         for r in rows:
             src = r["source"]
-            data = ",".join(x for x in (src.get("dataset"), src.get("eval_dataset")) if x)
+            data = ",".join(str(x) for x in (src.get("dataset"), src.get("eval_dataset")) if x)
             table.append((r["key"][:12], human(r["size_bytes"]), r["last_used"][:16].replace("T", " "),
                           r["state"], str(src.get("stage") or "-"), data or "-",
                           str(src.get("tokenizer") or "-"), str(src.get("template") or "-")))

@@ -17,6 +17,7 @@ import pytest
 
 from app.jobs import JobError, JobManager
 from engine.runs import RunFolder
+from tests.full_disk import fill_disk
 
 FAKE = Path(__file__).with_name("fake_engine.py")
 
@@ -171,14 +172,8 @@ def test_atomic_write_cleans_its_temp_file_on_a_full_disk(tmp_path, monkeypatch)
     folder = RunFolder(tmp_path / "run")
     folder.create("train", "output_dir: x\n")
     before = folder.run_path.read_text()
-    real = Path.write_text
-
-    def half_write(self, text, *args, **kwargs):
-        real(self, text[: len(text) // 2], *args, **kwargs)
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(Path, "write_text", half_write)
-    with pytest.raises(OSError):
+    fill_disk(monkeypatch, str(folder.path))
+    with pytest.raises(OSError, match="No space left"):
         folder.update(status="running")
     monkeypatch.undo()
     assert folder.run_path.read_text() == before and json.loads(before)["status"] == "queued"

@@ -62,3 +62,29 @@ def test_skip_unchanged_sends_a_picker_whose_choices_grew():
     grown = gr.update(value="a", choices=["a", "b", "c"])
     assert skip_unchanged([pick, box], [same, "x"]) == [gr.skip(), gr.skip()]
     assert skip_unchanged([pick, box], [grown, "y"]) == [grown, "y"]
+
+
+def test_the_loaded_preview_of_a_config_that_cannot_run_follows_the_pages_language(board):
+    """The page load composes the Train preview before the page's language is known (its `lang` is still empty), so
+    a config that cannot run was headed in English on a Chinese page until a field changed. The heading now follows
+    the language: after the load (the language came first) and on the language's change (it came later)."""
+    import gradio as gr
+
+    from app.i18n import t
+    from app.tabs.train import retitled_preview
+    from app.ui import build_ui
+    from app.workspace import LAST_CONFIG
+
+    board.workspace.save_config(LAST_CONFIG, {**board.workspace.startup_settings(), "learning_rate": -1.0})
+    demo = build_ui(board)
+    yaml_text = _form_load(demo).fn("", "")[-2]
+    assert yaml_text.startswith(f"# {t('en', 'train_invalid')}\n") and "learning_rate" in yaml_text
+    wired = [f for f in demo.fns.values() if getattr(f.fn, "__wrapped__", f.fn) is retitled_preview]
+    assert len(wired) == 2 and all(len(f.inputs) == 2 and len(f.outputs) == 1 for f in wired)
+    assert any(e == "change" for f in wired for _, e in f.targets)  # the language's change
+    assert any(f.trigger_after == _form_load(demo)._id for f in wired)  # then, after the page load
+    zh = retitled_preview(yaml_text, "zh")
+    assert zh == yaml_text.replace(t("en", "train_invalid"), t("zh", "train_invalid"), 1)
+    assert retitled_preview(zh, "zh") == gr.skip() and retitled_preview(zh, "") == gr.skip()
+    assert retitled_preview(zh, "en") == yaml_text
+    assert retitled_preview("model_name_or_path: demo\n", "zh") == gr.skip()  # a config that runs has no heading

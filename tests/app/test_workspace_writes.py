@@ -4,6 +4,7 @@ browser secret is the owner's alone from its first byte."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 from pathlib import Path
@@ -11,19 +12,14 @@ from pathlib import Path
 import pytest
 
 from app.workspace import Workspace
+from tests.full_disk import fill_disk
 
 
 def test_a_full_disk_keeps_the_config_saved_before_under_that_name(tmp_path, monkeypatch):
     ws = Workspace(tmp_path / "ws")
     ws.save_config("mine", {"model_name_or_path": "demo", "learning_rate": 0.001})
     before = ws.config_path("mine").read_text()
-    real = Path.write_text
-
-    def full_disk(self, text, *args, **kwargs):
-        real(self, text[: len(text) // 2], *args, **kwargs)
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(Path, "write_text", full_disk)
+    fill_disk(monkeypatch, str(ws.configs_dir))
     with pytest.raises(OSError, match="No space left"):
         ws.save_config("mine", {"model_name_or_path": "demo", "learning_rate": 0.5, "dataset": "x" * 1000})
     monkeypatch.undo()
@@ -246,7 +242,6 @@ def test_scratch_files_go_to_a_private_folder_never_through_a_planted_link(tmp_p
     their worker's config, result and log) could be a link to that user's folder: the board wrote the config there,
     read back a result they could write, and its worker wrote through any link they placed at the result's path.
     Each call now gets a new 0700 folder inside a `.scratch` of the user's own (or the system temp folder)."""
-    import json
 
     from app import dataset_preview
 

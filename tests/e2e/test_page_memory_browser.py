@@ -61,7 +61,9 @@ def test_a_reloaded_tab_keeps_its_conversation_and_selection_and_another_tab_doe
     chat = page.locator("#lf-chatbot")
     wait_for(page, lambda: "A red square." in chat.inner_text() and chat.locator("img").count() == 1, 60,
              "the conversation back")
-    assert chat.locator("img").evaluate("img => img.complete && img.naturalWidth > 0")  # the picture loads
+    # the picture loads (its request goes out as the bubble is drawn: asked at once, it may still be on its way)
+    wait_for(page, lambda: chat.locator("img").evaluate("img => img.complete && img.naturalWidth > 0"), 30,
+             "the picture loaded")
 
     other = context.new_page()  # another tab of the same browser: its own (empty) conversation and pick
     opened(other, url)

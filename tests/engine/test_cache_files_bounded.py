@@ -121,6 +121,21 @@ def test_a_tokenized_paths_counts(tmp_path, kind, caplog):
     assert "lf_stats.json cannot be read" in caplog.text and "overwrite_cache: true" in caplog.text
 
 
+def test_a_tokenized_paths_counts_that_are_no_objects_are_left_out_of_the_report(tmp_path):
+    """lf_stats.json read back as any JSON object: a split's counts that were a number or text ended `lf-engine data`'s
+    report with an AttributeError traceback. Such a split has no line; the others keep theirs."""
+    import json
+
+    from engine.data import _load_tokenized
+    from engine.prepare_data import split_lines
+
+    _saved(tmp_path / "saved")
+    (tmp_path / "saved" / "lf_stats.json").write_text(json.dumps({"train": 5, "eval": "x"}))
+    assert split_lines(_load_tokenized(tmp_path / "saved").stats, 8) == []
+    lines = split_lines({"train": [1], "eval": {"rows": 3, "kept": 2}}, 8)
+    assert len(lines) == 1 and lines[0].startswith("eval: 3 rows -> 2 sequences")
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_what_a_tokenized_path_was_made_with(tmp_path, kind, caplog):
     from engine.data.saved_fit import MADE_WITH, _saved
@@ -137,6 +152,21 @@ def test_a_saved_splits_dataset_info_in_the_preflight_check(tmp_path, kind):
     plant(tmp_path / "train" / "dataset_info.json", kind)
     cfg = SimpleNamespace(data=SimpleNamespace(tokenized_path=str(tmp_path), overwrite_cache=False))
     assert bounded(lambda: _saved_packed_rows(cfg), tmp_path / "train" / "dataset_info.json") is False
+
+
+@pytest.mark.parametrize("features", [5, "position_ids", ["position_ids"], {"position_ids": {}}])
+def test_a_saved_splits_features_that_are_no_object_are_no_packed_rows(tmp_path, features):
+    """The check took `features` as it came: a number ended the pre-flight report (in the board's process too) with
+    a TypeError traceback, and a text holding "position_ids" read as packed rows. Only datasets' object of columns
+    counts."""
+    import json
+
+    from engine.preflight import _saved_packed_rows
+
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / "dataset_info.json").write_text(json.dumps({"features": features}))
+    cfg = SimpleNamespace(data=SimpleNamespace(tokenized_path=str(tmp_path), overwrite_cache=False))
+    assert _saved_packed_rows(cfg) is isinstance(features, dict)
 
 
 @pytest.mark.parametrize("kind", [*KINDS, "outside"])

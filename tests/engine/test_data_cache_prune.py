@@ -457,3 +457,17 @@ def test_scratch_folders_of_killed_processes_are_removed(tmp_path, monkeypatch, 
     for fd in cache_prune._SCRATCH_HELD[len(held):]:
         os.close(fd)
     del cache_prune._SCRATCH_HELD[len(held):]
+
+
+def test_the_listing_shows_an_entry_whose_meta_names_its_source_oddly(tokenized):
+    """`lf-engine cache` listed each entry's source as its meta wrote it: a meta whose files check out but whose
+    `source` is no object (a damaged or hand-edited file) ended the listing with an AttributeError traceback, and
+    datasets given as a list with a TypeError. Such an entry is listed, its source shown as unknown or as text."""
+    for key, source in (("a1", ["not", "an", "object"]), ("b2", {"dataset": ["x", "y"], "stage": "sft"})):
+        folder = _entry(tokenized, key, 0.01, time.time())
+        meta = json.loads((folder / cache_prune.META).read_text())
+        (folder / cache_prune.META).write_text(json.dumps({**meta, "source": source}))
+    rows = cache_prune.describe(tokenized)
+    assert [r["source"] for r in rows if r["key"] == "a1"] == [{}]
+    listing = cache_prune.format_listing(tokenized, rows, None)
+    assert "['x', 'y']" in listing and "2 entries" in listing

@@ -21,6 +21,7 @@ from engine.evaluate.metrics import (
     tokenize,
     with_perplexity,
 )
+from tests.full_disk import fill_disk
 
 METRIC_KEYS = {"predict_bleu-4", "predict_rouge-1", "predict_rouge-2", "predict_rouge-l"}
 
@@ -197,9 +198,6 @@ def test_run_predict_scores_against_labels(tmp_path):
 
 def test_a_prediction_that_cannot_write_keeps_the_earlier_predictions_whole(tmp_path, monkeypatch):
     """The predictions file was written line by line over the earlier one: a full disk left it cut short."""
-    import errno
-    from pathlib import Path
-
     from engine.evaluate.predict import run_predict
     from engine.infer.generation import template_for
 
@@ -210,15 +208,7 @@ def test_a_prediction_that_cannot_write_keeps_the_earlier_predictions_whole(tmp_
              "prompt": "Hello", "label": "Hi"}]
     earlier = '{"prompt": "an earlier run", "predict": "kept", "label": "kept"}\n'
     (tmp_path / "generated_predictions.jsonl").write_text(earlier)
-    real = Path.write_text
-
-    def full_disk(self, text, *args, **kwargs):
-        if "generated_predictions" in self.name:
-            real(self, text[: len(text) // 2], *args, **kwargs)
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real(self, text, *args, **kwargs)
-
-    monkeypatch.setattr(Path, "write_text", full_disk)
+    fill_disk(monkeypatch, str(tmp_path / ".generated_predictions"))  # its temp file
     with pytest.raises(OSError, match="No space left"):
         run_predict(cfg, model, tokenizer, template, rows, tmp_path)
     assert (tmp_path / "generated_predictions.jsonl").read_text() == earlier

@@ -104,3 +104,25 @@ def test_a_missing_file_and_a_good_one_read_as_before(tmp_path, reader):
     good = tmp_path / "ok.json"
     good.write_text('{"zero_optimization": {"stage": 2}, "fsdp_version": 2}', encoding="utf-8")
     assert reader(good)
+
+
+@pytest.mark.parametrize("reader", [_deepspeed, _fsdp])
+def test_an_outsized_file_gone_once_refused_is_named_by_the_size_it_had(tmp_path, reader, monkeypatch):
+    """The refusal looked the size up again by the path: a file removed (or replaced) once it was refused ended the
+    check with a FileNotFoundError traceback instead of the error naming it."""
+    import engine.small_json as small_json
+
+    big = tmp_path / "ds.json"
+    with open(big, "wb") as fh:
+        fh.truncate(64 << 20)
+    real = small_json.read_small_json
+
+    def then_removed(path, *args):
+        try:
+            return real(path, *args)
+        finally:
+            os.unlink(path)
+
+    monkeypatch.setattr(small_json, "read_small_json", then_removed)
+    message, _ = _raised(reader, big)
+    assert f"is {64 << 20:,} bytes, more than any " in message

@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 import os
 import threading
-import tracemalloc
 
 import pytest
+
+from tests.peak_memory import traced_peak
 
 
 @pytest.fixture(autouse=True)
@@ -21,14 +22,6 @@ def _imported():
     import matplotlib.pyplot  # noqa: F401 - imported before memory is counted
 
     import engine.curves  # noqa: F401
-
-
-def _peak(fn):
-    tracemalloc.start()
-    try:
-        return fn(), tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 def _log(step, loss):
@@ -48,7 +41,7 @@ def test_a_long_run_is_drawn_in_bounded_memory(tmp_path, monkeypatch):
 
     plot = matplotlib.axes.Axes.plot
     monkeypatch.setattr(matplotlib.axes.Axes, "plot", lambda self, *a, **k: drawn.append(a) or plot(self, *a, **k))
-    written, peak = _peak(lambda: plotting.plot_loss(events, tmp_path / "loss.png"))
+    written, peak = traced_peak(lambda: plotting.plot_loss(events, tmp_path / "loss.png"))
     assert peak < 16 << 20, f"{peak:,} bytes held for a {events.stat().st_size:,}-byte events file"
     assert written == tmp_path / "loss.png" and written.stat().st_size > 0
     steps, losses = drawn[0][:2]
@@ -65,7 +58,7 @@ def test_a_sparse_line_is_passed_over(tmp_path):
         fh.truncate(256 << 20)  # a run of zero bytes, as a crash can leave
         fh.seek(0, os.SEEK_END)
         fh.write(b"\n" + _log(2, 1.5).encode())
-    written, peak = _peak(lambda: plot_loss(events, tmp_path / "loss.png"))
+    written, peak = traced_peak(lambda: plot_loss(events, tmp_path / "loss.png"))
     assert written is not None and written.is_file()
     assert peak < 40 << 20, f"{peak:,} bytes held"
 

@@ -97,3 +97,46 @@ def test_a_rank_writes_its_records_through_no_planted_link(tmp_path, monkeypatch
         assert list(elsewhere.iterdir()) == [] and not (other / RANKS_DIR).is_symlink()
     finally:
         release_run_folder()
+
+
+def test_writing_a_record_never_follows_a_link_under_its_temp_name_nor_leaves_one(tmp_path, monkeypatch):
+    """A rank wrote its record to ``ranks/.<rank>.<pid>.tmp`` by name, then renamed it: a link planted there (a run
+    folder from elsewhere) had the file it pointed to overwritten with the record, and a full disk left the temp file
+    behind. The records now go through the engine's atomic write."""
+    from engine.ranks import record_rank, record_rank_error
+    from engine.run_identity import release_run_folder
+    from tests.full_disk import fill_disk
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    mine = tmp_path / "notes.txt"
+    mine.write_text("keep me\n")
+    ranks = tmp_path / "run" / RANKS_DIR
+    ranks.mkdir(parents=True)
+    for name in (f".1.{os.getpid()}.tmp", f".1.{os.getpid()}.error.tmp"):
+        (ranks / name).symlink_to(mine)
+    assert record_rank(tmp_path / "run") == ranks / "1.json"
+    record_rank_error(tmp_path / "run", "rank 1 ran out of memory")
+    assert mine.read_text() == "keep me\n"
+    assert json.loads((ranks / "1.json").read_text())["pid"] == os.getpid()
+    assert json.loads((ranks / "1.error").read_text())["error"] == "rank 1 ran out of memory"
+
+    for name in ranks.iterdir():
+        name.unlink()
+    fill_disk(monkeypatch, str(ranks))
+    assert record_rank(tmp_path / "run") is None
+    record_rank_error(tmp_path / "run", "again")
+    monkeypatch.undo()
+    release_run_folder()
+    assert list(ranks.iterdir()) == []
+
+
+def test_failure_records_whose_rank_is_no_number_are_sorted_all_the_same(tmp_path):
+    """rank_errors sorted the failures by their `rank` as written: a damaged record's rank (text, null) beside a
+    number ended the run's report of another rank's failure with a TypeError traceback (read_ranks had been fixed)."""
+    ranks = tmp_path / RANKS_DIR
+    ranks.mkdir()
+    now = time.time()
+    for name, rank in (("2", 2), ("x", "x"), ("n", None), ("1", 1)):
+        (ranks / f"{name}.error").write_text(json.dumps({"rank": rank, "error": f"e{name}", "at": now}))
+    assert [e["error"] for e in rank_errors(tmp_path, since=0)][-2:] == ["e1", "e2"]

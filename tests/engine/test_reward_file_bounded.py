@@ -5,27 +5,18 @@ ended the check with a traceback, and a folder of that name was called missing."
 
 from __future__ import annotations
 
-import tracemalloc
-
 from engine.rewards.user import check_user_reward, keep_reward_code
-
-
-def _peak(fn):
-    tracemalloc.start()
-    try:
-        return fn(), tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+from tests.peak_memory import traced_peak
 
 
 def test_an_outsized_file_is_named_without_being_read_whole(tmp_path):
     path = tmp_path / "big.py"
     with open(path, "wb") as fh:
         fh.truncate(256 << 20)  # sparse: no disk taken
-    problems, peak = _peak(lambda: check_user_reward(f"{path}:score"))
+    problems, peak = traced_peak(lambda: check_user_reward(f"{path}:score"))
     assert peak < 40 << 20, f"{peak:,} bytes held"
     assert len(problems) == 1 and f"is {256 << 20:,} bytes, more than the" in problems[0]
-    kept, peak = _peak(lambda: keep_reward_code([f"{path}:score"], tmp_path / "run"))
+    kept, peak = traced_peak(lambda: keep_reward_code([f"{path}:score"], tmp_path / "run"))
     assert peak < 40 << 20, f"{peak:,} bytes held"
     assert kept == [] and not list((tmp_path / "run").rglob("*.py"))
 

@@ -111,3 +111,19 @@ def test_a_holder_that_has_not_yet_written_who_it_is_is_waited_for_briefly(tmp_p
         assert run_lock._holder(fd, wait=0.1) == "it has only just started"
     finally:
         os.close(fd)
+
+
+def test_a_lock_file_that_says_no_holder_json_can_give_is_not_a_traceback(tmp_path):
+    """What the lock file says is read for the refusal's message only: a pid of Infinity (OverflowError) or a nesting
+    past json's depth (RecursionError) in it ended the second job with a traceback instead of the refusal."""
+    from engine import run_lock
+
+    path = tmp_path / ".run.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    try:
+        for text in ('{"id": "x", "pid": Infinity}', "[" * 3000 + "]" * 3000):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, text.encode(), 0)
+            assert run_lock._holder(fd, wait=0.1) == "it has only just started"
+    finally:
+        os.close(fd)

@@ -130,6 +130,58 @@ def test_a_resume_forgets_its_repeated_steps_past_lines_that_are_damaged(tmp_pat
 
 
 
+def test_an_atomic_write_never_follows_a_link_put_under_its_temp_name_after_making_it(tmp_path, monkeypatch):
+    """write_text_atomic made its temp file without following a link, closed it, then opened it again by name to
+    write: a link put under that name in between was followed, and the text written into the file it pointed to."""
+    from engine.runs import write_text_atomic
+
+    mine = tmp_path / "notes.txt"
+    mine.write_text("keep me\n")
+    target = tmp_path / "state.json"
+    real_open = os.open
+
+    def swapped_once_made(path, flags, *args):  # the temp file, made, is swapped for a link at once
+        fd = real_open(path, flags, *args)
+        if str(path).endswith(".tmp") and flags & os.O_CREAT:
+            os.unlink(path)
+            os.symlink(mine, path)
+        return fd
+
+    monkeypatch.setattr(os, "open", swapped_once_made)
+    write_text_atomic(target, "new text")
+    monkeypatch.undo()
+    assert mine.read_text() == "keep me\n"
+
+
+def test_an_atomic_write_of_a_large_text_holds_no_copy_of_it(tmp_path):
+    """A large file (a predictions file of tens of MB, loss.png) is written as it is given, not gathered into a
+    buffer and copied again; short pieces (a resume's lines) come out joined, in order."""
+    from engine.atomic_write import write_atomic, write_text_atomic
+    from tests.peak_memory import traced_peak
+
+    big = b"z" * (40 << 20)
+    _, peak = traced_peak(lambda: write_text_atomic(tmp_path / "big", big))
+    assert peak < 4 << 20, f"{peak:,} bytes held"
+    assert (tmp_path / "big").stat().st_size == len(big)
+    pieces = [b"a" * n for n in (0, 5, 1 << 20, 3, (1 << 20) - 1, 2, 5 << 20, 7)]
+    write_atomic(tmp_path / "joined", iter(pieces))
+    assert (tmp_path / "joined").read_bytes() == b"".join(pieces)
+
+def test_a_resume_on_a_full_disk_keeps_the_events_whole(tmp_path, monkeypatch):
+    """The events rewritten without the repeated steps go to a temp file renamed over the old one: a full disk
+    half way leaves the old file as it was, and no temp file."""
+    from engine.resumed_events import forget_steps_after
+    from tests.full_disk import fill_disk
+
+    events = tmp_path / "events.jsonl"
+    events.write_text("".join(json.dumps({"event": "log", "step": s, "note": "x" * 300}) + "\n" for s in range(9)))
+    before = events.read_bytes()
+    fill_disk(monkeypatch, str(tmp_path / ".events.jsonl"))
+    assert forget_steps_after(tmp_path, 2) == 0  # logged as a warning; the run goes on
+    monkeypatch.undo()
+    assert events.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["events.jsonl"]
+
+
 def test_rank_records_that_are_no_object_are_passed_over(tmp_path):
     """An abort reads ranks/*.json to reach every rank: a record that is a list raised AttributeError, a rank
     that is text TypeError, one nested past json's depth RecursionError."""

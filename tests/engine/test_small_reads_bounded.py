@@ -81,3 +81,21 @@ def test_a_demo_stamp_that_cannot_be_read_makes_the_model_out_of_date(tmp_path, 
     assert bounded(lambda: demo_vlm.ensure_demo_vlm(target),
                    pipe=target / demo_vlm.STAMP_FILE if kind == "pipe" else None) is False
     assert os.path.lexists(target / demo_vlm.STAMP_FILE)  # left for the build to replace
+
+
+def test_a_folder_in_place_of_a_small_file_is_called_a_folder(tmp_path, caplog):
+    """A folder under the name of a file the engine reads (lf_stats.json, a cache entry's meta) was reported as "not
+    a regular file (a pipe, device or socket)", which sends the user looking for the wrong thing."""
+    import logging
+
+    from engine.data import _saved_stats
+    from engine.small_json import read_small_json, reason
+
+    folder = tmp_path / "lf_stats.json"
+    folder.mkdir()
+    with pytest.raises(OSError) as err:
+        read_small_json(folder)
+    assert reason(err.value) == "not a regular file (a folder)"
+    with caplog.at_level(logging.WARNING):
+        assert _saved_stats(folder) == {}
+    assert "cannot be read (not a regular file (a folder))" in caplog.text

@@ -285,6 +285,20 @@ def test_evaluate_predict_mapping_and_results(board):
     assert evaluate.start_eval(board, no_data, keys, "en")[1] is None
 
 
+def test_a_file_at_the_boards_saves_run_does_not_refuse_an_evaluation(board, tmp_path, monkeypatch):
+    """Evaluate, as Start: the form has no output_dir and the run writes to its own folder, but the engine's default
+    (saves/run in the board's folder) was checked: a file there refused the evaluation ("`output_dir: saves/run` is
+    a file"), as would a board started in a folder it cannot write to."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "saves").mkdir()
+    (tmp_path / "saves" / "run").write_text("not a folder", encoding="utf-8")
+    values = ["demo", "lora", "", "chatml", "eval", str(DEMO_DATA), ["demo_identity"], 256, 20, 4]
+    message, run_id = evaluate.start_eval(board, values, ["cutoff_len", "max_samples", "per_device_eval_batch_size"],
+                                          "en")
+    assert run_id, message
+    assert board.jobs.wait(run_id, 30) == "completed"
+
+
 def test_export_needs_a_checkpoint_and_writes_inside_the_workspace(board, tmp_path):
     keys = list(forms.EXPORT_KEYS)
     message, run_id = export.start_export(

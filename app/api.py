@@ -116,10 +116,16 @@ class Automation:
                lang: str | None = None) -> str:
         """Validate and submit; a refusal is in English (the API's), or in ``lang`` for a board page."""
         from app.security import path_problems
+        from engine.config.limits import size_problems
 
-        mapping = forms.absolute_paths(mapping)
-        checked = forms.validate(mapping, VALIDATE_FOR[kind])
-        problems = checked.problems + path_problems(mapping, self.board.allowed_roots)
+        run_id = self.board.jobs.new_run_id(kind)
+        problems = size_problems(mapping)  # the keys as sent, before output_dir is set below
+        if not problems:
+            # The run writes to its own folder whatever the config's output_dir says, so that folder is the one
+            # checked: a live run, a trained run or a file at the config's output_dir is no reason to refuse.
+            mapping = {**forms.absolute_paths(mapping), "output_dir": str(self.board.jobs.runs_dir / run_id)}
+            checked = forms.validate(mapping, VALIDATE_FOR[kind])
+            problems = checked.problems + path_problems(mapping, self.board.allowed_roots)
         if problems and lang is not None:
             from app.engine_text import problems_text
             from app.i18n import t
@@ -132,12 +138,12 @@ class Automation:
 
             with LOAD_LOCK:  # a Load or another call at once sees this worker, and this call theirs
                 shared = serving(self.board, checked.config)
-                return shared or self._submit(kind, checked, meta, route, lang)
-        return self._submit(kind, checked, meta, route, lang)
+                return shared or self._submit(kind, run_id, checked, meta, route, lang)
+        return self._submit(kind, run_id, checked, meta, route, lang)
 
-    def _submit(self, kind: str, checked: forms.Checked, meta: dict[str, Any], route: str, lang: str | None) -> str:
+    def _submit(self, kind: str, run_id: str, checked: forms.Checked, meta: dict[str, Any], route: str,
+                lang: str | None) -> str:
         jobs = self.board.jobs
-        run_id = jobs.new_run_id(kind)
         args = None
         env = dict(checked.config.secrets)  # secrets reach the process through its environment only
         if kind == "chat":

@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="LF Board: fine-tune, evaluate, chat with and export language models from the browser.",
         epilog="Runs keep going when the browser or the board closes; they are found again on the next start.",
     )
+    from engine import __version__
+
+    parser.add_argument("--version", action="version", version=f"lf-board {__version__}")
     parser.add_argument(
         "--host",
         default="127.0.0.1",

@@ -60,9 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     _config_arg(p, "max_new_tokens=256")
     p.add_argument("--query", help="answer this one message, print the reply and exit")
     p.add_argument("--system", help="system prompt")
-    for kind in ("image", "video", "audio"):
+    for kind, taken in (("image", "images"), ("video", "video"), ("audio", "audio")):
         p.add_argument(f"--{kind}", action="append", default=[], metavar="PATH",
-                       help=f"{kind} file for --query (repeatable; models that take {kind})")
+                       help=f"{kind} file for --query (repeatable; models that take {taken})")
 
     p = sub.add_parser("export", help="merge adapters into a standalone model in export_dir",
                        description="Merge LoRA adapters into the base model and save it (sharded by export_size) "

@@ -152,11 +152,12 @@ def start_eval(board: Board, values: list[Any], keys: list[str], lang: str) -> t
     # an empty number box would run with its default unseen; the generation settings only matter to Predict
     used = [(k, v) for k, v in zip(keys, rest) if mode == "predict" or k not in forms.GENERATION_KEYS]
     refused = empty_problems([k for k, _ in used], [v for _, v in used], lang)
-    checked = forms.validate(mapping, "eval")
-    if refused or not checked.ok:
-        return form_problems_text(lang, refused, checked.problems), None
     kind = "predict" if mode == "predict" else "eval"
     run_id = board.jobs.new_run_id(kind)
+    # checked against the run's own folder (the form has no output_dir: saves/run in the board's folder was checked)
+    checked = forms.validate({**mapping, "output_dir": str(board.jobs.runs_dir / run_id)}, "eval")
+    if refused or not checked.ok:
+        return form_problems_text(lang, refused, checked.problems), None
     try:
         run_id = board.jobs.submit(
             kind, forms.resolved_mapping(checked.config, board.jobs.runs_dir / run_id), run_id=run_id

@@ -20,6 +20,12 @@ import time
 from pathlib import Path
 
 
+def images_trained(images_per_epoch: int, last_log: dict) -> float:
+    """The images the run trained on up to its last logged step: one epoch's images times the epochs it covered (an
+    override such as `max_steps=2` stops it early; `num_train_epochs=2` goes through them twice)."""
+    return images_per_epoch * float(last_log.get("epoch") or 1.0)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", metavar="key=value",
@@ -48,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     seconds = logs[-1]["time"] - start["time"]
     rows = [
         ("rows (1 image each) / optimizer steps", f"{rows_per_epoch} / {logs[-1]['step']}"),
-        ("images/s over the epoch", f"{images / max(seconds, 1e-9):.2f}"),
+        ("images/s over the epoch", f"{images_trained(images, logs[-1]) / max(seconds, 1e-9):.2f}"),
         ("real (non-pad) tokens/s over the epoch", f"{logs[-1]['tokens_seen'] / max(seconds, 1e-9):.0f}"),
         ("seconds before the first step (load + data)", f"{start['time'] - t0:.1f}"),
         ("wall seconds, whole command", f"{wall:.1f}"),

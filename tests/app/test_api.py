@@ -118,3 +118,40 @@ def test_relative_paths_of_a_submitted_config_are_read_from_the_boards_folder(bo
     monkeypatch.chdir(DEMO_DATA.parents[1])
     run_id = auto.submit_run(relative)
     assert board.jobs.wait(run_id, 30) == "completed"
+
+
+@pytest.mark.parametrize("occupant", ["live run", "trained run", "file"])
+def test_what_sits_at_the_configs_output_dir_does_not_refuse_a_submitted_run(board, tmp_path, occupant):
+    """A submitted run writes to its own folder under runs/, whatever its output_dir says (README, Automation API).
+    The README's example, submitted while `lf-engine train examples/sft_lora_demo.yaml` ran in a terminal, was
+    refused: "`saves/demo/sft-lora` is the output folder of a run that is still going", a folder it never uses."""
+    import json
+    import subprocess
+    import sys
+
+    from engine.runs import process_start_time
+
+    out = tmp_path / "saves" / "sft-lora"
+    child = None
+    if occupant == "file":
+        out.parent.mkdir(parents=True)
+        out.write_text("not a folder", encoding="utf-8")
+    else:
+        out.mkdir(parents=True)
+        (out / "adapter_config.json").write_text("{}", encoding="utf-8")
+    if occupant == "live run":
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        started = None
+        while started is None:
+            started = process_start_time(child.pid)
+        (out / "run.json").write_text(json.dumps({"id": "sft-lora", "kind": "train", "status": "running",
+                                                  "pid": child.pid, "pid_started": started}), encoding="utf-8")
+    try:
+        config = CONFIG.replace("output_dir: /somewhere/else", f"output_dir: {out}")
+        run_id = Automation(board).submit_run(config)
+        assert board.jobs.wait(run_id, 30) == "completed"
+    finally:
+        if child is not None:
+            child.kill()
+            child.wait()
+    assert (board.jobs.runs_dir / run_id / "config.yaml").is_file()

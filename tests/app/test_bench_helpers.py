@@ -11,6 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "bench
 from chat_drivers import reply_figures, summarise  # noqa: E402
 from heap_pattern import one_pass  # noqa: E402
 from page_poller import TRAIN_RUN_KEY, due, input_values, watching_events  # noqa: E402
+from run_vlm_benchmark import images_trained  # noqa: E402
 
 
 def test_reply_figures():
@@ -103,3 +104,11 @@ def test_the_benchmark_scripts_import_names_our_modules_still_have():
                 except ImportError:
                     missing.append(f"{script.name}:{line}: from {module} import {name}")
     assert seen > 10 and missing == []
+
+
+def test_vlm_benchmark_counts_the_images_the_run_trained_on():
+    """`run_vlm_benchmark.py max_steps=2` divided the whole epoch's 144 images by two steps' time (322 images/s
+    where 8 were seen); the images are those of the epochs the last logged step covered."""
+    assert images_trained(144, {"epoch": 1.0}) == 144
+    assert images_trained(144, {"epoch": 8 / 144}) == pytest.approx(8)
+    assert images_trained(144, {"epoch": 2.0}) == 288

@@ -212,6 +212,22 @@ def test_invalid_form_lists_every_problem(board):
     assert board.jobs.list() == []
 
 
+def test_a_trained_run_in_the_boards_saves_run_does_not_refuse_start(board, tmp_path, monkeypatch):
+    """The form has no output_dir, and a run writes to its own folder under runs/; the engine's default output_dir
+    (saves/run, in the folder the board was started in) was checked instead: a trained run there, e.g. from
+    `lf-engine train` of a config without output_dir, refused the preview and Start with "output_dir `saves/run`
+    already holds a trained run ... Choose a new output_dir", a key the form does not have."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "saves" / "run").mkdir(parents=True)
+    (tmp_path / "saves" / "run" / "adapter_config.json").write_text("{}", encoding="utf-8")
+    mapping = train.mapping_of(TRAIN_KEYS, train_values())
+    _, text, pending = train.preview_command(board, mapping, "", "en")
+    assert yaml.safe_load(text)["output_dir"] == str(board.jobs.runs_dir / pending)
+    message, run_id = train.start_run(board, mapping, "", "en")
+    assert run_id, message
+    assert board.jobs.wait(run_id, 30) == "completed"
+
+
 def test_fresh_workspace_preselects_the_demo(workspace):
     settings = workspace.startup_settings()
     assert settings["model_name_or_path"] == "demo"
@@ -267,6 +283,20 @@ def test_evaluate_predict_mapping_and_results(board):
     assert ["predict_bleu-4", 12.5] in evaluate.read_metrics(folder, {})
     no_data = values[:6] + [[]] + values[7:]
     assert evaluate.start_eval(board, no_data, keys, "en")[1] is None
+
+
+def test_a_file_at_the_boards_saves_run_does_not_refuse_an_evaluation(board, tmp_path, monkeypatch):
+    """Evaluate, as Start: the form has no output_dir and the run writes to its own folder, but the engine's default
+    (saves/run in the board's folder) was checked: a file there refused the evaluation ("`output_dir: saves/run` is
+    a file"), as would a board started in a folder it cannot write to."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "saves").mkdir()
+    (tmp_path / "saves" / "run").write_text("not a folder", encoding="utf-8")
+    values = ["demo", "lora", "", "chatml", "eval", str(DEMO_DATA), ["demo_identity"], 256, 20, 4]
+    message, run_id = evaluate.start_eval(board, values, ["cutoff_len", "max_samples", "per_device_eval_batch_size"],
+                                          "en")
+    assert run_id, message
+    assert board.jobs.wait(run_id, 30) == "completed"
 
 
 def test_export_needs_a_checkpoint_and_writes_inside_the_workspace(board, tmp_path):

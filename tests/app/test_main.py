@@ -147,3 +147,13 @@ def test_a_port_out_of_range_is_refused_by_name(port, capsys, tmp_path):
     err = capsys.readouterr().err
     assert "--port" in err and "1 to 65535" in err and "Traceback" not in err and "--host" not in err.split("error:")[-1]
     assert not (tmp_path / "ws").exists()
+
+
+def test_version_is_answered_as_lf_engine_answers_it(capsys):
+    """`lf-engine --version` answers; `lf-board --version` said "unrecognized arguments: --version"."""
+    from engine import __version__
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"lf-board {__version__}"

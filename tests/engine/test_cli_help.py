@@ -105,3 +105,4 @@ def test_expand_names_its_arguments_as_its_description_does():
 def test_chat_media_options_name_the_models_that_take_them():
     text = " ".join(_subparsers(build_parser())["chat"].format_help().split())
     assert "(repeatable; models that take audio)" in text and "vision-language" not in text
+    assert "(repeatable; models that take images)" in text  # it read "models that take image"

@@ -56,10 +56,25 @@ def cases(data: str, vlm_dir: str | None = None) -> dict[str, dict]:
     return out
 
 
+USAGE = ("usage: python -m tests.golden.sweep_example_tokens --examples DIR --incumbent PYTHON --data DIR "
+         "[sweep_compat's other options]")
+
+
 def main() -> int:
     args = sys.argv[1:]
-    at = args.index("--examples")
+    if "-h" in args or "--help" in args:
+        print(f"{USAGE}\n\n{__doc__.strip()}")
+        return 0
+    at = args.index("--examples") if "--examples" in args else -1
+    if at < 0 or at + 1 >= len(args):
+        print(f"{USAGE}\nerror: --examples DIR is required: LLaMA-Factory's examples/ folder (v0.9.5).",
+              file=sys.stderr)
+        return 2
     folder = Path(args[at + 1])
+    if not folder.is_dir():
+        print(f"{USAGE}\nerror: --examples {folder} is not a folder; give LLaMA-Factory's examples/ folder.",
+              file=sys.stderr)
+        return 2
     del args[at:at + 2]
     EXAMPLES.extend(str(p) for p in sorted(folder.rglob("*.yaml")))
     FOLDER.append(folder)

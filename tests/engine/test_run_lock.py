@@ -7,13 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-# A job that enters its run folder at a given instant. Its live-run check is slowed by a second, as a loaded
-# machine slows it: two such jobs both read the folder before either has recorded itself in it.
+# A job that enters its run folder when told to. Its live-run check is slowed by a second, as a loaded machine slows
+# it: two such jobs both read the folder before either has recorded itself in it. It says READY once imported, waits
+# for a line on stdin ("go"), and then, if it got in, holds the folder until a second line (or the end of stdin).
 JOB = """
 import sys, time
 from engine import lifecycle
@@ -26,29 +26,39 @@ def slow(folder):
     time.sleep(1.0)
     return found
 output_dir.live_run_problem = slow
-time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
+print("READY", flush=True)
+sys.stdin.readline()
 try:
     with lifecycle.JobContext(sys.argv[1], "train", "stage: sft\\n", fresh=True):
         print("ENTERED", flush=True)
-        time.sleep(float(sys.argv[3]))
+        sys.stdin.readline()
 except UserError as err:
     print("REFUSED", err, flush=True)
 """
 
 
-def _start(folder: Path, at: float, hold: float) -> subprocess.Popen:
+def _start(folder: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO), "RANK": "0"}
-    return subprocess.Popen([sys.executable, "-c", JOB, str(folder), str(at), str(hold)], cwd=REPO, env=env,
+    return subprocess.Popen([sys.executable, "-c", JOB, str(folder)], cwd=REPO, env=env, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _go(*jobs: subprocess.Popen) -> None:
+    """Once every job has imported (said READY), tell them all to enter."""
+    for job in jobs:
+        assert job.stdout.readline().strip() == "READY", job.communicate(timeout=60)
+    for job in jobs:
+        job.stdin.write("go\n")
+        job.stdin.flush()
 
 
 def test_two_jobs_started_together_on_one_folder_one_is_refused_naming_the_other(tmp_path):
     folder = tmp_path / "run"
-    at = time.time() + 4.0  # both have imported by then (on a busy machine one may come later: the winner holds
-    jobs = [_start(folder, at, 5.0) for _ in range(2)]  # the folder long enough that it is refused all the same)
+    jobs = [_start(folder) for _ in range(2)]
+    _go(*jobs)  # both imported: they enter at the same instant
+    said = [job.stdout.readline().strip() for job in jobs]  # the winner holds the folder until both have spoken
     outs = [job.communicate(timeout=120) for job in jobs]
-    said = [out for out, _ in outs]
-    assert sorted(s.split()[0] for s in said if s) == ["ENTERED", "REFUSED"], outs
+    assert sorted(s.split()[0] for s in said if s) == ["ENTERED", "REFUSED"], (said, outs)
     refused = next(s for s in said if s.startswith("REFUSED"))
     winner = next(job for job, s in zip(jobs, said) if s.startswith("ENTERED"))
     assert "is the output folder of a run that is still going" in refused
@@ -58,14 +68,16 @@ def test_two_jobs_started_together_on_one_folder_one_is_refused_naming_the_other
 
 def test_a_killed_job_leaves_the_folder_free(tmp_path):
     folder = tmp_path / "run"
-    first = _start(folder, 0.0, 120.0)
+    first = _start(folder)
     try:
+        _go(first)
         assert first.stdout.readline().strip() == "ENTERED"
         os.kill(first.pid, signal.SIGKILL)  # no handler runs: the kernel drops the lock with the process
         first.wait(timeout=30)
     finally:
         first.kill()
-    second = _start(folder, 0.0, 0.0)
+    second = _start(folder)
+    _go(second)
     out, err = second.communicate(timeout=120)
     assert out.strip() == "ENTERED", err[-2000:]
 

@@ -121,11 +121,9 @@ class Automation:
         run_id = self.board.jobs.new_run_id(kind)
         problems = size_problems(mapping)  # the keys as sent, before output_dir is set below
         if not problems:
-            # The run writes to its own folder whatever the config's output_dir says, so that folder is the one
-            # checked: a live run, a trained run or a file at the config's output_dir is no reason to refuse.
-            mapping = {**forms.absolute_paths(mapping), "output_dir": str(self.board.jobs.runs_dir / run_id)}
-            checked = forms.validate(mapping, VALIDATE_FOR[kind])
-            problems = checked.problems + path_problems(mapping, self.board.allowed_roots)
+            checked = forms.validate(forms.absolute_paths(mapping), VALIDATE_FOR[kind],
+                                     run_folder=self.board.jobs.runs_dir / run_id)
+            problems = checked.problems + path_problems(checked.mapping, self.board.allowed_roots)
         if problems and lang is not None:
             from app.engine_text import problems_text
             from app.i18n import t

@@ -184,10 +184,17 @@ class Checked:
         return self.config is not None and not self.problems
 
 
-def validate(mapping: dict[str, Any], command: str) -> Checked:
-    """Build the engine's typed config (all problems together), then run its pre-flight checks for ``command``."""
+def validate(mapping: dict[str, Any], command: str, run_folder: str | Path | None = None) -> Checked:
+    """Build the engine's typed config (all problems together), then run its pre-flight checks for ``command``.
+
+    ``run_folder``: the folder the run will write to (the board's runs always write to their own folder, whatever
+    the config's ``output_dir`` says), checked as its ``output_dir``: what sits at the config's own, or at the
+    engine's default ``saves/run`` when a form has none, is no reason to refuse it."""
     from engine.config import ConfigError, build_config
     from engine.errors import Problem
+
+    if run_folder is not None:
+        mapping = {**mapping, "output_dir": str(run_folder)}
 
     try:
         cfg = build_config(dict(mapping))  # names with hidden characters are refused there (code hidden_chars)

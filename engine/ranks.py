@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.run_identity import hold_run_folder
+from engine.atomic_write import write_text_atomic
+from engine.run_identity import deliver, hold_run_folder, signal_target
 
 RANKS_DIR = "ranks"
 
@@ -80,11 +81,9 @@ def _records_folder(folder: Path) -> None:
 
 
 def _write_record(path: Path, data: dict[str, Any]) -> None:
-    """A rank's record replaced whole (:func:`engine.runs.write_text_atomic`): its temp file is one of its own, so a
+    """A rank's record replaced whole (:func:`engine.atomic_write.write_text_atomic`): its temp file is one of its own, so a
     link planted in a run folder from elsewhere under the temp name this wrote by (``ranks/.<rank>.<pid>.tmp``) is
     not written through, and a failed write (a full disk) leaves no temp file behind."""
-    from engine.runs import write_text_atomic
-
     write_text_atomic(path, json.dumps(data))
 
 
@@ -187,7 +186,6 @@ def signal_ranks(run_dir: str | Path, sig: int = signal.SIGTERM) -> int:
     A record is only a claim (anyone who can write the run folder can write one): a rank is signalled only when its
     process shows that it is this run's and the record's process group is its own (:mod:`engine.run_identity`);
     any other record is refused with a warning."""
-    from engine.run_identity import signal_target
     from engine.runs import as_pid
 
     host = socket.gethostname()
@@ -198,16 +196,8 @@ def signal_ranks(run_dir: str | Path, sig: int = signal.SIGTERM) -> int:
         pid = as_pid(entry.get("pid"))
         target = signal_target(pid, as_pid(entry.get("pgid")), run_dir,  # type: ignore[arg-type] - checked above
                                what=f"rank {entry.get('rank')!r}")
-        if target is None:
-            continue
-        try:
-            if target < 0:
-                os.killpg(-target, sig)
-            else:
-                os.kill(target, sig)
+        if target is not None and deliver(target, sig):
             count += 1
-        except (ProcessLookupError, PermissionError):
-            continue
     return count
 
 

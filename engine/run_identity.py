@@ -150,3 +150,16 @@ def signal_target(pid: int, pgid: int | None, run_dir: str | Path | None, *, ver
                        "they are still going.", what, pid, run_dir)
         return None
     return -pgid if pgid else pid
+
+
+def deliver(target: int, sig: int) -> bool:
+    """Send ``sig`` to what :func:`signal_target` returned (negative: a process group); False where it is gone or
+    not the user's."""
+    try:
+        if target < 0:
+            os.killpg(-target, sig)
+        else:
+            os.kill(target, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False

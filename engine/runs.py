@@ -521,22 +521,13 @@ def signal_run(info: dict[str, Any], sig: int = signal.SIGTERM, *, verified: boo
     ``run_dir`` (:func:`engine.run_identity.signal_target`): run.json can be written by anyone who can write the
     folder, and a pid and start time copied from another process had that process's group signalled.
     """
-    from engine.run_identity import signal_target
+    from engine.run_identity import deliver, signal_target
 
     pid, pgid = as_pid(info.get("pid")), as_pid(info.get("pgid"))
     if pid is None or (not verified and not same_process(info)):
         return False
     target = signal_target(pid, pgid, run_dir, verified=verified, what="run")
-    if target is None:
-        return False
-    try:
-        if target < 0:
-            os.killpg(-target, sig)
-        else:
-            os.kill(target, sig)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
+    return target is not None and deliver(target, sig)
 
 
 def list_runs(root: str | Path) -> list[RunFolder]:

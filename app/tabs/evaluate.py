@@ -154,8 +154,7 @@ def start_eval(board: Board, values: list[Any], keys: list[str], lang: str) -> t
     refused = empty_problems([k for k, _ in used], [v for _, v in used], lang)
     kind = "predict" if mode == "predict" else "eval"
     run_id = board.jobs.new_run_id(kind)
-    # checked against the run's own folder (the form has no output_dir: saves/run in the board's folder was checked)
-    checked = forms.validate({**mapping, "output_dir": str(board.jobs.runs_dir / run_id)}, "eval")
+    checked = forms.validate(mapping, "eval", run_folder=board.jobs.runs_dir / run_id)
     if refused or not checked.ok:
         return form_problems_text(lang, refused, checked.problems), None
     try:

@@ -290,7 +290,7 @@ def preview_command(board: Board, mapping: dict[str, Any], pending: str, lang: s
     such as an empty number box, which Start refuses too)."""
     pending = pending or board.jobs.new_run_id("train")
     output_dir = board.jobs.runs_dir / pending
-    checked = forms.validate({**mapping, "output_dir": str(output_dir)}, "train")
+    checked = forms.validate(mapping, "train", run_folder=output_dir)
     if checked.config is None or refused:
         problems = "\n".join(f"# - {p}" for p in [*(str(r).replace("**", "") for r in refused or []), *checked.problems])
         return "", f"# {t(lang, 'train_invalid')}\n{problems}\n", pending
@@ -326,10 +326,8 @@ def start_run(board: Board, mapping: dict[str, Any], pending: str, lang: str,
               launch: dict[str, Any] | None = None, refused: list[Any] | None = None) -> tuple[str, str | None]:
     """Validate and submit (``launch``: strategy and processes, see app.launch; ``refused``: the form's own problems,
     see :func:`empty_boxes`); returns (message, run id or None)."""
-    # The run writes to its own folder, so that folder is the one checked (the form has no output_dir: the engine's
-    # default, saves/run in the board's folder, was checked, and a trained run there refused Start).
     output_dir = board.jobs.runs_dir / (pending or board.jobs.new_run_id("train"))
-    checked = forms.validate({**mapping, "output_dir": str(output_dir)}, "train")
+    checked = forms.validate(mapping, "train", run_folder=output_dir)
     if refused or not checked.ok:
         return form_problems_text(lang, refused or [], checked.problems), None
     resolved = forms.resolved_mapping(checked.config, output_dir)

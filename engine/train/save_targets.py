@@ -71,6 +71,13 @@ def clear_names(folder: Path, names: tuple[str, ...] | list[str]) -> list[str]:
     return removed
 
 
+def clear_trainer_files(trainer: Any, out: Path) -> None:
+    """Before ``Trainer.save_state`` / ``save_metrics`` (by the processes that save): :func:`clear_names` of
+    :data:`TRAINER_FILES` in ``out``."""
+    if trainer.args.should_save:
+        clear_names(out, TRAINER_FILES)
+
+
 def clear_folder(folder: Path) -> list[str]:
     """Make ``folder`` (a checkpoint's, about to be written) safe to save into: a link or other non-folder under its
     name is removed (the save creates the folder); inside a real folder, every link, pipe, socket or device at any

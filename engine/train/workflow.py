@@ -25,7 +25,7 @@ from engine.train.output_dir import (
 )
 from engine.train.resume_fit import guard_loads
 from engine.train.rl_checks import RL_STAGES, check_stage, refuse_ppo
-from engine.train.save_targets import TRAINER_FILES, SaveTargetsCallback, clear_names
+from engine.train.save_targets import SaveTargetsCallback, clear_trainer_files
 
 logger = logging.getLogger(__name__)
 
@@ -189,8 +189,7 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
         result = trainer.train(resume_from_checkpoint=resume)
         phases.mark("steps")  # the first step is its own phase (EventsCallback marks it)
         save_final(trainer, out, lambda folder: _beside_the_weights(cfg, trainer, tokenizer, folder))
-        if trainer.args.should_save:  # the Trainer writes these by opening the path: never through a planted link
-            clear_names(out, TRAINER_FILES)
+        clear_trainer_files(trainer, out)  # the Trainer writes these by opening the path: never through a planted link
         trainer.save_state()
         for ckpt in out.glob("checkpoint-*"):
             if not (ckpt / "lf_config.yaml").exists():
@@ -199,8 +198,7 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
 
         match_umask(out)  # weights 0644 like the rest of the run folder
         metrics.update(result.metrics)
-        if trainer.args.should_save:
-            clear_names(out, TRAINER_FILES)
+        clear_trainer_files(trainer, out)
         trainer.save_metrics("train", result.metrics)
         phases.mark("saving")
         if ctx.abort_requested:
@@ -216,8 +214,7 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
             if uses_itself(cfg):  # the model is its own reference: LLaMA-Factory drops the rewards it cannot compute
                 eval_metrics = without_rewards(eval_metrics)
         eval_metrics = with_perplexity(eval_metrics, cfg.finetuning.stage)
-        if trainer.args.should_save:
-            clear_names(out, TRAINER_FILES)
+        clear_trainer_files(trainer, out)
         trainer.save_metrics("eval", eval_metrics)
         metrics.update(eval_metrics)
     elif cfg.train.do_eval:

@@ -46,7 +46,7 @@ def test_api_chat_runs_get_their_key_too(board, monkeypatch):
     from app import forms
 
     checked = forms.validate({"model_name_or_path": "demo", "template": "chatml"}, "api")
-    monkeypatch.setattr(forms, "validate", lambda mapping, command: checked)  # keep the fake engine running
+    monkeypatch.setattr(forms, "validate", lambda mapping, command, run_folder=None: checked)  # keep the fake engine running
     monkeypatch.setattr(forms, "resolved_mapping", lambda cfg, out: {**LONG, "output_dir": str(out)})
     run_id = Automation(board).submit_run("model_name_or_path: demo\ntemplate: chatml\n", "chat")
     info = wait_ready(board, run_id)

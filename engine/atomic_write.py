@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import re
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -25,6 +26,8 @@ logger = logging.getLogger(__name__)
 NO_SYNC = (errno.EINVAL, errno.EBADF, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS)
 """What ``fsync`` answers on a file system that cannot sync (some FUSE and network mounts, a folder on some
 systems): nothing more can be done there, and the write stands."""
+
+_TEMP_NAME = re.compile(r"^\..+\.\d+\.\d+\.tmp$")
 
 ATOMIC_CHUNK = 1 << 20
 """The most bytes :func:`write_atomic` gathers from its pieces before it writes them (a file of many short lines is
@@ -43,7 +46,7 @@ def write_atomic(path: Path, pieces: Iterable[bytes], mode: int | None = None) -
     that a network file system reports only then fails the write, the old file kept), and the rename is made
     durable after it (:func:`sync_folder`, best effort).
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp = temp_name(path)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         try:
@@ -73,6 +76,17 @@ def write_atomic(path: Path, pieces: Iterable[bytes], mode: int | None = None) -
             pass
         raise
     sync_folder(path.parent)
+
+
+def temp_name(path: Path) -> Path:
+    """The temp file :func:`write_atomic` writes ``path`` through in this process and thread."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether ``name`` is one of :func:`write_atomic`'s temp files (of any process): another writer's file in
+    the making, never content of a folder nor a leftover that anyone else may remove while it may be in use."""
+    return bool(_TEMP_NAME.match(name))
 
 
 def sync_file(fd: int) -> None:

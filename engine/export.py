@@ -24,7 +24,6 @@ from engine.config import ConfigError, RunConfig
 from engine.export_checks import (
     CONFIG_NAME,
     INFO_FILE,
-    RUN_FOLDER_FILES,
     STAGING_PREFIX,
     adapter_paths,
     check_export,
@@ -136,10 +135,6 @@ def _set_generation_eos(model: Any, stop_ids: list[int], pad_id: int | None) -> 
 def _logits(model: Any, ids: list[int], device: torch.device) -> torch.Tensor:
     input_ids = torch.tensor([ids], dtype=torch.long, device=device)
     return model(input_ids=input_ids).logits.float().cpu()
-
-
-def _folder_files(export_dir: Path) -> list[str]:
-    return sorted(p.name for p in export_dir.iterdir() if p.is_file() and p.name not in RUN_FOLDER_FILES)
 
 
 def _clear_previous(export_dir: Path) -> None:
@@ -257,6 +252,9 @@ def _merge_save_verify(cfg: RunConfig, export_dir: Path, progress: Any, started:
         progress("save", 0.6)
         chat_template = template.to_jinja()
         _save_tokenizer_and_files(cfg, template, tokenizer, chat_template, staging)
+        # the export's files are what it wrote, not what the folder holds when it ends: a run folder's entries (the
+        # board's run.json temp file in the making) listed there were removed by the next export as this one's
+        written = sorted(path.name for path in staging.iterdir())
         publish(staging, export_dir)  # each file renamed over its name: a link planted there is replaced, not written
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -279,7 +277,7 @@ def _merge_save_verify(cfg: RunConfig, export_dir: Path, progress: Any, started:
     template_ok = _chat_template_matches(export_dir, template, tokenizer) if chat_template else False
     progress("verify", 0.9)
 
-    files = _folder_files(export_dir)
+    files = sorted({*written, INFO_FILE})
     info = {
         "base_model": cfg.model.model_name_or_path,
         "adapters": adapter_paths(cfg),
@@ -290,10 +288,9 @@ def _merge_save_verify(cfg: RunConfig, export_dir: Path, progress: Any, started:
         "chat_template_matches": template_ok,
         "created_at": time.time(),
         "versions": package_versions(),
-        "files": sorted({*files, INFO_FILE}),
+        "files": files,
     }
     write_json_atomic(export_dir / INFO_FILE, info)
-    files = _folder_files(export_dir)
     result = {
         "export_dir": str(export_dir),
         "size_bytes": sum((export_dir / name).stat().st_size for name in files),

@@ -26,6 +26,7 @@ from engine.train.output_dir import (
 from engine.train.resume_fit import guard_loads
 from engine.train.rl_checks import RL_STAGES, check_stage, refuse_ppo
 from engine.train.save_targets import SaveTargetsCallback, clear_trainer_files
+from engine.train.tensorboard_folder import own_tensorboard_folder
 
 logger = logging.getLogger(__name__)
 
@@ -181,6 +182,7 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
 
         hyper.install(trainer, cfg)
     trainer.remove_callback(PrinterCallback)  # our EventsCallback logs one concise line per step instead
+    own_tensorboard_folder(trainer)  # report_to: tensorboard writes into the run's own folder, never through a link
     phases.mark("trainer")
     metrics: dict[str, Any] = {}
     out = Path(cfg.train.output_dir)

@@ -196,6 +196,8 @@ def run_export(cfg: RunConfig, run_dir: str | None = None) -> dict[str, Any]:
     Raises:
         ConfigError: For problems the user must fix (listed together).
         RuntimeError: When the saved folder does not reproduce the merged model's logits.
+        DiskFullError, FileTooLargeError, WriteDeniedError: A write into ``export_dir`` failed for lack of room, a
+            file's size or its permissions (engine.write_denied.write_error), named with the fix.
     """
     started = time.perf_counter()
     writer = EventWriter(Path(run_dir) / EVENTS_FILE) if run_dir else None
@@ -214,6 +216,13 @@ def run_export(cfg: RunConfig, run_dir: str | None = None) -> dict[str, Any]:
     lock = claim_export(export_dir, f"run {Path(run_dir).name}" if run_dir else "lf-engine export")
     try:  # held from before the folder is cleared until the export ends, however it ends
         return _merge_save_verify(cfg, export_dir, progress, started)
+    except Exception as err:  # torch's and safetensors' write failures are not all OSErrors
+        from engine.write_denied import write_error
+
+        named = write_error(err, export_dir, then="export again")  # a full disk, a folder not writable
+        if named is None:
+            raise
+        raise named from err
     finally:
         release(lock)
 

@@ -23,8 +23,8 @@ CODES = (
     # engine.config.ConfigError; the board's own checks of a form
     "config", "check_failed", "hidden_chars", "path", "strategy",
     # run.json's error_code: engine.errors.ERROR_CODES and engine.lifecycle, then app.run_outcome and app.jobs
-    "reward", "disk_full", "file_too_large", "rank_failure", "cache", "out_of_memory", "user", "crash", "aborted",
-    "cancelled", "exited_early", "lost", "exit_code", "start_failed", "secret_lost",
+    "reward", "disk_full", "file_too_large", "write_denied", "rank_failure", "cache", "out_of_memory", "user", "crash",
+    "aborted", "cancelled", "exited_early", "lost", "exit_code", "start_failed", "secret_lost",
     "other",
 )
 """Codes with a heading of their own in the locales (``ekind_<code>``); any other code is headed as ``other``."""

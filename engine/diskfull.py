@@ -68,7 +68,8 @@ def disk_full_message(path: str | Path, then: str = "resume the run", free: int 
             f"or set `save_total_limit`), then {then}.")
 
 
-def _chain(exc: BaseException | None):
+def exception_chain(exc: BaseException | None):
+    """``exc`` and the exceptions it came from (its cause, else its context), each once."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
@@ -81,7 +82,7 @@ def is_disk_full(exc: BaseException | None, path: str | Path | None = None) -> b
 
     A bare write failure of torch (which never says why) counts when the disk at ``path`` is (nearly) full.
     """
-    for err in _chain(exc):
+    for err in exception_chain(exc):
         if isinstance(err, DiskFullError):
             return True
         if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -98,7 +99,7 @@ def is_disk_full(exc: BaseException | None, path: str | Path | None = None) -> b
 
 def is_file_too_large(exc: BaseException | None) -> bool:
     """Whether ``exc`` (or an exception it came from) is a write refused for the file's size (EFBIG)."""
-    for err in _chain(exc):
+    for err in exception_chain(exc):
         if isinstance(err, FileTooLargeError) or (isinstance(err, OSError) and err.errno == errno.EFBIG):
             return True
         if any(mark in str(err).lower() for mark in _TOO_LARGE):

@@ -59,6 +59,7 @@ ERROR_CODES = {
     "DeepSpeedConfigError": "deepspeed",
     "DiskFullError": "disk_full",
     "FileTooLargeError": "file_too_large",
+    "WriteDeniedError": "write_denied",
     "RankFailure": "rank_failure",
     "CacheError": "cache",
     "OutOfMemoryError": "out_of_memory",

@@ -24,7 +24,6 @@ from engine.config import ConfigError, RunConfig
 from engine.export_checks import (
     CONFIG_NAME,
     INFO_FILE,
-    RUN_FOLDER_FILES,
     STAGING_PREFIX,
     adapter_paths,
     check_export,
@@ -138,10 +137,6 @@ def _logits(model: Any, ids: list[int], device: torch.device) -> torch.Tensor:
     return model(input_ids=input_ids).logits.float().cpu()
 
 
-def _folder_files(export_dir: Path) -> list[str]:
-    return sorted(p.name for p in export_dir.iterdir() if p.is_file() and p.name not in RUN_FOLDER_FILES)
-
-
 def _clear_previous(export_dir: Path) -> None:
     for path in previous_export_files(export_dir) or []:
         if path.is_symlink() or path.is_file():  # a link is removed, never what it points to; a folder is kept
@@ -201,6 +196,8 @@ def run_export(cfg: RunConfig, run_dir: str | None = None) -> dict[str, Any]:
     Raises:
         ConfigError: For problems the user must fix (listed together).
         RuntimeError: When the saved folder does not reproduce the merged model's logits.
+        DiskFullError, FileTooLargeError, WriteDeniedError: A write into ``export_dir`` failed for lack of room, a
+            file's size or its permissions (engine.write_denied.write_error), named with the fix.
     """
     started = time.perf_counter()
     writer = EventWriter(Path(run_dir) / EVENTS_FILE) if run_dir else None
@@ -219,6 +216,13 @@ def run_export(cfg: RunConfig, run_dir: str | None = None) -> dict[str, Any]:
     lock = claim_export(export_dir, f"run {Path(run_dir).name}" if run_dir else "lf-engine export")
     try:  # held from before the folder is cleared until the export ends, however it ends
         return _merge_save_verify(cfg, export_dir, progress, started)
+    except Exception as err:  # torch's and safetensors' write failures are not all OSErrors
+        from engine.write_denied import write_error
+
+        named = write_error(err, export_dir, then="export again")  # a full disk, a folder not writable
+        if named is None:
+            raise
+        raise named from err
     finally:
         release(lock)
 
@@ -257,6 +261,9 @@ def _merge_save_verify(cfg: RunConfig, export_dir: Path, progress: Any, started:
         progress("save", 0.6)
         chat_template = template.to_jinja()
         _save_tokenizer_and_files(cfg, template, tokenizer, chat_template, staging)
+        # the export's files are what it wrote, not what the folder holds when it ends: a run folder's entries (the
+        # board's run.json temp file in the making) listed there were removed by the next export as this one's
+        written = sorted(path.name for path in staging.iterdir())
         publish(staging, export_dir)  # each file renamed over its name: a link planted there is replaced, not written
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -279,7 +286,7 @@ def _merge_save_verify(cfg: RunConfig, export_dir: Path, progress: Any, started:
     template_ok = _chat_template_matches(export_dir, template, tokenizer) if chat_template else False
     progress("verify", 0.9)
 
-    files = _folder_files(export_dir)
+    files = sorted({*written, INFO_FILE})
     info = {
         "base_model": cfg.model.model_name_or_path,
         "adapters": adapter_paths(cfg),
@@ -290,10 +297,9 @@ def _merge_save_verify(cfg: RunConfig, export_dir: Path, progress: Any, started:
         "chat_template_matches": template_ok,
         "created_at": time.time(),
         "versions": package_versions(),
-        "files": sorted({*files, INFO_FILE}),
+        "files": files,
     }
     write_json_atomic(export_dir / INFO_FILE, info)
-    files = _folder_files(export_dir)
     result = {
         "export_dir": str(export_dir),
         "size_bytes": sum((export_dir / name).stat().st_size for name in files),

@@ -10,6 +10,7 @@ import json
 import tempfile
 from pathlib import Path
 
+from engine.atomic_write import is_temp_name
 from engine.checkpoints import adapter_config_problem
 from engine.config import RunConfig
 from engine.run_lock import LOCK_NAME
@@ -60,7 +61,15 @@ def previous_export_files(export_dir: Path) -> list[Path] | None:
     if any((export_dir / name).is_dir() and not (export_dir / name).is_symlink() for name in files):
         return None  # an export writes files only: a folder it names is someone's data (a checkpoint, a model)
     names = set(files) | {INFO_FILE, CONFIG_NAME}
-    return [export_dir / name for name in sorted(names) if name not in RUN_FOLDER_FILES]
+    return [export_dir / name for name in sorted(names) if not run_folder_entry(name)]
+
+
+def run_folder_entry(name: str) -> bool:
+    """Whether ``name`` in an export folder that is also a run folder belongs to the run, not to an export: its files
+    (:data:`RUN_FOLDER_FILES`) and another writer's temp file in the making (run.json replaced by the board while the
+    export runs). Never listed among the exported files, never counted as the folder's content, never removed as an
+    earlier export's file (an export_info.json written before exports listed only their own files may name one)."""
+    return name in RUN_FOLDER_FILES or is_temp_name(name)
 
 
 def stale_staging(path: Path) -> bool:
@@ -143,7 +152,7 @@ def _check_export_dir(export_dir: Path, cfg: RunConfig) -> list[str]:
     for source in sources:
         if source.exists() and source.resolve() == export_dir.resolve():
             return [f"`export_dir: {export_dir}` is also the model or adapter being exported; choose a new folder."]
-    present = {p.name for p in export_dir.iterdir() if not stale_staging(p)} - RUN_FOLDER_FILES
+    present = {p.name for p in export_dir.iterdir() if not stale_staging(p) and not run_folder_entry(p.name)}
     if not present:
         return []
     previous = previous_export_files(export_dir)

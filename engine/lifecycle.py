@@ -49,6 +49,7 @@ from engine.runs import (
     rewrite_in_place,
     write_text_atomic,
 )
+from engine.write_denied import WriteDeniedError, denied_message, is_denied
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +131,8 @@ class JobContext:
             self._release()
             if is_disk_full(err, self.folder.path):  # full before the run began: nothing half-written stays
                 raise DiskFullError(disk_full_message(self.folder.path, then="start the run again")) from None
+            if is_denied(err, self.folder.path):
+                raise WriteDeniedError(denied_message(self.folder.path, err, then="start the run again")) from None
             raise
         return self
 
@@ -188,12 +191,19 @@ class JobContext:
             return False
         disk_full = exc_type is not None and is_disk_full(exc, self.folder.path)
         too_large = exc_type is not None and not disk_full and is_file_too_large(exc)
+        # a write refused in the run folder (a save, a checkpoint, run.json): named, not a traceback
+        denied = (exc_type is not None and not disk_full and not too_large and not issubclass(exc_type, UserError)
+                  and is_denied(exc, self.folder.path))
         if disk_full:
             self.status = "failed"
             self.error = self._storage_error(disk_full_message)
         elif too_large:
             self.status = "failed"
             self.error = self._storage_error(file_too_large_message)
+        elif denied:
+            self.status = "failed"
+            then = THEN["resume" if latest_complete(self.folder.path)[0] else "start"]
+            self.error = denied_message(self.folder.path, exc, then=then)
         elif exc_type is None:
             self.status = "aborted" if self.abort_requested else self.status
         elif issubclass(exc_type, (AbortRequested, KeyboardInterrupt)):
@@ -211,14 +221,15 @@ class JobContext:
             tail = "".join(traceback.format_exception(exc_type, exc, tb)[-3:])
             self.metrics.setdefault("traceback_tail", tail[-2000:])
         other = self._other_rank_failure() if (exc_type is not None or self.abort_requested) else None
-        if other and self.status in ("aborted", "failed") and not disk_full and not too_large:
+        if other and self.status in ("aborted", "failed") and not disk_full and not too_large and not denied:
             self.status, self.error = "failed", other  # torchrun's SIGTERM (or the lost peer) came of that failure
         exit_code = {"completed": 0, "running": 0, "aborted": 130, "failed": 1}.get(self.status, 1)
-        if exc_type is not None and (disk_full or too_large or issubclass(exc_type, UserError)):
+        if exc_type is not None and (disk_full or too_large or denied or issubclass(exc_type, UserError)):
             exit_code = 2  # what the CLI exits with for a user error
         if self.status == "running":
             self.status = "completed"
-        code = self._error_code(exc_type, disk_full, too_large, bool(other and self.error == other) or bool(peer))
+        code = "write_denied" if denied else self._error_code(exc_type, disk_full, too_large,
+                                                              bool(other and self.error == other) or bool(peer))
         outcome = {"status": self.status, "finished_at": time.time(), "exit_code": exit_code, "error": self.error,
                    "error_code": code, "error_params": self.error_params}
         try:  # run.json first: on a full disk the room a removed torn checkpoint freed goes to the outcome
@@ -237,6 +248,8 @@ class JobContext:
             raise DiskFullError(self.error) from exc  # the CLI prints it without a traceback
         if too_large and not isinstance(exc, FileTooLargeError):
             raise FileTooLargeError(self.error) from exc
+        if denied:
+            raise WriteDeniedError(self.error) from exc
         if peer and not disk_full:
             raise RankFailure(other or peer) from exc
         if other and self.error == other:  # not "stopped.": the run failed, and the CLI says why

@@ -26,6 +26,7 @@ from engine.train.output_dir import (
 from engine.train.resume_fit import guard_loads
 from engine.train.rl_checks import RL_STAGES, check_stage, refuse_ppo
 from engine.train.save_targets import SaveTargetsCallback, clear_trainer_files
+from engine.train.tensorboard_folder import own_tensorboard_folder
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +60,24 @@ def _save_processor_files(cfg: RunConfig, out: Path) -> None:
     except MediaError as err:  # the trained weights are saved all the same; the folder then lacks the processor
         logger.warning("Processor files not copied to %s: %s The trained weights are saved; copy the base model's "
                        "processor files into the output folder by hand so that it loads for chat.", out, err)
+    except OSError as err:  # a full disk, a folder not writable: named with the fix, not a traceback
+        named = _write_failure(err, out)
+        if named is None:
+            raise
+        raise named from err
+
+
+def _write_failure(err: OSError, out: Path) -> UserError | None:
+    """The user error for a write into the final save's folder ``out`` that failed for lack of room or permissions,
+    naming the output folder (the staging folder inside it is removed once the save fails) and what to do next:
+    resume from the last checkpoint, which the failed save leaves as it was, else start again."""
+    from engine.checkpoints import latest_complete
+    from engine.diskfull import THEN
+    from engine.train.final_save import STAGING_DIR
+    from engine.write_denied import write_error
+
+    folder = out.parent if out.name == STAGING_DIR else out
+    return write_error(err, folder, then=THEN["resume" if latest_complete(folder)[0] else "start"])
 
 
 def _beside_the_weights(cfg: RunConfig, trainer: Any, tokenizer: Any, folder: Path) -> None:
@@ -181,6 +200,7 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
 
         hyper.install(trainer, cfg)
     trainer.remove_callback(PrinterCallback)  # our EventsCallback logs one concise line per step instead
+    own_tensorboard_folder(trainer)  # report_to: tensorboard writes into the run's own folder, never through a link
     phases.mark("trainer")
     metrics: dict[str, Any] = {}
     out = Path(cfg.train.output_dir)

@@ -54,6 +54,20 @@ def test_tensorboard_gets_the_loss_scalars(tiny, tmp_path):
     assert all(s.value > 0 for s in acc.Scalars("train/loss"))
 
 
+@needs("tensorboard")
+def test_tensorboard_writes_into_the_runs_own_folder_not_through_a_planted_link(tiny, tmp_path):
+    """The run's `runs` was a link to a folder elsewhere: the writer made its dated folder and event file there."""
+    out, elsewhere = tmp_path / "tb-linked", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    (out / "runs").symlink_to(elsewhere, target_is_directory=True)
+    assert train(tiny, out, "tensorboard") == 0
+    assert list(elsewhere.iterdir()) == []
+    assert not (out / "runs").is_symlink()
+    [event_file] = list((out / "runs").glob("*/events.out.tfevents.*"))
+    assert b"train/loss" in event_file.read_bytes()
+
+
 @needs("wandb")
 def test_wandb_offline_run_records_the_metrics(tiny, tmp_path, monkeypatch):
     monkeypatch.delenv("WANDB_DISABLED", raising=False)

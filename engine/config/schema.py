@@ -13,6 +13,12 @@ from typing import Any, Literal
 from engine.config.parallel import ParallelArgs
 
 
+MAX_WORKERS = 2048
+"""Most worker processes ``preprocessing_num_workers`` and ``dataloader_num_workers`` may start (more than the largest
+machine's cores): torch's DataLoader starts every worker it is given, whatever the data, so a config from elsewhere
+with ``dataloader_num_workers: 100000`` passed every check and would have forked a hundred thousand processes."""
+
+
 def opt(default: Any, help: str, *, min: float | None = None, max: float | None = None, step: float | None = None,
         advanced: bool = False, off_below_min: bool = False, board_min: float | None = None) -> Any:
     """A dataclass field with documentation and optional bounds. ``off_below_min``: a config value below ``min``
@@ -104,7 +110,8 @@ class DataArgs:
     mix_strategy: Literal["concat", "interleave_under", "interleave_over"] = opt(
         "concat", "How several datasets are mixed.", advanced=True)
     interleave_probs: str | None = opt(None, "Sampling probabilities for interleaving.", advanced=True)
-    preprocessing_num_workers: int | None = opt(None, "Processes for tokenization.", min=1, advanced=True)
+    preprocessing_num_workers: int | None = opt(None, "Processes for tokenization.", min=1, max=MAX_WORKERS,
+                                                advanced=True)
     preprocessing_batch_size: int | None = opt(None, "Rows tokenized per chunk (empty: 2000); LLaMA-Factory's batch "
                                                "size where its batches shape the rows (pt blocks, packing, KTO "
                                                "pairs; empty: 1000).", min=1, advanced=True)
@@ -238,7 +245,7 @@ class TrainArgs:
         True, "Lay each batch's rows back to back without padding: the same loss with no work on padding (pt/sft "
         "text models with sdpa attention; others pad as usual).", advanced=True)
     report_to: str = opt("none", "Experiment trackers: none, tensorboard, wandb, ...", advanced=True)
-    dataloader_num_workers: int = opt(0, "Data loading worker processes.", min=0, advanced=True)
+    dataloader_num_workers: int = opt(0, "Data loading worker processes.", min=0, max=MAX_WORKERS, advanced=True)
     ddp_timeout: int = opt(180000000, "Distributed timeout in seconds.", advanced=True)
     deepspeed: str | None = opt(None, "DeepSpeed config file (extra `deepspeed`).", advanced=True)
     fsdp: str | None = opt(None, "FSDP options, e.g. `full_shard auto_wrap`.", advanced=True)

@@ -239,6 +239,18 @@ def test_a_seed_numpy_refuses_is_refused_before_the_run():
         build_config({"seed": 2**32})
 
 
+@pytest.mark.parametrize("key", ["dataloader_num_workers", "preprocessing_num_workers"])
+def test_a_worker_count_no_machine_has_is_refused_before_anything_forks(key):
+    """torch's DataLoader starts every worker it is given (and the tokenizer pool one per shard of rows): a config from
+    elsewhere with `dataloader_num_workers: 100000` passed every check and would have forked 100,000 processes."""
+    from engine.config import ConfigError, build_config
+
+    assert getattr(build_config({key: 64}).train if key.startswith("dataloader") else build_config({key: 64}).data,
+                   key) == 64
+    with pytest.raises(ConfigError, match=rf"`{key}: 100000` is above the maximum 2048"):
+        build_config({key: 100_000})
+
+
 @pytest.mark.parametrize("loss", ["hinge", "ipo"])
 def test_dpo_hinge_and_ipo_say_that_llamafactory_trains_sigmoid_for_them(loss):
     # LLaMA-Factory 0.9.5 calls TRL 0.24's dpo_loss without loss_type: both train TRL's default, sigmoid

@@ -12,7 +12,6 @@ from typing import Any, Literal
 
 from engine.config.parallel import ParallelArgs
 
-
 MAX_WORKERS = 2048
 """Most worker processes ``preprocessing_num_workers`` and ``dataloader_num_workers`` may start (more than the largest
 machine's cores): torch's DataLoader starts every worker it is given, whatever the data, so a config from elsewhere

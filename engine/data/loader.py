@@ -21,6 +21,11 @@ from engine.data.registry import DatasetSpec, resolve_dataset
 logger = logging.getLogger(__name__)
 
 STAGES = ("pt", "sft", "rm", "dpo", "kto")
+MAX_SAMPLED_ROWS = 10_000_000
+"""Most examples dataset_info's ``num_samples`` may repeat a dataset's rows into (a smaller dataset drawn from a larger
+one is never refused). LLaMA-Factory draws and holds them all: ``num_samples: 10000000000`` over 32 rows ended in
+numpy's "Unable to allocate 74.5 GiB" traceback, and 100,000,000 grew the process by gigabytes for minutes before any
+row was tokenized."""
 
 
 def split_names(names: str | list[str] | None) -> list[str]:
@@ -155,6 +160,10 @@ def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: 
         import numpy as np
 
         layout.update(rows=tally["rows"], kept=np.asarray(read_as, dtype=np.int64))
+    if sample and sample > max(tally["rows"], MAX_SAMPLED_ROWS):
+        raise DatasetError(f"Dataset '{name}': `num_samples: {sample:,}` in dataset_info.json would repeat its "
+                           f"{tally['rows']:,} rows into {sample:,} examples, more than the {MAX_SAMPLED_ROWS:,} that "
+                           "are drawn at most (each is held in memory before training starts); lower num_samples.")
     if sample:
         examples = sample_rows(examples, read_as, tally["rows"], sample, max_samples, rng, layout)
         logger.info("Sampled %d examples from dataset %s (num_samples: %d of %d rows).", len(examples), name, sample,

@@ -49,6 +49,22 @@ def test_num_samples_draws_from_the_split_rows(tmp_path):
     assert _numbers(load_examples(_args(tmp_path), "s", "sft", seed=42)) == expected
 
 
+def test_a_num_samples_that_would_repeat_rows_past_the_bound_is_refused_with_the_fix(tmp_path):
+    """A dataset_info.json from elsewhere with `num_samples: 10000000000` over 40 rows ended in numpy's "Unable to
+    allocate 74.5 GiB" traceback (100,000,000 took gigabytes for minutes instead); drawing fewer rows than the file
+    holds, or repeating them up to the bound, is LLaMA-Factory's sampling as before."""
+    from engine.data.loader import MAX_SAMPLED_ROWS
+
+    _data(tmp_path, entries={"huge": {"file_name": "d.jsonl", "num_samples": 10_000_000_000},
+                             "over": {"file_name": "d.jsonl", "num_samples": MAX_SAMPLED_ROWS + 1},
+                             "twice": {"file_name": "d.jsonl", "num_samples": 80}})
+    for name, count in (("huge", "10,000,000,000"), ("over", f"{MAX_SAMPLED_ROWS + 1:,}")):
+        with pytest.raises(DatasetError, match=rf"Dataset '{name}': `num_samples: {count}` in dataset_info.json would "
+                                               rf"repeat its 40 rows .*lower num_samples"):
+            load_examples(_args(tmp_path), name, "sft", seed=42)
+    assert len(load_examples(_args(tmp_path), "twice", "sft", seed=42)) == 80
+
+
 def test_a_slice_with_a_known_end_reads_no_further(tmp_path):
     _data(tmp_path, count=5, tail='{"instruction": broken\n',
           entries={"head": {"file_name": "d.jsonl", "split": "train[:3]"},

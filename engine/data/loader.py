@@ -223,12 +223,31 @@ def mix_order(lengths: list[int], strategy: str = "concat", probs: list[float] |
     if probs is not None and abs(sum(probs) - 1.0) > 1e-8:  # numpy's choice needs them to sum to 1
         logger.info("interleave_probs %s do not sum to 1; they are scaled to.", probs)
         probs = [w / sum(probs) for w in probs]
+    if probs is not None and strategy == "interleave_over":
+        _check_oversampling(lengths, probs)
     parts = [Dataset.from_dict({"dataset": np.full(n, k, dtype=np.int64), "row": np.arange(n, dtype=np.int64)})
              for k, n in enumerate(lengths)]
     mixed = interleave_datasets(parts, probabilities=probs, seed=seed,
                                 stopping_strategy="first_exhausted" if strategy == "interleave_under"
                                 else "all_exhausted")
     return list(zip(mixed["dataset"], mixed["row"]))
+
+
+def _check_oversampling(lengths: list[int], probs: list[float]) -> None:
+    """Refuse ``interleave_over`` weights that never end or draw past :data:`MAX_SAMPLED_ROWS`: it draws until every
+    dataset has been drawn whole, about ``rows / weight`` draws for each. A weight of 0 never ends (datasets raised
+    a ValueError traceback); a tiny one (``0.9999999999,0.0000000001``) drew for minutes, 9 GB and growing."""
+    for k, (rows, weight) in enumerate(zip(lengths, probs)):
+        where = f"dataset {k + 1} of {len(lengths)} (in the order they are named)"
+        if rows and weight <= 0:
+            raise DatasetError(f"`mix_strategy: interleave_over` draws until every dataset has been drawn whole, but "
+                               f"{where} weighs 0 in interleave_probs, so it is never drawn and the mix never ends; "
+                               "give it a weight above 0, leave it out, or use interleave_under.")
+        if rows and rows / weight > MAX_SAMPLED_ROWS:
+            raise DatasetError(f"`mix_strategy: interleave_over` draws until every dataset has been drawn whole: "
+                               f"{where} holds {rows:,} rows at a weight of {weight:.3g}, about {rows / weight:,.0f} "
+                               f"draws, more than the {MAX_SAMPLED_ROWS:,} examples mixed at most; raise its weight "
+                               "in interleave_probs, or use interleave_under.")
 
 
 def mix_examples(groups: list[Sequence[dict]], strategy: str = "concat", probs: list[float] | None = None,

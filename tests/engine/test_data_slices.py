@@ -135,3 +135,23 @@ def test_bounds_equal_datasets_read_instruction(rows):
                                              datasets.ReadInstruction.from_spec(spec).to_absolute({"train": rows})])
         ours = _outcome(lambda spec=spec: absolute_bounds(parse_split(spec), rows))
         assert ours == theirs, (spec, rows)
+
+
+def test_interleave_over_weights_that_never_end_or_draw_billions_are_refused_with_the_fix():
+    """`mix_strategy: interleave_over` with `interleave_probs: 1,0` ended in datasets' ValueError traceback, and with
+    `0.9999999999,0.0000000001` drew for minutes (9 GB and growing) before a row was tokenized. Weights that end
+    within the bound mix exactly as datasets.interleave_datasets does."""
+    import time
+
+    from engine.data.loader import mix_order
+
+    started = time.monotonic()
+    with pytest.raises(DatasetError, match=r"dataset 2 of 2 .* weighs 0 in interleave_probs, so it is never drawn"):
+        mix_order([32, 93], "interleave_over", [1.0, 0.0])
+    with pytest.raises(DatasetError, match=r"dataset 2 of 2 .* holds 93 rows at a weight of 1e-10, about "
+                                           r"930,000,000,000 draws.*raise its weight in interleave_probs"):
+        mix_order([32, 93], "interleave_over", [0.9999999999, 1e-10])
+    assert time.monotonic() - started < 5
+    order = mix_order([32, 93], "interleave_over", [0.7, 0.3])
+    assert {d for d, _ in order} == {0, 1} and len({(d, r) for d, r in order if d == 1}) == 93
+    assert mix_order([32, 93], "interleave_under", [1.0, 0.0]) is not None  # ends when the first is drawn whole

@@ -17,6 +17,12 @@ MAX_WORKERS = 2048
 machine's cores): torch's DataLoader starts every worker it is given, whatever the data, so a config from elsewhere
 with ``dataloader_num_workers: 100000`` passed every check and would have forked a hundred thousand processes."""
 
+MAX_MEDIA_PIXELS = 178_956_970
+"""Largest ``image_min_pixels`` / ``video_min_pixels``: the most pixels an image may have (Pillow's decompression-bomb
+limit, twice its ``MAX_IMAGE_PIXELS``, which images and video frames are held to). Every smaller image or frame is
+scaled up to the minimum, so ``image_min_pixels: 100000000000`` took one 32x32 image past 19 GB (the process was
+killed), and 10**18 ended in a MemoryError traceback."""
+
 
 def opt(default: Any, help: str, *, min: float | None = None, max: float | None = None, step: float | None = None,
         advanced: bool = False, off_below_min: bool = False, board_min: float | None = None) -> Any:
@@ -130,11 +136,13 @@ class DataArgs:
     media_dir: str | None = opt(None, "Folder that relative image, video and audio paths are resolved against "
                                 "(empty: dataset_dir).", advanced=True)
     image_max_pixels: int = opt(768 * 768, "Largest image size in pixels.", advanced=True, min=1)
-    image_min_pixels: int = opt(32 * 32, "Smallest image size in pixels.", advanced=True, min=0)
+    image_min_pixels: int = opt(32 * 32, "Smallest image size in pixels.", advanced=True, min=0,
+                                max=MAX_MEDIA_PIXELS)
     video_fps: float = opt(2.0, "Frames sampled per second of video.", advanced=True, min=0.01)
     video_maxlen: int = opt(128, "Most frames sampled from a video.", advanced=True, min=1)
     video_max_pixels: int = opt(256 * 256, "Largest video frame size in pixels.", advanced=True, min=1)
-    video_min_pixels: int = opt(16 * 16, "Smallest video frame size in pixels.", advanced=True, min=0)
+    video_min_pixels: int = opt(16 * 16, "Smallest video frame size in pixels.", advanced=True, min=0,
+                                max=MAX_MEDIA_PIXELS)
     audio_sampling_rate: int = opt(16000, "Audio sampling rate when the processor names none.", advanced=True,
                                   min=1)
     use_audio_in_video: bool = opt(False, "Qwen-Omni: each video's <audio> is its sound track, interleaved with the "

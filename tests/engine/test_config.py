@@ -251,6 +251,22 @@ def test_a_worker_count_no_machine_has_is_refused_before_anything_forks(key):
         build_config({key: 100_000})
 
 
+@pytest.mark.parametrize("key", ["image_min_pixels", "video_min_pixels"])
+def test_a_minimum_size_past_what_an_image_may_have_is_refused_before_anything_is_scaled_up(key):
+    """Every smaller image or frame is scaled up to the minimum: `image_min_pixels: 100000000000` took one 32x32 demo
+    image past 19 GB (the process was killed) and 10**18 ended in a MemoryError traceback. The bound is the most pixels
+    an image may have anyway (Pillow's decompression-bomb limit)."""
+    from PIL import Image
+
+    from engine.config import ConfigError, build_config
+    from engine.config.schema import MAX_MEDIA_PIXELS
+
+    assert MAX_MEDIA_PIXELS == 2 * Image.MAX_IMAGE_PIXELS
+    assert getattr(build_config({key: MAX_MEDIA_PIXELS}).data, key) == MAX_MEDIA_PIXELS
+    with pytest.raises(ConfigError, match=rf"`{key}: 100000000000` is above the maximum {MAX_MEDIA_PIXELS}"):
+        build_config({key: 100_000_000_000})
+
+
 @pytest.mark.parametrize("loss", ["hinge", "ipo"])
 def test_dpo_hinge_and_ipo_say_that_llamafactory_trains_sigmoid_for_them(loss):
     # LLaMA-Factory 0.9.5 calls TRL 0.24's dpo_loss without loss_type: both train TRL's default, sigmoid

@@ -23,6 +23,11 @@ limit, twice its ``MAX_IMAGE_PIXELS``, which images and video frames are held to
 scaled up to the minimum, so ``image_min_pixels: 100000000000`` took one 32x32 image past 19 GB (the process was
 killed), and 10**18 ended in a MemoryError traceback."""
 
+MAX_VIDEO_FRAMES = 16384
+"""Largest ``video_maxlen``: over two hours of video at 2 frames a second, each frame held in memory (3 GB at the
+default 256x256). A stream that states no frame count is read for its first ``video_maxlen`` frames, so
+``video_maxlen: 1000000000000`` listed a trillion frame numbers (the process's memory, then a MemoryError)."""
+
 
 def opt(default: Any, help: str, *, min: float | None = None, max: float | None = None, step: float | None = None,
         advanced: bool = False, off_below_min: bool = False, board_min: float | None = None) -> Any:
@@ -139,7 +144,7 @@ class DataArgs:
     image_min_pixels: int = opt(32 * 32, "Smallest image size in pixels.", advanced=True, min=0,
                                 max=MAX_MEDIA_PIXELS)
     video_fps: float = opt(2.0, "Frames sampled per second of video.", advanced=True, min=0.01)
-    video_maxlen: int = opt(128, "Most frames sampled from a video.", advanced=True, min=1)
+    video_maxlen: int = opt(128, "Most frames sampled from a video.", advanced=True, min=1, max=MAX_VIDEO_FRAMES)
     video_max_pixels: int = opt(256 * 256, "Largest video frame size in pixels.", advanced=True, min=1)
     video_min_pixels: int = opt(16 * 16, "Smallest video frame size in pixels.", advanced=True, min=0,
                                 max=MAX_MEDIA_PIXELS)

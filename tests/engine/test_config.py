@@ -267,6 +267,17 @@ def test_a_minimum_size_past_what_an_image_may_have_is_refused_before_anything_i
         build_config({key: 100_000_000_000})
 
 
+def test_a_video_maxlen_past_hours_of_frames_is_refused_before_frame_numbers_are_listed():
+    """A video stream that states no frame count is read for its first video_maxlen frames: `video_maxlen:
+    1000000000000` listed a trillion frame numbers (MemoryError under a 4 GB limit, the machine's memory without)."""
+    from engine.config import ConfigError, build_config
+    from engine.config.schema import MAX_VIDEO_FRAMES
+
+    assert build_config({"video_maxlen": MAX_VIDEO_FRAMES}).data.video_maxlen == MAX_VIDEO_FRAMES == 16384
+    with pytest.raises(ConfigError, match=r"`video_maxlen: 1000000000000` is above the maximum 16384"):
+        build_config({"video_maxlen": 10**12})
+
+
 @pytest.mark.parametrize("loss", ["hinge", "ipo"])
 def test_dpo_hinge_and_ipo_say_that_llamafactory_trains_sigmoid_for_them(loss):
     # LLaMA-Factory 0.9.5 calls TRL 0.24's dpo_loss without loss_type: both train TRL's default, sigmoid

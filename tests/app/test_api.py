@@ -120,6 +120,15 @@ def test_a_config_that_is_no_yaml_never_quotes_its_token_in_the_refusal_or_the_b
     assert "hf_abcdefghijklmnop123" not in caplog.text
 
 
+@pytest.mark.parametrize("key", ["export_dir", "tokenized_path", "cache_dir"])
+def test_a_folder_to_write_that_holds_a_nul_is_refused_with_the_reason(board, key):
+    """The allowed-roots check resolved the path and raised `ValueError: embedded null byte` out of /submit_run (no
+    message, a traceback in the board's log) for a folder the config's own checks already refuse."""
+    with pytest.raises(gr.Error, match=rf"`{key}` holds U\+0000 \(NUL\)"):
+        Automation(board).submit_run(CONFIG + f'{key}: "{board.workspace.root}/a\\0b"\n')
+    assert board.jobs.list() == []
+
+
 def test_relative_paths_of_a_submitted_config_are_read_from_the_boards_folder(board, monkeypatch, tmp_path):
     """The README's gradio_client example submits examples/sft_lora_demo.yaml (`dataset_dir: examples/data`): it runs
     on a board started in the repository root, and elsewhere is refused naming the folder it looked in."""

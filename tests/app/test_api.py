@@ -120,12 +120,15 @@ def test_a_config_that_is_no_yaml_never_quotes_its_token_in_the_refusal_or_the_b
     assert "hf_abcdefghijklmnop123" not in caplog.text
 
 
-@pytest.mark.parametrize("key", ["export_dir", "tokenized_path", "cache_dir"])
-def test_a_folder_to_write_that_holds_a_nul_is_refused_with_the_reason(board, key):
-    """The allowed-roots check resolved the path and raised `ValueError: embedded null byte` out of /submit_run (no
-    message, a traceback in the board's log) for a folder the config's own checks already refuse."""
+@pytest.mark.parametrize(("key", "folder"), [("export_dir", "{root}/"), ("tokenized_path", "{root}/"),
+                                             ("cache_dir", "{root}/"), ("export_dir", ""), ("dataset_dir", "")])
+def test_a_folder_that_holds_a_nul_is_refused_with_the_reason(board, key, folder):
+    """The allowed-roots check (an absolute folder to write) and the making of relative folders absolute resolved the
+    path and raised `ValueError: embedded null byte` out of /submit_run (no message, a traceback in the board's log)
+    for a value the config's own checks refuse."""
+    folder = folder.format(root=board.workspace.root)
     with pytest.raises(gr.Error, match=rf"`{key}` holds U\+0000 \(NUL\)"):
-        Automation(board).submit_run(CONFIG + f'{key}: "{board.workspace.root}/a\\0b"\n')
+        Automation(board).submit_run(CONFIG + f'{key}: "{folder}a\\0b"\n')
     assert board.jobs.list() == []
 
 

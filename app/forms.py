@@ -156,7 +156,7 @@ def _absolute(text: str, cwd: Path, always: bool) -> str:
     URL stays a URL: ``Path`` would turn ``https://x`` into ``https:/x``); a relative folder that exists under
     ``cwd`` (any relative path when ``always``) made absolute."""
     expanded = os.path.expanduser(text)  # text only: no slashes collapsed
-    if os.path.isabs(expanded):
+    if os.path.isabs(expanded) or "\0" in text:  # a NUL: no path (resolve() raises); validation names it
         return expanded
     if "://" not in text and (always or _exists(cwd / text)):
         return str((cwd / text).resolve())

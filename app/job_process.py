@@ -12,11 +12,16 @@ from typing import Any
 from engine.runs import pid_alive
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+BOARD_ONLY_ENV = ("LF_BOARD_AUTH",)
+"""Variables of the board's own that no job gets: the board's login (``USER:PASS``). A job runs code from elsewhere
+(reward functions, a model's ``trust_remote_code``, tracker plug-ins that upload the environment) and needs no login to
+the board; with it, any of them could have used or sent on the board's password."""
 
 
 def child_env() -> dict[str, str]:
-    """The environment of an engine subprocess: the repo root importable, output unbuffered."""
-    env = dict(os.environ)
+    """The environment of an engine subprocess: the repo root importable, output unbuffered, the board's login
+    (:data:`BOARD_ONLY_ENV`) left out."""
+    env = {name: value for name, value in os.environ.items() if name not in BOARD_ONLY_ENV}
     paths = [str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     env["PYTHONUNBUFFERED"] = "1"

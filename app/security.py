@@ -543,6 +543,8 @@ def path_problems(mapping: dict[str, Any], roots: list[Path]) -> list[str]:
         value = mapping.get(key)
         if value in (None, "") or (key == "ray_storage_path" and not ray):  # only Ray writes there
             continue
+        if "\0" in str(value):  # no path holds one (resolve() raised ValueError); the config's checks name it
+            continue
         path = Path(str(value)).expanduser()
         if not path.is_absolute():
             problems.append(f"`{key}: {value}` must be an absolute path under an allowed folder "

@@ -84,6 +84,31 @@ def take_secrets(mapping: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, 
     return clean, found, notes
 
 
+SECRET_OPTIONS = ("--api-key",)
+"""Command-line options whose value is a secret (``lf-engine api --api-key KEY``)."""
+
+
+def masked_argv(argv: list[str]) -> list[str]:
+    """A command line as a run folder may record it: the value of each ``key=value`` override of a secret key
+    (``hf_hub_token=...``, also written ``--hf_hub_token=...``) and of each :data:`SECRET_OPTIONS` option is ``***``.
+    Such a token is used from the environment only when no variable of its own is set, so masking the variables'
+    values alone would have kept it in run.json's ``command``."""
+    masked: list[str] = []
+    hide_next = False
+    for item in map(str, argv):
+        if hide_next:
+            masked.append(MASK)
+            hide_next = False
+            continue
+        name, sep, _ = item.partition("=")
+        if item in SECRET_OPTIONS:
+            hide_next = True
+        elif sep and (name.strip().lstrip("-") in SECRET_KEYS or name in SECRET_OPTIONS):
+            item = f"{name}={MASK}"
+        masked.append(item)
+    return masked
+
+
 def export_secrets(found: Mapping[str, str], environ: MutableMapping[str, str] | None = None) -> None:
     """Put secrets taken from a config into the environment (a variable the user set already wins)."""
     environ = os.environ if environ is None else environ

@@ -18,6 +18,7 @@ from typing import Any
 
 from engine import run_lock
 from engine.checkpoints import latest_complete, remove_torn
+from engine.credentials import masked_argv
 from engine.diskfull import (
     THEN,
     DiskFullError,
@@ -165,7 +166,7 @@ class JobContext:
             else process_start_time(os.getpid()),
             started_at=time.time(), finished_at=None, exit_code=None,
             error=None, created_at=info.get("created_at", time.time()),
-            command=info.get("command") or [sys.executable, "-m", "engine", *sys.argv[1:]],
+            command=info.get("command") or [sys.executable, "-m", "engine", *masked_argv(sys.argv[1:])],
             versions=package_versions(),
         )
 

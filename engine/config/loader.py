@@ -48,6 +48,7 @@ from engine.config.schema import (
     TrainArgs,
 )
 from engine.config.yaml_loader import ConfigLoader
+from engine.credentials import MASK, SECRET_KEYS
 from engine.errors import UserError, coded
 from engine.json_text import loads
 
@@ -505,6 +506,9 @@ def yaml_error_message(source: str, text: str, err: yaml.YAMLError) -> str:
     lines = text.splitlines()
     if start is not None and mark is not None and start.line != mark.line and 0 <= start.line < len(lines):
         quoted = lines[start.line].strip()
+        key, colon, _ = quoted.partition(":")
+        if colon and key.strip().strip("'\"").strip() in SECRET_KEYS:  # a token never goes into a message or a log
+            quoted = f"{key}: {MASK}"
         quoted = quoted if len(quoted) <= 80 else quoted[:79] + "…"
         message += f" (in what begins at line {start.line + 1}: `{quoted}`)"
     if "'\\t'" in message:

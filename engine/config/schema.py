@@ -12,6 +12,22 @@ from typing import Any, Literal
 
 from engine.config.parallel import ParallelArgs
 
+MAX_WORKERS = 2048
+"""Most worker processes ``preprocessing_num_workers`` and ``dataloader_num_workers`` may start (more than the largest
+machine's cores): torch's DataLoader starts every worker it is given, whatever the data, so a config from elsewhere
+with ``dataloader_num_workers: 100000`` passed every check and would have forked a hundred thousand processes."""
+
+MAX_MEDIA_PIXELS = 178_956_970
+"""Largest ``image_min_pixels`` / ``video_min_pixels``: the most pixels an image may have (Pillow's decompression-bomb
+limit, twice its ``MAX_IMAGE_PIXELS``, which images and video frames are held to). Every smaller image or frame is
+scaled up to the minimum, so ``image_min_pixels: 100000000000`` took one 32x32 image past 19 GB (the process was
+killed), and 10**18 ended in a MemoryError traceback."""
+
+MAX_VIDEO_FRAMES = 16384
+"""Largest ``video_maxlen``: over two hours of video at 2 frames a second, each frame held in memory (3 GB at the
+default 256x256). A stream that states no frame count is read for its first ``video_maxlen`` frames, so
+``video_maxlen: 1000000000000`` listed a trillion frame numbers (the process's memory, then a MemoryError)."""
+
 
 def opt(default: Any, help: str, *, min: float | None = None, max: float | None = None, step: float | None = None,
         advanced: bool = False, off_below_min: bool = False, board_min: float | None = None) -> Any:
@@ -104,7 +120,8 @@ class DataArgs:
     mix_strategy: Literal["concat", "interleave_under", "interleave_over"] = opt(
         "concat", "How several datasets are mixed.", advanced=True)
     interleave_probs: str | None = opt(None, "Sampling probabilities for interleaving.", advanced=True)
-    preprocessing_num_workers: int | None = opt(None, "Processes for tokenization.", min=1, advanced=True)
+    preprocessing_num_workers: int | None = opt(None, "Processes for tokenization.", min=1, max=MAX_WORKERS,
+                                                advanced=True)
     preprocessing_batch_size: int | None = opt(None, "Rows tokenized per chunk (empty: 2000); LLaMA-Factory's batch "
                                                "size where its batches shape the rows (pt blocks, packing, KTO "
                                                "pairs; empty: 1000).", min=1, advanced=True)
@@ -124,11 +141,13 @@ class DataArgs:
     media_dir: str | None = opt(None, "Folder that relative image, video and audio paths are resolved against "
                                 "(empty: dataset_dir).", advanced=True)
     image_max_pixels: int = opt(768 * 768, "Largest image size in pixels.", advanced=True, min=1)
-    image_min_pixels: int = opt(32 * 32, "Smallest image size in pixels.", advanced=True, min=0)
+    image_min_pixels: int = opt(32 * 32, "Smallest image size in pixels.", advanced=True, min=0,
+                                max=MAX_MEDIA_PIXELS)
     video_fps: float = opt(2.0, "Frames sampled per second of video.", advanced=True, min=0.01)
-    video_maxlen: int = opt(128, "Most frames sampled from a video.", advanced=True, min=1)
+    video_maxlen: int = opt(128, "Most frames sampled from a video.", advanced=True, min=1, max=MAX_VIDEO_FRAMES)
     video_max_pixels: int = opt(256 * 256, "Largest video frame size in pixels.", advanced=True, min=1)
-    video_min_pixels: int = opt(16 * 16, "Smallest video frame size in pixels.", advanced=True, min=0)
+    video_min_pixels: int = opt(16 * 16, "Smallest video frame size in pixels.", advanced=True, min=0,
+                                max=MAX_MEDIA_PIXELS)
     audio_sampling_rate: int = opt(16000, "Audio sampling rate when the processor names none.", advanced=True,
                                   min=1)
     use_audio_in_video: bool = opt(False, "Qwen-Omni: each video's <audio> is its sound track, interleaved with the "
@@ -238,7 +257,7 @@ class TrainArgs:
         True, "Lay each batch's rows back to back without padding: the same loss with no work on padding (pt/sft "
         "text models with sdpa attention; others pad as usual).", advanced=True)
     report_to: str = opt("none", "Experiment trackers: none, tensorboard, wandb, ...", advanced=True)
-    dataloader_num_workers: int = opt(0, "Data loading worker processes.", min=0, advanced=True)
+    dataloader_num_workers: int = opt(0, "Data loading worker processes.", min=0, max=MAX_WORKERS, advanced=True)
     ddp_timeout: int = opt(180000000, "Distributed timeout in seconds.", advanced=True)
     deepspeed: str | None = opt(None, "DeepSpeed config file (extra `deepspeed`).", advanced=True)
     fsdp: str | None = opt(None, "FSDP options, e.g. `full_shard auto_wrap`.", advanced=True)

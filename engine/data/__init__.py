@@ -299,6 +299,11 @@ def _load_tokenized(path: Path) -> DatasetBundle:
     try:
         loaded = load_from_disk(str(path))
     except Exception as err:  # datasets raises FileNotFoundError or ValueError for foreign folders
+        if not any((path / name).is_file() for name in ("dataset_dict.json", "state.json")):
+            # not a save at all (a device, a file, someone's folder): deleting it, or saving over it, is no fix
+            raise DatasetError(f"tokenized_path {path} is no folder of saved tokenized data (no dataset_dict.json or "
+                               "state.json in it), and the data is loaded from it when it exists; set tokenized_path "
+                               "to a new folder (the first run saves the data there).") from err
         raise DatasetError(f"tokenized_path {path} holds no saved dataset ({err}); delete it or set "
                            "overwrite_cache: true.") from err
     stats = _saved_stats(path / "lf_stats.json")

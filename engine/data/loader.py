@@ -21,6 +21,11 @@ from engine.data.registry import DatasetSpec, resolve_dataset
 logger = logging.getLogger(__name__)
 
 STAGES = ("pt", "sft", "rm", "dpo", "kto")
+MAX_SAMPLED_ROWS = 10_000_000
+"""Most examples dataset_info's ``num_samples`` may repeat a dataset's rows into (a smaller dataset drawn from a larger
+one is never refused). LLaMA-Factory draws and holds them all: ``num_samples: 10000000000`` over 32 rows ended in
+numpy's "Unable to allocate 74.5 GiB" traceback, and 100,000,000 grew the process by gigabytes for minutes before any
+row was tokenized."""
 
 
 def split_names(names: str | list[str] | None) -> list[str]:
@@ -155,6 +160,10 @@ def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: 
         import numpy as np
 
         layout.update(rows=tally["rows"], kept=np.asarray(read_as, dtype=np.int64))
+    if sample and sample > max(tally["rows"], MAX_SAMPLED_ROWS):
+        raise DatasetError(f"Dataset '{name}': `num_samples: {sample:,}` in dataset_info.json would repeat its "
+                           f"{tally['rows']:,} rows into {sample:,} examples, more than the {MAX_SAMPLED_ROWS:,} that "
+                           "are drawn at most (each is held in memory before training starts); lower num_samples.")
     if sample:
         examples = sample_rows(examples, read_as, tally["rows"], sample, max_samples, rng, layout)
         logger.info("Sampled %d examples from dataset %s (num_samples: %d of %d rows).", len(examples), name, sample,
@@ -214,12 +223,31 @@ def mix_order(lengths: list[int], strategy: str = "concat", probs: list[float] |
     if probs is not None and abs(sum(probs) - 1.0) > 1e-8:  # numpy's choice needs them to sum to 1
         logger.info("interleave_probs %s do not sum to 1; they are scaled to.", probs)
         probs = [w / sum(probs) for w in probs]
+    if probs is not None and strategy == "interleave_over":
+        _check_oversampling(lengths, probs)
     parts = [Dataset.from_dict({"dataset": np.full(n, k, dtype=np.int64), "row": np.arange(n, dtype=np.int64)})
              for k, n in enumerate(lengths)]
     mixed = interleave_datasets(parts, probabilities=probs, seed=seed,
                                 stopping_strategy="first_exhausted" if strategy == "interleave_under"
                                 else "all_exhausted")
     return list(zip(mixed["dataset"], mixed["row"]))
+
+
+def _check_oversampling(lengths: list[int], probs: list[float]) -> None:
+    """Refuse ``interleave_over`` weights that never end or draw past :data:`MAX_SAMPLED_ROWS`: it draws until every
+    dataset has been drawn whole, about ``rows / weight`` draws for each. A weight of 0 never ends (datasets raised
+    a ValueError traceback); a tiny one (``0.9999999999,0.0000000001``) drew for minutes, 9 GB and growing."""
+    for k, (rows, weight) in enumerate(zip(lengths, probs)):
+        where = f"dataset {k + 1} of {len(lengths)} (in the order they are named)"
+        if rows and weight <= 0:
+            raise DatasetError(f"`mix_strategy: interleave_over` draws until every dataset has been drawn whole, but "
+                               f"{where} weighs 0 in interleave_probs, so it is never drawn and the mix never ends; "
+                               "give it a weight above 0, leave it out, or use interleave_under.")
+        if rows and rows / weight > MAX_SAMPLED_ROWS:
+            raise DatasetError(f"`mix_strategy: interleave_over` draws until every dataset has been drawn whole: "
+                               f"{where} holds {rows:,} rows at a weight of {weight:.3g}, about {rows / weight:,.0f} "
+                               f"draws, more than the {MAX_SAMPLED_ROWS:,} examples mixed at most; raise its weight "
+                               "in interleave_probs, or use interleave_under.")
 
 
 def mix_examples(groups: list[Sequence[dict]], strategy: str = "concat", probs: list[float] | None = None,

@@ -311,7 +311,37 @@ def read_audio(source: Any, sampling_rate: int = 16000) -> Any:
     wave = torch.from_numpy(np.concatenate(chunks, axis=1).astype(np.float32, copy=False))
     if wave.shape[0] > 1:
         wave = wave.mean(dim=0, keepdim=True)
+    problem = resample_problem(int(rate), int(sampling_rate), wave.shape[-1])
+    if problem:
+        raise MediaError(f"Audio {_name(source)} {problem}.")
     return resample(wave[:1], int(rate), int(sampling_rate)).squeeze(0).numpy()
+
+
+MAX_RESAMPLE_FILTER_VALUES = 2**26
+"""The largest filter bank :func:`resample` builds (its values; several float32 copies are held at once). A rate pair
+without a large common divisor needs one of about ``new x old`` values: a second of 8,001 Hz audio brought to 16,000 Hz
+took 2.4 GB and 6 s, one at 48,001 Hz would take about 16 GB (torchaudio, which LLaMA-Factory uses, builds the same
+bank). Every rate in use (8, 11.025, 16, 22.05, 24, 32, 44.1, 48, 96, 192 kHz) to any other needs a few thousand."""
+
+
+def resample_problem(orig_rate: int, new_rate: int, length: int, zero_crossings: int = 6,
+                     rolloff: float = 0.99) -> str | None:
+    """Why ``length`` samples at ``orig_rate`` are not brought to ``new_rate`` (None when they are): the filter bank
+    :func:`resample` would build, or the samples it would make, are past their bounds."""
+    if orig_rate == new_rate:
+        return None
+    common = math.gcd(orig_rate, new_rate)
+    o, n = orig_rate // common, new_rate // common
+    reach = math.ceil(zero_crossings * o / (min(o, n) * rolloff))
+    fix = f"convert it to {new_rate:,} Hz first (e.g. `ffmpeg -i IN -ar {new_rate} OUT`)"
+    if n * (2 * reach + o) > MAX_RESAMPLE_FILTER_VALUES:
+        return (f"is sampled at {orig_rate:,} Hz, which shares no large divisor with the {new_rate:,} Hz it is read at: "
+                f"resampling it needs a filter of {n * (2 * reach + o):,} values (about "
+                f"{n * (2 * reach + o) * 4 / 2**30:,.1f} GB, held several times); {fix}")
+    if length * n / o > MAX_AUDIO_VALUES:
+        return (f"would become {math.ceil(length * n / o):,} samples at {new_rate:,} Hz, more than the "
+                f"{MAX_AUDIO_VALUES:,} read here; cut it into shorter clips, or lower audio_sampling_rate")
+    return None
 
 
 def resample(wave: Any, orig_rate: int, new_rate: int, zero_crossings: int = 6, rolloff: float = 0.99) -> Any:

@@ -107,6 +107,31 @@ def test_a_secret_in_a_submitted_config_is_noted_by_name_in_the_board_log(board,
     board.jobs.wait(run_id, 30)
 
 
+@pytest.mark.parametrize("line", ['hf_hub_token: "hf_abcdefghijklmnop123\n', "'hub_token': [hf_abcdefghijklmnop123\n"])
+def test_a_config_that_is_no_yaml_never_quotes_its_token_in_the_refusal_or_the_board_log(board, caplog, line):
+    """The YAML error quoted the line the parser was reading (`in what begins at line 2: `hf_hub_token: "hf_...``),
+    in the reply and in the board's log line of the refused call."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="app.api")
+    with pytest.raises(gr.Error, match=r"not valid YAML.*in what begins at line \d+: `\W*h\w*token\W*: \*\*\*`") as err:
+        Automation(board).submit_run(CONFIG + line)
+    assert "hf_abcdefghijklmnop123" not in str(err.value) and "rejected" in caplog.text
+    assert "hf_abcdefghijklmnop123" not in caplog.text
+
+
+@pytest.mark.parametrize(("key", "folder"), [("export_dir", "{root}/"), ("tokenized_path", "{root}/"),
+                                             ("cache_dir", "{root}/"), ("export_dir", ""), ("dataset_dir", "")])
+def test_a_folder_that_holds_a_nul_is_refused_with_the_reason(board, key, folder):
+    """The allowed-roots check (an absolute folder to write) and the making of relative folders absolute resolved the
+    path and raised `ValueError: embedded null byte` out of /submit_run (no message, a traceback in the board's log)
+    for a value the config's own checks refuse."""
+    folder = folder.format(root=board.workspace.root)
+    with pytest.raises(gr.Error, match=rf"`{key}` holds U\+0000 \(NUL\)"):
+        Automation(board).submit_run(CONFIG + f'{key}: "{folder}a\\0b"\n')
+    assert board.jobs.list() == []
+
+
 def test_relative_paths_of_a_submitted_config_are_read_from_the_boards_folder(board, monkeypatch, tmp_path):
     """The README's gradio_client example submits examples/sft_lora_demo.yaml (`dataset_dir: examples/data`): it runs
     on a board started in the repository root, and elsewhere is refused naming the folder it looked in."""

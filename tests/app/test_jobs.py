@@ -259,6 +259,29 @@ def test_child_gets_repo_on_pythonpath(tmp_path):
         jm.shutdown()
 
 
+def test_a_job_never_gets_the_boards_login(tmp_path, monkeypatch):
+    """LF_BOARD_AUTH (the board's USER:PASS) reached every job's environment: reward code, a model's remote code or a
+    tracker that uploads the environment could have read the board's password. Other variables (a hub token) still
+    reach the job."""
+    monkeypatch.setenv("LF_BOARD_AUTH", "alice:board-password-123")
+    monkeypatch.setenv("HF_TOKEN", "hf_stillNeededByTheJob123")
+    script = tmp_path / "probe.py"
+    script.write_text(
+        "import json, os, sys, yaml\n"
+        "cfg = yaml.safe_load(open(sys.argv[2]))\n"
+        "open(os.path.join(cfg['output_dir'], 'probe.json'), 'w').write(json.dumps(dict(os.environ)))\n"
+    )
+    jm = JobManager(tmp_path / "runs", [sys.executable, str(script)], poll_interval=0.05, cwd=tmp_path).start()
+    try:
+        run_id = jm.submit("train", {})
+        jm.wait(run_id, 20)
+        env = json.loads((jm.runs_dir / run_id / "probe.json").read_text())
+        assert "LF_BOARD_AUTH" not in env and "board-password-123" not in json.dumps(env)
+        assert env["HF_TOKEN"] == "hf_stillNeededByTheJob123"
+    finally:
+        jm.shutdown()
+
+
 def test_board_process_does_not_hold_log_pipes(manager):
     run_id = manager.submit("train", {"fake_steps": 4000, "fake_sleep": 0.02})
     manager.wait(run_id, 60, ("running",))

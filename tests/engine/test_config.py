@@ -239,6 +239,45 @@ def test_a_seed_numpy_refuses_is_refused_before_the_run():
         build_config({"seed": 2**32})
 
 
+@pytest.mark.parametrize("key", ["dataloader_num_workers", "preprocessing_num_workers"])
+def test_a_worker_count_no_machine_has_is_refused_before_anything_forks(key):
+    """torch's DataLoader starts every worker it is given (and the tokenizer pool one per shard of rows): a config from
+    elsewhere with `dataloader_num_workers: 100000` passed every check and would have forked 100,000 processes."""
+    from engine.config import ConfigError, build_config
+
+    assert getattr(build_config({key: 64}).train if key.startswith("dataloader") else build_config({key: 64}).data,
+                   key) == 64
+    with pytest.raises(ConfigError, match=rf"`{key}: 100000` is above the maximum 2048"):
+        build_config({key: 100_000})
+
+
+@pytest.mark.parametrize("key", ["image_min_pixels", "video_min_pixels"])
+def test_a_minimum_size_past_what_an_image_may_have_is_refused_before_anything_is_scaled_up(key):
+    """Every smaller image or frame is scaled up to the minimum: `image_min_pixels: 100000000000` took one 32x32 demo
+    image past 19 GB (the process was killed) and 10**18 ended in a MemoryError traceback. The bound is the most pixels
+    an image may have anyway (Pillow's decompression-bomb limit)."""
+    from PIL import Image
+
+    from engine.config import ConfigError, build_config
+    from engine.config.schema import MAX_MEDIA_PIXELS
+
+    assert MAX_MEDIA_PIXELS == 2 * Image.MAX_IMAGE_PIXELS
+    assert getattr(build_config({key: MAX_MEDIA_PIXELS}).data, key) == MAX_MEDIA_PIXELS
+    with pytest.raises(ConfigError, match=rf"`{key}: 100000000000` is above the maximum {MAX_MEDIA_PIXELS}"):
+        build_config({key: 100_000_000_000})
+
+
+def test_a_video_maxlen_past_hours_of_frames_is_refused_before_frame_numbers_are_listed():
+    """A video stream that states no frame count is read for its first video_maxlen frames: `video_maxlen:
+    1000000000000` listed a trillion frame numbers (MemoryError under a 4 GB limit, the machine's memory without)."""
+    from engine.config import ConfigError, build_config
+    from engine.config.schema import MAX_VIDEO_FRAMES
+
+    assert build_config({"video_maxlen": MAX_VIDEO_FRAMES}).data.video_maxlen == MAX_VIDEO_FRAMES == 16384
+    with pytest.raises(ConfigError, match=r"`video_maxlen: 1000000000000` is above the maximum 16384"):
+        build_config({"video_maxlen": 10**12})
+
+
 @pytest.mark.parametrize("loss", ["hinge", "ipo"])
 def test_dpo_hinge_and_ipo_say_that_llamafactory_trains_sigmoid_for_them(loss):
     # LLaMA-Factory 0.9.5 calls TRL 0.24's dpo_loss without loss_type: both train TRL's default, sigmoid

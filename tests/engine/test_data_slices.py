@@ -49,6 +49,22 @@ def test_num_samples_draws_from_the_split_rows(tmp_path):
     assert _numbers(load_examples(_args(tmp_path), "s", "sft", seed=42)) == expected
 
 
+def test_a_num_samples_that_would_repeat_rows_past_the_bound_is_refused_with_the_fix(tmp_path):
+    """A dataset_info.json from elsewhere with `num_samples: 10000000000` over 40 rows ended in numpy's "Unable to
+    allocate 74.5 GiB" traceback (100,000,000 took gigabytes for minutes instead); drawing fewer rows than the file
+    holds, or repeating them up to the bound, is LLaMA-Factory's sampling as before."""
+    from engine.data.loader import MAX_SAMPLED_ROWS
+
+    _data(tmp_path, entries={"huge": {"file_name": "d.jsonl", "num_samples": 10_000_000_000},
+                             "over": {"file_name": "d.jsonl", "num_samples": MAX_SAMPLED_ROWS + 1},
+                             "twice": {"file_name": "d.jsonl", "num_samples": 80}})
+    for name, count in (("huge", "10,000,000,000"), ("over", f"{MAX_SAMPLED_ROWS + 1:,}")):
+        with pytest.raises(DatasetError, match=rf"Dataset '{name}': `num_samples: {count}` in dataset_info.json would "
+                                               rf"repeat its 40 rows .*lower num_samples"):
+            load_examples(_args(tmp_path), name, "sft", seed=42)
+    assert len(load_examples(_args(tmp_path), "twice", "sft", seed=42)) == 80
+
+
 def test_a_slice_with_a_known_end_reads_no_further(tmp_path):
     _data(tmp_path, count=5, tail='{"instruction": broken\n',
           entries={"head": {"file_name": "d.jsonl", "split": "train[:3]"},
@@ -119,3 +135,23 @@ def test_bounds_equal_datasets_read_instruction(rows):
                                              datasets.ReadInstruction.from_spec(spec).to_absolute({"train": rows})])
         ours = _outcome(lambda spec=spec: absolute_bounds(parse_split(spec), rows))
         assert ours == theirs, (spec, rows)
+
+
+def test_interleave_over_weights_that_never_end_or_draw_billions_are_refused_with_the_fix():
+    """`mix_strategy: interleave_over` with `interleave_probs: 1,0` ended in datasets' ValueError traceback, and with
+    `0.9999999999,0.0000000001` drew for minutes (9 GB and growing) before a row was tokenized. Weights that end
+    within the bound mix exactly as datasets.interleave_datasets does."""
+    import time
+
+    from engine.data.loader import mix_order
+
+    started = time.monotonic()
+    with pytest.raises(DatasetError, match=r"dataset 2 of 2 .* weighs 0 in interleave_probs, so it is never drawn"):
+        mix_order([32, 93], "interleave_over", [1.0, 0.0])
+    with pytest.raises(DatasetError, match=r"dataset 2 of 2 .* holds 93 rows at a weight of 1e-10, about "
+                                           r"930,000,000,000 draws.*raise its weight in interleave_probs"):
+        mix_order([32, 93], "interleave_over", [0.9999999999, 1e-10])
+    assert time.monotonic() - started < 5
+    order = mix_order([32, 93], "interleave_over", [0.7, 0.3])
+    assert {d for d, _ in order} == {0, 1} and len({(d, r) for d, r in order if d == 1}) == 93
+    assert mix_order([32, 93], "interleave_under", [1.0, 0.0]) is not None  # ends when the first is drawn whole

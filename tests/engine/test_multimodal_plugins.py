@@ -180,6 +180,27 @@ def test_stereo_audio_is_the_mean_of_its_channels(tmp_path):
     assert np.abs(wave - expected).max() < 1e-4
 
 
+def test_audio_at_a_rate_that_resamples_only_through_gigabytes_is_refused_with_the_fix(tmp_path):
+    """A rate sharing no large divisor with the rate read at needs a filter bank of about new x old values (torchaudio's
+    and LLaMA-Factory's alike): one second of 48,001 Hz audio in a dataset row would have taken about 16 GB, one of
+    8,001 Hz took 2.4 GB and 6 s. Refused before anything is built; every rate in use still resamples."""
+    import time
+
+    tone = np.sin(2 * np.pi * 440 * np.arange(48001) / 48001)
+    _write_wav(tmp_path / "odd.wav", [tone], 48001)
+    started = time.monotonic()
+    with pytest.raises(MediaError, match=r"odd.wav is sampled at 48,001 Hz, which shares no large divisor with the "
+                                         r"16,000 Hz .*filter of 768,624,000 values .*ffmpeg -i IN -ar 16000 OUT"):
+        media.read_audio(str(tmp_path / "odd.wav"), 16000)
+    assert time.monotonic() - started < 5
+    with pytest.raises(MediaError, match=r"would become 4,800,100,000 samples at 4,800,100,000 Hz"):
+        media.read_audio(str(tmp_path / "odd.wav"), 48001 * 100_000)  # audio_sampling_rate far past any in use
+    rates = (8000, 11025, 16000, 22050, 24000, 32000, 44100, 48000, 96000, 192000)
+    assert all(media.resample_problem(a, b, a) is None for a in rates for b in rates)
+    _write_wav(tmp_path / "ok.wav", [tone[:44100]], 44100)
+    assert len(media.read_audio(str(tmp_path / "ok.wav"), 16000)) == 16000
+
+
 def test_resampling_is_band_limited_and_keeps_a_tone(tmp_path):
     """torchaudio's method (which LLaMA-Factory uses): the output length is ceil(n * new / old), a tone below both
     Nyquist frequencies keeps its frequency and amplitude, and one above the new Nyquist frequency is filtered out."""

@@ -29,3 +29,27 @@ def test_tokenized_data_of_another_stage_or_template(tmp_path, capsys, caplog, m
         assert _data(saved, "template=llama3") == 0
     notes = [r.getMessage() for r in caplog.records if "was tokenized with" in r.getMessage()]
     assert notes and "template `chatml` (now `llama3`)" in notes[0], notes
+
+
+def test_a_tokenized_path_that_is_no_save_is_never_answered_with_delete_it(tmp_path):
+    """`tokenized_path` naming the dataset folder itself (or /dev/null, or any folder of the user's) was answered
+    "holds no saved dataset; delete it or set overwrite_cache: true": advice to delete the user's data, or to save
+    over it. Only a damaged save (datasets' own dataset_dict.json or state.json in it) is still advised so."""
+    import pytest
+
+    from engine.data import DatasetError, _load_tokenized
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "dataset_info.json").write_text('{"d": {"file_name": "d.json"}}')
+    (data / "d.json").write_text("[]")
+    for path in (data, Path("/dev/null")):
+        with pytest.raises(DatasetError, match=r"is no folder of saved tokenized data .*set tokenized_path to a new "
+                                               r"folder") as err:
+            _load_tokenized(path)
+        assert "delete" not in str(err.value)
+    damaged = tmp_path / "saved"
+    (damaged / "train").mkdir(parents=True)
+    (damaged / "dataset_dict.json").write_text("{}")
+    with pytest.raises(DatasetError, match="holds no saved dataset .*delete it or set overwrite_cache: true"):
+        _load_tokenized(damaged)

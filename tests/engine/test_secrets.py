@@ -122,3 +122,24 @@ def test_board_submissions_hand_the_token_to_the_process_only(key, tmp_path):
             assert SECRET.encode() not in path.read_bytes(), path
     finally:
         jobs.shutdown()
+
+
+def test_a_token_given_on_the_command_line_is_masked_in_run_json(tmp_path, monkeypatch):
+    """`lf-engine train cfg.yaml hf_hub_token=...` with HF_TOKEN already set to another token: the config's token is
+    not exported (the variable wins), so masking the variables' values missed it and run.json's `command` held it."""
+    import json
+
+    from engine.credentials import masked_argv
+    from engine.lifecycle import JobContext
+
+    monkeypatch.setenv("HF_TOKEN", "hf_anotherTokenFromTheEnvironment")
+    monkeypatch.setattr(sys, "argv", ["lf-engine", "train", "cfg.yaml", f"hf_hub_token={SECRET}",
+                                      f"--ms_hub_token={SECRET}x", "output_dir=/tmp/x", "--api-key", f"{SECRET}y",
+                                      f"--api-key={SECRET}z"])
+    with JobContext(tmp_path, "train"):
+        pass
+    text = (tmp_path / "run.json").read_text(encoding="utf-8")
+    assert SECRET not in text
+    assert json.loads(text)["command"][3:] == ["train", "cfg.yaml", "hf_hub_token=***", "--ms_hub_token=***",
+                                               "output_dir=/tmp/x", "--api-key", "***", "--api-key=***"]
+    assert masked_argv(["train", "c.yaml", "lora_rank=8"]) == ["train", "c.yaml", "lora_rank=8"]

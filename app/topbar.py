@@ -168,12 +168,14 @@ def refresh_choices(board: Board, known: list[Any], shown: dict[str, Any] | None
                     lang: str) -> tuple[Any, Any, Any, Any, Any]:
     """(checkpoint choices, the choices as known, the devices line, what the page shows, the timer), each skipped
     where it did not change: the top bar's timer ticks on every open page, almost always with nothing new. The timer
-    ticks every :data:`LIVE_TICK` seconds while a run is queued or running, every :data:`IDLE_TICK` otherwise."""
+    ticks every :data:`LIVE_TICK` seconds while a run is queued or running (or the devices are still being looked
+    for), every :data:`IDLE_TICK` otherwise."""
     choices, live = scan_checkpoints(board.workspace.runs_dir)
     flat = [list(c) for c in choices]
     report, error = catalog.ENVIRONMENT.get()
     shown = shown if isinstance(shown, dict) else {}
-    now = {"devices": render_devices(report, error, lang), "every": LIVE_TICK if live else IDLE_TICK}
+    waiting = report is None and error is None  # the devices line says "looking…" until the report comes
+    now = {"devices": render_devices(report, error, lang), "every": LIVE_TICK if live or waiting else IDLE_TICK}
     if flat == known:
         update = flat = gr.skip()
     else:

@@ -36,6 +36,13 @@ def test_the_top_bar_tick_is_light_and_slow_while_no_run_can_add_a_checkpoint(bo
     assert fn.fn([], shown, "en") == (gr.skip(),) * 5  # nothing changed: nothing sent
     assert fn.fn([], shown, "zh")[2] != shown["devices"]  # a language switch composes the line again
 
+    looking = {"report": None}
+    monkeypatch.setattr(catalog.ENVIRONMENT, "get", lambda: (looking["report"], None))
+    *_, now, every = fn.fn([], {}, "en")  # the devices are still being looked for: the line is due soon
+    assert now["every"] == LIVE_TICK and every == gr.skip()
+    looking["report"] = {"cpu": {"cores": 2}}
+    assert fn.fn([], now, "en")[4].value == IDLE_TICK
+
     run = board.jobs.runs_dir / "done"
     (run / "checkpoint-3").mkdir(parents=True)
     (run / "run.json").write_text(json.dumps({"id": "done", "kind": "train", "status": "running"}))

@@ -35,30 +35,39 @@ def checkpoints(runs_dir: Path) -> list[tuple[str, str]]:
     folder changes (a checkpoint added or removed), so the top bar's refresh over a thousand runs does not list a
     thousand folders each time.
     """
+    return scan_checkpoints(runs_dir)[0]
+
+
+def scan_checkpoints(runs_dir: Path) -> tuple[list[tuple[str, str]], bool]:
+    """:func:`checkpoints`, and whether a run of the workspace is queued or running (one that can still add some)."""
     out: list[tuple[str, str]] = []
+    live = False
     folders = list_runs(runs_dir)
     for folder in folders:
-        out += _run_checkpoints(folder)
+        found, running = _run_checkpoints(folder)
+        out += found
+        live = live or running
     if len(_CHECKPOINTS) > len(folders):  # deleted runs
         alive = {str(f.path) for f in folders}
         for key in [k for k in _CHECKPOINTS if k not in alive and Path(k).parent == Path(runs_dir)]:
             _CHECKPOINTS.pop(key, None)
-    return out
+    return out, live
 
 
 _CHECKPOINTS: dict[str, tuple[tuple[int, int, int], list[tuple[str, str]]]] = {}
 
 
-def _run_checkpoints(folder: RunFolder) -> list[tuple[str, str]]:
-    """One run's part of :func:`checkpoints` (remembered while a finished run's run.json and folder are unchanged)."""
+def _run_checkpoints(folder: RunFolder) -> tuple[list[tuple[str, str]], bool]:
+    """One run's part of :func:`checkpoints` (remembered while a finished run's run.json and folder are unchanged),
+    and whether the run is queued or running."""
     try:
         run_st, dir_st = folder.run_path.stat(), folder.path.stat()
     except OSError:
-        return []
+        return [], False
     stamp = (run_st.st_ino, run_st.st_mtime_ns, dir_st.st_mtime_ns)
     hit = _CHECKPOINTS.get(str(folder.path))
     if hit and hit[0] == stamp:
-        return hit[1]
+        return hit[1], False
     info = folder.info()
     out: list[tuple[str, str]] = []
     if info.get("kind") == "train":
@@ -75,7 +84,7 @@ def _run_checkpoints(folder: RunFolder) -> list[tuple[str, str]]:
             out.append((f"{folder.id} / checkpoint-{step}", str(sub)))
     if info.get("status") in FINAL_STATUSES:  # a live run's checkpoints are looked at every time
         _CHECKPOINTS[str(folder.path)] = (stamp, out)
-    return out
+    return out, info.get("status") in ("queued", "running")
 
 
 _CONFIGS: dict[Path, tuple[float, dict[str, Any]]] = {}

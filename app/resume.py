@@ -63,3 +63,19 @@ def resolve_resume_value(jobs: JobManager, value: Any) -> str | None:
     if text and "/" not in text and "\\" not in text and len(text) <= 128 and (jobs.runs_dir / text).is_dir():
         return str(latest_checkpoint(jobs, text))
     return None
+
+
+def form_resume(jobs: JobManager, mapping: dict[str, Any], lang: str | None) -> tuple[dict[str, Any], dict[str, Any],
+                                                                                       str | None]:
+    """The Train form's ``resume_from_checkpoint`` read as the API reads it (:func:`resolve_resume_value`): a run id
+    becomes that run's latest complete checkpoint (the mapping, and the run's meta saying so), ``true`` is refused.
+    Returns (mapping, meta, refusal in ``lang`` or None)."""
+    value = mapping.get("resume_from_checkpoint")
+    try:
+        resumed = resolve_resume_value(jobs, value)
+    except JobError as err:
+        return mapping, {}, err.text(lang)
+    if not resumed:
+        return mapping, {}, None
+    meta = {"resumed_from": str(value).strip(), "resumed_checkpoint": resumed}
+    return {**mapping, "resume_from_checkpoint": resumed}, meta, None

@@ -11,7 +11,7 @@ from app import catalog
 from app.api_sessions import ClosedSessions
 from app.context import Board
 from app.forms import TopValues
-from app.history import checkpoints
+from app.history import checkpoints, scan_checkpoints
 from app.i18n import LANGUAGES, SET_LOCALE_JS, L, t
 from app.lang_gate import LANG_UNKNOWN
 from app.markup import SafeMarkdown
@@ -20,6 +20,11 @@ from app.widgets import make_widget
 from app.workspace import REPO_ROOT
 
 LOGO = REPO_ROOT / "assets" / "logo.svg"
+LIVE_TICK = 4.0
+"""Seconds between the top bar's refreshes while a run of the workspace is queued or running (it can add checkpoints)."""
+IDLE_TICK = 30.0
+"""... and while none is: a run started from the page, or by lf-engine in this workspace, is seen within this time and
+the timer goes back to :data:`LIVE_TICK` (the refresh button reads the workspace at once)."""
 
 
 @dataclass
@@ -37,6 +42,7 @@ class TopBar:
     devices: gr.Markdown
     note: gr.Markdown
     known_checkpoints: gr.State
+    shown: gr.State
     timer: gr.Timer
 
     def values(self) -> list[gr.components.Component]:
@@ -124,7 +130,8 @@ def build(board: Board) -> TopBar:
         devices=devices,
         note=note,
         known_checkpoints=gr.State([]),
-        timer=gr.Timer(4.0),
+        shown=gr.State({}),  # the devices line as the page shows it, and the timer's interval
+        timer=gr.Timer(LIVE_TICK),
     )
 
 
@@ -157,13 +164,25 @@ def render_devices(report: dict[str, Any] | None, error: str | None, lang: str) 
     return t(lang, "top_devices") + " " + " · ".join(parts)
 
 
-def refresh_choices(board: Board, known: list[Any], lang: str) -> tuple[Any, Any, Any]:
-    """New checkpoint choices when they changed (skip otherwise), plus the devices line."""
-    choices = checkpoints(board.workspace.runs_dir)
+def refresh_choices(board: Board, known: list[Any], shown: dict[str, Any] | None,
+                    lang: str) -> tuple[Any, Any, Any, Any, Any]:
+    """(checkpoint choices, the choices as known, the devices line, what the page shows, the timer), each skipped
+    where it did not change: the top bar's timer ticks on every open page, almost always with nothing new. The timer
+    ticks every :data:`LIVE_TICK` seconds while a run is queued or running (or the devices are still being looked
+    for), every :data:`IDLE_TICK` otherwise."""
+    choices, live = scan_checkpoints(board.workspace.runs_dir)
     flat = [list(c) for c in choices]
-    update = gr.skip() if flat == known else gr.update(choices=checkpoint_choices(choices))
     report, error = catalog.ENVIRONMENT.get()
-    return update, flat, render_devices(report, error, lang)
+    shown = shown if isinstance(shown, dict) else {}
+    waiting = report is None and error is None  # the devices line says "looking…" until the report comes
+    now = {"devices": render_devices(report, error, lang), "every": LIVE_TICK if live or waiting else IDLE_TICK}
+    if flat == known:
+        update = flat = gr.skip()
+    else:
+        update = gr.update(choices=checkpoint_choices(choices))
+    devices = gr.skip() if now["devices"] == shown.get("devices") else now["devices"]
+    timer = gr.skip() if now["every"] == shown.get("every", LIVE_TICK) else gr.Timer(now["every"])
+    return update, flat, devices, gr.skip() if now == shown else now, timer
 
 
 def language_choice(board: Board, saved: str | None) -> str:
@@ -215,18 +234,23 @@ def wire(bar: TopBar, board: Board, demo: gr.Blocks) -> None:
 
     closed = ClosedSessions(demo)
 
-    def on_refresh(known: list[Any], lang: str) -> tuple[Any, Any, Any]:
+    def on_refresh(known: list[Any], shown: dict[str, Any], lang: str) -> tuple[Any, ...]:
         closed.prune()  # every open tab ticks: closed tabs' sessions are dropped without a thread of their own
-        return refresh_choices(board, known, lang)
+        return refresh_choices(board, known, shown, lang)
 
+    # Each tick costs the page more than the board: gradio's page updates every loading status it keeps on each
+    # status message of every event (see app.ui.quiet_progress), and after an edit of the Train form it keeps one
+    # per field (about 0.3 s of the browser's CPU a tick). So the timer ticks slowly while no run can add a
+    # checkpoint, and the tick reads two states and the language, answers with skips where nothing changed, shows no
+    # progress and is not queued (a queued event has more status messages: estimation and start as well).
     gr.on(  # and at once on a language switch, so the devices line does not stay in the old one until the tick
         [bar.refresh.click, bar.timer.tick, bar.lang.change],
         on_refresh,
-        inputs=[bar.known_checkpoints, bar.lang],
-        outputs=[bar.checkpoint, bar.known_checkpoints, bar.devices],
+        inputs=[bar.known_checkpoints, bar.shown, bar.lang],
+        outputs=[bar.checkpoint, bar.known_checkpoints, bar.devices, bar.shown, bar.timer],
         api_visibility="private",
         show_progress="hidden",
-        concurrency_limit=None,
+        queue=False,
     )
 
     demo.load(

@@ -26,6 +26,8 @@ from app.widgets import collect, empty_problems, make_widget
 from engine.runs import bounded_lines, open_regular, read_regular
 
 EVAL_KEYS = ["cutoff_len", "max_samples", "per_device_eval_batch_size"]
+SAMPLING_KEYS = ("temperature", "top_p", "top_k")
+"""Generation settings that only sampling reads (greedy decoding ignores them)."""
 MAX_PREDICTIONS = 2000
 MAX_LINE_BYTES = 4 << 20
 """The longest generated_predictions.jsonl line read, and the largest result file (bytes): a prediction's prompt,
@@ -95,8 +97,10 @@ def build(board: Board) -> EvaluateTab:
                                       tab="eval")
     with gr.Accordion(L("eval_generation"), open=True) as generation:
         with gr.Row():
-            for key in forms.GENERATION_KEYS:
-                fields[key] = make_widget(key, {"do_sample": False, "max_new_tokens": 64}.get(key), tab="eval")
+            for key in forms.GENERATION_KEYS:  # greedy by default: the sampling settings wait for "Sample"
+                extra = {"interactive": False} if key in SAMPLING_KEYS else {}
+                fields[key] = make_widget(key, {"do_sample": False, "max_new_tokens": 64}.get(key), tab="eval",
+                                          **extra)
     with gr.Row():
         start_btn = gr.Button(L("eval_start"), variant="primary")
         abort_btn = gr.Button(L("job_abort"), variant="stop")
@@ -252,6 +256,10 @@ def wire(tab: EvaluateTab, top: TopBar, board: Board, demo: gr.Blocks, opened: g
                     **private)  # the note follows the page's language
     # the generation settings only matter to Predict: Eval (loss, perplexity) generates nothing
     tab.mode.change(lambda mode: gr.update(visible=mode == "predict"), tab.mode, tab.generation, **private)
+    # temperature, top-p and top-k change nothing in greedy decoding: they can be set while "Sample" is ticked
+    sampling = [tab.fields[key] for key in SAMPLING_KEYS]
+    tab.fields["do_sample"].change(lambda on: [gr.update(interactive=bool(on)) for _ in sampling],
+                                   tab.fields["do_sample"], sampling, show_progress="hidden", queue=False, **private)
 
     def on_start(*values):
         *values, lang = values

@@ -34,6 +34,7 @@ COLUMNS = list(WIDTHS)
 
 @dataclass
 class RunsTab:
+    empty: gr.Markdown
     table: gr.Dataframe
     selected: gr.Dropdown
     refresh_btn: gr.Button
@@ -58,6 +59,9 @@ class RunsTab:
 def build(board: Board) -> RunsTab:
     with gr.Row():
         refresh_btn = gr.Button(L("top_refresh"), size="sm", scale=0, min_width=100)
+    # shown while the workspace has no run (a table of headers alone said nothing); a translation key, so the page
+    # shows it in its language, a switch included, and the refresh only shows or hides it
+    empty = SafeMarkdown(L("runs_empty"), visible=False, elem_id="lf-runs-empty")
     table = gr.Dataframe(
         headers=COLUMNS,
         label=L("runs_table"),
@@ -104,6 +108,7 @@ def build(board: Board) -> RunsTab:
                                  label=L("runs_reward_overlay"), height=340, elem_classes=["lf-plot"])
     diff = gr.Dataframe(label=L("runs_diff"), interactive=False, wrap=True, visible=False, elem_id="lf-runs-diff")
     return RunsTab(
+        empty=empty,
         table=table,
         selected=selected,
         refresh_btn=refresh_btn,
@@ -233,16 +238,17 @@ def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: d
         frame, ids = table_frame(board, lang_code)
         snapshot = [frame.to_dict("split")["data"], lang_code]
         if snapshot == known and not force:
-            return gr.skip(), gr.skip(), known
+            return gr.skip(), gr.skip(), known, gr.skip()
+        empty = gr.update(visible=not ids)
         keep = [s for s in selected or [] if s in ids]
         if keep == list(selected or []):  # nothing picked went away: leave the value alone, so a pick made while
-            return frame, gr.update(choices=run_choices(ids)), snapshot  # this refresh was under way is kept
-        return frame, gr.update(choices=run_choices(ids), value=keep), snapshot
+            return frame, gr.update(choices=run_choices(ids)), snapshot, empty  # this refresh was under way is kept
+        return frame, gr.update(choices=run_choices(ids), value=keep), snapshot, empty
 
     tab.timer.tick(
         on_refresh,
         [tab.known, tab.selected, lang],
-        [tab.table, tab.selected, tab.known],
+        [tab.table, tab.selected, tab.known, tab.empty],
         show_progress="hidden",
         concurrency_limit=None,
         **private,
@@ -251,21 +257,21 @@ def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: d
         opened.select(
             on_refresh,
             [tab.known, tab.selected, lang],
-            [tab.table, tab.selected, tab.known],
+            [tab.table, tab.selected, tab.known, tab.empty],
             show_progress="hidden",
             **private,
         )
     tab.refresh_btn.click(
         lambda k, s, lc: on_refresh(k, s, lc, True),
         [tab.known, tab.selected, lang],
-        [tab.table, tab.selected, tab.known],
+        [tab.table, tab.selected, tab.known, tab.empty],
         **private,
     )
     gr.on(  # on load, and at once when the page's language is known or changes (headers, statuses)
         [demo.load, lang.change],
         lambda k, s, lc: on_refresh(k, s, lc, True),
         [tab.known, tab.selected, lang],
-        [tab.table, tab.selected, tab.known],
+        [tab.table, tab.selected, tab.known, tab.empty],
         show_progress="hidden",
         **private,
     )
@@ -320,16 +326,17 @@ def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: d
 
     def on_resume(selected, known, lang_code):
         if not selected:
-            return t(lang_code, "runs_pick_some"), gr.skip(), gr.skip(), gr.skip()
+            return t(lang_code, "runs_pick_some"), gr.skip(), gr.skip(), gr.skip(), gr.skip()
         message, new_ids = resume_runs(board, list(selected), lang_code)
         if not new_ids:
-            return message, gr.skip(), gr.skip(), gr.skip()
+            return message, gr.skip(), gr.skip(), gr.skip(), gr.skip()
         frame, ids = table_frame(board, lang_code)
         snapshot = [frame.to_dict("split")["data"], lang_code]
-        return message, frame, gr.update(choices=run_choices(ids), value=new_ids), snapshot
+        return message, frame, gr.update(choices=run_choices(ids), value=new_ids), snapshot, gr.update(visible=False)
 
     tab.resume_btn.click(
-        on_resume, [tab.selected, tab.known, lang], [tab.message, tab.table, tab.selected, tab.known], **private
+        on_resume, [tab.selected, tab.known, lang], [tab.message, tab.table, tab.selected, tab.known, tab.empty],
+        **private
     )
 
     def on_delete(selected, lang_code):
@@ -344,13 +351,13 @@ def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: d
 
     def on_confirm(to_delete, known, lang_code):
         message = delete_runs(board, to_delete or [], lang_code)
-        frame, ids, snapshot = on_refresh(known, [], lang_code, True)
-        return message, gr.update(visible=False), frame, ids, snapshot, []
+        frame, ids, snapshot, empty = on_refresh(known, [], lang_code, True)
+        return message, gr.update(visible=False), frame, ids, snapshot, [], empty
 
     tab.confirm_btn.click(
         on_confirm,
         [tab.to_delete, tab.known, lang],
-        [tab.message, tab.confirm_box, tab.table, tab.selected, tab.known, tab.to_delete],
+        [tab.message, tab.confirm_box, tab.table, tab.selected, tab.known, tab.to_delete, tab.empty],
         **private,
     )
     tab.cancel_btn.click(lambda: (gr.update(visible=False), []), None, [tab.confirm_box, tab.to_delete], **private)

@@ -18,6 +18,7 @@ from app.i18n import LANGUAGES, L, t
 from app.jobs import JobError
 from app.lang_gate import LANG_UNKNOWN
 from app.markup import SafeMarkdown
+from app.resume import form_resume
 from app.scrolling import follow_end
 from app.tabs import rewards, train_data
 from app.tabs import strategy as scaleout
@@ -290,9 +291,11 @@ def preview_command(board: Board, mapping: dict[str, Any], pending: str, lang: s
     such as an empty number box, which Start refuses too)."""
     pending = pending or board.jobs.new_run_id("train")
     output_dir = board.jobs.runs_dir / pending
+    mapping, _, resume_refused = form_resume(board.jobs, mapping, lang)  # a run id: its latest checkpoint
+    refused = [*(refused or []), *([resume_refused] if resume_refused else [])]
     checked = forms.validate(mapping, "train", run_folder=output_dir)
     if checked.config is None or refused:
-        problems = "\n".join(f"# - {p}" for p in [*(str(r).replace("**", "") for r in refused or []), *checked.problems])
+        problems = "\n".join(f"# - {p}" for p in [*(str(r).replace("**", "") for r in refused), *checked.problems])
         return "", f"# {t(lang, 'train_invalid')}\n{problems}\n", pending
     resolved = forms.resolved_mapping(checked.config, output_dir)
     text = forms.yaml_text(resolved)
@@ -327,16 +330,19 @@ def start_run(board: Board, mapping: dict[str, Any], pending: str, lang: str,
     """Validate and submit (``launch``: strategy and processes, see app.launch; ``refused``: the form's own problems,
     see :func:`empty_boxes`); returns (message, run id or None)."""
     output_dir = board.jobs.runs_dir / (pending or board.jobs.new_run_id("train"))
+    # as the API reads it: a run id resumes that run's latest complete checkpoint, `true` is refused (a new folder)
+    mapping, resumed, resume_refused = form_resume(board.jobs, mapping, lang)
+    refused = [*(refused or []), *([resume_refused] if resume_refused else [])]
     checked = forms.validate(mapping, "train", run_folder=output_dir)
     if refused or not checked.ok:
-        return form_problems_text(lang, refused or [], checked.problems), None
+        return form_problems_text(lang, refused, checked.problems), None
     resolved = forms.resolved_mapping(checked.config, output_dir)
     with _START_LOCK:  # a double click sends the page's one pending id twice, side by side: one run, not two
         if pending and (board.jobs.runs_dir / pending).exists():
             return t(lang, "train_already_started", run=pending), pending
         try:
-            run_id = board.jobs.submit("train", resolved, run_id=pending or None,
-                                      meta={"launch": launch} if launch else None)
+            meta = {**resumed, **({"launch": launch} if launch else {})}
+            run_id = board.jobs.submit("train", resolved, run_id=pending or None, meta=meta or None)
         except JobError as err:  # the run folder could not be written (a full disk)
             return err.text(lang), None
     note = ""

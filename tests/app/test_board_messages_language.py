@@ -92,9 +92,9 @@ def test_the_devices_line_is_composed_again_as_the_page_language_changes(board, 
     (on_switch,) = [f for f in demo.fns.values() if (lang._id, "change") in [tuple(t[:2]) for t in f.targets]
                     and devices in f.outputs]
     assert isinstance(on_switch.inputs[-1], gr.Textbox) and on_switch.inputs[-1] is lang
-    _, _, line = on_switch.fn([], "zh")
+    _, _, line, shown, _ = on_switch.fn([], {}, "zh")  # the known checkpoints, what the page shows, the language
     assert line.startswith("设备") and "2 核" in line
-    _, _, line = on_switch.fn([], "en")
+    _, _, line, _, _ = on_switch.fn([], shown, "en")
     assert line.startswith("Devices: CPU: 2 cores")
 
 

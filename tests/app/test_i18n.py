@@ -219,8 +219,9 @@ def test_the_history_table_is_brought_up_to_date_as_its_tab_opens(board):
     fn = on_open[0]
     run_id = board.jobs.submit("train", {"fake_steps": 1, "stage": "sft"})
     assert board.jobs.wait(run_id, 30) == "completed"
-    table, picker, _ = fn.fn(*[None if getattr(b, "elem_id", None) != "lf-lang-code" else "en" for b in fn.inputs])
+    table, picker, _, empty = fn.fn(*[None if getattr(b, "elem_id", None) != "lf-lang-code" else "en" for b in fn.inputs])
     assert run_id in list(table.iloc[:, 0]) and picker["choices"] == [(run_id, run_id)]
+    assert empty["visible"] is False  # the "no runs yet" line goes once a run exists
 
 
 def test_no_chart_with_translated_axis_titles_is_drawn_before_the_page_language_is_known(tmp_path):

@@ -14,10 +14,13 @@ def _states(updates: list) -> list[bool]:
 
 
 def _handlers(demo: gr.Blocks) -> dict[tuple[str, str], object]:
-    """(elem_id or block id, event) -> the fn that sets the timers on that event."""
+    """(elem_id or block id, event) -> the fn that sets the timers on that event (it outputs timers and the shown
+    tab only: the top bar's refresh, which sets its own timer's interval, is not one)."""
     found = {}
     for block_fn in demo.fns.values():
         if not block_fn.outputs or not any(isinstance(out, gr.Timer) for out in block_fn.outputs):
+            continue
+        if not all(isinstance(out, (gr.Timer, gr.State)) for out in block_fn.outputs):
             continue
         for target, event in block_fn.targets:
             block = demo.blocks.get(target)

@@ -9,14 +9,17 @@ answers to the switch are held back, so only what the page does by itself is see
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.e2e.conftest import CHROMIUM, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-HELD = "**/gradio_api/queue/join*"
-"""Where the page asks the server to run handlers: held back while a switch is checked."""
+HELD = re.compile(r"/gradio_api/(queue/join|run/)")
+"""Where the page asks the server to run handlers, queued or not (the top bar's refresh is not): held back while a
+switch is checked."""
 
 
 def switch(page, language: str) -> None:

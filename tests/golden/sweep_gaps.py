@@ -17,8 +17,9 @@ Multimodal rows (the ``mllm_*`` sets through tiny VLMs) are compared by ``sweep_
 
 Known differences (the rest of the 529 cases agree, or both refuse): deliberate, a media template on a text tokenizer
 (LLaMA-Factory: "Processor was not found" even for text rows; ours trains the text) and pt mixing text with
-conversations (there: "The features can't be aligned"); not settled, a set without ``kto_tag`` mixed into kto (there
-its rows are dropped as invalid and the KTO set trains; ours refuses the set, naming the missing column).
+conversations (there: "The features can't be aligned"). Two found here were fixed: rows with media for a text model
+(refused there, trained as text here) and a set without ``kto_tag`` mixed into kto (dropped there after lending its
+replies to the KL pairs; the whole mix was refused here).
 """
 
 from __future__ import annotations

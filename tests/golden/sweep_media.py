@@ -6,8 +6,8 @@ VLMs, many configs at once. Not part of the test suite.
 
 ``--data`` is LLaMA-Factory's data folder (``mllm_demo``, ``mllm_video_demo``, ``mllm_audio_demo``,
 ``mllm_video_audio_demo`` and their ``mllm_demo_data``). ``--vlm-dir`` holds (or receives) one tiny VLM per family
-of ``tests/engine/tinyvlms.py`` (``save_tiny_vlm``). Each case is one family's template on one set with options that
-change the tokens or the media (short cutoffs that cut through the media, ``image_max_pixels``, ``video_fps``,
+of ``tests/engine/tinyvlms.py`` (``save_tiny_vlm``). Each case is one family's template on one set (text sets too:
+tools, pairs, KTO rows, through the family's processor) with options that change the tokens or the media (short cutoffs that cut through the media, ``image_max_pixels``, ``video_fps``,
 ``video_maxlen``, ``mask_history``, ``train_on_prompt``, ``val_size``). LLaMA-Factory tokenizes every case in one
 process of its environment (compare_rows' script, once per case), ours in this one; a table is printed: case, split,
 rows identical / LLaMA-Factory's rows (ours), first difference. Where LLaMA-Factory's environment lacks a torchvision
@@ -78,7 +78,11 @@ def cases(data: str, vlm_dir: str) -> dict[str, dict]:
         out[f"{family}/{name}"] = {"model_name_or_path": str(Path(vlm_dir) / family), "template": FAMILIES[family],
                                    "stage": stage, "dataset": dataset, "cutoff_len": cutoff, **base, **more}
 
-    for family in FAMILIES:
+    for family in FAMILIES:  # text rows through the family's processor (LLaMA-Factory needs one for its template)
+        add("text/sft/glaive/512", family, "sft", "glaive_toolcall_en_demo", 512, max_samples=20)
+        add("text/sft/identity/33", family, "sft", "identity", 33, max_samples=20)
+        add("text/rm/dpo_en/64", family, "rm", "dpo_en_demo", 64, max_samples=20)
+        add("text/kto/kto_en/64", family, "kto", "kto_en_demo", 64, max_samples=20)
         add("sft/mllm_demo/2048", family, "sft", "mllm_demo", 2048)
         add("sft/mllm_demo/64", family, "sft", "mllm_demo", 64)
         add("sft/mllm_demo/mask_history", family, "sft", "mllm_demo", 2048, mask_history=True)

@@ -232,7 +232,7 @@ def _build(cfg: Any, tokenizer: Any, template: Any, media: Any) -> DatasetBundle
         check_stage(stage, itertools.chain(train_examples, eval_examples), getattr(cfg.finetuning, "pref_loss", None))
         bundle.media = media
     else:
-        _warn_about_media(train_examples, eval_examples)
+        _without_media_model(stage, cfg.model.template, train_examples, eval_examples)
     if train_examples:
         bundle.train, bundle.stats["train"] = _tokenized(train_examples, stage, tokenizer, template, opts, "train",
                                                          bundle.media, data.preprocessing_num_workers,
@@ -251,15 +251,27 @@ def _build(cfg: Any, tokenizer: Any, template: Any, media: Any) -> DatasetBundle
     return bundle
 
 
-def _warn_about_media(*parts: Sequence[dict]) -> None:
-    """Say so when rows carry images, videos or audio: training here is on text only."""
+def _without_media_model(stage: str, template: str | None, *parts: Sequence[dict]) -> None:
+    """Rows with images, videos or audio for a model that takes text only: refused, as LLaMA-Factory 0.9.5's media
+    plugin refuses them while it formats a conversation ("This model does not support image input. Please check
+    whether the correct `template` is used.", or "Processor was not found" for a media template on a text model);
+    pre-training reads only the text, there and here, so it is said and the text trained."""
     with_media = sum(count_media(part) for part in parts)
-    if with_media:
-        names = sorted({name for part in parts for name in media_dataset_names(part)})
-        logger.warning("%d of %s (%s) %s images, videos or audio; training here is on text only, so the media "
-                       "files are not given to the model and their placeholders stay in the text.", with_media,
-                       counted(sum(len(part) for part in parts), "row"), ", ".join(names),
-                       "has" if with_media == 1 else "have")
+    if not with_media:
+        return
+    names = ", ".join(sorted({name for part in parts for name in media_dataset_names(part)}))
+    rows = counted(sum(len(part) for part in parts), "row")
+    if stage == "pt":
+        logger.warning("%d of %s (%s) %s images, videos or audio; pre-training reads the text only, so the media "
+                       "files are not given to the model and their placeholders stay in the text.", with_media, rows,
+                       names, "has" if with_media == 1 else "have")
+        return
+    used = f"template `{template}`" if template else "the tokenizer's chat template"
+    raise DatasetError(
+        f"{with_media} of {rows} ({names}) {'has' if with_media == 1 else 'have'} images, videos or audio, but this "
+        f"model takes text only ({used}, no image/video/audio processor); LLaMA-Factory refuses such rows too. Use a "
+        "multimodal model with its template (e.g. a Qwen2-VL model with `template: qwen2_vl`), or a dataset "
+        "without media.")
 
 
 def _save_tokenized(bundle: DatasetBundle, path: Path) -> None:
@@ -348,7 +360,7 @@ def load_eval_prompts(cfg: Any, tokenizer: Any, template: Any, media: Any = None
     else:
         raise DatasetError("Prediction needs data: set `eval_dataset` (or `dataset` with `val_size`).")
     if media is None:
-        _warn_about_media(examples)
+        _without_media_model("sft", cfg.model.template, examples)
     from engine.data.tokenize import cut_prompt, fit_reply
 
     # LLaMA-Factory's DataArguments take 1 off cutoff_len when `packing` is set, for prediction rows too

@@ -24,7 +24,14 @@ def eval_sets_by_name(cfg: Any, tokenizer: Any, template: Any, media: Any = None
     """Dataset name -> its tokenized evaluation rows, in ``eval_dataset``'s order."""
     import numpy as np
 
-    from engine.data import _tokenized, configured_template, count_media, load_examples, tokenize_options
+    from engine.data import (
+        _tokenized,
+        _without_media_model,
+        configured_template,
+        count_media,
+        load_examples,
+        tokenize_options,
+    )
     from engine.data.loader import split_names
 
     data, stage, seed = cfg.data, cfg.finetuning.stage, cfg.train.seed
@@ -41,6 +48,8 @@ def eval_sets_by_name(cfg: Any, tokenizer: Any, template: Any, media: Any = None
             from engine.multimodal import refuse_unserved
 
             refuse_unserved(media)
+        elif media is None:
+            _without_media_model(stage, cfg.model.template, examples)
         sets[name], _ = _tokenized(examples, stage, tokenizer, template, opts, f"eval ({name})",
                                    media if media is not None and count_media(examples) else None,
                                    data.preprocessing_num_workers, data.preprocessing_batch_size, layout)

@@ -17,6 +17,7 @@ from engine.data.errors import DatasetError
 from engine.data.examples import Examples, ExampleWriter, concat
 from engine.data.hub import iter_spec_rows
 from engine.data.registry import DatasetSpec, resolve_dataset
+from engine.wording import counted
 
 logger = logging.getLogger(__name__)
 
@@ -47,8 +48,10 @@ def ranking_for_stage(spec: DatasetSpec, stage: str) -> DatasetSpec:
     return spec
 
 
-def check_stage(spec: DatasetSpec, stage: str, first_row: dict[str, Any] | None = None) -> None:
-    """Refuse a dataset that cannot serve ``stage``, saying what it lacks (``first_row`` refines the check).
+def check_stage(spec: DatasetSpec, stage: str, first_row: dict[str, Any] | None = None,
+                untagged: bool = False) -> None:
+    """Refuse a dataset that cannot serve ``stage``, saying what it lacks (``first_row`` refines the check;
+    ``untagged``: a set without a kto_tag column is let through to stage kto, mixed with a KTO set).
 
     Raises:
         DatasetError: when the dataset lacks ranking pairs (rm/dpo), a kto_tag (kto) or responses (sft/rm/dpo/kto).
@@ -84,7 +87,7 @@ def check_stage(spec: DatasetSpec, stage: str, first_row: dict[str, Any] | None 
             "stage rm or dpo for its pairs, or write `ranking: false` (or remove it) in dataset_info.json if its rows "
             "are not pairs."
         )
-    if stage == "kto" and "kto_tag" not in spec.columns:
+    if stage == "kto" and "kto_tag" not in spec.columns and not untagged:
         raise DatasetError(
             f"Stage kto needs a desirable/undesirable label per row, but dataset {spec.name!r} has no kto_tag column. "
             "Map it in dataset_info.json (`columns: {\"kto_tag\": \"label\"}`, e.g. kto_en_demo) or use another stage."
@@ -100,7 +103,7 @@ def check_stage(spec: DatasetSpec, stage: str, first_row: dict[str, Any] | None 
 def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: int | None = None,
                           media_dir: str | None = None, first: int | None = None, rng: Any = None,
                           stand_ins: bool = False, streamed: dict[str, Any] | None = None,
-                          layout: dict[str, Any] | None = None) -> Examples:
+                          layout: dict[str, Any] | None = None, untagged: bool = False) -> Examples:
     """Canonical examples of one dataset (registered name or path) for ``stage``; relative media paths resolve
     against ``media_dir`` (default: the dataset's folder).
 
@@ -113,6 +116,8 @@ def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: 
     dict receives ``rows`` (rows read) and ``read_as`` (the row number of each example, a numpy array). ``layout``
     (a dict) receives the dataset as LLaMA-Factory mixes it, skipped rows included: ``rows`` (its row count after
     ``num_samples`` and ``max_samples``) and ``kept`` (each example's position among them, a numpy array).
+    ``untagged`` (stage kto with ``stand_ins``, beside a KTO set): a set without a kto_tag column, every row of which
+    becomes a stand-in, as LLaMA-Factory drops such rows after they lend their replies to the KL pairs.
 
     Raises:
         DatasetError: for any problem with the dataset, naming it and the fix.
@@ -134,7 +139,7 @@ def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: 
     if limit:
         rows = itertools.islice(rows, limit)
     spec = ranking_for_stage(detect_format(spec, [head]), stage)
-    check_stage(spec, stage, head)
+    check_stage(spec, stage, head, untagged)
     tally = new_tally()
     writer = ExampleWriter(name)
     read_as: list[int] = []  # with num_samples: the row number each example was read from
@@ -147,7 +152,12 @@ def load_dataset_examples(name: str, dataset_dir: str, stage: str, max_samples: 
                     read_as.append(tally["rows"] - 1)
                 if first and writer.count >= first:
                     break
-        report_conversion(spec, stage, tally)
+        if untagged:
+            logger.warning("Dataset %s has no kto_tag column: its %s lend their replies to the KL pairs of stage kto "
+                           "and are not trained, as in LLaMA-Factory (it drops them as invalid); map a kto_tag column "
+                           "in dataset_info.json to train them.", name, counted(tally["rows"], "row"))
+        else:
+            report_conversion(spec, stage, tally)
     except BaseException:
         writer.abort()
         raise
@@ -308,13 +318,14 @@ def load_examples(data_args: Any, names: str | list[str] | None, stage: str, see
         import numpy as np
 
         rng = np.random.RandomState(seed)
+    untagged = untagged_kto_sets(items, data_args.dataset_dir) if stage == "kto" and stand_ins else set()
     loaded: dict[str, Any] = {}  # LLaMA-Factory keeps its datasets in a dict by name: a name given twice is loaded
     layouts: dict[str, dict[str, Any]] = {}  # twice (its num_samples draws as well) and used once, where it first
     for name in items:  # appears
         layouts[name] = {}
         loaded[name] = load_dataset_examples(name, data_args.dataset_dir, stage, getattr(data_args, "max_samples", None),
                                              getattr(data_args, "media_dir", None), first, rng, stand_ins,
-                                             layout=layouts[name])
+                                             layout=layouts[name], untagged=name in untagged)
     if len(loaded) < len(items):
         twice = sorted({name for name in items if items.count(name) > 1})
         logger.warning("Dataset %s is named more than once; its rows are used once, as in LLaMA-Factory.",
@@ -327,6 +338,19 @@ def load_examples(data_args: Any, names: str | list[str] | None, stage: str, see
         raise DatasetError(f"interleave_probs {probs_text!r} must be comma-separated numbers.") from None
     return mix_examples(groups, getattr(data_args, "mix_strategy", "concat") or "concat", probs, seed,
                         [layouts[name] for name in loaded], layout)
+
+
+def untagged_kto_sets(items: list[str], dataset_dir: str) -> set[str]:
+    """The sets of ``items`` without a kto_tag column, where another set has one (stage kto): LLaMA-Factory reads
+    their rows and drops them while it preprocesses, so the KTO set trains; a mix of untagged sets alone is refused
+    by the stage check (LLaMA-Factory: "Cannot find valid samples")."""
+    tagged = {}
+    for name in dict.fromkeys(items):
+        try:
+            tagged[name] = "kto_tag" in resolve_dataset(name, dataset_dir).columns
+        except DatasetError:  # named by its own load or check
+            continue
+    return {name for name, has in tagged.items() if not has} if any(tagged.values()) else set()
 
 
 def split_eval(examples: Sequence[dict], val_size: float, seed: int = 42,

@@ -548,9 +548,10 @@ def check_datasets(dataset_dir: str | os.PathLike, names: str, stage: str, key: 
     """
     from engine.data.converters import detect_format
     from engine.data.hub import iter_spec_rows
-    from engine.data.loader import check_stage, ranking_for_stage, split_names
+    from engine.data.loader import check_stage, ranking_for_stage, split_names, untagged_kto_sets
 
     problems = []
+    untagged = untagged_kto_sets(split_names(names), dataset_dir) if stage == "kto" else set()
     for name in split_names(names):
         try:
             spec = resolve_dataset(name, dataset_dir)
@@ -558,7 +559,7 @@ def check_datasets(dataset_dir: str | os.PathLike, names: str, stage: str, key: 
             if not rows:
                 raise DatasetError(f"Dataset {name!r} ({spec.path}) is empty; add rows to it.")
             spec = ranking_for_stage(detect_format(spec, rows), stage)
-            check_stage(spec, stage, rows[0])
+            check_stage(spec, stage, rows[0], name in untagged)
             missing_columns(spec, rows[0])
         except DatasetError as err:
             message = f"`{key}`: {err}" if not str(err).startswith("`dataset_dir") else str(err)

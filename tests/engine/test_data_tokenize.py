@@ -75,15 +75,16 @@ def test_template_options_from_config(fixture_data_dir, chat_tokenizer):
     cfg = config(fixture_data_dir, dataset="alpaca_small", template="qwen3", default_system="Sys.")
     row = get_dataset(cfg, chat_tokenizer, get_template("qwen3")).train[0]
     assert chat_tokenizer.decode(row["input_ids"]).startswith("<|im_start|>system\nSys.<|im_end|>")
+    # max_samples 2: its third row has an image, which a text model refuses (test_text_model_media.py)
     cfg = config(fixture_data_dir, dataset="openai_small", template="qwen3", enable_thinking=False,
-                 default_system="Sys.")
+                 default_system="Sys.", max_samples=2)
     row = get_dataset(cfg, chat_tokenizer, get_template("qwen3")).train[1]
     text = chat_tokenizer.decode(row["input_ids"])
     # a `formatting: openai` row without a system prompt or tools gets LLaMA-Factory's own, before default_system
     assert text.startswith("<|im_start|>system\ndetailed thinking off<|im_end|>") and "Two plus two" not in text
     assert trained_text(chat_tokenizer, row["input_ids"], row["labels"]) == ["4<|im_end|>\n"]
-    thinking = get_dataset(config(fixture_data_dir, dataset="openai_small", template="qwen3"), chat_tokenizer,
-                           get_template("qwen3")).train[1]
+    thinking = get_dataset(config(fixture_data_dir, dataset="openai_small", template="qwen3", max_samples=2),
+                           chat_tokenizer, get_template("qwen3")).train[1]
     assert trained_text(chat_tokenizer, thinking["input_ids"], thinking["labels"]) == [
         "<think>\nTwo plus two is four.\n</think>\n\n4<|im_end|>\n"]
 
@@ -453,15 +454,16 @@ def test_preview(fixture_data_dir, chat_tokenizer):
 @pytest.mark.parametrize(("dataset", "stage", "template"), [
     ("glaive_toolcall_en_demo", "sft", "gemma4"), ("identity,alpaca_zh_demo", "sft", "llama3"),
     ("dpo_en_demo", "dpo", "qwen3"), ("kto_en_demo", "kto", "glm4"), ("c4_demo,wiki_demo", "pt", "qwen"),
-    ("mllm_demo", "sft", "gemma3"),
+    ("mllm_demo", "pt", "gemma3"),  # a text model: its text only (sft refuses the images, as LLaMA-Factory does)
 ])
 def test_shared_data_tokenizes(chat_tokenizer, dataset, stage, template):
-    cfg = config(SHARED_DATA, dataset=dataset, stage=stage, template=template, max_samples=40, cutoff_len=256)
+    cutoff = 64 if dataset == "mllm_demo" else 256  # its 6 texts make two blocks of 64 tokens
+    cfg = config(SHARED_DATA, dataset=dataset, stage=stage, template=template, max_samples=40, cutoff_len=cutoff)
     bundle = get_dataset(cfg, chat_tokenizer, get_template(template))
     stats = bundle.stats["train"]
     assert stats["kept"] > 0 and stats["trainable_tokens"] > 0
     first_column = bundle.train.column_names[0]
-    assert all(len(ids) <= 256 for ids in bundle.train[first_column])
+    assert all(len(ids) <= cutoff for ids in bundle.train[first_column])
 
 
 def test_a_tokenized_path_saved_by_llamafactory_keeps_its_validation_split(fixture_data_dir, chat_tokenizer, tmp_path):

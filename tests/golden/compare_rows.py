@@ -50,7 +50,7 @@ def digest(arrays):
     import numpy as np
     return {k: [list(np.shape(v)), round(float(np.sum(np.asarray(v, dtype=np.float64))), 3),
                 round(float(np.sum(np.abs(np.asarray(v, dtype=np.float64)))), 3)]
-            for k, v in arrays.items() if hasattr(v, "shape") and np.size(v)}
+            for k, v in arrays.items() if hasattr(v, "shape") and np.size(v) and np.asarray(v).dtype.kind in "biuf"}
 
 def add_media(split, d):
     media = []
@@ -148,7 +148,7 @@ def _digest(arrays: dict) -> dict:
 
     return {k: [list(np.shape(v)), round(float(np.sum(np.asarray(v, dtype=np.float64))), 3),
                 round(float(np.sum(np.abs(np.asarray(v, dtype=np.float64)))), 3)]
-            for k, v in arrays.items() if hasattr(v, "shape") and np.size(v)}
+            for k, v in arrays.items() if hasattr(v, "shape") and np.size(v) and np.asarray(v).dtype.kind in "biuf"}
 
 
 def _same(split: str, a: object, b: object) -> bool:

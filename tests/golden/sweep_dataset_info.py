@@ -8,7 +8,7 @@ on the ``qwen`` family test tokenizer, its stage from the entry (``ranking``: rm
 ``prompt`` column: pt; else sft), ``max_samples`` 20. Entries on a hub (``hf_hub_url``, ``ms_hub_url``, ``om_hub_url``)
 are read offline (``HF_HUB_OFFLINE=1``): where the data is not cached both sides must refuse (the table shows both
 messages; ours must name the entry and the way to get the data, never a traceback). Multimodal entries on a text
-tokenizer are refused by both (LLaMA-Factory: the template's plugin takes no media).
+tokenizer are refused by both (LLaMA-Factory: the template's plugin takes no media; ours names the fix).
 """
 
 from __future__ import annotations

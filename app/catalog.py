@@ -184,7 +184,7 @@ def dataset_kind(info: dict[str, Any]) -> str:
 
 def register_dataset(dataset_dir: Path, name: str, file_name: str) -> dict[str, Any]:
     """Register an uploaded file in ``dataset_dir/dataset_info.json`` through the engine."""
-    register = _engine_attr(("engine.data.registry", "engine.data"), "register_dataset")
+    register = _engine_attr(("engine.data.register", "engine.data"), "register_dataset")
     result = register(str(dataset_dir), name, file_name)
     return result if isinstance(result, dict) else {}
 

@@ -24,7 +24,8 @@ from engine.data.examples import Examples, count_media, media_dataset_names
 from engine.data.loader import load_examples, split_eval
 from engine.data.preview import preview_dataset
 from engine.data.readers import READERS, read_rows
-from engine.data.registry import DatasetSpec, list_datasets, load_dataset_info, register_dataset, resolve_dataset
+from engine.data.register import register_dataset
+from engine.data.registry import DatasetSpec, list_datasets, load_dataset_info, resolve_dataset
 from engine.data.tokenize import TokenizeOptions, cutoff_phrase, tokenize_examples
 from engine.wording import counted, was_were
 

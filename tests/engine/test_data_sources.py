@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -540,3 +541,23 @@ def test_registering_an_empty_file_says_it_is_empty(tmp_path):
         register_dataset(tmp_path, "blank", "blank.jsonl")
     assert "blank.jsonl has no rows" in str(err.value) and "layout" not in str(err.value)
     assert not (tmp_path / "dataset_info.json").exists()
+
+
+def test_registering_on_a_full_disk_keeps_dataset_info_whole(data_dir, monkeypatch):
+    """A registration that cannot be written leaves dataset_info.json as it was (every other entry kept) and no temp
+    file; one that is written gets the umask's permissions, like any file the user makes (not a temp file's 0600)."""
+    from tests.full_disk import fill_disk
+
+    (data_dir / "upload.jsonl").write_text(json.dumps({"instruction": "hi", "output": "yo"}) + "\n")
+    before = (data_dir / "dataset_info.json").read_bytes()
+    with monkeypatch.context() as patched:
+        fill_disk(patched, str(data_dir))
+        with pytest.raises(OSError, match="No space left"):
+            register_dataset(data_dir, "upload", "upload.jsonl")
+    assert (data_dir / "dataset_info.json").read_bytes() == before
+    assert sorted(p.name for p in data_dir.iterdir() if p.name.startswith(".")) == []
+    register_dataset(data_dir, "upload", "upload.jsonl")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (data_dir / "dataset_info.json").stat().st_mode & 0o777 == 0o666 & ~umask
+    assert "upload" in json.loads((data_dir / "dataset_info.json").read_text())

@@ -449,6 +449,9 @@ def check_datasets(dataset_dir: str | os.PathLike, names: str, stage: str, key: 
     from engine.data.loader import check_stage, ranking_for_stage, split_names, untagged_kto_sets
 
     problems = []
+    if not split_names(names) and str(names or "").strip():  # commas and spaces only: LLaMA-Factory fails on ''
+        return [f"`{key}: {str(names).strip()}` names no dataset (only commas and spaces); set it to names from "
+                "dataset_info.json, separated by commas."]
     untagged = untagged_kto_sets(split_names(names), dataset_dir) if stage == "kto" else set()
     for name in split_names(names):
         try:

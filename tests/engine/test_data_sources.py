@@ -561,3 +561,15 @@ def test_registering_on_a_full_disk_keeps_dataset_info_whole(data_dir, monkeypat
     os.umask(umask)
     assert (data_dir / "dataset_info.json").stat().st_mode & 0o777 == 0o666 & ~umask
     assert "upload" in json.loads((data_dir / "dataset_info.json").read_text())
+
+
+@pytest.mark.parametrize("value", [",", " , ,", "  "])
+def test_a_dataset_value_of_commas_alone_is_named_before_the_run(fixture_data_dir, value):
+    """`dataset: ","` split into no name: the check passed it and the run then said "No dataset given"; it is named
+    with the fix before anything starts (a blank value is the train command's own "`dataset` is empty")."""
+    problems = check_datasets(fixture_data_dir, value, "sft", key="eval_dataset")
+    if value.strip():
+        assert problems == [f"`eval_dataset: {value.strip()}` names no dataset (only commas and spaces); set it to "
+                            "names from dataset_info.json, separated by commas."]
+    else:
+        assert problems == []

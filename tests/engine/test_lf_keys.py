@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from engine.config import ConfigError, build_config, lf_keys
-from engine.config.loader import _hf_training_keys, all_keys
+from engine.config.hf_values import hf_training_keys
+from engine.config.loader import all_keys
 from engine.config.method_checks import REFUSED_WHEN_SET
 from engine.credentials import SECRET_KEYS
 
@@ -45,7 +46,7 @@ def test_each_llama_factory_key_at_its_default_is_accepted(key):
 
 
 def test_each_seq2seq_training_key_llama_factory_takes_is_known():
-    known = set(all_keys()) | _hf_training_keys() | set(REFUSED_WHEN_SET) | set(SECRET_KEYS)
+    known = set(all_keys()) | hf_training_keys() | set(REFUSED_WHEN_SET) | set(SECRET_KEYS)
     assert [key for key in LF["seq2seq"] if key not in known and not lf_keys.handles(key)] == []
 
 

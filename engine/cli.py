@@ -10,6 +10,7 @@ import argparse
 import errno
 import logging
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -137,6 +138,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_LEAD_KEY = re.compile(r"`([A-Za-z_][A-Za-z0-9_.]*)(?:`|:)")
+
+
+def _lead_key(problem: str) -> str | None:
+    """The key a problem begins by naming (```key` ...`` or ```key: value` ...``), else None."""
+    found = _LEAD_KEY.match(problem)
+    return found.group(1) if found else None
+
+
 def _load(args: argparse.Namespace, purpose: str):
     from engine.config import ConfigError, load_config
     from engine.preflight import check
@@ -146,7 +156,11 @@ def _load(args: argparse.Namespace, purpose: str):
     except ConfigError as err:
         if err.partial is None or any(problem.startswith("`stage:") for problem in err.problems):
             raise  # (without a valid stage the checks would judge the config as the default stage's)
-        raise ConfigError(err.problems + check(err.partial, purpose)) from None  # every problem, in one message
+        named = {_lead_key(problem) for problem in err.problems} - {None}
+        # a key whose value was refused is at its default in the partial config: what the checks say of that default
+        # (`model_name_or_path` is empty, after "must be text, not a mapping") would only repeat the problem, wrongly
+        later = [problem for problem in check(err.partial, purpose) if _lead_key(problem) not in named]
+        raise ConfigError(err.problems + later) from None  # every problem, in one message
     from engine.import_guard import skip_bitsandbytes_unless_needed
 
     skip_bitsandbytes_unless_needed(cfg)  # before the checks import PEFT

@@ -354,6 +354,17 @@ def test_a_yaml_alias_bomb_is_refused_before_it_is_expanded(ws, capsys, tmp_path
     assert code == 0, err
 
 
+def test_a_refused_value_is_named_once_not_again_as_missing(ws, capsys, tmp_path):
+    """`model_name_or_path: {a: 1}` was named twice: "must be text, not a mapping", then, from the checks of the
+    config built without it, "`model_name_or_path` is empty" (which the user never wrote). The other checks still run."""
+    odd = tmp_path / "odd.yaml"
+    odd.write_text((ws / "sft.yaml").read_text(encoding="utf-8").replace("dataset: good", "dataset: nowhere")
+                   + "model_name_or_path: {a: 1}\n", encoding="utf-8")
+    message = user_error(capsys, "check", str(odd), words=("`model_name_or_path` must be text, not a mapping",
+                                                            "nowhere"))
+    assert "is empty" not in message and message.count("model_name_or_path") == 1, message
+
+
 def test_a_config_or_registry_that_is_not_utf8_names_the_file_and_the_fix(ws, capsys, tmp_path):
     gbk = tmp_path / "gbk.yaml"
     gbk.write_bytes(("# 学习率\n" + (ws / "sft.yaml").read_text(encoding="utf-8")).encode("gbk"))

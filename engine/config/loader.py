@@ -386,10 +386,10 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     bad = []
     for item in items:
-        if "=" not in item:
-            bad.append(f"Override `{item}` must look like `key=value`.")
+        key, _, raw = item.partition("=")
+        if "=" not in item or not key.strip():
+            bad.append(f"Override `{item}` must look like `key=value`" + (" (no key before `=`)." if "=" in item else "."))
             continue
-        key, raw = item.split("=", 1)
         try:
             value = load_yaml_text(raw, warn=False) if raw.strip() else None
         except yaml.YAMLError:

@@ -141,6 +141,12 @@ def test_typo_in_a_key_names_the_nearest_one(ws, capsys):
     train(ws, capsys, "lora_rnak=8", words=("Unknown key `lora_rnak`", "Did you mean `lora_rank`?"))
 
 
+def test_an_override_with_no_key_says_so(ws, capsys):
+    """`=3` on the command line was answered "Unknown key ``" (an empty name in backticks)."""
+    message = train(ws, capsys, "=3", words=("Override `=3` must look like `key=value` (no key before `=`)",))
+    assert "Unknown key" not in message
+
+
 def test_bad_choice_lists_the_valid_ones(ws, capsys):
     train(ws, capsys, "finetuning_type=lorra", words=("`finetuning_type: 'lorra'` is not a valid choice", "'full'",
                                                       "Did you mean 'lora'?"))

@@ -444,9 +444,40 @@ def cmd_expand(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from engine.demo import build_demo_model, ensure_demo_model
 
-    path = build_demo_model(Path(args.target)) if args.target else ensure_demo_model()
+    if not args.target:
+        print(ensure_demo_model())
+        return 0
+    target = _demo_target(args.target)  # before the build's half a minute, not after it
+    try:
+        path = build_demo_model(target)
+    except OSError as exc:
+        from engine.write_denied import write_error
+
+        raise (write_error(exc, target) or exc) from None
     print(path)
     return 0
+
+
+def _demo_target(given: str) -> Path:
+    """The folder ``lf-engine demo --target`` builds into, made now: a new or empty folder, or an earlier build's."""
+    from engine.demo import STAMP_FILE
+    from engine.write_denied import write_error
+
+    target = Path(given).expanduser()
+    fix = "give a new or empty folder (or one an earlier `lf-engine demo --target` built)."
+    if target.exists() and not target.is_dir():
+        raise UserError(f"`--target {given}` is a file, not a folder; {fix}")
+    if target.is_dir() and not (target / STAMP_FILE).is_file() and any(target.iterdir()):
+        raise UserError(f"`--target {given}` is a folder with other files in it, which the demo model's files would "
+                        f"overwrite; {fix}")
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        denied = write_error(exc, target, then="build it again")
+        if denied is not None:
+            raise denied from None
+        raise UserError(f"`--target {given}` cannot be made: {exc.strerror or exc}; {fix}") from None
+    return target
 
 
 COMMANDS = {

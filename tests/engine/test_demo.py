@@ -188,3 +188,30 @@ def test_preference_and_pretraining_files():
         assert [m["role"] for m in row["messages"]] == ["user", "assistant"]
     pt = _rows("demo_pt.jsonl")
     assert 40 <= len(pt) <= 60 and all(set(row) == {"text"} and len(row["text"]) > 40 for row in pt)
+
+
+def test_demo_target_that_cannot_hold_the_model_is_refused_before_the_build(tmp_path, capsys, monkeypatch):
+    """`lf-engine demo --target` on a file, a path under a file, or a folder of other files built the model for half a
+    minute (minutes on a busy machine) and then ended in a traceback (FileExistsError), or overwrote the folder's
+    files. Each is refused first, with the fix; an empty folder and an earlier build's folder are taken."""
+    from engine.cli import EXIT_USER_ERROR, main
+
+    monkeypatch.setattr(demo, "build_demo_model", lambda target: pytest.fail(f"built into {target}"))
+    (tmp_path / "a_file").write_text("x")
+    (tmp_path / "others").mkdir()
+    (tmp_path / "others" / "notes.txt").write_text("mine")
+    for given, words in ((tmp_path / "a_file", "is a file, not a folder"),
+                         (tmp_path / "a_file" / "sub", "cannot be made: Not a directory"),
+                         (tmp_path / "others", "a folder with other files in it")):
+        assert main(["demo", "--target", str(given)]) == EXIT_USER_ERROR
+        err = capsys.readouterr().err
+        assert words in err and "give a new or empty folder" in err and "Traceback" not in err, err
+    assert (tmp_path / "others" / "notes.txt").read_text() == "mine"
+    built = []
+    monkeypatch.setattr(demo, "build_demo_model", lambda target: built.append(target) or target)
+    (tmp_path / "earlier").mkdir()
+    (tmp_path / "earlier" / demo.STAMP_FILE).write_text("{}")
+    (tmp_path / "earlier" / "config.json").write_text("{}")
+    for given in (tmp_path / "new" / "deeper", tmp_path / "earlier"):
+        assert main(["demo", "--target", str(given)]) == 0
+    assert built == [tmp_path / "new" / "deeper", tmp_path / "earlier"] and (tmp_path / "new" / "deeper").is_dir()

@@ -59,6 +59,8 @@ def expand_blocks(model_path: str, output_dir: str, num_expand: int, trust_remot
 
     source = resolve_model_path(model_path)
     target = Path(output_dir).expanduser()
+    if target.exists() and not target.is_dir():
+        raise UserError(f"{target} is a file; give a new folder for the expanded model.")
     if target.exists() and any(target.iterdir()):
         raise UserError(f"{target} is not empty; give a new folder for the expanded model.")
     config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
@@ -69,11 +71,11 @@ def expand_blocks(model_path: str, output_dir: str, num_expand: int, trust_remot
     if num_expand <= 0 or num_layers % num_expand:
         raise UserError(f"--num-expand must be a positive divisor of the model's {num_layers} layers (got "
                         f"{num_expand}).")
+    _make_folder(target)  # before the model loads: a folder that cannot be made is said at once
     model = AutoModelForCausalLM.from_pretrained(source, dtype="auto", trust_remote_code=trust_remote_code,
                                                  use_kernels=False)  # no hub code fetched, as the loader
     state = expanded_state_dict(model.state_dict(), num_layers, num_expand)
     config.num_hidden_layers = num_layers + num_expand
-    target.mkdir(parents=True, exist_ok=True)
     expanded = AutoModelForCausalLM.from_config(config, dtype=model.dtype, trust_remote_code=trust_remote_code)
     missing, unexpected = expanded.load_state_dict(state, strict=False)
     missing = [key for key in missing if not key.endswith("lm_head.weight")]  # tied heads come with the embeddings
@@ -82,7 +84,25 @@ def expand_blocks(model_path: str, output_dir: str, num_expand: int, trust_remot
                         f"unexpected {unexpected[:3]}); block expansion needs a Llama-style decoder.")
     if getattr(config, "tie_word_embeddings", False):
         expanded.tie_weights()
-    expanded.save_pretrained(target)
-    AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code).save_pretrained(target)
+    try:
+        expanded.save_pretrained(target)
+        AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code).save_pretrained(target)
+    except OSError as exc:
+        from engine.write_denied import write_error
+
+        raise (write_error(exc, target, then="expand again into a new folder") or exc) from None
     logger.info("Expanded %d layers to %d in %s.", num_layers, num_layers + num_expand, target)
     return target
+
+
+def _make_folder(target: Path) -> None:
+    from engine.write_denied import write_error
+
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        denied = write_error(exc, target, then="expand again")
+        if denied is not None:
+            raise denied from None
+        raise UserError(f"{target} cannot be made: {exc.strerror or exc}; give a new folder for the expanded model.") \
+            from None

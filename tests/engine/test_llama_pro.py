@@ -73,6 +73,24 @@ def test_an_expanded_model_computes_what_the_original_did_and_trains_only_its_ne
     assert adapted == set(expected)
 
 
+def test_an_output_that_cannot_be_a_folder_is_refused_before_the_model_loads(tmp_path, capsys, monkeypatch):
+    """`lf-engine expand demo FILE` loaded the model and expanded it, then ended in a NotADirectoryError traceback;
+    a bad --num-expand leaves no folder behind."""
+    from transformers import AutoModelForCausalLM
+
+    from engine.cli import EXIT_USER_ERROR
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", lambda *a, **k: pytest.fail("the model loaded"))
+    (tmp_path / "a_file").write_text("x")
+    for given, words in ((tmp_path / "a_file", "is a file; give a new folder"),
+                         (tmp_path / "a_file" / "sub", "cannot be made: Not a directory; give a new folder")):
+        assert main(["expand", "demo", str(given), "--num-expand", "1"]) == EXIT_USER_ERROR
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err, err
+    assert main(["expand", "demo", str(tmp_path / "odd"), "--num-expand", "0"]) == EXIT_USER_ERROR
+    assert "positive divisor" in capsys.readouterr().err and not (tmp_path / "odd").exists()
+
+
 def test_use_llama_pro_is_a_key_now():
     assert load_config(None, {"model_name_or_path": "demo", "finetuning_type": "freeze", "use_llama_pro": True,
                               "dataset": "demo_sft", "output_dir": "o"}).finetuning.use_llama_pro

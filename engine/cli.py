@@ -247,6 +247,10 @@ def cmd_chat(args: argparse.Namespace) -> int:
         from engine.errors import UserError
 
         raise UserError("--image, --video and --audio go with --query TEXT (one question about the files).")
+    if any(media.values()):
+        from engine.multimodal.chat import refuse_before_loading
+
+        refuse_before_loading(cfg, media)  # not after the model's load
     if args.query is not None:
         reply = single_query(cfg, args.query, system=args.system, media=media if any(media.values()) else None)
         print(shown(reply) if sys.stdout.isatty() else reply)  # a reply's escapes must not drive the terminal

@@ -31,6 +31,40 @@ def with_placeholders(messages: list[dict[str, Any]], media: dict[str, list[Any]
     return messages
 
 
+def refuse_before_loading(cfg: Any, media: dict[str, list[Any]]) -> None:
+    """What a chat with these media files would refuse once the model is loaded, said before it loads: a file that
+    is missing or a folder, and media for a text-only model (read from its config.json alone).
+
+    Raises:
+        MediaError: naming the file or the model, and the fix.
+    """
+    from pathlib import Path
+
+    names = {"images": "Image", "videos": "Video", "audios": "Audio"}
+    for kind, files in media.items():
+        for source in files or []:
+            if not isinstance(source, (str, Path)):
+                continue  # bytes from the API are read as they come
+            path = Path(source).expanduser()
+            if not path.exists():
+                raise MediaError(f"{names.get(kind, 'Media')} file not found: {source}")
+            if path.is_dir():
+                raise MediaError(f"{names.get(kind, 'Media')} {source} is a folder; give the file inside it.")
+    from engine.models.loader import resolve_model_path
+    from engine.models.registry import read_local_config
+    from engine.multimodal.processor import media_config
+
+    path = resolve_model_path(cfg.model.model_name_or_path, cfg.model.cache_dir, cfg.model.model_revision)
+    config = read_local_config(path)
+    if config is not None and not any(media_config(config).get(key) for key in ("vision_config", "audio_config")):
+        raise MediaError(text_only_message(cfg))
+
+
+def text_only_message(cfg: Any) -> str:
+    return (f"`{cfg.model.model_name_or_path}` is a text-only model; it cannot take images, video or audio. Choose a "
+            "vision-language model (e.g. `demo-vlm`).")
+
+
 def media_prompt(chat_model: Any, messages: list[dict[str, Any]], media: dict[str, list[Any]], system: Any,
                  tools: Any) -> tuple[list[int], dict[str, Any]]:
     """(prompt ids, extra ``generate`` inputs) for a conversation with media.
@@ -44,8 +78,7 @@ def media_prompt(chat_model: Any, messages: list[dict[str, Any]], media: dict[st
 
     context = getattr(chat_model, "media", None)
     if context is None:
-        raise MediaError(f"`{chat_model.cfg.model.model_name_or_path}` is a text-only model; it cannot take images, "
-                         "video or audio. Choose a vision-language model (e.g. `demo-vlm`).")
+        raise MediaError(text_only_message(chat_model.cfg))
     from engine.multimodal import refuse_unserved
 
     refuse_unserved(context)

@@ -244,9 +244,10 @@ def cmd_chat(args: argparse.Namespace) -> int:
     collector.settle()
     media = {"images": args.image, "videos": args.video, "audios": args.audio}
     if any(media.values()) and args.query is None:
-        from engine.errors import UserError
-
         raise UserError("--image, --video and --audio go with --query TEXT (one question about the files).")
+    if args.query is not None and not args.query.strip() and not any(media.values()):
+        raise UserError("--query is empty; give the message to answer, e.g. --query 'Who are you?' (or leave --query "
+                        "out to chat in the terminal).")
     if any(media.values()):
         from engine.multimodal.chat import refuse_before_loading
 

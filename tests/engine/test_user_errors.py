@@ -147,6 +147,14 @@ def test_an_override_with_no_key_says_so(ws, capsys):
     assert "Unknown key" not in message
 
 
+def test_an_empty_chat_query_is_named_before_the_model_loads(ws, capsys, monkeypatch):
+    """`lf-engine chat CONFIG --query ''` (an unset shell variable) loaded the model and answered nothing asked."""
+    import engine.infer.chat as chat
+
+    monkeypatch.setattr(chat.ChatModel, "__init__", lambda *a, **k: pytest.fail("the model loaded"))
+    user_error(capsys, "chat", str(ws / "sft.yaml"), "--query", "  ", words=("--query is empty", "--query 'Who are"))
+
+
 def test_bad_choice_lists_the_valid_ones(ws, capsys):
     train(ws, capsys, "finetuning_type=lorra", words=("`finetuning_type: 'lorra'` is not a valid choice", "'full'",
                                                       "Did you mean 'lora'?"))

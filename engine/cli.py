@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "with reward_funcs / reward_model, without training (the board's \"try it\").")
     _config_arg(p, "num_generations=4")
     p.add_argument("--prompts", type=int, default=3, help="dataset prompts to sample from (default 3)")
-    p.add_argument("--samples", type=int, help="completions per prompt (default num_generations, at most 8)")
+    p.add_argument("--samples", type=int, help="completions per prompt, 1-64 (default num_generations, at most 8)")
     p.add_argument("--out", help="also write the result as JSON to this file")
 
     p = sub.add_parser("data", help="tokenize the config's datasets as training will, without the model, and report",
@@ -303,9 +303,17 @@ def cmd_api(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_TRIAL_SAMPLES = 64
+
+
 def _check_rewards_args(args: argparse.Namespace) -> None:
     if args.samples is not None and args.samples < 1:
         raise UserError(f"--samples {args.samples}: give at least 1 completion per prompt.")
+    if args.samples is not None and args.samples > MAX_TRIAL_SAMPLES:
+        raise UserError(f"--samples {args.samples}: give at most {MAX_TRIAL_SAMPLES} completions per prompt (they are "
+                        "sampled as one batch, which must fit in memory).")
+    if args.prompts < 1:  # (was taken as 1 without a word)
+        raise UserError(f"--prompts {args.prompts}: give at least 1 dataset prompt to sample from.")
     if args.out:
         out = Path(args.out).expanduser()
         if out.is_dir():
@@ -329,7 +337,7 @@ def cmd_rewards(args: argparse.Namespace) -> int:
     problems = check_rl(cfg)
     if problems:
         raise ConfigError(problems)
-    result = try_rewards(cfg, prompts=max(1, args.prompts), samples=args.samples)
+    result = try_rewards(cfg, prompts=args.prompts, samples=args.samples)
     if args.out:
         Path(args.out).write_text(json.dumps(result, ensure_ascii=False), encoding="utf-8")
     print(format_table(result))

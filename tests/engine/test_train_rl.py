@@ -201,6 +201,16 @@ def test_rewards_command_scores_sampled_completions_without_training(tiny_model,
     assert not (tmp_path / "run").exists()  # nothing trained, no run folder
 
 
+@pytest.mark.parametrize(("flag", "value", "words"), [
+    ("--prompts", "0", "--prompts 0: give at least 1 dataset prompt"),  # was taken as 1 without a word
+    ("--prompts", "-1", "--prompts -1: give at least 1 dataset prompt"),
+    ("--samples", "100000", "--samples 100000: give at most 64 completions per prompt"),  # one batch of 100,000 copies
+])
+def test_rewards_command_refuses_counts_it_cannot_honour_before_loading(flag, value, words, tmp_path, capsys):
+    code = main(["rewards", str(tmp_path / "never-read.yaml"), flag, value])
+    assert code == 2 and words in capsys.readouterr().err
+
+
 def test_a_secret_in_a_reward_error_is_masked_everywhere(tiny_model, tmp_path, capsys, monkeypatch):
     """A reward raising with $HF_TOKEN in its message had written the token into run.json and events.jsonl (the
     warning line was masked, the fatal path was not). Found by an outside review."""

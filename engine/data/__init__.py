@@ -267,12 +267,10 @@ def _without_media_model(stage: str, template: str | None, *parts: Sequence[dict
                        "files are not given to the model and their placeholders stay in the text.", with_media, rows,
                        names, "has" if with_media == 1 else "have")
         return
-    used = f"template `{template}`" if template else "the tokenizer's chat template"
-    raise DatasetError(
-        f"{with_media} of {rows} ({names}) {'has' if with_media == 1 else 'have'} images, videos or audio, but this "
-        f"model takes text only ({used}, no image/video/audio processor); LLaMA-Factory refuses such rows too. Use a "
-        "multimodal model with its template (e.g. a Qwen2-VL model with `template: qwen2_vl`), or a dataset "
-        "without media.")
+    from engine.data.text_model_media import text_model_refusal  # lf-engine check says the same before the run
+
+    raise DatasetError(text_model_refusal(f"{with_media} of {rows} ({names}) {'has' if with_media == 1 else 'have'}",
+                                          template))
 
 
 def _save_tokenized(bundle: DatasetBundle, path: Path) -> None:

@@ -35,7 +35,7 @@ from engine.config.streaming_checks import media_refusal
 from engine.data.errors import DatasetError
 from engine.data.examples import Examples, concat, count_media
 from engine.data.kto_pairs import pair_batch
-from engine.data.loader import example_positions, load_dataset_examples, split_names
+from engine.data.loader import example_positions, load_dataset_examples, split_names, untagged_kto_sets
 from engine.data.stream_order import split_number, stream_order
 from engine.data.tokenize import TokenizeOptions, cutoff_phrase, tokenize_examples
 
@@ -182,11 +182,15 @@ def _streamed(cfg: Any, names: str, tokenizer: Any, template: Any, opts: Tokeniz
     """Read and convert ``names`` (no tokenization) and wrap them in a :class:`StreamedRows`."""
     data, stage = cfg.data, cfg.finetuning.stage
     items = split_names(names)
+    # kto: a set without a kto_tag column beside a KTO set lends its replies to the KL pairs of its map batches and
+    # is not trained (LLaMA-Factory drops its rows in preprocessing, after the pairs are formed), as without streaming
+    untagged = untagged_kto_sets(items, data.dataset_dir) if stage == "kto" else set()
     loaded: dict[str, tuple[Examples, Any]] = {}  # a name given twice is used once, as in LLaMA-Factory
     for name in items:
         streamed: dict[str, Any] = {}
         examples = load_dataset_examples(name, data.dataset_dir, stage, None, getattr(data, "media_dir", None),
-                                         stand_ins=stage == "kto", streamed=streamed)  # kl_stand_ins
+                                         stand_ins=stage == "kto", streamed=streamed,  # kl_stand_ins
+                                         untagged=name in untagged)
         if count_media(examples):
             raise DatasetError(media_refusal(name))
         loaded[name] = (examples, example_positions(streamed["rows"], streamed["read_as"]))

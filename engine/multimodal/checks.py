@@ -6,7 +6,9 @@ Every problem is reported at once, each naming the dataset, the row and the fix:
 - a media file is missing or cannot be opened;
 - a remote URL (never downloaded here);
 - a modality the chosen model cannot take (e.g. video for Gemma 3, audio for a model without an audio encoder);
-- a stage or preference loss that cannot train on media rows.
+- a stage or preference loss that cannot train on media rows;
+- rows with media for a model known to take text only (the text demo, a config.json without a vision or audio
+  tower), refused but in pre-training, with the data loader's message (:mod:`engine.data.text_model_media`).
 
 Rows the stage skips whatever their media (a KTO row without a boolean kto_tag, turns that do not alternate) are not
 checked: LLaMA-Factory drops them before its plugin reads their media (a skipped KTO row still lends its reply's
@@ -25,6 +27,7 @@ from typing import Any
 from engine.config.streaming_checks import media_refusal
 from engine.data.embedded import embedded_image
 from engine.data.registry import media_column
+from engine.data.text_model_media import UNREFUSED_STAGES, text_model_refusal
 from engine.demo_names import is_demo_name
 from engine.multimodal.plugins import KIND_WORD, PLACEHOLDERS
 from engine.multimodal.processor import TORCHVISION_FIX, MediaOptions, has_torchvision
@@ -145,6 +148,33 @@ def _model(cfg: Any) -> tuple[Any, dict[str, Any]]:
     return plugin_for(config.get("model_type"), cfg.model.template), config
 
 
+def known_text_only(cfg: Any) -> bool:
+    """Whether the config's model is known, without loading anything, to take text only, as the run's media context
+    judges it (engine.multimodal.media_context): the text demo, or a model whose config.json (a local folder's, or
+    the hub cache's) names no vision or audio tower. False when it is not known here (a hub id not in the cache, a
+    config.json that cannot be read: the model check names that)."""
+    from engine.hub_reach import HUB_ID, cached_hub_config
+    from engine.models.registry import read_local_config
+    from engine.multimodal.processor import media_config
+
+    name = str(cfg.model.model_name_or_path or "").strip()
+    if not name:
+        return False
+    if is_demo_name(name):
+        return name.lower() != "demo-vlm"
+    path = Path(name).expanduser()
+    if not path.is_dir():
+        try:
+            cached = cached_hub_config(cfg, name) if HUB_ID.match(name) else None
+        except Exception:  # noqa: BLE001 - an id the cache cannot hold: the model check names it
+            cached = None
+        if cached is None:
+            return False
+        path = Path(cached).parent
+    config = read_local_config(path)
+    return config is not None and not any(media_config(config).get(key) for key in ("vision_config", "audio_config"))
+
+
 def _known_locally(cfg: Any) -> bool:
     """Whether the config's model is known without loading anything (the demo VLM, a local folder)."""
     name = str(cfg.model.model_name_or_path or "").strip()
@@ -181,9 +211,13 @@ def check_media(cfg: Any) -> list[str]:
         problems.append("`use_audio_in_video: true` lays a video's sound track into its frames for Qwen2.5-Omni and "
                         "Qwen3-Omni; this model does not take it. Remove it (give the audio as its own <audio>).")
     streaming = bool(getattr(cfg.data, "streaming", False))  # media rows do not stream, whatever the model
-    if allowed is None and not streaming:  # a text-only model trains on the text and ignores media (the data layer warns)
+    # a text-only model: its media rows are refused (as the data loader refuses them) but in pre-training
+    text_only = (allowed is None and not streaming and cfg.finetuning.stage not in UNREFUSED_STAGES
+                 and known_text_only(cfg))
+    if allowed is None and not streaming and not text_only:  # not known here, or pre-training (it reads the text)
         return problems
     with_media = False
+    refused: dict[str, int] = {}  # dataset -> its rows with media, for a text-only model
     for name in dict.fromkeys(names):
         try:
             spec = resolve_dataset(name, cfg.data.dataset_dir)
@@ -199,11 +233,15 @@ def check_media(cfg: Any) -> list[str]:
             continue
         if cfg.data.max_samples:
             rows = rows[:cfg.data.max_samples]
-        here = any(_media_items(row, media_column(spec, kind)) for row in rows if isinstance(row, dict)
-                   for kind in PLACEHOLDERS)
+        here = any(_has_media(row, spec) for row in rows if isinstance(row, dict))
         if streaming and here:
             problems.append(media_refusal(name))
         if allowed is None:
+            if text_only and here:  # rows the stage skips anyway (an untagged KTO set's) are never formatted
+                count = sum(isinstance(row, dict) and _has_media(row, spec) and
+                            not _skipped_anyway(row, spec, cfg.finetuning.stage) for row in rows)
+                if count:
+                    refused[name] = count
             continue
         found: list[str] = []
         probed = [0]
@@ -221,7 +259,15 @@ def check_media(cfg: Any) -> list[str]:
         with_media = with_media or here
     if with_media:
         problems += _stage_problems(cfg)
+    if refused:
+        count = sum(refused.values())
+        problems.append(text_model_refusal(f"{counted(count, 'row')} of {', '.join(sorted(refused))} "
+                                           f"{'has' if count == 1 else 'have'}", cfg.model.template))
     return problems
+
+
+def _has_media(row: dict[str, Any], spec: Any) -> bool:
+    return any(_media_items(row, media_column(spec, kind)) for kind in PLACEHOLDERS)
 
 
 def _stage_problems(cfg: Any) -> list[str]:

@@ -93,13 +93,15 @@ def test_pretraining_text(tmp_path, capsys, dataset):
 
 def test_images_for_a_text_model_are_refused(tmp_path, capsys):
     """As LLaMA-Factory 0.9.5 refuses them ("This model does not support image input. Please check whether the
-    correct `template` is used."): tests/engine/test_text_model_media.py has the stages."""
+    correct `template` is used."): tests/engine/test_text_model_media.py has the stages. The pre-flight check says it,
+    before the model or the data loads."""
     out = tmp_path / "run"
     code = main(["train", str(REPO / "examples" / "sft_lora_demo.yaml"), f"output_dir={out}", *FAST,
                  "dataset=mllm_demo", "template=chatml", "max_samples=4"])
     err = capsys.readouterr().err
     assert code != 0 and "Traceback" not in err
-    assert "4 of 4 rows (mllm_demo) have images, videos or audio, but this model takes text only" in err
+    assert "4 rows of mllm_demo have images, videos or audio, but this model takes text only" in err
+    assert "Problem in the config" in err and not out.exists()
 
 
 # ------------------------------------------------------------------------------------ what the model is trained on

@@ -34,7 +34,9 @@ def data_dir(tmp_path):
     kto = [{"messages": [{"role": "user", "content": "<image>Colour?"}, {"role": "assistant", "content": "Red."}],
             "label": True, "images": ["red.png"]}]
     text = [{"instruction": f"Say {i}", "input": "", "output": f"The number {i}."} for i in range(4)]
-    files = {"pictures": pictures, "pairs": pairs, "kto": kto, "text": text}
+    kto_text = [{"messages": [{"role": "user", "content": f"Say {i}"}, {"role": "assistant", "content": f"{i}."}],
+                 "label": i % 2 == 0} for i in range(4)]
+    files = {"pictures": pictures, "pairs": pairs, "kto": kto, "text": text, "kto_text": kto_text}
     for name, rows in files.items():
         (folder / f"{name}.json").write_text(json.dumps(rows), encoding="utf-8")
     messages = {"formatting": "sharegpt", "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user",
@@ -47,6 +49,7 @@ def data_dir(tmp_path):
         "kto": {"file_name": "kto.json", **messages,
                 "columns": {"messages": "messages", "kto_tag": "label", "images": "images"}},
         "text": {"file_name": "text.json"},
+        "kto_text": {"file_name": "kto_text.json", **messages, "columns": {"messages": "messages", "kto_tag": "label"}},
     }
     (folder / "dataset_info.json").write_text(json.dumps(info), encoding="utf-8")
     return folder
@@ -97,3 +100,86 @@ def test_pretraining_reads_the_text_of_media_rows(data_dir, chat_tokenizer, monk
     assert "<image>What colour is it? (0)" in chat_tokenizer.decode(bundle.train[0]["input_ids"])
     assert any("pre-training reads the text only" in r.getMessage() and "pictures" in r.getMessage()
                for r in caplog.records)
+
+
+# ------------------------------------------------------------------ said before the run: lf-engine check, the board
+
+def _checked(data_dir, **keys):
+    """The media problems `lf-engine check` finds (engine.preflight.check's media part) for the demo text model."""
+    from engine.multimodal.checks import check_media
+
+    return check_media(build_config({"model_name_or_path": "demo", "dataset_dir": str(data_dir), "template": "chatml",
+                                     **keys}))
+
+
+@pytest.mark.parametrize(("stage", "dataset", "more", "head"), [
+    ("sft", "pictures", {}, "3 rows of pictures have"), ("sft", "text,pictures", {"val_size": 0.5}, "3 rows of pictures"),
+    ("sft", "text", {"eval_dataset": "pictures"}, "3 rows of pictures"), ("rm", "pairs", {}, "1 row of pairs has"),
+    ("dpo", "pairs", {}, "1 row of pairs has"), ("kto", "kto", {}, "1 row of kto has"), ("ppo", "pictures", {}, ""),
+    ("sft", "pictures,kto", {"max_samples": 2}, "3 rows of kto, pictures have"),
+])
+def test_the_check_says_it_before_the_run(data_dir, stage, dataset, more, head):
+    """lf-engine check (and the board's check before Start) gives the data loader's refusal: the datasets, the
+    template, the fix. Before, the check passed such a config and the run stopped once the data loaded."""
+    problems = _checked(data_dir, stage=stage, dataset=dataset, **more)
+    assert len(problems) == 1, problems
+    assert head in problems[0]
+    assert "images, videos or audio, but this model takes text only (template `chatml`, no image/video/audio " \
+           "processor); LLaMA-Factory refuses such rows too. Use a multimodal model with its template (e.g. a " \
+           "Qwen2-VL model with `template: qwen2_vl`), or a dataset without media." in problems[0]
+
+
+def test_the_check_and_the_run_give_one_message(data_dir, chat_tokenizer, monkeypatch):
+    monkeypatch.setenv("LF_ENGINE_CACHE", "off")
+    cfg, template = _build(data_dir, chat_tokenizer, stage="sft", dataset="pictures", model_name_or_path="demo")
+    with pytest.raises(DatasetError) as err:
+        get_dataset(cfg, chat_tokenizer, template)
+    from engine.multimodal.checks import check_media
+
+    [said] = check_media(cfg)
+    assert said.split(" images, videos or audio")[1] == str(err.value).split(" images, videos or audio")[1]
+    assert said.startswith("3 rows of pictures have") and str(err.value).startswith("3 of 3 rows (pictures) have")
+
+
+def test_the_check_leaves_what_the_run_trains(data_dir, chat_tokenizer, monkeypatch):
+    """Pre-training reads the text; GRPO reads prompts; a KTO mix's untagged set is dropped before its media is
+    read (and the run trains it: checked with get_dataset); rows without media pass."""
+    assert _checked(data_dir, stage="pt", dataset="pictures") == []
+    assert _checked(data_dir, stage="grpo", dataset="pictures", reward_funcs="length") == []
+    assert _checked(data_dir, stage="sft", dataset="text") == []
+    assert _checked(data_dir, stage="kto", dataset="kto_text,pictures") == []
+    monkeypatch.setenv("LF_ENGINE_CACHE", "off")
+    cfg, template = _build(data_dir, chat_tokenizer, stage="kto", dataset="kto_text,pictures")
+    assert len(get_dataset(cfg, chat_tokenizer, template).train) == 4
+
+
+def _model_folder(path, config):
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return str(path)
+
+
+def test_the_model_is_judged_from_its_config_without_loading_it(data_dir, tmp_path):
+    """A local folder or a hub id in the cache: text only when config.json names no vision or audio tower (the
+    run's own test); a vision-language model's rows go to its media checks; a hub id not in the cache is unknown."""
+    text = _model_folder(tmp_path / "text", {"model_type": "qwen2", "hidden_size": 64})
+    omni = _model_folder(tmp_path / "omni", {"model_type": "qwen2_5_omni",
+                                             "thinker_config": {"audio_config": {}, "vision_config": {"depth": 1}}})
+    vlm = _model_folder(tmp_path / "vlm", {"model_type": "qwen2_vl", "vision_config": {"depth": 1}})
+    keys = {"dataset_dir": str(data_dir), "template": "qwen", "stage": "sft", "dataset": "pictures"}
+    from engine.multimodal.checks import check_media
+
+    def said(model, **more):
+        return "\n".join(check_media(build_config({**keys, "model_name_or_path": model, **more})))
+
+    assert "3 rows of pictures have images, videos or audio, but this model takes text only (template `qwen`" in \
+        said(text)
+    for model in (omni, vlm, "demo-vlm"):
+        assert "takes text only" not in said(model, template="qwen2_vl")
+    cache = tmp_path / "hub"
+    assert said("someone/text-model", cache_dir=str(cache)) == ""  # not in the cache: not known here
+    snapshot = cache / "models--someone--text-model" / "snapshots" / ("a" * 40)
+    _model_folder(snapshot, {"model_type": "llama"})
+    (cache / "models--someone--text-model" / "refs").mkdir()
+    (cache / "models--someone--text-model" / "refs" / "main").write_text("a" * 40)
+    assert "takes text only" in said("someone/text-model", cache_dir=str(cache))

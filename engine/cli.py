@@ -10,12 +10,12 @@ import argparse
 import errno
 import logging
 import os
-import re
 import sys
 import time
 from pathlib import Path
 
 from engine import __version__, collector
+from engine.cli_args import check_rewards_args, demo_target, lead_key
 from engine.errors import AbortRequested, UserError
 from engine.log_setup import quiet_transformers_logs, setup_logging
 from engine.terminal_text import shown
@@ -138,15 +138,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_LEAD_KEY = re.compile(r"`([A-Za-z_][A-Za-z0-9_.]*)(?:`|:)")
-
-
-def _lead_key(problem: str) -> str | None:
-    """The key a problem begins by naming (```key` ...`` or ```key: value` ...``), else None."""
-    found = _LEAD_KEY.match(problem)
-    return found.group(1) if found else None
-
-
 def _load(args: argparse.Namespace, purpose: str):
     from engine.config import ConfigError, load_config
     from engine.preflight import check
@@ -156,10 +147,10 @@ def _load(args: argparse.Namespace, purpose: str):
     except ConfigError as err:
         if err.partial is None or any(problem.startswith("`stage:") for problem in err.problems):
             raise  # (without a valid stage the checks would judge the config as the default stage's)
-        named = {_lead_key(problem) for problem in err.problems} - {None}
+        named = {lead_key(problem) for problem in err.problems} - {None}
         # a key whose value was refused is at its default in the partial config: what the checks say of that default
         # (`model_name_or_path` is empty, after "must be text, not a mapping") would only repeat the problem, wrongly
-        later = [problem for problem in check(err.partial, purpose) if _lead_key(problem) not in named]
+        later = [problem for problem in check(err.partial, purpose) if lead_key(problem) not in named]
         raise ConfigError(err.problems + later) from None  # every problem, in one message
     from engine.import_guard import skip_bitsandbytes_unless_needed
 
@@ -303,32 +294,12 @@ def cmd_api(args: argparse.Namespace) -> int:
     return 0
 
 
-MAX_TRIAL_SAMPLES = 64
-
-
-def _check_rewards_args(args: argparse.Namespace) -> None:
-    if args.samples is not None and args.samples < 1:
-        raise UserError(f"--samples {args.samples}: give at least 1 completion per prompt.")
-    if args.samples is not None and args.samples > MAX_TRIAL_SAMPLES:
-        raise UserError(f"--samples {args.samples}: give at most {MAX_TRIAL_SAMPLES} completions per prompt (they are "
-                        "sampled as one batch, which must fit in memory).")
-    if args.prompts < 1:  # (was taken as 1 without a word)
-        raise UserError(f"--prompts {args.prompts}: give at least 1 dataset prompt to sample from.")
-    if args.out:
-        out = Path(args.out).expanduser()
-        if out.is_dir():
-            raise UserError(f"--out {args.out} is a folder; give a file name, e.g. {out / 'rewards.json'}.")
-        if not out.parent.is_dir():
-            raise UserError(f"--out {args.out}: the folder {out.parent} does not exist; create it or give another "
-                            "path.")
-
-
 def cmd_rewards(args: argparse.Namespace) -> int:
     import json
 
     from engine.config import ConfigError
 
-    _check_rewards_args(args)  # before the model loads and the sampling: both take a while
+    check_rewards_args(args)  # before the model loads and the sampling: both take a while
     cfg = _load(args, "chat")
     from engine.rewards.trial import format_table, try_rewards
     from engine.train.rl_checks import check_rl
@@ -460,7 +431,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if not args.target:
         print(ensure_demo_model())
         return 0
-    target = _demo_target(args.target)  # before the build's half a minute, not after it
+    target = demo_target(args.target)  # before the build's half a minute, not after it
     try:
         path = build_demo_model(target)
     except OSError as exc:
@@ -469,28 +440,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
         raise (write_error(exc, target) or exc) from None
     print(path)
     return 0
-
-
-def _demo_target(given: str) -> Path:
-    """The folder ``lf-engine demo --target`` builds into, made now: a new or empty folder, or an earlier build's."""
-    from engine.demo import STAMP_FILE
-    from engine.write_denied import write_error
-
-    target = Path(given).expanduser()
-    fix = "give a new or empty folder (or one an earlier `lf-engine demo --target` built)."
-    if target.exists() and not target.is_dir():
-        raise UserError(f"`--target {given}` is a file, not a folder; {fix}")
-    if target.is_dir() and not (target / STAMP_FILE).is_file() and any(target.iterdir()):
-        raise UserError(f"`--target {given}` is a folder with other files in it, which the demo model's files would "
-                        f"overwrite; {fix}")
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        denied = write_error(exc, target, then="build it again")
-        if denied is not None:
-            raise denied from None
-        raise UserError(f"`--target {given}` cannot be made: {exc.strerror or exc}; {fix}") from None
-    return target
 
 
 COMMANDS = {

@@ -11,8 +11,9 @@ caffe2/serialize/inline_container.cc, behind every ``torch.save`` of a path) say
 exist.`` (the folder is gone, or a file stands in its place), ``[enforce fail at inline_container.cc:N] . open file
 failed with strerror: <reason>`` (torch 2.13), or ``File <name> cannot be opened.`` (older releases). safetensors
 (a Rust ``io::Error``) says ``Error while serializing: I/O error: Not a directory (os error 20) at path "<tmp>"``.
-A save into a folder that is gone, or a file standing where a folder should be (``ENOTDIR``, ``EISDIR``; a
-``FileExistsError`` of a path that is a file), is refused the same way: the message then says what is in the way.
+A save into a folder that is gone, or a file standing where a folder should be (``ENOTDIR``, ``EISDIR``; the
+``FileExistsError`` of ``os.makedirs`` on a path that is a file), is refused the same way: the message then says
+what is in the way.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def refusal(exc: BaseException | None) -> Refusal | None:
 
 def _refusal_of(err: BaseException) -> Refusal | None:
     if isinstance(err, WriteDeniedError):
-        return Refusal(err, None, "permission denied")
+        return Refusal(err, None, "read-only file system" if "read-only" in str(err).lower() else "permission denied")
     if isinstance(err, OSError) and err.errno is not None:
         name = os.fsdecode(err.filename) if isinstance(err.filename, (str, bytes)) and err.filename else None
         reason = err.strerror or os.strerror(err.errno)
@@ -76,6 +77,8 @@ def _refusal_of(err: BaseException) -> Refusal | None:
             return Refusal(err, name, reason)
         if err.errno in BLOCKED and name:  # ENOTDIR, EISDIR of a named path: something is in the way
             return Refusal(err, name, reason, blocked=True)
+        if err.errno == errno.EEXIST and name and _made_over_a_file(err):
+            return Refusal(err, name, "a file where a folder should be", blocked=True)
     text = str(err)
     if isinstance(err, RuntimeError):  # torch's zip writer: no errno, only these words
         if match := _TORCH_NO_PARENT.search(text):
@@ -93,6 +96,18 @@ def _refusal_of(err: BaseException) -> Refusal | None:
     if any(mark in text.lower() for mark in _TEXTS):
         return Refusal(err, None, "read-only file system" if "read-only" in text.lower() else "permission denied")
     return None
+
+
+def _made_over_a_file(err: OSError) -> bool:
+    """Whether ``err`` is ``os.makedirs(path, exist_ok=True)``'s refusal of a path that is no folder (what a
+    library's save does first). Told by where it was raised, not by the path: the failed save may have removed the
+    file since (the final save removes its staging folder, whatever it has become)."""
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    frame = tb.tb_frame if tb is not None else None
+    return (frame is not None and frame.f_code.co_name == "makedirs" and frame.f_globals.get("__name__") == "os"
+            and frame.f_locals.get("exist_ok") is True)
 
 
 _CODE_OF = {os.strerror(code).lower(): code for code in _REFUSED_CODES}

@@ -150,3 +150,20 @@ def test_a_run_whose_checkpoint_folder_is_replaced_mid_save_exits_2_and_keeps_th
     assert (info["status"], info["error_code"], info["exit_code"]) == ("failed", "write_denied", 2)
     assert {p.name: p.read_bytes() for p in (out / "checkpoint-2").iterdir()} == kept
     assert latest_complete(out)[0].name == "checkpoint-2"
+
+
+def test_a_file_where_a_save_makes_its_folder_is_in_the_way(tmp_path):
+    """transformers' and peft's save_pretrained begin with os.makedirs(folder, exist_ok=True): a file there (the
+    final save's staging folder replaced by one) raised FileExistsError, a crash with a traceback."""
+    import os
+
+    (tmp_path / "staging").write_text("a file")
+    err = _raised(lambda p: os.makedirs(p, exist_ok=True), tmp_path / "staging")
+    (tmp_path / "staging").unlink()  # the failed final save removes its staging folder, whatever it has become
+    text = str(write_error(err, tmp_path, then="resume the run"))
+    assert text.startswith(f"Cannot write {tmp_path / 'staging'} (a file where a folder should be): something")
+    (tmp_path / "folder").mkdir()
+    for collided in (_raised(lambda p: os.makedirs(p), tmp_path / "folder"),  # exist_ok=False: no save's refusal
+                     _raised(lambda p: os.open(p, os.O_CREAT | os.O_EXCL), tmp_path / "folder"),
+                     FileExistsError(17, "File exists", str(tmp_path / "folder"))):
+        assert isinstance(collided, FileExistsError) and write_error(collided, tmp_path) is None

@@ -366,6 +366,8 @@ def build_once(target: Path, is_current: Callable[[], bool], build: Callable[[Pa
     replaces ``target`` in one rename, unless ``is_current()`` says another process built it while this one waited."""
     from filelock import FileLock
 
+    from engine.atomic_write import sync_folder, sync_tree
+
     target.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(target) + ".lock", timeout=900):
         if is_current():
@@ -374,9 +376,11 @@ def build_once(target: Path, is_current: Callable[[], bool], build: Callable[[Pa
         shutil.rmtree(staging, ignore_errors=True)
         try:
             build(staging)
+            sync_tree(staging)  # the model's files on the disk before the rename makes them the cached copy
             if target.exists():
                 shutil.rmtree(target)
             os.replace(staging, target)
+            sync_folder(target.parent)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return target

@@ -377,6 +377,7 @@ def _copy_from_model(folder: Any, name: str, target: Any) -> None:
     import tempfile
     from pathlib import Path
 
+    from engine.atomic_write import sync_file, sync_folder
     from engine.fileperms import default_file_mode
     from engine.runs import open_regular
 
@@ -406,6 +407,8 @@ def _copy_from_model(folder: Any, name: str, target: Any) -> None:
                 while copied <= size and (chunk := fh.read(min(1 << 20, size + 1 - copied))):
                     out.write(chunk)
                     copied += len(chunk)
+                out.flush()
+                sync_file(out.fileno())  # on the disk before the rename gives it its name (engine.atomic_write)
             if copied > size:  # grew while copied
                 raise MediaError(f"{source} grew while it was copied; copy it again from the original model.")
             os.chmod(out.name, default_file_mode())  # as a file written with open() (a temporary one is 0600)
@@ -413,6 +416,7 @@ def _copy_from_model(folder: Any, name: str, target: Any) -> None:
         except BaseException:
             Path(out.name).unlink(missing_ok=True)
             raise
+    sync_folder(Path(target))
 
 
 def _named_fonts(folder: Any) -> list[str]:

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from engine.atomic_write import sync_folder, sync_tree
+
 logger = logging.getLogger(__name__)
 
 STAGING_DIR = ".final-save.partial"
@@ -67,10 +69,10 @@ def save_final(trainer: Any, out: Path, write_rest: Callable[[Path], None]) -> N
     if saver:
         try:
             check_staging(staging, made)
-        except BaseException:
+            publish(staging, out)
+        except BaseException:  # nothing moved when the files could not be synced; the rest never lands half-way
             remove_entry(staging)
             raise
-        publish(staging, out)
     trainer.accelerator.wait_for_everyone()
 
 
@@ -153,7 +155,13 @@ def make_room(out: Path, margin: int = 64 * 1024 * 1024) -> list[str]:
 
 def publish(staging: Path, out: Path) -> None:
     """Move every file and folder of ``staging`` into ``out`` (replacing what has the same name), then remove
-    ``staging`` and the earlier save's weight files the new save does not have (fewer shards, another format)."""
+    ``staging`` and the earlier save's weight files the new save does not have (fewer shards, another format).
+
+    Durable as :func:`engine.atomic_write.write_atomic` is: every file of ``staging`` is flushed to the disk before
+    the first rename (a failed flush raises with nothing moved), and ``out`` after the last (best effort). Without
+    it a power loss soon after the save could leave an empty ``adapter_model.safetensors`` under its final name (the
+    renames reached the journal before the data reached the disk), or bring the earlier files back."""
+    sync_tree(staging)
     names = sorted(path.name for path in staging.iterdir())
     new_stems = {m["stem"] for m in map(_WEIGHT_FILE.match, names) if m}
     # configs first and weights last: a reader that comes between two renames finds the earlier, whole weights
@@ -163,6 +171,7 @@ def publish(staging: Path, out: Path) -> None:
             _replace_folder(source, target)
         else:
             os.replace(source, target)
+    sync_folder(out)
     shutil.rmtree(staging, ignore_errors=True)
     for path in out.iterdir():
         match = _WEIGHT_FILE.match(path.name)

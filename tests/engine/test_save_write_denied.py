@@ -76,7 +76,7 @@ def test_refused_writes_in_their_disguises(tmp_path):
     for err in (inside, rofs, rust):
         assert is_denied(err, tmp_path / "run")
         assert isinstance(write_error(err, tmp_path / "run", then="export again"), WriteDeniedError)
-    assert "a file in" in str(write_error(rust, tmp_path / "run")) and "(permission denied)" in str(
+    assert "a file in" in str(write_error(rust, tmp_path / "run")) and "(Permission denied)" in str(
         write_error(rust, tmp_path / "run"))
     assert "(Read-only file system)" in str(write_error(rofs, tmp_path / "run"))
     elsewhere = PermissionError(errno.EACCES, "Permission denied", str(tmp_path / "data" / "train.json"))
@@ -158,5 +158,5 @@ def test_an_export_whose_folder_refuses_a_write_says_so_in_one_line(tmp_path, mo
     monkeypatch.setattr(export, "check_export", lambda cfg: [])
     assert main(["export", str(config)]) == 2
     err = capsys.readouterr().err
-    assert f"error: Cannot write a file in {export_dir} (read-only file system)" in err
+    assert f"error: Cannot write a file in {export_dir} (Read-only file system)" in err
     assert "then export again." in err and "Traceback" not in err

@@ -4,6 +4,7 @@ build), so a wrong argument is said at once rather than after the wait."""
 from __future__ import annotations
 
 import argparse
+import errno
 import re
 from pathlib import Path
 
@@ -38,6 +39,10 @@ def check_rewards_args(args: argparse.Namespace) -> None:
                             "path.")
 
 
+IN_THE_WAY = (errno.ENOTDIR, errno.EEXIST, errno.ENOENT, errno.EISDIR)
+"""A path given that cannot be a folder (under a file, or a file itself, or on no file system)."""
+
+
 def demo_target(given: str) -> Path:
     """The folder ``lf-engine demo --target`` builds into, made now: a new or empty folder, or an earlier build's."""
     from engine.demo import STAMP_FILE
@@ -53,8 +58,9 @@ def demo_target(given: str) -> Path:
     try:
         target.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        denied = write_error(exc, target, then="build it again")
-        if denied is not None:
-            raise denied from None
+        if exc.errno not in IN_THE_WAY:  # (those are said below, as the path given)
+            denied = write_error(exc, target, then="build it again")
+            if denied is not None:
+                raise denied from None
         raise UserError(f"`--target {given}` cannot be made: {exc.strerror or exc}; {fix}") from None
     return target

@@ -63,7 +63,26 @@ def translate(lang: str | None, key: str, **params: Any) -> str:
     return _text(lang, key, params)
 
 
+def request_language() -> str:
+    """The language of the page whose handler runs now, as its browser asks for it (the request's
+    ``Accept-Language``: its first shipped language), else :data:`DEFAULT_LANG`. For text composed before the page's
+    own language has reached the server: the hidden ``lang`` box (app.topbar) is empty until the page has loaded and
+    set it, which took 3-60 s on a busy board, and a click on Start or Abort in that time answered in English on a
+    Chinese page."""
+    from gradio.context import LocalContext
+
+    request = LocalContext.request.get(None)  # gradio sets it in the thread that runs a handler
+    headers = getattr(request, "headers", None) or {}
+    for part in str(headers.get("accept-language") or "").split(","):
+        tag = part.split(";")[0].strip().lower()
+        if tag and normalize_lang(tag) == tag.split("-")[0]:
+            return normalize_lang(tag)
+    return DEFAULT_LANG
+
+
 def _text(lang: str | None, key: str, params: dict[str, Any]) -> str:
+    if lang == "":  # the page's language is not known yet (app.lang_gate.LANG_UNKNOWN)
+        lang = request_language()
     text = load_locale(normalize_lang(lang)).get(key) or load_locale(DEFAULT_LANG).get(key)
     if text is None:
         logger.warning("Missing locale key %r", key)

@@ -285,15 +285,23 @@ def empty_boxes(tab_keys: list[str], values: list[Any], mapping: dict[str, Any],
     return empty_problems([key for key, _ in shown], [value for _, value in shown], lang)
 
 
+def checked_form(board: Board, mapping: dict[str, Any], output_dir: Path, lang: str,
+                 refused: list[Any] | None) -> tuple[forms.Checked, dict[str, Any], list[Any]]:
+    """The form as Preview and Start both check it: ``resume_from_checkpoint`` read as the API reads it (a run id
+    resumes that run's latest complete checkpoint, ``true`` is refused), then the config validated for a run
+    writing to ``output_dir``. Returns (checked form, the run's resume meta, ``refused`` with the resume refusal)."""
+    mapping, resumed, resume_refused = form_resume(board.jobs, mapping, lang)
+    refused = [*(refused or []), *([resume_refused] if resume_refused else [])]
+    return forms.validate(mapping, "train", run_folder=output_dir), resumed, refused
+
+
 def preview_command(board: Board, mapping: dict[str, Any], pending: str, lang: str,
                     refused: list[Any] | None = None) -> tuple[str, str, str]:
     """(command, YAML, pending run id): exactly what Start will write and run (``refused``: the form's own problems,
     such as an empty number box, which Start refuses too)."""
     pending = pending or board.jobs.new_run_id("train")
     output_dir = board.jobs.runs_dir / pending
-    mapping, _, resume_refused = form_resume(board.jobs, mapping, lang)  # a run id: its latest checkpoint
-    refused = [*(refused or []), *([resume_refused] if resume_refused else [])]
-    checked = forms.validate(mapping, "train", run_folder=output_dir)
+    checked, _, refused = checked_form(board, mapping, output_dir, lang, refused)
     if checked.config is None or refused:
         problems = "\n".join(f"# - {p}" for p in [*(str(r).replace("**", "") for r in refused), *checked.problems])
         return "", f"# {t(lang, 'train_invalid')}\n{problems}\n", pending
@@ -330,10 +338,7 @@ def start_run(board: Board, mapping: dict[str, Any], pending: str, lang: str,
     """Validate and submit (``launch``: strategy and processes, see app.launch; ``refused``: the form's own problems,
     see :func:`empty_boxes`); returns (message, run id or None)."""
     output_dir = board.jobs.runs_dir / (pending or board.jobs.new_run_id("train"))
-    # as the API reads it: a run id resumes that run's latest complete checkpoint, `true` is refused (a new folder)
-    mapping, resumed, resume_refused = form_resume(board.jobs, mapping, lang)
-    refused = [*(refused or []), *([resume_refused] if resume_refused else [])]
-    checked = forms.validate(mapping, "train", run_folder=output_dir)
+    checked, resumed, refused = checked_form(board, mapping, output_dir, lang, refused)
     if refused or not checked.ok:
         return form_problems_text(lang, refused, checked.problems), None
     resolved = forms.resolved_mapping(checked.config, output_dir)

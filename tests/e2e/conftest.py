@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -34,6 +35,57 @@ def wait_for(predicate, timeout: float, what: str, every: float = 0.1):
             return value
         time.sleep(every)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+FAILURES = Path(os.environ.get("LF_E2E_FAILURES") or Path(tempfile.gettempdir()) / "lf-e2e-failures")
+"""Where a browser test that fails keeps what it saw (:func:`kept_on_failure`): outside pytest's temporary folders,
+which later runs rotate away."""
+
+
+def watch_network(page, words: tuple[str, ...] = ("/upload",)) -> list[str]:
+    """A list that fills with the page's console messages and with its requests whose address contains one of
+    ``words`` (sent, answered with its status, failed): what :func:`kept_on_failure` keeps beside the screenshot."""
+    seen: list[str] = []
+    start = time.time()
+
+    def note(*parts) -> None:
+        seen.append(f"{time.time() - start:7.2f}s " + " ".join(str(p) for p in parts))
+
+    def wanted(request) -> bool:
+        return any(word in request.url for word in words)
+
+    page.on("console", lambda message: note("console", message.type, message.text[:500]))
+    page.on("pageerror", lambda error: note("pageerror", str(error)[:500]))
+    page.on("request", lambda r: wanted(r) and note("request", r.method, r.url))
+    page.on("response", lambda r: wanted(r.request) and note("response", r.status, r.url))
+    page.on("requestfailed", lambda r: wanted(r) and note("requestfailed", r.failure, r.url))
+    return seen
+
+
+@contextlib.contextmanager
+def kept_on_failure(page, board_folder: Path, name: str, seen: list[str] | None = None):
+    """Run the block; when it raises an AssertionError (a wait ran out), keep the page's screenshot, the board's log
+    (``board_folder/board.log``) and ``seen`` (:func:`watch_network`) in a new folder under :data:`FAILURES`, and
+    raise again with that folder named in the message."""
+    try:
+        yield
+    except AssertionError as err:
+        folder = FAILURES / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        folder.mkdir(parents=True, exist_ok=True)
+        kept = []
+        try:
+            page.screenshot(path=str(folder / "page.png"), full_page=True)
+            kept.append("page.png")
+        except Exception as shot_err:  # a page that is gone still leaves the log
+            (folder / "screenshot-failed.txt").write_text(f"{shot_err}\n")
+        log = board_folder / "board.log"
+        if log.is_file():
+            shutil.copyfile(log, folder / "board.log")
+            kept.append("board.log")
+        if seen is not None:
+            (folder / "page-events.txt").write_text("\n".join(seen) + "\n")
+            kept.append("page-events.txt")
+        raise AssertionError(f"{err} (kept {', '.join(kept) or 'nothing'} in {folder})") from err
 
 
 def open_on_example(tmp_path: Path, example: str, **overrides) -> None:

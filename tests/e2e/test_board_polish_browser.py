@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import CHROMIUM, wait_for
+from tests.e2e.conftest import CHROMIUM, kept_on_failure, wait_for, watch_network
 from tests.e2e.test_board_browser import tab_labels
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -54,6 +54,7 @@ def test_newcomer_path_in_english_and_chinese(shared_board, browser, tmp_path):
     upload = tmp_path / "zebra.json"
     upload.write_text(json.dumps([{"instruction": "Say ZEBRAWORD please", "input": "", "output": "ZEBRAWORD"}] * 3))
     page = browser.new_context(locale="en-US", viewport={"width": 1400, "height": 1100}).new_page()
+    seen = watch_network(page)
     page.goto(url)
     page.wait_for_selector("#lf-train-start", timeout=60_000)
 
@@ -69,11 +70,8 @@ def test_newcomer_path_in_english_and_chinese(shared_board, browser, tmp_path):
     # registering a dataset refreshes the preview without clicking Preview
     page.get_by_text("Upload and preview data", exact=False).first.click()
     page.locator("input[type=file]").first.set_input_files(str(upload))
-    try:  # under a loaded CI machine the upload's round trip has taken more than 30 s
+    with kept_on_failure(page, workspace.parent, "newcomer-upload", seen):  # the board's log and the page kept
         wait_for(lambda: page.get_by_text("zebra.json").count() >= 1, 90, "the uploaded file")
-    except AssertionError:
-        page.screenshot(path=str(tmp_path / "upload.png"), full_page=True)
-        raise
     page.get_by_label("Dataset name").fill("zebra")
     page.get_by_role("button", name="Register dataset").click()
     wait_for(lambda: "ZEBRAWORD" in page.locator(".lf-preview").first.inner_text(), 120, "the new dataset's preview")

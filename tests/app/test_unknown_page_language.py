@@ -1,0 +1,47 @@
+"""Text a handler composes before the page's language has reached the server (the hidden ``lang`` box is still empty
+while a busy board's page loads) is in the language the page's browser asks for, not always English: a click on
+Abort 3 s after a Chinese page opened answered "There is no run to abort here."."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from gradio.context import LocalContext
+
+from app.i18n import t
+from app.lang_gate import LANG_UNKNOWN
+
+
+@pytest.fixture()
+def page_asking(request):
+    """Run the test as if inside a handler of a page whose browser sends ``Accept-Language: <param>``."""
+    token = LocalContext.request.set(SimpleNamespace(headers={"accept-language": request.param}))
+    yield
+    LocalContext.request.reset(token)
+
+
+@pytest.mark.parametrize("page_asking", ["zh-CN,zh;q=0.9,en;q=0.8"], indirect=True)
+def test_a_chinese_page_whose_language_has_not_arrived_gets_chinese(page_asking):
+    assert t(LANG_UNKNOWN, "train_nothing_to_abort") == t("zh", "train_nothing_to_abort") != t(
+        "en", "train_nothing_to_abort")
+    assert t(LANG_UNKNOWN, "train_started", run="r1") == t("zh", "train_started", run="r1")
+
+
+@pytest.mark.parametrize("page_asking", ["fr-FR,fr;q=0.9,zh-TW;q=0.8,en;q=0.5"], indirect=True)
+def test_the_first_shipped_language_the_browser_asks_for(page_asking):
+    assert t(LANG_UNKNOWN, "train_nothing_to_abort") == t("zh", "train_nothing_to_abort")
+
+
+@pytest.mark.parametrize("page_asking", ["fr-FR,de;q=0.5", "", "zhx"], indirect=True)
+def test_no_shipped_language_asked_for_is_english(page_asking):
+    assert t(LANG_UNKNOWN, "train_nothing_to_abort") == t("en", "train_nothing_to_abort")
+
+
+@pytest.mark.parametrize("page_asking", ["zh-CN"], indirect=True)
+def test_a_known_language_is_kept(page_asking):
+    assert t("en", "train_nothing_to_abort") == "There is no run to abort here."
+
+
+def test_outside_a_handler_it_is_english():
+    assert t(LANG_UNKNOWN, "train_nothing_to_abort") == "There is no run to abort here."

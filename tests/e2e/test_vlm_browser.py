@@ -86,6 +86,10 @@ def test_train_demo_vlm_then_chat_about_an_uploaded_picture(vlm_last_config, liv
 
     # chat with the trained adapter about an uploaded picture
     page.get_by_role("tab", name="Chat").click()
+    # the top bar's Refresh reads the workspace at once: with no run live its timer ticks every 30 s, which this test
+    # waited out (up to 24 s here, near the 30 s a click waits for an option); test_history_empty_browser proves the
+    # tick brings a new run's checkpoints into the picker
+    page.locator(".lf-refresh").first.click()
     page.locator("#lf-checkpoint input").click()
     page.get_by_role("option", name=re.compile(re.escape(run_id))).first.click()
     page.locator("#lf-chat-load").click()

@@ -4,6 +4,7 @@ refusal of numbers too large to read."""
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import yaml
@@ -22,6 +23,16 @@ class ConfigLoader(yaml.SafeLoader):
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self.repeated: list[tuple[str, int]] = []
+
+    def fetch_flow_collection_start(self, TokenClass: type) -> None:  # noqa: N803 (PyYAML's name)
+        """A ``[`` or ``{`` that opens more flow levels than can be read ends the reading here, with the
+        RecursionError the reading would end with later (the callers name it: nested too deeply). Composing takes two
+        frames a level, so no text nested this deep could be read; but the scanner looks ahead up to 1,024 characters
+        past each open level, against every level still open: 5,000 ``[`` on a line took seconds before the
+        composer's RecursionError came (9 s on a busy 2-core machine), and a board read its last-used config so."""
+        if self.flow_level >= sys.getrecursionlimit() // 2:
+            raise RecursionError(f"more than {self.flow_level} nested lists or mappings")
+        super().fetch_flow_collection_start(TokenClass)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[str] = set()

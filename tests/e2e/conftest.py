@@ -88,6 +88,16 @@ def kept_on_failure(page, board_folder: Path, name: str, seen: list[str] | None 
         raise AssertionError(f"{err} (kept {', '.join(kept) or 'nothing'} in {folder})") from err
 
 
+REPLY_ENDED = "() => !!document.querySelector('#lf-chatbot .wrap.default')?.classList.contains('hide')"
+
+
+def reply_ended(page) -> bool:
+    """Whether the Chat tab's send has ended (its reply streamed whole): gradio shows the chatbot's progress tracker
+    (``.wrap.default``) from the press to the stream's end and hides it (class ``hide``) once the event completes.
+    Ask it after the reply has begun to show: before the press, the last send's hidden tracker answers true."""
+    return page.evaluate(REPLY_ENDED)
+
+
 def open_on_example(tmp_path: Path, example: str, **overrides) -> None:
     """Make an example config (shortened by ``overrides``) the workspace's last-used one, so the page opens on it."""
     import yaml

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import CHROMIUM, wait_for
+from tests.e2e.conftest import CHROMIUM, reply_ended, wait_for
 
 LOAD_TIMEOUT = 600
 
@@ -44,13 +44,8 @@ def send(page, text: str) -> None:
                 and bool(bot.last.inner_text().strip() or said_empty))
 
     wait_for(answered, 120, f"an answer to {text!r}")
-    seen = []
-
-    def settled() -> bool:
-        seen.append(page.locator("#lf-chatbot").inner_text())
-        return len(seen) >= 4 and len(set(seen[-4:])) == 1
-
-    wait_for(settled, 120, "the answer to settle", every=0.5)  # unchanged for 1.5 s
+    # the stream has ended once the send event has (not once the page stayed the same for 1.5 s)
+    wait_for(lambda: reply_ended(page), 120, "the answer to end")
 
 
 def shoot(page, name: str) -> None:

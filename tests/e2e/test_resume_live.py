@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import urllib.request
 
 import pytest
@@ -18,10 +19,12 @@ from tests.e2e.conftest import CHROMIUM, wait_for
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 TIMEOUT = 300
-# A checkpoint every 20 steps (not every 2: ~100 checkpoints were most of the test's time) leaves 80 steps (about
-# 3 s at 40 ms a step) for the abort to land after the first one; 8 steps were not enough: CI ran to the end first.
-MAX_STEPS = 100
-SAVE_STEPS = 20
+# The run is held still (SIGSTOP) from the moment its first checkpoint is seen until the abort is asked for, so the
+# abort lands mid-run however fast the machine trains: the steps after the first checkpoint only need to cover the
+# 0.1 s poll that sees it (about 3 steps at 40 ms a step). Before the hold, 80 spare steps (8 were not enough: CI ran
+# to the end first) made the resumed run train ~80 steps, most of the test's time on a loaded machine.
+MAX_STEPS = 25
+SAVE_STEPS = 5
 CONFIG = f"""
 model_name_or_path: demo
 template: chatml
@@ -75,7 +78,12 @@ def test_abort_then_resume_from_history_and_bad_input(live_board, browser, tmp_p
     old = client.predict(CONFIG, "train", api_name="/submit_run")
     wait_for(lambda: (runs / old / f"checkpoint-{SAVE_STEPS}" / "trainer_state.json").is_file(), TIMEOUT,
              "the first checkpoint", every=0.1)
-    assert client.predict(old, api_name="/abort_run")["result"] == "stopping"
+    group = int(json.loads((runs / old / "run.json").read_text())["pgid"])
+    os.killpg(group, signal.SIGSTOP)  # held still: the SIGTERM waits, delivered once it goes on
+    try:
+        assert client.predict(old, api_name="/abort_run")["result"] == "stopping"
+    finally:
+        os.killpg(group, signal.SIGCONT)
     wait_for(lambda: client.predict(old, api_name="/run_status")["status"] == "aborted", TIMEOUT, "the abort",
              every=0.5)
     stopped_at = max(int(p.name.split("-")[1]) for p in (runs / old).glob("checkpoint-*"))

@@ -25,8 +25,10 @@ def reward_points(page) -> int:
 
 @pytest.fixture()
 def grpo_last_config(tmp_path):
-    """The workspace's last-used config is the GRPO demo (4 steps), so the page opens on it."""
-    open_on_example(tmp_path, "grpo_demo.yaml", max_steps=4)
+    """The workspace's last-used config is the GRPO demo (2 steps), so the page opens on it. Two steps draw each of
+    the chart's three lines (the weighted reward, format's mean, length's mean) as a segment: the 3 segments the test
+    waits for, which a third and fourth step (a GRPO step samples 8 completions: seconds each) only lengthened."""
+    open_on_example(tmp_path, "grpo_demo.yaml", max_steps=2)
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")

@@ -304,6 +304,28 @@ def test_a_whole_number_past_pythons_digit_limit_is_named_with_its_place(tmp_pat
     assert load_yaml_text("x: 1_000\ny: 0x1f\nz: " + "9" * 4000) == {"x": 1000, "y": 31, "z": int("9" * 4000)}
 
 
+def test_a_flow_nested_past_what_can_be_read_is_refused_where_that_depth_is_reached(monkeypatch):
+    """5,000 `[` on a line: the scanner looked ahead past every open level (1,024 characters a level), against every
+    level still open, before composing ended in a RecursionError: 9 s (a board read its last-used config so, and
+    /submit_run a config). Refused at the depth no text can be read at (two frames a level), with the same message;
+    what could be read before still is."""
+    import sys
+
+    from engine.config.loader import load_yaml_text
+
+    opened = []
+    real = yaml.scanner.Scanner.fetch_flow_collection_start
+    monkeypatch.setattr(yaml.scanner.Scanner, "fetch_flow_collection_start",
+                        lambda self, token: opened.append(self.flow_level) or real(self, token))
+    with pytest.raises(ConfigError, match="nests lists or mappings too deeply to be read"):
+        load_yaml_text("a: " + "[" * 5000 + "]" * 5000 + "\n")
+    assert len(opened) <= sys.getrecursionlimit() // 2  # it scanned 1,500 levels before
+    deep = load_yaml_text("a: " + "[" * 300 + "7" + "]" * 300 + "\n")["a"]
+    for _ in range(299):
+        deep = deep[0]
+    assert deep == [7]
+
+
 def test_a_config_file_past_the_size_limit_is_refused_before_it_is_parsed(tmp_path, monkeypatch):
     """An 11 MB YAML took 54 s to be read (and then refused for its values) in the board's config loader and the
     CLI; a file over 1,000,000 bytes (what /submit_run takes) is refused from its size, without being read."""

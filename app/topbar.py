@@ -261,3 +261,18 @@ def wire(bar: TopBar, board: Board, demo: gr.Blocks) -> None:
         outputs=[bar.note, bar.model, bar.checkpoint, bar.known_checkpoints], api_visibility="private",
         show_progress="hidden",  # gradio's timer on the model and checkpoint pickers while the lists are read
     )
+
+
+def follow_started_runs(bar: TopBar, board: Board, watched: list[gr.State]) -> None:
+    """Tick quickly from the moment a tab of this page starts (or starts watching) a run, not only from the next slow
+    tick: otherwise the run could finish before that tick came, and its checkpoints reached the Evaluate and Chat
+    pickers up to :data:`IDLE_TICK` seconds after it ended."""
+    gr.on(
+        [state.change for state in watched],
+        lambda known, shown, lang: refresh_choices(board, known, shown, lang),
+        inputs=[bar.known_checkpoints, bar.shown, bar.lang],
+        outputs=[bar.checkpoint, bar.known_checkpoints, bar.devices, bar.shown, bar.timer],
+        api_visibility="private",
+        show_progress="hidden",
+        queue=False,
+    )

@@ -64,6 +64,7 @@ def build_ui(board: Board) -> gr.Blocks:
         runs.wire(runs_tab, board, demo, tabs, watchers, top.lang, opened=tab_history)
         # a page that watches no run in a tab (another browser than the one that started it) watches the live one
         watched = [train_tab.watched, eval_tab.watched, export_tab.watched]
+        topbar.follow_started_runs(top, board, watched)
         demo.load(functools.partial(adopt_live_runs, board, [("train",), ("eval", "predict"), ("export",)]), watched,
                   watched, api_visibility="private", show_progress="hidden")
         profile.wire(profile_panel, board, demo, top.lang)

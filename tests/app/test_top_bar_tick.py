@@ -54,3 +54,27 @@ def test_the_top_bar_tick_is_light_and_slow_while_no_run_can_add_a_checkpoint(bo
     assert [c[1] for c in picker["choices"]] == ["", str(run / "checkpoint-3")]  # the run's own folder once done
     assert known == [["done / checkpoint-3", str(run / "checkpoint-3")]]
     assert devices == gr.skip() and now["every"] == LIVE_TICK and every.value == LIVE_TICK  # a live run: back to fast
+
+
+def test_a_run_started_from_a_tab_brings_the_fast_tick_back_at_once(board, monkeypatch):
+    """While idle the top bar ticks every IDLE_TICK (30 s): a run started from the page then waited up to that long for
+    the fast tick, and a short run's checkpoints reached the Evaluate and Chat pickers up to 30 s after it ended.
+    A tab starting (or taking up) a run now refreshes the top bar at once, which sees the live run."""
+    from app import catalog
+    from app.topbar import IDLE_TICK, LIVE_TICK
+    from app.ui import build_ui
+
+    monkeypatch.setattr(catalog.ENVIRONMENT, "get", lambda: ({"cpu": {"cores": 2}}, None))
+    demo = build_ui(board)
+    fn = next(f for f in demo.fns.values()
+              if f.targets and all(t[1] == "change" for t in f.targets)
+              and any(getattr(o, "elem_id", None) == "lf-checkpoint" for o in f.outputs))
+    assert len(fn.targets) == 3  # the run each of Train, Evaluate and Export watches
+    assert fn.queue is False and fn.show_progress == "hidden"
+    *_, shown, every = fn.fn([], {}, "en")
+    assert shown["every"] == IDLE_TICK and every.value == IDLE_TICK  # nothing live yet
+    run = board.jobs.runs_dir / "started"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"id": "started", "kind": "train", "status": "queued"}))
+    *_, now, every = fn.fn([], shown, "en")
+    assert now["every"] == LIVE_TICK and every.value == LIVE_TICK

@@ -4,7 +4,6 @@ build), so a wrong argument is said at once rather than after the wait."""
 from __future__ import annotations
 
 import argparse
-import errno
 import re
 from pathlib import Path
 
@@ -39,14 +38,10 @@ def check_rewards_args(args: argparse.Namespace) -> None:
                             "path.")
 
 
-IN_THE_WAY = (errno.ENOTDIR, errno.EEXIST, errno.ENOENT, errno.EISDIR)
-"""A path given that cannot be a folder (under a file, or a file itself, or on no file system)."""
-
-
 def demo_target(given: str) -> Path:
     """The folder ``lf-engine demo --target`` builds into, made now: a new or empty folder, or an earlier build's."""
     from engine.demo import STAMP_FILE
-    from engine.write_denied import write_error
+    from engine.write_denied import make_new_folder
 
     target = Path(given).expanduser()
     fix = "give a new or empty folder (or one an earlier `lf-engine demo --target` built)."
@@ -55,12 +50,5 @@ def demo_target(given: str) -> Path:
     if target.is_dir() and not (target / STAMP_FILE).is_file() and any(target.iterdir()):
         raise UserError(f"`--target {given}` is a folder with other files in it, which the demo model's files would "
                         f"overwrite; {fix}")
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        if exc.errno not in IN_THE_WAY:  # (those are said below, as the path given)
-            denied = write_error(exc, target, then="build it again")
-            if denied is not None:
-                raise denied from None
-        raise UserError(f"`--target {given}` cannot be made: {exc.strerror or exc}; {fix}") from None
+    make_new_folder(target, f"`--target {given}`", fix, then="build it again")
     return target

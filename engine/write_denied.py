@@ -163,3 +163,21 @@ def write_error(exc: BaseException, folder: str | Path, then: str = "run the com
     if is_denied(exc, folder):
         return WriteDeniedError(denied_message(folder, exc, then=then))
     return None
+
+
+IN_THE_WAY = (errno.ENOTDIR, errno.EEXIST, errno.ENOENT, errno.EISDIR)
+"""Why a path given for a new folder cannot be one (it lies under a file, is a file, or on no file system)."""
+
+
+def make_new_folder(target: Path, named: str, fix: str, then: str) -> None:
+    """Make the folder a command was given (``named``: how its message names it) before the slow part of the command:
+    a path that cannot be a folder is said as given, with ``fix``; a write refused for its permissions, a read-only
+    mount or a full disk ends in that error (``then``: what to do once it is fixed)."""
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        if exc.errno not in IN_THE_WAY:  # (those are the path given, not a refused write)
+            denied = write_error(exc, target, then=then)
+            if denied is not None:
+                raise denied from None
+        raise UserError(f"{named} cannot be made: {exc.strerror or exc}; {fix}") from None

@@ -9,7 +9,6 @@ LLaMA-Factory's ``scripts/llama_pro.py`` writes (the same weights under the same
 
 from __future__ import annotations
 
-import errno
 import logging
 from collections import OrderedDict
 from pathlib import Path
@@ -96,19 +95,7 @@ def expand_blocks(model_path: str, output_dir: str, num_expand: int, trust_remot
     return target
 
 
-IN_THE_WAY = (errno.ENOTDIR, errno.EEXIST, errno.ENOENT, errno.EISDIR)
-"""A path given that cannot be a folder (under a file, or a file itself, or on no file system)."""
-
-
 def _make_folder(target: Path) -> None:
-    from engine.write_denied import write_error
+    from engine.write_denied import make_new_folder
 
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        if exc.errno not in IN_THE_WAY:  # (those are said below, as the path given)
-            denied = write_error(exc, target, then="expand again")
-            if denied is not None:
-                raise denied from None
-        raise UserError(f"{target} cannot be made: {exc.strerror or exc}; give a new folder for the expanded model.") \
-            from None
+    make_new_folder(target, str(target), "give a new folder for the expanded model.", then="expand again")

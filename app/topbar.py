@@ -244,14 +244,7 @@ def wire(bar: TopBar, board: Board, demo: gr.Blocks) -> None:
     # checkpoint, and the tick reads two states and the language, answers with skips where nothing changed, shows no
     # progress and is not queued (a queued event has more status messages: estimation and start as well).
     gr.on(  # and at once on a language switch, so the devices line does not stay in the old one until the tick
-        [bar.refresh.click, bar.timer.tick, bar.lang.change],
-        on_refresh,
-        inputs=[bar.known_checkpoints, bar.shown, bar.lang],
-        outputs=[bar.checkpoint, bar.known_checkpoints, bar.devices, bar.shown, bar.timer],
-        api_visibility="private",
-        show_progress="hidden",
-        queue=False,
-    )
+        [bar.refresh.click, bar.timer.tick, bar.lang.change], on_refresh, **_refresh_io(bar))
 
     demo.load(
         lambda saved: language_choice(board, saved), inputs=[bar.saved_lang], outputs=[bar.lang_choice],
@@ -267,12 +260,17 @@ def follow_started_runs(bar: TopBar, board: Board, watched: list[gr.State]) -> N
     """Tick quickly from the moment a tab of this page starts (or starts watching) a run, not only from the next slow
     tick: otherwise the run could finish before that tick came, and its checkpoints reached the Evaluate and Chat
     pickers up to :data:`IDLE_TICK` seconds after it ended."""
-    gr.on(
-        [state.change for state in watched],
-        lambda known, shown, lang: refresh_choices(board, known, shown, lang),
-        inputs=[bar.known_checkpoints, bar.shown, bar.lang],
-        outputs=[bar.checkpoint, bar.known_checkpoints, bar.devices, bar.shown, bar.timer],
-        api_visibility="private",
-        show_progress="hidden",
-        queue=False,
-    )
+    gr.on([state.change for state in watched], lambda known, shown, lang: refresh_choices(board, known, shown, lang),
+          **_refresh_io(bar))
+
+
+def _refresh_io(bar: TopBar) -> dict[str, Any]:
+    """What every refresh of the top bar reads and writes (:func:`refresh_choices`), and how it runs: cheaply, as
+    :func:`wire` explains (no progress shown, not queued)."""
+    return {
+        "inputs": [bar.known_checkpoints, bar.shown, bar.lang],
+        "outputs": [bar.checkpoint, bar.known_checkpoints, bar.devices, bar.shown, bar.timer],
+        "api_visibility": "private",
+        "show_progress": "hidden",
+        "queue": False,
+    }

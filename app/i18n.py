@@ -63,6 +63,23 @@ def translate(lang: str | None, key: str, **params: Any) -> str:
     return _text(lang, key, params)
 
 
+_board_language = "auto"
+"""The board's ``--lang`` (``auto`` follows each browser); set by :func:`set_board_language` when the board starts."""
+
+
+def set_board_language(lang: str) -> None:
+    """The language the board was started in (``lf-board --lang``); ``auto`` or an unknown code: each browser's."""
+    global _board_language
+    _board_language = lang if lang in LANGUAGES else "auto"
+
+
+def unknown_page_language() -> str:
+    """The language of text composed before the page's own language has reached the server: the board's ``--lang``
+    when it was started in one (the page opens in it unless the browser saved another choice), else the browser's
+    (:func:`request_language`)."""
+    return _board_language if _board_language in LANGUAGES else request_language()
+
+
 def request_language() -> str:
     """The language of the page whose handler runs now, as its browser asks for it (the request's
     ``Accept-Language``: its first shipped language), else :data:`DEFAULT_LANG`. For text composed before the page's
@@ -82,7 +99,7 @@ def request_language() -> str:
 
 def _text(lang: str | None, key: str, params: dict[str, Any]) -> str:
     if lang == "":  # the page's language is not known yet (app.lang_gate.LANG_UNKNOWN)
-        lang = request_language()
+        lang = unknown_page_language()
     text = load_locale(normalize_lang(lang)).get(key) or load_locale(DEFAULT_LANG).get(key)
     if text is None:
         logger.warning("Missing locale key %r", key)

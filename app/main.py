@@ -247,9 +247,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lf-board cannot start: {starting}", file=sys.stderr)
         return EXIT_REFUSED
     from app.context import Board  # gradio and the page: seconds, while the starting page answers
+    from app.i18n import set_board_language
     from app.jobs import JobManager
     from app.ui import build_ui, launch_options
 
+    set_board_language(args.lang)  # what a page's first clicks answer in, before its language reaches the board
     jobs = JobManager(workspace.runs_dir).start()
     board = Board(
         workspace=workspace, jobs=jobs, default_lang=args.lang, max_upload_mb=upload_mb, extra_roots=args.allowed_root

@@ -62,7 +62,7 @@ _HELD: dict[str, int] = {}  # key -> fd of the shared lock this process holds on
 
 
 class CacheError(UserError):
-    """A bad cache setting (``LF_ENGINE_CACHE_MAX_GB``, ``--max-gb``)."""
+    """A bad cache setting (``LF_ENGINE_CACHE`` not a folder, ``LF_ENGINE_CACHE_MAX_GB``, ``--max-gb``)."""
 
 
 def parse_cap(value: str | None, name: str = CAP_ENV) -> int | None:
@@ -552,7 +552,7 @@ def run_command(root: Path | None, action: str = "list", max_gb: str | None = No
     """``lf-engine cache``: list (``action="list"``), ``prune`` to the cap, or ``clear``; the text to print.
 
     Raises:
-        CacheError: with ``prune``, a bad ``max_gb`` or ``$LF_ENGINE_CACHE_MAX_GB``.
+        CacheError: with ``prune``, a bad ``max_gb`` or ``$LF_ENGINE_CACHE_MAX_GB``; a cache root that is no folder.
     """
     if action == "prune":  # the user asked for the cap: a bad value is an error
         cap = parse_cap(max_gb, "--max-gb") if max_gb is not None else parse_cap(os.environ.get(CAP_ENV))
@@ -561,6 +561,10 @@ def run_command(root: Path | None, action: str = "list", max_gb: str | None = No
     if root is None:
         return "The tokenized-data cache is off (LF_ENGINE_CACHE=off): nothing is cached, nothing to list or clear."
     tokenized = root / "tokenized"
+    blocked = next((p for p in (tokenized, *tokenized.parents) if p.exists() or p.is_symlink()), None)
+    if blocked is not None and not blocked.is_dir():
+        raise CacheError(f"The tokenized-data cache cannot be at {tokenized}: {blocked} is not a folder. Point "
+                         "LF_ENGINE_CACHE at a folder (it is made when first used), or set it to off.")
     if action in ("prune", "clear"):
         result = prune(tokenized, cap if action == "prune" else 0)
         from engine.data.quick_key import forget_evicted

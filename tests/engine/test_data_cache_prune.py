@@ -471,3 +471,20 @@ def test_the_listing_shows_an_entry_whose_meta_names_its_source_oddly(tokenized)
     assert [r["source"] for r in rows if r["key"] == "a1"] == [{}]
     listing = cache_prune.format_listing(tokenized, rows, None)
     assert "['x', 'y']" in listing and "2 entries" in listing
+
+
+@pytest.mark.parametrize("where", ["root", "tokenized", "above"])
+def test_cli_on_a_cache_that_is_a_file_says_so(tmp_path, monkeypatch, capsys, where):
+    # LF_ENGINE_CACHE naming a file (or a folder whose `tokenized` is one) was listed as "0 entries, 0.0 KB in
+    # <file>/tokenized" and cleared as "removed 0 entries": a cache that can never be written, described as empty
+    root = {"root": tmp_path / "cf", "tokenized": tmp_path / "c", "above": tmp_path / "f" / "cache"}[where]
+    blocker = {"root": root, "tokenized": root / "tokenized", "above": tmp_path / "f"}[where]
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    blocker.write_text("x")
+    monkeypatch.setenv("LF_ENGINE_CACHE", str(root))
+    for argv in (["cache"], ["cache", "--clear"], ["cache", "--prune"], ["cache", "--json"]):
+        assert main(argv) == EXIT_USER_ERROR
+        err = capsys.readouterr().err
+        assert f"{blocker} is not a folder" in err and "Point LF_ENGINE_CACHE at a folder" in err
+        assert "Traceback" not in err
+    assert blocker.read_text() == "x"

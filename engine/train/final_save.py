@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.atomic_write import sync_folder, sync_tree
+from engine.write_denied import saving_into
 
 logger = logging.getLogger(__name__)
 
@@ -53,14 +54,15 @@ def save_final(trainer: Any, out: Path, write_rest: Callable[[Path], None]) -> N
         make_room(out)
     trainer.accelerator.wait_for_everyone()  # before any process writes into it
     try:
-        if sharded_fsdp_state(trainer):  # save_model writes nothing then: the whole weights, gathered by every process
-            state_dict = trainer.accelerator.get_state_dict(trainer.model)
+        with saving_into(staging):  # a refusal that names no file (torch's) names the staging folder
+            if sharded_fsdp_state(trainer):  # save_model writes nothing then: the whole weights, by every process
+                state_dict = trainer.accelerator.get_state_dict(trainer.model)
+                if saver:
+                    trainer._save(str(staging), state_dict=state_dict)
+            else:
+                trainer.save_model(str(staging))
             if saver:
-                trainer._save(str(staging), state_dict=state_dict)
-        else:
-            trainer.save_model(str(staging))
-        if saver:
-            write_rest(staging)
+                write_rest(staging)
     except BaseException:
         if saver:
             remove_entry(staging)

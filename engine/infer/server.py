@@ -432,10 +432,20 @@ def open_server(server: ChatServer, chat_model: ChatModel, model_name: str | Non
 
 
 def _cannot_listen(host: str, port: int, err: OSError) -> Exception:
+    """The refusal of ``host:port``, with the fix for what was wrong: the host (a name that does not resolve, an
+    address of no interface here, IPv6), a port below 1024 without the rights, or the port (taken)."""
+    import errno
+
     from engine.errors import UserError
 
-    return UserError(f"Cannot listen on {host}:{port} ({err.strerror or err}); choose another --port "
-                     "(0 picks a free one).")
+    if isinstance(err, socket.gaierror) or err.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+        fix = ("give a --host this machine listens on: an IPv4 address or name of one of its interfaces (127.0.0.1 "
+               "for this machine only, 0.0.0.0 for every interface)")
+    elif err.errno in (errno.EACCES, errno.EPERM) and 0 < port < 1024:
+        fix = "a port below 1024 needs administrator rights: choose a port from 1024 up (0 picks a free one)"
+    else:
+        fix = "choose another --port (0 picks a free one)"
+    return UserError(f"Cannot listen on {host}:{port} ({err.strerror or err}); {fix}.")
 
 
 def serve(cfg: RunConfig, host: str = "127.0.0.1", port: int = 8000, run_dir: str | None = None, *,

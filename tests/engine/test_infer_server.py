@@ -370,6 +370,28 @@ def test_a_taken_port_is_refused_before_torch_is_imported(tmp_path):
     assert f"Cannot listen on 127.0.0.1:{port}" in done.stderr
 
 
+@pytest.mark.parametrize(("host", "words"), [("::1", "Address family for hostname not supported"),
+                                           ("192.0.2.1", "Cannot assign requested address")])
+def test_a_host_it_cannot_listen_on_is_named_with_the_host_as_the_fix(host, words, capsys):
+    """An IPv6 address, or an address of no interface here, was told to 'choose another --port'."""
+    from engine import cli
+
+    assert cli.main(["api", "missing.yaml", "--host", host, "--port", "0"]) == cli.EXIT_USER_ERROR
+    err = capsys.readouterr().err
+    assert f"Cannot listen on {host}:0 ({words}); give a --host this machine listens on" in err, err
+    assert "choose another --port" not in err
+
+
+def test_a_low_port_refused_for_its_rights_says_so():
+    import errno
+
+    from engine.infer.server import _cannot_listen
+
+    message = str(_cannot_listen("127.0.0.1", 80, PermissionError(errno.EACCES, "Permission denied")))
+    assert message == ("Cannot listen on 127.0.0.1:80 (Permission denied); a port below 1024 needs administrator "
+                       "rights: choose a port from 1024 up (0 picks a free one).")
+
+
 def test_serve_refuses_a_taken_port_before_the_model_load_and_records_it(tmp_path, monkeypatch):
     from engine.errors import UserError
     from engine.infer import chat

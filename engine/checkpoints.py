@@ -319,14 +319,58 @@ def remove_torn(folder: str | Path) -> list[str]:
 
 def trained_template(path: str) -> str | None:
     """The ``template`` an adapter (or model) folder was trained with, from the lf_config.yaml saved beside it."""
-    import yaml
+    saved = read_saved_config(Path(path).expanduser())
+    template = saved.get("template")
+    return template if isinstance(template, str) else None  # a name, never a structure
 
+
+SAVED_CONFIG = "lf_config.yaml"
+_NAMED_BROKEN: set[str] = set()
+
+
+def read_saved_config(folder: Path) -> dict[str, Any]:
+    """The flat config a run saved beside its checkpoint, adapter or model (lf_config.yaml), read as every config is
+    (:func:`engine.config.loader.load_yaml_text`: nesting too deep refused before the parser's slow look-ahead, a
+    text whose aliases expand past a config's size refused before any value is read, numbers too large named).
+
+    {} when there is none; also {} for a broken one, which is named in a warning (once a file) with what is wrong and
+    the fix: the callers use the saved settings to explain or to fill a default, never to decide a run alone.
+    """
     from engine.config.limits import MAX_CONFIG_BYTES
     from engine.models.registry import read_config_text
 
+    file = Path(folder) / SAVED_CONFIG
+    if not file.is_file():
+        return {}
+    problem = None
     try:  # a regular file of at most a config's size (an outsized one was read whole, in the board's check too)
-        saved = yaml.safe_load(read_config_text(Path(path).expanduser() / "lf_config.yaml", 2 * MAX_CONFIG_BYTES))
-    except (OSError, ValueError, yaml.YAMLError, RecursionError):  # ValueError: not UTF-8, or too large
-        return None
-    template = saved.get("template") if isinstance(saved, dict) else None
-    return template if isinstance(template, str) else None  # a name, never a structure (or an alias bomb)
+        text = read_config_text(file, 2 * MAX_CONFIG_BYTES)
+    except UnicodeDecodeError as err:
+        text, problem = None, (f"is not UTF-8 text (byte 0x{err.object[err.start]:02x} at position {err.start:,})")
+    except (OSError, ValueError) as err:  # ValueError: too large (its message names the file and the fix)
+        text, problem = None, f"cannot be read ({getattr(err, 'strerror', None) or err})"
+    data: Any = None
+    if text is not None:
+        import yaml
+
+        from engine.config.loader import ConfigError, load_yaml_text, yaml_error_message
+
+        try:
+            data = load_yaml_text(text, f"`{file}`", warn=False)
+        except yaml.YAMLError as err:
+            problem = yaml_error_message(f"`{file}`", text, err)
+        except ConfigError as err:  # nested too deeply, or an alias bomb
+            problem = err.problems[0]
+        except ValueError as err:  # a whole number past Python's digits limit (in a mapping key)
+            problem = f"`{file}` cannot be read as a config ({err})"
+        if problem is None and data is not None and not isinstance(data, dict):
+            problem = f"`{file}` does not hold `key: value` lines"
+    if problem is None:
+        return data or {}
+    if not problem.startswith("`"):
+        problem = f"`{file}` {problem}"
+    if str(file) not in _NAMED_BROKEN:
+        _NAMED_BROKEN.add(str(file))
+        logger.warning("%s The settings it records are not used (the saved template, base model, or the settings a "
+                       "resumed checkpoint is compared with); fix the file or delete it.", problem.rstrip(".") + ".")
+    return {}

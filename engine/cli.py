@@ -284,13 +284,18 @@ def cmd_api(args: argparse.Namespace) -> int:
         raise UserError(f"--board-grace {args.board_grace:g} must be a positive number of seconds.")
     if not 0 <= args.port <= 65535:  # before the model loads (socket.bind raised an OverflowError after it)
         raise UserError(f"--port {args.port} is not a TCP port; give 1 to 65535 (0 picks a free one).")
-    cfg = _load(args, "api")
-    from engine.infer.server import serve
+    from engine.infer.server import bind_server, serve
 
-    collector.settle()
-    run_dir = _run_dir_of(args, "chat")
+    bound = bind_server(args.host, args.port)  # a taken port is refused now, not after the checks and the load
+    try:
+        cfg = _load(args, "api")
+        collector.settle()
+        run_dir = _run_dir_of(args, "chat")
+    except BaseException:
+        bound.server_close()
+        raise
     serve(cfg, args.host, args.port, run_dir=str(run_dir) if run_dir else None, api_key=args.api_key or None,
-          board_lock=args.board_lock or None, board_grace=args.board_grace)
+          board_lock=args.board_lock or None, board_grace=args.board_grace, bound=bound)
     return 0
 
 

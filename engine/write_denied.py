@@ -21,7 +21,9 @@ from __future__ import annotations
 import errno
 import os
 import re
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from engine.diskfull import exception_chain, storage_error
@@ -59,11 +61,41 @@ class Refusal:
 
 
 def refusal(exc: BaseException | None) -> Refusal | None:
-    """The refused write in ``exc``'s chain (None when there is none)."""
+    """The refused write in ``exc``'s chain (None when there is none). One that names no path (torch's ``open file
+    failed``, an error on an open file) names the folder a :func:`saving_into` around the save was given."""
     for err in exception_chain(exc):
         found = _refusal_of(err)
         if found is not None:
-            return found
+            into = None if found.path is not None else _save_target(exc)
+            return replace(found, path=into, in_folder=True) if into else found
+    return None
+
+
+SAVE_TARGET = "lf_save_target"
+"""The attribute :func:`saving_into` puts on an error: the folder the failed save wrote into."""
+
+
+@contextmanager
+def saving_into(folder: str | Path) -> Iterator[None]:
+    """Around a save into ``folder`` (``save_pretrained``, ``Trainer.save_model``, a checkpoint): a refused write
+    whose error names no file (torch's zip writer says only ``open file failed with strerror: <reason>``) is named
+    as a file in ``folder``, not in the whole run folder. The innermost save names it."""
+    try:
+        yield
+    except BaseException as exc:
+        if getattr(exc, SAVE_TARGET, None) is None:
+            try:
+                setattr(exc, SAVE_TARGET, os.fspath(folder))
+            except (AttributeError, TypeError):  # an exception type without a __dict__
+                pass
+        raise
+
+
+def _save_target(exc: BaseException | None) -> str | None:
+    for err in exception_chain(exc):
+        target = getattr(err, SAVE_TARGET, None)
+        if isinstance(target, str) and target:
+            return target
     return None
 
 

@@ -343,7 +343,14 @@ def publish(tokenized: Path, staged: Path, folder: Path) -> bool:
     """Rename a finished entry ``staged`` to ``folder``, replacing the entry there unless a process holds it.
 
     False (``staged`` left as it is) when the entry there is in use: it is kept rather than pulled away.
+
+    Durable as the final save's publish is (engine.train.final_save.publish): every file of ``staged`` is flushed
+    to the disk before the rename (a failed flush raises OSError with nothing renamed), and ``tokenized`` after it,
+    so that a power loss soon after cannot leave an entry whose meta says it is complete over Arrow files cut short.
     """
+    from engine.atomic_write import sync_folder, sync_tree
+
+    sync_tree(staged)  # before the lock: a long flush does not hold the entry's lock
     path = _lock_path(tokenized, folder.name)
     try:
         _make_lock_file(path)
@@ -357,6 +364,7 @@ def publish(tokenized: Path, staged: Path, folder: Path) -> bool:
         if folder.exists():
             trash = _to_trash(tokenized, folder)
         os.replace(staged, folder)
+        sync_folder(tokenized)  # the rename (and the earlier entry's move to the trash), best effort
     finally:
         if fd >= 0:
             os.close(fd)

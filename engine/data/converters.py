@@ -334,8 +334,10 @@ def convert_alpaca(row: dict[str, Any], spec: DatasetSpec) -> dict[str, Any]:
     parts = [_text(row[columns[key]], f"column {columns[key]!r}") if columns[key] and row.get(columns[key]) else ""
              for key in ("prompt", "query")]  # LLaMA-Factory leaves out an empty (falsy) part
     prompt = "\n".join(part for part in parts if part)
-    if columns["prompt"] not in row and columns["query"] not in row:  # a column mapping that names nothing here
-        raise RowError(f"the prompt column {columns['prompt']!r} is missing")
+    named = [(key, columns[key]) for key in ("prompt", "query") if columns[key]]
+    if named and not any(name in row for _key, name in named):  # a column mapping that names nothing here
+        raise RowError(f"the {named[0][0]} column {named[0][1]!r} is missing")
+    # (neither mapped, `columns` naming only the response: LLaMA-Factory trains the reply after an empty prompt)
     messages.append({"role": "user", "content": prompt})
     system = _text(row[columns["system"]], "the system column") if columns["system"] and row.get(columns["system"]) \
         else ""  # an empty (falsy) one is the template's default there

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.infer.chat import Reply
 from engine.templates.tool_base import loads
 from engine.wording import with_article
+
+if TYPE_CHECKING:  # engine.infer.chat imports torch and transformers (seconds); the server binds its port before that
+    from engine.infer.chat import Reply
 
 
 class RequestError(ValueError):

@@ -20,14 +20,13 @@ import time
 import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine import collector
 from engine.config import RunConfig
 from engine.credentials import API_KEY_ENV, LF_API_KEY_ENV, api_key_from_env  # noqa: F401 (re-exported)
 from engine.hostnames import WILDCARD_HOSTS, host_name, is_loopback_name, names_this_machine, origin_host
 from engine.infer.board_watch import DEFAULT_GRACE, BoardWatch
-from engine.infer.chat import ChatModel
 from engine.infer.openai_format import (  # noqa: F401 (convert_* re-exported)
     RequestError,
     convert_messages,
@@ -39,6 +38,9 @@ from engine.infer.openai_format import (  # noqa: F401 (convert_* re-exported)
     usage_of,
 )
 from engine.runs import RunFolder, package_versions, process_start_time
+
+if TYPE_CHECKING:  # imported where a model loads: torch and transformers take seconds, and `lf-engine api` binds
+    from engine.infer.chat import ChatModel  # its port before that (a taken port is refused at once)
 
 logger = logging.getLogger(__name__)
 
@@ -52,9 +54,9 @@ class ChatServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], chat_model: ChatModel, model_name: str | None = None, *,
-                 api_key: str | None = None):
-        super().__init__(address, ChatHandler)
+    def __init__(self, address: tuple[str, int], chat_model: ChatModel | None, model_name: str | None = None, *,
+                 api_key: str | None = None, bind_and_activate: bool = True):
+        super().__init__(address, ChatHandler, bind_and_activate=bind_and_activate)
         self.chat_model = chat_model
         self.model_name = model_name or getattr(chat_model, "model_name", "model")
         self.generation_lock = threading.Lock()
@@ -394,18 +396,62 @@ def make_server(chat_model: ChatModel, host: str = "127.0.0.1", port: int = 8000
 
     With ``api_key`` every route but ``/health`` needs ``Authorization: Bearer <api_key>``.
     """
-    try:
-        return ChatServer((host, port), chat_model, api_key=api_key)
-    except OSError as err:
-        from engine.errors import UserError
+    server = bind_server(host, port, api_key=api_key)
+    open_server(server, chat_model)
+    return server
 
-        raise UserError(f"Cannot listen on {host}:{port} ({err.strerror or err}); choose another --port "
-                        "(0 picks a free one).") from None
+
+def bind_server(host: str = "127.0.0.1", port: int = 8000, *, api_key: str | None = None) -> ChatServer:
+    """A :class:`ChatServer` bound to ``host:port`` but not yet listening, and with no model yet.
+
+    Bound before the model loads (seconds, for a big model minutes), so a port another process listens on is
+    refused at once; not listening until :func:`open_server`, so a client sees the port closed while the model
+    loads (as before), not a connection that hangs. ``server.server_address`` has the real port (port 0).
+    """
+    try:
+        server = ChatServer((host, port), None, api_key=api_key, bind_and_activate=False)
+    except OSError as err:  # the address family: a host that does not resolve
+        raise _cannot_listen(host, port, err) from None
+    try:
+        server.server_bind()
+    except OSError as err:
+        server.server_close()
+        raise _cannot_listen(host, port, err) from None
+    return server
+
+
+def open_server(server: ChatServer, chat_model: ChatModel, model_name: str | None = None) -> None:
+    """Give a server from :func:`bind_server` its model and start listening (closes the server if that fails)."""
+    server.chat_model = chat_model
+    server.model_name = model_name or getattr(chat_model, "model_name", "model")
+    try:
+        server.server_activate()
+    except OSError as err:  # another process bound the same port with SO_REUSEADDR and listened first
+        server.server_close()
+        raise _cannot_listen(server.bind_host, int(server.server_address[1]), err) from None
+
+
+def _cannot_listen(host: str, port: int, err: OSError) -> Exception:
+    """The refusal of ``host:port``, with the fix for what was wrong: the host (a name that does not resolve, an
+    address of no interface here, IPv6), a port below 1024 without the rights, or the port (taken)."""
+    import errno
+
+    from engine.errors import UserError
+
+    if isinstance(err, socket.gaierror) or err.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+        fix = ("give a --host this machine listens on: an IPv4 address or name of one of its interfaces (127.0.0.1 "
+               "for this machine only, 0.0.0.0 for every interface)")
+    elif err.errno in (errno.EACCES, errno.EPERM) and 0 < port < 1024:
+        fix = "a port below 1024 needs administrator rights: choose a port from 1024 up (0 picks a free one)"
+    else:
+        fix = "choose another --port (0 picks a free one)"
+    return UserError(f"Cannot listen on {host}:{port} ({err.strerror or err}); {fix}.")
 
 
 def serve(cfg: RunConfig, host: str = "127.0.0.1", port: int = 8000, run_dir: str | None = None, *,
           stop_event: threading.Event | None = None, chat_model: ChatModel | None = None,
-          api_key: str | None = None, board_lock: str | None = None, board_grace: float = DEFAULT_GRACE) -> None:
+          api_key: str | None = None, board_lock: str | None = None, board_grace: float = DEFAULT_GRACE,
+          bound: ChatServer | None = None) -> None:
     """Load the chat model and serve the OpenAI-compatible API until SIGTERM/SIGINT (or ``stop_event``).
 
     With ``run_dir``, run.json records kind ``chat``, status, pid, host, the real port and ``ready`` (true once
@@ -424,11 +470,15 @@ def serve(cfg: RunConfig, host: str = "127.0.0.1", port: int = 8000, run_dir: st
         board_lock: The workspace lock file of the board that started this server: the server stops once no board
             has held it for ``board_grace`` seconds (see :mod:`engine.infer.board_watch`). None: never.
         board_grace: Seconds without a board before that stop.
+        bound: A server from :func:`bind_server` for ``host:port`` (``lf-engine api`` binds before it reads the
+            config); None: bound here, before the model loads. Closed by this function.
 
     A stop by SIGTERM/SIGINT (the board's Unload, or Ctrl-C) is recorded as ``aborted``; a chat server holds no
     training state, so nothing is saved.
     """
     api_key = api_key or api_key_from_env()
+    if bound is not None and api_key and bound.api_key is None:
+        bound.api_key = api_key
     if api_key is None and not is_loopback_name(host_name(host)):
         logger.warning("Serving on %s without an API key: anyone who can reach this port can use the model. "
                        "Set --api-key or $%s.", host, API_KEY_ENV)
@@ -440,11 +490,19 @@ def serve(cfg: RunConfig, host: str = "127.0.0.1", port: int = 8000, run_dir: st
             host=host, port=port, ready=False, versions=package_versions(),
         )
     owns_model = chat_model is None
+    server = bound
     try:
-        chat_model = chat_model or ChatModel(cfg)
-        server = make_server(chat_model, host, port, api_key=api_key)
+        if server is None:
+            server = bind_server(host, port, api_key=api_key)  # a taken port is refused before the model loads
+        if chat_model is None:
+            from engine.infer import chat
+
+            chat_model = chat.ChatModel(cfg)
+        open_server(server, chat_model)
         collector.settle()  # the model and the libraries live as long as the server
     except BaseException as err:
+        if server is not None:
+            server.server_close()
         if folder is not None:
             folder.update(status="failed", ready=False, finished_at=time.time(), exit_code=1,
                           error=f"{type(err).__name__}: {err}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import logging
 import pickle
+import re
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -339,7 +340,14 @@ def setup_lora(model: nn.Module, model_args: Any, finetuning_args: Any, composit
         else:
             config = lora_config(model, finetuning_args, composite, resize_vocab=bool(model_args.resize_vocab),
                                  pissa_iter=pissa_iter)
-        model = get_peft_model(model, config)
+        linear = sorted({n.split(".")[-1] for n, m in model.named_modules() if n and _is_linear(m)})  # before PEFT
+        try:
+            model = get_peft_model(model, config)
+        except ValueError as err:
+            refused = _unsupported_target(model, config.target_modules, err, linear)
+            if refused is None:
+                raise
+            raise ModelError(refused) from None
         size = (f"rank {config.r}" if getattr(config, "r", 0) or not getattr(config, "oft_block_size", 0)
                 else f"block size {config.oft_block_size}")  # OFT gives one of r and oft_block_size (the other 0)
         logger.info("%s %s on %s.", config.peft_type.value, size, ", ".join(sorted(config.target_modules)))
@@ -352,6 +360,25 @@ def setup_lora(model: nn.Module, model_args: Any, finetuning_args: Any, composit
     use_fused_lora(model)  # one autograd node per LoRA linear, adds fused into the matmuls
     use_fused_mlp(model)  # one node per SwiGLU MLP that keeps half its activations
     return model
+
+
+_PEFT_UNSUPPORTED = re.compile(r"^Target module (?P<kind>\w+)\b.*? is not supported\.", re.DOTALL)
+
+
+def _unsupported_target(model: nn.Module, targets: Any, err: ValueError, linear: list[str]) -> str | None:
+    """The message for PEFT's refusal of a module ``lora_target`` matched that it cannot train (a decoder layer for
+    `lora_target: 1`, which matches `model.layers.1`; a norm; an MLP block), naming it by its place in the model; PEFT
+    printed the whole module, never its name, in a traceback. ``linear``: the model's linear layers before PEFT
+    wrapped some of them. None for any other ValueError."""
+    match = _PEFT_UNSUPPORTED.match(str(err))
+    if match is None:
+        return None
+    keys = [targets] if isinstance(targets, str) else sorted(targets or ())
+    named = [name for name, module in model.named_modules() if type(module).__name__ == match["kind"]
+             and any(name == key or name.endswith(f".{key}") for key in keys)]  # PEFT's own matching
+    where = f"`{named[0]}`{f' and {len(named) - 1} more' if len(named) > 1 else ''}, " if named else ""
+    return (f"`lora_target` matches {where}a {match['kind']}, which LoRA cannot train (PEFT trains linear, embedding "
+            f"and convolution layers). Name linear layers ({', '.join(linear) or 'none here'}), or use `all`.")
 
 
 def _decoder_layers(model: nn.Module, composite: ModelFamily | None) -> tuple[str, int]:

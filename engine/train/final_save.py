@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.atomic_write import sync_folder, sync_tree
+from engine.write_denied import saving_into
 
 logger = logging.getLogger(__name__)
 
@@ -50,20 +51,22 @@ def save_final(trainer: Any, out: Path, write_rest: Callable[[Path], None]) -> N
     made = None
     if saver:
         made = new_staging(out)
-        make_room(out)
-    trainer.accelerator.wait_for_everyone()  # before any process writes into it
     try:
-        if sharded_fsdp_state(trainer):  # save_model writes nothing then: the whole weights, gathered by every process
-            state_dict = trainer.accelerator.get_state_dict(trainer.model)
-            if saver:
-                trainer._save(str(staging), state_dict=state_dict)
-        else:
-            trainer.save_model(str(staging))
         if saver:
-            write_rest(staging)
+            make_room(out)
+        trainer.accelerator.wait_for_everyone()  # before any process writes into it
+        with saving_into(staging):  # a refusal that names no file (torch's) names the staging folder
+            if sharded_fsdp_state(trainer):  # save_model writes nothing then: the whole weights, by every process
+                state_dict = trainer.accelerator.get_state_dict(trainer.model)
+                if saver:
+                    trainer._save(str(staging), state_dict=state_dict)
+            else:
+                trainer.save_model(str(staging))
+            if saver:
+                write_rest(staging)
     except BaseException:
         if saver:
-            remove_entry(staging)
+            discard_staging(staging)
         raise
     trainer.accelerator.wait_for_everyone()  # every process has written its part before the files move
     if saver:
@@ -71,7 +74,7 @@ def save_final(trainer: Any, out: Path, write_rest: Callable[[Path], None]) -> N
             check_staging(staging, made)
             publish(staging, out)
         except BaseException:  # nothing moved when the files could not be synced; the rest never lands half-way
-            remove_entry(staging)
+            discard_staging(staging)
             raise
     trainer.accelerator.wait_for_everyone()
 
@@ -87,6 +90,23 @@ def remove_entry(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
+
+
+def discard_staging(staging: Path) -> None:
+    """Remove the staging folder of a save that failed, as far as it can be: with what it holds, else (a folder that
+    cannot be opened to list it, its permissions changed) the folder alone once it is empty. One that stays (a
+    read-only mount on it: EBUSY) is named in a warning, so that an empty ``.final-save.partial`` is not left behind
+    unexplained; the next save replaces it."""
+    remove_entry(staging)
+    if not os.path.lexists(staging):
+        return
+    try:
+        os.rmdir(staging)
+        return
+    except OSError as err:
+        reason = err.strerror or str(err)
+    logger.warning("The unfinished final save's folder %s could not be removed (%s); remove it once it can be (a "
+                   "read-only mount on it unmounted). The next save of this run replaces it.", staging, reason)
 
 
 def new_staging(out: Path) -> os.stat_result:

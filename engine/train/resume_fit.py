@@ -32,17 +32,10 @@ SHAPING = ("model_name_or_path", "finetuning_type", "lora_rank", "lora_target", 
 
 
 def _saved_config(folder: Path) -> dict[str, Any]:
-    """The flat config saved beside the checkpoint (lf_config.yaml; {} when absent or unreadable)."""
-    import yaml
+    """The flat config saved beside the checkpoint (lf_config.yaml; {} when absent or broken, which is named)."""
+    from engine.checkpoints import read_saved_config
 
-    from engine.config.limits import MAX_CONFIG_BYTES
-    from engine.models.registry import read_config_text
-
-    try:  # a regular file of at most a config's size, as engine.checkpoints.trained_template reads it
-        saved = yaml.safe_load(read_config_text(folder / "lf_config.yaml", 2 * MAX_CONFIG_BYTES))
-    except (OSError, ValueError, yaml.YAMLError, RecursionError):
-        return {}
-    return saved if isinstance(saved, dict) else {}
+    return read_saved_config(folder)
 
 
 def _current(cfg: RunConfig) -> dict[str, Any]:
@@ -163,6 +156,8 @@ def guard_loads(trainer: Any, cfg: RunConfig, checkpoint: str) -> None:
                     saved = f" It was saved with {', '.join(changed)}"
                 elif _saved_config(Path(checkpoint)):
                     saved = " The settings saved beside it match this run's, so it may be damaged"
+                elif (Path(checkpoint) / "lf_config.yaml").is_file():
+                    saved = " Its lf_config.yaml, which would tell the settings it was saved with, cannot be read"
                 else:
                     saved = " It has no lf_config.yaml that would tell the settings it was saved with"
                 raise _refuse(checkpoint, f"does not fit this run: {first.rstrip('.')[:300]}.{saved}",

@@ -191,18 +191,11 @@ def _hub_base_problems(path: str, folder: Path, base: str, head_file: Path | Non
 def adapter_base(folder: Path, config: dict[str, Any]) -> Any:
     """The base model of an rm run's adapter (``config``: its adapter_config.json), the one checked here and loaded
     by :func:`engine.train.reward_model.load_reward_model`: the run's lf_config.yaml's first."""
-    if (folder / "lf_config.yaml").is_file():
-        try:
-            import yaml
+    from engine.checkpoints import read_saved_config
 
-            from engine.config.limits import MAX_CONFIG_BYTES
-            from engine.models.registry import read_config_text
-
-            saved = yaml.safe_load(read_config_text(folder / "lf_config.yaml", 2 * MAX_CONFIG_BYTES))
-            if isinstance(saved, dict) and saved.get("model_name_or_path"):
-                return saved["model_name_or_path"]
-        except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError, RecursionError):
-            pass  # its own load names the damaged file
+    saved = read_saved_config(folder).get("model_name_or_path")  # a broken file is named there
+    if isinstance(saved, str) and saved.strip():
+        return saved
     return config.get("base_model_name_or_path")
 
 

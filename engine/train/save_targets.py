@@ -134,3 +134,18 @@ class SaveTargetsCallback(TrainerCallback):
         # `save_strategy: best` decides to save after the evaluation, past every callback: cleared in case it does
         if str(getattr(args.save_strategy, "value", args.save_strategy)) == "best" and args.should_save:
             clear_folder(Path(args.output_dir) / f"checkpoint-{state.global_step}")
+
+
+def name_checkpoint_saves(trainer: Any) -> None:
+    """A checkpoint save refused with no file named (torch's ``open file failed`` for optimizer.pt) names its
+    ``checkpoint-N`` folder in the message (engine.write_denied.saving_into), not only the run folder."""
+    from engine.write_denied import saving_into
+
+    save = trainer._save_checkpoint
+
+    def saving(model: Any, trial: Any, *args: Any, **kwargs: Any) -> Any:
+        run_dir = trainer._get_output_dir(trial=trial) if hasattr(trainer, "_get_output_dir") else trainer.args.output_dir
+        with saving_into(Path(run_dir) / f"checkpoint-{trainer.state.global_step}"):  # transformers' name for it
+            return save(model, trial, *args, **kwargs)
+
+    trainer._save_checkpoint = saving

@@ -25,7 +25,7 @@ from engine.train.output_dir import (
 )
 from engine.train.resume_fit import guard_loads
 from engine.train.rl_checks import RL_STAGES, check_stage, refuse_ppo
-from engine.train.save_targets import SaveTargetsCallback, clear_trainer_files
+from engine.train.save_targets import SaveTargetsCallback, clear_trainer_files, name_checkpoint_saves
 from engine.train.tensorboard_folder import own_tensorboard_folder
 
 logger = logging.getLogger(__name__)
@@ -193,6 +193,7 @@ def run_train(cfg: RunConfig, ctx: JobContext) -> dict[str, Any]:
     configure_trainer(trainer, cfg)
     remember_evaluations(trainer)
     no_step_past_the_end(trainer)
+    name_checkpoint_saves(trainer)
     if resume:
         guard_loads(trainer, cfg, resume)
     if cfg.parallel.use_hyper_parallel:  # optional backend: HyperParallel prepares the model instead of accelerate

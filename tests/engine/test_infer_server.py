@@ -330,6 +330,108 @@ def test_board_grace_must_be_positive(tmp_path, capsys):
     assert "--board-grace 0 must be a positive number of seconds" in capsys.readouterr().err
 
 
+def _listening_port():
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    return taken
+
+
+def _no_load(*args, **kwargs):
+    raise AssertionError("the model was loaded before the port was checked")
+
+
+def test_a_taken_port_is_refused_before_the_config_checks_and_the_model_load(tmp_path, capsys, monkeypatch):
+    """`lf-engine api --port N` with N taken found out only after the model's load (seconds; a big model minutes)."""
+    from engine import cli
+    from engine.infer import chat
+
+    monkeypatch.setattr(chat, "ChatModel", _no_load)
+    monkeypatch.setattr(cli, "_load", _no_load)
+    with _listening_port() as taken:
+        port = taken.getsockname()[1]
+        assert cli.main(["api", str(tmp_path / "chat.yaml"), "--port", str(port)]) == cli.EXIT_USER_ERROR
+    err = capsys.readouterr().err
+    assert f"Cannot listen on 127.0.0.1:{port} (Address already in use); choose another --port" in err, err
+    assert "Traceback" not in err
+
+
+def test_a_taken_port_is_refused_before_torch_is_imported(tmp_path):
+    """The refusal comes in about a second: the server module binds before it imports torch and transformers."""
+    script = ("import sys\nfrom engine.cli import main\ncode = main(sys.argv[1:])\n"
+              "print('torch imported' if 'torch' in sys.modules else 'torch not imported', code)\n")
+    with _listening_port() as taken:
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-c", script, "api", str(tmp_path / "chat.yaml"), "--port", str(port)],
+                              capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert "torch not imported 2" in done.stdout, done.stdout + done.stderr
+    assert f"Cannot listen on 127.0.0.1:{port}" in done.stderr
+
+
+@pytest.mark.parametrize(("host", "words"), [("::1", "Address family for hostname not supported"),
+                                           ("192.0.2.1", "Cannot assign requested address")])
+def test_a_host_it_cannot_listen_on_is_named_with_the_host_as_the_fix(host, words, capsys):
+    """An IPv6 address, or an address of no interface here, was told to 'choose another --port'."""
+    from engine import cli
+
+    assert cli.main(["api", "missing.yaml", "--host", host, "--port", "0"]) == cli.EXIT_USER_ERROR
+    err = capsys.readouterr().err
+    assert f"Cannot listen on {host}:0 ({words}); give a --host this machine listens on" in err, err
+    assert "choose another --port" not in err
+
+
+def test_a_low_port_refused_for_its_rights_says_so():
+    import errno
+
+    from engine.infer.server import _cannot_listen
+
+    message = str(_cannot_listen("127.0.0.1", 80, PermissionError(errno.EACCES, "Permission denied")))
+    assert message == ("Cannot listen on 127.0.0.1:80 (Permission denied); a port below 1024 needs administrator "
+                       "rights: choose a port from 1024 up (0 picks a free one).")
+
+
+def test_serve_refuses_a_taken_port_before_the_model_load_and_records_it(tmp_path, monkeypatch):
+    from engine.errors import UserError
+    from engine.infer import chat
+    from engine.infer import server as chat_server
+
+    monkeypatch.setattr(chat, "ChatModel", _no_load)
+    with _listening_port() as taken:
+        port = taken.getsockname()[1]
+        with pytest.raises(UserError, match=f"Cannot listen on 127.0.0.1:{port} \\(Address already in use\\)"):
+            chat_server.serve(None, "127.0.0.1", port, run_dir=str(tmp_path / "run"))
+    info = RunFolder(tmp_path / "run").info()
+    assert info["status"] == "failed" and "Cannot listen on" in info["error"] and info["ready"] is False
+
+
+def test_the_port_is_bound_but_closed_while_the_model_loads(tmp_path, monkeypatch):
+    """Bound early (another socket cannot bind the port), but not listening until the model is loaded: a client
+    sees the port closed during the load, as before, not a connection that hangs until the load ends."""
+    import socket
+
+    from engine.infer import chat
+    from engine.infer import server as chat_server
+
+    seen = []
+
+    def loading(cfg):
+        port = int(seen_server[0].server_address[1])
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5)
+        with socket.socket() as other, pytest.raises(OSError, match="Address already in use"):
+            other.bind(("127.0.0.1", port))
+        seen.append(port)
+        raise RuntimeError("stop here")
+
+    seen_server = [chat_server.bind_server("127.0.0.1", 0)]
+    monkeypatch.setattr(chat, "ChatModel", loading)
+    with pytest.raises(RuntimeError, match="stop here"):
+        chat_server.serve(None, "127.0.0.1", 0, bound=seen_server[0])
+    assert seen and seen_server[0].socket.fileno() == -1  # checked during the load, and closed after it failed
+
+
 # -- request conversion ---------------------------------------------------------------------------------------------
 
 

@@ -121,3 +121,27 @@ def test_upcast_and_count():
     assert adapters.upcast_trainable_params(model) == 2
     assert model[0].weight.dtype == torch.float32 and model[1].weight.dtype == torch.bfloat16
     assert adapters.count_parameters(model) == (20, 30)
+
+
+@pytest.mark.parametrize(("target", "words"), [
+    ("1", "`lora_target` matches `model.layers.1`, a LlamaDecoderLayer, which LoRA cannot train"),
+    ("mlp", "`lora_target` matches `model.layers.0.mlp` and 1 more, a LlamaMLP, which LoRA cannot train"),
+    ("q_proj,norm", "`lora_target` matches `model.norm`, a LlamaRMSNorm, which LoRA cannot train"),
+])
+def test_a_lora_target_peft_cannot_train_is_named_not_a_traceback(target, words):
+    """`lora_target: 1,2` (a YAML list of numbers) matched the decoder layers by their index: PEFT raised a ValueError
+    printing the whole layer, and no name of it, in a traceback."""
+    from types import SimpleNamespace
+
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from engine.errors import ModelError
+
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                                         num_attention_heads=2, num_key_value_heads=2))
+    model_args = SimpleNamespace(adapter_name_or_path=None, resize_vocab=False)
+    with pytest.raises(ModelError) as raised:
+        adapters.setup_lora(model, model_args, FinetuningArgs(lora_target=target), is_trainable=True)
+    assert words in str(raised.value), str(raised.value)
+    assert "Name linear layers (down_proj, gate_proj, k_proj, lm_head, o_proj, q_proj, up_proj, v_proj)" in str(
+        raised.value)

@@ -143,3 +143,95 @@ def test_the_demo_models_cached_copy_is_synced_before_its_rename(tmp_path, calls
     staging = calls[rename][1]
     assert ("fsync", f"{staging}/model.safetensors") in calls[:rename]
     assert ("fsync", str(tmp_path)) in calls[rename:]
+
+
+def _failing_trainer(error: OSError):
+    def save_model(folder: str) -> None:
+        raise error
+
+    return SimpleNamespace(args=SimpleNamespace(should_save=True), is_fsdp_enabled=False, save_model=save_model,
+                           accelerator=SimpleNamespace(wait_for_everyone=lambda: None))
+
+
+def test_a_failed_final_save_removes_an_empty_staging_folder_rmtree_could_not(tmp_path, monkeypatch):
+    """shutil.rmtree (ignore_errors) gives up on a folder it cannot open to list (its permissions changed), though
+    the folder, empty, can be removed: the failed save left an empty .final-save.partial behind."""
+    out = tmp_path / "run"
+    monkeypatch.setattr(final_save.shutil, "rmtree", lambda path, ignore_errors=False: None)
+    with pytest.raises(OSError):
+        save_final(_failing_trainer(OSError(errno.EROFS, "Read-only file system")), out, lambda folder: None)
+    assert not (out / STAGING_DIR).exists()
+
+
+def test_a_staging_folder_that_cannot_be_removed_is_named(tmp_path, monkeypatch, caplog):
+    """A read-only mount on the staging folder itself: the save fails (EROFS) and the folder, a mount point, cannot
+    be removed (EBUSY); a warning names it rather than leaving it behind unexplained."""
+    out = tmp_path / "run"
+    staging = out / STAGING_DIR
+    real_rmdir = os.rmdir
+
+    def rmdir(path, *args, **kwargs):
+        if Path(path) == staging:
+            raise OSError(errno.EBUSY, "Device or resource busy", str(path))
+        return real_rmdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "rmdir", rmdir)
+    with pytest.raises(OSError), caplog.at_level("WARNING", logger="engine.train.final_save"):
+        save_final(_failing_trainer(OSError(errno.EROFS, "Read-only file system")), out, lambda folder: None)
+    assert staging.is_dir()
+    assert f"The unfinished final save's folder {staging} could not be removed (Device or resource busy)" in caplog.text
+
+
+def test_a_failure_making_room_removes_the_staging_folder(tmp_path, monkeypatch):
+    out = tmp_path / "run"
+
+    def make_room(folder):
+        raise PermissionError(errno.EACCES, "Permission denied", str(folder / "adapter_model.safetensors"))
+
+    monkeypatch.setattr(final_save, "make_room", make_room)
+    with pytest.raises(PermissionError):
+        save_final(_failing_trainer(OSError(errno.EIO, "not reached")), out, lambda folder: None)
+    assert not (out / STAGING_DIR).exists()
+
+
+def _cache_bundle():
+    from datasets import Dataset
+
+    from engine.data import DatasetBundle
+
+    rows = Dataset.from_dict({"input_ids": [[1, 2, 3]] * 4, "labels": [[1, 2, 3]] * 4})
+    return DatasetBundle(train=rows, eval=None, stats={"rows": 4})
+
+
+def test_a_tokenized_cache_entry_is_synced_before_its_rename_and_its_folder_after(tmp_path, monkeypatch, calls):
+    from engine.data import cache as data_cache
+
+    monkeypatch.setenv("LF_ENGINE_CACHE", str(tmp_path / "cache"))
+    folder = data_cache.save_entry("k" * 16, _cache_bundle())
+    assert folder is not None and data_cache.load_entry("k" * 16) is not None
+    rename = next(i for i, (kind, path) in enumerate(calls) if kind == "replace" and Path(path).parent == folder.parent
+                  and Path(path).name.startswith(f".{'k' * 16}-"))
+    staged = Path(calls[rename][1])
+    synced_before = {path for kind, path in calls[:rename] if kind == "fsync"}
+    files = {str(staged / path.relative_to(folder)) for path in folder.rglob("*") if path.is_file()}
+    assert files and files <= synced_before, files - synced_before
+    assert ("fsync", str(folder.parent)) in calls[rename:]
+
+
+def test_a_tokenized_cache_entry_whose_flush_fails_is_not_published(tmp_path, monkeypatch, caplog):
+    from engine.data import cache as data_cache
+
+    monkeypatch.setenv("LF_ENGINE_CACHE", str(tmp_path / "cache"))
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if _target(fd).endswith(".arrow"):
+            raise OSError(errno.EIO, "Input/output error")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with caplog.at_level("WARNING"):
+        assert data_cache.save_entry("k" * 16, _cache_bundle()) is None
+    assert "Tokenized data not cached" in caplog.text and "Input/output error" in caplog.text
+    assert [path.name for path in (tmp_path / "cache" / "tokenized").iterdir() if not path.name.startswith(".lock")] \
+        == [], list((tmp_path / "cache" / "tokenized").iterdir())

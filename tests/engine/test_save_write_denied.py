@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -160,3 +161,74 @@ def test_an_export_whose_folder_refuses_a_write_says_so_in_one_line(tmp_path, mo
     err = capsys.readouterr().err
     assert f"error: Cannot write a file in {export_dir} (Read-only file system)" in err
     assert "then export again." in err and "Traceback" not in err
+
+
+def _torch_refusal(path):
+    """torch's own refusal of a file it cannot open, which names no file: a folder stands where it would write."""
+    import torch
+
+    os.makedirs(path, exist_ok=True)
+    torch.save({}, path)  # RuntimeError: [enforce fail at inline_container.cc:N] . open file failed with strerror: ...
+
+
+def test_torchs_refusal_names_the_folder_of_the_save_it_came_from(tmp_path):
+    """torch says only `open file failed with strerror: <reason>`; a save whose target is known names that folder."""
+    from engine.write_denied import saving_into
+
+    run = tmp_path / "run"
+    with pytest.raises(RuntimeError, match="open file failed with strerror") as bare:
+        _torch_refusal(run / "x.pt")
+    assert f"Cannot write a file in {run} (Is a directory)" in str(write_error(bare.value, run))  # all it can say
+    with pytest.raises(RuntimeError) as named:
+        with saving_into(run / "outer"), saving_into(run / "checkpoint-3"):  # the innermost save names it
+            _torch_refusal(run / "checkpoint-3" / "optimizer.pt")
+    message = str(write_error(named.value, run))
+    assert f"Cannot write a file in {run / 'checkpoint-3'} (Is a directory)" in message, message
+    with pytest.raises(PermissionError) as own:  # an error that names its file keeps it
+        with saving_into(run / "checkpoint-3"):
+            raise PermissionError(errno.EACCES, "Permission denied", str(run / "checkpoint-3" / "a.json"))
+    assert f"Cannot write {run / 'checkpoint-3' / 'a.json'} (Permission denied)" in str(write_error(own.value, run))
+
+
+def test_a_final_save_refused_by_torch_names_the_staging_folder(tmp_path):
+    from engine.train.final_save import save_final
+
+    out = tmp_path / "run"
+
+    class Trainer:
+        args = SimpleNamespace(should_save=True)
+        accelerator = SimpleNamespace(wait_for_everyone=lambda: None, state=SimpleNamespace())
+        is_fsdp_enabled = False
+
+        def save_model(self, folder):
+            _torch_refusal(Path(folder) / "pytorch_model.bin")
+
+    with pytest.raises(RuntimeError) as raised:
+        save_final(Trainer(), out, lambda folder: None)
+    message = str(write_error(raised.value, out, then="resume the run"))
+    assert f"Cannot write a file in {out / STAGING_DIR} (Is a directory)" in message, message
+    assert not (out / STAGING_DIR).exists()
+
+
+def test_a_checkpoint_refused_by_torch_names_its_checkpoint_folder(tmp_path, monkeypatch, capsys):
+    """A real run whose first checkpoint's optimizer.pt torch cannot write: one line naming checkpoint-1."""
+    import torch
+
+    monkeypatch.chdir(REPO)
+    out = tmp_path / "run"
+    real_save = torch.save
+
+    def save(obj, f, *args, **kwargs):
+        if str(f).endswith("optimizer.pt"):
+            os.makedirs(f, exist_ok=True)  # what torch then refuses, in its own words
+        return real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", save)
+    args = ["train", str(REPO / "examples" / "sft_lora_demo.yaml"), "save_strategy=steps", "save_steps=1",
+            "max_samples=8", f"dataset_dir={REPO / 'examples' / 'data'}", f"output_dir={out}", "max_steps=1"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"error: Cannot write a file in {out / 'checkpoint-1'} (Is a directory)" in err, err
+    assert "Traceback" not in err
+    info = json.loads((out / "run.json").read_text())
+    assert info["error_code"] == "write_denied" and f"a file in {out / 'checkpoint-1'} " in info["error"]

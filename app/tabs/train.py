@@ -23,7 +23,7 @@ from app.scrolling import follow_end
 from app.tabs import rewards, train_data
 from app.tabs import strategy as scaleout
 from app.tabs.train_data import dataset_choices, upload_dataset  # noqa: F401 - the Evaluate tab's and tests' too
-from app.topbar import TopBar, top_values
+from app.topbar import TopBar, follow_started, top_values
 from app.visible_text import choices as shown_choices
 from app.widgets import advanced_keys, collect, empty_problems, fill, make_widget, skip_unchanged
 from app.workspace import LAST_CONFIG, SavedConfigError
@@ -459,15 +459,17 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         *values, strategy, nproc, pending, lang = values
         mapping, launch, refusal = scaleout.prepare(mapping_of(tab.keys, list(values)), strategy, nproc, lang)
         if refusal:
-            return refusal, gr.skip(), gr.skip()
+            return refusal, gr.skip(), gr.skip(), gr.skip()
         refused = empty_boxes(tab.keys, list(values), mapping, lang)
         message, run_id = start_run(board, mapping, pending, lang, launch, refused)
         if run_id is None:
-            return message, gr.skip(), gr.skip()
-        return message, run_id, board.jobs.new_run_id("train")
+            return message, gr.skip(), gr.skip(), gr.skip()
+        # the checkpoint picker takes the run's final output when it completes (app.topbar.follow_run)
+        return message, run_id, board.jobs.new_run_id("train"), follow_started(run_id)
 
     tab.start_btn.click(
-        on_start, [*form, *tab.scaleout.inputs(), tab.pending, top.lang], [tab.message, tab.watched, tab.pending],
+        on_start, [*form, *tab.scaleout.inputs(), tab.pending, top.lang],
+        [tab.message, tab.watched, tab.pending, top.follow],
         **private,
     ).then(on_form, **form_io)
     scaleout.wire(tab.scaleout, form, lambda values: mapping_of(tab.keys, values), top.lang)

@@ -91,10 +91,11 @@ def test_the_devices_line_is_composed_again_as_the_page_language_changes(board, 
     devices = next(b for b in demo.blocks.values() if "lf-devices" in (getattr(b, "elem_classes", None) or []))
     (on_switch,) = [f for f in demo.fns.values() if (lang._id, "change") in [tuple(t[:2]) for t in f.targets]
                     and devices in f.outputs]
-    assert isinstance(on_switch.inputs[-1], gr.Textbox) and on_switch.inputs[-1] is lang
-    _, _, line, shown, _ = on_switch.fn([], {}, "zh")  # the known checkpoints, what the page shows, the language
+    assert isinstance(on_switch.inputs[2], gr.Textbox) and on_switch.inputs[2] is lang
+    # the known checkpoints, what the page shows, the language, the picker and the run it follows
+    _, _, line, shown, *_ = on_switch.fn([], {}, "zh", "", None)
     assert line.startswith("设备") and "2 核" in line
-    _, _, line, _, _ = on_switch.fn([], shown, "en")
+    _, _, line, *_ = on_switch.fn([], shown, "en", "", None)
     assert line.startswith("Devices: CPU: 2 cores")
 
 
@@ -147,3 +148,4 @@ def test_element_ids_are_unique_in_the_page(board):
     assert {elem: n for elem, n in ids.items() if elem and n > 1} == {}
     assert {"cfg-max_samples", "cfg-eval-max_samples", "cfg-temperature", "cfg-eval-temperature",
             "cfg-chat-temperature", "cfg-export-export_size"} <= set(ids)
+

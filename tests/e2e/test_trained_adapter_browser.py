@@ -57,6 +57,8 @@ def test_train_the_demo_then_chat_loads_the_trained_adapter(live_board, browser)
         followed = page.locator("#lf-checkpoint-followed")
         wait_for(lambda: followed.is_visible() and run_id in followed.inner_text(), 30, "the line under the picker")
         assert picker_text(page) == run_id  # the run's final adapter, not one of its checkpoints
+        # "Run ... started." does not stay under Start once the run ended (its status card says "completed")
+        wait_for(lambda: page.locator("#lf-train-message").inner_text().strip() == "", 30, "the start line to go")
         shoot(page, "train-completed-en.png")
 
         page.get_by_role("tab", name="Chat").click()

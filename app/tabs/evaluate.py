@@ -109,11 +109,11 @@ def build(board: Board) -> EvaluateTab:
     status = gr.HTML(progress_view.first_card(board.default_lang), js_on_load=None, elem_id="lf-eval-status")
     error = gr.Textbox(label=L("train_error"), lines=8, visible=False, elem_classes=["lf-error"])
     metrics = gr.Dataframe(
-        headers=list(METRIC_COLUMNS), label=L("eval_metrics"), interactive=False,
+        headers=[L(f"col_{c}") for c in METRIC_COLUMNS], label=L("eval_metrics"), interactive=False,
         elem_id="lf-eval-metrics",
     )
     predictions = gr.Dataframe(
-        headers=list(PREDICTION_COLUMNS),
+        headers=[L(f"col_{c}") for c in PREDICTION_COLUMNS],
         elem_id="lf-eval-predictions",
         label=L("eval_predictions"),
         interactive=False,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -18,6 +20,7 @@ from app.markup import SafeMarkdown
 from app.visible_text import reveal
 from app.widgets import make_widget
 from app.workspace import REPO_ROOT
+from engine.runs import RunFolder
 
 LOGO = REPO_ROOT / "assets" / "logo.svg"
 LIVE_TICK = 4.0
@@ -44,6 +47,12 @@ class TopBar:
     known_checkpoints: gr.State
     shown: gr.State
     timer: gr.Timer
+    follow: gr.State
+    """The training run this page started (or took up) whose final output the checkpoint picker takes when it
+    completes: ``{"run": id, "set": False}``, then ``"set": True`` once taken; None when there is none
+    (:func:`follow_run`)."""
+    followed: gr.Markdown
+    """The line under the picker that says it took that run's output."""
 
     def values(self) -> list[gr.components.Component]:
         return [self.model, self.finetuning_type, self.checkpoint, self.template]
@@ -113,6 +122,7 @@ def build(board: Board) -> TopBar:
             elem_id="lf-template",
         )
         refresh = gr.Button(L("top_refresh"), scale=0, min_width=90, size="sm", elem_classes=["lf-refresh"])
+    followed = SafeMarkdown(visible=False, elem_id="lf-checkpoint-followed")
     with gr.Row():
         # empty until the page's language is known (its change composes the line): a text that starts as a translation
         # key is put back by the page on every language switch (gradio 6.31), and the line said "looking…" again
@@ -132,6 +142,8 @@ def build(board: Board) -> TopBar:
         known_checkpoints=gr.State([]),
         shown=gr.State({}),  # the devices line as the page shows it, and the timer's interval
         timer=gr.Timer(LIVE_TICK),
+        follow=gr.State(None),
+        followed=followed,
     )
 
 
@@ -164,25 +176,70 @@ def render_devices(report: dict[str, Any] | None, error: str | None, lang: str) 
     return t(lang, "top_devices") + " " + " · ".join(parts)
 
 
-def refresh_choices(board: Board, known: list[Any], shown: dict[str, Any] | None,
-                    lang: str) -> tuple[Any, Any, Any, Any, Any]:
-    """(checkpoint choices, the choices as known, the devices line, what the page shows, the timer), each skipped
-    where it did not change: the top bar's timer ticks on every open page, almost always with nothing new. The timer
-    ticks every :data:`LIVE_TICK` seconds while a run is queued or running (or the devices are still being looked
-    for), every :data:`IDLE_TICK` otherwise."""
+def refresh_choices(board: Board, known: list[Any], shown: dict[str, Any] | None, lang: str,
+                    checkpoint: Any = "", follow: Any = None) -> tuple[Any, ...]:
+    """(checkpoint picker, the choices as known, the devices line, what the page shows, the timer, the run the picker
+    follows, the line saying it took a run's output), each skipped where it did not change: the top bar's timer ticks
+    on every open page, almost always with nothing new. The timer ticks every :data:`LIVE_TICK` seconds while a run is
+    queued or running (or the devices are still being looked for), every :data:`IDLE_TICK` otherwise. ``checkpoint``
+    is the picker's value and ``follow`` the run it follows (:func:`follow_run`)."""
     choices, live = scan_checkpoints(board.workspace.runs_dir)
     flat = [list(c) for c in choices]
     report, error = catalog.ENVIRONMENT.get()
     shown = shown if isinstance(shown, dict) else {}
     waiting = report is None and error is None  # the devices line says "looking…" until the report comes
     now = {"devices": render_devices(report, error, lang), "every": LIVE_TICK if live or waiting else IDLE_TICK}
+    select, follow_now = follow_run(board, follow, checkpoint, choices)
+    if follow_now and follow_now.get("set"):
+        now["note"] = t(lang, "top_checkpoint_followed", run=follow_now["run"])
+    selected = {"value": select} if select else {}
     if flat == known:
-        update = flat = gr.skip()
+        update = gr.update(**selected) if selected else gr.skip()
+        flat = gr.skip()
     else:
-        update = gr.update(choices=checkpoint_choices(choices))
+        update = gr.update(choices=checkpoint_choices(choices), **selected)
     devices = gr.skip() if now["devices"] == shown.get("devices") else now["devices"]
     timer = gr.skip() if now["every"] == shown.get("every", LIVE_TICK) else gr.Timer(now["every"])
-    return update, flat, devices, gr.skip() if now == shown else now, timer
+    note = now.get("note", "")
+    followed = gr.skip() if note == shown.get("note", "") else gr.update(value=note, visible=bool(note))
+    return (update, flat, devices, gr.skip() if now == shown else now, timer,
+            gr.skip() if follow_now == follow else follow_now, followed)
+
+
+def follow_run(board: Board, follow: Any, checkpoint: Any,
+               choices: list[tuple[str, str]]) -> tuple[str | None, dict[str, Any] | None]:
+    """What the checkpoint picker does about the training run this page started or took up (``follow``, see
+    :attr:`TopBar.follow`): (the value to select, or None; the follow state after this refresh).
+
+    A run that completed with its final adapter or model (in ``choices``) is selected while the picker is still on
+    the base model (``checkpoint`` empty): a newcomer who trains the demo and goes to Chat chats with what was just
+    trained. A failed or aborted run, one that left no final output, or a picker on anything else (the user's own
+    choice) ends the following with nothing selected. Once selected, the following (and its line) lasts while the
+    picker shows that output."""
+    if not isinstance(follow, dict) or not follow.get("run"):
+        return None, None
+    run = str(follow["run"])
+    path = str(Path(board.workspace.runs_dir) / run)
+    if follow.get("set"):
+        return None, (follow if str(checkpoint or "") == path else None)
+    status = RunFolder(Path(board.workspace.runs_dir) / run).info().get("status")
+    if status in ("queued", "running"):
+        return None, follow
+    if status == "completed" and not checkpoint and path in {value for _, value in choices}:
+        return path, {"run": run, "set": True}
+    return None, None
+
+
+def follow_started(run_id: Any) -> Any:
+    """The follow state (:attr:`TopBar.follow`) for a training run this page just started or took up; a skip when
+    there is none."""
+    return {"run": str(run_id), "set": False} if isinstance(run_id, str) and run_id else gr.skip()
+
+
+def unfollow(shown: dict[str, Any] | None) -> tuple[Any, Any, Any]:
+    """The user picked a checkpoint (the base model too): the picker follows no run any more and its line goes."""
+    shown = {k: v for k, v in (shown if isinstance(shown, dict) else {}).items() if k != "note"}
+    return None, gr.update(value="", visible=False), shown
 
 
 def language_choice(board: Board, saved: str | None) -> str:
@@ -231,12 +288,15 @@ def wire(bar: TopBar, board: Board, demo: gr.Blocks) -> None:
         return found if found is not None else template
 
     bar.model.input(on_model, inputs=[bar.model, bar.template], outputs=[bar.template], api_visibility="private")
+    # a pick of the user's own (the base model too) is never overridden by a run that finishes later
+    bar.checkpoint.input(unfollow, inputs=[bar.shown], outputs=[bar.follow, bar.followed, bar.shown],
+                         api_visibility="private", show_progress="hidden", queue=False)
 
     closed = ClosedSessions(demo)
 
-    def on_refresh(known: list[Any], shown: dict[str, Any], lang: str) -> tuple[Any, ...]:
+    def on_refresh(known: list[Any], shown: dict[str, Any], lang: str, checkpoint: Any, follow: Any) -> tuple[Any, ...]:
         closed.prune()  # every open tab ticks: closed tabs' sessions are dropped without a thread of their own
-        return refresh_choices(board, known, shown, lang)
+        return refresh_choices(board, known, shown, lang, checkpoint, follow)
 
     # Each tick costs the page more than the board: gradio's page updates every loading status it keeps on each
     # status message of every event (see app.ui.quiet_progress), and after an edit of the Train form it keeps one
@@ -260,16 +320,15 @@ def follow_started_runs(bar: TopBar, board: Board, watched: list[gr.State]) -> N
     """Tick quickly from the moment a tab of this page starts (or starts watching) a run, not only from the next slow
     tick: otherwise the run could finish before that tick came, and its checkpoints reached the Evaluate and Chat
     pickers up to :data:`IDLE_TICK` seconds after it ended."""
-    gr.on([state.change for state in watched], lambda known, shown, lang: refresh_choices(board, known, shown, lang),
-          **_refresh_io(bar))
+    gr.on([state.change for state in watched], functools.partial(refresh_choices, board), **_refresh_io(bar))
 
 
 def _refresh_io(bar: TopBar) -> dict[str, Any]:
     """What every refresh of the top bar reads and writes (:func:`refresh_choices`), and how it runs: cheaply, as
     :func:`wire` explains (no progress shown, not queued)."""
     return {
-        "inputs": [bar.known_checkpoints, bar.shown, bar.lang],
-        "outputs": [bar.checkpoint, bar.known_checkpoints, bar.devices, bar.shown, bar.timer],
+        "inputs": [bar.known_checkpoints, bar.shown, bar.lang, bar.checkpoint, bar.follow],
+        "outputs": [bar.checkpoint, bar.known_checkpoints, bar.devices, bar.shown, bar.timer, bar.follow, bar.followed],
         "api_visibility": "private",
         "show_progress": "hidden",
         "queue": False,

@@ -10,7 +10,7 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
-from app import forms, progress_view
+from app import forms, progress_view, start_line
 from app.context import Board
 from app.engine_text import form_problems_text
 from app.i18n import L, t
@@ -53,6 +53,7 @@ class EvaluateTab:
     predictions: gr.Dataframe
     watched: gr.BrowserState
     seen: gr.State
+    started: gr.State  # the line Start wrote under it, followed (app.start_line)
     timer: gr.Timer
     keys: list[str] = field(default_factory=list)
     fields: dict[str, Any] = field(default_factory=dict)
@@ -102,17 +103,17 @@ def build(board: Board) -> EvaluateTab:
                 fields[key] = make_widget(key, {"do_sample": False, "max_new_tokens": 64}.get(key), tab="eval",
                                           **extra)
     with gr.Row():
-        start_btn = gr.Button(L("eval_start"), variant="primary")
+        start_btn = gr.Button(L("eval_start"), variant="primary", elem_id="lf-eval-start")
         abort_btn = gr.Button(L("job_abort"), variant="stop")
-    message = SafeMarkdown()
-    status = gr.HTML(progress_view.first_card(board.default_lang), js_on_load=None)
+    message = SafeMarkdown(elem_id="lf-eval-message")
+    status = gr.HTML(progress_view.first_card(board.default_lang), js_on_load=None, elem_id="lf-eval-status")
     error = gr.Textbox(label=L("train_error"), lines=8, visible=False, elem_classes=["lf-error"])
     metrics = gr.Dataframe(
-        headers=list(METRIC_COLUMNS), label=L("eval_metrics"), interactive=False,
+        headers=[L(f"col_{c}") for c in METRIC_COLUMNS], label=L("eval_metrics"), interactive=False,
         elem_id="lf-eval-metrics",
     )
     predictions = gr.Dataframe(
-        headers=list(PREDICTION_COLUMNS),
+        headers=[L(f"col_{c}") for c in PREDICTION_COLUMNS],
         elem_id="lf-eval-predictions",
         label=L("eval_predictions"),
         interactive=False,
@@ -137,6 +138,7 @@ def build(board: Board) -> EvaluateTab:
         predictions=predictions,
         watched=gr.BrowserState("", storage_key="lfboard-eval-run", secret=board.workspace.secret()),
         seen=gr.State(None),
+        started=gr.State(None),
         timer=gr.Timer(1.5),
         keys=list(fields),
         fields=fields,
@@ -264,18 +266,19 @@ def wire(tab: EvaluateTab, top: TopBar, board: Board, demo: gr.Blocks, opened: g
     def on_start(*values):
         *values, lang = values
         message, run_id = start_eval(board, list(values), tab.keys, lang)
-        return message, run_id if run_id else gr.skip()
+        return message, run_id if run_id else gr.skip(), start_line.track(message, run_id)
 
     inputs = [*top.values(), tab.mode, tab.dataset_dir, tab.dataset, *tab.fields.values(), top.lang]
-    tab.start_btn.click(on_start, inputs, [tab.message, tab.watched], **private)
+    tab.start_btn.click(on_start, inputs, [tab.message, tab.watched, tab.started], **private)
     tab.abort_btn.click(
         lambda run_id, lang: abort_run(board, run_id, lang), [tab.watched, top.lang], tab.message, **private
     )
 
-    def on_tick(run_id: str, seen: Any, lang: str):
+    def on_tick(run_id: str, seen: Any, lang: str, message: Any, started: Any):
+        line = start_line.follow(board, started, message, lang)  # "queued (position 1)" follows the run and language
         view = progress_view.watch(board, run_id, seen, lang)
         if view is None:
-            return (gr.skip(),) * 6
+            return (gr.skip(),) * 6 + line
         changed = view.get("changed", True)
         metrics = predictions = gr.skip()
         if changed and view["exists"] and view["final"]:
@@ -291,14 +294,15 @@ def wire(tab: EvaluateTab, top: TopBar, board: Board, demo: gr.Blocks, opened: g
             metrics,
             predictions,
             view["seen"],
+            *line,
         )
 
     # and at once when the page's language is known, so a card never shows the board's default language first
     gr.on(
         [tab.timer.tick, top.lang.change],
         on_tick,
-        [tab.watched, tab.seen, top.lang],
-        [tab.status, tab.log, tab.error, tab.metrics, tab.predictions, tab.seen],
+        [tab.watched, tab.seen, top.lang, tab.message, tab.started],
+        [tab.status, tab.log, tab.error, tab.metrics, tab.predictions, tab.seen, tab.message, tab.started],
         show_progress="hidden",
         concurrency_limit=None,
         **private,

@@ -10,7 +10,7 @@ from typing import Any
 
 import gradio as gr
 
-from app import forms, progress_view
+from app import forms, progress_view, start_line
 from app.config_names import checked_config_name
 from app.context import Board
 from app.engine_text import form_problems_text
@@ -23,7 +23,7 @@ from app.scrolling import follow_end
 from app.tabs import rewards, train_data
 from app.tabs import strategy as scaleout
 from app.tabs.train_data import dataset_choices, upload_dataset  # noqa: F401 - the Evaluate tab's and tests' too
-from app.topbar import TopBar, top_values
+from app.topbar import TopBar, follow_started, top_values
 from app.visible_text import choices as shown_choices
 from app.widgets import advanced_keys, collect, empty_problems, fill, make_widget, skip_unchanged
 from app.workspace import LAST_CONFIG, SavedConfigError
@@ -73,6 +73,7 @@ class TrainTab:
     pending: gr.State
     seen: gr.State
     timer: gr.Timer
+    started: gr.State  # the line Start wrote under it, followed (app.start_line)
     keys: list[str] = field(default_factory=list)
     fields: dict[str, Any] = field(default_factory=dict)
     scaleout: scaleout.StrategyBox | None = None
@@ -262,6 +263,7 @@ def build(board: Board) -> TrainTab:
         pending=gr.State(""),
         seen=gr.State(None),
         timer=gr.Timer(1.0),
+        started=gr.State(None),
         keys=keys,
         fields=fields,
         scaleout=scaleout_box,
@@ -459,15 +461,17 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         *values, strategy, nproc, pending, lang = values
         mapping, launch, refusal = scaleout.prepare(mapping_of(tab.keys, list(values)), strategy, nproc, lang)
         if refusal:
-            return refusal, gr.skip(), gr.skip()
+            return refusal, gr.skip(), gr.skip(), gr.skip(), None
         refused = empty_boxes(tab.keys, list(values), mapping, lang)
         message, run_id = start_run(board, mapping, pending, lang, launch, refused)
         if run_id is None:
-            return message, gr.skip(), gr.skip()
-        return message, run_id, board.jobs.new_run_id("train")
+            return message, gr.skip(), gr.skip(), gr.skip(), None
+        # the checkpoint picker takes the run's final output when it completes (app.topbar.follow_run)
+        return message, run_id, board.jobs.new_run_id("train"), follow_started(run_id), start_line.track(message, run_id)
 
     tab.start_btn.click(
-        on_start, [*form, *tab.scaleout.inputs(), tab.pending, top.lang], [tab.message, tab.watched, tab.pending],
+        on_start, [*form, *tab.scaleout.inputs(), tab.pending, top.lang],
+        [tab.message, tab.watched, tab.pending, top.follow, tab.started],
         **private,
     ).then(on_form, **form_io)
     scaleout.wire(tab.scaleout, form, lambda values: mapping_of(tab.keys, values), top.lang)
@@ -475,10 +479,11 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         lambda run_id, lang: abort_run(board, run_id, lang), [tab.watched, top.lang], tab.message, **private
     )
 
-    def on_tick(run_id: str, seen: Any, lang: str):
+    def on_tick(run_id: str, seen: Any, lang: str, message: Any, started: Any):
+        line = start_line.follow(board, started, message, lang)  # "Run x started." follows the run and the language
         view = progress_view.watch(board, run_id, seen, lang)
         if view is None:
-            return (gr.skip(),) * 6
+            return (gr.skip(),) * 6 + line
         changed = view.get("changed", True)
         if view.get("reset", True) or not view["exists"]:
             plots = (None, None)
@@ -492,14 +497,15 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             *plots,
             gr.update(value=view["error"], visible=bool(view["error"])),
             view["seen"],
+            *line,
         )
 
     # and at once when the page's language is known, so a card never shows the board's default language first
     gr.on(
         [tab.timer.tick, top.lang.change],
         on_tick,
-        [tab.watched, tab.seen, top.lang],
-        [tab.status, tab.log, tab.loss_plot, tab.lr_plot, tab.error, tab.seen],
+        [tab.watched, tab.seen, top.lang, tab.message, tab.started],
+        [tab.status, tab.log, tab.loss_plot, tab.lr_plot, tab.error, tab.seen, tab.message, tab.started],
         show_progress="hidden",
         concurrency_limit=None,
         **private,

@@ -123,7 +123,7 @@ def test_sessions_of_tabs_closed_long_ago_are_dropped_by_an_open_tabs_tick(board
             holder[name].is_closed = name.startswith("closed")
             holder.time_last_used[name] = now - datetime.timedelta(seconds=seconds)
         [tick] = [fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "on_refresh"]
-        tick.fn([], {}, "en")  # known checkpoints, what the page shows, the language
+        tick.fn([], {}, "en", "", None)  # known checkpoints, what the page shows, the language, picker, run followed
         assert sorted(holder.session_data) == ["closed-now", "open", "open-hour"]
         assert sorted(holder.time_last_used) == ["closed-now", "open", "open-hour"]
     finally:

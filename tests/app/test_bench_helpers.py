@@ -46,7 +46,8 @@ def test_the_page_watching_a_run_has_the_train_tab_and_top_bar_timers(board):
     assert sorted(e["interval"] for e in events) == [1.0, 2.0, 4.0]  # Train tab status, its RL panel, top bar
     tick = next(e for e in events if e["interval"] == 1.0)
     values = input_values(config, tick, {TRAIN_RUN_KEY: "run-1"})
-    assert values == ["run-1", None, "en"]  # watched run (BrowserState), seen (server-side State), language
+    # watched run (BrowserState), seen (server-side State), language, the line under Start and what it follows
+    assert values == ["run-1", None, "en", None, None]
 
 
 def test_the_heap_pattern_keeps_a_decoder_layers_activations_per_layer():

@@ -91,10 +91,11 @@ def test_the_devices_line_is_composed_again_as_the_page_language_changes(board, 
     devices = next(b for b in demo.blocks.values() if "lf-devices" in (getattr(b, "elem_classes", None) or []))
     (on_switch,) = [f for f in demo.fns.values() if (lang._id, "change") in [tuple(t[:2]) for t in f.targets]
                     and devices in f.outputs]
-    assert isinstance(on_switch.inputs[-1], gr.Textbox) and on_switch.inputs[-1] is lang
-    _, _, line, shown, _ = on_switch.fn([], {}, "zh")  # the known checkpoints, what the page shows, the language
+    assert isinstance(on_switch.inputs[2], gr.Textbox) and on_switch.inputs[2] is lang
+    # the known checkpoints, what the page shows, the language, the picker and the run it follows
+    _, _, line, shown, *_ = on_switch.fn([], {}, "zh", "", None)
     assert line.startswith("设备") and "2 核" in line
-    _, _, line, _, _ = on_switch.fn([], shown, "en")
+    _, _, line, *_ = on_switch.fn([], shown, "en", "", None)
     assert line.startswith("Devices: CPU: 2 cores")
 
 
@@ -147,3 +148,19 @@ def test_element_ids_are_unique_in_the_page(board):
     assert {elem: n for elem, n in ids.items() if elem and n > 1} == {}
     assert {"cfg-max_samples", "cfg-eval-max_samples", "cfg-temperature", "cfg-eval-temperature",
             "cfg-chat-temperature", "cfg-export-export_size"} <= set(ids)
+
+
+def test_the_evaluate_tables_are_headed_in_the_pages_language_as_the_tab_first_opens(board):
+    """On a Chinese page the Evaluate tab's two tables showed "metric | value" and "prompt | label | predict" for
+    about 5 s after the tab was first opened: gradio draws a tab's components when it is first shown, from the headers
+    they were built with (the column keys), and the translated empty tables sent as the page's language arrived
+    reached them only with a later update. They are built with translation keys now, which the page shows in its
+    language from the first paint (in Chromium: 指标 | 数值 at once, where 4.7 s of English was seen before)."""
+    from app.i18n import L
+    from app.tabs.evaluate import METRIC_COLUMNS, PREDICTION_COLUMNS
+    from app.ui import build_ui
+
+    demo = build_ui(board)
+    for elem_id, columns in (("lf-eval-metrics", METRIC_COLUMNS), ("lf-eval-predictions", PREDICTION_COLUMNS)):
+        table = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == elem_id)
+        assert [str(h) for h in table.get_config()["headers"]] == [str(L(f"col_{c}")) for c in columns]

@@ -48,14 +48,15 @@ def test_train_start_and_its_live_check_refuse_an_empty_learning_rate(board):
     demo = build_ui(board)
     start, form = _handler(demo, "app.tabs.train", "on_start"), _handler(demo, "app.tabs.train", "on_form")
     for lang, words in (("en", "**Learning rate** (`learning_rate`) is empty"), ("zh", "**学习率**（`learning_rate`）为空")):
-        message, watched, pending = start.fn(*_values(start, lang, **{"cfg-learning_rate": None}))
+        message, watched, pending, follow, started = start.fn(*_values(start, lang, **{"cfg-learning_rate": None}))
         assert words in message and ("default is" in message or "默认值" in message), message
-        assert watched == pending == {"__type__": "update"}  # gr.skip(): nothing started
+        assert watched == pending == follow == {"__type__": "update"}  # gr.skip(): nothing started
+        assert started is None  # no line under Start to follow
         command, text, _ = form.fn(*_values(form, lang, **{"cfg-learning_rate": None}))
         assert command == "" and words.replace("**", "") in text, text  # a code view: no bold
     assert not list(board.jobs.runs_dir.iterdir())
     # an emptied optional box (max_samples: "not set") is no problem: the run starts
-    message, watched, _ = start.fn(*_values(start, "en", **{"cfg-max_samples": None}))
+    message, watched, *_ = start.fn(*_values(start, "en", **{"cfg-max_samples": None}))
     assert watched and "empty" not in message, message
 
 

@@ -25,23 +25,23 @@ def test_the_top_bar_tick_is_light_and_slow_while_no_run_can_add_a_checkpoint(bo
               if any(t[0] in timers and t[1] == "tick" for t in f.targets)
               and any(getattr(o, "elem_id", None) == "lf-checkpoint" for o in f.outputs))
     assert fn.queue is False and fn.show_progress == "hidden" and fn.show_progress_on == []
-    assert len(fn.inputs) == 3  # two states and the language
+    assert len(fn.inputs) == 5  # two states, the language, the picker and the run it follows (none here)
     timer = next(timers[t[0]] for t in fn.targets if t[0] in timers)
     assert timer.value == LIVE_TICK and timer in fn.outputs
 
-    picker, known, devices, shown, every = fn.fn([], {}, "en")  # no checkpoint yet: the picker is left as it is
-    assert picker == gr.skip() and known == gr.skip()
+    picker, known, devices, shown, every, *follow = fn.fn([], {}, "en", "", None)  # no checkpoint yet: left as it is
+    assert picker == gr.skip() and known == gr.skip() and follow == [gr.skip(), gr.skip()]
     assert "CPU" in devices and shown == {"devices": devices, "every": IDLE_TICK}
     assert every.value == IDLE_TICK  # no run can add a checkpoint: the timer slows down
-    assert fn.fn([], shown, "en") == (gr.skip(),) * 5  # nothing changed: nothing sent
-    assert fn.fn([], shown, "zh")[2] != shown["devices"]  # a language switch composes the line again
+    assert fn.fn([], shown, "en", "", None) == (gr.skip(),) * 7  # nothing changed: nothing sent
+    assert fn.fn([], shown, "zh", "", None)[2] != shown["devices"]  # a language switch composes the line again
 
     looking = {"report": None}
     monkeypatch.setattr(catalog.ENVIRONMENT, "get", lambda: (looking["report"], None))
-    *_, now, every = fn.fn([], {}, "en")  # the devices are still being looked for: the line is due soon
+    *_, now, every, _, _ = fn.fn([], {}, "en", "", None)  # the devices are still being looked for: the line is due soon
     assert now["every"] == LIVE_TICK and every == gr.skip()
     looking["report"] = {"cpu": {"cores": 2}}
-    assert fn.fn([], now, "en")[4].value == IDLE_TICK
+    assert fn.fn([], now, "en", "", None)[4].value == IDLE_TICK
 
     run = board.jobs.runs_dir / "done"
     (run / "checkpoint-3").mkdir(parents=True)
@@ -50,7 +50,7 @@ def test_the_top_bar_tick_is_light_and_slow_while_no_run_can_add_a_checkpoint(bo
     for folder in (run, run / "checkpoint-3"):
         (folder / "adapter_config.json").write_text("{}")
         (folder / "adapter_model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header)
-    picker, known, devices, now, every = fn.fn([], shown, "en")
+    picker, known, devices, now, every, _, _ = fn.fn([], shown, "en", "", None)
     assert [c[1] for c in picker["choices"]] == ["", str(run / "checkpoint-3")]  # the run's own folder once done
     assert known == [["done / checkpoint-3", str(run / "checkpoint-3")]]
     assert devices == gr.skip() and now["every"] == LIVE_TICK and every.value == LIVE_TICK  # a live run: back to fast
@@ -71,10 +71,10 @@ def test_a_run_started_from_a_tab_brings_the_fast_tick_back_at_once(board, monke
               and any(getattr(o, "elem_id", None) == "lf-checkpoint" for o in f.outputs))
     assert len(fn.targets) == 3  # the run each of Train, Evaluate and Export watches
     assert fn.queue is False and fn.show_progress == "hidden"
-    *_, shown, every = fn.fn([], {}, "en")
+    *_, shown, every, _, _ = fn.fn([], {}, "en", "", None)
     assert shown["every"] == IDLE_TICK and every.value == IDLE_TICK  # nothing live yet
     run = board.jobs.runs_dir / "started"
     run.mkdir(parents=True)
     (run / "run.json").write_text(json.dumps({"id": "started", "kind": "train", "status": "queued"}))
-    *_, now, every = fn.fn([], shown, "en")
+    *_, now, every, _, _ = fn.fn([], shown, "en", "", None)
     assert now["every"] == LIVE_TICK and every.value == LIVE_TICK

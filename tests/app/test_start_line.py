@@ -1,0 +1,88 @@
+"""The line under Train's and Evaluate's Start follows its run and the page's language.
+
+"Run `x` is queued (position 1); it starts when the device is free." stayed under Evaluate's Start long after the
+run had started (and ended), "Run `x` started." under Train's after the run had completed, and neither followed a
+switch between English and Chinese. The tabs' tick now writes the line again for the run's state and language, and
+clears it once the run ended (the status panel says how); a line another message replaced is left alone.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+import pytest
+
+from app import catalog, start_line
+from app.inert_text import inert
+from app.ui import build_ui
+
+
+def tick_of(demo, status_id: str):
+    """A tab's tick (its timer and a language switch), found by the status card it draws."""
+    return next(f for f in demo.fns.values()
+                if any(getattr(o, "elem_id", None) == status_id for o in f.outputs)
+                and any(t[1] == "tick" for t in f.targets))
+
+
+def start_of(demo, button_id: str):
+    return next(f for f in demo.fns.values()
+                if any(getattr(demo.blocks.get(t[0]), "elem_id", None) == button_id for t in f.targets))
+
+
+def page_values(fn, lang: str) -> list:
+    """The inputs of ``fn`` as the page is built, in ``lang`` (Evaluate on the demo's dataset)."""
+    given = {"lf-lang-code": lang, "lf-eval-dataset": ["demo_identity"]}
+    return [given.get(getattr(c, "elem_id", None), c.value) for c in fn.inputs]
+
+
+@pytest.fixture()
+def demo(board, monkeypatch):
+    monkeypatch.setattr(catalog.ENVIRONMENT, "get", lambda: ({"cpu": {"cores": 2}}, None))
+    return build_ui(board)
+
+
+@pytest.mark.parametrize(("button", "status"), [("lf-train-start", "lf-train-status"),
+                                                 ("lf-eval-start", "lf-eval-status")])
+def test_the_start_line_follows_the_run_and_the_language(board, demo, button, status):
+    """Queued (its place) -> started -> cleared once ended; in the page's language at each step."""
+    blocker = board.jobs.submit("train", {"fake_steps": 400, "fake_sleep": 0.05})
+    board.jobs.wait(blocker, 60, ("running",))
+    start, tick = start_of(demo, button), tick_of(demo, status)
+    outputs = dict(zip(start.outputs, start.fn(*page_values(start, "en")), strict=True))
+    message = next(v for o, v in outputs.items() if getattr(o, "elem_id", None) and o.elem_id.endswith("-message"))
+    tracked = next(v for v in outputs.values() if isinstance(v, dict) and "text" in v)
+    run_id = tracked["run"]
+    assert message == tracked["text"] == f"Run `{run_id}` is queued (position 1); it starts when the device is free."
+
+    def ticked(lang, shown_message, kept):
+        *_, line, kept_now = tick.fn(run_id, None, lang, shown_message, kept)
+        return line, kept_now
+
+    assert ticked("en", message, tracked) == (gr.skip(), gr.skip())  # nothing changed
+    line, kept = ticked("zh", message, tracked)  # a switch to Chinese
+    assert line == f"运行 `{run_id}` 已排队（第 1 位），设备空闲后开始。" and kept["text"] == line
+
+    board.jobs.abort(blocker)
+    board.jobs.wait(run_id, 60, ("running", "completed", "failed"))
+    if board.jobs.folder(run_id).info().get("status") == "running":
+        line, kept = ticked("zh", inert(line), kept)  # the page holds the text as shown
+        assert line == f"运行 `{run_id}` 已开始。"
+    board.jobs.wait(run_id, 60)
+    line, kept = ticked("en", line, kept)
+    assert line == "" and kept is None  # ended: the status panel says how
+
+
+def test_a_line_another_message_replaced_is_left_alone(board, demo):
+    """Abort's (or Save's) message in the same place is not overwritten by the run's line."""
+    tick = tick_of(demo, "lf-train-status")
+    run_id = board.jobs.submit("train", {"fake_steps": 1})
+    board.jobs.wait(run_id, 60)
+    tracked = {"run": run_id, "text": f"Run `{run_id}` started."}
+    *_, line, kept = tick.fn(run_id, None, "en", "Saved the config as `a.yaml`.", tracked)
+    assert line == gr.skip() and kept is None
+
+
+def test_start_line_states(board):
+    assert start_line.start_line(board, "gone", "en") == ""  # no folder
+    assert start_line.track("Run `x` started.\n\nThe form could not be kept", "x") is None  # a note: stays as is
+    assert start_line.track("refused", None) is None
+    assert start_line.follow(board, None, "anything", "zh") == (gr.skip(), gr.skip())

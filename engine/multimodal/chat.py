@@ -33,12 +33,16 @@ def with_placeholders(messages: list[dict[str, Any]], media: dict[str, list[Any]
 
 def refuse_before_loading(cfg: Any, media: dict[str, list[Any]]) -> None:
     """What a chat with these media files would refuse once the model is loaded, said before it loads: a file that
-    is missing or a folder, and media for a text-only model (read from its config.json alone).
+    is missing, a folder, a pipe or device (opening a pipe waited for a writer forever), one that does not decode
+    (a JPEG cut short, a video without a video stream), and media for a text-only model (read from its config.json
+    alone).
 
     Raises:
         MediaError: naming the file or the model, and the fix.
     """
     from pathlib import Path
+
+    from engine.multimodal.media import probe
 
     names = {"images": "Image", "videos": "Video", "audios": "Audio"}
     for kind, files in media.items():
@@ -50,6 +54,9 @@ def refuse_before_loading(cfg: Any, media: dict[str, list[Any]]) -> None:
                 raise MediaError(f"{names.get(kind, 'Media')} file not found: {source}")
             if path.is_dir():
                 raise MediaError(f"{names.get(kind, 'Media')} {source} is a folder; give the file inside it.")
+            reason = probe(kind, str(path))
+            if reason:
+                raise MediaError(f"{names.get(kind, 'Media')} {source} {reason}; replace the file.")
     from engine.models.loader import resolve_model_path
     from engine.models.registry import read_local_config
     from engine.multimodal.processor import media_config

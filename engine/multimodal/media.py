@@ -56,7 +56,21 @@ def _open(source: Any) -> Any:
         return io.BytesIO(decode_data_url(source)[1])
     if isinstance(source, str) and is_remote(source):
         raise MediaError(f"{source} is a remote URL; downloads are off here. Save the file and give its path.")
+    if isinstance(source, (str, Path)) and _special_file(source):  # a pipe's open waits for a writer forever
+        raise MediaError(f"{source} {NOT_REGULAR}; give the media file itself.")
     return source
+
+
+def _special_file(path: str | Path) -> bool:
+    """Whether ``path`` (links followed) is a pipe, device or socket: neither a regular file nor a folder."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):  # missing, a name too long, a NUL: the opener says so
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 def resize_into(image: Any, max_pixels: int, min_pixels: int) -> Any:
@@ -217,8 +231,9 @@ def read_video(source: Any, video_fps: float = 2.0, video_maxlen: int = 128, max
     """
     import av
 
+    opened = _open(source)  # its own message for a data URL, a remote URL, a pipe or a device
     try:
-        container = av.open(_open(source), "r")
+        container = av.open(opened, "r")
     except FileNotFoundError:
         raise MediaError(f"Video file not found: {source}") from None
     except (av.error.FFmpegError, OSError, ValueError) as err:
@@ -277,8 +292,9 @@ def read_audio(source: Any, sampling_rate: int = 16000) -> Any:
         return source.astype(np.float32).reshape(-1)
     import av
 
+    opened = _open(source)  # its own message for a data URL, a remote URL, a pipe or a device
     try:
-        container = av.open(_open(source), "r")
+        container = av.open(opened, "r")
     except FileNotFoundError:
         raise MediaError(f"Audio file not found: {source}") from None
     except (av.error.FFmpegError, OSError, ValueError) as err:
@@ -408,7 +424,10 @@ def probe(kind: str, path: str) -> str | None:
             from PIL import Image
 
             with Image.open(path) as image:
-                image.verify()
+                # decoded, not only verified: Pillow verifies PNG alone (a JPEG cut short passed and failed in
+                # training, after the model had loaded); a JPEG decodes at 1/8 scale, every byte still read
+                image.draft("RGB", (1, 1))
+                image.load()
         else:
             import av
 
@@ -426,5 +445,5 @@ def probe(kind: str, path: str) -> str | None:
                 if next(container.decode(streams[0]), None) is None:
                     return f"has no {wanted} frame that decodes"
     except Exception as err:  # PIL and PyAV raise many types for damaged files
-        return f"cannot be read ({type(err).__name__})"
+        return "is cut short (truncated)" if "truncated" in str(err) else f"cannot be read ({type(err).__name__})"
     return None

@@ -55,9 +55,6 @@ def _item_path(item: Any) -> Any:
 
 def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tuple[str, ...] | None,
                   why_not: str = "") -> list[str]:
-    from engine.data.row_media import media_path
-    from engine.multimodal.media import DEAD_LINK, NOT_REGULAR, absent, is_remote, probe
-
     defaults = ({"prompt": "instruction", "query": "input", "response": "output"} if spec.formatting == "alpaca"
                 else {"messages": "conversations"})  # LLaMA-Factory's default columns
     columns = {**defaults, **spec.columns}
@@ -76,35 +73,51 @@ def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tu
             problems.append(f"has {KIND_WORD[kind]} input, which this model cannot take ({took}): choose a model "
                             "that does or drop that column")
         for item in items:
-            embedded = embedded_image(item) if kind == "images" else None
-            if embedded is not None:  # bytes, a PIL image or a data URL in the row: read as LLaMA-Factory reads it
-                if probed[0] < MAX_PROBED:
-                    probed[0] += 1
-                    reason = probe(kind, embedded)
-                    if reason:
-                        problems.append(f"an image embedded in the row {reason}: replace it")
-                continue
-            path = _item_path(item)
-            if not isinstance(path, str) or not path:
-                problems.append(f"an entry of {KIND_WORD[kind]} is not a file path (embedded media are read for images "
-                                "only): save it as a file and give its path")
-                continue
-            if is_remote(path):
-                problems.append(f"{KIND_WORD[kind]} {path} is a remote URL and downloads are off: save the file "
-                                "and give its path (relative to dataset_dir)")
-                continue
-            full = media_path(path, spec)
-            if probed[0] >= MAX_PROBED:
-                reason = None if full.is_file() else NOT_REGULAR if full.exists() else absent(full)
+            if kind == "videos" and isinstance(item, list):  # a video given as its frames' images, as LF takes it
+                if not item:
+                    problems.append("a video is an empty list of frames: give its file or its frames' image files")
+                for frame in item:
+                    problems += [f"a frame of a video: {p}" for p in _entry_problems("images", frame, spec, probed)]
             else:
-                probed[0] += 1
-                reason = probe(kind, str(full))
+                problems += _entry_problems(kind, item, spec, probed)
+    return problems
+
+
+def _entry_problems(kind: str, item: Any, spec: Any, probed: list[int]) -> list[str]:
+    """Why one media entry of a row cannot be used (a path, a dict naming one, or an embedded image)."""
+    from engine.data.row_media import media_path
+    from engine.multimodal.media import DEAD_LINK, NOT_REGULAR, absent, is_remote, probe
+
+    problems: list[str] = []
+    embedded = embedded_image(item) if kind == "images" else None
+    if embedded is not None:  # bytes, a PIL image or a data URL in the row: read as LLaMA-Factory reads it
+        if probed[0] < MAX_PROBED:
+            probed[0] += 1
+            reason = probe(kind, embedded)
             if reason:
-                base = "media_dir" if spec.media_dir is not None else "dataset_dir, or set media_dir"
-                problems.append(f"{KIND_WORD[kind]} file {full} {reason}" + (
-                    f": fix the path (relative paths are resolved against {base})" if reason == "is missing" else
-                    ": point the link at the file, or give the file's own path" if reason == DEAD_LINK else
-                    ": replace the file"))
+                problems.append(f"an image embedded in the row {reason}: replace it")
+        return problems
+    path = _item_path(item)
+    if not isinstance(path, str) or not path:
+        problems.append(f"an entry of {KIND_WORD[kind]} is not a file path (embedded media are read for images "
+                        "only): save it as a file and give its path")
+        return problems
+    if is_remote(path):
+        problems.append(f"{KIND_WORD[kind]} {path} is a remote URL and downloads are off: save the file "
+                        "and give its path (relative to dataset_dir)")
+        return problems
+    full = media_path(path, spec)
+    if probed[0] >= MAX_PROBED:
+        reason = None if full.is_file() else NOT_REGULAR if full.exists() else absent(full)
+    else:
+        probed[0] += 1
+        reason = probe(kind, str(full))
+    if reason:
+        base = "media_dir" if spec.media_dir is not None else "dataset_dir, or set media_dir"
+        problems.append(f"{KIND_WORD[kind]} file {full} {reason}" + (
+            f": fix the path (relative paths are resolved against {base})" if reason == "is missing" else
+            ": point the link at the file, or give the file's own path" if reason == DEAD_LINK else
+            ": replace the file"))
     return problems
 
 

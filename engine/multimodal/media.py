@@ -226,9 +226,20 @@ def read_video(source: Any, video_fps: float = 2.0, video_maxlen: int = 128, max
                min_pixels: int = 16 * 16) -> VideoClip:
     """Decode a video with PyAV and keep the frames sampled by :func:`sample_indices`.
 
+    A video given as a list of its frames (image paths or embedded images: LLaMA-Factory's "processed video frames")
+    takes every frame as it is, none sampled and ``video_maxlen`` not applied, at ``video_fps`` frames a second, as
+    LLaMA-Factory takes it.
+
     Raises:
         MediaError: for a missing file, a file without a video stream, or one PyAV cannot decode.
     """
+    if isinstance(source, list):
+        frames = [load_image(frame, max_pixels, min_pixels) for frame in source]
+        if not frames:
+            raise MediaError("A video given as a list of frames has none; give its file or its frames' image files.")
+        indices = list(range(len(frames)))
+        return VideoClip(frames, indices, video_fps, len(frames) / video_fps, len(frames), [float(i) for i in indices],
+                         video_fps)
     import av
 
     opened = _open(source)  # its own message for a data URL, a remote URL, a pipe or a device

@@ -81,7 +81,7 @@ def test_lf_engine_data_tokenizes_a_frame_list(data, capsys, monkeypatch):
     examples = Path(__file__).resolve().parents[2] / "examples"
     assert main(["data", str(examples / "sft_vlm_demo.yaml"), "dataset=clips", f"dataset_dir={data}"]) == 0, \
         capsys.readouterr().err
-    assert "train: 1 row" in capsys.readouterr().out  # the row kept, its frames tokenized
+    assert "train: 1 row -> 1 sequence (" in capsys.readouterr().out
 
 
 def test_the_preview_names_and_counts_a_frame_list(data):

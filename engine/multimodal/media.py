@@ -101,7 +101,10 @@ def open_image(source: Any) -> Any:
         image.load()
     except FileNotFoundError:
         raise MediaError(f"Image file not found: {source}") from None
-    except (UnidentifiedImageError, OSError) as err:
+    except UnidentifiedImageError:  # its text names the file, or a BytesIO object's address for bytes
+        raise MediaError(f"Image {_name(source)} is not an image Pillow reads (empty, damaged, or another kind of "
+                         "file); replace the file.") from None
+    except OSError as err:
         raise MediaError(f"Image {_name(source)} cannot be read ({err}); replace the file.") from None
     except Image.DecompressionBombError as err:  # not an OSError: over Pillow's pixel limit
         raise MediaError(f"Image {_name(source)} is too large to decode ({err}); use a smaller image.") from None

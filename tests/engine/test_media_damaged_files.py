@@ -107,3 +107,11 @@ def test_chat_names_damaged_media_and_pipes_before_the_model_loads(tmp_path, cap
         assert main(["chat", str(config), "--query", "What is it?", flag, str(tmp_path / given)]) == 2
         err = capsys.readouterr().err
         assert words in err and str(Path(tmp_path / given)) in err and "Traceback" not in err, err
+
+
+def test_bytes_that_are_no_image_are_named_without_an_object_address():
+    """The API's image_url bytes that are no image read 'cannot identify image file <_io.BytesIO object at 0x...>'."""
+    with pytest.raises(MediaError) as err:
+        media.load_image(b"not a picture")
+    assert str(err.value) == ("Image (uploaded bytes) is not an image Pillow reads (empty, damaged, or another kind of "
+                              "file); replace the file.")

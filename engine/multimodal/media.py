@@ -102,12 +102,12 @@ def open_image(source: Any) -> Any:
     except FileNotFoundError:
         raise MediaError(f"Image file not found: {source}") from None
     except UnidentifiedImageError:  # its text names the file, or a BytesIO object's address for bytes
-        raise MediaError(f"Image {_name(source)} is not an image Pillow reads (empty, damaged, or another kind of "
+        raise MediaError(f"Image {media_label(source)} is not an image Pillow reads (empty, damaged, or another kind of "
                          "file); replace the file.") from None
     except OSError as err:
-        raise MediaError(f"Image {_name(source)} cannot be read ({err}); replace the file.") from None
+        raise MediaError(f"Image {media_label(source)} cannot be read ({err}); replace the file.") from None
     except Image.DecompressionBombError as err:  # not an OSError: over Pillow's pixel limit
-        raise MediaError(f"Image {_name(source)} is too large to decode ({err}); use a smaller image.") from None
+        raise MediaError(f"Image {media_label(source)} is too large to decode ({err}); use a smaller image.") from None
     return image
 
 
@@ -144,7 +144,8 @@ def load_image_as_is(source: Any) -> Any:
     return image if image.mode == "RGB" else image.convert("RGB")
 
 
-def _name(source: Any) -> str:
+def media_label(source: Any) -> str:
+    """How a medium is named in messages: its path, or what it is when it has none."""
     if isinstance(source, (bytes, bytearray)):
         return "(uploaded bytes)"
     return "(an image embedded in the data)" if isinstance(source, str) and source.startswith("data:") else str(source)
@@ -225,6 +226,33 @@ def frame_pixels_problem(width: int, height: int) -> str | None:
             "OUT`) or replace it")
 
 
+def shorter_side_problem(processor: Any, width: int, height: int) -> str | None:
+    """Why a ``width`` x ``height`` picture is refused before ``processor`` (an image or video processor) takes it
+    (None when it is not): the processor scales its shorter side up to a fixed length, the longer side in proportion
+    (CLIP's rule: LLaVA, Video-LLaVA; ``size: {shortest_edge: N}`` with no longest edge nor grid), to more pixels
+    than an image may have. A 1 x 3,000 PNG of a few hundred bytes became 336 x 1,008,000 pixels in LLaVA's
+    processor (3.5 GB, 23 s) before its centre crop kept 336 x 336 of them; 1 x 100,000 would take about 120 GB
+    (LLaMA-Factory hands the processor the same picture). Qwen-style sizes, which name a longest edge too, bound the
+    pixels themselves."""
+    from PIL import Image
+
+    size = getattr(processor, "size", None)
+    size = size if isinstance(size, dict) else vars(size) if size is not None and hasattr(size, "__dict__") else {}
+    edge = size.get("shortest_edge")
+    if not isinstance(edge, int) or size.get("longest_edge") or size.get("height") or not Image.MAX_IMAGE_PIXELS \
+            or getattr(processor, "do_resize", True) is False or min(width, height) <= 0 \
+            or getattr(processor, "image_grid_pinpoints", None):  # LLaVA-NeXT scales into its grid first
+        return None
+    limit = 2 * Image.MAX_IMAGE_PIXELS
+    short, long = min(width, height), max(width, height)
+    scaled = edge * edge * long / short
+    if scaled <= limit:
+        return None
+    return (f"is {width}x{height} pixels: this model's processor scales its shorter side to {edge}, which makes about "
+            f"{scaled:,.0f} pixels, more than the {limit:,} an image may have; crop or pad it so that its longer side "
+            f"is at most {limit // (edge * edge):,} times its shorter")
+
+
 def read_video(source: Any, video_fps: float = 2.0, video_maxlen: int = 128, max_pixels: int = 256 * 256,
                min_pixels: int = 16 * 16) -> VideoClip:
     """Decode a video with PyAV and keep the frames sampled by :func:`sample_indices`.
@@ -251,14 +279,14 @@ def read_video(source: Any, video_fps: float = 2.0, video_maxlen: int = 128, max
     except FileNotFoundError:
         raise MediaError(f"Video file not found: {source}") from None
     except (av.error.FFmpegError, OSError, ValueError) as err:
-        raise MediaError(f"Video {_name(source)} cannot be read ({err}); replace the file.") from None
+        raise MediaError(f"Video {media_label(source)} cannot be read ({err}); replace the file.") from None
     with container:
         stream = next((s for s in container.streams if s.type == "video"), None)
         if stream is None:
-            raise MediaError(f"{_name(source)} has no video stream; give a video file.")
+            raise MediaError(f"{media_label(source)} has no video stream; give a video file.")
         too_large = frame_pixels_problem(stream.width or 0, stream.height or 0)
         if too_large:  # before anything is decoded
-            raise MediaError(f"Video {_name(source)} is too large to decode: {too_large}.")
+            raise MediaError(f"Video {media_label(source)} is too large to decode: {too_large}.")
         stream_duration = float(stream.duration * stream.time_base) if stream.duration else None
         duration = stream_duration if stream_duration else (
             float(container.duration) / 1e6 if container.duration else 0.0)
@@ -271,16 +299,16 @@ def read_video(source: Any, video_fps: float = 2.0, video_maxlen: int = 128, max
             for index, frame in enumerate(container.decode(stream)):
                 too_large = frame_pixels_problem(frame.width, frame.height)  # a size changed mid-stream
                 if too_large:
-                    raise MediaError(f"Video {_name(source)} is too large to decode: {too_large}.")
+                    raise MediaError(f"Video {media_label(source)} is too large to decode: {too_large}.")
                 if index in chosen:
                     frames.append(resize_into(frame_image(frame), max_pixels, min_pixels))
                     indices.append(index)
                 if index >= wanted[-1]:
                     break
         except (av.error.FFmpegError, OSError) as err:
-            raise MediaError(f"Video {_name(source)} cannot be decoded ({err}); replace the file.") from None
+            raise MediaError(f"Video {media_label(source)} cannot be decoded ({err}); replace the file.") from None
     if not frames:
-        raise MediaError(f"Video {_name(source)} has no decodable frame; replace the file.")
+        raise MediaError(f"Video {media_label(source)} has no decodable frame; replace the file.")
     scaled = [index / original_fps * video_fps for index in indices]
     sampled_fps = len(indices) / stream_duration if stream_duration else video_fps
     return VideoClip(frames, indices, original_fps, duration or len(frames) / video_fps, total, scaled, sampled_fps)
@@ -312,11 +340,11 @@ def read_audio(source: Any, sampling_rate: int = 16000) -> Any:
     except FileNotFoundError:
         raise MediaError(f"Audio file not found: {source}") from None
     except (av.error.FFmpegError, OSError, ValueError) as err:
-        raise MediaError(f"Audio {_name(source)} cannot be read ({err}); replace the file.") from None
+        raise MediaError(f"Audio {media_label(source)} cannot be read ({err}); replace the file.") from None
     with container:
         stream = next((s for s in container.streams if s.type == "audio"), None)
         if stream is None:
-            raise MediaError(f"{_name(source)} has no audio stream; give an audio file.")
+            raise MediaError(f"{media_label(source)} has no audio stream; give an audio file.")
         to_float = av.AudioResampler(format="fltp")  # planar float32; the stream's own channels and rate
         chunks, rate, values = [], 0, 0
         try:
@@ -328,14 +356,14 @@ def read_audio(source: Any, sampling_rate: int = 16000) -> Any:
                 if values > MAX_AUDIO_VALUES:
                     channels = chunks[-1].shape[0]
                     seconds = MAX_AUDIO_VALUES / channels / max(rate, 1)
-                    raise MediaError(f"Audio {_name(source)} is longer than {seconds:,.0f} seconds ({channels} "
+                    raise MediaError(f"Audio {media_label(source)} is longer than {seconds:,.0f} seconds ({channels} "
                                      f"{'channel' if channels == 1 else 'channels'} at {rate:,} Hz), more than is read here; cut it into shorter "
                                      "clips.")
             chunks += [out.to_ndarray() for out in to_float.resample(None)]
         except (av.error.FFmpegError, OSError) as err:
-            raise MediaError(f"Audio {_name(source)} cannot be decoded ({err}); replace the file.") from None
+            raise MediaError(f"Audio {media_label(source)} cannot be decoded ({err}); replace the file.") from None
     if not chunks or not rate:
-        raise MediaError(f"Audio {_name(source)} holds no samples; replace the file.")
+        raise MediaError(f"Audio {media_label(source)} holds no samples; replace the file.")
     import torch
 
     wave = torch.from_numpy(np.concatenate(chunks, axis=1).astype(np.float32, copy=False))
@@ -343,7 +371,7 @@ def read_audio(source: Any, sampling_rate: int = 16000) -> Any:
         wave = wave.mean(dim=0, keepdim=True)
     problem = resample_problem(int(rate), int(sampling_rate), wave.shape[-1])
     if problem:
-        raise MediaError(f"Audio {_name(source)} {problem}.")
+        raise MediaError(f"Audio {media_label(source)} {problem}.")
     return resample(wave[:1], int(rate), int(sampling_rate)).squeeze(0).numpy()
 
 

@@ -39,7 +39,9 @@ MAX_LISTED = 8
 """Problems listed per dataset before the rest are counted."""
 MAX_PROBED = 2000
 """Files opened per dataset to check they are readable (beyond that, only their existence is checked)."""
-TEXT_COLUMNS = ("messages", "prompt", "query", "response", "history", "chosen", "rejected", "system")
+TEXT_COLUMNS = ("messages", "prompt", "query", "response", "history", "chosen", "rejected")
+"""The columns whose placeholders are counted: the conversation's, as LLaMA-Factory counts them (its plugin gets the
+prompt and reply turns; the system prompt, from the system column or a leading system turn, is not among them)."""
 
 
 def _media_items(row: dict[str, Any], column: str | None) -> list[Any]:
@@ -59,7 +61,8 @@ def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tu
                 else {"messages": "conversations"})  # LLaMA-Factory's default columns
     columns = {**defaults, **spec.columns}
     read = dict.fromkeys(columns[key] for key in TEXT_COLUMNS if columns.get(key))  # each column once
-    text = json.dumps([row.get(name) for name in read], ensure_ascii=False)
+    text = json.dumps([_without_system_turn(row.get(name), spec) if name == columns.get("messages") else row.get(name)
+                       for name in read], ensure_ascii=False)
     problems = []
     for kind, tag in PLACEHOLDERS.items():
         items = _media_items(row, media_column(spec, kind))
@@ -81,6 +84,17 @@ def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tu
             else:
                 problems += _entry_problems(kind, item, spec, probed)
     return problems
+
+
+def _without_system_turn(turns: Any, spec: Any) -> Any:
+    """A sharegpt/openai turn list without its leading system turn (the converter makes it the system prompt)."""
+    from engine.data.converters import OPENAI_TAGS, SHAREGPT_TAGS
+
+    if spec.formatting not in ("sharegpt", "openai") or not isinstance(turns, list) or not turns \
+            or not isinstance(turns[0], dict):
+        return turns
+    tags = {**(OPENAI_TAGS if spec.formatting == "openai" else SHAREGPT_TAGS), **spec.tags}
+    return turns[1:] if turns[0].get(tags["role_tag"]) in (tags["system_tag"], "system") else turns
 
 
 def _entry_problems(kind: str, item: Any, spec: Any, probed: list[int]) -> list[str]:

@@ -447,6 +447,14 @@ def absent(path: str | Path) -> str:
     return DEAD_LINK if Path(path).is_symlink() else "is missing"
 
 
+def _jpeg_ends(fp: Any) -> bool:
+    """Whether a JPEG file ends with its end-of-image marker (a file cut short does not), read from its last bytes;
+    one that does not (cut short, or with bytes after the marker) is decoded to tell."""
+    fp.seek(0, 2)
+    fp.seek(max(0, fp.tell() - 2))
+    return fp.read(2) == b"\xff\xd9"
+
+
 def probe(kind: str, path: str) -> str | None:
     """Why a local media file cannot be used (missing, unreadable), or None when it opens."""
     if is_remote(path):
@@ -466,10 +474,13 @@ def probe(kind: str, path: str) -> str | None:
             from PIL import Image
 
             with Image.open(path) as image:
-                # decoded, not only verified: Pillow verifies PNG alone (a JPEG cut short passed and failed in
-                # training, after the model had loaded); a JPEG decodes at 1/8 scale, every byte still read
-                image.draft("RGB", (1, 1))
-                image.load()
+                if image.format == "PNG":
+                    image.verify()  # every chunk and its checksum read, nothing decompressed
+                elif image.format != "JPEG" or not _jpeg_ends(image.fp):
+                    # Pillow verifies PNG alone: a JPEG (GIF, WebP, ...) cut short passed and failed in training,
+                    # after the model had loaded. A JPEG decodes at 1/8 scale, every byte still read
+                    image.draft("RGB", (1, 1))
+                    image.load()
         else:
             import av
 
@@ -487,5 +498,5 @@ def probe(kind: str, path: str) -> str | None:
                 if next(container.decode(streams[0]), None) is None:
                     return f"has no {wanted} frame that decodes"
     except Exception as err:  # PIL and PyAV raise many types for damaged files
-        return "is cut short (truncated)" if "truncated" in str(err) else f"cannot be read ({type(err).__name__})"
+        return "is cut short (truncated)" if "truncated" in str(err).lower() else f"cannot be read ({type(err).__name__})"
     return None

@@ -115,3 +115,18 @@ def test_bytes_that_are_no_image_are_named_without_an_object_address():
         media.load_image(b"not a picture")
     assert str(err.value) == ("Image (uploaded bytes) is not an image Pillow reads (empty, damaged, or another kind of "
                               "file); replace the file.")
+
+
+def test_probe_decodes_no_whole_jpeg_or_png(tmp_path, monkeypatch):
+    """The check probes up to 2,000 images a dataset: a whole JPEG (its end-of-image marker last) or PNG (verified
+    chunk by chunk) is not decoded; a JPEG with bytes after its marker is, and passes."""
+    from PIL import ImageFile
+
+    for fmt in ("JPEG", "PNG"):
+        (tmp_path / f"whole.{fmt}").write_bytes(_picture(fmt))
+    (tmp_path / "trailing.jpg").write_bytes(_picture("JPEG") + b"camera notes")
+    monkeypatch.setattr(ImageFile.ImageFile, "load", lambda self: pytest.fail("decoded"))
+    assert media.probe("images", str(tmp_path / "whole.JPEG")) is None
+    assert media.probe("images", str(tmp_path / "whole.PNG")) is None
+    monkeypatch.undo()
+    assert media.probe("images", str(tmp_path / "trailing.jpg")) is None

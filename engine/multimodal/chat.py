@@ -54,17 +54,23 @@ def refuse_before_loading(cfg: Any, media: dict[str, list[Any]]) -> None:
                 raise MediaError(f"{names.get(kind, 'Media')} file not found: {source}")
             if path.is_dir():
                 raise MediaError(f"{names.get(kind, 'Media')} {source} is a folder; give the file inside it.")
-            reason = probe(kind, str(path))
-            if reason:
-                raise MediaError(f"{names.get(kind, 'Media')} {source} {reason}; replace the file.")
     from engine.models.loader import resolve_model_path
     from engine.models.registry import read_local_config
+    from engine.multimodal.checks import model_media
     from engine.multimodal.processor import media_config
 
     path = resolve_model_path(cfg.model.model_name_or_path, cfg.model.cache_dir, cfg.model.model_revision)
     config = read_local_config(path)
     if config is not None and not any(media_config(config).get(key) for key in ("vision_config", "audio_config")):
         raise MediaError(text_only_message(cfg))
+    takes = model_media(cfg)  # None when not known without loading: every file is probed
+    for kind, files in media.items():
+        if takes is not None and kind not in takes:
+            continue  # the loaded model refuses the kind, in its own words
+        for source in files or []:
+            reason = probe(kind, str(Path(source).expanduser())) if isinstance(source, (str, Path)) else None
+            if reason:
+                raise MediaError(f"{names.get(kind, 'Media')} {source} {reason}; replace the file.")
 
 
 def text_only_message(cfg: Any) -> str:

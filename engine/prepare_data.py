@@ -20,6 +20,11 @@ def _count(value: Any) -> str:
     return f"{int(value):,}" if isinstance(value, (int, float)) else "?"
 
 
+def _plural(noun: str, value: Any) -> str:
+    """``noun`` agreeing with ``value`` (a count as :func:`_count` shows it; plural for one it cannot read)."""
+    return noun if isinstance(value, (int, float)) and value == 1 else noun + "s"
+
+
 def split_lines(stats: dict[str, Any], cutoff_len: int, prompts: bool = False) -> list[str]:
     """One line per split: rows in, sequences (or prompts) out, what was cut or dropped, tokens."""
     lines = []
@@ -27,7 +32,7 @@ def split_lines(stats: dict[str, Any], cutoff_len: int, prompts: bool = False) -
         part = stats.get(split)
         if not part or not isinstance(part, dict):  # a saved lf_stats.json from elsewhere can hold anything
             continue
-        unit = "prompts" if prompts else "sequences"
+        unit = "prompt" if prompts else "sequence"
         notes = [f"{_count(part.get('truncated', 0))} cut to cutoff_len {cutoff_len}"]
         if part.get("dropped"):
             notes.append(f"{_count(part['dropped'])} {'without a prompt' if prompts else 'dropped'}")
@@ -38,7 +43,8 @@ def split_lines(stats: dict[str, Any], cutoff_len: int, prompts: bool = False) -
         tokens = f"{_count(part.get('total_tokens'))} tokens"
         if not prompts:
             tokens += f", {_count(part.get('trainable_tokens'))} trained on"
-        lines.append(f"{split}: {_count(part.get('rows'))} rows -> {_count(part.get('kept'))} {unit} "
+        lines.append(f"{split}: {_count(part.get('rows'))} {_plural('row', part.get('rows'))} -> "
+                     f"{_count(part.get('kept'))} {_plural(unit, part.get('kept'))} "
                      f"({', '.join(notes)}); {tokens}")
     return lines
 

@@ -106,9 +106,9 @@ def _tokenized(examples: Sequence[dict], stage: str, tokenizer: Any, template: A
                        counted(stats["rows"], f"{split} row"), "has" if one else "have", cutoff_phrase(opts),
                        "it is" if one else "they are", "it" if one else "them", "teaches" if one else "teach",
                        "it" if one else "them")
-    logger.info("%s data: %d rows -> %d sequences (%d truncated, %d dropped), %d tokens of which %d trained.",
-                split.capitalize(), stats["rows"], stats["kept"], stats["truncated"], stats["dropped"],
-                stats["total_tokens"], stats["trainable_tokens"])
+    logger.info("%s data: %s -> %s (%d truncated, %d dropped), %d tokens of which %d trained.",
+                split.capitalize(), counted(stats["rows"], "row"), counted(stats["kept"], "sequence"),
+                stats["truncated"], stats["dropped"], stats["total_tokens"], stats["trainable_tokens"])
     if stats.get("remainder_tokens"):
         logger.info("%d %s tokens did not fill a last block of %d at the end of a preprocessing batch and are left "
                     "out, as in LLaMA-Factory (`packing: false` trains on each text as a row of its own).",

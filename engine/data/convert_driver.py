@@ -95,7 +95,7 @@ def report_conversion(spec: DatasetSpec, stage: str, tally: dict[str, Any]) -> N
     if not tally["kept"]:
         reason = tally["shown"][0][1] if skipped else "the file has no rows"
         raise DatasetError(
-            f"Dataset {spec.name!r} has no usable rows for stage {stage} ({tally['rows']} rows read; first problem: "
+            f"Dataset {spec.name!r} has no usable rows for stage {stage} ({counted(tally['rows'], 'row')} read; first problem: "
             f"{reason}). Check its `formatting`, `columns` and `tags` in dataset_info.json."
         )
 

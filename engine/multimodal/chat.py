@@ -33,12 +33,16 @@ def with_placeholders(messages: list[dict[str, Any]], media: dict[str, list[Any]
 
 def refuse_before_loading(cfg: Any, media: dict[str, list[Any]]) -> None:
     """What a chat with these media files would refuse once the model is loaded, said before it loads: a file that
-    is missing or a folder, and media for a text-only model (read from its config.json alone).
+    is missing, a folder, a pipe or device (opening a pipe waited for a writer forever), one that does not decode
+    (a JPEG cut short, a video without a video stream), and media for a text-only model (read from its config.json
+    alone).
 
     Raises:
         MediaError: naming the file or the model, and the fix.
     """
     from pathlib import Path
+
+    from engine.multimodal.media import probe
 
     names = {"images": "Image", "videos": "Video", "audios": "Audio"}
     for kind, files in media.items():
@@ -52,12 +56,21 @@ def refuse_before_loading(cfg: Any, media: dict[str, list[Any]]) -> None:
                 raise MediaError(f"{names.get(kind, 'Media')} {source} is a folder; give the file inside it.")
     from engine.models.loader import resolve_model_path
     from engine.models.registry import read_local_config
+    from engine.multimodal.checks import model_media
     from engine.multimodal.processor import media_config
 
     path = resolve_model_path(cfg.model.model_name_or_path, cfg.model.cache_dir, cfg.model.model_revision)
     config = read_local_config(path)
     if config is not None and not any(media_config(config).get(key) for key in ("vision_config", "audio_config")):
         raise MediaError(text_only_message(cfg))
+    takes = model_media(cfg)  # None when not known without loading: every file is probed
+    for kind, files in media.items():
+        if takes is not None and kind not in takes:
+            continue  # the loaded model refuses the kind, in its own words
+        for source in files or []:
+            reason = probe(kind, str(Path(source).expanduser())) if isinstance(source, (str, Path)) else None
+            if reason:
+                raise MediaError(f"{names.get(kind, 'Media')} {source} {reason}; replace the file.")
 
 
 def text_only_message(cfg: Any) -> str:

@@ -39,7 +39,9 @@ MAX_LISTED = 8
 """Problems listed per dataset before the rest are counted."""
 MAX_PROBED = 2000
 """Files opened per dataset to check they are readable (beyond that, only their existence is checked)."""
-TEXT_COLUMNS = ("messages", "prompt", "query", "response", "history", "chosen", "rejected", "system")
+TEXT_COLUMNS = ("messages", "prompt", "query", "response", "history", "chosen", "rejected")
+"""The columns whose placeholders are counted: the conversation's, as LLaMA-Factory counts them (its plugin gets the
+prompt and reply turns; the system prompt, from the system column or a leading system turn, is not among them)."""
 
 
 def _media_items(row: dict[str, Any], column: str | None) -> list[Any]:
@@ -55,14 +57,12 @@ def _item_path(item: Any) -> Any:
 
 def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tuple[str, ...] | None,
                   why_not: str = "") -> list[str]:
-    from engine.data.row_media import media_path
-    from engine.multimodal.media import DEAD_LINK, NOT_REGULAR, absent, is_remote, probe
-
     defaults = ({"prompt": "instruction", "query": "input", "response": "output"} if spec.formatting == "alpaca"
                 else {"messages": "conversations"})  # LLaMA-Factory's default columns
     columns = {**defaults, **spec.columns}
     read = dict.fromkeys(columns[key] for key in TEXT_COLUMNS if columns.get(key))  # each column once
-    text = json.dumps([row.get(name) for name in read], ensure_ascii=False)
+    text = json.dumps([_without_system_turn(row.get(name), spec) if name == columns.get("messages") else row.get(name)
+                       for name in read], ensure_ascii=False)
     problems = []
     for kind, tag in PLACEHOLDERS.items():
         items = _media_items(row, media_column(spec, kind))
@@ -76,35 +76,62 @@ def _row_problems(row: dict[str, Any], spec: Any, probed: list[int], allowed: tu
             problems.append(f"has {KIND_WORD[kind]} input, which this model cannot take ({took}): choose a model "
                             "that does or drop that column")
         for item in items:
-            embedded = embedded_image(item) if kind == "images" else None
-            if embedded is not None:  # bytes, a PIL image or a data URL in the row: read as LLaMA-Factory reads it
-                if probed[0] < MAX_PROBED:
-                    probed[0] += 1
-                    reason = probe(kind, embedded)
-                    if reason:
-                        problems.append(f"an image embedded in the row {reason}: replace it")
-                continue
-            path = _item_path(item)
-            if not isinstance(path, str) or not path:
-                problems.append(f"an entry of {KIND_WORD[kind]} is not a file path (embedded media are read for images "
-                                "only): save it as a file and give its path")
-                continue
-            if is_remote(path):
-                problems.append(f"{KIND_WORD[kind]} {path} is a remote URL and downloads are off: save the file "
-                                "and give its path (relative to dataset_dir)")
-                continue
-            full = media_path(path, spec)
-            if probed[0] >= MAX_PROBED:
-                reason = None if full.is_file() else NOT_REGULAR if full.exists() else absent(full)
+            if kind == "videos" and isinstance(item, list):  # a video given as its frames' images, as LF takes it
+                if not item:
+                    problems.append("a video is an empty list of frames: give its file or its frames' image files")
+                for frame in item:
+                    problems += [f"a frame of a video: {p}" for p in _entry_problems("images", frame, spec, probed)]
             else:
-                probed[0] += 1
-                reason = probe(kind, str(full))
+                problems += _entry_problems(kind, item, spec, probed)
+    return problems
+
+
+def _without_system_turn(turns: Any, spec: Any) -> Any:
+    """A sharegpt/openai turn list without its leading system turn (the converter makes it the system prompt)."""
+    from engine.data.converters import OPENAI_TAGS, SHAREGPT_TAGS
+
+    if spec.formatting not in ("sharegpt", "openai") or not isinstance(turns, list) or not turns \
+            or not isinstance(turns[0], dict):
+        return turns
+    tags = {**(OPENAI_TAGS if spec.formatting == "openai" else SHAREGPT_TAGS), **spec.tags}
+    return turns[1:] if turns[0].get(tags["role_tag"]) in (tags["system_tag"], "system") else turns
+
+
+def _entry_problems(kind: str, item: Any, spec: Any, probed: list[int]) -> list[str]:
+    """Why one media entry of a row cannot be used (a path, a dict naming one, or an embedded image)."""
+    from engine.data.row_media import media_path
+    from engine.multimodal.media import DEAD_LINK, NOT_REGULAR, absent, is_remote, probe
+
+    problems: list[str] = []
+    embedded = embedded_image(item) if kind == "images" else None
+    if embedded is not None:  # bytes, a PIL image or a data URL in the row: read as LLaMA-Factory reads it
+        if probed[0] < MAX_PROBED:
+            probed[0] += 1
+            reason = probe(kind, embedded)
             if reason:
-                base = "media_dir" if spec.media_dir is not None else "dataset_dir, or set media_dir"
-                problems.append(f"{KIND_WORD[kind]} file {full} {reason}" + (
-                    f": fix the path (relative paths are resolved against {base})" if reason == "is missing" else
-                    ": point the link at the file, or give the file's own path" if reason == DEAD_LINK else
-                    ": replace the file"))
+                problems.append(f"an image embedded in the row {reason}: replace it")
+        return problems
+    path = _item_path(item)
+    if not isinstance(path, str) or not path:
+        problems.append(f"an entry of {KIND_WORD[kind]} is not a file path (embedded media are read for images "
+                        "only): save it as a file and give its path")
+        return problems
+    if is_remote(path):
+        problems.append(f"{KIND_WORD[kind]} {path} is a remote URL and downloads are off: save the file "
+                        "and give its path (relative to dataset_dir)")
+        return problems
+    full = media_path(path, spec)
+    if probed[0] >= MAX_PROBED:
+        reason = None if full.is_file() else NOT_REGULAR if full.exists() else absent(full)
+    else:
+        probed[0] += 1
+        reason = probe(kind, str(full))
+    if reason:
+        base = "media_dir" if spec.media_dir is not None else "dataset_dir, or set media_dir"
+        problems.append(f"{KIND_WORD[kind]} file {full} {reason}" + (
+            f": fix the path (relative paths are resolved against {base})" if reason == "is missing" else
+            ": point the link at the file, or give the file's own path" if reason == DEAD_LINK else
+            ": replace the file"))
     return problems
 
 

@@ -56,7 +56,21 @@ def _open(source: Any) -> Any:
         return io.BytesIO(decode_data_url(source)[1])
     if isinstance(source, str) and is_remote(source):
         raise MediaError(f"{source} is a remote URL; downloads are off here. Save the file and give its path.")
+    if isinstance(source, (str, Path)) and _special_file(source):  # a pipe's open waits for a writer forever
+        raise MediaError(f"{source} {NOT_REGULAR}; give the media file itself.")
     return source
+
+
+def _special_file(path: str | Path) -> bool:
+    """Whether ``path`` (links followed) is a pipe, device or socket: neither a regular file nor a folder."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):  # missing, a name too long, a NUL: the opener says so
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 def resize_into(image: Any, max_pixels: int, min_pixels: int) -> Any:
@@ -87,10 +101,13 @@ def open_image(source: Any) -> Any:
         image.load()
     except FileNotFoundError:
         raise MediaError(f"Image file not found: {source}") from None
-    except (UnidentifiedImageError, OSError) as err:
-        raise MediaError(f"Image {_name(source)} cannot be read ({err}); replace the file.") from None
+    except UnidentifiedImageError:  # its text names the file, or a BytesIO object's address for bytes
+        raise MediaError(f"Image {media_label(source)} is not an image Pillow reads (empty, damaged, or another kind of "
+                         "file); replace the file.") from None
+    except OSError as err:
+        raise MediaError(f"Image {media_label(source)} cannot be read ({err}); replace the file.") from None
     except Image.DecompressionBombError as err:  # not an OSError: over Pillow's pixel limit
-        raise MediaError(f"Image {_name(source)} is too large to decode ({err}); use a smaller image.") from None
+        raise MediaError(f"Image {media_label(source)} is too large to decode ({err}); use a smaller image.") from None
     return image
 
 
@@ -127,7 +144,8 @@ def load_image_as_is(source: Any) -> Any:
     return image if image.mode == "RGB" else image.convert("RGB")
 
 
-def _name(source: Any) -> str:
+def media_label(source: Any) -> str:
+    """How a medium is named in messages: its path, or what it is when it has none."""
     if isinstance(source, (bytes, bytearray)):
         return "(uploaded bytes)"
     return "(an image embedded in the data)" if isinstance(source, str) and source.startswith("data:") else str(source)
@@ -208,28 +226,67 @@ def frame_pixels_problem(width: int, height: int) -> str | None:
             "OUT`) or replace it")
 
 
+def shorter_side_problem(processor: Any, width: int, height: int) -> str | None:
+    """Why a ``width`` x ``height`` picture is refused before ``processor`` (an image or video processor) takes it
+    (None when it is not): the processor scales its shorter side up to a fixed length, the longer side in proportion
+    (CLIP's rule: LLaVA, Video-LLaVA; ``size: {shortest_edge: N}`` with no longest edge nor grid), to more pixels
+    than an image may have. A 1 x 3,000 PNG of a few hundred bytes became 336 x 1,008,000 pixels in LLaVA's
+    processor (3.5 GB, 23 s) before its centre crop kept 336 x 336 of them; 1 x 100,000 would take about 120 GB
+    (LLaMA-Factory hands the processor the same picture). Qwen-style sizes, which name a longest edge too, bound the
+    pixels themselves."""
+    from PIL import Image
+
+    size = getattr(processor, "size", None)
+    size = size if isinstance(size, dict) else vars(size) if size is not None and hasattr(size, "__dict__") else {}
+    edge = size.get("shortest_edge")
+    if not isinstance(edge, int) or size.get("longest_edge") or size.get("height") or not Image.MAX_IMAGE_PIXELS \
+            or getattr(processor, "do_resize", True) is False or min(width, height) <= 0 \
+            or getattr(processor, "image_grid_pinpoints", None):  # LLaVA-NeXT scales into its grid first
+        return None
+    limit = 2 * Image.MAX_IMAGE_PIXELS
+    short, long = min(width, height), max(width, height)
+    scaled = edge * edge * long / short
+    if scaled <= limit:
+        return None
+    return (f"is {width}x{height} pixels: this model's processor scales its shorter side to {edge}, which makes about "
+            f"{scaled:,.0f} pixels, more than the {limit:,} an image may have; crop or pad it so that its longer side "
+            f"is at most {limit // (edge * edge):,} times its shorter")
+
+
 def read_video(source: Any, video_fps: float = 2.0, video_maxlen: int = 128, max_pixels: int = 256 * 256,
                min_pixels: int = 16 * 16) -> VideoClip:
     """Decode a video with PyAV and keep the frames sampled by :func:`sample_indices`.
 
+    A video given as a list of its frames (image paths or embedded images: LLaMA-Factory's "processed video frames")
+    takes every frame as it is, none sampled and ``video_maxlen`` not applied, at ``video_fps`` frames a second, as
+    LLaMA-Factory takes it.
+
     Raises:
         MediaError: for a missing file, a file without a video stream, or one PyAV cannot decode.
     """
+    if isinstance(source, list):
+        frames = [load_image(frame, max_pixels, min_pixels) for frame in source]
+        if not frames:
+            raise MediaError("A video given as a list of frames has none; give its file or its frames' image files.")
+        indices = list(range(len(frames)))
+        return VideoClip(frames, indices, video_fps, len(frames) / video_fps, len(frames), [float(i) for i in indices],
+                         video_fps)
     import av
 
+    opened = _open(source)  # its own message for a data URL, a remote URL, a pipe or a device
     try:
-        container = av.open(_open(source), "r")
+        container = av.open(opened, "r")
     except FileNotFoundError:
         raise MediaError(f"Video file not found: {source}") from None
     except (av.error.FFmpegError, OSError, ValueError) as err:
-        raise MediaError(f"Video {_name(source)} cannot be read ({err}); replace the file.") from None
+        raise MediaError(f"Video {media_label(source)} cannot be read ({err}); replace the file.") from None
     with container:
         stream = next((s for s in container.streams if s.type == "video"), None)
         if stream is None:
-            raise MediaError(f"{_name(source)} has no video stream; give a video file.")
+            raise MediaError(f"{media_label(source)} has no video stream; give a video file.")
         too_large = frame_pixels_problem(stream.width or 0, stream.height or 0)
         if too_large:  # before anything is decoded
-            raise MediaError(f"Video {_name(source)} is too large to decode: {too_large}.")
+            raise MediaError(f"Video {media_label(source)} is too large to decode: {too_large}.")
         stream_duration = float(stream.duration * stream.time_base) if stream.duration else None
         duration = stream_duration if stream_duration else (
             float(container.duration) / 1e6 if container.duration else 0.0)
@@ -242,16 +299,16 @@ def read_video(source: Any, video_fps: float = 2.0, video_maxlen: int = 128, max
             for index, frame in enumerate(container.decode(stream)):
                 too_large = frame_pixels_problem(frame.width, frame.height)  # a size changed mid-stream
                 if too_large:
-                    raise MediaError(f"Video {_name(source)} is too large to decode: {too_large}.")
+                    raise MediaError(f"Video {media_label(source)} is too large to decode: {too_large}.")
                 if index in chosen:
                     frames.append(resize_into(frame_image(frame), max_pixels, min_pixels))
                     indices.append(index)
                 if index >= wanted[-1]:
                     break
         except (av.error.FFmpegError, OSError) as err:
-            raise MediaError(f"Video {_name(source)} cannot be decoded ({err}); replace the file.") from None
+            raise MediaError(f"Video {media_label(source)} cannot be decoded ({err}); replace the file.") from None
     if not frames:
-        raise MediaError(f"Video {_name(source)} has no decodable frame; replace the file.")
+        raise MediaError(f"Video {media_label(source)} has no decodable frame; replace the file.")
     scaled = [index / original_fps * video_fps for index in indices]
     sampled_fps = len(indices) / stream_duration if stream_duration else video_fps
     return VideoClip(frames, indices, original_fps, duration or len(frames) / video_fps, total, scaled, sampled_fps)
@@ -277,16 +334,17 @@ def read_audio(source: Any, sampling_rate: int = 16000) -> Any:
         return source.astype(np.float32).reshape(-1)
     import av
 
+    opened = _open(source)  # its own message for a data URL, a remote URL, a pipe or a device
     try:
-        container = av.open(_open(source), "r")
+        container = av.open(opened, "r")
     except FileNotFoundError:
         raise MediaError(f"Audio file not found: {source}") from None
     except (av.error.FFmpegError, OSError, ValueError) as err:
-        raise MediaError(f"Audio {_name(source)} cannot be read ({err}); replace the file.") from None
+        raise MediaError(f"Audio {media_label(source)} cannot be read ({err}); replace the file.") from None
     with container:
         stream = next((s for s in container.streams if s.type == "audio"), None)
         if stream is None:
-            raise MediaError(f"{_name(source)} has no audio stream; give an audio file.")
+            raise MediaError(f"{media_label(source)} has no audio stream; give an audio file.")
         to_float = av.AudioResampler(format="fltp")  # planar float32; the stream's own channels and rate
         chunks, rate, values = [], 0, 0
         try:
@@ -298,14 +356,14 @@ def read_audio(source: Any, sampling_rate: int = 16000) -> Any:
                 if values > MAX_AUDIO_VALUES:
                     channels = chunks[-1].shape[0]
                     seconds = MAX_AUDIO_VALUES / channels / max(rate, 1)
-                    raise MediaError(f"Audio {_name(source)} is longer than {seconds:,.0f} seconds ({channels} "
+                    raise MediaError(f"Audio {media_label(source)} is longer than {seconds:,.0f} seconds ({channels} "
                                      f"{'channel' if channels == 1 else 'channels'} at {rate:,} Hz), more than is read here; cut it into shorter "
                                      "clips.")
             chunks += [out.to_ndarray() for out in to_float.resample(None)]
         except (av.error.FFmpegError, OSError) as err:
-            raise MediaError(f"Audio {_name(source)} cannot be decoded ({err}); replace the file.") from None
+            raise MediaError(f"Audio {media_label(source)} cannot be decoded ({err}); replace the file.") from None
     if not chunks or not rate:
-        raise MediaError(f"Audio {_name(source)} holds no samples; replace the file.")
+        raise MediaError(f"Audio {media_label(source)} holds no samples; replace the file.")
     import torch
 
     wave = torch.from_numpy(np.concatenate(chunks, axis=1).astype(np.float32, copy=False))
@@ -313,7 +371,7 @@ def read_audio(source: Any, sampling_rate: int = 16000) -> Any:
         wave = wave.mean(dim=0, keepdim=True)
     problem = resample_problem(int(rate), int(sampling_rate), wave.shape[-1])
     if problem:
-        raise MediaError(f"Audio {_name(source)} {problem}.")
+        raise MediaError(f"Audio {media_label(source)} {problem}.")
     return resample(wave[:1], int(rate), int(sampling_rate)).squeeze(0).numpy()
 
 
@@ -389,6 +447,14 @@ def absent(path: str | Path) -> str:
     return DEAD_LINK if Path(path).is_symlink() else "is missing"
 
 
+def _jpeg_ends(fp: Any) -> bool:
+    """Whether a JPEG file ends with its end-of-image marker (a file cut short does not), read from its last bytes;
+    one that does not (cut short, or with bytes after the marker) is decoded to tell."""
+    fp.seek(0, 2)
+    fp.seek(max(0, fp.tell() - 2))
+    return fp.read(2) == b"\xff\xd9"
+
+
 def probe(kind: str, path: str) -> str | None:
     """Why a local media file cannot be used (missing, unreadable), or None when it opens."""
     if is_remote(path):
@@ -408,7 +474,13 @@ def probe(kind: str, path: str) -> str | None:
             from PIL import Image
 
             with Image.open(path) as image:
-                image.verify()
+                if image.format == "PNG":
+                    image.verify()  # every chunk and its checksum read, nothing decompressed
+                elif image.format != "JPEG" or not _jpeg_ends(image.fp):
+                    # Pillow verifies PNG alone: a JPEG (GIF, WebP, ...) cut short passed and failed in training,
+                    # after the model had loaded. A JPEG decodes at 1/8 scale, every byte still read
+                    image.draft("RGB", (1, 1))
+                    image.load()
         else:
             import av
 
@@ -426,5 +498,5 @@ def probe(kind: str, path: str) -> str | None:
                 if next(container.decode(streams[0]), None) is None:
                     return f"has no {wanted} frame that decodes"
     except Exception as err:  # PIL and PyAV raise many types for damaged files
-        return f"cannot be read ({type(err).__name__})"
+        return "is cut short (truncated)" if "truncated" in str(err).lower() else f"cannot be read ({type(err).__name__})"
     return None

@@ -152,6 +152,10 @@ class MediaPlugin:
         loaded = [media.load_image(image, opts.image_max_pixels, opts.image_min_pixels) for image in images]
         if self.qwen_sides:
             loaded = [media.qwen_sides(image) for image in loaded]
+        for source, image in zip(images, loaded):
+            problem = media.shorter_side_problem(processor.image_processor, image.width, image.height)
+            if problem:  # before the processor builds it
+                raise MediaError(f"Image {media.media_label(source)} {problem}.")
         return dict(processor.image_processor(loaded, return_tensors="pt"))
 
     def read_videos(self, videos: list[Any], opts: MediaOptions) -> list[media.VideoClip]:
@@ -173,6 +177,11 @@ class MediaPlugin:
         if not video_ready(processor):
             raise MediaError(f"This model's {TORCHVISION_FIX}.")
         clips = self.read_videos(videos, opts)
+        sizer = getattr(processor, "video_processor", None) or processor.image_processor
+        for source, clip in zip(videos, clips):
+            problem = media.shorter_side_problem(sizer, clip.frames[0].width, clip.frames[0].height)
+            if problem:  # before the processor builds them
+                raise MediaError(f"Video {media.media_label(source)}'s frames: each {problem}.")
         kwargs: dict[str, Any] = {"return_tensors": "pt"}
         if self.video_metadata:
             kwargs.update(video_metadata=[clip.metadata(opts.video_fps) for clip in clips], do_sample_frames=False,

@@ -94,7 +94,9 @@ def media_preview(example: dict[str, Any], context: Any = None, options: Any = N
             item["error"] = str(err)
         out["images"].append(item)
     for source in example.get("videos") or []:
-        item = {"name": Path(str(source)).name}
+        # a video given as its frames' images is named by its first and last frames
+        item = {"name": (f"{media_name(source[0])} … {media_name(source[-1])}" if isinstance(source, list) and source
+                         else Path(str(source)).name)}
         try:
             item["frames"] = _frame_count(context.plugin if context is not None else None, source, options)
         except (MediaError, ImportError) as err:

@@ -1,6 +1,8 @@
 """Project-wide test settings: offline, no trackers, a private cache for the demo model."""
 
+import gc
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -46,3 +48,23 @@ def _process_exit_restored():
     real = os._exit, posix._exit
     yield
     os._exit, posix._exit = real
+
+
+_MODULES_AT_LAST_FREEZE = [0]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After a test that imported modules (once its fixtures are torn down): collect, then freeze what is alive
+    (gc.freeze), as a command does once its imports are done (engine.collector.settle). torch, transformers, PEFT,
+    TRL, gradio and the like are imported lazily by the tests that need them: some 500,000 objects that live as long
+    as this process, and every full collection walked them all again (about a second each on a loaded 2-core machine;
+    one or more per in-process training run: accelerate's free_memory, the data phase's collection, the collector's
+    own thresholds). Frozen, a collection walks only what was made since. What a test makes is collected as before;
+    what is alive at a freeze (the modules, a module-scoped fixture's value) is no longer scanned for cycles."""
+    yield
+    modules = len(sys.modules)
+    if modules != _MODULES_AT_LAST_FREEZE[0]:
+        _MODULES_AT_LAST_FREEZE[0] = modules
+        gc.collect()
+        gc.freeze()

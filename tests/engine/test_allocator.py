@@ -32,26 +32,43 @@ print(took, (live.hblkhd - base.hblkhd) >> 20, (freed.arena - base.arena) >> 20)
 """
 
 
-def blocks(mode: str, **env: str) -> tuple[str, int, int]:
-    """(took effect, MiB in separately mmapped blocks while a 64 MiB tensor lives, MiB the heap grew by and kept after the free)"""
+def outputs(*runs: tuple[list[str], dict[str, str]]) -> list[list[str]]:
+    """Each run's (``python`` arguments, environment) printed words; the runs (fresh interpreters, each importing
+    torch, sharing nothing) go side by side."""
+    procs = [subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env) for args, env in runs]
+    words = []
+    try:
+        for proc in procs:
+            stdout, stderr = proc.communicate(timeout=120)
+            assert proc.returncode == 0, stderr[-2000:]
+            words.append(stdout.split())
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    return words
+
+
+def blocks(*runs: tuple[str, dict[str, str]]) -> list[tuple[str, int, int]]:
+    """For each (mode, environment): (took effect, MiB in separately mmapped blocks while a 64 MiB tensor lives, MiB
+    the heap grew by and kept after the free)."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "GLIBC_TUNABLES", "LF_KEEP"))}
-    out = subprocess.run([sys.executable, "-c", LOOP, mode], capture_output=True, text=True, check=True,
-                         env={**clean, **env}, timeout=120)
-    took, mapped, heap = out.stdout.split()
-    return took, int(mapped), int(heap)
+    return [(took, int(mapped), int(heap)) for took, mapped, heap in
+            outputs(*((["-c", LOOP, mode], {**clean, **env}) for mode, env in runs))]
 
 
 def test_freed_memory_stays_in_the_heap_for_the_next_step():
-    took, mapped, heap = blocks("keep")
+    (took, mapped, heap), (_, default_mapped, default_heap) = blocks(("keep", {}), ("default", {}))
     assert took == "True"
     assert mapped < 32 and heap >= 48  # served from the heap (free space it had may take part), kept after the free
-    _, mapped, heap = blocks("default")
-    assert mapped >= 64 and heap < 16  # glibc's default: its own mapping, unmapped again on free
+    assert default_mapped >= 64 and default_heap < 16  # glibc's default: its own mapping, unmapped again on free
 
 
 def test_user_settings_and_the_switch_win():
-    assert blocks("keep", MALLOC_TRIM_THRESHOLD_="131072")[0] == "False"
-    assert blocks("keep", LF_KEEP_FREED_MEMORY="0")[0] == "False"
+    by_malloc, by_switch = blocks(("keep", {"MALLOC_TRIM_THRESHOLD_": "131072"}), ("keep", {"LF_KEEP_FREED_MEMORY": "0"}))
+    assert by_malloc[0] == "False"
+    assert by_switch[0] == "False"
 
 
 def test_the_engine_entry_point_applies_it(monkeypatch, capsys):
@@ -80,17 +97,17 @@ print(took, os.environ["THP_MEM_ALLOC_ENABLE"], libc.prctl(PR_GET_THP_DISABLE, 0
 """
 
 
-def align(**env: str) -> list[str]:
+def align(*envs: dict[str, str]) -> list[list[str]]:
+    """What :data:`ALIGN` prints in each environment (the runs side by side)."""
     clean = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"}
-    out = subprocess.run([sys.executable, "-c", ALIGN], capture_output=True, text=True, check=True,
-                         env={**clean, **env}, timeout=120)
-    return out.stdout.split()
+    return outputs(*((["-c", ALIGN], {**clean, **env}) for env in envs))
 
 
 def test_large_tensors_are_page_aligned_without_huge_pages():
-    took, setting, disabled, offset, huge_kb = align()
+    ours, users = align({}, {"THP_MEM_ALLOC_ENABLE": "0"})
+    took, setting, disabled, offset, huge_kb = ours
     assert (took, setting, disabled, offset) == ("True", "1", "1", "0")
     assert huge_kb in ("0", "-")  # the 64 MiB tensor sits on ordinary pages
     # the user's own setting wins: nothing changed
-    took, setting, disabled, _, _ = align(THP_MEM_ALLOC_ENABLE="0")
+    took, setting, disabled, _, _ = users
     assert (took, setting, disabled) == ("False", "0", "0")

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from engine import collector
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,13 +81,33 @@ def test_settle_and_finish_do_nothing_where_the_entry_point_did_not_pause():
     assert gc.isenabled() == enabled and gc.get_freeze_count() == frozen
 
 
-def test_the_bulk_data_phase_pauses_collection_and_leaves_this_process_as_it_was():
+@pytest.fixture
+def nothing_frozen():
+    """This process as a notebook's is: nothing frozen (the suite's conftest freezes what the tests' imports made,
+    tests/conftest.py); frozen again after."""
+    gc.unfreeze()
+    try:
+        yield
+    finally:
+        gc.freeze()
+
+
+def test_the_bulk_data_phase_pauses_collection_and_leaves_this_process_as_it_was(nothing_frozen):
     enabled, frozen = gc.isenabled(), gc.get_freeze_count()
-    assert frozen == 0  # pytest's process froze nothing
+    assert frozen == 0  # a process that froze nothing
     with collector.bulk_phase():
         inside = gc.isenabled(), gc.get_freeze_count()
     assert inside[0] is False and inside[1] > 1000  # the modules, this test's objects: out of every walk
     assert gc.isenabled() == enabled and gc.get_freeze_count() == 0  # put back
+
+
+def test_the_bulk_data_phase_leaves_what_the_process_froze_itself_frozen(nothing_frozen):
+    gc.freeze()  # as this suite's conftest does (or a program of its own)
+    frozen = gc.get_freeze_count()
+    with collector.bulk_phase():
+        inside = gc.isenabled(), gc.get_freeze_count()
+    assert inside == (False, frozen)  # paused; nothing more frozen for the phase
+    assert gc.isenabled() and gc.get_freeze_count() == frozen  # and nothing thawed after it
 
 
 def test_the_bulk_data_phase_in_a_command_keeps_what_it_froze():

@@ -32,7 +32,7 @@ def build(board: Board) -> ProfilePanel:
                               elem_id="lf-profile-run")
             refresh_btn = gr.Button(L("top_refresh"), size="sm", scale=0, min_width=100)
         summary = SafeMarkdown()
-        table = gr.Dataframe(headers=COLUMNS, interactive=False, wrap=True, max_height=420,
+        table = gr.Dataframe(headers=[L(f"col_{c}") for c in COLUMNS], interactive=False, wrap=True, max_height=420,
                              elem_id="lf-profile-table")
     return ProfilePanel(run=run, refresh_btn=refresh_btn, summary=summary, table=table)
 

@@ -64,7 +64,7 @@ def build(board: Board) -> RunsTab:
     # shows it in its language, a switch included, and the refresh only shows or hides it
     empty = SafeMarkdown(L("runs_empty"), visible=False, elem_id="lf-runs-empty")
     table = gr.Dataframe(
-        headers=COLUMNS,
+        headers=[L(f"col_{c}") for c in COLUMNS],  # in the page's language from the first paint
         label=L("runs_table"),
         interactive=False,
         wrap=True,

@@ -157,10 +157,13 @@ def test_the_evaluate_tables_are_headed_in_the_pages_language_as_the_tab_first_o
     reached them only with a later update. They are built with translation keys now, which the page shows in its
     language from the first paint (in Chromium: 指标 | 数值 at once, where 4.7 s of English was seen before)."""
     from app.i18n import L
+    from app.tabs import profile, runs
     from app.tabs.evaluate import METRIC_COLUMNS, PREDICTION_COLUMNS
     from app.ui import build_ui
 
     demo = build_ui(board)
-    for elem_id, columns in (("lf-eval-metrics", METRIC_COLUMNS), ("lf-eval-predictions", PREDICTION_COLUMNS)):
+    # History's run table and its profile table were built with the column keys too ("id | kind | status ...")
+    for elem_id, columns in (("lf-eval-metrics", METRIC_COLUMNS), ("lf-eval-predictions", PREDICTION_COLUMNS),
+                             ("lf-runs-table", runs.COLUMNS), ("lf-profile-table", profile.COLUMNS)):
         table = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == elem_id)
         assert [str(h) for h in table.get_config()["headers"]] == [str(L(f"col_{c}")) for c in columns]

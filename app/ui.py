@@ -61,7 +61,7 @@ def build_ui(board: Board) -> gr.Blocks:
             "predict": ("evaluate", eval_tab.watched),
             "export": ("export", export_tab.watched),
         }
-        runs.wire(runs_tab, board, demo, tabs, watchers, top.lang, opened=tab_history, follow=top.follow)
+        runs.wire(runs_tab, board, demo, tabs, watchers, top.lang, top.follow, opened=tab_history)
         # a page that watches no run in a tab (another browser than the one that started it) watches the live one
         watched = [train_tab.watched, eval_tab.watched, export_tab.watched]
         topbar.follow_started_runs(top, board, watched)

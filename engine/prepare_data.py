@@ -13,6 +13,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from engine.wording import counted
+
 logger = logging.getLogger(__name__)
 
 
@@ -20,9 +22,10 @@ def _count(value: Any) -> str:
     return f"{int(value):,}" if isinstance(value, (int, float)) else "?"
 
 
-def _plural(noun: str, value: Any) -> str:
-    """``noun`` agreeing with ``value`` (a count as :func:`_count` shows it; plural for one it cannot read)."""
-    return noun if isinstance(value, (int, float)) and value == 1 else noun + "s"
+def _counted(value: Any, noun: str) -> str:
+    """``value`` and ``noun`` agreeing (:func:`engine.wording.counted`); "?" and the plural for a count it cannot
+    read."""
+    return counted(int(value), noun) if isinstance(value, (int, float)) else f"? {noun}s"
 
 
 def split_lines(stats: dict[str, Any], cutoff_len: int, prompts: bool = False) -> list[str]:
@@ -43,8 +46,7 @@ def split_lines(stats: dict[str, Any], cutoff_len: int, prompts: bool = False) -
         tokens = f"{_count(part.get('total_tokens'))} tokens"
         if not prompts:
             tokens += f", {_count(part.get('trainable_tokens'))} trained on"
-        lines.append(f"{split}: {_count(part.get('rows'))} {_plural('row', part.get('rows'))} -> "
-                     f"{_count(part.get('kept'))} {_plural(unit, part.get('kept'))} "
+        lines.append(f"{split}: {_counted(part.get('rows'), 'row')} -> {_counted(part.get('kept'), unit)} "
                      f"({', '.join(notes)}); {tokens}")
     return lines
 

@@ -230,12 +230,11 @@ def resume_runs(board: Board, run_ids: list[str], lang: str) -> tuple[str, list[
 
 
 def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: dict[str, Any], lang: gr.State,
-         opened: gr.Tab | None = None, follow: gr.State | None = None) -> None:
+         follow: gr.State, opened: gr.Tab | None = None) -> None:
     """``watchers`` maps a run kind to the (tab id, watched-run state) that shows it; ``opened`` is the History tab,
     whose table is brought up to date as it is opened instead of at the timer's next tick; ``follow`` is the top bar's
     (app.topbar.TopBar.follow): a live training run this page takes up (Watch) or starts (Resume, one run), whose final
     output the checkpoint picker takes when it completes."""
-    follow_out = [follow] if follow is not None else []
     private = {"api_visibility": "private"}
 
     def on_refresh(known, selected, lang_code, force=False):
@@ -303,7 +302,7 @@ def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: d
     states = [watchers[k][1] for k in kinds]
 
     def on_watch(selected, lang_code):
-        skip = [gr.skip() for _ in (*states, *follow_out)]
+        skip = [gr.skip() for _ in (*states, follow)]
         if not selected or len(selected) != 1:
             return [t(lang_code, "runs_pick_one"), gr.skip(), *skip]
         run_id = selected[0]
@@ -313,10 +312,9 @@ def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: d
             return [t(lang_code, "runs_cannot_watch", kind=kind), gr.skip(), *skip]
         values = [run_id if k == kind else gr.skip() for k in kinds]
         live = kind == "train" and info.get("status") in ("queued", "running")
-        followed = [follow_started(run_id) if live else gr.skip() for _ in follow_out]
-        return ["", gr.Tabs(selected=watchers[kind][0]), *values, *followed]
+        return ["", gr.Tabs(selected=watchers[kind][0]), *values, follow_started(run_id) if live else gr.skip()]
 
-    tab.watch_btn.click(on_watch, [tab.selected, lang], [tab.message, tabs, *states, *follow_out], **private)
+    tab.watch_btn.click(on_watch, [tab.selected, lang], [tab.message, tabs, *states, follow], **private)
 
     def on_abort(selected, lang_code):
         if not selected:
@@ -332,7 +330,7 @@ def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: d
     tab.abort_btn.click(on_abort, [tab.selected, lang], tab.message, **private)
 
     def on_resume(selected, known, lang_code):
-        nothing = [gr.skip() for _ in range(4 + len(follow_out))]
+        nothing = [gr.skip() for _ in range(5)]
         if not selected:
             return t(lang_code, "runs_pick_some"), *nothing
         message, new_ids = resume_runs(board, list(selected), lang_code)
@@ -340,13 +338,13 @@ def wire(tab: RunsTab, board: Board, demo: gr.Blocks, tabs: gr.Tabs, watchers: d
             return message, *nothing
         frame, ids = table_frame(board, lang_code)
         snapshot = [frame.to_dict("split")["data"], lang_code]
-        followed = [follow_started(new_ids[0]) if len(new_ids) == 1 else gr.skip() for _ in follow_out]
+        followed = follow_started(new_ids[0]) if len(new_ids) == 1 else gr.skip()
         return (message, frame, gr.update(choices=run_choices(ids), value=new_ids), snapshot, gr.update(visible=False),
-                *followed)
+                followed)
 
     tab.resume_btn.click(
         on_resume, [tab.selected, tab.known, lang],
-        [tab.message, tab.table, tab.selected, tab.known, tab.empty, *follow_out], **private
+        [tab.message, tab.table, tab.selected, tab.known, tab.empty, follow], **private
     )
 
     def on_delete(selected, lang_code):

@@ -14,7 +14,7 @@ import pickle
 from pathlib import Path
 from typing import Any
 
-from engine.checkpoints import read_adapter_config
+from engine.checkpoints import read_adapter_config, read_saved_config
 from engine.config import RunConfig
 from engine.errors import UserError
 
@@ -31,13 +31,6 @@ SHAPING = ("model_name_or_path", "finetuning_type", "lora_rank", "lora_target", 
            "add_tokens", "add_special_tokens", "quantization_bit", "stage")
 
 
-def _saved_config(folder: Path) -> dict[str, Any]:
-    """The flat config saved beside the checkpoint (lf_config.yaml; {} when absent or broken, which is named)."""
-    from engine.checkpoints import read_saved_config
-
-    return read_saved_config(folder)
-
-
 def _current(cfg: RunConfig) -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for section in (cfg.model, cfg.finetuning):
@@ -47,7 +40,7 @@ def _current(cfg: RunConfig) -> dict[str, Any]:
 
 def differences(cfg: RunConfig, folder: Path) -> list[str]:
     """``key: saved -> now`` for each weight-shaping setting the checkpoint was saved with that this run changes."""
-    saved, now = _saved_config(folder), _current(cfg)
+    saved, now = read_saved_config(folder), _current(cfg)
     return [f"`{key}: {saved[key]}` (this run: `{now.get(key)}`)" for key in SHAPING
             if key in saved and key in now and saved[key] != now.get(key)]
 
@@ -77,7 +70,7 @@ def check_fits(cfg: RunConfig, folder: Path) -> None:
     ft = cfg.finetuning
     has_adapter = any((folder / name).is_file() for name in ADAPTER_FILES)
     has_full = any((folder / name).is_file() for name in FULL_FILES)
-    saved = _saved_config(folder)
+    saved = read_saved_config(folder)
     was = f"a `finetuning_type: {saved['finetuning_type']}` run" if isinstance(saved.get("finetuning_type"), str) \
         else "another run"
     fix = "Resume it with the settings it was trained with."
@@ -154,7 +147,7 @@ def guard_loads(trainer: Any, cfg: RunConfig, checkpoint: str) -> None:
                 changed = differences(cfg, Path(checkpoint))
                 if changed:
                     saved = f" It was saved with {', '.join(changed)}"
-                elif _saved_config(Path(checkpoint)):
+                elif read_saved_config(Path(checkpoint)):
                     saved = " The settings saved beside it match this run's, so it may be damaged"
                 elif (Path(checkpoint) / "lf_config.yaml").is_file():
                     saved = " Its lf_config.yaml, which would tell the settings it was saved with, cannot be read"

@@ -69,9 +69,9 @@ def _unquantized(folder):
 
 
 def _saved_config(folder):
-    from engine.train.resume_fit import _saved_config
+    from engine.checkpoints import read_saved_config  # what the resume checks read it with
 
-    return _saved_config(folder)
+    return read_saved_config(folder)
 
 
 def _rm_adapter(folder):

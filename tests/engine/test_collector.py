@@ -73,12 +73,17 @@ print("RESULT " + json.dumps(states + [gc.isenabled(), gc.get_freeze_count()]))
     assert run_python(code, LF_PAUSE_GC="0") == [False, True, True, 0]
 
 
-def test_settle_and_finish_do_nothing_where_the_entry_point_did_not_pause():
-    # this pytest process (like a notebook calling engine.cli.main) keeps its collector as it was
-    enabled, frozen = gc.isenabled(), gc.get_freeze_count()
+def test_settle_and_finish_do_nothing_where_the_entry_point_did_not_pause(monkeypatch):
+    # this pytest process (like a notebook calling engine.cli.main) keeps its collector as it was: neither calls
+    # into gc at all. (Not read off gc.get_freeze_count(): a frozen object that another thread frees while this
+    # test runs leaves the permanent generation, and the count drifts by itself.)
+    calls = []
+    for name in ("freeze", "unfreeze", "collect", "enable", "disable"):
+        monkeypatch.setattr(gc, name, lambda *a, _name=name, **k: calls.append(_name))
+    enabled = gc.isenabled()
     collector.settle()
     collector.finish()
-    assert gc.isenabled() == enabled and gc.get_freeze_count() == frozen
+    assert calls == [] and gc.isenabled() == enabled
 
 
 @pytest.fixture
@@ -101,13 +106,16 @@ def test_the_bulk_data_phase_pauses_collection_and_leaves_this_process_as_it_was
     assert gc.isenabled() == enabled and gc.get_freeze_count() == 0  # put back
 
 
-def test_the_bulk_data_phase_leaves_what_the_process_froze_itself_frozen(nothing_frozen):
+def test_the_bulk_data_phase_leaves_what_the_process_froze_itself_frozen(nothing_frozen, monkeypatch):
     gc.freeze()  # as this suite's conftest does (or a program of its own)
     frozen = gc.get_freeze_count()
+    calls = []  # what the phase asks of gc besides collecting (the count alone can drift down: see above)
+    for name in ("freeze", "unfreeze"):
+        monkeypatch.setattr(gc, name, lambda *a, _real=getattr(gc, name), _name=name: calls.append(_name) or _real())
     with collector.bulk_phase():
         inside = gc.isenabled(), gc.get_freeze_count()
-    assert inside == (False, frozen)  # paused; nothing more frozen for the phase
-    assert gc.isenabled() and gc.get_freeze_count() == frozen  # and nothing thawed after it
+    assert inside[0] is False and calls == []  # paused; nothing more frozen for the phase
+    assert gc.isenabled() and calls == [] and gc.get_freeze_count() > frozen // 2  # and nothing thawed after it
 
 
 def test_the_bulk_data_phase_in_a_command_keeps_what_it_froze():

@@ -9,7 +9,8 @@ and numbers of a key that is fractional somewhere become floats. :func:`write_da
 list (``calls``), as JSON lines (``calls_lines``) and, for ``split``, the JSON list read through ``train[1:]``; each
 case is tokenized by LLaMA-Factory's own ``get_dataset`` (sft, the ``special`` test tokenizer, the template named) and
 each training row's input ids and labels are kept, with its decoded text to read, for
-tests/engine/test_openai_typing_lf.py. Nothing of LLaMA-Factory is copied here.
+tests/engine/test_openai_typing_lf.py. Llama 3's tool prompt is given :data:`tests.golden.generate.FIXED_DATE` as
+the day it runs (the test gives ours the date the golden holds). Nothing of LLaMA-Factory is copied here.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 from tests.golden.compare_stream import HIDE_MEDIA_LIBS
+from tests.golden.generate import FIXED_DATE
 
 JSON_PATH = Path(__file__).with_name("lf_openai_typing.json.gz")
 CASES = {
@@ -128,7 +130,13 @@ def write_data(folder: Path) -> Path:
 
 
 THEIRS = HIDE_MEDIA_LIBS + r"""
-import json, sys
+import datetime, json, sys
+from llamafactory.data import tool_utils
+class FixedDatetime(datetime.datetime):  # Llama 3's tool prompt writes the day it runs: a fixed one (FIXED_DATE)
+    @classmethod
+    def now(cls, tz=None):
+        return datetime.datetime.strptime(sys.argv[2], "%Y-%m-%d")
+tool_utils.datetime = FixedDatetime
 from llamafactory.hparams import get_train_args
 from llamafactory.model import load_tokenizer
 from llamafactory.data import get_template_and_fix_tokenizer, get_dataset
@@ -156,7 +164,8 @@ def main() -> None:
             args = {"model_name_or_path": str(tokenizer), "stage": "sft", "do_train": True, "finetuning_type": "lora",
                     "dataset_dir": str(data), "cutoff_len": 1024, "preprocessing_num_workers": 1,
                     "overwrite_cache": True, "report_to": "none", "output_dir": str(Path(tmp) / "out" / case), **keys}
-            proc = subprocess.run([python, "-c", THEIRS, json.dumps(args)], env=env, capture_output=True, text=True)
+            proc = subprocess.run([python, "-c", THEIRS, json.dumps(args), FIXED_DATE.strftime("%Y-%m-%d")], env=env,
+                                  capture_output=True, text=True)
             if proc.returncode:
                 raise SystemExit(f"{case}: LLaMA-Factory failed:\n{proc.stderr[-3000:]}")
             record["cases"][case] = {"config": keys, "rows": json.loads(proc.stdout.strip().splitlines()[-1])}

@@ -1,7 +1,8 @@
 """The status card between a Start click and the run it starts.
 
-Train's and Evaluate's status cards follow the run a tab watches on the tab's timer. Start's handler checks the form
-and queues the run, which takes a moment (more on a busy machine), and the card went on showing what it showed before:
+Train's, Evaluate's and Export's status cards follow the run a tab watches on the tab's timer. Start's handler checks
+the form and queues the run, which takes a moment (more on a busy machine), and the card went on showing what it showed
+before:
 "No run yet" (or the previous run, as if it were the new one) until the first tick after that handler. Now a click
 shows a "starting" card at once, the tab's ticks leave it alone meanwhile (the tab keeps :data:`STARTING` as the
 marker of what it shows), and the card of the run started (or, when Start started nothing, of the run watched

@@ -1,4 +1,4 @@
-"""Train's and Evaluate's status card between a Start click and the run it starts (app.start_card).
+"""Train's, Evaluate's and Export's status card between a Start click and the run it starts (app.start_card).
 
 The card said "No run yet" (or showed the run watched before, as if it were the new one) until the first timer tick
 after Start's handler had answered: a second or more, 15 s on a busy machine. Now the click shows a "starting" card
@@ -22,10 +22,10 @@ def demo(board, monkeypatch):
     return build_ui(board)
 
 
-@pytest.mark.parametrize(("button", "status", "name"), [("lf-train-start", "lf-train-status", "train"),
-                                                         ("lf-eval-start", "lf-eval-status", "eval")])
+@pytest.mark.parametrize(("button", "status"), [("lf-train-start", "lf-train-status"),
+                                                 ("lf-eval-start", "lf-eval-status")])
 @pytest.mark.parametrize(("lang", "words"), [("en", "Starting: checking the settings"), ("zh", "正在启动：检查设置")])
-def test_a_click_on_start_shows_a_starting_card_at_once(board, demo, button, status, name, lang, words):
+def test_a_click_on_start_shows_a_starting_card_at_once(board, demo, button, status, lang, words):
     fns = chain(demo, button)
     first, start = fns[0], fns[1]
     assert start is start_of(demo, button) and not first.queue  # answered at once, not behind the queue
@@ -47,4 +47,17 @@ def test_a_start_that_starts_nothing_puts_the_watched_runs_card_back(board, demo
     fns = chain(demo, "lf-eval-start")
     _, seen = fns[0].fn("en")
     drawn = fns[2].fn("", seen, "en", "Nothing was started.", None)  # nothing watched: "No run yet" again
+    assert "No run yet" in drawn[0]
+
+
+def test_export_shows_a_starting_card_at_once_too(board, demo):
+    fns = chain(demo, "lf-export-start")
+    first, start, after = fns[:3]
+    assert not first.queue and getattr(start.fn, "__name__", "") == "on_start"
+    card, seen = first.fn("zh")
+    assert first.outputs[0].elem_id == "lf-export-status" and "正在启动" in card
+    tick = next(f for f in demo.fns.values() if any(t[1] == "tick" for t in f.targets)
+                and first.outputs[0] in f.outputs)
+    assert tick.fn("", seen, "zh") == (gr.skip(),) * 5
+    drawn = after.fn("", seen, "en")  # nothing started (no adapter picked): the card of what was watched
     assert "No run yet" in drawn[0]

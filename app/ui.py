@@ -12,7 +12,7 @@ from typing import Any
 
 import gradio as gr
 
-from app import api, page_forms, page_memory, progress_view, topbar
+from app import api, page_follow, page_forms, page_memory, progress_view, topbar
 from app.context import Board
 from app.handler_errors import guard_handlers
 from app.i18n import L
@@ -71,6 +71,7 @@ def build_ui(board: Board) -> gr.Blocks:
         page = page_memory.build()  # what a browser tab keeps across a reload
         page_memory.wire(page, board, demo, top.lang, chat_tab, runs_tab)
         page_forms.wire(page, board, page_forms.tab_forms(eval_tab, export_tab))
+        page_follow.wire(page, board, top.follow, top.checkpoint)  # what the checkpoint picker follows, too
         rl_timers = [train_tab.rl_live.timer] if train_tab.rl_live is not None else []
         pause_hidden_tabs([  # polling only where a page shows a run (the top bar's timer always runs)
             TabTimers(tab_train, [train_tab.timer, *rl_timers], gate=train_tab.watched),

@@ -277,6 +277,43 @@ def to_chatbot(convo: list[dict[str, Any]], lang: str) -> list[dict[str, Any]]:
     return shown
 
 
+WAIT_POLL = 0.5
+"""Seconds between the looks at a loading worker while a message sent meanwhile waits for it."""
+
+
+def waiting_bubble(lang: str) -> dict[str, Any]:
+    """What the chat box shows under the conversation while a message waits for the model's load to finish (the
+    message itself stays in the box, which takes no typing meanwhile)."""
+    return {"role": "assistant", "content": "", "metadata": {"title": t(lang, "chat_waiting_for_load"),
+                                                             "status": "pending"}}
+
+
+def waiting_shown(shown: Any) -> bool:
+    """Whether the chat box (as the page sends it) ends with :func:`waiting_bubble`."""
+    last = shown[-1] if isinstance(shown, list) and shown else None
+    return isinstance(last, dict) and (last.get("metadata") or {}).get("status") == "pending"
+
+
+def box_value(value: dict[str, Any], waited: bool) -> Any:
+    """The message box's new value; after a wait for the load, also made editable again."""
+    return gr.update(value=value, interactive=True) if waited else value
+
+
+def wait_until_ready(board: Board, servers: dict[str, str] | None, timeout: float = LOAD_TIMEOUT,
+                     poll: float = WAIT_POLL) -> dict[str, dict[str, Any]] | None:
+    """The page's chat workers once all of them are ready; None when one of them ended meanwhile (its load failed or
+    timed out, an Unload, a Load of another model) or after ``timeout`` seconds."""
+    sides, deadline = set(live_servers(board, servers)), time.time() + timeout
+    while time.time() < deadline:
+        live = live_servers(board, servers)
+        if set(live) != sides:
+            return None
+        if all(s.get("ready") for s in live.values()):
+            return live
+        time.sleep(poll)
+    return None
+
+
 def refusal_text(err: chat_media.UploadRefused, lang: str) -> str:
     """The translated message of a refused upload (media kinds in the page's language)."""
     params = dict(err.params)
@@ -370,7 +407,7 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
             return
         live = live_servers(board, servers)
-        if "main" not in live or not live["main"].get("ready"):
+        if "main" not in live:
             yield (gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gone_text(board, servers, live, lang))
             return
         try:
@@ -389,6 +426,13 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             yield (gr.skip(),) * 5 + (problems_text(lang, t(lang, "chat_problems"), refused),)
             return
         sampling = collect(tab.keys, list(values))
+        waited = not all(s.get("ready") for s in live.values())
+        if waited:  # Load pressed, the model still loads: the message waits in the box and is sent once it is ready
+            yield gr.update(interactive=False), [*to_chatbot(convo, lang), waiting_bubble(lang)], *(gr.skip(),) * 4
+            live = wait_until_ready(board, servers)
+            if live is None:  # the load failed or was ended (its line says why): the message stays in the box, unsent
+                yield gr.update(interactive=True), to_chatbot(convo, lang), *(gr.skip(),) * 4
+                return
         request = {
             "temperature": sampling.get("temperature"),
             "top_p": sampling.get("top_p"),
@@ -410,7 +454,7 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         def frame(note: str | None = None):
             full = {s: convos[s] + ([replies[s]] if s in replies else []) for s in SIDES}
             return (
-                {"text": "", "files": []},
+                box_value({"text": "", "files": []}, waited),
                 to_chatbot(full["main"], lang),
                 to_chatbot(full["base"], lang),
                 full["main"],
@@ -440,7 +484,7 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         if errors and not any(replies[s]["content"] or replies[s].get("tool_calls") for s in sides):
             # refused before a word (a prompt too long for the model, a worker gone): the turn is taken back and
             # its text returned to the box, so that the next message is not refused for this one too
-            yield ({"text": text, "files": files}, to_chatbot(convo, lang), to_chatbot(convo_base, lang), convo,
+            yield (box_value({"text": text, "files": files}, waited), to_chatbot(convo, lang), to_chatbot(convo_base, lang), convo,
                    convo_base, note)
             return
         yield frame(note)
@@ -463,7 +507,15 @@ def wire(tab: ChatTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     }
     send_click = tab.send_btn.click(on_send, **send_io)
     send_submit = tab.message.submit(on_send, **send_io)
-    tab.stop_btn.click(None, None, None, cancels=[send_click, send_submit], **private)
+
+    def on_stop(shown, convo, lang):
+        # a message waiting for the load stays in the box, unsent: the box takes typing again and the waiting note goes
+        if waiting_shown(shown):
+            return gr.update(interactive=True), to_chatbot(convo, lang)
+        return gr.update(interactive=True), gr.skip()
+
+    tab.stop_btn.click(on_stop, [tab.chatbot, tab.convo, top.lang], [tab.message, tab.chatbot],
+                       cancels=[send_click, send_submit], show_progress="hidden", **private)
     tab.clear_btn.click(
         lambda: ([], [], [], []), None, [tab.chatbot, tab.chatbot_base, tab.convo, tab.convo_base], **private
     )

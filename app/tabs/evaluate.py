@@ -10,7 +10,7 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
-from app import forms, progress_view, start_line
+from app import forms, progress_view, start_card, start_line
 from app.context import Board
 from app.engine_text import form_problems_text
 from app.i18n import L, t
@@ -269,12 +269,13 @@ def wire(tab: EvaluateTab, top: TopBar, board: Board, demo: gr.Blocks, opened: g
         return message, run_id if run_id else gr.skip(), start_line.track(message, run_id)
 
     inputs = [*top.values(), tab.mode, tab.dataset_dir, tab.dataset, *tab.fields.values(), top.lang]
-    tab.start_btn.click(on_start, inputs, [tab.message, tab.watched, tab.started], **private)
     tab.abort_btn.click(
         lambda run_id, lang: abort_run(board, run_id, lang), [tab.watched, top.lang], tab.message, **private
     )
 
     def on_tick(run_id: str, seen: Any, lang: str, message: Any, started: Any):
+        if start_card.is_starting(seen):  # Start's handler has not answered yet: the card says "starting"
+            return (gr.skip(),) * 8
         line = start_line.follow(board, started, message, lang)  # "queued (position 1)" follows the run and language
         view = progress_view.watch(board, run_id, seen, lang)
         if view is None:
@@ -298,12 +299,18 @@ def wire(tab: EvaluateTab, top: TopBar, board: Board, demo: gr.Blocks, opened: g
         )
 
     # and at once when the page's language is known, so a card never shows the board's default language first
-    gr.on(
-        [tab.timer.tick, top.lang.change],
-        on_tick,
-        [tab.watched, tab.seen, top.lang, tab.message, tab.started],
-        [tab.status, tab.log, tab.error, tab.metrics, tab.predictions, tab.seen, tab.message, tab.started],
-        show_progress="hidden",
-        concurrency_limit=None,
+    tick_io = {
+        "inputs": [tab.watched, tab.seen, top.lang, tab.message, tab.started],
+        "outputs": [tab.status, tab.log, tab.error, tab.metrics, tab.predictions, tab.seen, tab.message, tab.started],
+        "show_progress": "hidden",
+        "concurrency_limit": None,
         **private,
-    )
+    }
+    gr.on([tab.timer.tick, top.lang.change], on_tick, **tick_io)
+
+    def after_start(run_id: str, seen: Any, *rest: Any):
+        return on_tick(run_id, None, *rest)  # the started run's card (or the one watched before) over "starting"
+
+    tab.start_btn.click(start_card.starting, top.lang, [tab.status, tab.seen], queue=False, show_progress="hidden",
+                        **private).then(
+        on_start, inputs, [tab.message, tab.watched, tab.started], **private).then(after_start, **tick_io)

@@ -14,7 +14,7 @@ from typing import Any
 
 import gradio as gr
 
-from app import forms, progress_view
+from app import forms, progress_view, start_card
 from app.context import Board
 from app.engine_text import form_problems_text
 from app.i18n import L, t
@@ -52,10 +52,10 @@ def build(board: Board) -> ExportTab:
         for key in forms.EXPORT_KEYS:
             fields[key] = make_widget(key, {"export_size": 1}.get(key), tab="export")
     with gr.Row():
-        start_btn = gr.Button(L("export_start"), variant="primary")
+        start_btn = gr.Button(L("export_start"), variant="primary", elem_id="lf-export-start")
         abort_btn = gr.Button(L("job_abort"), variant="stop")
     message = SafeMarkdown()
-    status = gr.HTML(progress_view.first_card(board.default_lang), js_on_load=None)
+    status = gr.HTML(progress_view.first_card(board.default_lang), js_on_load=None, elem_id="lf-export-status")
     result = gr.HTML(js_on_load=None)
     error = gr.Textbox(label=L("train_error"), lines=8, visible=False, elem_classes=["lf-error"])
     log = gr.Textbox(label=L("train_log"), lines=8, max_lines=8, autoscroll=True, interactive=False,
@@ -175,17 +175,13 @@ def wire(tab: ExportTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         message, run_id = start_export(board, list(values), tab.keys, lang)
         return message, run_id if run_id else gr.skip()
 
-    tab.start_btn.click(
-        on_start,
-        [*top.values(), tab.export_dir, *tab.fields.values(), top.lang],
-        [tab.message, tab.watched],
-        **private,
-    )
     tab.abort_btn.click(
         lambda run_id, lang: abort_run(board, run_id, lang), [tab.watched, top.lang], tab.message, **private
     )
 
     def on_tick(run_id: str, seen: Any, lang: str):
+        if start_card.is_starting(seen):  # Start's handler has not answered yet: the card says "starting"
+            return (gr.skip(),) * 5
         view = progress_view.watch(board, run_id, seen, lang)
         if view is None:
             return (gr.skip(),) * 5
@@ -200,12 +196,19 @@ def wire(tab: ExportTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         )
 
     # and at once when the page's language is known, so a card never shows the board's default language first
-    gr.on(
-        [tab.timer.tick, top.lang.change],
-        on_tick,
-        [tab.watched, tab.seen, top.lang],
-        [tab.status, tab.log, tab.result, tab.error, tab.seen],
-        show_progress="hidden",
-        concurrency_limit=None,
+    tick_io = {
+        "inputs": [tab.watched, tab.seen, top.lang],
+        "outputs": [tab.status, tab.log, tab.result, tab.error, tab.seen],
+        "show_progress": "hidden",
+        "concurrency_limit": None,
         **private,
-    )
+    }
+    gr.on([tab.timer.tick, top.lang.change], on_tick, **tick_io)
+
+    def after_start(run_id: str, seen: Any, lang: str):
+        return on_tick(run_id, None, lang)  # the started run's card (or the one watched before) over "starting"
+
+    tab.start_btn.click(start_card.starting, top.lang, [tab.status, tab.seen], queue=False, show_progress="hidden",
+                        **private).then(
+        on_start, [*top.values(), tab.export_dir, *tab.fields.values(), top.lang], [tab.message, tab.watched],
+        **private).then(after_start, **tick_io)

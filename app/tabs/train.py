@@ -10,7 +10,7 @@ from typing import Any
 
 import gradio as gr
 
-from app import forms, progress_view, start_line
+from app import forms, progress_view, start_card, start_line
 from app.config_names import checked_config_name
 from app.context import Board
 from app.engine_text import form_problems_text
@@ -469,17 +469,14 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         # the checkpoint picker takes the run's final output when it completes (app.topbar.follow_run)
         return message, run_id, board.jobs.new_run_id("train"), follow_started(run_id), start_line.track(message, run_id)
 
-    tab.start_btn.click(
-        on_start, [*form, *tab.scaleout.inputs(), tab.pending, top.lang],
-        [tab.message, tab.watched, tab.pending, top.follow, tab.started],
-        **private,
-    ).then(on_form, **form_io)
     scaleout.wire(tab.scaleout, form, lambda values: mapping_of(tab.keys, values), top.lang)
     tab.abort_btn.click(
         lambda run_id, lang: abort_run(board, run_id, lang), [tab.watched, top.lang], tab.message, **private
     )
 
     def on_tick(run_id: str, seen: Any, lang: str, message: Any, started: Any):
+        if start_card.is_starting(seen):  # Start's handler has not answered yet: the card says "starting"
+            return (gr.skip(),) * 8
         line = start_line.follow(board, started, message, lang)  # "Run x started." follows the run and the language
         view = progress_view.watch(board, run_id, seen, lang)
         if view is None:
@@ -501,15 +498,23 @@ def wire(tab: TrainTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
         )
 
     # and at once when the page's language is known, so a card never shows the board's default language first
-    gr.on(
-        [tab.timer.tick, top.lang.change],
-        on_tick,
-        [tab.watched, tab.seen, top.lang, tab.message, tab.started],
-        [tab.status, tab.log, tab.loss_plot, tab.lr_plot, tab.error, tab.seen, tab.message, tab.started],
-        show_progress="hidden",
-        concurrency_limit=None,
+    tick_io = {
+        "inputs": [tab.watched, tab.seen, top.lang, tab.message, tab.started],
+        "outputs": [tab.status, tab.log, tab.loss_plot, tab.lr_plot, tab.error, tab.seen, tab.message, tab.started],
+        "show_progress": "hidden",
+        "concurrency_limit": None,
         **private,
-    )
+    }
+    gr.on([tab.timer.tick, top.lang.change], on_tick, **tick_io)
+
+    def after_start(run_id: str, seen: Any, *rest: Any):
+        return on_tick(run_id, None, *rest)  # the started run's card (or the one watched before) over "starting"
+
+    tab.start_btn.click(start_card.starting, top.lang, [tab.status, tab.seen], queue=False, show_progress="hidden",
+                        **private).then(
+        on_start, [*form, *tab.scaleout.inputs(), tab.pending, top.lang],
+        [tab.message, tab.watched, tab.pending, top.follow, tab.started], **private,
+    ).then(after_start, **tick_io).then(on_form, **form_io)
 
     def on_save(name, *values):
         *values, lang = values

@@ -17,6 +17,7 @@ import pytest
 
 from app import catalog
 from app.ui import build_ui
+from tests.app.test_start_line import start_of
 
 HEADER = b"{}"
 
@@ -131,8 +132,7 @@ def test_a_second_page_is_not_moved_by_the_first_pages_run(board, page):
 def test_train_start_makes_the_page_follow_its_run(board, page):
     """Start on the Train tab (with the page's form as built) makes the page follow the run it started."""
     demo, _ = page
-    start = next(f for f in demo.fns.values()
-                 if any(getattr(demo.blocks.get(t[0]), "elem_id", None) == "lf-train-start" for t in f.targets))
+    start = start_of(demo, "lf-train-start")
     values = [c.value if not isinstance(c, gr.Textbox) or c.elem_id != "lf-lang-code" else "en" for c in start.inputs]
     outputs = start.fn(*values)
     follow = dict(zip(start.outputs, outputs, strict=True))

@@ -223,9 +223,9 @@ def test_the_page_sends_its_tab_id_and_keeps_each_change(board):
     page_id = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lf-page-id")
     savers = [fn for fn in demo.fns.values() if page_id in fn.inputs and fn.outputs == []
               and {n for _, n in fn.targets} == {"change"}]
-    assert len(savers) == 2  # the conversation (either side) and the History selection
+    assert len(savers) == 3  # the conversation (either side), the History selection, the run the picker follows
     assert all(fn.trigger_mode == "always_last" for fn in savers)
-    assert sum(len(fn.targets) for fn in savers) == 3
+    assert sum(len(fn.targets) for fn in savers) == 4
     compare = next(b for b in demo.blocks.values() if isinstance(b, page_memory.gr.Checkbox)
                    and str(getattr(b, "label", "")) == str(chat.L("chat_compare")))
     kept = [fn for fn in demo.fns.values() if fn.inputs[:2] == [page_id, compare] and fn.outputs == []]

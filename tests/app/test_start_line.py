@@ -23,9 +23,18 @@ def tick_of(demo, status_id: str):
                 and any(t[1] == "tick" for t in f.targets))
 
 
+def chain(demo, button_id: str) -> list:
+    """The functions a click of the button runs, in order (the click's, then each ``.then``'s)."""
+    fns = [next(f for f in demo.fns.values() if not f.is_cancel_function and any(
+        getattr(demo.blocks.get(t[0]), "elem_id", None) == button_id and t[1] == "click" for t in f.targets))]
+    while nxt := [f for f in demo.fns.values() if f.trigger_after is not None and demo.fns[f.trigger_after] is fns[-1]]:
+        fns.append(nxt[0])
+    return fns
+
+
 def start_of(demo, button_id: str):
-    return next(f for f in demo.fns.values()
-                if any(getattr(demo.blocks.get(t[0]), "elem_id", None) == button_id for t in f.targets))
+    """The tab's Start handler (after the click's "starting" card, app.start_card)."""
+    return next(f for f in chain(demo, button_id) if getattr(f.fn, "__name__", "") == "on_start")
 
 
 def page_values(fn, lang: str) -> list:

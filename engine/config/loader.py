@@ -19,10 +19,12 @@ import yaml
 
 from engine.config import lf_keys
 from engine.config.cross_checks import cross_checks
-from engine.config.hf_values import hf_training_keys, hf_value_problem
+from engine.config.hf_values import hf_choice_problem, hf_training_keys, hf_value_problem
 from engine.config.limits import (
+    LIST_TEXT_KEYS,
     MAX_CONFIG_BYTES,
     MAX_WHOLE_NUMBER,
+    TEXT_KINDS,
     expansion_problem,
     format_problems,
     key_problem,
@@ -231,8 +233,11 @@ def coerce_value(key: str, value: Any, tp: Any) -> Any:
             raise ValueError(non_finite_problem(key, value if isinstance(value, str) else number))
         return number
     if base is str:
-        if isinstance(value, (list, tuple)):
+        if isinstance(value, (list, tuple)) and key in LIST_TEXT_KEYS:
             value = ",".join(str(v) for v in value)
+        elif isinstance(value, (list, tuple)):
+            raise ValueError(f"`{key}: {shown(value)}` must be {TEXT_KINDS.get(key, 'text')}, not a list; give one "
+                             "value (quote it if it holds brackets).")
         if isinstance(value, dict) and key in INLINE_JSON_KEYS:  # transformers' own form: the settings inline
             if non_finite_inside(value) is not None:
                 raise ValueError(non_finite_problem(key, non_finite_inside(value)))
@@ -304,6 +309,8 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
                 values[section][key] = value  # (LLaMA-Factory tells `1`, one row, from `1.0`, every row)
             meta = f.metadata
             v = values[section][key]
+            if key == "optim" and (wrong := hf_choice_problem(key, v)):  # transformers refuses it after the load
+                problems.append(wrong)
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 if "min" in meta and v < meta["min"] and not meta.get("off_below_min"):
                     problems.append(f"`{key}: {v}` is below the minimum {meta['min']}; raise it.")

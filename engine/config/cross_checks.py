@@ -128,7 +128,7 @@ def _cutoff_problems(data: Any) -> list[str]:
         return [f"`cutoff_len: {data.cutoff_len}` with `{'neat_packing' if data.neat_packing else 'packing'}: true` "
                 "leaves no token per row: packing takes one token off cutoff_len, as in LLaMA-Factory (which fails "
                 "on this config); raise cutoff_len to 2 or more, or turn packing off."]
-    if data.cutoff_len < TINY_CUTOFF:
+    if 1 <= data.cutoff_len < TINY_CUTOFF:  # (below 1 it is refused by its bound: no warning that it is kept)
         logger.warning("`cutoff_len: %d` keeps at most %s of each row (less with packing), so most rows are "
                        "cut short and some may have no token left to train on (kept, as LLaMA-Factory keeps them); "
                        "raise cutoff_len to train on whole examples.", data.cutoff_len, counted(data.cutoff_len, "token"))

@@ -177,6 +177,7 @@ def _base_type(tp: Any) -> tuple[type | None, bool]:
     return (tp if isinstance(tp, type) else None), False
 
 
+_KIND_WORDS = {str: "a value", int: "a whole number", float: "a number", bool: "true or false"}
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
 
@@ -197,10 +198,12 @@ def coerce_value(key: str, value: Any, tp: Any) -> Any:
         extra = f" Did you mean {hint[0]!r}?" if hint else ""
         raise ValueError(f"`{key}: {shown(value)}` is not a valid choice; use one of {listed}.{extra}")
     base, optional = _base_type(tp)
+    if isinstance(value, (list, tuple)) and not value and key in LIST_TEXT_KEYS:
+        value = None  # `lora_target: []` names nothing, as an empty value does
     if value is None or (optional and isinstance(value, str) and value.strip().lower() in ("null", "none")):
         if optional:
             return None
-        raise ValueError(f"`{key}` cannot be empty; give a {base.__name__ if base else 'value'}.")
+        raise ValueError(f"`{key}` cannot be empty; give {_KIND_WORDS.get(base, 'a value')}.")
     if base is bool:
         if isinstance(value, bool):
             return value

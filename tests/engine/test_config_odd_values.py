@@ -41,3 +41,38 @@ def test_a_cutoff_refused_by_its_bound_is_not_also_said_to_be_kept(caplog):
     with caplog.at_level(logging.WARNING, logger="engine.config.cross_checks"), pytest.raises(ConfigError):
         build_config({**BASE, "cutoff_len": 0})
     assert "keeps at most" not in caplog.text
+
+
+@pytest.mark.parametrize(("values", "words"), [
+    ({"lr_scheduler_type": "reduce_lr_on_plateau"}, "needs `eval_strategy: steps` or `epoch`"),
+    ({"lr_scheduler_type": "cosine_with_min_lr"}, "needs its floor in `lr_scheduler_kwargs`"),
+    ({"lr_scheduler_type": "warmup_stable_decay"}, "needs the length of its decay in `lr_scheduler_kwargs`"),
+    ({"load_best_model_at_end": True}, "set `save_strategy` and `eval_strategy` alike (now steps and no)"),
+])
+def test_schedules_transformers_fails_on_at_the_trainers_start_are_refused(values, words):
+    """Each passed the check and failed when the trainer built its scheduler (or checked its strategies), after the
+    model had loaded; transformers' own TrainingArguments and get_scheduler are what refuse them there."""
+    with pytest.raises(ConfigError) as info:
+        build_config({**BASE, **values})
+    assert words in str(info.value)
+
+
+@pytest.mark.parametrize("values", [
+    {"lr_scheduler_type": "reduce_lr_on_plateau", "eval_strategy": "steps", "eval_steps": 5, "val_size": 0.2},
+    {"lr_scheduler_type": "cosine_with_min_lr", "lr_scheduler_kwargs": {"min_lr_rate": 0.1}},
+    {"lr_scheduler_type": "cosine_with_min_lr", "lr_scheduler_kwargs": '{"min_lr": 1e-6}'},
+    {"lr_scheduler_type": "warmup_stable_decay", "lr_scheduler_kwargs": {"num_decay_steps": 3}},
+    {"load_best_model_at_end": True, "eval_strategy": "steps", "eval_steps": 5, "save_steps": 5, "val_size": 0.2},
+])
+def test_the_same_schedules_with_what_they_need_are_taken_and_transformers_builds_them(values, tmp_path):
+    import torch
+    from transformers import TrainingArguments, get_scheduler
+
+    cfg = build_config({**BASE, **values})
+    kwargs = {"use_cpu": True, "report_to": [], "lr_scheduler_type": cfg.train.lr_scheduler_type,
+              "eval_strategy": cfg.train.eval_strategy, "eval_steps": cfg.train.eval_steps,
+              "save_steps": cfg.train.save_steps, **cfg.extra}
+    args = TrainingArguments(str(tmp_path), **kwargs)
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    get_scheduler(args.lr_scheduler_type, optimizer, num_warmup_steps=0, num_training_steps=10,
+                  scheduler_specific_kwargs=args.lr_scheduler_kwargs)

@@ -126,3 +126,10 @@ def hf_choice_problem(key: str, value: Any) -> str | None:
             return (f"`{key}: {shorten(str(word), 60)}` is not a value transformers knows; use one of "
                     f"{', '.join(choices)}.{hint}")
     return None
+
+
+def hf_yaml_no(key: str, value: Any) -> Any:
+    """``no`` for a YAML ``no`` (which YAML 1.1 reads as false) given to a key whose values include it
+    (``logging_strategy: no``), as the typed keys take it (``save_strategy: no``); any other value as given."""
+    known = hf_choices(key) if value is False else None
+    return "no" if known is not None and "no" in known[0] else value

@@ -19,7 +19,7 @@ import yaml
 
 from engine.config import lf_keys
 from engine.config.cross_checks import cross_checks
-from engine.config.hf_values import hf_choice_problem, hf_training_keys, hf_value_problem
+from engine.config.hf_values import hf_choice_problem, hf_training_keys, hf_value_problem, hf_yaml_no
 from engine.config.limits import (
     LIST_TEXT_KEYS,
     MAX_CONFIG_BYTES,
@@ -342,12 +342,13 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
         vocabulary = sorted(set(known) | hf_keys)
         for key in unknown:
             if key in hf_keys:
-                if non_finite_inside(mapping[key]) is not None:
-                    problems.append(non_finite_problem(key, non_finite_inside(mapping[key])))
-                elif wrong := hf_value_problem(key, mapping[key]):
+                value = hf_yaml_no(key, mapping[key])
+                if non_finite_inside(value) is not None:
+                    problems.append(non_finite_problem(key, non_finite_inside(value)))
+                elif wrong := hf_value_problem(key, value):
                     problems.append(wrong)
                 else:
-                    extra[key] = mapping[key]
+                    extra[key] = value
                 continue
             close = difflib.get_close_matches(key, vocabulary, n=1, cutoff=0.6)
             fix = f" Did you mean `{close[0]}`?" if close else " Remove it or check the spelling."

@@ -68,3 +68,17 @@ def test_a_list_for_a_comma_separated_key_is_still_taken(key):
     cfg = build_config({**BASE, **extra, key: values[key]})
     section = {"dataset": cfg.data, "lora_target": cfg.finetuning}.get(key, cfg.train)
     assert getattr(section, key) == ",".join(values[key])
+
+
+def test_a_yaml_no_for_a_passed_through_strategy_is_no(tmp_path):
+    """`logging_strategy: no` (YAML 1.1 reads a bare `no` as false) was refused as "`logging_strategy: False` must be
+    text", where the typed `save_strategy: no` is taken."""
+    import yaml
+
+    mapping = yaml.safe_load("logging_strategy: no\nsave_strategy: no\nhub_strategy: end\n")
+    cfg = build_config({**BASE, **mapping})
+    assert cfg.extra["logging_strategy"] == "no" and cfg.train.save_strategy == "no"
+    assert cfg.extra["hub_strategy"] == "end"
+    with pytest.raises(ConfigError, match="`torch_compile: 'x'` must be true or false"):  # a true bool key is unchanged
+        build_config({**BASE, "torch_compile": "x"})
+    assert build_config({**BASE, "torch_compile": False}).extra["torch_compile"] is False

@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("api", help="serve an OpenAI-compatible chat API",
                        description="Serve POST /v1/chat/completions (streaming or not), GET /v1/models, GET /health.")
     _config_arg(p, "max_new_tokens=256")
-    p.add_argument("--host", default="127.0.0.1", help="address to serve on (default: 127.0.0.1, this machine only; "
+    p.add_argument("--host", default="127.0.0.1", help="address to serve on, IPv4 or IPv6 (default: 127.0.0.1, this machine only; "
                    "another address without --api-key logs a warning)")
     p.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 picks a free port, written to "
                    "run.json)")

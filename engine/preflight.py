@@ -466,6 +466,10 @@ def _check_trackers(cfg: RunConfig, interactive: bool | None = None) -> list[str
 
     names = [n.strip() for n in str(cfg.train.report_to or "none").split(",") if n.strip()]
     problems = []
+    alone = [name for name in names if name in ("none", "all")]
+    if alone and len(names) > 1:  # transformers takes them only alone; in a list it fails as the trainer starts
+        problems.append(f"`report_to: {','.join(names)}` lists `{alone[0]}` with other trackers; `{alone[0]}` stands "
+                        f"alone: give `report_to: {alone[0]}`, or the trackers without it.")
     for name in names:
         if name in ("none", "all"):
             continue

@@ -59,6 +59,7 @@ def cross_checks(cfg: Any) -> list[str]:
         problems.append(f"`eval_strategy: {tr.eval_strategy}` needs evaluation data: set `eval_dataset` or `val_size`.")
     if tr.save_strategy == "best" and tr.eval_strategy == "no":
         problems.append("`save_strategy: best` needs `eval_strategy` steps or epoch.")
+    problems += _schedule_problems(tr, cfg.extra)
     if ft.finetuning_type not in ("lora", "oft") and cfg.model.quantization_bit:
         problems.append("`quantization_bit` works with `finetuning_type: lora` only (QLoRA).")
     if ft.use_muon and ft.stage not in ("pt", "sft"):
@@ -82,6 +83,35 @@ def cross_checks(cfg: Any) -> list[str]:
     if ft.finetuning_type == "lora" and ft.use_dora and ft.pissa_init:
         problems.append("`use_dora` and `pissa_init` cannot be combined; choose one.")
     problems.extend(check_parallel(cfg))
+    return problems
+
+
+def _schedule_problems(tr: Any, extra: dict[str, Any]) -> list[str]:
+    """Schedules and settings transformers takes in its TrainingArguments but fails on when the trainer starts,
+    after the model has loaded: a schedule missing what it needs, and a best model that cannot be kept."""
+    import json
+
+    kwargs = extra.get("lr_scheduler_kwargs") or {}
+    if isinstance(kwargs, str):  # its JSON text (the loader checked that it is a JSON object)
+        try:
+            kwargs = json.loads(kwargs)
+        except ValueError:
+            kwargs = {}
+    schedule, problems = tr.lr_scheduler_type, []
+    if schedule == "reduce_lr_on_plateau" and tr.eval_strategy == "no":
+        problems.append("`lr_scheduler_type: reduce_lr_on_plateau` lowers the rate when the eval loss stops falling, "
+                        "so it needs `eval_strategy: steps` or `epoch` (with evaluation data); or choose another "
+                        "schedule.")
+    if schedule == "cosine_with_min_lr" and not {"min_lr", "min_lr_rate"} & set(kwargs):
+        problems.append("`lr_scheduler_type: cosine_with_min_lr` needs its floor in `lr_scheduler_kwargs`, e.g. "
+                        "`lr_scheduler_kwargs: {min_lr_rate: 0.1}` (a tenth of the peak) or `{min_lr: 1.0e-6}`.")
+    if schedule == "warmup_stable_decay" and "num_decay_steps" not in kwargs:
+        problems.append("`lr_scheduler_type: warmup_stable_decay` needs the length of its decay in "
+                        "`lr_scheduler_kwargs`, e.g. `lr_scheduler_kwargs: {num_decay_steps: 100}`.")
+    if extra.get("load_best_model_at_end") is True and tr.save_strategy not in ("best", tr.eval_strategy):
+        problems.append(f"`load_best_model_at_end: true` keeps the best checkpoint, so checkpoints must be saved when "
+                        f"the model is evaluated: set `save_strategy` and `eval_strategy` alike (now "
+                        f"{tr.save_strategy} and {tr.eval_strategy}), or use `save_strategy: best`.")
     return problems
 
 
@@ -128,7 +158,7 @@ def _cutoff_problems(data: Any) -> list[str]:
         return [f"`cutoff_len: {data.cutoff_len}` with `{'neat_packing' if data.neat_packing else 'packing'}: true` "
                 "leaves no token per row: packing takes one token off cutoff_len, as in LLaMA-Factory (which fails "
                 "on this config); raise cutoff_len to 2 or more, or turn packing off."]
-    if data.cutoff_len < TINY_CUTOFF:
+    if 1 <= data.cutoff_len < TINY_CUTOFF:  # (below 1 it is refused by its bound: no warning that it is kept)
         logger.warning("`cutoff_len: %d` keeps at most %s of each row (less with packing), so most rows are "
                        "cut short and some may have no token left to train on (kept, as LLaMA-Factory keeps them); "
                        "raise cutoff_len to train on whole examples.", data.cutoff_len, counted(data.cutoff_len, "token"))

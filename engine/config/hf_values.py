@@ -74,9 +74,62 @@ def hf_value_problem(key: str, value: Any) -> str | None:
             parsed = None
         if not isinstance(parsed, dict):
             return f"`{key}: {shorten(value, 60)}` must be a mapping (or its JSON text, like `{{\"key\": 1}}`)."
+    wrong_choice = hf_choice_problem(key, value)
+    if wrong_choice:
+        return wrong_choice
     low, high = _HF_RANGES.get(key, (None, None))
     if low is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
         if value < low or (high is not None and value >= high):
             where = f"at least {low:g}" + (f" and below {high:g}" if high is not None else "")
             return f"`{key}: {value}` must be {where}."
     return None
+
+
+def hf_choices(key: str) -> tuple[list[str], bool] | None:
+    """The values transformers takes for a TrainingArguments key that has a fixed set of them (an enum such as
+    ``OptimizerNames``, or the field's declared ``choices``), and whether a text may list several (``debug``); None
+    for a key that takes any value."""
+    import dataclasses
+    import enum
+
+    from transformers.training_args import TrainingArguments
+
+    field = next((f for f in dataclasses.fields(TrainingArguments) if f.name == key), None)
+    if field is None:
+        return None
+    if field.metadata.get("choices"):
+        return [str(c) for c in field.metadata["choices"]], False
+    members = typing.get_args(field.type) if typing.get_origin(field.type) else (field.type,)
+    for member in members:
+        several = typing.get_origin(member) is list
+        inner = typing.get_args(member)[0] if several and typing.get_args(member) else member
+        if isinstance(inner, type) and issubclass(inner, enum.Enum):
+            return [str(m.value) for m in inner], several
+    return None
+
+
+def hf_choice_problem(key: str, value: Any) -> str | None:
+    """A refusal for a TrainingArguments key with a fixed set of values (``optim``, ``logging_strategy``,
+    ``hub_strategy``, ``log_level``, ...) given one transformers does not know: it refuses it only when the
+    training arguments are built, after the model has loaded."""
+    import difflib
+
+    known = hf_choices(key)
+    if known is None or value is None or isinstance(value, bool):
+        return None
+    choices, several = known
+    given = value if isinstance(value, list) else (str(value).split() if several else [str(value)])
+    for word in given:
+        if str(word) not in choices:
+            close = difflib.get_close_matches(str(word)[:100], choices, n=1)
+            hint = f" Did you mean `{close[0]}`?" if close else ""
+            return (f"`{key}: {shorten(str(word), 60)}` is not a value transformers knows; use one of "
+                    f"{', '.join(choices)}.{hint}")
+    return None
+
+
+def hf_yaml_no(key: str, value: Any) -> Any:
+    """``no`` for a YAML ``no`` (which YAML 1.1 reads as false) given to a key whose values include it
+    (``logging_strategy: no``), as the typed keys take it (``save_strategy: no``); any other value as given."""
+    known = hf_choices(key) if value is False else None
+    return "no" if known is not None and "no" in known[0] else value

@@ -42,6 +42,19 @@ PATH_KEYS = frozenset({
     "export_dir", "deepspeed", "fsdp_config", "resume_from_checkpoint", "ref_model", "dataset", "eval_dataset",
 })
 
+LIST_TEXT_KEYS = frozenset({
+    "dataset", "eval_dataset", "adapter_name_or_path", "lora_target", "oft_target", "additional_target",
+    "freeze_trainable_modules", "freeze_extra_modules", "galore_target", "apollo_target", "add_tokens",
+    "add_special_tokens", "interleave_probs", "report_to", "reward_funcs", "reward_weights", "profile_modules",
+    "fsdp", "fsdp_transformer_layer_cls_to_wrap",
+})
+"""Text keys that hold a comma-separated list, so a YAML list is taken too (joined with commas, as LLaMA-Factory
+splits them). A list for any other text key (``output_dir: [a]``) is refused, not read as its first item or joined."""
+TEXT_KINDS = {key: "one path or hub id" for key in PATH_KEYS} | {
+    "output_dir": "one folder path", "export_dir": "one folder path", "template": "one template name",
+    "optim": "one optimizer name"}
+"""What a text key holds, as a refusal of a list says it."""
+
 
 def shorten(text: Any, limit: int = 60) -> str:
     """``text`` cut to ``limit`` characters with a note of the full length (lone surrogates made visible)."""

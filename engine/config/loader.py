@@ -19,10 +19,12 @@ import yaml
 
 from engine.config import lf_keys
 from engine.config.cross_checks import cross_checks
-from engine.config.hf_values import hf_training_keys, hf_value_problem
+from engine.config.hf_values import hf_choice_problem, hf_training_keys, hf_value_problem, hf_yaml_no
 from engine.config.limits import (
+    LIST_TEXT_KEYS,
     MAX_CONFIG_BYTES,
     MAX_WHOLE_NUMBER,
+    TEXT_KINDS,
     expansion_problem,
     format_problems,
     key_problem,
@@ -175,6 +177,7 @@ def _base_type(tp: Any) -> tuple[type | None, bool]:
     return (tp if isinstance(tp, type) else None), False
 
 
+_KIND_WORDS = {str: "a value", int: "a whole number", float: "a number", bool: "true or false"}
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
 
@@ -195,10 +198,12 @@ def coerce_value(key: str, value: Any, tp: Any) -> Any:
         extra = f" Did you mean {hint[0]!r}?" if hint else ""
         raise ValueError(f"`{key}: {shown(value)}` is not a valid choice; use one of {listed}.{extra}")
     base, optional = _base_type(tp)
+    if isinstance(value, (list, tuple)) and not value and key in LIST_TEXT_KEYS:
+        value = None  # `lora_target: []` names nothing, as an empty value does
     if value is None or (optional and isinstance(value, str) and value.strip().lower() in ("null", "none")):
         if optional:
             return None
-        raise ValueError(f"`{key}` cannot be empty; give a {base.__name__ if base else 'value'}.")
+        raise ValueError(f"`{key}` cannot be empty; give {_KIND_WORDS.get(base, 'a value')}.")
     if base is bool:
         if isinstance(value, bool):
             return value
@@ -231,8 +236,11 @@ def coerce_value(key: str, value: Any, tp: Any) -> Any:
             raise ValueError(non_finite_problem(key, value if isinstance(value, str) else number))
         return number
     if base is str:
-        if isinstance(value, (list, tuple)):
+        if isinstance(value, (list, tuple)) and key in LIST_TEXT_KEYS:
             value = ",".join(str(v) for v in value)
+        elif isinstance(value, (list, tuple)):
+            raise ValueError(f"`{key}: {shown(value)}` must be {TEXT_KINDS.get(key, 'text')}, not a list; give one "
+                             "value (quote it if it holds brackets).")
         if isinstance(value, dict) and key in INLINE_JSON_KEYS:  # transformers' own form: the settings inline
             if non_finite_inside(value) is not None:
                 raise ValueError(non_finite_problem(key, non_finite_inside(value)))
@@ -304,6 +312,8 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
                 values[section][key] = value  # (LLaMA-Factory tells `1`, one row, from `1.0`, every row)
             meta = f.metadata
             v = values[section][key]
+            if key == "optim" and (wrong := hf_choice_problem(key, v)):  # transformers refuses it after the load
+                problems.append(wrong)
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 if "min" in meta and v < meta["min"] and not meta.get("off_below_min"):
                     problems.append(f"`{key}: {v}` is below the minimum {meta['min']}; raise it.")
@@ -332,12 +342,13 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
         vocabulary = sorted(set(known) | hf_keys)
         for key in unknown:
             if key in hf_keys:
-                if non_finite_inside(mapping[key]) is not None:
-                    problems.append(non_finite_problem(key, non_finite_inside(mapping[key])))
-                elif wrong := hf_value_problem(key, mapping[key]):
+                value = hf_yaml_no(key, mapping[key])
+                if non_finite_inside(value) is not None:
+                    problems.append(non_finite_problem(key, non_finite_inside(value)))
+                elif wrong := hf_value_problem(key, value):
                     problems.append(wrong)
                 else:
-                    extra[key] = mapping[key]
+                    extra[key] = value
                 continue
             close = difflib.get_close_matches(key, vocabulary, n=1, cutoff=0.6)
             fix = f" Did you mean `{close[0]}`?" if close else " Remove it or check the spelling."

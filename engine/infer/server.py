@@ -27,6 +27,8 @@ from engine.config import RunConfig
 from engine.credentials import API_KEY_ENV, LF_API_KEY_ENV, api_key_from_env  # noqa: F401 (re-exported)
 from engine.hostnames import WILDCARD_HOSTS, host_name, is_loopback_name, names_this_machine, origin_host
 from engine.infer.board_watch import DEFAULT_GRACE, BoardWatch
+from engine.infer.listen_address import bare_host, listen_family, netloc
+from engine.infer.listen_address import cannot_listen as _cannot_listen
 from engine.infer.openai_format import (  # noqa: F401 (convert_* re-exported)
     RequestError,
     convert_messages,
@@ -56,6 +58,7 @@ class ChatServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], chat_model: ChatModel | None, model_name: str | None = None, *,
                  api_key: str | None = None, bind_and_activate: bool = True):
+        self.address_family = listen_family(str(address[0]))  # `--host ::` or `::1`: an IPv6 socket
         super().__init__(address, ChatHandler, bind_and_activate=bind_and_activate)
         self.chat_model = chat_model
         self.model_name = model_name or getattr(chat_model, "model_name", "model")
@@ -409,7 +412,7 @@ def bind_server(host: str = "127.0.0.1", port: int = 8000, *, api_key: str | Non
     loads (as before), not a connection that hangs. ``server.server_address`` has the real port (port 0).
     """
     try:
-        server = ChatServer((host, port), None, api_key=api_key, bind_and_activate=False)
+        server = ChatServer((bare_host(host), port), None, api_key=api_key, bind_and_activate=False)
     except OSError as err:  # the address family: a host that does not resolve
         raise _cannot_listen(host, port, err) from None
     try:
@@ -429,23 +432,6 @@ def open_server(server: ChatServer, chat_model: ChatModel, model_name: str | Non
     except OSError as err:  # another process bound the same port with SO_REUSEADDR and listened first
         server.server_close()
         raise _cannot_listen(server.bind_host, int(server.server_address[1]), err) from None
-
-
-def _cannot_listen(host: str, port: int, err: OSError) -> Exception:
-    """The refusal of ``host:port``, with the fix for what was wrong: the host (a name that does not resolve, an
-    address of no interface here, IPv6), a port below 1024 without the rights, or the port (taken)."""
-    import errno
-
-    from engine.errors import UserError
-
-    if isinstance(err, socket.gaierror) or err.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
-        fix = ("give a --host this machine listens on: an IPv4 address or name of one of its interfaces (127.0.0.1 "
-               "for this machine only, 0.0.0.0 for every interface)")
-    elif err.errno in (errno.EACCES, errno.EPERM) and 0 < port < 1024:
-        fix = "a port below 1024 needs administrator rights: choose a port from 1024 up (0 picks a free one)"
-    else:
-        fix = "choose another --port (0 picks a free one)"
-    return UserError(f"Cannot listen on {host}:{port} ({err.strerror or err}); {fix}.")
 
 
 def serve(cfg: RunConfig, host: str = "127.0.0.1", port: int = 8000, run_dir: str | None = None, *,
@@ -536,8 +522,8 @@ def serve(cfg: RunConfig, host: str = "127.0.0.1", port: int = 8000, run_dir: st
                        "passes its workspace's .board.lock; leave --board-lock out to serve until stopped.",
                        board_lock, _minutes(board_grace))
     if folder is not None:
-        folder.update(port=real_port, ready=True, url=f"http://{host}:{real_port}/v1")
-    logger.info("Serving %s at http://%s:%d/v1 (POST %s).", server.model_name, host, real_port, CHAT_PATH)
+        folder.update(port=real_port, ready=True, url=f"http://{netloc(host, real_port)}/v1")
+    logger.info("Serving %s at http://%s/v1 (POST %s).", server.model_name, netloc(host, real_port), CHAT_PATH)
     outcome: dict[str, Any] = {"status": "completed", "exit_code": 0, "error": None}
     try:
         server.serve_forever(poll_interval=0.2)

@@ -497,6 +497,36 @@ def probe(kind: str, path: str) -> str | None:
                 # file can have a valid header; training would fail on it only after the model has loaded
                 if next(container.decode(streams[0]), None) is None:
                     return f"has no {wanted} frame that decodes"
+                if _ends_early(container, streams[0]):
+                    return "is cut short (truncated)"
     except Exception as err:  # PIL and PyAV raise many types for damaged files
         return "is cut short (truncated)" if "truncated" in str(err).lower() else f"cannot be read ({type(err).__name__})"
     return None
+
+
+MAX_TAIL_PACKETS = 10_000
+"""Most packets :func:`_ends_early` reads after the last keyframe (a keyframe every few seconds is usual)."""
+INDEXED_FORMATS = ("mov", "mp4")
+"""Containers whose index lists every packet (MP4/MOV), so that none after the last keyframe means a file cut short."""
+
+
+def _ends_early(container: Any, stream: Any) -> bool:
+    """Whether a media file that opened and decoded its first frame ends before its index or header says: a
+    streamable MP4 (faststart, index first, or fragmented) cut short passed the probe and failed in training,
+    after the model had loaded. Reads from the last keyframe to the end (a seek, not the whole file): a packet
+    cut off is flagged corrupt, and in an MP4 a last keyframe past the file's end gives no packet at all."""
+    from itertools import islice
+
+    if not stream.duration:  # no stated length to seek to (Matroska often): nothing cheap to compare
+        return False
+    try:
+        container.seek((stream.start_time or 0) + stream.duration, stream=stream, backward=True)
+    except Exception:  # a container that cannot seek: the first frame decoded, which is all that can be told cheaply
+        return False
+    try:
+        packets = [p for p in islice(container.demux(stream), MAX_TAIL_PACKETS) if p.size]
+    except Exception:  # the demuxer met the end inside a packet
+        return True
+    if any(p.is_corrupt for p in packets):
+        return True
+    return not packets and any(name in INDEXED_FORMATS for name in container.format.name.split(","))

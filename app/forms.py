@@ -24,6 +24,7 @@ TRAIN_KEYS = [
     "per_device_train_batch_size",
     "gradient_accumulation_steps",
     "lr_scheduler_type",
+    "lr_scheduler_kwargs",
     "warmup_ratio",
     "warmup_steps",
     "weight_decay",

@@ -91,12 +91,7 @@ def _schedule_problems(tr: Any, extra: dict[str, Any]) -> list[str]:
     after the model has loaded: a schedule missing what it needs, and a best model that cannot be kept."""
     import json
 
-    kwargs = extra.get("lr_scheduler_kwargs") or {}
-    if isinstance(kwargs, str):  # its JSON text (the loader checked that it is a JSON object)
-        try:
-            kwargs = json.loads(kwargs)
-        except ValueError:
-            kwargs = {}
+    kwargs = json.loads(tr.lr_scheduler_kwargs) if tr.lr_scheduler_kwargs else {}  # the loader made it a mapping's JSON
     schedule, problems = tr.lr_scheduler_type, []
     if schedule == "reduce_lr_on_plateau" and tr.eval_strategy == "no":
         problems.append("`lr_scheduler_type: reduce_lr_on_plateau` lowers the rate when the eval loss stops falling, "

@@ -108,6 +108,26 @@ def hf_choices(key: str) -> tuple[list[str], bool] | None:
     return None
 
 
+OPTIMIZER_NAMES = frozenset({
+    "adamw_torch", "adamw_torch_fused", "adamw_torch_xla", "adamw_torch_npu_fused", "adafactor", "adamw_anyprecision",
+    "adamw_torch_4bit", "adamw_torch_8bit", "ademamix", "sgd", "adagrad", "adamw_bnb_8bit", "adamw_8bit",
+    "ademamix_8bit", "lion_8bit", "lion_32bit", "paged_adamw_32bit", "paged_adamw_8bit", "paged_ademamix_32bit",
+    "paged_ademamix_8bit", "paged_lion_32bit", "paged_lion_8bit", "rmsprop", "rmsprop_bnb", "rmsprop_bnb_8bit",
+    "rmsprop_bnb_32bit", "galore_adamw", "galore_adamw_8bit", "galore_adafactor", "galore_adamw_layerwise",
+    "galore_adamw_8bit_layerwise", "galore_adafactor_layerwise", "lomo", "adalomo", "grokadamw", "schedule_free_radam",
+    "schedule_free_adamw", "schedule_free_sgd", "apollo_adamw", "apollo_adamw_layerwise", "stable_adamw",
+})
+"""transformers' ``OptimizerNames`` values (5.24-5.25; tests/engine/test_config_value_kinds.py asserts they are
+equal): an ``optim`` among them is taken without importing transformers, which imports torch, so the board that
+checks its form with :func:`engine.config.build_config` on every change stays without torch. Any other name is
+looked up in transformers itself (:func:`hf_choice_problem`)."""
+
+
+def optim_problem(value: Any) -> str | None:
+    """A refusal for an ``optim`` transformers does not know (the common names answered without importing it)."""
+    return None if value in OPTIMIZER_NAMES else hf_choice_problem("optim", value)
+
+
 def hf_choice_problem(key: str, value: Any) -> str | None:
     """A refusal for a TrainingArguments key with a fixed set of values (``optim``, ``logging_strategy``,
     ``hub_strategy``, ``log_level``, ...) given one transformers does not know: it refuses it only when the

@@ -9,6 +9,7 @@ import dataclasses
 import difflib
 import json
 import logging
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ import yaml
 
 from engine.config import lf_keys
 from engine.config.cross_checks import cross_checks
-from engine.config.hf_values import hf_choice_problem, hf_training_keys, hf_value_problem, hf_yaml_no
+from engine.config.hf_values import hf_training_keys, hf_value_problem, hf_yaml_no, optim_problem
 from engine.config.limits import (
     LIST_TEXT_KEYS,
     MAX_CONFIG_BYTES,
@@ -61,8 +62,10 @@ INVERTED_KEYS = {"disable_gradient_checkpointing": "gradient_checkpointing"}
 
 
 # LLaMA-Factory's `flash_attn` values (and transformers' `attn_implementation` names) -> ours.
-INLINE_JSON_KEYS = frozenset({"fsdp_config"})
-"""Keys that take a JSON file's path or its settings inline (a mapping in YAML, kept as JSON text)."""
+INLINE_JSON_KEYS = frozenset({"fsdp_config", "lr_scheduler_kwargs"})
+"""Keys that take settings inline (a mapping in YAML, kept as JSON text); ``fsdp_config`` also a JSON file's path."""
+MAPPING_KEYS = frozenset({"lr_scheduler_kwargs"})
+"""Keys whose text must itself be a mapping (a JSON object or a YAML mapping, as the board's box takes it)."""
 INLINE_HINTS = {"deepspeed": " Give the path of a DeepSpeed JSON file (e.g. examples/deepspeed/ds_z2.json) and put "
                              "these settings in it."}
 FLASH_ATTN_ALIASES = {"disabled": "eager", "fa2": "flash_attention_2", "fa3": "flash_attention_3"}
@@ -244,7 +247,7 @@ def coerce_value(key: str, value: Any, tp: Any) -> Any:
         if isinstance(value, dict) and key in INLINE_JSON_KEYS:  # transformers' own form: the settings inline
             if non_finite_inside(value) is not None:
                 raise ValueError(non_finite_problem(key, non_finite_inside(value)))
-            value = json.dumps(value, ensure_ascii=False)
+            value = json.dumps(value, ensure_ascii=False)  # (a MAPPING_KEYS value is read again below)
         elif isinstance(value, dict):
             raise ValueError(f"`{key}` must be text, not a mapping." + INLINE_HINTS.get(key, ""))
         if non_finite(value):  # `.nan` where a path or name is expected
@@ -253,8 +256,39 @@ def coerce_value(key: str, value: Any, tp: Any) -> Any:
         problem = text_problem(key, text)
         if problem:
             raise ValueError(problem)
-        return text
+        return mapping_text(key, text) if key in MAPPING_KEYS else text
     return value
+
+
+_YAML_EXPONENT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+")
+
+
+def yaml_exponent(value: Any) -> Any:
+    """``1e-6`` as the number it is: YAML 1.1 (``yaml.safe_load``) reads an exponent without a dot as text, which
+    a schedule then fails on after the model has loaded (``min_lr: 1e-6``)."""
+    return float(value) if isinstance(value, str) and _YAML_EXPONENT.fullmatch(value.strip()) else value
+
+
+def mapping_text(key: str, text: str) -> str | None:
+    """A :data:`MAPPING_KEYS` value given as text (a JSON object, or a YAML mapping such as ``{min_lr_rate: 0.1}``)
+    as the JSON text of its mapping; None for empty text."""
+    if not text.strip():
+        return None
+    try:
+        value = loads(text)  # JSON first: YAML reads `1e-6` as text
+    except (ValueError, RecursionError):
+        try:
+            value = yaml.load(text, Loader=ConfigLoader)  # noqa: S506 (a safe loader)
+        except (yaml.YAMLError, RecursionError, ValueError):
+            value = None
+    if isinstance(value, dict):
+        value = {name: yaml_exponent(item) for name, item in value.items()}
+    if not isinstance(value, dict) or not all(isinstance(name, str) for name in value):
+        raise ValueError(f"`{key}: {shown(text)}` must be a mapping of names to values, e.g. "
+                         '`{"min_lr_rate": 0.1}` (a JSON object) or `{min_lr_rate: 0.1}`.')
+    if non_finite_inside(value) is not None:
+        raise ValueError(non_finite_problem(key, non_finite_inside(value)))
+    return json.dumps(value, ensure_ascii=False)
 
 
 def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) -> RunConfig:
@@ -312,7 +346,7 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
                 values[section][key] = value  # (LLaMA-Factory tells `1`, one row, from `1.0`, every row)
             meta = f.metadata
             v = values[section][key]
-            if key == "optim" and (wrong := hf_choice_problem(key, v)):  # transformers refuses it after the load
+            if key == "optim" and (wrong := optim_problem(v)):  # transformers refuses it after the model loads
                 problems.append(wrong)
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 if "min" in meta and v < meta["min"] and not meta.get("off_below_min"):

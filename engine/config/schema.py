@@ -225,6 +225,10 @@ class TrainArgs:
     num_train_epochs: float = opt(3.0, "Epochs over the training data.", min=0.0, max=10_000.0)
     max_steps: int = opt(-1, "Stop after this many optimizer steps (-1: use epochs).", min=-1)
     lr_scheduler_type: Scheduler = opt("linear", "Learning-rate schedule.")
+    lr_scheduler_kwargs: str | None = opt(
+        None, "Settings of the learning-rate schedule as a mapping (YAML or a JSON object), e.g. "
+        "`{\"min_lr_rate\": 0.1}` for cosine_with_min_lr, `{\"num_decay_steps\": 100}` for warmup_stable_decay.",
+        advanced=True)
     warmup_ratio: float = opt(0.0, "Fraction of steps spent warming up.", min=0.0, max=1.0, step=0.01)
     warmup_steps: int = opt(0, "Warm-up steps (overrides warmup_ratio when > 0).", min=0)
     weight_decay: float = opt(0.0, "Weight decay.", min=0.0, max=10.0)

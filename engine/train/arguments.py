@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from typing import Any
@@ -76,6 +77,8 @@ def training_kwargs(cfg: RunConfig, *, has_eval: bool) -> dict[str, Any]:
         "save_only_model": False,
         "dataloader_pin_memory": _has_accelerator(),
     }
+    if tr.lr_scheduler_kwargs:  # a mapping's JSON text (the loader made it so)
+        kwargs["lr_scheduler_kwargs"] = json.loads(tr.lr_scheduler_kwargs)
     if getattr(cfg.data, "streaming", False):  # the one process reads the stream itself: accelerate would dispatch
         # an iterable dataset's batches, slicing every tensor along the rows (padding-free batches' offsets too)
         kwargs["accelerator_config"] = {"dispatch_batches": False}

@@ -68,11 +68,17 @@ def test_the_same_schedules_with_what_they_need_are_taken_and_transformers_build
     import torch
     from transformers import TrainingArguments, get_scheduler
 
-    cfg = build_config({**BASE, **values})
-    kwargs = {"use_cpu": True, "report_to": [], "lr_scheduler_type": cfg.train.lr_scheduler_type,
-              "eval_strategy": cfg.train.eval_strategy, "eval_steps": cfg.train.eval_steps,
-              "save_steps": cfg.train.save_steps, **cfg.extra}
-    args = TrainingArguments(str(tmp_path), **kwargs)
+    from engine.train.arguments import build_args
+
+    cfg = build_config({**BASE, **values, "output_dir": str(tmp_path)})
+    args = build_args(TrainingArguments, cfg, has_eval=cfg.train.eval_strategy != "no")  # as training builds them
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
-    get_scheduler(args.lr_scheduler_type, optimizer, num_warmup_steps=0, num_training_steps=10,
-                  scheduler_specific_kwargs=args.lr_scheduler_kwargs)
+    scheduler = get_scheduler(args.lr_scheduler_type, optimizer, num_warmup_steps=0, num_training_steps=10,
+                              scheduler_specific_kwargs=args.lr_scheduler_kwargs)
+    if args.lr_scheduler_type == "cosine_with_min_lr":  # the floor given reaches the schedule
+        for _ in range(10):
+            optimizer.step()
+            scheduler.step()
+        floor = values["lr_scheduler_kwargs"]
+        expected = 0.1 if "min_lr_rate" in str(floor) else 1e-6
+        assert optimizer.param_groups[0]["lr"] == pytest.approx(expected)

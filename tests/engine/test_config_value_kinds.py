@@ -82,3 +82,11 @@ def test_a_yaml_no_for_a_passed_through_strategy_is_no(tmp_path):
     with pytest.raises(ConfigError, match="`torch_compile: 'x'` must be true or false"):  # a true bool key is unchanged
         build_config({**BASE, "torch_compile": "x"})
     assert build_config({**BASE, "torch_compile": False}).extra["torch_compile"] is False
+
+
+def test_the_optimizers_taken_without_importing_transformers_are_its_own():
+    """engine.config.hf_values.OPTIMIZER_NAMES answers the common `optim` values without importing transformers
+    (and with it torch, which the board checking its form must not): it must be transformers' own list."""
+    from engine.config.hf_values import OPTIMIZER_NAMES
+
+    assert OPTIMIZER_NAMES == {name.value for name in OptimizerNames}

@@ -127,4 +127,21 @@ def check_parallel(cfg: Any) -> list[str]:
                             "`deepspeed` or the sizes.")
         if par.cp_size > 1 and not tr.fsdp:
             problems.append("`cp_size > 1` needs FSDP2: set `fsdp: full_shard auto_wrap` (with an FSDP2 fsdp_config).")
+    problems.extend(_fsdp_problems(tr))
     return problems
+
+
+def _fsdp_problems(tr: Any) -> list[str]:
+    """What the trainer's arguments would refuse in `fsdp`, `fsdp_config` and the layer classes (an unknown option
+    such as `fsdp: foo`, an FSDP1-only option with FSDP2, settings that are no JSON object, a file that is missing),
+    found before the model loads instead of when the training arguments are built after it."""
+    if not (tr.fsdp or tr.fsdp_config or tr.fsdp_transformer_layer_cls_to_wrap):
+        return []
+    from engine.errors import UserError
+    from engine.train.parallel.fsdp import resolve_fsdp
+
+    try:
+        resolve_fsdp(tr.fsdp, tr.fsdp_config, tr.fsdp_transformer_layer_cls_to_wrap)
+    except UserError as err:
+        return [str(err)]
+    return []

@@ -47,6 +47,22 @@ def test_fsdp_words_fold_into_an_fsdp2_config():
         resolve_fsdp(None, "examples/fsdp/fsdp2.json")
 
 
+@pytest.mark.parametrize(("extra", "words"), [
+    ({"fsdp": "foo"}, "unknown option `foo`"),
+    ({"fsdp": "hybrid_shard"}, "only in FSDP1"),
+    ({"fsdp": "full_shard", "fsdp_config": "nope.json"}, "does not exist"),
+    ({"fsdp_config": str(REPO / "examples/fsdp/fsdp2.json")}, "`fsdp` is not"),
+    ({"fsdp": "full_shard", "fsdp_config": {"version": 3}}, "version 3 is unknown"),
+])
+def test_what_the_fsdp_settings_would_fail_on_is_refused_by_the_check(extra, words):
+    """`fsdp: foo` passed `lf-engine check` and was refused when the training arguments were built, after the model
+    had loaded (found by an outside attack on the command line)."""
+    with pytest.raises(ConfigError) as info:
+        cfg_of(**extra)
+    assert words in str(info.value)
+    assert cfg_of(fsdp="full_shard auto_wrap", fsdp_config=str(REPO / "examples/fsdp/fsdp2.json")).train.fsdp
+
+
 def test_llamafactorys_top_level_layer_class_key_reaches_the_fsdp_config():
     """LLaMA-Factory 0.9.5's fp8_fsdp example gives `fsdp_transformer_layer_cls_to_wrap` at the top level (a
     transformers 4 field): it is accepted and becomes the FSDP config's `transformer_layer_cls_to_wrap`."""

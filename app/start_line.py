@@ -1,7 +1,7 @@
 """The line under a tab's Start button follows the run it names.
 
-Train's and Evaluate's Start answer with a line under the button: "Run `x` started." or "Run `x` is queued (position
-1); it starts when the device is free.". It stayed as written: "queued" long after the run had started, "started"
+Train's, Evaluate's and Export's Start answer with a line under the button: "Run `x` started." (an export's: "Export
+`x` started; the model goes to PATH.") or "Run `x` is queued (position 1); it starts when the device is free.". It stayed as written: "queued" long after the run had started, "started"
 after it had ended, and in the language of the moment it was written after a switch. The tab's tick (which also runs
 on a language switch) now writes it again for the run's state: queued (with its place), started while it runs, and
 nothing once it ended, where the status panel beside it says how. The tab keeps what it wrote (``tracked``); a line
@@ -26,12 +26,15 @@ def start_line(board: Board, run_id: str, lang: str) -> str | None:
     ended (or its folder is gone); None where that is not known (queued, but not in this board's queue: the line is
     left as it is)."""
     try:
-        status = board.jobs.folder(run_id).info().get("status")
+        info = board.jobs.folder(run_id).info()
     except JobError:
         return ""
+    status = info.get("status")
     if status == "queued":
         position = board.jobs.queue_position(run_id)
         return t(lang, "train_queued", run=run_id, position=position) if position else None
+    if status == "running" and info.get("kind") == "export" and info.get("export_dir"):  # where the model goes
+        return t(lang, "export_started", run=run_id, path=str(info["export_dir"]))
     if status == "running":
         return t(lang, "train_started", run=run_id)
     return ""

@@ -14,7 +14,7 @@ from typing import Any
 
 import gradio as gr
 
-from app import forms, progress_view, start_card
+from app import forms, progress_view, start_card, start_line
 from app.context import Board
 from app.engine_text import form_problems_text
 from app.i18n import L, t
@@ -38,6 +38,7 @@ class ExportTab:
     log: gr.Textbox
     watched: gr.BrowserState
     seen: gr.State
+    started: gr.State  # the line Start wrote under it, followed (app.start_line)
     timer: gr.Timer
     keys: list[str] = field(default_factory=list)
     fields: dict[str, Any] = field(default_factory=dict)
@@ -54,7 +55,7 @@ def build(board: Board) -> ExportTab:
     with gr.Row():
         start_btn = gr.Button(L("export_start"), variant="primary", elem_id="lf-export-start")
         abort_btn = gr.Button(L("job_abort"), variant="stop")
-    message = SafeMarkdown()
+    message = SafeMarkdown(elem_id="lf-export-message")
     status = gr.HTML(progress_view.first_card(board.default_lang), js_on_load=None, elem_id="lf-export-status")
     result = gr.HTML(js_on_load=None)
     error = gr.Textbox(label=L("train_error"), lines=8, visible=False, elem_classes=["lf-error"])
@@ -71,6 +72,7 @@ def build(board: Board) -> ExportTab:
         log=log,
         watched=gr.BrowserState("", storage_key="lfboard-export-run", secret=board.workspace.secret()),
         seen=gr.State(None),
+        started=gr.State(None),
         timer=gr.Timer(1.5),
         keys=list(fields),
         fields=fields,
@@ -173,18 +175,19 @@ def wire(tab: ExportTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     def on_start(*values):
         *values, lang = values
         message, run_id = start_export(board, list(values), tab.keys, lang)
-        return message, run_id if run_id else gr.skip()
+        return message, run_id if run_id else gr.skip(), start_line.track(message, run_id)
 
     tab.abort_btn.click(
         lambda run_id, lang: abort_run(board, run_id, lang), [tab.watched, top.lang], tab.message, **private
     )
 
-    def on_tick(run_id: str, seen: Any, lang: str):
+    def on_tick(run_id: str, seen: Any, lang: str, message: Any, started: Any):
         if start_card.is_starting(seen):  # Start's handler has not answered yet: the card says "starting"
-            return (gr.skip(),) * 5
+            return (gr.skip(),) * 7
+        line = start_line.follow(board, started, message, lang)  # "Export x started" follows the run and language
         view = progress_view.watch(board, run_id, seen, lang)
         if view is None:
-            return (gr.skip(),) * 5
+            return (gr.skip(),) * 5 + line
         changed = view.get("changed", True)
         result = result_card(board, run_id, lang) if (changed and view["exists"]) else gr.skip()
         return (
@@ -193,22 +196,24 @@ def wire(tab: ExportTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             result,
             gr.update(value=view["error"], visible=bool(view["error"])),
             view["seen"],
+            *line,
         )
 
     # and at once when the page's language is known, so a card never shows the board's default language first
     tick_io = {
-        "inputs": [tab.watched, tab.seen, top.lang],
-        "outputs": [tab.status, tab.log, tab.result, tab.error, tab.seen],
+        "inputs": [tab.watched, tab.seen, top.lang, tab.message, tab.started],
+        "outputs": [tab.status, tab.log, tab.result, tab.error, tab.seen, tab.message, tab.started],
         "show_progress": "hidden",
         "concurrency_limit": None,
         **private,
     }
     gr.on([tab.timer.tick, top.lang.change], on_tick, **tick_io)
 
-    def after_start(run_id: str, seen: Any, lang: str):
-        return on_tick(run_id, None, lang)  # the started run's card (or the one watched before) over "starting"
+    def after_start(run_id: str, seen: Any, *rest: Any):
+        return on_tick(run_id, None, *rest)  # the started run's card (or the one watched before) over "starting"
 
     tab.start_btn.click(start_card.starting, top.lang, [tab.status, tab.seen], queue=False, show_progress="hidden",
                         **private).then(
-        on_start, [*top.values(), tab.export_dir, *tab.fields.values(), top.lang], [tab.message, tab.watched],
+        on_start, [*top.values(), tab.export_dir, *tab.fields.values(), top.lang], [tab.message, tab.watched,
+                                                                                 tab.started],
         **private).then(after_start, **tick_io)

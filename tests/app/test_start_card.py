@@ -58,6 +58,6 @@ def test_export_shows_a_starting_card_at_once_too(board, demo):
     assert first.outputs[0].elem_id == "lf-export-status" and "正在启动" in card
     tick = next(f for f in demo.fns.values() if any(t[1] == "tick" for t in f.targets)
                 and first.outputs[0] in f.outputs)
-    assert tick.fn("", seen, "zh") == (gr.skip(),) * 5
-    drawn = after.fn("", seen, "en")  # nothing started (no adapter picked): the card of what was watched
+    assert tick.fn("", seen, "zh", "", None) == (gr.skip(),) * 7
+    drawn = after.fn("", seen, "en", "", None)  # nothing started (no adapter picked): the card of what was watched
     assert "No run yet" in drawn[0]

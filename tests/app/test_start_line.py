@@ -95,3 +95,27 @@ def test_start_line_states(board):
     assert start_line.track("Run `x` started.\n\nThe form could not be kept", "x") is None  # a note: stays as is
     assert start_line.track("refused", None) is None
     assert start_line.follow(board, None, "anything", "zh") == (gr.skip(), gr.skip())
+
+
+def test_the_export_line_follows_its_run_and_language_and_keeps_where_the_model_goes(board, demo, tmp_path):
+    """Export's "Export `x` started; the model goes to PATH." stayed after the export had completed, and in the
+    language it was written in (noticed in a newcomer round): it now follows the run as Train's and Evaluate's do,
+    with the path still named while it runs."""
+    tick = tick_of(demo, "lf-export-status")
+    target = str(tmp_path / "merged")
+    run_id = board.jobs.submit("export", {"fake_steps": 400, "fake_sleep": 0.05}, meta={"export_dir": target})
+    board.jobs.wait(run_id, 60, ("running",))
+    written = f"Export `{run_id}` started; the model goes to {target}."
+    tracked = start_line.track(written, run_id)
+
+    def ticked(lang, shown_message, kept):
+        *_, line, kept_now = tick.fn(run_id, None, lang, shown_message, kept)
+        return line, kept_now
+
+    assert ticked("en", written, tracked) == (gr.skip(), gr.skip())  # nothing changed
+    line, kept = ticked("zh", written, tracked)  # a switch to Chinese: the path is still named
+    assert line == f"导出 `{run_id}` 已开始；模型将保存到 {target}。" and kept["text"] == line
+    board.jobs.abort(run_id)
+    board.jobs.wait(run_id, 60)
+    line, kept = ticked("zh", inert(line), kept)
+    assert line == "" and kept is None  # ended: the status panel and the result card say how and where

@@ -354,7 +354,7 @@ def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) 
                 if "max" in meta and v > meta["max"]:
                     problems.append(f"`{key}: {v}` is above the maximum {meta['max']}; lower it.")
                 elif isinstance(v, int) and abs(v) > MAX_WHOLE_NUMBER and not ("min" in meta and v < meta["min"]):
-                    problems.append(f"`{key}: {shown(v)}` is beyond the largest whole number a setting may hold "
+                    problems.append(f"`{key}: {shown(value)}` is beyond the largest whole number a setting may hold "
                                     f"({MAX_WHOLE_NUMBER:,}); use a smaller value.")
         elif key in REFUSED_WHEN_SET:
             if not lf_keys.refused_key_is_off(key, value):

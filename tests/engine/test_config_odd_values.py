@@ -82,3 +82,11 @@ def test_the_same_schedules_with_what_they_need_are_taken_and_transformers_build
         floor = values["lr_scheduler_kwargs"]
         expected = 0.1 if "min_lr_rate" in str(floor) else 1e-6
         assert optimizer.param_groups[0]["lr"] == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(("value", "shown"), [(1e30, "1e+30"), ("1e30", "'1e30'"), (10**25, str(10**25))])
+def test_a_whole_number_too_large_is_named_as_given(value, shown):
+    """`max_steps=1e30` was named as the 31-digit whole number it became (found by an outside attack)."""
+    with pytest.raises(ConfigError) as info:
+        build_config({**BASE, "max_steps": value})
+    assert f"`max_steps: {shown}` is beyond the largest whole number" in str(info.value)

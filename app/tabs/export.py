@@ -199,21 +199,6 @@ def wire(tab: ExportTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
             *line,
         )
 
-    # and at once when the page's language is known, so a card never shows the board's default language first
-    tick_io = {
-        "inputs": [tab.watched, tab.seen, top.lang, tab.message, tab.started],
-        "outputs": [tab.status, tab.log, tab.result, tab.error, tab.seen, tab.message, tab.started],
-        "show_progress": "hidden",
-        "concurrency_limit": None,
-        **private,
-    }
-    gr.on([tab.timer.tick, top.lang.change], on_tick, **tick_io)
-
-    def after_start(run_id: str, seen: Any, *rest: Any):
-        return on_tick(run_id, None, *rest)  # the started run's card (or the one watched before) over "starting"
-
-    tab.start_btn.click(start_card.starting, top.lang, [tab.status, tab.seen], queue=False, show_progress="hidden",
-                        **private).then(
-        on_start, [*top.values(), tab.export_dir, *tab.fields.values(), top.lang], [tab.message, tab.watched,
-                                                                                 tab.started],
-        **private).then(after_start, **tick_io)
+    start_card.wire(tab, top.lang, [tab.log, tab.result, tab.error], on_tick, on_start,
+                    [*top.values(), tab.export_dir, *tab.fields.values(), top.lang],
+                    [tab.message, tab.watched, tab.started])

@@ -38,18 +38,26 @@ def wire(tab: Any, lang: gr.Component, middle: list[Any], on_tick: Callable[...,
     """A tab's status ticks and its Start click, as Train, Evaluate and Export have them. ``tab`` has ``timer``,
     ``start_btn``, ``status``, ``seen``, ``watched``, ``message`` and ``started``; ``on_tick(run_id, seen, lang,
     message, started)`` answers ``[status, *middle, seen, message, started]``, on the tab's timer and on a language
-    switch (so a card never shows the board's default language first). A click shows :func:`starting` at once, runs
-    ``on_start`` (``start_inputs`` -> ``start_outputs``), then the tick over the "starting" card: the started run's
-    card, or the one watched before. Returns the click's last event, for more steps after it."""
+    switch (so a card never shows the board's default language first), except while the card is :func:`starting`'s.
+    A click shows :func:`starting` at once, runs ``on_start`` (``start_inputs`` -> ``start_outputs``), then the tick
+    over the "starting" card: the started run's card, or the one watched before. Returns the click's last event, for
+    more steps after it."""
     private: dict[str, Any] = {"api_visibility": "private"}
+    outputs = [tab.status, *middle, tab.seen, tab.message, tab.started]
+
+    def tick(run_id: str, seen: Any, *rest: Any):
+        if is_starting(seen):  # Start's handler has not answered yet: the card says "starting"
+            return (gr.skip(),) * len(outputs)
+        return on_tick(run_id, seen, *rest)
+
     tick_io = {
         "inputs": [tab.watched, tab.seen, lang, tab.message, tab.started],
-        "outputs": [tab.status, *middle, tab.seen, tab.message, tab.started],
+        "outputs": outputs,
         "show_progress": "hidden",
         "concurrency_limit": None,
         **private,
     }
-    gr.on([tab.timer.tick, lang.change], on_tick, **tick_io)
+    gr.on([tab.timer.tick, lang.change], tick, **tick_io)
 
     def after_start(run_id: str, seen: Any, *rest: Any):
         return on_tick(run_id, None, *rest)

@@ -274,8 +274,6 @@ def wire(tab: EvaluateTab, top: TopBar, board: Board, demo: gr.Blocks, opened: g
     )
 
     def on_tick(run_id: str, seen: Any, lang: str, message: Any, started: Any):
-        if start_card.is_starting(seen):  # Start's handler has not answered yet: the card says "starting"
-            return (gr.skip(),) * 8
         line = start_line.follow(board, started, message, lang)  # "queued (position 1)" follows the run and language
         view = progress_view.watch(board, run_id, seen, lang)
         if view is None:

@@ -182,8 +182,6 @@ def wire(tab: ExportTab, top: TopBar, board: Board, demo: gr.Blocks) -> None:
     )
 
     def on_tick(run_id: str, seen: Any, lang: str, message: Any, started: Any):
-        if start_card.is_starting(seen):  # Start's handler has not answered yet: the card says "starting"
-            return (gr.skip(),) * 7
         line = start_line.follow(board, started, message, lang)  # "Export x started" follows the run and language
         view = progress_view.watch(board, run_id, seen, lang)
         if view is None:

@@ -238,6 +238,8 @@ def coerce_value(key: str, value: Any, tp: Any) -> Any:
         if non_finite(number):
             raise ValueError(non_finite_problem(key, value if isinstance(value, str) else number))
         return number
+    if base is str and key in MAPPING_KEYS:
+        return mapping_text(key, value)
     if base is str:
         if isinstance(value, (list, tuple)) and key in LIST_TEXT_KEYS:
             value = ",".join(str(v) for v in value)
@@ -247,7 +249,7 @@ def coerce_value(key: str, value: Any, tp: Any) -> Any:
         if isinstance(value, dict) and key in INLINE_JSON_KEYS:  # transformers' own form: the settings inline
             if non_finite_inside(value) is not None:
                 raise ValueError(non_finite_problem(key, non_finite_inside(value)))
-            value = json.dumps(value, ensure_ascii=False)  # (a MAPPING_KEYS value is read again below)
+            value = json.dumps(value, ensure_ascii=False)
         elif isinstance(value, dict):
             raise ValueError(f"`{key}` must be text, not a mapping." + INLINE_HINTS.get(key, ""))
         if non_finite(value):  # `.nan` where a path or name is expected
@@ -256,7 +258,7 @@ def coerce_value(key: str, value: Any, tp: Any) -> Any:
         problem = text_problem(key, text)
         if problem:
             raise ValueError(problem)
-        return mapping_text(key, text) if key in MAPPING_KEYS else text
+        return text
     return value
 
 
@@ -269,22 +271,28 @@ def yaml_exponent(value: Any) -> Any:
     return float(value) if isinstance(value, str) and _YAML_EXPONENT.fullmatch(value.strip()) else value
 
 
-def mapping_text(key: str, text: str) -> str | None:
-    """A :data:`MAPPING_KEYS` value given as text (a JSON object, or a YAML mapping such as ``{min_lr_rate: 0.1}``)
-    as the JSON text of its mapping; None for empty text."""
-    if not text.strip():
-        return None
-    try:
-        value = loads(text)  # JSON first: YAML reads `1e-6` as text
-    except (ValueError, RecursionError):
+def mapping_text(key: str, given: Any) -> str | None:
+    """A :data:`MAPPING_KEYS` value (a mapping as a YAML config gives it, or text: a JSON object or a YAML mapping
+    such as ``{min_lr_rate: 0.1}``, as the board's box takes it) as the JSON text of its mapping; None for empty
+    text."""
+    value = given
+    if isinstance(given, str):
+        problem = text_problem(key, given)
+        if problem:
+            raise ValueError(problem)
+        if not given.strip():
+            return None
         try:
-            value = yaml.load(text, Loader=ConfigLoader)  # noqa: S506 (a safe loader)
-        except (yaml.YAMLError, RecursionError, ValueError):
-            value = None
+            value = loads(given)  # JSON first: YAML reads `1e-6` as text
+        except (ValueError, RecursionError):
+            try:
+                value = yaml.load(given, Loader=ConfigLoader)  # noqa: S506 (a safe loader)
+            except (yaml.YAMLError, RecursionError, ValueError):
+                value = None
     if isinstance(value, dict):
         value = {name: yaml_exponent(item) for name, item in value.items()}
     if not isinstance(value, dict) or not all(isinstance(name, str) for name in value):
-        raise ValueError(f"`{key}: {shown(text)}` must be a mapping of names to values, e.g. "
+        raise ValueError(f"`{key}: {shown(given)}` must be a mapping of names to values, e.g. "
                          '`{"min_lr_rate": 0.1}` (a JSON object) or `{min_lr_rate: 0.1}`.')
     if non_finite_inside(value) is not None:
         raise ValueError(non_finite_problem(key, non_finite_inside(value)))

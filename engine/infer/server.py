@@ -27,8 +27,7 @@ from engine.config import RunConfig
 from engine.credentials import API_KEY_ENV, LF_API_KEY_ENV, api_key_from_env  # noqa: F401 (re-exported)
 from engine.hostnames import WILDCARD_HOSTS, host_name, is_loopback_name, names_this_machine, origin_host
 from engine.infer.board_watch import DEFAULT_GRACE, BoardWatch
-from engine.infer.listen_address import bare_host, listen_family, netloc
-from engine.infer.listen_address import cannot_listen as _cannot_listen
+from engine.infer.listen_address import bare_host, cannot_listen, listen_family, netloc
 from engine.infer.openai_format import (  # noqa: F401 (convert_* re-exported)
     RequestError,
     convert_messages,
@@ -414,12 +413,12 @@ def bind_server(host: str = "127.0.0.1", port: int = 8000, *, api_key: str | Non
     try:
         server = ChatServer((bare_host(host), port), None, api_key=api_key, bind_and_activate=False)
     except OSError as err:  # the address family: a host that does not resolve
-        raise _cannot_listen(host, port, err) from None
+        raise cannot_listen(host, port, err) from None
     try:
         server.server_bind()
     except OSError as err:
         server.server_close()
-        raise _cannot_listen(host, port, err) from None
+        raise cannot_listen(host, port, err) from None
     return server
 
 
@@ -431,7 +430,7 @@ def open_server(server: ChatServer, chat_model: ChatModel, model_name: str | Non
         server.server_activate()
     except OSError as err:  # another process bound the same port with SO_REUSEADDR and listened first
         server.server_close()
-        raise _cannot_listen(server.bind_host, int(server.server_address[1]), err) from None
+        raise cannot_listen(server.bind_host, int(server.server_address[1]), err) from None
 
 
 def serve(cfg: RunConfig, host: str = "127.0.0.1", port: int = 8000, run_dir: str | None = None, *,

@@ -29,3 +29,13 @@ def board(workspace):
     jobs.shutdown()
     for run_id in jobs.running():
         jobs.abort(run_id)
+
+
+@pytest.fixture()
+def demo(board, monkeypatch):
+    """The whole page built on :func:`board` (the device report given, as the board collects it in a subprocess)."""
+    from app import catalog
+    from app.ui import build_ui
+
+    monkeypatch.setattr(catalog.ENVIRONMENT, "get", lambda: ({"cpu": {"cores": 2}}, None))
+    return build_ui(board)

@@ -11,15 +11,8 @@ from __future__ import annotations
 import gradio as gr
 import pytest
 
-from app import catalog, start_card
-from app.ui import build_ui
+from app import start_card
 from tests.app.test_start_line import chain, page_values, start_of, tick_of
-
-
-@pytest.fixture()
-def demo(board, monkeypatch):
-    monkeypatch.setattr(catalog.ENVIRONMENT, "get", lambda: ({"cpu": {"cores": 2}}, None))
-    return build_ui(board)
 
 
 @pytest.mark.parametrize(("button", "status"), [("lf-train-start", "lf-train-status"),

@@ -11,9 +11,8 @@ from __future__ import annotations
 import gradio as gr
 import pytest
 
-from app import catalog, start_line
+from app import start_line
 from app.inert_text import inert
-from app.ui import build_ui
 
 
 def tick_of(demo, status_id: str):
@@ -41,12 +40,6 @@ def page_values(fn, lang: str) -> list:
     """The inputs of ``fn`` as the page is built, in ``lang`` (Evaluate on the demo's dataset)."""
     given = {"lf-lang-code": lang, "lf-eval-dataset": ["demo_identity"]}
     return [given.get(getattr(c, "elem_id", None), c.value) for c in fn.inputs]
-
-
-@pytest.fixture()
-def demo(board, monkeypatch):
-    monkeypatch.setattr(catalog.ENVIRONMENT, "get", lambda: ({"cpu": {"cores": 2}}, None))
-    return build_ui(board)
 
 
 @pytest.mark.parametrize(("button", "status"), [("lf-train-start", "lf-train-status"),

@@ -384,9 +384,9 @@ def test_a_host_it_cannot_listen_on_is_named_with_the_host_as_the_fix(host, show
 def test_a_low_port_refused_for_its_rights_says_so():
     import errno
 
-    from engine.infer.server import _cannot_listen
+    from engine.infer.listen_address import cannot_listen
 
-    message = str(_cannot_listen("127.0.0.1", 80, PermissionError(errno.EACCES, "Permission denied")))
+    message = str(cannot_listen("127.0.0.1", 80, PermissionError(errno.EACCES, "Permission denied")))
     assert message == ("Cannot listen on 127.0.0.1:80 (Permission denied); a port below 1024 needs administrator "
                        "rights: choose a port from 1024 up (0 picks a free one).")
 

@@ -4,13 +4,12 @@ passed the media probe of `lf-engine check` / `data` / `train` and failed in tra
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
 from engine.config import build_config
 from engine.multimodal import media
+from tests.engine.test_media_damaged_files import media_dataset
 
 
 def _video(path, fmt=None, options=None, codec="mpeg4", frames=40):
@@ -61,15 +60,8 @@ def test_whole_audio_still_passes(tmp_path):
 def test_check_names_the_row_and_the_video_cut_short(tmp_path):
     data = _video(tmp_path / "whole.mp4", options={"movflags": "faststart"}).read_bytes()
     (tmp_path / "cut.mp4").write_bytes(data[:len(data) // 2])
-    rows = [{"messages": [{"role": "user", "content": "<video>What is it?"}, {"role": "assistant", "content": "A."}],
-             "videos": [name]} for name in ("whole.mp4", "cut.mp4")]
-    (tmp_path / "rows.json").write_text(json.dumps(rows))
-    (tmp_path / "dataset_info.json").write_text(json.dumps({"clips": {
-        "file_name": "rows.json", "formatting": "sharegpt", "columns": {"messages": "messages", "videos": "videos"},
-        "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}}}))
     from engine.multimodal.checks import check_media
 
-    problems = check_media(build_config({"model_name_or_path": "demo-vlm", "template": "qwen2_vl", "dataset": "clips",
-                                         "dataset_dir": str(tmp_path)}))
+    problems = check_media(build_config(media_dataset(tmp_path, "clips", "videos", ("whole.mp4", "cut.mp4"))))
     assert problems == [f"Dataset `clips` row 1: video file {tmp_path / 'cut.mp4'} is cut short (truncated): replace "
                         "the file."]

@@ -41,6 +41,19 @@ def test_probe_finds_an_image_cut_short(tmp_path, fmt):
         media.load_image(str(cut))
 
 
+def media_dataset(folder, name: str, column: str, files: tuple[str, ...]) -> dict:
+    """A sharegpt dataset ``name`` in ``folder`` (its dataset_info.json too) of one row per file of ``files``, each
+    asking about its one ``column`` ("images", "videos") item; the config that checks it on a tiny Qwen2-VL."""
+    tag = {"images": "<image>", "videos": "<video>", "audios": "<audio>"}[column]
+    rows = [{"messages": [{"role": "user", "content": f"{tag}What is it?"}, {"role": "assistant", "content": "A."}],
+             column: [file]} for file in files]
+    (folder / "rows.json").write_text(json.dumps(rows))
+    (folder / "dataset_info.json").write_text(json.dumps({name: {
+        "file_name": "rows.json", "formatting": "sharegpt", "columns": {"messages": "messages", column: column},
+        "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}}}))
+    return {"model_name_or_path": "demo-vlm", "template": "qwen2_vl", "dataset": name, "dataset_dir": str(folder)}
+
+
 def test_check_names_the_row_with_a_jpeg_cut_short(tmp_path):
     """`lf-engine check` / `data` / `train`'s pre-flight: the row, the file and the fix."""
     from engine.multimodal.checks import check_media
@@ -48,14 +61,7 @@ def test_check_names_the_row_with_a_jpeg_cut_short(tmp_path):
     data = _picture("JPEG")
     (tmp_path / "good.jpg").write_bytes(data)
     (tmp_path / "cut.jpg").write_bytes(data[:len(data) // 2])
-    rows = [{"messages": [{"role": "user", "content": "<image>What is it?"}, {"role": "assistant", "content": "A."}],
-             "images": [name]} for name in ("good.jpg", "cut.jpg")]
-    (tmp_path / "rows.json").write_text(json.dumps(rows))
-    (tmp_path / "dataset_info.json").write_text(json.dumps({"pics": {
-        "file_name": "rows.json", "formatting": "sharegpt", "columns": {"messages": "messages", "images": "images"},
-        "tags": {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant"}}}))
-    problems = check_media(build_config({"model_name_or_path": "demo-vlm", "template": "qwen2_vl", "dataset": "pics",
-                                         "dataset_dir": str(tmp_path)}))
+    problems = check_media(build_config(media_dataset(tmp_path, "pics", "images", ("good.jpg", "cut.jpg"))))
     assert problems == [f"Dataset `pics` row 1: image file {tmp_path / 'cut.jpg'} is cut short (truncated): replace "
                         "the file."]
 

@@ -291,12 +291,15 @@ def mapping_text(key: str, given: Any) -> str | None:
                 value = None
     if isinstance(value, dict):
         value = {name: yaml_exponent(item) for name, item in value.items()}
-    if not isinstance(value, dict) or not all(isinstance(name, str) for name in value):
-        raise ValueError(f"`{key}: {shown(given)}` must be a mapping of names to values, e.g. "
-                         '`{"min_lr_rate": 0.1}` (a JSON object) or `{min_lr_rate: 0.1}`.')
-    if non_finite_inside(value) is not None:
+    if isinstance(value, dict) and non_finite_inside(value) is not None:
         raise ValueError(non_finite_problem(key, non_finite_inside(value)))
-    return json.dumps(value, ensure_ascii=False)
+    try:  # names are text; values numbers, text, true/false, lists (a YAML date is none of them)
+        if isinstance(value, dict) and all(isinstance(name, str) for name in value):
+            return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        pass
+    raise ValueError(f"`{key}: {shown(given)}` must be a mapping of names to values, e.g. "
+                     '`{"min_lr_rate": 0.1}` (a JSON object) or `{min_lr_rate: 0.1}`.')
 
 
 def build_config(mapping: dict[str, Any], *, allow_hf_passthrough: bool = True) -> RunConfig:

@@ -32,7 +32,7 @@ def test_an_exponent_without_a_dot_is_a_number(given):
     assert json.loads(cfg.train.lr_scheduler_kwargs) == {"min_lr": 1e-6}
 
 
-@pytest.mark.parametrize("given", ["abc", "[1, 2]", "{1: 2}", "{a: [1,", "3"])
+@pytest.mark.parametrize("given", ["abc", "[1, 2]", "{1: 2}", "{a: [1,", "3", "{a: 2024-01-01}", {"a": {1, 2}}])
 def test_text_that_is_no_mapping_is_refused_with_an_example(given):
     with pytest.raises(ConfigError) as info:
         build_config({**BASE, "lr_scheduler_kwargs": given})
